@@ -1,0 +1,257 @@
+"""Build the runtime stack's release graph (``PlanNode`` s and their ``depends_on`` edges).
+
+Per enabled component, in recipe order:
+
+* ``<c>-pre``        local chart of the pre-manifests (if any); installs before the chart;
+* ``<c>``            the component's chart (Helm components only);
+* ``<c>-manifests``  local chart of the post-manifests (custom resources after their CRDs);
+* ``<gate.name>``    one release per readiness gate of the component.
+
+A component's *ready handle* is the set of its gates (those without an explicit ``before``),
+else its post-manifests release, else its chart release. Every release of a component depends
+on the ready handles of the component's ``dependencyRefs``, so releases that need a component
+ready wait on its gate, and independent releases install in parallel. Terraform destroys in
+reverse order, so dependents go first on ``terraform destroy``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Iterable, Mapping
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import Component, GateSpec, LocalChart, PlanNode, Recipe
+
+GATE_TIMEOUT_MARGIN_SECONDS = 120
+"""Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull)."""
+
+
+def fingerprint(data: Any) -> str:
+    """sha256 hex of canonical JSON of ``data`` (sorted keys, no whitespace variance)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def component_fingerprint(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> str:
+    """Content hash of what a component installs: chart, version, values, manifest charts.
+
+    Fed into its gates' values so a gate re-runs whenever the gated component changes.
+    """
+    ref = component.ref
+    return fingerprint(
+        {
+            "repository": ref.source,
+            "chart": ref.chart,
+            "version": ref.version,
+            "namespace": ref.namespace,
+            "values": component.values,
+            "manifests": {
+                phase: manifest_charts[(ref.name, phase)].content_hash
+                for phase in ("pre", "post")
+                if (ref.name, phase) in manifest_charts
+            },
+        }
+    )
+
+
+def build_nodes(
+    cluster_name: str,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    manifest_charts: Mapping[tuple[str, str], LocalChart],
+    gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
+) -> list[PlanNode]:
+    """Turn components, manifest charts and gate charts into ordered ``PlanNode`` s.
+
+    Args:
+        cluster_name: for error messages.
+        recipe: gives the deterministic component order.
+        components: enabled components by name (disabled ones are absent).
+        manifest_charts: ``(component, "pre"|"post")`` -> rendered local chart.
+        gates: ``(spec, chart, values)``; ``values`` are the gate release's values (the gated
+            component's fingerprint is added here as ``gatedHash``).
+
+    Returns:
+        list[PlanNode] in install-friendly order, every ``depends_on`` sorted.
+
+    Raises:
+        GpuclusterError: a dependencyRef names a disabled/unknown component, a gate names an
+            unknown component, node ids collide, or the graph has a cycle.
+    """
+    order = [ref.name for ref in recipe.component_refs if ref.name in components]
+    gates_by_component: dict[str, list[tuple[GateSpec, LocalChart, dict[str, Any]]]] = {}
+    for spec, chart, values in gates:
+        if spec.component not in components:
+            continue  # gate of a disabled component
+        gates_by_component.setdefault(spec.component, []).append((spec, chart, values))
+    for items in gates_by_component.values():
+        items.sort(key=lambda item: item[0].name)
+
+    def main_node(name: str) -> str:
+        if (name, "post") in manifest_charts:
+            return f"{name}-manifests"
+        if components[name].ref.type == "Helm":
+            return name
+        return f"{name}-pre"
+
+    def ready(name: str) -> list[str]:
+        own = [spec.name for spec, _, _ in gates_by_component.get(name, []) if spec.before is None]
+        return own or [main_node(name)]
+
+    for name in order:
+        for dep in components[name].ref.dependency_refs:
+            if dep not in components:
+                raise GpuclusterError(
+                    f"'{name}' depends on '{dep}', which is disabled or not in the recipe",
+                    cluster=cluster_name,
+                    component=name,
+                    key="dependencyRefs",
+                    fix=f"enable '{dep}' again, or disable '{name}' as well",
+                )
+
+    extra_before: dict[str, list[str]] = {}
+    for items in gates_by_component.values():
+        for spec, _, _ in items:
+            for target in spec.before or []:
+                if target in components:
+                    extra_before.setdefault(target, []).append(spec.name)
+
+    nodes: list[PlanNode] = []
+    for name in order:
+        comp = components[name]
+        ref = comp.ref
+        dep_handles = sorted({h for dep in ref.dependency_refs for h in ready(dep)} | set(extra_before.get(name, [])))
+        previous: list[str] = []
+        pre = manifest_charts.get((name, "pre"))
+        if pre is not None:
+            nodes.append(
+                PlanNode(
+                    id=f"{name}-pre",
+                    kind="pre-manifests",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=pre,
+                    values={"contentHash": pre.content_hash},
+                    depends_on=list(dep_handles),
+                )
+            )
+            previous = [f"{name}-pre"]
+        if ref.type == "Helm":
+            nodes.append(
+                PlanNode(
+                    id=name,
+                    kind="chart",
+                    component=name,
+                    namespace=ref.namespace,
+                    repository=ref.source,
+                    chart=ref.chart,
+                    version=ref.version,
+                    values=comp.values,
+                    depends_on=sorted(set(dep_handles) | set(previous)),
+                    terraform_variables=dict(comp.terraform_variables),
+                )
+            )
+            previous = [name]
+        post = manifest_charts.get((name, "post"))
+        if post is not None:
+            nodes.append(
+                PlanNode(
+                    id=f"{name}-manifests",
+                    kind="manifests",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=post,
+                    values={"contentHash": post.content_hash},
+                    depends_on=sorted(set(dep_handles) | set(previous)),
+                )
+            )
+            previous = [f"{name}-manifests"]
+        if not previous:
+            raise GpuclusterError(
+                f"component '{name}' installs nothing (type {ref.type} without a chart or manifests)",
+                cluster=cluster_name,
+                component=name,
+                fix="give it a chart, or manifests, or disable it",
+            )
+        gated_hash = component_fingerprint(comp, manifest_charts)
+        for spec, chart, values in gates_by_component.get(name, []):
+            after = set(previous)
+            for other in spec.after:
+                if other in components:
+                    after |= set(ready(other)) if other != name else set()
+                elif any(other == s.name for items in gates_by_component.values() for s, _, _ in items):
+                    after.add(other)
+            nodes.append(
+                PlanNode(
+                    id=spec.name,
+                    kind="gate",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=chart,
+                    values={**values, "gatedHash": gated_hash, "contentHash": chart.content_hash},
+                    depends_on=sorted(after - {spec.name}),
+                    wait_for_jobs=True,
+                    timeout_seconds=spec.timeout_seconds
+                    + (spec.create_timeout_seconds if spec.kind == "crd-established" else 0)
+                    + GATE_TIMEOUT_MARGIN_SECONDS,
+                )
+            )
+
+    _check_graph(cluster_name, nodes)
+    return nodes
+
+
+def _check_graph(cluster_name: str, nodes: list[PlanNode]) -> None:
+    ids = [n.id for n in nodes]
+    seen: set[str] = set()
+    for node_id in ids:
+        if node_id in seen:
+            raise GpuclusterError(
+                f"two releases are both named '{node_id}'",
+                cluster=cluster_name,
+                fix="rename the gate or component so release names are unique",
+            )
+        seen.add(node_id)
+    by_id = {n.id: n for n in nodes}
+    for n in nodes:
+        for d in n.depends_on:
+            if d not in by_id:
+                raise GpuclusterError(f"release '{n.id}' depends on unknown release '{d}'", cluster=cluster_name)
+    state: dict[str, int] = {}
+
+    def visit(node_id: str, stack: list[str]) -> None:
+        mark = state.get(node_id, 0)
+        if mark == 2:
+            return
+        if mark == 1:
+            cycle = " -> ".join(stack[stack.index(node_id):] + [node_id])
+            raise GpuclusterError(
+                f"dependency cycle: {cycle}",
+                cluster=cluster_name,
+                key="dependencyRefs",
+                fix="remove one of the dependencyRefs or gate orderings in the cycle",
+            )
+        state[node_id] = 1
+        for d in by_id[node_id].depends_on:
+            visit(d, stack + [node_id])
+        state[node_id] = 2
+
+    for node_id in ids:
+        visit(node_id, [])
+
+
+def topological_layers(nodes: list[PlanNode]) -> list[list[str]]:
+    """Group node ids into install waves (each wave depends only on earlier ones)."""
+    remaining = {n.id: set(n.depends_on) for n in nodes}
+    layers: list[list[str]] = []
+    done: set[str] = set()
+    while remaining:
+        wave = sorted(i for i, deps in remaining.items() if deps <= done)
+        if not wave:
+            raise ValueError("cycle")
+        layers.append(wave)
+        done |= set(wave)
+        for i in wave:
+            del remaining[i]
+    return layers

@@ -1,0 +1,431 @@
+"""Plain-data types that flow through gpucluster (no cdktf, no I/O).
+
+Data flow (each step adds one kind of knowledge)::
+
+    cluster file | embedded default | AICR RecipeResult
+      -> ClusterSpec        (gpucluster.config)     validated input
+      -> Recipe             (gpucluster.recipe)     catalog resolution
+      -> Component values   (gpucluster.pipeline)   overrides, node scheduling, plugin adjustments
+      -> Finding list       (gpucluster.policy)     fail closed before anything is written
+      -> RuntimePlan        (gpucluster.pipeline)   PlanNodes: charts, manifest charts, gates, edges
+      -> constructs/stacks  (constructs_lib, stacks) the only place that imports cdktf
+
+All mappings of Helm values are plain ``dict``/``list``/scalars as YAML would load them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+# --------------------------------------------------------------------------- criteria
+
+Service = str  # "aks", "nvke", "oke", ... (platform plugins declare the ones they serve)
+
+CRITERIA_FIELDS = ("service", "accelerator", "os", "intent", "platform")
+ANY = "any"
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """What a recipe is selected by (AICR criteria).
+
+    Values as AICR uses them: service ``aks|nvke|oke|...``; accelerator ``h100|gb200|...``;
+    os ``ubuntu|...``; intent ``training|inference``; platform ``any|kubeflow|dynamo|...``.
+    ``"any"`` is a wildcard on an overlay and "unspecified" on a query.
+    """
+
+    service: str = ANY
+    accelerator: str = ANY
+    os: str = ANY
+    intent: str = ANY
+    platform: str = ANY
+
+    def as_dict(self) -> dict[str, str]:
+        return {f: getattr(self, f) for f in CRITERIA_FIELDS}
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+@dataclass
+class ComponentRef:
+    """One component of a recipe as resolved from overlays/mixins/profile.
+
+    Field names follow AICR's RecipeResult ``componentRefs`` entries.
+
+    Attributes:
+        name: catalog component name (``gpu-operator``).
+        type: ``"Helm"`` (a chart) or ``"Manifest"`` (manifest-only, rendered into a local chart).
+        source: chart repository URL, ``https://…`` or ``oci://…`` ('' for manifest-only).
+        chart: chart name inside the repository (no repo prefix).
+        version: pinned chart version exactly as the registry gives it (``v26.7.1``, ``0.19.0``).
+        namespace: target namespace.
+        values_files: catalog-relative values files, layered in order.
+        overrides: inline values deep-merged over the values files (recipe overrides).
+        pre_manifest_files / manifest_files: catalog-relative manifest templates installed
+            before / after the chart.
+        dependency_refs: names of components that must be ready first (set semantics, sorted).
+        enabled: ``False`` when a recipe or override disabled the component.
+    """
+
+    name: str
+    type: Literal["Helm", "Manifest"] = "Helm"
+    source: str = ""
+    chart: str = ""
+    version: str = ""
+    namespace: str = ""
+    values_files: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    pre_manifest_files: list[str] = field(default_factory=list)
+    manifest_files: list[str] = field(default_factory=list)
+    dependency_refs: list[str] = field(default_factory=list)
+    enabled: bool = True
+
+
+@dataclass
+class Constraint:
+    """A recipe constraint, e.g. ``K8s.server.version >= 1.34``."""
+
+    name: str
+    value: str
+
+
+@dataclass
+class Recipe:
+    """A resolved recipe (AICR RecipeResult shape).
+
+    Attributes:
+        criteria: the query it was resolved for.
+        applied_overlays: overlay names, least specific first.
+        constraints: merged constraints (later overlays replace same-named ones).
+        component_refs: in deterministic (topological, then name) order.
+        profile: ``(profile name, chosen value)``, e.g. ``("gpuStack", "azure-managed")``, or None.
+        profile_owned: component -> dotted key paths the chosen profile sets (policy-owned keys).
+    """
+
+    criteria: Criteria
+    applied_overlays: list[str]
+    constraints: list[Constraint]
+    component_refs: list[ComponentRef]
+    profile: tuple[str, str] | None = None
+    profile_owned: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def component(self, name: str) -> ComponentRef:
+        for ref in self.component_refs:
+            if ref.name == name:
+                return ref
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- cluster input
+
+
+@dataclass
+class Taint:
+    key: str
+    value: str
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+@dataclass
+class NodePool:
+    """A node pool gpucluster provisions (platforms that provision clusters only).
+
+    Attributes:
+        name: pool name (AKS: lowercase alphanumeric, <= 12 chars).
+        vm_size: e.g. ``Standard_ND96isr_H100_v5`` (8x H100, seed: aks-gpu-setup).
+        node_count: nodes (>= 1 unless autoscaling bounds given).
+        gpu: True for GPU pools (tainted, labelled, ``gpu_driver`` set from the profile).
+        labels / taints: extra labels/taints; GPU pools get ``nvidia.com/gpu=present:NoSchedule``.
+        gpu_driver: AKS ``gpu_driver`` (``Install`` | ``None``); derived from the gpuStack profile
+            when not given.
+        managed_gpu: AKS-managed GPU pool (``gpuProfile.nvidia.managementMode: Managed``); always refused.
+    """
+
+    name: str
+    vm_size: str
+    node_count: int = 1
+    gpu: bool = True
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Taint] = field(default_factory=list)
+    gpu_driver: str | None = None
+    managed_gpu: bool = False
+
+
+@dataclass
+class Toleration:
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.key is not None:
+            out["key"] = self.key
+        out["operator"] = self.operator
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+    @property
+    def is_wildcard(self) -> bool:
+        return self.key in (None, "") and self.operator == "Exists"
+
+
+@dataclass
+class NodeScheduling:
+    """Node scheduling inputs injected into component values (AICR ``--*-node-*`` flags)."""
+
+    accelerated_node_selector: dict[str, str] = field(default_factory=dict)
+    accelerated_tolerations: list[Toleration] = field(default_factory=list)
+    system_node_selector: dict[str, str] = field(default_factory=dict)
+    system_tolerations: list[Toleration] = field(default_factory=list)
+
+
+@dataclass
+class Override:
+    """One user override with provenance, applied in order.
+
+    kind ``set``: ``path`` and scalar ``value``; kind ``values``: structured ``value`` (a dict)
+    deep-merged at the component root (objects merge, lists/scalars replace, None deletes);
+    kind ``variable``: value bound to a Terraform variable named ``value``.
+    """
+
+    component: str
+    kind: Literal["set", "values", "variable"]
+    path: str = ""
+    value: Any = None
+    source: str = ""  # "<file>:overrides[3]" or "--set" for error messages
+
+
+@dataclass
+class ExistingCluster:
+    """How the runtime stack reaches a cluster gpucluster does not create."""
+
+    kubeconfig_path: str = "~/.kube/config"
+    context: str | None = None
+
+
+@dataclass
+class ClusterSpec:
+    """One validated cluster description.
+
+    Attributes:
+        name: DNS-1123 label, unique in the file; stacks are ``<name>-cluster`` / ``<name>-runtime``.
+        criteria: recipe query. ``criteria.service`` picks the platform plugin.
+        profile: profile choices, e.g. ``{"gpuStack": "azure-managed"}`` (AKS default).
+        region: cloud region (AKS location), platform default when omitted.
+        kubernetes_version: ``"1.34"`` (minor, string).
+        pools: node pools to provision (empty for platforms where the cluster exists).
+        existing: set when the runtime stack targets an existing cluster via kubeconfig.
+        overrides: user overrides in the order given.
+        scheduling: node scheduling inputs.
+        recipe_file: path of an AICR RecipeResult to use instead of resolving criteria.
+        settings: platform-specific inputs (e.g. NVKE rails), validated by the plugin.
+        source: the file this spec came from (``<embedded default>`` otherwise).
+    """
+
+    name: str
+    criteria: Criteria
+    profile: dict[str, str] = field(default_factory=dict)
+    region: str | None = None
+    kubernetes_version: str = "1.34"
+    pools: list[NodePool] = field(default_factory=list)
+    existing: ExistingCluster | None = None
+    overrides: list[Override] = field(default_factory=list)
+    scheduling: NodeScheduling = field(default_factory=NodeScheduling)
+    recipe_file: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    source: str = "<embedded default>"
+
+
+# --------------------------------------------------------------------------- effective components
+
+
+@dataclass
+class Component:
+    """A component with its final effective values (after overrides, scheduling, plugins)."""
+
+    ref: ComponentRef
+    values: dict[str, Any]
+    terraform_variables: dict[str, str] = field(default_factory=dict)  # dotted path -> tf variable name
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+
+# --------------------------------------------------------------------------- policy
+
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One policy finding on the final effective values.
+
+    Attributes:
+        id: stable id, e.g. ``GPU-ADVERTISER``.
+        severity: ``error`` stops synthesis (exit 2); ``warning``/``info`` print only.
+        cluster / component / key: where (key is a dotted values path or cluster-file key).
+        message: what is wrong and why it breaks GPUs.
+        fix: what to change.
+    """
+
+    id: str
+    severity: Severity
+    cluster: str
+    component: str
+    key: str
+    message: str
+    fix: str
+
+    def render(self) -> str:
+        return (
+            f"{self.severity}[{self.id}] cluster={self.cluster} component={self.component} "
+            f"key={self.key}: {self.message} fix: {self.fix}"
+        )
+
+
+# --------------------------------------------------------------------------- gates
+
+
+GateKind = Literal["resource-condition", "crd-established", "rollout", "min-version"]
+
+
+@dataclass
+class GateSpec:
+    """A readiness gate as data (declared by plugins through the SDK).
+
+    A gate is installed as a Helm release of a generated chart whose Job waits for the
+    condition; releases that need ``component`` ready depend on the gate instead.
+
+    Attributes:
+        name: unique per cluster, DNS-1123 (``gpu-operator-clusterpolicy-ready``).
+        component: the gated component (its content hash re-runs the gate on change).
+        kind:
+          * ``resource-condition``: every object of ``api_version``/``kind`` (``name`` for one)
+            satisfies ``jsonpath`` == ``value`` (e.g. ClusterPolicy ``{.status.state}`` ``ready``).
+          * ``crd-established``: CRD ``name`` is created (``create_timeout_seconds``, default 600),
+            then Established (``timeout_seconds``, default 120). Seed: nvke-gb200-setup.
+          * ``rollout``: DaemonSet/Deployment ``kind``/``name`` in ``namespace`` rolled out.
+          * ``min-version``: the rollout above, and every container image tag ``container`` of the
+            workload is at least ``value`` (semver).
+        timeout_seconds: wait budget of the condition.
+        after: extra component names or gate names the gate must run after (beyond ``component``).
+        before: components that must wait for this gate (default: dependents of ``component``).
+    """
+
+    name: str
+    component: str
+    kind: GateKind
+    api_version: str = ""
+    resource: str = ""  # plural resource for RBAC, e.g. "clusterpolicies"
+    kind_name: str = ""  # Kind, e.g. "ClusterPolicy"
+    name_of_object: str | None = None
+    namespace: str | None = None
+    jsonpath: str = ""
+    value: str = ""
+    container: str = ""
+    timeout_seconds: int = 600
+    create_timeout_seconds: int = 600
+    after: list[str] = field(default_factory=list)
+    before: list[str] | None = None
+
+
+# --------------------------------------------------------------------------- runtime plan
+
+
+@dataclass
+class LocalChart:
+    """A generated Helm chart (manifest chart or gate chart), fully rendered, as files.
+
+    ``files`` maps a chart-relative path (``Chart.yaml``, ``templates/000-foo.yaml``) to text.
+    ``content_hash`` is the sha256 of the sorted files; it is fed into release values so
+    ``helm_release`` changes when content changes.
+    """
+
+    name: str
+    version: str
+    files: dict[str, str]
+    content_hash: str
+
+
+NodeKind = Literal["chart", "pre-manifests", "manifests", "gate"]
+
+
+@dataclass
+class PlanNode:
+    """One ``helm_release`` of the runtime stack.
+
+    Attributes:
+        id: unique, DNS-1123 (``gpu-operator``, ``gpu-operator-manifests``, ``gate-…``); also the
+            release name and the construct id.
+        kind: what the release installs.
+        component: the catalog component it belongs to.
+        namespace: release namespace (created by the release).
+        repository / chart / version: remote chart (kind ``chart``).
+        local_chart: generated chart (other kinds).
+        values: release values, rendered by the constructs layer as ONE deterministic YAML doc.
+        depends_on: ids of nodes that must be applied first (sorted, no duplicates).
+        wait_for_jobs: set for gates.
+        timeout_seconds: Helm operation timeout.
+        terraform_variables: dotted values path -> Terraform variable name (install-time values).
+    """
+
+    id: str
+    kind: NodeKind
+    component: str
+    namespace: str
+    repository: str = ""
+    chart: str = ""
+    version: str = ""
+    local_chart: LocalChart | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    depends_on: list[str] = field(default_factory=list)
+    wait_for_jobs: bool = False
+    timeout_seconds: int = 900
+    terraform_variables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RuntimePlan:
+    """Everything the runtime stack of one cluster installs, as plain data.
+
+    ``nodes`` are in deterministic order; ``depends_on`` edges form a DAG.
+    ``findings`` holds the warnings/info that did not stop synthesis.
+    """
+
+    cluster: ClusterSpec
+    recipe: Recipe
+    components: dict[str, Component]
+    nodes: list[PlanNode]
+    gates: list[GateSpec] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def node(self, node_id: str) -> PlanNode:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def edges(self) -> list[tuple[str, str]]:
+        """``(node, dependency)`` pairs, sorted."""
+        return sorted((n.id, d) for n in self.nodes for d in n.depends_on)
+
+
+def freeze(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep copy of plain YAML data (dict/list/scalars)."""
+    if isinstance(mapping, Mapping):
+        return {k: freeze(v) for k, v in mapping.items()}  # type: ignore[return-value]
+    if isinstance(mapping, list):
+        return [freeze(v) for v in mapping]  # type: ignore[return-value]
+    return mapping  # type: ignore[return-value]

@@ -1,0 +1,11 @@
+"""User overrides (placeholder until the overrides work lands; see docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+from gpucluster.errors import GpuclusterError
+
+
+def apply_overrides(cluster, recipe, components, catalog) -> None:
+    """Apply ``cluster.overrides`` to ``components`` in place (AICR --set semantics)."""
+    if cluster.overrides:
+        raise GpuclusterError("overrides are not supported yet", cluster=cluster.name, key="overrides")

@@ -1,0 +1,94 @@
+"""The pure-Python pipeline: ClusterSpec -> RuntimePlan (no cdktf import).
+
+``build_plans`` is what ``main.py`` and the CLI call. It resolves every cluster fully (recipe,
+values, overrides, scheduling, plugin adjustments, policy, manifests, gates, graph) before
+anything is written; any error-severity finding or invalid input raises
+:class:`~gpucluster.errors.GpuclusterError` carrying all problems.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+from gpucluster import catalog as catalog_mod
+from gpucluster import gates as gates_mod
+from gpucluster import graph
+from gpucluster import manifests as manifests_mod
+from gpucluster import overrides as overrides_mod
+from gpucluster import policy as policy_mod
+from gpucluster import recipe as recipe_mod
+from gpucluster import scheduling as scheduling_mod
+from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.model import ClusterSpec, Component, Finding, RuntimePlan
+from gpucluster.plugins import call_hook, get_plugin_manager, platform_for
+from gpucluster.values import deep_merge
+
+
+def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
+    """Apply the platform plugin's defaults/validation (``gpucluster_prepare_cluster``)."""
+    platform_for(cluster.criteria.service, file=cluster.source)
+    prepared = call_hook("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
+    return prepared if prepared is not None else cluster
+
+
+def build_plan(cluster: ClusterSpec) -> RuntimePlan:
+    """Resolve one cluster into a :class:`RuntimePlan`.
+
+    Raises:
+        GpuclusterError: invalid input, unresolvable recipe, or error-severity findings
+            (all error findings of the cluster, one Problem each).
+    """
+    pm = get_plugin_manager()
+    cluster = prepare_cluster(cluster)
+    catalog = catalog_mod.load_catalog()
+    recipe = recipe_mod.recipe_for_cluster(cluster, catalog)
+    components: dict[str, Component] = recipe_mod.effective_components(recipe, catalog)
+    overrides_mod.apply_overrides(cluster, recipe, components, catalog)
+    scheduling_mod.apply_scheduling(cluster, recipe, components, catalog)
+    for name in list(components):
+        for patch in call_hook("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
+            components[name].values = deep_merge(components[name].values, patch)
+    findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog)
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        raise GpuclusterError(
+            problems=[
+                Problem(
+                    id=f.id,
+                    message=f.message,
+                    file=cluster.source,
+                    cluster=f.cluster,
+                    component=f.component,
+                    key=f.key,
+                    fix=f.fix,
+                )
+                for f in errors
+            ]
+        )
+    manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
+    gate_specs = gates_mod.collect_gates(cluster, recipe, components)
+    gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
+    nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts)
+    return RuntimePlan(
+        cluster=cluster,
+        recipe=recipe,
+        components=components,
+        nodes=nodes,
+        gates=gate_specs,
+        findings=[f for f in findings if f.severity != "error"],
+    )
+
+
+def build_plans(clusters: Sequence[ClusterSpec]) -> list[RuntimePlan]:
+    """Build every cluster's plan; collect the problems of all clusters before raising."""
+    plans: list[RuntimePlan] = []
+    problems: list[Problem] = []
+    for cluster in clusters:
+        try:
+            plans.append(build_plan(cluster))
+        except GpuclusterError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return plans

@@ -1,0 +1,149 @@
+"""Plugin manager: loads built-in and third-party plugins through one entry-point group.
+
+Built-ins (``gpucluster_aks``, ``gpucluster_nvke``, ``gpucluster_oke``) are declared under the
+``gpucluster`` entry-point group in ``pyproject.toml`` exactly as a third party declares its
+own, and are loaded by ``load_setuptools_entrypoints("gpucluster")``.
+
+``GPUCLUSTER_PLUGINS`` (comma-separated module names) loads extra plugin modules without
+installing them (handy for tests and local development). ``GPUCLUSTER_DISABLE_PLUGINS``
+(comma-separated plugin names) blocks plugins by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Callable
+
+import pluggy
+
+from gpucluster.errors import GpuclusterError, PluginError, allowed_list
+from gpucluster.sdk import hookspecs
+from gpucluster.sdk.types import Platform
+
+ENTRY_POINT_GROUP = "gpucluster"
+
+_PM: pluggy.PluginManager | None = None
+
+
+def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
+    """Return the process-wide plugin manager, loading plugins on first use.
+
+    Raises:
+        PluginError: a plugin module failed to import (names the plugin).
+    """
+    global _PM
+    if _PM is not None and not reload:
+        return _PM
+    pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    pm.add_hookspecs(hookspecs)
+    for name in filter(None, (s.strip() for s in os.environ.get("GPUCLUSTER_DISABLE_PLUGINS", "").split(","))):
+        pm.set_blocked(name)
+    try:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    except Exception as exc:  # a broken third-party distribution must be named
+        raise PluginError(
+            f"loading plugins of entry-point group '{ENTRY_POINT_GROUP}' failed: {type(exc).__name__}: {exc}",
+            fix="uninstall or fix the failing plugin distribution (see the traceback with GPUCLUSTER_DEBUG=1)",
+        ) from exc
+    for modname in filter(None, (s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(","))):
+        if pm.get_plugin(modname) is not None or pm.is_blocked(modname):
+            continue
+        try:
+            module = importlib.import_module(modname)
+        except Exception as exc:
+            raise PluginError(
+                f"plugin module '{modname}' from GPUCLUSTER_PLUGINS failed to import: {type(exc).__name__}: {exc}",
+                key="GPUCLUSTER_PLUGINS",
+                fix="fix the module or remove it from GPUCLUSTER_PLUGINS",
+            ) from exc
+        pm.register(module, name=modname)
+    pm.check_pending()
+    _PM = pm
+    return pm
+
+
+def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any) -> Any:
+    """Call a hook, naming the plugin when one raises.
+
+    Implementations run in pluggy's order (tryfirst/trylast honoured, later-registered first).
+
+    Returns:
+        list of non-None results, or for firstresult hooks the first non-None result (or None).
+
+    Raises:
+        GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
+        PluginError: any other exception, with the plugin name and hook name.
+    """
+    pm = pm or get_plugin_manager()
+    caller = getattr(pm.hook, hook_name)
+    if firstresult is None:
+        firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
+    results = []
+    for impl in reversed(caller.get_hookimpls()):
+        args = {name: kwargs[name] for name in impl.argnames}
+        try:
+            result = impl.function(**args)
+        except GpuclusterError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' failed in hook {hook_name}: {type(exc).__name__}: {exc}",
+                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
+            ) from exc
+        if result is None:
+            continue
+        if firstresult:
+            return result
+        results.append(result)
+    return None if firstresult else results
+
+
+def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
+    """All declared platforms by service.
+
+    Raises:
+        PluginError: two plugins declare the same service, or a plugin returns a non-Platform.
+    """
+    pm = pm or get_plugin_manager()
+    owners: dict[str, str] = {}
+    found: dict[str, Platform] = {}
+    caller = pm.hook.gpucluster_platforms
+    for impl in reversed(caller.get_hookimpls()):
+        try:
+            declared = impl.function() or []
+        except Exception as exc:
+            raise PluginError(f"plugin '{impl.plugin_name}' failed in hook gpucluster_platforms: {exc}") from exc
+        for platform in declared:
+            if not isinstance(platform, Platform):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}' returned {type(platform).__name__} from gpucluster_platforms",
+                    allowed="gpucluster.sdk.Platform instances",
+                )
+            if platform.service in owners:
+                raise PluginError(
+                    f"service '{platform.service}' is declared by both plugin '{owners[platform.service]}' "
+                    f"and plugin '{impl.plugin_name}'",
+                    fix="disable one of them with GPUCLUSTER_DISABLE_PLUGINS",
+                )
+            owners[platform.service] = impl.plugin_name
+            found[platform.service] = platform
+    return dict(sorted(found.items()))
+
+
+def platform_for(service: str, *, file: str | None = None, key: str = "criteria.service") -> Platform:
+    """The :class:`Platform` serving ``service``.
+
+    Raises:
+        GpuclusterError: no plugin serves it (lists the services that are served).
+    """
+    known = platforms()
+    if service not in known:
+        raise GpuclusterError(
+            f"unknown service '{service}'",
+            file=file,
+            key=key,
+            allowed=allowed_list(known),
+            fix="use one of the allowed services or install the plugin that provides it",
+        )
+    return known[service]

@@ -1,0 +1,109 @@
+"""Helm-values primitives: deep merge and dotted key paths (plain dict/list/scalars).
+
+Merge semantics (AICR, Helm): objects deep-merge, lists and scalars replace, ``None`` deletes
+the key. Inputs are never mutated; results share no containers with inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Iterator, Mapping
+
+PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+"""Allowed override path segment (AICR ``--set`` rule)."""
+
+_MISSING = object()
+
+
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Return ``base`` with ``patch`` merged in (objects merge, lists/scalars replace, None deletes)."""
+    out = copy.deepcopy(dict(base))
+    if not patch:
+        return out
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        elif isinstance(value, Mapping):
+            out[key] = _strip_nones(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _strip_nones(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (_strip_nones(v) if isinstance(v, Mapping) else copy.deepcopy(v)) for k, v in value.items() if v is not None}
+
+
+def split_path(path: str) -> list[str]:
+    """``"driver.rdma.enabled"`` -> ``["driver", "rdma", "enabled"]``.
+
+    Keys containing dots can be escaped with a backslash (``nodeSelector.kubernetes\\.io/os``).
+    """
+    parts: list[str] = []
+    buf = ""
+    i = 0
+    while i < len(path):
+        ch = path[i]
+        if ch == "\\" and i + 1 < len(path) and path[i + 1] == ".":
+            buf += "."
+            i += 2
+            continue
+        if ch == ".":
+            parts.append(buf)
+            buf = ""
+        else:
+            buf += ch
+        i += 1
+    parts.append(buf)
+    return parts
+
+
+def get_path(values: Mapping[str, Any], path: str | list[str], default: Any = None) -> Any:
+    """Value at a dotted path, or ``default`` when any segment is missing or not an object."""
+    node: Any = values
+    for part in split_path(path) if isinstance(path, str) else path:
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def has_path(values: Mapping[str, Any], path: str | list[str]) -> bool:
+    return get_path(values, path, _MISSING) is not _MISSING
+
+
+def set_path(values: dict[str, Any], path: str | list[str], value: Any) -> None:
+    """Set ``value`` at a dotted path in place, creating objects; ``None`` deletes the key.
+
+    Raises:
+        TypeError: an intermediate segment holds a non-object (a scalar on a parent).
+    """
+    parts = split_path(path) if isinstance(path, str) else list(path)
+    node = values
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if nxt is None:
+            if value is None:
+                return
+            nxt = node[part] = {}
+        elif not isinstance(nxt, dict):
+            raise TypeError(f"'{'.'.join(parts[: i + 1])}' holds a {type(nxt).__name__}, not an object")
+        node = nxt
+    if value is None:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = copy.deepcopy(value)
+
+
+def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Yield ``(dotted path, value)`` for every non-object leaf (lists are leaves)."""
+    for key in sorted(values):
+        value = values[key]
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            yield from leaf_paths(value, path)
+        else:
+            yield path, value

@@ -1,0 +1,1 @@
+"""Built-in gpucluster platform plugin: aks (filled in by its issue)."""

@@ -1,0 +1,1 @@
+"""Built-in gpucluster platform plugin: nvke (filled in by its issue)."""

@@ -1,0 +1,1 @@
+"""Built-in gpucluster platform plugin: oke (filled in by its issue)."""
