@@ -1,0 +1,235 @@
+"""Load the recipe catalog: registry, overlays, mixins, values files and manifest templates.
+
+The catalog is data the project owns (``gpucluster/catalog``) plus every directory plugins
+contribute through ``gpucluster_catalog_dirs``. Directories share one layout::
+
+    registry.yaml                    {components: [RegistryEntry...]}
+    overlays/<name>.yaml             RecipeOverlay documents (name = metadata.name = file stem)
+    mixins/<name>.yaml               RecipeMixin documents
+    components/<c>/values*.yaml      values files (plain Helm values)
+    components/<c>/manifests/*.j2    Jinja2 manifest templates
+
+Relative file references (``components/gpu-operator/values-aks.yaml``) are looked up in the
+directories in order (core first, then plugins by name); the first hit wins, and a name defined
+twice (component, overlay, mixin) is an error naming both directories.
+
+Facts in the core catalog come from NVIDIA AI Cluster Runtime recipe data (Apache-2.0); see
+NOTICE and docs/catalog-sources.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster.errors import GpuclusterError, allowed_list
+
+CORE_CATALOG_DIR = Path(__file__).parent / "catalog"
+
+
+@dataclass(frozen=True)
+class SchedulingPaths:
+    """Values paths that receive node scheduling inputs (AICR registry ``nodeScheduling``)."""
+
+    system_node_selector: tuple[str, ...] = ()
+    system_tolerations: tuple[str, ...] = ()
+    accelerated_node_selector: tuple[str, ...] = ()
+    accelerated_tolerations: tuple[str, ...] = ()
+    accelerated_taint_str: tuple[str, ...] = ()
+    node_count: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One component of the registry.
+
+    Attributes:
+        name: canonical name (``gpu-operator``).
+        aliases: override keys accepted for it (``gpuoperator``), lowercase.
+        type: ``Helm`` or ``Manifest`` (manifest-only, no chart).
+        repository / chart / version / namespace: chart facts (defaults for componentRefs).
+        scheduling: value paths for node scheduling inputs.
+        policy_keys: dotted value paths owned by policy (allocation policy etc.): Terraform
+            variables are refused on them; direct overrides warn (see gpucluster.policy).
+        source_dir: the catalog directory that declared it.
+    """
+
+    name: str
+    display_name: str = ""
+    aliases: tuple[str, ...] = ()
+    type: str = "Helm"
+    repository: str = ""
+    chart: str = ""
+    version: str = ""
+    namespace: str = ""
+    scheduling: SchedulingPaths = field(default_factory=SchedulingPaths)
+    policy_keys: tuple[str, ...] = ()
+    source_dir: str = ""
+
+
+@dataclass
+class Catalog:
+    """The merged catalog.
+
+    Attributes:
+        dirs: catalog directories, core first.
+        components: registry entries by canonical name.
+        overlays / mixins: raw documents by name (validated by :mod:`gpucluster.recipe`).
+    """
+
+    dirs: list[Path]
+    components: dict[str, RegistryEntry]
+    overlays: dict[str, dict[str, Any]]
+    mixins: dict[str, dict[str, Any]]
+    overlay_files: dict[str, Path] = field(default_factory=dict)
+
+    def resolve_name(self, name_or_alias: str) -> str:
+        """Canonical component name for a name or alias (case-insensitive).
+
+        Raises:
+            KeyError: unknown; the message lists the known names and aliases.
+        """
+        key = name_or_alias.strip()
+        if key in self.components:
+            return key
+        low = key.lower()
+        for entry in self.components.values():
+            if low == entry.name.lower() or low in entry.aliases:
+                return entry.name
+        raise KeyError(
+            f"unknown component or alias '{name_or_alias}' "
+            f"(allowed: {allowed_list(n for e in self.components.values() for n in (e.name, *e.aliases))})"
+        )
+
+    def find_file(self, relpath: str) -> Path:
+        """The first catalog directory's file at ``relpath``.
+
+        Raises:
+            GpuclusterError: not found in any catalog directory, or escaping it.
+        """
+        rel = Path(relpath)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise GpuclusterError(f"catalog reference '{relpath}' must be a relative path inside the catalog")
+        for d in self.dirs:
+            candidate = d / rel
+            if candidate.is_file():
+                return candidate
+        raise GpuclusterError(
+            f"catalog file '{relpath}' not found",
+            allowed=", ".join(str(d) for d in self.dirs),
+            fix="add the file to a catalog directory or fix the reference",
+        )
+
+    def load_values(self, relpath: str) -> dict[str, Any]:
+        """Parsed values file (an empty file is ``{}``)."""
+        path = self.find_file(relpath)
+        data = _load_yaml(path)
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise GpuclusterError(f"values file must hold a mapping, not {type(data).__name__}", file=str(path))
+        return data
+
+    def template_text(self, relpath: str) -> str:
+        """Source text of a manifest template."""
+        return self.find_file(relpath).read_text(encoding="utf-8")
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise GpuclusterError(f"invalid YAML: {exc}", file=str(path)) from exc
+
+
+def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
+    helm = raw.get("helm") or {}
+    sched = raw.get("nodeScheduling") or {}
+    system = sched.get("system") or {}
+    accel = sched.get("accelerated") or {}
+    return RegistryEntry(
+        name=raw["name"],
+        display_name=raw.get("displayName", raw["name"]),
+        aliases=tuple(a.lower() for a in raw.get("aliases", [])),
+        type=raw.get("type", "Helm"),
+        repository=helm.get("repository", ""),
+        chart=helm.get("chart", ""),
+        version=str(helm.get("version", "")),
+        namespace=helm.get("namespace", ""),
+        scheduling=SchedulingPaths(
+            system_node_selector=tuple(system.get("nodeSelectorPaths", [])),
+            system_tolerations=tuple(system.get("tolerationPaths", [])),
+            accelerated_node_selector=tuple(accel.get("nodeSelectorPaths", [])),
+            accelerated_tolerations=tuple(accel.get("tolerationPaths", [])),
+            accelerated_taint_str=tuple(accel.get("taintStrPaths", [])),
+            node_count=tuple(sched.get("nodeCountPaths", [])),
+        ),
+        policy_keys=tuple(raw.get("policyKeys", [])),
+        source_dir=str(source),
+    )
+
+
+def catalog_dirs() -> list[Path]:
+    """Core catalog directory followed by plugin directories (plugin call order)."""
+    from gpucluster.plugins import call_hook
+
+    dirs = [CORE_CATALOG_DIR]
+    for batch in call_hook("gpucluster_catalog_dirs"):
+        for d in batch:
+            p = Path(d)
+            if p not in dirs:
+                dirs.append(p)
+    return dirs
+
+
+def load_catalog(dirs: tuple[Path, ...] | None = None) -> Catalog:
+    """Load and merge the catalog (cached per directory tuple; treat the result as read-only).
+
+    Raises:
+        GpuclusterError: malformed registry/overlay/mixin files, or a name defined twice.
+    """
+    return _load_catalog(tuple(dirs) if dirs is not None else tuple(catalog_dirs()))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
+    components: dict[str, RegistryEntry] = {}
+    overlays: dict[str, dict[str, Any]] = {}
+    overlay_files: dict[str, Path] = {}
+    mixins: dict[str, dict[str, Any]] = {}
+    mixin_files: dict[str, Path] = {}
+    for d in dirs:
+        reg = d / "registry.yaml"
+        if reg.is_file():
+            data = _load_yaml(reg) or {}
+            for raw in data.get("components", []):
+                if not isinstance(raw, dict) or "name" not in raw:
+                    raise GpuclusterError("registry entry without a name", file=str(reg), key="components")
+                entry = _entry(raw, d)
+                if entry.name in components:
+                    raise GpuclusterError(
+                        f"component '{entry.name}' is defined in two catalogs: {components[entry.name].source_dir} and {d}",
+                        file=str(reg),
+                        component=entry.name,
+                    )
+                components[entry.name] = entry
+        for kind, target, files in (("overlays", overlays, overlay_files), ("mixins", mixins, mixin_files)):
+            sub = d / kind
+            if not sub.is_dir():
+                continue
+            for path in sorted(sub.glob("*.yaml")):
+                doc = _load_yaml(path)
+                if not isinstance(doc, dict):
+                    raise GpuclusterError(f"{kind[:-1]} file must hold a mapping", file=str(path))
+                name = (doc.get("metadata") or {}).get("name") or path.stem
+                if name in target:
+                    raise GpuclusterError(
+                        f"{kind[:-1]} '{name}' is defined twice: {files[name]} and {path}", file=str(path)
+                    )
+                target[name] = doc
+                files[name] = path
+    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files)
