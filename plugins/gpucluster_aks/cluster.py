@@ -1,0 +1,1 @@
+"""AKS plugin: cluster hooks (see package docstring)."""

@@ -1,0 +1,1 @@
+"""AKS plugin: gates hooks (see package docstring)."""

@@ -1,0 +1,1 @@
+"""AKS plugin: platform hooks (see package docstring)."""

@@ -1,0 +1,1 @@
+"""AKS plugin: policy hooks (see package docstring)."""
