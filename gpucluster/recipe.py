@@ -1,13 +1,849 @@
-"""Recipe resolution (placeholder until the resolution work lands)."""
+"""Recipe resolution: criteria -> overlays -> mixins -> profile -> ordered ComponentRefs.
+
+Semantics follow NVIDIA AI Cluster Runtime (AICR) ``pkg/recipe`` (metadata_store.go,
+metadata.go, criteria.go, profile.go); see docs/recipes.md for the full description:
+
+1. **Criteria match** (asymmetric, AICR ``Criteria.Matches``): an overlay field that is
+   ``any`` or absent matches every query value; a query field that is ``any`` matches only
+   overlays that leave the field ``any``. Overlays without ``criteria`` (``base`` and pure
+   intermediates) never match by themselves.
+2. **Maximal leaves**: every matching overlay that is an ancestor (via ``spec.base``) of
+   another matching overlay is dropped; the rest are ordered least specific first (number of
+   non-``any`` criteria fields), ties by name.
+3. **Chains**: the merge starts from ``base``; each leaf's chain is merged from its root
+   down, an overlay already merged is skipped. ``appliedOverlays`` records the merge order.
+4. **Field merge** of same-named componentRefs: non-empty scalars of the later overlay win
+   (``type``, ``source``, ``chart``, ``version``, ``namespace``, ``valuesFile`` -- so a later
+   ``valuesFile`` *replaces* an earlier one, as in AICR), ``overrides`` deep-merge (explicit
+   ``null`` kept, so Helm drops the chart default), ``dependencyRefs``/``manifestFiles``/
+   ``preManifestFiles`` are unions without duplicates. Constraints: later same-named replace.
+5. **Mixins** named by any merged overlay accumulate (order kept, no duplicates) and are
+   applied after all chains; a mixin constraint whose name is already present is an error.
+6. **Profile**: at most one declaration among the merged overlays (AKS: ``gpuStack``);
+   the chosen value (``cluster.profile`` or the declared default) adds its constraints and
+   its component values, which layer last (see :func:`effective_components`).
+7. **Coverage**: every criteria field the query states (not ``any``) must be honoured by at
+   least one merged overlay, else no recipe exists for it (AICR coverage post-condition).
+8. **Registry defaults** fill ``source``/``chart``/``version``/``namespace``/``type``; the
+   component order is topological by ``dependencyRefs``, ties by name.
+
+The domain core never imports cdktf.
+"""
 
 from __future__ import annotations
 
+import copy
+import heapq
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
-def recipe_for_cluster(cluster, catalog):
-    """Resolve ``cluster.criteria`` (or load ``cluster.recipe_file``) into a Recipe."""
-    raise NotImplementedError
+import jsonschema
+
+from gpucluster.catalog import Catalog
+from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.model import (
+    ANY,
+    CRITERIA_FIELDS,
+    ClusterSpec,
+    Component,
+    ComponentRef,
+    Constraint,
+    Criteria,
+    Recipe,
+)
+from gpucluster.values import deep_merge
+
+BASE_OVERLAY = "base"
+CATALOG_API_VERSION = "gpucluster/v1alpha1"
+COMPONENT_TYPES = ("Helm", "Manifest")
+_IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
+
+# --------------------------------------------------------------------------- catalog document schemas
+
+_CONSTRAINT = {
+    "type": "object",
+    "required": ["name", "value"],
+    "additionalProperties": False,
+    "properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string", "minLength": 1}},
+}
+_STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_COMPONENT_REF = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "type": {"enum": list(COMPONENT_TYPES)},
+        "source": {"type": "string"},
+        "chart": {"type": "string"},
+        "version": {"type": "string"},
+        "namespace": {"type": "string"},
+        "valuesFile": {"type": "string"},
+        "overrides": {"type": "object"},
+        "manifestFiles": _STR_LIST,
+        "preManifestFiles": _STR_LIST,
+        "dependencyRefs": _STR_LIST,
+    },
+}
+_CRITERIA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {f: {"type": "string", "minLength": 1} for f in CRITERIA_FIELDS},
+}
+_PROFILE = {
+    "type": "object",
+    "required": ["name", "default", "values"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": _IDENT.pattern},
+        "description": {"type": "string"},
+        "default": {"type": "string", "pattern": _IDENT.pattern},
+        "values": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": _IDENT.pattern},
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "constraints": {"type": "array", "items": _CONSTRAINT},
+                    "componentRefs": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "overrides"],
+                            "additionalProperties": False,
+                            "properties": {"name": {"type": "string"}, "overrides": {"type": "object", "minProperties": 1}},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+OVERLAY_SCHEMA = {
+    "type": "object",
+    "required": ["kind", "apiVersion", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"const": "RecipeOverlay"},
+        "apiVersion": {"const": CATALOG_API_VERSION},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}},
+        },
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "base": {"type": "string", "minLength": 1},
+                "criteria": _CRITERIA,
+                "mixins": _STR_LIST,
+                "constraints": {"type": "array", "items": _CONSTRAINT},
+                "profile": _PROFILE,
+                "componentRefs": {"type": "array", "items": _COMPONENT_REF},
+            },
+        },
+    },
+}
+"""JSON Schema of an overlay document (``overlays/<name>.yaml``)."""
+
+MIXIN_SCHEMA = {
+    "type": "object",
+    "required": ["kind", "apiVersion", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"const": "RecipeMixin"},
+        "apiVersion": {"const": CATALOG_API_VERSION},
+        "metadata": OVERLAY_SCHEMA["properties"]["metadata"],
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "constraints": {"type": "array", "items": _CONSTRAINT},
+                "componentRefs": {"type": "array", "items": _COMPONENT_REF},
+            },
+        },
+    },
+}
+"""JSON Schema of a mixin document (``mixins/<name>.yaml``)."""
 
 
-def effective_components(recipe, catalog):
-    """Layer values: registry defaults <- values files <- recipe overrides <- profile."""
-    raise NotImplementedError
+# --------------------------------------------------------------------------- internal data
+
+
+@dataclass
+class _Ref:
+    """A componentRef while overlays are merged (AICR field names in comments)."""
+
+    name: str
+    type: str = ""
+    source: str = ""
+    chart: str = ""
+    version: str = ""
+    namespace: str = ""
+    values_file: str = ""  # valuesFile: a later overlay's file replaces an earlier one
+    overrides: dict[str, Any] = field(default_factory=dict)
+    manifest_files: list[str] = field(default_factory=list)
+    pre_manifest_files: list[str] = field(default_factory=list)
+    dependency_refs: list[str] = field(default_factory=list)
+    declared_in: str = ""
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any], declared_in: str) -> "_Ref":
+        return cls(
+            name=raw["name"],
+            type=raw.get("type", ""),
+            source=raw.get("source", ""),
+            chart=raw.get("chart", ""),
+            version=str(raw.get("version", "")),
+            namespace=raw.get("namespace", ""),
+            values_file=raw.get("valuesFile", ""),
+            overrides=copy.deepcopy(dict(raw.get("overrides") or {})),
+            manifest_files=list(raw.get("manifestFiles") or []),
+            pre_manifest_files=list(raw.get("preManifestFiles") or []),
+            dependency_refs=list(raw.get("dependencyRefs") or []),
+            declared_in=declared_in,
+        )
+
+    def merge(self, other: "_Ref") -> None:
+        """Merge ``other`` (a later overlay's entry) into this one (AICR ``mergeComponentRef``)."""
+        for attr in ("type", "source", "chart", "version", "namespace", "values_file"):
+            value = getattr(other, attr)
+            if value:
+                setattr(self, attr, value)
+        if other.overrides:
+            self.overrides = deep_merge(self.overrides, other.overrides, keep_nulls=True)
+        self.manifest_files = _union(self.manifest_files, other.manifest_files)
+        self.pre_manifest_files = _union(self.pre_manifest_files, other.pre_manifest_files)
+        self.dependency_refs = _union(self.dependency_refs, other.dependency_refs)
+
+
+@dataclass
+class _Overlay:
+    name: str
+    file: str
+    base: str | None
+    criteria: dict[str, str] | None
+    mixins: list[str]
+    constraints: list[Constraint]
+    profile: dict[str, Any] | None
+    refs: list[dict[str, Any]]
+
+
+@dataclass
+class _Mixin:
+    name: str
+    file: str
+    constraints: list[Constraint]
+    refs: list[dict[str, Any]]
+
+
+@dataclass
+class _Index:
+    overlays: dict[str, _Overlay]
+    mixins: dict[str, _Mixin]
+
+
+def _union(a: Iterable[str], b: Iterable[str]) -> list[str]:
+    out = list(a)
+    for item in b:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _schema_error(exc: jsonschema.ValidationError, file: str, what: str) -> GpuclusterError:
+    key = ".".join(str(p) for p in exc.absolute_path) or None
+    return GpuclusterError(
+        f"invalid {what}: {exc.message}",
+        file=file,
+        key=key,
+        fix=f"make the {what} match the catalog format described in docs/recipes.md",
+    )
+
+
+def _index(catalog: Catalog) -> _Index:
+    """Validate and index the catalog's overlays and mixins (cached on the catalog object)."""
+    cached = getattr(catalog, "_gpucluster_recipe_index", None)
+    if cached is not None:
+        return cached
+    overlays: dict[str, _Overlay] = {}
+    for name, doc in sorted(catalog.overlays.items()):
+        file = str(catalog.overlay_files.get(name, f"overlays/{name}.yaml"))
+        try:
+            jsonschema.validate(doc, OVERLAY_SCHEMA)
+        except jsonschema.ValidationError as exc:
+            raise _schema_error(exc, file, "overlay") from None
+        spec = doc.get("spec") or {}
+        overlays[name] = _Overlay(
+            name=name,
+            file=file,
+            base=spec.get("base"),
+            criteria=dict(spec["criteria"]) if "criteria" in spec else None,
+            mixins=list(spec.get("mixins") or []),
+            constraints=[Constraint(c["name"], c["value"]) for c in spec.get("constraints") or []],
+            profile=copy.deepcopy(spec.get("profile")),
+            refs=list(spec.get("componentRefs") or []),
+        )
+    mixins: dict[str, _Mixin] = {}
+    for name, doc in sorted(catalog.mixins.items()):
+        file = f"mixins/{name}.yaml"
+        try:
+            jsonschema.validate(doc, MIXIN_SCHEMA)
+        except jsonschema.ValidationError as exc:
+            raise _schema_error(exc, file, "mixin") from None
+        spec = doc.get("spec") or {}
+        mixins[name] = _Mixin(
+            name=name,
+            file=file,
+            constraints=[Constraint(c["name"], c["value"]) for c in spec.get("constraints") or []],
+            refs=list(spec.get("componentRefs") or []),
+        )
+    if BASE_OVERLAY not in overlays:
+        raise GpuclusterError(
+            "the catalog has no 'base' overlay",
+            allowed=", ".join(str(d) for d in catalog.dirs),
+            fix="add overlays/base.yaml to the core catalog",
+        )
+    if overlays[BASE_OVERLAY].criteria is not None or overlays[BASE_OVERLAY].base:
+        raise GpuclusterError(
+            "the 'base' overlay must have neither criteria nor a base",
+            file=overlays[BASE_OVERLAY].file,
+            key="spec",
+        )
+    for ov in overlays.values():
+        if ov.base and ov.base not in overlays:
+            raise GpuclusterError(
+                f"overlay '{ov.name}' has base '{ov.base}', which is not an overlay",
+                file=ov.file,
+                key="spec.base",
+                allowed=allowed_list(overlays),
+            )
+        for m in ov.mixins:
+            if m not in mixins:
+                raise GpuclusterError(
+                    f"overlay '{ov.name}' names mixin '{m}', which does not exist",
+                    file=ov.file,
+                    key="spec.mixins",
+                    allowed=allowed_list(mixins),
+                )
+        if ov.profile is not None:
+            _check_profile(ov)
+    index = _Index(overlays=overlays, mixins=mixins)
+    setattr(catalog, "_gpucluster_recipe_index", index)
+    return index
+
+
+def _check_profile(ov: _Overlay) -> None:
+    profile = ov.profile or {}
+    values = profile["values"]
+    if profile["default"] not in values:
+        raise GpuclusterError(
+            f"profile '{profile['name']}' default '{profile['default']}' is not one of its values",
+            file=ov.file,
+            key="spec.profile.default",
+            allowed=allowed_list(values),
+        )
+    lowered: dict[str, str] = {}
+    for vname in values:
+        if vname.lower() in lowered:
+            raise GpuclusterError(
+                f"profile '{profile['name']}' values '{lowered[vname.lower()]}' and '{vname}' differ only by case",
+                file=ov.file,
+                key="spec.profile.values",
+            )
+        lowered[vname.lower()] = vname
+
+
+# --------------------------------------------------------------------------- criteria
+
+
+def criteria_matches(overlay_criteria: Mapping[str, str], query: Criteria) -> bool:
+    """AICR asymmetric match (``Criteria.Matches``).
+
+    An overlay field that is ``any``/absent is a wildcard; a query field that is ``any``
+    only matches overlays that leave it ``any``; otherwise values must be equal.
+    """
+    for f in CRITERIA_FIELDS:
+        have = overlay_criteria.get(f, ANY) or ANY
+        want = getattr(query, f) or ANY
+        if have == ANY:
+            continue
+        if want == ANY or have != want:
+            return False
+    return True
+
+
+def specificity(overlay_criteria: Mapping[str, str]) -> int:
+    """Number of criteria fields that are not ``any`` (AICR ``Criteria.Specificity``)."""
+    return sum(1 for f in CRITERIA_FIELDS if (overlay_criteria.get(f, ANY) or ANY) != ANY)
+
+
+def allowed_criteria(catalog: Catalog) -> dict[str, list[str]]:
+    """Allowed values per criteria field: ``any`` + what platform plugins declare + catalog overlays.
+
+    Returns:
+        ``{"service": [...], "accelerator": [...], "os": [...], "intent": [...], "platform": [...]}``,
+        each sorted.
+    """
+    from gpucluster.plugins import platforms
+
+    allowed: dict[str, set[str]] = {f: {ANY} for f in CRITERIA_FIELDS}
+    for service, plat in platforms().items():
+        allowed["service"].add(service)
+        allowed["accelerator"].update(plat.accelerators)
+        allowed["os"].update(plat.oses)
+        allowed["intent"].update(plat.intents)
+        allowed["platform"].update(plat.platforms)
+    for ov in _index(catalog).overlays.values():
+        for f, v in (ov.criteria or {}).items():
+            allowed[f].add(v)
+    return {f: sorted(v) for f, v in allowed.items()}
+
+
+def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None = None, cluster: str | None = None) -> None:
+    """Reject criteria values no platform plugin or overlay knows.
+
+    Raises:
+        GpuclusterError: one problem per unknown field value, listing the allowed values.
+    """
+    allowed = allowed_criteria(catalog)
+    problems = []
+    for f in CRITERIA_FIELDS:
+        value = getattr(criteria, f)
+        if value not in allowed[f]:
+            problems.append(
+                Problem(
+                    message=f"unknown {f} '{value}'",
+                    file=file,
+                    cluster=cluster,
+                    key=f"criteria.{f}",
+                    allowed=", ".join(allowed[f]),
+                    fix=f"use one of the allowed {f} values",
+                )
+            )
+    if problems:
+        raise GpuclusterError(problems=problems)
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass
+class _Where:
+    file: str | None
+    cluster: str | None
+
+
+def _chain(index: _Index, name: str, where: _Where) -> list[_Overlay]:
+    """Overlays from the root (excluding base) down to ``name``."""
+    chain: list[_Overlay] = []
+    seen: list[str] = []
+    current: str | None = name
+    while current and current != BASE_OVERLAY:
+        if current in seen:
+            raise GpuclusterError(
+                f"overlay inheritance cycle: {' -> '.join(seen + [current])}",
+                file=index.overlays[name].file,
+                key="spec.base",
+                fix="remove one spec.base in the cycle",
+            )
+        seen.append(current)
+        ov = index.overlays[current]
+        chain.append(ov)
+        current = ov.base
+    return list(reversed(chain))
+
+
+def select_overlays(index_or_catalog: Catalog | _Index, criteria: Criteria) -> list[str]:
+    """Leaf overlays a query selects, least specific first (before chain expansion)."""
+    index = index_or_catalog if isinstance(index_or_catalog, _Index) else _index(index_or_catalog)
+    matches = [
+        ov
+        for ov in index.overlays.values()
+        if ov.name != BASE_OVERLAY and ov.criteria is not None and criteria_matches(ov.criteria, criteria)
+    ]
+    ancestors: set[str] = set()
+    for ov in matches:
+        base = ov.base
+        visited: set[str] = set()
+        while base and base != BASE_OVERLAY and base not in visited:
+            visited.add(base)
+            ancestors.add(base)
+            base = index.overlays[base].base if base in index.overlays else None
+    leaves = [ov for ov in matches if ov.name not in ancestors]
+    leaves.sort(key=lambda ov: (specificity(ov.criteria or {}), ov.name))
+    return [ov.name for ov in leaves]
+
+
+def resolve(
+    criteria: Criteria,
+    catalog: Catalog,
+    *,
+    profile: Mapping[str, str] | None = None,
+    file: str | None = None,
+    cluster: str | None = None,
+) -> Recipe:
+    """Resolve criteria into a :class:`Recipe` (no cluster needed; used by the CLI and tests).
+
+    Args:
+        criteria: the query (``any`` = unspecified).
+        catalog: the loaded catalog.
+        profile: profile choices ``{name: value}``; missing names take the declared default.
+        file / cluster: where the query came from, for error messages.
+
+    Raises:
+        GpuclusterError: unknown criteria value; no recipe covers a stated criteria field;
+            unknown profile name or value; unknown component; dangling dependencyRef or a
+            dependency cycle (names the component and ``dependencyRefs``).
+    """
+    where = _Where(file, cluster)
+    index = _index(catalog)
+    validate_criteria(criteria, catalog, file=file, cluster=cluster)
+
+    merged: dict[str, _Ref] = {}
+    constraints: list[Constraint] = []
+    applied: list[str] = []
+    mixin_names: list[str] = []
+
+    def merge_overlay(ov: _Overlay) -> None:
+        applied.append(ov.name)
+        for c in ov.constraints:
+            _put_constraint(constraints, c)
+        for raw in ov.refs:
+            ref = _Ref.from_raw(raw, ov.file)
+            if ref.name in merged:
+                merged[ref.name].merge(ref)
+            else:
+                merged[ref.name] = ref
+        for m in ov.mixins:
+            if m not in mixin_names:
+                mixin_names.append(m)
+
+    merge_overlay(index.overlays[BASE_OVERLAY])
+    for leaf in select_overlays(index, criteria):
+        for ov in _chain(index, leaf, where):
+            if ov.name not in applied:
+                merge_overlay(ov)
+
+    for m in mixin_names:
+        mixin = index.mixins[m]
+        for c in mixin.constraints:
+            if any(existing.name == c.name for existing in constraints):
+                raise GpuclusterError(
+                    f"mixin '{m}' constraint '{c.name}' conflicts with a constraint of the overlays or another mixin",
+                    file=mixin.file,
+                    key="spec.constraints",
+                    fix="remove the duplicate constraint from the mixin or the overlay",
+                )
+            constraints.append(c)
+        for raw in mixin.refs:
+            ref = _Ref.from_raw(raw, mixin.file)
+            if ref.name in merged:
+                merged[ref.name].merge(ref)
+            else:
+                merged[ref.name] = ref
+
+    _check_coverage(index, criteria, applied, where)
+
+    chosen, owned = _apply_profile(index, applied, profile or {}, merged, constraints, where)
+    refs = _finalize(merged, catalog, where)
+    return Recipe(
+        criteria=criteria,
+        applied_overlays=applied,
+        constraints=constraints,
+        component_refs=refs,
+        profile=chosen,
+        profile_owned=owned,
+    )
+
+
+def _put_constraint(constraints: list[Constraint], c: Constraint) -> None:
+    for i, existing in enumerate(constraints):
+        if existing.name == c.name:
+            constraints[i] = Constraint(c.name, c.value)
+            return
+    constraints.append(Constraint(c.name, c.value))
+
+
+def _check_coverage(index: _Index, criteria: Criteria, applied: list[str], where: _Where) -> None:
+    problems = []
+    for f in CRITERIA_FIELDS:
+        want = getattr(criteria, f)
+        if want == ANY:
+            continue
+        if any((index.overlays[n].criteria or {}).get(f) == want for n in applied):
+            continue
+        leaves = sorted(
+            ov.name
+            for ov in index.overlays.values()
+            if ov.criteria
+            and ov.criteria.get("service", ANY) in (criteria.service, ANY)
+            and not any(o.base == ov.name for o in index.overlays.values())
+        )
+        problems.append(
+            Problem(
+                message=(
+                    f"no recipe covers {f} '{want}' together with the other criteria "
+                    f"({', '.join(f'{k}={v}' for k, v in criteria.as_dict().items())})"
+                ),
+                file=where.file,
+                cluster=where.cluster,
+                key=f"criteria.{f}",
+                allowed=f"recipes for service '{criteria.service}': {', '.join(leaves) or 'none'}",
+                fix="choose criteria of one of the listed recipes, or add an overlay for this combination",
+            )
+        )
+    if problems:
+        raise GpuclusterError(problems=problems)
+
+
+def _apply_profile(
+    index: _Index,
+    applied: list[str],
+    selection: Mapping[str, str],
+    merged: dict[str, _Ref],
+    constraints: list[Constraint],
+    where: _Where,
+) -> tuple[tuple[str, str] | None, dict[str, dict[str, Any]]]:
+    declarations = [index.overlays[n] for n in applied if index.overlays[n].profile is not None]
+    names = sorted({ov.profile["name"] for ov in declarations})  # type: ignore[index]
+    if len(names) > 1:
+        raise GpuclusterError(
+            f"recipe overlays declare more than one profile: {', '.join(names)}",
+            file=declarations[-1].file,
+            key="spec.profile",
+            fix="declare at most one profile on a shared ancestor overlay",
+        )
+    for name in sorted(selection):
+        if name not in names:
+            raise GpuclusterError(
+                f"unknown profile '{name}' for this recipe",
+                file=where.file,
+                cluster=where.cluster,
+                key=f"profile.{name}",
+                allowed=", ".join(names) if names else "none (this recipe declares no profile)",
+                fix="remove the profile or use a profile the recipe declares",
+            )
+    if not declarations:
+        return None, {}
+    decl = declarations[-1].profile or {}
+    pname = decl["name"]
+    value = selection.get(pname, decl["default"])
+    if value not in decl["values"]:
+        raise GpuclusterError(
+            f"unknown value '{value}' for profile '{pname}'",
+            file=where.file,
+            cluster=where.cluster,
+            key=f"profile.{pname}",
+            allowed=allowed_list(decl["values"]),
+            fix=f"use one of the allowed values (default: {decl['default']})",
+        )
+    fragment = decl["values"][value]
+    for c in fragment.get("constraints") or []:
+        _put_constraint(constraints, Constraint(c["name"], c["value"]))
+    owned: dict[str, dict[str, Any]] = {}
+    for ref in fragment.get("componentRefs") or []:
+        if ref["name"] not in merged:
+            raise GpuclusterError(
+                f"profile '{pname}' value '{value}' sets values of '{ref['name']}', which is not in the recipe",
+                file=declarations[-1].file,
+                component=ref["name"],
+                key=f"spec.profile.values.{value}.componentRefs",
+            )
+        owned[ref["name"]] = deep_merge(owned.get(ref["name"], {}), ref["overrides"], keep_nulls=True)
+    return (pname, value), dict(sorted(owned.items()))
+
+
+def _finalize(merged: dict[str, _Ref], catalog: Catalog, where: _Where) -> list[ComponentRef]:
+    problems = []
+    refs: dict[str, ComponentRef] = {}
+    for name in sorted(merged):
+        raw = merged[name]
+        entry = catalog.components.get(name)
+        if entry is None:
+            problems.append(
+                Problem(
+                    message=f"component '{name}' is not in the registry",
+                    file=raw.declared_in,
+                    component=name,
+                    key="componentRefs",
+                    allowed=allowed_list(catalog.components),
+                    fix="add it to a registry.yaml or fix the name",
+                )
+            )
+            continue
+        ctype = raw.type or entry.type or "Helm"
+        if ctype not in COMPONENT_TYPES:
+            problems.append(
+                Problem(
+                    message=f"component '{name}' has unsupported type '{ctype}'",
+                    file=raw.declared_in,
+                    component=name,
+                    key="type",
+                    allowed=", ".join(COMPONENT_TYPES),
+                )
+            )
+            continue
+        overrides = copy.deepcopy(raw.overrides)
+        enabled = True
+        if isinstance(overrides.get("enabled"), bool):
+            enabled = overrides.pop("enabled")
+        refs[name] = ComponentRef(
+            name=name,
+            type=ctype,  # type: ignore[arg-type]
+            source=raw.source or (entry.repository if ctype == "Helm" else ""),
+            chart=raw.chart or (entry.chart if ctype == "Helm" else ""),
+            version=raw.version or entry.version,
+            namespace=raw.namespace or entry.namespace,
+            values_files=values_files_for(name, raw.values_file, catalog),
+            overrides=overrides,
+            pre_manifest_files=list(raw.pre_manifest_files),
+            manifest_files=list(raw.manifest_files),
+            dependency_refs=sorted(set(raw.dependency_refs)),
+            enabled=enabled,
+        )
+        if ctype == "Helm" and not (refs[name].source and refs[name].chart and refs[name].version):
+            problems.append(
+                Problem(
+                    message=f"Helm component '{name}' needs a chart repository, chart name and pinned version",
+                    file=raw.declared_in,
+                    component=name,
+                    key="helm",
+                    fix="set helm.repository/chart/version in registry.yaml or source/chart/version in the overlay",
+                )
+            )
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return order_components(list(refs.values()), file=where.file, cluster=where.cluster)
+
+
+def values_files_for(name: str, values_file: str, catalog: Catalog) -> list[str]:
+    """Values files of a component, layered in order (AICR ``GetValuesForComponent``).
+
+    ``components/<name>/values.yaml`` first when it exists and the recipe's ``valuesFile`` is
+    another file, then the recipe's ``valuesFile``. No ``valuesFile``: no files (overrides only).
+    """
+    if not values_file:
+        return []
+    base = f"components/{name}/values.yaml"
+    if values_file != base and _catalog_has(catalog, base):
+        return [base, values_file]
+    return [values_file]
+
+
+def _catalog_has(catalog: Catalog, relpath: str) -> bool:
+    return any((d / relpath).is_file() for d in catalog.dirs)
+
+
+def order_components(refs: list[ComponentRef], *, file: str | None = None, cluster: str | None = None) -> list[ComponentRef]:
+    """Topological order by ``dependency_refs``, ties by name (Kahn's algorithm).
+
+    Raises:
+        GpuclusterError: a dependencyRef names a component not in the list, or a cycle.
+    """
+    by_name = {r.name: r for r in refs}
+    for r in sorted(refs, key=lambda r: r.name):
+        for dep in r.dependency_refs:
+            if dep not in by_name:
+                raise GpuclusterError(
+                    f"'{r.name}' depends on '{dep}', which is not in the recipe",
+                    file=file,
+                    cluster=cluster,
+                    component=r.name,
+                    key="dependencyRefs",
+                    allowed=allowed_list(by_name),
+                    fix=f"add '{dep}' to the recipe or remove the dependencyRef",
+                )
+    indegree = {n: len(set(r.dependency_refs)) for n, r in by_name.items()}
+    dependents: dict[str, list[str]] = {n: [] for n in by_name}
+    for r in refs:
+        for dep in set(r.dependency_refs):
+            dependents[dep].append(r.name)
+    ready = [n for n, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    out: list[ComponentRef] = []
+    while ready:
+        n = heapq.heappop(ready)
+        out.append(by_name[n])
+        for m in dependents[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                heapq.heappush(ready, m)
+    if len(out) != len(refs):
+        stuck = sorted(n for n, d in indegree.items() if d > 0)
+        cycle = _find_cycle(by_name, stuck)
+        raise GpuclusterError(
+            f"dependency cycle: {' -> '.join(cycle)}",
+            file=file,
+            cluster=cluster,
+            component=cycle[0],
+            key="dependencyRefs",
+            fix="remove one of the dependencyRefs in the cycle",
+        )
+    return out
+
+
+def _find_cycle(by_name: Mapping[str, ComponentRef], stuck: list[str]) -> list[str]:
+    path: list[str] = []
+    node = stuck[0]
+    while node not in path:
+        path.append(node)
+        node = sorted(d for d in by_name[node].dependency_refs if d in stuck)[0]
+    return path[path.index(node):] + [node]
+
+
+# --------------------------------------------------------------------------- public entry points
+
+
+def recipe_for_cluster(cluster: ClusterSpec, catalog: Catalog) -> Recipe:
+    """Resolve ``cluster.criteria`` (or load ``cluster.recipe_file``) into a :class:`Recipe`.
+
+    Args:
+        cluster: validated input; ``cluster.profile`` picks profile values (AKS ``gpuStack``:
+            ``azure-managed`` default, ``operator-managed``).
+        catalog: from :func:`gpucluster.catalog.load_catalog`.
+
+    Raises:
+        GpuclusterError: see :func:`resolve` and :func:`gpucluster.recipe_result.recipe_from_file`;
+            problems name the cluster file and cluster.
+    """
+    if cluster.recipe_file:
+        from gpucluster import recipe_result
+
+        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster)
+    return resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
+
+
+def component_values(ref: ComponentRef, recipe: Recipe, catalog: Catalog) -> dict[str, Any]:
+    """Recipe-level values of one component.
+
+    Layering (later wins; objects merge, lists and scalars replace, explicit nulls kept so
+    Helm drops chart defaults): ``values_files`` in order (component base ``values.yaml``,
+    then the recipe's values file) <- ``overrides`` (overlays and mixins) <- the chosen
+    profile's values for the component.
+    """
+    values: dict[str, Any] = {}
+    for rel in ref.values_files:
+        values = deep_merge(values, catalog.load_values(rel), keep_nulls=True)
+    values = deep_merge(values, ref.overrides, keep_nulls=True)
+    return deep_merge(values, recipe.profile_owned.get(ref.name), keep_nulls=True)
+
+
+def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Component]:
+    """Layer values of every enabled component (see :func:`component_values`).
+
+    Returns:
+        ``{name: Component}`` in recipe order; components whose recipe overrides set
+        ``enabled: false`` are left out. Each Component holds a copy of its ComponentRef.
+    """
+    out: dict[str, Component] = {}
+    for ref in recipe.component_refs:
+        if not ref.enabled:
+            continue
+        out[ref.name] = Component(ref=copy.deepcopy(ref), values=component_values(ref, recipe, catalog))
+    return out

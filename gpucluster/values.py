@@ -16,18 +16,26 @@ PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MISSING = object()
 
 
-def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Return ``base`` with ``patch`` merged in (objects merge, lists/scalars replace, None deletes)."""
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any] | None, *, keep_nulls: bool = False) -> dict[str, Any]:
+    """Return ``base`` with ``patch`` merged in (objects merge, lists/scalars replace, None deletes).
+
+    With ``keep_nulls=True`` a ``None`` in ``patch`` is kept as an explicit null instead of
+    deleting the key: Helm then removes the chart's own default at that key (recipe values
+    such as ``controller.affinity.nodeAffinity: null`` need this to reach Helm).
+    """
     out = copy.deepcopy(dict(base))
     if not patch:
         return out
     for key, value in patch.items():
         if value is None:
-            out.pop(key, None)
+            if keep_nulls:
+                out[key] = None
+            else:
+                out.pop(key, None)
         elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value, keep_nulls=keep_nulls)
         elif isinstance(value, Mapping):
-            out[key] = _strip_nones(value)
+            out[key] = copy.deepcopy(dict(value)) if keep_nulls else _strip_nones(value)
         else:
             out[key] = copy.deepcopy(value)
     return out
