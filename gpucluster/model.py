@@ -181,12 +181,25 @@ class Toleration:
 
 @dataclass
 class NodeScheduling:
-    """Node scheduling inputs injected into component values (AICR ``--*-node-*`` flags)."""
+    """Node scheduling inputs injected into component values (AICR ``--*-node-*`` flags).
+
+    See :mod:`gpucluster.scheduling` and docs/overrides.md. Empty inputs inject nothing
+    (except platform-derived defaults, e.g. the accelerated toleration derived from GPU
+    pool taints).
+
+    Attributes:
+        workload_gate_taint: taint rendered as ``key=value:Effect`` into the registry's
+            ``taintStrPaths`` (AICR ``--workload-gate``); None leaves the chart default.
+        node_count: estimated accelerated node count for ``nodeCountPaths`` (AICR
+            ``--nodes``); None derives it from the GPU pools' node counts.
+    """
 
     accelerated_node_selector: dict[str, str] = field(default_factory=dict)
     accelerated_tolerations: list[Toleration] = field(default_factory=list)
     system_node_selector: dict[str, str] = field(default_factory=dict)
     system_tolerations: list[Toleration] = field(default_factory=list)
+    workload_gate_taint: Taint | None = None
+    node_count: int | None = None
 
 
 @dataclass
@@ -195,14 +208,21 @@ class Override:
 
     kind ``set``: ``path`` and scalar ``value``; kind ``values``: structured ``value`` (a dict)
     deep-merged at the component root (objects merge, lists/scalars replace, None deletes);
-    kind ``variable``: value bound to a Terraform variable named ``value``.
+    kind ``variable``: value at ``path`` bound to a Terraform variable named ``value``.
+
+    Attributes:
+        component: component name or alias exactly as the user wrote it (resolved against
+            the catalog by :func:`gpucluster.overrides.apply_overrides`).
+        source: the file the override came from (cluster file or values file), or ``--set``.
+        key: where inside that input, e.g. ``overrides.set[3]`` (used in error messages).
     """
 
     component: str
     kind: Literal["set", "values", "variable"]
     path: str = ""
     value: Any = None
-    source: str = ""  # "<file>:overrides[3]" or "--set" for error messages
+    source: str = ""
+    key: str = ""
 
 
 @dataclass
@@ -303,23 +323,41 @@ GateKind = Literal["resource-condition", "crd-established", "rollout", "min-vers
 
 @dataclass
 class GateSpec:
-    """A readiness gate as data (declared by plugins through the SDK).
+    """A readiness gate as data (declared by plugins through the SDK, hook ``gpucluster_gates``).
 
-    A gate is installed as a Helm release of a generated chart whose Job waits for the
-    condition; releases that need ``component`` ready depend on the gate instead.
+    A gate is installed as a Helm release of a generated chart (ServiceAccount, least-privilege
+    RBAC, and a Job that polls the condition with ``kubectl get``); releases that need
+    ``component`` ready depend on the gate instead. See docs/gates.md.
 
     Attributes:
-        name: unique per cluster, DNS-1123 (``gpu-operator-clusterpolicy-ready``).
+        name: unique per cluster, DNS-1123 label of at most 53 characters (it is also the Helm
+            release name): ``gpu-operator-clusterpolicy-ready``.
         component: the gated component (its content hash re-runs the gate on change).
         kind:
-          * ``resource-condition``: every object of ``api_version``/``kind`` (``name`` for one)
-            satisfies ``jsonpath`` == ``value`` (e.g. ClusterPolicy ``{.status.state}`` ``ready``).
-          * ``crd-established``: CRD ``name`` is created (``create_timeout_seconds``, default 600),
-            then Established (``timeout_seconds``, default 120). Seed: nvke-gb200-setup.
-          * ``rollout``: DaemonSet/Deployment ``kind``/``name`` in ``namespace`` rolled out.
-          * ``min-version``: the rollout above, and every container image tag ``container`` of the
-            workload is at least ``value`` (semver).
-        timeout_seconds: wait budget of the condition.
+          * ``resource-condition``: the object ``name_of_object`` of ``api_version``/``resource``
+            (``kind_name``), or, when ``name_of_object`` is None, *every* object of that type
+            (at least one must exist), has ``jsonpath`` equal to ``value`` (e.g. ClusterPolicy
+            ``{.status.state}`` == ``ready``). ``namespace`` None means the type is
+            cluster-scoped.
+          * ``crd-established``: CRD ``name_of_object`` (``ippools.nv-ipam.nvidia.com``) is
+            created within ``create_timeout_seconds`` (default 600), then Established within
+            ``timeout_seconds`` (default 120). Seed: nvke-gb200-setup.
+          * ``rollout``: DaemonSet/Deployment ``kind_name``/``name_of_object`` in ``namespace``
+            rolled out: observed generation current, every desired pod updated and available,
+            and at least ``min_ready`` pods desired (guards a vacuous pass on zero nodes).
+          * ``min-version``: the rollout above, and the image tag of container ``container``
+            in the workload's pod template is at least version ``value`` (``0.5.1``; a leading
+            ``v`` is ignored, a pre-release sorts before its release).
+        api_version: ``group/version`` (``nvidia.com/v1``) or ``v1`` (resource-condition).
+        resource: plural resource name used for RBAC and ``kubectl get`` (``clusterpolicies``).
+        kind_name: Kind, for messages (``ClusterPolicy``); ``DaemonSet``/``Deployment`` for
+            rollout and min-version.
+        timeout_seconds: wait budget of the condition in seconds; None = kind default
+            (crd-established 120, others 600).
+        create_timeout_seconds: crd-established only: budget for the CRD to appear (seconds).
+        min_ready: rollout/min-version: minimum desired pods (default 1; 0 accepts none).
+        poll_seconds: seconds between checks (default 10).
+        description: one line for logs and docs (defaults to a generated description).
         after: extra component names or gate names the gate must run after (beyond ``component``).
         before: components that must wait for this gate (default: dependents of ``component``).
     """
@@ -335,10 +373,13 @@ class GateSpec:
     jsonpath: str = ""
     value: str = ""
     container: str = ""
-    timeout_seconds: int = 600
+    timeout_seconds: int | None = None
     create_timeout_seconds: int = 600
     after: list[str] = field(default_factory=list)
     before: list[str] | None = None
+    min_ready: int = 1
+    poll_seconds: int = 10
+    description: str = ""
 
 
 # --------------------------------------------------------------------------- runtime plan

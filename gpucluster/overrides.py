@@ -1,22 +1,666 @@
-"""User overrides (placeholder until the overrides work lands; see docs/ARCHITECTURE.md)."""
+"""User overrides: the cluster file's ``overrides`` block (AICR ``--set``, ``--set-json``,
+``--set-file`` and ``--dynamic`` for gpucluster).
+
+Cluster file syntax (see docs/overrides.md)::
+
+    overrides:
+      set:                                   # scalar overrides, applied first, in order
+        - gpuoperator:driver.rdma.useHostMofed=false
+        - networkoperator:enabled=false      # removes the component
+      values:                                # structured overrides, applied after every `set`
+        - component: nvsentinel
+          values: {global: {auditLogging: {enabled: true}}}
+        - component: gpu-operator
+          file: values/gpu-operator.yaml     # relative to the cluster file, inside its folder
+      variables:                             # install-time values bound to Terraform variables
+        "gpuoperator:driver.version": gpu_driver_version
+
+Semantics (AICR's, with the deviations documented in docs/overrides.md):
+
+* a component is named by its catalog name or an alias (``registry.yaml`` ``aliases``),
+  case-insensitively; it must be enabled in the resolved recipe;
+* ``set`` values are typed like AICR's ``--set``: ``true``/``false`` -> boolean, a decimal
+  integer -> int, ``null`` -> delete the key, a quoted ``'…'``/``"…"`` -> that exact string,
+  anything else -> string. The string ``"false"`` therefore stays a string, and policy
+  rejects it where a boolean toggle is expected;
+* the last ``set`` of a path wins; a ``set`` of a path together with a ``set`` below it
+  (``driver=x`` and ``driver.enabled=true``) is rejected;
+* ``values`` deep-merge: objects merge, lists and scalars replace, ``null`` deletes;
+* ``<component>:enabled=false`` removes the component; ``enabled`` is accepted only as a
+  scalar ``set`` and only as a boolean; enabling a component the recipe disabled is rejected;
+* ``variables`` record ``Component.terraform_variables`` (dotted path -> Terraform variable);
+  binding ``enabled`` or a policy-owned key (see :func:`gpucluster.policy.policy_owned_paths`)
+  is rejected, because policy must see the value at synth time.
+"""
 
 from __future__ import annotations
 
-from gpucluster.errors import GpuclusterError
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.model import ClusterSpec, Component, Override, Recipe
+from gpucluster.values import PATH_SEGMENT, deep_merge, get_path, leaf_paths, set_path, split_path
+from gpucluster.yamlsafe import load_yaml_file
+
+ENABLED_KEY = "enabled"
+"""The component toggle (AICR ``config.ComponentEnabledKey``)."""
+
+OVERRIDE_SECTIONS = ("set", "values", "variables")
+
+_COMPONENT_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+
+TF_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+"""Terraform variable name rule (letters, digits, ``_`` and ``-``; not starting with a digit)."""
+
+TF_RESERVED_VARIABLE_NAMES = frozenset(
+    {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+)
+"""Names Terraform reserves for module/meta arguments; a variable may not use them."""
 
 
-def apply_overrides(cluster, recipe, components, catalog) -> None:
-    """Apply ``cluster.overrides`` to ``components`` in place (AICR --set semantics)."""
-    if cluster.overrides:
-        raise GpuclusterError("overrides are not supported yet", cluster=cluster.name, key="overrides")
+# --------------------------------------------------------------------------- parsing
 
 
-def parse_overrides(raw, *, file: str, cluster: str):
-    """Parse the cluster file's ``overrides`` subtree into a list of Override (in order).
+def parse_scalar(text: str) -> Any:
+    """Type one ``set`` value.
+
+    ``true``/``false`` -> bool (exactly these spellings, as AICR's ``ConvertMapValue``);
+    ``null`` -> None (delete the key, as Helm's ``--set``); ``-?(0|[1-9][0-9]*)`` -> int;
+    ``'…'`` or ``"…"`` -> the exact string between the quotes; anything else -> the string
+    as written. Decimals (``1.10``) stay strings: version-like values would lose digits as
+    floats (AICR converts them; write a float through ``values`` when a chart needs one).
+    """
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    if text == "null":
+        return None
+    if _INT.match(text):
+        return int(text)
+    return text
+
+
+def check_values_path(path: str) -> list[str]:
+    """Split and validate a dotted values path (``driver.rdma.enabled``).
+
+    Every segment must match :data:`gpucluster.values.PATH_SEGMENT`
+    (``[A-Za-z0-9][A-Za-z0-9._-]*``); a dot inside a key is written ``\\.``.
 
     Raises:
-        GpuclusterError: malformed entries (names file, cluster and key).
+        ValueError: with a message naming the offending segment.
     """
-    if raw:
-        raise GpuclusterError("overrides are not supported yet", file=file, cluster=cluster, key="overrides")
-    return []
+    if path == "":
+        raise ValueError("the values path is empty")
+    parts = split_path(path)
+    for part in parts:
+        if not PATH_SEGMENT.match(part):
+            shown = part if part else "(empty)"
+            raise ValueError(
+                f"path segment '{shown}' of '{path}' is not allowed: segments start with a letter or digit "
+                "and contain only letters, digits, '.', '_' and '-' (escape a dot inside a key as '\\.')"
+            )
+    return parts
+
+
+def split_component_path(text: str) -> tuple[str, str]:
+    """``"gpuoperator:driver.enabled"`` -> ``("gpuoperator", "driver.enabled")`` (validated).
+
+    Raises:
+        ValueError: no ``:``, an empty or malformed component token, or an invalid path.
+    """
+    component, sep, path = text.partition(":")
+    component = component.strip()
+    if not sep:
+        raise ValueError(f"'{text}' has no ':' between component and values path")
+    if not component or not _COMPONENT_TOKEN.match(component):
+        raise ValueError(f"'{component}' is not a component name or alias")
+    check_values_path(path)
+    return component, path
+
+
+def parse_set(text: Any, *, source: str, key: str) -> Override:
+    """Parse one ``component:path=value`` string into an :class:`Override` of kind ``set``.
+
+    Raises:
+        GpuclusterError: not a string, missing ``:`` or ``=``, bad path segment.
+    """
+    fmt = "component:path=value, e.g. gpuoperator:driver.rdma.useHostMofed=false"
+    if not isinstance(text, str):
+        raise GpuclusterError(
+            f"a set entry must be a string, not a {type(text).__name__}",
+            file=source,
+            key=key,
+            allowed=fmt,
+            fix="quote the entry as one string",
+        )
+    lhs, eq, raw_value = text.partition("=")
+    if not eq:
+        raise GpuclusterError(f"'{text}' has no '=value'", file=source, key=key, allowed=fmt)
+    try:
+        component, path = split_component_path(lhs)
+    except ValueError as exc:
+        raise GpuclusterError(str(exc), file=source, key=key, allowed=fmt) from None
+    return Override(component=component, kind="set", path=path, value=parse_scalar(raw_value), source=source, key=key)
+
+
+def _project_root(file: str, root: str | Path | None) -> Path | None:
+    if root is not None:
+        return Path(root).resolve()
+    if file.startswith("<") or file == "--set":
+        return None
+    return Path(file).resolve().parent
+
+
+def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | None = None) -> list[Override]:
+    """Parse one cluster's ``overrides`` subtree into Overrides in application order.
+
+    Order: every ``set`` (as written), then every ``values`` entry (as written), then
+    ``variables`` (sorted by ``component:path``).
+
+    Args:
+        raw: the subtree as loaded from YAML (None when absent).
+        file: the cluster file (for messages; values files are resolved relative to it).
+        cluster: the cluster name (for messages).
+        root: project folder values files must stay inside (default: the cluster file's folder).
+
+    Raises:
+        GpuclusterError: malformed entries, unreadable/invalid values files, files escaping the
+            project folder — naming file, cluster and key.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, Mapping):
+        raise GpuclusterError(
+            f"overrides must be a mapping, not a {type(raw).__name__}",
+            file=file,
+            cluster=cluster,
+            key="overrides",
+            allowed="keys " + ", ".join(OVERRIDE_SECTIONS),
+            fix="write e.g. overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=false']}",
+        )
+    problems: list[Problem] = []
+    unknown = sorted(str(k) for k in raw if k not in OVERRIDE_SECTIONS)
+    for k in unknown:
+        problems.append(
+            Problem(
+                f"unknown overrides key '{k}'",
+                file=file,
+                cluster=cluster,
+                key=f"overrides.{k}",
+                allowed=", ".join(OVERRIDE_SECTIONS),
+            )
+        )
+    result: list[Override] = []
+
+    def attempt(fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GpuclusterError as err:
+            for p in err.problems:
+                problems.append(dataclasses.replace(p, cluster=p.cluster or cluster))
+            return None
+
+    sets = raw.get("set")
+    if sets is not None:
+        if not isinstance(sets, list):
+            problems.append(
+                Problem(
+                    f"overrides.set must be a list of strings, not a {type(sets).__name__}",
+                    file=file,
+                    cluster=cluster,
+                    key="overrides.set",
+                    fix="write set: ['component:path=value', ...]",
+                )
+            )
+        else:
+            for i, entry in enumerate(sets):
+                o = attempt(parse_set, entry, source=file, key=f"overrides.set[{i}]")
+                if o is not None:
+                    result.append(o)
+
+    values = raw.get("values")
+    if values is not None:
+        if not isinstance(values, list):
+            problems.append(
+                Problem(
+                    f"overrides.values must be a list, not a {type(values).__name__}",
+                    file=file,
+                    cluster=cluster,
+                    key="overrides.values",
+                    fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]",
+                )
+            )
+        else:
+            project = _project_root(file, root)
+            for i, entry in enumerate(values):
+                o = attempt(_parse_values_entry, entry, file=file, cluster=cluster, key=f"overrides.values[{i}]", root=project)
+                if o is not None:
+                    result.append(o)
+
+    variables = raw.get("variables")
+    if variables is not None:
+        if not isinstance(variables, Mapping):
+            problems.append(
+                Problem(
+                    f"overrides.variables must be a mapping, not a {type(variables).__name__}",
+                    file=file,
+                    cluster=cluster,
+                    key="overrides.variables",
+                    fix="write variables: {'component:path': terraform_variable_name}",
+                )
+            )
+        else:
+            for target in sorted(variables, key=str):
+                o = attempt(_parse_variable, target, variables[target], file=file, key=f"overrides.variables.{target}")
+                if o is not None:
+                    result.append(o)
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return result
+
+
+def _parse_values_entry(entry: Any, *, file: str, cluster: str, key: str, root: Path | None) -> Override:
+    shape = "{component: <name>, values: {...}} or {component: <name>, file: <path.yaml>}"
+    if not isinstance(entry, Mapping):
+        raise GpuclusterError(f"a values entry must be a mapping, not a {type(entry).__name__}", file=file, key=key, allowed=shape)
+    unknown = sorted(str(k) for k in entry if k not in ("component", "values", "file"))
+    if unknown:
+        raise GpuclusterError(
+            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in a values entry", file=file, key=key, allowed="component, values, file"
+        )
+    component = entry.get("component")
+    if not isinstance(component, str) or not _COMPONENT_TOKEN.match(component.strip()):
+        raise GpuclusterError(
+            f"component must be a component name or alias, not {component!r}", file=file, key=f"{key}.component", allowed=shape
+        )
+    has_values, has_file = "values" in entry, "file" in entry
+    if has_values == has_file:
+        raise GpuclusterError("give exactly one of 'values' and 'file'", file=file, key=key, allowed=shape)
+    if has_values:
+        data = entry["values"]
+        where = f"{key}.values"
+        data_file = file
+    else:
+        data_file, data = _load_values_file(entry["file"], file=file, cluster=cluster, key=f"{key}.file", root=root)
+        where = ""
+    if not isinstance(data, Mapping):
+        raise GpuclusterError(
+            f"structured values must be a mapping of Helm values, not {'an empty document' if data is None else 'a ' + type(data).__name__}",
+            file=data_file,
+            key=where or None,
+            fix="write the chart's values as a YAML mapping",
+        )
+    if ENABLED_KEY in data:
+        raise GpuclusterError(
+            "'enabled' cannot be given as a structured value (it toggles the component, not a chart value)",
+            file=data_file,
+            key=f"{where}.enabled" if where else "enabled",
+            fix=f"use a scalar set instead: overrides.set: ['{component.strip()}:enabled=false']",
+        )
+    return Override(component=component.strip(), kind="values", value=dict(data), source=file, key=key)
+
+
+def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path | None) -> tuple[str, Any]:
+    if not isinstance(ref, str) or not ref.strip():
+        raise GpuclusterError(f"file must be a relative path string, not {ref!r}", file=file, key=key)
+    if root is None:
+        raise GpuclusterError(
+            "values files can only be referenced from a cluster file", file=file, key=key, fix="inline the values instead"
+        )
+    rel = Path(ref)
+    if rel.is_absolute():
+        raise GpuclusterError(
+            f"'{ref}' is an absolute path; values files are referenced relative to the cluster file",
+            file=file,
+            key=key,
+            fix="use a path relative to the cluster file, inside the project folder",
+        )
+    base = Path(file).resolve().parent
+    target = (base / rel).resolve()
+    if not target.is_relative_to(root):
+        raise GpuclusterError(
+            f"'{ref}' resolves outside the project folder {root}",
+            file=file,
+            key=key,
+            fix="copy the values file into the project folder and reference it from there",
+        )
+    display = str(Path(file).parent / rel) if not Path(file).is_absolute() else str(target)
+    return display, load_yaml_file(target, display=display, cluster=cluster)
+
+
+def _parse_variable(target: Any, name: Any, *, file: str, key: str) -> Override:
+    if not isinstance(target, str):
+        raise GpuclusterError(f"variables key {target!r} must be a 'component:path' string", file=file, key=key)
+    try:
+        component, path = split_component_path(target)
+    except ValueError as exc:
+        raise GpuclusterError(str(exc), file=file, key=key, allowed="'component:path': terraform_variable_name") from None
+    if not isinstance(name, str) or not TF_VARIABLE_NAME.match(name):
+        raise GpuclusterError(
+            f"{name!r} is not a Terraform variable name",
+            file=file,
+            key=key,
+            allowed="letters, digits, '_' and '-', not starting with a digit",
+        )
+    if name in TF_RESERVED_VARIABLE_NAMES:
+        raise GpuclusterError(
+            f"'{name}' is reserved by Terraform and cannot name a variable",
+            file=file,
+            key=key,
+            fix="choose another variable name",
+        )
+    return Override(component=component, kind="variable", path=path, value=name, source=file, key=key)
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def paths_intersect(a: str, b: str) -> bool:
+    """True when dotted paths ``a`` and ``b`` are equal or one lies below the other."""
+    pa, pb = split_path(a), split_path(b)
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def override_paths(override: Override) -> list[str]:
+    """The dotted value paths an override writes (leaf paths for structured values)."""
+    if override.kind == "values":
+        return [p for p, _ in leaf_paths(override.value or {})]
+    return [override.path]
+
+
+def resolve_component(override: Override, catalog) -> str:
+    """Canonical component name of an override.
+
+    Raises:
+        GpuclusterError: unknown name/alias (lists the known ones).
+    """
+    try:
+        return catalog.resolve_name(override.component)
+    except KeyError:
+        names = sorted({n for e in catalog.components.values() for n in (e.name, *e.aliases)})
+        raise GpuclusterError(
+            f"unknown component or alias '{override.component}'",
+            file=override.source or None,
+            key=override.key or None,
+            allowed=allowed_list(names),
+            fix="use a component name or alias from the catalog registry",
+        ) from None
+
+
+def resolved_overrides(cluster: ClusterSpec, catalog) -> list[tuple[str, Override]]:
+    """``(canonical component, override)`` for every override whose component resolves.
+
+    Unknown names are skipped here (``apply_overrides`` reports them); used by policy and
+    scheduling to see what the user changed.
+    """
+    out: list[tuple[str, Override]] = []
+    for o in cluster.overrides:
+        try:
+            out.append((catalog.resolve_name(o.component), o))
+        except KeyError:
+            continue
+    return out
+
+
+def disabled_by_overrides(cluster: ClusterSpec, catalog) -> dict[str, Override]:
+    """Components the user's ``enabled=false`` sets remove (last ``enabled`` set wins)."""
+    state: dict[str, Override] = {}
+    for name, o in resolved_overrides(cluster, catalog):
+        if o.kind == "set" and o.path == ENABLED_KEY:
+            state[name] = o
+    return {n: o for n, o in state.items() if o.value is False}
+
+
+def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
+    """Apply ``cluster.overrides`` to ``components`` in place (all-or-nothing).
+
+    Effects: set/values change ``Component.values``; ``enabled=false`` removes the component
+    from ``components`` and drops the dependency edges other components declare on it (as
+    AICR's bundler prunes edges to disabled components) — except the edges of manifest-only
+    components, whose manifests are custom resources of the operator they depend on;
+    variables fill ``Component.terraform_variables``.
+
+    Raises:
+        GpuclusterError: every problem found (unknown or disabled components, non-boolean or
+            structured ``enabled``, parent/child conflicts, overrides on a component that is
+            also disabled, paths below a scalar, variables on policy-owned keys, broken
+            dependency edges), one Problem each, naming file, cluster, component and key.
+    """
+    if not cluster.overrides:
+        return
+    from gpucluster.policy import policy_owned_paths  # policy imports nothing from here at module level
+
+    problems: list[Problem] = []
+    refs = {ref.name: ref for ref in recipe.component_refs}
+
+    def problem(o: Override, message: str, *, component: str | None = None, **kw) -> None:
+        problems.append(
+            Problem(message, file=o.source or cluster.source, cluster=cluster.name, component=component, key=o.key or None, **kw)
+        )
+
+    resolved: list[tuple[str, Override]] = []
+    for o in cluster.overrides:
+        try:
+            name = resolve_component(o, catalog)
+        except GpuclusterError as err:
+            for p in err.problems:
+                problems.append(dataclasses.replace(p, cluster=cluster.name, file=p.file or cluster.source))
+            continue
+        shown = f"'{name}'" if name == o.component else f"'{name}' (alias '{o.component}')"
+        if name not in refs:
+            problem(
+                o,
+                f"component {shown} is not part of the resolved recipe",
+                component=name,
+                allowed=allowed_list(components),
+                fix="override only components of this recipe (see `gpucluster recipe`), or pick criteria whose recipe includes it",
+            )
+            continue
+        if not refs[name].enabled or name not in components:
+            if o.kind == "set" and o.path == ENABLED_KEY and o.value is True:
+                problem(
+                    o,
+                    f"the recipe disables component {shown}; enabling a component the recipe disabled is not supported",
+                    component=name,
+                    fix="use a recipe (overlay or RecipeResult file) that enables it",
+                )
+            else:
+                problem(
+                    o,
+                    f"component {shown} is disabled by the recipe, so this override would have no effect",
+                    component=name,
+                    fix="remove the override",
+                )
+            continue
+        resolved.append((name, o))
+
+    # enabled toggles (scalar set only, booleans only; last one wins)
+    enabled_state: dict[str, Override] = {}
+    for name, o in resolved:
+        if o.kind == "set" and o.path == ENABLED_KEY:
+            if not isinstance(o.value, bool):
+                problem(
+                    o,
+                    f"enabled must be true or false, not {o.value!r}",
+                    component=name,
+                    allowed="true, false",
+                    fix=f"write {o.component}:enabled=false to remove the component",
+                )
+                continue
+            enabled_state[name] = o
+        elif o.kind == "variable" and split_path(o.path)[0] == ENABLED_KEY:
+            problem(
+                o,
+                "enabled cannot be bound to a Terraform variable: whether a component is installed must be known at synth time",
+                component=name,
+                fix="use a scalar set: enabled=false",
+            )
+        elif o.kind == "set" and split_path(o.path)[0] == ENABLED_KEY:
+            problem(o, f"'{o.path}' is below the component toggle 'enabled'", component=name, fix="set enabled=true|false only")
+    disabled = {n: o for n, o in enabled_state.items() if o.value is False}
+
+    # conflicts: overrides on a component that is also disabled; parent/child set paths
+    for name, o in resolved:
+        if name in disabled and not (o.kind == "set" and o.path == ENABLED_KEY):
+            problem(
+                o,
+                f"conflicting overrides: {disabled[name].key or '--set'} disables '{name}', but this override also changes it",
+                component=name,
+                fix=f"remove one of them (a disabled component installs nothing)",
+            )
+    sets_by_component: dict[str, list[Override]] = {}
+    for name, o in resolved:
+        if o.kind == "set" and o.path != ENABLED_KEY and name not in disabled:
+            sets_by_component.setdefault(name, []).append(o)
+    for name, items in sets_by_component.items():
+        for i, a in enumerate(items):
+            for b in items[i + 1 :]:
+                pa, pb = split_path(a.path), split_path(b.path)
+                if pa != pb and paths_intersect(a.path, b.path):
+                    parent, child = (a, b) if len(pa) < len(pb) else (b, a)
+                    problem(
+                        child,
+                        f"conflicting overrides: {parent.key} sets '{parent.path}' and this entry sets '{child.path}' below it",
+                        component=name,
+                        fix="set either the parent value or the values below it, not both",
+                    )
+
+    # work on copies; commit only when everything is valid
+    work: dict[str, dict[str, Any]] = {}
+
+    def values_of(name: str) -> dict[str, Any]:
+        if name not in work:
+            work[name] = deep_merge(components[name].values, None)
+        return work[name]
+
+    for name, o in resolved:
+        if name in disabled or o.kind != "set" or split_path(o.path)[0] == ENABLED_KEY:
+            continue
+        try:
+            set_path(values_of(name), o.path, o.value)
+        except TypeError as exc:
+            problem(
+                o,
+                f"cannot set '{o.path}': {exc} in the effective values of '{name}'",
+                component=name,
+                fix="set the parent value instead, or check the path against the chart's values",
+            )
+    for name, o in resolved:
+        if name in disabled or o.kind != "values":
+            continue
+        work[name] = deep_merge(values_of(name), o.value)
+
+    variables: dict[str, dict[str, str]] = {}
+    set_paths: dict[str, dict[str, Override]] = {}
+    for name, o in resolved:
+        if o.kind in ("set", "values"):
+            for p in override_paths(o):
+                set_paths.setdefault(name, {})[p] = o
+    for name, o in resolved:
+        if name in disabled or o.kind != "variable" or split_path(o.path)[0] == ENABLED_KEY:
+            continue
+        owned = policy_owned_paths(name, recipe, catalog)
+        hit = next(((p, why) for p, why in owned.items() if paths_intersect(o.path, p)), None)
+        if hit is not None:
+            problem(
+                o,
+                f"'{o.path}' cannot be bound to a Terraform variable: it touches '{hit[0]}', which is {hit[1]}; "
+                "policy must see its value at synth time",
+                component=name,
+                fix="bake the value statically (recipe overlay, profile or a scalar set), or bind a different key",
+            )
+            continue
+        clash = next((s for p, s in set_paths.get(name, {}).items() if paths_intersect(o.path, p)), None)
+        if clash is not None:
+            problem(
+                o,
+                f"conflicting overrides: '{o.path}' is bound to a Terraform variable and also changed by {clash.key}",
+                component=name,
+                fix="either bind it to a variable or set it statically",
+            )
+            continue
+        current = get_path(values_of(name), o.path)
+        if isinstance(current, (dict, list)):
+            problem(
+                o,
+                f"'{o.path}' holds a {'mapping' if isinstance(current, dict) else 'list'}; a Terraform variable binds one scalar value",
+                component=name,
+                fix="bind a scalar leaf below it",
+            )
+            continue
+        previous = variables.setdefault(name, {}).get(o.path)
+        if previous is not None and previous != o.value:
+            problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name)
+            continue
+        variables[name][o.path] = o.value
+
+    # dependency edges on disabled components
+    edge_problems: list[Problem] = []
+    for name in components:
+        if name in disabled:
+            continue
+        ref = components[name].ref
+        for dep in ref.dependency_refs:
+            if dep in disabled and _is_manifest_only(ref, catalog):
+                o = disabled[dep]
+                edge_problems.append(
+                    Problem(
+                        f"'{name}' depends on '{dep}' (dependencyRefs), and {o.key or 'an override'} disables '{dep}': "
+                        f"'{name}' renders custom resources that need '{dep}' installed",
+                        file=o.source or cluster.source,
+                        cluster=cluster.name,
+                        component=name,
+                        key=o.key or None,
+                        fix=f"keep '{dep}' enabled, or also disable '{name}' ({name}:enabled=false)",
+                    )
+                )
+    problems.extend(edge_problems)
+    if problems:
+        raise GpuclusterError(problems=problems)
+
+    for name, values in work.items():
+        components[name].values = values
+    for name, binding in variables.items():
+        components[name].terraform_variables = dict(sorted({**components[name].terraform_variables, **binding}.items()))
+    for name in disabled:
+        components.pop(name, None)
+    for name, comp in components.items():
+        kept = [d for d in comp.ref.dependency_refs if d not in disabled]
+        if kept != comp.ref.dependency_refs:
+            comp.ref = dataclasses.replace(comp.ref, dependency_refs=kept)
+
+
+def _is_manifest_only(ref, catalog) -> bool:
+    entry = catalog.components.get(ref.name)
+    kind = entry.type if entry is not None else ref.type
+    return kind == "Manifest" or ref.type == "Manifest"
+
+
+def pruned_edges(recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, str]]:
+    """``(component, dependency)`` recipe edges dropped because the dependency is disabled."""
+    out = []
+    for ref in recipe.component_refs:
+        if ref.name in components:
+            out.extend((ref.name, d) for d in ref.dependency_refs if d not in components)
+    return sorted(out)
+
+
+def describe(overrides: Iterable[Override]) -> list[str]:
+    """Human-readable one-liners (``gpuoperator:driver.enabled=true``) for ``explain`` output."""
+    out = []
+    for o in overrides:
+        if o.kind == "set":
+            out.append(f"{o.component}:{o.path}={o.value!r}")
+        elif o.kind == "values":
+            out.append(f"{o.component}: values {sorted(o.value)}")
+        else:
+            out.append(f"{o.component}:{o.path} <- var.{o.value}")
+    return out

@@ -1,13 +1,575 @@
-"""Policy checks (placeholder until the policy work lands)."""
+"""Policy checks on the final effective values of a cluster (fail closed before writing).
+
+:func:`evaluate` runs the platform-neutral checks below and every plugin's
+``gpucluster_policy_checks`` hook (AKS-only checks live in ``plugins/gpucluster_aks/policy.py``),
+and returns all findings sorted (errors first). ``gpucluster.pipeline`` turns error findings
+into a :class:`~gpucluster.errors.GpuclusterError` (exit 2, nothing written); warnings and info
+are carried on the RuntimePlan and printed.
+
+Core check ids (docs/policies.md has one section each):
+
+==========================  ========  ===================================================
+``GPU-ADVERTISER``          error     exactly one whole-GPU advertiser (device plugin xor DRA)
+``GPU-TOGGLE-TYPE``         error     policy toggles must be booleans; sections not null
+``GPU-DRIVER-ROOT``         error     driver roots absolute; DRA root == operator install dir
+``GPU-DRIVER-STALE-RECIPE`` error     driver.enabled=false with DRA root /run/nvidia/driver
+``PROFILE-OWNED``           error     a profile-owned key overridden with a different value
+``SCHED-GPU-TAINT``         error     accelerated tolerations must tolerate the GPU pool taints
+``POLICY-KEY-OVERRIDE``     warning   allocation-policy key changed by a direct override
+``DEPENDENCY-PRUNED``       info      dependency edge dropped because a component is disabled
+==========================  ========  ===================================================
+
+Facts come from the seed (aks-gpu-setup: allocation policy, driver ownership modes, override
+tuple) and AICR's bundle validations (CheckDriverOwnershipCoherence rules, registry.yaml).
+"""
 
 from __future__ import annotations
 
+import posixpath
+from typing import Any, Callable, Mapping
+
+from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration
 from gpucluster.plugins import call_hook
+from gpucluster.values import leaf_paths, split_path
+
+GPU_OPERATOR = "gpu-operator"
+DRA_DRIVER = "nvidia-dra-driver-gpu"
+
+ALLOCATION_POLICY_KEYS: dict[str, tuple[str, ...]] = {
+    GPU_OPERATOR: ("devicePlugin.enabled",),
+    DRA_DRIVER: ("resources.gpus.enabled", "gpuResourcesEnabledOverride"),
+}
+"""The whole-GPU allocation policy keys (seed aks-gpu-setup, AICR #1327). Changing them with a
+direct override is deprecated (warning ``POLICY-KEY-OVERRIDE``); binding them to Terraform
+variables is refused. Registry ``policyKeys`` add further policy-owned keys."""
+
+OPERATOR_CONTAINER_DRIVER_ROOT = "/run/nvidia/driver"
+"""Where the GPU Operator's driver container installs the driver; the gpu-operator chart's
+``hostPaths.driverInstallDir`` default (AICR gpu-operator values.yaml)."""
+
+DRA_CHART_DEFAULT_ROOT = "/"
+"""dra-driver-nvidia-gpu chart default ``nvidiaDriverRoot`` (host-installed driver)."""
+
+CHART_DEFAULTS: dict[str, dict[str, Any]] = {
+    GPU_OPERATOR: {
+        "devicePlugin.enabled": True,
+        "driver.enabled": True,
+        "toolkit.enabled": True,
+        "driver.rdma.enabled": False,
+        "driver.rdma.useHostMofed": False,
+    },
+    DRA_DRIVER: {
+        "resources.gpus.enabled": True,
+        "gpuResourcesEnabledOverride": False,
+        "resources.computeDomains.enabled": True,
+    },
+}
+"""Chart defaults of the toggles the checks read, used when a key is absent from the values
+(gpu-operator v26.7 and dra-driver-nvidia-gpu 0.5 chart values)."""
+
+_ABSENT = object()
 
 
-def evaluate(cluster, recipe, components, catalog):
-    """Run core checks and ``gpucluster_policy_checks`` hooks; return all findings sorted."""
-    findings = []
+# --------------------------------------------------------------------------- helpers
+
+
+def policy_owned_paths(component: str, recipe: Recipe, catalog) -> dict[str, str]:
+    """Dotted paths of ``component`` that policy owns -> why (for error messages).
+
+    Union of :data:`ALLOCATION_POLICY_KEYS`, the registry's ``policyKeys`` and the leaf paths
+    the chosen profile sets (``recipe.profile_owned``).
+    """
+    owned: dict[str, str] = {}
+    for p in ALLOCATION_POLICY_KEYS.get(component, ()):
+        owned[p] = "a whole-GPU allocation-policy key"
+    entry = catalog.components.get(component) if catalog is not None else None
+    for p in getattr(entry, "policy_keys", ()) or ():
+        owned.setdefault(p, "a policy key of the catalog registry (policyKeys)")
+    if recipe.profile is not None:
+        pname, pvalue = recipe.profile
+        for p, _ in leaf_paths(recipe.profile_owned.get(component, {}) or {}):
+            owned.setdefault(p, f"owned by the {pname} profile '{pvalue}'")
+    return owned
+
+
+def lookup(values: Mapping[str, Any], path: str) -> tuple[Any, str | None]:
+    """Value at ``path``: ``(value, None)``, ``(_ABSENT, None)`` or ``(_ABSENT, problem)``.
+
+    A problem is reported when a parent section is explicitly null or not a mapping (Helm drops
+    a null section together with the chart defaults below it).
+    """
+    node: Any = values
+    parts = split_path(path)
+    for i, part in enumerate(parts):
+        if part not in node:
+            return _ABSENT, None
+        node = node[part]
+        if i < len(parts) - 1:
+            section = ".".join(parts[: i + 1])
+            if node is None:
+                return _ABSENT, (
+                    f"'{section}' is explicitly null: Helm drops a null section together with the chart defaults "
+                    f"below it, so '{path}' cannot be verified and the chart's templates fail"
+                )
+            if not isinstance(node, Mapping):
+                return _ABSENT, f"'{section}' is a {type(node).__name__}, not a mapping, so '{path}' cannot be read"
+    return node, None
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the string '{value}'"
+    return f"{_yaml(value)} ({type(value).__name__})"
+
+
+def _yaml(value: Any) -> str:
+    """A value as written in YAML (``false``, ``'nvidia'``, ``null``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
+
+
+def _clean_root(value: str) -> str:
+    return posixpath.normpath(value) if value else value
+
+
+def tolerates(toleration: Toleration | Mapping[str, Any], key: str, value: str, effect: str) -> bool:
+    """Kubernetes toleration matching: does ``toleration`` tolerate taint ``key=value:effect``?"""
+    t = toleration.as_dict() if isinstance(toleration, Toleration) else dict(toleration)
+    t_effect = t.get("effect") or ""
+    if t_effect and t_effect != effect:
+        return False
+    t_key = t.get("key") or ""
+    operator = t.get("operator") or "Equal"
+    if not t_key:
+        return operator == "Exists"
+    if t_key != key:
+        return False
+    if operator == "Exists":
+        return True
+    return (t.get("value") or "") == (value or "")
+
+
+class _Checks:
+    """Collects findings of one cluster."""
+
+    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog):
+        self.cluster = cluster
+        self.recipe = recipe
+        self.components = components
+        self.catalog = catalog
+        self.findings: list[Finding] = []
+        self.refs = {ref.name: ref for ref in recipe.component_refs}
+        self.bad_toggles: set[tuple[str, str]] = set()
+
+    def add(self, id: str, severity: str, component: str, key: str, message: str, fix: str) -> None:
+        self.findings.append(Finding(id, severity, self.cluster.name, component, key, message, fix))  # type: ignore[arg-type]
+
+    def values(self, component: str) -> Mapping[str, Any] | None:
+        comp = self.components.get(component)
+        return comp.values if comp is not None else None
+
+    def toggle(self, component: str, path: str) -> bool | None:
+        """Effective boolean (chart default when absent); None when not verifiable (reported)."""
+        values = self.values(component)
+        if values is None:
+            return None
+        value, problem = lookup(values, path)
+        if problem is not None:
+            self._bad(component, path, problem)
+            return None
+        if value is _ABSENT:
+            return CHART_DEFAULTS.get(component, {}).get(path)
+        if not isinstance(value, bool):
+            self._bad(
+                component,
+                path,
+                f"'{path}' is {_show(value)}, not a boolean: Helm templates treat any non-empty string as true, "
+                "so the chart could do the opposite of what the value says",
+            )
+            return None
+        return value
+
+    def _bad(self, component: str, path: str, message: str) -> None:
+        if (component, path) in self.bad_toggles:
+            return
+        self.bad_toggles.add((component, path))
+        self.add(
+            "GPU-TOGGLE-TYPE",
+            "error",
+            component,
+            path,
+            message,
+            f"write a YAML boolean without quotes (e.g. overrides.set: ['{component}:{path}=false']) and do not null its parent sections",
+        )
+
+
+# --------------------------------------------------------------------------- core checks
+
+
+def check_toggle_types(c: _Checks) -> None:
+    """GPU-TOGGLE-TYPE: every toggle the GPU policies read is a boolean (or absent)."""
+    for component, defaults in CHART_DEFAULTS.items():
+        for path in defaults:
+            c.toggle(component, path)
+
+
+def check_advertiser(c: _Checks) -> None:
+    """GPU-ADVERTISER: exactly one whole-GPU advertiser per node.
+
+    Device-plugin policy: gpu-operator ``devicePlugin.enabled=true`` and the DRA driver's
+    ``resources.gpus.enabled=false`` + ``gpuResourcesEnabledOverride=false``. DRA-only policy:
+    all three flipped together. A disabled gpu-operator advertises nothing through the device
+    plugin; a disabled DRA driver advertises nothing through DRA.
+    """
+    if GPU_OPERATOR not in c.refs and DRA_DRIVER not in c.refs:
+        return
+    dp = c.toggle(GPU_OPERATOR, "devicePlugin.enabled") if GPU_OPERATOR in c.components else False
+    if DRA_DRIVER in c.components:
+        gpus = c.toggle(DRA_DRIVER, "resources.gpus.enabled")
+        waiver = c.toggle(DRA_DRIVER, "gpuResourcesEnabledOverride")
+    else:
+        gpus = waiver = False
+    if dp is None or gpus is None or waiver is None:
+        return  # reported as GPU-TOGGLE-TYPE
+    dra_only_fix = (
+        "pick one policy and set all three keys together in a recipe overlay: device plugin (default) = "
+        "gpuoperator:devicePlugin.enabled=true, dradriver:resources.gpus.enabled=false, "
+        "dradriver:gpuResourcesEnabledOverride=false; DRA-only = the three values flipped"
+    )
+    if gpus != waiver:
+        if gpus:
+            msg = (
+                "partial flip: the DRA driver's resources.gpus.enabled=true without gpuResourcesEnabledOverride=true "
+                "(the chart refuses to advertise GPUs through DRA without the waiver)"
+            )
+            key = "gpuResourcesEnabledOverride"
+        else:
+            msg = (
+                "partial flip: gpuResourcesEnabledOverride=true while resources.gpus.enabled=false is an inert waiver; "
+                "the allocation policy is ambiguous"
+            )
+            key = "resources.gpus.enabled"
+        c.add("GPU-ADVERTISER", "error", DRA_DRIVER, key, msg, dra_only_fix)
+        return
+    if dp and gpus:
+        c.add(
+            "GPU-ADVERTISER",
+            "error",
+            DRA_DRIVER,
+            "resources.gpus.enabled",
+            "dual advertisement: the device plugin (gpu-operator devicePlugin.enabled=true) and the DRA driver "
+            "(resources.gpus.enabled=true) both advertise whole GPUs; their independent ledgers can double-allocate "
+            "the same physical GPU",
+            dra_only_fix,
+        )
+    elif not dp and not gpus:
+        why = []
+        if GPU_OPERATOR not in c.components:
+            why.append("gpu-operator is disabled")
+        else:
+            why.append("gpu-operator devicePlugin.enabled=false")
+        if DRA_DRIVER not in c.components:
+            why.append(f"{DRA_DRIVER} is disabled")
+        else:
+            why.append("the DRA driver's resources.gpus.enabled=false")
+        c.add(
+            "GPU-ADVERTISER",
+            "error",
+            GPU_OPERATOR if GPU_OPERATOR in c.refs else DRA_DRIVER,
+            "devicePlugin.enabled",
+            f"no whole-GPU advertiser: {' and '.join(why)}, so GPU nodes advertise no GPUs to the scheduler",
+            dra_only_fix,
+        )
+
+
+def check_driver_roots(c: _Checks) -> None:
+    """GPU-DRIVER-ROOT and GPU-DRIVER-STALE-RECIPE: driver roots and ownership lockstep.
+
+    * gpu-operator ``hostPaths.driverInstallDir`` must be a non-empty absolute path other than
+      ``/`` (runc refuses a bind-mount over the container root; AICR #1106);
+    * the DRA driver's ``nvidiaDriverRoot`` must be a non-empty absolute path string;
+    * with ``driver.enabled=true`` (operator-managed) it must equal ``driverInstallDir``, or CDI
+      spec generation fails and DRA-allocated pods stall in ContainerCreating;
+    * with ``driver.enabled=false`` it must not be ``/run/nvidia/driver``: nothing populates that
+      path, the signature of a recipe generated before the preinstalled-driver default flip.
+    """
+    install_dir: str | None = None
+    driver_enabled: bool | None = None
+    if GPU_OPERATOR in c.components:
+        values = c.values(GPU_OPERATOR) or {}
+        raw, problem = lookup(values, "hostPaths.driverInstallDir")
+        fix_dir = f"set gpuoperator:hostPaths.driverInstallDir={OPERATOR_CONTAINER_DRIVER_ROOT} (the chart default) or another absolute directory"
+        if problem is not None:
+            c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", problem, fix_dir)
+        elif raw is _ABSENT:
+            install_dir = OPERATOR_CONTAINER_DRIVER_ROOT
+        elif not isinstance(raw, str) or not raw:
+            c.add(
+                "GPU-DRIVER-ROOT",
+                "error",
+                GPU_OPERATOR,
+                "hostPaths.driverInstallDir",
+                f"hostPaths.driverInstallDir is {_show(raw) if raw != '' else 'empty'}; the ClusterPolicy needs an absolute directory",
+                fix_dir,
+            )
+        elif not raw.startswith("/"):
+            c.add(
+                "GPU-DRIVER-ROOT",
+                "error",
+                GPU_OPERATOR,
+                "hostPaths.driverInstallDir",
+                f"hostPaths.driverInstallDir '{raw}' is a relative path; host-path mounts need absolute paths",
+                fix_dir,
+            )
+        elif _clean_root(raw) == "/":
+            c.add(
+                "GPU-DRIVER-ROOT",
+                "error",
+                GPU_OPERATOR,
+                "hostPaths.driverInstallDir",
+                "hostPaths.driverInstallDir is '/': the operator-validator bind-mounts it as a container's root and "
+                "runc refuses a mount destination of '/', so nvidia-operator-validator crash-loops",
+                fix_dir,
+            )
+        else:
+            install_dir = _clean_root(raw)
+        driver_enabled = c.toggle(GPU_OPERATOR, "driver.enabled")
+    if DRA_DRIVER not in c.components:
+        return
+    values = c.values(DRA_DRIVER) or {}
+    raw = values.get("nvidiaDriverRoot", _ABSENT)
+    fix_root = (
+        f"set dradriver:nvidiaDriverRoot to the driver owner's root: '/' for a host/platform-installed driver, "
+        f"the gpu-operator hostPaths.driverInstallDir ({OPERATOR_CONTAINER_DRIVER_ROOT}) when the operator installs it"
+    )
+    root: str | None
+    if raw is _ABSENT:
+        root = None
+    elif not isinstance(raw, str) or raw == "" or not raw.startswith("/"):
+        what = "empty" if raw == "" else (f"the relative path '{raw}'" if isinstance(raw, str) else _show(raw))
+        c.add(
+            "GPU-DRIVER-ROOT",
+            "error",
+            DRA_DRIVER,
+            "nvidiaDriverRoot",
+            f"nvidiaDriverRoot is {what}; the DRA kubelet plugin mounts it from the host and needs an absolute path",
+            fix_root,
+        )
+        return
+    else:
+        root = _clean_root(raw)
+    if driver_enabled is None or install_dir is None:
+        return  # operator disabled, or its values already reported
+    if driver_enabled:
+        effective = root if root is not None else DRA_CHART_DEFAULT_ROOT
+        if effective != install_dir:
+            declared = f"nvidiaDriverRoot={effective}" if root is not None else f"nvidiaDriverRoot is not set (chart default {DRA_CHART_DEFAULT_ROOT})"
+            c.add(
+                "GPU-DRIVER-ROOT",
+                "error",
+                DRA_DRIVER,
+                "nvidiaDriverRoot",
+                f"the GPU Operator installs the driver (driver.enabled=true) to hostPaths.driverInstallDir={install_dir}, but "
+                f"{declared}: CDI spec generation fails and DRA-allocated pods stall in ContainerCreating",
+                f"set dradriver:nvidiaDriverRoot={install_dir} (both roots move in lockstep)",
+            )
+    elif root == OPERATOR_CONTAINER_DRIVER_ROOT:
+        c.add(
+            "GPU-DRIVER-STALE-RECIPE",
+            "error",
+            DRA_DRIVER,
+            "nvidiaDriverRoot",
+            f"driver.enabled=false (the platform's preinstalled driver) but the DRA driver still reads "
+            f"nvidiaDriverRoot={OPERATOR_CONTAINER_DRIVER_ROOT}, which nothing populates when the operator does not "
+            "install the driver; this is the signature of a stale recipe generated before the preinstalled-driver "
+            "default flip",
+            "regenerate the recipe (or drop the stale RecipeResult override) so nvidiaDriverRoot is '/', or switch to the "
+            "operator-managed profile as a whole (driver.enabled=true, toolkit.enabled=true, operator.runtimeClass=nvidia, "
+            f"nvidiaDriverRoot={OPERATOR_CONTAINER_DRIVER_ROOT})",
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def check_profile_owned(c: _Checks) -> None:
+    """PROFILE-OWNED: keys the chosen profile sets keep the profile's value; owned components stay enabled."""
+    if c.recipe.profile is None:
+        return
+    pname, pvalue = c.recipe.profile
+    for component in sorted(c.recipe.profile_owned):
+        owned = c.recipe.profile_owned[component] or {}
+        ref = c.refs.get(component)
+        if ref is None or not ref.enabled:
+            continue
+        fix = (
+            f"do not override profile-owned keys; choose the other {pname} profile value in the cluster file "
+            f"(profile: {{{pname}: <value>}}) so every key it owns changes together"
+        )
+        if component not in c.components:
+            c.add(
+                "PROFILE-OWNED",
+                "error",
+                component,
+                "enabled",
+                f"'{component}' is owned by the {pname} profile '{pvalue}' and cannot be disabled",
+                fix,
+            )
+            continue
+        values = c.components[component].values
+        for path, expected in leaf_paths(owned):
+            actual, _ = lookup(values, path)
+            if actual is _ABSENT:
+                c.add(
+                    "PROFILE-OWNED",
+                    "error",
+                    component,
+                    path,
+                    f"'{path}' is owned by the {pname} profile '{pvalue}' (value {_yaml(expected)}) but was removed",
+                    fix,
+                )
+            elif not _same(actual, expected):
+                c.add(
+                    "PROFILE-OWNED",
+                    "error",
+                    component,
+                    path,
+                    f"'{path}' is owned by the {pname} profile '{pvalue}', which sets {_yaml(expected)}, but the effective "
+                    f"value is {_yaml(actual)}",
+                    fix,
+                )
+
+
+def check_gpu_taints(c: _Checks) -> None:
+    """SCHED-GPU-TAINT: user-given accelerated tolerations must tolerate every GPU pool taint."""
+    tolerations = c.cluster.scheduling.accelerated_tolerations
+    if not tolerations:
+        return  # derived from the pools, matching by construction
+    for pool in c.cluster.pools:
+        if not pool.gpu:
+            continue
+        for taint in pool.taints:
+            if not any(tolerates(t, taint.key, taint.value, taint.effect) for t in tolerations):
+                c.add(
+                    "SCHED-GPU-TAINT",
+                    "error",
+                    "-",
+                    "scheduling.accelerated.tolerations",
+                    f"GPU pool '{pool.name}' is tainted {taint} but no accelerated toleration tolerates it, so GPU "
+                    "operands (device plugin, DRA kubelet plugin, nodewright packages) never schedule on GPU nodes",
+                    f"add '{taint.key}:{taint.effect}' to scheduling.accelerated.tolerations (or remove the list to "
+                    "derive it from the GPU pool taints)",
+                )
+
+
+def check_policy_key_overrides(c: _Checks) -> None:
+    """POLICY-KEY-OVERRIDE (warning): allocation-policy keys changed by direct overrides."""
+    from gpucluster.overrides import ENABLED_KEY, override_paths, resolved_overrides
+
+    if c.catalog is None:
+        return
+    for name, o in resolved_overrides(c.cluster, c.catalog):
+        keys = ALLOCATION_POLICY_KEYS.get(name, ())
+        if not keys:
+            continue
+        where = f"{o.key}" if o.key else "an override"
+        if o.kind == "set" and o.path == ENABLED_KEY:
+            if o.value is False:
+                c.add(
+                    "POLICY-KEY-OVERRIDE",
+                    "warning",
+                    name,
+                    ENABLED_KEY,
+                    f"{where} disables '{name}', which changes the whole-GPU allocation policy like its "
+                    f"{', '.join(keys)} key(s); bundle-time changes of the allocation policy are deprecated and "
+                    "surface as recipe/cluster drift when validated",
+                    "configure the allocation policy in a recipe overlay (componentRefs overrides) or a RecipeResult file",
+                )
+            continue
+        if o.kind == "variable":
+            continue  # refused by apply_overrides
+        touched = sorted({k for p in override_paths(o) for k in keys if _intersects(p, k)})
+        for k in touched:
+            c.add(
+                "POLICY-KEY-OVERRIDE",
+                "warning",
+                name,
+                k,
+                f"{where} overrides the allocation-policy key '{k}' directly; this still works but is deprecated: the "
+                "allocation policy is resolved from the recipe and verified against the cluster, so a bundle-time "
+                "change surfaces as recipe/cluster drift",
+                "configure the allocation policy in a recipe overlay (componentRefs overrides) or a RecipeResult file",
+            )
+
+
+def _intersects(a: str, b: str) -> bool:
+    pa, pb = split_path(a), split_path(b)
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def check_pruned_edges(c: _Checks) -> None:
+    """DEPENDENCY-PRUNED (info): recipe edges dropped because the dependency is disabled."""
+    from gpucluster.overrides import pruned_edges
+
+    for name, dep in pruned_edges(c.recipe, c.components):
+        c.add(
+            "DEPENDENCY-PRUNED",
+            "info",
+            name,
+            "dependencyRefs",
+            f"'{name}' no longer waits for '{dep}', which is disabled",
+            f"none needed if '{dep}' is meant to be absent; enable it again to restore the ordering",
+        )
+
+
+CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
+    check_toggle_types,
+    check_advertiser,
+    check_driver_roots,
+    check_profile_owned,
+    check_gpu_taints,
+    check_policy_key_overrides,
+    check_pruned_edges,
+)
+
+
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> list[Finding]:
+    """Run the core checks and every ``gpucluster_policy_checks`` hook on the final values.
+
+    Args:
+        cluster, recipe: the resolved inputs.
+        components: enabled components by name with final effective values.
+        catalog: the loaded catalog (registry ``policyKeys``, aliases).
+
+    Returns:
+        list[Finding], deterministic: errors, then warnings, then info; then id, component, key.
+
+    Raises:
+        PluginError: a plugin hook returned something that is not a list of Finding.
+    """
+    from gpucluster.errors import PluginError
+
+    checks = _Checks(cluster, recipe, components, catalog)
+    for check in CORE_CHECKS:
+        check(checks)
+    findings = list(checks.findings)
     for batch in call_hook("gpucluster_policy_checks", cluster=cluster, recipe=recipe, components=components):
+        if not isinstance(batch, (list, tuple)) or not all(isinstance(f, Finding) for f in batch):
+            raise PluginError(
+                "a gpucluster_policy_checks hook returned something other than a list of Finding",
+                cluster=cluster.name,
+                fix="return list[gpucluster.sdk.Finding] or None",
+            )
         findings.extend(batch)
-    return sorted(findings, key=lambda f: (f.severity != "error", f.id, f.component, f.key))
+    unique = {(f.id, f.severity, f.cluster, f.component, f.key, f.message, f.fix): f for f in findings}
+    return sorted(unique.values(), key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.id, f.component, f.key, f.message))

@@ -1,17 +1,380 @@
-"""Node scheduling injection (placeholder until the scheduling work lands)."""
+"""Node scheduling inputs: parse the cluster file's ``scheduling`` block and inject node
+selectors, tolerations, the workload-gate taint and the node count into each component's
+values at the paths its registry entry lists (AICR ``nodeScheduling``).
+
+Cluster file syntax (see docs/overrides.md)::
+
+    scheduling:
+      accelerated:
+        nodeSelector: {nvidia.com/gpu.present: "true"}
+        tolerations:
+          - nvidia.com/gpu:NoSchedule                  # key:Effect        -> operator Exists
+          - dedicated=gpu:NoSchedule                   # key=value:Effect  -> operator Equal
+          - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+      system:
+        nodeSelector: {kubernetes.azure.com/mode: system}
+        tolerations: [CriticalAddonsOnly:NoSchedule]
+      workloadGateTaint: nodewright.nvidia.com/runtime-required=true:NoSchedule
+      nodeCount: 2
+
+Injection (AICR bundler semantics):
+
+* node selectors replace the value at each path;
+* tolerations replace the value at each path, except: when the recipe's own inline overrides
+  put an empty list at the path, the path opts out (nothing injected); when the recipe's inline
+  overrides or the user's overrides put a non-empty list there, the injected tolerations are
+  appended (entries already present are not repeated);
+* a path listed both as system and accelerated receives the accelerated value (it is applied
+  last, as in AICR);
+* the workload-gate taint is written as the string ``key=value:Effect``; the node count as an int.
+
+Defaults when an input is not given: the accelerated tolerations are derived from the GPU pools'
+taints (``key``, operator ``Exists``, the taint's effect; never a wildcard), and the node count is
+the sum of the GPU pools' node counts. Platforms without pools inject nothing by default.
+"""
 
 from __future__ import annotations
 
+import re
+from typing import Any, Mapping
 
-def apply_scheduling(cluster, recipe, components, catalog) -> None:
-    """Inject node selectors/tolerations into the registry's value paths, in place."""
-    return None
+from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
+from gpucluster.values import get_path, leaf_paths, set_path, split_path
+
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+"""Taint effects Kubernetes accepts."""
+
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LABEL_KEY = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME}$")
+"""Kubernetes qualified name (optional DNS-subdomain prefix ``/`` name of at most 63 characters)."""
+LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+"""Kubernetes label value (empty, or at most 63 characters)."""
+
+_SECTIONS = ("accelerated", "system", "workloadGateTaint", "nodeCount")
+_POOL_SECTION_KEYS = ("nodeSelector", "tolerations")
+_TOLERATION_KEYS = ("key", "operator", "value", "effect")
+TOLERATION_FORMAT = "'key:Effect', 'key=value:Effect' or {key, operator: Exists|Equal, value, effect}"
 
 
-def parse_scheduling(raw, *, file: str, cluster: str):
-    """Parse the cluster file's ``scheduling`` subtree into a NodeScheduling."""
-    from gpucluster.model import NodeScheduling
-    from gpucluster.errors import GpuclusterError
-    if raw:
-        raise GpuclusterError("scheduling inputs are not supported yet", file=file, cluster=cluster, key="scheduling")
-    return NodeScheduling()
+# --------------------------------------------------------------------------- parsing
+
+
+def _check_label_key(key: Any, what: str) -> str:
+    if not isinstance(key, str) or not LABEL_KEY.match(key) or len(key) > 253 + 1 + 63:
+        raise ValueError(f"{what} {key!r} is not a valid Kubernetes label/taint key")
+    prefix, _, _ = key.rpartition("/")
+    if len(prefix) > 253:
+        raise ValueError(f"{what} {key!r} has a prefix longer than 253 characters")
+    return key
+
+
+def _check_label_value(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} {value!r} is a {type(value).__name__}; label values are strings (quote it)")
+    if not LABEL_VALUE.match(value):
+        raise ValueError(f"{what} {value!r} is not a valid Kubernetes label value (<= 63 of [A-Za-z0-9._-], alphanumeric ends)")
+    return value
+
+
+def _check_effect(effect: Any) -> str:
+    if effect not in EFFECTS:
+        raise ValueError(f"effect {effect!r} is not one of {', '.join(EFFECTS)}")
+    return effect
+
+
+def parse_toleration(spec: Any) -> Toleration:
+    """Parse a toleration in AICR flag syntax or the Kubernetes structured form.
+
+    * ``key:Effect`` -> ``{key, operator: Exists, effect}``
+    * ``key=value:Effect`` -> ``{key, operator: Equal, value, effect}``
+    * a mapping with ``key``, ``operator`` (``Exists``/``Equal``; default ``Equal`` when a
+      ``value`` is given, else ``Exists``), ``value``, ``effect`` (optional = all effects).
+      ``{operator: Exists}`` without a key is the wildcard (tolerates every taint).
+
+    Raises:
+        ValueError: malformed spec, invalid key/value/effect, or an inconsistent operator.
+    """
+    if isinstance(spec, str):
+        body, colon, effect = spec.rpartition(":")
+        if not colon or not body:
+            raise ValueError(f"toleration '{spec}' has no ':Effect' (the string form needs an effect)")
+        _check_effect(effect)
+        key, eq, value = body.partition("=")
+        _check_label_key(key, "toleration key")
+        if eq:
+            _check_label_value(value, "toleration value")
+            return Toleration(key=key, operator="Equal", value=value, effect=effect)
+        return Toleration(key=key, operator="Exists", effect=effect)
+    if isinstance(spec, Mapping):
+        unknown = sorted(str(k) for k in spec if k not in _TOLERATION_KEYS)
+        if unknown:
+            raise ValueError(f"unknown toleration field(s) {', '.join(unknown)} (allowed: {', '.join(_TOLERATION_KEYS)})")
+        key = spec.get("key")
+        value = spec.get("value")
+        effect = spec.get("effect")
+        operator = spec.get("operator") or ("Equal" if value is not None else "Exists")
+        if operator not in ("Exists", "Equal"):
+            raise ValueError(f"toleration operator {operator!r} is not Exists or Equal")
+        if key in ("", None):
+            key = None
+            if operator != "Exists":
+                raise ValueError("a toleration without a key must use operator Exists")
+        else:
+            _check_label_key(key, "toleration key")
+        if operator == "Exists" and value not in (None, ""):
+            raise ValueError("a toleration with operator Exists cannot have a value")
+        if operator == "Equal":
+            value = _check_label_value("" if value is None else value, "toleration value")
+        else:
+            value = None
+        if effect not in (None, ""):
+            _check_effect(effect)
+        else:
+            effect = None
+        return Toleration(key=key, operator=operator, value=value, effect=effect)
+    raise ValueError(f"a toleration must be a string or a mapping, not a {type(spec).__name__}")
+
+
+def parse_taint(spec: Any) -> Taint:
+    """Parse ``key=value:Effect`` (or ``key:Effect``, empty value) or ``{key, value, effect}``.
+
+    Raises:
+        ValueError: malformed or invalid key/value/effect.
+    """
+    if isinstance(spec, str):
+        body, colon, effect = spec.rpartition(":")
+        if not colon or not body:
+            raise ValueError(f"taint '{spec}' is not key=value:Effect")
+        key, _, value = body.partition("=")
+    elif isinstance(spec, Mapping):
+        unknown = sorted(str(k) for k in spec if k not in ("key", "value", "effect"))
+        if unknown:
+            raise ValueError(f"unknown taint field(s) {', '.join(unknown)} (allowed: key, value, effect)")
+        key, value, effect = spec.get("key"), spec.get("value", ""), spec.get("effect")
+    else:
+        raise ValueError(f"a taint must be a 'key=value:Effect' string or a mapping, not a {type(spec).__name__}")
+    _check_label_key(key, "taint key")
+    _check_label_value(value, "taint value")
+    _check_effect(effect)
+    return Taint(key=key, value=value, effect=effect)
+
+
+def parse_scheduling(raw: Any, *, file: str, cluster: str) -> NodeScheduling:
+    """Parse one cluster's ``scheduling`` subtree (None -> empty inputs).
+
+    Raises:
+        GpuclusterError: every malformed entry, naming file, cluster and key.
+    """
+    if raw is None:
+        return NodeScheduling()
+    if not isinstance(raw, Mapping):
+        raise GpuclusterError(
+            f"scheduling must be a mapping, not a {type(raw).__name__}",
+            file=file,
+            cluster=cluster,
+            key="scheduling",
+            allowed=", ".join(_SECTIONS),
+        )
+    problems: list[Problem] = []
+
+    def bad(key: str, message: str, **kw) -> None:
+        problems.append(Problem(message, file=file, cluster=cluster, key=key, **kw))
+
+    for k in sorted(str(k) for k in raw if k not in _SECTIONS):
+        bad(f"scheduling.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS))
+    out = NodeScheduling()
+    for section in ("accelerated", "system"):
+        sub = raw.get(section)
+        if sub is None:
+            continue
+        base = f"scheduling.{section}"
+        if not isinstance(sub, Mapping):
+            bad(base, f"{base} must be a mapping, not a {type(sub).__name__}", allowed=", ".join(_POOL_SECTION_KEYS))
+            continue
+        for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
+            bad(f"{base}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS))
+        selector = sub.get("nodeSelector")
+        if selector is not None:
+            if not isinstance(selector, Mapping):
+                bad(f"{base}.nodeSelector", f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}")
+            else:
+                parsed: dict[str, str] = {}
+                for k, v in selector.items():
+                    try:
+                        parsed[_check_label_key(k, "label key")] = _check_label_value(v, "label value")
+                    except ValueError as exc:
+                        bad(f"{base}.nodeSelector.{k}", str(exc))
+                setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))
+        tolerations = sub.get("tolerations")
+        if tolerations is not None:
+            if not isinstance(tolerations, list):
+                bad(f"{base}.tolerations", f"tolerations must be a list, not a {type(tolerations).__name__}", allowed=TOLERATION_FORMAT)
+            else:
+                parsed_tols: list[Toleration] = []
+                for i, spec in enumerate(tolerations):
+                    try:
+                        t = parse_toleration(spec)
+                    except ValueError as exc:
+                        bad(f"{base}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT)
+                        continue
+                    if t not in parsed_tols:
+                        parsed_tols.append(t)
+                setattr(out, f"{section}_tolerations", parsed_tols)
+    if raw.get("workloadGateTaint") is not None:
+        try:
+            out.workload_gate_taint = parse_taint(raw["workloadGateTaint"])
+        except ValueError as exc:
+            bad("scheduling.workloadGateTaint", str(exc), allowed="key=value:Effect")
+    if "nodeCount" in raw and raw["nodeCount"] is not None:
+        n = raw["nodeCount"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            bad("scheduling.nodeCount", f"nodeCount must be a positive integer, not {n!r}")
+        else:
+            out.node_count = n
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return out
+
+
+def taint_string(taint: Taint) -> str:
+    """``key=value:Effect``, or ``key:Effect`` when the value is empty (AICR taint string form)."""
+    return f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def gpu_pool_tolerations(cluster: ClusterSpec) -> list[Toleration]:
+    """Tolerations matching every GPU pool taint: ``{key, operator: Exists, effect}``.
+
+    In pool order, without duplicates. Empty when no GPU pool is tainted (never a wildcard).
+    """
+    out: list[Toleration] = []
+    for pool in cluster.pools:
+        if not pool.gpu:
+            continue
+        for taint in pool.taints:
+            t = Toleration(key=taint.key, operator="Exists", effect=taint.effect)
+            if t not in out:
+                out.append(t)
+    return out
+
+
+def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
+    """The scheduling inputs after defaults (see module docstring)."""
+    s = cluster.scheduling
+    gpu_pools = [p for p in cluster.pools if p.gpu]
+    node_count = s.node_count
+    if node_count is None and gpu_pools:
+        node_count = sum(p.node_count for p in gpu_pools)
+    return NodeScheduling(
+        accelerated_node_selector=dict(s.accelerated_node_selector),
+        accelerated_tolerations=list(s.accelerated_tolerations) or gpu_pool_tolerations(cluster),
+        system_node_selector=dict(s.system_node_selector),
+        system_tolerations=list(s.system_tolerations),
+        workload_gate_taint=s.workload_gate_taint,
+        node_count=node_count,
+    )
+
+
+# --------------------------------------------------------------------------- injection
+
+
+def _user_list_paths(cluster: ClusterSpec, catalog) -> dict[str, dict[str, Any]]:
+    """component -> {path: value} of lists/empties the user's overrides wrote (for append mode)."""
+    from gpucluster.overrides import resolved_overrides
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, o in resolved_overrides(cluster, catalog):
+        if o.kind == "values":
+            for path, value in leaf_paths(o.value or {}):
+                out.setdefault(name, {})[path] = value
+        elif o.kind == "set":
+            out.setdefault(name, {})[o.path] = o.value
+    return out
+
+
+def _put(values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec, component: str) -> None:
+    try:
+        set_path(values, path, value)
+    except TypeError as exc:
+        raise GpuclusterError(
+            f"cannot inject node scheduling at '{path}': {exc}",
+            file=cluster.source,
+            cluster=cluster.name,
+            component=component,
+            key=path,
+            fix=f"do not override '{split_path(path)[0]}' with a scalar; node scheduling writes below it",
+        ) from None
+
+
+def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
+    """Inject node scheduling inputs into ``components`` in place (see module docstring).
+
+    Raises:
+        GpuclusterError: a registry path runs through a non-mapping value.
+    """
+    inputs = effective_inputs(cluster)
+    user_lists = _user_list_paths(cluster, catalog) if cluster.overrides else {}
+    for name in list(components):
+        entry = catalog.components.get(name)
+        if entry is None:
+            continue
+        paths = entry.scheduling
+        comp = components[name]
+        values = comp.values
+        recipe_overrides = comp.ref.overrides or {}
+        user = user_lists.get(name, {})
+
+        def mode(path: str) -> str:
+            if path in comp.terraform_variables:
+                return "skip"  # bound to an install-time variable
+            sentinel = object()
+            mine = get_path(recipe_overrides, path, sentinel)
+            if mine is not sentinel:
+                if mine in (None, [], {}):
+                    return "skip"
+                return "append"
+            theirs = user.get(path, sentinel)
+            if theirs is not sentinel and isinstance(theirs, list) and theirs:
+                return "append"
+            return "replace"
+
+        def tolerations_at(path_list, tolerations: list[Toleration]) -> None:
+            if not tolerations:
+                return
+            rendered = [t.as_dict() for t in tolerations]
+            for path in path_list:
+                m = mode(path)
+                if m == "skip":
+                    continue
+                if m == "append":
+                    existing = get_path(values, path)
+                    merged = list(existing) if isinstance(existing, list) else []
+                    merged.extend(t for t in rendered if t not in merged)
+                    _put(values, path, merged, cluster=cluster, component=name)
+                else:
+                    _put(values, path, rendered, cluster=cluster, component=name)
+
+        def selector_at(path_list, selector: dict[str, str]) -> None:
+            if not selector:
+                return
+            for path in path_list:
+                if mode(path) == "skip":
+                    continue
+                _put(values, path, dict(selector), cluster=cluster, component=name)
+
+        selector_at(paths.system_node_selector, inputs.system_node_selector)
+        tolerations_at(paths.system_tolerations, inputs.system_tolerations)
+        selector_at(paths.accelerated_node_selector, inputs.accelerated_node_selector)
+        tolerations_at(paths.accelerated_tolerations, inputs.accelerated_tolerations)
+        if inputs.workload_gate_taint is not None:
+            for path in paths.accelerated_taint_str:
+                if path not in comp.terraform_variables:
+                    _put(values, path, taint_string(inputs.workload_gate_taint), cluster=cluster, component=name)
+        if inputs.node_count is not None:
+            for path in paths.node_count:
+                if path not in comp.terraform_variables:
+                    _put(values, path, int(inputs.node_count), cluster=cluster, component=name)

@@ -1,1 +1,341 @@
-"""AKS plugin: policy hooks (see package docstring)."""
+"""AKS plugin: policy checks (hook ``gpucluster_policy_checks``), AKS clusters only.
+
+Written against the public SDK only. Check ids (docs/policies.md has one section each):
+
+==============================  ========  ================================================
+``AKS-K8S-VERSION``             error     Kubernetes >= 1.34 (DRA GA)
+``AKS-MANAGED-GPU``             error     AKS-managed GPU pools conflict with the operator
+``AKS-GPU-DRIVER``              error     pool gpu_driver, gpuStack profile and the four
+                                          driver-ownership values come from one mode
+``AKS-WILDCARD-TOLERATION``     error     wildcard accelerated toleration with nodewright
+``AKS-HOST-MOFED``              warning   network-operator disabled, useHostMofed not false
+``AKS-UPGRADE-SKIP``            (plan)    no skipped minor versions; enforced in Terraform,
+                                          :func:`minor_upgrade_steps` is the pure helper
+==============================  ========  ================================================
+
+Facts: seed ``aks-gpu-setup`` (driver ownership modes, managed GPU pools, keyed tolerations
+and nodewright#296, RDMA opt-out, Kubernetes 1.34, no version skipping) and AICR registry
+validations (CheckWildcardAcceleratedToleration, CheckHostMofedWithoutNetworkOperator).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gpucluster.sdk import ClusterSpec, Finding, Recipe, hookimpl
+
+__all__ = [
+    "gpucluster_policy_checks",
+    "minor_upgrade_steps",
+    "MIN_KUBERNETES",
+    "OWNERSHIP_MODES",
+]
+
+SERVICE = "aks"
+MIN_KUBERNETES = (1, 34)
+"""DRA (``resource.k8s.io/v1``) is GA from Kubernetes 1.34; every AKS recipe includes the DRA driver."""
+
+GPU_OPERATOR = "gpu-operator"
+DRA_DRIVER = "nvidia-dra-driver-gpu"
+NETWORK_OPERATOR = "network-operator"
+NODEWRIGHT_CUSTOMIZATIONS = "nodewright-customizations"
+NODEWRIGHT_TOLERATIONS_PATH = "acceleratedTolerations"
+"""Registry accelerated toleration path of nodewright-customizations (the Skyhook CR's
+``additionalTolerations``); its manifest template falls back to a wildcard when empty."""
+
+OWNERSHIP_MODES: dict[str, dict[str, Any]] = {
+    "azure-managed": {
+        "gpu_driver": "Install",
+        "values": {
+            (GPU_OPERATOR, "driver.enabled"): False,
+            (GPU_OPERATOR, "toolkit.enabled"): False,
+            (GPU_OPERATOR, "operator.runtimeClass"): "nvidia-container-runtime",
+            (DRA_DRIVER, "nvidiaDriverRoot"): "/",
+        },
+    },
+    "operator-managed": {
+        "gpu_driver": "None",
+        "values": {
+            (GPU_OPERATOR, "driver.enabled"): True,
+            (GPU_OPERATOR, "toolkit.enabled"): True,
+            (GPU_OPERATOR, "operator.runtimeClass"): "nvidia",
+            (DRA_DRIVER, "nvidiaDriverRoot"): "/run/nvidia/driver",
+        },
+    },
+}
+"""The two AKS GPU driver ownership modes (seed aks-gpu-setup): node pool ``gpu_driver`` and
+the four values that must come with it. ``operator-managed`` is the seed's override tuple."""
+
+MODE_FOR_GPU_DRIVER = {spec["gpu_driver"]: mode for mode, spec in OWNERSHIP_MODES.items()}
+
+_CHART_DEFAULTS = {(GPU_OPERATOR, "driver.enabled"): True, (GPU_OPERATOR, "toolkit.enabled"): True, (DRA_DRIVER, "nvidiaDriverRoot"): "/"}
+_MISSING = object()
+
+
+def _get(values: Mapping[str, Any], path: str) -> Any:
+    node: Any = values
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _minor(version: str) -> tuple[int, int]:
+    parts = str(version).strip().lstrip("v").split(".")
+    if len(parts) < 2:
+        raise ValueError(version)
+    return int(parts[0]), int(parts[1])
+
+
+def minor_upgrade_steps(current: str, target: str) -> list[str]:
+    """Kubernetes minor versions an AKS upgrade from ``current`` to ``target`` must pass through.
+
+    AKS does not allow skipping a minor version (seed: 1.32 must go to 1.33 before 1.34).
+
+    Returns:
+        ``[]`` when target == current minor, else every minor after ``current`` up to
+        ``target`` (``("1.32", "1.34")`` -> ``["1.33", "1.34"]``). Apply one per run.
+
+    Raises:
+        ValueError: unparsable versions, a different major, or a downgrade.
+    """
+    cur, tgt = _minor(current), _minor(target)
+    if cur[0] != tgt[0]:
+        raise ValueError(f"cannot upgrade across major versions ({current} -> {target})")
+    if tgt < cur:
+        raise ValueError(f"AKS cannot downgrade Kubernetes ({current} -> {target})")
+    return [f"{cur[0]}.{m}" for m in range(cur[1] + 1, tgt[1] + 1)]
+
+
+def _show(value: Any) -> str:
+    """A value as the user writes it in YAML (``false``, ``'nvidia'``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
+
+
+def _finding(cluster: ClusterSpec, id: str, severity: str, component: str, key: str, message: str, fix: str) -> Finding:
+    return Finding(id=id, severity=severity, cluster=cluster.name, component=component, key=key, message=message, fix=fix)
+
+
+def _check_version(cluster: ClusterSpec) -> list[Finding]:
+    try:
+        too_old = _minor(cluster.kubernetes_version) < MIN_KUBERNETES
+        bad = False
+    except ValueError:
+        too_old, bad = True, True
+    if not too_old:
+        return []
+    what = "is not a MAJOR.MINOR version" if bad else "is below 1.34"
+    return [
+        _finding(
+            cluster,
+            "AKS-K8S-VERSION",
+            "error",
+            "-",
+            "kubernetesVersion",
+            f"Kubernetes {cluster.kubernetes_version!r} {what}: every AKS GPU recipe includes the DRA driver, and DRA "
+            "(resource.k8s.io/v1) is GA only from Kubernetes 1.34",
+            "set kubernetesVersion: \"1.34\"; upgrade existing clusters one minor version at a time (1.32 -> 1.33 -> 1.34)",
+        )
+    ]
+
+
+def _check_managed_pools(cluster: ClusterSpec) -> list[Finding]:
+    out = []
+    for i, pool in enumerate(cluster.pools):
+        if getattr(pool, "managed_gpu", False):
+            out.append(
+                _finding(
+                    cluster,
+                    "AKS-MANAGED-GPU",
+                    "error",
+                    "-",
+                    f"pools[{i}].managedGpu",
+                    f"node pool '{pool.name}' is an AKS-managed GPU pool (gpuProfile.nvidia.managementMode: Managed): AKS "
+                    "then installs its own device plugin, DCGM exporter and GPU health tooling, which duplicate and "
+                    "conflict with the GPU Operator operands gpucluster deploys",
+                    "remove managedGpu: use an unmanaged GPU pool (gpuDriver Install with gpuStack azure-managed, or "
+                    "gpuDriver None with gpuStack operator-managed)",
+                )
+            )
+    return out
+
+
+_CONSEQUENCE = {
+    ("azure-managed", "driver.enabled"): "the GPU Operator's driver container would fight the driver the AKS node image preinstalls",
+    ("operator-managed", "driver.enabled"): "nothing installs a driver on --gpu-driver none nodes, so GPU nodes stay driverless",
+    ("azure-managed", "toolkit.enabled"): "the operator's toolkit would rewrite the containerd runtime the AKS node image already configured",
+    ("operator-managed", "toolkit.enabled"): (
+        "containerd gets no nvidia runtime handler: every GPU Operator operand fails with FailedCreatePodSandBox "
+        "(no runtime for \"nvidia\" is configured) and GPU nodes advertise zero nvidia.com/gpu"
+    ),
+    ("azure-managed", "operator.runtimeClass"): "it must name the runtime handler the AKS node image preconfigures (nvidia-container-runtime)",
+    ("operator-managed", "operator.runtimeClass"): "the operator-managed tuple names the handler the operator's toolkit installs (nvidia)",
+    ("azure-managed", "nvidiaDriverRoot"): "the DRA kubelet plugin must read the host driver the AKS node image installs at /",
+    ("operator-managed", "nvidiaDriverRoot"): "the DRA kubelet plugin must read the driver the operator installs at /run/nvidia/driver",
+}
+
+
+def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    profile = recipe.profile[1] if recipe.profile and recipe.profile[0] == "gpuStack" else None
+    gpu_pools = [(i, p) for i, p in enumerate(cluster.pools) if p.gpu]
+    drivers = {p.gpu_driver for _, p in gpu_pools if p.gpu_driver is not None}
+    pool_mode = None
+    for i, pool in gpu_pools:
+        if pool.gpu_driver is not None and pool.gpu_driver not in MODE_FOR_GPU_DRIVER:
+            out.append(
+                _finding(
+                    cluster,
+                    "AKS-GPU-DRIVER",
+                    "error",
+                    "-",
+                    f"pools[{i}].gpuDriver",
+                    f"GPU pool '{pool.name}' has gpuDriver {pool.gpu_driver!r}; driver ownership cannot be verified",
+                    "use gpuDriver Install (AKS installs the driver) or None (the GPU Operator installs it)",
+                )
+            )
+            return out
+    if len(drivers) > 1:
+        out.append(
+            _finding(
+                cluster,
+                "AKS-GPU-DRIVER",
+                "error",
+                "-",
+                "pools",
+                f"GPU pools mix gpuDriver values ({', '.join(sorted(drivers))}); one recipe can own the driver only one way",
+                "give every GPU pool the same gpuDriver, matching the gpuStack profile",
+            )
+        )
+        return out
+    if drivers:
+        pool_mode = MODE_FOR_GPU_DRIVER[next(iter(drivers))]
+    mode = profile or pool_mode
+    if profile is not None and pool_mode is not None and profile != pool_mode:
+        i, pool = next((i, p) for i, p in gpu_pools if p.gpu_driver is not None)
+        expected = OWNERSHIP_MODES[profile]["gpu_driver"]
+        consequence = (
+            "nothing on the nodes provides a driver and the recipe does not install one: GPU nodes come up driverless"
+            if profile == "azure-managed"
+            else "the GPU Operator's driver container would conflict with the driver AKS preinstalls"
+        )
+        out.append(
+            _finding(
+                cluster,
+                "AKS-GPU-DRIVER",
+                "error",
+                "-",
+                f"pools[{i}].gpuDriver",
+                f"GPU pool '{pool.name}' has gpuDriver {pool.gpu_driver} ({pool_mode}) but the gpuStack profile is "
+                f"'{profile}' (gpuDriver {expected}): {consequence}",
+                f"either set gpuDriver: {expected} on the GPU pools, or choose profile gpuStack: {pool_mode} — pool "
+                "creation flags and GPU Operator values must come from the same mode",
+            )
+        )
+        return out
+    if mode is None:
+        return out
+    for (component, path), expected in OWNERSHIP_MODES[mode]["values"].items():
+        comp = components.get(component)
+        if comp is None:
+            continue
+        actual = _get(comp.values, path)
+        if actual is _MISSING:
+            actual = _CHART_DEFAULTS.get((component, path), _MISSING)
+        if actual is _MISSING:
+            shown = "unset"
+        elif isinstance(actual, bool) != isinstance(expected, bool):
+            continue  # a non-boolean toggle is reported by GPU-TOGGLE-TYPE
+        elif actual == expected or (path == "nvidiaDriverRoot" and isinstance(actual, str) and actual.rstrip("/") == expected.rstrip("/")):
+            continue
+        else:
+            shown = _show(actual)
+        pools = f"GPU pools with gpuDriver {OWNERSHIP_MODES[mode]['gpu_driver']}" if gpu_pools else "this cluster"
+        out.append(
+            _finding(
+                cluster,
+                "AKS-GPU-DRIVER",
+                "error",
+                component,
+                path,
+                f"{path} is {shown} but {pools} use the {mode} driver ownership mode, which needs {_show(expected)}: "
+                f"{_CONSEQUENCE[(mode, path)]}",
+                f"use the complete {mode} mode — profile gpuStack: {mode} sets driver.enabled, toolkit.enabled, "
+                "operator.runtimeClass and nvidiaDriverRoot together; do not override them one by one",
+            )
+        )
+    return out
+
+
+def _check_wildcard_toleration(cluster: ClusterSpec, components: Mapping[str, Any]) -> list[Finding]:
+    comp = components.get(NODEWRIGHT_CUSTOMIZATIONS)
+    if comp is None:
+        return []
+    tolerations = _get(comp.values, NODEWRIGHT_TOLERATIONS_PATH)
+    if tolerations is _MISSING or not tolerations:
+        why = "has no accelerated tolerations, so its manifest falls back to the wildcard (operator Exists, no key)"
+    elif not isinstance(tolerations, list):
+        why = f"has {NODEWRIGHT_TOLERATIONS_PATH}={tolerations!r}, not a list of tolerations"
+    else:
+        wild = [t for t in tolerations if not isinstance(t, Mapping) or not t.get("key")]
+        if not wild:
+            return []
+        why = "renders a wildcard accelerated toleration (no key)"
+    return [
+        _finding(
+            cluster,
+            "AKS-WILDCARD-TOLERATION",
+            "error",
+            NODEWRIGHT_CUSTOMIZATIONS,
+            NODEWRIGHT_TOLERATIONS_PATH,
+            f"{NODEWRIGHT_CUSTOMIZATIONS} {why}: AKS admission collapses a pod's toleration list to just the wildcard "
+            "when one is present, which defeats the nodewright operator's drain exemption for its own package pods and "
+            "deadlocks packages that declare interrupts on first install (NVIDIA/nodewright#296); recovery needs a "
+            "manual cordon and reboot of the node",
+            "pass a keyed toleration matching the GPU pool taint, e.g. scheduling.accelerated.tolerations: "
+            "['nvidia.com/gpu:NoSchedule'] (the default derived from the GPU pools), or opt out of the RDMA stack with "
+            "networkoperator:enabled=false, gpuoperator:driver.rdma.useHostMofed=false, nodewrightcustomizations:enabled=false",
+        )
+    ]
+
+
+def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
+    if NETWORK_OPERATOR in components or GPU_OPERATOR not in components:
+        return []
+    if not any(ref.name == NETWORK_OPERATOR for ref in recipe.component_refs):
+        return []
+    value = _get(components[GPU_OPERATOR].values, "driver.rdma.useHostMofed")
+    if value is False:
+        return []
+    shown = "unset" if value is _MISSING else _show(value)
+    return [
+        _finding(
+            cluster,
+            "AKS-HOST-MOFED",
+            "warning",
+            GPU_OPERATOR,
+            "driver.rdma.useHostMofed",
+            f"network-operator is disabled but driver.rdma.useHostMofed is {shown}: without network-operator no MOFED "
+            "is present; keep driver.rdma.useHostMofed=false (the AKS default) unless the node image preinstalls MOFED",
+            "add gpuoperator:driver.rdma.useHostMofed=false to overrides.set",
+        )
+    ]
+
+
+@hookimpl
+def gpucluster_policy_checks(cluster, recipe, components):
+    """AKS checks on the final effective values (None for other services)."""
+    if cluster.criteria.service != SERVICE:
+        return None
+    findings: list[Finding] = []
+    findings += _check_version(cluster)
+    findings += _check_managed_pools(cluster)
+    findings += _check_driver_ownership(cluster, recipe, components)
+    findings += _check_wildcard_toleration(cluster, components)
+    findings += _check_host_mofed(cluster, recipe, components)
+    return findings

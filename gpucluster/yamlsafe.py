@@ -1,0 +1,178 @@
+"""Strict YAML loading for user input (values files referenced by cluster files).
+
+Plain ``yaml.safe_load`` silently accepts several things that are always mistakes in
+hand-written Helm values: a key given twice (the last one wins without a word), YAML
+aliases (``*name``, which can expand to huge documents), non-string mapping keys
+(``1: x`` / ``true: x``, which Helm cannot address) and YAML timestamps (``2026-07-01``
+becomes a date object, not the string the chart expects). :func:`load_yaml_text` rejects
+all of them with a :class:`~gpucluster.errors.GpuclusterError` naming the file, the line
+and the key path.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster.errors import GpuclusterError
+
+MAX_INPUT_BYTES = 1024 * 1024
+"""Largest user YAML file read (1 MiB). Helm values files are kilobytes; anything bigger is
+almost certainly the wrong file (a binary, a log, a chart archive)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases, duplicate keys and non-string keys."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        if not isinstance(node, yaml.MappingNode):
+            return super().construct_mapping(node, deep=deep)
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(
+                    None, None, "YAML merge keys (<<) are not allowed in gpucluster input", key_node.start_mark
+                )
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"mapping key {key!r} is a {type(key).__name__}, not a string; quote it",
+                    key_node.start_mark,
+                )
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key '{key}' (first given on line {seen[key].line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _mark_text(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"line {mark.line + 1} column {mark.column + 1}: {problem}"
+    return str(problem)
+
+
+def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None) -> None:
+    """Ensure ``data`` is plain YAML data Helm understands.
+
+    Allowed: mappings with string keys, lists, strings, ints, finite floats, booleans, null.
+
+    Raises:
+        GpuclusterError: naming ``file`` and the dotted key path of the first offending value.
+    """
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if not isinstance(k, str):
+                raise GpuclusterError(
+                    f"mapping key {k!r} is a {type(k).__name__}, not a string",
+                    file=file,
+                    cluster=cluster,
+                    key=key or None,
+                    fix="quote the key",
+                )
+            check_plain(v, file=file, key=f"{key}.{k}" if key else k, cluster=cluster)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            check_plain(v, file=file, key=f"{key}[{i}]", cluster=cluster)
+    elif isinstance(data, bool) or data is None or isinstance(data, (int, str)):
+        return
+    elif isinstance(data, float):
+        if not math.isfinite(data):
+            raise GpuclusterError(
+                f"value {data!r} is not a finite number", file=file, cluster=cluster, key=key or None, fix="quote it or use a number"
+            )
+    else:
+        raise GpuclusterError(
+            f"value {data!r} is a YAML {type(data).__name__}, which Helm values cannot hold",
+            file=file,
+            cluster=cluster,
+            key=key or None,
+            allowed="mappings, lists, strings, numbers, booleans, null",
+            fix="quote it to make it a string",
+        )
+
+
+def load_yaml_text(text: str, *, file: str, cluster: str | None = None) -> Any:
+    """Parse one YAML document strictly (see module docstring).
+
+    Raises:
+        GpuclusterError: syntax errors (with line and column), several documents, aliases,
+            duplicate or non-string keys, and non-plain values.
+    """
+    try:
+        docs = list(yaml.load_all(text, Loader=_StrictLoader))
+    except yaml.YAMLError as exc:
+        raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster) from None
+    except RecursionError:
+        raise GpuclusterError("YAML nesting is too deep", file=file, cluster=cluster) from None
+    if len(docs) > 1:
+        raise GpuclusterError(
+            f"holds {len(docs)} YAML documents; exactly one is allowed", file=file, cluster=cluster, fix="remove the '---' separators"
+        )
+    data = docs[0] if docs else None
+    check_plain(data, file=file, cluster=cluster)
+    return data
+
+
+def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | None = None, max_bytes: int = MAX_INPUT_BYTES) -> Any:
+    """Read and strictly parse a user YAML file.
+
+    Args:
+        path: the file.
+        display: how to name the file in errors (defaults to ``str(path)``).
+        max_bytes: size limit (default :data:`MAX_INPUT_BYTES`).
+
+    Raises:
+        GpuclusterError: missing/unreadable file, too large, not UTF-8, or invalid YAML.
+    """
+    name = display or str(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise GpuclusterError("file not found", file=name, cluster=cluster, fix="check the path") from None
+    except OSError as exc:
+        raise GpuclusterError(f"cannot read file: {exc.strerror}", file=name, cluster=cluster) from None
+    if not path.is_file():
+        raise GpuclusterError("is not a regular file", file=name, cluster=cluster, fix="point to a YAML file")
+    if size > max_bytes:
+        raise GpuclusterError(
+            f"file is {size} bytes; the limit is {max_bytes} bytes",
+            file=name,
+            cluster=cluster,
+            fix="check that this is the intended values file",
+        )
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GpuclusterError(f"cannot read file: {exc.strerror}", file=name, cluster=cluster) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GpuclusterError(
+            f"is not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+            file=name,
+            cluster=cluster,
+            fix="save the file as UTF-8",
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return load_yaml_text(text, file=name, cluster=cluster)
