@@ -1,0 +1,112 @@
+"""The ONE module that imports cdktf, constructs, jsii and the prebuilt provider bindings.
+
+Everything else in ``constructs_lib``, ``stacks`` and ``main.py`` imports the framework from
+here, so moving to another CDK for Terraform distribution (e.g. CDK Terrain, ``cdktn``) is a
+change of this module only.
+
+Provider bindings are loaded lazily and once per process:
+
+* :func:`helm` -- ``cdktf-cdktf-provider-helm`` 12.x (``hashicorp/helm`` 3.1.1), ~0.1 s.
+* :func:`azurerm` -- ``cdktf-cdktf-provider-azurerm`` 14.x (``hashicorp/azurerm`` 4.55.0).
+  Importing it loads a ~30 MB jsii assembly into the Node.js kernel process: several seconds
+  and ~0.5 GB, so only stacks that create Azure resources pay for it.
+
+Set ``JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20`` when running on Node 20 (done here
+with ``setdefault`` before jsii starts, and in the Makefile).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("CHECKPOINT_DISABLE", "1")
+
+import jsii  # noqa: E402
+from cdktf import (  # noqa: E402,F401  (re-exported)
+    App,
+    AssetType,
+    Fn,
+    LocalBackend,
+    Postcondition,
+    Precondition,
+    TerraformAsset,
+    TerraformOutput,
+    TerraformResourceLifecycle,
+    TerraformStack,
+    TerraformVariable,
+    Testing,
+    Token,
+)
+from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
+
+FRAMEWORK = "cdktf"
+"""Name of the CDK for Terraform distribution this module binds to."""
+
+
+@jsii.implements(IValidation)
+class _Validation:
+    """jsii adapter: a Python callable returning a list of error strings."""
+
+    def __init__(self, check: Callable[[], Sequence[str]]):
+        self._check = check
+
+    def validate(self) -> list[str]:
+        return [str(msg) for msg in self._check()]
+
+
+def add_validation(scope: Construct, check: Callable[[], Sequence[str]]) -> None:
+    """Register ``check`` on ``scope.node``; cdktf runs it at synth time.
+
+    Each returned string becomes an error prefixed with the construct path
+    (``[stack/construct] message``) and synthesis fails (also under the cdktf CLI, which
+    only continues on error *annotations*, not on validation errors).
+    """
+    scope.node.add_validation(_Validation(check))
+
+
+@functools.cache
+def helm() -> SimpleNamespace:
+    """The Helm provider binding (``hashicorp/helm`` 3.1.1): HelmProvider, Release, ReleaseSet."""
+    from cdktf_cdktf_provider_helm.provider import HelmProvider, HelmProviderKubernetes
+    from cdktf_cdktf_provider_helm.release import Release, ReleaseSet
+
+    return SimpleNamespace(
+        HelmProvider=HelmProvider,
+        HelmProviderKubernetes=HelmProviderKubernetes,
+        Release=Release,
+        ReleaseSet=ReleaseSet,
+        PROVIDER_SOURCE="hashicorp/helm",
+    )
+
+
+@functools.cache
+def azurerm() -> SimpleNamespace:
+    """The azurerm provider binding (``hashicorp/azurerm`` 4.55.0), imported once per process."""
+    from cdktf_cdktf_provider_azurerm.kubernetes_cluster import (
+        KubernetesCluster,
+        KubernetesClusterDefaultNodePool,
+        KubernetesClusterIdentity,
+    )
+    from cdktf_cdktf_provider_azurerm.kubernetes_cluster_node_pool import KubernetesClusterNodePool
+    from cdktf_cdktf_provider_azurerm.provider import AzurermProvider, AzurermProviderFeatures
+    from cdktf_cdktf_provider_azurerm.resource_group import ResourceGroup
+
+    return SimpleNamespace(
+        AzurermProvider=AzurermProvider,
+        AzurermProviderFeatures=AzurermProviderFeatures,
+        ResourceGroup=ResourceGroup,
+        KubernetesCluster=KubernetesCluster,
+        KubernetesClusterDefaultNodePool=KubernetesClusterDefaultNodePool,
+        KubernetesClusterIdentity=KubernetesClusterIdentity,
+        KubernetesClusterNodePool=KubernetesClusterNodePool,
+        PROVIDER_SOURCE="hashicorp/azurerm",
+    )
+
+
+def azurerm_loaded() -> bool:
+    """True once :func:`azurerm` has imported the binding in this process."""
+    return azurerm.cache_info().currsize > 0

@@ -1,0 +1,395 @@
+"""Helm release constructs (``hashicorp/helm`` 3.1.1 via cdktf-cdktf-provider-helm 12.x).
+
+* :class:`HelmComponent`  -- one ``helm_release`` of a remote chart (HTTPS or OCI repository).
+* :class:`LocalChartRelease` -- one ``helm_release`` of a generated chart
+  (:class:`gpucluster.model.LocalChart`), shipped inside the stack's own output folder as a
+  ``TerraformAsset`` so it travels with the stack to remote runs (Terraform Cloud).
+
+Both render values as ONE YAML document (``yaml.safe_dump(sort_keys=True)``), pin the chart
+version, create their namespace, wait for resources (and Jobs, for gates) and depend on
+exactly the releases they are given. The Terraform resource name is the release name
+(``helm_release.<release name>``), so plans read like the release graph.
+
+Terraform-variable-bound values (``terraform_variables``: dotted values path -> variable name)
+become a stack-level ``TerraformVariable`` (default: the value at that path, if any) and a
+``set`` entry, so they can be chosen at plan time (``-var``, workspace variables).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from constructs_lib.cdk import (
+    AssetType,
+    Construct,
+    TerraformAsset,
+    TerraformStack,
+    TerraformVariable,
+    add_validation,
+    helm,
+)
+from gpucluster.model import LocalChart, PlanNode
+from gpucluster.values import get_path, has_path
+
+STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
+"""Construct context key: absolute folder where local charts are staged before synth copies
+them into ``<outdir>/stacks/<stack>/assets/``. Unset: a per-process temporary folder."""
+
+DEFAULT_TIMEOUT_SECONDS = 900
+
+_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_PINNED_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_TF_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_TF_RESERVED_VARIABLE_NAMES = {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+HELM_RELEASE_NAME_MAX = 53
+"""Helm's limit on release names."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def values_document(values: Mapping[str, Any]) -> str:
+    """Render Helm values as one deterministic YAML document, safe inside Terraform JSON.
+
+    Keys are sorted; Terraform template sequences ``${`` / ``%{`` are escaped (``$${``,
+    ``%%{``) so literal values like ``${HOSTNAME}`` reach Helm unchanged.
+    """
+    text = yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
+    return text.replace("${", "$${").replace("%{", "%%{")
+
+
+def chart_source(repository: str, chart: str) -> tuple[str, str]:
+    """``(repository, chart)`` as the Helm provider wants them.
+
+    * ``https://repo`` + ``name``: unchanged.
+    * OCI: ``repository = "oci://registry/path"``, ``chart = "name"``; a chart given as a full
+      ``oci://registry/path/name`` reference is split that way.
+    """
+    repository = (repository or "").strip()
+    chart = (chart or "").strip()
+    if chart.startswith("oci://"):
+        ref, _, name = chart.rstrip("/").rpartition("/")
+        if repository and repository.rstrip("/") != ref:
+            return repository, chart  # contradictory; validate_release reports it
+        return ref, name
+    if repository.startswith("oci://"):
+        return repository.rstrip("/"), chart
+    return repository, chart
+
+
+def files_digest(files: Mapping[str, str]) -> str:
+    """sha256 (hex) over the sorted ``(path, text)`` pairs of a chart's files."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode("utf-8") + b"\0" + files[name].encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def _scalar_type(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+_PROCESS_STAGING: list[Path] = []
+
+
+def _process_staging_root() -> Path:
+    if not _PROCESS_STAGING:
+        root = Path(tempfile.mkdtemp(prefix="gpucluster-charts-"))
+        atexit.register(shutil.rmtree, root, True)
+        _PROCESS_STAGING.append(root)
+    return _PROCESS_STAGING[0]
+
+
+def staging_root(scope: Construct) -> Path:
+    """Folder for staged local charts: context ``gpucluster:stagingDir`` or a per-process temp dir."""
+    ctx = scope.node.try_get_context(STAGING_CONTEXT_KEY)
+    return Path(ctx) if ctx else _process_staging_root()
+
+
+# --------------------------------------------------------------------------- props
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """Options shared by both release constructs.
+
+    Attributes:
+        release_name: Helm release name (DNS-1123, <= 53 chars); also the Terraform resource name.
+        namespace: release namespace, created by the release (``create_namespace``).
+        values: Helm values, rendered as one YAML document.
+        depends_on: releases to apply first (HelmComponent / LocalChartRelease constructs).
+        timeout_seconds: Helm operation timeout (default 900 s).
+        wait: wait for resources to be ready (default True).
+        wait_for_jobs: also wait for Jobs to complete (readiness gates).
+        create_namespace: create the namespace if missing (default True).
+        terraform_variables: dotted values path -> Terraform variable name.
+        description: Helm release description.
+        provider: Helm provider instance (default: the stack's default ``helm`` provider).
+    """
+
+    release_name: str
+    namespace: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    depends_on: Sequence[Any] = ()
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    wait: bool = True
+    wait_for_jobs: bool = False
+    create_namespace: bool = True
+    terraform_variables: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    provider: Any = None
+
+
+@dataclass(frozen=True)
+class HelmComponentProps(ReleaseOptions):
+    """A remote chart release: ``chart`` from ``repository`` at pinned ``version``.
+
+    ``repository`` is ``https://…`` or ``oci://registry/path`` (see :func:`chart_source`).
+    """
+
+    chart: str = ""
+    repository: str = ""
+    version: str = ""
+
+    @classmethod
+    def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "HelmComponentProps":
+        """Props of a ``kind == "chart"`` :class:`PlanNode`."""
+        return cls(
+            release_name=node.id,
+            namespace=node.namespace,
+            chart=node.chart,
+            repository=node.repository,
+            version=node.version,
+            values=node.values,
+            depends_on=tuple(depends_on),
+            timeout_seconds=node.timeout_seconds,
+            wait_for_jobs=node.wait_for_jobs,
+            terraform_variables=node.terraform_variables,
+            description=f"gpucluster {node.kind} of component {node.component}",
+            provider=provider,
+        )
+
+
+@dataclass(frozen=True)
+class LocalChartReleaseProps(ReleaseOptions):
+    """A generated chart release; ``chart.files`` are written out and shipped as an asset."""
+
+    chart: LocalChart | None = None
+
+    @classmethod
+    def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "LocalChartReleaseProps":
+        """Props of a :class:`PlanNode` with a ``local_chart`` (pre-manifests, manifests, gate)."""
+        return cls(
+            release_name=node.id,
+            namespace=node.namespace,
+            chart=node.local_chart,
+            values=node.values,
+            depends_on=tuple(depends_on),
+            timeout_seconds=node.timeout_seconds,
+            wait_for_jobs=node.wait_for_jobs,
+            terraform_variables=node.terraform_variables,
+            description=f"gpucluster {node.kind} of component {node.component}",
+            provider=provider,
+        )
+
+
+def validate_release(props: ReleaseOptions) -> list[str]:
+    """Problems common to both release kinds (empty list when valid)."""
+    errors: list[str] = []
+    name = props.release_name
+    if not _RELEASE_NAME.match(name or "") or len(name) > HELM_RELEASE_NAME_MAX:
+        errors.append(
+            f"release name '{name}' must be lowercase letters, digits and '-', at most {HELM_RELEASE_NAME_MAX} characters"
+        )
+    if not _DNS_LABEL.match(props.namespace or ""):
+        errors.append(f"namespace '{props.namespace}' of release '{name}' must be a DNS-1123 label")
+    if props.timeout_seconds <= 0:
+        errors.append(f"timeout_seconds of release '{name}' must be > 0 (got {props.timeout_seconds})")
+    for path, var in sorted(props.terraform_variables.items()):
+        if not _TF_IDENTIFIER.match(var or "") or var in _TF_RESERVED_VARIABLE_NAMES:
+            errors.append(
+                f"Terraform variable name '{var}' (values path '{path}' of release '{name}') must be an identifier "
+                f"(letters, digits, '_', '-') and not one of {', '.join(sorted(_TF_RESERVED_VARIABLE_NAMES))}"
+            )
+        if has_path(props.values, path) and _scalar_type(get_path(props.values, path)) is None:
+            errors.append(
+                f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but holds a "
+                "list/map; only scalar values can be set from a variable"
+            )
+    for dep in props.depends_on:
+        if not isinstance(dep, _ReleaseConstruct):
+            errors.append(f"depends_on of release '{name}' must hold HelmComponent/LocalChartRelease constructs, got {type(dep).__name__}")
+    return errors
+
+
+# --------------------------------------------------------------------------- constructs
+
+
+class _ReleaseConstruct(Construct):
+    """Common part: the ``helm_release`` resource and its Terraform variables."""
+
+    release: Any
+    release_name: str
+
+    def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None) -> None:
+        h = helm()
+        stack = TerraformStack.of(self)
+        sets = []
+        for path, var_name in sorted(props.terraform_variables.items()):
+            default = get_path(props.values, path) if has_path(props.values, path) else None
+            variable = stack_variable(
+                stack,
+                var_name,
+                default=default,
+                description=f"Helm value '{path}' of release '{props.release_name}'",
+            )
+            var_type = _scalar_type(default) if default is not None else "string"
+            sets.append(h.ReleaseSet(name=path, value=variable.string_value, type="string" if var_type == "string" else "auto"))
+        self.release_name = props.release_name
+        self.release = h.Release(
+            self,
+            "release",
+            name=props.release_name,
+            namespace=props.namespace,
+            create_namespace=props.create_namespace,
+            chart=chart,
+            repository=repository or None,
+            version=version or None,
+            values=[values_document(props.values)],
+            set=sets or None,
+            wait=props.wait,
+            wait_for_jobs=props.wait_for_jobs,
+            timeout=props.timeout_seconds,
+            description=props.description or None,
+            depends_on=[d.release for d in props.depends_on if isinstance(d, _ReleaseConstruct)] or None,
+            provider=props.provider,
+        )
+        self.release.override_logical_id(props.release_name)
+
+
+class HelmComponent(_ReleaseConstruct):
+    """One ``helm_release`` of a remote chart (AICR component chart).
+
+    Validation (at synth, with this construct's path): release/namespace names, pinned exact
+    chart version (no ranges), repository scheme ``https``/``http``/``oci``, variable bindings.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: HelmComponentProps):
+        super().__init__(scope, id)
+        self.props = props
+        repository, chart = chart_source(props.repository, props.chart)
+
+        def check() -> list[str]:
+            errors = validate_release(props)
+            if not chart:
+                errors.append(f"release '{props.release_name}' has no chart name")
+            if not repository:
+                errors.append(f"release '{props.release_name}' has no chart repository (https:// or oci://)")
+            elif not repository.startswith(("https://", "http://", "oci://")):
+                errors.append(f"repository '{repository}' of release '{props.release_name}' must start with https://, http:// or oci://")
+            if chart.startswith("oci://"):
+                errors.append(f"chart '{chart}' of release '{props.release_name}' names another registry than repository '{repository}'")
+            if not _PINNED_VERSION.match(props.version or ""):
+                errors.append(
+                    f"chart version '{props.version}' of release '{props.release_name}' must be one exact version "
+                    "(e.g. v26.7.1 or 0.19.0), not a range or empty"
+                )
+            return errors
+
+        add_validation(self, check)
+        self._create_release(props, chart=chart, repository=repository, version=props.version)
+
+
+class LocalChartRelease(_ReleaseConstruct):
+    """One ``helm_release`` of a generated chart, shipped as a directory ``TerraformAsset``.
+
+    The chart files are written to ``<staging>/<stack>/<release>/`` (deterministic; the staging
+    folder never appears in the output); cdktf copies them to
+    ``stacks/<stack>/assets/<id>/<hash>/`` and ``chart`` is that relative path, so the stack folder
+    is self-contained. ``<hash>`` is :func:`files_digest` of the files: same content, same path.
+
+    Attributes:
+        asset: the TerraformAsset; ``chart_path``: the relative chart path used by the release.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: LocalChartReleaseProps):
+        super().__init__(scope, id)
+        self.props = props
+        chart = props.chart
+        files = dict(chart.files) if chart is not None else {}
+        bad_paths = [p for p in files if not _safe_relative(p)]
+
+        def check() -> list[str]:
+            errors = validate_release(props)
+            if chart is None:
+                errors.append(f"release '{props.release_name}' has no local chart")
+                return errors
+            if "Chart.yaml" not in files:
+                errors.append(f"local chart '{chart.name}' of release '{props.release_name}' has no Chart.yaml")
+            for p in bad_paths:
+                errors.append(f"local chart '{chart.name}' file '{p}' must be a relative path inside the chart")
+            return errors
+
+        add_validation(self, check)
+        stack = TerraformStack.of(self)
+        folder = staging_root(self) / stack.node.id / props.release_name
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for rel, text in sorted(files.items()):
+            if rel in bad_paths:
+                continue
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        self.asset = TerraformAsset(
+            self,
+            "chart",
+            path=str(folder.resolve()),
+            type=AssetType.DIRECTORY,
+            asset_hash=files_digest(files)[:32],
+        )
+        self.chart_path = "./" + self.asset.path.rstrip("/")
+        self._create_release(props, chart=self.chart_path, repository=None, version=None)
+
+
+def _safe_relative(path: str) -> bool:
+    p = PurePosixPath(path)
+    return bool(path) and not p.is_absolute() and ".." not in p.parts and "\\" not in path
+
+
+def stack_variable(stack: TerraformStack, name: str, *, default: Any = None, description: str = "") -> TerraformVariable:
+    """The stack's Terraform variable ``name`` (created once; Terraform name exactly ``name``).
+
+    Type from ``default``: ``string``/``bool``/``number``; ``string`` without a default
+    (then the variable is required at plan time).
+    """
+    existing = stack.node.try_find_child(f"variable-{name}")
+    if existing is not None:
+        return existing
+    var_type = _scalar_type(default) if default is not None else "string"
+    variable = TerraformVariable(
+        stack,
+        f"variable-{name}",
+        type=var_type or "string",
+        default=default,
+        description=description or None,
+    )
+    variable.override_logical_id(name)
+    return variable

@@ -1,0 +1,56 @@
+"""Assemble the cdktf App from RuntimePlans and synthesize it atomically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from constructs_lib.cdk import App
+from constructs_lib.helm import STAGING_CONTEXT_KEY
+from gpucluster.model import RuntimePlan
+from gpucluster.plugins import platform_for
+from stacks.cluster import ClusterStack
+from stacks.common import cluster_stack_name, runtime_stack_name
+from stacks.outdir import staged_outdir
+from stacks.runtime import RuntimeStack
+
+
+def provisions_cluster(plan: RuntimePlan) -> bool:
+    """True when gpucluster creates the cluster (platform ``provisions_cluster`` and no ``existing``)."""
+    platform = platform_for(plan.cluster.criteria.service, file=plan.cluster.source)
+    return bool(platform.provisions_cluster) and plan.cluster.existing is None
+
+
+def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike) -> App:
+    """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan.
+
+    Args:
+        outdir: where ``app.synth()`` writes (an absolute, empty folder).
+        staging_dir: folder for local charts until synth copies them into the stacks.
+    """
+    app = App(outdir=str(outdir), context={STAGING_CONTEXT_KEY: str(Path(staging_dir).absolute())})
+    for plan in plans:
+        cluster = plan.cluster
+        connection = None
+        if provisions_cluster(plan):
+            connection = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe).connection
+        RuntimeStack(app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing)
+    return app
+
+
+def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out") -> list[str]:
+    """Synthesize ``plans`` into ``outdir``, replacing it atomically.
+
+    Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
+    App synthesized. Any exception (construct validation error, plugin error) leaves a
+    previous ``outdir`` byte-identical.
+
+    Returns:
+        the stack names written, sorted.
+    """
+    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir) as staged:
+        app = build_app(plans, staged, staging_dir=staging)
+        app.synth()
+        return sorted(p.name for p in (staged / "stacks").iterdir())

@@ -1,0 +1,49 @@
+"""``<name>-cluster``: the cloud resources of one cluster, built by its platform plugin."""
+
+from __future__ import annotations
+
+from constructs_lib.cdk import Construct, TerraformStack
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import ClusterSpec, Recipe
+from gpucluster.plugins import call_hook
+from gpucluster.sdk.types import ClusterConnection
+from stacks.common import use_local_backend
+
+
+class ClusterStack(TerraformStack):
+    """One cluster's infrastructure stack.
+
+    Calls hook ``gpucluster_cluster_stack(scope=self, cluster, recipe)`` (firstresult): the
+    platform plugin adds its constructs to this stack and returns the
+    :class:`~gpucluster.sdk.types.ClusterConnection` (Terraform tokens) the runtime stack
+    consumes through cdktf cross-stack references.
+
+    Raises:
+        GpuclusterError: no plugin built the cluster, or the plugin returned something else
+            than a ClusterConnection with host and credentials.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster: ClusterSpec, recipe: Recipe):
+        super().__init__(scope, id)
+        use_local_backend(self)
+        connection = call_hook("gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe)
+        service = cluster.criteria.service
+        if connection is None:
+            raise GpuclusterError(
+                f"the platform of service '{service}' provisions clusters, but no plugin built the cluster stack",
+                file=cluster.source,
+                cluster=cluster.name,
+                key="criteria.service",
+                fix="implement gpucluster_cluster_stack in the platform plugin (return a ClusterConnection), "
+                "or set existing: to target an existing cluster",
+            )
+        if not isinstance(connection, ClusterConnection) or connection.host is None:
+            raise GpuclusterError(
+                f"gpucluster_cluster_stack for service '{service}' returned {type(connection).__name__} "
+                "without a host",
+                file=cluster.source,
+                cluster=cluster.name,
+                fix="return gpucluster.sdk.ClusterConnection(host=..., client_certificate=..., client_key=..., "
+                "cluster_ca_certificate=...)",
+            )
+        self.connection: ClusterConnection = connection
