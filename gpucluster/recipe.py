@@ -333,6 +333,19 @@ def _index(catalog: Catalog) -> _Index:
                 )
         if ov.profile is not None:
             _check_profile(ov)
+    for ov in overlays.values():
+        path = [ov.name]
+        current = ov.base
+        while current and current != BASE_OVERLAY:
+            if current in path:
+                raise GpuclusterError(
+                    f"overlay inheritance cycle: {' -> '.join(path[path.index(current):] + [current])}",
+                    file=overlays[current].file,
+                    key="spec.base",
+                    fix="remove one spec.base in the cycle",
+                )
+            path.append(current)
+            current = overlays[current].base
     index = _Index(overlays=overlays, mixins=mixins)
     setattr(catalog, "_gpucluster_recipe_index", index)
     return index
@@ -439,20 +452,11 @@ class _Where:
     cluster: str | None
 
 
-def _chain(index: _Index, name: str, where: _Where) -> list[_Overlay]:
-    """Overlays from the root (excluding base) down to ``name``."""
+def _chain(index: _Index, name: str) -> list[_Overlay]:
+    """Overlays from the root (excluding base) down to ``name`` (cycles are rejected by _index)."""
     chain: list[_Overlay] = []
-    seen: list[str] = []
     current: str | None = name
     while current and current != BASE_OVERLAY:
-        if current in seen:
-            raise GpuclusterError(
-                f"overlay inheritance cycle: {' -> '.join(seen + [current])}",
-                file=index.overlays[name].file,
-                key="spec.base",
-                fix="remove one spec.base in the cycle",
-            )
-        seen.append(current)
         ov = index.overlays[current]
         chain.append(ov)
         current = ov.base
@@ -526,7 +530,7 @@ def resolve(
 
     merge_overlay(index.overlays[BASE_OVERLAY])
     for leaf in select_overlays(index, criteria):
-        for ov in _chain(index, leaf, where):
+        for ov in _chain(index, leaf):
             if ov.name not in applied:
                 merge_overlay(ov)
 
@@ -582,8 +586,8 @@ def _check_coverage(index: _Index, criteria: Criteria, applied: list[str], where
             ov.name
             for ov in index.overlays.values()
             if ov.criteria
-            and ov.criteria.get("service", ANY) in (criteria.service, ANY)
-            and not any(o.base == ov.name for o in index.overlays.values())
+            and ov.criteria.get("service") == criteria.service
+            and all(ov.criteria.get(k, ANY) != ANY for k in ("accelerator", "os", "intent"))
         )
         problems.append(
             Problem(

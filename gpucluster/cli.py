@@ -1,0 +1,170 @@
+"""``gpucluster`` command line (argparse).
+
+Commands::
+
+    gpucluster recipe --service aks --accelerator h100 --os ubuntu --intent training \\
+        [--platform kubeflow] [--profile gpuStack=operator-managed]
+        print the resolved recipe as a RecipeResult (YAML, with hydrated values)
+    gpucluster plan [--config FILE] [--format text|json]
+        print each cluster's release graph: node, kind, depends_on
+    gpucluster graph [--config FILE] --format dot
+        print the release graph as Graphviz dot
+
+Invalid input prints :meth:`GpuclusterError.render` to stderr and exits 2 without a
+traceback (``GPUCLUSTER_DEBUG=1`` prints the traceback too). Output is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from typing import Sequence, TextIO
+
+from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
+from gpucluster.model import ANY, Criteria, RuntimePlan
+
+
+def _profile_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value or "=" in value:
+        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=VALUE (e.g. gpuStack=operator-managed)")
+    return name, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs and tests)."""
+    parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    rec = sub.add_parser("recipe", help="print the resolved recipe (RecipeResult YAML)")
+    rec.add_argument("--service", required=True, help="platform service, e.g. aks")
+    rec.add_argument("--accelerator", default=ANY, help="e.g. h100 (default any)")
+    rec.add_argument("--os", default=ANY, help="worker node OS, e.g. ubuntu (default any)")
+    rec.add_argument("--intent", default=ANY, help="training or inference (default any)")
+    rec.add_argument("--platform", default=ANY, help="e.g. kubeflow, dynamo (default any)")
+    rec.add_argument(
+        "--profile", action="append", type=_profile_arg, default=[], metavar="NAME=VALUE", help="profile choice, e.g. gpuStack=operator-managed (repeatable)"
+    )
+
+    plan = sub.add_parser("plan", help="print each cluster's release graph (node, kind, depends_on)")
+    plan.add_argument("--config", help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+
+    graph = sub.add_parser("graph", help="print the release graph")
+    graph.add_argument("--config", help="cluster file (as for plan)")
+    graph.add_argument("--format", choices=("dot",), default="dot")
+    return parser
+
+
+def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
+    from gpucluster import recipe as recipe_mod
+    from gpucluster import recipe_result
+    from gpucluster.catalog import load_catalog
+    from gpucluster.plugins import platform_for
+
+    platform_for(args.service, key="--service")
+    profile: dict[str, str] = {}
+    for name, value in args.profile:
+        if name in profile and profile[name] != value:
+            raise GpuclusterError(f"profile '{name}' is given twice with different values", key="--profile")
+        profile[name] = value
+    criteria = Criteria(
+        service=args.service, accelerator=args.accelerator, os=args.os, intent=args.intent, platform=args.platform
+    )
+    catalog = load_catalog()
+    recipe = recipe_mod.resolve(criteria, catalog, profile=profile, file="<command line>")
+    components = recipe_mod.effective_components(recipe, catalog)
+    out.write(recipe_result.dump_yaml(recipe_result.to_document(recipe, components)))
+
+
+def _plans(config: str | None) -> list[RuntimePlan]:
+    from gpucluster.config import load_clusters
+    from gpucluster.pipeline import build_plans
+
+    return build_plans(load_clusters(config))
+
+
+def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
+    for plan in plans:
+        for finding in plan.findings:
+            err.write(finding.render() + "\n")
+
+
+def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    plans = _plans(args.config)
+    _warn_findings(plans, err)
+    if args.format == "json":
+        doc = [
+            {
+                "cluster": p.cluster.name,
+                "appliedOverlays": p.recipe.applied_overlays,
+                "profile": dict([p.recipe.profile]) if p.recipe.profile else {},
+                "nodes": [{"id": n.id, "kind": n.kind, "component": n.component, "dependsOn": list(n.depends_on)} for n in p.nodes],
+            }
+            for p in plans
+        ]
+        out.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return
+    for i, p in enumerate(plans):
+        if i:
+            out.write("\n")
+        leaf = p.recipe.applied_overlays[-1] if p.recipe.applied_overlays else "-"
+        prof = f" profile {p.recipe.profile[0]}={p.recipe.profile[1]}" if p.recipe.profile else ""
+        out.write(f"cluster {p.cluster.name}: recipe {leaf}{prof}, {len(p.nodes)} releases\n")
+        width_id = max((len(n.id) for n in p.nodes), default=4)
+        width_kind = max((len(n.kind) for n in p.nodes), default=4)
+        out.write(f"  {'NODE'.ljust(width_id)}  {'KIND'.ljust(width_kind)}  DEPENDS ON\n")
+        for n in p.nodes:
+            deps = ", ".join(n.depends_on) if n.depends_on else "-"
+            out.write(f"  {n.id.ljust(width_id)}  {n.kind.ljust(width_kind)}  {deps}\n")
+
+
+_DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "gate": "diamond"}
+
+
+def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    plans = _plans(args.config)
+    _warn_findings(plans, err)
+    out.write("digraph gpucluster {\n  rankdir=LR;\n")
+    for p in plans:
+        cid = p.cluster.name
+        out.write(f'  subgraph "cluster_{cid}" {{\n    label="{cid}";\n')
+        for n in p.nodes:
+            out.write(f'    "{cid}/{n.id}" [label="{n.id}", shape={_DOT_SHAPES.get(n.kind, "box")}];\n')
+        for n in p.nodes:
+            for d in n.depends_on:
+                out.write(f'    "{cid}/{d}" -> "{cid}/{n.id}";\n')
+        out.write("  }\n")
+    out.write("}\n")
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run the CLI.
+
+    Returns:
+        0 on success, 2 (:data:`~gpucluster.errors.EXIT_INVALID_INPUT`) on invalid input.
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "recipe":
+            _cmd_recipe(args, out)
+        elif args.command == "plan":
+            _cmd_plan(args, out, err)
+        elif args.command == "graph":
+            _cmd_graph(args, out, err)
+    except GpuclusterError as exc:
+        if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+            traceback.print_exc(file=err)
+        err.write(exc.render() + "\n")
+        return EXIT_INVALID_INPUT
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

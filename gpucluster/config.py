@@ -1,0 +1,396 @@
+"""Cluster file input: ``gpucluster.yaml`` -> validated :class:`~gpucluster.model.ClusterSpec` s.
+
+Where the input comes from (first that applies):
+
+1. the ``path`` argument (CLI ``--config``);
+2. the ``GPUCLUSTER_CONFIG`` environment variable (a path; it must exist);
+3. ``gpucluster.yaml`` in the working folder;
+4. the embedded default (``gpucluster/default_cluster.yaml``): one H100 AKS Ubuntu training
+   cluster ``gpu-training`` (gpuStack ``azure-managed``, Kubernetes 1.34, AKS default pools:
+   system + one ``Standard_ND96isr_H100_v5`` GPU node).
+
+The format is documented in docs/cluster-file.md. Every error is a
+:class:`~gpucluster.errors.GpuclusterError` naming the file, the cluster and the key.
+Parsing is strict (:mod:`gpucluster.yamlsafe`): duplicate keys, YAML aliases, non-string keys,
+timestamps and non-UTF-8 files are rejected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from gpucluster import yamlsafe
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import (
+    ANY,
+    CRITERIA_FIELDS,
+    ClusterSpec,
+    Criteria,
+    ExistingCluster,
+    NodePool,
+    Taint,
+)
+
+ENV_CONFIG = "GPUCLUSTER_CONFIG"
+DEFAULT_FILE_NAME = "gpucluster.yaml"
+EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
+EMBEDDED_SOURCE = "<embedded default>"
+
+TOP_KEYS = ("clusters",)
+CLUSTER_KEYS = (
+    "name",
+    "criteria",
+    "recipe",
+    "profile",
+    "region",
+    "kubernetesVersion",
+    "pools",
+    "existing",
+    "overrides",
+    "scheduling",
+    "settings",
+)
+POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
+EXISTING_KEYS = ("kubeconfig", "context")
+
+CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+CLUSTER_NAME_MAX = 40
+"""Cluster names are DNS-1123 labels of at most 40 characters (stack names append
+``-cluster``/``-runtime``; Azure resource names derived from it stay within limits)."""
+
+CRITERIA_VALUE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+K8S_MINOR = re.compile(r"^[0-9]+\.[0-9]+$")
+PROFILE_IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
+TAINT_TEXT = re.compile(r"^(?P<key>[^=:\s]+)(=(?P<value>[^:\s]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:
+    """Load and validate the cluster file.
+
+    Args:
+        path: cluster file path; ``None`` picks ``GPUCLUSTER_CONFIG``, then ``./gpucluster.yaml``,
+            then the embedded default.
+        env: environment to read ``GPUCLUSTER_CONFIG`` from.
+
+    Returns:
+        one ClusterSpec per ``clusters`` entry, in file order (``source`` set to the file as
+        named, or ``<embedded default>``).
+
+    Raises:
+        GpuclusterError: unreadable/invalid YAML, unknown or mistyped keys, invalid names,
+            duplicate cluster names, missing or escaping recipe files.
+    """
+    if path is None:
+        path = env.get(ENV_CONFIG) or None
+        if path is None and Path(DEFAULT_FILE_NAME).is_file():
+            path = DEFAULT_FILE_NAME
+    if path is None:
+        data = yamlsafe.load_yaml_file(EMBEDDED_DEFAULT, display=EMBEDDED_SOURCE)
+        return parse_clusters(data, source=EMBEDDED_SOURCE, root=Path.cwd())
+    file = Path(path)
+    data = yamlsafe.load_yaml_file(file, display=path)
+    return parse_clusters(data, source=path, root=file.resolve().parent)
+
+
+def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
+    """Validate parsed cluster-file data (see :func:`load_clusters`).
+
+    Args:
+        data: the parsed YAML document.
+        source: the file name used in errors and ``ClusterSpec.source``.
+        root: the project folder: recipe paths are relative to it and must stay inside it.
+    """
+    if data is None:
+        raise GpuclusterError("the cluster file is empty", file=source, fix="add a 'clusters:' list (see docs/cluster-file.md)")
+    _mapping(data, source, None, "")
+    _known_keys(data, TOP_KEYS, source, None, "")
+    if "clusters" not in data:
+        raise GpuclusterError("missing key 'clusters'", file=source, key="clusters", fix="add a 'clusters:' list")
+    raw_clusters = data["clusters"]
+    if not isinstance(raw_clusters, list) or not raw_clusters:
+        raise GpuclusterError(
+            f"'clusters' must be a non-empty list, not {_type_name(raw_clusters)}",
+            file=source,
+            key="clusters",
+            fix="give at least one cluster as a list item ('- name: ...')",
+        )
+    clusters: list[ClusterSpec] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_clusters):
+        spec = _cluster(raw, i, source, root)
+        if spec.name in seen:
+            raise GpuclusterError(
+                f"cluster name '{spec.name}' is used twice (clusters[{seen[spec.name]}] and clusters[{i}])",
+                file=source,
+                cluster=spec.name,
+                key=f"clusters[{i}].name",
+                fix="give every cluster a unique name",
+            )
+        seen[spec.name] = i
+        clusters.append(spec)
+    return clusters
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _mapping(value: Any, file: str, cluster: str | None, key: str) -> dict:
+    if not isinstance(value, dict):
+        raise GpuclusterError(
+            f"{'the file' if not key else repr(key)} must be a mapping, not {_type_name(value)}",
+            file=file,
+            cluster=cluster,
+            key=key or None,
+        )
+    return value
+
+
+def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str | None, key: str) -> None:
+    unknown = sorted(k for k in value if k not in allowed)
+    if unknown:
+        where = f"{key}." if key else ""
+        raise GpuclusterError(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}",
+            file=file,
+            cluster=cluster,
+            key=f"{where}{unknown[0]}",
+            allowed=", ".join(allowed),
+            fix="remove or rename the key (see docs/cluster-file.md)",
+        )
+
+
+def _string(value: Any, file: str, cluster: str | None, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise GpuclusterError(
+            f"'{key}' must be a non-empty string, not {_type_name(value)}", file=file, cluster=cluster, key=key, fix="quote the value"
+        )
+    return value
+
+
+def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
+    base = f"clusters[{i}]"
+    _mapping(raw, source, None, base)
+    name_raw = raw.get("name")
+    if name_raw is None:
+        raise GpuclusterError("missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name")
+    name = _string(name_raw, source, None, f"{base}.name")
+    if not CLUSTER_NAME.match(name) or len(name) > CLUSTER_NAME_MAX:
+        raise GpuclusterError(
+            f"invalid cluster name '{name}'",
+            file=source,
+            cluster=name,
+            key=f"{base}.name",
+            allowed=f"lowercase letters, digits and '-', starting with a letter, ending alphanumeric, at most {CLUSTER_NAME_MAX} characters",
+        )
+    _known_keys(raw, CLUSTER_KEYS, source, name, base)
+    w = {"file": source, "cluster": name}
+
+    recipe_file: str | None = None
+    if "criteria" in raw and "recipe" in raw:
+        raise GpuclusterError(
+            "give either 'criteria' or 'recipe', not both",
+            key=f"{base}.recipe",
+            fix="a recipe file carries its own criteria; remove 'criteria'",
+            **w,
+        )
+    if "recipe" in raw:
+        recipe_file = _recipe_path(raw["recipe"], root, f"{base}.recipe", w)
+        from gpucluster import recipe_result
+
+        criteria = recipe_result.read_criteria(recipe_file, display=raw["recipe"], cluster=name)
+    elif "criteria" in raw:
+        criteria = _criteria(raw["criteria"], f"{base}.criteria", w)
+    else:
+        raise GpuclusterError(
+            "missing key 'criteria' (or 'recipe')",
+            key=f"{base}.criteria",
+            fix="add criteria, e.g. {service: aks, accelerator: h100, os: ubuntu, intent: training}",
+            **w,
+        )
+
+    profile: dict[str, str] = {}
+    if raw.get("profile") is not None:
+        pr = _mapping(raw["profile"], source, name, f"{base}.profile")
+        for pname, pvalue in pr.items():
+            if not PROFILE_IDENT.match(pname):
+                raise GpuclusterError(f"invalid profile name '{pname}'", key=f"{base}.profile", allowed="[A-Za-z0-9._-]+", **w)
+            pvalue = _string(pvalue, source, name, f"{base}.profile.{pname}")
+            if not PROFILE_IDENT.match(pvalue):
+                raise GpuclusterError(
+                    f"invalid profile value '{pvalue}'", key=f"{base}.profile.{pname}", allowed="[A-Za-z0-9._-]+", **w
+                )
+            profile[pname] = pvalue
+
+    region = None
+    if raw.get("region") is not None:
+        region = _string(raw["region"], source, name, f"{base}.region")
+        if not re.match(r"^[a-z0-9-]+$", region):
+            raise GpuclusterError(
+                f"invalid region '{region}'", key=f"{base}.region", allowed="lowercase region names such as eastus", **w
+            )
+
+    k8s = "1.34"
+    if raw.get("kubernetesVersion") is not None:
+        kv = raw["kubernetesVersion"]
+        if isinstance(kv, float):
+            raise GpuclusterError(
+                f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3",
+                key=f"{base}.kubernetesVersion",
+                fix='quote it: kubernetesVersion: "1.34"',
+                **w,
+            )
+        k8s = _string(kv, source, name, f"{base}.kubernetesVersion")
+        if not K8S_MINOR.match(k8s):
+            raise GpuclusterError(
+                f"kubernetesVersion '{k8s}' is not MAJOR.MINOR", key=f"{base}.kubernetesVersion", allowed='e.g. "1.34"', **w
+            )
+
+    existing = None
+    if raw.get("existing") is not None:
+        ex = _mapping(raw["existing"], source, name, f"{base}.existing")
+        _known_keys(ex, EXISTING_KEYS, source, name, f"{base}.existing")
+        existing = ExistingCluster()
+        if ex.get("kubeconfig") is not None:
+            existing.kubeconfig_path = _string(ex["kubeconfig"], source, name, f"{base}.existing.kubeconfig")
+        if ex.get("context") is not None:
+            existing.context = _string(ex["context"], source, name, f"{base}.existing.context")
+
+    pools: list[NodePool] = []
+    if raw.get("pools") is not None:
+        if existing is not None:
+            raise GpuclusterError(
+                "'pools' cannot be combined with 'existing' (gpucluster does not create node pools in an existing cluster)",
+                key=f"{base}.pools",
+                **w,
+            )
+        if not isinstance(raw["pools"], list) or not raw["pools"]:
+            raise GpuclusterError(
+                f"'pools' must be a non-empty list, not {_type_name(raw['pools'])}", key=f"{base}.pools", **w
+            )
+        pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(raw["pools"])]
+
+    settings: dict[str, Any] = {}
+    if raw.get("settings") is not None:
+        settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
+
+    from gpucluster.overrides import parse_overrides
+    from gpucluster.scheduling import parse_scheduling
+
+    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name)
+    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name)
+
+    return ClusterSpec(
+        name=name,
+        criteria=criteria,
+        profile=profile,
+        region=region,
+        kubernetes_version=k8s,
+        pools=pools,
+        existing=existing,
+        overrides=overrides,
+        scheduling=scheduling,
+        recipe_file=recipe_file,
+        settings=settings,
+        source=source,
+    )
+
+
+def _criteria(raw: Any, key: str, w: dict) -> Criteria:
+    data = _mapping(raw, w["file"], w["cluster"], key)
+    _known_keys(data, CRITERIA_FIELDS, w["file"], w["cluster"], key)
+    if "service" not in data:
+        raise GpuclusterError("missing key 'service'", key=f"{key}.service", fix="set service, e.g. aks", **w)
+    values: dict[str, str] = {}
+    for f in CRITERIA_FIELDS:
+        if data.get(f) is None:
+            values[f] = ANY
+            continue
+        v = _string(data[f], w["file"], w["cluster"], f"{key}.{f}")
+        if not CRITERIA_VALUE.match(v):
+            raise GpuclusterError(
+                f"invalid {f} '{v}'", key=f"{key}.{f}", allowed="lowercase letters, digits and '-'", **w
+            )
+        values[f] = v
+    return Criteria(**values)
+
+
+def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
+    rel = _string(raw, w["file"], w["cluster"], key)
+    path = Path(rel)
+    resolved = (root / path).resolve() if not path.is_absolute() else path.resolve()
+    try:
+        resolved.relative_to(root.resolve())
+    except ValueError:
+        raise GpuclusterError(
+            f"recipe file '{rel}' is outside the project folder {root}",
+            key=key,
+            fix="copy the RecipeResult into the project folder and give a relative path",
+            **w,
+        ) from None
+    if not resolved.is_file():
+        raise GpuclusterError(f"recipe file '{rel}' does not exist", key=key, fix="check the path (relative to the cluster file)", **w)
+    return str(resolved)
+
+
+def _pool(raw: Any, key: str, w: dict) -> NodePool:
+    data = _mapping(raw, w["file"], w["cluster"], key)
+    _known_keys(data, POOL_KEYS, w["file"], w["cluster"], key)
+    for required in ("name", "vmSize"):
+        if required not in data:
+            raise GpuclusterError(f"missing key '{required}'", key=f"{key}.{required}", **w)
+    name = _string(data["name"], w["file"], w["cluster"], f"{key}.name")
+    vm = _string(data["vmSize"], w["file"], w["cluster"], f"{key}.vmSize")
+    count = data.get("nodeCount", 1)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise GpuclusterError(f"'{key}.nodeCount' must be an integer, not {_type_name(count)}", key=f"{key}.nodeCount", **w)
+    gpu = data.get("gpu", True)
+    if not isinstance(gpu, bool):
+        raise GpuclusterError(f"'{key}.gpu' must be true or false, not {_type_name(gpu)}", key=f"{key}.gpu", **w)
+    managed = data.get("managedGpu", False)
+    if not isinstance(managed, bool):
+        raise GpuclusterError(f"'{key}.managedGpu' must be true or false, not {_type_name(managed)}", key=f"{key}.managedGpu", **w)
+    labels: dict[str, str] = {}
+    if data.get("labels") is not None:
+        lab = _mapping(data["labels"], w["file"], w["cluster"], f"{key}.labels")
+        for lk, lv in lab.items():
+            labels[lk] = _string(lv, w["file"], w["cluster"], f"{key}.labels.{lk}")
+    taints: list[Taint] = []
+    if data.get("taints") is not None:
+        if not isinstance(data["taints"], list):
+            raise GpuclusterError(f"'{key}.taints' must be a list, not {_type_name(data['taints'])}", key=f"{key}.taints", **w)
+        for j, t in enumerate(data["taints"]):
+            text = _string(t, w["file"], w["cluster"], f"{key}.taints[{j}]")
+            m = TAINT_TEXT.match(text)
+            if not m:
+                raise GpuclusterError(
+                    f"invalid taint '{text}'",
+                    key=f"{key}.taints[{j}]",
+                    allowed=f"key[=value]:Effect with Effect one of {', '.join(TAINT_EFFECTS)}",
+                    **w,
+                )
+            taints.append(Taint(m.group("key"), m.group("value") or "", m.group("effect")))  # type: ignore[arg-type]
+    gpu_driver = None
+    if data.get("gpuDriver") is not None:
+        gpu_driver = _string(data["gpuDriver"], w["file"], w["cluster"], f"{key}.gpuDriver")
+    return NodePool(
+        name=name,
+        vm_size=vm,
+        node_count=count,
+        gpu=gpu,
+        labels=labels,
+        taints=taints,
+        gpu_driver=gpu_driver,
+        managed_gpu=managed,
+    )

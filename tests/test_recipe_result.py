@@ -1,0 +1,215 @@
+"""RecipeResult documents: writing, round trip, and AICR-written input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster import recipe, recipe_result
+from gpucluster.catalog import load_catalog
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import ClusterSpec, Criteria
+
+DATA = Path(__file__).parent / "data" / "recipes"
+AICR_TRAINING = DATA / "aicr-h100-aks-ubuntu-training.yaml"
+AICR_LEGACY = DATA / "aicr-legacy-minimal.yaml"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def aks(intent, platform="any"):
+    return Criteria(service="aks", accelerator="h100", os="ubuntu", intent=intent, platform=platform)
+
+
+def test_document_fields(catalog):
+    r = recipe.resolve(aks("training"), catalog)
+    comps = recipe.effective_components(r, catalog)
+    doc = recipe_result.to_document(r, comps)
+    assert list(doc) == ["kind", "apiVersion", "metadata", "criteria", "constraints", "componentRefs", "deploymentOrder"]
+    assert doc["kind"] == "RecipeResult" and doc["apiVersion"] == "aicr.run/v1beta2"
+    assert doc["metadata"]["appliedOverlays"][-1] == "h100-aks-ubuntu-training"
+    assert doc["metadata"]["selectedProfile"]["ownedPaths"]["nvidia-dra-driver-gpu"] == ["enabled", "nvidiaDriverRoot"]
+    assert doc["criteria"] == {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training", "platform": "any"}
+    gpu = next(c for c in doc["componentRefs"] if c["name"] == "gpu-operator")
+    assert {k: gpu[k] for k in ("namespace", "chart", "source", "version", "valuesFile")} == {
+        "namespace": "gpu-operator",
+        "chart": "gpu-operator",
+        "source": "https://helm.ngc.nvidia.com/nvidia",
+        "version": "v26.7.1",
+        "valuesFile": "components/gpu-operator/values-aks-training.yaml",
+    }
+    assert gpu["overrides"]["driver"] == {"enabled": False}  # profile values folded in, as AICR writes them
+    assert gpu["values"]["devicePlugin"]["enabled"] is True
+    assert gpu["dependencyRefs"] == ["cert-manager", "kube-prometheus-stack", "network-operator", "nfd", "nodewright-customizations"]
+    assert doc["deploymentOrder"] == [c["name"] for c in doc["componentRefs"]]
+    nwc = next(c for c in doc["componentRefs"] if c["name"] == "nodewright-customizations")
+    assert nwc["type"] == "Manifest" and "chart" not in nwc and "source" not in nwc
+
+
+def test_yaml_is_deterministic(catalog):
+    texts = set()
+    for _ in range(2):
+        r = recipe.resolve(aks("inference", "dynamo"), catalog)
+        texts.add(recipe_result.dump_yaml(recipe_result.to_document(r, recipe.effective_components(r, catalog))))
+    assert len(texts) == 1
+
+
+@pytest.mark.parametrize("intent, platform, profile", [("training", "any", "azure-managed"), ("training", "kubeflow", "operator-managed"), ("inference", "dynamo", "operator-managed")])
+def test_round_trip(tmp_path, catalog, intent, platform, profile):
+    r = recipe.resolve(aks(intent, platform), catalog, profile={"gpuStack": profile})
+    comps = recipe.effective_components(r, catalog)
+    text = recipe_result.dump_yaml(recipe_result.to_document(r, comps))
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    r2 = recipe_result.recipe_from_file(str(path), catalog)
+    comps2 = recipe.effective_components(r2, catalog)
+    assert list(comps2) == list(comps)
+    assert {n: c.values for n, c in comps2.items()} == {n: c.values for n, c in comps.items()}
+    assert r2.profile == r.profile and r2.profile_owned == r.profile_owned
+    assert [vars(c) for c in r2.constraints] == [vars(c) for c in r.constraints]
+    assert recipe_result.dump_yaml(recipe_result.to_document(r2, comps2)) == text
+
+
+def test_edited_values_are_taken_as_complete_values(tmp_path, catalog):
+    r = recipe.resolve(aks("training"), catalog)
+    doc = recipe_result.to_document(r, recipe.effective_components(r, catalog))
+    cert = next(c for c in doc["componentRefs"] if c["name"] == "cert-manager")
+    cert["values"] = {"crds": {"enabled": True}, "replicaCount": 2}
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe_result.dump_yaml(doc))
+    r2 = recipe_result.recipe_from_file(str(path), catalog)
+    assert r2.component("cert-manager").values_files == []
+    assert recipe.effective_components(r2, catalog)["cert-manager"].values == {"crds": {"enabled": True}, "replicaCount": 2}
+
+
+def test_aicr_written_recipe_maps_onto_catalog(catalog):
+    r = recipe_result.recipe_from_file(str(AICR_TRAINING), catalog)
+    ours = recipe.resolve(aks("training"), catalog)
+    assert [c.name for c in r.component_refs] == [c.name for c in ours.component_refs]
+    nwc = r.component("nodewright-customizations")
+    assert (nwc.type, nwc.source, nwc.chart) == ("Manifest", "", "")
+    assert nwc.manifest_files == ["components/nodewright-customizations/manifests/tuning.yaml.j2"]
+    assert r.component("network-operator").manifest_files[1] == "components/network-operator/manifests/nic-cluster-policy-aks.yaml.j2"
+    assert r.component("gpu-operator").values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
+    comps = recipe.effective_components(r, catalog)
+    ours_comps = recipe.effective_components(ours, catalog)
+    assert {n: c.values for n, c in comps.items()} == {n: c.values for n, c in ours_comps.items()}
+    assert r.applied_overlays == ours.applied_overlays
+    assert r.profile == ("gpuStack", "azure-managed")
+
+
+def test_legacy_api_version_with_pin_prefix_and_overrides(catalog):
+    r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog)
+    assert [c.name for c in r.component_refs] == ["cert-manager", "gpu-operator", "nvidia-dra-driver-gpu"]
+    gpu = r.component("gpu-operator")
+    assert (gpu.chart, gpu.version, gpu.namespace) == ("gpu-operator", "v26.3.0", "gpu-operator")
+    dra = r.component("nvidia-dra-driver-gpu")
+    assert (dra.source, dra.chart, dra.version) == ("oci://registry.k8s.io/dra-driver-nvidia/charts", "dra-driver-nvidia-gpu", "0.5.0")
+    comps = recipe.effective_components(r, catalog)
+    assert comps["gpu-operator"].values["dcgmExporter"]["serviceMonitor"] == {"enabled": True, "interval": "15s", "honorLabels": True}
+    assert comps["gpu-operator"].values["driver"]["enabled"] is False  # default profile (azure-managed) applied
+    assert set(r.profile_owned) == {"gpu-operator", "nvidia-dra-driver-gpu"}  # nvsentinel is not in the file
+    assert r.applied_overlays[-1] == "h100-aks-ubuntu-inference"  # file has none: ours
+
+
+def test_baked_driver_root_contradicting_cluster_profile_is_refused(catalog):
+    # seed aks-gpu-setup: a recipe baked for the Azure-managed driver keeps nvidiaDriverRoot "/";
+    # bundling it for operator-managed pools would point the DRA kubelet plugin at the wrong root
+    cluster = ClusterSpec(name="c", criteria=aks("inference"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
+    with pytest.raises(GpuclusterError) as exc:
+        recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, cluster=cluster, display="legacy.yaml")
+    assert exc.value.problems[0].key == "componentRefs[2].overrides.nvidiaDriverRoot"
+    assert "profile gpuStack=operator-managed owns it as '/run/nvidia/driver'" in exc.value.render()
+
+
+def test_cluster_profile_applies_when_file_has_none(tmp_path, catalog):
+    doc = yaml.safe_load(AICR_LEGACY.read_text())
+    del doc["componentRefs"][2]["overrides"]
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cluster = ClusterSpec(name="c", criteria=aks("inference"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
+    r = recipe_result.recipe_from_file(str(path), catalog, cluster=cluster)
+    assert r.profile == ("gpuStack", "operator-managed")
+    comps = recipe.effective_components(r, catalog)
+    assert comps["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert comps["gpu-operator"].values["driver"]["enabled"] is True
+
+
+def write(tmp_path, text):
+    p = tmp_path / "r.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def legacy_with(**changes):
+    doc = yaml.safe_load(AICR_LEGACY.read_text())
+    for key, value in changes.items():
+        doc[key] = value
+    return doc
+
+
+def ref_change(component, **changes):
+    doc = yaml.safe_load(AICR_LEGACY.read_text())
+    for ref in doc["componentRefs"]:
+        if ref["name"] == component:
+            ref.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        (legacy_with(kind="RecipeMetadata"), "kind is 'RecipeMetadata', not RecipeResult"),
+        (legacy_with(apiVersion="v1"), "unsupported apiVersion 'v1'"),
+        (legacy_with(criteria=None), "missing or invalid 'criteria' mapping"),
+        (legacy_with(criteria={"accelerator": "h100"}), "criteria.service is missing"),
+        (legacy_with(criteria={"service": "aks", "gpu": "h100"}), "unknown criteria field 'gpu'"),
+        (legacy_with(spec={}), "unknown key 'spec'"),
+        (legacy_with(configuration={"slurm": {"accounting": {"mode": "disabled"}}}), "'configuration' (typed desired state"),
+        (legacy_with(componentRefs=[]), "'componentRefs' must be a non-empty list"),
+        (ref_change("gpu-operator", name="gpu-operator-ocp"), "component 'gpu-operator-ocp' is not in gpucluster's registry"),
+        (ref_change("gpu-operator", type="Kustomize"), "unsupported component type 'Kustomize'"),
+        (ref_change("gpu-operator", tag="v1"), "'tag' is not supported: Kustomize"),
+        (ref_change("gpu-operator", patches=["p.yaml"]), "'patches' is not supported"),
+        (ref_change("gpu-operator", cleanup=True), "'cleanup: true'"),
+        (ref_change("gpu-operator", valuesFile="components/gpu-operator/values-eks.yaml"), "values file 'components/gpu-operator/values-eks.yaml' is not in gpucluster's catalog"),
+        (ref_change("gpu-operator", manifestFiles=["components/gpu-operator/manifests/dra-rollout-hook.yaml"]), "no manifest template for 'components/gpu-operator/manifests/dra-rollout-hook.yaml'"),
+        (ref_change("gpu-operator", dependencyRefs=["kube-prometheus-stack"]), "'gpu-operator' depends on 'kube-prometheus-stack', which is not in the recipe"),
+        (ref_change("gpu-operator", overrides={"driver": {"enabled": True}}), "overrides set driver.enabled=True, but profile gpuStack=azure-managed owns it"),
+        (ref_change("gpu-operator", version=" v1"), "'version' must be a string without surrounding spaces"),
+        (ref_change("gpu-operator", unknownField=1), "unknown key 'unknownField'"),
+    ],
+)
+def test_rejected_input(tmp_path, catalog, doc, message):
+    path = write(tmp_path, yaml.safe_dump(doc))
+    with pytest.raises(GpuclusterError) as exc:
+        recipe_result.recipe_from_file(path, catalog, display="recipe.yaml")
+    assert message in exc.value.render()
+    assert "file=recipe.yaml" in exc.value.render()
+
+
+def test_values_file_error_lists_catalog_files(tmp_path, catalog):
+    path = write(tmp_path, yaml.safe_dump(ref_change("gpu-operator", valuesFile="components/gpu-operator/values-eks.yaml")))
+    with pytest.raises(GpuclusterError) as exc:
+        recipe_result.recipe_from_file(path, catalog)
+    assert "components/gpu-operator/values-aks-training.yaml" in exc.value.problems[0].allowed
+    assert exc.value.problems[0].component == "gpu-operator"
+    assert exc.value.problems[0].key == "componentRefs[1].valuesFile"
+
+
+def test_selected_profile_conflicting_with_cluster(tmp_path, catalog):
+    cluster = ClusterSpec(name="c1", criteria=aks("training"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
+    with pytest.raises(GpuclusterError) as exc:
+        recipe_result.recipe_from_file(str(AICR_TRAINING), catalog, cluster=cluster)
+    text = exc.value.render()
+    assert "file=g.yaml cluster=c1 key=profile.gpuStack" in text
+    assert "resolved for gpuStack=azure-managed" in text
+
+
+def test_read_criteria(tmp_path):
+    assert recipe_result.read_criteria(str(AICR_TRAINING)) == aks("training")
