@@ -288,7 +288,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     from gpucluster.overrides import parse_overrides
     from gpucluster.scheduling import parse_scheduling
 
-    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name)
+    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root)
     scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name)
 
     return ClusterSpec(
