@@ -1,13 +1,705 @@
-"""Readiness gates (placeholder until the gates work lands)."""
+"""Readiness gates: GateSpecs from plugins -> small generated Helm charts whose Job waits.
+
+Helm's ``--wait`` only says pods started. The GPU stack is ready when operator-owned custom
+resources say so (ClusterPolicy, NicClusterPolicy), when CRDs an operator creates at run time
+exist (nv-ipam ``IPPool``), and when DaemonSets rolled out. A gate turns one such condition
+into a ``helm_release`` that Terraform waits on:
+
+* ``ServiceAccount`` ``<gate>`` in the gated component's namespace;
+* a ``ClusterRole`` (cluster-scoped reads) or a ``Role`` in the target namespace (namespaced
+  reads) named ``gpucluster-gate-<gate>``, granting exactly the verb the script uses on exactly
+  the resource it reads (``get`` with ``resourceNames`` for one object, ``list`` for "every
+  object"), and its binding to the ServiceAccount;
+* a ``Job`` ``<gate>`` (Helm hook ``post-install,post-upgrade``, delete policy
+  ``before-hook-creation,hook-succeeded``) running a POSIX shell loop around
+  ``kubectl get -o jsonpath`` in a pinned kubectl image. Helm waits for hook Jobs, so the
+  release -- and ``terraform apply`` -- completes only when the condition holds, and fails
+  with the Job's log line when it does not. Every ``helm upgrade`` of the gate release re-runs
+  the hook; the graph puts the gated component's content hash (``gatedHash``) into the release
+  values and the Job's annotations, so any change to the gated component's chart, version,
+  values or manifests upgrades the gate release and re-runs the wait.
+
+The Job's templates contain exactly two Helm expressions, ``{{ .Values.image | quote }}`` and
+``{{ .Values.gatedHash | quote }}`` (:data:`HELM_VALUE_KEYS`); everything else is rendered here.
+See docs/gates.md.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+import shlex
+from typing import Any, Mapping
 
-def collect_gates(cluster, recipe, components):
-    """Return the GateSpecs plugins declare for enabled components."""
-    return []
+from gpucluster.errors import GpuclusterError, PluginError, allowed_list
+from gpucluster.manifests import dump_documents, make_chart
+from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe
+
+DEFAULT_KUBECTL_IMAGE = (
+    "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
+)
+"""Upstream Kubernetes kubectl image (kubernetes/kubernetes ``build/server-image/kubectl``:
+debian-base with ``/bin/sh``, bash, coreutils, grep, sed; entrypoint ``/bin/kubectl``, which
+the Job's ``command`` replaces). v1.34.1 matches the AKS 1.34 minimum (kubectl skew +-1) and is
+>= 1.31. Pinned by digest; the tag and digest pair is pinned identically by several public
+projects. Override per cluster with ``settings.gateImage`` (e.g. an ACR mirror)."""
+
+GATE_IMAGE_SETTING = "gateImage"
+"""Cluster file key ``settings.gateImage``: kubectl image of every gate Job of the cluster."""
+
+GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
+DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
+"""Seconds per kind when ``GateSpec.timeout_seconds`` is None (CRD: seed nvke-gb200-setup, 2 min
+Established after a 10 min create budget)."""
+
+JOB_START_MARGIN_SECONDS = 60
+"""``activeDeadlineSeconds`` = wait budget + this (scheduling and image pull). The release's Helm
+timeout (graph) adds a larger margin, so the Job fails -- with its log line -- before Helm gives up."""
+
+GATE_CHART_VERSION = "1.0.0"
+WORKLOAD_KINDS = {"DaemonSet": "daemonsets", "Deployment": "deployments"}
+HELM_VALUE_KEYS = ("image", "gatedHash")
+"""The only release values the gate chart's templates read (``{{ .Values.<key> | quote }}``)."""
+
+GATED_HASH_ANNOTATION = "gpucluster/gated-hash"
+RUN_AS_USER = 65532
+MAX_GATE_NAME = 53  # Helm release name limit
+_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
+_API_VERSION = re.compile(r"^(?:[a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?$")
+_JSONPATH = re.compile(r"^\{\.[^{}\n]+\}$")
+_VERSION = re.compile(r"^v?[0-9]+(\.[0-9]+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 
 
-def render_gate_chart(cluster, spec, components):
-    """Return ``(LocalChart, values)`` of the gate's generated chart."""
-    raise NotImplementedError
+def _sentinel(key: str) -> str:
+    return f"__gpucluster_helm_value_{key}__"
+
+
+def _helm_expr(key: str) -> str:
+    return "{{ .Values." + key + " | quote }}"
+
+
+# --------------------------------------------------------------------------- collect + validate
+
+
+def effective_timeout(spec: GateSpec) -> int:
+    """The condition's wait budget in seconds (``timeout_seconds`` or the kind default)."""
+    return spec.timeout_seconds if spec.timeout_seconds is not None else DEFAULT_TIMEOUTS.get(spec.kind, 600)
+
+
+def gate_budget_seconds(spec: GateSpec) -> int:
+    """Total seconds the gate's script may wait (crd-established: create + Established budgets)."""
+    return effective_timeout(spec) + (spec.create_timeout_seconds if spec.kind == "crd-established" else 0)
+
+
+def _gate_error(plugin: str, spec: GateSpec, cluster: ClusterSpec, field_name: str, message: str, allowed: str | None = None,
+                fix: str | None = None) -> PluginError:
+    return PluginError(
+        f"plugin '{plugin}', gate '{spec.name}': {message}",
+        file=cluster.source,
+        cluster=cluster.name,
+        component=spec.component,
+        key=f"gates.{spec.name}.{field_name}",
+        allowed=allowed,
+        fix=fix or f"fix the GateSpec returned by plugin '{plugin}' from gpucluster_gates",
+    )
+
+
+def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateSpec:
+    """Validate one declared gate and fill kind defaults.
+
+    Returns:
+        a copy with ``timeout_seconds`` resolved, ``api_version``/``resource``/``kind_name``
+        filled for crd-established, rollout and min-version, and ``description`` generated when
+        empty.
+
+    Raises:
+        PluginError: (a GpuclusterError) naming the plugin, gate, cluster and field, e.g. an
+            unknown kind, a name that is not a DNS-1123 label of <= 53 characters, a jsonpath that
+            is not one ``{.path}`` expression, a missing object name or namespace.
+    """
+    err = lambda f, m, allowed=None: _gate_error(plugin, spec, cluster, f, m, allowed)  # noqa: E731
+    if spec.kind not in GATE_KINDS:
+        raise err("kind", f"unknown gate kind '{spec.kind}'", allowed_list(GATE_KINDS))
+    if not isinstance(spec.name, str) or not _DNS_LABEL.match(spec.name) or len(spec.name) > MAX_GATE_NAME:
+        raise err("name", f"gate name '{spec.name}' is not a DNS-1123 label of at most {MAX_GATE_NAME} characters",
+                  "lowercase letters, digits and '-'")
+    if not spec.component:
+        raise err("component", "no gated component")
+    timeout = effective_timeout(spec)
+    if not isinstance(timeout, int) or timeout < 1:
+        raise err("timeout_seconds", f"timeout {timeout!r} is not a positive number of seconds")
+    if not isinstance(spec.poll_seconds, int) or spec.poll_seconds < 1:
+        raise err("poll_seconds", f"poll interval {spec.poll_seconds!r} is not a positive number of seconds")
+    if spec.kind == "crd-established" and (not isinstance(spec.create_timeout_seconds, int) or spec.create_timeout_seconds < 1):
+        raise err("create_timeout_seconds", f"create timeout {spec.create_timeout_seconds!r} is not positive")
+    if spec.namespace is not None and not _DNS_LABEL.match(spec.namespace):
+        raise err("namespace", f"namespace '{spec.namespace}' is not a DNS-1123 label")
+    for field_name in ("name_of_object", "container", "value", "description"):
+        text = getattr(spec, field_name) or ""
+        if "\n" in text or "{{" in text:
+            raise err(field_name, f"{field_name} must be one line without '{{{{'")
+    out = dataclasses.replace(spec, timeout_seconds=timeout, after=list(spec.after),
+                              before=list(spec.before) if spec.before is not None else None)
+
+    if spec.kind == "resource-condition":
+        if not _API_VERSION.match(spec.api_version or ""):
+            raise err("api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'")
+        if not _DNS_LABEL.match(spec.resource or ""):
+            raise err("resource", f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)")
+        if not spec.kind_name:
+            raise err("kind_name", "kind_name (e.g. ClusterPolicy) is required")
+        if not _JSONPATH.match(spec.jsonpath or ""):
+            raise err("jsonpath", f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression", "{.status.state}")
+        if spec.value == "":
+            raise err("value", "the expected value is empty")
+        if spec.name_of_object is not None and not _DNS_SUBDOMAIN.match(spec.name_of_object):
+            raise err("name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain")
+    elif spec.kind == "crd-established":
+        if not spec.name_of_object or "." not in spec.name_of_object or not _DNS_SUBDOMAIN.match(spec.name_of_object):
+            raise err("name_of_object", f"CRD name '{spec.name_of_object}' is not '<plural>.<group>'", "ippools.nv-ipam.nvidia.com")
+        out = dataclasses.replace(out, api_version="apiextensions.k8s.io/v1", resource="customresourcedefinitions",
+                                  kind_name="CustomResourceDefinition", namespace=None)
+    else:  # rollout, min-version
+        if spec.kind_name not in WORKLOAD_KINDS:
+            raise err("kind_name", f"workload kind '{spec.kind_name}' is not supported", allowed_list(WORKLOAD_KINDS))
+        if not spec.name_of_object or not _DNS_SUBDOMAIN.match(spec.name_of_object):
+            raise err("name_of_object", f"workload name '{spec.name_of_object}' is missing or invalid")
+        if not spec.namespace:
+            raise err("namespace", "the workload's namespace is required")
+        if not isinstance(spec.min_ready, int) or spec.min_ready < 0:
+            raise err("min_ready", f"min_ready {spec.min_ready!r} is not a non-negative integer")
+        out = dataclasses.replace(out, api_version="apps/v1", resource=WORKLOAD_KINDS[spec.kind_name])
+        if spec.kind == "min-version":
+            if not spec.container or not _DNS_LABEL.match(spec.container):
+                raise err("container", f"container name '{spec.container}' is missing or invalid")
+            if not _VERSION.match(spec.value or ""):
+                raise err("value", f"minimum version '{spec.value}' is not a version like 0.5.1", "MAJOR[.MINOR[.PATCH]][-pre]")
+    if not out.description:
+        out = dataclasses.replace(out, description=describe(out))
+    return out
+
+
+def describe(spec: GateSpec) -> str:
+    """One line saying what the gate waits for (used in logs, Chart.yaml and docs)."""
+    if spec.kind == "resource-condition":
+        target = f"{spec.kind_name} {spec.name_of_object}" if spec.name_of_object else f"every {spec.kind_name}"
+        where = f" in {spec.namespace}" if spec.namespace else ""
+        return f"{target}{where} has {spec.jsonpath} = {spec.value}"
+    if spec.kind == "crd-established":
+        return f"CRD {spec.name_of_object} is created and Established"
+    text = f"{spec.kind_name} {spec.namespace}/{spec.name_of_object} is rolled out (at least {spec.min_ready} pod(s))"
+    if spec.kind == "min-version":
+        text += f" with container {spec.container} at version >= {spec.value}"
+    return text
+
+
+def _attributed_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
+    from gpucluster.plugins import get_plugin_manager
+
+    pm = get_plugin_manager()
+    kwargs = {"cluster": cluster, "recipe": recipe, "components": components}
+    out = []
+    for impl in reversed(pm.hook.gpucluster_gates.get_hookimpls()):
+        try:
+            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except GpuclusterError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' failed in hook gpucluster_gates: {type(exc).__name__}: {exc}",
+                cluster=cluster.name,
+                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
+            ) from exc
+        if result is None:
+            continue
+        if not isinstance(result, (list, tuple)):
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' returned {type(result).__name__} from gpucluster_gates",
+                cluster=cluster.name,
+                allowed="a list of gpucluster.sdk.GateSpec",
+            )
+        out.append((impl.plugin_name, result))
+    return out
+
+
+def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec]:
+    """The validated gates plugins declare (hook ``gpucluster_gates``) for enabled components.
+
+    Gates whose ``component`` is disabled or not in the recipe are dropped.
+
+    Returns:
+        validated copies (:func:`validate_gate`), sorted by name.
+
+    Raises:
+        PluginError: a plugin returns something that is not a GateSpec, a gate is invalid, or
+            two gates share a name (naming both plugins).
+    """
+    owners: dict[str, str] = {}
+    gates: list[GateSpec] = []
+    for plugin, batch in _attributed_gates(cluster, recipe, components):
+        for spec in batch:
+            if not isinstance(spec, GateSpec):
+                raise PluginError(
+                    f"plugin '{plugin}' returned {type(spec).__name__} from gpucluster_gates",
+                    cluster=cluster.name,
+                    allowed="gpucluster.sdk.GateSpec instances",
+                )
+            if spec.component not in components:
+                continue
+            checked = validate_gate(spec, plugin=plugin, cluster=cluster)
+            if checked.name in owners:
+                raise _gate_error(
+                    plugin, spec, cluster, "name",
+                    f"gate name '{spec.name}' is already declared by plugin '{owners[checked.name]}'",
+                    fix="gate names must be unique per cluster; rename one of them",
+                )
+            owners[checked.name] = plugin
+            gates.append(checked)
+    return sorted(gates, key=lambda g: g.name)
+
+
+# --------------------------------------------------------------------------- wait scripts
+
+_PRELUDE = """\
+set -u
+gate={gate}
+poll={poll}
+seen='nothing yet'
+errf="${{TMPDIR:-/tmp}}/gate-$gate.err"
+log() {{ echo "gate $gate: $*"; }}
+now() {{ date +%s; }}
+# wait_until SECONDS: run check until it succeeds (0) or SECONDS have passed (1)
+wait_until() {{
+  limit=$(( $(now) + $1 ))
+  while :; do
+    if check; then return 0; fi
+    if [ "$(now)" -ge "$limit" ]; then return 1; fi
+    sleep "$poll"
+  done
+}}
+# get ARGS...: run kubectl get; stdout in $out; on failure the last stderr line in $err
+get() {{
+  if out=$(kubectl get --request-timeout=30s "$@" 2>"$errf"); then return 0; fi
+  err=$(tail -n 1 "$errf" 2>/dev/null); [ -n "$err" ] || err='no output'
+  return 1
+}}
+"""
+
+_NUMBERS = """\
+num() { case "$1" in ''|*[!0-9]*) echo 0 ;; *) echo "$1" ;; esac; }
+"""
+
+_VERSION_GE = """\
+# version_ge HAVE WANT: 0 when HAVE >= WANT (semver core; a leading v is ignored, a pre-release
+# sorts before its release; pre-releases of one core compare as text), 1 when lower,
+# 2 when HAVE is not a version
+version_ge() {
+  h=${1#v}; w=${2#v}
+  h=${h%%+*}; w=${w%%+*}
+  hp=''; case "$h" in *-*) hp=${h#*-}; h=${h%%-*} ;; esac
+  wp=''; case "$w" in *-*) wp=${w#*-}; w=${w%%-*} ;; esac
+  old_ifs=$IFS; IFS=.
+  set -- $h; h1=${1:-0}; h2=${2:-0}; h3=${3:-0}
+  set -- $w; w1=${1:-0}; w2=${2:-0}; w3=${3:-0}
+  IFS=$old_ifs
+  for n in "$h1" "$h2" "$h3"; do case "$n" in ''|*[!0-9]*) return 2 ;; esac; done
+  for n in "$w1" "$w2" "$w3"; do case "$n" in ''|*[!0-9]*) return 2 ;; esac; done
+  if [ "$h1" -ne "$w1" ]; then [ "$h1" -gt "$w1" ]; return $?; fi
+  if [ "$h2" -ne "$w2" ]; then [ "$h2" -gt "$w2" ]; return $?; fi
+  if [ "$h3" -ne "$w3" ]; then [ "$h3" -gt "$w3" ]; return $?; fi
+  [ -z "$hp" ] && return 0
+  [ -z "$wp" ] && return 1
+  [ "$hp" = "$wp" ] && return 0
+  first=$(printf '%s\\n%s\\n' "$hp" "$wp" | LC_ALL=C sort | head -n 1)
+  [ "$first" = "$wp" ]
+}
+"""
+
+
+def _resource_arg(spec: GateSpec) -> str:
+    """``resource.version.group`` (``clusterpolicies.v1.nvidia.com``), or the plural for core v1."""
+    if "/" in spec.api_version:
+        group, version = spec.api_version.split("/", 1)
+        return f"{spec.resource}.{version}.{group}"
+    return spec.resource
+
+
+def _get_args(spec: GateSpec, jsonpath: str, name: str | None) -> str:
+    """Shell-quoted arguments of ``kubectl get`` after ``--request-timeout``."""
+    parts = [_resource_arg(spec)]
+    if name:
+        parts.append(name)
+    if spec.namespace:
+        parts += ["-n", spec.namespace]
+    parts += ["-o", "jsonpath=" + jsonpath]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def gate_script(spec: GateSpec) -> str:
+    """The POSIX ``sh`` script the gate Job runs (``spec`` validated by :func:`validate_gate`).
+
+    Contract: prints ``gate <name>: waiting up to <n>s for <what>`` first; then either
+    ``gate <name>: ready: <what> (saw: ...)`` and exits 0, or
+    ``gate <name>: FAILED: ... last seen: <observation>`` and exits 1 (the Job's
+    podFailurePolicy fails the Job at once on exit code 1). ``kubectl`` errors (API not
+    reachable, object not found yet) are retried every ``poll_seconds`` until the deadline.
+    Time comes from ``date +%s``; waits use ``sleep``.
+    """
+    timeout = effective_timeout(spec)
+    what = spec.description or describe(spec)
+    lines = [_PRELUDE.format(gate=shlex.quote(spec.name), poll=spec.poll_seconds)]
+    lines.append(f"what={shlex.quote(what)}\n")
+    if spec.kind == "resource-condition":
+        row = "{.metadata.name}=" + spec.jsonpath + "{\"\\n\"}"
+        jsonpath = row if spec.name_of_object else "{range .items[*]}" + row + "{end}"
+        lines.append(f"want={shlex.quote(spec.value)}\n")
+        lines.append(f"""\
+check() {{
+  if ! get {_get_args(spec, jsonpath, spec.name_of_object)}; then
+    seen="kubectl get failed: $err"
+    return 1
+  fi
+  total=0; bad=0; pairs=''
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    total=$((total + 1))
+    name=${{line%%=*}}; got=${{line#*=}}
+    [ "$got" = "$want" ] || bad=$((bad + 1))
+    pairs="$pairs $name=${{got:-<unset>}}"
+  done <<EOF
+$out
+EOF
+  if [ "$total" -eq 0 ]; then seen='no object exists yet'; return 1; fi
+  seen="${{pairs# }}"
+  [ "$bad" -eq 0 ]
+}}
+log "waiting up to {timeout}s for $what"
+if wait_until {timeout}; then
+  log "ready: $what (saw: $seen)"
+  exit 0
+fi
+log "FAILED: $what was not reached within {timeout}s; last seen: $seen"
+exit 1
+""")
+    elif spec.kind == "crd-established":
+        create = spec.create_timeout_seconds
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        lines.append(f"""\
+phase=created
+check() {{
+  if ! get {_get_args(spec, jsonpath, spec.name_of_object)}; then
+    seen="not created yet: $err"
+    return 1
+  fi
+  if [ "$phase" = created ]; then seen='created'; return 0; fi
+  seen="Established=${{out:-<unset>}}"
+  [ "$out" = True ]
+}}
+log "waiting up to {create}s for CRD {spec.name_of_object} to be created, then up to {timeout}s for it to be Established"
+if ! wait_until {create}; then
+  log "FAILED: CRD {spec.name_of_object} was not created within {create}s; last seen: $seen"
+  exit 1
+fi
+phase=established
+if ! wait_until {timeout}; then
+  log "FAILED: CRD {spec.name_of_object} was created but not Established within {timeout}s; last seen: $seen"
+  exit 1
+fi
+log "ready: $what (saw: $seen)"
+exit 0
+""")
+    else:
+        if spec.kind_name == "DaemonSet":
+            fields = "{.metadata.generation}|{.status.observedGeneration}|{.status.desiredNumberScheduled}|{.status.updatedNumberScheduled}|{.status.numberAvailable}|{.status.currentNumberScheduled}"
+        else:
+            fields = "{.metadata.generation}|{.status.observedGeneration}|{.spec.replicas}|{.status.updatedReplicas}|{.status.availableReplicas}|{.status.replicas}"
+        version_check = ""
+        if spec.kind == "min-version":
+            fields += '|{.spec.template.spec.containers[?(@.name=="' + spec.container + '")].image}'
+            version_check = f"""\
+  ref=${{image%%@*}}; last=${{ref##*/}}
+  case "$last" in *:*) tag=${{last##*:}} ;; *) tag='' ;; esac
+  if [ -z "$image" ]; then seen="$seen; no container {spec.container} in the pod template"; return 1; fi
+  version_ge "$tag" "$minimum"; rc=$?
+  if [ "$rc" -eq 2 ]; then seen="$seen; image $image has no version tag"; return 1; fi
+  seen="$seen; image $image"
+  [ "$rc" -eq 0 ] || return 1
+"""
+            lines.append(f"minimum={shlex.quote(spec.value)}\n")
+            lines.append(_VERSION_GE)
+        lines.append(_NUMBERS)
+        lines.append(f"min_ready={spec.min_ready}\n")
+        lines.append(f"""\
+check() {{
+  if ! get {_get_args(spec, fields, spec.name_of_object)}; then
+    seen="kubectl get failed: $err"
+    return 1
+  fi
+  IFS='|' read -r gen observed desired updated available current image <<EOF
+$out
+EOF
+  gen=$(num "$gen"); observed=$(num "$observed"); desired=$(num "$desired")
+  updated=$(num "$updated"); available=$(num "$available"); current=$(num "$current")
+  seen="generation $gen (observed $observed), desired $desired, updated $updated, available $available, current $current"
+  [ "$observed" -ge "$gen" ] || return 1
+  [ "$desired" -ge "$min_ready" ] || return 1
+  [ "$updated" -eq "$desired" ] && [ "$available" -eq "$desired" ] && [ "$current" -eq "$desired" ] || return 1
+{version_check}  return 0
+}}
+log "waiting up to {timeout}s for $what"
+if wait_until {timeout}; then
+  log "ready: $what (saw: $seen)"
+  exit 0
+fi
+log "FAILED: $what was not reached within {timeout}s; last seen: $seen"
+exit 1
+""")
+    script = "".join(lines)
+    if "{{" in script:  # validate_gate keeps user text free of '{{'
+        raise AssertionError("gate script contains '{{'")
+    return script
+
+
+# --------------------------------------------------------------------------- RBAC
+
+
+def rbac_rules(spec: GateSpec) -> tuple[str | None, list[dict[str, Any]]]:
+    """``(namespace or None for cluster-wide, PolicyRules)`` the gate's script needs.
+
+    Exactly one rule: the API group and resource the script reads, verb ``get`` with
+    ``resourceNames`` when it reads one named object, else verb ``list``.
+    """
+    group = spec.api_version.split("/", 1)[0] if "/" in spec.api_version else ""
+    rule: dict[str, Any] = {"apiGroups": [group], "resources": [spec.resource]}
+    if spec.name_of_object:
+        rule["resourceNames"] = [spec.name_of_object]
+        rule["verbs"] = ["get"]
+    else:
+        rule["verbs"] = ["list"]
+    return spec.namespace, [rule]
+
+
+# --------------------------------------------------------------------------- chart
+
+
+def gate_image(cluster: ClusterSpec) -> str:
+    """The kubectl image of the cluster's gate Jobs: ``settings.gateImage`` or the default.
+
+    Raises:
+        GpuclusterError: ``settings.gateImage`` is not an image reference with a tag or digest.
+    """
+    image = (cluster.settings or {}).get(GATE_IMAGE_SETTING)
+    if image is None:
+        return DEFAULT_KUBECTL_IMAGE
+    last = str(image).rsplit("/", 1)[-1]
+    if not isinstance(image, str) or not _IMAGE.match(image) or ("@" not in image and ":" not in last):
+        raise GpuclusterError(
+            f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
+            file=cluster.source,
+            cluster=cluster.name,
+            key=f"settings.{GATE_IMAGE_SETTING}",
+            allowed="registry/repository:tag or registry/repository@sha256:digest of an image with kubectl >= 1.31 and /bin/sh",
+            fix=f"e.g. myregistry.azurecr.io/kubectl:v1.34.1 (a mirror of {DEFAULT_KUBECTL_IMAGE.split('@')[0]})",
+        )
+    return image
+
+
+def _tolerations(cluster: ClusterSpec) -> list[dict[str, str]]:
+    """The system tolerations, keyed ones only (a wildcard toleration is never used for gates)."""
+    return [t.as_dict() for t in cluster.scheduling.system_tolerations if not t.is_wildcard]
+
+
+def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[dict[str, Any]]:
+    """The gate chart's objects: ServiceAccount, (Cluster)Role, (Cluster)RoleBinding, Job.
+
+    The Job's image and gated-hash annotations hold sentinels that :func:`render_gate_chart`
+    turns into ``{{ .Values.image | quote }}`` / ``{{ .Values.gatedHash | quote }}``.
+    """
+    labels = {
+        "app.kubernetes.io/name": "gpucluster-gate",
+        "app.kubernetes.io/instance": spec.name,
+        "app.kubernetes.io/part-of": "gpucluster",
+    }
+    rbac_name = f"gpucluster-gate-{spec.name}"
+    rbac_ns, rules = rbac_rules(spec)
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": spec.name, "namespace": namespace, "labels": dict(labels)},
+        "automountServiceAccountToken": True,
+    }
+    subject = {"kind": "ServiceAccount", "name": spec.name, "namespace": namespace}
+    if rbac_ns is None:
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": rbac_name, "labels": dict(labels)}, "rules": rules}
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": rbac_name, "labels": dict(labels)},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac_name},
+                   "subjects": [subject]}
+    else:
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": rbac_name, "namespace": rbac_ns, "labels": dict(labels)}, "rules": rules}
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": rbac_name, "namespace": rbac_ns, "labels": dict(labels)},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": rbac_name},
+                   "subjects": [subject]}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": spec.name,
+        "automountServiceAccountToken": True,
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    selector = dict(cluster.scheduling.system_node_selector)
+    if selector:
+        pod_spec["nodeSelector"] = selector
+    tolerations = _tolerations(cluster)
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    pod_spec["containers"] = [
+        {
+            "name": "wait",
+            "image": _sentinel("image"),
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", gate_script(spec)],
+            "env": [{"name": "HOME", "value": "/tmp"}],
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "64Mi"},
+                "limits": {"cpu": "200m", "memory": "128Mi"},
+            },
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        }
+    ]
+    pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": spec.name,
+            "namespace": namespace,
+            "labels": dict(labels),
+            "annotations": {
+                "helm.sh/hook": "post-install,post-upgrade",
+                "helm.sh/hook-weight": "0",
+                "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+                "gpucluster/gated-component": spec.component,
+                GATED_HASH_ANNOTATION: _sentinel("gatedHash"),
+            },
+        },
+        "spec": {
+            "backoffLimit": 2,
+            "activeDeadlineSeconds": gate_budget_seconds(spec) + JOB_START_MARGIN_SECONDS,
+            "ttlSecondsAfterFinished": 86400,
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailJob", "onExitCodes": {"containerName": "wait", "operator": "In", "values": [1]}},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
+            },
+            "template": {
+                "metadata": {"labels": dict(labels), "annotations": {GATED_HASH_ANNOTATION: _sentinel("gatedHash")}},
+                "spec": pod_spec,
+            },
+        },
+    }
+    return [sa, role, binding, job]
+
+
+def _with_helm_values(text: str) -> str:
+    for key in HELM_VALUE_KEYS:
+        text = text.replace(_sentinel(key), _helm_expr(key))
+    return text
+
+
+def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[str, Component]) -> tuple[LocalChart, dict[str, Any]]:
+    """The gate's chart and its release values.
+
+    Args:
+        cluster: for the system node selector/tolerations and ``settings.gateImage``.
+        spec: a gate from :func:`collect_gates` (validated; validated again here if not).
+        components: enabled components (the gated component's namespace hosts the Job).
+
+    Returns:
+        ``(chart, values)``; chart files ``Chart.yaml``, ``values.yaml`` (defaults: ``image``,
+        ``gatedHash: ''``), ``templates/000-serviceaccount.yaml``, ``001-rbac.yaml``,
+        ``002-job.yaml``; values ``{"image": <kubectl image>}`` (the graph adds ``gatedHash``
+        and ``contentHash``).
+
+    Raises:
+        GpuclusterError: the gated component is not enabled, or the spec is invalid.
+    """
+    if spec.component not in components:
+        raise GpuclusterError(
+            f"gate '{spec.name}' gates '{spec.component}', which is not enabled",
+            cluster=cluster.name,
+            component=spec.component,
+        )
+    spec = validate_gate(spec, plugin="<unknown>", cluster=cluster) if spec.timeout_seconds is None or not spec.description else spec
+    namespace = components[spec.component].ref.namespace
+    image = gate_image(cluster)
+    sa, role, binding, job = gate_objects(cluster, spec, namespace)
+    templates = [
+        ("serviceaccount", dump_documents([sa])),
+        ("rbac", dump_documents([role, binding])),
+        ("job", _with_helm_values(dump_documents([job]))),
+    ]
+    values_yaml = dump_documents([{"image": image, "gatedHash": ""}])[len("---\n"):]
+    chart = make_chart(
+        spec.name,
+        f"gpucluster readiness gate: waits until {spec.description}",
+        templates,
+        version=GATE_CHART_VERSION,
+        extra_files={"values.yaml": values_yaml},
+    )
+    return chart, {"image": image}
+
+
+_HELM_EXPR = re.compile(r"\{\{ \.Values\.([A-Za-z]+) \| quote \}\}")
+
+
+def render_release(chart: LocalChart, values: Mapping[str, Any]) -> dict[str, str]:
+    """What Helm renders from a gate chart with ``values`` (for tests and previews).
+
+    Substitutes the chart's only template expressions (``{{ .Values.<key> | quote }}``) with the
+    quoted value from ``values``, else from the chart's ``values.yaml``.
+
+    Returns:
+        ``{template path: rendered text}``.
+
+    Raises:
+        ValueError: a template holds another ``{{`` expression, or a key has no value.
+    """
+    import yaml
+
+    defaults = yaml.safe_load(chart.files.get("values.yaml", "")) or {}
+    merged = {**defaults, **dict(values)}
+    out = {}
+    for path, text in chart.files.items():
+        if not path.startswith("templates/"):
+            continue
+
+        def sub(match: re.Match) -> str:
+            key = match.group(1)
+            if key not in merged:
+                raise ValueError(f"{path}: no value for .Values.{key}")
+            return json.dumps(str(merged[key]))
+
+        rendered = _HELM_EXPR.sub(sub, text)
+        if "{{" in rendered:
+            raise ValueError(f"{path}: unsupported Helm template expression left")
+        out[path] = rendered
+    return out

@@ -21,10 +21,13 @@ import json
 from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.gates import gate_budget_seconds
 from gpucluster.model import Component, GateSpec, LocalChart, PlanNode, Recipe
 
 GATE_TIMEOUT_MARGIN_SECONDS = 120
-"""Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull)."""
+"""Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull). Larger
+than the Job's own ``activeDeadlineSeconds`` margin (gates.JOB_START_MARGIN_SECONDS), so the Job
+fails with its log line before Helm times out."""
 
 
 def fingerprint(data: Any) -> str:
@@ -192,9 +195,7 @@ def build_nodes(
                     values={**values, "gatedHash": gated_hash, "contentHash": chart.content_hash},
                     depends_on=sorted(after - {spec.name}),
                     wait_for_jobs=True,
-                    timeout_seconds=spec.timeout_seconds
-                    + (spec.create_timeout_seconds if spec.kind == "crd-established" else 0)
-                    + GATE_TIMEOUT_MARGIN_SECONDS,
+                    timeout_seconds=gate_budget_seconds(spec) + GATE_TIMEOUT_MARGIN_SECONDS,
                 )
             )
 

@@ -1,8 +1,472 @@
-"""Manifest charts (placeholder until the manifests work lands)."""
+"""Manifest charts: a component's pre- and post-manifests rendered at synth into local Helm charts.
+
+Sources, per enabled component, in this order:
+
+1. the catalog templates the recipe names (``ComponentRef.pre_manifest_files`` /
+   ``ComponentRef.manifest_files``): Jinja2 (``StrictUndefined``) files read with
+   :meth:`gpucluster.catalog.Catalog.template_text`, rendered with the context of
+   :func:`template_context`;
+2. objects plugins return from the hook ``gpucluster_manifests`` (:class:`gpucluster.sdk.Manifest`).
+
+Every rendered file is parsed as YAML (empty documents dropped; a template that renders to
+nothing is skipped), each object is checked (``apiVersion``, ``kind``, ``metadata.name``, no
+Helm hook annotations) and written back out by :func:`dump_documents` as plain YAML that
+contains no ``{{`` (Helm renders a local chart's templates with Go templates; a value
+containing ``{{`` is written as a double-quoted scalar with the brace escaped as ``\\x7b``).
+
+One chart per ``(component, phase)``::
+
+    Chart.yaml
+    templates/000-<stem>.yaml      # catalog template stem (``nic-cluster-policy-aks``) or Manifest.name
+    templates/001-<stem>.yaml
+
+``pre`` charts install before the component's chart, ``post`` charts after it (custom resources
+whose CRD the chart installs go in ``post``; see :mod:`gpucluster.graph`). The objects are
+ordinary release resources, not Helm hooks, so ``helm uninstall`` (``terraform destroy``)
+removes them -- before the chart that runs their controller (docs/manifests.md).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import re
+from typing import Any, Iterable, Mapping
 
-def render_manifest_charts(cluster, recipe, components, catalog):
-    """Return ``{(component, "pre"|"post"): LocalChart}`` of fully rendered manifests."""
-    return {}
+import jinja2
+import yaml
+
+from gpucluster.errors import GpuclusterError, PluginError
+from gpucluster.model import ClusterSpec, Component, LocalChart, Recipe
+
+PHASES = ("pre", "post")
+TEMPLATE_SUFFIX = ".yaml.j2"
+CHART_API_VERSION = "v2"
+MANIFEST_CHART_VERSION = "1.0.0"
+"""Version of every generated manifest chart. ``helm_release`` does not track a local chart's
+content, so the graph feeds :attr:`LocalChart.content_hash` into the release values instead."""
+
+HOOK_ANNOTATION_PREFIX = "helm.sh/hook"
+DELETE_HOOKS = ("pre-delete", "post-delete")
+"""The only Helm hooks a manifest may be: waits that run on ``helm uninstall`` (``terraform
+destroy``), e.g. until an operator has finished tearing down before its chart is removed."""
+
+_STEM = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_NUMERIC_LOOKING = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|~|null|Null|NULL|true|True|TRUE|false|False|FALSE"
+    r"|y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF|[0-9]+:[0-9]+(?::[0-9]+)*"
+    r"|[0-9][0-9a-fA-F._+-]*)$"
+)
+"""Strings another YAML parser (YAML 1.1 or 1.2, Go or Python) could read as a non-string, and
+number-like strings (``101e``, ``0.7.0``), quoted for human readers."""
+
+
+# --------------------------------------------------------------------------- YAML output
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """SafeDumper writing Helm-safe, human-readable YAML (see :func:`dump_documents`)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "{{" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    if _NUMERIC_LOOKING.match(value):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
+
+def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
+    """Deterministic multi-document YAML of ``documents`` that Helm passes through unchanged.
+
+    Keys keep their order; multi-line strings are literal blocks; strings another YAML parser
+    could read as numbers/booleans/null are single-quoted; strings containing ``{{`` are
+    double-quoted with every ``{{`` written as ``{\\x7b`` (same value, no Go template
+    delimiter in the file). Each document starts with ``---``.
+
+    Returns:
+        text ending in a newline ('' for no documents).
+    """
+    parts = []
+    for doc in documents:
+        text = yaml.dump(
+            doc,
+            Dumper=_ManifestDumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=1 << 30,
+            explicit_start=True,
+        )
+        parts.append(text.replace("{{", "{\\x7b"))
+    out = "".join(parts)
+    if "{{" in out:  # pragma: no cover - guarded by the representer above
+        raise AssertionError("rendered manifest still contains '{{'")
+    return out
+
+
+def content_hash(files: Mapping[str, str]) -> str:
+    """sha256 hex over ``files`` sorted by path (``path NUL text NUL`` each)."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode("utf-8") + b"\0" + files[path].encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def make_chart(name: str, description: str, templates: list[tuple[str, str]], *, version: str = MANIFEST_CHART_VERSION,
+               app_version: str = "", extra_files: Mapping[str, str] | None = None) -> LocalChart:
+    """A :class:`LocalChart` with ``Chart.yaml`` and ``templates/NNN-<stem>.yaml`` files.
+
+    Args:
+        name: chart name (DNS-1123, also the release id).
+        description: one line for ``Chart.yaml``.
+        templates: ``(stem, text)`` in install order; numbered ``000``, ``001``, ...
+        version: chart SemVer.
+        app_version: informational (the component's chart version), omitted when ''.
+        extra_files: more chart-relative files (``values.yaml``).
+    """
+    meta: dict[str, Any] = {
+        "apiVersion": CHART_API_VERSION,
+        "name": name,
+        "description": description,
+        "type": "application",
+        "version": version,
+    }
+    if app_version:
+        meta["appVersion"] = app_version
+    files = {"Chart.yaml": yaml.dump(meta, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30)}
+    for index, (stem, text) in enumerate(templates):
+        files[f"templates/{index:03d}-{stem}.yaml"] = text
+    files.update(extra_files or {})
+    return LocalChart(name=name, version=version, files=dict(sorted(files.items())), content_hash=content_hash(files))
+
+
+# --------------------------------------------------------------------------- template context
+
+
+def _scheduling_dict(cluster: ClusterSpec) -> dict[str, Any]:
+    s = cluster.scheduling
+    return {
+        "acceleratedNodeSelector": dict(s.accelerated_node_selector),
+        "acceleratedTolerations": [t.as_dict() for t in s.accelerated_tolerations],
+        "systemNodeSelector": dict(s.system_node_selector),
+        "systemTolerations": [t.as_dict() for t in s.system_tolerations],
+    }
+
+
+def template_context(cluster: ClusterSpec, recipe: Recipe, component: Component, phase: str) -> dict[str, Any]:
+    """The names a manifest template sees (documented in docs/manifests.md).
+
+    Returns:
+        ``values``: the component's effective Helm values (after overrides, node scheduling
+        and plugin adjustments; a manifest-only component's values are its overrides).
+        ``namespace``: the component namespace (also the release namespace).
+        ``component``: ``{name, type, namespace, repository, chart, version}``.
+        ``release``: ``{name, namespace, phase}`` of the manifest release
+        (``<component>-pre`` / ``<component>-manifests``).
+        ``cluster``: ``{name, service, criteria{service, accelerator, os, intent, platform},
+        profile{...}, kubernetesVersion, scheduling{acceleratedNodeSelector,
+        acceleratedTolerations, systemNodeSelector, systemTolerations}}`` (tolerations as
+        Kubernetes toleration dicts).
+        ``recipe``: ``{overlays, profile{name, value} | None}``.
+    Filters: ``toyaml`` (block YAML, no trailing newline), ``nindent(n)`` (newline + indent,
+    Helm's ``nindent``), Jinja's ``tojson``. Globals: ``fail(message)`` stops synthesis with
+    an error naming the template; ``is_false(x)`` (``False`` or ``"false"``), ``not_false(x)``.
+    """
+    ref = component.ref
+    return {
+        "values": component.values,
+        "namespace": ref.namespace,
+        "component": {
+            "name": ref.name,
+            "type": ref.type,
+            "namespace": ref.namespace,
+            "repository": ref.source,
+            "chart": ref.chart,
+            "version": ref.version,
+        },
+        "release": {"name": release_name(ref.name, phase), "namespace": ref.namespace, "phase": phase},
+        "cluster": {
+            "name": cluster.name,
+            "service": cluster.criteria.service,
+            "criteria": cluster.criteria.as_dict(),
+            "profile": dict(cluster.profile),
+            "kubernetesVersion": cluster.kubernetes_version,
+            "scheduling": _scheduling_dict(cluster),
+        },
+        "recipe": {
+            "overlays": list(recipe.applied_overlays),
+            "profile": {"name": recipe.profile[0], "value": recipe.profile[1]} if recipe.profile else None,
+        },
+    }
+
+
+def release_name(component: str, phase: str) -> str:
+    """``<component>-pre`` or ``<component>-manifests`` (the graph's node ids)."""
+    return f"{component}-pre" if phase == "pre" else f"{component}-manifests"
+
+
+class _TemplateFail(Exception):
+    pass
+
+
+def _fail(message: str) -> None:
+    raise _TemplateFail(message)
+
+
+def _to_yaml(value: Any) -> str:
+    return yaml.dump(value, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30).rstrip("\n")
+
+
+def _nindent(text: str, width: int) -> str:
+    pad = " " * width
+    return "\n" + "\n".join(pad + line if line else line for line in str(text).split("\n"))
+
+
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["toyaml"] = _to_yaml
+    env.filters["nindent"] = _nindent
+    env.globals["fail"] = _fail
+    env.globals["is_false"] = _is_false
+    env.globals["not_false"] = lambda value: not _is_false(value)
+    return env
+
+
+_ENV = _environment()
+
+
+def render_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:
+    """Render one Jinja2 manifest template and parse it into objects.
+
+    Returns:
+        the non-empty YAML documents, each checked by :func:`check_object` ([] when the
+        template renders to nothing).
+
+    Raises:
+        GpuclusterError: template syntax error, undefined name (StrictUndefined), ``fail()``,
+            invalid YAML or an invalid object; names the template file, cluster and component.
+    """
+    where = {"file": source, "cluster": cluster, "component": component}
+    try:
+        rendered = _ENV.from_string(text).render(**context)
+    except _TemplateFail as exc:
+        raise GpuclusterError(str(exc), **where) from None
+    except jinja2.UndefinedError as exc:
+        raise GpuclusterError(
+            f"manifest template uses an undefined value: {exc.message}",
+            fix="set the value in the component's values, or guard it in the template with .get()",
+            **where,
+        ) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise GpuclusterError(f"manifest template syntax error on line {exc.lineno}: {exc.message}", **where) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(rendered) if d is not None]
+    except yaml.YAMLError as exc:
+        raise GpuclusterError(f"manifest template did not render to valid YAML: {exc}", **where) from None
+    for index, doc in enumerate(docs):
+        check_object(doc, where=where, index=index)
+    return docs
+
+
+def check_object(doc: Any, *, where: Mapping[str, Any], index: int = 0) -> None:
+    """Check one rendered Kubernetes object.
+
+    Requires a mapping with string ``apiVersion`` and ``kind`` and ``metadata.name``. Refuses
+    Helm hooks other than :data:`DELETE_HOOKS`: install/upgrade hook resources are not part of
+    the release (``terraform destroy`` would leave them behind) and install ordering is the
+    release graph's job.
+
+    Raises:
+        GpuclusterError: naming ``where`` (file/cluster/component) and the document index.
+    """
+    label = f"document {index}"
+    if not isinstance(doc, dict):
+        raise GpuclusterError(f"{label} is a {type(doc).__name__}, not a Kubernetes object", **where)
+    for key in ("apiVersion", "kind"):
+        if not isinstance(doc.get(key), str) or not doc.get(key):
+            raise GpuclusterError(f"{label} has no {key}", key=key, **where)
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        raise GpuclusterError(f"{label} ({doc['kind']}) has no metadata.name", key="metadata.name", **where)
+    annotations = meta.get("annotations") or {}
+    hook = annotations.get(HOOK_ANNOTATION_PREFIX)
+    if hook is not None:
+        events = {e.strip() for e in str(hook).split(",") if e.strip()}
+        refused = sorted(events - set(DELETE_HOOKS))
+        if refused or not events:
+            raise GpuclusterError(
+                f"{doc['kind']} {meta['name']} is a Helm '{hook}' hook",
+                key="metadata.annotations.helm.sh/hook",
+                allowed=", ".join(DELETE_HOOKS) + " (teardown waits)",
+                fix="drop the hook annotation: install order comes from the release graph (pre/post manifests, gates), "
+                "and install/upgrade hook resources are not removed by helm uninstall",
+                **where,
+            )
+
+
+def object_key(doc: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """``(api group, kind, namespace, name)`` identifying an object (namespace '' if unset)."""
+    api_version = doc["apiVersion"]
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    meta = doc["metadata"]
+    return group, doc["kind"], meta.get("namespace") or "", meta["name"]
+
+
+# --------------------------------------------------------------------------- plugin manifests
+
+
+def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
+    """``(plugin name, Manifest)`` from hook ``gpucluster_manifests``, in hook call order."""
+    from gpucluster.plugins import get_plugin_manager
+    from gpucluster.sdk.types import Manifest
+
+    pm = get_plugin_manager()
+    out: list[tuple[str, Any]] = []
+    kwargs = {"cluster": cluster, "recipe": recipe, "components": components}
+    for impl in reversed(pm.hook.gpucluster_manifests.get_hookimpls()):
+        try:
+            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except GpuclusterError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' failed in hook gpucluster_manifests: {type(exc).__name__}: {exc}",
+                cluster=cluster.name,
+                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
+            ) from exc
+        if result is None:
+            continue
+        if not isinstance(result, (list, tuple)):
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' returned {type(result).__name__} from gpucluster_manifests",
+                cluster=cluster.name,
+                allowed="a list of gpucluster.sdk.Manifest",
+            )
+        for item in result:
+            if not isinstance(item, Manifest):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}' returned {type(item).__name__} from gpucluster_manifests",
+                    cluster=cluster.name,
+                    allowed="gpucluster.sdk.Manifest instances",
+                )
+            if item.phase not in PHASES:
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}': manifest '{item.name}' has phase '{item.phase}'",
+                    cluster=cluster.name,
+                    component=item.component,
+                    allowed=", ".join(PHASES),
+                )
+            if not _STEM.match(item.name or ""):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}': manifest name '{item.name}' is not a DNS-1123 label",
+                    cluster=cluster.name,
+                    component=item.component,
+                    allowed="lowercase letters, digits and '-'",
+                )
+            out.append((impl.plugin_name, item))
+    return out
+
+
+# --------------------------------------------------------------------------- main entry
+
+
+def _stem_of(relpath: str) -> str:
+    base = relpath.rsplit("/", 1)[-1]
+    for suffix in (TEMPLATE_SUFFIX, ".yaml", ".yml", ".j2"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> dict[tuple[str, str], LocalChart]:
+    """Render every enabled component's pre- and post-manifests into local charts.
+
+    Args:
+        cluster: the prepared cluster (name, criteria, profile, scheduling).
+        recipe: the resolved recipe (component order).
+        components: enabled components by name, with final effective values.
+        catalog: a :class:`gpucluster.catalog.Catalog` (``template_text(relpath)``).
+
+    Returns:
+        ``{(component, "pre"|"post"): LocalChart}``; a phase whose templates all render to
+        nothing has no chart. Charts are named ``<component>-pre`` / ``<component>-manifests``.
+
+    Raises:
+        GpuclusterError: a template fails (see :func:`render_template`), a plugin returns
+            invalid manifests, or two rendered objects have the same group/kind/namespace/name.
+    """
+    by_component: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    seen: dict[tuple[str, str, str, str], str] = {}
+
+    def add(component: str, phase: str, stem: str, docs: list[dict[str, Any]], source: str) -> None:
+        for doc in docs:
+            key = object_key(doc)
+            if key in seen:
+                raise GpuclusterError(
+                    f"{key[1]} '{key[3]}' is rendered twice: by {seen[key]} and by {source}",
+                    cluster=cluster.name,
+                    component=component,
+                    fix="keep one of them (Helm refuses two releases owning one object)",
+                )
+            seen[key] = source
+        if docs:
+            by_component.setdefault((component, phase), []).append((stem, dump_documents(docs)))
+
+    for ref in recipe.component_refs:
+        comp = components.get(ref.name)
+        if comp is None:
+            continue
+        for phase, files in (("pre", comp.ref.pre_manifest_files), ("post", comp.ref.manifest_files)):
+            context = template_context(cluster, recipe, comp, phase)
+            for relpath in files:
+                text = catalog.template_text(relpath)
+                docs = render_template(text, context, source=relpath, cluster=cluster.name, component=ref.name)
+                add(ref.name, phase, _stem_of(relpath), docs, relpath)
+
+    for plugin, manifest in _plugin_manifests(cluster, recipe, components):
+        if manifest.component not in components:
+            continue  # component disabled or not in this recipe
+        where = {"file": f"plugin {plugin}", "cluster": cluster.name, "component": manifest.component}
+        for index, doc in enumerate(manifest.documents):
+            check_object(doc, where=where, index=index)
+        add(manifest.component, manifest.phase, manifest.name, list(manifest.documents), f"plugin {plugin} manifest '{manifest.name}'")
+
+    charts: dict[tuple[str, str], LocalChart] = {}
+    order = {ref.name: i for i, ref in enumerate(recipe.component_refs)}
+    for (component, phase), templates in sorted(by_component.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][0], kv[0][1])):
+        stems = [s for s, _ in templates]
+        dup = sorted({s for s in stems if stems.count(s) > 1})
+        if dup:
+            raise GpuclusterError(
+                f"two {phase}-manifests of '{component}' share the file stem '{dup[0]}'",
+                cluster=cluster.name,
+                component=component,
+                fix="rename the template or the plugin Manifest",
+            )
+        ref = components[component].ref
+        name = release_name(component, phase)
+        what = "before" if phase == "pre" else "after"
+        charts[(component, phase)] = make_chart(
+            name,
+            f"gpucluster {phase}-manifests of {component} (installed {what} its chart)",
+            templates,
+            app_version=ref.version,
+        )
+    return charts

@@ -1,1 +1,94 @@
-"""AKS plugin: gates hooks (see package docstring)."""
+"""AKS plugin: readiness gates (hook ``gpucluster_gates``; see docs/gates.md).
+
+* ``gpu-operator-clusterpolicy-ready``: ClusterPolicy ``cluster-policy`` (created by the
+  gpu-operator chart) reports ``status.state`` = ``ready`` -- the operator's own signal that
+  driver, toolkit, device plugin and validator are up on the GPU nodes. Every release that
+  depends on gpu-operator (DRA driver, KAI scheduler, NVSentinel, Kubeflow Trainer, ...)
+  waits on it. Source: AICR gpu-operator health check (ClusterPolicy singleton ready).
+* ``network-operator-nicclusterpolicy-ready``: *every* NicClusterPolicy reports ``ready``
+  (OFED driver container, RDMA shared device plugin). gpu-operator depends on
+  network-operator in the AKS recipes (RDMA), so it installs only after the RDMA stack is
+  ready; with ``networkoperator enabled=false`` the gate is dropped with its component.
+* ``nvidia-dra-driver-gpu-kubelet-plugin-rollout``: the DRA kubelet plugin DaemonSet rolled
+  out, on at least one node when the cluster has GPU nodes. Source: AICR
+  nvidia-dra-driver-gpu health check.
+
+Written against the public SDK only, like a third-party plugin.
+"""
+
+from __future__ import annotations
+
+from gpucluster.sdk import GateSpec, hookimpl
+
+__all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "DRA_ROLLOUT_TIMEOUT"]
+
+SERVICE = "aks"
+
+CLUSTERPOLICY_TIMEOUT = 1800
+"""30 min: GPU nodes may still be rebooting for nodewright host setup, and under the
+operator-managed gpuStack the driver container builds and loads the driver first."""
+
+NICCLUSTERPOLICY_TIMEOUT = 2400
+"""40 min: the DOCA OFED driver container compiles and loads its modules on every IB node
+(``forcePrecompiled: false``) and may drain nodes one at a time while doing so."""
+
+DRA_ROLLOUT_TIMEOUT = 900
+"""15 min: kubelet plugin image pull and registration on every GPU node."""
+
+
+def _gpu_node_count(cluster) -> int:
+    return sum(pool.node_count for pool in cluster.pools if pool.gpu)
+
+
+@hookimpl
+def gpucluster_gates(cluster, recipe, components):
+    """The AKS readiness gates for the enabled components (None for other services)."""
+    if cluster.criteria.service != SERVICE:
+        return None
+    gates = []
+    if "gpu-operator" in components:
+        gates.append(
+            GateSpec(
+                name="gpu-operator-clusterpolicy-ready",
+                component="gpu-operator",
+                kind="resource-condition",
+                api_version="nvidia.com/v1",
+                resource="clusterpolicies",
+                kind_name="ClusterPolicy",
+                name_of_object="cluster-policy",
+                jsonpath="{.status.state}",
+                value="ready",
+                timeout_seconds=CLUSTERPOLICY_TIMEOUT,
+            )
+        )
+    if "network-operator" in components:
+        gates.append(
+            GateSpec(
+                name="network-operator-nicclusterpolicy-ready",
+                component="network-operator",
+                kind="resource-condition",
+                api_version="mellanox.com/v1alpha1",
+                resource="nicclusterpolicies",
+                kind_name="NicClusterPolicy",
+                name_of_object=None,
+                jsonpath="{.status.state}",
+                value="ready",
+                timeout_seconds=NICCLUSTERPOLICY_TIMEOUT,
+            )
+        )
+    dra = components.get("nvidia-dra-driver-gpu")
+    if dra is not None:
+        fullname = dra.values.get("fullnameOverride") or "nvidia-dra-driver-gpu"
+        gates.append(
+            GateSpec(
+                name="nvidia-dra-driver-gpu-kubelet-plugin-rollout",
+                component="nvidia-dra-driver-gpu",
+                kind="rollout",
+                kind_name="DaemonSet",
+                name_of_object=f"{fullname}-kubelet-plugin",
+                namespace=dra.ref.namespace,
+                min_ready=1 if _gpu_node_count(cluster) > 0 else 0,
+                timeout_seconds=DRA_ROLLOUT_TIMEOUT,
+            )
+        )
+    return gates
