@@ -26,6 +26,7 @@ tuple) and AICR's bundle validations (CheckDriverOwnershipCoherence rules, regis
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any, Callable, Mapping
 
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration
@@ -134,7 +135,8 @@ def _yaml(value: Any) -> str:
 
 
 def _clean_root(value: str) -> str:
-    return posixpath.normpath(value) if value else value
+    """Normalized absolute path (``//a/b/`` -> ``/a/b``); trailing-slash spellings compare equal."""
+    return posixpath.normpath(re.sub(r"/+", "/", value)) if value else value
 
 
 def tolerates(toleration: Toleration | Mapping[str, Any], key: str, value: str, effect: str) -> bool:

@@ -1,0 +1,337 @@
+"""Core (platform-neutral) policy checks on hand-built recipes and effective values.
+
+The cluster's service is ``testsvc`` so no platform plugin adds findings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucluster.model import NodeScheduling, Taint, Toleration
+from gpucluster.overrides import apply_overrides, parse_overrides
+from gpucluster.policy import ALLOCATION_POLICY_KEYS, evaluate, policy_owned_paths, tolerates
+from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    return make_catalog(tmp_path)
+
+
+def check(catalog, *, values=None, recipe=None, overrides=None, scheduling=None, profile="azure-managed", **cluster_kw):
+    recipe = recipe or make_recipe(profile=profile, service="testsvc")
+    components = make_components(recipe, values)
+    cluster = make_cluster(
+        service="testsvc",
+        overrides=parse_overrides(overrides, file="c.yaml", cluster="c1") if overrides else None,
+        scheduling=scheduling,
+        **cluster_kw,
+    )
+    apply_overrides(cluster, recipe, components, catalog)
+    return evaluate(cluster, recipe, components, catalog)
+
+
+def with_values(updates: dict[tuple[str, str], object]):
+    from gpucluster.values import set_path
+
+    values = base_values()
+    for (component, path), value in updates.items():
+        set_path(values[component], path, value)
+    return values
+
+
+def test_baseline_has_no_findings(catalog):
+    assert check(catalog) == []
+
+
+# --------------------------------------------------------------------------- GPU-ADVERTISER
+
+DRA_ONLY = {
+    ("gpu-operator", "devicePlugin.enabled"): False,
+    ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+    ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True,
+}
+
+
+def test_dra_only_all_three_flipped_is_accepted(catalog):
+    assert check(catalog, values=with_values(DRA_ONLY)) == []
+
+
+def test_dra_only_through_overrides_accepted_with_deprecation_warnings(catalog):
+    findings = check(
+        catalog,
+        overrides={
+            "set": ["dradriver:resources.gpus.enabled=true", "dradriver:gpuResourcesEnabledOverride=true", "gpuoperator:devicePlugin.enabled=false"]
+        },
+    )
+    assert ids(findings, "error") == []
+    warnings = by_id(findings, "POLICY-KEY-OVERRIDE")
+    assert sorted(f.key for f in warnings) == ["devicePlugin.enabled", "gpuResourcesEnabledOverride", "resources.gpus.enabled"]
+    assert all(f.severity == "warning" and "deprecated" in f.message and "recipe overlay" in f.fix for f in warnings)
+
+
+def test_dual_advertisement_rejected(catalog):
+    findings = check(
+        catalog,
+        values=with_values({("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True, ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}),
+    )
+    [f] = by_id(findings, "GPU-ADVERTISER")
+    assert f.severity == "error" and "dual advertisement" in f.message and "double-allocate" in f.message
+    assert f.component == "nvidia-dra-driver-gpu" and f.key == "resources.gpus.enabled"
+
+
+def test_partial_flip_gpus_without_waiver_rejected(catalog):
+    findings = check(catalog, values=with_values({("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True, ("gpu-operator", "devicePlugin.enabled"): False}))
+    [f] = by_id(findings, "GPU-ADVERTISER")
+    assert "partial flip" in f.message and f.key == "gpuResourcesEnabledOverride"
+    assert "set all three keys together" in f.fix
+
+
+def test_inert_waiver_rejected(catalog):
+    findings = check(catalog, values=with_values({("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}))
+    [f] = by_id(findings, "GPU-ADVERTISER")
+    assert "inert waiver" in f.message
+
+
+def test_no_advertiser_rejected(catalog):
+    findings = check(catalog, values=with_values({("gpu-operator", "devicePlugin.enabled"): False}))
+    [f] = by_id(findings, "GPU-ADVERTISER")
+    assert "no whole-GPU advertiser" in f.message and "devicePlugin.enabled=false" in f.message
+
+
+def test_absent_keys_take_chart_defaults(catalog):
+    # dra chart default resources.gpus.enabled=true without the waiver -> partial flip
+    values = with_values({("nvidia-dra-driver-gpu", "resources"): None})
+    [f] = by_id(check(catalog, values=values), "GPU-ADVERTISER")
+    assert "partial flip" in f.message
+
+
+def test_disabling_dra_driver_keeps_device_plugin_policy(catalog):
+    findings = check(catalog, profile=None, overrides={"set": ["dradriver:enabled=false"]})
+    assert ids(findings, "error") == []
+    assert [f.key for f in by_id(findings, "POLICY-KEY-OVERRIDE")] == ["enabled"]
+
+
+def test_disabling_gpu_operator_leaves_no_advertiser(catalog):
+    recipe = make_recipe(profile=None, service="testsvc")
+    findings = check(catalog, recipe=recipe, overrides={"set": ["gpuoperator:enabled=false"]})
+    [f] = by_id(findings, "GPU-ADVERTISER")
+    assert "gpu-operator is disabled" in f.message
+    [w] = by_id(findings, "POLICY-KEY-OVERRIDE")
+    assert "disables 'gpu-operator'" in w.message and "changes the whole-GPU allocation policy" in w.message
+
+
+def test_disabling_gpu_operator_with_dra_only_is_accepted(catalog):
+    recipe = make_recipe(profile=None, service="testsvc")
+    values = with_values(DRA_ONLY)
+    findings = check(catalog, recipe=recipe, values=values, overrides={"set": ["gpuoperator:enabled=false"]})
+    assert "GPU-ADVERTISER" not in ids(findings)
+
+
+# --------------------------------------------------------------------------- GPU-TOGGLE-TYPE
+
+
+def test_string_false_toggle_rejected(catalog):
+    findings = check(catalog, profile=None, overrides={"set": ["gpuoperator:devicePlugin.enabled='false'"]})
+    [f] = by_id(findings, "GPU-TOGGLE-TYPE")
+    assert f.key == "devicePlugin.enabled" and "the string 'false', not a boolean" in f.message
+    assert "YAML boolean without quotes" in f.fix
+    assert "GPU-ADVERTISER" not in ids(findings)  # not evaluated on an unverifiable value
+
+
+def test_null_section_rejected(catalog):
+    # a null written by a recipe overlay (kept for Helm) reaches policy as an explicit None
+    values = base_values()
+    values["gpu-operator"]["driver"] = None
+    findings = check(catalog, profile=None, values=values)
+    [f] = [f for f in by_id(findings, "GPU-TOGGLE-TYPE") if f.key == "driver.enabled"]
+    assert "'driver' is explicitly null" in f.message
+
+
+# --------------------------------------------------------------------------- driver roots
+
+
+def operator_managed_values(extra=None):
+    return with_values(
+        {
+            ("gpu-operator", "driver.enabled"): True,
+            ("gpu-operator", "toolkit.enabled"): True,
+            ("gpu-operator", "operator.runtimeClass"): "nvidia",
+            ("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver",
+            **(extra or {}),
+        }
+    )
+
+
+def test_operator_managed_lockstep_accepted(catalog):
+    assert check(catalog, profile="operator-managed", values=operator_managed_values() | {"nvsentinel": {"labeler": {"assumeDriverInstalled": False}, "metadata-collector": {"runtimeClassName": "nvidia"}}}) == []
+
+
+def test_operator_managed_trailing_slash_is_the_same_root(catalog):
+    values = operator_managed_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver/"})
+    assert "GPU-DRIVER-ROOT" not in ids(check(catalog, profile=None, values=values))
+
+
+def test_operator_managed_root_mismatch_rejected(catalog):
+    values = operator_managed_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/"})
+    [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
+    assert "hostPaths.driverInstallDir=/run/nvidia/driver" in f.message and "ContainerCreating" in f.message
+    assert f.fix == "set dradriver:nvidiaDriverRoot=/run/nvidia/driver (both roots move in lockstep)"
+
+
+def test_operator_managed_root_unset_rejected(catalog):
+    values = operator_managed_values()
+    del values["nvidia-dra-driver-gpu"]["nvidiaDriverRoot"]
+    [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
+    assert "nvidiaDriverRoot is not set (chart default /)" in f.message
+
+
+def test_moved_install_dir_needs_matching_root(catalog):
+    values = operator_managed_values({("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver"})
+    [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
+    assert "nvidiaDriverRoot=/opt/nvidia/driver" in f.fix
+    values = operator_managed_values(
+        {("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver", ("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/opt/nvidia/driver"}
+    )
+    assert "GPU-DRIVER-ROOT" not in ids(check(catalog, profile=None, values=values))
+
+
+@pytest.mark.parametrize(
+    "install_dir,needle",
+    [
+        ("/", "runc refuses a mount destination of '/'"),
+        ("//", "runc refuses"),
+        ("run/nvidia/driver", "is a relative path"),
+        ("", "is empty"),
+        (5, "5 (int)"),
+    ],
+)
+def test_bad_driver_install_dir_rejected(catalog, install_dir, needle):
+    values = with_values({("gpu-operator", "hostPaths.driverInstallDir"): install_dir})
+    [f] = by_id(check(catalog, values=values), "GPU-DRIVER-ROOT")
+    assert f.component == "gpu-operator" and f.key == "hostPaths.driverInstallDir" and needle in f.message
+
+
+@pytest.mark.parametrize("root,needle", [("", "is empty"), ("run/nvidia/driver", "the relative path 'run/nvidia/driver'"), (False, "false (bool)")])
+def test_bad_dra_root_rejected(catalog, root, needle):
+    values = with_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): root})
+    findings = check(catalog, profile=None, values=values)
+    [f] = by_id(findings, "GPU-DRIVER-ROOT")
+    assert f.key == "nvidiaDriverRoot" and needle in f.message and "absolute path" in f.message
+
+
+def test_stale_pre_flip_recipe_rejected(catalog):
+    values = with_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver"})
+    [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-STALE-RECIPE")
+    assert f.severity == "error" and "stale recipe" in f.message and "nothing populates" in f.message
+    assert "regenerate the recipe" in f.fix
+
+
+def test_host_driver_with_host_root_accepted(catalog):
+    assert "GPU-DRIVER-STALE-RECIPE" not in ids(check(catalog, profile=None))
+
+
+# --------------------------------------------------------------------------- PROFILE-OWNED
+
+
+def test_profile_owned_same_value_accepted(catalog):
+    findings = check(catalog, overrides={"set": ["gpuoperator:driver.enabled=false", "dradriver:nvidiaDriverRoot=/"]})
+    assert "PROFILE-OWNED" not in ids(findings)
+
+
+def test_profile_owned_different_value_rejected(catalog):
+    findings = check(catalog, overrides={"set": ["gpuoperator:operator.runtimeClass=nvidia"]})
+    [f] = by_id(findings, "PROFILE-OWNED")
+    assert f.key == "operator.runtimeClass"
+    assert "owned by the gpuStack profile 'azure-managed', which sets 'nvidia-container-runtime'" in f.message
+    assert "effective value is 'nvidia'" in f.message
+    assert "choose the other gpuStack profile value" in f.fix
+
+
+def test_profile_owned_type_change_rejected(catalog):
+    findings = check(catalog, overrides={"set": ["gpuoperator:driver.enabled='false'"]})
+    assert "driver.enabled" in [f.key for f in by_id(findings, "PROFILE-OWNED")]
+
+
+def test_profile_owned_removed_rejected(catalog):
+    findings = check(catalog, overrides={"set": ["nvsentinel:labeler=null"]})
+    [f] = by_id(findings, "PROFILE-OWNED")
+    assert f.key == "labeler.assumeDriverInstalled" and "was removed" in f.message
+
+
+def test_profile_owned_component_cannot_be_disabled(catalog):
+    findings = check(catalog, overrides={"set": ["nvsentinel:enabled=false"]})
+    [f] = by_id(findings, "PROFILE-OWNED")
+    assert f.component == "nvsentinel" and f.key == "enabled" and "cannot be disabled" in f.message
+
+
+def test_policy_owned_paths_union():
+    recipe = make_recipe()
+
+    class Cat:
+        components = {}
+
+    owned = policy_owned_paths("gpu-operator", recipe, Cat())
+    assert owned["devicePlugin.enabled"] == "a whole-GPU allocation-policy key"
+    assert owned["operator.runtimeClass"] == "owned by the gpuStack profile 'azure-managed'"
+    assert ALLOCATION_POLICY_KEYS["nvidia-dra-driver-gpu"] == ("resources.gpus.enabled", "gpuResourcesEnabledOverride")
+
+
+# --------------------------------------------------------------------------- SCHED-GPU-TAINT
+
+
+def test_user_toleration_not_matching_gpu_taint_rejected(catalog):
+    findings = check(catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key="other", operator="Exists")]))
+    [f] = by_id(findings, "SCHED-GPU-TAINT")
+    assert "tainted nvidia.com/gpu=present:NoSchedule" in f.message and "'nvidia.com/gpu:NoSchedule'" in f.fix
+
+
+def test_user_toleration_matching_gpu_taint_accepted(catalog):
+    findings = check(
+        catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key="nvidia.com/gpu", operator="Equal", value="present", effect="NoSchedule")])
+    )
+    assert "SCHED-GPU-TAINT" not in ids(findings)
+
+
+@pytest.mark.parametrize(
+    "tol,ok",
+    [
+        (Toleration(key=None, operator="Exists"), True),
+        (Toleration(key="k", operator="Exists"), True),
+        (Toleration(key="k", operator="Equal", value="v", effect="NoSchedule"), True),
+        (Toleration(key="k", operator="Equal", value="w"), False),
+        (Toleration(key="k", operator="Exists", effect="NoExecute"), False),
+        (Toleration(key="j", operator="Exists"), False),
+    ],
+)
+def test_tolerates(tol, ok):
+    assert tolerates(tol, "k", "v", "NoSchedule") is ok
+
+
+# --------------------------------------------------------------------------- POLICY-KEY-OVERRIDE / DEPENDENCY-PRUNED
+
+
+def test_structured_values_touching_policy_key_warn(catalog):
+    findings = check(catalog, overrides={"values": [{"component": "gpuoperator", "values": {"devicePlugin": {"enabled": True}}}]})
+    [w] = by_id(findings, "POLICY-KEY-OVERRIDE")
+    assert w.severity == "warning" and w.key == "devicePlugin.enabled" and "overrides.values[0]" in w.message
+
+
+def test_unrelated_override_does_not_warn(catalog):
+    assert check(catalog, overrides={"set": ["gpuoperator:dcgm.enabled=false"]}) == []
+
+
+def test_pruned_edges_reported_as_info(catalog):
+    findings = check(catalog, overrides={"set": ["networkoperator:enabled=false"]})
+    [f] = by_id(findings, "DEPENDENCY-PRUNED")
+    assert f.severity == "info" and f.component == "gpu-operator" and "no longer waits for 'network-operator'" in f.message
+
+
+def test_findings_sorted_errors_first(catalog):
+    findings = check(
+        catalog,
+        overrides={"set": ["networkoperator:enabled=false", "gpuoperator:devicePlugin.enabled=false"]},
+    )
+    severities = [f.severity for f in findings]
+    assert severities == sorted(severities, key=["error", "warning", "info"].index)
+    assert ids(findings) == ["GPU-ADVERTISER", "POLICY-KEY-OVERRIDE", "DEPENDENCY-PRUNED"]

@@ -1,0 +1,336 @@
+"""AKS policy checks (plugins/gpucluster_aks/policy.py): unit tests on hand-built data and
+end-to-end runs through the real catalog (load_clusters + build_plans)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gpucluster.config import load_clusters
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import NodePool, NodeScheduling, Taint, Toleration
+from gpucluster.overrides import apply_overrides, parse_overrides
+from gpucluster.pipeline import build_plans
+from gpucluster.policy import evaluate
+from gpucluster.scheduling import apply_scheduling
+from gpucluster.values import set_path
+from gpucluster_aks.policy import gpucluster_policy_checks, minor_upgrade_steps
+from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    return make_catalog(tmp_path)
+
+
+def aks(catalog, *, values=None, recipe=None, overrides=None, scheduling=None, **cluster_kw):
+    recipe = recipe or make_recipe()
+    components = make_components(recipe, values)
+    cluster = make_cluster(
+        overrides=parse_overrides(overrides, file="c.yaml", cluster="c1") if overrides else None,
+        scheduling=scheduling,
+        **cluster_kw,
+    )
+    apply_overrides(cluster, recipe, components, catalog)
+    apply_scheduling(cluster, recipe, components, catalog)
+    return gpucluster_policy_checks(cluster=cluster, recipe=recipe, components=components)
+
+
+def values_with(updates):
+    values = base_values()
+    for (component, path), value in updates.items():
+        set_path(values[component], path, value)
+    return values
+
+
+OPERATOR_MANAGED = {
+    ("gpu-operator", "driver.enabled"): True,
+    ("gpu-operator", "toolkit.enabled"): True,
+    ("gpu-operator", "operator.runtimeClass"): "nvidia",
+    ("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver",
+}
+
+
+def test_other_services_are_not_checked(catalog):
+    cluster = make_cluster(service="oke", kubernetes_version="1.20")
+    assert gpucluster_policy_checks(cluster=cluster, recipe=make_recipe(), components={}) is None
+
+
+def test_azure_managed_default_passes(catalog):
+    assert aks(catalog) == []
+
+
+# --------------------------------------------------------------------------- AKS-K8S-VERSION
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.32.4", "one"])
+def test_kubernetes_below_134_rejected(catalog, version):
+    [f] = by_id(aks(catalog, kubernetes_version=version), "AKS-K8S-VERSION")
+    assert f.severity == "error" and "DRA" in f.message and "1.34" in f.message and f.key == "kubernetesVersion"
+    assert "one minor version at a time" in f.fix
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.34.2"])
+def test_kubernetes_134_and_later_accepted(catalog, version):
+    assert "AKS-K8S-VERSION" not in ids(aks(catalog, kubernetes_version=version))
+
+
+# --------------------------------------------------------------------------- AKS-MANAGED-GPU
+
+
+def test_managed_gpu_pool_rejected(catalog):
+    pools = [
+        NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
+        NodePool(name="gpu", vm_size="Standard_ND96isr_H100_v5", taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")], gpu_driver="Install", managed_gpu=True),
+    ]
+    [f] = by_id(aks(catalog, pools=pools), "AKS-MANAGED-GPU")
+    assert f.key == "pools[1].managedGpu" and "duplicate and conflict with the GPU Operator" in f.message
+
+
+# --------------------------------------------------------------------------- AKS-GPU-DRIVER
+
+
+def test_operator_managed_tuple_with_none_pools_accepted(catalog):
+    recipe = make_recipe(profile="operator-managed")
+    assert aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="None") == []
+
+
+def test_none_pool_with_azure_managed_profile_rejected(catalog):
+    [f] = by_id(aks(catalog, gpu_driver="None"), "AKS-GPU-DRIVER")
+    assert f.key == "pools[1].gpuDriver" and "driverless" in f.message
+    assert "gpuDriver: Install" in f.fix and "gpuStack: operator-managed" in f.fix
+
+
+def test_install_pool_with_operator_managed_profile_rejected(catalog):
+    recipe = make_recipe(profile="operator-managed")
+    [f] = by_id(aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="Install"), "AKS-GPU-DRIVER")
+    assert "conflict with the driver AKS preinstalls" in f.message
+
+
+def test_mixed_pool_drivers_rejected(catalog):
+    pools = [
+        NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
+        NodePool(name="gpua", vm_size="x", gpu_driver="Install"),
+        NodePool(name="gpub", vm_size="x", gpu_driver="None"),
+    ]
+    [f] = by_id(aks(catalog, pools=pools), "AKS-GPU-DRIVER")
+    assert "mix gpuDriver values (Install, None)" in f.message
+
+
+def test_none_pool_with_toolkit_disabled_rejected_without_profile(catalog):
+    """A RecipeResult without a selected profile: the pools decide the mode."""
+    recipe = make_recipe(profile=None)
+    values = values_with({**OPERATOR_MANAGED, ("gpu-operator", "toolkit.enabled"): False})
+    findings = aks(catalog, recipe=recipe, values=values, gpu_driver="None")
+    [f] = by_id(findings, "AKS-GPU-DRIVER")
+    assert f.component == "gpu-operator" and f.key == "toolkit.enabled"
+    assert "FailedCreatePodSandBox" in f.message and "zero nvidia.com/gpu" in f.message
+    assert "profile gpuStack: operator-managed sets driver.enabled, toolkit.enabled" in f.fix
+
+
+def test_azure_managed_with_operator_driver_rejected(catalog):
+    recipe = make_recipe(profile=None)
+    findings = aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): True}))
+    [f] = by_id(findings, "AKS-GPU-DRIVER")
+    assert f.key == "driver.enabled" and "driver.enabled is true" in f.message and "needs false" in f.message
+
+
+def test_azure_managed_runtime_class_must_match_node_image(catalog):
+    recipe = make_recipe(profile=None)
+    [f] = by_id(aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "operator.runtimeClass"): "nvidia"})), "AKS-GPU-DRIVER")
+    assert "nvidia-container-runtime" in f.message
+
+
+def test_string_toggle_left_to_core_check(catalog):
+    recipe = make_recipe(profile=None)
+    findings = aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): "false"}))
+    assert "AKS-GPU-DRIVER" not in ids(findings)
+
+
+# --------------------------------------------------------------------------- AKS-WILDCARD-TOLERATION
+
+
+def test_keyed_default_toleration_accepted(catalog):
+    assert "AKS-WILDCARD-TOLERATION" not in ids(aks(catalog))
+
+
+def test_wildcard_accelerated_toleration_rejected(catalog):
+    findings = aks(catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key=None, operator="Exists")]))
+    [f] = by_id(findings, "AKS-WILDCARD-TOLERATION")
+    assert f.component == "nodewright-customizations" and f.key == "acceleratedTolerations"
+    assert "AKS admission collapses" in f.message and "nodewright#296" in f.message and "drain exemption" in f.message
+    assert "nvidia.com/gpu:NoSchedule" in f.fix
+
+
+def test_missing_tolerations_fall_back_to_wildcard_and_are_rejected(catalog):
+    findings = aks(catalog, taints=[])  # untainted GPU pool: nothing derived, template renders the wildcard
+    [f] = by_id(findings, "AKS-WILDCARD-TOLERATION")
+    assert "falls back to the wildcard" in f.message
+
+
+def test_wildcard_allowed_when_nodewright_customizations_disabled(catalog):
+    findings = aks(
+        catalog,
+        scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key=None, operator="Exists")]),
+        overrides={"set": ["nodewrightcustomizations:enabled=false"]},
+    )
+    assert "AKS-WILDCARD-TOLERATION" not in ids(findings)
+
+
+# --------------------------------------------------------------------------- AKS-HOST-MOFED
+
+
+def test_network_operator_disabled_with_host_mofed_warns(catalog):
+    findings = aks(catalog, overrides={"set": ["networkoperator:enabled=false", "gpuoperator:driver.rdma.useHostMofed=true"]})
+    [f] = by_id(findings, "AKS-HOST-MOFED")
+    assert f.severity == "warning" and "driver.rdma.useHostMofed is true" in f.message
+    assert f.fix == "add gpuoperator:driver.rdma.useHostMofed=false to overrides.set"
+
+
+def test_network_operator_disabled_with_mofed_unset_warns(catalog):
+    values = base_values()
+    del values["gpu-operator"]["driver"]["rdma"]["useHostMofed"]
+    findings = aks(catalog, values=values, overrides={"set": ["networkoperator:enabled=false"]})
+    assert "is unset" in by_id(findings, "AKS-HOST-MOFED")[0].message
+
+
+def test_rdma_opt_out_is_accepted(catalog):
+    findings = aks(
+        catalog,
+        overrides={"set": ["networkoperator:enabled=false", "gpuoperator:driver.rdma.useHostMofed=false", "nodewrightcustomizations:enabled=false"]},
+    )
+    assert findings == []
+
+
+# --------------------------------------------------------------------------- upgrades
+
+
+def test_minor_upgrade_steps():
+    assert minor_upgrade_steps("1.32", "1.34") == ["1.33", "1.34"]
+    assert minor_upgrade_steps("1.34.1", "1.34") == []
+    with pytest.raises(ValueError, match="cannot downgrade"):
+        minor_upgrade_steps("1.34", "1.33")
+    with pytest.raises(ValueError):
+        minor_upgrade_steps("x", "1.34")
+
+
+# --------------------------------------------------------------------------- end to end (real catalog)
+
+CRITERIA = "criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}"
+
+
+def plan(tmp_path, body: str):
+    f = tmp_path / "gpucluster.yaml"
+    f.write_text("clusters:\n  - name: c1\n    " + CRITERIA + "\n" + textwrap.indent(textwrap.dedent(body), "    "))
+    return build_plans(load_clusters(str(f)))[0]
+
+
+def plan_error(tmp_path, body: str) -> str:
+    with pytest.raises(GpuclusterError) as exc:
+        plan(tmp_path, body)
+    return exc.value.render()
+
+
+def test_e2e_default_cluster_has_keyed_tolerations_and_no_findings(tmp_path):
+    p = plan(tmp_path, "")
+    assert p.findings == []
+    tol = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert p.components["nodewright-customizations"].values["acceleratedTolerations"] == [tol]
+    assert p.components["gpu-operator"].values["daemonsets"]["tolerations"] == [tol]
+
+
+def test_e2e_rdma_opt_out_accepted(tmp_path):
+    p = plan(
+        tmp_path,
+        """
+        overrides:
+          set:
+            - networkoperator:enabled=false
+            - gpuoperator:driver.rdma.useHostMofed=false
+            - nodewrightcustomizations:enabled=false
+        """,
+    )
+    assert "network-operator" not in p.components and "nodewright-customizations" not in p.components
+    assert [f.id for f in p.findings if f.severity != "info"] == []
+    assert {n.id for n in p.nodes}.isdisjoint({"network-operator", "nodewright-customizations"})
+
+
+def test_e2e_operator_managed_profile_accepted(tmp_path):
+    p = plan(tmp_path, "profile: {gpuStack: operator-managed}\n")
+    assert p.findings == []
+    assert p.components["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert [pool.gpu_driver for pool in p.cluster.pools if pool.gpu] == ["None"]
+
+
+def test_e2e_dra_only_via_overrides_warns(tmp_path):
+    p = plan(
+        tmp_path,
+        """
+        overrides:
+          set:
+            - dradriver:resources.gpus.enabled=true
+            - dradriver:gpuResourcesEnabledOverride=true
+            - gpuoperator:devicePlugin.enabled=false
+        """,
+    )
+    assert sorted(f.key for f in p.findings if f.id == "POLICY-KEY-OVERRIDE") == [
+        "devicePlugin.enabled",
+        "gpuResourcesEnabledOverride",
+        "resources.gpus.enabled",
+    ]
+
+
+def test_e2e_partial_flip_rejected(tmp_path):
+    text = plan_error(tmp_path, "overrides:\n  set: [dradriver:resources.gpus.enabled=true]\n")
+    assert "error[GPU-ADVERTISER]" in text and "cluster=c1" in text and "component=nvidia-dra-driver-gpu" in text
+
+
+def test_e2e_single_profile_key_flip_rejected(tmp_path):
+    text = plan_error(tmp_path, "overrides:\n  set: [gpuoperator:toolkit.enabled=true]\n")
+    assert "error[PROFILE-OWNED]" in text and "error[AKS-GPU-DRIVER]" in text and "key=toolkit.enabled" in text
+
+
+def test_e2e_wildcard_rejected(tmp_path):
+    text = plan_error(tmp_path, "scheduling:\n  accelerated:\n    tolerations: [{operator: Exists}]\n")
+    assert "error[AKS-WILDCARD-TOLERATION]" in text and "error[SCHED-GPU-TAINT]" not in text
+
+
+def test_e2e_none_pool_with_default_profile_rejected(tmp_path):
+    text = plan_error(
+        tmp_path,
+        """
+        pools:
+          - {name: system, vmSize: Standard_D8s_v5, nodeCount: 2, gpu: false}
+          - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 1, gpu: true, gpuDriver: "None"}
+        """,
+    )
+    assert "error[AKS-GPU-DRIVER]" in text and "key=pools[1].gpuDriver" in text and "driverless" in text
+
+
+def test_e2e_managed_gpu_pool_rejected(tmp_path):
+    text = plan_error(
+        tmp_path,
+        """
+        pools:
+          - {name: system, vmSize: Standard_D8s_v5, nodeCount: 2, gpu: false}
+          - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 1, gpu: true, managedGpu: true}
+        """,
+    )
+    assert "error[AKS-MANAGED-GPU]" in text and "pool 'gpu'" in text
+
+
+def test_e2e_kubernetes_133_rejected(tmp_path):
+    text = plan_error(tmp_path, 'kubernetesVersion: "1.33"\n')
+    assert "1.34" in text and "DRA" in text and "kubernetesVersion" in text
+
+
+def test_e2e_network_operator_disabled_warns_host_mofed(tmp_path):
+    p = plan(
+        tmp_path,
+        """
+        overrides:
+          set: [networkoperator:enabled=false, gpuoperator:driver.rdma.useHostMofed=true]
+        """,
+    )
+    assert [f.id for f in p.findings if f.severity == "warning"] == ["AKS-HOST-MOFED"]
