@@ -250,6 +250,8 @@ class _ReleaseConstruct(Construct):
     def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None) -> None:
         h = helm()
         stack = TerraformStack.of(self)
+        if props.provider is None:
+            ensure_helm_provider(stack)
         sets = []
         for path, var_name in sorted(props.terraform_variables.items()):
             default = get_path(props.values, path) if has_path(props.values, path) else None
@@ -367,6 +369,19 @@ class LocalChartRelease(_ReleaseConstruct):
         )
         self.chart_path = "./" + self.asset.path.rstrip("/")
         self._create_release(props, chart=self.chart_path, repository=None, version=None)
+
+
+def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):
+    """The stack's default ``helm`` provider (id ``helm``), created if absent.
+
+    ``kubernetes`` are ``HelmProviderKubernetes`` arguments (``host``, ``config_path``, ...);
+    without them the provider uses the ambient kubeconfig (``KUBE_CONFIG_PATH``).
+    """
+    existing = stack.node.try_find_child("helm")
+    if existing is not None:
+        return existing
+    h = helm()
+    return h.HelmProvider(stack, "helm", kubernetes=h.HelmProviderKubernetes(**kubernetes) if kubernetes else None)
 
 
 def _safe_relative(path: str) -> bool:

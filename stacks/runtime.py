@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from constructs_lib.cdk import Construct, TerraformStack, helm
+from constructs_lib.cdk import Construct, TerraformStack
 from constructs_lib.helm import (
     HelmComponent,
+    ensure_helm_provider,
     HelmComponentProps,
     LocalChartRelease,
     LocalChartReleaseProps,
@@ -42,9 +43,8 @@ class RuntimeStack(TerraformStack):
     ):
         super().__init__(scope, id)
         use_local_backend(self)
-        h = helm()
         if connection is not None and connection.host is not None:
-            kubernetes = h.HelmProviderKubernetes(
+            kubernetes = dict(
                 host=connection.host,
                 client_certificate=connection.client_certificate,
                 client_key=connection.client_key,
@@ -66,11 +66,11 @@ class RuntimeStack(TerraformStack):
                 default=existing.context or "",
                 description="kubeconfig context of the existing cluster ('' = the current context)",
             )
-            kubernetes = h.HelmProviderKubernetes(
+            kubernetes = dict(
                 config_path=path_var.string_value,
                 config_context=f'${{var.{KUBE_CONTEXT_VARIABLE} == "" ? null : var.{KUBE_CONTEXT_VARIABLE}}}',
             )
-        self.provider = h.HelmProvider(self, "helm", kubernetes=kubernetes)
+        self.provider = ensure_helm_provider(self, **kubernetes)
         by_id = {node.id: node for node in plan.nodes}
         self.releases: dict[str, HelmComponent | LocalChartRelease] = {}
         for layer in topological_layers(plan.nodes):

@@ -1,0 +1,121 @@
+"""AksGpuCluster: resources, GPU pool settings per gpuStack profile, validation, upgrade check."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
+from constructs_lib.aks import upgrade_skip_condition
+from constructs_lib.cdk import TerraformStack
+from constructs_lib.cdk import Testing as CdkTesting
+
+
+def synth(props: AksGpuClusterProps) -> dict:
+    stack = TerraformStack(CdkTesting.app(), "stack")
+    AksGpuCluster(stack, "aks", props)
+    return json.loads(CdkTesting.synth(stack, True))
+
+
+def only(doc: dict, rtype: str) -> dict:
+    (value,) = doc["resource"][rtype].values()
+    return value
+
+
+@pytest.fixture(scope="module")
+def default_doc() -> dict:
+    return synth(AksGpuClusterProps(name="h100"))
+
+
+def test_cluster_defaults(default_doc):
+    rg = only(default_doc, "azurerm_resource_group")
+    assert rg == {"location": "eastus", "name": "h100-rg"}
+    aks = only(default_doc, "azurerm_kubernetes_cluster")
+    assert aks["kubernetes_version"] == "1.34"
+    assert aks["oidc_issuer_enabled"] is True and aks["workload_identity_enabled"] is True
+    assert aks["identity"] == {"type": "SystemAssigned"}
+    assert aks["dns_prefix"] == "h100"
+    assert aks["default_node_pool"] == {
+        "name": "system", "node_count": 2, "orchestrator_version": "1.34", "os_sku": "Ubuntu",
+        "vm_size": "Standard_D8s_v5",
+    }
+    assert default_doc["provider"]["azurerm"] == [{"features": [{}]}]
+    assert default_doc["terraform"]["required_providers"]["azurerm"]["version"].startswith("4.")
+
+
+def test_default_gpu_pool_is_one_unmanaged_h100_node_with_driver_install(default_doc):
+    pool = only(default_doc, "azurerm_kubernetes_cluster_node_pool")
+    assert pool["name"] == "gpu" and pool["mode"] == "User"
+    assert pool["vm_size"] == "Standard_ND96isr_H100_v5" and pool["node_count"] == 1
+    assert pool["gpu_driver"] == "Install"
+    assert pool["node_taints"] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert pool["orchestrator_version"] == "1.34"
+    assert pool["kubernetes_cluster_id"].startswith("${azurerm_kubernetes_cluster.")
+    assert not any("gpu_profile" in k or "managed" in k for k in pool)
+
+
+def test_operator_managed_profile_sets_gpu_driver_none_and_labels():
+    doc = synth(AksGpuClusterProps(
+        name="h100", gpu_stack="operator-managed", location="westeurope",
+        system_pool=system_pool(labels={"gpucluster.io/role": "system"}),
+        pools=(gpu_pool(name="gpua", node_count=2, labels={"nvidia.com/gpu.present": "true"},
+                        taints=("example.com/dedicated=ml:NoExecute",)),
+               NodePoolProps(name="cpu", vm_size="Standard_D16s_v5", node_count=3))))
+    pools = {p["name"]: p for p in doc["resource"]["azurerm_kubernetes_cluster_node_pool"].values()}
+    assert pools["gpua"]["gpu_driver"] == "None"
+    assert pools["gpua"]["node_labels"] == {"nvidia.com/gpu.present": "true"}
+    assert pools["gpua"]["node_taints"] == ["nvidia.com/gpu=present:NoSchedule", "example.com/dedicated=ml:NoExecute"]
+    assert "gpu_driver" not in pools["cpu"] and "node_taints" not in pools["cpu"]
+    aks = only(doc, "azurerm_kubernetes_cluster")
+    assert aks["default_node_pool"]["node_labels"] == {"gpucluster.io/role": "system"}
+    assert only(doc, "azurerm_resource_group")["location"] == "westeurope"
+
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        (dict(pools=(gpu_pool(managed_gpu=True),)), "AKS-managed GPU pools"),
+        (dict(pools=(gpu_pool(gpu_driver="None"),)), "gpu_driver None contradicts gpu_stack azure-managed"),
+        (dict(gpu_stack="operator-managed", pools=(gpu_pool(gpu_driver="Install"),)), "contradicts gpu_stack operator-managed"),
+        (dict(kubernetes_version="1.33"), "below 1.34"),
+        (dict(kubernetes_version="latest"), "must look like 1.34"),
+        (dict(pools=(gpu_pool(name="GPU_pool_long_name"),)), "AKS pool names are 1-12 lowercase"),
+        (dict(pools=(gpu_pool(node_count=0),)), "node_count must be >= 1"),
+        (dict(pools=(NodePoolProps(name="cpu", vm_size="Standard_D4s_v5"),)), "at least one GPU pool"),
+        (dict(pools=(gpu_pool(name="system"),)), "duplicate pool name"),
+        (dict(pools=(gpu_pool(taints=("bad taint",)),)), "taint 'bad taint'"),
+    ],
+)
+def test_validation_errors_carry_construct_path(props, message):
+    with pytest.raises(Exception) as info:
+        synth(AksGpuClusterProps(name="h100", **props))
+    assert "[stack/aks]" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_upgrade_skip_postcondition_is_on_the_cluster(default_doc):
+    aks = only(default_doc, "azurerm_kubernetes_cluster")
+    (post,) = aks["lifecycle"]["postcondition"]
+    assert (post["condition"], post["error_message"]) == upgrade_skip_condition("1.34")
+    assert "self.current_kubernetes_version" in post["condition"]
+
+
+@pytest.mark.parametrize(
+    "configured, live, ok",
+    [
+        ("1.34", "1.33.5", True),   # one minor step: allowed
+        ("1.34", "1.34.1", True),   # no version change
+        ("1.34", "1.32.9", False),  # would skip 1.33
+        ("1.34", "1.35.0", False),  # downgrade
+        ("1.35.2", "1.34.4", True),
+        ("1.35", "1.3.4", False),
+    ],
+)
+def test_upgrade_skip_condition_semantics(configured, live, ok):
+    condition, message = upgrade_skip_condition(configured)
+    # ${can(regex("<re>", self.current_kubernetes_version))}: evaluate the same RE2-compatible regex
+    pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", self\.current_kubernetes_version\)\)\}', condition).group(1)
+    assert bool(re.search(pattern, live)) is ok
+    assert configured in message and "one minor version" in message

@@ -1,0 +1,173 @@
+"""HelmComponent / LocalChartRelease: synthesized helm_release JSON, assets, validation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from constructs_lib.cdk import TerraformStack
+from constructs_lib.cdk import Testing as CdkTesting
+from constructs_lib.helm import (
+    HelmComponent,
+    HelmComponentProps,
+    LocalChartRelease,
+    LocalChartReleaseProps,
+    chart_source,
+    files_digest,
+    values_document,
+)
+from plan_factory import local_chart
+
+
+def synth(build, *, validate: bool = True) -> dict:
+    stack = TerraformStack(CdkTesting.app(), "stack")
+    build(stack)
+    return json.loads(CdkTesting.synth(stack, validate))
+
+
+def releases(doc: dict) -> dict:
+    return doc["resource"]["helm_release"]
+
+
+def test_chart_source_oci_and_https():
+    assert chart_source("oci://ghcr.io/nvidia/", "nvsentinel") == ("oci://ghcr.io/nvidia", "nvsentinel")
+    assert chart_source("", "oci://registry.k8s.io/dra-driver-nvidia/charts/nvidia-dra-driver-gpu") == (
+        "oci://registry.k8s.io/dra-driver-nvidia/charts",
+        "nvidia-dra-driver-gpu",
+    )
+    assert chart_source("https://helm.ngc.nvidia.com/nvidia", "gpu-operator") == (
+        "https://helm.ngc.nvidia.com/nvidia",
+        "gpu-operator",
+    )
+
+
+def test_values_document_is_one_sorted_yaml_doc_with_terraform_escapes():
+    values = {"b": {"z": 1, "a": [3, 1]}, "a": "${HOME}", "c": "%{ if x }"}
+    text = values_document(values)
+    assert text == values_document(dict(reversed(list(values.items()))))
+    assert text.index("a:") < text.index("b:") < text.index("c:")
+    assert "$${HOME}" in text and "%%{ if x }" in text
+    # Terraform turns $${ / %%{ back into literals: undo that and it is the YAML of the values
+    assert yaml.safe_load(text.replace("$${", "${").replace("%%{", "%{")) == values
+
+
+def test_remote_chart_release_properties_and_dependencies():
+    def build(stack):
+        crds = HelmComponent(stack, "crds", HelmComponentProps(
+            release_name="prometheus-operator-crds", namespace="monitoring", chart="prometheus-operator-crds",
+            repository="https://prometheus-community.github.io/helm-charts", version="24.0.1"))
+        HelmComponent(stack, "dra", HelmComponentProps(
+            release_name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver",
+            repository="oci://registry.k8s.io/dra-driver-nvidia/charts", chart="nvidia-dra-driver-gpu",
+            version="26.4.1", values={"resources": {"gpus": {"enabled": False}}, "nvidiaDriverRoot": "/"},
+            depends_on=[crds], timeout_seconds=1200))
+
+    rel = releases(synth(build))
+    assert set(rel) == {"prometheus-operator-crds", "nvidia-dra-driver-gpu"}
+    dra = rel["nvidia-dra-driver-gpu"]
+    assert dra["name"] == "nvidia-dra-driver-gpu"
+    assert dra["repository"] == "oci://registry.k8s.io/dra-driver-nvidia/charts"
+    assert dra["chart"] == "nvidia-dra-driver-gpu"
+    assert dra["version"] == "26.4.1"
+    assert dra["namespace"] == "nvidia-dra-driver" and dra["create_namespace"] is True
+    assert dra["wait"] is True and dra["wait_for_jobs"] is False and dra["timeout"] == 1200
+    assert dra["values"] == ["nvidiaDriverRoot: /\nresources:\n  gpus:\n    enabled: false\n"]
+    assert dra["depends_on"] == ["helm_release.prometheus-operator-crds"]
+    assert "depends_on" not in rel["prometheus-operator-crds"]
+
+
+def test_terraform_variable_binding_becomes_variable_and_set_entry():
+    def build(stack):
+        for rid, values in (("a", {"driver": {"version": "580.126.09"}}), ("b", {"driver": {"version": "580.126.09"}})):
+            HelmComponent(stack, rid, HelmComponentProps(
+                release_name=f"gpu-operator-{rid}", namespace="gpu-operator", chart="gpu-operator",
+                repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1", values=values,
+                terraform_variables={"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled"}))
+
+    doc = synth(build)
+    assert doc["variable"]["gpu_driver_version"]["default"] == "580.126.09"
+    assert doc["variable"]["gpu_driver_version"]["type"] == "string"
+    assert "default" not in doc["variable"]["dcgm_enabled"]  # no value at that path: required
+    for rel in releases(doc).values():
+        assert rel["set"] == [
+            {"name": "dcgm.enabled", "type": "string", "value": "${var.dcgm_enabled}"},
+            {"name": "driver.version", "type": "string", "value": "${var.gpu_driver_version}"},
+        ]
+
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        (dict(version="^1.2.0"), "must be one exact version"),
+        (dict(version=""), "must be one exact version"),
+        (dict(repository="git://example.com/charts"), "must start with https://, http:// or oci://"),
+        (dict(release_name="Bad_Name"), "release name 'Bad_Name' must be lowercase"),
+        (dict(release_name="x" * 54), "at most 53 characters"),
+        (dict(namespace="Gpu Operator"), "must be a DNS-1123 label"),
+        (dict(terraform_variables={"driver": "drv"}), "holds a list/map"),
+        (dict(terraform_variables={"driver.version": "count"}), "must be an identifier"),
+    ],
+)
+def test_release_validation_fails_synth_with_construct_path(props, message):
+    base = dict(release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
+                repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
+                values={"driver": {"version": "580"}})
+    base.update(props)
+    with pytest.raises(Exception) as info:
+        synth(lambda stack: HelmComponent(stack, "gpu-operator", HelmComponentProps(**base)))
+    assert "[stack/gpu-operator]" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_local_chart_release_ships_chart_as_relative_asset(tmp_path, request):
+    chart = local_chart("nic-cluster-policy", "apiVersion: mellanox.com/v1alpha1\nkind: NicClusterPolicy\n")
+    stack = TerraformStack(CdkTesting.app(context={"gpucluster:stagingDir": str(tmp_path / "staging")}), "stack")
+    LocalChartRelease(stack, "network-operator-manifests", LocalChartReleaseProps(
+        release_name="network-operator-manifests", namespace="nvidia-network-operator", chart=chart,
+        values={"contentHash": chart.content_hash}, wait_for_jobs=True, timeout_seconds=300))
+    outdir = Path(CdkTesting.full_synth(stack))
+    request.addfinalizer(lambda: shutil.rmtree(outdir, ignore_errors=True))
+    doc = json.loads((outdir / "stacks" / "stack" / "cdk.tf.json").read_text())
+    rel = doc["resource"]["helm_release"]["network-operator-manifests"]
+    digest = files_digest(chart.files)[:32]
+    assert rel["chart"].startswith("./assets/") and rel["chart"].endswith("/" + digest)
+    assert "repository" not in rel and "version" not in rel
+    assert rel["wait_for_jobs"] is True and rel["timeout"] == 300
+    assert rel["values"] == [f"contentHash: {chart.content_hash}\n"]
+    shipped = outdir / "stacks" / "stack" / rel["chart"]
+    assert {str(p.relative_to(shipped)): p.read_text() for p in shipped.rglob("*") if p.is_file()} == chart.files
+    # staged under <staging>/<stack>/<release>, outside the output folder
+    assert (tmp_path / "staging" / "stack" / "network-operator-manifests" / "Chart.yaml").is_file()
+
+
+def test_local_chart_asset_path_depends_on_content_only():
+    def chart_path(manifest: str) -> str:
+        chart = local_chart("c", manifest)
+        doc = synth(lambda stack: LocalChartRelease(stack, "c", LocalChartReleaseProps(
+            release_name="c", namespace="default", chart=chart)))
+        return releases(doc)["c"]["chart"]
+
+    assert chart_path("kind: A\n") == chart_path("kind: A\n")
+    assert chart_path("kind: A\n") != chart_path("kind: B\n")
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"templates/a.yaml": "kind: A\n"}, "has no Chart.yaml"),
+        ({"Chart.yaml": "name: c\n", "../evil.yaml": "x"}, "file '../evil.yaml' must be a relative path"),
+        ({"Chart.yaml": "name: c\n", "/etc/passwd": "x"}, "file '/etc/passwd' must be a relative path"),
+    ],
+)
+def test_local_chart_validation(files, message):
+    from gpucluster.model import LocalChart
+
+    chart = LocalChart(name="c", version="0.1.0", files=files, content_hash="0" * 64)
+    with pytest.raises(Exception) as info:
+        synth(lambda stack: LocalChartRelease(stack, "c", LocalChartReleaseProps(
+            release_name="c", namespace="default", chart=chart)))
+    assert "[stack/c]" in str(info.value) and message in str(info.value)

@@ -1,0 +1,196 @@
+"""Stacks assembled from hand-built RuntimePlans: names, release graph, providers, backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import stacks
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import ExistingCluster, NodeScheduling, Toleration
+from gpucluster.plugins import get_plugin_manager
+from gpucluster.sdk import Platform, hookimpl
+from plan_factory import make_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(outdir: Path, stack: str) -> dict:
+    return json.loads((outdir / "stacks" / stack / "cdk.tf.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return [
+        make_plan("lab"),
+        make_plan("edge", existing=ExistingCluster(kubeconfig_path="~/.kube/edge", context="edge-admin")),
+    ]
+
+
+@pytest.fixture(scope="module")
+def outdir(plans, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synth") / "cdktf.out"
+    assert stacks.synth(plans, out) == ["edge-runtime", "lab-cluster", "lab-runtime"]
+    return out
+
+
+def test_stack_per_cluster_and_runtime_depends_on_cluster_stack(outdir):
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert sorted(manifest["stacks"]) == ["edge-runtime", "lab-cluster", "lab-runtime"]
+    assert manifest["stacks"]["lab-runtime"]["dependencies"] == ["lab-cluster"]
+    assert manifest["stacks"]["edge-runtime"]["dependencies"] == []
+
+
+def test_one_release_per_plan_node_with_plan_edges(outdir, plans):
+    for plan, stack in ((plans[0], "lab-runtime"), (plans[1], "edge-runtime")):
+        releases = load(outdir, stack)["resource"]["helm_release"]
+        assert sorted(releases) == sorted(n.id for n in plan.nodes)
+        for node in plan.nodes:
+            rel = releases[node.id]
+            assert sorted(rel.get("depends_on", [])) == [f"helm_release.{d}" for d in node.depends_on]
+            assert rel["name"] == node.id and rel["namespace"] == node.namespace
+            assert rel["wait_for_jobs"] is node.wait_for_jobs
+            assert rel["timeout"] == node.timeout_seconds
+            if node.kind == "chart":
+                assert (rel["repository"], rel["chart"], rel["version"]) == (node.repository, node.chart, node.version)
+            else:
+                shipped = outdir / "stacks" / stack / rel["chart"]
+                assert (shipped / "Chart.yaml").read_text() == node.local_chart.files["Chart.yaml"]
+
+
+def test_runtime_helm_provider_uses_cluster_stack_outputs(outdir):
+    runtime = load(outdir, "lab-runtime")
+    (remote,) = runtime["data"]["terraform_remote_state"].values()
+    assert remote["backend"] == "local"
+    assert remote["config"]["path"] == "../../../terraform.lab-cluster.tfstate"
+    (provider,) = runtime["provider"]["helm"]
+    kube = provider["kubernetes"]
+    assert kube["host"].startswith("${data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs.")
+    for key in ("client_certificate", "client_key", "cluster_ca_certificate"):
+        assert kube[key].startswith("${base64decode(data.terraform_remote_state.cross-stack-reference-input-lab-cluster")
+    cluster = load(outdir, "lab-cluster")
+    cross = {k: v for k, v in cluster["output"].items() if k.startswith("cross-stack-output-")}
+    assert sorted(k.rsplit("0", 1)[1] for k in cross) == ["client_certificate", "client_key", "cluster_ca_certificate", "host"]
+    assert all(v["sensitive"] is True and ".kube_config[0]." in v["value"] for v in cross.values())
+    referenced = {k.split(".outputs.", 1)[1].rstrip("})") for k in kube.values()}
+    assert referenced == set(cross)
+
+
+def test_existing_cluster_runtime_uses_kubeconfig_variables(outdir):
+    runtime = load(outdir, "edge-runtime")
+    assert not (outdir / "stacks" / "edge-cluster").exists()
+    assert runtime["variable"]["kubeconfig_path"]["default"] == "~/.kube/edge"
+    assert runtime["variable"]["kube_context"]["default"] == "edge-admin"
+    (provider,) = runtime["provider"]["helm"]
+    assert provider["kubernetes"] == {
+        "config_path": "${var.kubeconfig_path}",
+        "config_context": '${var.kube_context == "" ? null : var.kube_context}',
+    }
+    assert "data" not in runtime
+
+
+def test_every_stack_has_a_relative_local_backend(outdir):
+    for stack in ("lab-cluster", "lab-runtime", "edge-runtime"):
+        assert load(outdir, stack)["terraform"]["backend"] == {"local": {"path": f"../../../terraform.{stack}.tfstate"}}
+
+
+def test_cluster_stack_built_by_aks_plugin(outdir):
+    cluster = load(outdir, "lab-cluster")
+    (pool,) = cluster["resource"]["azurerm_kubernetes_cluster_node_pool"].values()
+    assert pool["gpu_driver"] == "Install" and pool["vm_size"] == "Standard_ND96isr_H100_v5"
+    (aks,) = cluster["resource"]["azurerm_kubernetes_cluster"].values()
+    assert aks["name"] == "lab" and aks["default_node_pool"]["name"] == "system"
+    assert "helm_release" not in cluster.get("resource", {})
+
+
+def test_aks_cluster_props_mapping():
+    from gpucluster_aks.cluster import cluster_props
+
+    plan = make_plan("lab", gpu_stack="operator-managed")
+    plan.cluster.scheduling = NodeScheduling(
+        accelerated_node_selector={"nodepool-role": "gpu", "kubernetes.azure.com/accelerator": "nvidia"},
+        accelerated_tolerations=[Toleration(key="nvidia.com/gpu", effect="NoSchedule")],
+        system_node_selector={"nodepool-role": "system"},
+    )
+    props = cluster_props(plan.cluster)
+    assert props.gpu_stack == "operator-managed" and props.location == "eastus"
+    assert props.system_pool.name == "system" and props.system_pool.labels == {"nodepool-role": "system"}
+    (gpu,) = props.pools
+    assert gpu.gpu and gpu.gpu_driver == "None"
+    assert gpu.labels == {"nodepool-role": "gpu"}  # AKS-reserved kubernetes.azure.com/ label left to AKS
+    assert gpu.taints == ("nvidia.com/gpu=present:NoSchedule",)
+
+
+def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_path):
+    plugin = types.ModuleType("gpucluster_test_fakecloud")
+
+    @hookimpl
+    def gpucluster_platforms():
+        return [Platform(service="fakecloud", display_name="Fake", provisions_cluster=True)]
+
+    plugin.gpucluster_platforms = gpucluster_platforms
+    pm = get_plugin_manager()
+    pm.register(plugin, name="gpucluster_test_fakecloud")
+    try:
+        plan = make_plan("fake", service="fakecloud")
+        with pytest.raises(GpuclusterError) as info:
+            stacks.build_app([plan], tmp_path / "out", staging_dir=tmp_path / "staging")
+        text = info.value.render()
+        assert "cluster=fake" in text and "no plugin built the cluster stack" in text
+        assert "file=tests/plan_factory.py" in text
+    finally:
+        pm.unregister(name="gpucluster_test_fakecloud")
+
+
+def test_failed_synth_keeps_previous_output(tmp_path, plans):
+    out = tmp_path / "cdktf.out"
+    stacks.synth(plans[1:], out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = make_plan("bad")
+    bad.nodes[0].version = "^1.0"  # unpinned: the HelmComponent validation fails at synth
+    with pytest.raises(Exception) as info:
+        stacks.synth([bad], out)
+    assert "[bad-runtime/cert-manager]" in str(info.value) and "exact version" in str(info.value)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
+
+
+def test_runtime_only_app_does_not_import_azurerm(tmp_path):
+    code = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from plan_factory import make_plan\n"
+        "from gpucluster.model import ExistingCluster\n"
+        "import stacks\n"
+        f"stacks.synth([make_plan('edge', existing=ExistingCluster())], {str(tmp_path / 'out')!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cdktf_cdktf_provider_')))\n"
+    )
+    env = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stdout.strip().splitlines()[-1]
+    assert "cdktf_cdktf_provider_helm" in loaded and "azurerm" not in loaded
+    assert (tmp_path / "out" / "stacks" / "edge-runtime" / "cdk.tf.json").is_file()
+
+
+def test_main_prints_findings_and_writes_output(tmp_path, monkeypatch, capsys, plans):
+    import main
+    from gpucluster import config, pipeline
+    from gpucluster.model import Finding
+
+    plan = make_plan("warned", existing=ExistingCluster())
+    plan.findings = [Finding(id="GPU-TEST", severity="warning", cluster="warned", component="gpu-operator",
+                             key="driver.version", message="example warning", fix="none needed")]
+    monkeypatch.setattr(config, "load_clusters", lambda *a, **k: [plan.cluster])
+    monkeypatch.setattr(pipeline, "build_plans", lambda clusters: [plan])
+    monkeypatch.setenv("CDKTF_OUTDIR", str(tmp_path / "cdktf.out"))
+    monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
+    assert main.main([]) == 0
+    err = capsys.readouterr().err
+    assert "warning[GPU-TEST] cluster=warned component=gpu-operator key=driver.version: example warning" in err
+    assert (tmp_path / "cdktf.out" / "stacks" / "warned-runtime" / "cdk.tf.json").is_file()
