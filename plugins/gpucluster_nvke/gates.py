@@ -1,0 +1,126 @@
+"""NVKE plugin: ``gpucluster_gates`` (readiness gates as data; the core renders them).
+
+Order on ``network-operator`` (seed nvke-gb200-setup, "SR-IOV InfiniBand"):
+
+1. ``ippools.nv-ipam.nvidia.com`` created (10 min), then Established (2 min): the operator
+   creates the IPPool CRD while it reconciles the NicClusterPolicy, not the chart;
+2. every NicClusterPolicy ``status.state == ready``;
+3. the multus DaemonSet rolled out (a pod requesting a rail attachment on a node without multus
+   gets its VF and no IB interface, silently).
+
+All three form ``network-operator``'s ready handle, so ``sriov-ib-networks`` (the IPPools and
+rail attachments) installs after them. On ``nvidia-dra-driver-gpu``: the kubelet plugin
+DaemonSet rolled out with every ``compute-domains`` image at >= 0.5.1, before ComputeDomain
+workloads (``kubeflow-trainer``) and the driver's other dependents.
+
+Rollout gates count only the pods a DaemonSet schedules; both DaemonSets gated here exclude
+control-plane nodes (the NicClusterPolicy ``nodeAffinity`` and the DRA values), which carry GPU
+labels without a GPU or ConnectX-7.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gpucluster.sdk import GateSpec, hookimpl
+
+from gpucluster_nvke.fabric import MULTUS_DAEMONSET
+from gpucluster_nvke.settings import SERVICE
+
+MIN_DRA_VERSION = "0.5.1"
+"""Lowest DRA driver that joins a shared NVLink clique under OwnerReferencesPermissionEnforcement."""
+
+COMPUTE_DOMAIN_WORKLOADS = ("kubeflow-trainer",)
+"""Components whose workloads claim ComputeDomains (they wait for the DRA version gate)."""
+
+IPPOOL_CRD = "ippools.nv-ipam.nvidia.com"
+GATE_IPPOOL_CRD = "network-operator-ippool-crd"
+GATE_NCP_READY = "network-operator-nicclusterpolicy-ready"
+GATE_MULTUS = "network-operator-multus-rollout"
+GATE_DRA = "nvidia-dra-driver-gpu-kubelet-plugin-version"
+
+
+def dra_kubelet_plugin_name(values: Mapping[str, Any]) -> str:
+    """DaemonSet name the DRA chart renders: ``<nameOverride or chart name>-kubelet-plugin``."""
+    name = values.get("nameOverride") or "dra-driver-nvidia-gpu"
+    return f"{str(name)[:63].rstrip('-')}-kubelet-plugin"
+
+
+def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
+    """The NVKE gates for the enabled ``components`` (see module docstring)."""
+    gates: list[GateSpec] = []
+    net = components.get("network-operator")
+    if net is not None:
+        ns = net.ref.namespace
+        gates += [
+            GateSpec(
+                name=GATE_IPPOOL_CRD,
+                component="network-operator",
+                kind="crd-established",
+                api_version="apiextensions.k8s.io/v1",
+                resource="customresourcedefinitions",
+                kind_name="CustomResourceDefinition",
+                name_of_object=IPPOOL_CRD,
+                create_timeout_seconds=600,
+                timeout_seconds=120,
+            ),
+            GateSpec(
+                name=GATE_NCP_READY,
+                component="network-operator",
+                kind="resource-condition",
+                api_version="mellanox.com/v1alpha1",
+                resource="nicclusterpolicies",
+                kind_name="NicClusterPolicy",
+                jsonpath="{.status.state}",
+                value="ready",
+                timeout_seconds=900,
+                after=[GATE_IPPOOL_CRD],
+            ),
+            GateSpec(
+                name=GATE_MULTUS,
+                component="network-operator",
+                kind="rollout",
+                api_version="apps/v1",
+                resource="daemonsets",
+                kind_name="DaemonSet",
+                name_of_object=MULTUS_DAEMONSET,
+                namespace=ns,
+                timeout_seconds=600,
+                after=[GATE_NCP_READY],
+            ),
+        ]
+    dra = components.get("nvidia-dra-driver-gpu")
+    if dra is not None:
+        dependents = {
+            ref.name
+            for ref in recipe.component_refs
+            if ref.name in components and "nvidia-dra-driver-gpu" in ref.dependency_refs
+        }
+        workloads = {c for c in COMPUTE_DOMAIN_WORKLOADS if c in components}
+        gates.append(
+            GateSpec(
+                name=GATE_DRA,
+                component="nvidia-dra-driver-gpu",
+                kind="min-version",
+                api_version="apps/v1",
+                resource="daemonsets",
+                kind_name="DaemonSet",
+                name_of_object=dra_kubelet_plugin_name(dra.values),
+                namespace=dra.ref.namespace,
+                container="compute-domains",
+                value=MIN_DRA_VERSION,
+                timeout_seconds=600,
+                # With ComputeDomain workloads present, name every waiter explicitly (the
+                # driver's own dependents plus those workloads); otherwise the gate is simply
+                # the driver's ready handle.
+                before=sorted(dependents | workloads) if workloads else None,
+            )
+        )
+    return gates
+
+
+@hookimpl
+def gpucluster_gates(cluster, recipe, components):
+    if cluster.criteria.service != SERVICE:
+        return None
+    return build_gates(recipe, components)

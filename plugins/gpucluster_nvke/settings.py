@@ -1,0 +1,429 @@
+"""NVKE platform inputs (``ClusterSpec.settings``): parsing, defaults and validation.
+
+Everything here is pure: ``parse_settings`` turns the raw ``settings`` mapping of a cluster
+file into a frozen :class:`NvkeSettings` or raises :class:`gpucluster.sdk.GpuclusterError`
+naming the file, cluster and key. Cross-field *policy* (numVfs above the firmware VF count,
+IPPools overlapping the pod network, selecting SR-IOV nodes by ``pci-15b3.present``) is left to
+:mod:`gpucluster_nvke.policy`, so those refusals carry a policy id.
+
+The existing cluster itself is reached through the cluster file's ``existing: {kubeconfig,
+context}`` (default ``~/.kube/config`` and its current context).
+
+Cluster-file shape (every key optional; defaults from the seed ``nvke-gb200-setup``)::
+
+    settings:
+      rails:                            # InfiniBand rails, in rail order (rail n = list index n)
+        - {name: mlx5_0, rootDevice: "0000:03:00.0"}
+        - {name: mlx5_1, rootDevice: "0002:03:00.0", pfName: ibP2p3s0}
+        - ...
+      firmwareNumVfs: 16                # NUM_OF_VFS the firmware enables per PF (mstconfig q)
+      numVfs: 16                        # VFs the SriovNetworkNodePolicy asks for per rail
+      podNetwork: 192.168.0.0/16        # OVN-Kubernetes pod network the IPPools must avoid
+      networkNamespace: default         # where each rail's NetworkAttachmentDefinition lands
+      perNodeBlockSize: 16              # IPs nv-ipam hands each node per rail
+      sriovNodeSelector: {feature.node.kubernetes.io/rdma.available: "true"}
+      nicClusterPolicy: {}              # patch deep-merged over the generated NicClusterPolicy spec
+      rdmaModules:
+        enabled: true                   # false drops the rdma-modules component from the recipe
+        autoTaintNewNodes: true
+        nodeSelector: {}                # replaces the default pci-15b3.present selector
+        tolerations: []                 # replaces the default wildcard toleration
+      teardown:
+        image: docker.io/alpine/kubectl:1.34.1
+        timeoutSeconds: 780
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gpucluster.sdk import GpuclusterError
+
+SERVICE = "nvke"
+"""AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
+
+PROVIDER_ID_PREFIX = "nico://"
+"""Node ``spec.providerID`` scheme of NVKE nodes (Forge/NICo; seed nvke-gb200-setup)."""
+
+MIN_KUBERNETES = "1.34"
+"""DRA ``resource.k8s.io/v1`` (ComputeDomains) is GA from 1.34 (seed nvke-gb200-setup)."""
+
+DEFAULT_RAILS = ("mlx5_0", "mlx5_1", "mlx5_3", "mlx5_4")
+"""The four ConnectX-7 InfiniBand rails of a GB200 tray; ``mlx5_2`` is the BlueField-3 host
+representor and is never a rail (seed nvke-gb200-setup)."""
+
+DEFAULT_FIRMWARE_NUM_VFS = 16
+"""Firmware ``NUM_OF_VFS`` per PF on the reference trays (``sriov_totalvfs``)."""
+
+DEFAULT_NUM_VFS = 16
+"""VFs requested per rail: the firmware count (the ``mellanox`` config-daemon plugin is off, so
+VF creation is a sysfs write that cannot exceed it)."""
+
+DEFAULT_POD_NETWORK = "192.168.0.0/16"
+"""OVN-Kubernetes pod network of the reference tenant."""
+
+RAIL_SUPERNET = ipaddress.ip_network("10.255.0.0/16")
+"""Rail n's IPPool is ``10.255.<4n>.0/22`` (seed: l8k's ``192.168.<4n>.0/22`` moved out of the pod
+network)."""
+
+DEFAULT_NETWORK_NAMESPACE = "default"
+DEFAULT_PER_NODE_BLOCK_SIZE = 16
+RDMA_AVAILABLE_LABEL = "feature.node.kubernetes.io/rdma.available"
+PCI_15B3_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+DEFAULT_TEARDOWN_IMAGE = "docker.io/alpine/kubectl:1.34.1"
+DEFAULT_TEARDOWN_TIMEOUT_SECONDS = 780
+"""Fits inside the 900 s Helm timeout of a manifest release; a destroy that runs out of it
+fails and can simply be re-run (the wait resumes)."""
+
+ALLOWED_KEYS = (
+    "rails",
+    "firmwareNumVfs",
+    "numVfs",
+    "podNetwork",
+    "networkNamespace",
+    "perNodeBlockSize",
+    "sriovNodeSelector",
+    "nicClusterPolicy",
+    "rdmaModules",
+    "teardown",
+)
+RAIL_KEYS = ("name", "rootDevice", "pfName", "subnet")
+RDMA_MODULES_KEYS = ("enabled", "autoTaintNewNodes", "nodeSelector", "tolerations")
+TEARDOWN_KEYS = ("image", "timeoutSeconds")
+
+_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_RDMA_DEVICE = re.compile(r"^[A-Za-z0-9_]+$")
+_NETDEV = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Rail:
+    """One InfiniBand rail (one ConnectX-7 PF).
+
+    Attributes:
+        index: rail number n (list position): resource ``sriov_resource_rail_<n>``, network
+            ``sriov-network-rail-<n>``.
+        name: RDMA device name (``mlx5_0``), for humans and docs.
+        root_device: PCI address of the PF (``0000:03:00.0``); selects the PF in the
+            SriovNetworkNodePolicy ``nicSelector.rootDevices``.
+        pf_name: PF netdev name, optional extra selector (``nicSelector.pfNames``).
+        subnet: the rail's IPPool subnet (``10.255.<4n>.0/22`` unless given).
+    """
+
+    index: int
+    name: str
+    root_device: str | None
+    pf_name: str | None
+    subnet: str
+
+    @property
+    def resource_name(self) -> str:
+        return f"sriov_resource_rail_{self.index}"
+
+    @property
+    def network_name(self) -> str:
+        return f"sriov-network-rail-{self.index}"
+
+    @property
+    def pool_name(self) -> str:
+        return f"nv-ipam-pool-rail-{self.index}"
+
+    @property
+    def policy_name(self) -> str:
+        return f"infiniband-sriov-rail-{self.index}"
+
+    @property
+    def gateway(self) -> str:
+        """First host address of the subnet (l8k: network address + 1)."""
+        return str(ipaddress.ip_network(self.subnet).network_address + 1)
+
+
+@dataclass(frozen=True)
+class NvkeSettings:
+    """Validated NVKE inputs with defaults filled in (see module docstring for the file shape)."""
+
+    rails: tuple[Rail, ...]
+    firmware_num_vfs: int = DEFAULT_FIRMWARE_NUM_VFS
+    num_vfs: int = DEFAULT_NUM_VFS
+    pod_network: str = DEFAULT_POD_NETWORK
+    network_namespace: str = DEFAULT_NETWORK_NAMESPACE
+    per_node_block_size: int = DEFAULT_PER_NODE_BLOCK_SIZE
+    sriov_node_selector: dict[str, str] = field(default_factory=lambda: {RDMA_AVAILABLE_LABEL: "true"})
+    nic_cluster_policy: dict[str, Any] = field(default_factory=dict)
+    rdma_modules_enabled: bool = True
+    rdma_modules_auto_taint: bool | None = None  # None: leave the component's values alone
+    rdma_modules_node_selector: dict[str, str] = field(default_factory=dict)
+    rdma_modules_tolerations: tuple[dict[str, Any], ...] = ()
+    teardown_image: str = DEFAULT_TEARDOWN_IMAGE
+    teardown_timeout_seconds: int = DEFAULT_TEARDOWN_TIMEOUT_SECONDS
+
+
+def default_rail_subnet(index: int) -> str:
+    """``10.255.<4n>.0/22`` for rail ``n`` (seed nvke-gb200-setup).
+
+    Raises:
+        ValueError: ``n`` >= 64 (no /22 left in ``10.255.0.0/16``).
+    """
+    if not 0 <= index < 64:
+        raise ValueError(f"rail {index} has no default subnet in {RAIL_SUPERNET}")
+    return f"10.255.{4 * index}.0/22"
+
+
+class _Ctx:
+    def __init__(self, file: str | None, cluster: str | None):
+        self.file = file
+        self.cluster = cluster
+
+    def error(self, key: str, message: str, *, allowed: str | None = None, fix: str | None = None) -> GpuclusterError:
+        return GpuclusterError(
+            message,
+            file=self.file,
+            cluster=self.cluster,
+            key=f"settings.{key}" if key else "settings",
+            allowed=allowed,
+            fix=fix,
+            id="input.nvke-settings",
+        )
+
+
+def _check_keys(ctx: _Ctx, raw: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+    for key in raw:
+        if key not in allowed:
+            where = f"{prefix}.{key}" if prefix else str(key)
+            raise ctx.error(
+                where,
+                f"unknown NVKE setting '{key}'",
+                allowed=", ".join(sorted(allowed)),
+                fix="remove it or fix its spelling",
+            )
+
+
+def _int(ctx: _Ctx, raw: Mapping[str, Any], key: str, default: int, *, minimum: int, prefix: str = "") -> int:
+    where = f"{prefix}.{key}" if prefix else key
+    if key not in raw:
+        return default
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ctx.error(where, f"must be an integer, not {value!r}", allowed=f"integer >= {minimum}")
+    if value < minimum:
+        raise ctx.error(where, f"must be at least {minimum}, not {value}", allowed=f"integer >= {minimum}")
+    return value
+
+
+def _bool(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> bool | None:
+    if key not in raw:
+        return None
+    value = raw[key]
+    if not isinstance(value, bool):
+        raise ctx.error(f"{prefix}.{key}", f"must be true or false, not {value!r}", allowed="true, false")
+    return value
+
+
+def _str(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str = "") -> str | None:
+    where = f"{prefix}.{key}" if prefix else key
+    if key not in raw or raw[key] is None:
+        return None
+    value = raw[key]
+    if not isinstance(value, str) or not value.strip():
+        raise ctx.error(where, f"must be a non-empty string, not {value!r}")
+    return value.strip()
+
+
+def _labels(ctx: _Ctx, value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ctx.error(where, f"must be a mapping of label to value, not {type(value).__name__}")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or isinstance(v, (dict, list)) or v is None:
+            raise ctx.error(where, f"label {k!r}: {v!r} is not a string label selector entry",
+                            fix='quote label values, e.g. "true"')
+        out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    return dict(sorted(out.items()))
+
+
+def _tolerations(ctx: _Ctx, value: Any, where: str) -> tuple[dict[str, Any], ...]:
+    if not isinstance(value, list):
+        raise ctx.error(where, f"must be a list of tolerations, not {type(value).__name__}")
+    out = []
+    for i, tol in enumerate(value):
+        if not isinstance(tol, Mapping):
+            raise ctx.error(f"{where}[{i}]", "must be a toleration mapping (key, operator, value, effect)")
+        unknown = set(tol) - {"key", "operator", "value", "effect", "tolerationSeconds"}
+        if unknown:
+            raise ctx.error(f"{where}[{i}]", f"unknown toleration field(s) {sorted(unknown)}",
+                            allowed="key, operator, value, effect, tolerationSeconds")
+        op = tol.get("operator", "Equal")
+        if op not in ("Exists", "Equal"):
+            raise ctx.error(f"{where}[{i}].operator", f"unknown operator {op!r}", allowed="Exists, Equal")
+        out.append(dict(tol))
+    return tuple(out)
+
+
+def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
+    if raw is None:
+        raw = list(DEFAULT_RAILS)
+    if not isinstance(raw, list) or not raw:
+        raise ctx.error("rails", "must be a non-empty list of rails (one per InfiniBand PF)")
+    rails: list[Rail] = []
+    for i, entry in enumerate(raw):
+        where = f"rails[{i}]"
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, Mapping):
+            raise ctx.error(where, "must be a rail name or a mapping with name and rootDevice")
+        _check_keys(ctx, entry, RAIL_KEYS, where)
+        name = _str(ctx, entry, "name", where) or f"rail{i}"
+        if not _RDMA_DEVICE.match(name):
+            raise ctx.error(f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0")
+        root = _str(ctx, entry, "rootDevice", where)
+        if root is not None and not _PCI_ADDRESS.match(root):
+            raise ctx.error(f"{where}.rootDevice", f"'{root}' is not a PCI address",
+                            allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0")
+        pf = _str(ctx, entry, "pfName", where)
+        if pf is not None and not _NETDEV.match(pf):
+            raise ctx.error(f"{where}.pfName", f"'{pf}' is not a network interface name")
+        if root is None and pf is None:
+            raise ctx.error(
+                f"{where}.rootDevice",
+                f"rail {i} ({name}) has no rootDevice: the SriovNetworkNodePolicy selects each rail's PF by "
+                "its PCI root device, and an RDMA device name cannot select it",
+                allowed="PCI address DDDD:BB:SS.F (or pfName, the PF's netdev name)",
+                fix=f"set settings.rails[{i}].rootDevice to the output of "
+                f"`basename $(readlink -f /sys/class/infiniband/{name}/device)` on a GPU node",
+            )
+        subnet_raw = _str(ctx, entry, "subnet", where)
+        if subnet_raw is None:
+            try:
+                subnet_raw = default_rail_subnet(i)
+            except ValueError as exc:
+                raise ctx.error(f"{where}.subnet", str(exc), fix="give the rail an explicit subnet") from exc
+        try:
+            subnet = ipaddress.ip_network(subnet_raw, strict=True)
+        except ValueError as exc:
+            raise ctx.error(f"{where}.subnet", f"'{subnet_raw}' is not a network CIDR: {exc}",
+                            allowed="IPv4 network with host bits zero, e.g. 10.255.0.0/22") from exc
+        rails.append(Rail(index=i, name=name, root_device=root, pf_name=pf, subnet=str(subnet)))
+    for kind, values in (("name", [r.name for r in rails]), ("rootDevice", [r.root_device for r in rails if r.root_device])):
+        dupes = sorted({v for v in values if values.count(v) > 1})
+        if dupes:
+            raise ctx.error("rails", f"rail {kind} given twice: {', '.join(dupes)}", fix="list every PF once")
+    return tuple(rails)
+
+
+def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cluster: str | None = None) -> NvkeSettings:
+    """Validate ``ClusterSpec.settings`` of an NVKE cluster and fill in defaults.
+
+    Args:
+        raw: the ``settings`` mapping as loaded from YAML (None or {} for all defaults).
+        file / cluster: where it came from, for error messages.
+
+    Returns:
+        NvkeSettings with defaults from the seed (rails mlx5_0/1/3/4, firmware and requested VF
+        count 16, pod network 192.168.0.0/16, NADs in ``default``).
+
+    Raises:
+        GpuclusterError: unknown keys, wrong types, a rail without ``rootDevice``/``pfName``,
+            an unparsable CIDR (key ``settings.<path>``).
+    """
+    ctx = _Ctx(file, cluster)
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ctx.error("", f"must be a mapping, not {type(raw).__name__}")
+    raw = dict(raw or {})
+    _check_keys(ctx, raw, ALLOWED_KEYS, "")
+
+    pod_network = _str(ctx, raw, "podNetwork") or DEFAULT_POD_NETWORK
+    try:
+        pod_network = str(ipaddress.ip_network(pod_network, strict=False))
+    except ValueError as exc:
+        raise ctx.error("podNetwork", f"'{pod_network}' is not a network CIDR: {exc}", allowed="e.g. 192.168.0.0/16") from exc
+
+    namespace = _str(ctx, raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
+    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+        raise ctx.error("networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label")
+
+    selector = _labels(ctx, raw["sriovNodeSelector"], "sriovNodeSelector") if "sriovNodeSelector" in raw else {RDMA_AVAILABLE_LABEL: "true"}
+    if not selector:
+        raise ctx.error("sriovNodeSelector", "must not be empty: the SR-IOV policies would select every node",
+                        fix=f"select nodes by {RDMA_AVAILABLE_LABEL}=true")
+
+    ncp = {} if raw.get("nicClusterPolicy") is None else raw["nicClusterPolicy"]
+    if not isinstance(ncp, Mapping):
+        raise ctx.error("nicClusterPolicy", "must be a mapping deep-merged over the NicClusterPolicy spec")
+
+    rdma = {} if raw.get("rdmaModules") is None else raw["rdmaModules"]
+    if not isinstance(rdma, Mapping):
+        raise ctx.error("rdmaModules", "must be a mapping", allowed=", ".join(RDMA_MODULES_KEYS))
+    _check_keys(ctx, rdma, RDMA_MODULES_KEYS, "rdmaModules")
+    enabled = _bool(ctx, rdma, "enabled", "rdmaModules")
+    auto_taint = _bool(ctx, rdma, "autoTaintNewNodes", "rdmaModules")
+    node_selector = _labels(ctx, rdma["nodeSelector"], "rdmaModules.nodeSelector") if "nodeSelector" in rdma else {}
+    tolerations = _tolerations(ctx, rdma["tolerations"], "rdmaModules.tolerations") if "tolerations" in rdma else ()
+
+    teardown = {} if raw.get("teardown") is None else raw["teardown"]
+    if not isinstance(teardown, Mapping):
+        raise ctx.error("teardown", "must be a mapping", allowed=", ".join(TEARDOWN_KEYS))
+    _check_keys(ctx, teardown, TEARDOWN_KEYS, "teardown")
+
+    return NvkeSettings(
+        rails=_rails(ctx, raw.get("rails")),
+        firmware_num_vfs=_int(ctx, raw, "firmwareNumVfs", DEFAULT_FIRMWARE_NUM_VFS, minimum=1),
+        num_vfs=_int(ctx, raw, "numVfs", DEFAULT_NUM_VFS, minimum=1),
+        pod_network=pod_network,
+        network_namespace=namespace,
+        per_node_block_size=_int(ctx, raw, "perNodeBlockSize", DEFAULT_PER_NODE_BLOCK_SIZE, minimum=1),
+        sriov_node_selector=selector,
+        nic_cluster_policy=dict(ncp),
+        rdma_modules_enabled=True if enabled is None else enabled,
+        rdma_modules_auto_taint=auto_taint,
+        rdma_modules_node_selector=node_selector,
+        rdma_modules_tolerations=tolerations,
+        teardown_image=_str(ctx, teardown, "image", "teardown") or DEFAULT_TEARDOWN_IMAGE,
+        teardown_timeout_seconds=_int(ctx, teardown, "timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60, prefix="teardown"),
+    )
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"v0.5.1"`` / ``"0.5.1-rc.1"`` / ``"1.34"`` -> ``(0, 5, 1)`` / ``(0, 5, 1)`` / ``(1, 34)``.
+
+    Pre-release and build suffixes are ignored (a ``0.5.1-rc.1`` counts as 0.5.1).
+
+    Raises:
+        ValueError: no leading ``MAJOR[.MINOR[.PATCH]]``.
+    """
+    match = re.match(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text).strip())
+    if not match:
+        raise ValueError(f"'{text}' is not a version")
+    return tuple(int(p) for p in match.groups() if p is not None)
+
+
+def version_less(a: str, b: str) -> bool:
+    """True when version ``a`` < ``b`` (missing parts count as 0)."""
+    ta, tb = version_tuple(a), version_tuple(b)
+    n = max(len(ta), len(tb))
+    return ta + (0,) * (n - len(ta)) < tb + (0,) * (n - len(tb))
+
+
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Objects merge, lists/scalars replace, ``None`` deletes; inputs are not mutated."""
+    out: dict[str, Any] = {k: _copy(v) for k, v in base.items()}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = _copy(value)
+    return out
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
