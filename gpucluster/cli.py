@@ -5,10 +5,13 @@ Commands::
     gpucluster recipe --service aks --accelerator h100 --os ubuntu --intent training \\
         [--platform kubeflow] [--profile gpuStack=operator-managed]
         print the resolved recipe as a RecipeResult (YAML, with hydrated values)
-    gpucluster plan [--config FILE] [--format text|json]
+    gpucluster plan [--config FILE] [--format text|json] [--set COMPONENT:PATH=VALUE ...]
         print each cluster's release graph: node, kind, depends_on
-    gpucluster graph [--config FILE] --format dot
+    gpucluster graph [--config FILE] --format dot [--set COMPONENT:PATH=VALUE ...]
         print the release graph as Graphviz dot
+
+``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
+try a change without editing the cluster file; policy checks run on the result.
 
 Invalid input prints :meth:`GpuclusterError.render` to stderr and exits 2 without a
 traceback (``GPUCLUSTER_DEBUG=1`` prints the traceback too). Output is deterministic.
@@ -34,6 +37,9 @@ def _profile_arg(text: str) -> tuple[str, str]:
     return name, value
 
 
+_SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
@@ -52,10 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print each cluster's release graph (node, kind, depends_on)")
     plan.add_argument("--config", help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
     graph = sub.add_parser("graph", help="print the release graph")
     graph.add_argument("--config", help="cluster file (as for plan)")
     graph.add_argument("--format", choices=("dot",), default="dot")
+    graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
     return parser
 
 
@@ -80,11 +88,16 @@ def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     out.write(recipe_result.dump_yaml(recipe_result.to_document(recipe, components)))
 
 
-def _plans(config: str | None) -> list[RuntimePlan]:
+def _plans(config: str | None, sets: Sequence[str] = ()) -> list[RuntimePlan]:
     from gpucluster.config import load_clusters
+    from gpucluster.overrides import parse_set
     from gpucluster.pipeline import build_plans
 
-    return build_plans(load_clusters(config))
+    extra = [parse_set(text, source="--set", key=f"--set[{i}]") for i, text in enumerate(sets)]
+    clusters = load_clusters(config)
+    for cluster in clusters:
+        cluster.overrides = [*cluster.overrides, *extra]
+    return build_plans(clusters)
 
 
 def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
@@ -94,7 +107,7 @@ def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    plans = _plans(args.config)
+    plans = _plans(args.config, args.sets)
     _warn_findings(plans, err)
     if args.format == "json":
         doc = [
@@ -126,7 +139,7 @@ _DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "ga
 
 
 def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    plans = _plans(args.config)
+    plans = _plans(args.config, args.sets)
     _warn_findings(plans, err)
     out.write("digraph gpucluster {\n  rankdir=LR;\n")
     for p in plans:
