@@ -75,7 +75,6 @@ def test_input_is_not_mutated():
     [
         ({"profile": {"gpuStack": "managed"}}, "profile.gpuStack", "unknown value 'managed' for profile gpuStack (allowed: azure-managed, operator-managed)"),
         ({"profile": {"driver": "x"}}, "profile.driver", "unknown profile 'driver' for service aks (allowed: gpuStack)"),
-        ({"kubernetes_version": "1.33"}, "kubernetesVersion", "kubernetesVersion 1.33 is too old for AKS GPU recipes"),
         ({"pools": [NodePool("System_1", "x", gpu=False), NodePool("gpu", "y")]}, "pools[0].name", "node pool name 'System_1' is not a valid AKS pool name"),
         ({"pools": [NodePool("abcdefghijklm", "x", gpu=False)]}, "pools[0].name", "is not a valid AKS pool name"),
         ({"pools": [NodePool("sys", "x", gpu=False), NodePool("sys", "y")]}, "pools[1].name", "node pool name 'sys' is used twice"),

@@ -80,11 +80,6 @@ def gpucluster_catalog_dirs():
     return [CATALOG_DIR]
 
 
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
-
-
 @hookimpl
 def gpucluster_prepare_cluster(cluster: ClusterSpec):
     """Fill AKS defaults and validate AKS inputs.
@@ -96,7 +91,7 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
       ``nvidia.com/gpu=present:NoSchedule`` taint and ``gpu_driver`` derived from gpuStack
       (``Install``/``None``) when not given. Names must be AKS pool names and unique, node
       counts 1..1000, at least one non-GPU (system) pool.
-    * ``kubernetes_version`` must be >= 1.34 (DRA GA, seed aks-gpu-setup).
+    * the Kubernetes floor (>= 1.34) is a policy check (``AKS-K8S-VERSION`` in ``policy``).
 
     Returns:
         the prepared ClusterSpec, or None for other services.
@@ -126,23 +121,6 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
                 **where,
             )
     stack = profile.get(PROFILE_NAME, PROFILE_DEFAULT)
-    try:
-        too_old = _minor(cluster.kubernetes_version) < _minor(AKS_PLATFORM.min_kubernetes)
-    except ValueError:
-        raise GpuclusterError(
-            f"kubernetesVersion '{cluster.kubernetes_version}' is not a MAJOR.MINOR version",
-            key="kubernetesVersion",
-            allowed=f">= {AKS_PLATFORM.min_kubernetes}",
-            **where,
-        ) from None
-    if too_old:
-        raise GpuclusterError(
-            f"kubernetesVersion {cluster.kubernetes_version} is too old for AKS GPU recipes: DRA (resource.k8s.io/v1) is GA from 1.34",
-            key="kubernetesVersion",
-            allowed=f">= {AKS_PLATFORM.min_kubernetes}",
-            fix="set kubernetesVersion: \"1.34\" (upgrade one minor at a time on existing clusters)",
-            **where,
-        )
     if cluster.region is None:
         cluster.region = DEFAULT_REGION
     if not cluster.pools and cluster.existing is None:
