@@ -101,7 +101,9 @@ class Recipe:
         constraints: merged constraints (later overlays replace same-named ones).
         component_refs: in deterministic (topological, then name) order.
         profile: ``(profile name, chosen value)``, e.g. ``("gpuStack", "azure-managed")``, or None.
-        profile_owned: component -> dotted key paths the chosen profile sets (policy-owned keys).
+        profile_owned: component -> the nested values the chosen profile sets, e.g.
+            ``{"gpu-operator": {"driver": {"enabled": False}}}`` (policy-owned keys; their leaf
+            paths are AICR's ``selectedProfile.ownedPaths``).
     """
 
     criteria: Criteria

@@ -213,3 +213,21 @@ def test_selected_profile_conflicting_with_cluster(tmp_path, catalog):
 
 def test_read_criteria(tmp_path):
     assert recipe_result.read_criteria(str(AICR_TRAINING)) == aks("training")
+
+
+def test_cluster_file_with_aicr_recipe_builds_plan(tmp_path):
+    from gpucluster.config import load_clusters
+    from gpucluster.pipeline import build_plan
+
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "train.yaml").write_text(AICR_TRAINING.read_text())
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: from-aicr\n    recipe: recipes/train.yaml\n")
+    (cluster,) = load_clusters(str(tmp_path / "gpucluster.yaml"), env={})
+    plan = build_plan(cluster)
+    assert plan.recipe.applied_overlays[-1] == "h100-aks-ubuntu-training"
+    ids = [n.id for n in plan.nodes]
+    assert {"gpu-operator", "nvidia-dra-driver-gpu", "network-operator-manifests", "nodewright-customizations-manifests"} <= set(ids)
+    gpu = plan.node("gpu-operator")
+    assert (gpu.repository, gpu.chart, gpu.version) == ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.1")
+    assert gpu.values["driver"]["enabled"] is False
+    assert plan.cluster.pools[1].gpu_driver == "Install"
