@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     graph = sub.add_parser("graph", help="print the release graph")
     graph.add_argument("--config", help="cluster file (as for plan)")
     graph.add_argument("--format", choices=("dot",), default="dot")
+
+    det = sub.add_parser("detect", help="name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs")
+    det.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
+    det.add_argument("--context", help="kubeconfig context (default: the current one)")
+    det.add_argument("--nodes-json", help="read `kubectl get nodes -o json` output from this file instead of running kubectl")
+    det.add_argument("--format", choices=("text", "json"), default="text")
     graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
     return parser
 
@@ -154,6 +160,17 @@ def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write("}\n")
 
 
+def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
+    from gpucluster import detect
+    from gpucluster.plugins import platforms
+
+    result = detect.run_detect(kubeconfig=args.kubeconfig, context=args.context, nodes_json=args.nodes_json, platforms=platforms())
+    if args.format == "json":
+        out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True) + "\n")
+    else:
+        out.write(detect.render_text(result, kubeconfig=args.kubeconfig, context=args.context))
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run the CLI.
 
@@ -171,6 +188,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             _cmd_plan(args, out, err)
         elif args.command == "graph":
             _cmd_graph(args, out, err)
+        elif args.command == "detect":
+            _cmd_detect(args, out)
     except GpuclusterError as exc:
         if os.environ.get("GPUCLUSTER_DEBUG") == "1":
             traceback.print_exc(file=err)
