@@ -173,6 +173,81 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
     )
 
 
+_PATHS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+REGISTRY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"const": "ComponentRegistry"},
+        "apiVersion": {"const": "gpucluster/v1alpha1"},
+        "components": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                    "displayName": {"type": "string"},
+                    "aliases": _PATHS,
+                    "type": {"enum": ["Helm", "Manifest"]},
+                    "helm": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "repository": {"type": "string", "pattern": "^(https://|oci://)[^\\s]+$"},
+                            "chart": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+                            "version": {"type": "string", "minLength": 1},
+                            "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                        },
+                    },
+                    "nodeScheduling": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "system": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {"nodeSelectorPaths": _PATHS, "tolerationPaths": _PATHS},
+                            },
+                            "accelerated": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {"nodeSelectorPaths": _PATHS, "tolerationPaths": _PATHS, "taintStrPaths": _PATHS},
+                            },
+                            "nodeCountPaths": _PATHS,
+                        },
+                    },
+                    "policyKeys": _PATHS,
+                },
+            },
+        },
+    },
+}
+"""JSON Schema of ``registry.yaml``: chart names without a repo prefix, versions as strings
+(quote ``"0.19.0"``-like numbers), repositories ``https://`` or ``oci://``."""
+
+
+def validate_registry(data: Any, file: str) -> None:
+    """Validate a parsed ``registry.yaml`` against :data:`REGISTRY_SCHEMA`.
+
+    Raises:
+        GpuclusterError: naming the file and the key path of the first violation.
+    """
+    import jsonschema
+
+    try:
+        jsonschema.validate(data, REGISTRY_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        key = ".".join(str(p) for p in exc.absolute_path) or None
+        raise GpuclusterError(
+            f"invalid registry: {exc.message}",
+            file=file,
+            key=key,
+            fix="fix the entry (format: docs/recipes.md, registry.yaml)",
+        ) from None
+
+
 def catalog_dirs() -> list[Path]:
     """Core catalog directory followed by plugin directories (plugin call order)."""
     from gpucluster.plugins import call_hook
@@ -206,6 +281,7 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
         reg = d / "registry.yaml"
         if reg.is_file():
             data = _load_yaml(reg) or {}
+            validate_registry(data, str(reg))
             for raw in data.get("components", []):
                 if not isinstance(raw, dict) or "name" not in raw:
                     raise GpuclusterError("registry entry without a name", file=str(reg), key="components")
