@@ -301,6 +301,7 @@ version_ge() {
   h=${h%%+*}; w=${w%%+*}
   hp=''; case "$h" in *-*) hp=${h#*-}; h=${h%%-*} ;; esac
   wp=''; case "$w" in *-*) wp=${w#*-}; w=${w%%-*} ;; esac
+  [ -n "$h" ] && [ -n "$w" ] || return 2
   old_ifs=$IFS; IFS=.
   set -- $h; h1=${1:-0}; h2=${2:-0}; h3=${3:-0}
   set -- $w; w1=${1:-0}; w2=${2:-0}; w3=${3:-0}
@@ -607,7 +608,7 @@ def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[d
             "podFailurePolicy": {
                 "rules": [
                     {"action": "FailJob", "onExitCodes": {"containerName": "wait", "operator": "In", "values": [1]}},
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 ]
             },
             "template": {

@@ -29,6 +29,7 @@ removes them -- before the chart that runs their controller (docs/manifests.md).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, Iterable, Mapping
 
@@ -176,7 +177,7 @@ def template_context(cluster: ClusterSpec, recipe: Recipe, component: Component,
         Kubernetes toleration dicts).
         ``recipe``: ``{overlays, profile{name, value} | None}``.
     Filters: ``toyaml`` (block YAML, no trailing newline), ``nindent(n)`` (newline + indent,
-    Helm's ``nindent``), Jinja's ``tojson``. Globals: ``fail(message)`` stops synthesis with
+    Helm's ``nindent``), ``tojson`` (one-line JSON, which is YAML; keys sorted). Globals: ``fail(message)`` stops synthesis with
     an error naming the template; ``is_false(x)`` (``False`` or ``"false"``), ``not_false(x)``.
     """
     ref = component.ref
@@ -220,7 +221,18 @@ def _fail(message: str) -> None:
     raise _TemplateFail(message)
 
 
+def _defined(value: Any) -> Any:
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # raises jinja2.UndefinedError naming the value
+    return value
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(_defined(value), sort_keys=True, ensure_ascii=False)
+
+
 def _to_yaml(value: Any) -> str:
+    _defined(value)
     return yaml.dump(value, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30).rstrip("\n")
 
 
@@ -242,6 +254,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["toyaml"] = _to_yaml
+    env.filters["tojson"] = _to_json
     env.filters["nindent"] = _nindent
     env.globals["fail"] = _fail
     env.globals["is_false"] = _is_false
