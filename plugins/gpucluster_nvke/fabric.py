@@ -186,9 +186,11 @@ TEARDOWN_NAME = "sriov-ib-networks-teardown-wait"
 
 _TEARDOWN_SCRIPT = r"""set -eu
 deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
-if ! kubectl api-resources --api-group=sriovnetwork.openshift.io -o name | grep -q '^sriovnetworknodestates'; then
-  echo "no SriovNetworkNodeState API: nothing to wait for"
-  exit 0
+if res=$(kubectl api-resources --api-group=sriovnetwork.openshift.io -o name 2>&1); then
+  case "$res" in
+    *sriovnetworknodestates*) ;;
+    *) echo "no SriovNetworkNodeState API: nothing to wait for"; exit 0 ;;
+  esac
 fi
 sleep 10
 while true; do
