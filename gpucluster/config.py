@@ -288,8 +288,8 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     from gpucluster.overrides import parse_overrides
     from gpucluster.scheduling import parse_scheduling
 
-    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root)
-    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name)
+    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
+    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")
 
     return ClusterSpec(
         name=name,

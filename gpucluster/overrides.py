@@ -158,7 +158,9 @@ def _project_root(file: str, root: str | Path | None) -> Path | None:
     return Path(file).resolve().parent
 
 
-def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | None = None) -> list[Override]:
+def parse_overrides(
+    raw: Any, *, file: str, cluster: str, root: str | Path | None = None, base: str = "overrides"
+) -> list[Override]:
     """Parse one cluster's ``overrides`` subtree into Overrides in application order.
 
     Order: every ``set`` (as written), then every ``values`` entry (as written), then
@@ -169,6 +171,8 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
         file: the cluster file (for messages; values files are resolved relative to it).
         cluster: the cluster name (for messages).
         root: project folder values files must stay inside (default: the cluster file's folder).
+        base: key of the subtree in the file, prefixed to every key in messages and
+            ``Override.key`` (the config loader passes ``clusters[i].overrides``).
 
     Raises:
         GpuclusterError: malformed entries, unreadable/invalid values files, files escaping the
@@ -181,7 +185,7 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
             f"overrides must be a mapping, not a {type(raw).__name__}",
             file=file,
             cluster=cluster,
-            key="overrides",
+            key=base,
             allowed="keys " + ", ".join(OVERRIDE_SECTIONS),
             fix="write e.g. overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=false']}",
         )
@@ -193,7 +197,7 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
                 f"unknown overrides key '{k}'",
                 file=file,
                 cluster=cluster,
-                key=f"overrides.{k}",
+                key=f"{base}.{k}",
                 allowed=", ".join(OVERRIDE_SECTIONS),
             )
         )
@@ -215,13 +219,13 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
                     f"overrides.set must be a list of strings, not a {type(sets).__name__}",
                     file=file,
                     cluster=cluster,
-                    key="overrides.set",
+                    key=f"{base}.set",
                     fix="write set: ['component:path=value', ...]",
                 )
             )
         else:
             for i, entry in enumerate(sets):
-                o = attempt(parse_set, entry, source=file, key=f"overrides.set[{i}]")
+                o = attempt(parse_set, entry, source=file, key=f"{base}.set[{i}]")
                 if o is not None:
                     result.append(o)
 
@@ -233,14 +237,14 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
                     f"overrides.values must be a list, not a {type(values).__name__}",
                     file=file,
                     cluster=cluster,
-                    key="overrides.values",
+                    key=f"{base}.values",
                     fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]",
                 )
             )
         else:
             project = _project_root(file, root)
             for i, entry in enumerate(values):
-                o = attempt(_parse_values_entry, entry, file=file, cluster=cluster, key=f"overrides.values[{i}]", root=project)
+                o = attempt(_parse_values_entry, entry, file=file, cluster=cluster, key=f"{base}.values[{i}]", root=project)
                 if o is not None:
                     result.append(o)
 
@@ -252,13 +256,13 @@ def parse_overrides(raw: Any, *, file: str, cluster: str, root: str | Path | Non
                     f"overrides.variables must be a mapping, not a {type(variables).__name__}",
                     file=file,
                     cluster=cluster,
-                    key="overrides.variables",
+                    key=f"{base}.variables",
                     fix="write variables: {'component:path': terraform_variable_name}",
                 )
             )
         else:
             for target in sorted(variables, key=str):
-                o = attempt(_parse_variable, target, variables[target], file=file, key=f"overrides.variables.{target}")
+                o = attempt(_parse_variable, target, variables[target], file=file, key=f"{base}.variables.{target}")
                 if o is not None:
                     result.append(o)
     if problems:

@@ -161,8 +161,11 @@ def parse_taint(spec: Any) -> Taint:
     return Taint(key=key, value=value, effect=effect)
 
 
-def parse_scheduling(raw: Any, *, file: str, cluster: str) -> NodeScheduling:
+def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduling") -> NodeScheduling:
     """Parse one cluster's ``scheduling`` subtree (None -> empty inputs).
+
+    ``base`` is the subtree's key in the file, prefixed to keys in messages (the config loader
+    passes ``clusters[i].scheduling``).
 
     Raises:
         GpuclusterError: every malformed entry, naming file, cluster and key.
@@ -174,7 +177,7 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str) -> NodeScheduling:
             f"scheduling must be a mapping, not a {type(raw).__name__}",
             file=file,
             cluster=cluster,
-            key="scheduling",
+            key=base,
             allowed=", ".join(_SECTIONS),
         )
     problems: list[Problem] = []
@@ -183,41 +186,41 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str) -> NodeScheduling:
         problems.append(Problem(message, file=file, cluster=cluster, key=key, **kw))
 
     for k in sorted(str(k) for k in raw if k not in _SECTIONS):
-        bad(f"scheduling.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS))
+        bad(f"{base}.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS))
     out = NodeScheduling()
     for section in ("accelerated", "system"):
         sub = raw.get(section)
         if sub is None:
             continue
-        base = f"scheduling.{section}"
+        where = f"{base}.{section}"
         if not isinstance(sub, Mapping):
-            bad(base, f"{base} must be a mapping, not a {type(sub).__name__}", allowed=", ".join(_POOL_SECTION_KEYS))
+            bad(where, f"{where} must be a mapping, not a {type(sub).__name__}", allowed=", ".join(_POOL_SECTION_KEYS))
             continue
         for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
-            bad(f"{base}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS))
+            bad(f"{where}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS))
         selector = sub.get("nodeSelector")
         if selector is not None:
             if not isinstance(selector, Mapping):
-                bad(f"{base}.nodeSelector", f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}")
+                bad(f"{where}.nodeSelector", f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}")
             else:
                 parsed: dict[str, str] = {}
                 for k, v in selector.items():
                     try:
                         parsed[_check_label_key(k, "label key")] = _check_label_value(v, "label value")
                     except ValueError as exc:
-                        bad(f"{base}.nodeSelector.{k}", str(exc))
+                        bad(f"{where}.nodeSelector.{k}", str(exc))
                 setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))
         tolerations = sub.get("tolerations")
         if tolerations is not None:
             if not isinstance(tolerations, list):
-                bad(f"{base}.tolerations", f"tolerations must be a list, not a {type(tolerations).__name__}", allowed=TOLERATION_FORMAT)
+                bad(f"{where}.tolerations", f"tolerations must be a list, not a {type(tolerations).__name__}", allowed=TOLERATION_FORMAT)
             else:
                 parsed_tols: list[Toleration] = []
                 for i, spec in enumerate(tolerations):
                     try:
                         t = parse_toleration(spec)
                     except ValueError as exc:
-                        bad(f"{base}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT)
+                        bad(f"{where}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT)
                         continue
                     if t not in parsed_tols:
                         parsed_tols.append(t)
@@ -226,11 +229,11 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str) -> NodeScheduling:
         try:
             out.workload_gate_taint = parse_taint(raw["workloadGateTaint"])
         except ValueError as exc:
-            bad("scheduling.workloadGateTaint", str(exc), allowed="key=value:Effect")
+            bad(f"{base}.workloadGateTaint", str(exc), allowed="key=value:Effect")
     if "nodeCount" in raw and raw["nodeCount"] is not None:
         n = raw["nodeCount"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            bad("scheduling.nodeCount", f"nodeCount must be a positive integer, not {n!r}")
+            bad(f"{base}.nodeCount", f"nodeCount must be a positive integer, not {n!r}")
         else:
             out.node_count = n
     if problems:

@@ -80,14 +80,14 @@ def test_duplicate_keys_in_cluster_file(tmp_path):
 @pytest.mark.parametrize(
     "body,needles",
     [
-        ("overrides: [gpuoperator:driver.enabled=true]\n", ["overrides must be a mapping, not a list", "key=overrides"]),
-        ("overrides:\n  sets: []\n", ["unknown overrides key 'sets'", "key=overrides.sets"]),
+        ("overrides: [gpuoperator:driver.enabled=true]\n", ["overrides must be a mapping, not a list", "key=clusters[0].overrides"]),
+        ("overrides:\n  sets: []\n", ["unknown overrides key 'sets'", "key=clusters[0].overrides.sets"]),
         ("overrides:\n  set: gpuoperator:x=1\n", ["overrides.set must be a list of strings"]),
-        ("overrides:\n  set:\n    - gpuoperator: x\n", ["a set entry must be a string, not a dict", "key=overrides.set[0]"]),
-        ("overrides:\n  set: [gpuoperator:driver/enabled=true]\n", ["path segment 'driver/enabled'", "key=overrides.set[0]"]),
-        ("scheduling:\n  accelerated:\n    tolerations: nvidia.com/gpu:NoSchedule\n", ["tolerations must be a list", "key=scheduling.accelerated.tolerations"]),
-        ("scheduling:\n  accelerated:\n    tolerations: [nvidia.com/gpu]\n", ["has no ':Effect'", "key=scheduling.accelerated.tolerations[0]"]),
-        ("scheduling:\n  system:\n    nodeSelector: {pool: 1}\n", ["label values are strings", "key=scheduling.system.nodeSelector.pool"]),
+        ("overrides:\n  set:\n    - gpuoperator: x\n", ["a set entry must be a string, not a dict", "key=clusters[0].overrides.set[0]"]),
+        ("overrides:\n  set: [gpuoperator:driver/enabled=true]\n", ["path segment 'driver/enabled'", "key=clusters[0].overrides.set[0]"]),
+        ("scheduling:\n  accelerated:\n    tolerations: nvidia.com/gpu:NoSchedule\n", ["tolerations must be a list", "key=clusters[0].scheduling.accelerated.tolerations"]),
+        ("scheduling:\n  accelerated:\n    tolerations: [nvidia.com/gpu]\n", ["has no ':Effect'", "key=clusters[0].scheduling.accelerated.tolerations[0]"]),
+        ("scheduling:\n  system:\n    nodeSelector: {pool: 1}\n", ["label values are strings", "key=clusters[0].scheduling.system.nodeSelector.pool"]),
         ("overrides:\n  variables: {'gpuoperator:driver.version': 'count'}\n", ["reserved by Terraform"]),
     ],
 )
@@ -109,7 +109,7 @@ def test_wrong_types_and_shapes(tmp_path, body, needles):
 )
 def test_unknown_components_and_aliases(tmp_path, entry, needle):
     text = fails(cluster_file(tmp_path, f"overrides:\n  set: ['{entry}']\n"))
-    assert needle in text and "key=overrides.set[0]" in text and "allowed:" in text
+    assert needle in text and "key=clusters[0].overrides.set[0]" in text and "allowed:" in text
 
 
 def test_conflicting_overrides(tmp_path):
@@ -127,7 +127,7 @@ def test_conflicting_overrides(tmp_path):
         )
     )
     assert text.count("conflicting overrides") == 2
-    assert "key=overrides.set[1]" in text and "key=overrides.set[3]" in text
+    assert "key=clusters[0].overrides.set[1]" in text and "key=clusters[0].overrides.set[3]" in text
 
 
 def test_several_clusters_report_all_problems(tmp_path):
@@ -195,7 +195,7 @@ def test_values_file_escaping_project_folder(tmp_path):
     (tmp_path / "up.yaml").write_text("a: 1\n")
     f = cluster_file(project, "overrides:\n  values:\n    - {component: gpuoperator, file: ../up.yaml}\n")
     text = fails(f)
-    assert "resolves outside the project folder" in text and "key=overrides.values[0].file" in text
+    assert "resolves outside the project folder" in text and "key=clusters[0].overrides.values[0].file" in text
 
 
 def test_values_file_that_is_a_directory(tmp_path):

@@ -103,12 +103,12 @@ def test_recipe_file_reference(tmp_path):
 def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_overrides(raw, *, file, cluster, root=None):
-        seen["overrides"] = (raw, file, cluster, root)
+    def fake_overrides(raw, *, file, cluster, root=None, base="overrides"):
+        seen["overrides"] = (raw, file, cluster, root, base)
         return []
 
-    def fake_scheduling(raw, *, file, cluster):
-        seen["scheduling"] = (raw, file, cluster)
+    def fake_scheduling(raw, *, file, cluster, base="scheduling"):
+        seen["scheduling"] = (raw, file, cluster, base)
         from gpucluster.model import NodeScheduling
 
         return NodeScheduling()
@@ -120,8 +120,8 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         "clusters:\n  - name: c1\n    criteria: {service: aks}\n    overrides: {set: [x]}\n    scheduling: {accelerated: {}}\n",
     )
     config.load_clusters(path, env={})
-    assert seen["overrides"] == ({"set": ["x"]}, path, "c1", tmp_path.resolve())
-    assert seen["scheduling"] == ({"accelerated": {}}, path, "c1")
+    assert seen["overrides"] == ({"set": ["x"]}, path, "c1", tmp_path.resolve(), "clusters[0].overrides")
+    assert seen["scheduling"] == ({"accelerated": {}}, path, "c1", "clusters[0].scheduling")
 
 
 @pytest.mark.parametrize(
