@@ -435,3 +435,39 @@ def test_refuses_toolkit_config_source_change(tmp_path):
 def test_refuses_a_rail_without_root_device(tmp_path):
     text = refused(tmp_path, settings={"rails": ["mlx5_0"]})
     assert "key=settings.rails[0].rootDevice" in text and "file=clusters.yaml" in text
+
+
+def test_refuses_an_operator_without_driver_toolkit_or_gdrcopy(tmp_path):
+    text = refused(tmp_path, overrides={"set": ["gpuoperator:driver.enabled=false", "gpuoperator:gdrcopy.enabled=false"]})
+    assert "error[NVKE-GPU-STACK]" in text and "key=driver.enabled" in text and "key=gdrcopy.enabled" in text
+    assert "the GPU Operator installs all three" in text
+
+
+def test_refuses_missing_kernel_module_params(tmp_path):
+    text = refused(tmp_path, overrides={"set": ["gpuoperator:driver.kernelModuleConfig=null"]})
+    assert "error[NVKE-KERNEL-MODULE-PARAMS]" in text and "key=driver.kernelModuleConfig.name" in text
+    assert "NVreg_GrdmaPciTopoCheckOverride=1" in text
+
+
+def test_refuses_rails_without_the_sriov_and_maintenance_operators(tmp_path):
+    text = refused(tmp_path, overrides={"set": ["networkoperator:sriovNetworkOperator.enabled=false", "networkoperator:maintenanceOperator.enabled=false"]})
+    assert "error[NVKE-SRIOV-OPERATOR]" in text
+    assert "key=sriovNetworkOperator.enabled" in text and "key=maintenanceOperator.enabled" in text
+
+
+def test_operator_init_container_settings_are_not_an_ofed_driver(tmp_path):
+    plan = build(tmp_path, overrides={"set": ["networkoperator:operator.ofedDriver.initContainer.enable=false"]})
+    assert plan.components["network-operator"].values["operator"]["ofedDriver"] == {"initContainer": {"enable": False}}
+
+
+def test_other_platforms_get_nothing_from_the_nvke_plugin():
+    from gpucluster.config import load_clusters
+
+    (aks,) = [pipeline.build_plan(c) for c in load_clusters(None, env={})]
+    assert aks.cluster.criteria.service == "aks"
+    ids = {n.id for n in aks.nodes}
+    assert not ids & {"sriov-ib-networks-manifests", "rdma-modules-manifests", "gpu-operator-pre", DRA_GATE,
+                      "network-operator-ippool-crd", "network-operator-multus-rollout"}
+    assert {g.kind for g in aks.gates}.isdisjoint({"crd-established", "min-version"})
+    assert "kernelModuleConfig" not in aks.components["gpu-operator"].values.get("driver", {})
+    assert not [f for f in aks.findings if f.id.startswith("NVKE")]
