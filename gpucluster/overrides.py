@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import ClusterSpec, Component, Override, Recipe
@@ -655,16 +655,3 @@ def pruned_edges(recipe: Recipe, components: Mapping[str, Component]) -> list[tu
         if ref.name in components:
             out.extend((ref.name, d) for d in ref.dependency_refs if d not in components)
     return sorted(out)
-
-
-def describe(overrides: Iterable[Override]) -> list[str]:
-    """Human-readable one-liners (``gpuoperator:driver.enabled=true``) for ``explain`` output."""
-    out = []
-    for o in overrides:
-        if o.kind == "set":
-            out.append(f"{o.component}:{o.path}={o.value!r}")
-        elif o.kind == "values":
-            out.append(f"{o.component}: values {sorted(o.value)}")
-        else:
-            out.append(f"{o.component}:{o.path} <- var.{o.value}")
-    return out
