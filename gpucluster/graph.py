@@ -12,6 +12,17 @@ else its post-manifests release, else its chart release. Every release of a comp
 on the ready handles of the component's ``dependencyRefs``, so releases that need a component
 ready wait on its gate, and independent releases install in parallel. Terraform destroys in
 reverse order, so dependents go first on ``terraform destroy``.
+
+Gate releases get ``wait_for_jobs`` and a Helm timeout of the gate's wait budget plus
+:data:`GATE_TIMEOUT_MARGIN_SECONDS`; their values carry ``gatedHash``
+(:func:`component_fingerprint` of the gated component), so a change to the gated component
+upgrades the gate release, which re-runs its Job (a ``post-upgrade`` hook, see
+:mod:`gpucluster.gates`).
+
+Destroy: ``<c>-manifests`` depends on ``<c>``, so its custom resources (NicClusterPolicy,
+Skyhook, ...) are uninstalled -- and, with ``wait``, their finalizers processed -- while the
+operator that owns them is still running; only then is the operator's chart removed
+(docs/gates.md, "terraform destroy").
 """
 
 from __future__ import annotations
