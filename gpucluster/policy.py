@@ -15,6 +15,7 @@ Core check ids (docs/policies.md has one section each):
 ``GPU-DRIVER-STALE-RECIPE`` error     driver.enabled=false with DRA root /run/nvidia/driver
 ``PROFILE-OWNED``           error     a profile-owned key overridden with a different value
 ``SCHED-GPU-TAINT``         error     accelerated tolerations must tolerate the GPU pool taints
+``NVSENTINEL-RUNTIMECLASS`` error     nvsentinel metadata-collector RuntimeClass == operator's
 ``POLICY-KEY-OVERRIDE``     warning   allocation-policy key changed by a direct override
 ``DEPENDENCY-PRUNED``       info      dependency edge dropped because a component is disabled
 ==========================  ========  ===================================================
@@ -469,6 +470,40 @@ def check_gpu_taints(c: _Checks) -> None:
                 )
 
 
+NVSENTINEL = "nvsentinel"
+DEFAULT_RUNTIME_CLASS = "nvidia"
+"""Chart default of gpu-operator ``operator.runtimeClass`` and of nvsentinel
+``metadata-collector.runtimeClassName``."""
+
+
+def check_nvsentinel_runtime_class(c: _Checks) -> None:
+    """NVSENTINEL-RUNTIMECLASS: metadata-collector requests the RuntimeClass the GPU Operator creates.
+
+    The GPU Operator names its RuntimeClass after ``operator.runtimeClass``; nvsentinel's
+    metadata-collector requests ``metadata-collector.runtimeClassName``. When they differ the API
+    server rejects every metadata-collector pod at admission (AICR
+    CheckNVSentinelRuntimeClassCoherence; an unset side is the shared chart default ``nvidia``).
+    """
+    if GPU_OPERATOR not in c.components or NVSENTINEL not in c.components:
+        return
+    operator_rc, p1 = lookup(c.components[GPU_OPERATOR].values, "operator.runtimeClass")
+    collector_rc, p2 = lookup(c.components[NVSENTINEL].values, "metadata-collector.runtimeClassName")
+    if p1 or p2:
+        return
+    operator_rc = DEFAULT_RUNTIME_CLASS if operator_rc is _ABSENT else operator_rc
+    collector_rc = DEFAULT_RUNTIME_CLASS if collector_rc is _ABSENT else collector_rc
+    if operator_rc != collector_rc:
+        c.add(
+            "NVSENTINEL-RUNTIMECLASS",
+            "error",
+            NVSENTINEL,
+            "metadata-collector.runtimeClassName",
+            f"nvsentinel's metadata-collector requests RuntimeClass {_yaml(collector_rc)} but the GPU Operator creates "
+            f"{_yaml(operator_rc)} (operator.runtimeClass): the API server rejects every metadata-collector pod at admission",
+            f"set nvsentinel:metadata-collector.runtimeClassName={operator_rc} (profiles such as AKS gpuStack set both together)",
+        )
+
+
 def check_policy_key_overrides(c: _Checks) -> None:
     """POLICY-KEY-OVERRIDE (warning): allocation-policy keys changed by direct overrides."""
     from gpucluster.overrides import ENABLED_KEY, override_paths, resolved_overrides
@@ -536,6 +571,7 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_driver_roots,
     check_profile_owned,
     check_gpu_taints,
+    check_nvsentinel_runtime_class,
     check_policy_key_overrides,
     check_pruned_edges,
 )

@@ -379,3 +379,25 @@ def test_plugin_raising_is_a_plugin_error_naming_it(catalog):
     text = exc.value.render()
     assert "plugin 'boom-policy-test' failed in hook gpucluster_policy_checks: ValueError: kaput" in text
     assert "GPUCLUSTER_DISABLE_PLUGINS=boom-policy-test" in text
+
+
+# --------------------------------------------------------------------------- NVSENTINEL-RUNTIMECLASS
+
+
+def test_nvsentinel_runtime_class_matching_accepted(catalog):
+    assert "NVSENTINEL-RUNTIMECLASS" not in ids(check(catalog, profile=None))
+
+
+def test_nvsentinel_runtime_class_both_unset_accepted(catalog):
+    values = base_values()
+    del values["gpu-operator"]["operator"]["runtimeClass"]
+    del values["nvsentinel"]["metadata-collector"]
+    assert "NVSENTINEL-RUNTIMECLASS" not in ids(check(catalog, profile=None, values=values))
+
+
+def test_nvsentinel_runtime_class_mismatch_rejected(catalog):
+    values = base_values()
+    del values["nvsentinel"]["metadata-collector"]  # chart default 'nvidia' vs operator 'nvidia-container-runtime'
+    [f] = by_id(check(catalog, profile=None, values=values), "NVSENTINEL-RUNTIMECLASS")
+    assert f.key == "metadata-collector.runtimeClassName" and "rejects every metadata-collector pod" in f.message
+    assert f.fix.startswith("set nvsentinel:metadata-collector.runtimeClassName=nvidia-container-runtime")
