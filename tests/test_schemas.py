@@ -212,3 +212,35 @@ def test_openapi_conversion_keeps_preserve_unknown_fields_open():
     assert validator.is_valid({"port": "http"})
     assert not validator.is_valid({"closed": {"b": 1}})
     assert not validator.is_valid({"port": 1.5})
+
+
+GATE_KINDS = {
+    "resource-condition-namespaced": dict(kind="resource-condition", api_version="nv-ipam.nvidia.com/v1alpha1",
+                                          resource="ippools", kind_name="IPPool", namespace="nvidia-network-operator",
+                                          jsonpath="{.status.allocations[0].nodeName}", value="n1"),
+    "crd-established": dict(kind="crd-established", name_of_object="ippools.nv-ipam.nvidia.com"),
+    "rollout-deployment": dict(kind="rollout", kind_name="Deployment", name_of_object="nv-ipam-controller",
+                               namespace="nvidia-network-operator"),
+    "min-version": dict(kind="min-version", kind_name="DaemonSet", name_of_object="nvidia-dra-driver-gpu-kubelet-plugin",
+                        namespace="nvidia-dra-driver", container="compute-domains", value="0.5.1"),
+}
+
+
+@pytest.mark.parametrize("label", sorted(GATE_KINDS))
+def test_gate_charts_of_every_kind_validate(label):
+    from gpucluster.model import ClusterSpec, Component, ComponentRef, GateSpec, NodeScheduling, Toleration
+
+    cluster = ClusterSpec(name="lab", criteria=Criteria(service="aks"), source="tests",
+                          scheduling=NodeScheduling(system_node_selector={"kubernetes.azure.com/mode": "system"},
+                                                    system_tolerations=[Toleration(key="CriticalAddonsOnly")]))
+    spec = GateSpec(name=f"gate-{label}", component="c", **GATE_KINDS[label])
+    comps = {"c": Component(ref=ComponentRef(name="c", namespace="nvidia-network-operator"), values={})}
+    chart, values = gates.render_gate_chart(cluster, spec, comps)
+    rendered = gates.render_release(chart, {**values, "gatedHash": "0" * 64})
+    kinds = []
+    for path, text in sorted(rendered.items()):
+        for doc in yaml.safe_load_all(text):
+            assert validate_object(doc) == "kubernetes 1.34", path
+            kinds.append(doc["kind"])
+    role = "Role" if GATE_KINDS[label].get("namespace") else "ClusterRole"
+    assert kinds == ["ServiceAccount", role, role + "Binding", "Job"]
