@@ -142,3 +142,16 @@ def test_prepare_ignores_other_services():
     from gpucluster_nvke.platform import gpucluster_prepare_cluster
 
     assert gpucluster_prepare_cluster(cluster(criteria=Criteria(service="aks"))) is None
+
+
+@pytest.mark.parametrize("field, value", [("accelerator", "h100"), ("os", "rhel")])
+def test_prepare_refuses_accelerators_and_oses_without_an_nvke_recipe(field, value):
+    crit = {"service": "nvke", "accelerator": "gb200", "os": "ubuntu", "intent": "training", field: value}
+    with pytest.raises(GpuclusterError) as exc:
+        prepare(cluster(criteria=Criteria(**crit)))
+    text = str(exc.value)
+    assert f"key=criteria.{field}" in text and f"not '{value}'" in text and "file=clusters.yaml" in text
+
+
+def test_prepare_accepts_wildcard_criteria():
+    assert prepare(cluster(criteria=Criteria(service="nvke"))).criteria.accelerator == "any"

@@ -49,6 +49,7 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
       file's ``existing: {kubeconfig, context}``; default ``~/.kube/config`` and its current
       context.
     * ``pools``: refused, NVKE nodes are provisioned by Forge/NICo, not by gpucluster.
+    * ``criteria.accelerator``/``criteria.os``: only the declared ``gb200``/``ubuntu`` (or ``any``).
     * accelerated node selector/tolerations: moved to ``settings.rdmaModules`` so they reach
       only the ``rdma-modules`` NodeWright (seed: the NicClusterPolicy keeps its fixed affinity
       and the GPU Operator selects nodes by its own labels).
@@ -57,10 +58,22 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
       than only the bundle.
 
     Raises:
-        GpuclusterError: invalid settings, node pools given, or the accelerated scheduling
-            inputs given twice.
+        GpuclusterError: invalid settings, node pools given, an accelerator/OS NVKE has no recipe
+            for, or the accelerated scheduling inputs given twice.
     """
     cluster = copy.deepcopy(cluster)
+    for field_name, allowed in (("accelerator", PLATFORM.accelerators), ("os", PLATFORM.oses)):
+        value = getattr(cluster.criteria, field_name)
+        if value != "any" and value not in allowed:
+            raise GpuclusterError(
+                f"NVKE recipes exist for {field_name} {', '.join(allowed)} only, not '{value}' (a wildcard "
+                f"{field_name} overlay would otherwise mix an unqualified {value} stack into the NVKE fabric)",
+                file=cluster.source,
+                cluster=cluster.name,
+                key=f"criteria.{field_name}",
+                allowed=", ".join(allowed),
+                fix=f"set criteria.{field_name}: {allowed[0]}",
+            )
     settings = parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
     if cluster.pools:
         raise GpuclusterError(
