@@ -20,7 +20,7 @@ class ClusterStack(TerraformStack):
 
     Raises:
         GpuclusterError: no plugin built the cluster, or the plugin returned something else
-            than a ClusterConnection with host and credentials.
+            than a ClusterConnection with a host (and credentials) or a kubeconfig_path.
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: ClusterSpec, recipe: Recipe):
@@ -37,10 +37,10 @@ class ClusterStack(TerraformStack):
                 fix="implement gpucluster_cluster_stack in the platform plugin (return a ClusterConnection), "
                 "or set existing: to target an existing cluster",
             )
-        if not isinstance(connection, ClusterConnection) or connection.host is None:
+        if not isinstance(connection, ClusterConnection) or (connection.host is None and not connection.kubeconfig_path):
             raise GpuclusterError(
                 f"gpucluster_cluster_stack for service '{service}' returned {type(connection).__name__} "
-                "without a host",
+                "without a host or kubeconfig_path",
                 file=cluster.source,
                 cluster=cluster.name,
                 fix="return gpucluster.sdk.ClusterConnection(host=..., client_certificate=..., client_key=..., "

@@ -127,25 +127,62 @@ def test_aks_cluster_props_mapping():
     assert gpu.taints == ("nvidia.com/gpu=present:NoSchedule",)
 
 
-def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_path):
-    plugin = types.ModuleType("gpucluster_test_fakecloud")
-
-    @hookimpl
-    def gpucluster_platforms():
-        return [Platform(service="fakecloud", display_name="Fake", provisions_cluster=True)]
-
-    plugin.gpucluster_platforms = gpucluster_platforms
+@pytest.fixture
+def fake_platform():
+    """Register a throw-away platform plugin ``fakecloud`` (provisions clusters) for one test."""
     pm = get_plugin_manager()
-    pm.register(plugin, name="gpucluster_test_fakecloud")
-    try:
-        plan = make_plan("fake", service="fakecloud")
-        with pytest.raises(GpuclusterError) as info:
-            stacks.build_app([plan], tmp_path / "out", staging_dir=tmp_path / "staging")
-        text = info.value.render()
-        assert "cluster=fake" in text and "no plugin built the cluster stack" in text
-        assert "file=tests/plan_factory.py" in text
-    finally:
-        pm.unregister(name="gpucluster_test_fakecloud")
+    names = []
+
+    def register(cluster_stack=None):
+        plugin = types.ModuleType("gpucluster_test_fakecloud")
+
+        @hookimpl
+        def gpucluster_platforms():
+            return [Platform(service="fakecloud", display_name="Fake", provisions_cluster=True)]
+
+        plugin.gpucluster_platforms = gpucluster_platforms
+        if cluster_stack is not None:
+            plugin.gpucluster_cluster_stack = hookimpl(cluster_stack)
+        pm.register(plugin, name="gpucluster_test_fakecloud")
+        names.append("gpucluster_test_fakecloud")
+
+    yield register
+    for name in names:
+        pm.unregister(name=name)
+
+
+def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_path, fake_platform):
+    fake_platform()
+    with pytest.raises(GpuclusterError) as info:
+        stacks.build_app([make_plan("fake", service="fakecloud")], tmp_path / "out", staging_dir=tmp_path / "staging")
+    text = info.value.render()
+    assert "cluster=fake" in text and "no plugin built the cluster stack" in text
+    assert "file=tests/plan_factory.py" in text
+
+
+def test_cluster_hook_returning_no_connection_is_an_input_error(tmp_path, fake_platform):
+    def gpucluster_cluster_stack(scope, cluster, recipe):
+        return {"host": "https://example"} if cluster.criteria.service == "fakecloud" else None
+
+    fake_platform(gpucluster_cluster_stack)
+    with pytest.raises(GpuclusterError, match="returned dict without a host or kubeconfig_path"):
+        stacks.build_app([make_plan("fake", service="fakecloud")], tmp_path / "out", staging_dir=tmp_path / "staging")
+
+
+def test_cluster_hook_with_kubeconfig_connection_feeds_runtime_variables(tmp_path, fake_platform):
+    from gpucluster.sdk import ClusterConnection
+
+    def gpucluster_cluster_stack(scope, cluster, recipe):
+        if cluster.criteria.service != "fakecloud":
+            return None
+        return ClusterConnection(kubeconfig_path="~/.kube/fake", context="fake-admin")
+
+    fake_platform(gpucluster_cluster_stack)
+    out = tmp_path / "cdktf.out"
+    assert stacks.synth([make_plan("fake", service="fakecloud")], out) == ["fake-cluster", "fake-runtime"]
+    runtime = load(out, "fake-runtime")
+    assert runtime["variable"]["kubeconfig_path"]["default"] == "~/.kube/fake"
+    assert runtime["variable"]["kube_context"]["default"] == "fake-admin"
 
 
 def test_failed_synth_keeps_previous_output(tmp_path, plans):
