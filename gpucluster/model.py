@@ -104,6 +104,10 @@ class Recipe:
         profile_owned: component -> the nested values the chosen profile sets, e.g.
             ``{"gpu-operator": {"driver": {"enabled": False}}}`` (policy-owned keys; their leaf
             paths are AICR's ``selectedProfile.ownedPaths``).
+        advertiser: ``"external"`` when the chosen profile value declares that something outside
+            the recipe (a platform add-on, e.g. OKE's NvidiaGpuPlugin device plugin) advertises
+            whole GPUs, so the recipe's own device plugin and DRA GPU advertisement must both be
+            off (AICR profile ``advertiser: external``); None otherwise.
     """
 
     criteria: Criteria
@@ -112,6 +116,7 @@ class Recipe:
     component_refs: list[ComponentRef]
     profile: tuple[str, str] | None = None
     profile_owned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    advertiser: str | None = None
 
     def component(self, name: str) -> ComponentRef:
         for ref in self.component_refs:

@@ -9,7 +9,7 @@ are carried on the RuntimePlan and printed.
 Core check ids (docs/policies.md has one section each):
 
 ==========================  ========  ===================================================
-``GPU-ADVERTISER``          error     exactly one whole-GPU advertiser (device plugin xor DRA)
+``GPU-ADVERTISER``          error     exactly one whole-GPU advertiser (device plugin, DRA or platform add-on)
 ``GPU-TOGGLE-TYPE``         error     policy toggles must be booleans; sections not null
 ``GPU-DRIVER-ROOT``         error     driver roots absolute; DRA root == operator install dir
 ``GPU-DRIVER-STALE-RECIPE`` error     driver.enabled=false with DRA root /run/nvidia/driver
@@ -227,6 +227,11 @@ def check_advertiser(c: _Checks) -> None:
     ``resources.gpus.enabled=false`` + ``gpuResourcesEnabledOverride=false``. DRA-only policy:
     all three flipped together. A disabled gpu-operator advertises nothing through the device
     plugin; a disabled DRA driver advertises nothing through DRA.
+
+    External policy: when the selected profile value declares ``advertiser: external``
+    (``Recipe.advertiser``, e.g. OKE ``gpuStack=oci-managed``: the NvidiaGpuPlugin add-on), the
+    platform advertises whole GPUs and the recipe's device plugin and DRA GPU advertisement must
+    both be off.
     """
     if GPU_OPERATOR not in c.refs and DRA_DRIVER not in c.refs:
         return
@@ -257,6 +262,25 @@ def check_advertiser(c: _Checks) -> None:
             )
             key = "resources.gpus.enabled"
         c.add("GPU-ADVERTISER", "error", DRA_DRIVER, key, msg, dra_only_fix)
+        return
+    external = getattr(c.recipe, "advertiser", None) == "external"
+    if external:
+        profile = "=".join(c.recipe.profile) if c.recipe.profile else "the selected profile"
+        for on, component, key, what in (
+            (dp, GPU_OPERATOR, "devicePlugin.enabled", "gpu-operator devicePlugin.enabled=true"),
+            (gpus, DRA_DRIVER, "resources.gpus.enabled", "the DRA driver's resources.gpus.enabled=true"),
+        ):
+            if on:
+                c.add(
+                    "GPU-ADVERTISER",
+                    "error",
+                    component,
+                    key,
+                    f"dual advertisement: {profile} declares that a platform add-on outside the recipe advertises whole "
+                    f"GPUs, and {what} advertises them too; the two ledgers can double-allocate the same physical GPU",
+                    f"keep {key}=false under {profile}, or select the profile value in which the recipe owns the "
+                    "advertiser (and remove the platform add-on)",
+                )
         return
     if dp and gpus:
         c.add(

@@ -21,7 +21,8 @@ metadata.go, criteria.go, profile.go); see docs/recipes.md for the full descript
    applied after all chains; a mixin constraint whose name is already present is an error.
 6. **Profile**: at most one declaration among the merged overlays (AKS: ``gpuStack``);
    the chosen value (``cluster.profile`` or the declared default) adds its constraints and
-   its component values, which layer last (see :func:`effective_components`).
+   its component values, which layer last (see :func:`effective_components`), and may declare
+   ``advertiser: external`` (``Recipe.advertiser``: a platform add-on advertises the GPUs).
 7. **Coverage**: every criteria field the query states (not ``any``) must be honoured by at
    least one merged overlay, else no recipe exists for it (AICR coverage post-condition).
 8. **Registry defaults** fill ``source``/``chart``/``version``/``namespace``/``type``; the
@@ -57,6 +58,9 @@ from gpucluster.values import deep_merge
 BASE_OVERLAY = "base"
 CATALOG_API_VERSION = "gpucluster/v1alpha1"
 COMPONENT_TYPES = ("Helm", "Manifest")
+ADVERTISERS = ("external",)
+"""Values of a profile value's ``advertiser`` (AICR): ``external`` = a platform add-on outside the
+recipe advertises whole GPUs (``Recipe.advertiser``; see :func:`gpucluster.policy.check_advertiser`)."""
 _IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
 
 # --------------------------------------------------------------------------- catalog document schemas
@@ -108,6 +112,7 @@ _PROFILE = {
                 "additionalProperties": False,
                 "properties": {
                     "constraints": {"type": "array", "items": _CONSTRAINT},
+                    "advertiser": {"enum": list(ADVERTISERS)},
                     "componentRefs": {
                         "type": "array",
                         "items": {
@@ -563,7 +568,16 @@ def resolve(
         component_refs=refs,
         profile=chosen,
         profile_owned=owned,
+        advertiser=_profile_advertiser(index, applied, chosen),
     )
+
+
+def _profile_advertiser(index: _Index, applied: list[str], chosen: tuple[str, str] | None) -> str | None:
+    """The chosen profile value's ``advertiser`` (``external``), or None."""
+    if chosen is None:
+        return None
+    decl = [index.overlays[n].profile for n in applied if index.overlays[n].profile is not None][-1] or {}
+    return (decl["values"].get(chosen[1]) or {}).get("advertiser")
 
 
 def _put_constraint(constraints: list[Constraint], c: Constraint) -> None:

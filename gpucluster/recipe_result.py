@@ -493,4 +493,5 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         component_refs=ordered,
         profile=ours.profile,
         profile_owned={k: v for k, v in ours.profile_owned.items() if k in present},
+        advertiser=ours.advertiser,
     )
