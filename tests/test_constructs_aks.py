@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -119,3 +122,32 @@ def test_upgrade_skip_condition_semantics(configured, live, ok):
     pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", self\.current_kubernetes_version\)\)\}', condition).group(1)
     assert bool(re.search(pattern, live)) is ok
     assert configured in message and "one minor version" in message
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform CLI not installed")
+@pytest.mark.parametrize("live, plan_ok", [("1.33.5", True), ("1.34.0", True), ("1.32.9", False)])
+def test_upgrade_skip_postcondition_fails_terraform_plan_when_live_version_is_known(default_doc, tmp_path, live, plan_ok):
+    """Real Terraform, built-in terraform_data (no provider download): the synthesized
+    postcondition, with ``self.current_kubernetes_version`` -> ``self.input``, fails the plan
+    as soon as the value is known, and is deferred when it is unknown (cluster create)."""
+    (post,) = only(default_doc, "azurerm_kubernetes_cluster")["lifecycle"]["postcondition"]
+    swap = lambda s: s.replace("self.current_kubernetes_version", "self.input")  # noqa: E731
+    lifecycle = {"postcondition": [{"condition": swap(post["condition"]), "error_message": swap(post["error_message"])}]}
+    config = {
+        "variable": {"live": {"type": "string"}},
+        "resource": {"terraform_data": {
+            "known": {"input": "${var.live}", "lifecycle": lifecycle},
+            "source": {"input": "${var.live}"},
+            "unknown": {"input": "${terraform_data.source.output}", "lifecycle": lifecycle},
+        }},
+    }
+    (tmp_path / "main.tf.json").write_text(json.dumps(config))
+    env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null", CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1")
+    tf = lambda *args: subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,  # noqa: E731
+                                      capture_output=True, text=True, timeout=120)
+    assert tf("init").returncode == 0
+    plan = tf("plan", f"-var=live={live}")
+    assert (plan.returncode == 0) is plan_ok, plan.stdout + plan.stderr
+    if not plan_ok:
+        assert "terraform_data.known" in plan.stderr and "terraform_data.unknown" not in plan.stderr
+        assert f"the cluster runs {live} and the configuration asks for 1.34" in " ".join(plan.stderr.split())
