@@ -1,0 +1,46 @@
+"""Layering: only constructs_lib/cdk.py imports the CDK framework and provider bindings."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FRAMEWORK = ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_azurerm", "cdktf_cdktf_provider_helm", "cdktn")
+SKIP = {".venv", "node_modules", "cdktf.out", ".git", "build"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def project_files():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if not SKIP.intersection(rel.parts) and not rel.parts[0].startswith(".cdktf.out"):
+            yield rel, path
+
+
+def test_only_cdk_module_imports_the_framework():
+    offenders = {
+        str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] in FRAMEWORK)
+        for rel, path in project_files()
+        if str(rel) != "constructs_lib/cdk.py"
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_domain_core_never_imports_constructs_or_stacks():
+    offenders = {
+        str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("constructs_lib", "stacks"))
+        for rel, path in project_files()
+        if rel.parts[0] == "gpucluster"
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
