@@ -116,10 +116,23 @@ def _process_staging_root() -> Path:
     return _PROCESS_STAGING[0]
 
 
-def staging_root(scope: Construct) -> Path:
-    """Folder for staged local charts: context ``gpucluster:stagingDir`` or a per-process temp dir."""
+def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
+    """Empty folder to stage one local chart in.
+
+    With context ``gpucluster:stagingDir`` (set by ``stacks.build_app``, one folder per synth):
+    ``<stagingDir>/<stack>/<release>`` (deterministic). Without it: a fresh folder under a
+    per-process temporary directory, so two Apps in one process never share a folder.
+    """
     ctx = scope.node.try_get_context(STAGING_CONTEXT_KEY)
-    return Path(ctx) if ctx else _process_staging_root()
+    if ctx:
+        folder = Path(ctx) / stack_id / release_name
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        return folder
+    parent = _process_staging_root() / stack_id
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{release_name}-", dir=parent))
 
 
 # --------------------------------------------------------------------------- props
@@ -321,8 +334,8 @@ class HelmComponent(_ReleaseConstruct):
 class LocalChartRelease(_ReleaseConstruct):
     """One ``helm_release`` of a generated chart, shipped as a directory ``TerraformAsset``.
 
-    The chart files are written to ``<staging>/<stack>/<release>/`` (deterministic; the staging
-    folder never appears in the output); cdktf copies them to
+    The chart files are written to a staging folder (:func:`staging_folder`; it never appears in
+    the output); cdktf copies them to
     ``stacks/<stack>/assets/<id>/<hash>/`` and ``chart`` is that relative path, so the stack folder
     is self-contained. ``<hash>`` is :func:`files_digest` of the files: same content, same path.
 
@@ -349,11 +362,7 @@ class LocalChartRelease(_ReleaseConstruct):
             return errors
 
         add_validation(self, check)
-        stack = TerraformStack.of(self)
-        folder = staging_root(self) / stack.node.id / props.release_name
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        folder = staging_folder(self, TerraformStack.of(self).node.id, props.release_name)
         for rel, text in sorted(files.items()):
             if rel in bad_paths:
                 continue

@@ -171,3 +171,18 @@ def test_local_chart_validation(files, message):
         synth(lambda stack: LocalChartRelease(stack, "c", LocalChartReleaseProps(
             release_name="c", namespace="default", chart=chart)))
     assert "[stack/c]" in str(info.value) and message in str(info.value)
+
+
+def test_two_apps_in_one_process_do_not_share_staged_charts(request):
+    built = []
+    for kind in ("A", "B"):  # construct both before synthesizing either
+        chart = local_chart("c", f"kind: {kind}\n")
+        stack = TerraformStack(CdkTesting.app(), "stack")
+        LocalChartRelease(stack, "c", LocalChartReleaseProps(release_name="c", namespace="default", chart=chart))
+        built.append((stack, chart))
+    for stack, chart in built:
+        outdir = Path(CdkTesting.full_synth(stack))
+        request.addfinalizer(lambda d=outdir: shutil.rmtree(d, ignore_errors=True))
+        rel = json.loads((outdir / "stacks" / "stack" / "cdk.tf.json").read_text())["resource"]["helm_release"]["c"]
+        shipped = outdir / "stacks" / "stack" / rel["chart"]
+        assert (shipped / "templates" / "000-object.yaml").read_text() == chart.files["templates/000-object.yaml"]
