@@ -8,15 +8,31 @@ Usage::
     def gpucluster_platforms():
         return [Platform(service="myk8s", display_name="My Kubernetes", accelerators=("h100",))]
 
-See ``docs/plugins.md`` for one section per hook.
+See ``docs/plugins.md`` for one section per hook. Everything a plugin needs is importable from
+here; a plugin should import nothing else from ``gpucluster`` (internal modules may change).
+
+Exports:
+
+* marker: :data:`hookimpl` (``@hookimpl``, ``@hookimpl(tryfirst=True)``, ``@hookimpl(trylast=True)``);
+* what plugins return: :class:`Platform`, :class:`GateSpec`, :class:`Finding`,
+  :class:`Manifest`, :class:`ClusterConnection`;
+* what hooks receive: :class:`ClusterSpec` (with :class:`Criteria`, :class:`NodePool`,
+  :class:`Taint`, :class:`Toleration`, :class:`NodeScheduling`, :class:`ExistingCluster`,
+  :class:`Override`), :class:`Recipe` (with :class:`ComponentRef`, :class:`Constraint`),
+  :class:`Component`; for tests: :class:`RuntimePlan`, :class:`PlanNode`, :class:`LocalChart`;
+* errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list`;
+* Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
+  :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
+* constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
+  (``"gpucluster"``).
 """
 
 from __future__ import annotations
 
 import pluggy
 
-from gpucluster.errors import GpuclusterError, Problem
-from gpucluster.model import ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
+from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.model import ANY, Constraint, ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
 from gpucluster.sdk.types import (
     ClusterConnection,
     ClusterSpec,
@@ -33,16 +49,23 @@ from gpucluster.sdk.types import (
     Taint,
     Toleration,
 )
+from gpucluster.values import deep_merge, get_path, has_path
+
+ENTRY_POINT_GROUP = "gpucluster"
+"""Entry-point group plugins register under (``[project.entry-points.gpucluster]``)."""
 
 hookimpl = pluggy.HookimplMarker("gpucluster")
 """Marker for hook implementations (``@hookimpl``, ``@hookimpl(tryfirst=True)``)."""
 
 __all__ = [
     "hookimpl",
+    "ANY",
+    "ENTRY_POINT_GROUP",
     "ClusterConnection",
     "ClusterSpec",
     "Component",
     "ComponentRef",
+    "Constraint",
     "Criteria",
     "ExistingCluster",
     "Finding",
@@ -60,4 +83,8 @@ __all__ = [
     "RuntimePlan",
     "Taint",
     "Toleration",
+    "allowed_list",
+    "deep_merge",
+    "get_path",
+    "has_path",
 ]
