@@ -9,6 +9,8 @@ Commands::
         print each cluster's release graph: node, kind, depends_on
     gpucluster graph [--config FILE] --format dot [--set COMPONENT:PATH=VALUE ...]
         print the release graph as Graphviz dot
+    gpucluster plugins [--format text|json]
+        list the loaded plugins: name, source, distribution, hooks, platforms
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -70,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--nodes-json", help="read `kubectl get nodes -o json` output from this file instead of running kubectl")
     det.add_argument("--format", choices=("text", "json"), default="text")
     graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+
+    plg = sub.add_parser("plugins", help="list the loaded plugins with their hooks and platforms (docs/plugins.md)")
+    plg.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
 
@@ -171,6 +176,35 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
         out.write(detect.render_text(result, kubeconfig=args.kubeconfig, context=args.context))
 
 
+def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> None:
+    """Print :func:`gpucluster.plugins.plugin_inventory`, then check that services are unique.
+
+    The list is printed first so a conflict (two plugins declaring one service) can be read
+    next to the error, which :func:`gpucluster.plugins.platforms` raises naming both plugins.
+    """
+    from gpucluster.plugins import platforms, plugin_inventory
+
+    inventory = plugin_inventory()
+    if args.format == "json":
+        out.write(json.dumps(inventory, indent=2, sort_keys=True) + "\n")
+    else:
+        for entry in inventory["plugins"]:
+            dist = entry["distribution"]
+            origin = f"{dist['name']} {dist['version']}" if dist else entry["source"]
+            out.write(f"{entry['name']}: module {entry['module']} ({origin})\n")
+            for p in entry["platforms"]:
+                kind = "provisions clusters" if p["provisionsCluster"] else "existing clusters"
+                out.write(f"  platform {p['service']}: {p['displayName']} ({kind})\n")
+            hooks = [
+                hook + "".join(f" ({flag})" for flag in ("tryfirst", "trylast") if hook in entry[flag]) for hook in entry["hooks"]
+            ]
+            out.write(f"  hooks: {', '.join(hooks) or '-'}\n")
+        for name in inventory["blocked"]:
+            out.write(f"{name}: blocked (GPUCLUSTER_DISABLE_PLUGINS)\n")
+    out.flush()
+    platforms()
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run the CLI.
 
@@ -190,6 +224,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             _cmd_graph(args, out, err)
         elif args.command == "detect":
             _cmd_detect(args, out)
+        elif args.command == "plugins":
+            _cmd_plugins(args, out)
     except GpuclusterError as exc:
         if os.environ.get("GPUCLUSTER_DEBUG") == "1":
             traceback.print_exc(file=err)

@@ -147,3 +147,73 @@ def platform_for(service: str, *, file: str | None = None, key: str = "criteria.
             fix="use one of the allowed services or install the plugin that provides it",
         )
     return known[service]
+
+
+def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
+    """What is loaded, for ``gpucluster plugins`` (llm's ``llm plugins``).
+
+    Returns:
+        ``{"plugins": [...], "blocked": [names]}``, both sorted by name. Each plugin is
+        ``{"name", "module", "source", "distribution", "hooks", "tryfirst", "trylast",
+        "platforms"}``: ``source`` is ``entry-point`` (an installed distribution's ``gpucluster``
+        entry point, built-ins included), ``GPUCLUSTER_PLUGINS`` or ``registered``;
+        ``distribution`` is ``{"name", "version"}`` or None; ``hooks`` the names of the hooks
+        it implements, ``tryfirst``/``trylast`` those marked so, sorted; ``platforms`` are ``{"service", "displayName",
+        "provisionsCluster"}`` from the plugin's own ``gpucluster_platforms``. Duplicate services
+        are not checked here (see :func:`platforms`).
+
+    Raises:
+        PluginError: a plugin's ``gpucluster_platforms`` raises or returns a non-Platform.
+    """
+    pm = pm or get_plugin_manager()
+    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
+    env_names = {s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(",") if s.strip()}
+    plugins_out = []
+    blocked = []
+    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
+        if plugin is None:
+            blocked.append(name)
+            continue
+        dist = dists.get(id(plugin))
+        source = "entry-point" if dist is not None else "GPUCLUSTER_PLUGINS" if name in env_names else "registered"
+        hooks: list[str] = []
+        order: dict[str, list[str]] = {"tryfirst": [], "trylast": []}
+        declared: list[Platform] = []
+        for caller in sorted(pm.get_hookcallers(plugin) or [], key=lambda c: c.name):
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                hooks.append(caller.name)
+                for flag in order:
+                    if getattr(impl, flag):
+                        order[flag].append(caller.name)
+                if caller.name == "gpucluster_platforms":
+                    try:
+                        result = impl.function() or []
+                    except Exception as exc:
+                        raise PluginError(
+                            f"plugin '{name}' failed in hook gpucluster_platforms: {type(exc).__name__}: {exc}",
+                            fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={name})",
+                        ) from exc
+                    for platform in result:
+                        if not isinstance(platform, Platform):
+                            raise PluginError(
+                                f"plugin '{name}' returned {type(platform).__name__} from gpucluster_platforms",
+                                allowed="gpucluster.sdk.Platform instances",
+                            )
+                        declared.append(platform)
+        plugins_out.append(
+            {
+                "name": name,
+                "module": getattr(plugin, "__name__", type(plugin).__name__),
+                "source": source,
+                "distribution": {"name": dist.project_name, "version": dist.version} if dist is not None else None,
+                "hooks": hooks,
+                **order,
+                "platforms": [
+                    {"service": p.service, "displayName": p.display_name, "provisionsCluster": p.provisions_cluster}
+                    for p in sorted(declared, key=lambda p: p.service)
+                ],
+            }
+        )
+    return {"plugins": plugins_out, "blocked": blocked}
