@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 import yaml
 
 from gpucluster import yamlsafe
-from gpucluster.catalog import Catalog
+from gpucluster.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, allowed_list
 from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Recipe
 from gpucluster.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
@@ -78,6 +78,17 @@ REF_KEYS = (
     "healthCheckAsserts",
     "healthCheckSkip",
 )
+_HELM_FACTS = REGISTRY_SCHEMA["properties"]["components"]["items"]["properties"]["helm"]["properties"]
+CHART_FACT_RULES: dict[str, tuple[re.Pattern[str], str]] = {
+    "source": (re.compile(_HELM_FACTS["repository"]["pattern"]), "an https:// or oci:// chart repository URL"),
+    "chart": (re.compile(_HELM_FACTS["chart"]["pattern"]), "a chart name: letters, digits, '.', '_', '-' (no repo/ prefix)"),
+    "namespace": (re.compile(_HELM_FACTS["namespace"]["pattern"]), "a DNS-1123 label of at most 63 characters"),
+    "version": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"), "a pinned chart version such as v26.7.1 or 0.5.1"),
+}
+"""What a RecipeResult may pin per componentRef: the registry's rules (``registry.yaml`` schema),
+so a recipe file cannot point a release at a plaintext ``http://`` or ``file://`` repository or an
+invalid namespace that would only fail inside Terraform."""
+
 REF_REJECTED = {
     "tag": "Kustomize components are not supported",
     "path": "Kustomize components are not supported",
@@ -286,11 +297,31 @@ def _selected_profile(data: Mapping[str, Any], name: str, cluster: ClusterSpec |
     return selection
 
 
+def _inside_catalog(path: str) -> bool:
+    """A catalog-relative reference: not absolute, no ``..`` segment, no backslash."""
+    p = PurePosixPath(path)
+    return not p.is_absolute() and ".." not in p.parts and "\\" not in path
+
+
+def _catalog_path_error(path: str, comp: str, name: str, key: str, cluster: str | None) -> GpuclusterError:
+    return GpuclusterError(
+        f"'{path}' is not a path inside gpucluster's catalog",
+        file=name,
+        cluster=cluster,
+        component=comp,
+        key=key,
+        allowed="catalog-relative paths such as components/<name>/values.yaml (no '..', not absolute)",
+        fix="reference the catalog's own files, or put the values inline under 'overrides'",
+    )
+
+
 def _manifest_ref(
     path: Any, comp: str, ours: ComponentRef | None, catalog: Catalog, name: str, key: str, cluster: str | None
 ) -> str:
     if not isinstance(path, str) or not path:
         raise GpuclusterError("manifest entries must be non-empty strings", file=name, cluster=cluster, component=comp, key=key)
+    if not _inside_catalog(path):
+        raise _catalog_path_error(path, comp, name, key, cluster)
     template = path if path.endswith(".j2") else f"{path}.j2"
     known = set()
     if ours is not None:
@@ -306,6 +337,13 @@ def _manifest_ref(
         allowed=", ".join(sorted(known)) or "none for this component",
         fix="remove the manifest from the recipe or add its template to a catalog directory (components/<name>/manifests/*.yaml.j2)",
     )
+
+
+def _yaml_scalar(value: Any) -> str:
+    """A value as written in YAML (``false``, ``null``, ``'/'``) for messages."""
+    if isinstance(value, str):
+        return f"'{value}'"
+    return yaml.safe_dump(value, default_flow_style=True, width=4096).strip().removesuffix("...").strip()
 
 
 def _values_files_known(comp: str, catalog: Catalog) -> list[str]:
@@ -388,6 +426,16 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 raise GpuclusterError(
                     f"'{field_name}' must be a string without surrounding spaces", key=f"{key}.{field_name}", **w
                 )
+            rule = CHART_FACT_RULES.get(field_name)
+            checked = value.rsplit("/", 1)[-1] if field_name == "chart" else value  # AICR's repo/ prefix is dropped
+            if rule is not None and (not rule[0].match(checked) or (field_name == "namespace" and len(value) > 63)):
+                raise GpuclusterError(
+                    f"{field_name} '{value}' is not allowed",
+                    key=f"{key}.{field_name}",
+                    allowed=rule[1],
+                    fix=f"remove '{field_name}' to use gpucluster's catalog value, or correct it",
+                    **w,
+                )
             strings[field_name] = value
         chart = strings["chart"].rsplit("/", 1)[-1] if strings["chart"] else ""
         if rtype == "Manifest":
@@ -402,6 +450,8 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         if not isinstance(overrides_raw, dict):
             raise GpuclusterError("'overrides' must be a mapping", key=f"{key}.overrides", **w)
         vf = strings["valuesFile"]
+        if vf and not _inside_catalog(vf):
+            raise _catalog_path_error(vf, comp, name, f"{key}.valuesFile", cname)
         if vf and not any((d / vf).is_file() for d in catalog.dirs):
             raise GpuclusterError(
                 f"values file '{vf}' is not in gpucluster's catalog",
@@ -411,6 +461,15 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 **w,
             )
         values_files = values_files_for(comp, vf, catalog)
+        if "enabled" in overrides_raw and not isinstance(overrides_raw["enabled"], bool):
+            raise GpuclusterError(
+                f"overrides.enabled is {overrides_raw['enabled']!r}, not a boolean; it decides whether the component "
+                "is installed",
+                key=f"{key}.overrides.enabled",
+                allowed="true or false (YAML booleans, without quotes)",
+                fix="write enabled: false to leave the component out, or remove the key",
+                **w,
+            )
         overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if not (k == "enabled" and isinstance(v, bool))}
         if "values" in raw:
             if not isinstance(raw["values"], dict):
@@ -427,7 +486,8 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
             have = get_path(overrides, owned_path, _MISSING)
             if have is not _MISSING and have != owned_value:
                 raise GpuclusterError(
-                    f"overrides set {owned_path}={have!r}, but profile {ours.profile[0]}={ours.profile[1]} owns it as {owned_value!r}",  # type: ignore[index]
+                    f"overrides set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
+                    f"owns it as {_yaml_scalar(owned_value)}",
                     key=f"{key}.overrides.{owned_path}",
                     fix="select the matching profile (metadata.selectedProfile or the cluster's profile) instead of overriding",
                     **w,

@@ -180,7 +180,7 @@ def ref_change(component, **changes):
         (ref_change("gpu-operator", valuesFile="components/gpu-operator/values-eks.yaml"), "values file 'components/gpu-operator/values-eks.yaml' is not in gpucluster's catalog"),
         (ref_change("gpu-operator", manifestFiles=["components/gpu-operator/manifests/dra-rollout-hook.yaml"]), "no manifest template for 'components/gpu-operator/manifests/dra-rollout-hook.yaml'"),
         (ref_change("gpu-operator", dependencyRefs=["kube-prometheus-stack"]), "'gpu-operator' depends on 'kube-prometheus-stack', which is not in the recipe"),
-        (ref_change("gpu-operator", overrides={"driver": {"enabled": True}}), "overrides set driver.enabled=True, but profile gpuStack=azure-managed owns it"),
+        (ref_change("gpu-operator", overrides={"driver": {"enabled": True}}), "overrides set driver.enabled=true, but profile gpuStack=azure-managed owns it"),
         (ref_change("gpu-operator", version=" v1"), "'version' must be a string without surrounding spaces"),
         (ref_change("gpu-operator", unknownField=1), "unknown key 'unknownField'"),
     ],
