@@ -39,7 +39,7 @@ DEFAULT_FILE_NAME = "gpucluster.yaml"
 EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
-TOP_KEYS = ("clusters",)
+TOP_KEYS = ("clusters", "backend")
 CLUSTER_KEYS = (
     "name",
     "criteria",
@@ -52,6 +52,7 @@ CLUSTER_KEYS = (
     "overrides",
     "scheduling",
     "settings",
+    "backend",
 )
 POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
 EXISTING_KEYS = ("kubeconfig", "context")
@@ -118,10 +119,24 @@ def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             key="clusters",
             fix="give at least one cluster as a list item ('- name: ...')",
         )
+    from gpucluster import backends
+
+    default_backend = None
+    if data.get("backend") is not None:
+        default_backend = backends.parse_backend(data["backend"], file=source, cluster=None, key="backend")
     clusters: list[ClusterSpec] = []
     seen: dict[str, int] = {}
+    backend_keys: list[str] = []
     for i, raw in enumerate(raw_clusters):
         spec = _cluster(raw, i, source, root)
+        backend_key = "backend"
+        if isinstance(raw, dict) and raw.get("backend") is not None:
+            backend_key = f"clusters[{i}].backend"
+            spec.backend = backends.parse_backend(raw["backend"], file=source, cluster=spec.name, key=backend_key)
+        else:
+            spec.backend = default_backend
+        backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=f"{backend_key}.workspacePrefix")
+        backend_keys.append(f"{backend_key}.workspacePrefix")
         if spec.name in seen:
             raise GpuclusterError(
                 f"cluster name '{spec.name}' is used twice (clusters[{seen[spec.name]}] and clusters[{i}])",
@@ -132,6 +147,7 @@ def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             )
         seen[spec.name] = i
         clusters.append(spec)
+    backends.check_unique_workspaces(((c.name, c.backend, k) for c, k in zip(clusters, backend_keys)), file=source)
     return clusters
 
 

@@ -257,6 +257,9 @@ class ClusterSpec:
         recipe_file: path of an AICR RecipeResult to use instead of resolving criteria.
         settings: platform-specific inputs (e.g. NVKE rails), validated by the plugin.
         source: the file this spec came from (``<embedded default>`` otherwise).
+        backend: Terraform backend of the cluster's stacks: ``None`` = local state files
+            (default), or the normalized ``cloud`` mapping ``{"type": "cloud", "organization",
+            "workspacePrefix", "hostname", "project"}`` (:mod:`gpucluster.backends`).
     """
 
     name: str
@@ -271,6 +274,7 @@ class ClusterSpec:
     recipe_file: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     source: str = "<embedded default>"
+    backend: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- effective components
