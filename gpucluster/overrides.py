@@ -61,6 +61,10 @@ TF_RESERVED_VARIABLE_NAMES = frozenset(
 )
 """Names Terraform reserves for module/meta arguments; a variable may not use them."""
 
+RUNTIME_STACK_VARIABLE_NAMES = ("kubeconfig_path", "kube_context")
+"""Variables the runtime stack declares itself for existing clusters (stacks/runtime.py); a
+value bound to one of them would silently share it (the stack declares a variable once)."""
+
 
 # --------------------------------------------------------------------------- parsing
 
@@ -360,6 +364,15 @@ def _parse_variable(target: Any, name: Any, *, file: str, key: str) -> Override:
             key=key,
             fix="choose another variable name",
         )
+    if name in RUNTIME_STACK_VARIABLE_NAMES:
+        raise GpuclusterError(
+            f"'{name}' is a variable the runtime stack declares itself (the existing cluster's kubeconfig); "
+            "binding a Helm value to it would set that value from the kubeconfig setting",
+            file=file,
+            key=key,
+            allowed=f"any other Terraform variable name (reserved: {', '.join(RUNTIME_STACK_VARIABLE_NAMES)})",
+            fix="choose another variable name",
+        )
     return Override(component=component, kind="variable", path=path, value=name, source=file, key=key)
 
 
@@ -563,6 +576,7 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
         work[name] = deep_merge(values_of(name), o.value)
 
     variables: dict[str, dict[str, str]] = {}
+    bound_by_name: dict[str, tuple[str, Override]] = {}  # variable -> (component, first binding)
     set_paths: dict[str, dict[str, Override]] = {}
     for name, o in resolved:
         if o.kind in ("set", "values"):
@@ -604,6 +618,18 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
         if previous is not None and previous != o.value:
             problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name)
             continue
+        first = bound_by_name.get(o.value)
+        if first is not None and (first[0], first[1].path) != (name, o.path):
+            problem(
+                o,
+                f"Terraform variable '{o.value}' is already bound to {first[0]} '{first[1].path}' ({first[1].key}); "
+                "the runtime stack declares one variable per name, so both Helm values would take the first one's "
+                "default and value",
+                component=name,
+                fix="give each bound values path its own variable name",
+            )
+            continue
+        bound_by_name.setdefault(o.value, (name, o))
         variables[name][o.path] = o.value
 
     # dependency edges on disabled components

@@ -118,3 +118,35 @@ def test_recipe_result_profile_message_uses_yaml_spelling(tmp_path, aks_recipe_d
     doc["metadata"]["selectedProfile"]["value"] = "operator-managed"
     problems = _problems(_write_recipe_cluster(tmp_path, doc))
     assert "driver.enabled=false" in problems[0].message and "owns it as true" in problems[0].message
+
+
+# --------------------------------------------------------------------------- Terraform variables
+
+
+def _cluster_file(tmp_path: Path, body: str, criteria: str = AKS_CRITERIA) -> Path:
+    cfg = tmp_path / "gpucluster.yaml"
+    cfg.write_text(f"clusters:\n  - name: lab\n    criteria: {criteria}\n" + body)
+    return cfg
+
+
+def test_one_terraform_variable_cannot_bind_two_values(tmp_path):
+    """The runtime stack declares each variable once (first default wins), so a second binding
+    silently fed gpu-operator's driver version into the DRA driver's image tag."""
+    cfg = _cluster_file(
+        tmp_path,
+        "    overrides:\n      variables:\n        'gpuoperator:driver.version': v\n        'dradriver:image.tag': v\n",
+    )
+    [p] = _problems(cfg)
+    assert p.cluster == "lab" and p.file == str(cfg)
+    assert p.key == "clusters[0].overrides.variables.gpuoperator:driver.version"
+    assert "'v'" in p.message and "nvidia-dra-driver-gpu" in p.message and "image.tag" in p.message
+
+
+@pytest.mark.parametrize("name", ["kubeconfig_path", "kube_context"])
+def test_runtime_stack_variable_names_are_reserved(tmp_path, name):
+    cfg = _cluster_file(tmp_path, f"    overrides:\n      variables:\n        'gpuoperator:driver.version': {name}\n")
+    with pytest.raises(GpuclusterError) as exc:
+        load_clusters(str(cfg))
+    [p] = exc.value.problems
+    assert p.key == "clusters[0].overrides.variables.gpuoperator:driver.version"
+    assert name in p.message and "runtime stack" in p.message
