@@ -20,6 +20,7 @@ NOTICE and docs/catalog-sources.md.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,13 +250,30 @@ def validate_registry(data: Any, file: str) -> None:
 
 
 def catalog_dirs() -> list[Path]:
-    """Core catalog directory followed by plugin directories (plugin call order)."""
-    from gpucluster.plugins import call_hook
+    """Core catalog directory followed by plugin directories (plugin call order).
+
+    Raises:
+        PluginError: a plugin returned something other than a list of paths, or a directory
+            that does not exist (e.g. package data missing from its distribution); names the plugin.
+    """
+    from gpucluster.errors import PluginError
+    from gpucluster.plugins import call_hook_attributed
 
     dirs = [CORE_CATALOG_DIR]
-    for batch in call_hook("gpucluster_catalog_dirs"):
+    for plugin, batch in call_hook_attributed("gpucluster_catalog_dirs"):
+        if not isinstance(batch, (list, tuple)) or not all(isinstance(d, (str, os.PathLike)) for d in batch):
+            raise PluginError(
+                f"plugin '{plugin}' returned {type(batch).__name__} from gpucluster_catalog_dirs",
+                allowed="a list of directory paths (pathlib.Path) or None",
+            )
         for d in batch:
             p = Path(d)
+            if not p.is_dir():
+                raise PluginError(
+                    f"plugin '{plugin}' returned catalog directory '{p}', which does not exist",
+                    fix="ship the catalog as package data (setuptools package-data) and return "
+                    "Path(__file__).parent / 'catalog'",
+                )
             if p not in dirs:
                 dirs.append(p)
     return dirs

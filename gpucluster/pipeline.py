@@ -9,7 +9,7 @@ anything is written; any error-severity finding or invalid input raises
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from gpucluster import catalog as catalog_mod
 from gpucluster import gates as gates_mod
@@ -19,17 +19,31 @@ from gpucluster import overrides as overrides_mod
 from gpucluster import policy as policy_mod
 from gpucluster import recipe as recipe_mod
 from gpucluster import scheduling as scheduling_mod
-from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.errors import GpuclusterError, PluginError, Problem
 from gpucluster.model import ClusterSpec, Component, Finding, RuntimePlan
-from gpucluster.plugins import call_hook, get_plugin_manager, platform_for
+from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.values import deep_merge
 
 
 def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
-    """Apply the platform plugin's defaults/validation (``gpucluster_prepare_cluster``)."""
+    """Apply the platform plugin's defaults/validation (``gpucluster_prepare_cluster``).
+
+    Raises:
+        PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
+    """
     platform_for(cluster.criteria.service, file=cluster.source)
-    prepared = call_hook("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
-    return prepared if prepared is not None else cluster
+    results = call_hook_attributed("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
+    if not results:
+        return cluster
+    plugin, prepared = results[0]
+    if not isinstance(prepared, ClusterSpec):
+        raise PluginError(
+            f"plugin '{plugin}' returned {type(prepared).__name__} from gpucluster_prepare_cluster",
+            file=cluster.source,
+            cluster=cluster.name,
+            allowed="a gpucluster.sdk.ClusterSpec, or None for clusters of other services",
+        )
+    return prepared
 
 
 def build_plan(cluster: ClusterSpec) -> RuntimePlan:
@@ -47,7 +61,14 @@ def build_plan(cluster: ClusterSpec) -> RuntimePlan:
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     scheduling_mod.apply_scheduling(cluster, recipe, components, catalog)
     for name in list(components):
-        for patch in call_hook("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
+        for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
+            if not isinstance(patch, Mapping):
+                raise PluginError(
+                    f"plugin '{plugin}' returned {type(patch).__name__} from gpucluster_adjust_values",
+                    cluster=cluster.name,
+                    component=name,
+                    allowed="a dict patch (deep-merged into the component's values) or None",
+                )
             components[name].values = deep_merge(components[name].values, patch)
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog)
     errors = [f for f in findings if f.severity == "error"]

@@ -63,13 +63,14 @@ def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
     return pm
 
 
-def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any) -> Any:
-    """Call a hook, naming the plugin when one raises.
+def call_hook_attributed(
+    hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any
+) -> list[tuple[str, Any]]:
+    """Call a hook and keep who returned what: ``[(plugin name, result), ...]``.
 
-    Implementations run in pluggy's order (tryfirst/trylast honoured, later-registered first).
-
-    Returns:
-        list of non-None results, or for firstresult hooks the first non-None result (or None).
+    Implementations run in pluggy's order (tryfirst first, trylast last, otherwise the
+    later-registered first); ``None`` results are skipped. ``firstresult`` (default: the
+    hookspec's) stops after the first non-None result.
 
     Raises:
         GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
@@ -79,7 +80,7 @@ def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstre
     caller = getattr(pm.hook, hook_name)
     if firstresult is None:
         firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-    results = []
+    results: list[tuple[str, Any]] = []
     for impl in reversed(caller.get_hookimpls()):
         args = {name: kwargs[name] for name in impl.argnames}
         try:
@@ -93,10 +94,30 @@ def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstre
             ) from exc
         if result is None:
             continue
+        results.append((impl.plugin_name, result))
         if firstresult:
-            return result
-        results.append(result)
-    return None if firstresult else results
+            break
+    return results
+
+
+def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any) -> Any:
+    """Call a hook, naming the plugin when one raises (see :func:`call_hook_attributed`).
+
+    Returns:
+        list of non-None results, or for firstresult hooks the first non-None result (or None).
+
+    Raises:
+        GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
+        PluginError: any other exception, with the plugin name and hook name.
+    """
+    pm = pm or get_plugin_manager()
+    caller = getattr(pm.hook, hook_name)
+    if firstresult is None:
+        firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
+    results = [result for _, result in call_hook_attributed(hook_name, pm=pm, firstresult=firstresult, **kwargs)]
+    if firstresult:
+        return results[0] if results else None
+    return results
 
 
 def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
