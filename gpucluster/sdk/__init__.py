@@ -24,7 +24,8 @@ Exports:
 * Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
 * constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
-  (``"gpucluster"``).
+  (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads on every
+  platform; a plugin validating ``cluster.settings`` must accept them).
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ from gpucluster.values import deep_merge, get_path, has_path
 ENTRY_POINT_GROUP = "gpucluster"
 """Entry-point group plugins register under (``[project.entry-points.gpucluster]``)."""
 
+CORE_SETTING_KEYS: tuple[str, ...] = ("gateImage",)
+"""Cluster-file ``settings`` keys the core reads for every platform (``gateImage``: the kubectl
+image of the gate Jobs, docs/gates.md). Plugins that refuse unknown settings must accept these."""
+
 hookimpl = pluggy.HookimplMarker("gpucluster")
 """Marker for hook implementations (``@hookimpl``, ``@hookimpl(tryfirst=True)``)."""
 
 __all__ = [
     "hookimpl",
     "ANY",
+    "CORE_SETTING_KEYS",
     "ENTRY_POINT_GROUP",
     "ClusterConnection",
     "ClusterSpec",

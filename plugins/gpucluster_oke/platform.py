@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, hookimpl
+from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, ExistingCluster, GpuclusterError, Platform, hookimpl
 
 __all__ = [
     "gpucluster_platforms",
@@ -67,7 +67,8 @@ ADDON_STATES = {"installed": "oci-managed", "absent": "operator-managed"}
 """``settings.nvidiaGpuPluginAddon`` -> the gpuStack value it qualifies (AICR constraint
 ``K8s.oke-addons.nvidia-gpu-plugin``: ``installed`` = the add-on is listed and ACTIVE)."""
 
-SETTINGS_KEYS = ("nvidiaGpuPluginAddon",)
+SETTINGS_KEYS = ("nvidiaGpuPluginAddon", *CORE_SETTING_KEYS)
+"""OKE settings plus the core ones every platform accepts (``gateImage``, docs/gates.md)."""
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
