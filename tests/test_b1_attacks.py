@@ -150,3 +150,83 @@ def test_runtime_stack_variable_names_are_reserved(tmp_path, name):
     [p] = exc.value.problems
     assert p.key == "clusters[0].overrides.variables.gpuoperator:driver.version"
     assert name in p.message and "runtime stack" in p.message
+
+
+# --------------------------------------------------------------------------- NVKE
+
+NVKE_CRITERIA = "{service: nvke, accelerator: gb200, os: ubuntu, intent: training}"
+NVKE_RAILS = (
+    "    settings:\n"
+    "      rails: [{name: mlx5_0, rootDevice: '0000:03:00.0'}, {name: mlx5_1, rootDevice: '0002:03:00.0'}]\n"
+)
+
+
+@pytest.mark.parametrize("tag", ["0.5.1-rc1", "v0.5.1-rc.2", "0.5.1-alpha"])
+def test_nvke_refuses_dra_prerelease_of_the_minimum(tmp_path, tag):
+    """0.5.1-rc1 sorts before 0.5.1: policy passed it while the min-version gate waits forever."""
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n", NVKE_CRITERIA)
+    [p] = _problems(cfg)
+    assert (p.id, p.component, p.key) == ("NVKE-DRA-VERSION", "nvidia-dra-driver-gpu", "image.tag")
+    assert tag in p.message
+
+
+@pytest.mark.parametrize("tag", ["0.5.1", "v0.5.1", "0.5.1+build.7", "0.5.2-rc1", "0.6.0"])
+def test_nvke_accepts_dra_at_or_above_the_minimum(tmp_path, tag):
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n", NVKE_CRITERIA)
+    [plan] = build_plans(load_clusters(str(cfg)))
+    assert plan.components["nvidia-dra-driver-gpu"].values["image"]["tag"] == tag
+
+
+def test_nvke_numvfs_boundary(tmp_path):
+    ok = _cluster_file(tmp_path, NVKE_RAILS + "      numVfs: 8\n      firmwareNumVfs: 8\n", NVKE_CRITERIA)
+    build_plans(load_clusters(str(ok)))
+    bad = _cluster_file(tmp_path, NVKE_RAILS + "      numVfs: 9\n      firmwareNumVfs: 8\n", NVKE_CRITERIA)
+    [p] = _problems(bad)
+    assert (p.id, p.key) == ("NVKE-SRIOV-NUMVFS", "settings.numVfs")
+
+
+@pytest.mark.parametrize("subnet,block", [("10.255.0.0/32", 16), ("10.255.0.0/30", 16), ("10.255.0.0/28", 16)])
+def test_nvke_rail_subnet_must_hold_a_node_block(tmp_path, subnet, block):
+    """A rail IPPool smaller than one node's block (plus network and gateway) gives no node an address."""
+    body = (
+        "    settings:\n"
+        f"      perNodeBlockSize: {block}\n"
+        f"      rails: [{{name: mlx5_0, rootDevice: '0000:03:00.0', subnet: '{subnet}'}}]\n"
+    )
+    with pytest.raises(GpuclusterError) as exc:
+        build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    [p] = exc.value.problems
+    assert p.key == "settings.rails[0].subnet" and p.cluster == "lab"
+    assert subnet in p.message and "perNodeBlockSize" in p.message
+
+
+def test_nvke_rail_subnet_exactly_large_enough(tmp_path):
+    body = "    settings:\n      perNodeBlockSize: 14\n      rails: [{name: mlx5_0, rootDevice: '0000:03:00.0', subnet: '10.255.0.0/28'}]\n"
+    build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+
+
+def test_nvke_accepts_the_core_gate_image_setting(tmp_path):
+    """settings.gateImage is a core setting (every platform's gate Jobs); NVKE refused it as unknown."""
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + "      gateImage: myregistry.example.com/kubectl:v1.34.1\n", NVKE_CRITERIA)
+    [plan] = build_plans(load_clusters(str(cfg)))
+    gates = [n for n in plan.nodes if n.kind == "gate"]
+    assert gates and all(n.values["image"] == "myregistry.example.com/kubectl:v1.34.1" for n in gates)
+
+
+def test_nvke_cluster_level_findings_use_component_dash(tmp_path):
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + "    kubernetesVersion: '1.33'\n", NVKE_CRITERIA)
+    [p] = _problems(cfg)
+    assert (p.id, p.component, p.key) == ("NVKE-K8S-VERSION", "-", "kubernetesVersion")
+
+
+def test_nvke_per_node_block_size_minimum_is_two(tmp_path):
+    """nv-ipam refuses perNodeBlockSize below 2."""
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + "      perNodeBlockSize: 1\n", NVKE_CRITERIA)
+    with pytest.raises(GpuclusterError) as exc:
+        load_clusters_and_build(cfg)
+    [p] = exc.value.problems
+    assert p.key == "settings.perNodeBlockSize" and "at least 2" in p.message
+
+
+def load_clusters_and_build(cfg: Path):
+    return build_plans(load_clusters(str(cfg)))

@@ -78,7 +78,7 @@ class _Checks:
         if too_old:
             self.error(
                 "NVKE-K8S-VERSION",
-                "cluster",
+                "-",
                 "kubernetesVersion",
                 f"Kubernetes {version} is older than {MIN_KUBERNETES}: NVKE GB200 recipes need DRA resource.k8s.io/v1 "
                 "(GA in 1.34) for ComputeDomains, the IMEX channels of multi-node NVLink",

@@ -79,7 +79,12 @@ DEFAULT_TEARDOWN_TIMEOUT_SECONDS = 780
 """Fits inside the 900 s Helm timeout of a manifest release; a destroy that runs out of it
 fails and can simply be re-run (the wait resumes)."""
 
+CORE_SETTING_KEYS = ("gateImage",)
+"""Settings every platform accepts because the core reads them (``settings.gateImage``: the
+kubectl image of the gate Jobs, validated by :mod:`gpucluster.gates`)."""
+
 ALLOWED_KEYS = (
+    *CORE_SETTING_KEYS,
     "rails",
     "firmwareNumVfs",
     "numVfs",
@@ -369,13 +374,25 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         raise ctx.error("teardown", "must be a mapping", allowed=", ".join(TEARDOWN_KEYS))
     _check_keys(ctx, teardown, TEARDOWN_KEYS, "teardown")
 
+    rails = _rails(ctx, raw.get("rails"))
+    block = _int(ctx, raw, "perNodeBlockSize", DEFAULT_PER_NODE_BLOCK_SIZE, minimum=2)
+    for rail in rails:
+        hosts = ip_pool_host_count(rail.subnet)
+        if hosts < block:
+            raise ctx.error(
+                f"rails[{rail.index}].subnet",
+                f"rail {rail.index} subnet {rail.subnet} has {hosts} usable address(es), fewer than perNodeBlockSize "
+                f"{block}: nv-ipam rejects the IPPool and no node gets an address",
+                allowed=f"a subnet with at least {block} host addresses (e.g. /{_prefix_for(block, rail.subnet)} or larger)",
+                fix="give the rail a larger subnet or lower settings.perNodeBlockSize",
+            )
     return NvkeSettings(
-        rails=_rails(ctx, raw.get("rails")),
+        rails=rails,
         firmware_num_vfs=_int(ctx, raw, "firmwareNumVfs", DEFAULT_FIRMWARE_NUM_VFS, minimum=1),
         num_vfs=_int(ctx, raw, "numVfs", DEFAULT_NUM_VFS, minimum=1),
         pod_network=pod_network,
         network_namespace=namespace,
-        per_node_block_size=_int(ctx, raw, "perNodeBlockSize", DEFAULT_PER_NODE_BLOCK_SIZE, minimum=1),
+        per_node_block_size=block,
         sriov_node_selector=selector,
         nic_cluster_policy=dict(ncp),
         rdma_modules_enabled=True if enabled is None else enabled,
@@ -387,25 +404,74 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
     )
 
 
+def ip_pool_host_count(subnet: str) -> int:
+    """Addresses nv-ipam can hand out from ``subnet`` (its ``GetPossibleIPCount``): IPv4 all but
+    the network and broadcast addresses, IPv6 all but the network address, 2 for a point-to-point
+    /31 or /127, 1 for a single address. nv-ipam refuses an IPPool whose ``perNodeBlockSize`` is
+    below 2 or above this count."""
+    net = ipaddress.ip_network(subnet, strict=False)
+    if net.prefixlen == net.max_prefixlen:
+        return 1
+    if net.prefixlen == net.max_prefixlen - 1:
+        return 2
+    return net.num_addresses - (2 if net.version == 4 else 1)
+
+
+def _prefix_for(block: int, subnet: str) -> int:
+    net = ipaddress.ip_network(subnet, strict=False)
+    prefix = net.max_prefixlen
+    while prefix > 0 and ip_pool_host_count(f"{net.network_address}/{prefix}") < block:
+        prefix -= 1
+    return prefix
+
+
+_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+"""``[v]MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD]``: the versions the core ``min-version`` gate
+script compares (:mod:`gpucluster.gates`); anything else is not a version there either."""
+
+
+def _parse_version(text: str) -> tuple[tuple[int, ...], str | None]:
+    match = _VERSION.match(str(text).strip())
+    if not match:
+        raise ValueError(f"'{text}' is not a version")
+    core = tuple(int(p) for p in match.groups()[:3] if p is not None)
+    return core, match.group(4)
+
+
 def version_tuple(text: str) -> tuple[int, ...]:
     """``"v0.5.1"`` / ``"0.5.1-rc.1"`` / ``"1.34"`` -> ``(0, 5, 1)`` / ``(0, 5, 1)`` / ``(1, 34)``.
 
-    Pre-release and build suffixes are ignored (a ``0.5.1-rc.1`` counts as 0.5.1).
+    The numeric core only; see :func:`version_less` for how a pre-release compares.
 
     Raises:
-        ValueError: no leading ``MAJOR[.MINOR[.PATCH]]``.
+        ValueError: not ``[v]MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD]`` (e.g. ``latest``,
+            ``0.5.1rc1``).
     """
-    match = re.match(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text).strip())
-    if not match:
-        raise ValueError(f"'{text}' is not a version")
-    return tuple(int(p) for p in match.groups() if p is not None)
+    return _parse_version(text)[0]
 
 
 def version_less(a: str, b: str) -> bool:
-    """True when version ``a`` < ``b`` (missing parts count as 0)."""
-    ta, tb = version_tuple(a), version_tuple(b)
+    """True when version ``a`` < ``b``, as the gate script's ``version_ge`` decides it.
+
+    Missing core parts count as 0; a leading ``v`` and ``+build`` metadata are ignored; a
+    pre-release sorts before its release (``0.5.1-rc1`` < ``0.5.1``, semver), and two
+    pre-releases of one core compare as text. The NVKE DRA check must agree with the
+    ``min-version`` gate, or a tag the policy accepts would hold ``terraform apply`` until the
+    gate times out.
+
+    Raises:
+        ValueError: either is not a version (see :func:`version_tuple`).
+    """
+    (ta, pa), (tb, pb) = _parse_version(a), _parse_version(b)
     n = max(len(ta), len(tb))
-    return ta + (0,) * (n - len(ta)) < tb + (0,) * (n - len(tb))
+    ta, tb = ta + (0,) * (n - len(ta)), tb + (0,) * (n - len(tb))
+    if ta != tb:
+        return ta < tb
+    if pa is None:
+        return False
+    if pb is None:
+        return True
+    return pa < pb
 
 
 def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
