@@ -57,10 +57,48 @@ def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
                 key="GPUCLUSTER_PLUGINS",
                 fix="fix the module or remove it from GPUCLUSTER_PLUGINS",
             ) from exc
-        pm.register(module, name=modname)
-    pm.check_pending()
+        try:
+            pm.register(module, name=modname)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(
+                f"plugin '{modname}' from GPUCLUSTER_PLUGINS is invalid: {_one_line(exc)}",
+                key="GPUCLUSTER_PLUGINS",
+                fix="match the hook signatures of gpucluster.sdk.hookspecs (docs/plugins.md)",
+            ) from exc
+    _check_hookimpls(pm)
     _PM = pm
     return pm
+
+
+def _one_line(exc: Exception) -> str:
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def _check_hookimpls(pm: pluggy.PluginManager) -> None:
+    """Refuse unknown hook names (typos) and hook wrappers, naming the plugin.
+
+    Raises:
+        PluginError: a ``gpucluster_*`` function with ``@hookimpl`` that no hookspec declares,
+            or an implementation marked ``hookwrapper``/``wrapper`` (gpucluster calls each
+            implementation itself, so wrappers would never wrap anything).
+    """
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"plugin '{pm.get_name(exc.plugin) or exc.plugin}' is invalid: {_one_line(exc)}",
+            allowed=", ".join(sorted(n for n in dir(hookspecs) if n.startswith("gpucluster_"))),
+            fix="rename the hook implementation to one of the allowed hooks (docs/plugins.md)",
+        ) from exc
+    for caller in pm.hook.__dict__.values():
+        if not isinstance(caller, pluggy.HookCaller):
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.hookwrapper or getattr(impl, "wrapper", False):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}' implements {caller.name} as a hook wrapper, which gpucluster does not support",
+                    fix="drop hookwrapper/wrapper from @hookimpl; use tryfirst/trylast to order implementations",
+                )
 
 
 def call_hook_attributed(
