@@ -33,6 +33,7 @@ from gpucluster.model import (
     NodePool,
     Taint,
 )
+from gpucluster.scheduling import EFFECTS, check_label_key, check_label_value, parse_taint
 
 ENV_CONFIG = "GPUCLUSTER_CONFIG"
 DEFAULT_FILE_NAME = "gpucluster.yaml"
@@ -63,10 +64,8 @@ CLUSTER_NAME_MAX = 40
 ``-cluster``/``-runtime``; Azure resource names derived from it stay within limits)."""
 
 CRITERIA_VALUE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-K8S_MINOR = re.compile(r"^[0-9]+\.[0-9]+$")
+K8S_MINOR = re.compile(r"^[1-9][0-9]*\.(0|[1-9][0-9]*)$")
 PROFILE_IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
-TAINT_TEXT = re.compile(r"^(?P<key>[^=:\s]+)(=(?P<value>[^:\s]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:
@@ -189,8 +188,9 @@ def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str |
 
 def _string(value: Any, file: str, cluster: str | None, key: str) -> str:
     if not isinstance(value, str) or not value:
+        what = "an empty string" if value == "" else _type_name(value)
         raise GpuclusterError(
-            f"'{key}' must be a non-empty string, not {_type_name(value)}", file=file, cluster=cluster, key=key, fix="quote the value"
+            f"'{key}' must be a non-empty string, not {what}", file=file, cluster=cluster, key=key, fix="quote the value"
         )
     return value
 
@@ -270,7 +270,10 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         k8s = _string(kv, source, name, f"{base}.kubernetesVersion")
         if not K8S_MINOR.match(k8s):
             raise GpuclusterError(
-                f"kubernetesVersion '{k8s}' is not MAJOR.MINOR", key=f"{base}.kubernetesVersion", allowed='e.g. "1.34"', **w
+                f"kubernetesVersion '{k8s}' is not MAJOR.MINOR",
+                key=f"{base}.kubernetesVersion",
+                allowed='MAJOR.MINOR without leading zeros, e.g. "1.34"',
+                **w,
             )
 
     existing = None
@@ -381,22 +384,30 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
     if data.get("labels") is not None:
         lab = _mapping(data["labels"], w["file"], w["cluster"], f"{key}.labels")
         for lk, lv in lab.items():
-            labels[lk] = _string(lv, w["file"], w["cluster"], f"{key}.labels.{lk}")
+            try:
+                labels[check_label_key(lk, "label key")] = check_label_value(lv, "label value")
+            except ValueError as exc:
+                raise GpuclusterError(
+                    str(exc),
+                    key=f"{key}.labels.{lk}",
+                    allowed="Kubernetes label keys ([prefix/]name, name <= 63 of [A-Za-z0-9._-]) and string values",
+                    **w,
+                ) from None
     taints: list[Taint] = []
     if data.get("taints") is not None:
         if not isinstance(data["taints"], list):
             raise GpuclusterError(f"'{key}.taints' must be a list, not {_type_name(data['taints'])}", key=f"{key}.taints", **w)
         for j, t in enumerate(data["taints"]):
             text = _string(t, w["file"], w["cluster"], f"{key}.taints[{j}]")
-            m = TAINT_TEXT.match(text)
-            if not m:
+            try:
+                taints.append(parse_taint(text))
+            except ValueError as exc:
                 raise GpuclusterError(
-                    f"invalid taint '{text}'",
+                    f"invalid taint '{text}': {exc}",
                     key=f"{key}.taints[{j}]",
-                    allowed=f"key[=value]:Effect with Effect one of {', '.join(TAINT_EFFECTS)}",
+                    allowed=f"key[=value]:Effect with a Kubernetes label key and value, Effect one of {', '.join(EFFECTS)}",
                     **w,
-                )
-            taints.append(Taint(m.group("key"), m.group("value") or "", m.group("effect")))  # type: ignore[arg-type]
+                ) from None
     gpu_driver = None
     if data.get("gpuDriver") is not None:
         gpu_driver = _string(data["gpuDriver"], w["file"], w["cluster"], f"{key}.gpuDriver")

@@ -61,7 +61,8 @@ TOLERATION_FORMAT = "'key:Effect', 'key=value:Effect' or {key, operator: Exists|
 # --------------------------------------------------------------------------- parsing
 
 
-def _check_label_key(key: Any, what: str) -> str:
+def check_label_key(key: Any, what: str) -> str:
+    """``key`` if it is a Kubernetes label/taint key (``[prefix/]name``). Raises ValueError."""
     if not isinstance(key, str) or not LABEL_KEY.match(key) or len(key) > 253 + 1 + 63:
         raise ValueError(f"{what} {key!r} is not a valid Kubernetes label/taint key")
     prefix, _, _ = key.rpartition("/")
@@ -70,7 +71,8 @@ def _check_label_key(key: Any, what: str) -> str:
     return key
 
 
-def _check_label_value(value: Any, what: str) -> str:
+def check_label_value(value: Any, what: str) -> str:
+    """``value`` if it is a Kubernetes label value (string, <= 63 chars). Raises ValueError."""
     if not isinstance(value, str):
         raise ValueError(f"{what} {value!r} is a {type(value).__name__}; label values are strings (quote it)")
     if not LABEL_VALUE.match(value):
@@ -102,9 +104,9 @@ def parse_toleration(spec: Any) -> Toleration:
             raise ValueError(f"toleration '{spec}' has no ':Effect' (the string form needs an effect)")
         _check_effect(effect)
         key, eq, value = body.partition("=")
-        _check_label_key(key, "toleration key")
+        check_label_key(key, "toleration key")
         if eq:
-            _check_label_value(value, "toleration value")
+            check_label_value(value, "toleration value")
             return Toleration(key=key, operator="Equal", value=value, effect=effect)
         return Toleration(key=key, operator="Exists", effect=effect)
     if isinstance(spec, Mapping):
@@ -122,11 +124,11 @@ def parse_toleration(spec: Any) -> Toleration:
             if operator != "Exists":
                 raise ValueError("a toleration without a key must use operator Exists")
         else:
-            _check_label_key(key, "toleration key")
+            check_label_key(key, "toleration key")
         if operator == "Exists" and value not in (None, ""):
             raise ValueError("a toleration with operator Exists cannot have a value")
         if operator == "Equal":
-            value = _check_label_value("" if value is None else value, "toleration value")
+            value = check_label_value("" if value is None else value, "toleration value")
         else:
             value = None
         if effect not in (None, ""):
@@ -155,8 +157,8 @@ def parse_taint(spec: Any) -> Taint:
         key, value, effect = spec.get("key"), spec.get("value", ""), spec.get("effect")
     else:
         raise ValueError(f"a taint must be a 'key=value:Effect' string or a mapping, not a {type(spec).__name__}")
-    _check_label_key(key, "taint key")
-    _check_label_value(value, "taint value")
+    check_label_key(key, "taint key")
+    check_label_value(value, "taint value")
     _check_effect(effect)
     return Taint(key=key, value=value, effect=effect)
 
@@ -206,7 +208,7 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
                 parsed: dict[str, str] = {}
                 for k, v in selector.items():
                     try:
-                        parsed[_check_label_key(k, "label key")] = _check_label_value(v, "label value")
+                        parsed[check_label_key(k, "label key")] = check_label_value(v, "label value")
                     except ValueError as exc:
                         bad(f"{where}.nodeSelector.{k}", str(exc))
                 setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))

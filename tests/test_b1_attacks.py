@@ -230,3 +230,52 @@ def test_nvke_per_node_block_size_minimum_is_two(tmp_path):
 
 def load_clusters_and_build(cfg: Path):
     return build_plans(load_clusters(str(cfg)))
+
+
+# --------------------------------------------------------------------------- cluster file
+
+
+def _config_problem(tmp_path: Path, body: str, criteria: str = AKS_CRITERIA):
+    cfg = _cluster_file(tmp_path, body, criteria)
+    with pytest.raises(GpuclusterError) as exc:
+        load_clusters(str(cfg))
+    [p] = exc.value.problems
+    assert p.file == str(cfg) and p.cluster == "lab"
+    return p
+
+
+@pytest.mark.parametrize("version", ["01.34", "1.034", "0.34"])
+def test_kubernetes_version_without_leading_zeros(tmp_path, version):
+    p = _config_problem(tmp_path, f"    kubernetesVersion: '{version}'\n")
+    assert p.key == "clusters[0].kubernetesVersion" and version in p.message
+
+
+POOLS = "    pools:\n      - {name: system, vmSize: Standard_D8s_v5, gpu: false}\n      - {name: gpu, vmSize: Standard_ND96isr_H100_v5, %s}\n"
+
+
+@pytest.mark.parametrize(
+    "pool,key",
+    [
+        ("taints: ['ä/b=c:NoSchedule']", "clusters[0].pools[1].taints[0]"),
+        ("taints: ['nvidia.com/gpu=pre sent:NoSchedule']", "clusters[0].pools[1].taints[0]"),
+        ("taints: ['-bad=x:NoExecute']", "clusters[0].pools[1].taints[0]"),
+        ("labels: {'bad key!': x}", "clusters[0].pools[1].labels.bad key!"),
+        ("labels: {team: 'two words'}", "clusters[0].pools[1].labels.team"),
+        ("nodeCount: true", "clusters[0].pools[1].nodeCount"),
+    ],
+)
+def test_pool_taints_and_labels_are_kubernetes_valid(tmp_path, pool, key):
+    """Pool taints/labels reach AKS and the derived tolerations verbatim; invalid ones failed only at apply."""
+    p = _config_problem(tmp_path, POOLS % pool)
+    assert p.key == key
+
+
+def test_pool_taint_key_only_form_still_parses(tmp_path):
+    cfg = _cluster_file(tmp_path, POOLS % "taints: ['dedicated:NoSchedule', 'nvidia.com/gpu=present:NoSchedule']")
+    [c] = load_clusters(str(cfg))
+    assert [str(t) for t in c.pools[1].taints] == ["dedicated=:NoSchedule", "nvidia.com/gpu=present:NoSchedule"]
+
+
+def test_empty_string_message(tmp_path):
+    p = _config_problem(tmp_path, "    region: ''\n")
+    assert p.message == "'clusters[0].region' must be a non-empty string, not an empty string"

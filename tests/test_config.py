@@ -165,7 +165,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodeCount: '2'}]\n", "nodeCount' must be an integer, not a string"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, gpu: 'yes'}]\n", "gpu' must be true or false, not a string"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, taints: ['gpu']}]\n", "invalid taint 'gpu'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, labels: {a: 1}}]\n", "labels.a' must be a non-empty string, not an integer"),
+        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, labels: {a: 1}}]\n", "label value 1 is a int; label values are strings (quote it)"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, size: 3}]\n", "unknown key 'size'"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    settings: [1]\n", "'clusters[0].settings' must be a mapping"),
         (
