@@ -29,8 +29,10 @@ import jsii  # noqa: E402
 from cdktf import (  # noqa: E402,F401  (re-exported)
     App,
     AssetType,
+    CloudBackend,
     Fn,
     LocalBackend,
+    NamedCloudWorkspace,
     Postcondition,
     Precondition,
     TerraformAsset,

@@ -7,7 +7,7 @@ from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe
 from gpucluster.plugins import call_hook
 from gpucluster.sdk.types import ClusterConnection
-from stacks.common import use_local_backend
+from stacks.common import use_backend
 
 
 class ClusterStack(TerraformStack):
@@ -16,7 +16,8 @@ class ClusterStack(TerraformStack):
     Calls hook ``gpucluster_cluster_stack(scope=self, cluster, recipe)`` (firstresult): the
     platform plugin adds its constructs to this stack and returns the
     :class:`~gpucluster.sdk.types.ClusterConnection` (Terraform tokens) the runtime stack
-    consumes through cdktf cross-stack references.
+    consumes through cdktf cross-stack references. The backend is the cluster file's choice
+    (:func:`stacks.common.use_backend`).
 
     Raises:
         GpuclusterError: no plugin built the cluster, or the plugin returned something else
@@ -25,7 +26,7 @@ class ClusterStack(TerraformStack):
 
     def __init__(self, scope: Construct, id: str, *, cluster: ClusterSpec, recipe: Recipe):
         super().__init__(scope, id)
-        use_local_backend(self)
+        use_backend(self, cluster)
         connection = call_hook("gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe)
         service = cluster.criteria.service
         if connection is None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from constructs_lib.cdk import LocalBackend, TerraformStack
+import os
+import shutil
+from typing import Any, Mapping
+
+from constructs_lib.cdk import CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
+from gpucluster.backends import workspace_name
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import ClusterSpec
 
 STATE_DIR_FROM_STACK = "../../.."
 """Local state lives next to the output folder: ``<outdir>/stacks/<stack>/`` -> ``<outdir>/..``.
@@ -29,3 +36,52 @@ def local_state_path(stack_name: str) -> str:
 def use_local_backend(stack: TerraformStack) -> LocalBackend:
     """Configure the explicit local backend of ``stack`` (see :data:`STATE_DIR_FROM_STACK`)."""
     return LocalBackend(stack, path=local_state_path(stack.node.id))
+
+
+def terraform_binary() -> str:
+    """The Terraform CLI cdktf runs: ``TERRAFORM_BINARY_NAME`` or ``terraform`` (cdktf's rule)."""
+    return os.environ.get("TERRAFORM_BINARY_NAME") or "terraform"
+
+
+def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> CloudBackend:
+    """Configure a Terraform ``cloud`` block with the stack's own named workspace.
+
+    ``backend`` is the normalized mapping of :func:`gpucluster.backends.parse_backend`; the
+    workspace is ``<workspacePrefix><stack name>`` in ``organization`` on ``hostname``
+    (optionally in ``project``). No token is set: Terraform reads it from ``terraform login``
+    or ``TF_TOKEN_<hostname>``. A stack that reads this stack's outputs (cross-stack
+    reference) gets a ``terraform_remote_state`` data source with backend ``remote`` and the
+    same organization, hostname and workspace name (cdktf 0.21 ``CloudBackend``).
+    """
+    return CloudBackend(
+        stack,
+        organization=backend["organization"],
+        hostname=backend["hostname"],
+        workspaces=NamedCloudWorkspace(workspace_name(backend, stack.node.id), backend.get("project")),
+    )
+
+
+def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | CloudBackend:
+    """Configure the backend the cluster file chose for ``cluster`` (``ClusterSpec.backend``).
+
+    ``None`` (default, ``type: local``): :func:`use_local_backend`, unchanged output.
+    ``type: cloud``: :func:`use_cloud_backend`.
+
+    Raises:
+        GpuclusterError: ``type: cloud`` but the Terraform CLI is not on ``PATH``. cdktf's
+            ``CloudBackend`` checks ``terraform version`` (>= 1.1) while synthesizing and would
+            otherwise fail with a bare validation error.
+    """
+    backend = cluster.backend
+    if backend is None:
+        return use_local_backend(stack)
+    if shutil.which(terraform_binary()) is None:
+        raise GpuclusterError(
+            f"backend type 'cloud' needs the Terraform CLI (>= 1.1) while synthesizing, and '{terraform_binary()}' "
+            "is not on PATH (cdktf checks `terraform version` for the cloud block)",
+            file=cluster.source,
+            cluster=cluster.name,
+            key="backend.type",
+            fix="install Terraform >= 1.1 (or set TERRAFORM_BINARY_NAME), or use backend type 'local'",
+        )
+    return use_cloud_backend(stack, backend)

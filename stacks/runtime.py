@@ -14,7 +14,7 @@ from constructs_lib.helm import (
 from gpucluster.graph import topological_layers
 from gpucluster.model import ExistingCluster, RuntimePlan
 from gpucluster.sdk.types import ClusterConnection
-from stacks.common import use_local_backend
+from stacks.common import use_backend
 
 KUBECONFIG_PATH_VARIABLE = "kubeconfig_path"
 KUBE_CONTEXT_VARIABLE = "kube_context"
@@ -26,7 +26,8 @@ class RuntimeStack(TerraformStack):
     The Helm provider (id ``helm``) reaches the cluster either through ``connection`` tokens
     (cross-stack references to the ``<name>-cluster`` outputs: host, client certificate/key,
     CA) or, for existing clusters, through Terraform variables ``kubeconfig_path`` and
-    ``kube_context`` whose defaults come from the cluster file (``existing:``).
+    ``kube_context`` whose defaults come from the cluster file (``existing:``). The backend
+    is the cluster file's choice (:func:`stacks.common.use_backend`).
 
     Attributes:
         releases: PlanNode id -> HelmComponent | LocalChartRelease.
@@ -42,7 +43,7 @@ class RuntimeStack(TerraformStack):
         existing: ExistingCluster | None = None,
     ):
         super().__init__(scope, id)
-        use_local_backend(self)
+        use_backend(self, plan.cluster)
         if connection is not None and connection.host is not None:
             kubernetes = dict(
                 host=connection.host,
