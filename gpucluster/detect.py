@@ -63,8 +63,11 @@ def node_provider_ids(node_list: Any, *, source: str = "<nodes>") -> list[tuple[
     for i, node in enumerate(items):
         if not isinstance(node, Mapping):
             raise GpuclusterError(f"items[{i}] is not a Node object", file=source, key=f"items[{i}]")
-        name = str((node.get("metadata") or {}).get("name") or f"items[{i}]")
-        pid = (node.get("spec") or {}).get("providerID") or ""
+        metadata, spec = node.get("metadata") or {}, node.get("spec") or {}
+        if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+            raise GpuclusterError(f"items[{i}] has a metadata or spec that is not an object", file=source, key=f"items[{i}]")
+        name = str(metadata.get("name") or f"items[{i}]")
+        pid = spec.get("providerID") or ""
         out.append((name, str(pid)))
     return sorted(out)
 
@@ -135,10 +138,10 @@ def load_nodes(
     if nodes_json:
         path = Path(nodes_json).expanduser()
         try:
-            return json.loads(path.read_text(encoding="utf-8")), nodes_json
+            return _parse_json(path.read_bytes()), nodes_json
         except OSError as exc:
             raise GpuclusterError(f"cannot read the nodes file: {exc.strerror}", file=nodes_json, key="--nodes-json") from exc
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:
             raise GpuclusterError(f"the nodes file is not JSON: {exc}", file=nodes_json, key="--nodes-json",
                                   fix="save `kubectl get nodes -o json` output") from exc
     kubectl = which("kubectl")
@@ -155,7 +158,7 @@ def load_nodes(
         cmd += ["--context", context]
     label = f"kubectl ({kubeconfig or 'default kubeconfig'}{', context ' + context if context else ''})"
     try:
-        proc = run(cmd, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_SECONDS + 15, check=False)
+        proc = run(cmd, capture_output=True, text=True, errors="replace", timeout=KUBECTL_TIMEOUT_SECONDS + 15, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GpuclusterError(f"running kubectl failed: {exc}", file=label, fix="check the kubeconfig and that the cluster is reachable") from exc
     if proc.returncode != 0:
@@ -163,9 +166,21 @@ def load_nodes(
         raise GpuclusterError(f"`kubectl get nodes` failed: {last[0]}", file=label,
                               fix="check --kubeconfig/--context and that the cluster is reachable")
     try:
-        return json.loads(proc.stdout), label
-    except json.JSONDecodeError as exc:
+        return _parse_json(proc.stdout), label
+    except ValueError as exc:
         raise GpuclusterError(f"kubectl printed no JSON: {exc}", file=label) from exc
+
+
+def _parse_json(data: str | bytes) -> Any:
+    """``json.loads`` whose every failure is a ValueError (bad UTF-8, too deep nesting included)."""
+    try:
+        if isinstance(data, bytes):
+            data = data.decode("utf-8")
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nesting is too deep") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (invalid byte at offset {exc.start})") from None
 
 
 def render_text(result: Detection, *, kubeconfig: str | None, context: str | None) -> str:

@@ -279,3 +279,36 @@ def test_pool_taint_key_only_form_still_parses(tmp_path):
 def test_empty_string_message(tmp_path):
     p = _config_problem(tmp_path, "    region: ''\n")
     assert p.message == "'clusters[0].region' must be a non-empty string, not an empty string"
+
+
+# --------------------------------------------------------------------------- AKS settings, detect
+
+
+def test_aks_refuses_unknown_settings(tmp_path):
+    """A misspelt setting (gateImages) was silently ignored on AKS."""
+    cfg = _cluster_file(tmp_path, "    settings: {gateImages: myacr.azurecr.io/kubectl:v1.34.1}\n")
+    [p] = _problems(cfg)
+    assert (p.cluster, p.key) == ("lab", "settings.gateImages") and "gateImage" in p.allowed
+
+
+def test_aks_accepts_gate_image_setting(tmp_path):
+    cfg = _cluster_file(tmp_path, "    settings: {gateImage: myacr.azurecr.io/kubectl:v1.34.1}\n")
+    [plan] = build_plans(load_clusters(str(cfg)))
+    assert {n.values["image"] for n in plan.nodes if n.kind == "gate"} == {"myacr.azurecr.io/kubectl:v1.34.1"}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe{}",
+        b"[" * 100000 + b"]" * 100000,
+        b'{"items": [{"metadata": [1], "spec": {"providerID": "nico://a"}}]}',
+        b'{"items": [{"metadata": {"name": "a"}, "spec": "nico://a"}]}',
+    ],
+)
+def test_detect_bad_nodes_file_exits_2_without_traceback(tmp_path, capsys, content):
+    f = tmp_path / "nodes.json"
+    f.write_bytes(content)
+    assert cli_main(["detect", "--nodes-json", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error[input] file=") and "Traceback" not in err and str(f) in err

@@ -39,6 +39,10 @@ GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 SYSTEM_VM_SIZE = "Standard_D8s_v5"
 """System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators)."""
 
+SETTING_KEYS = ("gateImage",)
+"""``settings`` keys an AKS cluster accepts: the core ``gateImage`` (kubectl image of the gate Jobs,
+validated by the core); AKS has no platform settings of its own, so anything else is a typo."""
+
 SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 """Taint of GPU pools; runtime components tolerate it with a keyed toleration (seed: a
@@ -102,6 +106,15 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     if cluster.criteria.service != SERVICE:
         return None
     where = {"file": cluster.source, "cluster": cluster.name}
+    for name in sorted(cluster.settings or {}, key=str):
+        if name not in SETTING_KEYS:
+            raise GpuclusterError(
+                f"unknown setting '{name}' for service aks",
+                key=f"settings.{name}",
+                allowed=", ".join(SETTING_KEYS),
+                fix="remove it or fix its spelling (AKS settings: docs/cluster-file.md)",
+                **where,
+            )
     profile = dict(cluster.profile)
     for name, value in profile.items():
         if name != PROFILE_NAME:
