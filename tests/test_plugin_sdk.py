@@ -1,0 +1,607 @@
+"""The plugin SDK as a third party uses it (docs/plugins.md).
+
+The example plugin ``tests/data/example_plugin`` (platform ``example-k8s``) is loaded through
+``GPUCLUSTER_PLUGINS`` and, built and installed with pip, through a real ``gpucluster``
+entry point; its catalog, gate and policy check take effect in the public pipeline. Plugin
+failures are reported naming the plugin (exit 2, no traceback), duplicate services name both
+plugins, ``GPUCLUSTER_DISABLE_PLUGINS`` blocks plugins, ``gpucluster plugins`` lists them, and
+every built-in plugin imports only ``gpucluster.sdk``, the standard library and PyYAML.
+
+Every test here runs with a private plugin manager: the fixture :func:`_private_plugin_manager`
+restores the process-wide one afterwards, so other test modules see the built-ins only.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gpucluster.plugins as plugins_mod
+import gpucluster.sdk as sdk
+from gpucluster import cli, pipeline
+from gpucluster.config import parse_clusters
+from gpucluster.errors import GpuclusterError, PluginError
+from gpucluster.sdk import hookspecs
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_DIST = ROOT / "tests" / "data" / "example_plugin"
+EXAMPLE = "gpucluster_example"
+DOCS = ROOT / "docs" / "plugins.md"
+HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("gpucluster_"))
+
+CLUSTER = {
+    "name": "ex1",
+    "criteria": {"service": "example-k8s", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+    "existing": {"kubeconfig": "~/.kube/example.yaml", "context": "ex1"},
+}
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(autouse=True)
+def _private_plugin_manager(monkeypatch):
+    """Run each test with its own plugin manager; restore the process-wide one afterwards."""
+    saved = plugins_mod._PM
+    monkeypatch.delenv("GPUCLUSTER_PLUGINS", raising=False)
+    monkeypatch.delenv("GPUCLUSTER_DISABLE_PLUGINS", raising=False)
+    before = set(sys.modules)
+    plugins_mod._PM = None  # loaded afresh from this test's environment on first use
+    yield
+    plugins_mod._PM = saved
+    for name in set(sys.modules) - before:
+        if name.startswith((EXAMPLE, "h7_")):
+            del sys.modules[name]
+
+
+def load(monkeypatch, *modules: str, disable: tuple[str, ...] = (), extra_path: Path | None = None):
+    """Load plugins as a user would: ``GPUCLUSTER_PLUGINS``/``GPUCLUSTER_DISABLE_PLUGINS`` + reload."""
+    monkeypatch.syspath_prepend(str(EXAMPLE_DIST))
+    if extra_path is not None:
+        monkeypatch.syspath_prepend(str(extra_path))
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", ",".join(modules))
+    monkeypatch.setenv("GPUCLUSTER_DISABLE_PLUGINS", ",".join(disable))
+    return plugins_mod.get_plugin_manager(reload=True)
+
+
+def write_plugin(tmp_path: Path, name: str, body: str) -> Path:
+    (tmp_path / f"{name}.py").write_text("from gpucluster.sdk import *\n" + textwrap.dedent(body), encoding="utf-8")
+    return tmp_path
+
+
+def cluster_spec(tmp_path: Path, **changes):
+    doc = {**CLUSTER, **changes}
+    (spec,) = parse_clusters({"clusters": [doc]}, source="clusters.yaml", root=tmp_path)
+    return spec
+
+
+def cluster_file(tmp_path: Path, **changes) -> str:
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump({"clusters": [{**CLUSTER, **changes}]}), encoding="utf-8")
+    return str(path)
+
+
+def run_cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUCLUSTER_PLUGINS", "GPUCLUSTER_DISABLE_PLUGINS", "GPUCLUSTER_DEBUG", "PYTHONPATH")}
+    env.update(extra)
+    return env
+
+
+def run_subprocess(argv, env, cwd):
+    return subprocess.run([sys.executable, "-m", "gpucluster.cli", *argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+# --------------------------------------------------------------------------- loading through GPUCLUSTER_PLUGINS
+
+
+def test_example_plugin_loads_through_gpucluster_plugins(monkeypatch):
+    pm = load(monkeypatch, EXAMPLE)
+    module = pm.get_plugin(EXAMPLE)
+    assert module is not None and module.__name__ == EXAMPLE
+    assert {c.name for c in pm.get_hookcallers(module)} == {
+        "gpucluster_platforms", "gpucluster_catalog_dirs", "gpucluster_prepare_cluster", "gpucluster_gates", "gpucluster_policy_checks",
+    }
+    known = plugins_mod.platforms()
+    assert sorted(known) == ["aks", "example-k8s", "nvke", "oke"]
+    assert known["example-k8s"] is module.PLATFORM and known["example-k8s"].provisions_cluster is False
+
+
+def test_without_the_plugin_the_service_is_unknown(tmp_path):
+    with pytest.raises(GpuclusterError) as exc:
+        pipeline.build_plan(cluster_spec(tmp_path))
+    text = exc.value.render()
+    assert "unknown service 'example-k8s'" in text and "(allowed: aks, nvke, oke)" in text
+
+
+def test_example_cluster_plan_uses_its_catalog_gate_and_check(monkeypatch, tmp_path):
+    load(monkeypatch, EXAMPLE)
+    plan = pipeline.build_plan(cluster_spec(tmp_path))
+    assert plan.recipe.applied_overlays == ["base", "monitoring-hpa", "h100-any", "h100-example-k8s-ubuntu-training"]
+    assert plan.cluster.existing.kubeconfig_path == "~/.kube/example.yaml"
+    # catalog: the plugin's manifest-only component, its values file and template
+    comp = plan.components["example-gpu-priority"]
+    assert comp.ref.type == "Manifest" and comp.ref.namespace == "example-system"
+    assert comp.values["priorityClass"] == {"name": "gpu-training", "value": 100000, "preemptionPolicy": "PreemptLowerPriority"}
+    node = plan.node("example-gpu-priority-manifests")
+    assert node.kind == "manifests" and node.depends_on == ["kai-scheduler"]
+    (template,) = [v for k, v in node.local_chart.files.items() if k.startswith("templates/")]
+    obj = yaml.safe_load(template)
+    assert obj["kind"] == "PriorityClass" and obj["metadata"]["name"] == "gpu-training" and obj["value"] == 100000
+    # gate: dependents of gpu-operator wait for it instead of the chart
+    assert [g.name for g in plan.gates] == ["example-clusterpolicy-ready"]
+    gate = plan.node("example-clusterpolicy-ready")
+    assert gate.kind == "gate" and gate.depends_on == ["gpu-operator"]
+    for dependent in ("kai-scheduler", "nvidia-dra-driver-gpu", "nvsentinel"):
+        deps = plan.node(dependent).depends_on
+        assert "example-clusterpolicy-ready" in deps and "gpu-operator" not in deps
+    # no AKS/NVKE/OKE plugin touched it
+    assert not any(n.id.startswith(("network-operator", "gate-")) for n in plan.nodes)
+    assert [f.id for f in plan.findings if f.id.startswith(("AKS", "NVKE", "OKE"))] == []
+
+
+def test_example_prepare_fills_the_existing_cluster(monkeypatch, tmp_path):
+    load(monkeypatch, EXAMPLE)
+    doc = dict(CLUSTER)
+    del doc["existing"]
+    (spec,) = parse_clusters({"clusters": [doc]}, source="clusters.yaml", root=tmp_path)
+    plan = pipeline.build_plan(spec)
+    assert (plan.cluster.existing.kubeconfig_path, plan.cluster.existing.context) == ("~/.kube/config", None)
+    assert spec.existing is None  # the hook got a copy
+
+
+def test_example_policy_check_stops_the_plan(monkeypatch, tmp_path):
+    load(monkeypatch, EXAMPLE)
+    path = cluster_file(tmp_path, overrides={"set": ["gpuoperator:driver.enabled=false"]})
+    code, out, err = run_cli(["plan", "--config", path])
+    assert code == 2 and out == ""
+    line = next(line for line in err.splitlines() if line.startswith("error[EXAMPLE-DRIVER]"))
+    assert line.startswith(f"error[EXAMPLE-DRIVER] file={path} cluster=ex1 component=gpu-operator key=driver.enabled: driver.enabled is false")
+    assert "fix: remove the gpuoperator:driver.enabled=false override" in line
+    assert "Traceback" not in err
+
+
+def test_example_prepare_refuses_pools(monkeypatch, tmp_path):
+    load(monkeypatch, EXAMPLE)
+    spec = cluster_spec(tmp_path, existing=None, pools=[{"name": "gpu", "vmSize": "x", "nodeCount": 1}])
+    with pytest.raises(GpuclusterError) as exc:
+        pipeline.build_plan(spec)
+    (problem,) = exc.value.problems
+    assert (problem.file, problem.cluster, problem.key) == ("clusters.yaml", "ex1", "pools")
+    assert "example-k8s clusters exist already" in problem.message
+
+
+def test_example_plugin_leaves_other_services_alone(monkeypatch, tmp_path):
+    (default,) = parse_clusters(yaml.safe_load((ROOT / "gpucluster" / "default_cluster.yaml").read_text()), source="d", root=tmp_path)
+    without = pipeline.build_plan(default)
+    load(monkeypatch, EXAMPLE)
+    with_plugin = pipeline.build_plan(default)
+    assert with_plugin.edges() == without.edges()
+    assert [g.name for g in with_plugin.gates] == [g.name for g in without.gates]
+
+
+# --------------------------------------------------------------------------- installation through an entry point
+
+
+@pytest.fixture(scope="module")
+def installed_example(tmp_path_factory):
+    """The example distribution built and installed by pip into a private folder (no network)."""
+    base = tmp_path_factory.mktemp("example-dist")
+    src = base / "src"
+    shutil.copytree(EXAMPLE_DIST, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    target = base / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(src)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    return target
+
+
+def test_installed_distribution_registers_through_the_entry_point(installed_example, tmp_path):
+    ep = (next(installed_example.glob("gpucluster_example-*.dist-info")) / "entry_points.txt").read_text()
+    assert "[gpucluster]\nexample = gpucluster_example" in ep
+    env = subprocess_env(PYTHONPATH=str(installed_example))
+    res = run_subprocess(["plugins", "--format", "json"], env, tmp_path)
+    assert res.returncode == 0, res.stderr
+    inventory = json.loads(res.stdout)
+    entry = next(p for p in inventory["plugins"] if p["name"] == "example")
+    assert entry["module"] == EXAMPLE and entry["source"] == "entry-point"
+    assert entry["distribution"] == {"name": "gpucluster-example", "version": "0.1.0"}
+    assert entry["platforms"] == [{"service": "example-k8s", "displayName": "Example Kubernetes (existing clusters)", "provisionsCluster": False}]
+    assert [p["name"] for p in inventory["plugins"]] == ["aks", "example", "nvke", "oke"]
+    # the installed package data (catalog) is what the plan resolves against
+    res = run_subprocess(["plan", "--config", cluster_file(tmp_path), "--format", "json"], env, tmp_path)
+    assert res.returncode == 0, res.stderr
+    (plan,) = json.loads(res.stdout)
+    assert plan["appliedOverlays"][-1] == "h100-example-k8s-ubuntu-training"
+    ids = {n["id"]: n for n in plan["nodes"]}
+    assert ids["example-clusterpolicy-ready"]["kind"] == "gate"
+    assert ids["example-gpu-priority-manifests"]["dependsOn"] == ["kai-scheduler"]
+    # blocked by its entry-point name
+    res = run_subprocess(["plan", "--config", cluster_file(tmp_path)], subprocess_env(PYTHONPATH=str(installed_example), GPUCLUSTER_DISABLE_PLUGINS="example"), tmp_path)
+    assert res.returncode == 2 and "unknown service 'example-k8s'" in res.stderr
+
+
+def test_loading_every_plugin_does_not_import_cdktf(tmp_path):
+    code = (
+        "import sys; from gpucluster.plugins import get_plugin_manager, platforms; get_plugin_manager(); platforms(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cdktf', 'constructs', 'jsii', 'constructs_lib', 'cdktf_cdktf_provider_azurerm')))"
+    )
+    env = subprocess_env(PYTHONPATH=str(EXAMPLE_DIST), GPUCLUSTER_PLUGINS=EXAMPLE)
+    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- errors name the plugin
+
+
+RAISING = {
+    "gpucluster_platforms": "def gpucluster_platforms():\n    raise RuntimeError('kaput')\n",
+    "gpucluster_catalog_dirs": "def gpucluster_catalog_dirs():\n    raise RuntimeError('kaput')\n",
+    "gpucluster_prepare_cluster": "@hookimpl(tryfirst=True)\ndef gpucluster_prepare_cluster(cluster):\n    raise RuntimeError('kaput')\n",
+    "gpucluster_adjust_values": "def gpucluster_adjust_values(cluster, recipe, component):\n    raise RuntimeError('kaput')\n",
+    "gpucluster_manifests": "def gpucluster_manifests(cluster, recipe, components):\n    raise RuntimeError('kaput')\n",
+    "gpucluster_gates": "def gpucluster_gates(cluster, recipe, components):\n    raise RuntimeError('kaput')\n",
+    "gpucluster_policy_checks": "def gpucluster_policy_checks(cluster, recipe, components):\n    raise RuntimeError('kaput')\n",
+}
+
+
+@pytest.mark.parametrize("hook", sorted(RAISING))
+def test_a_raising_hook_is_reported_with_the_plugin_name(hook, monkeypatch, tmp_path):
+    body = RAISING[hook] if RAISING[hook].startswith("@") else "@hookimpl\n" + RAISING[hook]
+    write_plugin(tmp_path, "h7_boom", body)
+    load(monkeypatch, EXAMPLE, "h7_boom", extra_path=tmp_path)
+    code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
+    assert code == 2 and out == ""
+    assert f"plugin 'h7_boom' failed in hook {hook}: " in err and "kaput" in err
+    assert "Traceback" not in err
+
+
+WRONG_SHAPE = {
+    "gpucluster_platforms": ("def gpucluster_platforms():\n    return ['example-k8s']\n", "plugin 'h7_bad' returned str from gpucluster_platforms"),
+    "gpucluster_catalog_dirs": ("def gpucluster_catalog_dirs():\n    return '/srv/catalog'\n", "plugin 'h7_bad' returned str from gpucluster_catalog_dirs"),
+    "gpucluster_catalog_dirs-missing": (
+        "def gpucluster_catalog_dirs():\n    return ['/nonexistent/h7/catalog']\n",
+        "plugin 'h7_bad' returned catalog directory '/nonexistent/h7/catalog', which does not exist",
+    ),
+    "gpucluster_prepare_cluster": (
+        "@hookimpl(tryfirst=True)\ndef gpucluster_prepare_cluster(cluster):\n    return {'name': cluster.name}\n",
+        "plugin 'h7_bad' returned dict from gpucluster_prepare_cluster",
+    ),
+    "gpucluster_adjust_values": (
+        "def gpucluster_adjust_values(cluster, recipe, component):\n    return ['driver.enabled=false']\n",
+        "component=cert-manager: plugin 'h7_bad' returned list from gpucluster_adjust_values",
+    ),
+    "gpucluster_manifests": ("def gpucluster_manifests(cluster, recipe, components):\n    return 'kind: ConfigMap'\n", "plugin 'h7_bad' returned str from gpucluster_manifests"),
+    "gpucluster_gates": ("def gpucluster_gates(cluster, recipe, components):\n    return {'name': 'x'}\n", "plugin 'h7_bad' returned dict from gpucluster_gates"),
+    "gpucluster_policy_checks": (
+        "def gpucluster_policy_checks(cluster, recipe, components):\n    return ['error: no']\n",
+        "plugin 'h7_bad' returned something other than a list of Finding from gpucluster_policy_checks",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_SHAPE))
+def test_a_wrong_return_shape_is_reported_with_the_plugin_name(case, monkeypatch, tmp_path):
+    body, expected = WRONG_SHAPE[case]
+    write_plugin(tmp_path, "h7_bad", body if body.startswith("@") else "@hookimpl\n" + body)
+    load(monkeypatch, EXAMPLE, "h7_bad", extra_path=tmp_path)
+    code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
+    assert code == 2 and out == ""
+    assert expected in err and "Traceback" not in err
+
+
+def test_a_raising_cluster_stack_hook_names_the_plugin(monkeypatch, tmp_path):
+    write_plugin(tmp_path, "h7_boom", "@hookimpl\ndef gpucluster_cluster_stack(scope, cluster, recipe):\n    raise KeyError('host')\n")
+    load(monkeypatch, "h7_boom", extra_path=tmp_path)
+    spec = cluster_spec(tmp_path)
+    with pytest.raises(PluginError) as exc:
+        plugins_mod.call_hook("gpucluster_cluster_stack", scope=None, cluster=spec, recipe=None)
+    assert "plugin 'h7_boom' failed in hook gpucluster_cluster_stack: KeyError: 'host'" in exc.value.render()
+    assert "GPUCLUSTER_DISABLE_PLUGINS=h7_boom" in exc.value.render()
+
+
+def test_a_raising_hook_exits_2_without_traceback_in_a_real_process(tmp_path):
+    write_plugin(tmp_path, "h7_boom", "@hookimpl\ndef gpucluster_gates(cluster, recipe, components):\n    return {}['missing']\n")
+    env = subprocess_env(PYTHONPATH=os.pathsep.join([str(EXAMPLE_DIST), str(tmp_path)]), GPUCLUSTER_PLUGINS=f"{EXAMPLE},h7_boom")
+    res = run_subprocess(["plan", "--config", cluster_file(tmp_path)], env, tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip() == (
+        "error[input] cluster=ex1: plugin 'h7_boom' failed in hook gpucluster_gates: KeyError: 'missing' "
+        "fix: fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS=h7_boom)"
+    )
+
+
+INVALID = {
+    "typo": (
+        "@hookimpl\ndef gpucluster_gatez(cluster, recipe, components):\n    return None\n",
+        "error[input]: plugin 'h7_invalid' is invalid: unknown hook 'gpucluster_gatez'",
+    ),
+    "signature": (
+        "@hookimpl\ndef gpucluster_gates(cluster, recipe, components, extra):\n    return None\n",
+        "error[input] key=GPUCLUSTER_PLUGINS: plugin 'h7_invalid' from GPUCLUSTER_PLUGINS is invalid: Plugin 'h7_invalid' for hook "
+        "'gpucluster_gates'; hookimpl definition: gpucluster_gates(cluster, recipe, components, extra); Argument(s) {'extra'}",
+    ),
+    "wrapper": (
+        "@hookimpl(hookwrapper=True)\ndef gpucluster_gates(cluster, recipe, components):\n    yield\n",
+        "error[input]: plugin 'h7_invalid' implements gpucluster_gates as a hook wrapper, which gpucluster does not support",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_an_invalid_hook_implementation_is_named(case, monkeypatch, tmp_path):
+    body, expected = INVALID[case]
+    write_plugin(tmp_path, "h7_invalid", body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_invalid")
+    code, out, err = run_cli(["plugins"])
+    assert code == 2 and out == ""
+    assert err.startswith(expected) and err.count("\n") == 1
+
+
+def test_a_plugin_that_fails_to_import_is_named(monkeypatch, tmp_path):
+    (tmp_path / "h7_broken.py").write_text("import cdktf_provider_that_is_not_installed\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_broken")
+    with pytest.raises(PluginError) as exc:
+        plugins_mod.get_plugin_manager(reload=True)
+    assert "plugin module 'h7_broken' from GPUCLUSTER_PLUGINS failed to import: ModuleNotFoundError" in exc.value.render()
+
+
+# --------------------------------------------------------------------------- duplicate services, disabling
+
+
+DUPLICATE = """
+@hookimpl
+def gpucluster_platforms():
+    return [Platform(service="example-k8s", display_name="Another example", accelerators=("h100",))]
+"""
+
+
+def test_two_plugins_declaring_one_service_are_both_named(monkeypatch, tmp_path):
+    write_plugin(tmp_path, "h7_dup", DUPLICATE)
+    load(monkeypatch, EXAMPLE, "h7_dup", extra_path=tmp_path)
+    with pytest.raises(PluginError) as exc:
+        plugins_mod.platforms()
+    text = exc.value.render()
+    assert re.search(r"service 'example-k8s' is declared by both plugin '(h7_dup|gpucluster_example)' and plugin '(h7_dup|gpucluster_example)'", text)
+    assert "'h7_dup'" in text and "'gpucluster_example'" in text
+    assert "fix: disable one of them with GPUCLUSTER_DISABLE_PLUGINS" in text
+    code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
+    assert code == 2 and "is declared by both plugin" in err
+    # `gpucluster plugins` still lists both, then exits 2 naming both
+    code, out, err = run_cli(["plugins"])
+    assert code == 2
+    assert "  platform example-k8s: Another example (existing clusters)" in out
+    assert "  platform example-k8s: Example Kubernetes (existing clusters) (existing clusters)" in out
+    assert "'h7_dup'" in err and "'gpucluster_example'" in err
+
+
+def test_disable_plugins_blocks_one_plugin(monkeypatch, tmp_path):
+    write_plugin(tmp_path, "h7_dup", DUPLICATE)
+    pm = load(monkeypatch, EXAMPLE, "h7_dup", disable=("h7_dup",), extra_path=tmp_path)
+    assert pm.get_plugin("h7_dup") is None and pm.is_blocked("h7_dup")
+    assert plugins_mod.platforms()["example-k8s"].display_name == "Example Kubernetes (existing clusters)"
+    assert pipeline.build_plan(cluster_spec(tmp_path)).recipe.applied_overlays[-1] == "h100-example-k8s-ubuntu-training"
+
+
+def test_disable_plugins_blocks_a_builtin(monkeypatch, tmp_path):
+    pm = load(monkeypatch, EXAMPLE, disable=("oke",))
+    assert pm.get_plugin("oke") is None
+    assert sorted(plugins_mod.platforms()) == ["aks", "example-k8s", "nvke"]
+    code, out, err = run_cli(["plugins"])
+    assert code == 0, err
+    assert out.splitlines()[-1] == "oke: blocked (GPUCLUSTER_DISABLE_PLUGINS)"
+    assert not any(line.startswith("oke: module") for line in out.splitlines())
+    code, _, err = run_cli(["recipe", "--service", "oke", "--accelerator", "gb200", "--os", "ubuntu", "--intent", "training"])
+    assert code == 2 and "unknown service 'oke'" in err
+
+
+def test_disabled_gpucluster_plugins_module_is_not_imported(monkeypatch):
+    load(monkeypatch, EXAMPLE, disable=(EXAMPLE,))
+    assert EXAMPLE not in sys.modules
+    assert "example-k8s" not in plugins_mod.platforms()
+
+
+# --------------------------------------------------------------------------- gpucluster plugins
+
+
+def test_plugins_command_lists_builtins_with_hooks_and_platforms():
+    code, out, err = run_cli(["plugins"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "aks: module gpucluster_aks (gpucluster 0.1.0)"
+    assert lines[1] == "  platform aks: Azure Kubernetes Service (provisions clusters)"
+    assert lines[2] == (
+        "  hooks: gpucluster_catalog_dirs, gpucluster_cluster_stack, gpucluster_gates, gpucluster_platforms, "
+        "gpucluster_policy_checks, gpucluster_prepare_cluster"
+    )
+    assert [line.split(":")[0] for line in lines if not line.startswith(" ")] == ["aks", "nvke", "oke"]
+    code, out, _ = run_cli(["plugins", "--format", "json"])
+    doc = json.loads(out)
+    assert doc["blocked"] == []
+    nvke = next(p for p in doc["plugins"] if p["name"] == "nvke")
+    assert nvke["source"] == "entry-point" and nvke["distribution"]["name"] == "gpucluster"
+    assert "gpucluster_manifests" in nvke["hooks"] and "gpucluster_cluster_stack" not in nvke["hooks"]
+    assert run_cli(["plugins", "--format", "json"])[1] == out
+
+
+def test_plugins_command_marks_gpucluster_plugins_and_tryfirst(monkeypatch, tmp_path):
+    write_plugin(tmp_path, "h7_first", "@hookimpl(tryfirst=True)\ndef gpucluster_gates(cluster, recipe, components):\n    return None\n"
+                 "@hookimpl(trylast=True)\ndef gpucluster_policy_checks(cluster, recipe, components):\n    return None\n")
+    load(monkeypatch, EXAMPLE, "h7_first", extra_path=tmp_path)
+    code, out, err = run_cli(["plugins"])
+    assert code == 0, err
+    assert "h7_first: module h7_first (GPUCLUSTER_PLUGINS)\n  hooks: gpucluster_gates (tryfirst), gpucluster_policy_checks (trylast)\n" in out
+    assert "gpucluster_example: module gpucluster_example (GPUCLUSTER_PLUGINS)\n  platform example-k8s: " in out
+
+
+def test_tryfirst_runs_before_later_registered_plugins(monkeypatch, tmp_path):
+    """Call order as documented: later-registered first, tryfirst before, trylast after."""
+    write_plugin(tmp_path, "h7_order_a", "@hookimpl(tryfirst=True)\ndef gpucluster_catalog_dirs():\n    return ['a-tryfirst']\n")
+    write_plugin(tmp_path, "h7_order_b", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['b-plain']\n")
+    write_plugin(tmp_path, "h7_order_c", "@hookimpl(trylast=True)\ndef gpucluster_catalog_dirs():\n    return ['c-trylast']\n")
+    write_plugin(tmp_path, "h7_order_d", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['d-plain-registered-last']\n")
+    load(monkeypatch, "h7_order_c", "h7_order_a", "h7_order_b", "h7_order_d", extra_path=tmp_path)
+    batches = plugins_mod.call_hook("gpucluster_catalog_dirs")
+    order = [str(batch[0]) if isinstance(batch[0], str) else Path(batch[0]).parent.name for batch in batches]
+    assert order == ["a-tryfirst", "d-plain-registered-last", "b-plain", "gpucluster_oke", "gpucluster_nvke", "gpucluster_aks", "c-trylast"]
+
+
+# --------------------------------------------------------------------------- SDK surface and docs
+
+
+def test_sdk_exports_everything_plugins_use():
+    for name in sdk.__all__:
+        assert getattr(sdk, name) is not None, name
+    assert sdk.ENTRY_POINT_GROUP == plugins_mod.ENTRY_POINT_GROUP == "gpucluster"
+    assert sdk.ANY == "any"
+    assert sdk.get_path({"driver": {"enabled": False}}, "driver.enabled") is False
+    assert sdk.deep_merge({"a": {"b": 1, "c": 2}}, {"a": {"c": None}}) == {"a": {"b": 1}}
+    used = set()
+    for path in sorted((ROOT / "plugins").rglob("*.py")) + sorted((EXAMPLE_DIST / EXAMPLE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "gpucluster.sdk":
+                used.update(alias.name for alias in node.names)
+    assert used and used <= set(sdk.__all__)
+
+
+def test_core_settings_are_accepted_by_every_platform(monkeypatch, tmp_path):
+    from gpucluster import gates
+
+    assert sdk.CORE_SETTING_KEYS == (gates.GATE_IMAGE_SETTING,)
+    load(monkeypatch, EXAMPLE)
+    image = "registry.example.com/kubectl:v1.34.1"
+    clusters = {
+        "aks": {"criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, "existing": None},
+        "oke": {"criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}},
+        "example-k8s": {},
+    }
+    for service, changes in clusters.items():
+        plan = pipeline.build_plan(cluster_spec(tmp_path, settings={"gateImage": image}, **changes))
+        assert plan.gates, service
+        for gate in plan.gates:
+            assert plan.node(gate.name).values["image"] == image, service
+
+
+def test_docs_have_one_section_per_hook_with_its_firstresult_flag():
+    text = DOCS.read_text(encoding="utf-8")
+    for hook in HOOKS:
+        match = re.search(rf"^### `{hook}\((.*?)\)`\n(.*?)(?=^### |^## )", text, re.S | re.M)
+        assert match, f"docs/plugins.md has no section for {hook}"
+        spec = getattr(hookspecs, hook)
+        argnames = list(spec.__code__.co_varnames[: spec.__code__.co_argcount])
+        assert [a.strip() for a in match.group(1).split(",") if a.strip()] == argnames
+        firstresult = bool(getattr(spec, "gpucluster_spec", {}).get("firstresult"))
+        assert f"firstresult: {'yes' if firstresult else 'no'}" in match.group(2), hook
+
+
+def test_docs_plugins_listing_is_the_real_output(monkeypatch):
+    text = DOCS.read_text(encoding="utf-8")
+    block = re.search(r"^\$ GPUCLUSTER_DISABLE_PLUGINS=oke gpucluster plugins\n(.*?)^```", text, re.S | re.M)
+    assert block
+    monkeypatch.setenv("GPUCLUSTER_DISABLE_PLUGINS", "oke")
+    code, out, err = run_cli(["plugins"])
+    assert code == 0, err
+    assert out == block.group(1)
+
+
+# --------------------------------------------------------------------------- import discipline of plugins
+
+
+ALLOWED_THIRD_PARTY = {"yaml"}
+LAZY_ONLY = {("gpucluster_aks", "cluster.py"): {"constructs_lib"}}
+"""Imports allowed only inside function bodies (never at module import time)."""
+
+
+def _imports(tree: ast.AST):
+    """``(line, module, inside_function)`` for every import statement and ``__import__`` call."""
+
+    def visit(node: ast.AST, in_function: bool):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, in_function
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, ("." * node.level) + (node.module or ""), in_function
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+            yield node.lineno, "__import__()", in_function
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, inner)
+
+    yield from visit(tree, False)
+
+
+def bad_imports(package: str, files: list[Path]) -> list[str]:
+    bad = []
+    for path in files:
+        lazy = LAZY_ONLY.get((package, path.name), set())
+        for line, module, in_function in sorted(_imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))):
+            top = module.split(".")[0]
+            ok = (
+                module == "gpucluster.sdk"
+                or top == package
+                or top in sys.stdlib_module_names
+                or top in ALLOWED_THIRD_PARTY
+                or (top in lazy and in_function)
+            ) and top != "importlib"
+            if not ok:
+                bad.append(f"{path.name}:{line}: {module}")
+    return bad
+
+
+PLUGIN_PACKAGES = {
+    "gpucluster_aks": ROOT / "plugins" / "gpucluster_aks",
+    "gpucluster_nvke": ROOT / "plugins" / "gpucluster_nvke",
+    "gpucluster_oke": ROOT / "plugins" / "gpucluster_oke",
+    EXAMPLE: EXAMPLE_DIST / EXAMPLE,
+}
+
+
+@pytest.mark.parametrize("package", sorted(PLUGIN_PACKAGES))
+def test_plugin_imports_only_the_sdk_stdlib_and_yaml(package):
+    files = sorted(PLUGIN_PACKAGES[package].rglob("*.py"))
+    assert files
+    assert bad_imports(package, files) == []
+
+
+def test_aks_cluster_imports_constructs_lib_only_inside_functions():
+    path = PLUGIN_PACKAGES["gpucluster_aks"] / "cluster.py"
+    found = [(m, inside) for _, m, inside in _imports(ast.parse(path.read_text(encoding="utf-8"))) if m.startswith("constructs_lib")]
+    assert found and all(inside for _, inside in found)
+
+
+def test_the_import_check_sees_module_level_and_misplaced_imports(tmp_path):
+    cluster = tmp_path / "cluster.py"
+    cluster.write_text(
+        "import constructs_lib\nfrom gpucluster.values import get_path\nimport cdktf\nfrom . import x\n"
+        "def hook():\n    from constructs_lib import AksGpuCluster\n    import cdktf\n    __import__('os')\n"
+        "import importlib\nfrom gpucluster.sdk import hookimpl\nimport json, yaml\n"
+        "class C:\n    def m(self):\n        from constructs_lib import gpu_pool\n",
+        encoding="utf-8",
+    )
+    assert bad_imports("gpucluster_aks", [cluster]) == [
+        "cluster.py:1: constructs_lib", "cluster.py:2: gpucluster.values", "cluster.py:3: cdktf", "cluster.py:4: .",
+        "cluster.py:7: cdktf", "cluster.py:8: __import__()", "cluster.py:9: importlib",
+    ]
+    other = tmp_path / "policy.py"
+    other.write_text("def f():\n    from constructs_lib import gpu_pool\n", encoding="utf-8")
+    assert bad_imports("gpucluster_aks", [other]) == ["policy.py:2: constructs_lib"]
