@@ -502,7 +502,7 @@ def test_core_settings_are_accepted_by_every_platform(monkeypatch, tmp_path):
             assert plan.node(gate.name).values["image"] == image, service
 
 
-def test_docs_have_one_section_per_hook_with_its_firstresult_flag():
+def test_docs_and_hookspecs_state_each_hooks_firstresult_flag():
     text = DOCS.read_text(encoding="utf-8")
     for hook in HOOKS:
         match = re.search(rf"^### `{hook}\((.*?)\)`\n(.*?)(?=^### |^## )", text, re.S | re.M)
@@ -512,6 +512,10 @@ def test_docs_have_one_section_per_hook_with_its_firstresult_flag():
         assert [a.strip() for a in match.group(1).split(",") if a.strip()] == argnames
         firstresult = bool(getattr(spec, "gpucluster_spec", {}).get("firstresult"))
         assert f"firstresult: {'yes' if firstresult else 'no'}" in match.group(2), hook
+        assert f"firstresult: {'yes' if firstresult else 'no'}" in spec.__doc__, hook
+    assert {h for h in HOOKS if getattr(getattr(hookspecs, h), "gpucluster_spec", {}).get("firstresult")} == {
+        "gpucluster_prepare_cluster", "gpucluster_cluster_stack",
+    }
 
 
 def test_docs_plugins_listing_is_the_real_output(monkeypatch):
