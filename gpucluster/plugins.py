@@ -57,6 +57,8 @@ def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
                 key="GPUCLUSTER_PLUGINS",
                 fix="fix the module or remove it from GPUCLUSTER_PLUGINS",
             ) from exc
+        if pm.is_registered(module):
+            continue  # already loaded through its distribution's entry point
         try:
             pm.register(module, name=modname)
         except pluggy.PluginValidationError as exc:

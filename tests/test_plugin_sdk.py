@@ -238,6 +238,15 @@ def test_installed_distribution_registers_through_the_entry_point(installed_exam
     assert res.returncode == 2 and "unknown service 'example-k8s'" in res.stderr
 
 
+def test_gpucluster_plugins_naming_an_installed_plugin_loads_it_once(installed_example, tmp_path):
+    env = subprocess_env(PYTHONPATH=str(installed_example), GPUCLUSTER_PLUGINS=f"{EXAMPLE},gpucluster_aks")
+    res = run_subprocess(["plugins", "--format", "json"], env, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert [(p["name"], p["source"]) for p in json.loads(res.stdout)["plugins"]] == [
+        ("aks", "entry-point"), ("example", "entry-point"), ("nvke", "entry-point"), ("oke", "entry-point"),
+    ]
+
+
 def test_loading_every_plugin_does_not_import_cdktf(tmp_path):
     code = (
         "import sys; from gpucluster.plugins import get_plugin_manager, platforms; get_plugin_manager(); platforms(); "
