@@ -352,6 +352,16 @@ def check_driver_roots(c: _Checks) -> None:
                 f"hostPaths.driverInstallDir '{raw}' is a relative path; host-path mounts need absolute paths",
                 fix_dir,
             )
+        elif ".." in raw.split("/"):
+            c.add(
+                "GPU-DRIVER-ROOT",
+                "error",
+                GPU_OPERATOR,
+                "hostPaths.driverInstallDir",
+                f"hostPaths.driverInstallDir '{raw}' contains a '..' segment; Kubernetes refuses hostPath volumes whose "
+                "path contains '..', so the operator's driver and validator pods are never created",
+                fix_dir,
+            )
         elif _clean_root(raw) == "/":
             c.add(
                 "GPU-DRIVER-ROOT",
@@ -376,14 +386,22 @@ def check_driver_roots(c: _Checks) -> None:
     root: str | None
     if raw is _ABSENT:
         root = None
-    elif not isinstance(raw, str) or raw == "" or not raw.startswith("/"):
-        what = "empty" if raw == "" else (f"the relative path '{raw}'" if isinstance(raw, str) else _show(raw))
+    elif not isinstance(raw, str) or raw == "" or not raw.startswith("/") or ".." in raw.split("/"):
+        if raw == "":
+            what = "empty"
+        elif not isinstance(raw, str):
+            what = _show(raw)
+        elif raw.startswith("/"):
+            what = f"'{raw}', with a '..' segment (Kubernetes refuses hostPath volumes whose path contains '..')"
+        else:
+            what = f"the relative path '{raw}'"
         c.add(
             "GPU-DRIVER-ROOT",
             "error",
             DRA_DRIVER,
             "nvidiaDriverRoot",
-            f"nvidiaDriverRoot is {what}; the DRA kubelet plugin mounts it from the host and needs an absolute path",
+            f"nvidiaDriverRoot is {what}; the DRA kubelet plugin mounts it from the host and needs an absolute path "
+            "without '..'",
             fix_root,
         )
         return

@@ -312,3 +312,40 @@ def test_detect_bad_nodes_file_exits_2_without_traceback(tmp_path, capsys, conte
     assert cli_main(["detect", "--nodes-json", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error[input] file=") and "Traceback" not in err and str(f) in err
+
+
+# --------------------------------------------------------------------------- policy gaps
+
+
+def test_profile_owned_value_must_keep_its_type(tmp_path):
+    """1 == True in Python; a profile-owned boolean overridden with the integer 1 is a different value."""
+    cfg = _cluster_file(tmp_path, "    overrides: {set: ['nvsentinel:labeler.assumeDriverInstalled=1']}\n")
+    problems = _problems(cfg)
+    assert [(p.id, p.component, p.key) for p in problems] == [("PROFILE-OWNED", "nvsentinel", "labeler.assumeDriverInstalled")]
+
+
+@pytest.mark.parametrize(
+    "sets,component,key",
+    [
+        (["gpuoperator:hostPaths.driverInstallDir=/run/nvidia/driver/../x", "dradriver:nvidiaDriverRoot=/run/nvidia/x"],
+         "gpu-operator", "hostPaths.driverInstallDir"),
+        (["dradriver:nvidiaDriverRoot=/run/nvidia/../nvidia/driver"], "nvidia-dra-driver-gpu", "nvidiaDriverRoot"),
+    ],
+)
+def test_driver_roots_with_dotdot_are_refused(tmp_path, sets, component, key):
+    """Kubernetes refuses hostPath volumes whose path contains '..'; normalizing hid that."""
+    cfg = _cluster_file(tmp_path, "    profile: {gpuStack: operator-managed}\n    overrides: {set: %r}\n" % sets)
+    problems = [p for p in _problems(cfg) if p.id == "GPU-DRIVER-ROOT"]
+    assert [(p.component, p.key) for p in problems] == [(component, key)]
+    assert "'..'" in problems[0].message
+
+
+def test_nvke_ofed_driver_below_operator_section_is_refused(tmp_path):
+    body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {extra: {ofedDriver: {deploy: true}}}}}]}\n"
+    [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
+    assert (p.id, p.key) == ("NVKE-OFED-DRIVER", "operator.extra.ofedDriver")
+
+
+def test_nvke_operator_ofed_driver_init_container_settings_pass(tmp_path):
+    body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {ofedDriver: {initContainer: {enable: false}}}}}]}\n"
+    build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
