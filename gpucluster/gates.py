@@ -197,31 +197,17 @@ def describe(spec: GateSpec) -> str:
 
 
 def _attributed_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
-    from gpucluster.plugins import get_plugin_manager
+    from gpucluster.plugins import call_hook_attributed
 
-    pm = get_plugin_manager()
-    kwargs = {"cluster": cluster, "recipe": recipe, "components": components}
     out = []
-    for impl in reversed(pm.hook.gpucluster_gates.get_hookimpls()):
-        try:
-            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except GpuclusterError:
-            raise
-        except Exception as exc:
-            raise PluginError(
-                f"plugin '{impl.plugin_name}' failed in hook gpucluster_gates: {type(exc).__name__}: {exc}",
-                cluster=cluster.name,
-                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
-            ) from exc
-        if result is None:
-            continue
+    for plugin, result in call_hook_attributed("gpucluster_gates", cluster=cluster, recipe=recipe, components=components):
         if not isinstance(result, (list, tuple)):
             raise PluginError(
-                f"plugin '{impl.plugin_name}' returned {type(result).__name__} from gpucluster_gates",
+                f"plugin '{plugin}' returned {type(result).__name__} from gpucluster_gates",
                 cluster=cluster.name,
                 allowed="a list of gpucluster.sdk.GateSpec",
             )
-        out.append((impl.plugin_name, result))
+        out.append((plugin, result))
     return out
 
 

@@ -347,53 +347,39 @@ def object_key(doc: Mapping[str, Any]) -> tuple[str, str, str, str]:
 
 def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
     """``(plugin name, Manifest)`` from hook ``gpucluster_manifests``, in hook call order."""
-    from gpucluster.plugins import get_plugin_manager
+    from gpucluster.plugins import call_hook_attributed
     from gpucluster.sdk.types import Manifest
 
-    pm = get_plugin_manager()
     out: list[tuple[str, Any]] = []
-    kwargs = {"cluster": cluster, "recipe": recipe, "components": components}
-    for impl in reversed(pm.hook.gpucluster_manifests.get_hookimpls()):
-        try:
-            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except GpuclusterError:
-            raise
-        except Exception as exc:
-            raise PluginError(
-                f"plugin '{impl.plugin_name}' failed in hook gpucluster_manifests: {type(exc).__name__}: {exc}",
-                cluster=cluster.name,
-                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
-            ) from exc
-        if result is None:
-            continue
+    for plugin, result in call_hook_attributed("gpucluster_manifests", cluster=cluster, recipe=recipe, components=components):
         if not isinstance(result, (list, tuple)):
             raise PluginError(
-                f"plugin '{impl.plugin_name}' returned {type(result).__name__} from gpucluster_manifests",
+                f"plugin '{plugin}' returned {type(result).__name__} from gpucluster_manifests",
                 cluster=cluster.name,
                 allowed="a list of gpucluster.sdk.Manifest",
             )
         for item in result:
             if not isinstance(item, Manifest):
                 raise PluginError(
-                    f"plugin '{impl.plugin_name}' returned {type(item).__name__} from gpucluster_manifests",
+                    f"plugin '{plugin}' returned {type(item).__name__} from gpucluster_manifests",
                     cluster=cluster.name,
                     allowed="gpucluster.sdk.Manifest instances",
                 )
             if item.phase not in PHASES:
                 raise PluginError(
-                    f"plugin '{impl.plugin_name}': manifest '{item.name}' has phase '{item.phase}'",
+                    f"plugin '{plugin}': manifest '{item.name}' has phase '{item.phase}'",
                     cluster=cluster.name,
                     component=item.component,
                     allowed=", ".join(PHASES),
                 )
             if not _STEM.match(item.name or ""):
                 raise PluginError(
-                    f"plugin '{impl.plugin_name}': manifest name '{item.name}' is not a DNS-1123 label",
+                    f"plugin '{plugin}': manifest name '{item.name}' is not a DNS-1123 label",
                     cluster=cluster.name,
                     component=item.component,
                     allowed="lowercase letters, digits and '-'",
                 )
-            out.append((impl.plugin_name, item))
+            out.append((plugin, item))
     return out
 
 

@@ -531,7 +531,7 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
                 o,
                 f"conflicting overrides: {disabled[name].key or '--set'} disables '{name}', but this override also changes it",
                 component=name,
-                fix=f"remove one of them (a disabled component installs nothing)",
+                fix="remove one of them (a disabled component installs nothing)",
             )
     sets_by_component: dict[str, list[Override]] = {}
     for name, o in resolved:

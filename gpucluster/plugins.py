@@ -130,6 +130,7 @@ def call_hook_attributed(
         except Exception as exc:
             raise PluginError(
                 f"plugin '{impl.plugin_name}' failed in hook {hook_name}: {type(exc).__name__}: {exc}",
+                cluster=getattr(kwargs.get("cluster"), "name", None),
                 fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
             ) from exc
         if result is None:

@@ -636,31 +636,17 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     Raises:
         PluginError: a plugin hook returned something that is not a list of Finding.
     """
-    from gpucluster.errors import GpuclusterError, PluginError
-    from gpucluster.plugins import get_plugin_manager
+    from gpucluster.errors import PluginError
+    from gpucluster.plugins import call_hook_attributed
 
     checks = _Checks(cluster, recipe, components, catalog)
     for check in CORE_CHECKS:
         check(checks)
     findings = list(checks.findings)
-    caller = get_plugin_manager().hook.gpucluster_policy_checks
-    for impl in reversed(caller.get_hookimpls()):
-        kwargs = {"cluster": cluster, "recipe": recipe, "components": components}
-        try:
-            batch = impl.function(**{k: kwargs[k] for k in impl.argnames})
-        except GpuclusterError:
-            raise
-        except Exception as exc:
-            raise PluginError(
-                f"plugin '{impl.plugin_name}' failed in hook gpucluster_policy_checks: {type(exc).__name__}: {exc}",
-                cluster=cluster.name,
-                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
-            ) from exc
-        if batch is None:
-            continue
+    for plugin, batch in call_hook_attributed("gpucluster_policy_checks", cluster=cluster, recipe=recipe, components=components):
         if not isinstance(batch, (list, tuple)) or not all(isinstance(f, Finding) for f in batch):
             raise PluginError(
-                f"plugin '{impl.plugin_name}' returned something other than a list of Finding from gpucluster_policy_checks",
+                f"plugin '{plugin}' returned something other than a list of Finding from gpucluster_policy_checks",
                 cluster=cluster.name,
                 fix="return list[gpucluster.sdk.Finding] or None",
             )

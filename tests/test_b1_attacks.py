@@ -349,3 +349,33 @@ def test_nvke_ofed_driver_below_operator_section_is_refused(tmp_path):
 def test_nvke_operator_ofed_driver_init_container_settings_pass(tmp_path):
     body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {ofedDriver: {initContainer: {enable: false}}}}}]}\n"
     build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+
+
+# --------------------------------------------------------------------------- plugin failures name the cluster
+
+
+@pytest.mark.parametrize("hook", ["gpucluster_gates", "gpucluster_manifests", "gpucluster_policy_checks"])
+def test_plugin_failure_in_a_cluster_hook_names_plugin_and_cluster(tmp_path, monkeypatch, hook):
+    import sys
+    import types
+
+    from gpucluster import plugins
+    from gpucluster.sdk import hookimpl
+
+    mod = types.ModuleType("b1_failing_plugin")
+
+    def broken(cluster, recipe, components):
+        raise RuntimeError("boom")
+
+    setattr(mod, hook, hookimpl(broken))
+    monkeypatch.setitem(sys.modules, "b1_failing_plugin", mod)
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "b1_failing_plugin")
+    plugins.get_plugin_manager(reload=True)
+    try:
+        cfg = _cluster_file(tmp_path, "")
+        [p] = _problems(cfg)
+    finally:
+        monkeypatch.delenv("GPUCLUSTER_PLUGINS")
+        plugins.get_plugin_manager(reload=True)
+    assert p.cluster == "lab"
+    assert p.message == f"plugin 'b1_failing_plugin' failed in hook {hook}: RuntimeError: boom"
