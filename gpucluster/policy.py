@@ -548,7 +548,7 @@ def check_nvsentinel_runtime_class(c: _Checks) -> None:
 
 def check_policy_key_overrides(c: _Checks) -> None:
     """POLICY-KEY-OVERRIDE (warning): allocation-policy keys changed by direct overrides."""
-    from gpucluster.overrides import ENABLED_KEY, override_paths, resolved_overrides
+    from gpucluster.overrides import ENABLED_KEY, override_paths, paths_intersect, resolved_overrides
 
     if c.catalog is None:
         return
@@ -572,7 +572,7 @@ def check_policy_key_overrides(c: _Checks) -> None:
             continue
         if o.kind == "variable":
             continue  # refused by apply_overrides
-        touched = sorted({k for p in override_paths(o) for k in keys if _intersects(p, k)})
+        touched = sorted({k for p in override_paths(o) for k in keys if paths_intersect(p, k)})
         for k in touched:
             c.add(
                 "POLICY-KEY-OVERRIDE",
@@ -584,12 +584,6 @@ def check_policy_key_overrides(c: _Checks) -> None:
                 "change surfaces as recipe/cluster drift",
                 "configure the allocation policy in a recipe overlay (componentRefs overrides) or a RecipeResult file",
             )
-
-
-def _intersects(a: str, b: str) -> bool:
-    pa, pb = split_path(a), split_path(b)
-    n = min(len(pa), len(pb))
-    return pa[:n] == pb[:n]
 
 
 def check_pruned_edges(c: _Checks) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpucluster.sdk import ClusterSpec, Finding, Recipe, hookimpl
+from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
 
 __all__ = [
     "gpucluster_policy_checks",
@@ -70,15 +70,6 @@ MODE_FOR_GPU_DRIVER = {spec["gpu_driver"]: mode for mode, spec in OWNERSHIP_MODE
 
 _CHART_DEFAULTS = {(GPU_OPERATOR, "driver.enabled"): True, (GPU_OPERATOR, "toolkit.enabled"): True, (DRA_DRIVER, "nvidiaDriverRoot"): "/"}
 _MISSING = object()
-
-
-def _get(values: Mapping[str, Any], path: str) -> Any:
-    node: Any = values
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -244,7 +235,7 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
         comp = components.get(component)
         if comp is None:
             continue
-        actual = _get(comp.values, path)
+        actual = get_path(comp.values, path, _MISSING)
         if actual is _MISSING:
             actual = _CHART_DEFAULTS.get((component, path), _MISSING)
         if actual is _MISSING:
@@ -276,7 +267,7 @@ def _check_wildcard_toleration(cluster: ClusterSpec, components: Mapping[str, An
     comp = components.get(NODEWRIGHT_CUSTOMIZATIONS)
     if comp is None:
         return []
-    tolerations = _get(comp.values, NODEWRIGHT_TOLERATIONS_PATH)
+    tolerations = get_path(comp.values, NODEWRIGHT_TOLERATIONS_PATH, _MISSING)
     if tolerations is _MISSING or not tolerations:
         why = "has no accelerated tolerations, so its manifest falls back to the wildcard (operator Exists, no key)"
     elif not isinstance(tolerations, list):
@@ -309,7 +300,7 @@ def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
         return []
     if not any(ref.name == NETWORK_OPERATOR for ref in recipe.component_refs):
         return []
-    value = _get(components[GPU_OPERATOR].values, "driver.rdma.useHostMofed")
+    value = get_path(components[GPU_OPERATOR].values, "driver.rdma.useHostMofed", _MISSING)
     if value is False:
         return []
     shown = "unset" if value is _MISSING else _show(value)

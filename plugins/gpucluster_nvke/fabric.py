@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from gpucluster.sdk import deep_merge
+
 from gpucluster_nvke.settings import (
     CONTROL_PLANE_LABEL,
     PCI_15B3_LABEL,
     NvkeSettings,
     Rail,
-    deep_merge,
 )
 
 PART_OF = {"app.kubernetes.io/part-of": "gpucluster", "app.kubernetes.io/managed-by": "Helm"}

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
-from gpucluster.sdk import Component, Manifest, hookimpl
+from gpucluster.sdk import Component, Manifest, get_path, hookimpl
 
 from gpucluster_nvke import fabric
 from gpucluster_nvke.settings import SERVICE, NvkeSettings, parse_settings
-
-
-def _get(values: Mapping[str, Any], *path: str) -> Any:
-    node: Any = values
-    for part in path:
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def build_manifests(settings: NvkeSettings, components: Mapping[str, Component]) -> list[Manifest]:
@@ -32,7 +23,7 @@ def build_manifests(settings: NvkeSettings, components: Mapping[str, Component])
     out: list[Manifest] = []
     gpu = components.get("gpu-operator")
     if gpu is not None:
-        name = _get(gpu.values, "driver", "kernelModuleConfig", "name")
+        name = get_path(gpu.values, "driver.kernelModuleConfig.name")
         if isinstance(name, str) and name:
             out.append(
                 Manifest(

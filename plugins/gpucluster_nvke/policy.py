@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Iterator, Mapping
 
-from gpucluster.sdk import ClusterSpec, Finding, hookimpl
+from gpucluster.sdk import ClusterSpec, Finding, get_path, hookimpl
 
 from gpucluster_nvke import fabric
 from gpucluster_nvke.gates import MIN_DRA_VERSION
@@ -22,15 +22,6 @@ from gpucluster_nvke.settings import (
     parse_settings,
     version_less,
 )
-
-def _get(values: Mapping[str, Any], path: str) -> Any:
-    node: Any = values
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
 
 def _find_key(node: Any, key: str, prefix: str = "") -> Iterator[str]:
     """Dotted paths of every mapping key named ``key`` (lists index as ``[i]``)."""
@@ -46,7 +37,7 @@ def _find_key(node: Any, key: str, prefix: str = "") -> Iterator[str]:
 
 
 def _env(values: Mapping[str, Any], path: str) -> dict[str, Any]:
-    env = _get(values, path)
+    env = get_path(values, path)
     out: dict[str, Any] = {}
     if isinstance(env, list):
         for item in env:
@@ -103,12 +94,12 @@ class _Checks:
                     "remove every driver.rdma override (the recipe sets no driver.rdma value)",
                 )
         for key, want in (("driver.enabled", True), ("toolkit.enabled", True), ("gdrcopy.enabled", True)):
-            if _get(v, key) is not want:
+            if get_path(v, key) is not want:
                 self.error(
                     "NVKE-GPU-STACK",
                     "gpu-operator",
                     key,
-                    f"{key} is {_get(v, key)!r}: NVKE GPU nodes come with no GPU driver, toolkit or GDRCopy; "
+                    f"{key} is {get_path(v, key)!r}: NVKE GPU nodes come with no GPU driver, toolkit or GDRCopy; "
                     "the GPU Operator installs all three",
                     f"set {key}: true (remove the override)",
                 )
@@ -130,7 +121,7 @@ class _Checks:
                 "unprivileged containers could take every GPU with NVIDIA_VISIBLE_DEVICES=all",
                 'keep toolkit.env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED="false"',
             )
-        name = _get(v, "driver.kernelModuleConfig.name")
+        name = get_path(v, "driver.kernelModuleConfig.name")
         if not isinstance(name, str) or not name:
             self.error(
                 "NVKE-KERNEL-MODULE-PARAMS",
@@ -151,7 +142,7 @@ class _Checks:
             "the NVKE API server enables OwnerReferencesPermissionEnforcement, under which the 0.5.0 ComputeDomain "
             "daemon on the second tray cannot join the trays' shared NVLink clique, so multi-node NVLink jobs never start"
         )
-        for key, version in (("version", comp.ref.version), ("image.tag", _get(comp.values, "image.tag"))):
+        for key, version in (("version", comp.ref.version), ("image.tag", get_path(comp.values, "image.tag"))):
             if not version:
                 continue
             try:
@@ -182,7 +173,7 @@ class _Checks:
                 self.error("NVKE-OFED-DRIVER", "network-operator", path, f"{path} is set: {ofed_why}",
                            "remove the ofedDriver values; NVKE keeps the inbox driver")
             cfg = "sriov-network-operator.sriovOperatorConfig"
-            plugins = _get(comp.values, f"{cfg}.disablePlugins") or []
+            plugins = get_path(comp.values, f"{cfg}.disablePlugins") or []
             if "sriov-ib-networks" in self.components and "mellanox" not in plugins:
                 self.error(
                     "NVKE-SRIOV-MELLANOX-PLUGIN",
@@ -193,7 +184,7 @@ class _Checks:
                     f"keep {cfg}.disablePlugins: [mellanox]",
                 )
             for key in ("sriovNetworkOperator.enabled", "maintenanceOperator.enabled"):
-                if "sriov-ib-networks" in self.components and _get(comp.values, key) is not True:
+                if "sriov-ib-networks" in self.components and get_path(comp.values, key) is not True:
                     self.error(
                         "NVKE-SRIOV-OPERATOR",
                         "network-operator",
@@ -202,7 +193,7 @@ class _Checks:
                         "Operator (its external drainer)",
                         f"set {key}: true, or disable sriov-ib-networks",
                     )
-            daemon = _get(comp.values, f"{cfg}.configDaemonNodeSelector") or {}
+            daemon = get_path(comp.values, f"{cfg}.configDaemonNodeSelector") or {}
             if isinstance(daemon, Mapping) and PCI_15B3_LABEL in daemon:
                 self.error(
                     "NVKE-SRIOV-SELECTOR",

@@ -472,24 +472,3 @@ def version_less(a: str, b: str) -> bool:
     if pb is None:
         return True
     return pa < pb
-
-
-def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """Objects merge, lists/scalars replace, ``None`` deletes; inputs are not mutated."""
-    out: dict[str, Any] = {k: _copy(v) for k, v in base.items()}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = _copy(value)
-    return out
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
