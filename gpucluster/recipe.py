@@ -423,13 +423,26 @@ def allowed_criteria(catalog: Catalog) -> dict[str, list[str]]:
     return {f: sorted(v) for f, v in allowed.items()}
 
 
+_PLATFORM_FIELDS = {"accelerator": "accelerators", "os": "oses", "intent": "intents", "platform": "platforms"}
+"""Criteria field -> the :class:`~gpucluster.sdk.Platform` attribute declaring its values."""
+
+
 def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None = None, cluster: str | None = None) -> None:
-    """Reject criteria values no platform plugin or overlay knows.
+    """Reject criteria values no platform plugin or overlay knows, and values the service's
+    platform does not declare.
+
+    A platform's ``accelerators``/``oses``/``intents``/``platforms`` list the values it has recipes
+    for (an empty list declares nothing and restricts nothing). A value outside them would only
+    match another platform's wildcard overlay (``gb200-any``, ``h100-any``) and yield an
+    unqualified mix, so it is refused, for the CLI's ``recipe`` as for cluster files.
 
     Raises:
-        GpuclusterError: one problem per unknown field value, listing the allowed values.
+        GpuclusterError: one problem per unknown or undeclared field value, listing the allowed values.
     """
+    from gpucluster.plugins import platforms
+
     allowed = allowed_criteria(catalog)
+    declared = platforms().get(criteria.service)
     problems = []
     for f in CRITERIA_FIELDS:
         value = getattr(criteria, f)
@@ -442,6 +455,19 @@ def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None 
                     key=f"criteria.{f}",
                     allowed=", ".join(allowed[f]),
                     fix=f"use one of the allowed {f} values",
+                )
+            )
+            continue
+        values = tuple(getattr(declared, _PLATFORM_FIELDS[f], ()) or ()) if f in _PLATFORM_FIELDS and declared else ()
+        if value != ANY and values and value not in values:
+            problems.append(
+                Problem(
+                    message=f"service '{criteria.service}' has no recipes for {f} '{value}'",
+                    file=file,
+                    cluster=cluster,
+                    key=f"criteria.{f}",
+                    allowed=", ".join(sorted({ANY, *values})),
+                    fix=f"use a {f} the {criteria.service} platform declares, or another service",
                 )
             )
     if problems:

@@ -379,3 +379,30 @@ def test_plugin_failure_in_a_cluster_hook_names_plugin_and_cluster(tmp_path, mon
         plugins.get_plugin_manager(reload=True)
     assert p.cluster == "lab"
     assert p.message == f"plugin 'b1_failing_plugin' failed in hook {hook}: RuntimeError: boom"
+
+
+# --------------------------------------------------------------------------- criteria a platform does not declare
+
+
+@pytest.mark.parametrize(
+    "argv,key,value",
+    [
+        (["--service", "aks", "--accelerator", "gb200"], "criteria.accelerator", "gb200"),
+        (["--service", "aks", "--accelerator", "a100"], "criteria.accelerator", "a100"),
+        (["--service", "nvke", "--accelerator", "h100"], "criteria.accelerator", "h100"),
+        (["--service", "nvke", "--intent", "inference"], "criteria.intent", "inference"),
+        (["--service", "aks", "--os", "ol"], "criteria.os", "ol"),
+    ],
+)
+def test_recipe_refuses_criteria_the_platform_does_not_declare(capsys, argv, key, value):
+    """A wildcard overlay of another platform (gb200-any, a100-any, h100-any) used to be mixed in
+    and printed as a recipe for a platform that has none for that accelerator/OS."""
+    assert cli_main(["recipe", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"key={key}:" in err and f"'{value}'" in err and "(allowed: " in err
+
+
+def test_cluster_file_refuses_aks_with_an_accelerator_aks_does_not_declare(tmp_path):
+    [p] = _problems(_cluster_file(tmp_path, "", "{service: aks, accelerator: a100}"))
+    assert (p.cluster, p.key) == ("lab", "criteria.accelerator") and "h100" in p.allowed
