@@ -64,9 +64,15 @@ CHART_DEFAULTS: dict[str, dict[str, Any]] = {
         "gpuResourcesEnabledOverride": False,
         "resources.computeDomains.enabled": True,
     },
+    "nodewright-customizations": {
+        "tuningEnabled": True,
+        "autoTaintNewNodes": True,
+    },
 }
 """Chart defaults of the toggles the checks read, used when a key is absent from the values
-(gpu-operator v26.7 and dra-driver-nvidia-gpu 0.5 chart values)."""
+(gpu-operator v26.7 and dra-driver-nvidia-gpu 0.5 chart values; nodewright-customizations: the
+``tuning`` Skyhook template, which reads any value but ``false`` as on, so ``no``/``off``/``0``
+would render the rebooting ``nvidia-tuned`` package)."""
 
 _ABSENT = object()
 

@@ -406,3 +406,22 @@ def test_recipe_refuses_criteria_the_platform_does_not_declare(capsys, argv, key
 def test_cluster_file_refuses_aks_with_an_accelerator_aks_does_not_declare(tmp_path):
     [p] = _problems(_cluster_file(tmp_path, "", "{service: aks, accelerator: a100}"))
     assert (p.cluster, p.key) == ("lab", "criteria.accelerator") and "h100" in p.allowed
+
+
+@pytest.mark.parametrize("value", ["no", "off", "0", "'False'", "disabled"])
+def test_nodewright_tuning_toggle_must_be_boolean(tmp_path, value):
+    """The Skyhook template reads tuningEnabled with not_false: 'no', 'off' or 0 rendered nvidia-tuned
+    (a rebooting tuning profile the AKS recipes turn off) while the user meant to turn it off."""
+    cfg = _cluster_file(tmp_path, f"    overrides: {{set: [\"nodewrightcustomizations:tuningEnabled={value}\"]}}\n")
+    [p] = _problems(cfg)
+    assert (p.id, p.component, p.key) == ("GPU-TOGGLE-TYPE", "nodewright-customizations", "tuningEnabled")
+
+
+def test_nodewright_toggles_as_booleans_pass(tmp_path):
+    cfg = _cluster_file(
+        tmp_path,
+        "    overrides: {set: ['nodewrightcustomizations:tuningEnabled=true', 'nodewrightcustomizations:autoTaintNewNodes=false']}\n",
+    )
+    [plan] = build_plans(load_clusters(str(cfg)))
+    text = "".join(plan.node("nodewright-customizations-manifests").local_chart.files.values())
+    assert "nvidia-tuned:" in text and "autoTaintNewNodes: false" in text
