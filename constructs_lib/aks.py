@@ -47,7 +47,12 @@ from constructs_lib.cdk import (
 from gpucluster.sdk.types import ClusterConnection
 
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
-"""Taint of every GPU pool; GPU workloads and operands tolerate ``nvidia.com/gpu`` (seed)."""
+"""Taint of every GPU pool without its own ``nvidia.com/gpu`` taint; GPU workloads and operands
+tolerate ``nvidia.com/gpu`` (seed)."""
+
+CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly=true:NoSchedule"
+"""The only taint azurerm 4.x can put on the default (system) pool: ``only_critical_addons_enabled``
+(azurerm 4.0 removed ``default_node_pool.node_taints``)."""
 
 DEFAULT_GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 """8x H100 with the InfiniBand fabric the AKS NCCL and inference gates are calibrated on (seed)."""
@@ -77,7 +82,9 @@ class NodePoolProps:
         gpu_driver: ``Install`` | ``None``; ``None`` here (the Python value) derives it from the
             cluster's ``gpu_stack``. Must agree with ``gpu_stack`` when given.
         labels: node labels (e.g. the accelerated node selector components select on).
-        taints: extra taints ``key=value:Effect``.
+        taints: taints ``key=value:Effect`` (``key=:Effect`` for an empty value), at most one per key
+            and effect. GPU pools without an ``nvidia.com/gpu`` taint get :data:`GPU_TAINT`. On the
+            system pool only :data:`CRITICAL_ADDONS_TAINT` is possible.
         managed_gpu: AKS-managed GPU pool; always refused (validation error).
         os_sku: AKS node OS SKU (``Ubuntu``: Ubuntu 24.04 node image on Kubernetes 1.34).
     """
@@ -115,7 +122,8 @@ class AksGpuClusterProps:
             ``operator-managed`` (GPU Operator installs them; pools use ``gpu_driver = None``).
         resource_group_name: default ``<name>-rg``.
         dns_prefix: default ``name``.
-        system_pool: the default node pool (mode System, untainted).
+        system_pool: the default node pool (mode System; untainted unless its taints are
+            :data:`CRITICAL_ADDONS_TAINT`).
         pools: additional pools; default one GPU pool (:func:`gpu_pool`).
         tags: Azure tags on every resource.
     """
@@ -173,9 +181,23 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
                 "plugin and DCGM exporter, which conflict with the GPU Operator; use an unmanaged pool "
                 "(managed_gpu=False)"
             )
-        for taint in pool.taints:
+        seen_taints: dict[tuple[str, str], str] = {}
+        for taint in dict.fromkeys(pool.taints):
             if not _TAINT.match(taint):
                 errors.append(f"{label}: taint '{taint}' must look like key=value:NoSchedule")
+                continue
+            other = seen_taints.setdefault(_taint_key_effect(taint), taint)
+            if other != taint:
+                errors.append(
+                    f"{label}: taints {other} and {taint} have the same key and effect; Kubernetes keeps one taint "
+                    "per key and effect (AKS leaves the nodes NotReady); keep one of them"
+                )
+            if where == "system_pool" and taint != CRITICAL_ADDONS_TAINT:
+                errors.append(
+                    f"{label}: taint {taint} cannot be set on the AKS default (system) pool: azurerm 4.x only "
+                    f"sets {CRITICAL_ADDONS_TAINT} there (only_critical_addons_enabled); use that taint, or "
+                    "move the workloads that need this taint to a User pool"
+                )
         if pool.gpu and where == "system_pool":
             errors.append(f"{label}: the system pool cannot be a GPU pool; add GPU pools under pools")
         if pool.gpu_driver is not None and not pool.gpu:
@@ -192,6 +214,26 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
     if not any(p.gpu for p in props.pools):
         errors.append("pools: at least one GPU pool (gpu=True) is required")
     return errors
+
+
+def _taint_key_effect(taint: str) -> tuple[str, str]:
+    """``key=value:Effect`` -> ``(key, Effect)``."""
+    body, _, effect = taint.rpartition(":")
+    return body.partition("=")[0], effect
+
+
+def pool_taints(pool: NodePoolProps) -> list[str]:
+    """The ``node_taints`` of a User pool: its own taints, plus :data:`GPU_TAINT` first on a GPU
+    pool that has no ``nvidia.com/gpu`` taint of its own (the AKS platform plugin's rule).
+
+    Kubernetes keeps one taint per key and effect, so a second ``nvidia.com/gpu`` taint is never
+    added (AKS leaves such a pool's nodes NotReady, Azure/AKS#1412).
+    """
+    taints = list(dict.fromkeys(pool.taints))
+    gpu_key = _taint_key_effect(GPU_TAINT)[0]
+    if pool.gpu and not any(_taint_key_effect(t)[0] == gpu_key for t in taints):
+        taints.insert(0, GPU_TAINT)
+    return taints
 
 
 def upgrade_skip_condition(kubernetes_version: str) -> tuple[str, str]:
@@ -261,6 +303,7 @@ class AksGpuCluster(Construct):
                 orchestrator_version=version,
                 os_sku=sys_pool.os_sku,
                 node_labels=dict(sorted(sys_pool.labels.items())) or None,
+                only_critical_addons_enabled=(CRITICAL_ADDONS_TAINT in sys_pool.taints) or None,
             ),
             tags=tags or None,
             lifecycle=TerraformResourceLifecycle(
@@ -269,7 +312,7 @@ class AksGpuCluster(Construct):
         )
         self.node_pools = {}
         for pool in props.pools:
-            taints = list(dict.fromkeys(([GPU_TAINT] if pool.gpu else []) + list(pool.taints)))
+            taints = pool_taints(pool)
             self.node_pools[pool.name] = az.KubernetesClusterNodePool(
                 self,
                 f"pool-{pool.name}",

@@ -151,3 +151,39 @@ def test_upgrade_skip_postcondition_fails_terraform_plan_when_live_version_is_kn
     if not plan_ok:
         assert "terraform_data.known" in plan.stderr and "terraform_data.unknown" not in plan.stderr
         assert f"the cluster runs {live} and the configuration asks for 1.34" in " ".join(plan.stderr.split())
+
+
+def pools_by_name(doc: dict) -> dict:
+    return {p["name"]: p for p in doc["resource"]["azurerm_kubernetes_cluster_node_pool"].values()}
+
+
+@pytest.mark.parametrize("taint", ["nvidia.com/gpu=true:NoSchedule", "nvidia.com/gpu=:NoSchedule"])
+def test_gpu_pool_with_its_own_gpu_taint_gets_no_second_one(taint):
+    # AKS keeps one taint per key and effect; two nvidia.com/gpu NoSchedule taints leave the
+    # pool's nodes NotReady (Azure/AKS#1412). The platform plugin adds the default only when no
+    # nvidia.com/gpu taint is there; the construct must follow the same rule.
+    doc = synth(AksGpuClusterProps(name="h100", pools=(gpu_pool(taints=(taint,)),)))
+    assert pools_by_name(doc)["gpu"]["node_taints"] == [taint]
+
+
+def test_two_taints_with_the_same_key_and_effect_are_refused():
+    with pytest.raises(Exception) as info:
+        synth(AksGpuClusterProps(name="h100", pools=(
+            NodePoolProps(name="cpu", vm_size="Standard_D4s_v5", taints=("team=a:NoSchedule", "team=b:NoSchedule")),
+            gpu_pool())))
+    assert "[stack/aks]" in str(info.value)
+    assert "pools[0] 'cpu': taints team=a:NoSchedule and team=b:NoSchedule have the same key and effect" in str(info.value)
+
+
+def test_system_pool_critical_addons_taint_becomes_only_critical_addons_enabled():
+    # azurerm 4.x has no default_node_pool.node_taints; this flag is the one taint it can set.
+    doc = synth(AksGpuClusterProps(name="h100", system_pool=system_pool(taints=("CriticalAddonsOnly=true:NoSchedule",))))
+    assert only(doc, "azurerm_kubernetes_cluster")["default_node_pool"]["only_critical_addons_enabled"] is True
+
+
+def test_system_pool_other_taints_are_refused_not_dropped():
+    with pytest.raises(Exception) as info:
+        synth(AksGpuClusterProps(name="h100", system_pool=system_pool(taints=("dedicated=infra:NoSchedule",))))
+    text = str(info.value)
+    assert "[stack/aks] system_pool 'system': taint dedicated=infra:NoSchedule cannot be set on the AKS default" in text
+    assert "CriticalAddonsOnly=true:NoSchedule" in text

@@ -231,3 +231,22 @@ def test_main_prints_findings_and_writes_output(tmp_path, monkeypatch, capsys, p
     err = capsys.readouterr().err
     assert "warning[GPU-TEST] cluster=warned component=gpu-operator key=driver.version: example warning" in err
     assert (tmp_path / "cdktf.out" / "stacks" / "warned-runtime" / "cdk.tf.json").is_file()
+
+
+def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
+    from gpucluster.model import Taint
+    from gpucluster_aks.cluster import cluster_props
+
+    plan = make_plan("lab")
+    plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
+    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
+    plan.cluster.pools[0].taints.append(Taint("dedicated", "infra", "NoSchedule"))
+    with pytest.raises(GpuclusterError) as info:
+        cluster_props(plan.cluster)
+    assert info.value.render() == (
+        "error[input] file=tests/plan_factory.py cluster=lab key=pools[0].taints: the AKS system pool 'system' "
+        "cannot carry taint dedicated=infra:NoSchedule: azurerm 4.x sets only CriticalAddonsOnly=true:NoSchedule "
+        "on the default node pool (only_critical_addons_enabled) "
+        "(allowed: CriticalAddonsOnly=true:NoSchedule) "
+        "fix: remove the taint, or put the workloads that need it on a separate pool with gpu: false"
+    )

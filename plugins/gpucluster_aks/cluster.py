@@ -6,6 +6,7 @@ command: recipe, explain, graph) never imports cdktf or the azurerm binding.
 
 from __future__ import annotations
 
+from gpucluster.errors import GpuclusterError
 from gpucluster.sdk import ClusterConnection, ClusterSpec, Recipe, hookimpl
 
 __all__ = ["gpucluster_cluster_stack", "cluster_props"]
@@ -30,14 +31,30 @@ def cluster_props(cluster: ClusterSpec):
       selector labels (what the components' nodeSelectors select on), plus the pool's own;
     * ``gpu_stack`` from ``profile.gpuStack`` (default ``azure-managed``); pool ``gpu_driver`` as
       prepared by :func:`gpucluster_aks.platform.gpucluster_prepare_cluster`.
+
+    Raises:
+        GpuclusterError: the system pool has a taint other than ``CriticalAddonsOnly=true:NoSchedule``,
+            the only one azurerm 4.x can set on the AKS default pool (key ``pools[i].taints``).
     """
     from constructs_lib import AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
+    from constructs_lib.aks import CRITICAL_ADDONS_TAINT
 
     scheduling = cluster.scheduling
     system = None
     pools = []
-    for pool in cluster.pools:
+    for index, pool in enumerate(cluster.pools):
         if not pool.gpu and system is None:
+            for taint in (str(t) for t in pool.taints):
+                if taint != CRITICAL_ADDONS_TAINT:
+                    raise GpuclusterError(
+                        f"the AKS system pool '{pool.name}' cannot carry taint {taint}: azurerm 4.x sets only "
+                        f"{CRITICAL_ADDONS_TAINT} on the default node pool (only_critical_addons_enabled)",
+                        file=cluster.source,
+                        cluster=cluster.name,
+                        key=f"pools[{index}].taints",
+                        allowed=CRITICAL_ADDONS_TAINT,
+                        fix="remove the taint, or put the workloads that need it on a separate pool with gpu: false",
+                    )
             system = system_pool(
                 name=pool.name,
                 vm_size=pool.vm_size,
