@@ -425,3 +425,26 @@ def test_nodewright_toggles_as_booleans_pass(tmp_path):
     [plan] = build_plans(load_clusters(str(cfg)))
     text = "".join(plan.node("nodewright-customizations-manifests").local_chart.files.values())
     assert "nvidia-tuned:" in text and "autoTaintNewNodes: false" in text
+
+
+# --------------------------------------------------------------------------- AKS host MOFED with the network operator
+
+
+def test_aks_operator_managed_host_mofed_breaks_peermem(tmp_path):
+    """Seed: with the network operator's containerized DOCA OFED, useHostMofed=true makes the
+    operator's driver container build nvidia-peermem against the wrong ib_core (modprobe fails):
+    GPUDirect RDMA is lost. It passed silently."""
+    cfg = _cluster_file(
+        tmp_path,
+        "    profile: {gpuStack: operator-managed}\n    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n",
+    )
+    [p] = _problems(cfg)
+    assert (p.id, p.component, p.key) == ("AKS-HOST-MOFED", "gpu-operator", "driver.rdma.useHostMofed")
+    assert "nvidia-peermem" in p.message and "useHostMofed=false" in p.fix
+
+
+def test_aks_azure_managed_host_mofed_is_a_warning(tmp_path):
+    """Inert while AKS owns the driver, but revives the bug on a switch to operator-managed."""
+    cfg = _cluster_file(tmp_path, "    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n")
+    [plan] = build_plans(load_clusters(str(cfg)))
+    assert [(f.id, f.severity) for f in plan.findings] == [("AKS-HOST-MOFED", "warning")]

@@ -8,7 +8,9 @@ Written against the public SDK only. Check ids (docs/policies.md has one section
 ``AKS-GPU-DRIVER``              error     pool gpu_driver, gpuStack profile and the four
                                           driver-ownership values come from one mode
 ``AKS-WILDCARD-TOLERATION``     error     wildcard accelerated toleration with nodewright
-``AKS-HOST-MOFED``              warning   network-operator disabled, useHostMofed not false
+``AKS-HOST-MOFED``              error/    useHostMofed not false: warning without
+                                warning   network-operator or while inert; error when the
+                                          operator builds nvidia-peermem
 ``AKS-UPGRADE-SKIP``            (plan)    no skipped minor versions; enforced in Terraform,
                                           :func:`minor_upgrade_steps` is the pure helper
 ==============================  ========  ================================================
@@ -296,14 +298,59 @@ def _check_wildcard_toleration(cluster: ClusterSpec, components: Mapping[str, An
 
 
 def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
-    if NETWORK_OPERATOR in components or GPU_OPERATOR not in components:
+    """AKS-HOST-MOFED: ``driver.rdma.useHostMofed`` stays false on AKS (seed aks-gpu-setup).
+
+    * network-operator disabled, value not explicitly false: warning (no MOFED at all; AICR
+      CheckHostMofedWithoutNetworkOperator);
+    * network-operator enabled (its DOCA OFED container supplies MOFED, which is not a host
+      MOFED) and the value true: error when the GPU Operator builds the driver with RDMA
+      (``driver.enabled`` and ``driver.rdma.enabled`` true: nvidia-peermem is built against the
+      wrong ib_core, ``modprobe nvidia-peermem`` fails with Invalid argument, GPUDirect RDMA is
+      lost), else a warning (inert now, revives the bug on a switch to operator-managed).
+    """
+    if GPU_OPERATOR not in components:
         return []
     if not any(ref.name == NETWORK_OPERATOR for ref in recipe.component_refs):
         return []
-    value = get_path(components[GPU_OPERATOR].values, "driver.rdma.useHostMofed", _MISSING)
-    if value is False:
-        return []
-    shown = "unset" if value is _MISSING else _show(value)
+    values = components[GPU_OPERATOR].values
+    value = get_path(values, "driver.rdma.useHostMofed", _MISSING)
+    fix = "add gpuoperator:driver.rdma.useHostMofed=false to overrides.set"
+    if NETWORK_OPERATOR not in components:
+        if value is False:
+            return []
+        shown = "unset" if value is _MISSING else _show(value)
+        return [
+            _finding(
+                cluster,
+                "AKS-HOST-MOFED",
+                "warning",
+                GPU_OPERATOR,
+                "driver.rdma.useHostMofed",
+                f"network-operator is disabled but driver.rdma.useHostMofed is {shown}: without network-operator no MOFED "
+                "is present; keep driver.rdma.useHostMofed=false (the AKS default) unless the node image preinstalls MOFED",
+                fix,
+            )
+        ]
+    if value is not True:
+        return []  # false, unset (chart default false), or a non-boolean reported by GPU-TOGGLE-TYPE
+    builds_peermem = get_path(values, "driver.enabled", True) is True and get_path(values, "driver.rdma.enabled", False) is True
+    consequence = (
+        "the GPU Operator's driver container builds nvidia-peermem against a host MOFED that does not exist, so "
+        "`modprobe nvidia-peermem` fails (Invalid argument, an ib_core symbol mismatch) and GPUDirect RDMA is lost"
+    )
+    if builds_peermem:
+        return [
+            _finding(
+                cluster,
+                "AKS-HOST-MOFED",
+                "error",
+                GPU_OPERATOR,
+                "driver.rdma.useHostMofed",
+                f"driver.rdma.useHostMofed is true while network-operator supplies MOFED as a container (not a host "
+                f"MOFED): {consequence}",
+                fix,
+            )
+        ]
     return [
         _finding(
             cluster,
@@ -311,9 +358,9 @@ def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
             "warning",
             GPU_OPERATOR,
             "driver.rdma.useHostMofed",
-            f"network-operator is disabled but driver.rdma.useHostMofed is {shown}: without network-operator no MOFED "
-            "is present; keep driver.rdma.useHostMofed=false (the AKS default) unless the node image preinstalls MOFED",
-            "add gpuoperator:driver.rdma.useHostMofed=false to overrides.set",
+            "driver.rdma.useHostMofed is true while network-operator supplies MOFED as a container: inert while the GPU "
+            f"Operator does not build the driver with RDMA, but after a switch to operator-managed {consequence}",
+            fix,
         )
     ]
 
