@@ -70,6 +70,23 @@ def add_validation(scope: Construct, check: Callable[[], Sequence[str]]) -> None
     scope.node.add_validation(_Validation(check))
 
 
+_VALIDATION_FAILED = "Validation failed with the following errors:"
+
+
+def validation_errors(err: BaseException) -> list[str] | None:
+    """The messages of a construct validation failure raised by ``App.synth()``, else None.
+
+    cdktf (through jsii) raises a plain ``RuntimeError`` whose text holds one
+    ``[<construct path>] <message>`` line per failed validation (see :func:`add_validation`).
+    Returns those lines in order, or None when ``err`` is some other error.
+    """
+    text = str(err)
+    if not isinstance(err, RuntimeError) or _VALIDATION_FAILED not in text:
+        return None
+    body = text.split(_VALIDATION_FAILED, 1)[1]
+    return [line.strip() for line in body.splitlines() if line.strip().startswith("[")]
+
+
 @functools.cache
 def helm() -> SimpleNamespace:
     """The Helm provider binding (``hashicorp/helm`` 3.1.1): HelmProvider, Release, ReleaseSet."""

@@ -7,8 +7,9 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from constructs_lib.cdk import App
+from constructs_lib.cdk import App, validation_errors
 from constructs_lib.helm import STAGING_CONTEXT_KEY
+from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
 from gpucluster.plugins import platform_for
 from stacks.cluster import ClusterStack
@@ -49,8 +50,31 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out")
 
     Returns:
         the stack names written, sorted.
+
+    Raises:
+        GpuclusterError: bad input found while building the stacks, or construct validation
+            errors (one ``error[construct]`` problem per ``[construct path] message``, naming the
+            cluster and, in runtime stacks, the component).
     """
     with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir) as staged:
         app = build_app(plans, staged, staging_dir=staging)
-        app.synth()
+        try:
+            app.synth()
+        except RuntimeError as err:
+            messages = validation_errors(err)
+            if messages is None:
+                raise
+            raise GpuclusterError(problems=[_construct_problem(m, plans) for m in messages]) from None
         return sorted(p.name for p in (staged / "stacks").iterdir())
+
+
+def _construct_problem(message: str, plans: Sequence[RuntimePlan]) -> Problem:
+    """``[<stack>/<construct>/...] text`` -> a Problem naming the cluster (and the component)."""
+    path = message[1 : message.find("]")].split("/")
+    for plan in plans:
+        if path[0] == runtime_stack_name(plan.cluster.name):
+            node = next((n for n in plan.nodes if len(path) > 1 and n.id == path[1]), None)
+            return Problem(message=message, cluster=plan.cluster.name, component=node and node.component, id="construct")
+        if path[0] == cluster_stack_name(plan.cluster.name):
+            return Problem(message=message, cluster=plan.cluster.name, id="construct")
+    return Problem(message=message, id="construct")

@@ -7,6 +7,9 @@ itself (``cdktf.App.synth``) writes into the folder in place, stack by stack. A 
 would therefore leave a half-written folder. gpucluster instead synthesizes into a fresh
 sibling folder (``.<name>.XXXX``) and swaps it in with one ``renameat2(RENAME_EXCHANGE)``
 (Linux; two renames elsewhere), so readers see either the previous or the new output.
+
+An output folder that is a symbolic link to a folder stays a link: the folder it points to is
+replaced (staged next to it, on the same file system).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from gpucluster.errors import GpuclusterError
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 1 << 1
@@ -64,15 +69,50 @@ def replace_dir(new: Path, final: Path) -> None:
     shutil.rmtree(old)
 
 
+_ELSEWHERE = "synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
+
+
+def _output_error(message: str, fix: str) -> GpuclusterError:
+    return GpuclusterError(message, key="output folder", fix=fix, id="output")
+
+
+def _checked_target(final: Path) -> Path:
+    """The folder to replace: ``final``, or the folder a symbolic link ``final`` points to.
+
+    Raises:
+        GpuclusterError: ``final`` is a file (or another non-folder), or a link to a missing folder.
+    """
+    if final.is_symlink():
+        target = final.resolve()
+        if not target.is_dir():
+            raise _output_error(f"{final} is a symbolic link to a missing folder ({target})",
+                                f"create {target}, remove the link, or {_ELSEWHERE}")
+        return target
+    if final.exists() and not final.is_dir():
+        raise _output_error(f"{final} exists and is not a folder; refusing to replace it",
+                            f"remove or rename it, or {_ELSEWHERE}")
+    return final
+
+
 @contextmanager
 def staged_outdir(final: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty sibling folder of ``final``; on success it replaces ``final`` atomically.
 
-    On any exception the staged folder is removed and ``final`` is left exactly as it was.
+    ``final`` may be missing (created), a folder, or a symbolic link to a folder (the link is
+    kept; the folder it points to is replaced). On any exception the staged folder is removed and
+    ``final`` is left exactly as it was.
+
+    Raises:
+        GpuclusterError: before anything is staged, when ``final`` is a file, a link to a missing
+            folder, or its parent folder is not writable.
     """
-    final = Path(final).absolute()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    final = _checked_target(Path(final).absolute())
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    except OSError as err:
+        raise _output_error(f"cannot create the staging folder next to {final}: {err.strerror or err}",
+                            f"make {final.parent} writable, or {_ELSEWHERE}") from None
     try:
         yield staged
         umask = os.umask(0)

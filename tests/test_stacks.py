@@ -191,9 +191,12 @@ def test_failed_synth_keeps_previous_output(tmp_path, plans):
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = make_plan("bad")
     bad.nodes[0].version = "^1.0"  # unpinned: the HelmComponent validation fails at synth
-    with pytest.raises(Exception) as info:
+    with pytest.raises(GpuclusterError) as info:
         stacks.synth([bad], out)
-    assert "[bad-runtime/cert-manager]" in str(info.value) and "exact version" in str(info.value)
+    assert info.value.render() == (
+        "error[construct] cluster=bad component=cert-manager: [bad-runtime/cert-manager] chart version '^1.0' of "
+        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty"
+    )
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
 
@@ -250,3 +253,26 @@ def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
         "(allowed: CriticalAddonsOnly=true:NoSchedule) "
         "fix: remove the taint, or put the workloads that need it on a separate pool with gpu: false"
     )
+
+
+def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(tmp_path, monkeypatch, capsys):
+    import main
+    from gpucluster import config, pipeline
+
+    plan = make_plan("bad", existing=ExistingCluster())
+    plan.nodes[0].version = "^1.0"
+    plan.nodes[1].namespace = "Not A Namespace"
+    monkeypatch.setattr(config, "load_clusters", lambda *a, **k: [plan.cluster])
+    monkeypatch.setattr(pipeline, "build_plans", lambda clusters: [plan])
+    out = tmp_path / "cdktf.out"
+    monkeypatch.setenv("CDKTF_OUTDIR", str(out))
+    monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
+    assert main.main([]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "error[construct] cluster=bad component=cert-manager: [bad-runtime/cert-manager] chart version '^1.0' of "
+        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty",
+        "error[construct] cluster=bad component=gpu-operator: [bad-runtime/gpu-operator] namespace 'Not A Namespace' "
+        "of release 'gpu-operator' must be a DNS-1123 label",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no staged folder

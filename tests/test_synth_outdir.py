@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucluster.errors import GpuclusterError
 from stacks import outdir as outdir_mod
 from stacks.outdir import replace_dir, staged_outdir
 
@@ -63,11 +64,56 @@ def test_fallback_without_renameat2(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_refuses_to_replace_a_file(tmp_path):
+def test_refuses_to_replace_a_file_before_any_work(tmp_path):
     final = tmp_path / "cdktf.out"
     final.write_text("not a folder")
-    with pytest.raises(OSError, match="not a folder"):
-        with staged_outdir(final) as staged:
-            make(staged, {"manifest.json": "{}"})
+    ran = []
+    with pytest.raises(GpuclusterError) as info:
+        with staged_outdir(final):
+            ran.append(True)  # the (slow) synth must not even start
+    assert ran == []
+    assert info.value.render() == (
+        f"error[output] key=output folder: {final} exists and is not a folder; refusing to replace it "
+        "fix: remove or rename it, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
+    )
     assert final.read_text() == "not a folder"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
+
+
+def test_symlinked_output_folder_replaces_the_target_and_keeps_the_link(tmp_path):
+    real = make(tmp_path / "disk" / "out", {"manifest.json": "old", "stacks/gone/cdk.tf.json": "{}"})
+    (tmp_path / "project").mkdir()
+    link = tmp_path / "project" / "cdktf.out"
+    link.symlink_to("../disk/out")
+    with staged_outdir(link) as staged:
+        assert staged.parent == real.parent  # staged next to the target: the swap stays on one file system
+        make(staged, {"manifest.json": "new"})
+    assert link.is_symlink() and os.readlink(link) == "../disk/out"
+    assert tree(link) == {"manifest.json": b"new"}
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["out"]
+    assert sorted(p.name for p in (tmp_path / "project").iterdir()) == ["cdktf.out"]
+
+
+def test_dangling_symlink_is_refused(tmp_path):
+    link = tmp_path / "cdktf.out"
+    link.symlink_to("missing")
+    with pytest.raises(GpuclusterError, match="is a symbolic link to a missing folder"):
+        with staged_outdir(link):
+            pass
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
+
+
+def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", kwargs.get("dir"))
+
+    monkeypatch.setattr(outdir_mod.tempfile, "mkdtemp", refuse)
+    final = make(tmp_path / "cdktf.out", {"manifest.json": "old"})
+    with pytest.raises(GpuclusterError) as info:
+        with staged_outdir(final):
+            pass
+    assert info.value.render() == (
+        f"error[output] key=output folder: cannot create the staging folder next to {final}: Permission denied "
+        f"fix: make {tmp_path} writable, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
+    )
+    assert tree(final) == {"manifest.json": b"old"}
