@@ -448,3 +448,23 @@ def test_aks_azure_managed_host_mofed_is_a_warning(tmp_path):
     cfg = _cluster_file(tmp_path, "    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n")
     [plan] = build_plans(load_clusters(str(cfg)))
     assert [(f.id, f.severity) for f in plan.findings] == [("AKS-HOST-MOFED", "warning")]
+
+
+@pytest.mark.parametrize("alias", ["rdmamodules", "rdma-modules", "RdmaModules"])
+def test_nvke_rdma_modules_enabled_twice_with_different_values(tmp_path, alias):
+    """settings.rdmaModules.enabled=false plus an override enabling it: the override silently won."""
+    body = (
+        "    settings:\n      rails: [{name: mlx5_0, rootDevice: '0000:03:00.0'}]\n      rdmaModules: {enabled: false}\n"
+        f"    overrides: {{set: ['{alias}:enabled=true']}}\n"
+    )
+    [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
+    assert (p.cluster, p.key) == ("lab", "settings.rdmaModules.enabled") and "clusters[0].overrides.set[0]" in p.message
+
+
+def test_nvke_rdma_modules_disabled_both_ways_agrees(tmp_path):
+    body = (
+        "    settings:\n      rails: [{name: mlx5_0, rootDevice: '0000:03:00.0'}]\n      rdmaModules: {enabled: false}\n"
+        "    overrides: {set: ['RdmaModules:enabled=false']}\n"
+    )
+    [plan] = build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    assert "rdma-modules" not in plan.components

@@ -112,11 +112,21 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
         parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
 
     if not settings.rdma_modules_enabled:
-        already = any(
-            o.component in ("rdma-modules", "rdmamodules") and o.kind == "set" and o.path == "enabled"
+        toggles = [
+            o
             for o in cluster.overrides
-        )
-        if not already:
+            if o.kind == "set" and o.path == "enabled" and o.component.strip().lower() in ("rdma-modules", "rdmamodules")
+        ]
+        if toggles and toggles[-1].value is True:
+            raise GpuclusterError(
+                f"settings.rdmaModules.enabled is false but {toggles[-1].key or 'an override'} sets "
+                f"{toggles[-1].component}:enabled=true",
+                file=cluster.source,
+                cluster=cluster.name,
+                key="settings.rdmaModules.enabled",
+                fix="decide once: remove the override, or set settings.rdmaModules.enabled: true",
+            )
+        if not any(o.value is False for o in toggles[-1:]):
             cluster.overrides.append(
                 Override(
                     component="rdma-modules",
