@@ -468,3 +468,15 @@ def test_nvke_rdma_modules_disabled_both_ways_agrees(tmp_path):
     )
     [plan] = build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
     assert "rdma-modules" not in plan.components
+
+
+def test_nvke_toolkit_env_value_must_be_a_string(tmp_path):
+    """A YAML boolean in an env list passed the check but is not a Kubernetes EnvVar value (string):
+    the API server rejects the ClusterPolicy."""
+    body = NVKE_RAILS + (
+        "    overrides:\n      values:\n        - component: gpuoperator\n          values:\n            toolkit:\n"
+        "              env:\n                - {name: RUNTIME_CONFIG_SOURCE, value: file}\n"
+        "                - {name: ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED, value: false}\n"
+    )
+    [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
+    assert (p.id, p.key) == ("NVKE-GPU-STACK", "toolkit.env.ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")

@@ -113,7 +113,8 @@ class _Checks:
                 "whose version-4 drop-in stops the image's containerd 2.3 (version-3 config) from starting",
                 "keep toolkit.env RUNTIME_CONFIG_SOURCE=file",
             )
-        if str(env.get("ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")).lower() != "false":
+        unprivileged = env.get("ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")
+        if not isinstance(unprivileged, str) or unprivileged.lower() != "false":  # EnvVar values are strings
             self.error(
                 "NVKE-GPU-STACK",
                 "gpu-operator",
