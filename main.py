@@ -9,17 +9,57 @@ Run by ``cdktf synth`` (``cdktf.json``: ``.venv/bin/python main.py``) or directl
    write nothing. Warnings (plan findings) go to stderr.
 3. Synthesize into a sibling folder of the output folder (``CDKTF_OUTDIR``, default
    ``cdktf.out``) and swap it in atomically: a failed synth leaves the previous output as it was.
+4. SIGINT, SIGTERM and SIGHUP stop the run like an error: the staged folders are removed, the
+   previous output is kept, one line goes to stderr and the exit code is 128 + the signal number.
+   Run as a script, every temporary file of the process (chart staging, the jsii runtime and the
+   jsii Node.js kernel's folder) lives in one private folder, removed at exit even when a signal
+   to the process group killed the kernel first.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
 
 DEFAULT_OUTDIR = "cdktf.out"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(BaseException):
+    """Raised in the main thread by a stop signal, so that every ``with`` block cleans up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_signals_raise(received: list[int]) -> Iterator[None]:
+    """Turn :data:`STOP_SIGNALS` into :class:`_Stopped` (recorded in ``received``) while inside.
+
+    Python's default for SIGTERM/SIGHUP ends the process at once, leaving the staged output
+    folder and the temporary chart and jsii folders behind.
+    """
+
+    def stop(signum, frame):
+        received.append(signum)
+        raise _Stopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _stack_dirs(outdir: Path) -> set[str]:
@@ -28,6 +68,25 @@ def _stack_dirs(outdir: Path) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    received: list[int] = []
+    try:
+        with _stop_signals_raise(received):
+            return _run()
+    except _Stopped as stopped:
+        return _interrupted(stopped.signum)
+    except Exception:
+        if received:  # the signal also reached the jsii kernel (process group) and broke a call first
+            return _interrupted(received[0])
+        raise
+
+
+def _interrupted(signum: int) -> int:
+    print(f"gpucluster: interrupted by {signal.Signals(signum).name}; the previous output was left as it was",
+          file=sys.stderr)
+    return 128 + signum
+
+
+def _run() -> int:
     from gpucluster.config import load_clusters
     from gpucluster.pipeline import build_plans
 
@@ -58,5 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _private_tmpdir() -> None:
+    """Point ``TMPDIR`` (Python and the jsii Node.js kernel) at a fresh folder removed at exit.
+
+    Registered before jsii starts its kernel, so (atexit runs last-in first-out) the folder is
+    removed after jsii stopped the kernel.
+    """
+    private = tempfile.mkdtemp(prefix="gpucluster-synth-")
+    os.environ["TMPDIR"] = tempfile.tempdir = private
+    atexit.register(shutil.rmtree, private, True)
+
+
 if __name__ == "__main__":
+    _private_tmpdir()
     sys.exit(main(sys.argv[1:]))
