@@ -9,6 +9,7 @@ anything is written; any error-severity finding or invalid input raises
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Mapping, Sequence
 
 from gpucluster import catalog as catalog_mod
@@ -31,7 +32,10 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     Raises:
         PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
     """
-    platform_for(cluster.criteria.service, file=cluster.source)
+    try:
+        platform_for(cluster.criteria.service, file=cluster.source)
+    except GpuclusterError as err:
+        raise GpuclusterError(problems=[dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]) from None
     results = call_hook_attributed("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
     if not results:
         return cluster

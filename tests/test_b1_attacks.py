@@ -480,3 +480,9 @@ def test_nvke_toolkit_env_value_must_be_a_string(tmp_path):
     )
     [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
     assert (p.id, p.key) == ("NVKE-GPU-STACK", "toolkit.env.ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")
+
+
+def test_unknown_service_names_the_cluster(tmp_path):
+    [p] = _problems(_cluster_file(tmp_path, "", "{service: gke}"))
+    assert (p.file, p.cluster, p.key) == (str(tmp_path / "gpucluster.yaml"), "lab", "criteria.service")
+    assert p.allowed == "aks, nvke, oke"
