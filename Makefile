@@ -22,7 +22,10 @@ ifeq ($(wildcard $(TF_CLI_CONFIG_CANDIDATE)),)
 export TF_CLI_CONFIG_FILE := /dev/null
 endif
 
-PYTHON_BOOTSTRAP ?= python3.11
+# The Python that creates .venv: python3.11, else python3 if it is 3.11 (evaluated only when .venv
+# is created). Override with PYTHON_BOOTSTRAP=/path/to/python3.11.
+PYTHON_CANDIDATES := python3.11 python3
+PYTHON_BOOTSTRAP ?= $(firstword $(foreach p,$(PYTHON_CANDIDATES),$(shell command -v $(p) >/dev/null 2>&1 && $(p) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 && echo $(p))))
 VENV := .venv
 PY := $(VENV)/bin/python
 CDKTF := node_modules/.bin/cdktf
@@ -35,6 +38,7 @@ PYTEST_ARGS ?= -q
 setup: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY):
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
 
 $(PY_STAMP): pyproject.toml | $(PY)

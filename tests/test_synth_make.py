@@ -1,0 +1,51 @@
+"""The Makefile's choice of the Python that creates .venv (no venv is created: ``make -n``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dry_run_venv(tmp_path: Path, bin_dir: Path) -> subprocess.CompletedProcess:
+    make = shutil.which("make")
+    if make is None:
+        pytest.fail("make is required (README: requirements)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_BOOTSTRAP", "MAKEFLAGS", "MAKELEVEL")}
+    env["PATH"] = str(bin_dir)
+    return subprocess.run([make, "-n", "--no-print-directory", f"VENV={tmp_path / 'venv'}", str(tmp_path / "venv" / "bin" / "python")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_python3_that_is_311_is_used_when_python311_is_not_on_path(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)  # the test runs on 3.11 (requires-python)
+    result = dry_run_venv(tmp_path, bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"python3 -m venv {tmp_path / 'venv'}"
+
+
+def test_python311_is_preferred(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.11").symlink_to(sys.executable)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    assert dry_run_venv(tmp_path, bin_dir).stdout.strip() == f"python3.11 -m venv {tmp_path / 'venv'}"
+
+
+def test_no_python_311_is_a_clear_error(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    other = bin_dir / "python3"  # some other Python: not 3.11
+    other.write_text("#!/bin/sh\nexit 1\n")
+    other.chmod(0o755)
+    result = dry_run_venv(tmp_path, bin_dir)
+    assert result.returncode != 0
+    assert "Python 3.11 not found (tried python3.11 python3); set PYTHON_BOOTSTRAP=/path/to/python3.11" in result.stderr
