@@ -585,6 +585,15 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
     for name, o in resolved:
         if name in disabled or o.kind != "variable" or split_path(o.path)[0] == ENABLED_KEY:
             continue
+        if _is_manifest_only(components[name].ref, catalog):
+            problem(
+                o,
+                f"'{name}' is a manifest-only component: its values are rendered into manifests at synth time, so a "
+                "Terraform variable could never reach them",
+                component=name,
+                fix="set the value statically (overrides.set or overrides.values)",
+            )
+            continue
         owned = policy_owned_paths(name, recipe, catalog)
         hit = next(((p, why) for p, why in owned.items() if paths_intersect(o.path, p)), None)
         if hit is not None:

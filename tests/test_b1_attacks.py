@@ -486,3 +486,11 @@ def test_unknown_service_names_the_cluster(tmp_path):
     [p] = _problems(_cluster_file(tmp_path, "", "{service: gke}"))
     assert (p.file, p.cluster, p.key) == (str(tmp_path / "gpucluster.yaml"), "lab", "criteria.service")
     assert p.allowed == "aks, nvke, oke"
+
+
+def test_terraform_variable_on_a_manifest_only_component_is_refused(tmp_path):
+    """Manifest-only components are rendered at synth: the binding was recorded and then dropped."""
+    cfg = _cluster_file(tmp_path, "    overrides: {variables: {'nodewrightcustomizations:tuningEnabled': tune}}\n")
+    [p] = _problems(cfg)
+    assert (p.component, p.key) == ("nodewright-customizations", "clusters[0].overrides.variables.nodewrightcustomizations:tuningEnabled")
+    assert "manifest-only" in p.message
