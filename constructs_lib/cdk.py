@@ -48,6 +48,14 @@ from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-expo
 FRAMEWORK = "cdktf"
 """Name of the CDK for Terraform distribution this module binds to."""
 
+AZURERM_PROVIDER_VERSION = "4.55.0"
+"""``hashicorp/azurerm`` version the installed binding (cdktf-cdktf-provider-azurerm 14.23.1) pins in
+``required_providers``. Each binding release pins another provider version, so pyproject.toml
+pins the binding exactly and a test compares the synthesized JSON with this value."""
+
+HELM_PROVIDER_VERSION = "3.1.1"
+"""``hashicorp/helm`` version the installed binding (cdktf-cdktf-provider-helm 12.1.2) pins."""
+
 
 @jsii.implements(IValidation)
 class _Validation:

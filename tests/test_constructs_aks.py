@@ -12,7 +12,7 @@ import pytest
 
 from constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
 from constructs_lib.aks import upgrade_skip_condition
-from constructs_lib.cdk import TerraformStack
+from constructs_lib.cdk import AZURERM_PROVIDER_VERSION, TerraformStack
 from constructs_lib.cdk import Testing as CdkTesting
 
 
@@ -45,7 +45,8 @@ def test_cluster_defaults(default_doc):
         "vm_size": "Standard_D8s_v5",
     }
     assert default_doc["provider"]["azurerm"] == [{"features": [{}]}]
-    assert default_doc["terraform"]["required_providers"]["azurerm"]["version"].startswith("4.")
+    assert default_doc["terraform"]["required_providers"] == {
+        "azurerm": {"source": "azurerm", "version": AZURERM_PROVIDER_VERSION}}
 
 
 def test_default_gpu_pool_is_one_unmanaged_h100_node_with_driver_install(default_doc):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from constructs_lib.cdk import TerraformStack
+from constructs_lib.cdk import HELM_PROVIDER_VERSION, TerraformStack
 from constructs_lib.cdk import Testing as CdkTesting
 from constructs_lib.helm import (
     HelmComponent,
@@ -66,7 +66,9 @@ def test_remote_chart_release_properties_and_dependencies():
             version="26.4.1", values={"resources": {"gpus": {"enabled": False}}, "nvidiaDriverRoot": "/"},
             depends_on=[crds], timeout_seconds=1200))
 
-    rel = releases(synth(build))
+    doc = synth(build)
+    assert doc["terraform"]["required_providers"] == {"helm": {"source": "helm", "version": HELM_PROVIDER_VERSION}}
+    rel = releases(doc)
     assert set(rel) == {"prometheus-operator-crds", "nvidia-dra-driver-gpu"}
     dra = rel["nvidia-dra-driver-gpu"]
     assert dra["name"] == "nvidia-dra-driver-gpu"
@@ -186,3 +188,20 @@ def test_two_apps_in_one_process_do_not_share_staged_charts(request):
         rel = json.loads((outdir / "stacks" / "stack" / "cdk.tf.json").read_text())["resource"]["helm_release"]["c"]
         shipped = outdir / "stacks" / "stack" / rel["chart"]
         assert (shipped / "templates" / "000-object.yaml").read_text() == chart.files["templates/000-object.yaml"]
+
+
+def test_provider_versions_are_pinned_and_documented():
+    """The provider version is whatever the installed binding pins: the bindings must be pinned
+    exactly, or a fresh install synthesizes another provider version than docs/synth.md says."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    cdk_deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cdk"]
+    pins = {d.split("==")[0]: d.split("==")[1] for d in cdk_deps if "==" in d}
+    assert pins["cdktf-cdktf-provider-azurerm"] == "14.23.1"
+    assert pins["cdktf-cdktf-provider-helm"] == "12.1.2"
+    synth_md = (root / "docs" / "synth.md").read_text()
+    from constructs_lib.cdk import AZURERM_PROVIDER_VERSION
+
+    assert f"| `hashicorp/azurerm` | {AZURERM_PROVIDER_VERSION} | cdktf-cdktf-provider-azurerm 14.23.1 |" in synth_md
+    assert f"| `hashicorp/helm` | {HELM_PROVIDER_VERSION} | cdktf-cdktf-provider-helm 12.1.2 |" in synth_md
