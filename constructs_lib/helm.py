@@ -18,7 +18,6 @@ become a stack-level ``TerraformVariable`` (default: the value at that path, if 
 from __future__ import annotations
 
 import atexit
-import hashlib
 import re
 import shutil
 import tempfile
@@ -37,6 +36,7 @@ from constructs_lib.cdk import (
     add_validation,
     helm,
 )
+from gpucluster.manifests import content_hash
 from gpucluster.model import LocalChart, PlanNode
 from gpucluster.values import get_path, has_path
 
@@ -85,14 +85,6 @@ def chart_source(repository: str, chart: str) -> tuple[str, str]:
     if repository.startswith("oci://"):
         return repository.rstrip("/"), chart
     return repository, chart
-
-
-def files_digest(files: Mapping[str, str]) -> str:
-    """sha256 (hex) over the sorted ``(path, text)`` pairs of a chart's files."""
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(name.encode("utf-8") + b"\0" + files[name].encode("utf-8") + b"\0")
-    return digest.hexdigest()
 
 
 def _scalar_type(value: Any) -> str | None:
@@ -169,6 +161,21 @@ class ReleaseOptions:
     provider: Any = None
 
 
+def _plan_node_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
+    """The :class:`ReleaseOptions` fields of a :class:`PlanNode` (release name = node id)."""
+    return dict(
+        release_name=node.id,
+        namespace=node.namespace,
+        values=node.values,
+        depends_on=tuple(depends_on),
+        timeout_seconds=node.timeout_seconds,
+        wait_for_jobs=node.wait_for_jobs,
+        terraform_variables=node.terraform_variables,
+        description=f"gpucluster {node.kind} of component {node.component}",
+        provider=provider,
+    )
+
+
 @dataclass(frozen=True)
 class HelmComponentProps(ReleaseOptions):
     """A remote chart release: ``chart`` from ``repository`` at pinned ``version``.
@@ -183,20 +190,8 @@ class HelmComponentProps(ReleaseOptions):
     @classmethod
     def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "HelmComponentProps":
         """Props of a ``kind == "chart"`` :class:`PlanNode`."""
-        return cls(
-            release_name=node.id,
-            namespace=node.namespace,
-            chart=node.chart,
-            repository=node.repository,
-            version=node.version,
-            values=node.values,
-            depends_on=tuple(depends_on),
-            timeout_seconds=node.timeout_seconds,
-            wait_for_jobs=node.wait_for_jobs,
-            terraform_variables=node.terraform_variables,
-            description=f"gpucluster {node.kind} of component {node.component}",
-            provider=provider,
-        )
+        return cls(chart=node.chart, repository=node.repository, version=node.version,
+                   **_plan_node_options(node, depends_on, provider))
 
 
 @dataclass(frozen=True)
@@ -208,18 +203,7 @@ class LocalChartReleaseProps(ReleaseOptions):
     @classmethod
     def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "LocalChartReleaseProps":
         """Props of a :class:`PlanNode` with a ``local_chart`` (pre-manifests, manifests, gate)."""
-        return cls(
-            release_name=node.id,
-            namespace=node.namespace,
-            chart=node.local_chart,
-            values=node.values,
-            depends_on=tuple(depends_on),
-            timeout_seconds=node.timeout_seconds,
-            wait_for_jobs=node.wait_for_jobs,
-            terraform_variables=node.terraform_variables,
-            description=f"gpucluster {node.kind} of component {node.component}",
-            provider=provider,
-        )
+        return cls(chart=node.local_chart, **_plan_node_options(node, depends_on, provider))
 
 
 def validate_release(props: ReleaseOptions) -> list[str]:
@@ -337,7 +321,8 @@ class LocalChartRelease(_ReleaseConstruct):
     The chart files are written to a staging folder (:func:`staging_folder`; it never appears in
     the output); cdktf copies them to
     ``stacks/<stack>/assets/<id>/<hash>/`` and ``chart`` is that relative path, so the stack folder
-    is self-contained. ``<hash>`` is :func:`files_digest` of the files: same content, same path.
+    is self-contained. ``<hash>`` is the sha256 of the files (:func:`gpucluster.manifests.content_hash`,
+    first 32 hex digits): same content, same path.
 
     Attributes:
         asset: the TerraformAsset; ``chart_path``: the relative chart path used by the release.
@@ -374,7 +359,7 @@ class LocalChartRelease(_ReleaseConstruct):
             "chart",
             path=str(folder.resolve()),
             type=AssetType.DIRECTORY,
-            asset_hash=files_digest(files)[:32],
+            asset_hash=content_hash(files)[:32],
         )
         self.chart_path = "./" + self.asset.path.rstrip("/")
         self._create_release(props, chart=self.chart_path, repository=None, version=None)

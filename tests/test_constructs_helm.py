@@ -17,9 +17,9 @@ from constructs_lib.helm import (
     LocalChartRelease,
     LocalChartReleaseProps,
     chart_source,
-    files_digest,
     values_document,
 )
+from gpucluster.manifests import content_hash
 from plan_factory import local_chart
 
 
@@ -135,7 +135,7 @@ def test_local_chart_release_ships_chart_as_relative_asset(tmp_path, request):
     request.addfinalizer(lambda: shutil.rmtree(outdir, ignore_errors=True))
     doc = json.loads((outdir / "stacks" / "stack" / "cdk.tf.json").read_text())
     rel = doc["resource"]["helm_release"]["network-operator-manifests"]
-    digest = files_digest(chart.files)[:32]
+    digest = content_hash(chart.files)[:32]
     assert rel["chart"].startswith("./assets/") and rel["chart"].endswith("/" + digest)
     assert "repository" not in rel and "version" not in rel
     assert rel["wait_for_jobs"] is True and rel["timeout"] == 300
