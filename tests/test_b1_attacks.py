@@ -494,3 +494,13 @@ def test_terraform_variable_on_a_manifest_only_component_is_refused(tmp_path):
     [p] = _problems(cfg)
     assert (p.component, p.key) == ("nodewright-customizations", "clusters[0].overrides.variables.nodewrightcustomizations:tuningEnabled")
     assert "manifest-only" in p.message
+
+
+@pytest.mark.parametrize("image", ["not an image; rm -rf /", "alpine/kubectl", "docker.io/alpine/kubectl:"])
+def test_nvke_teardown_image_must_be_a_pinned_reference(tmp_path, image):
+    """The teardown Job runs on terraform destroy; an unpullable image would hold the destroy until timeout."""
+    body = NVKE_RAILS + f"      teardown: {{image: '{image}'}}\n"
+    with pytest.raises(GpuclusterError) as exc:
+        load_clusters_and_build(_cluster_file(tmp_path, body, NVKE_CRITERIA))
+    [p] = exc.value.problems
+    assert p.key == "settings.teardown.image" and "tag or digest" in p.allowed

@@ -104,6 +104,10 @@ _PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]
 _RDMA_DEVICE = re.compile(r"^[A-Za-z0-9_]+$")
 _NETDEV = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PINNED_IMAGE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+(?=/))?(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]*)?(@sha256:[0-9a-f]{64})?$"
+)
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,22 @@ def _str(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str = "") -> str |
     if not isinstance(value, str) or not value.strip():
         raise ctx.error(where, f"must be a non-empty string, not {value!r}")
     return value.strip()
+
+
+def _image(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> str | None:
+    """An image reference with a tag or a sha256 digest (``registry/repo:tag``, ``repo@sha256:…``)."""
+    image = _str(ctx, raw, key, prefix)
+    if image is None:
+        return None
+    match = _PINNED_IMAGE.match(image)
+    if not match or not (match.group(1) or match.group(2)):
+        raise ctx.error(
+            f"{prefix}.{key}",
+            f"'{image}' is not a pinned image reference",
+            allowed="registry/repository:tag or registry/repository@sha256:digest (tag or digest required)",
+            fix=f"e.g. {DEFAULT_TEARDOWN_IMAGE} or a mirror of it",
+        )
+    return image
 
 
 def _labels(ctx: _Ctx, value: Any, where: str) -> dict[str, str]:
@@ -399,7 +419,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         rdma_modules_auto_taint=auto_taint,
         rdma_modules_node_selector=node_selector,
         rdma_modules_tolerations=tolerations,
-        teardown_image=_str(ctx, teardown, "image", "teardown") or DEFAULT_TEARDOWN_IMAGE,
+        teardown_image=_image(ctx, teardown, "image", "teardown") or DEFAULT_TEARDOWN_IMAGE,
         teardown_timeout_seconds=_int(ctx, teardown, "timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60, prefix="teardown"),
     )
 
