@@ -202,7 +202,9 @@ def test_nvke_rail_subnet_must_hold_a_node_block(tmp_path, subnet, block):
 
 def test_nvke_rail_subnet_exactly_large_enough(tmp_path):
     body = "    settings:\n      perNodeBlockSize: 14\n      rails: [{name: mlx5_0, rootDevice: '0000:03:00.0', subnet: '10.255.0.0/28'}]\n"
-    build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    [plan] = build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    text = "".join(plan.node("sriov-ib-networks-manifests").local_chart.files.values())
+    assert "subnet: 10.255.0.0/28" in text and "perNodeBlockSize: 14" in text
 
 
 def test_nvke_accepts_the_core_gate_image_setting(tmp_path):
@@ -348,7 +350,8 @@ def test_nvke_ofed_driver_below_operator_section_is_refused(tmp_path):
 
 def test_nvke_operator_ofed_driver_init_container_settings_pass(tmp_path):
     body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {ofedDriver: {initContainer: {enable: false}}}}}]}\n"
-    build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    [plan] = build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
+    assert plan.components["network-operator"].values["operator"]["ofedDriver"] == {"initContainer": {"enable": False}}
 
 
 # --------------------------------------------------------------------------- plugin failures name the cluster
