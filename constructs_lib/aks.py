@@ -170,6 +170,8 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
             errors.append(f"{label}: AKS pool names are 1-12 lowercase letters/digits starting with a letter")
         if pool.name in seen:
             errors.append(f"{label}: duplicate pool name")
+        elif where != "system_pool" and pool.name == rotation_name(props.system_pool):
+            errors.append(f"{label}: the name is the system pool's temporary_name_for_rotation; rename the pool")
         seen.add(pool.name)
         if not pool.vm_size:
             errors.append(f"{label}: vm_size is required")
@@ -214,6 +216,16 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
     if not any(p.gpu for p in props.pools):
         errors.append("pools: at least one GPU pool (gpu=True) is required")
     return errors
+
+
+def rotation_name(pool: NodePoolProps) -> str:
+    """``temporary_name_for_rotation`` of the default (system) pool: ``<name[:9]>tmp``.
+
+    azurerm refuses to change ``vm_size``, ``os_sku`` (and other properties that cycle the nodes)
+    of the default pool without it: it creates a temporary System pool under this name, moves the
+    system pods there and rebuilds the default pool.
+    """
+    return f"{pool.name[:9]}tmp"
 
 
 def _taint_key_effect(taint: str) -> tuple[str, str]:
@@ -304,6 +316,7 @@ class AksGpuCluster(Construct):
                 os_sku=sys_pool.os_sku,
                 node_labels=dict(sorted(sys_pool.labels.items())) or None,
                 only_critical_addons_enabled=(CRITICAL_ADDONS_TAINT in sys_pool.taints) or None,
+                temporary_name_for_rotation=rotation_name(sys_pool),
             ),
             tags=tags or None,
             lifecycle=TerraformResourceLifecycle(

@@ -43,6 +43,8 @@ def test_cluster_defaults(default_doc):
     assert aks["default_node_pool"] == {
         "name": "system", "node_count": 2, "orchestrator_version": "1.34", "os_sku": "Ubuntu",
         "vm_size": "Standard_D8s_v5",
+        # azurerm refuses a vm_size/os_sku change of the default pool without a rotation pool name
+        "temporary_name_for_rotation": "systemtmp",
     }
     assert default_doc["provider"]["azurerm"] == [{"features": [{}]}]
     assert default_doc["terraform"]["required_providers"] == {
@@ -188,3 +190,12 @@ def test_system_pool_other_taints_are_refused_not_dropped():
     text = str(info.value)
     assert "[stack/aks] system_pool 'system': taint dedicated=infra:NoSchedule cannot be set on the AKS default" in text
     assert "CriticalAddonsOnly=true:NoSchedule" in text
+
+
+def test_rotation_name_of_the_system_pool_is_a_valid_unused_pool_name():
+    doc = synth(AksGpuClusterProps(name="h100", system_pool=system_pool(name="controlplane")))
+    assert only(doc, "azurerm_kubernetes_cluster")["default_node_pool"]["temporary_name_for_rotation"] == "controlpltmp"  # at most 12 characters
+    with pytest.raises(Exception) as info:
+        synth(AksGpuClusterProps(name="h100", pools=(gpu_pool(name="systemtmp"),)))
+    assert ("pools[0] 'systemtmp': the name is the system pool's temporary_name_for_rotation; rename the pool"
+            in str(info.value))
