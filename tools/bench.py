@@ -5,6 +5,9 @@ Each step runs ``--runs`` times (default 5) in a fresh process; the table shows 
 wall time and the median of the peak resident memory of the whole process tree (python +
 the jsii Node.js kernel + the cdktf CLI), sampled with psutil every ``--interval`` seconds.
 
+Every step runs in a scratch folder (with a copy of cdktf.json pointing at this project's app),
+so a ``gpucluster.yaml`` in the project folder does not change what is measured.
+
 Steps:
   plan      the domain core: load the cluster file, resolve the recipe, build the RuntimePlans
             (asserts that cdktf/jsii were not imported)
@@ -17,7 +20,9 @@ Usage: ``.venv/bin/python tools/bench.py [--runs 5] [--interval 0.02] [--steps p
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -72,19 +77,34 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(cmd: list[str], *, interval: float) -> tuple[float, int]:
-    """Run ``cmd`` from the project root; return (wall seconds, peak tree RSS bytes)."""
-    start = time.perf_counter()
-    proc = psutil.Popen(cmd, cwd=ROOT, env=bench_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(proc))
-        time.sleep(interval)
-    wall = time.perf_counter() - start
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"bench step failed ({proc.returncode}): {' '.join(cmd)}\n{stderr}")
+def measure(cmd: list[str], *, cwd: Path, interval: float) -> tuple[float, int]:
+    """Run ``cmd`` in ``cwd``; return (wall seconds, peak tree RSS bytes).
+
+    stderr goes to a file (a pipe nobody reads while the step runs could fill up and block it).
+    """
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = psutil.Popen(cmd, cwd=cwd, env=bench_env(), stdout=subprocess.DEVNULL, stderr=errors)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc))
+            time.sleep(interval)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            errors.seek(0)
+            stderr = errors.read().decode(errors="replace")
+            raise SystemExit(f"bench step failed ({proc.returncode}): {' '.join(cmd)}\n{stderr}")
     return wall, peak
+
+
+def workdir(scratch: Path) -> Path:
+    """``<scratch>/work``: an empty folder with a cdktf.json that runs this project's main.py."""
+    work = scratch / "work"
+    work.mkdir(exist_ok=True)
+    config = json.loads((ROOT / "cdktf.json").read_text())
+    config["app"] = f"{shlex.quote(PY)} {shlex.quote(str(ROOT / 'main.py'))}"
+    (work / "cdktf.json").write_text(json.dumps(config, indent=2))
+    return work
 
 
 def steps(scratch: Path) -> dict[str, list[str]]:
@@ -106,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as scratch:
         table = steps(Path(scratch))
+        cwd = workdir(Path(scratch))
         unknown = [s for s in wanted if s not in table]
         if unknown:
             parser.error(f"unknown steps {unknown}; choose from {', '.join(table)}")
         for name in wanted:
             walls, peaks = [], []
             for _ in range(args.runs):
-                wall, peak = measure(table[name], interval=args.interval)
+                wall, peak = measure(table[name], cwd=cwd, interval=args.interval)
                 walls.append(wall)
                 peaks.append(peak)
             rows.append((name, statistics.median(walls), min(walls), max(walls), statistics.median(peaks) / 2**20))
