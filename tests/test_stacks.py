@@ -276,3 +276,19 @@ def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(t
         "of release 'gpu-operator' must be a DNS-1123 label",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no staged folder
+
+
+@pytest.mark.parametrize("key", ["kubernetes.azure.com/scalesetpriority", "node-role.kubernetes.io/gpu", "k8s.io/team"])
+def test_aks_pool_labels_in_reserved_namespaces_are_an_input_error_not_dropped(key):
+    from gpucluster_aks.cluster import cluster_props
+
+    plan = make_plan("lab")
+    plan.cluster.pools[1].labels = {"team": "ml", key: "x"}
+    with pytest.raises(GpuclusterError) as info:
+        cluster_props(plan.cluster)
+    assert info.value.render() == (
+        f"error[input] file=tests/plan_factory.py cluster=lab key=pools[1].labels.{key}: label '{key}' of pool 'gpu' is "
+        "in a namespace AKS reserves for the labels it sets itself (kubernetes.azure.com/, kubernetes.io/, k8s.io/); "
+        "AKS refuses it as a node label fix: use a label of your own (e.g. example.com/role); to select on labels AKS "
+        "sets (kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator), use scheduling node selectors"
+    )

@@ -6,8 +6,7 @@ command: recipe, explain, graph) never imports cdktf or the azurerm binding.
 
 from __future__ import annotations
 
-from gpucluster.errors import GpuclusterError
-from gpucluster.sdk import ClusterConnection, ClusterSpec, Recipe, hookimpl
+from gpucluster.sdk import ClusterConnection, ClusterSpec, GpuclusterError, Recipe, hookimpl
 
 __all__ = ["gpucluster_cluster_stack", "cluster_props"]
 
@@ -16,11 +15,31 @@ RESERVED_LABEL_PREFIXES = ("kubernetes.azure.com/", "kubernetes.io/", "k8s.io/")
 """Label prefixes AKS sets itself and refuses in ``node_labels``; selectors on them already match."""
 
 
-def _labels(*sources: dict[str, str]) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    for source in sources:
-        merged.update(source or {})
-    return {k: v for k, v in sorted(merged.items()) if not k.startswith(RESERVED_LABEL_PREFIXES) and "kubernetes.io/" not in k}
+def _reserved(key: str) -> bool:
+    return key.startswith(RESERVED_LABEL_PREFIXES) or "kubernetes.io/" in key
+
+
+def _labels(selector: dict[str, str], own: dict[str, str] | None = None) -> dict[str, str]:
+    """Node labels of a pool: the node selector's labels except reserved ones (AKS sets those it
+    knows, e.g. ``kubernetes.azure.com/agentpool``), plus the pool's own labels."""
+    merged = {k: v for k, v in (selector or {}).items() if not _reserved(k)}
+    merged.update(own or {})
+    return dict(sorted(merged.items()))
+
+
+def _check_own_labels(cluster: ClusterSpec, index: int) -> None:
+    pool = cluster.pools[index]
+    for key in sorted(pool.labels or {}):
+        if _reserved(key):
+            raise GpuclusterError(
+                f"label '{key}' of pool '{pool.name}' is in a namespace AKS reserves for the labels it sets itself "
+                f"({', '.join(RESERVED_LABEL_PREFIXES)}); AKS refuses it as a node label",
+                file=cluster.source,
+                cluster=cluster.name,
+                key=f"pools[{index}].labels.{key}",
+                fix="use a label of your own (e.g. example.com/role); to select on labels AKS sets "
+                "(kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator), use scheduling node selectors",
+            )
 
 
 def cluster_props(cluster: ClusterSpec):
@@ -33,7 +52,8 @@ def cluster_props(cluster: ClusterSpec):
       prepared by :func:`gpucluster_aks.platform.gpucluster_prepare_cluster`.
 
     Raises:
-        GpuclusterError: the system pool has a taint other than ``CriticalAddonsOnly=true:NoSchedule``,
+        GpuclusterError: a pool's own label is in a namespace AKS reserves (``pools[i].labels.<key>``;
+            selector labels there are left to AKS, which sets the ones it knows), or the system pool has a taint other than ``CriticalAddonsOnly=true:NoSchedule``,
             the only one azurerm 4.x can set on the AKS default pool (key ``pools[i].taints``).
     """
     from constructs_lib import AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
@@ -43,6 +63,7 @@ def cluster_props(cluster: ClusterSpec):
     system = None
     pools = []
     for index, pool in enumerate(cluster.pools):
+        _check_own_labels(cluster, index)
         if not pool.gpu and system is None:
             for taint in (str(t) for t in pool.taints):
                 if taint != CRITICAL_ADDONS_TAINT:
