@@ -55,8 +55,12 @@ def replace_dir(new: Path, final: Path) -> None:
     """
     new, final = Path(new), Path(final)
     if not final.exists() and not final.is_symlink():
-        os.rename(new, final)
-        return
+        try:
+            os.rename(new, final)
+            return
+        except OSError as err:  # a concurrent synth put its output there first: replace that
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
     if not final.is_dir() or final.is_symlink():
         raise OSError(errno.ENOTDIR, f"{final} exists and is not a folder; refusing to replace it")
     if _exchange(new, final):

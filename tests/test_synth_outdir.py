@@ -117,3 +117,20 @@ def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
         f"fix: make {tmp_path} writable, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
     )
     assert tree(final) == {"manifest.json": b"old"}
+
+
+def test_output_created_by_a_concurrent_synth_between_check_and_rename_is_exchanged(tmp_path, monkeypatch):
+    final = tmp_path / "cdktf.out"
+    new = make(tmp_path / ".cdktf.out.mine", {"manifest.json": "mine"})
+    real_rename = os.rename
+
+    def racing_rename(src, dst):  # another synth moves its output into place first
+        if Path(dst) == final and not final.exists():
+            make(tmp_path / ".cdktf.out.other", {"manifest.json": "other"})
+            real_rename(tmp_path / ".cdktf.out.other", final)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(outdir_mod.os, "rename", racing_rename)
+    replace_dir(new, final)
+    assert tree(final) == {"manifest.json": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
