@@ -108,6 +108,14 @@ def _process_staging_root() -> Path:
     return _PROCESS_STAGING[0]
 
 
+def _folder_name(name: str) -> str:
+    """``name`` when it is a plain name (a valid release name); otherwise a stand-in derived from
+    it, so an invalid name (refused by validation at synth) never leads outside the staging folder."""
+    if _RELEASE_NAME.match(name or "") and len(name) <= HELM_RELEASE_NAME_MAX:
+        return name
+    return "invalid-" + content_hash({"name": name or ""})[:16]
+
+
 def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
     """Empty folder to stage one local chart in.
 
@@ -115,6 +123,7 @@ def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
     ``<stagingDir>/<stack>/<release>`` (deterministic). Without it: a fresh folder under a
     per-process temporary directory, so two Apps in one process never share a folder.
     """
+    stack_id, release_name = _folder_name(stack_id), _folder_name(release_name)
     ctx = scope.node.try_get_context(STAGING_CONTEXT_KEY)
     if ctx:
         folder = Path(ctx) / stack_id / release_name

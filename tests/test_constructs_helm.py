@@ -205,3 +205,15 @@ def test_provider_versions_are_pinned_and_documented():
 
     assert f"| `hashicorp/azurerm` | {AZURERM_PROVIDER_VERSION} | cdktf-cdktf-provider-azurerm 14.23.1 |" in synth_md
     assert f"| `hashicorp/helm` | {HELM_PROVIDER_VERSION} | cdktf-cdktf-provider-helm 12.1.2 |" in synth_md
+
+
+def test_invalid_release_name_never_writes_outside_the_staging_folder(tmp_path):
+    chart = local_chart("c", "kind: A\n")
+    staging = tmp_path / "run" / "staging"
+    stack = TerraformStack(CdkTesting.app(context={"gpucluster:stagingDir": str(staging)}), "stack")
+    with pytest.raises(Exception) as info:
+        LocalChartRelease(stack, "c", LocalChartReleaseProps(release_name="../../escaped", namespace="default", chart=chart))
+        CdkTesting.synth(stack, True)
+    assert "release name '../../escaped' must be lowercase letters" in str(info.value)
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("Chart.yaml"))
+    assert written and all(w.startswith("run/staging/stack/") for w in written), written
