@@ -117,7 +117,8 @@ def _folder_name(name: str) -> str:
 
 
 def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
-    """Empty folder to stage one local chart in.
+    """Empty folder to stage one local chart in, always inside the staging folder (a name that is
+    not a valid release name is replaced by a stand-in; validation refuses it at synth).
 
     With context ``gpucluster:stagingDir`` (set by ``stacks.build_app``, one folder per synth):
     ``<stagingDir>/<stack>/<release>`` (deterministic). Without it: a fresh folder under a
