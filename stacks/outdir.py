@@ -77,7 +77,7 @@ _ELSEWHERE = "synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR fo
 
 
 def _output_error(message: str, fix: str) -> GpuclusterError:
-    return GpuclusterError(message, key="output folder", fix=fix, id="output")
+    return GpuclusterError(message, key="CDKTF_OUTDIR", fix=fix, id="output")
 
 
 def _checked_target(final: Path) -> Path:

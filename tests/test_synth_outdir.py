@@ -73,7 +73,7 @@ def test_refuses_to_replace_a_file_before_any_work(tmp_path):
             ran.append(True)  # the (slow) synth must not even start
     assert ran == []
     assert info.value.render() == (
-        f"error[output] key=output folder: {final} exists and is not a folder; refusing to replace it "
+        f"error[output] key=CDKTF_OUTDIR: {final} exists and is not a folder; refusing to replace it "
         "fix: remove or rename it, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
     )
     assert final.read_text() == "not a folder"
@@ -113,7 +113,7 @@ def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
         with staged_outdir(final):
             pass
     assert info.value.render() == (
-        f"error[output] key=output folder: cannot create the staging folder next to {final}: Permission denied "
+        f"error[output] key=CDKTF_OUTDIR: cannot create the staging folder next to {final}: Permission denied "
         f"fix: make {tmp_path} writable, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
     )
     assert tree(final) == {"manifest.json": b"old"}
