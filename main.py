@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupted(signum: int) -> int:
-    print(f"gpucluster: interrupted by {signal.Signals(signum).name}; the previous output was left as it was",
+    print(f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
+          "new output, never a mix",
           file=sys.stderr)
     return 128 + signum
 
