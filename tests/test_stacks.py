@@ -242,6 +242,7 @@ def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
 
     plan = make_plan("lab")
     plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
+    plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", operator="Exists")])
     assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
     plan.cluster.pools[0].taints.append(Taint("dedicated", "infra", "NoSchedule"))
     with pytest.raises(GpuclusterError) as info:
@@ -292,3 +293,27 @@ def test_aks_pool_labels_in_reserved_namespaces_are_an_input_error_not_dropped(k
         "AKS refuses it as a node label fix: use a label of your own (e.g. example.com/role); to select on labels AKS "
         "sets (kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator), use scheduling node selectors"
     )
+
+
+def test_aks_critical_addons_system_taint_needs_a_system_toleration_or_another_cpu_pool():
+    # With the only CPU pool tainted CriticalAddonsOnly and GPU pools tainted nvidia.com/gpu,
+    # operators and readiness gates without that toleration would stay Pending until Helm times out.
+    from gpucluster.model import NodePool, Taint
+    from gpucluster_aks.cluster import cluster_props
+
+    plan = make_plan("lab")
+    plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
+    with pytest.raises(GpuclusterError) as info:
+        cluster_props(plan.cluster)
+    assert info.value.render() == (
+        "error[input] file=tests/plan_factory.py cluster=lab key=pools[0].taints: the system pool 'system' is tainted "
+        "CriticalAddonsOnly=true:NoSchedule, no other pool without taints runs non-GPU pods, and no "
+        "scheduling.system.tolerations tolerates the taint: operators and readiness gates would stay Pending "
+        "fix: add 'CriticalAddonsOnly:NoSchedule' to scheduling.system.tolerations, or add a pool with gpu: false "
+        "and no taints"
+    )
+    plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", effect="NoSchedule")])
+    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
+    plan.cluster.scheduling = NodeScheduling()
+    plan.cluster.pools.append(NodePool(name="cpu", vm_size="Standard_D16s_v5", node_count=2, gpu=False))
+    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)

@@ -42,6 +42,36 @@ def _check_own_labels(cluster: ClusterSpec, index: int) -> None:
             )
 
 
+def _tolerates_critical_addons(toleration) -> bool:
+    """Kubernetes matching of ``toleration`` against taint ``CriticalAddonsOnly=true:NoSchedule``."""
+    if toleration.effect not in (None, "", "NoSchedule"):
+        return False
+    if not toleration.key:
+        return toleration.operator == "Exists"
+    return toleration.key == "CriticalAddonsOnly" and (toleration.operator == "Exists" or toleration.value == "true")
+
+
+def _check_critical_addons_reachable(cluster: ClusterSpec, index: int) -> None:
+    """A CriticalAddonsOnly system pool needs the system toleration, or another untainted CPU pool."""
+    system = cluster.pools[index]
+    if not system.taints:
+        return
+    if any(not p.gpu and not p.taints for p in cluster.pools):
+        return
+    if any(_tolerates_critical_addons(t) for t in cluster.scheduling.system_tolerations):
+        return
+    raise GpuclusterError(
+        f"the system pool '{system.name}' is tainted {system.taints[0]}, no other pool without taints runs non-GPU "
+        "pods, and no scheduling.system.tolerations tolerates the taint: operators and readiness gates would stay "
+        "Pending",
+        file=cluster.source,
+        cluster=cluster.name,
+        key=f"pools[{index}].taints",
+        fix="add 'CriticalAddonsOnly:NoSchedule' to scheduling.system.tolerations, or add a pool with gpu: false and no "
+        "taints",
+    )
+
+
 def cluster_props(cluster: ClusterSpec):
     """Map a prepared :class:`ClusterSpec` to :class:`constructs_lib.AksGpuClusterProps`.
 
@@ -53,7 +83,9 @@ def cluster_props(cluster: ClusterSpec):
 
     Raises:
         GpuclusterError: a pool's own label is in a namespace AKS reserves (``pools[i].labels.<key>``;
-            selector labels there are left to AKS, which sets the ones it knows), or the system pool has a taint other than ``CriticalAddonsOnly=true:NoSchedule``,
+            selector labels there are left to AKS, which sets the ones it knows); the system pool is tainted
+            ``CriticalAddonsOnly`` while no system toleration tolerates it and no untainted CPU pool
+            exists (non-GPU pods would stay Pending); or the system pool has a taint other than ``CriticalAddonsOnly=true:NoSchedule``,
             the only one azurerm 4.x can set on the AKS default pool (key ``pools[i].taints``).
     """
     from constructs_lib import AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
@@ -76,6 +108,7 @@ def cluster_props(cluster: ClusterSpec):
                         allowed=CRITICAL_ADDONS_TAINT,
                         fix="remove the taint, or put the workloads that need it on a separate pool with gpu: false",
                     )
+            _check_critical_addons_reachable(cluster, index)
             system = system_pool(
                 name=pool.name,
                 vm_size=pool.vm_size,
