@@ -29,8 +29,10 @@ Injection (AICR bundler semantics):
 * the workload-gate taint is written as the string ``key=value:Effect``; the node count as an int.
 
 Defaults when an input is not given: the accelerated tolerations are derived from the GPU pools'
-taints (``key``, operator ``Exists``, the taint's effect; never a wildcard), and the node count is
-the sum of the GPU pools' node counts. Platforms without pools inject nothing by default.
+taints (``key``, operator ``Exists``, the taint's effect; never a wildcard), the accelerated node
+selector from the labels all GPU pools share (AKS: ``nvidia.com/gpu.present: "true"``), and the
+node count is the sum of the GPU pools' node counts. Platforms without pools inject nothing by
+default.
 """
 
 from __future__ import annotations
@@ -267,6 +269,23 @@ def gpu_pool_tolerations(cluster: ClusterSpec) -> list[Toleration]:
     return out
 
 
+def gpu_pool_node_selector(cluster: ClusterSpec) -> dict[str, str]:
+    """The labels every GPU pool of the cluster carries with the same value, sorted by key.
+
+    The default accelerated node selector: it matches every GPU node the cluster file creates
+    and no CPU node that lacks one of the labels. On AKS every GPU pool carries
+    ``nvidia.com/gpu.present: "true"`` (added by the AKS plugin), so the default is that label.
+    Empty without GPU pools (existing clusters, platforms without pools) or without a common label.
+    """
+    gpu_pools = [p for p in cluster.pools if p.gpu]
+    if not gpu_pools:
+        return {}
+    common = dict(gpu_pools[0].labels)
+    for pool in gpu_pools[1:]:
+        common = {k: v for k, v in common.items() if pool.labels.get(k) == v}
+    return dict(sorted(common.items()))
+
+
 def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
     """The scheduling inputs after defaults (see module docstring)."""
     s = cluster.scheduling
@@ -275,7 +294,7 @@ def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
     if node_count is None and gpu_pools:
         node_count = sum(p.node_count for p in gpu_pools)
     return NodeScheduling(
-        accelerated_node_selector=dict(s.accelerated_node_selector),
+        accelerated_node_selector=dict(s.accelerated_node_selector) or gpu_pool_node_selector(cluster),
         accelerated_tolerations=list(s.accelerated_tolerations) or gpu_pool_tolerations(cluster),
         system_node_selector=dict(s.system_node_selector),
         system_tolerations=list(s.system_tolerations),

@@ -86,6 +86,10 @@ def test_cdktf_synth_writes_cluster_and_runtime_stacks(cli_out, default_plans):
         cluster = json.loads((cli_out / "stacks" / f"{plan.cluster.name}-cluster" / "cdk.tf.json").read_text())
         pools = cluster["resource"]["azurerm_kubernetes_cluster_node_pool"].values()
         assert any(p.get("gpu_driver") == "Install" and p["vm_size"] == "Standard_ND96isr_H100_v5" for p in pools)
+        # GPU pools carry the label the derived accelerated node selector selects on
+        gpu_pools = [p for p in pools if "gpu_driver" in p]
+        assert gpu_pools and all(p["node_labels"] == {"nvidia.com/gpu.present": "true"} for p in gpu_pools)
+        assert "nvidia.com/gpu.present" in releases["nvidia-dra-driver-gpu"]["values"][0]
 
 
 def test_same_input_in_another_folder_is_byte_identical(cli_out, default_plans, tmp_path, monkeypatch):

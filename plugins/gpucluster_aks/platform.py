@@ -24,6 +24,7 @@ __all__ = [
     "GPU_VM_SIZE",
     "SYSTEM_VM_SIZE",
     "GPU_TAINT",
+    "GPU_LABELS",
     "GPU_DRIVER_FOR_PROFILE",
 ]
 
@@ -47,6 +48,12 @@ SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 """Taint of GPU pools; runtime components tolerate it with a keyed toleration (seed: a
 wildcard toleration deadlocks nodewright on AKS)."""
+
+GPU_LABELS = {"nvidia.com/gpu.present": "true"}
+"""Node labels of GPU pools (a key the pool already sets keeps its value). The label GPU Operator's
+NFD rules set on GPU nodes anyway; set from the first boot, the default accelerated node selector
+(derived from the labels all GPU pools share) targets GPU-only components (DRA kubelet plugin,
+nodewright customizations, training runtimes) to GPU nodes before NFD has run."""
 
 PROFILE_NAME = "gpuStack"
 PROFILE_DEFAULT = "azure-managed"
@@ -92,8 +99,9 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     * ``profile``: ``gpuStack`` defaults to ``azure-managed``; unknown names/values are errors.
     * ``pools``: default ``system`` (``Standard_D8s_v5`` x2) + ``gpu``
       (``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
-      ``nvidia.com/gpu=present:NoSchedule`` taint and ``gpu_driver`` derived from gpuStack
-      (``Install``/``None``) when not given. Names must be AKS pool names and unique, node
+      ``nvidia.com/gpu=present:NoSchedule`` taint, the ``nvidia.com/gpu.present: "true"`` label
+      (:data:`GPU_LABELS`) and ``gpu_driver`` derived from gpuStack (``Install``/``None``) when
+      not given. Names must be AKS pool names and unique, node
       counts 1..1000, at least one non-GPU (system) pool.
     * the Kubernetes floor (>= 1.34) is a policy check (``AKS-K8S-VERSION`` in ``policy``).
 
@@ -186,6 +194,9 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
             )
         if not any(t.key == GPU_TAINT.key for t in pool.taints):
             pool.taints.append(Taint(GPU_TAINT.key, GPU_TAINT.value, GPU_TAINT.effect))
+        for key, value in GPU_LABELS.items():
+            if key not in pool.labels:
+                pool.labels = dict(sorted({**pool.labels, key: value}.items()))
     if cluster.pools and all(p.gpu for p in cluster.pools):
         raise GpuclusterError(
             "every node pool is a GPU pool; AKS needs a system pool for the control components",
