@@ -883,11 +883,19 @@ def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Componen
 
     Returns:
         ``{name: Component}`` in recipe order; components whose recipe overrides set
-        ``enabled: false`` are left out. Each Component holds a copy of its ComponentRef.
+        ``enabled: false`` are left out. Each Component holds a copy of its ComponentRef, whose
+        ``dependency_refs`` no longer name components the recipe disables (AICR's bundler prunes
+        those edges; policy reports them as ``DEPENDENCY-PRUNED``) -- except for manifest-only
+        components, whose custom resources need the operator they depend on (the graph refuses
+        those edges, naming both).
     """
+    disabled = {ref.name for ref in recipe.component_refs if not ref.enabled}
     out: dict[str, Component] = {}
     for ref in recipe.component_refs:
         if not ref.enabled:
             continue
-        out[ref.name] = Component(ref=copy.deepcopy(ref), values=component_values(ref, recipe, catalog))
+        own = copy.deepcopy(ref)
+        if ref.type != "Manifest":
+            own.dependency_refs = [d for d in ref.dependency_refs if d not in disabled]
+        out[ref.name] = Component(ref=own, values=component_values(ref, recipe, catalog))
     return out

@@ -507,3 +507,42 @@ def test_nvke_teardown_image_must_be_a_pinned_reference(tmp_path, image):
         load_clusters_and_build(_cluster_file(tmp_path, body, NVKE_CRITERIA))
     [p] = exc.value.problems
     assert p.key == "settings.teardown.image" and "tag or digest" in p.allowed
+
+
+# --------------------------------------------------------------------------- components a recipe disables
+
+
+def test_recipe_result_rdma_opt_out_prunes_edges(tmp_path, aks_recipe_doc):
+    """The seed's RDMA opt-out written into a RecipeResult (componentRef overrides.enabled: false)
+    was refused by the graph ('gpu-operator depends on network-operator ... disable gpu-operator
+    as well'), although edges to disabled components are pruned as AICR's bundler does."""
+    doc = copy.deepcopy(aks_recipe_doc)
+    for name in ("network-operator", "nodewright-customizations"):
+        _ref(doc, name).setdefault("overrides", {})["enabled"] = False
+        _ref(doc, name).pop("values", None)
+    gpu = _ref(doc, "gpu-operator")
+    gpu["overrides"].setdefault("driver", {}).setdefault("rdma", {})["useHostMofed"] = False
+    gpu.pop("values", None)
+    [plan] = build_plans(load_clusters(str(_write_recipe_cluster(tmp_path, doc))))
+    assert "network-operator" not in plan.components and "nodewright-customizations" not in plan.components
+    gpu_node = plan.node("gpu-operator")
+    assert not {"network-operator-nicclusterpolicy-ready", "nodewright-customizations-manifests"} & set(gpu_node.depends_on)
+    pruned = sorted((f.component, f.message) for f in plan.findings if f.id == "DEPENDENCY-PRUNED")
+    assert [c for c, _ in pruned] == ["gpu-operator", "gpu-operator"]
+    assert all(not any(d in ("network-operator", "nodewright-customizations") for d in n.depends_on) for n in plan.nodes)
+
+
+def test_recipe_result_disabling_the_operator_of_a_manifest_only_component_is_refused(tmp_path, aks_recipe_doc):
+    doc = copy.deepcopy(aks_recipe_doc)
+    _ref(doc, "nodewright-operator").setdefault("overrides", {})["enabled"] = False
+    [p] = _problems(_write_recipe_cluster(tmp_path, doc))
+    assert (p.component, p.key) == ("nodewright-customizations", "dependencyRefs")
+    assert "nodewright-operator" in p.message
+
+
+def test_yaml_merge_keys_are_refused_in_the_cluster_file(tmp_path):
+    cfg = tmp_path / "gpucluster.yaml"
+    cfg.write_text("clusters:\n  - <<: {name: lab}\n    criteria: {service: aks}\n")
+    with pytest.raises(GpuclusterError) as exc:
+        load_clusters(str(cfg))
+    assert "merge keys (<<) are not allowed" in exc.value.problems[0].message
