@@ -546,3 +546,30 @@ def test_yaml_merge_keys_are_refused_in_the_cluster_file(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         load_clusters(str(cfg))
     assert "merge keys (<<) are not allowed" in exc.value.problems[0].message
+
+
+def test_gate_named_like_a_release_is_refused(tmp_path, monkeypatch):
+    """Helm release names are per namespace, Terraform resource ids per stack: two releases with
+    one id must never reach synthesis."""
+    import sys
+    import types
+
+    from gpucluster import plugins
+    from gpucluster.sdk import GateSpec, hookimpl
+
+    mod = types.ModuleType("b1_clashing_gate")
+
+    @hookimpl
+    def gpucluster_gates(cluster, recipe, components):
+        return [GateSpec(name="nfd", component="gpu-operator", kind="crd-established", name_of_object="x.example.com")]
+
+    mod.gpucluster_gates = gpucluster_gates
+    monkeypatch.setitem(sys.modules, "b1_clashing_gate", mod)
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "b1_clashing_gate")
+    plugins.get_plugin_manager(reload=True)
+    try:
+        [p] = _problems(_cluster_file(tmp_path, ""))
+    finally:
+        monkeypatch.delenv("GPUCLUSTER_PLUGINS")
+        plugins.get_plugin_manager(reload=True)
+    assert p.cluster == "lab" and p.message == "two releases are both named 'nfd'"
