@@ -290,11 +290,30 @@ def _check_wildcard_toleration(cluster: ClusterSpec, components: Mapping[str, An
             "when one is present, which defeats the nodewright operator's drain exemption for its own package pods and "
             "deadlocks packages that declare interrupts on first install (NVIDIA/nodewright#296); recovery needs a "
             "manual cordon and reboot of the node",
-            "pass a keyed toleration matching the GPU pool taint, e.g. scheduling.accelerated.tolerations: "
-            "['nvidia.com/gpu:NoSchedule'] (the default derived from the GPU pools), or opt out of the RDMA stack with "
-            "networkoperator:enabled=false, gpuoperator:driver.rdma.useHostMofed=false, nodewrightcustomizations:enabled=false",
+            _wildcard_fix(cluster),
         )
     ]
+
+
+def _wildcard_fix(cluster: ClusterSpec) -> str:
+    """AKS-WILDCARD-TOLERATION fix: the pool-derived default when the cluster has GPU pools, else
+    (an existing cluster) a keyed toleration matching the taint the GPU nodes carry."""
+    opt_out = (
+        "; or opt out of the RDMA stack with networkoperator:enabled=false, gpuoperator:driver.rdma.useHostMofed=false, "
+        "nodewrightcustomizations:enabled=false"
+    )
+    taints = [f"{t.key}:{t.effect}" for p in cluster.pools if p.gpu for t in p.taints]
+    if taints:
+        keyed = ", ".join(f"'{t}'" for t in dict.fromkeys(taints))
+        return (
+            "remove scheduling.accelerated.tolerations to use the default derived from the GPU pool taints, or pass "
+            f"keyed tolerations matching them: scheduling.accelerated.tolerations: [{keyed}]" + opt_out
+        )
+    return (
+        "pass a keyed toleration matching the taint of the GPU nodes, e.g. scheduling.accelerated.tolerations: "
+        "['nvidia.com/gpu:NoSchedule'] for nodes tainted nvidia.com/gpu (an existing cluster has no pools to derive a "
+        "default from)" + opt_out
+    )
 
 
 def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:

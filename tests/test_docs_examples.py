@@ -1,0 +1,83 @@
+"""Every complete cluster file in the docs (a ```yaml block with ``clusters:``) is accepted.
+
+The blocks of README.md and docs/*.md run through ``load_clusters`` + ``build_plans`` in a scratch
+folder, with the files they reference created there (RecipeResults through
+:mod:`gpucluster.recipe_result`, values files as empty mappings), so the docs cannot drift from
+what gpucluster accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpucluster import yamlsafe
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import Criteria
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
+
+
+def cluster_file_blocks() -> list[tuple[str, str]]:
+    out = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for m in BLOCK.finditer(text):
+            if re.search(r"^clusters:", m.group(1), re.M):
+                line = text[: m.start()].count("\n") + 1
+                out.append((f"{doc.relative_to(ROOT)}:{line}", m.group(1)))
+    return out
+
+
+BLOCKS = cluster_file_blocks()
+
+
+def test_the_docs_have_complete_cluster_files():
+    where = {w.split(":")[0] for w, _ in BLOCKS}
+    assert {"README.md", "docs/cluster-file.md", "docs/nvke.md", "docs/oke.md"} <= where
+
+
+def _recipe_criteria(path: str) -> Criteria:
+    """Criteria from a RecipeResult file name ``<accelerator>-<service>-<intent>.yaml``."""
+    accelerator, service, intent = Path(path).stem.split("-")
+    return Criteria(service=service, accelerator=accelerator, os="ubuntu", intent=intent)
+
+
+def _write_referenced_files(data: dict, folder: Path) -> None:
+    from gpucluster import recipe as recipe_mod
+    from gpucluster import recipe_result
+    from gpucluster.catalog import load_catalog
+
+    for cluster in data["clusters"]:
+        if "recipe" in cluster:
+            catalog = load_catalog()
+            recipe = recipe_mod.resolve(_recipe_criteria(cluster["recipe"]), catalog, profile={}, file="test")
+            doc = recipe_result.to_document(recipe, recipe_mod.effective_components(recipe, catalog))
+            target = folder / cluster["recipe"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(recipe_result.dump_yaml(doc))
+        for entry in (cluster.get("overrides") or {}).get("values") or []:
+            if "file" in entry:
+                target = folder / entry["file"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text("{}\n")
+
+
+@pytest.mark.parametrize("where, text", BLOCKS, ids=[w for w, _ in BLOCKS])
+def test_cluster_file_in_the_docs_is_accepted(where, text, tmp_path, monkeypatch):
+    from gpucluster.config import load_clusters
+    from gpucluster.pipeline import build_plans
+
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(text)
+    _write_referenced_files(yamlsafe.load_yaml_file(path, display="gpucluster.yaml"), tmp_path)
+    monkeypatch.chdir(tmp_path)
+    try:
+        plans = build_plans(load_clusters("gpucluster.yaml", env={}))
+    except GpuclusterError as err:
+        pytest.fail(f"{where}: the documented cluster file is refused:\n{err.render()}")
+    assert [p.cluster.name for p in plans] == [c["name"] for c in yamlsafe.load_yaml_file(path, display="x")["clusters"]]
