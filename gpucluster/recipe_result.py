@@ -25,8 +25,10 @@ What :func:`recipe_from_file` accepts (docs/recipes.md has the full table):
   ``repo/`` prefix on ``chart`` is dropped, as AICR does); ``valuesFile`` must name a file
   that exists in gpucluster's catalog (same ``components/<name>/...`` layout as AICR);
   ``overrides`` are taken as written; ``manifestFiles``/``preManifestFiles`` map to the
-  catalog's ``.yaml.j2`` templates; ``values`` (gpucluster output) replaces files and
-  overrides as the complete recipe-level values.
+  catalog's ``.yaml.j2`` templates; ``values`` (gpucluster output) that differ from what the
+  files and overrides give replace them as the complete recipe-level values, on a componentRef
+  without ``overrides`` (with ``overrides`` the disagreement is an error: an edit of one of them,
+  or a catalog change since the file was written, would otherwise be dropped silently).
 * Rejected with an error: other kinds or apiVersions, Kustomize refs (``type: Kustomize``,
   ``tag``, ``path``), ``patches``, ``cleanup: true``, unknown components, values files or
   manifests gpucluster's catalog does not have, a ``selectedProfile`` that contradicts the
@@ -471,6 +473,19 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 **w,
             )
         overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if not (k == "enabled" and isinstance(v, bool))}
+        def check_profile_owned(candidate: Mapping[str, Any]) -> None:
+            for owned_path, owned_value in leaf_paths(ours.profile_owned.get(comp, {})):
+                have = get_path(candidate, owned_path, _MISSING)
+                if have is not _MISSING and have != owned_value:
+                    raise GpuclusterError(
+                        f"overrides set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
+                        f"owns it as {_yaml_scalar(owned_value)}",
+                        key=f"{key}.overrides.{owned_path}",
+                        fix="select the matching profile (metadata.selectedProfile or the cluster's profile) instead of overriding",
+                        **w,
+                    )
+
+        check_profile_owned(overrides)
         if "values" in raw:
             if not isinstance(raw["values"], dict):
                 raise GpuclusterError("'values' must be a mapping", key=f"{key}.values", **w)
@@ -480,18 +495,20 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
             layered = deep_merge(layered, overrides, keep_nulls=True)
             layered = deep_merge(layered, ours.profile_owned.get(comp), keep_nulls=True)
             if layered != raw["values"]:
+                if overrides:
+                    # values and overrides disagree: one of them was edited, and which one cannot be told
+                    raise GpuclusterError(
+                        "'values' do not match what valuesFile + overrides give: one of them was edited, or the "
+                        "catalog's values file changed since the recipe was written; gpucluster cannot tell which "
+                        "values are meant",
+                        key=f"{key}.values",
+                        fix="remove 'values' to use valuesFile + overrides (gpucluster recomputes them; or regenerate "
+                        "the recipe), or remove 'overrides' to take 'values' as the complete recipe-level values",
+                        **w,
+                    )
                 # edited (or foreign) hydrated values: they are the complete recipe-level values
                 values_files, overrides = [], copy.deepcopy(raw["values"])
-        for owned_path, owned_value in leaf_paths(ours.profile_owned.get(comp, {})):
-            have = get_path(overrides, owned_path, _MISSING)
-            if have is not _MISSING and have != owned_value:
-                raise GpuclusterError(
-                    f"overrides set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
-                    f"owns it as {_yaml_scalar(owned_value)}",
-                    key=f"{key}.overrides.{owned_path}",
-                    fix="select the matching profile (metadata.selectedProfile or the cluster's profile) instead of overriding",
-                    **w,
-                )
+                check_profile_owned(overrides)
         gate = overrides_raw.get("enabled")
         enabled = gate if isinstance(gate, bool) else True
 

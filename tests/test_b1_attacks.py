@@ -573,3 +573,32 @@ def test_gate_named_like_a_release_is_refused(tmp_path, monkeypatch):
         monkeypatch.delenv("GPUCLUSTER_PLUGINS")
         plugins.get_plugin_manager(reload=True)
     assert p.cluster == "lab" and p.message == "two releases are both named 'nfd'"
+
+
+def test_recipe_result_edited_overrides_with_stale_values_are_refused(tmp_path, aks_recipe_doc):
+    """The seed's DRA-only overlay written into a gpucluster RecipeResult's overrides was silently
+    dropped: the stale hydrated 'values' of the same componentRef won, so the cluster kept the
+    device-plugin policy."""
+    doc = copy.deepcopy(aks_recipe_doc)
+    dra = _ref(doc, "nvidia-dra-driver-gpu")
+    dra["overrides"]["gpuResourcesEnabledOverride"] = True
+    dra["overrides"].setdefault("resources", {}).setdefault("gpus", {})["enabled"] = True
+    _ref(doc, "gpu-operator")["overrides"].setdefault("devicePlugin", {})["enabled"] = False
+    [p] = _problems(_write_recipe_cluster(tmp_path, doc))
+    assert p.component == "gpu-operator" and p.key.startswith("componentRefs[") and p.key.endswith("].values")
+    assert "remove 'values'" in p.fix and p.file.endswith("recipe.yaml")
+
+
+def test_recipe_result_seed_dra_only_overlay_applies_without_values(tmp_path, aks_recipe_doc):
+    doc = copy.deepcopy(aks_recipe_doc)
+    dra = _ref(doc, "nvidia-dra-driver-gpu")
+    dra["overrides"]["gpuResourcesEnabledOverride"] = True
+    dra["overrides"].setdefault("resources", {}).setdefault("gpus", {})["enabled"] = True
+    _ref(doc, "gpu-operator")["overrides"].setdefault("devicePlugin", {})["enabled"] = False
+    for ref in doc["componentRefs"]:
+        ref.pop("values", None)
+    [plan] = build_plans(load_clusters(str(_write_recipe_cluster(tmp_path, doc))))
+    assert plan.components["gpu-operator"].values["devicePlugin"]["enabled"] is False
+    dra_values = plan.components["nvidia-dra-driver-gpu"].values
+    assert dra_values["gpuResourcesEnabledOverride"] is True and dra_values["resources"]["gpus"]["enabled"] is True
+    assert not [f for f in plan.findings if f.id == "POLICY-KEY-OVERRIDE"]  # recipe-level, not a deployment override
