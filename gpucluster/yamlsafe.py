@@ -161,9 +161,17 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
             fix="check that this is the intended values file",
         )
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # st_size can be 0 for /proc-style files: limit what is read
     except OSError as exc:
         raise GpuclusterError(f"cannot read file: {exc.strerror}", file=name, cluster=cluster) from None
+    if len(raw) > max_bytes:
+        raise GpuclusterError(
+            f"file is larger than {max_bytes} bytes; the limit is {max_bytes} bytes",
+            file=name,
+            cluster=cluster,
+            fix="check that this is the intended values file",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

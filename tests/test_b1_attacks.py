@@ -335,8 +335,9 @@ def test_profile_owned_value_must_keep_its_type(tmp_path):
     ],
 )
 def test_driver_roots_with_dotdot_are_refused(tmp_path, sets, component, key):
-    """Kubernetes refuses hostPath volumes whose path contains '..'; normalizing hid that."""
-    cfg = _cluster_file(tmp_path, "    profile: {gpuStack: operator-managed}\n    overrides: {set: %r}\n" % sets)
+    """Kubernetes refuses hostPath volumes whose path contains '..'; normalizing hid that.
+    (NVKE: the operator owns the driver and no profile owns the roots.)"""
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + "    overrides: {set: %r}\n" % sets, NVKE_CRITERIA)
     problems = [p for p in _problems(cfg) if p.id == "GPU-DRIVER-ROOT"]
     assert [(p.component, p.key) for p in problems] == [(component, key)]
     assert "'..'" in problems[0].message
@@ -602,3 +603,26 @@ def test_recipe_result_seed_dra_only_overlay_applies_without_values(tmp_path, ak
     dra_values = plan.components["nvidia-dra-driver-gpu"].values
     assert dra_values["gpuResourcesEnabledOverride"] is True and dra_values["resources"]["gpus"]["enabled"] is True
     assert not [f for f in plan.findings if f.id == "POLICY-KEY-OVERRIDE"]  # recipe-level, not a deployment override
+
+
+def test_size_limit_holds_for_files_that_report_size_zero(tmp_path, monkeypatch):
+    """/proc-style files report st_size 0; the limit must hold on what is actually read."""
+    from gpucluster import yamlsafe
+
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * 2000 + "\n")
+    monkeypatch.setattr(yamlsafe, "MAX_INPUT_BYTES", 1000)
+    real_stat = Path.stat
+
+    def fake_stat(self, *args, **kwargs):
+        st = real_stat(self, *args, **kwargs)
+        if self == big:
+            import os as _os
+
+            return _os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 0, 0, 0, 0))
+        return st
+
+    monkeypatch.setattr(Path, "stat", fake_stat)
+    with pytest.raises(GpuclusterError) as exc:
+        yamlsafe.load_yaml_file(big, max_bytes=yamlsafe.MAX_INPUT_BYTES)
+    assert "the limit is 1000 bytes" in exc.value.problems[0].message
