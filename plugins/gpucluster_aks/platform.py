@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
+from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
 
 __all__ = [
     "gpucluster_platforms",
@@ -40,9 +40,9 @@ GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 SYSTEM_VM_SIZE = "Standard_D8s_v5"
 """System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators)."""
 
-SETTING_KEYS = ("gateImage",)
-"""``settings`` keys an AKS cluster accepts: the core ``gateImage`` (kubectl image of the gate Jobs,
-validated by the core); AKS has no platform settings of its own, so anything else is a typo."""
+SETTING_KEYS = CORE_SETTING_KEYS
+"""``settings`` keys an AKS cluster accepts: the core ones (``gateImage``, the kubectl image of the
+gate Jobs, validated by the core); AKS has no platform settings of its own, so anything else is a typo."""
 
 SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpucluster.sdk import GpuclusterError
+from gpucluster.sdk import CORE_SETTING_KEYS, GpuclusterError
 
 SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
@@ -78,10 +78,6 @@ DEFAULT_TEARDOWN_IMAGE = "docker.io/alpine/kubectl:1.34.1"
 DEFAULT_TEARDOWN_TIMEOUT_SECONDS = 780
 """Fits inside the 900 s Helm timeout of a manifest release; a destroy that runs out of it
 fails and can simply be re-run (the wait resumes)."""
-
-CORE_SETTING_KEYS = ("gateImage",)
-"""Settings every platform accepts because the core reads them (``settings.gateImage``: the
-kubectl image of the gate Jobs, validated by :mod:`gpucluster.gates`)."""
 
 ALLOWED_KEYS = (
     *CORE_SETTING_KEYS,
