@@ -427,6 +427,17 @@ def resolved_overrides(cluster: ClusterSpec, catalog) -> list[tuple[str, Overrid
     return out
 
 
+def source_of(cluster: ClusterSpec, catalog, component: str, path: str) -> str | None:
+    """The input (``Override.source``: cluster file, values file or ``--set``) of the last user
+    override of ``component`` that writes ``path``, a key above it or a key below it; None when no
+    override touches it (the value comes from the recipe). Names the file of a policy error."""
+    source = None
+    for name, o in resolved_overrides(cluster, catalog):
+        if name == component and o.source and any(paths_intersect(p, path) for p in override_paths(o)):
+            source = o.source
+    return source
+
+
 def disabled_by_overrides(cluster: ClusterSpec, catalog) -> dict[str, Override]:
     """Components the user's ``enabled=false`` sets remove (last ``enabled`` set wins)."""
     state: dict[str, Override] = {}

@@ -82,7 +82,7 @@ def build_plan(cluster: ClusterSpec) -> RuntimePlan:
                 Problem(
                     id=f.id,
                     message=f.message,
-                    file=cluster.source,
+                    file=overrides_mod.source_of(cluster, catalog, f.component, f.key) or cluster.source,
                     cluster=f.cluster,
                     component=f.component,
                     key=f.key,

@@ -448,8 +448,56 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _owning_values(c: _Checks, component: str, path: str, actual: Any) -> tuple[list[str], dict[str, Any]]:
+    """Profile values (other than the chosen one) that set ``component``'s ``path`` to ``actual``,
+    and what each value sets there (``{value: setting}``; empty when the catalog does not know
+    the recipe's profile declaration)."""
+    if c.catalog is None:
+        return [], {}
+    from gpucluster.recipe import profile_values_owned
+
+    chosen = c.recipe.profile[1] if c.recipe.profile else None
+    settings: dict[str, Any] = {}
+    for value, owned in profile_values_owned(c.recipe, c.catalog).items():
+        if value == chosen:
+            continue
+        setting, _ = lookup(owned.get(component) or {}, path)
+        if setting is not _ABSENT:
+            settings[value] = setting
+    return [v for v, s in settings.items() if _same(s, actual)], settings
+
+
+def _profile_fix(c: _Checks, component: str, path: str, actual: Any) -> str:
+    """PROFILE-OWNED fix: the profile value that owns what the override asked for, if any."""
+    pname, pvalue = c.recipe.profile  # type: ignore[misc]
+    generic = (
+        f"do not override profile-owned keys; choose the other {pname} profile value in the cluster file "
+        f"(profile: {{{pname}: <value>}}) so every key it owns changes together"
+    )
+    if actual is _ABSENT:
+        return generic
+    matches, settings = _owning_values(c, component, path, actual)
+    if matches:
+        return (
+            f"remove the override and choose profile: {{{pname}: {matches[0]}}} in the cluster file: that {pname} value "
+            f"sets {path} to {_yaml(actual)} and changes every key it owns together"
+        )
+    if settings:
+        others = "; ".join(f"'{v}' sets {_yaml(s)}" for v, s in settings.items())
+        return (
+            f"remove the override: no {pname} profile value sets {path} to {_yaml(actual)} (the chosen '{pvalue}' sets "
+            f"{_yaml(lookup(c.recipe.profile_owned.get(component) or {}, path)[0])}; {others})"
+        )
+    return generic
+
+
 def check_profile_owned(c: _Checks) -> None:
-    """PROFILE-OWNED: keys the chosen profile sets keep the profile's value; owned components stay enabled."""
+    """PROFILE-OWNED: keys the chosen profile sets keep the profile's value; owned components stay enabled.
+
+    The fix names the profile value that sets what the override asked for (``driver.enabled=true``
+    under AKS ``azure-managed`` -> ``profile: {gpuStack: operator-managed}``), or says that no value
+    does (:func:`gpucluster.recipe.profile_values_owned`).
+    """
     if c.recipe.profile is None:
         return
     pname, pvalue = c.recipe.profile
@@ -492,8 +540,36 @@ def check_profile_owned(c: _Checks) -> None:
                     path,
                     f"'{path}' is owned by the {pname} profile '{pvalue}', which sets {_yaml(expected)}, but the effective "
                     f"value is {_yaml(actual)}",
-                    fix,
+                    _profile_fix(c, component, path, actual),
                 )
+
+
+PROFILE_DERIVED: dict[str, frozenset[tuple[str, str]]] = {
+    "GPU-DRIVER-ROOT": frozenset({(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}),
+    "GPU-DRIVER-STALE-RECIPE": frozenset({(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}),
+    "NVSENTINEL-RUNTIMECLASS": frozenset(
+        {(GPU_OPERATOR, "operator.runtimeClass"), ("nvsentinel", "metadata-collector.runtimeClassName")}
+    ),
+}
+"""Core findings that follow from a profile-owned key: finding id -> the ``(component, key)`` pairs
+it relates. A finding of that id on one of those keys is not reported when PROFILE-OWNED already
+reports one of them (e.g. ``driver.enabled=true`` under AKS ``azure-managed`` also breaks the
+DRA root lockstep; the fix is the profile PROFILE-OWNED names, not ``nvidiaDriverRoot``). The
+configuration stays refused by PROFILE-OWNED."""
+
+
+def drop_profile_derived(findings: list[Finding]) -> list[Finding]:
+    """``findings`` without the :data:`PROFILE_DERIVED` findings PROFILE-OWNED errors already explain."""
+    owned = {(f.cluster, f.component, f.key) for f in findings if f.id == "PROFILE-OWNED" and f.severity == "error"}
+    if not owned:
+        return findings
+    out = []
+    for f in findings:
+        related = PROFILE_DERIVED.get(f.id)
+        if related and (f.component, f.key) in related and any((f.cluster, *k) in owned for k in related):
+            continue
+        out.append(f)
+    return out
 
 
 def check_gpu_taints(c: _Checks) -> None:
@@ -642,7 +718,7 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     checks = _Checks(cluster, recipe, components, catalog)
     for check in CORE_CHECKS:
         check(checks)
-    findings = list(checks.findings)
+    findings = drop_profile_derived(list(checks.findings))
     for plugin, batch in call_hook_attributed("gpucluster_policy_checks", cluster=cluster, recipe=recipe, components=components):
         if not isinstance(batch, (list, tuple)) or not all(isinstance(f, Finding) for f in batch):
             raise PluginError(

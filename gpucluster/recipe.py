@@ -606,6 +606,39 @@ def _profile_advertiser(index: _Index, applied: list[str], chosen: tuple[str, st
     return (decl["values"].get(chosen[1]) or {}).get("advertiser")
 
 
+def profile_values_owned(recipe: Recipe, catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every value of the recipe's profile -> component -> the nested values that value sets.
+
+    Read from the profile declaration of the recipe's applied overlays (the catalog), e.g.
+    ``{"azure-managed": {"gpu-operator": {"driver": {"enabled": False}, ...}, ...},
+    "operator-managed": {...}}``; policy names the value that owns what a user override asked for.
+
+    Returns:
+        an empty dict when the recipe has no profile, or when its overlays (a RecipeResult file
+        from elsewhere) are not in the catalog or declare another profile.
+    """
+    if recipe.profile is None:
+        return {}
+    try:
+        index = _index(catalog)
+    except GpuclusterError:
+        return {}
+    decls = [
+        index.overlays[n].profile
+        for n in recipe.applied_overlays
+        if n in index.overlays and index.overlays[n].profile is not None
+    ]
+    if not decls or decls[-1].get("name") != recipe.profile[0]:
+        return {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for value, fragment in sorted((decls[-1].get("values") or {}).items()):
+        owned: dict[str, dict[str, Any]] = {}
+        for ref in (fragment or {}).get("componentRefs") or []:
+            owned[ref["name"]] = deep_merge(owned.get(ref["name"], {}), ref.get("overrides") or {}, keep_nulls=True)
+        out[value] = owned
+    return out
+
+
 def _put_constraint(constraints: list[Constraint], c: Constraint) -> None:
     for i, existing in enumerate(constraints):
         if existing.name == c.name:

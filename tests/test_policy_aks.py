@@ -288,7 +288,9 @@ def test_e2e_partial_flip_rejected(tmp_path):
 
 def test_e2e_single_profile_key_flip_rejected(tmp_path):
     text = plan_error(tmp_path, "overrides:\n  set: [gpuoperator:toolkit.enabled=true]\n")
-    assert "error[PROFILE-OWNED]" in text and "error[AKS-GPU-DRIVER]" in text and "key=toolkit.enabled" in text
+    assert "error[PROFILE-OWNED]" in text and "key=toolkit.enabled" in text
+    assert "choose profile: {gpuStack: operator-managed}" in text
+    assert "error[AKS-GPU-DRIVER]" not in text  # the profile owns the key: one answer, from PROFILE-OWNED
 
 
 def test_e2e_wildcard_rejected(tmp_path):

@@ -38,3 +38,91 @@ def test_wildcard_toleration_fix_with_pools_points_at_the_pool_default():
     (p,) = [p for p in err.problems if p.id == "AKS-WILDCARD-TOLERATION"]
     assert "remove scheduling.accelerated.tolerations to use the default derived from the GPU pool taints" in p.fix
     assert "'nvidia.com/gpu:NoSchedule'" in p.fix
+
+
+# --------------------------------------------------------------------------- flipping a profile-owned key
+
+
+def run_cli(args, tmp_path, monkeypatch):
+    import io
+
+    from gpucluster import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    rc = cli.main(args, stdout=out, stderr=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("error[")]
+
+
+def test_set_driver_enabled_gets_one_coherent_answer_naming_the_profile(tmp_path, monkeypatch):
+    rc, out, err = run_cli(["plan", "--set", "gpuoperator:driver.enabled=true"], tmp_path, monkeypatch)
+    assert rc == 2 and out == ""
+    (line,) = error_lines(err)  # no GPU-DRIVER-ROOT / AKS-GPU-DRIVER telling a different story
+    assert line.startswith("error[PROFILE-OWNED] file=--set cluster=gpu-training component=gpu-operator key=driver.enabled:")
+    assert "fix: remove the override and choose profile: {gpuStack: operator-managed} in the cluster file" in line
+    assert "azure-managed mode" not in line and "nvidiaDriverRoot=" not in line
+
+
+def test_every_flipped_key_names_the_same_profile(tmp_path, monkeypatch):
+    sets = ["gpuoperator:driver.enabled=true", "gpuoperator:toolkit.enabled=true", "dradriver:nvidiaDriverRoot=/run/nvidia/driver"]
+    rc, _, err = run_cli(["plan", *(a for s in sets for a in ("--set", s))], tmp_path, monkeypatch)
+    lines = error_lines(err)
+    assert rc == 2 and len(lines) == 3
+    assert all(line.startswith("error[PROFILE-OWNED] file=--set ") for line in lines)
+    assert all("choose profile: {gpuStack: operator-managed}" in line for line in lines)
+
+
+def test_flip_back_from_operator_managed_names_azure_managed(tmp_path, monkeypatch):
+    (tmp_path / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: c1\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+        "    profile: {gpuStack: operator-managed}\n    overrides:\n      set: [gpuoperator:driver.enabled=false]\n"
+    )
+    rc, _, err = run_cli(["plan"], tmp_path, monkeypatch)
+    (line,) = error_lines(err)  # GPU-DRIVER-STALE-RECIPE and AKS-GPU-DRIVER follow from the same flip
+    assert rc == 2
+    assert line.startswith("error[PROFILE-OWNED] file=gpucluster.yaml cluster=c1 component=gpu-operator key=driver.enabled:")
+    assert "choose profile: {gpuStack: azure-managed}" in line
+
+
+def test_a_value_no_profile_sets_is_told_to_go(tmp_path, monkeypatch):
+    rc, _, err = run_cli(["plan", "--set", "gpuoperator:operator.runtimeClass=custom"], tmp_path, monkeypatch)
+    (line,) = error_lines(err)  # NVSENTINEL-RUNTIMECLASS and AKS-GPU-DRIVER follow from it
+    assert rc == 2 and line.startswith("error[PROFILE-OWNED] file=--set ")
+    assert "fix: remove the override: no gpuStack profile value sets operator.runtimeClass to 'custom'" in line
+    assert "'operator-managed' sets 'nvidia'" in line
+
+
+def test_independent_findings_stay(tmp_path, monkeypatch):
+    # an install dir of '/' is wrong whatever the profile: still reported next to PROFILE-OWNED
+    rc, _, err = run_cli(
+        ["plan", "--set", "gpuoperator:driver.enabled=true", "--set", "gpuoperator:hostPaths.driverInstallDir=/"], tmp_path, monkeypatch
+    )
+    ids = sorted(line.split("]")[0] + "]" for line in error_lines(err))
+    assert rc == 2 and ids == ["error[GPU-DRIVER-ROOT]", "error[PROFILE-OWNED]"]
+    (root,) = [line for line in error_lines(err) if "GPU-DRIVER-ROOT" in line]
+    assert "file=--set" in root and "key=hostPaths.driverInstallDir" in root
+
+
+def test_cluster_file_override_errors_name_the_cluster_file(tmp_path, monkeypatch):
+    (tmp_path / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: c1\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+        "    overrides:\n      set: [gpuoperator:toolkit.enabled=true]\n"
+    )
+    rc, _, err = run_cli(["plan"], tmp_path, monkeypatch)
+    (line,) = error_lines(err)
+    assert rc == 2 and line.startswith("error[PROFILE-OWNED] file=gpucluster.yaml cluster=c1 ")
+    assert "choose profile: {gpuStack: operator-managed}" in line
+
+
+def test_docs_show_the_real_answer(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    (shown,) = [line.strip() for line in doc.splitlines() if line.startswith("    error[PROFILE-OWNED] file=--set")]
+    _, _, err = run_cli(["plan", "--set", "gpuoperator:driver.enabled=true"], tmp_path, monkeypatch)
+    assert error_lines(err) == [shown]

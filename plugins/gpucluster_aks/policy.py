@@ -237,6 +237,8 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
         comp = components.get(component)
         if comp is None:
             continue
+        if profile is not None and get_path(recipe.profile_owned.get(component) or {}, path, _MISSING) is not _MISSING:
+            continue  # the gpuStack profile owns the key: PROFILE-OWNED names the profile value that sets it
         actual = get_path(comp.values, path, _MISSING)
         if actual is _MISSING:
             actual = _CHART_DEFAULTS.get((component, path), _MISSING)
@@ -248,7 +250,7 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
             continue
         else:
             shown = _show(actual)
-        pools = f"GPU pools with gpuDriver {OWNERSHIP_MODES[mode]['gpu_driver']}" if gpu_pools else "this cluster"
+        pools = f"GPU pools with gpuDriver {OWNERSHIP_MODES[mode]['gpu_driver']} use" if gpu_pools else "this cluster uses"
         out.append(
             _finding(
                 cluster,
@@ -256,7 +258,7 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
                 "error",
                 component,
                 path,
-                f"{path} is {shown} but {pools} use the {mode} driver ownership mode, which needs {_show(expected)}: "
+                f"{path} is {shown} but {pools} the {mode} driver ownership mode, which needs {_show(expected)}: "
                 f"{_CONSEQUENCE[(mode, path)]}",
                 f"use the complete {mode} mode — profile gpuStack: {mode} sets driver.enabled, toolkit.enabled, "
                 "operator.runtimeClass and nvidiaDriverRoot together; do not override them one by one",
