@@ -467,7 +467,7 @@ def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None 
                     cluster=cluster,
                     key=f"criteria.{f}",
                     allowed=", ".join(sorted({ANY, *values})),
-                    fix=f"use a {f} the {criteria.service} platform declares, or another service",
+                    fix=f"use one of the {f} values the {criteria.service} platform declares, or another service",
                 )
             )
     if problems:

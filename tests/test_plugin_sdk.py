@@ -223,7 +223,7 @@ def test_installed_distribution_registers_through_the_entry_point(installed_exam
     entry = next(p for p in inventory["plugins"] if p["name"] == "example")
     assert entry["module"] == EXAMPLE and entry["source"] == "entry-point"
     assert entry["distribution"] == {"name": "gpucluster-example", "version": "0.1.0"}
-    assert entry["platforms"] == [{"service": "example-k8s", "displayName": "Example Kubernetes (existing clusters)", "provisionsCluster": False}]
+    assert entry["platforms"] == [{"service": "example-k8s", "displayName": "Example Kubernetes", "provisionsCluster": False}]
     assert [p["name"] for p in inventory["plugins"]] == ["aks", "example", "nvke", "oke"]
     # the installed package data (catalog) is what the plan resolves against
     res = run_subprocess(["plan", "--config", cluster_file(tmp_path), "--format", "json"], env, tmp_path)
@@ -400,7 +400,8 @@ def test_two_plugins_declaring_one_service_are_both_named(monkeypatch, tmp_path)
     code, out, err = run_cli(["plugins"])
     assert code == 2
     assert "  platform example-k8s: Another example (existing clusters)" in out
-    assert "  platform example-k8s: Example Kubernetes (existing clusters) (existing clusters)" in out
+    assert "  platform example-k8s: Example Kubernetes (existing clusters)\n" in out  # the kind once
+    assert "(existing clusters) (existing clusters)" not in out
     assert "'h7_dup'" in err and "'gpucluster_example'" in err
 
 
@@ -408,7 +409,7 @@ def test_disable_plugins_blocks_one_plugin(monkeypatch, tmp_path):
     write_plugin(tmp_path, "h7_dup", DUPLICATE)
     pm = load(monkeypatch, EXAMPLE, "h7_dup", disable=("h7_dup",), extra_path=tmp_path)
     assert pm.get_plugin("h7_dup") is None and pm.is_blocked("h7_dup")
-    assert plugins_mod.platforms()["example-k8s"].display_name == "Example Kubernetes (existing clusters)"
+    assert plugins_mod.platforms()["example-k8s"].display_name == "Example Kubernetes"
     assert pipeline.build_plan(cluster_spec(tmp_path)).recipe.applied_overlays[-1] == "h100-example-k8s-ubuntu-training"
 
 

@@ -126,3 +126,33 @@ def test_docs_show_the_real_answer(tmp_path, monkeypatch):
     (shown,) = [line.strip() for line in doc.splitlines() if line.startswith("    error[PROFILE-OWNED] file=--set")]
     _, _, err = run_cli(["plan", "--set", "gpuoperator:driver.enabled=true"], tmp_path, monkeypatch)
     assert error_lines(err) == [shown]
+
+
+# --------------------------------------------------------------------------- wording
+
+
+def test_criteria_fix_has_no_article_error():
+    from gpucluster.catalog import load_catalog
+    from gpucluster.recipe import validate_criteria
+
+    for field, value in (("accelerator", "gb200"), ("os", "ol")):  # known, but not on AKS
+        crit = Criteria(**{"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training", field: value})
+        with pytest.raises(GpuclusterError) as exc:
+            validate_criteria(crit, load_catalog(), file="g.yaml", cluster="c1")
+        text = exc.value.render()
+        assert f"fix: use one of the {field} values the aks platform declares" in text, text
+        assert " a accelerator" not in text and " a os " not in text
+
+
+def test_ownership_message_for_a_cluster_without_pools_is_grammatical(tmp_path):
+    from gpucluster_aks.policy import gpucluster_policy_checks
+    from policy_helpers import base_values, make_catalog, make_cluster, make_components, make_recipe
+
+    recipe = make_recipe()
+    recipe.profile_owned = {}  # a profile that does not own the key: AKS-GPU-DRIVER reports it
+    values = base_values()
+    values["gpu-operator"]["driver"] = {"enabled": True}
+    findings = gpucluster_policy_checks(cluster=make_cluster(pools=[]), recipe=recipe, components=make_components(recipe, values))
+    (f,) = [f for f in findings if f.id == "AKS-GPU-DRIVER"]
+    assert "but this cluster uses the azure-managed driver ownership mode" in f.message
+

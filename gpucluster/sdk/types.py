@@ -26,7 +26,8 @@ class Platform:
 
     Attributes:
         service: criteria value, e.g. ``"aks"``.
-        display_name: human name, e.g. ``"Azure Kubernetes Service"``.
+        display_name: human name, e.g. ``"Azure Kubernetes Service"``; without the cluster kind
+            (``gpucluster plugins`` adds ``(provisions clusters)`` / ``(existing clusters)``).
         accelerators / oses / intents / platforms: criteria values recipes exist for
             (``intents``: ``training``/``inference``; ``platforms``: ``any``, ``kubeflow``, ``dynamo``…).
         provisions_cluster: True when gpucluster creates the cluster (``<name>-cluster`` stack);

@@ -37,7 +37,7 @@ CLUSTERPOLICY_TIMEOUT = 1200
 
 PLATFORM = Platform(
     service=SERVICE,
-    display_name="Example Kubernetes (existing clusters)",
+    display_name="Example Kubernetes",
     accelerators=("h100",),
     oses=("ubuntu",),
     intents=("training",),
