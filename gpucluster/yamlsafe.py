@@ -71,6 +71,28 @@ def _mark_text(exc: yaml.YAMLError) -> str:
     return str(problem)
 
 
+def _fix_for(exc: yaml.YAMLError) -> str:
+    """How to fix a YAML error of :func:`load_yaml_text` (one of the strict loader's refusals, or
+    a syntax error)."""
+    problem = str(getattr(exc, "problem", None) or exc)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    if "aliases" in problem:
+        return "write the value out where the alias (*name) is used and drop the anchor (&name)"
+    if "merge keys" in problem:
+        return "write the merged keys out instead of '<<'"
+    if problem.startswith("duplicate key"):
+        return "keep one of the two keys (merge their contents)"
+    if "not a string" in problem:
+        return "quote the key"
+    if "'\\t'" in problem or "\t" in problem:
+        return f"indent with spaces, not tabs{where}"
+    return (
+        f"correct the YAML{where}: indent with spaces, close every quote and bracket, and put a space after "
+        "each 'key:'"
+    )
+
+
 def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None) -> None:
     """Ensure ``data`` is plain YAML data Helm understands.
 
@@ -121,9 +143,11 @@ def load_yaml_text(text: str, *, file: str, cluster: str | None = None) -> Any:
     try:
         docs = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.YAMLError as exc:
-        raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster) from None
+        raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster, fix=_fix_for(exc)) from None
     except RecursionError:
-        raise GpuclusterError("YAML nesting is too deep", file=file, cluster=cluster) from None
+        raise GpuclusterError(
+            "YAML nesting is too deep", file=file, cluster=cluster, fix="flatten the document (Helm values nest a few levels)"
+        ) from None
     if len(docs) > 1:
         raise GpuclusterError(
             f"holds {len(docs)} YAML documents; exactly one is allowed", file=file, cluster=cluster, fix="remove the '---' separators"
