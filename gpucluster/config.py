@@ -168,8 +168,23 @@ def _mapping(value: Any, file: str, cluster: str | None, key: str) -> dict:
             file=file,
             cluster=cluster,
             key=key or None,
+            fix="start the file with 'clusters:' (see docs/cluster-file.md)"
+            if not key
+            else "write it as indented 'key: value' lines or {key: value} (see docs/cluster-file.md)",
         )
     return value
+
+
+def _wrong_type(key: str, expected: str, value: Any, w: dict, fix: str) -> GpuclusterError:
+    """The error for a value of the wrong YAML type at ``key`` (``expected``: 'an integer', ...)."""
+    return GpuclusterError(f"'{key}' must be {expected}, not {_type_name(value)}", key=key, fix=fix, **w)
+
+
+def suggest_cluster_name(name: str) -> str:
+    """A valid cluster name close to ``name`` (lowercase, other characters as '-', at most
+    :data:`CLUSTER_NAME_MAX` characters), or ``gpu-training`` when nothing is left."""
+    text = re.sub(r"[^a-z0-9]+", "-", name.lower()).lstrip("-0123456789")[:CLUSTER_NAME_MAX].rstrip("-")
+    return text if CLUSTER_NAME.match(text) else "gpu-training"
 
 
 def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str | None, key: str) -> None:
@@ -209,6 +224,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             cluster=name,
             key=f"{base}.name",
             allowed=f"lowercase letters, digits and '-', starting with a letter, ending alphanumeric, at most {CLUSTER_NAME_MAX} characters",
+            fix=f"rename it, e.g. name: {suggest_cluster_name(name)}",
         )
     _known_keys(raw, CLUSTER_KEYS, source, name, base)
     w = {"file": source, "cluster": name}
@@ -241,11 +257,21 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         pr = _mapping(raw["profile"], source, name, f"{base}.profile")
         for pname, pvalue in pr.items():
             if not PROFILE_IDENT.match(pname):
-                raise GpuclusterError(f"invalid profile name '{pname}'", key=f"{base}.profile", allowed="[A-Za-z0-9._-]+", **w)
+                raise GpuclusterError(
+                    f"invalid profile name '{pname}'",
+                    key=f"{base}.profile",
+                    allowed="[A-Za-z0-9._-]+",
+                    fix="use the profile name the recipe declares, e.g. gpuStack (docs/recipes.md)",
+                    **w,
+                )
             pvalue = _string(pvalue, source, name, f"{base}.profile.{pname}")
             if not PROFILE_IDENT.match(pvalue):
                 raise GpuclusterError(
-                    f"invalid profile value '{pvalue}'", key=f"{base}.profile.{pname}", allowed="[A-Za-z0-9._-]+", **w
+                    f"invalid profile value '{pvalue}'",
+                    key=f"{base}.profile.{pname}",
+                    allowed="[A-Za-z0-9._-]+",
+                    fix="use a value the recipe declares, e.g. gpuStack: operator-managed (docs/recipes.md)",
+                    **w,
                 )
             profile[pname] = pvalue
 
@@ -254,7 +280,11 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         region = _string(raw["region"], source, name, f"{base}.region")
         if not re.match(r"^[a-z0-9-]+$", region):
             raise GpuclusterError(
-                f"invalid region '{region}'", key=f"{base}.region", allowed="lowercase region names such as eastus", **w
+                f"invalid region '{region}'",
+                key=f"{base}.region",
+                allowed="lowercase region names such as eastus",
+                fix="write the region's programmatic name: lowercase, no spaces or '_' (e.g. eastus, westus3)",
+                **w,
             )
 
     k8s = "1.34"
@@ -273,6 +303,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
                 f"kubernetesVersion '{k8s}' is not MAJOR.MINOR",
                 key=f"{base}.kubernetesVersion",
                 allowed='MAJOR.MINOR without leading zeros, e.g. "1.34"',
+                fix='write the minor version quoted, e.g. kubernetesVersion: "1.34"',
                 **w,
             )
 
@@ -292,11 +323,17 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             raise GpuclusterError(
                 "'pools' cannot be combined with 'existing' (gpucluster does not create node pools in an existing cluster)",
                 key=f"{base}.pools",
+                fix="remove 'pools' (the existing cluster keeps its own node pools), or remove 'existing' to have gpucluster "
+                "create the cluster",
                 **w,
             )
         if not isinstance(raw["pools"], list) or not raw["pools"]:
             raise GpuclusterError(
-                f"'pools' must be a non-empty list, not {_type_name(raw['pools'])}", key=f"{base}.pools", **w
+                f"'pools' must be a non-empty list, not {'an empty list' if raw['pools'] == [] else _type_name(raw['pools'])}",
+                key=f"{base}.pools",
+                fix="list the pools ('- {name: gpu, vmSize: Standard_ND96isr_H100_v5}'), or remove 'pools' for the "
+                "platform's default pools",
+                **w,
             )
         pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(raw["pools"])]
 
@@ -339,7 +376,11 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
         v = _string(data[f], w["file"], w["cluster"], f"{key}.{f}")
         if not CRITERIA_VALUE.match(v):
             raise GpuclusterError(
-                f"invalid {f} '{v}'", key=f"{key}.{f}", allowed="lowercase letters, digits and '-'", **w
+                f"invalid {f} '{v}'",
+                key=f"{key}.{f}",
+                allowed="lowercase letters, digits and '-'",
+                fix=f"write it in lowercase, e.g. {f}: {re.sub(r'[^a-z0-9-]+', '-', v.lower()).strip('-') or 'any'}",
+                **w,
             )
         values[f] = v
     return Criteria(**values)
@@ -368,18 +409,23 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
     _known_keys(data, POOL_KEYS, w["file"], w["cluster"], key)
     for required in ("name", "vmSize"):
         if required not in data:
-            raise GpuclusterError(f"missing key '{required}'", key=f"{key}.{required}", **w)
+            raise GpuclusterError(
+                f"missing key '{required}'",
+                key=f"{key}.{required}",
+                fix=f"add {required}" + (", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8s_v5 (system)" if required == "vmSize" else ""),
+                **w,
+            )
     name = _string(data["name"], w["file"], w["cluster"], f"{key}.name")
     vm = _string(data["vmSize"], w["file"], w["cluster"], f"{key}.vmSize")
     count = data.get("nodeCount", 1)
     if not isinstance(count, int) or isinstance(count, bool):
-        raise GpuclusterError(f"'{key}.nodeCount' must be an integer, not {_type_name(count)}", key=f"{key}.nodeCount", **w)
+        raise _wrong_type(f"{key}.nodeCount", "an integer", count, w, "write a whole number without quotes, e.g. nodeCount: 2")
     gpu = data.get("gpu", True)
     if not isinstance(gpu, bool):
-        raise GpuclusterError(f"'{key}.gpu' must be true or false, not {_type_name(gpu)}", key=f"{key}.gpu", **w)
+        raise _wrong_type(f"{key}.gpu", "true or false", gpu, w, "write gpu: true or gpu: false, without quotes")
     managed = data.get("managedGpu", False)
     if not isinstance(managed, bool):
-        raise GpuclusterError(f"'{key}.managedGpu' must be true or false, not {_type_name(managed)}", key=f"{key}.managedGpu", **w)
+        raise _wrong_type(f"{key}.managedGpu", "true or false", managed, w, "remove managedGpu (AKS-managed GPU pools are refused by policy)")
     labels: dict[str, str] = {}
     if data.get("labels") is not None:
         lab = _mapping(data["labels"], w["file"], w["cluster"], f"{key}.labels")
@@ -391,12 +437,13 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                     str(exc),
                     key=f"{key}.labels.{lk}",
                     allowed="Kubernetes label keys ([prefix/]name, name <= 63 of [A-Za-z0-9._-]) and string values",
+                    fix="write e.g. labels: {example.com/team: research}; quote values that YAML reads as other types (\"true\", \"2\")",
                     **w,
                 ) from None
     taints: list[Taint] = []
     if data.get("taints") is not None:
         if not isinstance(data["taints"], list):
-            raise GpuclusterError(f"'{key}.taints' must be a list, not {_type_name(data['taints'])}", key=f"{key}.taints", **w)
+            raise _wrong_type(f"{key}.taints", "a list", data["taints"], w, "write taints: ['key=value:Effect', ...]")
         for j, t in enumerate(data["taints"]):
             text = _string(t, w["file"], w["cluster"], f"{key}.taints[{j}]")
             try:
@@ -406,6 +453,7 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                     f"invalid taint '{text}': {exc}",
                     key=f"{key}.taints[{j}]",
                     allowed=f"key[=value]:Effect with a Kubernetes label key and value, Effect one of {', '.join(EFFECTS)}",
+                    fix="write e.g. nvidia.com/gpu=present:NoSchedule or dedicated:NoExecute",
                     **w,
                 ) from None
     gpu_driver = None
