@@ -146,11 +146,18 @@ def parse_set(text: Any, *, source: str, key: str) -> Override:
         )
     lhs, eq, raw_value = text.partition("=")
     if not eq:
-        raise GpuclusterError(f"'{text}' has no '=value'", file=source, key=key, allowed=fmt)
+        raise GpuclusterError(f"'{text}' has no '=value'", file=source, key=key, allowed=fmt, fix=f"write '{text}=<value>'")
     try:
         component, path = split_component_path(lhs)
     except ValueError as exc:
-        raise GpuclusterError(str(exc), file=source, key=key, allowed=fmt) from None
+        raise GpuclusterError(
+            str(exc),
+            file=source,
+            key=key,
+            allowed=fmt,
+            fix="name the component (catalog name or alias, `gpucluster recipe` lists them), a ':', the dotted values "
+            "path, '=' and the value",
+        ) from None
     return Override(component=component, kind="set", path=path, value=parse_scalar(raw_value), source=source, key=key)
 
 
@@ -203,16 +210,17 @@ def parse_overrides(
                 cluster=cluster,
                 key=f"{base}.{k}",
                 allowed=", ".join(OVERRIDE_SECTIONS),
+                fix="rename it to set, values or variables (docs/overrides.md)",
             )
         )
     result: list[Override] = []
 
-    def attempt(fn, *args, **kwargs):
+    def attempt(fn, *args, fix: str, **kwargs):
         try:
             return fn(*args, **kwargs)
         except GpuclusterError as err:
             for p in err.problems:
-                problems.append(dataclasses.replace(p, cluster=p.cluster or cluster))
+                problems.append(dataclasses.replace(p, cluster=p.cluster or cluster, fix=p.fix or fix))
             return None
 
     sets = raw.get("set")
@@ -229,7 +237,7 @@ def parse_overrides(
             )
         else:
             for i, entry in enumerate(sets):
-                o = attempt(parse_set, entry, source=file, key=f"{base}.set[{i}]")
+                o = attempt(parse_set, entry, source=file, key=f"{base}.set[{i}]", fix="write 'component:path=value'")
                 if o is not None:
                     result.append(o)
 
@@ -248,7 +256,15 @@ def parse_overrides(
         else:
             project = _project_root(file, root)
             for i, entry in enumerate(values):
-                o = attempt(_parse_values_entry, entry, file=file, cluster=cluster, key=f"{base}.values[{i}]", root=project)
+                o = attempt(
+                    _parse_values_entry,
+                    entry,
+                    file=file,
+                    cluster=cluster,
+                    key=f"{base}.values[{i}]",
+                    root=project,
+                    fix="write {component: <name>, values: {...}} or {component: <name>, file: <path.yaml>} (docs/overrides.md)",
+                )
                 if o is not None:
                     result.append(o)
 
@@ -266,7 +282,14 @@ def parse_overrides(
             )
         else:
             for target in sorted(variables, key=str):
-                o = attempt(_parse_variable, target, variables[target], file=file, key=f"{base}.variables.{target}")
+                o = attempt(
+                    _parse_variable,
+                    target,
+                    variables[target],
+                    file=file,
+                    key=f"{base}.variables.{target}",
+                    fix="write 'component:path': variable_name, e.g. 'gpuoperator:driver.version': gpu_driver_version",
+                )
                 if o is not None:
                     result.append(o)
     if problems:
@@ -338,6 +361,13 @@ def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path
             file=file,
             key=key,
             fix="copy the values file into the project folder and reference it from there",
+        )
+    if not target.exists():
+        raise GpuclusterError(
+            f"values file not found: '{ref}'",
+            file=file,
+            key=key,
+            fix="check the path: it is relative to the cluster file's folder",
         )
     display = str(Path(file).parent / rel) if not Path(file).is_absolute() else str(target)
     return display, load_yaml_file(target, display=display, cluster=cluster)
@@ -636,7 +666,7 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
             continue
         previous = variables.setdefault(name, {}).get(o.path)
         if previous is not None and previous != o.value:
-            problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name)
+            problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name, fix="bind it once")
             continue
         first = bound_by_name.get(o.value)
         if first is not None and (first[0], first[1].path) != (name, o.path):

@@ -183,14 +183,16 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
             cluster=cluster,
             key=base,
             allowed=", ".join(_SECTIONS),
+            fix="write e.g. scheduling: {accelerated: {tolerations: ['nvidia.com/gpu:NoSchedule']}} (docs/overrides.md)",
         )
     problems: list[Problem] = []
 
     def bad(key: str, message: str, **kw) -> None:
         problems.append(Problem(message, file=file, cluster=cluster, key=key, **kw))
 
+    tol_fix = "write e.g. tolerations: ['nvidia.com/gpu:NoSchedule', 'dedicated=ml:NoExecute']"
     for k in sorted(str(k) for k in raw if k not in _SECTIONS):
-        bad(f"{base}.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS))
+        bad(f"{base}.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS), fix="remove or rename the key")
     out = NodeScheduling()
     for section in ("accelerated", "system"):
         sub = raw.get(section)
@@ -198,33 +200,51 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
             continue
         where = f"{base}.{section}"
         if not isinstance(sub, Mapping):
-            bad(where, f"{where} must be a mapping, not a {type(sub).__name__}", allowed=", ".join(_POOL_SECTION_KEYS))
+            bad(
+                where,
+                f"{where} must be a mapping, not a {type(sub).__name__}",
+                allowed=", ".join(_POOL_SECTION_KEYS),
+                fix=f"write {section}: {{nodeSelector: {{label: value}}, tolerations: [...]}}",
+            )
             continue
         for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
-            bad(f"{where}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS))
+            bad(f"{where}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS), fix="remove or rename the key")
         selector = sub.get("nodeSelector")
         if selector is not None:
             if not isinstance(selector, Mapping):
-                bad(f"{where}.nodeSelector", f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}")
+                bad(
+                    f"{where}.nodeSelector",
+                    f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}",
+                    fix='write e.g. nodeSelector: {nvidia.com/gpu.present: "true"}',
+                )
             else:
                 parsed: dict[str, str] = {}
                 for k, v in selector.items():
                     try:
                         parsed[check_label_key(k, "label key")] = check_label_value(v, "label value")
                     except ValueError as exc:
-                        bad(f"{where}.nodeSelector.{k}", str(exc))
+                        bad(
+                            f"{where}.nodeSelector.{k}",
+                            str(exc),
+                            fix='use a Kubernetes label key and a quoted string value, e.g. nvidia.com/gpu.present: "true"',
+                        )
                 setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))
         tolerations = sub.get("tolerations")
         if tolerations is not None:
             if not isinstance(tolerations, list):
-                bad(f"{where}.tolerations", f"tolerations must be a list, not a {type(tolerations).__name__}", allowed=TOLERATION_FORMAT)
+                bad(
+                    f"{where}.tolerations",
+                    f"tolerations must be a list, not a {type(tolerations).__name__}",
+                    allowed=TOLERATION_FORMAT,
+                    fix=tol_fix,
+                )
             else:
                 parsed_tols: list[Toleration] = []
                 for i, spec in enumerate(tolerations):
                     try:
                         t = parse_toleration(spec)
                     except ValueError as exc:
-                        bad(f"{where}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT)
+                        bad(f"{where}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT, fix=tol_fix)
                         continue
                     if t not in parsed_tols:
                         parsed_tols.append(t)
@@ -233,11 +253,20 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
         try:
             out.workload_gate_taint = parse_taint(raw["workloadGateTaint"])
         except ValueError as exc:
-            bad(f"{base}.workloadGateTaint", str(exc), allowed="key=value:Effect")
+            bad(
+                f"{base}.workloadGateTaint",
+                str(exc),
+                allowed="key=value:Effect",
+                fix="write e.g. workloadGateTaint: nodewright.nvidia.com/runtime-required=true:NoSchedule",
+            )
     if "nodeCount" in raw and raw["nodeCount"] is not None:
         n = raw["nodeCount"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            bad(f"{base}.nodeCount", f"nodeCount must be a positive integer, not {n!r}")
+            bad(
+                f"{base}.nodeCount",
+                f"nodeCount must be a positive integer, not {n!r}",
+                fix="write the number of GPU nodes without quotes (e.g. nodeCount: 2), or remove it for the GPU pools' sum",
+            )
         else:
             out.node_count = n
     if problems:

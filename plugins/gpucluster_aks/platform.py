@@ -162,6 +162,7 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 f"node pool name '{pool.name}' is not a valid AKS pool name",
                 key=f"{key}.name",
                 allowed="1-12 lowercase letters and digits, starting with a letter",
+                fix=f"rename it, e.g. {(re.sub(r'[^a-z0-9]', '', pool.name.lower()).lstrip('0123456789')[:12] or 'gpu')}",
                 **where,
             )
         if pool.name in seen:
@@ -172,6 +173,7 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 f"node pool '{pool.name}' has nodeCount {pool.node_count}",
                 key=f"{key}.nodeCount",
                 allowed=f"1..{MAX_NODES_PER_POOL}",
+                fix=f"set nodeCount between 1 and {MAX_NODES_PER_POOL}; add pools for more nodes",
                 **where,
             )
         if not pool.gpu:
@@ -190,6 +192,8 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 f"node pool '{pool.name}' has gpuDriver '{pool.gpu_driver}'",
                 key=f"{key}.gpuDriver",
                 allowed=", ".join(GPU_DRIVERS),
+                fix="remove gpuDriver: gpucluster derives it from profile.gpuStack (azure-managed -> Install, "
+                "operator-managed -> None)",
                 **where,
             )
         if not any(t.key == GPU_TAINT.key for t in pool.taints):
