@@ -209,29 +209,56 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     """Run the CLI.
 
     Returns:
-        0 on success, 2 (:data:`~gpucluster.errors.EXIT_INVALID_INPUT`) on invalid input.
+        0 on success, 2 (:data:`~gpucluster.errors.EXIT_INVALID_INPUT`) on invalid input, 1
+        (:data:`EXIT_OUTPUT_CLOSED`) when the output pipe closed early (no traceback).
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "recipe":
-            _cmd_recipe(args, out)
-        elif args.command == "plan":
-            _cmd_plan(args, out, err)
-        elif args.command == "graph":
-            _cmd_graph(args, out, err)
-        elif args.command == "detect":
-            _cmd_detect(args, out)
-        elif args.command == "plugins":
-            _cmd_plugins(args, out)
-    except GpuclusterError as exc:
-        if os.environ.get("GPUCLUSTER_DEBUG") == "1":
-            traceback.print_exc(file=err)
-        err.write(exc.render() + "\n")
-        return EXIT_INVALID_INPUT
+        try:
+            if args.command == "recipe":
+                _cmd_recipe(args, out)
+            elif args.command == "plan":
+                _cmd_plan(args, out, err)
+            elif args.command == "graph":
+                _cmd_graph(args, out, err)
+            elif args.command == "detect":
+                _cmd_detect(args, out)
+            elif args.command == "plugins":
+                _cmd_plugins(args, out)
+        except GpuclusterError as exc:
+            if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+                traceback.print_exc(file=err)
+            err.write(exc.render() + "\n")
+            err.flush()
+            return EXIT_INVALID_INPUT
+        out.flush()  # inside the try: a reader that went away fails here, not at interpreter exit
+    except BrokenPipeError:
+        _discard_output(out, err)
+        return EXIT_OUTPUT_CLOSED
     return 0
+
+
+EXIT_OUTPUT_CLOSED = 1
+"""Exit code when the reader of the output closed the pipe early (``gpucluster plan | head -1``):
+the output was cut short. Python's documented recipe (library/signal, "Note on SIGPIPE")."""
+
+
+def _discard_output(*streams: TextIO) -> None:
+    """Point the standard streams among ``streams`` at /dev/null, so the flush at interpreter
+    exit does not raise BrokenPipeError again (Python's documented SIGPIPE recipe)."""
+    for stream in streams:
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue  # not a real file (tests pass StringIO)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover
