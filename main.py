@@ -6,7 +6,8 @@ Run by ``cdktf synth`` (``cdktf.json``: ``.venv/bin/python main.py``) or directl
 1. Load the clusters (``GPUCLUSTER_CONFIG``, ``./gpucluster.yaml`` or the embedded default) and
    build every plan with the pure-Python pipeline *before* cdktf is imported.
 2. Bad input (:class:`~gpucluster.errors.GpuclusterError`): print the problems to stderr, exit 2,
-   write nothing. Warnings (plan findings) go to stderr.
+   write nothing. Warnings and info (plan findings) go to stderr, or to stdout under the cdktf CLI
+   (which shows stdout as is but marks every stderr line ``[ERROR]``).
 3. Synthesize into a sibling folder of the output folder (``CDKTF_OUTDIR``, default
    ``cdktf.out``) and swap it in atomically: a failed synth leaves the previous output as it was.
 4. SIGINT, SIGTERM and SIGHUP stop the run like an error: the staged folders are removed, the
@@ -96,9 +97,11 @@ def _run() -> int:
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
+    findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
     for plan in plans:
         for finding in plan.findings:
-            print(finding.render(), file=sys.stderr)
+            print(finding.render(), file=findings_out)
+    findings_out.flush()
 
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     previous = _stack_dirs(outdir)
@@ -116,6 +119,16 @@ def _run() -> int:
         for name in sorted(previous - set(written)):
             (outdir / "stacks" / name).mkdir(parents=True, exist_ok=True)
     return 0
+
+
+def _under_cdktf_cli() -> bool:
+    """True when the cdktf CLI runs the app (it sets ``CDKTF_CONTEXT_JSON``).
+
+    cdktf-cli 0.21 prints the app's stdout as it comes, but logs every stderr chunk as an error
+    (``[ERROR] default - ...``) and repeats the whole stderr in its failure report. Warning and info
+    findings of a successful synth therefore go to stdout there; errors stay on stderr.
+    """
+    return "CDKTF_CONTEXT_JSON" in os.environ
 
 
 def _private_tmpdir() -> None:
