@@ -40,6 +40,7 @@ from cdktf import (  # noqa: E402,F401  (re-exported)
     TerraformResourceLifecycle,
     TerraformStack,
     TerraformVariable,
+    TerraformVariableValidationConfig,
     Testing,
     Token,
 )

@@ -33,6 +33,7 @@ from constructs_lib.cdk import (
     TerraformAsset,
     TerraformStack,
     TerraformVariable,
+    TerraformVariableValidationConfig,
     add_validation,
     helm,
 )
@@ -267,6 +268,7 @@ class _ReleaseConstruct(Construct):
                 var_name,
                 default=default,
                 description=f"Helm value '{path}' of release '{props.release_name}'",
+                helm_set_string=True,
             )
             var_type = _scalar_type(default) if default is not None else "string"
             sets.append(h.ReleaseSet(name=path, value=variable.string_value, type="string" if var_type == "string" else "auto"))
@@ -393,11 +395,38 @@ def _safe_relative(path: str) -> bool:
     return bool(path) and not p.is_absolute() and ".." not in p.parts and "\\" not in path
 
 
-def stack_variable(stack: TerraformStack, name: str, *, default: Any = None, description: str = "") -> TerraformVariable:
+_HELM_SPLIT_PATTERN_HCL = r'"^[{]|[,\\\\]"'
+"""HCL string literal of an RE2 pattern matching a leading ``{``, a comma or a backslash."""
+
+
+def helm_set_string_validation(name: str) -> TerraformVariableValidationConfig:
+    """Plan-time refusal of string values a Helm ``set`` entry of type ``string`` would mangle.
+
+    The entry is parsed like ``helm --set-string``: a comma ends the value (the rest becomes a
+    new key without a value), a backslash escapes the next character, and a value starting with
+    ``{`` is read as a list. hashicorp/helm 3.1.1's ``literal`` type is no way out: it YAML-parses
+    ``<name>: <value>`` and stores the result under the whole name as one top-level key, so the
+    dotted paths gpucluster binds (``driver.version``) would never reach the nested value.
+    """
+    return TerraformVariableValidationConfig(
+        condition="${length(regexall(" + _HELM_SPLIT_PATTERN_HCL + f", var.{name})) == 0}}",
+        error_message=(
+            f"{name} must not contain a comma or a backslash, nor start with '{{': the Helm provider passes it as a "
+            "--set-string entry, which splits the value at commas. Put such a value in the cluster file's "
+            "overrides.values instead of binding it to a variable."
+        ),
+    )
+
+
+def stack_variable(
+    stack: TerraformStack, name: str, *, default: Any = None, description: str = "", helm_set_string: bool = False
+) -> TerraformVariable:
     """The stack's Terraform variable ``name`` (created once; Terraform name exactly ``name``).
 
     Type from ``default``: ``string``/``bool``/``number``; ``string`` without a default
-    (then the variable is required at plan time).
+    (then the variable is required at plan time). ``helm_set_string``: the variable feeds a Helm
+    ``set`` entry; a string variable then refuses values Helm would split
+    (:func:`helm_set_string_validation`).
     """
     existing = stack.node.try_find_child(f"variable-{name}")
     if existing is not None:
@@ -409,6 +438,7 @@ def stack_variable(stack: TerraformStack, name: str, *, default: Any = None, des
         type=var_type or "string",
         default=default,
         description=description or None,
+        validation=[helm_set_string_validation(name)] if helm_set_string and (var_type or "string") == "string" else None,
     )
     variable.override_logical_id(name)
     return variable
