@@ -240,6 +240,12 @@ def validate_release(props: ReleaseOptions) -> list[str]:
                 f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but holds a "
                 "list/map; only scalar values can be set from a variable"
             )
+        elif has_path(props.values, path) and _splits_in_helm_set(get_path(props.values, path)):
+            errors.append(
+                f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but its default "
+                f"{get_path(props.values, path)!r} has a comma or a backslash, or starts with '{{': Helm's set entry would "
+                "split it and the variable's validation would refuse it; do not bind this path to a variable"
+            )
     for dep in props.depends_on:
         if not isinstance(dep, _ReleaseConstruct):
             errors.append(f"depends_on of release '{name}' must hold HelmComponent/LocalChartRelease constructs, got {type(dep).__name__}")
@@ -393,6 +399,11 @@ def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):
 def _safe_relative(path: str) -> bool:
     p = PurePosixPath(path)
     return bool(path) and not p.is_absolute() and ".." not in p.parts and "\\" not in path
+
+
+def _splits_in_helm_set(value: Any) -> bool:
+    """True for a string a Helm ``set`` entry of type ``string`` would not pass through as is."""
+    return isinstance(value, str) and (value.startswith("{") or "," in value or chr(92) in value)
 
 
 _HELM_SPLIT_PATTERN_HCL = r'"^[{]|[,\\\\]"'

@@ -71,3 +71,19 @@ def test_terraform_plan_refuses_values_helm_would_split(doc, tmp_path, value, ok
     assert (plan.returncode == 0) is ok, plan.stdout + plan.stderr
     if not ok:
         assert "gpu_driver_version" in plan.stderr and "comma" in " ".join(plan.stderr.split())
+
+
+def test_a_default_helm_would_split_fails_synth():
+    from constructs_lib.cdk import validation_errors
+
+    def build(stack):
+        HelmComponent(stack, "op", HelmComponentProps(
+            release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
+            repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
+            values={"driver": {"args": "a,b"}}, terraform_variables={"driver.args": "driver_args"}))
+
+    with pytest.raises(Exception) as exc:
+        synth(build)
+    text = " ".join(validation_errors(exc.value) or [str(exc.value)])
+    assert "values path 'driver.args' of release 'gpu-operator' is bound to Terraform variable 'driver_args'" in text
+    assert "'a,b' has a comma" in text
