@@ -88,7 +88,9 @@ def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     profile: dict[str, str] = {}
     for name, value in args.profile:
         if name in profile and profile[name] != value:
-            raise GpuclusterError(f"profile '{name}' is given twice with different values", key="--profile")
+            raise GpuclusterError(
+                f"profile '{name}' is given twice with different values", key="--profile", fix=f"give --profile {name}=... once"
+            )
         profile[name] = value
     criteria = Criteria(
         service=args.service, accelerator=args.accelerator, os=args.os, intent=args.intent, platform=args.platform

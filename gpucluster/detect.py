@@ -62,10 +62,12 @@ def node_provider_ids(node_list: Any, *, source: str = "<nodes>") -> list[tuple[
     out = []
     for i, node in enumerate(items):
         if not isinstance(node, Mapping):
-            raise GpuclusterError(f"items[{i}] is not a Node object", file=source, key=f"items[{i}]")
+            raise GpuclusterError(f"items[{i}] is not a Node object", file=source, key=f"items[{i}]",
+                                  fix="save the output of `kubectl get nodes -o json` unedited")
         metadata, spec = node.get("metadata") or {}, node.get("spec") or {}
         if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
-            raise GpuclusterError(f"items[{i}] has a metadata or spec that is not an object", file=source, key=f"items[{i}]")
+            raise GpuclusterError(f"items[{i}] has a metadata or spec that is not an object", file=source, key=f"items[{i}]",
+                                  fix="save the output of `kubectl get nodes -o json` unedited")
         name = str(metadata.get("name") or f"items[{i}]")
         pid = spec.get("providerID") or ""
         out.append((name, str(pid)))
@@ -140,7 +142,8 @@ def load_nodes(
         try:
             return _parse_json(path.read_bytes()), nodes_json
         except OSError as exc:
-            raise GpuclusterError(f"cannot read the nodes file: {exc.strerror}", file=nodes_json, key="--nodes-json") from exc
+            raise GpuclusterError(f"cannot read the nodes file: {exc.strerror}", file=nodes_json, key="--nodes-json",
+                                  fix="check the path and permissions of --nodes-json") from exc
         except ValueError as exc:
             raise GpuclusterError(f"the nodes file is not JSON: {exc}", file=nodes_json, key="--nodes-json",
                                   fix="save `kubectl get nodes -o json` output") from exc
@@ -168,7 +171,8 @@ def load_nodes(
     try:
         return _parse_json(proc.stdout), label
     except ValueError as exc:
-        raise GpuclusterError(f"kubectl printed no JSON: {exc}", file=label) from exc
+        raise GpuclusterError(f"kubectl printed no JSON: {exc}", file=label,
+                              fix="run `kubectl get nodes -o json` yourself to see what it prints") from exc
 
 
 def _parse_json(data: str | bytes) -> Any:

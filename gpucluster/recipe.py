@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import heapq
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -877,6 +878,17 @@ def _find_cycle(by_name: Mapping[str, ComponentRef], stuck: list[str]) -> list[s
 # --------------------------------------------------------------------------- public entry points
 
 
+def _recipe_display(cluster: ClusterSpec) -> str:
+    """The RecipeResult path as errors name it: next to the cluster file as the user named that
+    (``recipes/x.yaml`` for ``gpucluster.yaml``), like values files; absolute otherwise."""
+    recipe = Path(cluster.recipe_file or "")
+    source = Path(cluster.source)
+    try:
+        return str(source.parent / recipe.relative_to(source.resolve().parent))
+    except (ValueError, OSError):
+        return str(recipe)
+
+
 def recipe_for_cluster(cluster: ClusterSpec, catalog: Catalog) -> Recipe:
     """Resolve ``cluster.criteria`` (or load ``cluster.recipe_file``) into a :class:`Recipe`.
 
@@ -892,7 +904,7 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: Catalog) -> Recipe:
     if cluster.recipe_file:
         from gpucluster import recipe_result
 
-        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster)
+        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=_recipe_display(cluster))
     return resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
 
 

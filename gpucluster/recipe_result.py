@@ -40,6 +40,8 @@ What :func:`recipe_from_file` accepts (docs/recipes.md has the full table):
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
@@ -194,6 +196,30 @@ def dump_yaml(doc: Any) -> str:
 # --------------------------------------------------------------------------- reading
 
 
+REGENERATE_FIX = (
+    "regenerate the file (gpucluster recipe --service ... > file, or aicr recipe) instead of editing it by hand, or "
+    "correct the key named here (docs/recipes.md, RecipeResult input)"
+)
+"""The fix of a RecipeResult problem that names none of its own."""
+
+
+def _with_fix(read):
+    """Give every problem of a RecipeResult reader a fix (:data:`REGENERATE_FIX` when it has none)
+    and the cluster it is read for (``cluster=``: a name or a ClusterSpec)."""
+
+    @functools.wraps(read)
+    def wrapper(*args, **kwargs):
+        try:
+            return read(*args, **kwargs)
+        except GpuclusterError as err:
+            cluster = kwargs.get("cluster")
+            cname = getattr(cluster, "name", cluster)
+            problems = [dataclasses.replace(p, fix=p.fix or REGENERATE_FIX, cluster=p.cluster or cname) for p in err.problems]
+            raise type(err)(problems=problems) from None
+
+    return wrapper
+
+
 def _load(path: str, display: str | None, cluster: str | None) -> dict[str, Any]:
     name = display or path
     data = yamlsafe.load_yaml_file(Path(path), display=name, cluster=cluster)
@@ -263,6 +289,7 @@ def _criteria(data: Mapping[str, Any], name: str, cluster: str | None) -> Criter
     return Criteria(**{f: values.get(f, ANY) for f in CRITERIA_FIELDS})
 
 
+@_with_fix
 def read_criteria(path: str, *, display: str | None = None, cluster: str | None = None) -> Criteria:
     """Criteria of a RecipeResult file (validates kind, apiVersion and criteria only).
 
@@ -357,6 +384,7 @@ def _values_files_known(comp: str, catalog: Catalog) -> list[str]:
     return sorted(found)
 
 
+@_with_fix
 def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None) -> Recipe:
     """Read a RecipeResult (written by ``aicr recipe`` or ``gpucluster recipe``) into a Recipe.
 

@@ -174,7 +174,9 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
     except FileNotFoundError:
         raise GpuclusterError("file not found", file=name, cluster=cluster, fix="check the path") from None
     except OSError as exc:
-        raise GpuclusterError(f"cannot read file: {exc.strerror}", file=name, cluster=cluster) from None
+        raise GpuclusterError(
+            f"cannot read file: {exc.strerror}", file=name, cluster=cluster, fix="check the file's permissions and path"
+        ) from None
     if not path.is_file():
         raise GpuclusterError("is not a regular file", file=name, cluster=cluster, fix="point to a YAML file")
     if size > max_bytes:
@@ -188,7 +190,9 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
         with path.open("rb") as fh:
             raw = fh.read(max_bytes + 1)  # st_size can be 0 for /proc-style files: limit what is read
     except OSError as exc:
-        raise GpuclusterError(f"cannot read file: {exc.strerror}", file=name, cluster=cluster) from None
+        raise GpuclusterError(
+            f"cannot read file: {exc.strerror}", file=name, cluster=cluster, fix="check the file's permissions and path"
+        ) from None
     if len(raw) > max_bytes:
         raise GpuclusterError(
             f"file is larger than {max_bytes} bytes; the limit is {max_bytes} bytes",

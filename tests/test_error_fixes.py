@@ -15,6 +15,9 @@ from gpucluster.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.pipeline import build_plans
 
+NVKE = "clusters:\n  - name: c1\n    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training}\n    existing: {}\n"
+OKE = "clusters:\n  - name: c1\n    criteria: {service: oke, accelerator: gb200, os: ubuntu, intent: training}\n"
+RECIPE = "clusters:\n  - name: c1\n    recipe: r.yaml\n"
 HEAD = "clusters:\n  - name: c1\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
 
 BAD = {
@@ -103,6 +106,23 @@ BAD = {
     # backend
     "backend-bad-type": HEAD + "    backend: {type: s3}\n",
     "backend-missing-org": HEAD + "    backend: {type: cloud, workspacePrefix: x}\n",
+    # platform settings (NVKE, OKE)
+    "nvke-settings-cidr": NVKE + "    settings: {podNetwork: 300.1.1.1/16}\n",
+    "nvke-settings-rail": NVKE + "    settings: {rails: [{name: mlx5_0, rootDevice: 'zz'}]}\n",
+    "nvke-settings-numvfs": NVKE + "    settings: {numVfs: 'x'}\n",
+    "nvke-settings-unknown": NVKE + "    settings: {bogus: 1}\n",
+    "nvke-pools": NVKE + "    pools: [{name: a, vmSize: b}]\n",
+    "oke-relative-kubeconfig": OKE + "    existing: {kubeconfig: rel/x}\n",
+    "oke-region": OKE + "    region: x\n",
+    "oke-addon": OKE + "    settings: {nvidiaGpuPluginAddon: maybe}\n",
+    # RecipeResult files (recipe: r.yaml, contents after the '|')
+    "recipe-kind": RECIPE + "|kind: Foo\n",
+    "recipe-api": RECIPE + "|kind: RecipeResult\napiVersion: x/v1\n",
+    "recipe-unknown-key": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\nfoo: 1\n",
+    "recipe-no-criteria": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\n",
+    "recipe-no-service": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {accelerator: h100}\n",
+    "recipe-no-refs": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n",
+    "recipe-bad-metadata": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\nmetadata: [1]\n",
     # policy
     "policy-wildcard": HEAD + "    scheduling: {accelerated: {tolerations: [{operator: Exists}]}}\n",
     "policy-profile-owned": HEAD + "    overrides: {set: ['gpuoperator:driver.enabled=true']}\n",
@@ -111,9 +131,10 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_every_error_line_has_a_fix(name, tmp_path, monkeypatch):
+    cluster_file, _, recipe_file = BAD[name].partition("|")
     path = tmp_path / "gpucluster.yaml"
-    path.write_text(BAD[name])
-    (tmp_path / "r.yaml").write_text("kind: RecipeResult\n")
+    path.write_text(cluster_file)
+    (tmp_path / "r.yaml").write_text(recipe_file or "kind: RecipeResult\n")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(GpuclusterError) as exc:
         build_plans(load_clusters("gpucluster.yaml", env={}))
@@ -122,7 +143,7 @@ def test_every_error_line_has_a_fix(name, tmp_path, monkeypatch):
     names_a_cluster = re.search(r"^ +- name: [A-Za-z]", BAD[name], re.M) is not None
     for line in lines:
         assert line.startswith("error[") and " fix: " in line, line
-        assert re.match(r"error\[[A-Za-z0-9-]+\] file=gpucluster\.yaml[ :]", line), line
+        assert re.match(r"error\[[A-Za-z0-9.-]+\] file=(gpucluster|r)\.yaml[ :]", line), line
         if names_a_cluster:
             assert " cluster=" in line, line
 

@@ -191,7 +191,7 @@ class _Ctx:
             cluster=self.cluster,
             key=f"settings.{key}" if key else "settings",
             allowed=allowed,
-            fix=fix,
+            fix=fix or f"correct settings.{key or ''}".rstrip(".") + " (format and defaults: docs/nvke.md, settings)",
             id="input.nvke-settings",
         )
 
