@@ -23,6 +23,9 @@ Exports:
 * errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list`;
 * Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
+* NVIDIA-stack gate constructors (``gpucluster.sdk.gates``): :func:`clusterpolicy_ready`,
+  :func:`nicclusterpolicy_ready`, :func:`dra_kubelet_plugin_rollout`,
+  :func:`dra_kubelet_plugin_name`;
 * constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
   (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads on every
   platform; a plugin validating ``cluster.settings`` must accept them).
@@ -34,6 +37,12 @@ import pluggy
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import ANY, Constraint, ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
+from gpucluster.sdk.gates import (
+    clusterpolicy_ready,
+    dra_kubelet_plugin_name,
+    dra_kubelet_plugin_rollout,
+    nicclusterpolicy_ready,
+)
 from gpucluster.sdk.types import (
     ClusterConnection,
     ClusterSpec,
@@ -90,7 +99,11 @@ __all__ = [
     "Taint",
     "Toleration",
     "allowed_list",
+    "clusterpolicy_ready",
     "deep_merge",
+    "dra_kubelet_plugin_name",
+    "dra_kubelet_plugin_rollout",
     "get_path",
     "has_path",
+    "nicclusterpolicy_ready",
 ]

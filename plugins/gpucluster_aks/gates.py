@@ -13,12 +13,15 @@
   out, on at least one node when the cluster has GPU nodes. Source: AICR
   nvidia-dra-driver-gpu health check.
 
+The gate objects come from the SDK constructors (``gpucluster.sdk.gates``); this module only
+chooses the timeouts and ``min_ready``.
+
 Written against the public SDK only, like a third-party plugin.
 """
 
 from __future__ import annotations
 
-from gpucluster.sdk import GateSpec, hookimpl
+from gpucluster.sdk import clusterpolicy_ready, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
 
 __all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "DRA_ROLLOUT_TIMEOUT"]
 
@@ -47,46 +50,14 @@ def gpucluster_gates(cluster, recipe, components):
         return None
     gates = []
     if "gpu-operator" in components:
-        gates.append(
-            GateSpec(
-                name="gpu-operator-clusterpolicy-ready",
-                component="gpu-operator",
-                kind="resource-condition",
-                api_version="nvidia.com/v1",
-                resource="clusterpolicies",
-                kind_name="ClusterPolicy",
-                name_of_object="cluster-policy",
-                jsonpath="{.status.state}",
-                value="ready",
-                timeout_seconds=CLUSTERPOLICY_TIMEOUT,
-            )
-        )
+        gates.append(clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_TIMEOUT))
     if "network-operator" in components:
-        gates.append(
-            GateSpec(
-                name="network-operator-nicclusterpolicy-ready",
-                component="network-operator",
-                kind="resource-condition",
-                api_version="mellanox.com/v1alpha1",
-                resource="nicclusterpolicies",
-                kind_name="NicClusterPolicy",
-                name_of_object=None,
-                jsonpath="{.status.state}",
-                value="ready",
-                timeout_seconds=NICCLUSTERPOLICY_TIMEOUT,
-            )
-        )
+        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT))
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
-        fullname = dra.values.get("fullnameOverride") or "nvidia-dra-driver-gpu"
         gates.append(
-            GateSpec(
-                name="nvidia-dra-driver-gpu-kubelet-plugin-rollout",
-                component="nvidia-dra-driver-gpu",
-                kind="rollout",
-                kind_name="DaemonSet",
-                name_of_object=f"{fullname}-kubelet-plugin",
-                namespace=dra.ref.namespace,
+            dra_kubelet_plugin_rollout(
+                dra,
                 min_ready=1 if _gpu_node_count(cluster) > 0 else 0,
                 timeout_seconds=DRA_ROLLOUT_TIMEOUT,
             )

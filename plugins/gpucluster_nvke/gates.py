@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpucluster.sdk import GateSpec, hookimpl
+from gpucluster.sdk import GateSpec, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
 
 from gpucluster_nvke.fabric import MULTUS_DAEMONSET
 from gpucluster_nvke.settings import SERVICE
@@ -38,12 +38,6 @@ GATE_IPPOOL_CRD = "network-operator-ippool-crd"
 GATE_NCP_READY = "network-operator-nicclusterpolicy-ready"
 GATE_MULTUS = "network-operator-multus-rollout"
 GATE_DRA = "nvidia-dra-driver-gpu-kubelet-plugin-version"
-
-
-def dra_kubelet_plugin_name(values: Mapping[str, Any]) -> str:
-    """DaemonSet name the DRA chart renders: ``<nameOverride or chart name>-kubelet-plugin``."""
-    name = values.get("nameOverride") or "dra-driver-nvidia-gpu"
-    return f"{str(name)[:63].rstrip('-')}-kubelet-plugin"
 
 
 def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
@@ -64,18 +58,7 @@ def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
                 create_timeout_seconds=600,
                 timeout_seconds=120,
             ),
-            GateSpec(
-                name=GATE_NCP_READY,
-                component="network-operator",
-                kind="resource-condition",
-                api_version="mellanox.com/v1alpha1",
-                resource="nicclusterpolicies",
-                kind_name="NicClusterPolicy",
-                jsonpath="{.status.state}",
-                value="ready",
-                timeout_seconds=900,
-                after=[GATE_IPPOOL_CRD],
-            ),
+            nicclusterpolicy_ready(name=GATE_NCP_READY, timeout_seconds=900, after=[GATE_IPPOOL_CRD]),
             GateSpec(
                 name=GATE_MULTUS,
                 component="network-operator",
@@ -98,17 +81,11 @@ def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
         }
         workloads = {c for c in COMPUTE_DOMAIN_WORKLOADS if c in components}
         gates.append(
-            GateSpec(
+            dra_kubelet_plugin_rollout(
+                dra,
                 name=GATE_DRA,
-                component="nvidia-dra-driver-gpu",
-                kind="min-version",
-                api_version="apps/v1",
-                resource="daemonsets",
-                kind_name="DaemonSet",
-                name_of_object=dra_kubelet_plugin_name(dra.values),
-                namespace=dra.ref.namespace,
+                min_version=MIN_DRA_VERSION,
                 container="compute-domains",
-                value=MIN_DRA_VERSION,
                 timeout_seconds=600,
                 # With ComputeDomain workloads present, name every waiter explicitly (the
                 # driver's own dependents plus those workloads); otherwise the gate is simply

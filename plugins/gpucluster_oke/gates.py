@@ -12,10 +12,11 @@
   gpu-operator in ``before`` (plus network-operator's own dependents): the GPU stack installs
   on a ready fabric, as on AKS, and ClusterPolicy ready then means GPU *and* RDMA are up.
 * ``nvidia-dra-driver-gpu-kubelet-plugin-rollout``: the DRA kubelet plugin DaemonSet
-  (``<fullnameOverride>-kubelet-plugin``) rolled out on at least one node, before ComputeDomain
-  and DRA consumers. At least one pod is required (``min_ready`` 1): the cluster exists and a
-  GPU recipe is only installed onto GPU nodes, so zero scheduled pods means the plugin found no
-  GPU node (wrong labels, taints not tolerated), not success. Source: AICR nvidia-dra-driver-gpu
+  (``<nameOverride>-kubelet-plugin``, ``gpucluster.sdk.dra_kubelet_plugin_name``) rolled out on
+  at least one node, before ComputeDomain and DRA consumers. At least one pod is required
+  (``min_ready`` 1): the cluster exists and a GPU recipe is only installed onto GPU nodes, so
+  zero scheduled pods means the plugin found no GPU node (wrong labels, taints not tolerated),
+  not success. Source: AICR nvidia-dra-driver-gpu
   health check.
 
 Written against the public SDK only, like a third-party plugin.
@@ -25,7 +26,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpucluster.sdk import GateSpec, hookimpl
+from gpucluster.sdk import (
+    GateSpec,
+    clusterpolicy_ready,
+    dra_kubelet_plugin_name,
+    dra_kubelet_plugin_rollout,
+    hookimpl,
+    nicclusterpolicy_ready,
+)
 
 from gpucluster_oke.platform import SERVICE
 
@@ -57,31 +65,12 @@ DRA_ROLLOUT_TIMEOUT = 900
 """15 min: kubelet plugin image pull and registration on every GPU node."""
 
 
-def dra_kubelet_plugin_name(values: Mapping[str, Any]) -> str:
-    """DaemonSet name of the DRA kubelet plugin: ``<fullnameOverride>-kubelet-plugin``.
-
-    The OKE values pin ``fullnameOverride: nvidia-dra-driver-gpu`` (AICR values-oke.yaml); the
-    chart's own fallback is the chart name ``dra-driver-nvidia-gpu``.
-    """
-    name = values.get("fullnameOverride") or values.get("nameOverride") or "dra-driver-nvidia-gpu"
-    return f"{str(name)[:63].rstrip('-')}-kubelet-plugin"
-
-
 def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec]:
     """The OKE gates for the enabled ``components`` (see the module docstring)."""
     gates: list[GateSpec] = []
     if "gpu-operator" in components:
         gates.append(
-            GateSpec(
-                name=GATE_CLUSTERPOLICY,
-                component="gpu-operator",
-                kind="resource-condition",
-                api_version="nvidia.com/v1",
-                resource="clusterpolicies",
-                kind_name="ClusterPolicy",
-                name_of_object="cluster-policy",
-                jsonpath="{.status.state}",
-                value="ready",
+            clusterpolicy_ready(
                 timeout_seconds=CLUSTERPOLICY_TIMEOUT,
                 description="ClusterPolicy cluster-policy is ready (GPU stack up on the GPU nodes)",
             )
@@ -94,16 +83,7 @@ def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec
         }
         waiters = dependents | ({"gpu-operator"} if "gpu-operator" in components else set())
         gates.append(
-            GateSpec(
-                name=GATE_NICCLUSTERPOLICY,
-                component="network-operator",
-                kind="resource-condition",
-                api_version="mellanox.com/v1alpha1",
-                resource="nicclusterpolicies",
-                kind_name="NicClusterPolicy",
-                name_of_object=None,
-                jsonpath="{.status.state}",
-                value="ready",
+            nicclusterpolicy_ready(
                 timeout_seconds=NICCLUSTERPOLICY_TIMEOUT,
                 before=sorted(waiters) if waiters else None,
                 description="every NicClusterPolicy is ready (RDMA shared device plugin on the InfiniBand nodes)",
@@ -111,20 +91,7 @@ def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec
         )
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
-        gates.append(
-            GateSpec(
-                name=GATE_DRA,
-                component="nvidia-dra-driver-gpu",
-                kind="rollout",
-                api_version="apps/v1",
-                resource="daemonsets",
-                kind_name="DaemonSet",
-                name_of_object=dra_kubelet_plugin_name(dra.values),
-                namespace=dra.ref.namespace,
-                min_ready=1,
-                timeout_seconds=DRA_ROLLOUT_TIMEOUT,
-            )
-        )
+        gates.append(dra_kubelet_plugin_rollout(dra, min_ready=1, timeout_seconds=DRA_ROLLOUT_TIMEOUT))
     return gates
 
 
