@@ -20,10 +20,42 @@ from gpucluster import overrides as overrides_mod
 from gpucluster import policy as policy_mod
 from gpucluster import recipe as recipe_mod
 from gpucluster import scheduling as scheduling_mod
-from gpucluster.errors import GpuclusterError, PluginError, Problem
+from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
 from gpucluster.model import ClusterSpec, Component, Finding, RuntimePlan
+from gpucluster.sdk.types import Platform
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.values import deep_merge
+
+
+def check_profile(cluster: ClusterSpec, platform: Platform) -> None:
+    """Refuse profile names and values the platform does not declare (``Platform.profiles``).
+
+    Runs before the platform's ``gpucluster_prepare_cluster`` hook, so plugins may rely on
+    ``cluster.profile`` holding only declared names and values.
+
+    Raises:
+        GpuclusterError: naming the cluster file, cluster and ``profile.<name>``, with the allowed
+            names or values and the default.
+    """
+    where = {"file": cluster.source, "cluster": cluster.name}
+    for name, value in sorted(cluster.profile.items()):
+        if name not in platform.profiles:
+            raise GpuclusterError(
+                f"unknown profile '{name}' for service {platform.service}",
+                key=f"profile.{name}",
+                allowed=allowed_list(platform.profiles) or "none (this platform declares no profile)",
+                fix="remove it" + (f", or set {', '.join(sorted(platform.profiles))}" if platform.profiles else ""),
+                **where,
+            )
+        default, allowed = platform.profiles[name]
+        if value not in allowed:
+            raise GpuclusterError(
+                f"unknown value '{value}' for profile {name}",
+                key=f"profile.{name}",
+                allowed=", ".join(allowed),
+                fix=f"use one of the allowed values (default: {default}; profiles: docs/recipes.md)",
+                **where,
+            )
 
 
 def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
@@ -33,9 +65,10 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
         PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
     """
     try:
-        platform_for(cluster.criteria.service, file=cluster.source)
+        platform = platform_for(cluster.criteria.service, file=cluster.source)
     except GpuclusterError as err:
         raise GpuclusterError(problems=[dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]) from None
+    check_profile(cluster, platform)
     results = call_hook_attributed("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
     if not results:
         return cluster

@@ -95,3 +95,14 @@ def test_validation_errors(kw, key, message):
 
 def test_other_services_are_ignored():
     assert aks_platform.gpucluster_prepare_cluster(spec(criteria=Criteria(service="nvke"))) is None
+
+
+def test_profile_check_is_the_core_one_driven_by_platform_profiles():
+    """Profile names/values come from Platform.profiles; the plugin hook no longer repeats them."""
+    aks = platforms()["aks"]
+    assert aks.profiles == {"gpuStack": ("azure-managed", ("azure-managed", "operator-managed"))}
+    with pytest.raises(GpuclusterError) as exc:
+        prepare_cluster(spec(profile={"gpuStack": "managed"}))
+    assert "fix: use one of the allowed values (default: azure-managed" in exc.value.render()
+    # the hook itself accepts whatever the core let through
+    assert aks_platform.gpucluster_prepare_cluster(spec(profile={"gpuStack": "operator-managed"})) is not None

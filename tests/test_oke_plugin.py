@@ -176,7 +176,13 @@ def test_prepare_refuses_pools_and_region():
     ],
 )
 def test_prepare_refuses_unknown_profiles(profile, key, message):
-    text = refusal(profile=profile)
+    # profile names/values are checked by the core against Platform.profiles, before the hook
+    from gpucluster.pipeline import prepare_cluster
+
+    with pytest.raises(GpuclusterError) as exc:
+        prepare_cluster(cluster(profile=profile))
+    text = str(exc.value)
+    assert "file=clusters.yaml cluster=oke-a" in text
     assert f"key={key}" in text and message in text
 
 

@@ -96,7 +96,8 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     """Fill AKS defaults and validate AKS inputs.
 
     * ``region``: :data:`DEFAULT_REGION` when omitted.
-    * ``profile``: ``gpuStack`` defaults to ``azure-managed``; unknown names/values are errors.
+    * ``profile``: ``gpuStack`` defaults to ``azure-managed``; names and values are checked by the
+      core against ``Platform.profiles`` before this hook runs.
     * ``pools``: default ``system`` (``Standard_D8s_v5`` x2) + ``gpu``
       (``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
       ``nvidia.com/gpu=present:NoSchedule`` taint, the ``nvidia.com/gpu.present: "true"`` label
@@ -123,25 +124,7 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
                 fix="remove it or fix its spelling (AKS settings: docs/cluster-file.md)",
                 **where,
             )
-    profile = dict(cluster.profile)
-    for name, value in profile.items():
-        if name != PROFILE_NAME:
-            raise GpuclusterError(
-                f"unknown profile '{name}' for service aks",
-                key=f"profile.{name}",
-                allowed=PROFILE_NAME,
-                fix="remove it, or set gpuStack",
-                **where,
-            )
-        if value not in GPU_DRIVER_FOR_PROFILE:
-            raise GpuclusterError(
-                f"unknown value '{value}' for profile gpuStack",
-                key=f"profile.{PROFILE_NAME}",
-                allowed=", ".join(sorted(GPU_DRIVER_FOR_PROFILE)),
-                fix="azure-managed: AKS installs the driver (default); operator-managed: pools with --gpu-driver none",
-                **where,
-            )
-    stack = profile.get(PROFILE_NAME, PROFILE_DEFAULT)
+    stack = cluster.profile.get(PROFILE_NAME, PROFILE_DEFAULT)  # validated by the core
     if cluster.region is None:
         cluster.region = DEFAULT_REGION
     if not cluster.pools and cluster.existing is None:

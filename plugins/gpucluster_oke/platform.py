@@ -153,27 +153,6 @@ def _check_criteria(cluster: ClusterSpec, where: dict) -> None:
         )
 
 
-def _check_profile(cluster: ClusterSpec, where: dict) -> None:
-    for name, value in cluster.profile.items():
-        if name != PROFILE_NAME:
-            raise GpuclusterError(
-                f"unknown profile '{name}' for service oke",
-                key=f"profile.{name}",
-                allowed=PROFILE_NAME,
-                fix="remove it, or set gpuStack",
-                **where,
-            )
-        if value not in PROFILE_VALUES:
-            raise GpuclusterError(
-                f"unknown value '{value}' for profile gpuStack",
-                key=f"profile.{PROFILE_NAME}",
-                allowed=", ".join(PROFILE_VALUES),
-                fix="oci-managed: Oracle GPU images and the NvidiaGpuPlugin add-on (default); operator-managed: "
-                "driverless images with the add-on removed, the GPU Operator installs driver, toolkit and device plugin",
-                **where,
-            )
-
-
 def _check_settings(cluster: ClusterSpec, where: dict) -> None:
     settings = cluster.settings or {}
     if not isinstance(settings, dict):
@@ -236,7 +215,8 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
 
     * ``criteria``: accelerator ``a100``/``gb200``/``l40s`` and os ``ol``/``ubuntu`` (or ``any``);
       a fully stated accelerator/os/intent must name an OKE recipe of :func:`recipe_leaves`.
-    * ``profile``: only ``gpuStack`` with ``oci-managed`` (default) or ``operator-managed``.
+    * ``profile``: only ``gpuStack`` with ``oci-managed`` (default) or ``operator-managed``
+      (checked by the core against ``Platform.profiles`` before this hook runs).
     * ``pools`` and ``region``: refused; OKE clusters and node pools are created outside
       gpucluster (console, ``oci ce``, Terraform OCI provider).
     * ``existing``: default ``~/.kube/config`` and its current context; the kubeconfig path
@@ -251,7 +231,6 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
     cluster = copy.deepcopy(cluster)
     where = {"file": cluster.source, "cluster": cluster.name}
     _check_criteria(cluster, where)
-    _check_profile(cluster, where)
     _check_settings(cluster, where)
     if cluster.pools:
         raise GpuclusterError(
