@@ -87,6 +87,7 @@ class Catalog:
     overlays: dict[str, dict[str, Any]]
     mixins: dict[str, dict[str, Any]]
     overlay_files: dict[str, Path] = field(default_factory=dict)
+    mixin_files: dict[str, Path] = field(default_factory=dict)
 
     def resolve_name(self, name_or_alias: str) -> str:
         """Canonical component name for a name or alias (case-insensitive).
@@ -326,4 +327,4 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                     )
                 target[name] = doc
                 files[name] = path
-    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files)
+    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files, mixin_files=mixin_files)

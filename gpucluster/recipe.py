@@ -297,7 +297,7 @@ def _index(catalog: Catalog) -> _Index:
         )
     mixins: dict[str, _Mixin] = {}
     for name, doc in sorted(catalog.mixins.items()):
-        file = f"mixins/{name}.yaml"
+        file = str(catalog.mixin_files.get(name, f"mixins/{name}.yaml"))
         try:
             jsonschema.validate(doc, MIXIN_SCHEMA)
         except jsonschema.ValidationError as exc:

@@ -252,3 +252,18 @@ def test_uncovered_criteria_combination(catalog):
     text = exc.value.render()
     assert "no recipe covers platform 'dynamo'" in text
     assert "h100-aks-ubuntu-inference-dynamo" in text and "h100-aks-ubuntu-training-kubeflow" in text
+
+
+def test_malformed_mixin_error_names_its_real_file(tmp_path):
+    """A schema error in a mixin names the file it was read from (not a made-up relative path)."""
+    from gpucluster.catalog import CORE_CATALOG_DIR, load_catalog
+    from gpucluster.recipe import _index
+
+    extra = tmp_path / "catalog"
+    (extra / "mixins").mkdir(parents=True)
+    bad = extra / "mixins" / "broken.yaml"
+    bad.write_text("kind: RecipeMixin\napiVersion: x/v1\nmetadata: {name: broken}\nspec: {componentRefs: 7}\n")
+    cat = load_catalog(dirs=(CORE_CATALOG_DIR, extra))
+    with pytest.raises(GpuclusterError) as exc:
+        _index(cat)
+    assert f"file={bad}" in exc.value.render()
