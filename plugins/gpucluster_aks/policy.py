@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
+from gpucluster_aks.platform import AKS_PLATFORM
 
 __all__ = [
     "gpucluster_policy_checks",
@@ -34,8 +35,9 @@ __all__ = [
 ]
 
 SERVICE = "aks"
-MIN_KUBERNETES = (1, 34)
-"""DRA (``resource.k8s.io/v1``) is GA from Kubernetes 1.34; every AKS recipe includes the DRA driver."""
+MIN_KUBERNETES = tuple(int(part) for part in AKS_PLATFORM.min_kubernetes.split("."))
+"""``AKS_PLATFORM.min_kubernetes`` as ``(major, minor)``: DRA (``resource.k8s.io/v1``) is GA from
+Kubernetes 1.34 and every AKS recipe includes the DRA driver (seed aks-gpu-setup)."""
 
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
