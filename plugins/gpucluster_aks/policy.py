@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
-from gpucluster_aks.platform import AKS_PLATFORM
+from gpucluster_aks.platform import AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
 
 __all__ = [
     "gpucluster_policy_checks",
@@ -49,7 +49,7 @@ NODEWRIGHT_TOLERATIONS_PATH = "acceleratedTolerations"
 
 OWNERSHIP_MODES: dict[str, dict[str, Any]] = {
     "azure-managed": {
-        "gpu_driver": "Install",
+        "gpu_driver": GPU_DRIVER_FOR_PROFILE["azure-managed"],
         "values": {
             (GPU_OPERATOR, "driver.enabled"): False,
             (GPU_OPERATOR, "toolkit.enabled"): False,
@@ -58,7 +58,7 @@ OWNERSHIP_MODES: dict[str, dict[str, Any]] = {
         },
     },
     "operator-managed": {
-        "gpu_driver": "None",
+        "gpu_driver": GPU_DRIVER_FOR_PROFILE["operator-managed"],
         "values": {
             (GPU_OPERATOR, "driver.enabled"): True,
             (GPU_OPERATOR, "toolkit.enabled"): True,
