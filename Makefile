@@ -1,6 +1,6 @@
 # gpucluster: set-up, synthesis, tests, benchmark.
 #
-#   make synth   .venv (python3.11) + pip install -e '.[cdk,test]' + pinned cdktf-cli (npm ci),
+#   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default) into cdktf.out/ (replaced atomically).
 #   make test    set-up, then pytest (includes the end-to-end `cdktf synth` test, marker synth).
@@ -42,7 +42,7 @@ $(PY):
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
 
 $(PY_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[cdk,test]'
+	$(PY) -m pip install -q -e '.[cdk,render,test]'
 	touch $@
 
 # npm may warn that @cdktf/node-pty-prebuilt-multiarch has install scripts that were not run;

@@ -1,0 +1,37 @@
+"""Shared pytest fixtures.
+
+``shared_dir`` / ``reference_dir``: the read-only ``../shared`` folder laid beside the checkout
+(CI always has it; a user's fresh clone does not). Tests that need it skip with the reason
+instead of failing obscurely. ``GPUCLUSTER_SHARED`` points elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _shared() -> Path:
+    return Path(os.environ.get("GPUCLUSTER_SHARED") or REPO.parent / "shared")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` (or ``$GPUCLUSTER_SHARED``); skips the test when it is absent."""
+    path = _shared()
+    if not (path / "reference").is_dir():
+        pytest.skip(f"needs the shared reference data at {path} (absent; CI lays it beside the checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference_charts(shared_dir: Path) -> Path:
+    """``../shared/reference/charts``: the upstream charts, unpacked (SOURCES.md says which)."""
+    path = shared_dir / "reference" / "charts"
+    if not path.is_dir():
+        pytest.skip(f"needs the unpacked upstream charts at {path}")
+    return path
