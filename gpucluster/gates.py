@@ -63,6 +63,8 @@ HELM_VALUE_KEYS = ("image", "gatedHash")
 """The only release values the gate chart's templates read (``{{ .Values.<key> | quote }}``)."""
 
 GATED_HASH_ANNOTATION = "gpucluster/gated-hash"
+CORE_GATE_OWNER = "gpucluster (core default)"
+"""Owner named in errors about gates the core adds itself (the default ClusterPolicy gate)."""
 RUN_AS_USER = 65532
 MAX_GATE_NAME = 53  # Helm release name limit
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -214,7 +216,11 @@ def _attributed_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
 def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec]:
     """The validated gates plugins declare (hook ``gpucluster_gates``) for enabled components.
 
-    Gates whose ``component`` is disabled or not in the recipe are dropped.
+    Gates whose ``component`` is disabled or not in the recipe are dropped. When ``gpu-operator``
+    is enabled and no plugin declares a gate on ClusterPolicy, the core adds
+    :func:`gpucluster.sdk.clusterpolicy_ready` (:data:`~gpucluster.sdk.gates.CLUSTERPOLICY_DEFAULT_TIMEOUT`),
+    so on every platform ``terraform apply`` waits until the GPU Operator reports the GPU stack
+    ready and gpu-operator's dependents wait for it too.
 
     Returns:
         validated copies (:func:`validate_gate`), sorted by name.
@@ -244,6 +250,18 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
                 )
             owners[checked.name] = plugin
             gates.append(checked)
+    if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
+        from gpucluster.sdk.gates import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
+
+        spec = clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_DEFAULT_TIMEOUT)
+        if spec.name in owners:
+            raise _gate_error(
+                owners[spec.name], spec, cluster, "name",
+                f"gate name '{spec.name}' is reserved for the ClusterPolicy gate but plugin '{owners[spec.name]}' uses it "
+                "for another condition",
+                fix="rename that gate, or make it the ClusterPolicy gate (gpucluster.sdk.clusterpolicy_ready)",
+            )
+        gates.append(validate_gate(spec, plugin=CORE_GATE_OWNER, cluster=cluster))
     return sorted(gates, key=lambda g: g.name)
 
 

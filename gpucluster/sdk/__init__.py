@@ -25,7 +25,7 @@ Exports:
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
 * NVIDIA-stack gate constructors (``gpucluster.sdk.gates``): :func:`clusterpolicy_ready`,
   :func:`nicclusterpolicy_ready`, :func:`dra_kubelet_plugin_rollout`,
-  :func:`dra_kubelet_plugin_name`;
+  :func:`dra_kubelet_plugin_name`, and :func:`gpu_nodes_expected` (``min_ready`` of rollout gates);
 * constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
   (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads on every
   platform; a plugin validating ``cluster.settings`` must accept them).
@@ -39,6 +39,7 @@ from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import ANY, Constraint, ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
 from gpucluster.sdk.gates import (
     clusterpolicy_ready,
+    gpu_nodes_expected,
     dra_kubelet_plugin_name,
     dra_kubelet_plugin_rollout,
     nicclusterpolicy_ready,
@@ -104,6 +105,7 @@ __all__ = [
     "dra_kubelet_plugin_name",
     "dra_kubelet_plugin_rollout",
     "get_path",
+    "gpu_nodes_expected",
     "has_path",
     "nicclusterpolicy_ready",
 ]

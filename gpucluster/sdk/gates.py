@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from gpucluster.model import Component, GateSpec
+from gpucluster.model import ClusterSpec, Component, GateSpec
 
 __all__ = [
     "GATE_CLUSTERPOLICY_READY",
@@ -31,6 +31,8 @@ __all__ = [
     "nicclusterpolicy_ready",
     "dra_kubelet_plugin_name",
     "dra_kubelet_plugin_rollout",
+    "gpu_nodes_expected",
+    "CLUSTERPOLICY_DEFAULT_TIMEOUT",
 ]
 
 GATE_CLUSTERPOLICY_READY = "gpu-operator-clusterpolicy-ready"
@@ -48,6 +50,31 @@ GATE_DRA_KUBELET_PLUGIN_VERSION = "nvidia-dra-driver-gpu-kubelet-plugin-version"
 DRA_CHART_NAME = "dra-driver-nvidia-gpu"
 """``name`` in the NVIDIA DRA driver chart's Chart.yaml (the chart behind component
 ``nvidia-dra-driver-gpu``); the DaemonSet name falls back to it without ``nameOverride``."""
+
+
+CLUSTERPOLICY_DEFAULT_TIMEOUT = 1800
+"""Seconds the core's default ClusterPolicy gate waits (:func:`clusterpolicy_ready` added by the
+core for a platform that declares none while gpu-operator is installed): 30 min, the budget the
+built-in platforms use for a driver container that builds and loads the driver on every GPU node."""
+
+
+def gpu_nodes_expected(cluster: ClusterSpec) -> bool:
+    """True when the cluster is expected to have GPU nodes, so a GPU DaemonSet must schedule >= 1 pod.
+
+    * gpucluster creates the node pools (``cluster.pools`` non-empty): True iff a GPU pool has
+      ``node_count`` >= 1 (an all-CPU cluster legitimately has no GPU node);
+    * no pools (``existing:`` clusters, and platforms whose clusters always exist: NVKE, OKE):
+      True. A GPU recipe is installed onto GPU nodes; the DaemonSets of the GPU components land on
+      the nodes the accelerated node selector (``scheduling.accelerated.nodeSelector``) or the
+      chart's own GPU-node affinity match, so zero scheduled pods means that selector matched no
+      node -- wrong labels, untolerated taints -- not success (AICR#2456: desired 0, helm says
+      success).
+
+    Rollout gates use ``min_ready=1 if gpu_nodes_expected(cluster) else 0``.
+    """
+    if cluster.pools:
+        return any(pool.gpu and pool.node_count > 0 for pool in cluster.pools)
+    return True
 
 
 def _list(items: Sequence[str] | None) -> list[str] | None:

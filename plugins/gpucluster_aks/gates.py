@@ -10,7 +10,10 @@
   network-operator in the AKS recipes (RDMA), so it installs only after the RDMA stack is
   ready; with ``networkoperator enabled=false`` the gate is dropped with its component.
 * ``nvidia-dra-driver-gpu-kubelet-plugin-rollout``: the DRA kubelet plugin DaemonSet rolled
-  out, on at least one node when the cluster has GPU nodes. Source: AICR
+  out, on at least one node wherever GPU nodes are expected (``gpu_nodes_expected``: GPU pools
+  with nodes, and every ``existing:`` cluster, whose GPU nodes the accelerated node selector
+  picks) -- 0 scheduled pods fails the gate instead of passing vacuously (AICR#2456). Only a
+  cluster whose pools gpucluster creates without any GPU pool accepts 0. Source: AICR
   nvidia-dra-driver-gpu health check.
 
 The gate objects come from the SDK constructors (``gpucluster.sdk.gates``); this module only
@@ -21,7 +24,13 @@ Written against the public SDK only, like a third-party plugin.
 
 from __future__ import annotations
 
-from gpucluster.sdk import clusterpolicy_ready, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
+from gpucluster.sdk import (
+    clusterpolicy_ready,
+    dra_kubelet_plugin_rollout,
+    gpu_nodes_expected,
+    hookimpl,
+    nicclusterpolicy_ready,
+)
 
 __all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "DRA_ROLLOUT_TIMEOUT"]
 
@@ -39,10 +48,6 @@ DRA_ROLLOUT_TIMEOUT = 900
 """15 min: kubelet plugin image pull and registration on every GPU node."""
 
 
-def _gpu_node_count(cluster) -> int:
-    return sum(pool.node_count for pool in cluster.pools if pool.gpu)
-
-
 @hookimpl
 def gpucluster_gates(cluster, recipe, components):
     """The AKS readiness gates for the enabled components (None for other services)."""
@@ -58,7 +63,7 @@ def gpucluster_gates(cluster, recipe, components):
         gates.append(
             dra_kubelet_plugin_rollout(
                 dra,
-                min_ready=1 if _gpu_node_count(cluster) > 0 else 0,
+                min_ready=1 if gpu_nodes_expected(cluster) else 0,
                 timeout_seconds=DRA_ROLLOUT_TIMEOUT,
             )
         )

@@ -13,6 +13,12 @@ rail attachments) installs after them. On ``nvidia-dra-driver-gpu``: the kubelet
 DaemonSet rolled out with every ``compute-domains`` image at >= 0.5.1, before ComputeDomain
 workloads (``kubeflow-trainer``) and the driver's other dependents.
 
+On ``gpu-operator``: ClusterPolicy ``cluster-policy`` ``status.state == ready``
+(:data:`CLUSTERPOLICY_TIMEOUT`). On NVKE the GPU Operator installs the driver, toolkit and GDRCopy
+on untainted bare-metal trays (seed nvke-gb200-setup, "Cluster prerequisites"), so its chart
+being installed says nothing about the GPUs; the gate is gpu-operator's ready handle, so the DRA
+driver (whose kubelet plugin needs the driver loaded) and every other dependent waits for it.
+
 Rollout gates count only the pods a DaemonSet schedules; both DaemonSets gated here exclude
 control-plane nodes (the NicClusterPolicy ``nodeAffinity`` and the DRA values), which carry GPU
 labels without a GPU or ConnectX-7.
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpucluster.sdk import GateSpec, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
+from gpucluster.sdk import GateSpec, clusterpolicy_ready, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
 
 from gpucluster_nvke.fabric import MULTUS_DAEMONSET
 from gpucluster_nvke.settings import SERVICE
@@ -38,11 +44,24 @@ GATE_IPPOOL_CRD = "network-operator-ippool-crd"
 GATE_NCP_READY = "network-operator-nicclusterpolicy-ready"
 GATE_MULTUS = "network-operator-multus-rollout"
 GATE_DRA = "nvidia-dra-driver-gpu-kubelet-plugin-version"
+GATE_CLUSTERPOLICY = "gpu-operator-clusterpolicy-ready"
+
+CLUSTERPOLICY_TIMEOUT = 1800
+"""30 min: the driver container builds and loads the driver for the ``-nvidia-64k`` kernel on each
+GB200 tray (bare metal boots slowly after a reload); the same budget as AKS and OKE."""
 
 
 def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
     """The NVKE gates for the enabled ``components`` (see module docstring)."""
     gates: list[GateSpec] = []
+    if "gpu-operator" in components:
+        gates.append(
+            clusterpolicy_ready(
+                name=GATE_CLUSTERPOLICY,
+                timeout_seconds=CLUSTERPOLICY_TIMEOUT,
+                description="ClusterPolicy cluster-policy is ready (driver, toolkit, GDRCopy up on the GB200 trays)",
+            )
+        )
     net = components.get("network-operator")
     if net is not None:
         ns = net.ref.namespace
