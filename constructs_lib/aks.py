@@ -44,6 +44,7 @@ from constructs_lib.cdk import (
     add_validation,
     azurerm,
 )
+from constructs_lib.tfstring import literal, literal_tree
 from gpucluster.sdk.types import ClusterConnection
 
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
@@ -67,6 +68,8 @@ GPU_STACK_DRIVER = {"azure-managed": "Install", "operator-managed": "None"}
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _K8S_VERSION = re.compile(r"^1\.(\d+)(\.\d+)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_VM_SIZE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,79}$")
+"""Azure VM size names (``Standard_ND96isr_H100_v5``): letters, digits, ``_`` and ``-``."""
 _TAINT = re.compile(r"^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*:(NoSchedule|PreferNoSchedule|NoExecute)$")
 
 
@@ -175,6 +178,9 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
         seen.add(pool.name)
         if not pool.vm_size:
             errors.append(f"{label}: vm_size is required")
+        elif not _VM_SIZE.match(pool.vm_size):
+            errors.append(f"{label}: vm_size {pool.vm_size[:80]!r} is not an Azure VM size name (letters, digits, '_', "
+                          "'-', e.g. Standard_ND96isr_H100_v5)")
         if pool.node_count < 1:
             errors.append(f"{label}: node_count must be >= 1 (got {pool.node_count})")
         if pool.managed_gpu:
@@ -263,8 +269,8 @@ def upgrade_skip_condition(kubernetes_version: str) -> tuple[str, str]:
     condition = f'${{can(regex("^1[.]({allowed})([.]|$)", self.current_kubernetes_version))}}'
     message = (
         f"AKS cannot skip Kubernetes minor versions: the cluster runs ${{self.current_kubernetes_version}} and the "
-        f"configuration asks for {kubernetes_version}. Upgrade one minor version per apply "
-        f"(set kubernetes_version to the next minor, apply, repeat) until 1.{minor - 1}, then apply {kubernetes_version}."
+        f"configuration asks for {literal(kubernetes_version)}. Upgrade one minor version per apply "
+        f"(set kubernetes_version to the next minor, apply, repeat) until 1.{minor - 1}, then apply {literal(kubernetes_version)}."
     )
     return condition, message
 
@@ -286,13 +292,15 @@ class AksGpuCluster(Construct):
         az = azurerm()
         stack = TerraformStack.of(self)
         ensure_azurerm_provider(stack)
-        tags = dict(sorted(props.tags.items()))
+        # Every literal string below passes literal() (constructs_lib.tfstring): Terraform reads resource
+        # arguments and object keys as templates, so an unescaped ${ in a name would be evaluated at plan.
+        tags = literal_tree(dict(sorted(props.tags.items())))
         version = props.kubernetes_version
         self.resource_group = az.ResourceGroup(
             self,
             "resource-group",
-            name=props.resource_group_name or f"{props.name}-rg",
-            location=props.location,
+            name=literal(props.resource_group_name or f"{props.name}-rg"),
+            location=literal(props.location),
             tags=tags or None,
         )
         sys_pool = props.system_pool
@@ -300,23 +308,23 @@ class AksGpuCluster(Construct):
         self.cluster = az.KubernetesCluster(
             self,
             "cluster",
-            name=props.name,
+            name=literal(props.name),
             location=self.resource_group.location,
             resource_group_name=self.resource_group.name,
-            dns_prefix=props.dns_prefix or props.name,
-            kubernetes_version=version,
+            dns_prefix=literal(props.dns_prefix or props.name),
+            kubernetes_version=literal(version),
             oidc_issuer_enabled=True,
             workload_identity_enabled=True,
             identity=az.KubernetesClusterIdentity(type="SystemAssigned"),
             default_node_pool=az.KubernetesClusterDefaultNodePool(
-                name=sys_pool.name,
-                vm_size=sys_pool.vm_size,
+                name=literal(sys_pool.name),
+                vm_size=literal(sys_pool.vm_size),
                 node_count=sys_pool.node_count,
-                orchestrator_version=version,
-                os_sku=sys_pool.os_sku,
-                node_labels=dict(sorted(sys_pool.labels.items())) or None,
+                orchestrator_version=literal(version),
+                os_sku=literal(sys_pool.os_sku),
+                node_labels=literal_tree(dict(sorted(sys_pool.labels.items()))) or None,
                 only_critical_addons_enabled=(CRITICAL_ADDONS_TAINT in sys_pool.taints) or None,
-                temporary_name_for_rotation=rotation_name(sys_pool),
+                temporary_name_for_rotation=literal(rotation_name(sys_pool)),
             ),
             tags=tags or None,
             lifecycle=TerraformResourceLifecycle(
@@ -329,17 +337,17 @@ class AksGpuCluster(Construct):
             self.node_pools[pool.name] = az.KubernetesClusterNodePool(
                 self,
                 f"pool-{pool.name}",
-                name=pool.name,
+                name=literal(pool.name),
                 kubernetes_cluster_id=self.cluster.id,
-                vm_size=pool.vm_size,
+                vm_size=literal(pool.vm_size),
                 node_count=pool.node_count,
                 mode="User",
                 os_type="Linux",
-                os_sku=pool.os_sku,
-                orchestrator_version=version,
+                os_sku=literal(pool.os_sku),
+                orchestrator_version=literal(version),
                 gpu_driver=props.gpu_driver_for(pool),
-                node_labels=dict(sorted(pool.labels.items())) or None,
-                node_taints=taints or None,
+                node_labels=literal_tree(dict(sorted(pool.labels.items()))) or None,
+                node_taints=literal_tree(taints) or None,
                 tags=tags or None,
             )
         for output_id, value, description in (

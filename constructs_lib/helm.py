@@ -37,6 +37,7 @@ from constructs_lib.cdk import (
     add_validation,
     helm,
 )
+from constructs_lib.tfstring import literal
 from gpucluster.manifests import content_hash
 from gpucluster.model import LocalChart, PlanNode
 from gpucluster.values import get_path, has_path
@@ -63,10 +64,11 @@ def values_document(values: Mapping[str, Any]) -> str:
     """Render Helm values as one deterministic YAML document, safe inside Terraform JSON.
 
     Keys are sorted; Terraform template sequences ``${`` / ``%{`` are escaped (``$${``,
-    ``%%{``) so literal values like ``${HOSTNAME}`` reach Helm unchanged.
+    ``%%{``, :func:`constructs_lib.tfstring.literal`) so literal values like ``${HOSTNAME}``
+    reach Helm unchanged.
     """
     text = yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
-    return text.replace("${", "$${").replace("%{", "%%{")
+    return literal(text)
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, str]:
@@ -277,23 +279,23 @@ class _ReleaseConstruct(Construct):
                 helm_set_string=True,
             )
             var_type = _scalar_type(default) if default is not None else "string"
-            sets.append(h.ReleaseSet(name=path, value=variable.string_value, type="string" if var_type == "string" else "auto"))
+            sets.append(h.ReleaseSet(name=literal(path), value=variable.string_value, type="string" if var_type == "string" else "auto"))
         self.release_name = props.release_name
         self.release = h.Release(
             self,
             "release",
-            name=props.release_name,
-            namespace=props.namespace,
+            name=literal(props.release_name),
+            namespace=literal(props.namespace),
             create_namespace=props.create_namespace,
-            chart=chart,
-            repository=repository or None,
-            version=version or None,
+            chart=literal(chart),
+            repository=literal(repository) if repository else None,
+            version=literal(version) if version else None,
             values=[values_document(props.values)],
             set=sets or None,
             wait=props.wait,
             wait_for_jobs=props.wait_for_jobs,
             timeout=props.timeout_seconds,
-            description=props.description or None,
+            description=literal(props.description) if props.description else None,
             depends_on=[d.release for d in props.depends_on if isinstance(d, _ReleaseConstruct)] or None,
             provider=props.provider,
         )

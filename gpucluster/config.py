@@ -66,6 +66,8 @@ CLUSTER_NAME_MAX = 40
 CRITERIA_VALUE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 K8S_MINOR = re.compile(r"^[1-9][0-9]*\.(0|[1-9][0-9]*)$")
 PROFILE_IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
+VM_SIZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+"""Machine sizes/shapes of every platform: Azure ``Standard_ND96isr_H100_v5``, OCI ``BM.GPU.H100.8``."""
 
 
 def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:
@@ -417,6 +419,14 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             )
     name = _string(data["name"], w["file"], w["cluster"], f"{key}.name")
     vm = _string(data["vmSize"], w["file"], w["cluster"], f"{key}.vmSize")
+    if not VM_SIZE.match(vm):
+        raise GpuclusterError(
+            f"invalid vmSize '{vm}'",
+            key=f"{key}.vmSize",
+            allowed="a machine size name: letters, digits, '.', '_' and '-', at most 80 characters",
+            fix="write the size's name, e.g. vmSize: Standard_ND96isr_H100_v5 (AKS) or BM.GPU.H100.8 (OKE)",
+            **w,
+        )
     count = data.get("nodeCount", 1)
     if not isinstance(count, int) or isinstance(count, bool):
         raise _wrong_type(f"{key}.nodeCount", "an integer", count, w, "write a whole number without quotes, e.g. nodeCount: 2")

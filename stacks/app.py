@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Sequence
 
 from constructs_lib.cdk import App, validation_errors
 from constructs_lib.helm import STAGING_CONTEXT_KEY
+from constructs_lib.tfstring import unexpected_templates
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
 from gpucluster.plugins import platform_for
@@ -65,7 +67,37 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out")
             if messages is None:
                 raise
             raise GpuclusterError(problems=[_construct_problem(m, plans) for m in messages]) from None
-        return sorted(p.name for p in (staged / "stacks").iterdir())
+        written = sorted(p.name for p in (staged / "stacks").iterdir())
+        check_no_injection(staged, written, plans)
+        return written
+
+
+def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]) -> None:
+    """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
+
+    Every literal string reaches Terraform through :func:`constructs_lib.tfstring.literal`; this is
+    the check that none was missed (a new construct argument, a plugin's own construct).
+
+    Raises:
+        GpuclusterError: ``error[injection]`` per stack with an unescaped ``${``/``%{`` sequence
+            (path inside ``cdk.tf.json`` and the sequence, cut), before the output is swapped in.
+    """
+    problems: list[Problem] = []
+    for name in stack_names:
+        document = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8"))
+        found = unexpected_templates(document)
+        if found:
+            path, seq = found[0]
+            cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
+                                                                        cluster_stack_name(p.cluster.name))), None)
+            problems.append(Problem(
+                message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
+                        f"first at {path}: {seq!r}",
+                cluster=cluster, id="injection",
+                fix="a construct passed a string without constructs_lib.tfstring.literal(); escape it there "
+                    "(this is a gpucluster or plugin bug, not your input)"))
+    if problems:
+        raise GpuclusterError(problems=problems)
 
 
 def _construct_problem(message: str, plans: Sequence[RuntimePlan]) -> Problem:
