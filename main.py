@@ -89,11 +89,12 @@ def _interrupted(signum: int) -> int:
 
 
 def _run() -> int:
-    from gpucluster.config import load_clusters
+    from gpucluster.config import load_config
     from gpucluster.pipeline import build_plans
 
     try:
-        plans = build_plans(load_clusters())
+        clusters, fleet = load_config()
+        plans = build_plans(clusters)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
@@ -108,7 +109,7 @@ def _run() -> int:
     import stacks  # imports cdktf (and, for cluster stacks, the azurerm binding) only now
 
     try:
-        written = stacks.synth(plans, outdir)
+        written = stacks.synth(plans, outdir, fleet=fleet)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT

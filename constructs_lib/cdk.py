@@ -30,13 +30,18 @@ from cdktf import (  # noqa: E402,F401  (re-exported)
     App,
     AssetType,
     CloudBackend,
+    DataResource,
     Fn,
     LocalBackend,
     NamedCloudWorkspace,
+    Op,
     Postcondition,
     Precondition,
     TerraformAsset,
     TerraformOutput,
+    TerraformProvider,
+    TerraformProviderGeneratorMetadata,
+    TerraformResource,
     TerraformResourceLifecycle,
     TerraformStack,
     TerraformVariable,
@@ -138,3 +143,34 @@ def azurerm() -> SimpleNamespace:
 def azurerm_loaded() -> bool:
     """True once :func:`azurerm` has imported the binding in this process."""
     return azurerm.cache_info().currsize > 0
+
+
+@functools.cache
+def azurerm_fleet() -> SimpleNamespace:
+    """The Azure Kubernetes Fleet Manager resources of the azurerm binding (4.55.0), imported once.
+
+    azurerm 4.55 has ``kubernetes_fleet_manager``, ``_member``, ``_update_strategy`` and
+    ``_update_run``; it has no auto-upgrade profile resource (see :data:`AZAPI_PROVIDER`).
+    """
+    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_manager import KubernetesFleetManager, KubernetesFleetManagerHubProfile
+    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_member import KubernetesFleetMember
+    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_update_run import KubernetesFleetUpdateRun, KubernetesFleetUpdateRunManagedClusterUpdate, KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection, KubernetesFleetUpdateRunManagedClusterUpdateUpgrade
+    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_update_strategy import KubernetesFleetUpdateStrategy, KubernetesFleetUpdateStrategyStage, KubernetesFleetUpdateStrategyStageGroup
+
+    return SimpleNamespace(
+        KubernetesFleetManager=KubernetesFleetManager,
+        KubernetesFleetManagerHubProfile=KubernetesFleetManagerHubProfile,
+        KubernetesFleetMember=KubernetesFleetMember,
+        KubernetesFleetUpdateRun=KubernetesFleetUpdateRun,
+        KubernetesFleetUpdateRunManagedClusterUpdate=KubernetesFleetUpdateRunManagedClusterUpdate,
+        KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection=KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection,
+        KubernetesFleetUpdateRunManagedClusterUpdateUpgrade=KubernetesFleetUpdateRunManagedClusterUpdateUpgrade,
+        KubernetesFleetUpdateStrategy=KubernetesFleetUpdateStrategy,
+        KubernetesFleetUpdateStrategyStage=KubernetesFleetUpdateStrategyStage,
+        KubernetesFleetUpdateStrategyStageGroup=KubernetesFleetUpdateStrategyStageGroup,
+    )
+
+
+AZAPI_PROVIDER = SimpleNamespace(source="Azure/azapi", name="azapi", version_constraint="~> 2.0")
+"""The ``Azure/azapi`` provider (no prebuilt cdktf binding is installed): resources azurerm 4.55
+lacks are written as raw ``azapi_resource`` blocks (:class:`TerraformResource` plus overrides)."""

@@ -102,15 +102,19 @@ def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _plans(config: str | None, sets: Sequence[str] = ()) -> list[RuntimePlan]:
-    from gpucluster.config import load_clusters
+    return _plans_and_fleet(config, sets)[0]
+
+
+def _plans_and_fleet(config: str | None, sets: Sequence[str] = ()):
+    from gpucluster.config import load_config
     from gpucluster.overrides import parse_set
     from gpucluster.pipeline import build_plans
 
     extra = [parse_set(text, source="--set", key=f"--set[{i}]") for i, text in enumerate(sets)]
-    clusters = load_clusters(config)
+    clusters, fleet = load_config(config)
     for cluster in clusters:
         cluster.overrides = [*cluster.overrides, *extra]
-    return build_plans(clusters)
+    return build_plans(clusters), fleet
 
 
 def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
@@ -120,8 +124,9 @@ def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    plans = _plans(args.config, args.sets)
+    plans, fleet = _plans_and_fleet(args.config, args.sets)
     _warn_findings(plans, err)
+    rollout = _fleet_rollout(fleet, plans) if fleet is not None else None
     if args.format == "json":
         doc = [
             {
@@ -129,11 +134,14 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 "appliedOverlays": p.recipe.applied_overlays,
                 "profile": dict([p.recipe.profile]) if p.recipe.profile else {},
                 "nodes": [{"id": n.id, "kind": n.kind, "component": n.component, "dependsOn": list(n.depends_on)} for n in p.nodes],
+                **({"fleet": rollout["clusters"][p.cluster.name]} if rollout else {}),
             }
             for p in plans
         ]
         out.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         return
+    if rollout is not None:
+        _write_rollout(rollout, out)
     for i, p in enumerate(plans):
         if i:
             out.write("\n")
@@ -146,6 +154,81 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         for n in p.nodes:
             deps = ", ".join(n.depends_on) if n.depends_on else "-"
             out.write(f"  {n.id.ljust(width_id)}  {n.kind.ljust(width_kind)}  {deps}\n")
+
+
+def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
+    """The fleet's stage order as data: per stage its group, clusters, waits and barrier; per cluster
+    its group, stage and the barrier stack its runtime stack waits for."""
+    from gpucluster import fleet as fleet_mod
+    from gpucluster.plugins import platform_for
+
+    digests = {p.cluster.name: fleet_mod.rollout_digest(p) for p in plans}
+    order = fleet_mod.stages(fleet)
+    stages, clusters = [], {}
+    previous_barrier = None
+    for index, (group, names) in enumerate(order):
+        barrier = fleet_mod.barrier_stack_name(fleet.name, group.name) if index + 1 < len(order) else None
+        gdigest = fleet_mod.group_digest((n, digests[n]) for n in names)
+        stages.append({
+            "stage": index + 1,
+            "group": group.name,
+            "clusters": names,
+            "runtimeStacks": [f"{n}-runtime" for n in names],
+            "afterStageWaitSeconds": group.after_stage_wait_seconds,
+            "approval": f"approve_{group.name} = {gdigest[:16]}" if group.approval else None,
+            "barrierStack": barrier,
+        })
+        for n in names:
+            clusters[n] = {"fleet": fleet.name, "group": group.name, "stage": index + 1, "waitsFor": previous_barrier,
+                           "rolloutDigest": digests[n]}
+        previous_barrier = barrier
+    provisioned = {p.cluster.name: bool(platform_for(p.cluster.criteria.service).provisions_cluster) and p.cluster.existing is None
+                   for p in plans}
+    rg, fleet_name = fleet.resource_group or f"{fleet.name}-rg", fleet.name
+    if fleet.existing_id:
+        parts = fleet.existing_id.split("/")
+        rg, fleet_name = parts[4], parts[-1]
+    return {
+        "fleet": fleet.name,
+        "stacks": [fleet_mod.fleet_stack_name(fleet.name)]
+        + ([fleet_mod.hub_stack_name(fleet.name)] if fleet.hub is not None and fleet.placements else []),
+        "stages": stages,
+        "clusters": clusters,
+        "updateRuns": [
+            {"name": r.name, "upgrade": r.upgrade, "kubernetesVersion": r.kubernetes_version,
+             "start": f"az fleet updaterun start --resource-group {rg} --fleet-name {fleet_name} --name {r.name}"}
+            for r in fleet.update_runs
+        ],
+        "placements": [p.name for p in fleet.placements],
+        "memberLabels": {n: fleet.member_labels(n) for n in fleet.members},
+        "terraformCloud": fleet_mod.tfc_topology(fleet, [p.cluster for p in plans], provisioned=provisioned),
+        "clusterStacks": [f"{n}-cluster" for n, ok in provisioned.items() if ok],
+    }
+
+
+def _write_rollout(rollout: dict, out: TextIO) -> None:
+    out.write(f"fleet {rollout['fleet']}: {len(rollout['stages'])} update groups, {len(rollout['clusters'])} members, "
+              f"stacks {', '.join(rollout['stacks'])}\n")
+    out.write("  STAGE  GROUP  RUNTIME STACKS  THEN\n")
+    for st in rollout["stages"]:
+        then = []
+        if st["afterStageWaitSeconds"]:
+            then.append(f"wait {st['afterStageWaitSeconds']}s")
+        if st["approval"]:
+            then.append(f"approval ({st['approval']})")
+        if st["barrierStack"]:
+            then.append(f"barrier {st['barrierStack']}")
+        out.write(f"  {st['stage']}  {st['group']}  {', '.join(st['runtimeStacks'])}  {'; '.join(then) or '-'}\n")
+    for run in rollout["updateRuns"]:
+        target = f" {run['kubernetesVersion']}" if run["kubernetesVersion"] else ""
+        out.write(f"  update run {run['name']} ({run['upgrade']}{target}): created, not started; start: {run['start']}\n")
+    for name in rollout["placements"]:
+        out.write(f"  placement {name}: hub ClusterResourcePlacement (External) + ClusterStagedUpdateRun over the groups\n")
+    tfc = rollout["terraformCloud"]
+    if tfc:
+        out.write(f"  terraform cloud: organization {tfc['organization']}, project {tfc['project']}, "
+                  f"{len(tfc['workspaces'])} workspaces, {len(tfc['runTriggers'])} run-trigger targets\n")
+    out.write("\n")
 
 
 _DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "gate": "diamond"}

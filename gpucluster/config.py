@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from gpucluster import yamlsafe
 from gpucluster.errors import GpuclusterError
@@ -35,12 +35,15 @@ from gpucluster.model import (
 )
 from gpucluster.scheduling import EFFECTS, check_label_key, check_label_value, parse_taint
 
+if TYPE_CHECKING:
+    from gpucluster.fleet import FleetSpec
+
 ENV_CONFIG = "GPUCLUSTER_CONFIG"
 DEFAULT_FILE_NAME = "gpucluster.yaml"
 EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
-TOP_KEYS = ("clusters", "backend")
+TOP_KEYS = ("clusters", "backend", "fleet")
 CLUSTER_KEYS = (
     "name",
     "criteria",
@@ -54,6 +57,7 @@ CLUSTER_KEYS = (
     "scheduling",
     "settings",
     "backend",
+    "fleet",
 )
 POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
 EXISTING_KEYS = ("kubeconfig", "context")
@@ -84,7 +88,17 @@ def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) 
 
     Raises:
         GpuclusterError: unreadable/invalid YAML, unknown or mistyped keys, invalid names,
-            duplicate cluster names, missing or escaping recipe files.
+            duplicate cluster names, missing or escaping recipe files, ``fleet:`` problems.
+    """
+    return load_config(path, env)[0]
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) -> tuple[list[ClusterSpec], "FleetSpec | None"]:
+    """Like :func:`load_clusters`, plus the validated ``fleet:`` section (None without one).
+
+    Raises:
+        GpuclusterError: as :func:`load_clusters`, and every ``fleet:`` problem
+            (:func:`gpucluster.fleet.parse_fleet`, :func:`gpucluster.fleet.check_members`).
     """
     if path is None:
         path = env.get(ENV_CONFIG) or None
@@ -92,10 +106,10 @@ def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) 
             path = DEFAULT_FILE_NAME
     if path is None:
         data = yamlsafe.load_yaml_file(EMBEDDED_DEFAULT, display=EMBEDDED_SOURCE)
-        return parse_clusters(data, source=EMBEDDED_SOURCE, root=Path.cwd())
+        return parse_config(data, source=EMBEDDED_SOURCE, root=Path.cwd())
     file = Path(path)
     data = yamlsafe.load_yaml_file(file, display=path)
-    return parse_clusters(data, source=path, root=file.resolve().parent)
+    return parse_config(data, source=path, root=file.resolve().parent)
 
 
 def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
@@ -106,6 +120,45 @@ def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         source: the file name used in errors and ``ClusterSpec.source``.
         root: the project folder: recipe paths are relative to it and must stay inside it.
     """
+    return parse_config(data, source=source, root=root)[0]
+
+
+def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpec], "FleetSpec | None"]:
+    """Validate parsed cluster-file data: the clusters and the optional ``fleet:`` section."""
+    clusters = _parse_clusters(data, source=source, root=root)
+    if data.get("fleet") is None:
+        for i, raw in enumerate(data["clusters"]):
+            if isinstance(raw, dict) and raw.get("fleet") is not None:
+                raise GpuclusterError(
+                    "the cluster names a fleet group, but the file has no top-level 'fleet:' section",
+                    file=source,
+                    cluster=clusters[i].name,
+                    key=f"clusters[{i}].fleet",
+                    fix="add fleet: {name: ..., groups: [...]} at the top level (docs/fleets.md), or remove the cluster's fleet key",
+                    id="fleet",
+                )
+        return clusters, None
+    from gpucluster import fleet as fleet_mod
+    from gpucluster.plugins import platform_for
+
+    fleet = fleet_mod.parse_fleet(data["fleet"], file=source)
+    for i, raw in enumerate(data["clusters"]):
+        if raw.get("fleet") is not None:
+            fleet.members[clusters[i].name] = fleet_mod.parse_member(
+                raw["fleet"], file=source, cluster=clusters[i].name, key=f"clusters[{i}].fleet"
+            )
+    fleet_mod.check_members(fleet, clusters, min_kubernetes=platform_for("aks", file=source).min_kubernetes)
+    fleet_mod.check_cloud_fan_in(fleet, clusters)
+    for cluster in clusters:  # one HCP Terraform project per fleet unless the backend names one
+        if cluster.backend is not None and cluster.backend.get("project") is None:
+            from gpucluster.backends import PROJECT_NAME, PROJECT_NAME_MAX
+
+            if PROJECT_NAME.match(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
+                cluster.backend = {**cluster.backend, "project": fleet.name}
+    return clusters, fleet
+
+
+def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
     if data is None:
         raise GpuclusterError("the cluster file is empty", file=source, fix="add a 'clusters:' list (see docs/cluster-file.md)")
     _mapping(data, source, None, "")

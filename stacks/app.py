@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from constructs_lib.cdk import App, validation_errors
 from constructs_lib.helm import STAGING_CONTEXT_KEY
@@ -19,6 +19,9 @@ from stacks.common import cluster_stack_name, runtime_stack_name
 from stacks.outdir import staged_outdir
 from stacks.runtime import RuntimeStack
 
+if TYPE_CHECKING:
+    from gpucluster.fleet import FleetSpec
+
 
 def provisions_cluster(plan: RuntimePlan) -> bool:
     """True when gpucluster creates the cluster (platform ``provisions_cluster`` and no ``existing``)."""
@@ -26,24 +29,38 @@ def provisions_cluster(plan: RuntimePlan) -> bool:
     return bool(platform.provisions_cluster) and plan.cluster.existing is None
 
 
-def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike) -> App:
-    """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan.
+def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,
+              fleet: "FleetSpec | None" = None) -> App:
+    """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan, plus the
+    fleet's stacks when ``fleet`` is given (:func:`stacks.fleet.add_fleet`: ``<fleet>-fleet``,
+    ``<fleet>-after-<group>`` barriers ordering the runtime stacks by update group, ``<fleet>-hub``).
 
     Args:
         outdir: where ``app.synth()`` writes (an absolute, empty folder).
         staging_dir: folder for local charts until synth copies them into the stacks.
+        fleet: the cluster file's validated ``fleet:`` section, or None.
     """
     app = App(outdir=str(outdir), context={STAGING_CONTEXT_KEY: str(Path(staging_dir).absolute())})
+    cluster_stacks: dict[str, ClusterStack] = {}
+    runtime_stacks: dict[str, RuntimeStack] = {}
     for plan in plans:
         cluster = plan.cluster
         connection = None
         if provisions_cluster(plan):
-            connection = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe).connection
-        RuntimeStack(app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing)
+            stack = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe)
+            cluster_stacks[cluster.name] = stack
+            connection = stack.connection
+        runtime_stacks[cluster.name] = RuntimeStack(
+            app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing
+        )
+    if fleet is not None:
+        from stacks.fleet import add_fleet
+
+        add_fleet(app, fleet, plans, cluster_stacks=cluster_stacks, runtime_stacks=runtime_stacks)
     return app
 
 
-def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out") -> list[str]:
+def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None) -> list[str]:
     """Synthesize ``plans`` into ``outdir``, replacing it atomically.
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
@@ -59,7 +76,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out")
             cluster and, in runtime stacks, the component).
     """
     with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir) as staged:
-        app = build_app(plans, staged, staging_dir=staging)
+        app = build_app(plans, staged, staging_dir=staging, fleet=fleet)
         try:
             app.synth()
         except RuntimeError as err:

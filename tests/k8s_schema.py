@@ -26,6 +26,7 @@ K8S_VERSION = "1.34.0"
 CRD_DIR = Path(__file__).parent / "data" / "crds"
 
 BUILTIN_SCOPE = {
+    ("", "Namespace"): "Cluster",
     ("", "ServiceAccount"): "Namespaced",
     ("", "ConfigMap"): "Namespaced",
     ("apps", "DaemonSet"): "Namespaced",
