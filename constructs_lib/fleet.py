@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from constructs_lib.aks import ensure_azurerm_provider
+from constructs_lib.tfstring import literal, literal_tree
 from constructs_lib.cdk import (
     AZAPI_PROVIDER,
     Construct,
@@ -119,53 +120,54 @@ class FleetManager(Construct):
         az = azurerm_fleet()
         stack = TerraformStack.of(self)
         ensure_azurerm_provider(stack)
-        tags = dict(sorted(props.tags.items())) or None
+        tags = literal_tree(dict(sorted(props.tags.items()))) or None
         self.manager = None
         if props.existing_id is None:
             from constructs_lib.cdk import azurerm
 
-            rg = azurerm().ResourceGroup(self, "resource-group", name=props.resource_group or f"{props.name}-rg",
-                                         location=props.location, tags=tags)
+            rg = azurerm().ResourceGroup(self, "resource-group", name=literal(props.resource_group or f"{props.name}-rg"),
+                                         location=literal(props.location), tags=tags)
             self.manager = az.KubernetesFleetManager(
                 self,
                 "manager",
-                name=props.name,
+                name=literal(props.name),
                 location=rg.location,
                 resource_group_name=rg.name,
-                hub_profile=az.KubernetesFleetManagerHubProfile(dns_prefix=props.hub_dns_prefix) if props.hub_dns_prefix else None,
+                hub_profile=az.KubernetesFleetManagerHubProfile(dns_prefix=literal(props.hub_dns_prefix)) if props.hub_dns_prefix else None,
                 tags=tags,
             )
             self.fleet_id = self.manager.id
         else:
-            self.fleet_id = props.existing_id
+            self.fleet_id = literal(props.existing_id)
         self.members = {}
         for m in props.members:
             self.members[m.name] = az.KubernetesFleetMember(
-                self, f"member-{m.name}", name=m.name, kubernetes_fleet_id=self.fleet_id,
-                kubernetes_cluster_id=m.cluster_id, group=m.group,
+                self, f"member-{m.name}", name=literal(m.name), kubernetes_fleet_id=self.fleet_id,
+                kubernetes_cluster_id=m.cluster_id, group=literal(m.group),
             )
         stage_blocks = [
             az.KubernetesFleetUpdateStrategyStage(
-                name=s.name, group=[az.KubernetesFleetUpdateStrategyStageGroup(name=s.name)],
+                name=literal(s.name), group=[az.KubernetesFleetUpdateStrategyStageGroup(name=literal(s.name))],
                 after_stage_wait_in_seconds=s.after_stage_wait_seconds or None,
             )
             for s in props.stages
         ]
         self.strategy = az.KubernetesFleetUpdateStrategy(
-            self, "strategy", name=props.strategy_name, kubernetes_fleet_manager_id=self.fleet_id, stage=stage_blocks,
+            self, "strategy", name=literal(props.strategy_name), kubernetes_fleet_manager_id=self.fleet_id, stage=stage_blocks,
             depends_on=list(self.members.values()) or None,
         )
         self.update_runs = {}
         for run in props.update_runs:
             update = az.KubernetesFleetUpdateRunManagedClusterUpdate(
                 upgrade=az.KubernetesFleetUpdateRunManagedClusterUpdateUpgrade(
-                    type=run.upgrade, kubernetes_version=run.kubernetes_version or None),
-                node_image_selection=az.KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection(type=run.node_image_selection),
+                    type=literal(run.upgrade), kubernetes_version=literal(run.kubernetes_version) if run.kubernetes_version else None),
+                node_image_selection=az.KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection(
+                    type=literal(run.node_image_selection)),
             )
             self.update_runs[run.name] = az.KubernetesFleetUpdateRun(
                 self,
                 f"run-{run.name}",
-                name=run.name,
+                name=literal(run.name),
                 kubernetes_fleet_manager_id=self.fleet_id,
                 fleet_update_strategy_id=self.strategy.id,
                 managed_cluster_update=update,
@@ -181,10 +183,10 @@ class FleetManager(Construct):
                 terraform_generator_metadata=TerraformProviderGeneratorMetadata(provider_name=AZAPI_PROVIDER.name),
                 provider=provider,
             )
-            properties: dict[str, Any] = {"channel": a.channel, "updateStrategyId": self.strategy.id, "disabled": a.disabled}
+            properties: dict[str, Any] = {"channel": literal(a.channel), "updateStrategyId": self.strategy.id, "disabled": a.disabled}
             if a.node_image_selection:
-                properties["nodeImageSelection"] = {"type": a.node_image_selection}
-            for key, value in (("type", AUTO_UPGRADE_API), ("name", a.name), ("parent_id", self.fleet_id),
+                properties["nodeImageSelection"] = {"type": literal(a.node_image_selection)}
+            for key, value in (("type", AUTO_UPGRADE_API), ("name", literal(a.name)), ("parent_id", self.fleet_id),
                                ("body", {"properties": properties})):
                 self.auto_upgrade.add_override(key, value)
         TerraformOutput(self, "fleet_id", value=self.fleet_id, description="Fleet Manager resource id").override_logical_id("fleet_id")
@@ -217,7 +219,7 @@ def rollout_marker(stack: TerraformStack, digest: str, releases: Sequence[Any]) 
     Its ``output`` changes only when every Helm release (gates included, ``wait_for_jobs``) applied;
     a failed gate leaves the previous digest in the state, so a barrier reading it stays shut.
     """
-    marker = DataResource(stack, "rollout", input={"digest": digest},
+    marker = DataResource(stack, "rollout", input={"digest": literal(digest)},
                           depends_on=[getattr(r, "release", r) for r in releases] or None)
     marker.override_logical_id("rollout")
     return marker
@@ -261,7 +263,7 @@ class StageBarrier(Construct):
             condition = Op.and_(condition, Op.eq(self.approval.string_value, short))
             message += f"; and it needs an approval: set variable approve_{group} = \"{short}\" after validating the group"
         self.promotion = DataResource(
-            self, "promotion", input={"digest": group_digest},
+            self, "promotion", input={"digest": literal(group_digest)},
             lifecycle=TerraformResourceLifecycle(precondition=[Precondition(condition=condition, error_message=message)]),
         )
         self.promotion.override_logical_id("promotion")
@@ -272,7 +274,7 @@ def promotion_gate(stack: TerraformStack, promotion: DataResource, group_digest:
     barrier after ``after_group`` promoted ``group_digest`` (a failed precondition fails the whole plan,
     so no release of this stack changes before the previous group is done)."""
     gate = DataResource(
-        stack, "promotion_gate", input={"after": after_group},
+        stack, "promotion_gate", input={"after": literal(after_group)},
         lifecycle=TerraformResourceLifecycle(precondition=[Precondition(
             condition=Op.eq(Fn.lookup(promotion.output, "digest", ""), group_digest),
             error_message=f"update group '{after_group}' has not been promoted for this rollout yet: apply the "
