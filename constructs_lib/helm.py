@@ -157,6 +157,9 @@ class ReleaseOptions:
         wait_for_jobs: also wait for Jobs to complete (readiness gates).
         create_namespace: create the namespace if missing (default True).
         terraform_variables: dotted values path -> Terraform variable name.
+        variable_hashes: dotted values path -> :class:`gpucluster.model.VariableHash`; each
+            becomes a ``set`` entry of type string whose value Terraform computes,
+            ``sha256(jsonencode([seed, var.v1, ...]))`` (:func:`variable_hash_expression`).
         description: Helm release description.
         provider: Helm provider instance (default: the stack's default ``helm`` provider).
     """
@@ -170,6 +173,7 @@ class ReleaseOptions:
     wait_for_jobs: bool = False
     create_namespace: bool = True
     terraform_variables: Mapping[str, str] = field(default_factory=dict)
+    variable_hashes: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     provider: Any = None
 
@@ -184,6 +188,7 @@ def _plan_node_options(node: PlanNode, depends_on: Sequence[Any], provider: Any)
         timeout_seconds=node.timeout_seconds,
         wait_for_jobs=node.wait_for_jobs,
         terraform_variables=node.terraform_variables,
+        variable_hashes=node.variable_hashes,
         description=f"gpucluster {node.kind} of component {node.component}",
         provider=provider,
     )
@@ -280,6 +285,11 @@ class _ReleaseConstruct(Construct):
             )
             var_type = _scalar_type(default) if default is not None else "string"
             sets.append(h.ReleaseSet(name=literal(path), value=variable.string_value, type="string" if var_type == "string" else "auto"))
+        for path, vh in sorted(props.variable_hashes.items()):
+            for var_name, default in vh.variables:
+                stack_variable(stack, var_name, default=default, helm_set_string=True,
+                               description=f"Helm value read by '{path}' of release '{props.release_name}'")
+            sets.append(h.ReleaseSet(name=literal(path), value=variable_hash_expression(vh), type="string"))
         self.release_name = props.release_name
         self.release = h.Release(
             self,
@@ -383,6 +393,19 @@ class LocalChartRelease(_ReleaseConstruct):
         )
         self.chart_path = "./" + self.asset.path.rstrip("/")
         self._create_release(props, chart=self.chart_path, repository=None, version=None)
+
+
+def variable_hash_expression(vh: Any) -> str:
+    """Terraform expression of a :class:`gpucluster.model.VariableHash`:
+    ``${sha256(jsonencode(["<seed>", var.v1, ...]))}`` (the seed is sha256 hex, variable names
+    are validated identifiers, so nothing needs escaping)."""
+    if not re.fullmatch(r"[0-9a-f]{64}", vh.seed or ""):
+        raise ValueError(f"variable hash seed {vh.seed!r} is not sha256 hex")
+    names = [name for name, _ in vh.variables]
+    for name in names:
+        if not _TF_IDENTIFIER.match(name or ""):
+            raise ValueError(f"Terraform variable name {name!r} is not an identifier")
+    return "${sha256(jsonencode([" + ", ".join([f'"{vh.seed}"', *[f"var.{n}" for n in names]]) + "]))}"
 
 
 def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):

@@ -86,13 +86,14 @@ def template_sequences(text: str) -> list[str]:
 GENERATED_EXPRESSION = re.compile(
     r"^\$\{\(*(?:"  # cdktf's Op.* wraps operands in parentheses
     r"(?:var|data|local|self|terraform|terraform_data|azurerm_[a-z0-9_]+|azapi_[a-z0-9_]+|helm_[a-z0-9_]+)\."  # references
-    r"|(?:length|regexall|can|regex|base64decode|alltrue|lookup)\("  # functions gpucluster's constructs write
+    r"|(?:length|regexall|can|regex|base64decode|alltrue|lookup|sha256)\("  # functions gpucluster's constructs write
     r")"
 )
 """The start of every expression gpucluster's constructs and cdktf write: references to
 variables, data sources, resources of the azurerm/helm providers, ``self``, and the functions
-used by variable validations, the AKS upgrade postcondition, cross-stack credentials and the fleet's
-stage barriers (``terraform_data`` preconditions, ``alltrue``/``lookup``, ``azapi_resource`` ids)."""
+used by variable validations, the AKS upgrade postcondition, cross-stack credentials, the fleet's
+stage barriers (``terraform_data`` preconditions, ``alltrue``/``lookup``, ``azapi_resource`` ids) and
+the Terraform-computed gate hashes (``sha256(jsonencode([...]))``, constructs_lib.helm.variable_hash_expression)."""
 
 _LITERAL_CONTEXTS = {("variable", "default"), ("variable", "description")}
 

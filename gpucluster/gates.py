@@ -34,7 +34,8 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.manifests import dump_documents, make_chart
-from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe
+from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
+from gpucluster.values import get_path, has_path
 
 DEFAULT_KUBECTL_IMAGE = (
     "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
@@ -708,3 +709,85 @@ def render_release(chart: LocalChart, values: Mapping[str, Any]) -> dict[str, st
             raise ValueError(f"{path}: unsupported Helm template expression left")
         out[path] = rendered
     return out
+
+
+# --------------------------------------------------------------------------- DRA kubelet plugin re-roll
+
+DRA_COMPONENT = "nvidia-dra-driver-gpu"
+DRIVER_IDENTITY_ANNOTATION = "gpucluster/driver-identity"
+"""Pod-template annotation of the DRA kubelet plugin DaemonSet: a hash of the GPU driver's identity."""
+
+DRIVER_IDENTITY_PATH = "kubeletPlugin.podAnnotations." + DRIVER_IDENTITY_ANNOTATION
+"""Values path of the annotation. The DRA chart (kubernetes-sigs/dra-driver-nvidia-gpu,
+``templates/kubeletplugin.yaml``) renders ``kubeletPlugin.podAnnotations`` into the kubelet plugin
+DaemonSet's ``spec.template.metadata.annotations``; a changed pod template makes the DaemonSet
+controller replace every plugin pod (``updateStrategy`` RollingUpdate, ``maxUnavailable: 100%``
+in the chart's values). Checked by rendering the real chart (tests/test_dra_reroll.py)."""
+
+DRIVER_IDENTITY_KEYS = ("repository", "image", "version", "usePrecompiled", "kernelModuleType")
+"""gpu-operator ``driver.*`` values that make up an operator-managed driver's identity (the driver
+container image and the kernel module flavour it builds; chart values.yaml ``driver:``)."""
+
+
+def driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """What identifies the GPU driver the DRA kubelet plugin talks to (NVML), and the Terraform
+    variables that can change it.
+
+    * ``gpu-operator`` enabled with ``driver.enabled`` not false (operator-managed driver):
+      ``{"owner": "gpu-operator", "driver": {<DRIVER_IDENTITY_KEYS present in the values>}}``,
+      plus the chart version when ``driver.version`` is not set (the chart's default driver then
+      follows the chart). Variables: those bound to those ``driver.*`` paths.
+    * otherwise the host owns the driver (AKS ``gpu_driver = Install``, OKE images, preinstalled
+      drivers): ``{"owner": "host", "service", "kubernetes", "gpuPools": [{name, vmSize,
+      gpuDriver}]}`` -- on AKS the driver ships in the node image, and the node image follows the
+      pool's Kubernetes version and ``gpu_driver`` (a node-image upgrade outside Terraform reimages
+      the node, which restarts its plugin pod with it).
+
+    Returns:
+        ``(identity, ((variable, default), ...))``.
+
+    Source: AICR PRs #965/#973/#980 (the plugin keeps a stale NVML handle until it restarts;
+    AICR's deploy.sh restarts it after a driver change).
+    """
+    gpu = components.get("gpu-operator")
+    if gpu is not None and get_path(gpu.values, "driver.enabled", True) is not False:
+        driver = {k: get_path(gpu.values, f"driver.{k}") for k in DRIVER_IDENTITY_KEYS if has_path(gpu.values, f"driver.{k}")}
+        identity: dict[str, Any] = {"owner": "gpu-operator", "driver": driver}
+        if "version" not in driver and not any(p == "driver.version" for p in gpu.terraform_variables):
+            identity["chartVersion"] = gpu.ref.version
+        variables = tuple(sorted(
+            (var, get_path(gpu.values, path))
+            for path, var in gpu.terraform_variables.items()
+            if path in {f"driver.{k}" for k in DRIVER_IDENTITY_KEYS}
+        ))
+        return identity, variables
+    pools = [{"name": p.name, "vmSize": p.vm_size, "gpuDriver": p.gpu_driver} for p in cluster.pools if p.gpu]
+    return {"owner": "host", "service": cluster.criteria.service, "kubernetes": cluster.kubernetes_version,
+            "gpuPools": pools}, ()
+
+
+def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> None:
+    """Annotate the DRA kubelet plugin's pod template with the driver identity (in place).
+
+    Sets ``kubeletPlugin.podAnnotations["gpucluster/driver-identity"]`` of
+    ``nvidia-dra-driver-gpu`` to a hash of :func:`driver_identity`, so the plugin pods are
+    replaced exactly when the driver changes (version, image, module type; or the node image
+    inputs where the host owns the driver) and never otherwise. When Terraform variables feed
+    the identity (``variables: {"gpuoperator:driver.version": gpu_driver_version}``), the value is a
+    :class:`~gpucluster.model.VariableHash` Terraform computes at plan time (the values hold its
+    value at the defaults). No-op without the DRA driver.
+    """
+    from gpucluster.graph import evaluate_variable_hash, fingerprint
+
+    dra = components.get(DRA_COMPONENT)
+    if dra is None:
+        return
+    identity, variables = driver_identity(cluster, components)
+    vh = VariableHash(seed=fingerprint(identity), variables=variables)
+    annotations = dict(get_path(dra.values, "kubeletPlugin.podAnnotations") or {})
+    annotations[DRIVER_IDENTITY_ANNOTATION] = evaluate_variable_hash(vh) if variables else vh.seed
+    plugin = dict(dra.values.get("kubeletPlugin") or {})
+    plugin["podAnnotations"] = dict(sorted(annotations.items()))
+    dra.values = {**dra.values, "kubeletPlugin": plugin}
+    if variables:
+        dra.variable_hashes = {**dra.variable_hashes, DRIVER_IDENTITY_PATH: vh}

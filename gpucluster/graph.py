@@ -17,7 +17,10 @@ Gate releases get ``wait_for_jobs`` and a Helm timeout of the gate's wait budget
 :data:`GATE_TIMEOUT_MARGIN_SECONDS`; their values carry ``gatedHash``
 (:func:`component_fingerprint` of the gated component), so a change to the gated component
 upgrades the gate release, which re-runs its Job (a ``post-upgrade`` hook, see
-:mod:`gpucluster.gates`).
+:mod:`gpucluster.gates`). When Terraform variables reach the gated component (its own bound
+values, or variables its computed values read), ``gatedHash`` is a :class:`VariableHash`:
+Terraform computes it from the variables' values at plan time, so ``-var`` changes re-run the
+gate too (the values document holds the value at the defaults).
 
 Destroy: ``<c>-manifests`` depends on ``<c>``, so its custom resources (NicClusterPolicy,
 Skyhook, ...) are uninstalled -- and, with ``wait``, their finalizers processed -- while the
@@ -33,7 +36,8 @@ from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.gates import gate_budget_seconds
-from gpucluster.model import Component, GateSpec, LocalChart, PlanNode, Recipe
+from gpucluster.model import Component, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
+from gpucluster.values import get_path
 
 GATE_TIMEOUT_MARGIN_SECONDS = 120
 """Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull). Larger
@@ -45,6 +49,46 @@ def fingerprint(data: Any) -> str:
     """sha256 hex of canonical JSON of ``data`` (sorted keys, no whitespace variance)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_TF_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def terraform_jsonencode(value: Any) -> str:
+    """``jsonencode(value)`` as Terraform writes it: compact JSON, UTF-8, and ``<``, ``>``, ``&``,
+    U+2028, U+2029 as ``\\u`` escapes (Terraform docs, ``jsonencode``). Scalars, lists and string-keyed
+    maps of them; keys sorted like Terraform's map encoding."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escape in _TF_JSON_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text
+
+
+def evaluate_variable_hash(vh: VariableHash) -> str:
+    """The value Terraform computes for ``vh`` when every variable has its default (None = null).
+
+    Equal to ``sha256(jsonencode([seed, var.v1, ...]))`` in Terraform (checked with real terraform
+    in tests/test_gate_variables.py)."""
+    text = terraform_jsonencode([vh.seed, *[default for _, default in vh.variables]])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def component_variables(component: Component) -> tuple[tuple[str, Any], ...]:
+    """Every Terraform variable that reaches ``component``'s release, with its default, by name:
+    the variables bound to its values paths and those its :class:`VariableHash` values read."""
+    found: dict[str, Any] = {}
+    for path, var in component.terraform_variables.items():
+        found[var] = get_path(component.values, path)
+    for vh in component.variable_hashes.values():
+        for var, default in vh.variables:
+            found.setdefault(var, default)
+    return tuple(sorted(found.items()))
+
+
+def gated_hash(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> VariableHash:
+    """The gate's ``gatedHash``: :func:`component_fingerprint` as the seed, and every Terraform
+    variable reaching the component (:func:`component_variables`), so a ``-var`` change re-runs it."""
+    return VariableHash(seed=component_fingerprint(component, manifest_charts), variables=component_variables(component))
 
 
 def component_fingerprint(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> str:
@@ -164,6 +208,7 @@ def build_nodes(
                     values=comp.values,
                     depends_on=sorted(set(dep_handles) | set(previous)),
                     terraform_variables=dict(comp.terraform_variables),
+                    variable_hashes=dict(comp.variable_hashes),
                 )
             )
             previous = [name]
@@ -188,7 +233,8 @@ def build_nodes(
                 component=name,
                 fix="give it a chart, or manifests, or disable it",
             )
-        gated_hash = component_fingerprint(comp, manifest_charts)
+        gate_hash = gated_hash(comp, manifest_charts)
+        gate_hash_value = evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.seed
         for spec, chart, values in gates_by_component.get(name, []):
             after = set(previous)
             for other in spec.after:
@@ -203,10 +249,11 @@ def build_nodes(
                     component=name,
                     namespace=ref.namespace,
                     local_chart=chart,
-                    values={**values, "gatedHash": gated_hash, "contentHash": chart.content_hash},
+                    values={**values, "gatedHash": gate_hash_value, "contentHash": chart.content_hash},
                     depends_on=sorted(after - {spec.name}),
                     wait_for_jobs=True,
                     timeout_seconds=gate_budget_seconds(spec) + GATE_TIMEOUT_MARGIN_SECONDS,
+                    variable_hashes={"gatedHash": gate_hash} if gate_hash.variables else {},
                 )
             )
 

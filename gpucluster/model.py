@@ -280,13 +280,37 @@ class ClusterSpec:
 # --------------------------------------------------------------------------- effective components
 
 
+@dataclass(frozen=True)
+class VariableHash:
+    """A Helm value Terraform computes at plan time: ``sha256(jsonencode([seed, var.v1, ...]))``.
+
+    Used where a hash must follow install-time Terraform variables (a gate's ``gatedHash``, the DRA
+    kubelet plugin's driver-identity annotation): the synthesized ``set`` entry holds the
+    expression, so ``terraform plan -var v1=...`` shows the value -- and the release -- changing.
+    :func:`gpucluster.graph.evaluate_variable_hash` computes the same value in Python for the
+    variables' defaults (what the values document carries).
+
+    Attributes:
+        seed: sha256 hex of everything synth knows (the static part).
+        variables: ``(Terraform variable name, default or None)`` pairs, sorted by name.
+    """
+
+    seed: str
+    variables: tuple[tuple[str, Any], ...] = ()
+
+
 @dataclass
 class Component:
-    """A component with its final effective values (after overrides, scheduling, plugins)."""
+    """A component with its final effective values (after overrides, scheduling, plugins).
+
+    ``variable_hashes``: dotted values path -> :class:`VariableHash` for values Terraform
+    computes from variables of this or another component (the DRA driver-identity annotation).
+    """
 
     ref: ComponentRef
     values: dict[str, Any]
     terraform_variables: dict[str, str] = field(default_factory=dict)  # dotted path -> tf variable name
+    variable_hashes: dict[str, VariableHash] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -431,6 +455,8 @@ class PlanNode:
         wait_for_jobs: set for gates.
         timeout_seconds: Helm operation timeout.
         terraform_variables: dotted values path -> Terraform variable name (install-time values).
+        variable_hashes: dotted values path -> :class:`VariableHash` (a ``set`` entry Terraform
+            computes from variables; the values document holds its value at the defaults).
     """
 
     id: str
@@ -446,6 +472,7 @@ class PlanNode:
     wait_for_jobs: bool = False
     timeout_seconds: int = 900
     terraform_variables: dict[str, str] = field(default_factory=dict)
+    variable_hashes: dict[str, VariableHash] = field(default_factory=dict)
 
 
 @dataclass

@@ -124,6 +124,7 @@ def build_plan(cluster: ClusterSpec) -> RuntimePlan:
                 for f in errors
             ]
         )
+    gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
     manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)
     gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
