@@ -106,9 +106,9 @@ def _run() -> int:
 
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     previous = _stack_dirs(outdir)
-    import stacks  # imports cdktf (and, for cluster stacks, the azurerm binding) only now
-
     try:
+        import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
+
         written = stacks.synth(plans, outdir, fleet=fleet)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)

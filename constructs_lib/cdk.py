@@ -1,15 +1,45 @@
-"""The ONE module that imports cdktf, constructs, jsii and the prebuilt provider bindings.
+"""The ONE module that imports a CDK for Terraform distribution, constructs, jsii and the
+prebuilt provider bindings.
 
 Everything else in ``constructs_lib``, ``stacks`` and ``main.py`` imports the framework from
-here, so moving to another CDK for Terraform distribution (e.g. CDK Terrain, ``cdktn``) is a
-change of this module only.
+here. Two distributions are supported, chosen by ONE setting, the environment variable
+``GPUCLUSTER_CDK`` (read once, when this module is first imported):
 
-Provider bindings are loaded lazily and once per process:
+============  ==============================  ===========================  =======================
+setting       framework                       azurerm binding (provider)   helm binding (provider)
+============  ==============================  ===========================  =======================
+``cdktf``     ``cdktf`` 0.21 (HashiCorp;      cdktf-cdktf-provider-azurerm cdktf-cdktf-provider-helm
+(default)     deprecated 2025-12-10, frozen)  14.23.1 (azurerm 4.55.0)     12.1.2 (helm 3.1.1)
+``cdktn``     ``cdktn`` 0.24 (CDK Terrain,    cdktn-provider-azurerm       cdktn-provider-helm
+              the maintained fork)            18.9.0 (azurerm 5.10.0)      15.1.0 (helm 3.3.0)
+============  ==============================  ===========================  =======================
 
-* :func:`helm` -- ``cdktf-cdktf-provider-helm`` 12.x (``hashicorp/helm`` 3.1.1), ~0.1 s.
-* :func:`azurerm` -- ``cdktf-cdktf-provider-azurerm`` 14.x (``hashicorp/azurerm`` 4.55.0).
-  Importing it loads a ~30 MB jsii assembly into the Node.js kernel process: several seconds
-  and ~0.5 GB, so only stacks that create Azure resources pay for it.
+Install the second with ``pip install -e '.[cdktn]'`` (``make cdktn`` builds ``.venv-cdktn``).
+Constructs see the difference only through :data:`AZURERM_MAJOR` (azurerm 5.x requires
+``node_provisioning_profile`` on ``azurerm_kubernetes_cluster``, see constructs_lib/aks.py).
+
+**Only the binding submodules a construct uses are imported.** A prebuilt binding package
+(``cdktf_cdktf_provider_azurerm``: ~1,500 submodules, one per resource) imports every submodule
+from its ``__init__``; that costs seconds and hundreds of MiB. jsii-generated packages are laid
+out so that this is not needed: ``<package>._jsii`` loads the jsii assembly into the Node.js
+kernel (and the assemblies it depends on), and each submodule starts with
+``from .._jsii import *`` and registers its own classes with the jsii runtime when it runs. So
+:func:`_submodule` puts a bare package module (``__path__`` only, its ``__init__`` not run) into
+``sys.modules`` and imports just the submodule: the assembly is still loaded exactly once, by
+``_jsii``, and every class we use is registered. For types the kernel hands back from a
+submodule not imported yet, the package module gets a PEP 562 ``__getattr__`` that imports
+submodules on demand, and jsii's runtime is given the submodule FQN -> module map (what
+jsii-pacmak emits as ``_SUBMODULE_FQN_MAP`` for lazy packages such as the cdktn bindings), so
+its on-demand type resolution imports the right submodule. cdktn bindings are generated lazy
+already; they are imported the ordinary way.
+
+**Adding a resource is one line**: put its submodule and class names into
+:data:`AZURERM_CLASSES` (or :data:`HELM_CLASSES`), e.g.
+``"role_assignment": ("RoleAssignment",),``; then ``azurerm().RoleAssignment`` works and
+imports that submodule on first use. The submodule name is the Terraform resource type
+without the provider prefix (``azurerm_role_assignment`` -> ``role_assignment``); both
+distributions use the same names (a resource the other azurerm major removed fails only
+when used).
 
 Set ``JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20`` when running on Node 20 (done here
 with ``setdefault`` before jsii starts, and in the Makefile).
@@ -18,49 +48,142 @@ with ``setdefault`` before jsii starts, and in the Makefile).
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import os
-from types import SimpleNamespace
-from typing import Callable, Sequence
+import sys
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any, Callable, Mapping, Sequence
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
 
+SETTING = "GPUCLUSTER_CDK"
+"""Environment variable choosing the distribution: ``cdktf`` (default) or ``cdktn``."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One CDK for Terraform distribution and the provider bindings pinned for it.
+
+    Attributes:
+        name: the setting's value and the framework's Python package (``cdktf``/``cdktn``).
+        extra: the pyproject extra that installs it.
+        azurerm_package / helm_package: Python packages of the prebuilt bindings.
+        azurerm_binding / helm_binding: distribution names and pinned versions (pyproject.toml).
+        azurerm_version / helm_version: provider versions those bindings write into
+            ``required_providers`` (each binding release pins one).
+        lazy_bindings: the binding packages' ``__init__`` imports no submodule (jsii-pacmak
+            lazy loading), so they are imported normally.
+    """
+
+    name: str
+    extra: str
+    azurerm_package: str
+    helm_package: str
+    azurerm_binding: str
+    helm_binding: str
+    azurerm_version: str
+    helm_version: str
+    lazy_bindings: bool
+
+
+DISTRIBUTIONS: Mapping[str, Distribution] = {
+    "cdktf": Distribution(
+        name="cdktf",
+        extra="cdk",
+        azurerm_package="cdktf_cdktf_provider_azurerm",
+        helm_package="cdktf_cdktf_provider_helm",
+        azurerm_binding="cdktf-cdktf-provider-azurerm 14.23.1",
+        helm_binding="cdktf-cdktf-provider-helm 12.1.2",
+        azurerm_version="4.55.0",
+        helm_version="3.1.1",
+        lazy_bindings=False,
+    ),
+    "cdktn": Distribution(
+        name="cdktn",
+        extra="cdktn",
+        azurerm_package="cdktn_provider_azurerm",
+        helm_package="cdktn_provider_helm",
+        azurerm_binding="cdktn-provider-azurerm 18.9.0",
+        helm_binding="cdktn-provider-helm 15.1.0",
+        azurerm_version="5.10.0",
+        helm_version="3.3.0",
+        lazy_bindings=True,
+    ),
+}
+DEFAULT_DISTRIBUTION = "cdktf"
+
+
+def _chosen() -> Distribution:
+    """The distribution :data:`SETTING` names (default ``cdktf``).
+
+    Raises:
+        GpuclusterError (``id=config``): an unknown value, or the distribution is not installed.
+    """
+    from gpucluster.errors import GpuclusterError
+
+    value = os.environ.get(SETTING, "").strip() or DEFAULT_DISTRIBUTION
+    dist = DISTRIBUTIONS.get(value)
+    if dist is None:
+        raise GpuclusterError(
+            f"unknown CDK for Terraform distribution '{value}'",
+            key=SETTING,
+            allowed=", ".join(DISTRIBUTIONS),
+            fix=f"unset {SETTING} (cdktf) or set it to cdktn",
+            id="config",
+        )
+    if importlib.util.find_spec(dist.name) is None:
+        raise GpuclusterError(
+            f"{SETTING}={dist.name} but the Python package '{dist.name}' is not installed",
+            key=SETTING,
+            fix=f"pip install -e '.[{dist.extra}]' (for cdktn: `make cdktn` builds .venv-cdktn), or unset {SETTING}",
+            id="config",
+        )
+    return dist
+
+
+DIST = _chosen()
+FRAMEWORK = DIST.name
+"""Name of the CDK for Terraform distribution this module binds to (``cdktf`` or ``cdktn``)."""
+
+AZURERM_PROVIDER_VERSION = DIST.azurerm_version
+"""``hashicorp/azurerm`` version the installed binding pins in ``required_providers`` (4.55.0 for
+cdktf-cdktf-provider-azurerm 14.23.1, 5.10.0 for cdktn-provider-azurerm 18.9.0). pyproject.toml
+pins the bindings exactly and a test compares the synthesized JSON with this value."""
+
+AZURERM_MAJOR = int(AZURERM_PROVIDER_VERSION.split(".")[0])
+"""Major version of ``hashicorp/azurerm`` (4 or 5): what constructs branch on."""
+
+HELM_PROVIDER_VERSION = DIST.helm_version
+"""``hashicorp/helm`` version the installed binding pins (3.1.1 for cdktf, 3.3.0 for cdktn)."""
+
 import jsii  # noqa: E402
-from cdktf import (  # noqa: E402,F401  (re-exported)
-    App,
-    AssetType,
-    CloudBackend,
-    DataResource,
-    Fn,
-    LocalBackend,
-    NamedCloudWorkspace,
-    Op,
-    Postcondition,
-    Precondition,
-    TerraformAsset,
-    TerraformOutput,
-    TerraformProvider,
-    TerraformProviderGeneratorMetadata,
-    TerraformResource,
-    TerraformResourceLifecycle,
-    TerraformStack,
-    TerraformVariable,
-    TerraformVariableValidationConfig,
-    Testing,
-    Token,
-)
 from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
-FRAMEWORK = "cdktf"
-"""Name of the CDK for Terraform distribution this module binds to."""
-
-AZURERM_PROVIDER_VERSION = "4.55.0"
-"""``hashicorp/azurerm`` version the installed binding (cdktf-cdktf-provider-azurerm 14.23.1) pins in
-``required_providers``. Each binding release pins another provider version, so pyproject.toml
-pins the binding exactly and a test compares the synthesized JSON with this value."""
-
-HELM_PROVIDER_VERSION = "3.1.1"
-"""``hashicorp/helm`` version the installed binding (cdktf-cdktf-provider-helm 12.1.2) pins."""
+_framework = importlib.import_module(DIST.name)
+App = _framework.App
+AssetType = _framework.AssetType
+CloudBackend = _framework.CloudBackend
+DataResource = _framework.DataResource
+Fn = _framework.Fn
+LocalBackend = _framework.LocalBackend
+NamedCloudWorkspace = _framework.NamedCloudWorkspace
+Op = _framework.Op
+Postcondition = _framework.Postcondition
+Precondition = _framework.Precondition
+TerraformAsset = _framework.TerraformAsset
+TerraformOutput = _framework.TerraformOutput
+TerraformProvider = _framework.TerraformProvider
+TerraformProviderGeneratorMetadata = _framework.TerraformProviderGeneratorMetadata
+TerraformResource = _framework.TerraformResource
+TerraformResourceLifecycle = _framework.TerraformResourceLifecycle
+TerraformStack = _framework.TerraformStack
+TerraformVariable = _framework.TerraformVariable
+TerraformVariableValidationConfig = _framework.TerraformVariableValidationConfig
+Testing = _framework.Testing
+Token = _framework.Token
 
 
 @jsii.implements(IValidation)
@@ -101,74 +224,154 @@ def validation_errors(err: BaseException) -> list[str] | None:
     return [line.strip() for line in body.splitlines() if line.strip().startswith("[")]
 
 
+# --------------------------------------------------------------------------- provider bindings
+
+HELM_CLASSES: Mapping[str, tuple[str, ...]] = {
+    "provider": ("HelmProvider", "HelmProviderKubernetes"),
+    "release": ("Release", "ReleaseSet"),
+}
+"""Helm binding: submodule -> the classes gpucluster uses from it (one line per submodule)."""
+
+AZURERM_CLASSES: Mapping[str, tuple[str, ...]] = {
+    "provider": ("AzurermProvider", "AzurermProviderFeatures"),
+    "resource_group": ("ResourceGroup",),
+    "kubernetes_cluster": (
+        "KubernetesCluster",
+        "KubernetesClusterDefaultNodePool",
+        "KubernetesClusterIdentity",
+        "KubernetesClusterNodeProvisioningProfile",  # azurerm 5.x only (AZURERM_MAJOR >= 5)
+    ),
+    "kubernetes_cluster_node_pool": ("KubernetesClusterNodePool",),
+    "kubernetes_fleet_manager": ("KubernetesFleetManager", "KubernetesFleetManagerHubProfile"),
+    "kubernetes_fleet_member": ("KubernetesFleetMember",),
+    "kubernetes_fleet_update_run": (
+        "KubernetesFleetUpdateRun",
+        "KubernetesFleetUpdateRunManagedClusterUpdate",
+        "KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection",
+        "KubernetesFleetUpdateRunManagedClusterUpdateUpgrade",
+    ),
+    "kubernetes_fleet_update_strategy": (
+        "KubernetesFleetUpdateStrategy",
+        "KubernetesFleetUpdateStrategyStage",
+        "KubernetesFleetUpdateStrategyStageGroup",
+    ),
+}
+"""azurerm binding: submodule -> the classes gpucluster uses from it (one line per submodule).
+Add a line to use another resource (module docstring)."""
+
+
+def _snake_to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _bare_package(package: str) -> ModuleType:
+    """``package`` in ``sys.modules`` without running its ``__init__`` (see module docstring).
+
+    The module has the package's ``__spec__`` and ``__path__`` (so ``package.sub`` imports
+    work), and a PEP 562 ``__getattr__`` importing a submodule on first attribute access. jsii's
+    runtime learns the submodule FQN -> module map of the assembly (``@scope/name.camelCase`` ->
+    ``package.snake_case``, jsii-pacmak's naming), so a type returned by the kernel from a
+    submodule not imported yet is resolved by importing that submodule.
+
+    Raises:
+        ModuleNotFoundError: the package is not installed.
+    """
+    existing = sys.modules.get(package)
+    if existing is not None:
+        return existing
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.submodule_search_locations is None:
+        raise ModuleNotFoundError(f"No module named '{package}'", name=package)
+    module = importlib.util.module_from_spec(spec)  # does not execute __init__
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules[package] = module
+    jsii_module = importlib.import_module(f"{package}._jsii")  # loads the assembly once
+    assembly = jsii_module.__jsii_assembly__.name  # e.g. "@cdktf/provider-azurerm"
+    from jsii import _reference_map
+
+    names = [n for n in os.listdir(spec.submodule_search_locations[0]) if not n.startswith(("_", "."))]
+    _reference_map._submodule_fqn_map.update(  # the map jsii-pacmak emits for lazy packages
+        {f"{assembly}.{_snake_to_camel(n)}": f"{package}.{n}" for n in names}
+    )
+    return module
+
+
+def _submodule(package: str, name: str, *, lazy: bool) -> ModuleType:
+    """``package.name``, importing only that submodule (and the package's ``_jsii``)."""
+    if not lazy:
+        _bare_package(package)
+    return importlib.import_module(f"{package}.{name}")
+
+
+class Binding:
+    """The classes of one prebuilt provider binding, each imported from its submodule on first use.
+
+    ``binding.Release`` imports ``<package>.release`` (once) and returns its ``Release`` class.
+    ``PROVIDER_SOURCE`` is the provider's registry source (``hashicorp/helm``).
+
+    Raises:
+        AttributeError: a class name not listed in the binding's class table.
+    """
+
+    def __init__(self, package: str, classes: Mapping[str, tuple[str, ...]], source: str, *, lazy: bool):
+        self._package = package
+        self._lazy = lazy
+        self._where = {cls: sub for sub, names in classes.items() for cls in names}
+        self.PROVIDER_SOURCE = source
+
+    def __getattr__(self, name: str) -> Any:
+        sub = self.__dict__.get("_where", {}).get(name)
+        if sub is None:
+            raise AttributeError(f"{name} is not in the class table of {self.__dict__.get('_package')} (constructs_lib/cdk.py)")
+        value = getattr(_submodule(self._package, sub, lazy=self._lazy), name)
+        setattr(self, name, value)
+        return value
+
+    def loaded(self) -> bool:
+        """True once any class of this binding was imported."""
+        return any(k for k in self.__dict__ if k in self._where)
+
+
 @functools.cache
-def helm() -> SimpleNamespace:
-    """The Helm provider binding (``hashicorp/helm`` 3.1.1): HelmProvider, Release, ReleaseSet."""
-    from cdktf_cdktf_provider_helm.provider import HelmProvider, HelmProviderKubernetes
-    from cdktf_cdktf_provider_helm.release import Release, ReleaseSet
-
-    return SimpleNamespace(
-        HelmProvider=HelmProvider,
-        HelmProviderKubernetes=HelmProviderKubernetes,
-        Release=Release,
-        ReleaseSet=ReleaseSet,
-        PROVIDER_SOURCE="hashicorp/helm",
-    )
+def helm() -> Binding:
+    """The Helm provider binding (``hashicorp/helm``): HelmProvider, HelmProviderKubernetes, Release,
+    ReleaseSet (:data:`HELM_CLASSES`), once per process."""
+    return Binding(DIST.helm_package, HELM_CLASSES, "hashicorp/helm", lazy=DIST.lazy_bindings)
 
 
 @functools.cache
-def azurerm() -> SimpleNamespace:
-    """The azurerm provider binding (``hashicorp/azurerm`` 4.55.0), imported once per process."""
-    from cdktf_cdktf_provider_azurerm.kubernetes_cluster import (
-        KubernetesCluster,
-        KubernetesClusterDefaultNodePool,
-        KubernetesClusterIdentity,
-    )
-    from cdktf_cdktf_provider_azurerm.kubernetes_cluster_node_pool import KubernetesClusterNodePool
-    from cdktf_cdktf_provider_azurerm.provider import AzurermProvider, AzurermProviderFeatures
-    from cdktf_cdktf_provider_azurerm.resource_group import ResourceGroup
+def azurerm() -> Binding:
+    """The azurerm provider binding (``hashicorp/azurerm``, :data:`AZURERM_CLASSES`), once per process.
 
-    return SimpleNamespace(
-        AzurermProvider=AzurermProvider,
-        AzurermProviderFeatures=AzurermProviderFeatures,
-        ResourceGroup=ResourceGroup,
-        KubernetesCluster=KubernetesCluster,
-        KubernetesClusterDefaultNodePool=KubernetesClusterDefaultNodePool,
-        KubernetesClusterIdentity=KubernetesClusterIdentity,
-        KubernetesClusterNodePool=KubernetesClusterNodePool,
-        PROVIDER_SOURCE="hashicorp/azurerm",
-    )
+    Nothing is imported until a class is used; then only that class's submodule (and, the
+    first time, the 30 MB jsii assembly into the Node.js kernel).
+    """
+    return Binding(DIST.azurerm_package, AZURERM_CLASSES, "hashicorp/azurerm", lazy=DIST.lazy_bindings)
 
 
 def azurerm_loaded() -> bool:
-    """True once :func:`azurerm` has imported the binding in this process."""
-    return azurerm.cache_info().currsize > 0
+    """True once a class of the azurerm binding was imported in this process."""
+    return azurerm.cache_info().currsize > 0 and azurerm().loaded()
 
 
-@functools.cache
-def azurerm_fleet() -> SimpleNamespace:
-    """The Azure Kubernetes Fleet Manager resources of the azurerm binding (4.55.0), imported once.
+def azurerm_fleet() -> Binding:
+    """The Azure Kubernetes Fleet Manager resources of the azurerm binding (the same :func:`azurerm`
+    binding; kept as its own name for constructs_lib/fleet.py).
 
     azurerm 4.55 has ``kubernetes_fleet_manager``, ``_member``, ``_update_strategy`` and
     ``_update_run``; it has no auto-upgrade profile resource (see :data:`AZAPI_PROVIDER`).
     """
-    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_manager import KubernetesFleetManager, KubernetesFleetManagerHubProfile
-    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_member import KubernetesFleetMember
-    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_update_run import KubernetesFleetUpdateRun, KubernetesFleetUpdateRunManagedClusterUpdate, KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection, KubernetesFleetUpdateRunManagedClusterUpdateUpgrade
-    from cdktf_cdktf_provider_azurerm.kubernetes_fleet_update_strategy import KubernetesFleetUpdateStrategy, KubernetesFleetUpdateStrategyStage, KubernetesFleetUpdateStrategyStageGroup
-
-    return SimpleNamespace(
-        KubernetesFleetManager=KubernetesFleetManager,
-        KubernetesFleetManagerHubProfile=KubernetesFleetManagerHubProfile,
-        KubernetesFleetMember=KubernetesFleetMember,
-        KubernetesFleetUpdateRun=KubernetesFleetUpdateRun,
-        KubernetesFleetUpdateRunManagedClusterUpdate=KubernetesFleetUpdateRunManagedClusterUpdate,
-        KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection=KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection,
-        KubernetesFleetUpdateRunManagedClusterUpdateUpgrade=KubernetesFleetUpdateRunManagedClusterUpdateUpgrade,
-        KubernetesFleetUpdateStrategy=KubernetesFleetUpdateStrategy,
-        KubernetesFleetUpdateStrategyStage=KubernetesFleetUpdateStrategyStage,
-        KubernetesFleetUpdateStrategyStageGroup=KubernetesFleetUpdateStrategyStageGroup,
-    )
+    return azurerm()
 
 
 AZAPI_PROVIDER = SimpleNamespace(source="Azure/azapi", name="azapi", version_constraint="~> 2.0")

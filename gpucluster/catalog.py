@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from gpucluster import schemas
 from gpucluster.errors import GpuclusterError, allowed_list
 
 CORE_CATALOG_DIR = Path(__file__).parent / "catalog"
@@ -141,9 +142,20 @@ class Catalog:
         return self.find_file(relpath).read_text(encoding="utf-8")
 
 
+_CSafeLoader = getattr(yaml, "CSafeLoader", None)
+
+
 def _load_yaml(path: Path) -> Any:
+    """``yaml.safe_load`` of a catalog file, parsed by libyaml when PyYAML has it (a file it
+    refuses is parsed again by the pure-Python loader, which words the error)."""
+    text = path.read_text(encoding="utf-8")
+    if _CSafeLoader is not None:
+        try:
+            return yaml.load(text, Loader=_CSafeLoader)
+        except yaml.YAMLError:
+            pass
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise GpuclusterError(f"invalid YAML: {exc}", file=str(path)) from exc
 
@@ -239,7 +251,7 @@ def validate_registry(data: Any, file: str) -> None:
     import jsonschema
 
     try:
-        jsonschema.validate(data, REGISTRY_SCHEMA)
+        schemas.validate(data, REGISTRY_SCHEMA)
     except jsonschema.ValidationError as exc:
         key = ".".join(str(p) for p in exc.absolute_path) or None
         raise GpuclusterError(

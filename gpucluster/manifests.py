@@ -263,6 +263,27 @@ def _environment() -> jinja2.Environment:
 
 
 _ENV = _environment()
+_COMPILED: dict[str, jinja2.Template] = {}
+_CSafeLoader = getattr(yaml, "CSafeLoader", None)
+
+
+def _template(text: str) -> jinja2.Template:
+    """``_ENV.from_string(text)``, compiled once per process and template text."""
+    compiled = _COMPILED.get(text)
+    if compiled is None:
+        compiled = _COMPILED[text] = _ENV.from_string(text)
+    return compiled
+
+
+def _load_documents(rendered: str) -> list[Any]:
+    """``yaml.safe_load_all`` (libyaml when available; its refusals are re-parsed by the pure-Python
+    loader so the error is worded as before)."""
+    if _CSafeLoader is not None:
+        try:
+            return list(yaml.load_all(rendered, Loader=_CSafeLoader))
+        except yaml.YAMLError:
+            pass
+    return list(yaml.safe_load_all(rendered))
 
 
 def render_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:
@@ -278,7 +299,7 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
     """
     where = {"file": source, "cluster": cluster, "component": component}
     try:
-        rendered = _ENV.from_string(text).render(**context)
+        rendered = _template(text).render(**context)
     except _TemplateFail as exc:
         raise GpuclusterError(str(exc), **where) from None
     except jinja2.UndefinedError as exc:
@@ -290,7 +311,7 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
     except jinja2.TemplateSyntaxError as exc:
         raise GpuclusterError(f"manifest template syntax error on line {exc.lineno}: {exc.message}", **where) from None
     try:
-        docs = [d for d in yaml.safe_load_all(rendered) if d is not None]
+        docs = [d for d in _load_documents(rendered) if d is not None]
     except yaml.YAMLError as exc:
         raise GpuclusterError(f"manifest template did not render to valid YAML: {exc}", **where) from None
     for index, doc in enumerate(docs):

@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping
 
 import jsonschema
 
+from gpucluster import schemas
 from gpucluster.catalog import Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
@@ -281,7 +282,7 @@ def _index(catalog: Catalog) -> _Index:
     for name, doc in sorted(catalog.overlays.items()):
         file = str(catalog.overlay_files.get(name, f"overlays/{name}.yaml"))
         try:
-            jsonschema.validate(doc, OVERLAY_SCHEMA)
+            schemas.validate(doc, OVERLAY_SCHEMA)
         except jsonschema.ValidationError as exc:
             raise _schema_error(exc, file, "overlay") from None
         spec = doc.get("spec") or {}
@@ -299,7 +300,7 @@ def _index(catalog: Catalog) -> _Index:
     for name, doc in sorted(catalog.mixins.items()):
         file = str(catalog.mixin_files.get(name, f"mixins/{name}.yaml"))
         try:
-            jsonschema.validate(doc, MIXIN_SCHEMA)
+            schemas.validate(doc, MIXIN_SCHEMA)
         except jsonschema.ValidationError as exc:
             raise _schema_error(exc, file, "mixin") from None
         spec = doc.get("spec") or {}

@@ -1,0 +1,133 @@
+"""constructs_lib/cdk.py imports only the binding submodules a stack uses, keeping jsii's type
+registry right, and the AKS-free synth paths never touch azurerm.
+
+Each check runs in a fresh interpreter (what is imported is per process), under the
+distribution ``GPUCLUSTER_CDK`` selects (default cdktf).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NVKE_OKE_FILE = """\
+clusters:
+  - name: nvke-a
+    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training, platform: kubeflow}
+    kubernetesVersion: "1.34"
+    existing: {kubeconfig: ~/.kube/nvke-a.yaml, context: tenant-a}
+    settings:
+      rails:
+        - {name: mlx5_0, rootDevice: "0000:03:00.0"}
+        - {name: mlx5_1, rootDevice: "0002:03:00.0"}
+  - name: oke-a100
+    criteria: {service: oke, accelerator: a100, os: ubuntu, intent: training}
+    profile: {gpuStack: operator-managed}
+"""
+
+
+def run(code: str, tmp_path: Path, **env: str) -> dict:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_CONFIG")}
+    full_env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", **env)
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=full_env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+PRELUDE = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+from gpucluster.config import load_clusters
+from gpucluster.pipeline import build_plans
+import stacks
+from constructs_lib import cdk
+"""
+
+
+def test_nvke_and_oke_synth_never_touch_azurerm(tmp_path):
+    (tmp_path / "gpucluster.yaml").write_text(NVKE_OKE_FILE)
+    out = run(PRELUDE + """
+written = stacks.synth(build_plans(load_clusters("gpucluster.yaml", env={})), "cdktf.out")
+print(json.dumps({"written": written, "azurerm": sorted(m for m in sys.modules if "provider_azurerm" in m),
+                  "helm": sorted(m for m in sys.modules if "provider_helm" in m), "loaded": cdk.azurerm_loaded()}))
+""", tmp_path)
+    assert out["written"] == ["nvke-a-runtime", "oke-a100-runtime"]
+    assert out["azurerm"] == [] and out["loaded"] is False
+    assert out["helm"], "the helm binding was used"
+
+
+def test_aks_synth_imports_only_the_submodules_it_uses(tmp_path):
+    out = run(PRELUDE + """
+stacks.synth(build_plans(load_clusters(env={})), "cdktf.out")
+pkg = cdk.DIST.azurerm_package
+subs = sorted({m.split(".")[1] for m in sys.modules if m.startswith(pkg + ".")})
+print(json.dumps({"subs": subs, "pkg_init_ran": hasattr(sys.modules[pkg], "__all__"), "lazy": cdk.DIST.lazy_bindings,
+                  "loaded": cdk.azurerm_loaded()}))
+""", tmp_path)
+    used = {"_jsii", *(sub for sub in __import__("constructs_lib.cdk", fromlist=["x"]).AZURERM_CLASSES)}
+    assert out["loaded"] is True
+    assert set(out["subs"]) <= used, f"imported more than the class table: {sorted(set(out['subs']) - used)}"
+    assert {"_jsii", "kubernetes_cluster", "kubernetes_cluster_node_pool", "resource_group", "provider"} <= set(out["subs"])
+    if not out["lazy"]:  # cdktf bindings: the package __init__ (which imports ~1,500 submodules) never ran
+        assert out["pkg_init_ran"] is False
+
+
+def test_jsii_resolves_types_of_submodules_not_imported_yet(tmp_path):
+    # The kernel can hand back an object of a class whose submodule was never imported; jsii's runtime
+    # then imports it through the submodule FQN map. Check the map names the module that really
+    # registers each type, for a spread of submodules, and that resolution imports it.
+    out = run(PRELUDE + """
+import importlib, os
+from jsii import _reference_map as rm
+az = cdk.azurerm()
+az.ResourceGroup  # loads the package's _jsii (the assembly) and one submodule
+pkg = cdk.DIST.azurerm_package
+folder = os.path.dirname(importlib.util.find_spec(pkg + "._jsii").origin.rsplit("/_jsii/", 1)[0] + "/x")
+names = sorted(n for n in os.listdir(folder) if not n.startswith(("_", ".")) and os.path.isdir(os.path.join(folder, n)))
+assert len(names) > 1000, len(names)
+mismatches, checked = [], 0
+for fqn, module in sorted(rm._submodule_fqn_map.items()):
+    if not module.startswith(pkg + ".") or module.split(".")[1] not in names[::150]:
+        continue
+    mod = importlib.import_module(module)
+    types = {getattr(v, "__jsii_type__", "") for v in vars(mod).values()}
+    checked += 1
+    if not any(t.startswith(fqn + ".") for t in types if t):
+        mismatches.append((fqn, module))
+probe = "virtual_network_peering"
+fqn = next(f for f, m in rm._submodule_fqn_map.items() if m == pkg + "." + probe)
+before = pkg + "." + probe in sys.modules
+ok = rm._try_import_type_module(fqn + ".VirtualNetworkPeering")
+print(json.dumps({"mismatches": mismatches, "checked": checked, "before": before, "ok": ok,
+                  "registered": fqn + ".VirtualNetworkPeering" in rm._types}))
+""", tmp_path)
+    assert out["checked"] >= 8 and out["mismatches"] == []
+    assert out["before"] is False and out["ok"] is True and out["registered"] is True
+
+
+def test_unknown_distribution_is_one_error_line(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, GPUCLUSTER_CDK="cdkx", CDKTF_OUTDIR=str(tmp_path / "out")))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error[config] key=GPUCLUSTER_CDK: unknown CDK for Terraform distribution 'cdkx' (allowed: cdktf, cdktn) "
+        "fix: unset GPUCLUSTER_CDK (cdktf) or set it to cdktn"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_binding_class_not_in_the_table_is_named():
+    from constructs_lib import cdk
+
+    try:
+        cdk.helm().NoSuchClass
+    except AttributeError as err:
+        assert "NoSuchClass is not in the class table" in str(err) and "constructs_lib/cdk.py" in str(err)
+    else:
+        raise AssertionError("an unknown class must raise AttributeError")
