@@ -5,7 +5,7 @@ sensible defaults and validation through ``node.add_validation`` (problems surfa
 prefixed with the construct path). The framework itself is imported only by
 :mod:`constructs_lib.cdk`.
 
-* :class:`AksGpuCluster` (:mod:`constructs_lib.aks`) -- AKS cluster with unmanaged GPU pools.
+* :class:`AksGpuCluster` (:mod:`constructs_lib.aks`) -- AKS cluster rendered from its props.
 * :class:`HelmComponent`, :class:`LocalChartRelease` (:mod:`constructs_lib.helm`) -- Helm releases.
 """
 
@@ -14,8 +14,7 @@ from constructs_lib.aks import (
     AksGpuClusterProps,
     NodePoolProps,
     ensure_azurerm_provider,
-    gpu_pool,
-    system_pool,
+    validate_props,
 )
 from constructs_lib.helm import (
     HelmComponent,
@@ -32,8 +31,7 @@ __all__ = [
     "AksGpuClusterProps",
     "NodePoolProps",
     "ensure_azurerm_provider",
-    "gpu_pool",
-    "system_pool",
+    "validate_props",
     "HelmComponent",
     "HelmComponentProps",
     "LocalChartRelease",

@@ -1,4 +1,8 @@
-"""AksGpuCluster: resources, GPU pool settings per gpuStack profile, validation, upgrade check."""
+"""AksGpuCluster: renders exactly what its props say; props-level validation; upgrade check.
+
+The AKS decisions (defaults, GPU taint, gpu_driver per gpuStack, pool rules) are the plugin's and
+are tested in test_aks_platform.py / test_aks_plan_synth_agree.py; the props here are test data.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,25 @@ import subprocess
 
 import pytest
 
-from constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, gpu_pool, system_pool
+from constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, validate_props
 from constructs_lib.aks import upgrade_skip_condition
 from constructs_lib.cdk import AZURERM_PROVIDER_VERSION, TerraformStack
 from constructs_lib.cdk import Testing as CdkTesting
 
+SYSTEM = NodePoolProps(name="system", vm_size="Standard_D8s_v5", node_count=2, temporary_name_for_rotation="systemtmp")
+GPU = NodePoolProps(name="gpu", vm_size="Standard_ND96isr_H100_v5", gpu_driver="Install",
+                    taints=("nvidia.com/gpu=present:NoSchedule",), labels={"nvidia.com/gpu.present": "true"})
 
-def synth(props: AksGpuClusterProps) -> dict:
+
+def props(**kwargs) -> AksGpuClusterProps:
+    base = dict(name="h100", location="westus3", kubernetes_version="1.34", resource_group_name="h100-rg",
+                system_pool=SYSTEM, pools=(GPU,))
+    return AksGpuClusterProps(**{**base, **kwargs})
+
+
+def synth(p: AksGpuClusterProps) -> dict:
     stack = TerraformStack(CdkTesting.app(), "stack")
-    AksGpuCluster(stack, "aks", props)
+    AksGpuCluster(stack, "aks", p)
     return json.loads(CdkTesting.synth(stack, True))
 
 
@@ -29,12 +43,12 @@ def only(doc: dict, rtype: str) -> dict:
 
 @pytest.fixture(scope="module")
 def default_doc() -> dict:
-    return synth(AksGpuClusterProps(name="h100"))
+    return synth(props())
 
 
-def test_cluster_defaults(default_doc):
+def test_cluster_renders_its_props(default_doc):
     rg = only(default_doc, "azurerm_resource_group")
-    assert rg == {"location": "eastus", "name": "h100-rg"}
+    assert rg == {"location": "westus3", "name": "h100-rg"}
     aks = only(default_doc, "azurerm_kubernetes_cluster")
     assert aks["kubernetes_version"] == "1.34"
     assert aks["oidc_issuer_enabled"] is True and aks["workload_identity_enabled"] is True
@@ -42,61 +56,55 @@ def test_cluster_defaults(default_doc):
     assert aks["dns_prefix"] == "h100"
     assert aks["default_node_pool"] == {
         "name": "system", "node_count": 2, "orchestrator_version": "1.34", "os_sku": "Ubuntu",
-        "vm_size": "Standard_D8s_v5",
-        # azurerm refuses a vm_size/os_sku change of the default pool without a rotation pool name
-        "temporary_name_for_rotation": "systemtmp",
+        "vm_size": "Standard_D8s_v5", "temporary_name_for_rotation": "systemtmp",
     }
     assert default_doc["provider"]["azurerm"] == [{"features": [{}]}]
     assert default_doc["terraform"]["required_providers"] == {
         "azurerm": {"source": "azurerm", "version": AZURERM_PROVIDER_VERSION}}
 
 
-def test_default_gpu_pool_is_one_unmanaged_h100_node_with_driver_install(default_doc):
+def test_user_pool_is_rendered_as_given(default_doc):
     pool = only(default_doc, "azurerm_kubernetes_cluster_node_pool")
     assert pool["name"] == "gpu" and pool["mode"] == "User"
     assert pool["vm_size"] == "Standard_ND96isr_H100_v5" and pool["node_count"] == 1
     assert pool["gpu_driver"] == "Install"
     assert pool["node_taints"] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert pool["node_labels"] == {"nvidia.com/gpu.present": "true"}
     assert pool["orchestrator_version"] == "1.34"
     assert pool["kubernetes_cluster_id"].startswith("${azurerm_kubernetes_cluster.")
     assert not any("gpu_profile" in k or "managed" in k for k in pool)
 
 
-def test_operator_managed_profile_sets_gpu_driver_none_and_labels():
-    doc = synth(AksGpuClusterProps(
-        name="h100", gpu_stack="operator-managed", location="westeurope",
-        system_pool=system_pool(labels={"gpucluster.io/role": "system"}),
-        pools=(gpu_pool(name="gpua", node_count=2, labels={"nvidia.com/gpu.present": "true"},
-                        taints=("example.com/dedicated=ml:NoExecute",)),
-               NodePoolProps(name="cpu", vm_size="Standard_D16s_v5", node_count=3))))
+def test_construct_adds_nothing_of_its_own():
+    # no GPU taint, label or gpu_driver appears unless the props carry it (the plugin decides)
+    doc = synth(props(pools=(NodePoolProps(name="gpua", vm_size="Standard_ND96isr_H100_v5", gpu_driver="None",
+                                           taints=("example.com/dedicated=ml:NoExecute",)),
+                             NodePoolProps(name="cpu", vm_size="Standard_D16s_v5", node_count=3))))
     pools = {p["name"]: p for p in doc["resource"]["azurerm_kubernetes_cluster_node_pool"].values()}
     assert pools["gpua"]["gpu_driver"] == "None"
-    assert pools["gpua"]["node_labels"] == {"nvidia.com/gpu.present": "true"}
-    assert pools["gpua"]["node_taints"] == ["nvidia.com/gpu=present:NoSchedule", "example.com/dedicated=ml:NoExecute"]
+    assert pools["gpua"]["node_taints"] == ["example.com/dedicated=ml:NoExecute"]
+    assert "node_labels" not in pools["gpua"]
     assert "gpu_driver" not in pools["cpu"] and "node_taints" not in pools["cpu"]
-    aks = only(doc, "azurerm_kubernetes_cluster")
-    assert aks["default_node_pool"]["node_labels"] == {"gpucluster.io/role": "system"}
-    assert only(doc, "azurerm_resource_group")["location"] == "westeurope"
 
 
 @pytest.mark.parametrize(
-    "props, message",
+    "kwargs, message",
     [
-        (dict(pools=(gpu_pool(managed_gpu=True),)), "AKS-managed GPU pools"),
-        (dict(pools=(gpu_pool(gpu_driver="None"),)), "gpu_driver None contradicts gpu_stack azure-managed"),
-        (dict(gpu_stack="operator-managed", pools=(gpu_pool(gpu_driver="Install"),)), "contradicts gpu_stack operator-managed"),
-        (dict(kubernetes_version="1.33"), "below 1.34"),
         (dict(kubernetes_version="latest"), "must look like 1.34"),
-        (dict(pools=(gpu_pool(name="GPU_pool_long_name"),)), "AKS pool names are 1-12 lowercase"),
-        (dict(pools=(gpu_pool(node_count=0),)), "node_count must be >= 1"),
-        (dict(pools=(NodePoolProps(name="cpu", vm_size="Standard_D4s_v5"),)), "at least one GPU pool"),
-        (dict(pools=(gpu_pool(name="system"),)), "duplicate pool name"),
-        (dict(pools=(gpu_pool(taints=("bad taint",)),)), "taint 'bad taint'"),
+        (dict(location=""), "location must be an Azure region"),
+        (dict(resource_group_name=""), "resource_group_name must be set"),
+        (dict(pools=(NodePoolProps(name="gpu", vm_size="x", node_count=0),)), "node_count must be >= 1"),
+        (dict(pools=(NodePoolProps(name="gpu", vm_size=""),)), "vm_size is required"),
+        (dict(pools=(NodePoolProps(name="gpu", vm_size="x", gpu_driver="Managed"),)), "gpu_driver 'Managed' is not one of"),
+        (dict(pools=(NodePoolProps(name="system", vm_size="x"),)), "duplicate pool name"),
+        (dict(pools=(NodePoolProps(name="gpu", vm_size="x", taints=("bad taint",)),)), "taint 'bad taint'"),
+        (dict(pools=(NodePoolProps(name="gpu", vm_size="x", only_critical_addons=True),)), "system pool only"),
+        (dict(system_pool=NodePoolProps(name="system", vm_size="x", gpu_driver="Install")), "cannot be a GPU pool"),
     ],
 )
-def test_validation_errors_carry_construct_path(props, message):
+def test_validation_errors_carry_construct_path(kwargs, message):
     with pytest.raises(Exception) as info:
-        synth(AksGpuClusterProps(name="h100", **props))
+        synth(props(**kwargs))
     assert "[stack/aks]" in str(info.value)
     assert message in str(info.value)
 
@@ -160,42 +168,28 @@ def pools_by_name(doc: dict) -> dict:
     return {p["name"]: p for p in doc["resource"]["azurerm_kubernetes_cluster_node_pool"].values()}
 
 
-@pytest.mark.parametrize("taint", ["nvidia.com/gpu=true:NoSchedule", "nvidia.com/gpu=:NoSchedule"])
-def test_gpu_pool_with_its_own_gpu_taint_gets_no_second_one(taint):
-    # AKS keeps one taint per key and effect; two nvidia.com/gpu NoSchedule taints leave the
-    # pool's nodes NotReady (Azure/AKS#1412). The platform plugin adds the default only when no
-    # nvidia.com/gpu taint is there; the construct must follow the same rule.
-    doc = synth(AksGpuClusterProps(name="h100", pools=(gpu_pool(taints=(taint,)),)))
-    assert pools_by_name(doc)["gpu"]["node_taints"] == [taint]
-
-
 def test_two_taints_with_the_same_key_and_effect_are_refused():
     with pytest.raises(Exception) as info:
-        synth(AksGpuClusterProps(name="h100", pools=(
+        synth(props(pools=(
             NodePoolProps(name="cpu", vm_size="Standard_D4s_v5", taints=("team=a:NoSchedule", "team=b:NoSchedule")),
-            gpu_pool())))
+            GPU)))
     assert "[stack/aks]" in str(info.value)
     assert "pools[0] 'cpu': taints team=a:NoSchedule and team=b:NoSchedule have the same key and effect" in str(info.value)
 
 
-def test_system_pool_critical_addons_taint_becomes_only_critical_addons_enabled():
+def test_only_critical_addons_renders_the_flag():
     # azurerm 4.x has no default_node_pool.node_taints; this flag is the one taint it can set.
-    doc = synth(AksGpuClusterProps(name="h100", system_pool=system_pool(taints=("CriticalAddonsOnly=true:NoSchedule",))))
+    doc = synth(props(system_pool=NodePoolProps(name="system", vm_size="Standard_D8s_v5", only_critical_addons=True)))
     assert only(doc, "azurerm_kubernetes_cluster")["default_node_pool"]["only_critical_addons_enabled"] is True
 
 
-def test_system_pool_other_taints_are_refused_not_dropped():
-    with pytest.raises(Exception) as info:
-        synth(AksGpuClusterProps(name="h100", system_pool=system_pool(taints=("dedicated=infra:NoSchedule",))))
-    text = str(info.value)
-    assert "[stack/aks] system_pool 'system': taint dedicated=infra:NoSchedule cannot be set on the AKS default" in text
-    assert "CriticalAddonsOnly=true:NoSchedule" in text
+def test_system_pool_taints_are_refused_not_dropped():
+    errors = validate_props(props(system_pool=NodePoolProps(name="system", vm_size="x", taints=("dedicated=infra:NoSchedule",))))
+    assert errors and "taints cannot be set on the AKS default (system) pool" in errors[0]
 
 
-def test_rotation_name_of_the_system_pool_is_a_valid_unused_pool_name():
-    doc = synth(AksGpuClusterProps(name="h100", system_pool=system_pool(name="controlplane")))
-    assert only(doc, "azurerm_kubernetes_cluster")["default_node_pool"]["temporary_name_for_rotation"] == "controlpltmp"  # at most 12 characters
+def test_pool_named_like_the_rotation_pool_is_refused():
     with pytest.raises(Exception) as info:
-        synth(AksGpuClusterProps(name="h100", pools=(gpu_pool(name="systemtmp"),)))
+        synth(props(pools=(NodePoolProps(name="systemtmp", vm_size="x"),)))
     assert ("pools[0] 'systemtmp': the name is the system pool's temporary_name_for_rotation; rename the pool"
             in str(info.value))

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORK = ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_azurerm", "cdktf_cdktf_provider_helm", "cdktn",
              "cdktn_provider_azurerm", "cdktn_provider_helm")
-SKIP = {".venv", "node_modules", "cdktf.out", ".git", "build"}
+SKIP = {".venv", ".venv-checkov", "node_modules", "cdktf.out", ".git", "build"}
 
 
 def imported_modules(path: Path) -> set[str]:

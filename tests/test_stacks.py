@@ -119,10 +119,11 @@ def test_aks_cluster_props_mapping():
         system_node_selector={"nodepool-role": "system"},
     )
     props = cluster_props(plan.cluster)
-    assert props.gpu_stack == "operator-managed" and props.location == "eastus"
+    assert props.location == "eastus" and props.resource_group_name == "lab-rg"
     assert props.system_pool.name == "system" and props.system_pool.labels == {"nodepool-role": "system"}
+    assert props.system_pool.temporary_name_for_rotation == "systemtmp"
     (gpu,) = props.pools
-    assert gpu.gpu and gpu.gpu_driver == "None"
+    assert gpu.gpu_driver == "None"
     assert gpu.labels == {"nodepool-role": "gpu"}  # AKS-reserved kubernetes.azure.com/ label left to AKS
     assert gpu.taints == ("nvidia.com/gpu=present:NoSchedule",)
 
@@ -236,17 +237,25 @@ def test_main_prints_findings_and_writes_output(tmp_path, monkeypatch, capsys, p
     assert (tmp_path / "cdktf.out" / "stacks" / "warned-runtime" / "cdk.tf.json").is_file()
 
 
+def _prepared_props(cluster):
+    """The AKS plugin's prepare (where every AKS input error is raised), then the props mapping."""
+    from gpucluster_aks.cluster import cluster_props
+    from gpucluster_aks.platform import gpucluster_prepare_cluster
+
+    return cluster_props(gpucluster_prepare_cluster(cluster))
+
+
 def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
     from gpucluster.model import Taint
-    from gpucluster_aks.cluster import cluster_props
 
     plan = make_plan("lab")
     plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
     plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", operator="Exists")])
-    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
+    system = _prepared_props(plan.cluster).system_pool
+    assert system.only_critical_addons and system.taints == ()
     plan.cluster.pools[0].taints.append(Taint("dedicated", "infra", "NoSchedule"))
     with pytest.raises(GpuclusterError) as info:
-        cluster_props(plan.cluster)
+        _prepared_props(plan.cluster)
     assert info.value.render() == (
         "error[input] file=tests/plan_factory.py cluster=lab key=pools[0].taints: the AKS system pool 'system' "
         "cannot carry taint dedicated=infra:NoSchedule: azurerm 4.x sets only CriticalAddonsOnly=true:NoSchedule "
@@ -281,12 +290,10 @@ def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(t
 
 @pytest.mark.parametrize("key", ["kubernetes.azure.com/scalesetpriority", "node-role.kubernetes.io/gpu", "k8s.io/team"])
 def test_aks_pool_labels_in_reserved_namespaces_are_an_input_error_not_dropped(key):
-    from gpucluster_aks.cluster import cluster_props
-
     plan = make_plan("lab")
     plan.cluster.pools[1].labels = {"team": "ml", key: "x"}
     with pytest.raises(GpuclusterError) as info:
-        cluster_props(plan.cluster)
+        _prepared_props(plan.cluster)
     assert info.value.render() == (
         f"error[input] file=tests/plan_factory.py cluster=lab key=pools[1].labels.{key}: label '{key}' of pool 'gpu' is "
         "in a namespace AKS reserves for the labels it sets itself (kubernetes.azure.com/, kubernetes.io/, k8s.io/); "
@@ -299,12 +306,11 @@ def test_aks_critical_addons_system_taint_needs_a_system_toleration_or_another_c
     # With the only CPU pool tainted CriticalAddonsOnly and GPU pools tainted nvidia.com/gpu,
     # operators and readiness gates without that toleration would stay Pending until Helm times out.
     from gpucluster.model import NodePool, Taint
-    from gpucluster_aks.cluster import cluster_props
 
     plan = make_plan("lab")
     plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
     with pytest.raises(GpuclusterError) as info:
-        cluster_props(plan.cluster)
+        _prepared_props(plan.cluster)
     assert info.value.render() == (
         "error[input] file=tests/plan_factory.py cluster=lab key=pools[0].taints: the system pool 'system' is tainted "
         "CriticalAddonsOnly=true:NoSchedule, no other pool without taints runs non-GPU pods, and no "
@@ -313,7 +319,7 @@ def test_aks_critical_addons_system_taint_needs_a_system_toleration_or_another_c
         "and no taints"
     )
     plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", effect="NoSchedule")])
-    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
+    assert _prepared_props(plan.cluster).system_pool.only_critical_addons
     plan.cluster.scheduling = NodeScheduling()
     plan.cluster.pools.append(NodePool(name="cpu", vm_size="Standard_D16s_v5", node_count=2, gpu=False))
-    assert cluster_props(plan.cluster).system_pool.taints == ("CriticalAddonsOnly=true:NoSchedule",)
+    assert _prepared_props(plan.cluster).system_pool.only_critical_addons

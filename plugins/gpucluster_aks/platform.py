@@ -26,6 +26,10 @@ __all__ = [
     "GPU_TAINT",
     "GPU_LABELS",
     "GPU_DRIVER_FOR_PROFILE",
+    "CRITICAL_ADDONS_TAINT",
+    "RESERVED_LABEL_PREFIXES",
+    "resource_group_name",
+    "rotation_name",
 ]
 
 SERVICE = "aks"
@@ -73,6 +77,13 @@ AKS_PLATFORM = Platform(
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, tuple(sorted(GPU_DRIVER_FOR_PROFILE)))},
 )
 
+CRITICAL_ADDONS_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
+"""The only taint azurerm 4.x can put on the default (system) pool: ``only_critical_addons_enabled``
+(azurerm 4.0 removed ``default_node_pool.node_taints``)."""
+
+RESERVED_LABEL_PREFIXES = ("kubernetes.azure.com/", "kubernetes.io/", "k8s.io/")
+"""Label prefixes AKS sets itself and refuses in ``node_labels``; selectors on them already match."""
+
 POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 """AKS Linux node pool names: lowercase letters and digits, start with a letter, 1-12 chars."""
 MAX_NODES_PER_POOL = 1000
@@ -102,9 +113,15 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
       (``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
       ``nvidia.com/gpu=present:NoSchedule`` taint, the ``nvidia.com/gpu.present: "true"`` label
       (:data:`GPU_LABELS`) and ``gpu_driver`` derived from gpuStack (``Install``/``None``) when
-      not given. Names must be AKS pool names and unique, node
-      counts 1..1000, at least one non-GPU (system) pool.
+      not given. Names must be AKS pool names and unique (and not the system pool's
+      :func:`rotation_name`), node counts 1..1000, at least one non-GPU (system) pool and one GPU
+      pool; no label in a namespace AKS reserves (:data:`RESERVED_LABEL_PREFIXES`); one taint per
+      key and effect; the system pool tainted at most :data:`CRITICAL_ADDONS_TAINT`, and then
+      tolerated by ``scheduling.system.tolerations`` or relieved by an untainted CPU pool.
     * the Kubernetes floor (>= 1.34) is a policy check (``AKS-K8S-VERSION`` in ``policy``).
+
+    Everything ``constructs_lib.AksGpuCluster`` would refuse at synth is refused here, so
+    ``gpucluster plan`` and ``cdktf synth`` fail on the same inputs with the same line.
 
     Returns:
         the prepared ClusterSpec, or None for other services.
@@ -136,7 +153,34 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     return cluster
 
 
+def resource_group_name(cluster: ClusterSpec) -> str:
+    """The resource group gpucluster creates for ``cluster``: ``<name>-rg``."""
+    return f"{cluster.name}-rg"
+
+
+def rotation_name(pool_name: str) -> str:
+    """``temporary_name_for_rotation`` of the default (system) pool: ``<name[:9]>tmp``.
+
+    azurerm refuses to change ``vm_size``, ``os_sku`` (and other properties that cycle the nodes)
+    of the default pool without it: it creates a temporary System pool under this name, moves the
+    system pods there and rebuilds the default pool. No other pool may use the name.
+    """
+    return f"{pool_name[:9]}tmp"
+
+
+def system_pool_index(cluster: ClusterSpec) -> int | None:
+    """Index of the AKS system (default) pool: the first non-GPU pool (None without pools)."""
+    return next((i for i, p in enumerate(cluster.pools) if not p.gpu), None)
+
+
+def _reserved(key: str) -> bool:
+    return key.startswith(RESERVED_LABEL_PREFIXES) or "kubernetes.io/" in key
+
+
 def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
+    """Every AKS pool rule (what ``AksGpuCluster`` would refuse at synth is refused here, at plan)."""
+    if not cluster.pools:
+        return
     seen: set[str] = set()
     for i, pool in enumerate(cluster.pools):
         key = f"pools[{i}]"
@@ -159,6 +203,8 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 fix=f"set nodeCount between 1 and {MAX_NODES_PER_POOL}; add pools for more nodes",
                 **where,
             )
+        _check_own_labels(cluster, i, where)
+        _check_taints_one_per_key_and_effect(cluster, i, where)
         if not pool.gpu:
             if pool.gpu_driver is not None:
                 raise GpuclusterError(
@@ -181,13 +227,103 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
             )
         if not any(t.key == GPU_TAINT.key for t in pool.taints):
             pool.taints.append(Taint(GPU_TAINT.key, GPU_TAINT.value, GPU_TAINT.effect))
-        for key, value in GPU_LABELS.items():
-            if key not in pool.labels:
-                pool.labels = dict(sorted({**pool.labels, key: value}.items()))
-    if cluster.pools and all(p.gpu for p in cluster.pools):
+        for label, value in GPU_LABELS.items():
+            if label not in pool.labels:
+                pool.labels = dict(sorted({**pool.labels, label: value}.items()))
+    system = system_pool_index(cluster)
+    if system is None:
         raise GpuclusterError(
             "every node pool is a GPU pool; AKS needs a system pool for the control components",
             key="pools",
-            fix="add a pool with gpu: false (e.g. Standard_D8s_v5 x2)",
+            fix=f"add a pool with gpu: false (e.g. {SYSTEM_VM_SIZE} x{SYSTEM_NODE_COUNT})",
             **where,
         )
+    if not any(p.gpu for p in cluster.pools):
+        raise GpuclusterError(
+            "no node pool is a GPU pool; a GPU cluster needs at least one",
+            key="pools",
+            fix=f"add a GPU pool, e.g. {{name: gpu, vmSize: {GPU_VM_SIZE}}}",
+            **where,
+        )
+    _check_system_pool(cluster, system, where)
+    temporary = rotation_name(cluster.pools[system].name)
+    for i, pool in enumerate(cluster.pools):
+        if i != system and pool.name == temporary:
+            raise GpuclusterError(
+                f"node pool name '{pool.name}' is the temporary name azurerm uses to rotate the system pool "
+                f"'{cluster.pools[system].name}' (temporary_name_for_rotation)",
+                key=f"pools[{i}].name",
+                fix="rename the pool",
+                **where,
+            )
+
+
+def _check_own_labels(cluster: ClusterSpec, index: int, where: dict) -> None:
+    pool = cluster.pools[index]
+    for key in sorted(pool.labels or {}):
+        if _reserved(key):
+            raise GpuclusterError(
+                f"label '{key}' of pool '{pool.name}' is in a namespace AKS reserves for the labels it sets itself "
+                f"({', '.join(RESERVED_LABEL_PREFIXES)}); AKS refuses it as a node label",
+                key=f"pools[{index}].labels.{key}",
+                fix="use a label of your own (e.g. example.com/role); to select on labels AKS sets "
+                "(kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator), use scheduling node selectors",
+                **where,
+            )
+
+
+def _check_taints_one_per_key_and_effect(cluster: ClusterSpec, index: int, where: dict) -> None:
+    pool = cluster.pools[index]
+    seen: dict[tuple[str, str], str] = {}
+    for taint in pool.taints:
+        other = seen.setdefault((taint.key, taint.effect), str(taint))
+        if other != str(taint):
+            raise GpuclusterError(
+                f"node pool '{pool.name}' has taints {other} and {taint} with the same key and effect; Kubernetes "
+                "keeps one taint per key and effect (AKS leaves the nodes NotReady)",
+                key=f"pools[{index}].taints",
+                fix="keep one of them",
+                **where,
+            )
+
+
+def _tolerates_critical_addons(toleration) -> bool:
+    """Kubernetes matching of ``toleration`` against :data:`CRITICAL_ADDONS_TAINT`."""
+    if toleration.effect not in (None, "", CRITICAL_ADDONS_TAINT.effect):
+        return False
+    if not toleration.key:
+        return toleration.operator == "Exists"
+    return toleration.key == CRITICAL_ADDONS_TAINT.key and (
+        toleration.operator == "Exists" or toleration.value == CRITICAL_ADDONS_TAINT.value
+    )
+
+
+def _check_system_pool(cluster: ClusterSpec, index: int, where: dict) -> None:
+    """The system pool can carry only :data:`CRITICAL_ADDONS_TAINT`, and then non-GPU pods need a
+    toleration for it or another untainted CPU pool."""
+    system = cluster.pools[index]
+    for taint in system.taints:
+        if str(taint) != str(CRITICAL_ADDONS_TAINT):
+            raise GpuclusterError(
+                f"the AKS system pool '{system.name}' cannot carry taint {taint}: azurerm 4.x sets only "
+                f"{CRITICAL_ADDONS_TAINT} on the default node pool (only_critical_addons_enabled)",
+                key=f"pools[{index}].taints",
+                allowed=str(CRITICAL_ADDONS_TAINT),
+                fix="remove the taint, or put the workloads that need it on a separate pool with gpu: false",
+                **where,
+            )
+    if not system.taints:
+        return
+    if any(not p.gpu and not p.taints for p in cluster.pools):
+        return
+    if any(_tolerates_critical_addons(t) for t in cluster.scheduling.system_tolerations):
+        return
+    raise GpuclusterError(
+        f"the system pool '{system.name}' is tainted {system.taints[0]}, no other pool without taints runs non-GPU "
+        "pods, and no scheduling.system.tolerations tolerates the taint: operators and readiness gates would stay "
+        "Pending",
+        key=f"pools[{index}].taints",
+        fix="add 'CriticalAddonsOnly:NoSchedule' to scheduling.system.tolerations, or add a pool with gpu: false and no "
+        "taints",
+        **where,
+    )
