@@ -75,14 +75,14 @@ def test_input_is_not_mutated():
     [
         ({"profile": {"gpuStack": "managed"}}, "profile.gpuStack", "unknown value 'managed' for profile gpuStack (allowed: azure-managed, operator-managed)"),
         ({"profile": {"driver": "x"}}, "profile.driver", "unknown profile 'driver' for service aks (allowed: gpuStack)"),
-        ({"pools": [NodePool("System_1", "x", gpu=False), NodePool("gpu", "y")]}, "pools[0].name", "node pool name 'System_1' is not a valid AKS pool name"),
-        ({"pools": [NodePool("abcdefghijklm", "x", gpu=False)]}, "pools[0].name", "is not a valid AKS pool name"),
-        ({"pools": [NodePool("sys", "x", gpu=False), NodePool("sys", "y")]}, "pools[1].name", "node pool name 'sys' is used twice"),
-        ({"pools": [NodePool("sys", "x", gpu=False, node_count=0)]}, "pools[0].nodeCount", "node pool 'sys' has nodeCount 0 (allowed: 1..1000)"),
-        ({"pools": [NodePool("sys", "x", gpu=False), NodePool("gpu", "y", node_count=1001)]}, "pools[1].nodeCount", "nodeCount 1001"),
-        ({"pools": [NodePool("sys", "x", gpu=False), NodePool("gpu", "y", gpu_driver="Managed")]}, "pools[1].gpuDriver", "has gpuDriver 'Managed' (allowed: Install, None)"),
-        ({"pools": [NodePool("sys", "x", gpu=False, gpu_driver="Install")]}, "pools[0].gpuDriver", "is not a GPU pool but sets gpuDriver"),
-        ({"pools": [NodePool("gpu", "y")]}, "pools", "every node pool is a GPU pool"),
+        ({"pools": [NodePool("System_1", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5")]}, "pools[0].name", "node pool name 'System_1' is not a valid AKS pool name"),
+        ({"pools": [NodePool("abcdefghijklm", "Standard_D8s_v5", gpu=False)]}, "pools[0].name", "is not a valid AKS pool name"),
+        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("sys", "Standard_ND96isr_H100_v5")]}, "pools[1].name", "node pool name 'sys' is used twice"),
+        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, node_count=0)]}, "pools[0].nodeCount", "node pool 'sys' has nodeCount 0 (allowed: 1..1000)"),
+        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5", node_count=1001)]}, "pools[1].nodeCount", "nodeCount 1001"),
+        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5", gpu_driver="Managed")]}, "pools[1].gpuDriver", "has gpuDriver 'Managed' (allowed: Install, None)"),
+        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, gpu_driver="Install")]}, "pools[0].gpuDriver", "is not a GPU pool but sets gpuDriver"),
+        ({"pools": [NodePool("gpu", "Standard_ND96isr_H100_v5")]}, "pools", "every node pool is a GPU pool"),
     ],
 )
 def test_validation_errors(kw, key, message):

@@ -86,6 +86,8 @@ RESERVED_LABEL_PREFIXES = ("kubernetes.azure.com/", "kubernetes.io/", "k8s.io/")
 
 POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 """AKS Linux node pool names: lowercase letters and digits, start with a letter, 1-12 chars."""
+VM_SIZE = re.compile(r"^Standard_[A-Za-z0-9_-]{1,70}$")
+"""AKS node VM size names: ``Standard_`` + letters, digits, ``_``, ``-`` (``Standard_ND96isr_H100_v5``)."""
 MAX_NODES_PER_POOL = 1000
 GPU_DRIVERS = ("Install", "None")
 
@@ -190,6 +192,14 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 key=f"{key}.name",
                 allowed="1-12 lowercase letters and digits, starting with a letter",
                 fix=f"rename it, e.g. {(re.sub(r'[^a-z0-9]', '', pool.name.lower()).lstrip('0123456789')[:12] or 'gpu')}",
+                **where,
+            )
+        if not VM_SIZE.match(pool.vm_size):
+            raise GpuclusterError(
+                f"node pool '{pool.name}' has vmSize '{pool.vm_size}', not an Azure VM size name",
+                key=f"{key}.vmSize",
+                allowed="Standard_ followed by letters, digits, '_' and '-'",
+                fix=f"write the size as Azure lists it, e.g. {GPU_VM_SIZE} or {SYSTEM_VM_SIZE}",
                 **where,
             )
         if pool.name in seen:
