@@ -45,6 +45,36 @@ class SchedulingPaths:
     node_count: tuple[str, ...] = ()
 
 
+CRD_UPGRADE_MODES = ("chart", "templates", "gpucluster")
+"""How an owner's CRDs reach a new chart version (registry ``crds.upgrade``):
+
+* ``chart``: the chart's own pre-upgrade hook applies them (gpu-operator ``operator.upgradeCRD``,
+  network-operator ``upgradeCRDs``, KAI's crd-upgrader);
+* ``templates``: the CRDs are chart templates, so ``helm upgrade`` updates them like any object;
+* ``gpucluster``: only in the chart's ``crds/``, which Helm installs once and never upgrades:
+  gpucluster's generated CRD step applies them server-side before the operator upgrades
+  (:mod:`gpucluster.crds`)."""
+
+
+@dataclass(frozen=True)
+class CrdSpec:
+    """The CRDs a component owns (registry ``crds``; one owner per CRD across a stack).
+
+    Attributes:
+        owns: CRD names (``<plural>.<group>``) the component is the owner of.
+        upgrade: one of :data:`CRD_UPGRADE_MODES`.
+        creates_at_runtime: CRDs its operator creates while reconciling (not in the chart), owned too.
+        also_ships: ``(name, since version or None)`` CRDs the chart carries without owning them
+            (Helm installs them only when absent); the component becomes their owner only when no
+            enabled component owns them.
+    """
+
+    owns: tuple[str, ...] = ()
+    upgrade: str = "templates"
+    creates_at_runtime: tuple[str, ...] = ()
+    also_ships: tuple[tuple[str, str | None], ...] = ()
+
+
 @dataclass(frozen=True)
 class RegistryEntry:
     """One component of the registry.
@@ -57,6 +87,7 @@ class RegistryEntry:
         scheduling: value paths for node scheduling inputs.
         policy_keys: dotted value paths owned by policy (allocation policy etc.): Terraform
             variables are refused on them; direct overrides warn (see gpucluster.policy).
+        crds: the CRDs it owns and how they upgrade (:class:`CrdSpec`; empty = none known).
         source_dir: the catalog directory that declared it.
     """
 
@@ -70,6 +101,7 @@ class RegistryEntry:
     namespace: str = ""
     scheduling: SchedulingPaths = field(default_factory=SchedulingPaths)
     policy_keys: tuple[str, ...] = ()
+    crds: CrdSpec = field(default_factory=CrdSpec)
     source_dir: str = ""
 
 
@@ -183,11 +215,19 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             node_count=tuple(sched.get("nodeCountPaths", [])),
         ),
         policy_keys=tuple(raw.get("policyKeys", [])),
+        crds=CrdSpec(
+            owns=tuple((raw.get("crds") or {}).get("owns", [])),
+            upgrade=(raw.get("crds") or {}).get("upgrade", "templates"),
+            creates_at_runtime=tuple((raw.get("crds") or {}).get("createsAtRuntime", [])),
+            also_ships=tuple((s["name"], s.get("since")) for s in (raw.get("crds") or {}).get("alsoShips", [])),
+        ),
         source_dir=str(source),
     )
 
 
 _PATHS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+_CRD_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"}
+_CRD_NAMES = {"type": "array", "items": _CRD_NAME, "uniqueItems": True}
 REGISTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -233,6 +273,25 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                         },
                     },
                     "policyKeys": _PATHS,
+                    "crds": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["upgrade", "owns"],
+                        "properties": {
+                            "upgrade": {"enum": list(CRD_UPGRADE_MODES)},
+                            "owns": _CRD_NAMES,
+                            "createsAtRuntime": _CRD_NAMES,
+                            "alsoShips": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "required": ["name"],
+                                    "properties": {"name": _CRD_NAME, "since": {"type": "string", "minLength": 1}},
+                                },
+                            },
+                        },
+                    },
                 },
             },
         },
@@ -260,6 +319,30 @@ def validate_registry(data: Any, file: str) -> None:
             key=key,
             fix="fix the entry (format: docs/recipes.md, registry.yaml)",
         ) from None
+
+
+def check_crd_ownership(components: dict[str, RegistryEntry]) -> None:
+    """One owner per CRD: refuse a CRD that two registry entries own (``crds.owns`` or
+    ``crds.createsAtRuntime``), wherever they are declared. A chart that carries a CRD it does
+    not own lists it under ``alsoShips`` (docs/upgrading.md, "CRD ownership").
+
+    Raises:
+        GpuclusterError: naming the CRD, both components and their catalog directories.
+    """
+    owner: dict[str, RegistryEntry] = {}
+    for entry in components.values():
+        for crd in (*entry.crds.owns, *entry.crds.creates_at_runtime):
+            first = owner.get(crd)
+            if first is not None and first.name != entry.name:
+                raise GpuclusterError(
+                    f"CRD '{crd}' is owned by two components: '{first.name}' ({first.source_dir}) and "
+                    f"'{entry.name}' ({entry.source_dir}); two owners would overwrite each other's schema on every upgrade",
+                    file=str(Path(entry.source_dir) / "registry.yaml"),
+                    component=entry.name,
+                    key="crds.owns",
+                    fix=f"keep one owner: move '{crd}' to crds.alsoShips of '{entry.name}' (or of '{first.name}')",
+                )
+            owner[crd] = entry
 
 
 def catalog_dirs() -> list[Path]:
@@ -339,4 +422,5 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                     )
                 target[name] = doc
                 files[name] = path
+    check_crd_ownership(components)
     return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files, mixin_files=mixin_files)

@@ -11,6 +11,9 @@ Commands::
         print the release graph as Graphviz dot
     gpucluster plugins [--format text|json]
         list the loaded plugins: name, source, distribution, hooks, platforms
+    gpucluster upgrade-check --from OLD --to NEW [--format text|json]
+        per cluster and component: version, values and CRD changes and a verdict
+        (exit 0 all safe, 3 a manual step is needed, 4 something is unknown; docs/upgrading.md)
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -72,6 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--nodes-json", help="read `kubectl get nodes -o json` output from this file instead of running kubectl")
     det.add_argument("--format", choices=("text", "json"), default="text")
     graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+
+    upg = sub.add_parser(
+        "upgrade-check",
+        help="what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
+        "(exit 0 safe, 3 manual, 4 unknown; docs/upgrading.md)",
+    )
+    upg.add_argument("--from", dest="old", required=True, metavar="OLD",
+                     help="cluster file or RecipeResult, or a git revision: REV:path, or REV (the --to file at REV)")
+    upg.add_argument("--to", dest="new", required=True, metavar="NEW", help="cluster file or RecipeResult (or REV / REV:path)")
+    upg.add_argument("--format", choices=("text", "json"), default="text")
 
     plg = sub.add_parser("plugins", help="list the loaded plugins with their hooks and platforms (docs/plugins.md)")
     plg.add_argument("--format", choices=("text", "json"), default="text")
@@ -261,6 +274,15 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
         out.write(detect.render_text(result, kubeconfig=args.kubeconfig, context=args.context))
 
 
+def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the :mod:`gpucluster.upgrade_check` report; returns its exit code (0/3/4)."""
+    from gpucluster import upgrade_check
+
+    report = upgrade_check.run(args.old, args.new)
+    out.write(upgrade_check.render_json(report) if args.format == "json" else upgrade_check.render_text(report))
+    return report.exit_code
+
+
 def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> None:
     """Print :func:`gpucluster.plugins.plugin_inventory`, then check that services are unique.
 
@@ -301,6 +323,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
+    code = 0
     try:
         try:
             if args.command == "recipe":
@@ -313,6 +336,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 _cmd_detect(args, out)
             elif args.command == "plugins":
                 _cmd_plugins(args, out)
+            elif args.command == "upgrade-check":
+                code = _cmd_upgrade_check(args, out)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 traceback.print_exc(file=err)
@@ -323,7 +348,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     except BrokenPipeError:
         _discard_output(out, err)
         return EXIT_OUTPUT_CLOSED
-    return 0
+    return code
 
 
 EXIT_OUTPUT_CLOSED = 1

@@ -83,8 +83,11 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     return prepared
 
 
-def build_plan(cluster: ClusterSpec) -> RuntimePlan:
+def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
+
+    ``strict=False`` (``gpucluster upgrade-check``, which must judge a running configuration that
+    today's policy refuses) keeps error-severity findings in ``plan.findings`` instead of raising.
 
     Raises:
         GpuclusterError: invalid input, unresolvable recipe, or error-severity findings
@@ -109,7 +112,7 @@ def build_plan(cluster: ClusterSpec) -> RuntimePlan:
             components[name].values = deep_merge(components[name].values, patch)
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog)
     errors = [f for f in findings if f.severity == "error"]
-    if errors:
+    if errors and strict:
         raise GpuclusterError(
             problems=[
                 Problem(
@@ -135,7 +138,7 @@ def build_plan(cluster: ClusterSpec) -> RuntimePlan:
         components=components,
         nodes=nodes,
         gates=gate_specs,
-        findings=[f for f in findings if f.severity != "error"],
+        findings=[f for f in findings if strict is False or f.severity != "error"],
     )
 
 

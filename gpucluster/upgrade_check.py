@@ -1,0 +1,685 @@
+"""``gpucluster upgrade-check --from OLD --to NEW``: what an edit does to running GPUs, before
+``terraform plan`` touches the cluster.
+
+Both sides are resolved fully (recipe, values, overrides, policy, gates: :func:`gpucluster.pipeline.build_plan`)
+and compared per cluster and component:
+
+* **version** changes of a chart, **values** changes (the dotted leaf paths that differ), components
+  **added** / **removed**, cluster-level changes (Kubernetes version, profiles, GPU pools);
+* **CRD** changes: the CRDs each component owns on each side (catalog ``crds``, one owner per
+  CRD, :func:`gpucluster.crds.crd_owners`), owner changes, and how the owner's CRDs reach the
+  new version (the generated CRD step or the chart's own hook);
+* a **verdict** per change: ``safe``, ``manual`` (with why and what to do) or ``unknown`` (no
+  transition record covers it: read the upstream notes). A component's verdict is the worst of its
+  changes; a cluster's the worst of its components; the run's the worst of all.
+
+Transition rules are DATA: ``upgrades.yaml`` in every catalog directory (the core's and the
+plugins', so a platform's rules live in its plugin), kind ``UpgradeRules``
+(:data:`RULES_SCHEMA`). A version change no rule covers is ``unknown``, as in AICR's
+``aicr upgrade-check`` (coverage, not optimism); a values change no rule covers is ``safe`` (a
+``helm upgrade`` of the release; its readiness gates re-run).
+
+Inputs (:func:`load_side`): a cluster file, an AICR/gpucluster RecipeResult, or a git revision of
+the same file -- ``REV`` (the other side's path at ``REV``) or ``REV:path`` -- read with
+``git archive`` so the files it references (values files, recipe files) come from the same
+revision.
+
+Exit codes (:data:`EXIT_CODES`): 0 every change safe (or nothing changed), 3 at least one change is
+``manual``, 4 no ``manual`` change but at least one ``unknown``, 2 invalid input (one
+``error[...]`` line, nothing printed on stdout). Pure Python: no cdktf.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import yaml
+
+from gpucluster.errors import GpuclusterError, allowed_list
+from gpucluster.model import RuntimePlan
+from gpucluster.values import leaf_paths
+
+VERDICTS = ("safe", "unknown", "manual")
+"""Verdicts, least to most severe."""
+
+EXIT_SAFE = 0
+EXIT_MANUAL = 3
+EXIT_UNKNOWN = 4
+EXIT_CODES = {"safe": EXIT_SAFE, "manual": EXIT_MANUAL, "unknown": EXIT_UNKNOWN}
+"""Exit code per overall verdict (2 = invalid input, :data:`gpucluster.errors.EXIT_INVALID_INPUT`)."""
+
+RULES_FILE = "upgrades.yaml"
+MATCHES = ("componentVersion", "valueChange", "profileChange", "kubernetesMinor", "crdOwnerChange",
+           "componentRemoved", "gpuPoolChange")
+
+_STR = {"type": "string", "minLength": 1}
+RULES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["kind", "apiVersion", "rules"],
+    "properties": {
+        "kind": {"const": "UpgradeRules"},
+        "apiVersion": {"const": "gpucluster/v1alpha1"},
+        "rules": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "match", "verdict", "why", "source"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"},
+                    "match": {"enum": list(MATCHES)},
+                    "component": _STR,
+                    "service": _STR,
+                    "from": {},
+                    "to": {},
+                    "path": _STR,
+                    "profile": _STR,
+                    "maxMinorStep": {"type": "integer", "minimum": 1},
+                    "ownsCrds": {"type": "boolean"},
+                    "verdict": {"enum": list(VERDICTS)},
+                    "why": _STR,
+                    "action": _STR,
+                    "source": _STR,
+                },
+            },
+        },
+    },
+}
+"""JSON Schema of an ``upgrades.yaml`` (docs/upgrading.md, "Transition rules").
+
+``match`` and the fields it reads:
+
+* ``componentVersion``: ``component``, ``from``/``to`` version ranges (``">=0.5.0 <0.5.1"``, ``"*"``);
+* ``valueChange``: ``component``, ``path`` (dotted), optional ``from``/``to`` values (absent = any);
+* ``profileChange``: ``profile`` (``gpuStack``), optional ``from``/``to`` values;
+* ``kubernetesMinor``: ``maxMinorStep`` (a larger step, or a downgrade, matches);
+* ``crdOwnerChange``: any CRD whose owner differs between the sides;
+* ``componentRemoved``: optional ``component``, optional ``ownsCrds``;
+* ``gpuPoolChange``: a GPU pool whose ``vmSize`` or ``gpuDriver`` changed (the pool is replaced).
+
+Every rule may name a ``service`` (the cluster's ``criteria.service``) it is limited to."""
+
+
+# --------------------------------------------------------------------------- versions
+
+
+_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+def parse_version(text: str) -> tuple[int, int, int, tuple[int, Any]] | None:
+    """``"v26.7.1"`` -> ``(26, 7, 1, (1, ""))``; a pre-release sorts before its release; None when
+    ``text`` is not a version."""
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        return None
+    pre = m.group(4)
+    return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0), ((0, pre) if pre else (1, ""))
+
+
+_CLAUSE = re.compile(r"^(>=|<=|>|<|=|==)?\s*(\S+)$")
+
+
+def version_in_range(version: str, spec: str | None) -> bool:
+    """True when ``version`` satisfies every space-separated clause of ``spec`` (``>=``, ``>``,
+    ``<=``, ``<``, ``=``; ``*`` or None = any version). A non-version never matches a clause."""
+    if spec is None or str(spec).strip() in ("", "*"):
+        return True
+    have = parse_version(version)
+    if have is None:
+        return False
+    for clause in str(spec).split():
+        m = _CLAUSE.match(clause)
+        want = parse_version(m.group(2)) if m else None
+        if want is None:
+            return False
+        op = m.group(1) or "="
+        ok = {">=": have >= want, ">": have > want, "<=": have <= want, "<": have < want,
+              "=": have == want, "==": have == want}[op]
+        if not ok:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One transition rule (see :data:`RULES_SCHEMA`); ``file`` is where it was read."""
+
+    id: str
+    match: str
+    verdict: str
+    why: str
+    source: str
+    action: str = ""
+    component: str | None = None
+    service: str | None = None
+    from_: Any = None
+    to: Any = None
+    path: str | None = None
+    profile: str | None = None
+    max_minor_step: int = 1
+    owns_crds: bool | None = None
+    has_from: bool = False
+    has_to: bool = False
+    file: str = ""
+
+
+def load_rules(dirs: Sequence[Path] | None = None) -> list[Rule]:
+    """Every ``upgrades.yaml`` of the catalog directories (core first, then plugins), in order.
+
+    Raises:
+        GpuclusterError: a file is not valid YAML, violates :data:`RULES_SCHEMA`, or two rules
+            share an id (naming both files).
+    """
+    import jsonschema
+
+    if dirs is None:
+        from gpucluster.catalog import catalog_dirs
+
+        dirs = catalog_dirs()
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for d in dirs:
+        path = Path(d) / RULES_FILE
+        if not path.is_file():
+            continue
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise GpuclusterError(f"invalid YAML: {exc}", file=str(path), fix="fix the YAML syntax") from None
+        try:
+            jsonschema.validate(data, RULES_SCHEMA)
+        except jsonschema.ValidationError as exc:
+            raise GpuclusterError(
+                f"invalid upgrade rules: {exc.message}", file=str(path),
+                key=".".join(str(p) for p in exc.absolute_path) or None,
+                fix="fix the rule (format: docs/upgrading.md, Transition rules)",
+            ) from None
+        for raw in data["rules"]:
+            if raw["id"] in seen:
+                raise GpuclusterError(
+                    f"upgrade rule '{raw['id']}' is defined twice: {seen[raw['id']]} and {path}",
+                    file=str(path), key=f"rules.{raw['id']}", fix="rename one of them",
+                )
+            seen[raw["id"]] = str(path)
+            rules.append(Rule(
+                id=raw["id"], match=raw["match"], verdict=raw["verdict"], why=raw["why"], source=raw["source"],
+                action=raw.get("action", ""), component=raw.get("component"), service=raw.get("service"),
+                from_=raw.get("from"), to=raw.get("to"), path=raw.get("path"), profile=raw.get("profile"),
+                max_minor_step=raw.get("maxMinorStep", 1), owns_crds=raw.get("ownsCrds"),
+                has_from="from" in raw, has_to="to" in raw, file=str(path),
+            ))
+    return rules
+
+
+# --------------------------------------------------------------------------- report types
+
+
+@dataclass
+class Reason:
+    """Why a change got its verdict: the rule (or ``default-…``) and what to do."""
+
+    rule: str
+    verdict: str
+    why: str
+    action: str = ""
+    source: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "verdict": self.verdict, "why": self.why, "action": self.action, "source": self.source}
+
+
+@dataclass
+class Change:
+    """One component (or ``cluster`` for cluster-level changes) of one cluster.
+
+    Attributes:
+        kind: ``version``, ``values``, ``added``, ``removed`` or ``cluster``.
+        old_version / new_version: chart versions ('' for manifest-only components or absent sides).
+        values: dotted leaf paths whose value differs (sorted).
+        crds: ``{"owned": [...], "added": [...], "removed": [...], "ownerChanges": [...], "step": text}``.
+        verdict: the worst verdict of ``reasons``.
+    """
+
+    component: str
+    kind: str
+    old_version: str = ""
+    new_version: str = ""
+    values: list[str] = field(default_factory=list)
+    crds: dict[str, Any] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return worst(r.verdict for r in self.reasons)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "component": self.component, "change": self.kind, "from": self.old_version, "to": self.new_version,
+            "values": list(self.values), "crds": self.crds, "details": list(self.details),
+            "verdict": self.verdict, "reasons": [r.as_dict() for r in self.reasons],
+        }
+
+
+@dataclass
+class ClusterReport:
+    cluster: str
+    service: str
+    changes: list[Change]
+
+    @property
+    def verdict(self) -> str:
+        return worst(c.verdict for c in self.changes)
+
+
+@dataclass
+class Report:
+    """The whole comparison; :attr:`exit_code` is what a CI job gates on (:data:`EXIT_CODES`)."""
+
+    old: str
+    new: str
+    clusters: list[ClusterReport]
+
+    @property
+    def verdict(self) -> str:
+        return worst(c.verdict for c in self.clusters)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "from": self.old, "to": self.new, "verdict": self.verdict, "exitCode": self.exit_code,
+            "clusters": [{"cluster": c.cluster, "service": c.service, "verdict": c.verdict,
+                          "changes": [ch.as_dict() for ch in c.changes]} for c in self.clusters],
+        }
+
+
+def worst(verdicts: Iterable[str]) -> str:
+    """The most severe verdict (``manual`` > ``unknown`` > ``safe``); ``safe`` for none."""
+    return max(verdicts, key=VERDICTS.index, default="safe")
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _values_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    a, b = dict(leaf_paths(old)), dict(leaf_paths(new))
+    return sorted(p for p in set(a) | set(b) if a.get(p, _MISSING) != b.get(p, _MISSING))
+
+
+_MISSING = object()
+
+
+def _get(values: Mapping[str, Any], path: str) -> Any:
+    from gpucluster.values import get_path
+
+    return get_path(values, path, _MISSING)
+
+
+def _value_matches(rule_value: Any, has: bool, actual: Any) -> bool:
+    return not has or (actual is not _MISSING and actual == rule_value)
+
+
+def _service_ok(rule: Rule, service: str) -> bool:
+    return rule.service is None or rule.service == service
+
+
+def _reason(rule: Rule, why: str | None = None) -> Reason:
+    return Reason(rule=rule.id, verdict=rule.verdict, why=why or rule.why, action=rule.action, source=rule.source)
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    v = parse_version(version)
+    return (v[0], v[1]) if v else None
+
+
+def _profile(plan: RuntimePlan) -> dict[str, str]:
+    """The effective profile choices: the cluster file's, else the recipe's chosen value (the default)."""
+    chosen = dict([plan.recipe.profile]) if plan.recipe.profile else {}
+    return {**chosen, **plan.cluster.profile}
+
+
+def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None) -> ClusterReport:
+    """Compare one cluster's two plans (see the module docstring)."""
+    from gpucluster.crds import crd_owners, owned_crds
+
+    owners_fn = crd_owners_fn or crd_owners
+    service = new.cluster.criteria.service
+    changes: list[Change] = []
+    old_owners, new_owners = owners_fn(old.components), owners_fn(new.components)
+
+    # ---- cluster level
+    cluster_change = Change(component="cluster", kind="cluster")
+    ov, nv = old.cluster.kubernetes_version, new.cluster.kubernetes_version
+    if ov != nv:
+        cluster_change.details.append(f"kubernetesVersion {ov} -> {nv}")
+        om, nm = _minor(ov), _minor(nv)
+        for rule in rules:
+            if rule.match != "kubernetesMinor" or not _service_ok(rule, service):
+                continue
+            if om and nm and (nm < om or (nm[0] == om[0] and nm[1] - om[1] > rule.max_minor_step) or nm[0] != om[0]):
+                cluster_change.reasons.append(_reason(rule, f"{rule.why} ({ov} -> {nv})"))
+        if not cluster_change.reasons:
+            cluster_change.reasons.append(Reason(
+                "default-kubernetes-minor", "safe",
+                f"Kubernetes {ov} -> {nv} is one minor step; the control plane upgrades first, then each pool (surge)",
+                source="seed aks-gpu-setup (one minor at a time)"))
+    old_profile, new_profile = _profile(old), _profile(new)
+    for name in sorted(set(old_profile) | set(new_profile)):
+        a, b = old_profile.get(name), new_profile.get(name)
+        if a == b:
+            continue
+        cluster_change.details.append(f"profile.{name} {a} -> {b}")
+        matched = [r for r in rules if r.match == "profileChange" and r.profile == name and _service_ok(r, service)
+                   and (not r.has_from or r.from_ == a) and (not r.has_to or r.to == b)]
+        cluster_change.reasons += [_reason(r, f"{r.why} ({name}: {a} -> {b})") for r in matched] or [
+            Reason("default-profile-change", "unknown", f"profile {name} changes {a} -> {b}; no rule assesses it")]
+    old_pools = {p.name: p for p in old.cluster.pools if p.gpu}
+    for pool in new.cluster.pools:
+        before = old_pools.get(pool.name)
+        if not pool.gpu or before is None:
+            continue
+        diffs = [f"{k} {getattr(before, a)} -> {getattr(pool, a)}" for k, a in (("vmSize", "vm_size"), ("gpuDriver", "gpu_driver"))
+                 if getattr(before, a) != getattr(pool, a)]
+        if diffs:
+            cluster_change.details.append(f"GPU pool {pool.name}: {', '.join(diffs)}")
+            for rule in rules:
+                if rule.match == "gpuPoolChange" and _service_ok(rule, service):
+                    cluster_change.reasons.append(_reason(rule, f"{rule.why} (pool {pool.name}: {', '.join(diffs)})"))
+    if cluster_change.details:
+        if not cluster_change.reasons:
+            cluster_change.reasons.append(Reason("default-cluster-change", "unknown", "; ".join(cluster_change.details)))
+        changes.append(cluster_change)
+
+    # ---- policy: what today's policy refuses on either side
+    policy = Change(component="policy", kind="policy")
+    for f in new.findings:
+        if f.severity == "error":
+            policy.details.append(f"{f.id} {f.component} {f.key}")
+            policy.reasons.append(Reason(f"policy-{f.id}", "manual", f"NEW is refused by policy: {f.message}", action=f.fix,
+                                         source="gpucluster policy (synth refuses it)"))
+    for f in old.findings:
+        if f.severity == "error" and (f.id, f.component, f.key) not in {(g.id, g.component, g.key) for g in new.findings}:
+            policy.details.append(f"OLD violates {f.id} ({f.component} {f.key}); NEW fixes it")
+    if policy.details:
+        if not policy.reasons:
+            policy.reasons.append(Reason("default-policy-fixed", "safe", "NEW resolves policy errors of OLD"))
+        changes.append(policy)
+
+    # ---- CRD owner changes (stack-wide)
+    owner_moves = {crd: (old_owners.get(crd), new_owners.get(crd)) for crd in sorted(set(old_owners) | set(new_owners))
+                   if old_owners.get(crd) and new_owners.get(crd) and old_owners.get(crd) != new_owners.get(crd)}
+
+    # ---- components
+    names = [r.name for r in new.recipe.component_refs if r.name in new.components]
+    names += [n for n in (r.name for r in old.recipe.component_refs) if n in old.components and n not in names]
+    for name in names:
+        a, b = old.components.get(name), new.components.get(name)
+        if a is not None and b is not None:
+            values = _values_diff(a.values, b.values)
+            ov, nv = a.ref.version, b.ref.version
+            if ov == nv and not values and a.terraform_variables == b.terraform_variables and \
+                    not any(name in move for move in owner_moves.values()):
+                continue
+            change = Change(component=name, kind="version" if ov != nv else "values", old_version=ov, new_version=nv, values=values)
+        elif b is not None:
+            change = Change(component=name, kind="added", new_version=b.ref.version)
+        else:
+            change = Change(component=name, kind="removed", old_version=a.ref.version)
+        old_crds = owned_crds(name, old_owners) if a is not None else []
+        new_crds = owned_crds(name, new_owners) if b is not None else []
+        if old_crds or new_crds:
+            change.crds = {
+                "owned": new_crds or old_crds,
+                "added": sorted(set(new_crds) - set(old_crds)),
+                "removed": sorted(set(old_crds) - set(new_crds)),
+                "ownerChanges": [{"crd": crd, "from": f, "to": t} for crd, (f, t) in owner_moves.items() if name in (f, t)],
+            }
+            if change.kind == "version" and new_crds:
+                from gpucluster.crds import crd_upgrade_path
+
+                change.crds["step"] = crd_upgrade_path(b, change.old_version, change.new_version)
+        _judge(change, a, b, rules, service, owner_moves)
+        changes.append(change)
+    return ClusterReport(cluster=new.cluster.name, service=service, changes=changes)
+
+
+def _judge(change: Change, a, b, rules: Sequence[Rule], service: str, owner_moves: Mapping[str, tuple[str, str]]) -> None:
+    name = change.component
+    applicable = [r for r in rules if _service_ok(r, service) and (r.component is None or r.component == name)]
+    if change.kind == "version":
+        matched = [r for r in applicable if r.match == "componentVersion" and r.component == name
+                   and version_in_range(change.old_version, r.from_) and version_in_range(change.new_version, r.to)]
+        change.reasons += [_reason(r, f"{r.why} ({change.old_version} -> {change.new_version})") for r in matched]
+        if not matched:
+            change.reasons.append(Reason(
+                "default-version-unknown", "unknown",
+                f"no transition record covers {name} {change.old_version} -> {change.new_version}",
+                action="read the upstream release notes for every version in between; test the upgrade off production"))
+    if change.kind in ("version", "values"):
+        for rule in applicable:
+            if rule.match != "valueChange" or rule.component != name or not rule.path:
+                continue
+            before, after = _get(a.values, rule.path), _get(b.values, rule.path)
+            if before == after:
+                continue
+            if _value_matches(rule.from_, rule.has_from, before) and _value_matches(rule.to, rule.has_to, after):
+                shown = lambda v: "<unset>" if v is _MISSING else json.dumps(v)  # noqa: E731
+                change.reasons.append(_reason(rule, f"{rule.why} ({rule.path}: {shown(before)} -> {shown(after)})"))
+        if change.kind == "values" and not change.reasons:
+            change.reasons.append(Reason(
+                "default-values-safe", "safe",
+                "values change only: a helm upgrade of the release; its readiness gates re-run and dependents wait"))
+    if change.kind == "added":
+        change.reasons.append(Reason("default-added", "safe", f"{name} is installed (its CRDs are created first)"))
+    if change.kind == "removed":
+        owns = bool(change.crds.get("owned"))
+        matched = [r for r in applicable if r.match == "componentRemoved" and (r.owns_crds is None or r.owns_crds == owns)]
+        change.reasons += [_reason(r) for r in matched] or [
+            Reason("default-removed", "safe", f"{name} is uninstalled (terraform destroys its releases, dependents first)")]
+    moves = [(crd, f, t) for crd, (f, t) in owner_moves.items() if name == t]
+    if moves:
+        for rule in (r for r in rules if r.match == "crdOwnerChange" and _service_ok(r, service)):
+            text = ", ".join(f"{crd}: {f} -> {t}" for crd, f, t in moves)
+            change.reasons.append(_reason(rule, f"{rule.why} ({text})"))
+    if not change.reasons:
+        change.reasons.append(Reason("default-safe", "safe", "no known hazard"))
+
+
+def compare(old_plans: Sequence[RuntimePlan], new_plans: Sequence[RuntimePlan], rules: Sequence[Rule], *,
+            old_label: str = "", new_label: str = "") -> Report:
+    """Compare every cluster (matched by name; one cluster on each side is compared whatever its
+    names). A cluster on one side only is reported as added (safe) or removed (manual)."""
+    old_by, new_by = {p.cluster.name: p for p in old_plans}, {p.cluster.name: p for p in new_plans}
+    if len(old_by) == 1 and len(new_by) == 1:
+        pairs = [(next(iter(old_by.values())), next(iter(new_by.values())))]
+    else:
+        pairs = [(old_by.get(n), new_by.get(n)) for n in sorted(set(old_by) | set(new_by))]
+    reports: list[ClusterReport] = []
+    for a, b in pairs:
+        if a is not None and b is not None:
+            reports.append(compare_plans(a, b, rules))
+        elif b is not None:
+            reports.append(ClusterReport(b.cluster.name, b.cluster.criteria.service, [Change(
+                "cluster", "added", reasons=[Reason("default-cluster-added", "safe", "a new cluster: fresh install")])]))
+        else:
+            reports.append(ClusterReport(a.cluster.name, a.cluster.criteria.service, [Change(
+                "cluster", "removed", reasons=[Reason(
+                    "default-cluster-removed", "manual", "the cluster leaves the file: its stacks are no longer synthesized",
+                    action="run terraform destroy on its runtime stack (then cluster stack) before removing it from the file "
+                    "(docs/upgrading.md, Teardown)")])]))
+    return Report(old=old_label, new=new_label, clusters=reports)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass
+class Side:
+    """One resolved input: its label (as given), the file read and the cluster plans."""
+
+    label: str
+    path: Path
+    plans: list[RuntimePlan]
+
+
+def _git(args: Sequence[str], cwd: Path, label: str, *, binary: bool = False):
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GpuclusterError(f"cannot run git for '{label}': {exc}", key="--from/--to",
+                              fix="install git, or pass two files instead of a git revision") from None
+    if proc.returncode != 0:
+        text = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GpuclusterError(f"git {' '.join(args[:2])} failed for '{label}': {text[-1] if text else 'no output'}",
+                              key="--from/--to", fix="give an existing file, or REV / REV:path of a file tracked in git")
+    return proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
+
+
+def _from_git(label: str, rev: str, path: Path, workdir: Path) -> Path:
+    """Extract the folder of ``path`` at ``rev`` into ``workdir``; returns the file's copy."""
+    absolute = path if path.is_absolute() else Path.cwd() / path
+    folder = absolute.parent
+    if not folder.is_dir():
+        raise GpuclusterError(f"folder '{folder}' of '{label}' does not exist", key="--from/--to",
+                              fix="give the path of the file inside a git work tree")
+    top = Path(_git(["rev-parse", "--show-toplevel"], folder, label).strip()).resolve()
+    try:
+        rel = folder.resolve().relative_to(top) / absolute.name
+    except ValueError:
+        raise GpuclusterError(f"'{label}' is outside the git work tree {top}", key="--from/--to",
+                              fix="give a file inside the repository") from None
+    data = _git(["archive", "--format=tar", rev, "--", str(rel.parent) if str(rel.parent) != "." else "."], top, label, binary=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            if member.issym() or member.islnk() or member.name.startswith("/") or ".." in Path(member.name).parts:
+                continue
+            tar.extract(member, workdir, filter="data")
+    copy = workdir / rel
+    if not copy.is_file():
+        raise GpuclusterError(f"'{rel}' does not exist at git revision '{rev}'", key="--from/--to",
+                              fix="check the revision and the path (git show REV:path)")
+    return copy
+
+
+def _plans_from_file(path: Path, label: str) -> list[RuntimePlan]:
+    from gpucluster import recipe_result, yamlsafe
+    from gpucluster.config import parse_clusters
+    from gpucluster.pipeline import build_plan
+    from gpucluster.errors import Problem
+
+    data = yamlsafe.load_yaml_file(path, display=label)
+    if isinstance(data, dict) and data.get("kind") == recipe_result.KIND:
+        data = {"clusters": [{"name": "recipe", "recipe": path.name}]}
+    plans: list[RuntimePlan] = []
+    problems: list[Problem] = []
+    for cluster in parse_clusters(data, source=label, root=path.resolve().parent):
+        try:
+            plans.append(build_plan(cluster, strict=False))  # policy errors are judged, not fatal
+        except GpuclusterError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return plans
+
+
+def load_side(arg: str, other: str | None, workdir: Path, *, key: str = "--from") -> Side:
+    """Resolve ``--from`` / ``--to``: an existing file, ``REV:path``, or ``REV`` (the other
+    side's file at ``REV``).
+
+    Raises:
+        GpuclusterError: neither a file nor a git revision of one; unreadable or invalid input
+            (the cluster file / RecipeResult errors of :mod:`gpucluster.config`).
+    """
+    path = Path(arg)
+    if path.is_file():
+        return Side(arg, path, _plans_from_file(path, arg))
+    rev, sep, rest = arg.partition(":")
+    if not sep and ("/" in arg or arg.endswith((".yaml", ".yml", ".json"))):
+        raise GpuclusterError(
+            f"file '{arg}' does not exist", file=arg, key=key,
+            allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
+            fix="check the path, or name a git revision (e.g. HEAD~1 or main:gpucluster.yaml)",
+        )
+    target = Path(rest) if sep and rest else (Path(other) if other and Path(other).is_file() else None)
+    if not rev or target is None:
+        raise GpuclusterError(
+            f"'{arg}' is not a file, and no file is known to read at that git revision",
+            key=key, allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
+            fix="e.g. --from HEAD~1 --to gpucluster.yaml, or --from main:gpucluster.yaml --to gpucluster.yaml",
+        )
+    copy = _from_git(arg, rev, target, workdir)
+    return Side(arg, copy, _plans_from_file(copy, f"{rev}:{target}"))
+
+
+def run(old: str, new: str) -> Report:
+    """Load both sides and compare them (:func:`compare` with :func:`load_rules`)."""
+    rules = load_rules()
+    workdir = Path(tempfile.mkdtemp(prefix="gpucluster-upgrade-check-"))
+    try:
+        a = load_side(old, new, workdir / "from", key="--from")
+        b = load_side(new, old, workdir / "to", key="--to")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return compare(a.plans, b.plans, rules, old_label=old, new_label=new)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def render_text(report: Report) -> str:
+    """Human-readable report; ends with the overall verdict and its exit code."""
+    lines = [f"upgrade-check {report.old} -> {report.new}"]
+    for c in report.clusters:
+        lines.append(f"cluster {c.cluster} ({c.service}): {c.verdict}")
+        if not c.changes:
+            lines.append("  no change")
+        for ch in c.changes:
+            head = f"  {ch.component}: {ch.kind}"
+            if ch.kind == "version":
+                head += f" {ch.old_version} -> {ch.new_version}"
+            head += f"  [{ch.verdict}]"
+            lines.append(head)
+            for d in ch.details:
+                lines.append(f"    {d}")
+            if ch.values:
+                shown = ", ".join(ch.values[:8]) + (f", ... ({len(ch.values)} paths)" if len(ch.values) > 8 else "")
+                lines.append(f"    values: {shown}")
+            if ch.crds:
+                lines.append(f"    CRDs owned: {', '.join(ch.crds['owned'])}")
+                for key in ("added", "removed"):
+                    if ch.crds.get(key):
+                        lines.append(f"    CRDs {key}: {', '.join(ch.crds[key])}")
+                for move in ch.crds.get("ownerChanges", []):
+                    lines.append(f"    CRD owner: {move['crd']} {move['from']} -> {move['to']}")
+                if ch.crds.get("step"):
+                    lines.append(f"    CRD upgrade: {ch.crds['step']}")
+            for r in ch.reasons:
+                if r.verdict == "safe" and r.rule.startswith("default-"):
+                    continue
+                lines.append(f"    {r.verdict} [{r.rule}]: {r.why}")
+                if r.action:
+                    lines.append(f"      do: {r.action}")
+                if r.source:
+                    lines.append(f"      source: {r.source}")
+    lines.append(f"verdict: {report.verdict} (exit {report.exit_code})")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.as_dict(), indent=2, sort_keys=True) + "\n"

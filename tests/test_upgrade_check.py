@@ -1,0 +1,242 @@
+"""``gpucluster upgrade-check --from OLD --to NEW`` (issue 11, item 5): the verdict of every known
+transition, the inputs (cluster files, RecipeResults, git revisions), text/JSON output and the exit
+codes a CI job gates on."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster import cli, recipe_result, upgrade_check
+from gpucluster.errors import GpuclusterError
+
+AKS = {"service": "aks", "accelerator": "h100", "intent": "training"}
+RAILS = [{"name": "mlx5_0", "rootDevice": "0000:03:00.0"}, {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
+         {"name": "mlx5_3", "rootDevice": "0010:03:00.0"}, {"name": "mlx5_4", "rootDevice": "0012:03:00.0"}]
+
+
+def write(path: Path, doc) -> str:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return str(path)
+
+
+def aks_file(path: Path, **extra) -> str:
+    cluster = {"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34", **extra}
+    return write(path, {"clusters": [cluster]})
+
+
+def run(tmp_path: Path, old: str, new: str, *, fmt: str = "json"):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["upgrade-check", "--from", old, "--to", new, "--format", fmt], stdout=out, stderr=err)
+    return code, (json.loads(out.getvalue()) if fmt == "json" and out.getvalue() else out.getvalue()), err.getvalue()
+
+
+def change(report: dict, component: str, cluster: str | None = None) -> dict:
+    (c,) = [c for c in report["clusters"] if cluster is None or c["cluster"] == cluster]
+    (ch,) = [ch for ch in c["changes"] if ch["component"] == component]
+    return ch
+
+
+def rules_of(ch: dict) -> set[str]:
+    return {r["rule"] for r in ch["reasons"]}
+
+
+# --------------------------------------------------------------------------- the transitions
+
+
+def test_dra_050_to_051_on_nvke_is_manual(tmp_path):
+    doc = recipe_result.to_document(_nvke_recipe(tmp_path))
+    new = write(tmp_path / "new.recipe.yaml", doc)
+    for ref in doc["componentRefs"]:
+        if ref["name"] == "nvidia-dra-driver-gpu":
+            assert ref["version"] == "0.5.1"
+            ref["version"] = "0.5.0"
+    old = write(tmp_path / "old.recipe.yaml", doc)
+    files = []
+    for label, recipe in (("a", old), ("b", new)):
+        files.append(write(tmp_path / f"{label}.yaml", {"clusters": [
+            {"name": "nvke-a", "recipe": Path(recipe).name, "kubernetesVersion": "1.34", "settings": {"rails": RAILS}}]}))
+    code, report, _ = run(tmp_path, *files)
+    dra = change(report, "nvidia-dra-driver-gpu")
+    assert (dra["change"], dra["from"], dra["to"], dra["verdict"]) == ("version", "0.5.0", "0.5.1", "manual")
+    assert "nvke-dra-0.5.0-to-0.5.1" in rules_of(dra)
+    assert dra["crds"]["owned"] == ["computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"]
+    assert "nvidia-dra-driver-gpu-crds" in dra["crds"]["step"]
+    assert code == upgrade_check.EXIT_MANUAL == 3
+    # and back down: the version gate would refuse it
+    code, report, _ = run(tmp_path, files[1], files[0])
+    assert "nvke-dra-below-0.5.1" in rules_of(change(report, "nvidia-dra-driver-gpu")) and code == 3
+
+
+def _nvke_recipe(tmp_path):
+    from test_nvke_pipeline import build
+
+    return build(tmp_path).recipe
+
+
+def test_gpustack_flip_recreates_gpu_pools(tmp_path):
+    old = aks_file(tmp_path / "a.yaml")
+    new = aks_file(tmp_path / "b.yaml", profile={"gpuStack": "operator-managed"})
+    code, report, _ = run(tmp_path, old, new)
+    cluster = change(report, "cluster")
+    assert cluster["verdict"] == "manual" and code == 3
+    assert {"aks-gpustack-flip-recreates-gpu-pools", "aks-gpu-pool-replaced"} <= rules_of(cluster)
+    assert "profile.gpuStack azure-managed -> operator-managed" in cluster["details"]
+    assert "GPU pool gpu: gpuDriver Install -> None" in cluster["details"]
+
+
+def test_turning_nodewright_tuning_off_is_not_a_revert(tmp_path):
+    old = aks_file(tmp_path / "a.yaml", overrides={"set": ["nodewrightcustomizations:tuningEnabled=true"]})
+    new = aks_file(tmp_path / "b.yaml")
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "nodewright-customizations")
+    assert ch["verdict"] == "manual" and "nodewright-tuning-not-reverted" in rules_of(ch)
+    assert "tuningEnabled" in ch["values"]
+    assert code == 3
+    # turning it on is a plain values change
+    code, report, _ = run(tmp_path, new, old)
+    assert change(report, "nodewright-customizations")["verdict"] == "safe" and code == 0
+
+
+@pytest.mark.parametrize("new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "safe")])
+def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
+    from gpucluster import pipeline
+    from gpucluster.config import parse_clusters
+
+    def plan(version):
+        (spec,) = parse_clusters({"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34"}]},
+                                 source="c.yaml", root=tmp_path)
+        p = pipeline.build_plan(spec)
+        p.cluster.kubernetes_version = version  # policy refuses < 1.34 at synth; the comparison must still judge it
+        return p
+
+    report = upgrade_check.compare([plan("1.34")], [plan(new_version)], upgrade_check.load_rules())
+    (cluster,) = [c for c in report.clusters[0].changes if c.component == "cluster"]
+    assert cluster.verdict == verdict
+    assert ("kubernetes-minor-skip" in {r.rule for r in cluster.reasons}) is (verdict == "manual")
+
+
+def test_a_crd_owner_change_is_manual(tmp_path):
+    old = aks_file(tmp_path / "a.yaml")
+    new = aks_file(tmp_path / "b.yaml", overrides={"set": ["dradriver:enabled=false"]})
+    code, report, _ = run(tmp_path, old, new)
+    gpu = change(report, "gpu-operator")
+    assert gpu["verdict"] == "manual" and "crd-owner-change" in rules_of(gpu)
+    assert {"crd": "computedomains.resource.nvidia.com", "from": "nvidia-dra-driver-gpu", "to": "gpu-operator"} in gpu["crds"]["ownerChanges"]
+    dra = change(report, "nvidia-dra-driver-gpu")
+    assert dra["change"] == "removed" and "component-with-crds-removed" in rules_of(dra)
+    assert code == 3
+
+
+def test_an_uncovered_version_bump_is_unknown_and_names_the_crd_step(tmp_path):
+    from gpucluster import config, pipeline
+
+    plan = pipeline.build_plan(config.load_clusters()[0])
+    doc = recipe_result.to_document(plan.recipe)
+    new = write(tmp_path / "new.yaml", doc)
+    for ref in doc["componentRefs"]:
+        if ref["name"] == "nfd":
+            ref["version"] = "0.18.3"
+    old = write(tmp_path / "old.yaml", doc)
+    code, report, _ = run(tmp_path, old, new)
+    nfd = change(report, "nfd")
+    assert (nfd["change"], nfd["from"], nfd["to"], nfd["verdict"]) == ("version", "0.18.3", "0.19.0", "unknown")
+    assert rules_of(nfd) == {"default-version-unknown"}
+    assert "nfd-crds" in nfd["crds"]["step"] and "server-side" in nfd["crds"]["step"]
+    assert code == upgrade_check.EXIT_UNKNOWN == 4
+
+
+def test_gpu_operator_patch_with_a_record_is_safe(tmp_path):
+    from gpucluster import config, pipeline
+
+    doc = recipe_result.to_document(pipeline.build_plan(config.load_clusters()[0]).recipe)
+    new = write(tmp_path / "new.yaml", doc)
+    for ref in doc["componentRefs"]:
+        if ref["name"] == "gpu-operator":
+            ref["version"] = "v26.7.0"
+    old = write(tmp_path / "old.yaml", doc)
+    code, report, _ = run(tmp_path, old, new)
+    gpu = change(report, "gpu-operator")
+    assert gpu["verdict"] == "safe" and "gpu-operator-26.7.0-to-26.7.1" in rules_of(gpu)
+    assert "pre-upgrade hook" in gpu["crds"]["step"]
+    assert code == 0
+
+
+# --------------------------------------------------------------------------- inputs and output
+
+
+def test_git_revision_of_the_same_file(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    f = repo / "gpucluster.yaml"
+    aks_file(f)
+    git("add", "gpucluster.yaml")
+    git("commit", "-qm", "one")
+    aks_file(f, profile={"gpuStack": "operator-managed"})
+    code, report, err = run(tmp_path, "HEAD", str(f))
+    assert err == "" and code == 3, err
+    assert "aks-gpustack-flip-recreates-gpu-pools" in rules_of(change(report, "cluster"))
+    monkeypatch.chdir(repo)  # REV:path is relative to the working directory, like git show
+    code2, report2, err2 = run(tmp_path, "HEAD:gpucluster.yaml", "gpucluster.yaml")
+    assert err2 == "" and code2 == 3
+    assert change(report2, "cluster")["reasons"] == change(report, "cluster")["reasons"]
+    code3, _, err3 = run(tmp_path, "nosuchrev", "gpucluster.yaml")
+    assert code3 == 2 and err3.startswith("error[input]") and "nosuchrev" in err3
+
+
+def test_text_output_and_no_change(tmp_path):
+    a = aks_file(tmp_path / "a.yaml")
+    code, text, err = run(tmp_path, a, a, fmt="text")
+    assert code == 0 and err == ""
+    assert text.splitlines()[-1] == "verdict: safe (exit 0)" and "no change" in text
+    b = aks_file(tmp_path / "b.yaml", profile={"gpuStack": "operator-managed"})
+    code, text, _ = run(tmp_path, a, b, fmt="text")
+    assert "manual [aks-gpustack-flip-recreates-gpu-pools]" in text and "do: drain GPU workloads" in text
+    assert text.splitlines()[-1] == "verdict: manual (exit 3)"
+
+
+def test_bad_input_is_one_error_line_and_exit_2(tmp_path):
+    a = aks_file(tmp_path / "a.yaml")
+    code, out, err = run(tmp_path, str(tmp_path / "missing.yaml"), a, fmt="text")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error[input] file=") and "does not exist" in err and "fix:" in err
+    bad = write(tmp_path / "bad.yaml", {"clusters": [{"name": "lab", "criteria": {"service": "nope"}}]})
+    code, out, err = run(tmp_path, bad, a, fmt="text")
+    assert code == 2 and out == "" and err.startswith("error[") and "Traceback" not in err
+
+
+def test_rules_are_data_and_validated(tmp_path):
+    rules = upgrade_check.load_rules()
+    ids = {r.id for r in rules}
+    assert {"kubernetes-minor-skip", "nodewright-tuning-not-reverted", "crd-owner-change",
+            "aks-gpustack-flip-recreates-gpu-pools", "nvke-dra-0.5.0-to-0.5.1"} <= ids
+    assert next(r for r in rules if r.id == "nvke-dra-0.5.0-to-0.5.1").file.endswith("gpucluster_nvke/catalog/upgrades.yaml")
+    d1, d2 = tmp_path / "one", tmp_path / "two"
+    d1.mkdir()
+    d2.mkdir()
+    rule = {"id": "x", "match": "kubernetesMinor", "verdict": "manual", "why": "w", "source": "s"}
+    write(d1 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]})
+    write(d2 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]})
+    with pytest.raises(GpuclusterError, match="defined twice"):
+        upgrade_check.load_rules([d1, d2])
+    write(d2 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1",
+                                 "rules": [{**rule, "id": "y", "verdict": "maybe"}]})
+    with pytest.raises(GpuclusterError, match="invalid upgrade rules"):
+        upgrade_check.load_rules([d2])
+
+
+@pytest.mark.parametrize("version, spec, ok", [
+    ("0.5.0", "<0.5.1", True), ("0.5.1", "<0.5.1", False), ("v26.7.0", ">=26.7.0 <26.7.1", True),
+    ("26.7.1", "=26.7.1", True), ("0.5.1-rc.1", ">=0.5.1", False), ("x", ">=1", False), ("1.0.0", "*", True),
+])
+def test_version_ranges(version, spec, ok):
+    assert upgrade_check.version_in_range(version, spec) is ok
