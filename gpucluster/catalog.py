@@ -353,25 +353,19 @@ def catalog_dirs() -> list[Path]:
             that does not exist (e.g. package data missing from its distribution); names the plugin.
     """
     from gpucluster.errors import PluginError
-    from gpucluster.plugins import call_hook_attributed
+    from gpucluster.plugins import call_list_hook
 
     dirs = [CORE_CATALOG_DIR]
-    for plugin, batch in call_hook_attributed("gpucluster_catalog_dirs"):
-        if not isinstance(batch, (list, tuple)) or not all(isinstance(d, (str, os.PathLike)) for d in batch):
+    for plugin, d in call_list_hook("gpucluster_catalog_dirs", (str, os.PathLike), what="directory paths (pathlib.Path)"):
+        p = Path(d)
+        if not p.is_dir():
             raise PluginError(
-                f"plugin '{plugin}' returned {type(batch).__name__} from gpucluster_catalog_dirs",
-                allowed="a list of directory paths (pathlib.Path) or None",
+                f"plugin '{plugin}' returned catalog directory '{p}', which does not exist",
+                fix="ship the catalog as package data (setuptools package-data) and return "
+                "Path(__file__).parent / 'catalog'",
             )
-        for d in batch:
-            p = Path(d)
-            if not p.is_dir():
-                raise PluginError(
-                    f"plugin '{plugin}' returned catalog directory '{p}', which does not exist",
-                    fix="ship the catalog as package data (setuptools package-data) and return "
-                    "Path(__file__).parent / 'catalog'",
-                )
-            if p not in dirs:
-                dirs.append(p)
+        if p not in dirs:
+            dirs.append(p)
     return dirs
 
 

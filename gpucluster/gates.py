@@ -49,6 +49,11 @@ projects. Override per cluster with ``settings.gateImage`` (e.g. an ACR mirror).
 GATE_IMAGE_SETTING = "gateImage"
 """Cluster file key ``settings.gateImage``: kubectl image of every gate Job of the cluster."""
 
+CORE_SETTING_KEYS: tuple[str, ...] = (GATE_IMAGE_SETTING,)
+"""Cluster-file ``settings`` keys the core reads for every platform (``gateImage``: the kubectl
+image of the gate Jobs, docs/gates.md); accepted on every platform besides ``Platform.settings``.
+Re-exported as :data:`gpucluster.sdk.CORE_SETTING_KEYS`."""
+
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
 DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
 """Seconds per kind when ``GateSpec.timeout_seconds`` is None (CRD: seed nvke-gb200-setup, 2 min
@@ -199,21 +204,6 @@ def describe(spec: GateSpec) -> str:
     return text
 
 
-def _attributed_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
-    from gpucluster.plugins import call_hook_attributed
-
-    out = []
-    for plugin, result in call_hook_attributed("gpucluster_gates", cluster=cluster, recipe=recipe, components=components):
-        if not isinstance(result, (list, tuple)):
-            raise PluginError(
-                f"plugin '{plugin}' returned {type(result).__name__} from gpucluster_gates",
-                cluster=cluster.name,
-                allowed="a list of gpucluster.sdk.GateSpec",
-            )
-        out.append((plugin, result))
-    return out
-
-
 def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec]:
     """The validated gates plugins declare (hook ``gpucluster_gates``) for enabled components.
 
@@ -232,25 +222,22 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
     """
     owners: dict[str, str] = {}
     gates: list[GateSpec] = []
-    for plugin, batch in _attributed_gates(cluster, recipe, components):
-        for spec in batch:
-            if not isinstance(spec, GateSpec):
-                raise PluginError(
-                    f"plugin '{plugin}' returned {type(spec).__name__} from gpucluster_gates",
-                    cluster=cluster.name,
-                    allowed="gpucluster.sdk.GateSpec instances",
-                )
-            if spec.component not in components:
-                continue
-            checked = validate_gate(spec, plugin=plugin, cluster=cluster)
-            if checked.name in owners:
-                raise _gate_error(
-                    plugin, spec, cluster, "name",
-                    f"gate name '{spec.name}' is already declared by plugin '{owners[checked.name]}'",
-                    fix="gate names must be unique per cluster; rename one of them",
-                )
-            owners[checked.name] = plugin
-            gates.append(checked)
+    from gpucluster.plugins import call_list_hook
+
+    for plugin, spec in call_list_hook(
+        "gpucluster_gates", GateSpec, what="gpucluster.sdk.GateSpec", cluster=cluster, recipe=recipe, components=components
+    ):
+        if spec.component not in components:
+            continue
+        checked = validate_gate(spec, plugin=plugin, cluster=cluster)
+        if checked.name in owners:
+            raise _gate_error(
+                plugin, spec, cluster, "name",
+                f"gate name '{spec.name}' is already declared by plugin '{owners[checked.name]}'",
+                fix="gate names must be unique per cluster; rename one of them",
+            )
+        owners[checked.name] = plugin
+        gates.append(checked)
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
         from gpucluster.sdk.gates import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
 

@@ -368,39 +368,28 @@ def object_key(doc: Mapping[str, Any]) -> tuple[str, str, str, str]:
 
 def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
     """``(plugin name, Manifest)`` from hook ``gpucluster_manifests``, in hook call order."""
-    from gpucluster.plugins import call_hook_attributed
+    from gpucluster.plugins import call_list_hook
     from gpucluster.sdk.types import Manifest
 
     out: list[tuple[str, Any]] = []
-    for plugin, result in call_hook_attributed("gpucluster_manifests", cluster=cluster, recipe=recipe, components=components):
-        if not isinstance(result, (list, tuple)):
+    for plugin, item in call_list_hook(
+        "gpucluster_manifests", Manifest, what="gpucluster.sdk.Manifest", cluster=cluster, recipe=recipe, components=components
+    ):
+        if item.phase not in PHASES:
             raise PluginError(
-                f"plugin '{plugin}' returned {type(result).__name__} from gpucluster_manifests",
+                f"plugin '{plugin}': manifest '{item.name}' has phase '{item.phase}'",
                 cluster=cluster.name,
-                allowed="a list of gpucluster.sdk.Manifest",
+                component=item.component,
+                allowed=", ".join(PHASES),
             )
-        for item in result:
-            if not isinstance(item, Manifest):
-                raise PluginError(
-                    f"plugin '{plugin}' returned {type(item).__name__} from gpucluster_manifests",
-                    cluster=cluster.name,
-                    allowed="gpucluster.sdk.Manifest instances",
-                )
-            if item.phase not in PHASES:
-                raise PluginError(
-                    f"plugin '{plugin}': manifest '{item.name}' has phase '{item.phase}'",
-                    cluster=cluster.name,
-                    component=item.component,
-                    allowed=", ".join(PHASES),
-                )
-            if not _STEM.match(item.name or ""):
-                raise PluginError(
-                    f"plugin '{plugin}': manifest name '{item.name}' is not a DNS-1123 label",
-                    cluster=cluster.name,
-                    component=item.component,
-                    allowed="lowercase letters, digits and '-'",
-                )
-            out.append((plugin, item))
+        if not _STEM.match(item.name or ""):
+            raise PluginError(
+                f"plugin '{plugin}': manifest name '{item.name}' is not a DNS-1123 label",
+                cluster=cluster.name,
+                component=item.component,
+                allowed="lowercase letters, digits and '-'",
+            )
+        out.append((plugin, item))
     return out
 
 

@@ -27,17 +27,28 @@ from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platfor
 from gpucluster.values import deep_merge
 
 
-def check_profile(cluster: ClusterSpec, platform: Platform) -> None:
-    """Refuse profile names and values the platform does not declare (``Platform.profiles``).
+def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
+    """Refuse profiles and settings the platform does not declare (``Platform.profiles``/``settings``).
 
     Runs before the platform's ``gpucluster_prepare_cluster`` hook, so plugins may rely on
-    ``cluster.profile`` holding only declared names and values.
+    ``cluster.profile`` holding only declared names and values, and on ``cluster.settings``
+    holding only the platform's keys and :data:`gpucluster.sdk.CORE_SETTING_KEYS`.
 
     Raises:
-        GpuclusterError: naming the cluster file, cluster and ``profile.<name>``, with the allowed
-            names or values and the default.
+        GpuclusterError: naming the cluster file, cluster and ``profile.<name>`` (with the allowed
+            names or values and the default) or ``settings.<key>`` (with the allowed keys).
     """
     where = {"file": cluster.source, "cluster": cluster.name}
+    accepted = (*platform.settings, *gates_mod.CORE_SETTING_KEYS)
+    for name in sorted(cluster.settings or {}, key=str):
+        if name not in accepted:
+            raise GpuclusterError(
+                f"unknown setting '{name}' for service {platform.service}",
+                key=f"settings.{name}",
+                allowed=", ".join(accepted),
+                fix="remove it or fix its spelling (platform settings: the platform's page in docs/)",
+                **where,
+            )
     for name, value in sorted(cluster.profile.items()):
         if name not in platform.profiles:
             raise GpuclusterError(
@@ -68,7 +79,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
         platform = platform_for(cluster.criteria.service, file=cluster.source)
     except GpuclusterError as err:
         raise GpuclusterError(problems=[dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]) from None
-    check_profile(cluster, platform)
+    check_declared_inputs(cluster, platform)
     results = call_hook_attributed("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
     if not results:
         return cluster

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable
+from typing import Any, Mapping, Sequence
 
 import pluggy
 
@@ -35,18 +35,53 @@ def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
     global _PM
     if _PM is not None and not reload:
         return _PM
+    _PM = new_plugin_manager()
+    return _PM
+
+
+def swap_plugin_manager(pm: pluggy.PluginManager | None) -> pluggy.PluginManager | None:
+    """Make ``pm`` the process-wide manager (``None``: load afresh on next use); return the previous one.
+
+    For :func:`gpucluster.sdk.testing.registered`, which restores the previous manager afterwards.
+    """
+    global _PM
+    previous, _PM = _PM, pm
+    return previous
+
+
+def _names(value: str) -> list[str]:
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def new_plugin_manager(
+    *, entry_points: bool = True, disable: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> pluggy.PluginManager:
+    """A plugin manager with the hookspecs, the installed plugins and ``GPUCLUSTER_PLUGINS`` modules.
+
+    Args:
+        entry_points: load the distributions' ``gpucluster`` entry points (built-ins included).
+        disable: plugin names to block, besides ``GPUCLUSTER_DISABLE_PLUGINS`` of ``env``.
+        env: where ``GPUCLUSTER_PLUGINS``/``GPUCLUSTER_DISABLE_PLUGINS`` are read (default
+            ``os.environ``; ``{}`` ignores them).
+
+    Raises:
+        PluginError: a plugin distribution or module fails to load, or a hook implementation is
+            invalid (names the plugin).
+    """
+    env = os.environ if env is None else env
     pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
     pm.add_hookspecs(hookspecs)
-    for name in filter(None, (s.strip() for s in os.environ.get("GPUCLUSTER_DISABLE_PLUGINS", "").split(","))):
+    for name in [*_names(env.get("GPUCLUSTER_DISABLE_PLUGINS", "")), *disable]:
         pm.set_blocked(name)
-    try:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    except Exception as exc:  # a broken third-party distribution must be named
-        raise PluginError(
-            f"loading plugins of entry-point group '{ENTRY_POINT_GROUP}' failed: {type(exc).__name__}: {exc}",
-            fix="uninstall or fix the failing plugin distribution (see the traceback with GPUCLUSTER_DEBUG=1)",
-        ) from exc
-    for modname in filter(None, (s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(","))):
+    if entry_points:
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # a broken third-party distribution must be named
+            raise PluginError(
+                f"loading plugins of entry-point group '{ENTRY_POINT_GROUP}' failed: {type(exc).__name__}: {exc}",
+                fix="uninstall or fix the failing plugin distribution (see the traceback with GPUCLUSTER_DEBUG=1)",
+            ) from exc
+    for modname in _names(env.get("GPUCLUSTER_PLUGINS", "")):
         if pm.get_plugin(modname) is not None or pm.is_blocked(modname):
             continue
         try:
@@ -57,26 +92,36 @@ def get_plugin_manager(*, reload: bool = False) -> pluggy.PluginManager:
                 key="GPUCLUSTER_PLUGINS",
                 fix="fix the module or remove it from GPUCLUSTER_PLUGINS",
             ) from exc
-        if pm.is_registered(module):
-            continue  # already loaded through its distribution's entry point
-        try:
-            pm.register(module, name=modname)
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(
-                f"plugin '{modname}' from GPUCLUSTER_PLUGINS is invalid: {_one_line(exc)}",
-                key="GPUCLUSTER_PLUGINS",
-                fix="match the hook signatures of gpucluster.sdk.hookspecs (docs/plugins.md)",
-            ) from exc
-    _check_hookimpls(pm)
-    _PM = pm
+        register_plugin(pm, module, name=modname, origin="from GPUCLUSTER_PLUGINS ", key="GPUCLUSTER_PLUGINS")
+    check_hookimpls(pm)
     return pm
+
+
+def register_plugin(pm: pluggy.PluginManager, plugin: object, *, name: str | None = None, origin: str = "",
+                    key: str | None = None) -> None:
+    """Register ``plugin`` unless it is registered already (e.g. through its entry point).
+
+    Raises:
+        PluginError: a hook implementation's signature does not match its hookspec.
+    """
+    if pm.is_registered(plugin):
+        return
+    name = name or getattr(plugin, "__name__", None)
+    try:
+        pm.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"plugin '{name}' {origin}is invalid: {_one_line(exc)}",
+            key=key,
+            fix="match the hook signatures of gpucluster.sdk.hookspecs (docs/plugins.md)",
+        ) from exc
 
 
 def _one_line(exc: Exception) -> str:
     return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
-def _check_hookimpls(pm: pluggy.PluginManager) -> None:
+def check_hookimpls(pm: pluggy.PluginManager) -> None:
     """Refuse unknown hook names (typos) and hook wrappers, naming the plugin.
 
     Raises:
@@ -103,6 +148,75 @@ def _check_hookimpls(pm: pluggy.PluginManager) -> None:
                 )
 
 
+SERVICE_SCOPED_ARG = "cluster"
+"""Hooks with this argument are service-scoped (see :func:`call_hook_attributed`)."""
+
+
+def _plugin_platforms(pm: pluggy.PluginManager) -> list[tuple[str, object, Platform]]:
+    """``(plugin name, plugin object, Platform)`` of every plugin's ``gpucluster_platforms``, in call order.
+
+    Raises:
+        PluginError: a plugin raises, returns a non-list or a non-Platform (names the plugin).
+    """
+    return [(impl.plugin_name, impl.plugin, platform) for impl, platform in _list_items(pm, "gpucluster_platforms", Platform, "gpucluster.sdk.Platform", {})]
+
+
+def _services_of_plugins(pm: pluggy.PluginManager) -> dict[int, frozenset[str]]:
+    """``id(plugin) -> services it declares`` (plugins declaring none are absent).
+
+    Cached on the manager per set of registered plugins (``gpucluster_platforms`` must be pure).
+    """
+    key = tuple(sorted(id(p) for p in pm.get_plugins()))
+    cached = getattr(pm, "_gpucluster_services", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    services: dict[int, set[str]] = {}
+    for _, plugin, platform in _plugin_platforms(pm):
+        services.setdefault(id(plugin), set()).add(platform.service)
+    frozen = {k: frozenset(v) for k, v in services.items()}
+    pm._gpucluster_services = (key, frozen)  # type: ignore[attr-defined]
+    return frozen
+
+
+def _scoped_impls(pm: pluggy.PluginManager, hook_name: str, kwargs: dict[str, Any]) -> list[Any]:
+    """The implementations of ``hook_name`` to call, in call order (tryfirst, later-registered, trylast).
+
+    For a service-scoped hook (one with a ``cluster`` argument), a plugin that declares platforms
+    is called only for clusters of its own services; a plugin that declares none (a policy pack,
+    an organisation's rules) is called for every cluster.
+    """
+    impls = list(reversed(getattr(pm.hook, hook_name).get_hookimpls()))
+    cluster = kwargs.get(SERVICE_SCOPED_ARG)
+    criteria = getattr(cluster, "criteria", None)
+    if criteria is None:
+        return impls
+    services = _services_of_plugins(pm)
+    return [impl for impl in impls if criteria.service in services.get(id(impl.plugin), (criteria.service,))]
+
+
+def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """``[(hookimpl, result), ...]`` of the scoped implementations, None results skipped."""
+    results: list[tuple[Any, Any]] = []
+    for impl in _scoped_impls(pm, hook_name, kwargs):
+        args = {name: kwargs[name] for name in impl.argnames}
+        try:
+            result = impl.function(**args)
+        except GpuclusterError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' failed in hook {hook_name}: {type(exc).__name__}: {exc}",
+                cluster=getattr(kwargs.get(SERVICE_SCOPED_ARG), "name", None),
+                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
+            ) from exc
+        if result is None:
+            continue
+        results.append((impl, result))
+        if firstresult:
+            break
+    return results
+
+
 def call_hook_attributed(
     hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any
 ) -> list[tuple[str, Any]]:
@@ -110,7 +224,9 @@ def call_hook_attributed(
 
     Implementations run in pluggy's order (tryfirst first, trylast last, otherwise the
     later-registered first); ``None`` results are skipped. ``firstresult`` (default: the
-    hookspec's) stops after the first non-None result.
+    hookspec's) stops after the first non-None result. Service-scoped hooks (those with a
+    ``cluster`` argument) reach a plugin that declares platforms only for clusters of its own
+    services, and a plugin that declares none for every cluster.
 
     Raises:
         GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
@@ -120,25 +236,7 @@ def call_hook_attributed(
     caller = getattr(pm.hook, hook_name)
     if firstresult is None:
         firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-    results: list[tuple[str, Any]] = []
-    for impl in reversed(caller.get_hookimpls()):
-        args = {name: kwargs[name] for name in impl.argnames}
-        try:
-            result = impl.function(**args)
-        except GpuclusterError:
-            raise
-        except Exception as exc:
-            raise PluginError(
-                f"plugin '{impl.plugin_name}' failed in hook {hook_name}: {type(exc).__name__}: {exc}",
-                cluster=getattr(kwargs.get("cluster"), "name", None),
-                fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
-            ) from exc
-        if result is None:
-            continue
-        results.append((impl.plugin_name, result))
-        if firstresult:
-            break
-    return results
+    return [(impl.plugin_name, result) for impl, result in _call(pm, hook_name, firstresult, kwargs)]
 
 
 def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any) -> Any:
@@ -161,6 +259,49 @@ def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstre
     return results
 
 
+def _list_items(pm: pluggy.PluginManager, hook_name: str, item_type: Any, what: str, kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    cluster = getattr(kwargs.get(SERVICE_SCOPED_ARG), "name", None)
+    for impl, batch in _call(pm, hook_name, False, kwargs):
+        if not isinstance(batch, (list, tuple)):
+            raise PluginError(
+                f"plugin '{impl.plugin_name}' returned {type(batch).__name__} from {hook_name}",
+                cluster=cluster,
+                allowed=f"a list of {what}, or None",
+            )
+        for item in batch:
+            if not isinstance(item, item_type):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}' returned {type(item).__name__} from {hook_name}",
+                    cluster=cluster,
+                    allowed=f"{what} instances",
+                )
+            out.append((impl, item))
+    return out
+
+
+def call_list_hook(
+    hook_name: str, item_type: type | tuple[type, ...], *, what: str, pm: pluggy.PluginManager | None = None, **kwargs: Any
+) -> list[tuple[str, Any]]:
+    """Call a hook returning lists and type-check every item: ``[(plugin name, item), ...]``.
+
+    The items of all implementations, flattened, in hook call order (see
+    :func:`call_hook_attributed`, including the service scoping); ``None`` results are skipped.
+
+    Args:
+        hook_name: a hook whose implementations return ``list[item_type] | None``.
+        item_type: the class (or classes) every item must be an instance of.
+        what: the items as the user reads them in errors (``"gpucluster.sdk.GateSpec"``).
+
+    Raises:
+        PluginError: a result is not a list/tuple, or an item is not an ``item_type`` (names the
+            plugin, the hook and what was returned); or a plugin raised (see :func:`call_hook_attributed`).
+        GpuclusterError: re-raised from a plugin as-is.
+    """
+    pm = pm or get_plugin_manager()
+    return [(impl.plugin_name, item) for impl, item in _list_items(pm, hook_name, item_type, what, kwargs)]
+
+
 def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
     """All declared platforms by service.
 
@@ -170,26 +311,15 @@ def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
     pm = pm or get_plugin_manager()
     owners: dict[str, str] = {}
     found: dict[str, Platform] = {}
-    caller = pm.hook.gpucluster_platforms
-    for impl in reversed(caller.get_hookimpls()):
-        try:
-            declared = impl.function() or []
-        except Exception as exc:
-            raise PluginError(f"plugin '{impl.plugin_name}' failed in hook gpucluster_platforms: {exc}") from exc
-        for platform in declared:
-            if not isinstance(platform, Platform):
-                raise PluginError(
-                    f"plugin '{impl.plugin_name}' returned {type(platform).__name__} from gpucluster_platforms",
-                    allowed="gpucluster.sdk.Platform instances",
-                )
-            if platform.service in owners:
-                raise PluginError(
-                    f"service '{platform.service}' is declared by both plugin '{owners[platform.service]}' "
-                    f"and plugin '{impl.plugin_name}'",
-                    fix="disable one of them with GPUCLUSTER_DISABLE_PLUGINS",
-                )
-            owners[platform.service] = impl.plugin_name
-            found[platform.service] = platform
+    for plugin_name, _, platform in _plugin_platforms(pm):
+        if platform.service in owners:
+            raise PluginError(
+                f"service '{platform.service}' is declared by both plugin '{owners[platform.service]}' "
+                f"and plugin '{plugin_name}'",
+                fix="disable one of them with GPUCLUSTER_DISABLE_PLUGINS",
+            )
+        owners[platform.service] = plugin_name
+        found[platform.service] = platform
     return dict(sorted(found.items()))
 
 
@@ -232,6 +362,7 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
     env_names = {s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(",") if s.strip()}
     plugins_out = []
     blocked = []
+    declared_all = _plugin_platforms(pm)
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
         if plugin is None:
             blocked.append(name)
@@ -240,7 +371,7 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
         source = "entry-point" if dist is not None else "GPUCLUSTER_PLUGINS" if name in env_names else "registered"
         hooks: list[str] = []
         order: dict[str, list[str]] = {"tryfirst": [], "trylast": []}
-        declared: list[Platform] = []
+        declared = [p for _, owner, p in declared_all if owner is plugin]
         for caller in sorted(pm.get_hookcallers(plugin) or [], key=lambda c: c.name):
             for impl in caller.get_hookimpls():
                 if impl.plugin is not plugin:
@@ -249,21 +380,6 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
                 for flag in order:
                     if getattr(impl, flag):
                         order[flag].append(caller.name)
-                if caller.name == "gpucluster_platforms":
-                    try:
-                        result = impl.function() or []
-                    except Exception as exc:
-                        raise PluginError(
-                            f"plugin '{name}' failed in hook gpucluster_platforms: {type(exc).__name__}: {exc}",
-                            fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={name})",
-                        ) from exc
-                    for platform in result:
-                        if not isinstance(platform, Platform):
-                            raise PluginError(
-                                f"plugin '{name}' returned {type(platform).__name__} from gpucluster_platforms",
-                                allowed="gpucluster.sdk.Platform instances",
-                            )
-                        declared.append(platform)
         plugins_out.append(
             {
                 "name": name,

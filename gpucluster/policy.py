@@ -712,20 +712,17 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     Raises:
         PluginError: a plugin hook returned something that is not a list of Finding.
     """
-    from gpucluster.errors import PluginError
-    from gpucluster.plugins import call_hook_attributed
+    from gpucluster.plugins import call_list_hook
 
     checks = _Checks(cluster, recipe, components, catalog)
     for check in CORE_CHECKS:
         check(checks)
     findings = drop_profile_derived(list(checks.findings))
-    for plugin, batch in call_hook_attributed("gpucluster_policy_checks", cluster=cluster, recipe=recipe, components=components):
-        if not isinstance(batch, (list, tuple)) or not all(isinstance(f, Finding) for f in batch):
-            raise PluginError(
-                f"plugin '{plugin}' returned something other than a list of Finding from gpucluster_policy_checks",
-                cluster=cluster.name,
-                fix="return list[gpucluster.sdk.Finding] or None",
-            )
-        findings.extend(batch)
+    findings.extend(
+        finding
+        for _, finding in call_list_hook(
+            "gpucluster_policy_checks", Finding, what="gpucluster.sdk.Finding", cluster=cluster, recipe=recipe, components=components
+        )
+    )
     unique = {(f.id, f.severity, f.cluster, f.component, f.key, f.message, f.fix): f for f in findings}
     return sorted(unique.values(), key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.id, f.component, f.key, f.message))

@@ -93,10 +93,6 @@ def test_validation_errors(kw, key, message):
     assert message in exc.value.render()
 
 
-def test_other_services_are_ignored():
-    assert aks_platform.gpucluster_prepare_cluster(spec(criteria=Criteria(service="nvke"))) is None
-
-
 def test_profile_check_is_the_core_one_driven_by_platform_profiles():
     """Profile names/values come from Platform.profiles; the plugin hook no longer repeats them."""
     aks = platforms()["aks"]

@@ -138,12 +138,6 @@ def test_prepare_turns_the_rdma_modules_setting_into_a_component_toggle():
     assert prepare(cluster()).overrides == []
 
 
-def test_prepare_ignores_other_services():
-    from gpucluster_nvke.platform import gpucluster_prepare_cluster
-
-    assert gpucluster_prepare_cluster(cluster(criteria=Criteria(service="aks"))) is None
-
-
 @pytest.mark.parametrize("field, value", [("accelerator", "h100"), ("os", "rhel")])
 def test_prepare_refuses_accelerators_and_oses_without_an_nvke_recipe(field, value):
     crit = {"service": "nvke", "accelerator": "gb200", "os": "ubuntu", "intent": "training", field: value}

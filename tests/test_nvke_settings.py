@@ -55,7 +55,6 @@ def test_pf_name_alone_selects_a_rail():
 @pytest.mark.parametrize(
     "raw, key, fragment",
     [
-        ({"railz": []}, "settings.railz", "unknown NVKE setting 'railz'"),
         ({"rails": []}, "settings.rails", "non-empty list"),
         ({"rails": [{"name": "mlx5_0", "rootDevice": "03:00.0"}]}, "settings.rails[0].rootDevice", "is not a PCI address"),
         ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "pci": 1}]}, "settings.rails[0].pci", "unknown NVKE setting"),
@@ -80,6 +79,21 @@ def test_refusals_name_file_cluster_and_key(raw, key, fragment):
     assert f"key={key}:" in text, text
     assert fragment in text, text
     assert "file=clusters.yaml" in text and "cluster=nvke-a" in text
+
+
+def test_unknown_top_level_settings_are_refused_by_the_core():
+    """Top-level keys are checked once, by the core, against ``Platform.settings``."""
+    from gpucluster.model import ClusterSpec, Criteria
+    from gpucluster.pipeline import prepare_cluster
+    from gpucluster_nvke.settings import SETTINGS_KEYS
+
+    spec = ClusterSpec(name="nvke-a", criteria=Criteria(service="nvke", accelerator="gb200", os="ubuntu", intent="training"),
+                       source="clusters.yaml", settings={"railz": [], "rails": rails()})
+    with pytest.raises(GpuclusterError) as exc:
+        prepare_cluster(spec)
+    text = str(exc.value)
+    assert "file=clusters.yaml cluster=nvke-a key=settings.railz: unknown setting 'railz' for service nvke" in text
+    assert f"(allowed: {', '.join(SETTINGS_KEYS)}, gateImage)" in text
 
 
 def test_settings_must_be_a_mapping():

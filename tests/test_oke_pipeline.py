@@ -382,11 +382,12 @@ def test_refuses_a_second_nicclusterpolicy_owner(tmp_path):
 
 
 def test_other_platforms_get_nothing_from_the_oke_plugin():
+    """The plugin manager scopes OKE's cluster hooks to OKE clusters (no per-hook service check)."""
     from gpucluster import config
-    from gpucluster_oke import gpucluster_gates, gpucluster_policy_checks, gpucluster_prepare_cluster
+    from gpucluster.plugins import call_hook_attributed
 
     aks = config.load_clusters()[0]
     assert aks.criteria.service == "aks"
-    assert gpucluster_prepare_cluster(aks) is None
-    assert gpucluster_gates(aks, None, {}) is None
-    assert gpucluster_policy_checks(aks, None, {}) is None
+    assert [plugin for plugin, _ in call_hook_attributed("gpucluster_gates", cluster=aks, recipe=None, components={})] == ["aks"]
+    (plugin, _), = call_hook_attributed("gpucluster_prepare_cluster", cluster=aks)
+    assert plugin == "aks"

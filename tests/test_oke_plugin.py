@@ -188,8 +188,14 @@ def test_prepare_refuses_unknown_profiles(profile, key, message):
 
 def test_prepare_settings():
     assert prepare(cluster(settings={"nvidiaGpuPluginAddon": "absent"})).settings == {"nvidiaGpuPluginAddon": "absent"}
-    text = refusal(settings={"rails": []})
-    assert "key=settings.rails" in text and "unknown OKE setting 'rails'" in text and "allowed: nvidiaGpuPluginAddon" in text
+    # setting names are checked by the core against Platform.settings, before the hook
+    from gpucluster.pipeline import prepare_cluster
+
+    with pytest.raises(GpuclusterError) as exc:
+        prepare_cluster(cluster(settings={"rails": []}))
+    text = str(exc.value)
+    assert "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke" in text
+    assert "(allowed: nvidiaGpuPluginAddon, gateImage)" in text
     text = refusal(settings={"nvidiaGpuPluginAddon": "UPDATING"})
     assert "key=settings.nvidiaGpuPluginAddon" in text and "allowed: installed, absent" in text
 
@@ -211,12 +217,6 @@ def test_prepare_refuses_criteria_without_an_oke_recipe(criteria, key, message):
     assert f"key={key}:" in text and message in text
     if key == "criteria":
         assert "gb200/ubuntu/training/kubeflow" in text and "l40s/ol/inference" in text
-
-
-def test_prepare_ignores_other_services():
-    from gpucluster_oke.platform import gpucluster_prepare_cluster
-
-    assert gpucluster_prepare_cluster(cluster(criteria=Criteria(service="aks"))) is None
 
 
 def test_cluster_file_errors_name_the_file_and_key(tmp_path):

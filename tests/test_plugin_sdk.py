@@ -196,6 +196,79 @@ def test_example_plugin_leaves_other_services_alone(monkeypatch, tmp_path):
     assert [g.name for g in with_plugin.gates] == [g.name for g in without.gates]
 
 
+SCOPED = """
+@hookimpl
+def gpucluster_platforms():
+    return [Platform(service="other-k8s", display_name="Other", accelerators=("h100",))]
+
+@hookimpl(tryfirst=True)
+def gpucluster_prepare_cluster(cluster):
+    raise RuntimeError("called for " + cluster.criteria.service)
+
+@hookimpl
+def gpucluster_gates(cluster, recipe, components):
+    raise RuntimeError("called for " + cluster.criteria.service)
+"""
+
+UNSCOPED = """
+CALLS = []
+
+@hookimpl
+def gpucluster_policy_checks(cluster, recipe, components):
+    CALLS.append(cluster.criteria.service)
+    return [Finding(id="ORG-NOTE", severity="info", cluster=cluster.name, component="-", key="-", message="seen", fix="-")]
+"""
+
+
+def test_service_scoped_hooks_reach_only_the_plugin_serving_the_cluster(monkeypatch, tmp_path):
+    write_plugin(tmp_path, "h7_scoped", SCOPED)
+    write_plugin(tmp_path, "h7_unscoped", UNSCOPED)
+    load(monkeypatch, EXAMPLE, "h7_scoped", "h7_unscoped", extra_path=tmp_path)
+    plan = pipeline.build_plan(cluster_spec(tmp_path))  # h7_scoped serves other-k8s only: never called
+    assert [g.name for g in plan.gates] == ["example-clusterpolicy-ready"]
+    # a plugin declaring no platform is called for every cluster
+    assert sys.modules["h7_unscoped"].CALLS == ["example-k8s"]
+    assert [f.id for f in plan.findings] == ["ORG-NOTE"]
+    # for its own service it is called
+    other = cluster_spec(tmp_path, criteria={"service": "other-k8s", "accelerator": "h100"})
+    with pytest.raises(PluginError, match="plugin 'h7_scoped' failed in hook gpucluster_prepare_cluster: RuntimeError: called for other-k8s"):
+        pipeline.build_plan(other)
+
+
+CLUSTER_HOOKS = [h for h in HOOKS if "cluster" in getattr(hookspecs, h).__code__.co_varnames]
+
+
+@pytest.mark.parametrize("service", ["aks", "nvke", "oke"])
+def test_builtin_cluster_hooks_reach_only_the_plugin_of_the_service(service):
+    from gpucluster.model import ClusterSpec, Criteria
+
+    assert CLUSTER_HOOKS == sorted(["gpucluster_adjust_values", "gpucluster_cluster_stack", "gpucluster_gates",
+                                    "gpucluster_manifests", "gpucluster_policy_checks", "gpucluster_prepare_cluster"])
+    pm = plugins_mod.get_plugin_manager()
+    spec = ClusterSpec(name="c", criteria=Criteria(service=service), source="t")
+    for hook in CLUSTER_HOOKS:
+        everyone = {impl.plugin_name for impl in getattr(pm.hook, hook).get_hookimpls()}
+        called = {impl.plugin_name for impl in plugins_mod._scoped_impls(pm, hook, {"cluster": spec})}
+        assert called == everyone & {service}, hook
+
+
+def test_unknown_settings_are_refused_by_the_core_for_every_platform(monkeypatch, tmp_path):
+    load(monkeypatch, EXAMPLE)
+    cases = {
+        "example-k8s": ({}, "gateImage"),
+        "aks": ({"criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, "existing": None}, "gateImage"),
+        "oke": ({"criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}}, "nvidiaGpuPluginAddon, gateImage"),
+    }
+    for service, (changes, allowed) in cases.items():
+        path = cluster_file(tmp_path, settings={"gateImagee": "x"}, **changes)
+        code, out, err = run_cli(["plan", "--config", path])
+        assert code == 2 and out == "", service
+        assert err == (
+            f"error[input] file={path} cluster=ex1 key=settings.gateImagee: unknown setting 'gateImagee' for service {service} "
+            f"(allowed: {allowed}) fix: remove it or fix its spelling (platform settings: the platform's page in docs/)\n"
+        ), service
+
+
 # --------------------------------------------------------------------------- installation through an entry point
 
 
@@ -302,7 +375,7 @@ WRONG_SHAPE = {
     "gpucluster_gates": ("def gpucluster_gates(cluster, recipe, components):\n    return {'name': 'x'}\n", "plugin 'h7_bad' returned dict from gpucluster_gates"),
     "gpucluster_policy_checks": (
         "def gpucluster_policy_checks(cluster, recipe, components):\n    return ['error: no']\n",
-        "plugin 'h7_bad' returned something other than a list of Finding from gpucluster_policy_checks",
+        "plugin 'h7_bad' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)",
     ),
 }
 

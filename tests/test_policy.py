@@ -355,7 +355,7 @@ def test_plugin_returning_junk_is_a_plugin_error(catalog):
             check(catalog)
     finally:
         pm.unregister(plugin)
-    assert "plugin 'junk-policy-test' returned something other than a list of Finding" in exc.value.render()
+    assert "plugin 'junk-policy-test' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)" in exc.value.render()
 
 
 def test_plugin_raising_is_a_plugin_error_naming_it(catalog):

@@ -52,11 +52,6 @@ OPERATOR_MANAGED = {
 }
 
 
-def test_other_services_are_not_checked(catalog):
-    cluster = make_cluster(service="oke", kubernetes_version="1.20")
-    assert gpucluster_policy_checks(cluster=cluster, recipe=make_recipe(), components={}) is None
-
-
 def test_azure_managed_default_passes(catalog):
     assert aks(catalog) == []
 

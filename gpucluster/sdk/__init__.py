@@ -27,8 +27,8 @@ Exports:
   :func:`nicclusterpolicy_ready`, :func:`dra_kubelet_plugin_rollout`,
   :func:`dra_kubelet_plugin_name`, and :func:`gpu_nodes_expected` (``min_ready`` of rollout gates);
 * constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
-  (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads on every
-  platform; a plugin validating ``cluster.settings`` must accept them).
+  (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads and
+  accepts on every platform, besides the platform's own ``Platform.settings``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 import pluggy
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.gates import CORE_SETTING_KEYS
 from gpucluster.model import ANY, Constraint, ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
 from gpucluster.sdk.gates import (
     clusterpolicy_ready,
@@ -65,9 +66,6 @@ from gpucluster.values import deep_merge, get_path, has_path
 ENTRY_POINT_GROUP = "gpucluster"
 """Entry-point group plugins register under (``[project.entry-points.gpucluster]``)."""
 
-CORE_SETTING_KEYS: tuple[str, ...] = ("gateImage",)
-"""Cluster-file ``settings`` keys the core reads for every platform (``gateImage``: the kubectl
-image of the gate Jobs, docs/gates.md). Plugins that refuse unknown settings must accept these."""
 
 hookimpl = pluggy.HookimplMarker("gpucluster")
 """Marker for hook implementations (``@hookimpl``, ``@hookimpl(tryfirst=True)``)."""

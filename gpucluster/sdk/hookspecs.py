@@ -8,10 +8,11 @@ Implement them with :data:`gpucluster.sdk.hookimpl` in a module registered under
 
 Built-in platforms (AKS, NVKE, OKE) are registered the same way. Every hook receives only
 plain data from :mod:`gpucluster.sdk` types, except :func:`gpucluster_cluster_stack`, which
-receives a construct scope. Hooks that are not about your platform must return ``None``
-(check ``cluster.criteria.service``). An exception raised by a hook is reported with the
-plugin's name and stops synthesis with exit code 2; a :class:`~gpucluster.sdk.GpuclusterError`
-is reported as raised.
+receives a construct scope. Hooks with a ``cluster`` argument are service-scoped: a plugin
+that declares platforms is called only for clusters of its own services (the plugin manager
+filters on ``cluster.criteria.service``), a plugin declaring none for every cluster. An
+exception raised by a hook is reported with the plugin's name and stops synthesis with exit
+code 2; a :class:`~gpucluster.sdk.GpuclusterError` is reported as raised.
 
 Call order between plugins: implementations marked ``@hookimpl(tryfirst=True)`` run first,
 ``@hookimpl(trylast=True)`` last, otherwise the later-registered plugin first
@@ -77,9 +78,9 @@ def gpucluster_prepare_cluster(cluster):
     """Fill platform defaults into a :class:`ClusterSpec` and validate platform settings.
 
     Called once per cluster, after the cluster file is validated and the service is known,
-    before the recipe is resolved. Return ``None`` for clusters of other services. Use it for
-    default pools, region, ``existing`` kubeconfig, and platform inputs in ``cluster.settings``
-    (accept :data:`gpucluster.sdk.CORE_SETTING_KEYS`).
+    before the recipe is resolved; ``profile`` names/values and top-level ``settings`` keys are
+    already checked against ``Platform.profiles``/``Platform.settings``. Use it for default
+    pools, region, ``existing`` kubeconfig, and the values of ``cluster.settings``.
 
     firstresult: yes (the first non-None result wins; later implementations are not called).
 

@@ -35,7 +35,11 @@ class Platform:
         min_kubernetes: lowest Kubernetes minor accepted (``"1.34"``: DRA GA, seed aks-gpu-setup).
         provider_id_prefix: node ``spec.providerID`` scheme identifying the platform
             (``"azure://"``, ``"nico://"``), used by ``gpucluster detect``.
-        profiles: profile name -> (default value, allowed values).
+        profiles: profile name -> (default value, allowed values); the core refuses other
+            names and values before ``gpucluster_prepare_cluster`` runs.
+        settings: the platform's own top-level ``settings`` keys; the core refuses any other key
+            (besides :data:`gpucluster.sdk.CORE_SETTING_KEYS`) before ``gpucluster_prepare_cluster``
+            runs. Nested keys and values are the plugin's to check.
     """
 
     service: str
@@ -48,6 +52,7 @@ class Platform:
     min_kubernetes: str = "1.34"
     provider_id_prefix: str | None = None
     profiles: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    settings: tuple[str, ...] = ()
 
 
 @dataclass

@@ -14,7 +14,6 @@ from gpucluster_aks.platform import CRITICAL_ADDONS_TAINT, RESERVED_LABEL_PREFIX
 
 __all__ = ["gpucluster_cluster_stack", "cluster_props"]
 
-SERVICE = "aks"
 
 
 def _reserved(key: str) -> bool:
@@ -82,11 +81,8 @@ def gpucluster_cluster_stack(scope, cluster: ClusterSpec, recipe: Recipe):
     """Build the AKS cluster (:class:`constructs_lib.AksGpuCluster`) in the ``<name>-cluster`` stack.
 
     Returns:
-        ClusterConnection with the cluster's host and PEM client credentials (tokens), or
-        None for clusters of other services.
+        ClusterConnection with the cluster's host and PEM client credentials (tokens).
     """
-    if cluster.criteria.service != SERVICE:
-        return None
     from constructs_lib import AksGpuCluster
 
     aks = AksGpuCluster(scope, "aks", cluster_props(cluster))

@@ -34,7 +34,6 @@ from gpucluster.sdk import (
 
 __all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "DRA_ROLLOUT_TIMEOUT"]
 
-SERVICE = "aks"
 
 CLUSTERPOLICY_TIMEOUT = 1800
 """30 min: GPU nodes may still be rebooting for nodewright host setup, and under the
@@ -50,9 +49,7 @@ DRA_ROLLOUT_TIMEOUT = 900
 
 @hookimpl
 def gpucluster_gates(cluster, recipe, components):
-    """The AKS readiness gates for the enabled components (None for other services)."""
-    if cluster.criteria.service != SERVICE:
-        return None
+    """The AKS readiness gates for the enabled components."""
     gates = []
     if "gpu-operator" in components:
         gates.append(clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_TIMEOUT))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
+from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
 
 __all__ = [
     "gpucluster_platforms",
@@ -44,10 +44,6 @@ GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 SYSTEM_VM_SIZE = "Standard_D8s_v5"
 """System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators)."""
 
-SETTING_KEYS = CORE_SETTING_KEYS
-"""``settings`` keys an AKS cluster accepts: the core ones (``gateImage``, the kubectl image of the
-gate Jobs, validated by the core); AKS has no platform settings of its own, so anything else is a typo."""
-
 SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 """Taint of GPU pools; runtime components tolerate it with a keyed toleration (seed: a
@@ -75,7 +71,10 @@ AKS_PLATFORM = Platform(
     min_kubernetes="1.34",
     provider_id_prefix="azure://",
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, tuple(sorted(GPU_DRIVER_FOR_PROFILE)))},
+    settings=(),
 )
+"""``settings=()``: AKS has no platform settings of its own; the core accepts only its own keys
+(``gateImage``) and refuses anything else as a typo."""
 
 CRITICAL_ADDONS_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
 """The only taint azurerm 4.x can put on the default (system) pool: ``only_critical_addons_enabled``
@@ -110,7 +109,8 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
 
     * ``region``: :data:`DEFAULT_REGION` when omitted.
     * ``profile``: ``gpuStack`` defaults to ``azure-managed``; names and values are checked by the
-      core against ``Platform.profiles`` before this hook runs.
+      core against ``Platform.profiles`` (and ``settings`` keys against ``Platform.settings``)
+      before this hook runs, which the core calls for AKS clusters only.
     * ``pools``: default ``system`` (``Standard_D8s_v5`` x2) + ``gpu``
       (``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
       ``nvidia.com/gpu=present:NoSchedule`` taint, the ``nvidia.com/gpu.present: "true"`` label
@@ -126,23 +126,12 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     ``gpucluster plan`` and ``cdktf synth`` fail on the same inputs with the same line.
 
     Returns:
-        the prepared ClusterSpec, or None for other services.
+        the prepared ClusterSpec.
 
     Raises:
         GpuclusterError: naming the cluster file, cluster and key.
     """
-    if cluster.criteria.service != SERVICE:
-        return None
     where = {"file": cluster.source, "cluster": cluster.name}
-    for name in sorted(cluster.settings or {}, key=str):
-        if name not in SETTING_KEYS:
-            raise GpuclusterError(
-                f"unknown setting '{name}' for service aks",
-                key=f"settings.{name}",
-                allowed=", ".join(SETTING_KEYS),
-                fix="remove it or fix its spelling (AKS settings: docs/cluster-file.md)",
-                **where,
-            )
     stack = cluster.profile.get(PROFILE_NAME, PROFILE_DEFAULT)  # validated by the core
     if cluster.region is None:
         cluster.region = DEFAULT_REGION

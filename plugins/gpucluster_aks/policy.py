@@ -34,7 +34,6 @@ __all__ = [
     "OWNERSHIP_MODES",
 ]
 
-SERVICE = "aks"
 MIN_KUBERNETES = tuple(int(part) for part in AKS_PLATFORM.min_kubernetes.split("."))
 """``AKS_PLATFORM.min_kubernetes`` as ``(major, minor)``: DRA (``resource.k8s.io/v1``) is GA from
 Kubernetes 1.34 and every AKS recipe includes the DRA driver (seed aks-gpu-setup)."""
@@ -390,9 +389,7 @@ def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
 
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
-    """AKS checks on the final effective values (None for other services)."""
-    if cluster.criteria.service != SERVICE:
-        return None
+    """AKS checks on the final effective values."""
     findings: list[Finding] = []
     findings += _check_version(cluster)
     findings += _check_managed_pools(cluster)

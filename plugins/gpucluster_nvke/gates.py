@@ -31,7 +31,6 @@ from typing import Any, Mapping
 from gpucluster.sdk import GateSpec, clusterpolicy_ready, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
 
 from gpucluster_nvke.fabric import MULTUS_DAEMONSET
-from gpucluster_nvke.settings import SERVICE
 
 MIN_DRA_VERSION = "0.5.1"
 """Lowest DRA driver that joins a shared NVLink clique under OwnerReferencesPermissionEnforcement."""
@@ -117,6 +116,4 @@ def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
 
 @hookimpl
 def gpucluster_gates(cluster, recipe, components):
-    if cluster.criteria.service != SERVICE:
-        return None
     return build_gates(recipe, components)

@@ -7,7 +7,7 @@ from typing import Mapping
 from gpucluster.sdk import Component, Manifest, get_path, hookimpl
 
 from gpucluster_nvke import fabric
-from gpucluster_nvke.settings import SERVICE, NvkeSettings, parse_settings
+from gpucluster_nvke.settings import NvkeSettings, parse_settings
 
 
 def build_manifests(settings: NvkeSettings, components: Mapping[str, Component]) -> list[Manifest]:
@@ -60,7 +60,5 @@ def build_manifests(settings: NvkeSettings, components: Mapping[str, Component])
 
 @hookimpl
 def gpucluster_manifests(cluster, recipe, components):
-    if cluster.criteria.service != SERVICE:
-        return None
     settings = parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
     return build_manifests(settings, components)

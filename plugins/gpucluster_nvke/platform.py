@@ -11,6 +11,7 @@ from gpucluster_nvke.settings import (
     MIN_KUBERNETES,
     PROVIDER_ID_PREFIX,
     SERVICE,
+    SETTINGS_KEYS,
     parse_settings,
 )
 
@@ -28,6 +29,7 @@ PLATFORM = Platform(
     provisions_cluster=False,
     min_kubernetes=MIN_KUBERNETES,
     provider_id_prefix=PROVIDER_ID_PREFIX,
+    settings=SETTINGS_KEYS,
 )
 """NVKE: the cluster exists (no ``<name>-cluster`` stack); nodes carry ``providerID: nico://``."""
 
@@ -142,6 +144,4 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
 
 @hookimpl
 def gpucluster_prepare_cluster(cluster):
-    if cluster.criteria.service != SERVICE:
-        return None
     return prepare(cluster)

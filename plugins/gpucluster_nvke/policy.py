@@ -17,7 +17,6 @@ from gpucluster_nvke.gates import MIN_DRA_VERSION
 from gpucluster_nvke.settings import (
     MIN_KUBERNETES,
     PCI_15B3_LABEL,
-    SERVICE,
     NvkeSettings,
     parse_settings,
     version_less,
@@ -279,7 +278,5 @@ def check(cluster: ClusterSpec, settings: NvkeSettings, components: Mapping[str,
 
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
-    if cluster.criteria.service != SERVICE:
-        return None
     settings = parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
     return check(cluster, settings, components)

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpucluster.sdk import CORE_SETTING_KEYS, GpuclusterError
+from gpucluster.sdk import GpuclusterError
 
 SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
@@ -79,8 +79,7 @@ DEFAULT_TEARDOWN_TIMEOUT_SECONDS = 780
 """Fits inside the 900 s Helm timeout of a manifest release; a destroy that runs out of it
 fails and can simply be re-run (the wait resumes)."""
 
-ALLOWED_KEYS = (
-    *CORE_SETTING_KEYS,
+SETTINGS_KEYS = (
     "rails",
     "firmwareNumVfs",
     "numVfs",
@@ -92,6 +91,8 @@ ALLOWED_KEYS = (
     "rdmaModules",
     "teardown",
 )
+"""NVKE's own top-level ``settings`` keys (``Platform.settings``: the core refuses any other key
+but its own ``gateImage``); the nested keys are checked by :func:`parse_settings`."""
 RAIL_KEYS = ("name", "rootDevice", "pfName", "subnet")
 RDMA_MODULES_KEYS = ("enabled", "autoTaintNewNodes", "nodeSelector", "tolerations")
 TEARDOWN_KEYS = ("image", "timeoutSeconds")
@@ -348,14 +349,14 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         count 16, pod network 192.168.0.0/16, NADs in ``default``).
 
     Raises:
-        GpuclusterError: unknown keys, wrong types, a rail without ``rootDevice``/``pfName``,
+        GpuclusterError: unknown nested keys (top-level keys are the core's check against
+            ``Platform.settings``), wrong types, a rail without ``rootDevice``/``pfName``,
             an unparsable CIDR (key ``settings.<path>``).
     """
     ctx = _Ctx(file, cluster)
     if raw is not None and not isinstance(raw, Mapping):
         raise ctx.error("", f"must be a mapping, not {type(raw).__name__}")
     raw = dict(raw or {})
-    _check_keys(ctx, raw, ALLOWED_KEYS, "")
 
     pod_network = _str(ctx, raw, "podNetwork") or DEFAULT_POD_NETWORK
     try:

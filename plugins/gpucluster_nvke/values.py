@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from gpucluster.sdk import hookimpl
 
-from gpucluster_nvke.settings import SERVICE, NvkeSettings, parse_settings
+from gpucluster_nvke.settings import NvkeSettings, parse_settings
 
 INERT_RDMA_DEFAULT = {"enabled": False}
 """``driver.rdma`` as the core GPU Operator values carry it. On NVKE the recipe sets no
@@ -42,7 +42,5 @@ def adjust(component_name: str, values: Mapping[str, Any], settings: NvkeSetting
 
 @hookimpl
 def gpucluster_adjust_values(cluster, recipe, component):
-    if cluster.criteria.service != SERVICE:
-        return None
     settings = parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
     return adjust(component.name, component.values, settings)

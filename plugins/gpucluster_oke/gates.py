@@ -35,7 +35,6 @@ from gpucluster.sdk import (
     nicclusterpolicy_ready,
 )
 
-from gpucluster_oke.platform import SERVICE
 
 __all__ = [
     "gpucluster_gates",
@@ -97,7 +96,5 @@ def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec
 
 @hookimpl
 def gpucluster_gates(cluster, recipe, components):
-    """The OKE readiness gates (None for other services)."""
-    if cluster.criteria.service != SERVICE:
-        return None
+    """The OKE readiness gates."""
     return build_gates(cluster, recipe, components)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, ExistingCluster, GpuclusterError, Platform, hookimpl
+from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, hookimpl
 
 __all__ = [
     "gpucluster_platforms",
@@ -67,8 +67,9 @@ ADDON_STATES = {"installed": "oci-managed", "absent": "operator-managed"}
 """``settings.nvidiaGpuPluginAddon`` -> the gpuStack value it qualifies (AICR constraint
 ``K8s.oke-addons.nvidia-gpu-plugin``: ``installed`` = the add-on is listed and ACTIVE)."""
 
-SETTINGS_KEYS = ("nvidiaGpuPluginAddon", *CORE_SETTING_KEYS)
-"""OKE settings plus the core ones every platform accepts (``gateImage``, docs/gates.md)."""
+SETTINGS_KEYS = ("nvidiaGpuPluginAddon",)
+"""OKE's own ``settings`` keys (``Platform.settings``); the core refuses others, except the core
+ones every platform accepts (``gateImage``, docs/gates.md)."""
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
@@ -83,6 +84,7 @@ OKE_PLATFORM = Platform(
     min_kubernetes="1.32",
     provider_id_prefix=PROVIDER_ID_PREFIX,
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, PROFILE_VALUES)},
+    settings=SETTINGS_KEYS,
 )
 """OKE: the cluster exists (no ``<name>-cluster`` stack). ``min_kubernetes`` is the family floor
 of overlay ``oke-ol``; each recipe's own ``K8s.server.version`` is checked by policy."""
@@ -154,18 +156,7 @@ def _check_criteria(cluster: ClusterSpec, where: dict) -> None:
 
 
 def _check_settings(cluster: ClusterSpec, where: dict) -> None:
-    settings = cluster.settings or {}
-    if not isinstance(settings, dict):
-        raise GpuclusterError("settings must be a mapping", key="settings", allowed=", ".join(SETTINGS_KEYS), **where)
-    for key in sorted(settings):
-        if key not in SETTINGS_KEYS:
-            raise GpuclusterError(
-                f"unknown OKE setting '{key}'",
-                key=f"settings.{key}",
-                allowed=", ".join(SETTINGS_KEYS),
-                fix="remove it (OKE clusters take no other platform settings)",
-                **where,
-            )
+    settings = cluster.settings or {}  # keys checked by the core against OKE_PLATFORM.settings
     if "nvidiaGpuPluginAddon" in settings:
         state = settings["nvidiaGpuPluginAddon"]
         if not isinstance(state, str) or state not in ADDON_STATES:
@@ -257,7 +248,5 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
 
 @hookimpl
 def gpucluster_prepare_cluster(cluster):
-    """:func:`prepare` for OKE clusters; None for other services."""
-    if cluster.criteria.service != SERVICE:
-        return None
+    """:func:`prepare` (the core calls it for OKE clusters only)."""
     return prepare(cluster)

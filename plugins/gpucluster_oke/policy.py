@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, hookimpl
 
-from gpucluster_oke.platform import ADDON_STATES, PROFILE_DEFAULT, PROFILE_NAME, SERVICE
+from gpucluster_oke.platform import ADDON_STATES, PROFILE_DEFAULT, PROFILE_NAME
 
 __all__ = ["gpucluster_policy_checks", "version_floor", "CHECK_IDS"]
 
@@ -217,9 +217,7 @@ def _check_kernel_module_params(cluster: ClusterSpec, components: Mapping[str, A
 
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
-    """OKE checks on the final effective values (None for other services)."""
-    if cluster.criteria.service != SERVICE:
-        return None
+    """OKE checks on the final effective values."""
     findings: list[Finding] = []
     findings += _check_version(cluster, recipe)
     findings += _check_addon(cluster, recipe)

@@ -65,13 +65,11 @@ def gpucluster_prepare_cluster(cluster):
     """Refuse node pools and point the runtime stack at the existing cluster.
 
     Returns:
-        a prepared copy of ``cluster``, or None for other services.
+        a prepared copy of ``cluster``.
 
     Raises:
         GpuclusterError: node pools given (naming file, cluster and key).
     """
-    if cluster.criteria.service != SERVICE:
-        return None
     if cluster.pools:
         raise GpuclusterError(
             "example-k8s clusters exist already; gpucluster does not create node pools for them",
@@ -89,7 +87,7 @@ def gpucluster_prepare_cluster(cluster):
 @hookimpl
 def gpucluster_gates(cluster, recipe, components):
     """Wait for the GPU Operator's ClusterPolicy before its dependents install."""
-    if cluster.criteria.service != SERVICE or "gpu-operator" not in components:
+    if "gpu-operator" not in components:
         return None
     return [
         GateSpec(
@@ -110,8 +108,6 @@ def gpucluster_gates(cluster, recipe, components):
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
     """``EXAMPLE-DRIVER`` (error): the GPU Operator must install the driver on example-k8s."""
-    if cluster.criteria.service != SERVICE:
-        return None
     gpu = components.get("gpu-operator")
     if gpu is None or get_path(gpu.values, "driver.enabled", True) is not False:
         return []
