@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-import pluggy
 import pytest
 import yaml
 
-from gpucluster import config, gates, graph, pipeline, plugins
+from gpucluster import config, gates, graph, pipeline
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, GateSpec, NodeScheduling, Recipe, Toleration
-from gpucluster.sdk import hookimpl, hookspecs
+from gpucluster.sdk import hookimpl
+from gpucluster.sdk.testing import registered
 
 ROOT = gates.__file__.rsplit("/gpucluster/", 1)[0]
 
@@ -303,15 +303,13 @@ class _GatePlugin:
 
 
 @pytest.fixture
-def plugin_gates(monkeypatch):
+def plugin_gates():
     def install(*results):
-        pm = pluggy.PluginManager("gpucluster")
-        pm.add_hookspecs(hookspecs)
-        for i, result in enumerate(results):
-            pm.register(_GatePlugin(result), name=f"plug{i}")
-        monkeypatch.setattr(plugins, "_PM", pm)
-        recipe = Recipe(criteria=Criteria(service="aks"), applied_overlays=[], constraints=[], component_refs=[])
-        return gates.collect_gates(lab(), recipe, components(("gpu-operator", "gpu-operator"), ("nfd", "nfd")))
+        with registered(entry_points=False) as kit:
+            for i, result in enumerate(results):
+                kit.register(_GatePlugin(result), name=f"plug{i}")
+            recipe = Recipe(criteria=Criteria(service="aks"), applied_overlays=[], constraints=[], component_refs=[])
+            return gates.collect_gates(lab(), recipe, components(("gpu-operator", "gpu-operator"), ("nfd", "nfd")))
     return install
 
 

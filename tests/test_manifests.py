@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import pluggy
+import contextlib
+
 import pytest
 import yaml
 
-from gpucluster import manifests, plugins
+from gpucluster import manifests
 from gpucluster.catalog import CORE_CATALOG_DIR, Catalog
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, NodeScheduling, Recipe, Toleration
-from gpucluster.sdk import Manifest, hookimpl, hookspecs
+from gpucluster.sdk import Manifest, hookimpl
+from gpucluster.sdk.testing import registered
 from gpucluster_aks.platform import CATALOG_DIR as AKS_CATALOG_DIR
 
 CATALOG = Catalog(dirs=[CORE_CATALOG_DIR, AKS_CATALOG_DIR], components={}, overlays={}, mixins={})
@@ -220,14 +222,13 @@ class _Plugin:
 
 
 @pytest.fixture
-def plugin_manager(monkeypatch):
-    def install(result, name="testplug"):
-        pm = pluggy.PluginManager("gpucluster")
-        pm.add_hookspecs(hookspecs)
-        pm.register(_Plugin(result), name=name)
-        monkeypatch.setattr(plugins, "_PM", pm)
-        return pm
-    return install
+def plugin_manager():
+    with contextlib.ExitStack() as stack:
+        def install(result, name="testplug"):
+            kit = stack.enter_context(registered(entry_points=False))
+            kit.register(_Plugin(result), name=name)
+            return kit.pm
+        yield install
 
 
 def cm(name, ns="gpu-operator", annotations=None):

@@ -1,11 +1,12 @@
 """The plugin SDK as a third party uses it (docs/plugins.md).
 
-The example plugin ``tests/data/example_plugin`` (platform ``example-k8s``) is loaded through
-``GPUCLUSTER_PLUGINS`` and, built and installed with pip, through a real ``gpucluster``
-entry point; its catalog, gate and policy check take effect in the public pipeline. Plugin
-failures are reported naming the plugin (exit 2, no traceback), duplicate services name both
-plugins, ``GPUCLUSTER_DISABLE_PLUGINS`` blocks plugins, ``gpucluster plugins`` lists them, and
-every built-in plugin imports only ``gpucluster.sdk``, the standard library and PyYAML.
+The example plugin ``examples/example_plugin`` (platform ``example-k8s``; its own tests, written
+on :mod:`gpucluster.sdk.testing`, are in ``examples/example_plugin/tests``) is loaded through
+``GPUCLUSTER_PLUGINS`` and, built and installed with pip, through a real ``gpucluster`` entry
+point. Plugin failures are reported naming the plugin (exit 2, no traceback), cluster hooks are
+scoped to the plugin serving the service, duplicate services name both plugins,
+``GPUCLUSTER_DISABLE_PLUGINS`` blocks plugins, ``gpucluster plugins`` lists them, and every
+built-in plugin imports only ``gpucluster.sdk``, the standard library and PyYAML.
 
 Every test here runs with a private plugin manager: the fixture :func:`_private_plugin_manager`
 restores the process-wide one afterwards, so other test modules see the built-ins only.
@@ -35,7 +36,7 @@ from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.sdk import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_DIST = ROOT / "tests" / "data" / "example_plugin"
+EXAMPLE_DIST = ROOT / "examples" / "example_plugin"
 EXAMPLE = "gpucluster_example"
 DOCS = ROOT / "docs" / "plugins.md"
 HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("gpucluster_"))
@@ -53,13 +54,12 @@ CLUSTER = {
 @pytest.fixture(autouse=True)
 def _private_plugin_manager(monkeypatch):
     """Run each test with its own plugin manager; restore the process-wide one afterwards."""
-    saved = plugins_mod._PM
     monkeypatch.delenv("GPUCLUSTER_PLUGINS", raising=False)
     monkeypatch.delenv("GPUCLUSTER_DISABLE_PLUGINS", raising=False)
     before = set(sys.modules)
-    plugins_mod._PM = None  # loaded afresh from this test's environment on first use
+    saved = plugins_mod.swap_plugin_manager(None)  # loaded afresh from this test's environment on first use
     yield
-    plugins_mod._PM = saved
+    plugins_mod.swap_plugin_manager(saved)
     for name in set(sys.modules) - before:
         if name.startswith((EXAMPLE, "h7_")):
             del sys.modules[name]
@@ -121,79 +121,6 @@ def test_example_plugin_loads_through_gpucluster_plugins(monkeypatch):
     known = plugins_mod.platforms()
     assert sorted(known) == ["aks", "example-k8s", "nvke", "oke"]
     assert known["example-k8s"] is module.PLATFORM and known["example-k8s"].provisions_cluster is False
-
-
-def test_without_the_plugin_the_service_is_unknown(tmp_path):
-    with pytest.raises(GpuclusterError) as exc:
-        pipeline.build_plan(cluster_spec(tmp_path))
-    text = exc.value.render()
-    assert "unknown service 'example-k8s'" in text and "(allowed: aks, nvke, oke)" in text
-
-
-def test_example_cluster_plan_uses_its_catalog_gate_and_check(monkeypatch, tmp_path):
-    load(monkeypatch, EXAMPLE)
-    plan = pipeline.build_plan(cluster_spec(tmp_path))
-    assert plan.recipe.applied_overlays == ["base", "monitoring-hpa", "h100-any", "h100-example-k8s-ubuntu-training"]
-    assert plan.cluster.existing.kubeconfig_path == "~/.kube/example.yaml"
-    # catalog: the plugin's manifest-only component, its values file and template
-    comp = plan.components["example-gpu-priority"]
-    assert comp.ref.type == "Manifest" and comp.ref.namespace == "example-system"
-    assert comp.values["priorityClass"] == {"name": "gpu-training", "value": 100000, "preemptionPolicy": "PreemptLowerPriority"}
-    node = plan.node("example-gpu-priority-manifests")
-    assert node.kind == "manifests" and node.depends_on == ["kai-scheduler"]
-    (template,) = [v for k, v in node.local_chart.files.items() if k.startswith("templates/")]
-    obj = yaml.safe_load(template)
-    assert obj["kind"] == "PriorityClass" and obj["metadata"]["name"] == "gpu-training" and obj["value"] == 100000
-    # gate: dependents of gpu-operator wait for it instead of the chart
-    assert [g.name for g in plan.gates] == ["example-clusterpolicy-ready"]
-    gate = plan.node("example-clusterpolicy-ready")
-    assert gate.kind == "gate" and gate.depends_on == ["gpu-operator"]
-    for dependent in ("kai-scheduler", "nvidia-dra-driver-gpu", "nvsentinel"):
-        deps = plan.node(dependent).depends_on
-        assert "example-clusterpolicy-ready" in deps and "gpu-operator" not in deps
-    # no AKS/NVKE/OKE plugin touched it
-    assert not any(n.id.startswith(("network-operator", "gate-")) for n in plan.nodes)
-    assert [f.id for f in plan.findings if f.id.startswith(("AKS", "NVKE", "OKE"))] == []
-
-
-def test_example_prepare_fills_the_existing_cluster(monkeypatch, tmp_path):
-    load(monkeypatch, EXAMPLE)
-    doc = dict(CLUSTER)
-    del doc["existing"]
-    (spec,) = parse_clusters({"clusters": [doc]}, source="clusters.yaml", root=tmp_path)
-    plan = pipeline.build_plan(spec)
-    assert (plan.cluster.existing.kubeconfig_path, plan.cluster.existing.context) == ("~/.kube/config", None)
-    assert spec.existing is None  # the hook got a copy
-
-
-def test_example_policy_check_stops_the_plan(monkeypatch, tmp_path):
-    load(monkeypatch, EXAMPLE)
-    path = cluster_file(tmp_path, overrides={"set": ["gpuoperator:driver.enabled=false"]})
-    code, out, err = run_cli(["plan", "--config", path])
-    assert code == 2 and out == ""
-    line = next(line for line in err.splitlines() if line.startswith("error[EXAMPLE-DRIVER]"))
-    assert line.startswith(f"error[EXAMPLE-DRIVER] file={path} cluster=ex1 component=gpu-operator key=driver.enabled: driver.enabled is false")
-    assert "fix: remove the gpuoperator:driver.enabled=false override" in line
-    assert "Traceback" not in err
-
-
-def test_example_prepare_refuses_pools(monkeypatch, tmp_path):
-    load(monkeypatch, EXAMPLE)
-    spec = cluster_spec(tmp_path, existing=None, pools=[{"name": "gpu", "vmSize": "x", "nodeCount": 1}])
-    with pytest.raises(GpuclusterError) as exc:
-        pipeline.build_plan(spec)
-    (problem,) = exc.value.problems
-    assert (problem.file, problem.cluster, problem.key) == ("clusters.yaml", "ex1", "pools")
-    assert "example-k8s clusters exist already" in problem.message
-
-
-def test_example_plugin_leaves_other_services_alone(monkeypatch, tmp_path):
-    (default,) = parse_clusters(yaml.safe_load((ROOT / "gpucluster" / "default_cluster.yaml").read_text()), source="d", root=tmp_path)
-    without = pipeline.build_plan(default)
-    load(monkeypatch, EXAMPLE)
-    with_plugin = pipeline.build_plan(default)
-    assert with_plugin.edges() == without.edges()
-    assert [g.name for g in with_plugin.gates] == [g.name for g in without.gates]
 
 
 SCOPED = """
@@ -499,6 +426,7 @@ def test_disable_plugins_blocks_a_builtin(monkeypatch, tmp_path):
 
 
 def test_disabled_gpucluster_plugins_module_is_not_imported(monkeypatch):
+    monkeypatch.delitem(sys.modules, EXAMPLE, raising=False)  # the example's own tests import it
     load(monkeypatch, EXAMPLE, disable=(EXAMPLE,))
     assert EXAMPLE not in sys.modules
     assert "example-k8s" not in plugins_mod.platforms()
@@ -692,3 +620,72 @@ def test_the_import_check_sees_module_level_and_misplaced_imports(tmp_path):
     other = tmp_path / "policy.py"
     other.write_text("def f():\n    from constructs_lib import gpu_pool\n", encoding="utf-8")
     assert bad_imports("gpucluster_aks", [other]) == ["policy.py:2: constructs_lib"]
+
+
+# --------------------------------------------------------------------------- the test kit (gpucluster.sdk.testing)
+
+
+def test_the_example_plugin_tests_import_only_the_sdk_and_the_test_kit():
+    files = sorted((EXAMPLE_DIST / "tests").rglob("*.py")) + [EXAMPLE_DIST / "conftest.py"]
+    found = {module for path in files for _, module, _ in _imports(ast.parse(path.read_text(encoding="utf-8")))}
+    gpucluster_modules = {m for m in found if m.split(".")[0] == "gpucluster"}
+    assert gpucluster_modules == {"gpucluster.sdk", "gpucluster.sdk.testing"}
+    others = {m.split(".")[0] for m in found} - {"gpucluster", EXAMPLE, "pytest", "__future__"}
+    assert others <= set(sys.stdlib_module_names), others
+
+
+def test_registered_restores_the_previous_manager_whatever_happens():
+    from gpucluster.sdk.testing import registered
+
+    before = plugins_mod.get_plugin_manager()
+    with pytest.raises(RuntimeError, match="inside"):
+        with registered(entry_points=False) as kit:
+            assert plugins_mod.get_plugin_manager() is kit.pm is not before
+            assert plugins_mod.platforms() == {}
+            raise RuntimeError("inside")
+    assert plugins_mod.get_plugin_manager() is before
+
+
+def test_registered_ignores_the_environment_and_blocks_by_name(monkeypatch):
+    from gpucluster.sdk.testing import registered
+
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_not_importable")
+    with registered(disable=("oke",)) as kit:
+        assert sorted(plugins_mod.platforms()) == ["aks", "nvke"]
+        kit.unregister(name="nvke")
+        assert sorted(plugins_mod.platforms()) == ["aks"]
+
+
+def test_the_kit_refuses_an_invalid_plugin_like_the_loader(tmp_path, monkeypatch):
+    from gpucluster.sdk.testing import registered
+
+    write_plugin(tmp_path, "h7_kit_invalid", "@hookimpl\ndef gpucluster_gatez(cluster, recipe, components):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import h7_kit_invalid
+
+    with registered() as kit:
+        with pytest.raises(PluginError, match="plugin 'h7_kit_invalid' is invalid: unknown hook 'gpucluster_gatez'"):
+            kit.register(h7_kit_invalid)
+
+
+def test_the_kit_plans_whole_cluster_files_from_yaml_text():
+    from gpucluster.sdk.testing import registered
+
+    with registered() as kit:
+        (plan,) = kit.plans("clusters:\n  - name: lab\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n")
+        assert plan.cluster.name == "lab" and plan.cluster.source == "clusters.yaml"
+        result = kit.cli("recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training")
+        assert result.code == 0 and result.err == "" and "gpu-operator" in result.out
+
+
+def test_docs_testing_section_uses_only_the_sdk_and_the_kit():
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## Testing your plugin\n"): text.index("## What not to do\n")]
+    assert "_PM" not in section
+    (code,) = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+    found = {module for _, module, _ in _imports(ast.parse(code))}
+    assert {m for m in found if m.startswith("gpucluster")} == {"gpucluster.sdk", "gpucluster.sdk.testing", "gpucluster_example"}
+    # the documented functions are the example's real tests
+    example_tests = (EXAMPLE_DIST / "tests" / "test_example.py").read_text(encoding="utf-8")
+    for name in re.findall(r"^def (test_\w+)", code, re.M):
+        assert f"def {name}(" in example_tests or name == "test_the_gate_takes_effect", name

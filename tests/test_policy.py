@@ -339,43 +339,35 @@ def test_findings_sorted_errors_first(catalog):
 
 def test_plugin_returning_junk_is_a_plugin_error(catalog):
     from gpucluster.errors import PluginError
-    from gpucluster.plugins import get_plugin_manager
     from gpucluster.sdk import hookimpl
+    from gpucluster.sdk.testing import registered
 
     class Junk:
         @hookimpl
         def gpucluster_policy_checks(self, cluster, recipe, components):
             return ["not a finding"]
 
-    pm = get_plugin_manager()
-    plugin = Junk()
-    pm.register(plugin, name="junk-policy-test")
-    try:
+    with registered() as kit:
+        kit.register(Junk(), name="junk-policy-test")
         with pytest.raises(PluginError) as exc:
             check(catalog)
-    finally:
-        pm.unregister(plugin)
     assert "plugin 'junk-policy-test' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)" in exc.value.render()
 
 
 def test_plugin_raising_is_a_plugin_error_naming_it(catalog):
     from gpucluster.errors import PluginError
-    from gpucluster.plugins import get_plugin_manager
     from gpucluster.sdk import hookimpl
+    from gpucluster.sdk.testing import registered
 
     class Boom:
         @hookimpl
         def gpucluster_policy_checks(self, cluster, recipe, components):
             raise ValueError("kaput")
 
-    pm = get_plugin_manager()
-    plugin = Boom()
-    pm.register(plugin, name="boom-policy-test")
-    try:
+    with registered() as kit:
+        kit.register(Boom(), name="boom-policy-test")
         with pytest.raises(PluginError) as exc:
             check(catalog)
-    finally:
-        pm.unregister(plugin)
     text = exc.value.render()
     assert "plugin 'boom-policy-test' failed in hook gpucluster_policy_checks: ValueError: kaput" in text
     assert "GPUCLUSTER_DISABLE_PLUGINS=boom-policy-test" in text

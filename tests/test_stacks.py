@@ -14,8 +14,8 @@ import pytest
 import stacks
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ExistingCluster, NodeScheduling, Toleration
-from gpucluster.plugins import get_plugin_manager
 from gpucluster.sdk import Platform, hookimpl
+from gpucluster.sdk.testing import registered
 from plan_factory import make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,25 +131,21 @@ def test_aks_cluster_props_mapping():
 @pytest.fixture
 def fake_platform():
     """Register a throw-away platform plugin ``fakecloud`` (provisions clusters) for one test."""
-    pm = get_plugin_manager()
-    names = []
+    with registered() as kit:
 
-    def register(cluster_stack=None):
-        plugin = types.ModuleType("gpucluster_test_fakecloud")
+        def register(cluster_stack=None):
+            plugin = types.ModuleType("gpucluster_test_fakecloud")
 
-        @hookimpl
-        def gpucluster_platforms():
-            return [Platform(service="fakecloud", display_name="Fake", provisions_cluster=True)]
+            @hookimpl
+            def gpucluster_platforms():
+                return [Platform(service="fakecloud", display_name="Fake", provisions_cluster=True)]
 
-        plugin.gpucluster_platforms = gpucluster_platforms
-        if cluster_stack is not None:
-            plugin.gpucluster_cluster_stack = hookimpl(cluster_stack)
-        pm.register(plugin, name="gpucluster_test_fakecloud")
-        names.append("gpucluster_test_fakecloud")
+            plugin.gpucluster_platforms = gpucluster_platforms
+            if cluster_stack is not None:
+                plugin.gpucluster_cluster_stack = hookimpl(cluster_stack)
+            kit.register(plugin)
 
-    yield register
-    for name in names:
-        pm.unregister(name=name)
+        yield register
 
 
 def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_path, fake_platform):

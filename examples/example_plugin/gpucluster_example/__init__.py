@@ -1,8 +1,8 @@
 """Example third-party gpucluster platform plugin: ``example-k8s``.
 
 A complete, runnable plugin, written against the public SDK (:mod:`gpucluster.sdk`), the
-standard library and nothing else. It is test data (``tests/test_plugin_sdk.py``) and the worked
-example of docs/plugins.md.
+standard library and nothing else. It is the worked example of docs/plugins.md; its tests
+(``tests/test_example.py``, on :mod:`gpucluster.sdk.testing`) run with gpucluster's own suite.
 
 ``example-k8s`` is a made-up Kubernetes service whose clusters exist already (gpucluster writes
 only the ``<name>-runtime`` stack), with H100 nodes that come without a GPU driver: the GPU
