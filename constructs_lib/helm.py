@@ -5,7 +5,8 @@
   (:class:`gpucluster.model.LocalChart`), shipped inside the stack's own output folder as a
   ``TerraformAsset`` so it travels with the stack to remote runs (Terraform Cloud).
 
-Both render values as ONE YAML document (``yaml.safe_dump(sort_keys=True)``), pin the chart
+Both render values as ONE YAML document (:func:`values_document`, text shared with
+``gpucluster render``), pin the chart
 version, create their namespace, wait for resources (and Jobs, for gates) and depend on
 exactly the releases they are given. The Terraform resource name is the release name
 (``helm_release.<release name>``), so plans read like the release graph.
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-import yaml
 
 from constructs_lib.cdk import (
     AssetType,
@@ -40,7 +40,7 @@ from constructs_lib.cdk import (
 from constructs_lib.tfstring import literal
 from gpucluster.manifests import content_hash
 from gpucluster.model import LocalChart, PlanNode
-from gpucluster.values import get_path, has_path
+from gpucluster.values import get_path, has_path, scalar_type, set_entries, values_yaml
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
 """Construct context key: absolute folder where local charts are staged before synth copies
@@ -63,12 +63,12 @@ HELM_RELEASE_NAME_MAX = 53
 def values_document(values: Mapping[str, Any]) -> str:
     """Render Helm values as one deterministic YAML document, safe inside Terraform JSON.
 
-    Keys are sorted; Terraform template sequences ``${`` / ``%{`` are escaped (``$${``,
-    ``%%{``, :func:`constructs_lib.tfstring.literal`) so literal values like ``${HOSTNAME}``
-    reach Helm unchanged.
+    The text is :func:`gpucluster.values.values_yaml` (shared with ``gpucluster render``, so what
+    is rendered is what is installed); Terraform template sequences ``${`` / ``%{`` are escaped
+    (``$${``, ``%%{``, :func:`constructs_lib.tfstring.literal`) so literal values like
+    ``${HOSTNAME}`` reach Helm unchanged.
     """
-    text = yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
-    return literal(text)
+    return literal(values_yaml(values))
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, str]:
@@ -90,14 +90,7 @@ def chart_source(repository: str, chart: str) -> tuple[str, str]:
     return repository, chart
 
 
-def _scalar_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
+_scalar_type = scalar_type
 
 
 _PROCESS_STAGING: list[Path] = []
@@ -274,8 +267,7 @@ class _ReleaseConstruct(Construct):
         if props.provider is None:
             ensure_helm_provider(stack)
         sets = []
-        for path, var_name in sorted(props.terraform_variables.items()):
-            default = get_path(props.values, path) if has_path(props.values, path) else None
+        for path, var_name, default, set_type in set_entries(props.values, props.terraform_variables):
             variable = stack_variable(
                 stack,
                 var_name,
@@ -283,8 +275,7 @@ class _ReleaseConstruct(Construct):
                 description=f"Helm value '{path}' of release '{props.release_name}'",
                 helm_set_string=True,
             )
-            var_type = _scalar_type(default) if default is not None else "string"
-            sets.append(h.ReleaseSet(name=literal(path), value=variable.string_value, type="string" if var_type == "string" else "auto"))
+            sets.append(h.ReleaseSet(name=literal(path), value=variable.string_value, type=set_type))
         for path, vh in sorted(props.variable_hashes.items()):
             for var_name, default in vh.variables:
                 stack_variable(stack, var_name, default=default, helm_set_string=True,

@@ -115,3 +115,49 @@ def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[st
             yield from leaf_paths(value, path)
         else:
             yield path, value
+
+
+# --------------------------------------------------------------------------- what Terraform passes to Helm
+#
+# One place for the serialization both the constructs layer (``helm_release.values`` / ``set``)
+# and ``gpucluster render`` use, so what is rendered is what ``terraform apply`` installs.
+
+
+def values_yaml(values: Mapping[str, Any]) -> str:
+    """Helm values as ONE deterministic YAML document (sorted keys, block style, UTF-8).
+
+    This is the text Helm receives from ``helm_release.values[0]`` once Terraform has resolved
+    the escapes ``constructs_lib.helm.values_document`` adds.
+    """
+    import yaml
+
+    return yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
+
+
+def scalar_type(value: Any) -> str | None:
+    """Terraform variable type of a values leaf: ``bool`` / ``number`` / ``string``; None for a
+    list or map (those cannot be bound to a variable)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> list[tuple[str, str, Any, str]]:
+    """The ``helm_release.set`` entries of a release, sorted by values path.
+
+    Each Terraform-variable-bound values path (``terraform_variables``: dotted path -> variable
+    name) becomes one entry ``(path, variable name, default, set type)``: ``default`` is the value
+    at that path (None when the values hold none: the variable is then required at plan time);
+    ``set type`` is ``"string"`` for a string (or absent) default -- Helm parses it like
+    ``--set-string`` -- and ``"auto"`` for a bool/number -- Helm parses it like ``--set``.
+    """
+    out: list[tuple[str, str, Any, str]] = []
+    for path, var_name in sorted(terraform_variables.items()):
+        default = get_path(values, path) if has_path(values, path) else None
+        var_type = scalar_type(default) if default is not None else "string"
+        out.append((path, var_name, default, "string" if var_type == "string" else "auto"))
+    return out
