@@ -14,6 +14,11 @@ Commands::
     gpucluster upgrade-check --from OLD --to NEW [--format text|json]
         per cluster and component: version, values and CRD changes and a verdict
         (exit 0 all safe, 3 a manual step is needed, 4 something is unknown; docs/upgrading.md)
+    gpucluster render [--config FILE] [--cluster NAME] [--out DIR] [--charts DIR ...] [--pull]
+        render every helm_release of the runtime stacks with Helm's engine into DIR/<cluster>/<release>/
+    gpucluster lint [--config FILE] [--cluster NAME] [--charts DIR ...] [--crds DIR ...] [--pull]
+        render, then check the objects (schemas, dead values, placement, RuntimeClasses, images,
+        credentials); findings as error[<id>] ... fix: ..., exit 2 on any error
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -29,6 +34,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Sequence, TextIO
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
@@ -85,6 +91,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cluster file or RecipeResult, or a git revision: REV:path, or REV (the --to file at REV)")
     upg.add_argument("--to", dest="new", required=True, metavar="NEW", help="cluster file or RecipeResult (or REV / REV:path)")
     upg.add_argument("--format", choices=("text", "json"), default="text")
+    for name, text in (
+        ("render", "render every helm_release of the runtime stacks with Helm's own engine (offline)"),
+        ("lint", "render, then check the rendered objects (docs/cli.md: gpucluster lint)"),
+    ):
+        r = sub.add_parser(name, help=text)
+        r.add_argument("--config", help="cluster file (as for plan)")
+        r.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
+        r.add_argument("--charts", action="append", default=[], metavar="DIR",
+                       help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)")
+        r.add_argument("--cache", metavar="DIR", help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)")
+        r.add_argument("--pull", action="store_true", help="pull charts missing from --charts and the cache (HTTP or OCI)")
+        r.add_argument("--allow-missing", action="append", default=[], metavar="NAME",
+                       help="component or subchart whose chart may be unavailable (reported as a warning, not an error)")
+        r.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+        if name == "render":
+            r.add_argument("--out", default="gpucluster.render", metavar="DIR", help="output folder (replaced; default gpucluster.render)")
+        else:
+            r.add_argument("--crds", action="append", default=[], metavar="DIR", help="extra folder of CRDs to validate custom resources against")
 
     plg = sub.add_parser("plugins", help="list the loaded plugins with their hooks and platforms (docs/plugins.md)")
     plg.add_argument("--format", choices=("text", "json"), default="text")
@@ -263,6 +287,60 @@ def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write("}\n")
 
 
+def _rendered(args: argparse.Namespace):
+    from gpucluster import render as render_mod
+
+    plans = _plans(args.config, args.sets)
+    if args.cluster:
+        known = [p.cluster.name for p in plans]
+        unknown = [c for c in args.cluster if c not in known]
+        if unknown:
+            raise GpuclusterError(f"no cluster named '{unknown[0]}' in the cluster file", key="--cluster",
+                                  allowed=", ".join(known), fix="name one of the file's clusters")
+        plans = [p for p in plans if p.cluster.name in args.cluster]
+    folders = render_mod.chart_folders_from(args.charts)
+    sources = render_mod.ChartSources(folders, cache_dir=Path(args.cache) if args.cache else None, pull=args.pull)
+    render_mod.helm()
+    return plans, render_mod.render_plans(plans, sources, allow_missing=args.allow_missing)
+
+
+def _report(findings, out: TextIO, err: TextIO) -> int:
+    for f in findings:
+        err.write(f.render() + "\n")
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = sum(1 for f in findings if f.severity == "warning")
+    out.write(f"{errors} error(s), {warnings} warning(s)\n")
+    return EXIT_INVALID_INPUT if errors else 0
+
+
+def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpucluster.render import write_output
+
+    plans, result = _rendered(args)
+    try:
+        _warn_findings(plans, err)
+        write_output(result, Path(args.out))
+        rendered = sum(1 for r in result.releases if r.manifests)
+        out.write(f"rendered {rendered} of {len(result.releases)} releases into {args.out}\n")
+        return _report(result.findings, out, err)
+    finally:
+        result.renderer.close()
+
+
+def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpucluster.lint import lint_result, load_crd_folders
+
+    for folder in args.crds:
+        if not Path(folder).is_dir():
+            raise GpuclusterError(f"CRD folder '{folder}' does not exist", key="--crds", fix="name a folder of CRD YAML files")
+    plans, result = _rendered(args)
+    try:
+        _warn_findings(plans, err)
+        return _report(lint_result(result, extra_crds=load_crd_folders(args.crds)), out, err)
+    finally:
+        result.renderer.close()
+
+
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
     from gpucluster import detect
     from gpucluster.plugins import platforms
@@ -338,6 +416,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 _cmd_plugins(args, out)
             elif args.command == "upgrade-check":
                 code = _cmd_upgrade_check(args, out)
+            elif args.command == "render":
+                code = _cmd_render(args, out, err)
+            elif args.command == "lint":
+                code = _cmd_lint(args, out, err)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 traceback.print_exc(file=err)

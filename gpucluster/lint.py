@@ -1,0 +1,519 @@
+"""``gpucluster lint``: checks on the objects Helm renders for every release (:mod:`gpucluster.render`).
+
+Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
+
+* ``lint.schema`` -- every object against the Kubernetes 1.34 schemas (kubernetes-validate,
+  strict) or, for custom resources, against its CRD: the CRDs the stack's charts carry
+  (``crds/`` and rendered ``CustomResourceDefinition`` objects) and the extra CRD folders given
+  (``--crds``). ``lint.schema-unknown`` (warning): no schema for the kind.
+* ``lint.dead-value`` -- a values path gpucluster passes to an upstream chart (catalog, profile,
+  scheduling injection, plugin patches: ``error``; a user override: ``warning`` naming the closest
+  existing key) that the chart, subcharts included, neither declares in its default values nor
+  reads: removing it leaves every rendered template byte-identical. Generated charts (manifests,
+  gates) are not checked: their ``contentHash``/``gatedHash`` values are unread on purpose (a
+  change of them upgrades the release).
+* ``lint.placement-gpu`` -- every per-node agent (DaemonSet, and the operator resources that
+  become DaemonSets: ClusterPolicy, NicClusterPolicy, Skyhook) tolerates every taint of the
+  cluster's GPU nodes (GPU pool taints; for clusters without pools, the keyed
+  ``scheduling.accelerated.tolerations``) and does not select labels GPU nodes lack.
+* ``lint.placement-pinned`` -- no per-node agent is pinned to the system nodes
+  (``scheduling.system.nodeSelector``).
+* ``lint.placement-system`` -- with ``scheduling.system`` set, every Deployment, StatefulSet,
+  ReplicaSet, Job and CronJob (and Prometheus/Alertmanager resources, which become
+  StatefulSets) selects the system nodes and tolerates the system tolerations.
+* ``lint.runtimeclass`` -- every RuntimeClass an object names (``runtimeClassName`` in pod specs,
+  ``*RuntimeClassName`` settings operators read, such as KAI's admission configuration) is a
+  RuntimeClass of the stack or the one the GPU Operator creates (ClusterPolicy
+  ``spec.operator.runtimeClass``, CRD default ``nvidia``).
+* ``lint.image-unpinned`` -- every container image has a tag other than ``latest`` or a digest.
+* ``lint.credential`` -- no password, token or secret as a literal string in the values.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from gpucluster.model import RuntimePlan, Toleration
+from gpucluster.render import LintFinding, RenderedRelease, RenderResult, iter_objects, sort_findings
+
+POD_TEMPLATE_PATHS = {
+    "Pod": ("spec",),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+"""Where each workload kind keeps its pod spec."""
+
+SYSTEM_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
+"""Workloads that must land on system nodes when ``scheduling.system`` is set."""
+
+AGENT_RESOURCES = {
+    # (group, kind): (tolerations path, node selector path or None)
+    ("nvidia.com", "ClusterPolicy"): (("spec", "daemonsets", "tolerations"), None),
+    ("mellanox.com", "NicClusterPolicy"): (("spec", "tolerations"), None),
+    ("skyhook.nvidia.com", "Skyhook"): (("spec", "additionalTolerations"), ("spec", "nodeSelectors", "matchLabels")),
+}
+"""Operator resources whose operator runs DaemonSets on the nodes they select (CRD field names:
+ClusterPolicy ``spec.daemonsets.tolerations``; NicClusterPolicy ``spec.tolerations``; Skyhook
+``spec.additionalTolerations``, ``spec.nodeSelectors``)."""
+
+SCHEDULED_RESOURCES = {
+    ("monitoring.coreos.com", "Prometheus"): (("spec", "tolerations"), ("spec", "nodeSelector")),
+    ("monitoring.coreos.com", "Alertmanager"): (("spec", "tolerations"), ("spec", "nodeSelector")),
+}
+"""Resources the Prometheus Operator turns into StatefulSets (system-node workloads)."""
+
+_CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE)
+_NOT_A_CREDENTIAL = re.compile(r"(name|ref|key|file|path|enabled|mount|dir|annotations|labels)$", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _get(doc: Any, path: Sequence[str]) -> Any:
+    for part in path:
+        if not isinstance(doc, Mapping):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+def _dotted(parts: Sequence[str]) -> str:
+    return ".".join(str(p).replace(".", "\\.") for p in parts)
+
+
+def _obj_key(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{doc.get('kind')}/{meta.get('name', '?')}"
+
+
+def _group(doc: Mapping[str, Any]) -> str:
+    api = str(doc.get("apiVersion", ""))
+    return api.rpartition("/")[0]
+
+
+def _is_test_hook(doc: Mapping[str, Any]) -> bool:
+    """Helm test hooks (``helm.sh/hook: test``): helm_release never runs them."""
+    hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
+    return "test" in [h.strip() for h in hook.split(",")]
+
+
+def tolerates(tolerations: Any, key: str, value: str, effect: str) -> bool:
+    """True when one of ``tolerations`` (Kubernetes list) tolerates the taint ``key=value:effect``."""
+    for t in tolerations if isinstance(tolerations, list) else []:
+        if not isinstance(t, Mapping):
+            continue
+        op = t.get("operator") or "Equal"
+        t_effect = t.get("effect") or ""
+        if t_effect and t_effect != effect:
+            continue
+        if not t.get("key"):
+            if op == "Exists":
+                return True
+            continue
+        if t.get("key") != key:
+            continue
+        if op == "Exists" or str(t.get("value") or "") == value:
+            return True
+    return False
+
+
+@dataclass
+class Placement:
+    """Node facts of one cluster used by the placement checks.
+
+    Attributes:
+        gpu_taints: ``(key, value, effect)`` the GPU nodes carry (NoSchedule/NoExecute only).
+        gpu_labels: labels every GPU node carries (GPU pool labels).
+        system_selector / system_tolerations: ``scheduling.system`` (empty: not set).
+    """
+
+    gpu_taints: list[tuple[str, str, str]] = field(default_factory=list)
+    gpu_labels: dict[str, str] = field(default_factory=dict)
+    system_selector: dict[str, str] = field(default_factory=dict)
+    system_tolerations: list[Toleration] = field(default_factory=list)
+
+
+def placement_of(plan: RuntimePlan) -> Placement:
+    """The :class:`Placement` facts of a plan's cluster (GPU pools, else the keyed accelerated tolerations)."""
+    from gpucluster.scheduling import gpu_pool_node_selector
+
+    cluster = plan.cluster
+    taints: list[tuple[str, str, str]] = []
+    pools = [p for p in cluster.pools if p.gpu]
+    if pools:
+        for pool in pools:
+            for t in pool.taints:
+                if t.effect != "PreferNoSchedule" and (t.key, t.value, t.effect) not in taints:
+                    taints.append((t.key, t.value, t.effect))
+    else:
+        for t in cluster.scheduling.accelerated_tolerations:
+            if t.key and t.effect in ("NoSchedule", "NoExecute"):
+                entry = (t.key, t.value or "", t.effect)
+                if entry not in taints:
+                    taints.append(entry)
+    labels = gpu_pool_node_selector(cluster) or dict(cluster.scheduling.accelerated_node_selector)
+    return Placement(
+        gpu_taints=taints,
+        gpu_labels=labels,
+        system_selector=dict(cluster.scheduling.system_node_selector),
+        system_tolerations=list(cluster.scheduling.system_tolerations),
+    )
+
+
+def _required_affinity_labels(pod: Mapping[str, Any]) -> list[dict[str, set[str]]]:
+    """Required node-affinity terms as ``[{label: allowed values}]`` (``In`` expressions only)."""
+    terms = _get(pod, ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")) or []
+    out = []
+    for term in terms if isinstance(terms, list) else []:
+        wanted: dict[str, set[str]] = {}
+        for expr in (term or {}).get("matchExpressions") or []:
+            if isinstance(expr, Mapping) and expr.get("operator") == "In":
+                wanted[str(expr.get("key"))] = {str(v) for v in expr.get("values") or []}
+        out.append(wanted)
+    return out
+
+
+# --------------------------------------------------------------------------- checks
+
+
+@dataclass
+class _Ctx:
+    plan: RuntimePlan
+    releases: list[RenderedRelease]
+    placement: Placement
+    findings: list[LintFinding] = field(default_factory=list)
+
+    def add(self, release: RenderedRelease | None, id: str, severity: str, message: str, fix: str, key: str = "", component: str = "") -> None:
+        self.findings.append(LintFinding(
+            id, severity, message, fix=fix, cluster=self.plan.cluster.name,
+            component=component or (release.node.component if release else ""), release=release.name if release else "", key=key))
+
+
+def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]) -> None:
+    """``lint.schema``: built-in kinds against Kubernetes 1.34, custom resources against CRDs."""
+    from gpucluster.lint_schema import K8S_VERSION, CrdIndex, builtin_validator, errors_of
+
+    index = CrdIndex()
+    for release in ctx.releases:
+        index.add_all((doc, f"chart {release.name} crds/{name}") for name, doc in release.crds)
+        index.add_all((doc, f"release {release.name} {path}") for path, doc in release.objects)
+    index.add_all(extra_crds)
+    for release, path, doc in iter_objects(ctx.releases):
+        api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+        group, _, version = api.rpartition("/")
+        key = (group, version, kind)
+        if key in index:
+            validator, against = index.validator(key), f"CRD ({index.source(key)})"
+        else:
+            validator, against = builtin_validator(api, kind), f"Kubernetes {K8S_VERSION[:4]}"
+        if validator is None:
+            ctx.add(release, "lint.schema-unknown", "warning", f"{_obj_key(doc)} ({api}, {path}): no schema for this kind",
+                    "add the CRD folder with --crds", key=_obj_key(doc))
+            continue
+        errors = errors_of(validator, doc)
+        if errors:
+            ctx.add(release, "lint.schema", "error", f"{_obj_key(doc)} ({path}) fails the {against} schema: " + "; ".join(errors),
+                    "fix the value that renders this field (catalog values, overrides or manifest template)", key=_obj_key(doc))
+
+
+def _leaves(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    if isinstance(values, Mapping) and values:
+        for k in sorted(values, key=str):
+            yield from _leaves(values[k], (*prefix, str(k)))
+    elif prefix:
+        yield prefix, values
+
+
+def _declared(defaults: Any, path: Sequence[str]) -> bool:
+    """True when ``path`` exists in the chart defaults, or runs into a free-form default
+    (an empty map or null, e.g. ``nodeSelector: {}``)."""
+    node = defaults
+    for part in path:
+        if node is None or (isinstance(node, Mapping) and not node):
+            return True
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _without(values: Mapping[str, Any], paths: Iterable[Sequence[str]]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(values))
+    for path in paths:
+        node: Any = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return out
+
+
+def _differs(a: Mapping[str, str], b: Mapping[str, str], noisy: set[str]) -> bool:
+    keys = (set(a) | set(b)) - noisy
+    return any(a.get(k) != b.get(k) for k in keys)
+
+
+def dead_paths(release: RenderedRelease) -> list[tuple[str, ...]]:
+    """Values paths of ``release`` that the chart neither declares nor reads (see module docstring).
+
+    Candidates are leaves of the values Helm receives that are absent from the chart's coalesced
+    defaults; a candidate is dead when rendering without it gives the same templates (templates
+    that differ between two renders with the same values -- random certificates, passwords --
+    are left out of the comparison).
+    """
+    skip = set(release.missing_subcharts)
+    candidates = [p for p, _ in _leaves(release.values) if p[0] not in skip and not _declared(release.defaults, p)]
+    if not candidates:
+        return []
+    base = release.manifests
+    without_all = release.render_with(_without(release.values, candidates))
+    noisy: set[str] = set()
+    if _differs(base, without_all, noisy):
+        again = release.render_with(release.values)
+        noisy = {k for k in set(base) | set(again) if base.get(k) != again.get(k)}
+    if not _differs(base, without_all, noisy):
+        return candidates
+    dead = []
+    for path in candidates:
+        if not _differs(base, release.render_with(_without(release.values, [path])), noisy):
+            dead.append(path)
+    return dead
+
+
+def _declared_paths(defaults: Any) -> list[str]:
+    return [_dotted(p) for p, _ in _leaves(defaults)]
+
+
+def check_dead_values(ctx: _Ctx) -> None:
+    """``lint.dead-value`` (see module docstring)."""
+    from gpucluster import overrides as overrides_mod
+    from gpucluster.catalog import load_catalog
+
+    catalog = load_catalog()
+    for release in ctx.releases:
+        if release.node.kind != "chart" or release.chart is None or not release.manifests and not release.objects:
+            continue
+        dead = dead_paths(release)
+        if not dead:
+            continue
+        declared = None
+        entry = catalog.components.get(release.node.component)
+        sched = entry.scheduling if entry is not None else None
+        sched_paths = set()
+        if sched is not None:
+            for attr in ("system_node_selector", "system_tolerations", "accelerated_node_selector", "accelerated_tolerations",
+                         "accelerated_taint_str", "node_count"):
+                sched_paths |= set(getattr(sched, attr, ()) or ())
+        for path in dead:
+            dotted = _dotted(path)
+            chart = f"chart {release.node.chart} {release.node.version}"
+            user = overrides_mod.source_of(ctx.plan.cluster, catalog, release.node.component, dotted)
+            if user:
+                declared = declared if declared is not None else _declared_paths(release.defaults)
+                close = difflib.get_close_matches(dotted, declared, n=1, cutoff=0.5)
+                hint = f" (closest existing key: {close[0]})" if close else ""
+                ctx.add(release, "lint.dead-value", "warning",
+                        f"override '{dotted}' ({user}) is neither in the defaults of {chart} (subcharts included) nor read by "
+                        f"its templates: it has no effect{hint}",
+                        f"write the key the chart reads{' (' + close[0] + ')' if close else ''}, or remove the override", key=dotted)
+                continue
+            origin = next((p for p in sched_paths if dotted == p or dotted.startswith(p + ".")), None)
+            where = f"the registry's nodeScheduling path {origin}" if origin else "the catalog/profile/plugin values"
+            ctx.add(release, "lint.dead-value", "error",
+                    f"values path '{dotted}' (from {where}) is neither in the defaults of {chart} (subcharts included) nor "
+                    "read by its templates: it has no effect",
+                    "move the value to the key the chart reads, or remove it (docs/catalog-sources.md)", key=dotted)
+
+
+def _pod_spec(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    path = POD_TEMPLATE_PATHS.get(str(doc.get("kind")))
+    spec = _get(doc, path) if path else None
+    return spec if isinstance(spec, Mapping) else None
+
+
+def _selector_conflicts(selector: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted((selector or {}).items()) if k in labels and str(labels[k]) != str(v)]
+
+
+def check_placement(ctx: _Ctx) -> None:
+    """``lint.placement-gpu`` / ``lint.placement-pinned`` / ``lint.placement-system`` (module docstring)."""
+    pl = ctx.placement
+    system = pl.system_selector
+    for release, path, doc in iter_objects(ctx.releases):
+        if not isinstance(doc, Mapping) or _is_test_hook(doc):
+            continue
+        kind = str(doc.get("kind"))
+        gk = (_group(doc), kind)
+        name = _obj_key(doc)
+        agent = None
+        if kind == "DaemonSet":
+            pod = _pod_spec(doc) or {}
+            agent = (pod.get("tolerations"), pod.get("nodeSelector") or {}, _required_affinity_labels(pod))
+        elif gk in AGENT_RESOURCES:
+            tol_path, sel_path = AGENT_RESOURCES[gk]
+            agent = (_get(doc, tol_path), (_get(doc, sel_path) if sel_path else None) or {}, [])
+        if agent is not None:
+            tolerations, selector, affinity = agent
+            missing = [f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in pl.gpu_taints if not tolerates(tolerations, k, v, e)]
+            if missing:
+                ctx.add(release, "lint.placement-gpu", "error",
+                        f"{name} ({path}) runs a per-node agent but does not tolerate the GPU node taint(s) {', '.join(missing)}: "
+                        "it never runs on GPU nodes",
+                        "add the GPU taints to the tolerations at the values path the chart reads (registry nodeScheduling."
+                        "accelerated.tolerationPaths or the manifest template)", key=name)
+            conflicts = _selector_conflicts(selector, pl.gpu_labels)
+            if conflicts:
+                ctx.add(release, "lint.placement-gpu", "error",
+                        f"{name} ({path}) selects {', '.join(conflicts)}, which GPU nodes do not carry: it never runs on them",
+                        "remove the selector or select a label GPU nodes carry", key=name)
+            if system:
+                pinned = [f"{k}={v}" for k, v in sorted(system.items()) if str(selector.get(k)) == str(v) and pl.gpu_labels.get(k) != v]
+                pinned += [f"{k} in {sorted(vals)}" for term in affinity for k, vals in sorted(term.items())
+                           if k in system and str(system[k]) in vals and pl.gpu_labels.get(k) not in vals]
+                if pinned:
+                    ctx.add(release, "lint.placement-pinned", "error",
+                            f"{name} ({path}) is a per-node agent pinned to the system nodes ({', '.join(pinned)}): GPU nodes "
+                            "lose it",
+                            "remove this values path from the registry's nodeScheduling.system.nodeSelectorPaths", key=name)
+            continue
+        if not (system or pl.system_tolerations):
+            continue
+        if kind in SYSTEM_KINDS:
+            pod = _pod_spec(doc) or {}
+            selector, tolerations, affinity = pod.get("nodeSelector") or {}, pod.get("tolerations"), _required_affinity_labels(pod)
+        elif gk in SCHEDULED_RESOURCES:
+            tol_path, sel_path = SCHEDULED_RESOURCES[gk]
+            selector, tolerations, affinity = _get(doc, sel_path) or {}, _get(doc, tol_path), []
+        else:
+            continue
+        unmet = [f"{k}={v}" for k, v in sorted(system.items())
+                 if str(selector.get(k)) != str(v) and not (affinity and all(str(v) in term.get(k, ()) for term in affinity))]
+        untolerated = [f"{t.key}:{t.effect}" if t.effect else str(t.key) for t in pl.system_tolerations
+                       if t.key and not tolerates(tolerations, t.key, t.value or "", t.effect or "NoSchedule")]
+        if unmet or untolerated:
+            what = []
+            if unmet:
+                what.append(f"does not select the system nodes ({', '.join(unmet)})")
+            if untolerated:
+                what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
+            ctx.add(release, "lint.placement-system", "error",
+                    f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
+                    "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
+                    "manifest/gate template)", key=name)
+
+
+def _walk(doc: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+    if isinstance(doc, Mapping):
+        for k, v in doc.items():
+            yield path, str(k), v
+            yield from _walk(v, (*path, str(k)))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _walk(v, (*path, str(i)))
+
+
+def check_runtime_classes(ctx: _Ctx) -> None:
+    """``lint.runtimeclass`` (module docstring)."""
+    provided: dict[str, str] = {}
+    for release, path, doc in iter_objects(ctx.releases):
+        if doc.get("kind") == "RuntimeClass":
+            provided.setdefault(str((doc.get("metadata") or {}).get("name")), f"RuntimeClass of release {release.name}")
+        if doc.get("kind") == "ClusterPolicy" and _group(doc) == "nvidia.com":
+            rc = _get(doc, ("spec", "operator", "runtimeClass")) or "nvidia"
+            provided.setdefault(str(rc), f"created by the GPU Operator (ClusterPolicy {_get(doc, ('metadata', 'name'))} spec.operator.runtimeClass)")
+    for release, path, doc in iter_objects(ctx.releases):
+        if doc.get("kind") in ("RuntimeClass", "CustomResourceDefinition"):
+            continue
+        for where, key, value in _walk(doc):
+            if not (key == "runtimeClassName" or key.endswith("RuntimeClassName")) or not isinstance(value, str) or not value:
+                continue
+            if value not in provided:
+                field_path = ".".join((*where, key))
+                ctx.add(release, "lint.runtimeclass", "error",
+                        f"{_obj_key(doc)} ({path}) names RuntimeClass '{value}' at {field_path}, but the stack provides "
+                        f"{', '.join(sorted(provided)) or 'none'}: pods using it are rejected at admission",
+                        f"set it to {' or '.join(sorted(provided)) or 'the RuntimeClass the GPU profile provides'} (per gpuStack "
+                        "profile, where the profile sets operator.runtimeClass)", key=field_path)
+
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def image_pinned(image: str) -> bool:
+    """True for ``repo:tag`` (tag not ``latest``) or ``repo@sha256:<64 hex>``."""
+    if _DIGEST.search(image):
+        return True
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return False
+    tag = last.rsplit(":", 1)[1]
+    return bool(tag) and tag != "latest"
+
+
+def check_images(ctx: _Ctx) -> None:
+    """``lint.image-unpinned`` (module docstring)."""
+    for release, path, doc in iter_objects(ctx.releases):
+        pod = _pod_spec(doc)
+        if pod is None:
+            continue
+        for group in ("initContainers", "containers", "ephemeralContainers"):
+            for c in pod.get(group) or []:
+                image = str((c or {}).get("image") or "")
+                if not image_pinned(image):
+                    ctx.add(release, "lint.image-unpinned", "error",
+                            f"{_obj_key(doc)} ({path}) container {c.get('name')} runs image '{image}' without a tag or digest",
+                            "pin the image tag (or digest) in the values", key=f"{_obj_key(doc)}.{group}.{c.get('name')}")
+
+
+def check_credentials(ctx: _Ctx) -> None:
+    """``lint.credential`` (module docstring): a literal credential in a release's values."""
+    for release in ctx.releases:
+        for path, value in _leaves(release.node.values):
+            key = path[-1]
+            if isinstance(value, str) and value and _CREDENTIAL_KEY.search(key) and not _NOT_A_CREDENTIAL.search(key):
+                ctx.add(release, "lint.credential", "error",
+                        f"values path '{_dotted(path)}' holds a literal credential: it lands in the Terraform state and plan output",
+                        "remove it and let the chart generate the secret, or reference an existing Secret", key=_dotted(path))
+
+
+def lint_result(result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()) -> list[LintFinding]:
+    """Every lint finding of the rendered stacks (render findings included), sorted."""
+    extra = list(extra_crds)
+    findings = list(result.findings)
+    for plan in result.plans:
+        releases = [r for r in result.releases if r.cluster == plan.cluster.name]
+        ctx = _Ctx(plan=plan, releases=releases, placement=placement_of(plan))
+        check_schemas(ctx, extra)
+        check_dead_values(ctx)
+        check_placement(ctx)
+        check_runtime_classes(ctx)
+        check_images(ctx)
+        check_credentials(ctx)
+        findings += ctx.findings
+    return sort_findings(findings)
+
+
+def load_crd_folders(folders: Iterable[Any]) -> list[tuple[Mapping[str, Any], str]]:
+    """``(CRD object, source)`` of every ``*.yaml``/``*.yml`` file below each folder (``--crds``)."""
+    from pathlib import Path
+
+    from gpucluster.render import load_documents
+
+    out = []
+    for folder in folders:
+        root = Path(folder)
+        for file in sorted([*root.rglob("*.yaml"), *root.rglob("*.yml")]):
+            try:
+                docs = load_documents(file.read_text(encoding="utf-8"))
+            except Exception:  # noqa: BLE001 - a non-YAML file in a CRD folder is not a CRD
+                continue
+            out += [(d, f"{root.name}/{file.relative_to(root)}") for d in docs if isinstance(d, Mapping)]
+    return out

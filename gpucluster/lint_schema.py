@@ -1,0 +1,139 @@
+"""Schemas for ``gpucluster lint``: built-in kinds against Kubernetes 1.34 (PyPI
+``kubernetes-validate``'s strict JSON schemas), custom resources against CRDs (openAPIV3Schema
+converted to JSON Schema, checked with ``jsonschema``).
+
+CRD conversion (as ``kubectl --validate=strict`` reads a CRD): ``x-kubernetes-*`` keys are
+dropped (CEL rules are not evaluated), ``nullable`` adds ``null`` to the type,
+``x-kubernetes-int-or-string`` accepts integers and strings, and an object schema with
+``properties`` refuses unknown fields unless it says ``x-kubernetes-preserve-unknown-fields``
+(the API server would prune them silently).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from typing import Any, Iterable, Mapping
+
+K8S_VERSION = "1.34.0"
+"""Kubernetes version of the built-in schemas (the minimum the platforms accept)."""
+
+
+def openapi_to_jsonschema(node: Any) -> Any:
+    """Convert a CRD ``openAPIV3Schema`` (sub)tree to JSON Schema (see module docstring)."""
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key in ("properties", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: openapi_to_jsonschema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not"):
+            out[key] = openapi_to_jsonschema(value)
+        elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+            out[key] = [openapi_to_jsonschema(sub) for sub in value]
+        else:
+            out[key] = value
+    if node.get("x-kubernetes-int-or-string"):
+        out["type"] = ["integer", "string"]
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+    if (
+        out.get("type") == "object"
+        and "properties" in out
+        and "additionalProperties" not in out
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+class CrdIndex:
+    """``(group, version, kind)`` -> JSON Schema of every CRD added (first one wins; the
+    source of each is kept for messages)."""
+
+    def __init__(self) -> None:
+        self._raw: dict[tuple[str, str, str], tuple[Any, str]] = {}
+        self._validators: dict[tuple[str, str, str], Any] = {}
+
+    def add(self, doc: Mapping[str, Any], source: str) -> None:
+        if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":
+            return
+        spec = doc.get("spec") or {}
+        names = spec.get("names") or {}
+        for version in spec.get("versions") or []:
+            schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+            key = (str(spec.get("group", "")), str(version.get("name", "")), str(names.get("kind", "")))
+            if schema is not None and key not in self._raw:
+                self._raw[key] = (schema, source)
+
+    def add_all(self, docs: Iterable[tuple[Mapping[str, Any], str]]) -> None:
+        for doc, source in docs:
+            self.add(doc, source)
+
+    def __contains__(self, key: tuple[str, str, str]) -> bool:
+        return key in self._raw
+
+    def source(self, key: tuple[str, str, str]) -> str:
+        return self._raw[key][1]
+
+    def validator(self, key: tuple[str, str, str]):
+        if key not in self._validators:
+            import jsonschema
+
+            root = openapi_to_jsonschema(self._raw[key][0])
+            props = root.setdefault("properties", {})
+            props.setdefault("apiVersion", {"type": "string"})
+            props.setdefault("kind", {"type": "string"})
+            props.setdefault("metadata", {"type": "object"})
+            root.setdefault("additionalProperties", False)
+            self._validators[key] = jsonschema.Draft202012Validator(root)
+        return self._validators[key]
+
+
+_API_GROUP = re.compile(r"^([^./]*)(?:\.[^/]*)?/")
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_definitions():
+    from referencing import Registry, Resource
+
+    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{K8S_VERSION}-local-strict")
+    defs = json.loads(root.joinpath("_definitions.json").read_text(encoding="utf-8"))
+    return root, Resource.from_contents(defs) @ Registry()
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_validator(api_version: str, kind: str):
+    """Draft 2020-12 validator of a built-in kind (kubernetes-validate's strict 1.34 files,
+    the same lookup ``kubernetes_validate.validate`` does, built once), or None when
+    Kubernetes 1.34 has no such kind.
+
+    Raises:
+        ImportError: kubernetes-validate is not installed (the ``render`` extra).
+    """
+    import jsonschema
+    from referencing import Resource
+
+    root, registry = _builtin_definitions()
+    group = _API_GROUP.sub(r"\1-", api_version)
+    name = f"{kind.lower()}-{group}.json"
+    file = root.joinpath(name)
+    if not file.is_file():
+        return None
+    schema = json.loads(file.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
+
+
+def errors_of(validator, doc: Mapping[str, Any], limit: int = 3) -> list[str]:
+    """Up to ``limit`` ``path: message`` strings of ``doc`` against ``validator`` (stable order)."""
+    errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    out = []
+    for e in errors[:limit]:
+        path = ".".join(str(p) for p in e.absolute_path) or "(root)"
+        message = e.message if len(e.message) <= 200 else e.message[:200] + "..."
+        out.append(f"{path}: {message}")
+    return out

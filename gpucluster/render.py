@@ -1,0 +1,716 @@
+"""Render every ``helm_release`` of the runtime stacks with Helm's own engine, offline.
+
+``gpucluster render`` / ``gpucluster lint`` (docs/cli.md). Pure Python: no cdktf import. Helm's
+engine comes from PyPI ``helm-python-sdk`` (import ``helm_python``, Helm v4 compiled into the
+wheel, no helm binary), imported lazily so the core imports without the ``render`` extra.
+
+Data flow::
+
+    RuntimePlan (gpucluster.pipeline.build_plans, the plan synth uses)
+      -> per PlanNode: chart folder (ChartSources: offline folders, pull cache, online pull)
+      -> values Helm receives (gpucluster.values.values_yaml + set_entries: the serialization the
+         constructs layer writes into helm_release.values / set)
+      -> helm_python.Chart.render(values, name=<release>, namespace=<namespace>, is_install=True)
+      -> RenderedRelease (templates, parsed objects, the chart's CRDs)
+
+Chart sources, first that has the chart:
+
+1. offline folders (``--charts DIR``, repeatable; else ``$GPUCLUSTER_CHARTS``, ``os.pathsep``
+   separated): every ``DIR/*/Chart.yaml`` (and ``DIR/Chart.yaml``) is indexed by its ``name`` and
+   ``version``. A chart whose exact version is absent is matched to the nearest one of the same
+   name (or, when no chart has that name, to a folder named like the chart); the substitute is
+   reported as a finding (``render.chart-nearest``), never silently;
+2. the pull cache ``<cache>/<scheme>/<host>/<path...>/<chart>/<version>/<chart>/`` (default
+   ``$GPUCLUSTER_CHART_CACHE`` or ``~/.cache/gpucluster/charts``);
+3. with ``pull=True`` (``--pull``): ``helm_python.pull`` from the HTTP repository or OCI registry
+   into the cache (atomically: a half-finished pull never becomes a cache entry).
+
+A chart that cannot be had is reported by name (``render.chart-unavailable``). A dependency a
+chart declares but does not carry in ``charts/`` is looked up in the same sources (like
+``helm dependency build``); when it cannot be had either, the parent is rendered with the
+dependency's ``condition`` set to false and ``render.subchart-unavailable`` names it.
+
+Helm's ``.Capabilities`` are the SDK defaults (no cluster is contacted; ``lookup`` returns
+nothing), so templates that generate random data (certificates, passwords) differ per render.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import yaml
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import PlanNode, RuntimePlan
+from gpucluster.values import deep_merge, get_path, set_entries, set_path, split_path, values_yaml
+
+CHARTS_ENV = "GPUCLUSTER_CHARTS"
+"""Environment variable: offline chart folders (``os.pathsep`` separated) when no ``--charts``."""
+CACHE_ENV = "GPUCLUSTER_CHART_CACHE"
+"""Environment variable: folder of pulled charts (default ``~/.cache/gpucluster/charts``)."""
+
+Severity = str  # "error" | "warning" | "info"
+
+
+# --------------------------------------------------------------------------- findings
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One finding of ``gpucluster render`` / ``gpucluster lint``.
+
+    Attributes:
+        id: stable id (``render.chart-unavailable``, ``lint.dead-value``, ...).
+        severity: ``error`` (exit 2), ``warning`` or ``info``.
+        message / fix: what is wrong, what to change.
+        cluster / component / release / key / file: where (key: a values path or an object path).
+    """
+
+    id: str
+    severity: Severity
+    message: str
+    fix: str = ""
+    cluster: str = ""
+    component: str = ""
+    release: str = ""
+    key: str = ""
+    file: str = ""
+
+    def render(self) -> str:
+        """One line: ``error[id] file=… cluster=… component=… release=… key=…: message fix: …``."""
+        where = " ".join(
+            f"{k}={v}"
+            for k, v in (("file", self.file), ("cluster", self.cluster), ("component", self.component),
+                         ("release", self.release), ("key", self.key))
+            if v
+        )
+        text = f"{self.severity}[{self.id}]" + (f" {where}" if where else "") + f": {self.message}"
+        return text + (f" fix: {self.fix}" if self.fix else "")
+
+
+def sort_findings(findings: Iterable[LintFinding]) -> list[LintFinding]:
+    """Deterministic order: cluster, release, id, key, message; duplicates dropped."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    unique = {f: None for f in findings}
+    return sorted(unique, key=lambda f: (f.cluster, f.release, order.get(f.severity, 3), f.id, f.key, f.message))
+
+
+# --------------------------------------------------------------------------- helm_python (lazy)
+
+
+def helm():
+    """The ``helm_python`` module (Helm v4 engine).
+
+    Raises:
+        GpuclusterError: the ``render`` extra is not installed.
+    """
+    try:
+        import helm_python  # noqa: PLC0415  (optional extra)
+
+        helm_python.disable_logging()  # Helm's INFO lines (symbolic links followed) are noise here
+    except ImportError:
+        raise GpuclusterError(
+            "gpucluster render/lint need Helm's engine (PyPI helm-python-sdk), which is not installed",
+            key="render",
+            fix="pip install 'gpucluster[render]' (make setup installs it)",
+        ) from None
+    return helm_python
+
+
+# --------------------------------------------------------------------------- chart sources
+
+
+_VERSION_NUMBERS = re.compile(r"\d+")
+
+
+def normalize_version(version: str) -> str:
+    """``v26.7.1`` -> ``26.7.1`` (chart repositories spell versions with or without ``v``)."""
+    return str(version or "").strip().removeprefix("v")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in _VERSION_NUMBERS.findall(normalize_version(version).split("+")[0])[:3])
+
+
+def _distance(a: str, b: str) -> tuple[int, ...]:
+    ka, kb = _version_key(a) + (0, 0, 0), _version_key(b) + (0, 0, 0)
+    return tuple(abs(x - y) for x, y in zip(ka[:3], kb[:3]))
+
+
+@dataclass(frozen=True)
+class ChartDir:
+    """An unpacked chart on disk (its ``Chart.yaml`` read)."""
+
+    path: Path
+    name: str
+    version: str
+    app_version: str
+    dependencies: tuple[Mapping[str, Any], ...] = ()
+
+
+def read_chart_dir(path: Path) -> ChartDir | None:
+    """The :class:`ChartDir` at ``path`` (a folder with ``Chart.yaml``), or None."""
+    meta_file = path / "Chart.yaml"
+    if not meta_file.is_file():
+        return None
+    try:
+        meta = yaml.safe_load(meta_file.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        return None
+    deps = tuple(d for d in (meta.get("dependencies") or []) if isinstance(d, Mapping) and d.get("name"))
+    return ChartDir(path=path, name=str(meta["name"]), version=str(meta.get("version", "")),
+                    app_version=str(meta.get("appVersion", "")), dependencies=deps)
+
+
+def scan_folders(folders: Sequence[Path]) -> list[ChartDir]:
+    """Every chart directly in (or directly below) each folder, in folder order, then by path."""
+    out: list[ChartDir] = []
+    for folder in folders:
+        own = read_chart_dir(folder)
+        if own is not None:
+            out.append(own)
+        if folder.is_dir():
+            for child in sorted(folder.iterdir()):
+                if child.is_dir():
+                    found = read_chart_dir(child)
+                    if found is not None:
+                        out.append(found)
+    return out
+
+
+def cache_key(repository: str, chart: str, version: str) -> Path:
+    """Relative cache folder of one pinned chart: ``<scheme>/<host>/<path...>/<chart>/<version>``.
+
+    Every segment is reduced to ``[A-Za-z0-9._-]`` (others become ``_``; ``.``/``..``/empty
+    become ``_``), so no key leaves the cache folder. ``oci://registry.k8s.io/nfd/charts`` +
+    ``node-feature-discovery`` + ``0.19.0`` -> ``oci/registry.k8s.io/nfd/charts/node-feature-discovery/0.19.0``.
+    """
+    scheme, sep, rest = (repository or "").partition("://")
+    if not sep:
+        scheme, rest = "local", repository or ""
+    parts = [scheme, *[p for p in rest.split("/") if p], chart, version]
+
+    def clean(seg: str) -> str:
+        seg = re.sub(r"[^A-Za-z0-9._-]", "_", seg)
+        return "_" if seg in ("", ".", "..") else seg
+
+    return Path(*[clean(p) for p in parts])
+
+
+def default_cache_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """``$GPUCLUSTER_CHART_CACHE``, else ``$XDG_CACHE_HOME/gpucluster/charts``, else ``~/.cache/gpucluster/charts``."""
+    if env.get(CACHE_ENV):
+        return Path(env[CACHE_ENV])
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpucluster" / "charts"
+
+
+def chart_folders_from(charts: Sequence[str] | None, env: Mapping[str, str] = os.environ) -> list[Path]:
+    """The offline chart folders: ``charts`` (``--charts``), else ``$GPUCLUSTER_CHARTS`` split at ``os.pathsep``.
+
+    Raises:
+        GpuclusterError: a named folder does not exist.
+    """
+    raw = list(charts or []) or [p for p in (env.get(CHARTS_ENV) or "").split(os.pathsep) if p]
+    folders = []
+    for text in raw:
+        path = Path(text)
+        if not path.is_dir():
+            raise GpuclusterError(
+                f"chart folder '{text}' does not exist",
+                key="--charts" if charts else CHARTS_ENV,
+                fix="name a folder of unpacked charts (one sub-folder per chart with its Chart.yaml)",
+            )
+        folders.append(path)
+    return folders
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a chart was found: ``chart`` (None: not found) and a note when it is a substitute."""
+
+    chart: ChartDir | None
+    how: str = ""  # exact | nearest | pulled | cached | ""
+    note: str = ""
+
+
+class ChartSources:
+    """Find pinned charts: offline folders, then the pull cache, then (``pull=True``) the network.
+
+    Args:
+        folders: offline chart folders (see module docstring).
+        cache_dir: pull cache (default :func:`default_cache_dir`).
+        pull: pull charts that are neither in the folders nor in the cache.
+    """
+
+    def __init__(self, folders: Sequence[Path] = (), *, cache_dir: Path | None = None, pull: bool = False):
+        self.folders = [Path(f) for f in folders]
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.pull = pull
+        self._index = scan_folders(self.folders)
+        self._memo: dict[tuple[str, str, str], Located] = {}
+
+    def locate(self, repository: str, chart: str, version: str) -> Located:
+        """The chart ``chart`` at ``version`` from ``repository`` (see class docstring)."""
+        key = (repository, chart, version)
+        if key not in self._memo:
+            self._memo[key] = self._locate(repository, chart, version)
+        return self._memo[key]
+
+    def _locate(self, repository: str, chart: str, version: str) -> Located:
+        want = normalize_version(version)
+        same = [c for c in self._index if c.name == chart]
+        for c in same:
+            if normalize_version(c.version) == want:
+                return Located(c, "exact")
+        cached = self._cached(repository, chart, version)
+        if cached is not None:
+            return Located(cached, "cached")
+        if self.pull and repository:
+            pulled = self._pull(repository, chart, version)
+            if pulled.chart is not None:
+                return pulled
+            if not same:
+                return pulled
+        if same:
+            for c in same:
+                if normalize_version(c.app_version) == want:
+                    return Located(c, "app-version", f"chart {c.name} {c.version} (appVersion {c.app_version}) stands in for {chart} {version}")
+            best = min(same, key=lambda c: (_distance(c.version, version), c.version))
+            return Located(best, "nearest", f"chart {best.name} {best.version} stands in for {chart} {version} (the nearest version available)")
+        by_folder = [c for c in self._index if c.path.name == chart or c.path.name.startswith(chart + "-")]
+        if by_folder:
+            c = by_folder[0]
+            return Located(c, "nearest", f"folder {c.path.name} holds chart {c.name} {c.version}, standing in for {chart} {version}")
+        return Located(None)
+
+    def _cached(self, repository: str, chart: str, version: str) -> ChartDir | None:
+        folder = self.cache_dir / cache_key(repository, chart, version)
+        found = read_chart_dir(folder / chart)
+        return found
+
+    def _pull(self, repository: str, chart: str, version: str) -> Located:
+        """Pull into ``<cache>/<cache_key>/<chart>`` (temporary folder, then one rename)."""
+        hp = helm()
+        final = self.cache_dir / cache_key(repository, chart, version)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=final.parent))
+        try:
+            if repository.startswith("oci://"):
+                hp.pull(f"{repository.rstrip('/')}/{chart}", version=version, untar=True, untar_dir=tmp, destination=tmp)
+            else:
+                hp.pull(chart, repo_url=repository, version=version, untar=True, untar_dir=tmp, destination=tmp)
+            found = read_chart_dir(tmp / chart)
+            if found is None:
+                return Located(None, note=f"pull of {chart} {version} from {repository} gave no chart folder")
+            for archive in tmp.glob("*.tgz"):
+                archive.unlink()
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                if not (final / chart / "Chart.yaml").is_file():
+                    raise
+            return Located(read_chart_dir(final / chart), "pulled")
+        except Exception as exc:  # HelmError and OSError: reported by name, never raised
+            return Located(None, note=f"pull of {chart} {version} from {repository} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def locate_dependency(self, dep: Mapping[str, Any]) -> ChartDir | None:
+        """A chart dependency (``Chart.yaml`` ``dependencies`` entry) from the sources: exact
+        version, else (a range such as ``0.12.*``) the highest version of that name."""
+        name, version, repo = str(dep.get("name")), str(dep.get("version", "")), str(dep.get("repository", ""))
+        found = self.locate(repo, name, version) if not any(ch in version for ch in "*^~<>= ") else Located(None)
+        if found.chart is not None and found.how in ("exact", "cached", "pulled"):
+            return found.chart
+        same = [c for c in self._index if c.name == name]
+        if any(ch in version for ch in "*^~<>= ") and same:
+            prefix = version.split("*")[0]
+            fits = [c for c in same if normalize_version(c.version).startswith(normalize_version(prefix))] or same
+            return max(fits, key=lambda c: _version_key(c.version))
+        return None
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@dataclass
+class RenderedRelease:
+    """One rendered ``helm_release``.
+
+    Attributes:
+        cluster: cluster name; node: the PlanNode (release name = ``node.id``).
+        chart: the chart folder rendered (an assembled copy when dependencies were added), or None.
+        values: the values Helm received (values document + set entries), as Helm parsed them.
+        manifests: template path -> rendered text (NOTES.txt and empty templates dropped).
+        objects: ``(template path, object)`` of every rendered Kubernetes object, in template order.
+        crds: ``(file name, object)`` of the chart's ``crds/`` folders (chart and subcharts).
+        missing_subcharts: dependency aliases that could not be had (rendered disabled).
+        disabled_conditions: the values paths set false to render without them.
+        defaults: the chart's coalesced default values (subcharts under their names).
+    """
+
+    cluster: str
+    node: PlanNode
+    chart: Path | None
+    values: dict[str, Any] = field(default_factory=dict)
+    manifests: dict[str, str] = field(default_factory=dict)
+    objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    crds: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    missing_subcharts: list[str] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    disabled_conditions: list[str] = field(default_factory=list)
+    _handle: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.node.id
+
+    def render_with(self, values: Mapping[str, Any]) -> dict[str, str]:
+        """Re-render this chart with other values (same release name/namespace); used by lint's
+        dead-value check. Missing subcharts stay disabled."""
+        vals = copy.deepcopy(dict(values))
+        for path in self.disabled_conditions:
+            set_path(vals, path, False)
+        return _render_chart(self._handle, vals, self.node)
+
+
+@dataclass
+class RenderResult:
+    """All rendered releases of the plans, and the findings of rendering them."""
+
+    releases: list[RenderedRelease]
+    findings: list[LintFinding]
+    plans: list[RuntimePlan]
+
+
+def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
+    """The values Helm gets for ``node``: the values document (``values_yaml``, parsed by Helm's
+    own YAML reader) with the ``set`` entries applied the way Helm applies them (``--set-string``
+    for type ``string``, ``--set`` for ``auto``), each at its variable's default."""
+    hp = helm()
+    values = hp.values_from_yaml(values_yaml(node.values)) if node.values else {}
+    findings = []
+    for path, var_name, default, set_type in set_entries(node.values, node.terraform_variables):
+        if default is None:
+            findings.append(LintFinding(
+                "render.variable-required", "info",
+                f"values path '{path}' comes from Terraform variable '{var_name}', which has no default: rendered without it",
+                fix=f"give it a value in the cluster file to render it", component=node.component, release=node.id, key=path))
+            continue
+        text = ("true" if default else "false") if isinstance(default, bool) else str(default)
+        parsed = (hp.parse_set_string_values if set_type == "string" else hp.parse_set_string)(f"{path}={text}")
+        values = deep_merge(values, parsed, keep_nulls=True)
+    return values, findings
+
+
+def _render_chart(handle: Any, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
+    out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
+    return {k: v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt") and v.strip()}
+
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """YAML loader for rendered manifests (libyaml when available): like ``SafeLoader`` but
+    ``=`` and timestamps stay strings, as the API server reads them (JSON types only)."""
+
+
+ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:value", "tag:yaml.org,2002:timestamp")]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
+
+def split_documents(text: str) -> list[str]:
+    """Split a rendered template into documents the way Helm does (pkg/release/util
+    SplitManifests, regex ``(?:^|\\s*\\n)---\\s*``): a line starting with ``---`` starts a new
+    document, the rest of that line included (``---# comment`` separates documents too)."""
+    docs: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        if line.startswith("---"):
+            docs.append([line[3:]])
+        else:
+            docs[-1].append(line)
+    return ["\n".join(d) for d in docs if "\n".join(d).strip()]
+
+
+def load_documents(text: str) -> list[Any]:
+    """The YAML documents of a rendered template, split the way Helm splits them."""
+    return [yaml.load(part, Loader=ManifestLoader) for part in split_documents(text)]  # noqa: S506 (safe loader subclass)
+
+
+def parse_objects(manifests: Mapping[str, str], cache: dict[str, list[Any]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Every object of every rendered template (``List`` kinds expanded), in template order.
+
+    ``cache`` (template text -> parsed documents) avoids parsing the same text twice (CRD
+    templates render identically for every cluster); cached objects are shared: read-only.
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
+    for path, text in manifests.items():
+        if cache is None:
+            docs = load_documents(text)
+        else:
+            docs = cache.get(text)
+            if docs is None:
+                docs = cache[text] = load_documents(text)
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                out += [(path, d) for d in doc["items"] if isinstance(d, dict)]
+            elif isinstance(doc, dict):
+                out.append((path, doc))
+    return out
+
+
+def _present_subcharts(chart: ChartDir) -> set[str]:
+    names = set()
+    sub = chart.path / "charts"
+    if sub.is_dir():
+        for child in sub.iterdir():
+            found = read_chart_dir(child) if child.is_dir() else None
+            if found is not None:
+                names.add(found.name)
+            elif child.suffix == ".tgz":
+                names.add(child.name.rsplit("-", 1)[0])
+    return names
+
+
+def _assemble(chart: ChartDir, extra: Mapping[str, ChartDir], workdir: Path) -> Path:
+    """A copy of ``chart`` (symbolic links to its files) whose ``charts/`` also holds ``extra``."""
+    target = workdir / "assembled" / chart.path.name
+    if target.exists():
+        return target
+    target.mkdir(parents=True)
+    for child in chart.path.iterdir():
+        if child.name != "charts":
+            (target / child.name).symlink_to(child.resolve(), target_is_directory=child.is_dir())
+    charts = target / "charts"
+    charts.mkdir()
+    if (chart.path / "charts").is_dir():
+        for child in (chart.path / "charts").iterdir():
+            (charts / child.name).symlink_to(child.resolve(), target_is_directory=child.is_dir())
+    for name, dep in sorted(extra.items()):
+        if not (charts / name).exists():
+            (charts / name).symlink_to(dep.path.resolve(), target_is_directory=True)
+    return target
+
+
+class Renderer:
+    """Renders plan nodes; keeps loaded charts for re-renders (use as a context manager, or
+    call :meth:`close`: local charts are written to a temporary folder)."""
+
+    def __init__(self, sources: ChartSources, *, allow_missing: Iterable[str] = ()):
+        self.sources = sources
+        self.allow_missing = set(allow_missing)
+        self._tmp = Path(tempfile.mkdtemp(prefix="gpucluster-render-"))
+        self._loaded: dict[Path, Any] = {}
+        self._crds: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
+        self._parsed: dict[str, list[Any]] = {}
+
+    def close(self) -> None:
+        for handle in self._loaded.values():
+            with contextlib.suppress(Exception):
+                handle.close()
+        self._loaded.clear()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "Renderer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _load(self, path: Path):
+        if path not in self._loaded:
+            self._loaded[path] = helm().Chart.load(str(path))
+        return self._loaded[path]
+
+    def chart_crds(self, path: Path, handle: Any) -> list[tuple[str, dict[str, Any]]]:
+        """The parsed ``crds/`` objects of the chart at ``path`` (parsed once per renderer)."""
+        if path not in self._crds:
+            out = []
+            for crd in handle.crds:
+                for doc in load_documents(crd.get("data", "")):
+                    if isinstance(doc, dict):
+                        out.append((crd.get("filename") or crd.get("name", ""), doc))
+            self._crds[path] = out
+        return self._crds[path]
+
+    def _missing_severity(self, name: str) -> str:
+        return "warning" if name in self.allow_missing else "error"
+
+    def render_node(self, cluster: str, node: PlanNode) -> tuple[RenderedRelease, list[LintFinding]]:
+        """Render one release (see module docstring). Findings name what could not be had."""
+        findings: list[LintFinding] = []
+        where = dict(cluster=cluster, component=node.component, release=node.id)
+        if node.kind == "chart":
+            located = self.sources.locate(node.repository, node.chart, node.version)
+            if located.chart is None:
+                sev = self._missing_severity(node.component)
+                detail = f" ({located.note})" if located.note else ""
+                findings.append(LintFinding(
+                    "render.chart-unavailable", sev,
+                    f"chart {node.chart} {node.version} from {node.repository} is not in the chart sources{detail}: "
+                    "release not rendered or checked",
+                    fix="unpack it into a --charts folder, or run with --pull to fetch it into the cache", **where))
+                return RenderedRelease(cluster, node, None), findings
+            if located.note:
+                findings.append(LintFinding("render.chart-nearest", "info" if located.how == "app-version" else "warning",
+                                            located.note + "; findings refer to that chart",
+                                            fix="add the pinned version to the chart sources", **where))
+            chart = located.chart
+        else:
+            folder = self._tmp / "local" / cluster / node.id
+            if not folder.exists():
+                for rel, text in sorted((node.local_chart.files if node.local_chart else {}).items()):
+                    target = folder / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
+            chart = read_chart_dir(folder)
+            if chart is None:
+                findings.append(LintFinding("render.local-chart-invalid", "error", "the generated chart has no readable Chart.yaml",
+                                            fix="report this as a gpucluster bug", **where))
+                return RenderedRelease(cluster, node, None), findings
+        values, value_findings = helm_values(node)
+        findings += value_findings
+        present = _present_subcharts(chart)
+        coalesced: dict[str, Any] | None = None
+        extra: dict[str, ChartDir] = {}
+        disabled: list[str] = []
+        missing: list[str] = []
+        for dep in chart.dependencies:
+            name = str(dep["name"])
+            alias = str(dep.get("alias") or name)
+            if name in present:
+                continue
+            found = self.sources.locate_dependency(dep)
+            if found is not None:
+                extra[name] = found
+                continue
+            condition = str(dep.get("condition") or "").split(",")[0].strip()
+            if condition and coalesced is None:
+                coalesced = self._load(chart.path).merge_values(values)
+            enabled = bool(get_path(coalesced or {}, condition, True)) if condition else True
+            if condition and not enabled:
+                continue  # disabled: Helm would not render it either
+            missing.append(alias)
+            if condition:
+                disabled.append(condition)
+            findings.append(LintFinding(
+                "render.subchart-unavailable", self._missing_severity(alias),
+                f"dependency {name} {dep.get('version', '')} of chart {chart.name} {chart.version} is neither in the chart's "
+                f"charts/ folder nor in the chart sources: rendered with {condition or 'it'} off, so its objects and the values "
+                f"under '{alias}' are not checked",
+                fix=f"unpack {name} {dep.get('version', '')} into a --charts folder (or --pull)", **where))
+        path = _assemble(chart, extra, self._tmp / cluster / node.id) if extra else chart.path
+        handle = self._load(path)
+        render_values = copy.deepcopy(values)
+        for cond in disabled:
+            set_path(render_values, cond, False)
+        release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing, _handle=handle,
+                                  disabled_conditions=disabled)
+        try:
+            release.manifests = _render_chart(handle, render_values, node)
+        except Exception as exc:  # HelmError: the chart refused the values
+            findings.append(LintFinding(
+                "render.failed", "error", f"Helm could not render the chart: {' '.join(str(exc).split())}",
+                fix="fix the value the message names (catalog or overrides)", **where))
+            return release, findings
+        try:
+            release.objects = parse_objects(release.manifests, self._parsed)
+        except yaml.YAMLError as exc:
+            findings.append(LintFinding("render.invalid-yaml", "error", f"a rendered template is not YAML: {' '.join(str(exc).split())}",
+                                        fix="fix the value or template that produced it", **where))
+        release.crds = self.chart_crds(path, handle)
+        release.defaults = handle.merge_values({})
+        return release, findings
+
+
+def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_missing: Iterable[str] = (),
+                 renderer: Renderer | None = None) -> RenderResult:
+    """Render every release of every plan (plan order). The caller closes ``renderer`` when it
+    passes one; otherwise a fresh one is used and kept open for lint re-renders until the
+    returned result is dropped (close it with ``result_renderer.close()``)."""
+    own = renderer or Renderer(sources, allow_missing=allow_missing)
+    releases: list[RenderedRelease] = []
+    findings: list[LintFinding] = []
+    for plan in plans:
+        for node in plan.nodes:
+            release, f = own.render_node(plan.cluster.name, node)
+            releases.append(release)
+            findings += f
+    result = RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans))
+    result.renderer = own  # type: ignore[attr-defined]
+    return result
+
+
+# --------------------------------------------------------------------------- output folder
+
+
+def _safe_segment(name: str) -> str:
+    seg = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return "_" if seg in ("", ".", "..") else seg
+
+
+def write_output(result: RenderResult, out: Path) -> None:
+    """Write ``<out>/<cluster>/<release>/`` per release: ``values.yaml`` (what Helm received),
+    the rendered templates under their chart paths, and the chart's CRDs under ``crds/``.
+
+    The folder is built beside ``out`` and swapped in with one rename, so ``out`` is either the
+    previous result or the complete new one, never half-written.
+
+    Raises:
+        GpuclusterError: ``out`` exists and is not a folder, or cannot be written.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise GpuclusterError(f"output '{out}' exists and is not a folder", key="--out", fix="name a folder (it is replaced)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        for release in result.releases:
+            folder = tmp / _safe_segment(release.cluster) / _safe_segment(release.name)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "values.yaml").write_text(values_yaml(release.values), encoding="utf-8")
+            for path, text in release.manifests.items():
+                parts = [_safe_segment(p) for p in path.split("/")]
+                target = folder.joinpath(*parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            for name, doc in release.crds:
+                target = folder / "crds" / _safe_segment(Path(name).name or "crd.yaml")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with target.open("a", encoding="utf-8") as fh:
+                    fh.write("---\n" + yaml.safe_dump(doc, sort_keys=True))
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "x")
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        raise GpuclusterError(f"cannot write the rendered releases to '{out}': {exc.strerror or exc}", key="--out",
+                              fix="choose a writable folder") from None
+
+
+def iter_objects(releases: Iterable[RenderedRelease]) -> Iterator[tuple[RenderedRelease, str, dict[str, Any]]]:
+    """``(release, template path, object)`` over rendered releases."""
+    for release in releases:
+        for path, doc in release.objects:
+            yield release, path, doc
+
+
+def values_path_segments(path: str) -> list[str]:
+    """Dotted values path -> segments (backslash-escaped dots kept inside a key)."""
+    return split_path(path)
