@@ -25,6 +25,9 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
   ``*RuntimeClassName`` settings operators read, such as KAI's admission configuration) is a
   RuntimeClass of the stack or the one the GPU Operator creates (ClusterPolicy
   ``spec.operator.runtimeClass``, CRD default ``nvidia``).
+* ``lint.nfd-rule-unmatchable`` -- every feature a NodeFeatureRule matches (``pci.device``, ...)
+  is published by the NFD worker: a feature the worker config's ``core.noPublishFeatures`` hides
+  never reaches the NodeFeature objects, so the rule can never match.
 * ``lint.image-unpinned`` -- every container image has a tag other than ``latest`` or a digest.
 * ``lint.credential`` -- no password, token or secret as a literal string in the values.
 """
@@ -71,7 +74,8 @@ SCHEDULED_RESOURCES = {
 """Resources the Prometheus Operator turns into StatefulSets (system-node workloads)."""
 
 _CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE)
-_NOT_A_CREDENTIAL = re.compile(r"(name|ref|key|file|path|enabled|mount|dir|annotations|labels)$", re.IGNORECASE)
+_NOT_A_CREDENTIAL = re.compile(r"(^existing.*|name|ref|key|file|path|enabled|mount|dir|annotations|labels)$", re.IGNORECASE)
+"""Keys that name a Secret or a key in one (``existingSecret``, ``passwordKey``, ``secretName``), not a credential."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -197,13 +201,18 @@ class _Ctx:
             component=component or (release.node.component if release else ""), release=release.name if release else "", key=key))
 
 
-def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]) -> None:
-    """``lint.schema``: built-in kinds against Kubernetes 1.34, custom resources against CRDs."""
+def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]], memo: dict | None = None) -> None:
+    """``lint.schema``: built-in kinds against Kubernetes 1.34, custom resources against CRDs.
+
+    ``memo`` (object id -> (object, schema source, errors)) skips objects already validated
+    against the same schema source: the renderer shares parsed objects between releases whose
+    templates rendered identically (the objects are read-only)."""
     from gpucluster.lint_schema import K8S_VERSION, CrdIndex, builtin_validator, errors_of
 
     index = CrdIndex()
     for release in ctx.releases:
-        index.add_all((doc, f"chart {release.name} crds/{name}") for name, doc in release.crds)
+        chart = release.chart.name if release.chart is not None else release.name
+        index.add_all((doc, f"chart {chart} crds/{name}") for name, doc in release.crds)
         index.add_all((doc, f"release {release.name} {path}") for path, doc in release.objects)
     index.add_all(extra_crds)
     for release, path, doc in iter_objects(ctx.releases):
@@ -218,7 +227,13 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
             ctx.add(release, "lint.schema-unknown", "warning", f"{_obj_key(doc)} ({api}, {path}): no schema for this kind",
                     "add the CRD folder with --crds", key=_obj_key(doc))
             continue
-        errors = errors_of(validator, doc)
+        seen = memo.get(id(doc)) if memo is not None else None
+        if seen is not None and seen[0] is doc and seen[1] == against:
+            errors = seen[2]
+        else:
+            errors = errors_of(validator, doc)
+            if memo is not None:
+                memo[id(doc)] = (doc, against, errors)
         if errors:
             ctx.add(release, "lint.schema", "error", f"{_obj_key(doc)} ({path}) fails the {against} schema: " + "; ".join(errors),
                     "fix the value that renders this field (catalog values, overrides or manifest template)", key=_obj_key(doc))
@@ -261,16 +276,66 @@ def _differs(a: Mapping[str, str], b: Mapping[str, str], noisy: set[str]) -> boo
     return any(a.get(k) != b.get(k) for k in keys)
 
 
+_VALUES_REF = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+_INDEX_REF = re.compile(r"index\s+\$?\.Values((?:\s+\"[^\"]+\")+)")
+
+
+def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+    """Values paths the chart's templates name literally, per scope: ``()`` for the chart's own
+    templates, ``(alias,)`` for each subchart in ``charts/`` (``.Values.a.b`` and
+    ``index .Values "a" "b"`` forms; ``global`` paths are valid in every scope)."""
+    import os
+    from pathlib import Path
+
+    from gpucluster.render import read_chart_dir
+
+    root = Path(chart_dir)
+    scopes: dict[tuple[str, ...], Path] = {(): root}
+    meta = read_chart_dir(root)
+    aliases = {str(d["name"]): str(d.get("alias") or d["name"]) for d in (meta.dependencies if meta else ())}
+    sub = root / "charts"
+    if sub.is_dir():
+        for child in sorted(sub.iterdir()):
+            found = read_chart_dir(child) if child.is_dir() else None
+            if found is not None:
+                scopes[(aliases.get(found.name, found.name),)] = child
+    out: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for scope, folder in scopes.items():
+        refs: set[tuple[str, ...]] = set()
+        for dirpath, dirnames, filenames in os.walk(folder / "templates", followlinks=True):
+            for name in filenames:
+                try:
+                    text = (Path(dirpath) / name).read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                refs |= {tuple(m.group(1).lstrip(".").split(".")) for m in _VALUES_REF.finditer(text)}
+                refs |= {tuple(re.findall(r'"([^"]+)"', m.group(1))) for m in _INDEX_REF.finditer(text)}
+        out[scope] = refs
+    return out
+
+
+def _referenced(path: tuple[str, ...], refs: Mapping[tuple[str, ...], set[tuple[str, ...]]]) -> bool:
+    if path in refs.get((), set()):
+        return True
+    if path[0] == "global":
+        return any(path in r for r in refs.values())
+    return len(path) > 1 and path[1:] in refs.get((path[0],), set())
+
+
 def dead_paths(release: RenderedRelease) -> list[tuple[str, ...]]:
     """Values paths of ``release`` that the chart neither declares nor reads (see module docstring).
 
     Candidates are leaves of the values Helm receives that are absent from the chart's coalesced
-    defaults; a candidate is dead when rendering without it gives the same templates (templates
-    that differ between two renders with the same values -- random certificates, passwords --
-    are left out of the comparison).
+    defaults and that no template names literally (:func:`template_references`); a candidate is
+    dead when rendering without it gives the same templates (templates that differ between two
+    renders with the same values -- random certificates, passwords -- are left out of the
+    comparison), so values a template passes on wholesale (``toYaml .Values.x``) count as read.
     """
     skip = set(release.missing_subcharts)
     candidates = [p for p, _ in _leaves(release.values) if p[0] not in skip and not _declared(release.defaults, p)]
+    if candidates:
+        refs = template_references(release.chart)
+        candidates = [p for p in candidates if not _referenced(p, refs)]
     if not candidates:
         return []
     base = release.manifests
@@ -404,10 +469,42 @@ def check_placement(ctx: _Ctx) -> None:
                 what.append(f"does not select the system nodes ({', '.join(unmet)})")
             if untolerated:
                 what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
+            hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
+            if hook and release.node.kind == "chart" and not (pod_selector_from_values(release, doc)):
+                ctx.add(release, "lint.placement-system-hook", "warning",
+                        f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
+                        f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
+                        "nothing to change in gpucluster's values; keep a node it tolerates schedulable, or ask upstream for a "
+                        "values knob", key=name)
+                continue
             ctx.add(release, "lint.placement-system", "error",
                     f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
                     "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
                     "manifest/gate template)", key=name)
+
+
+def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any]) -> bool:
+    """True when a value changes where the pod of ``doc`` (a hook Job) is placed: rendering the
+    release with a probe node selector and toleration at every values path named
+    ``nodeSelector``/``tolerations`` changes the object's pod spec placement fields."""
+    probe_sel = {"gpucluster.io/probe": "x"}
+    probe_tol = [{"key": "gpucluster.io/probe", "operator": "Exists"}]
+
+    def probe(values: Any) -> Any:
+        if isinstance(values, Mapping):
+            return {k: (probe_sel if k == "nodeSelector" else probe_tol if k == "tolerations" else probe(v)) for k, v in values.items()}
+        return values
+
+    try:
+        from gpucluster.values import deep_merge
+
+        rendered = release.render_with(probe(deep_merge(release.defaults, release.values, keep_nulls=True)))
+    except Exception:  # noqa: BLE001 - a chart that refuses the probe: treat as placeable (keep the error)
+        return True
+    template = next((p for p, d in release.objects if d is doc), None)
+    if template is None or template not in rendered:
+        return True
+    return "gpucluster.io/probe" in rendered[template]
 
 
 def _walk(doc: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str, Any]]:
@@ -418,6 +515,25 @@ def _walk(doc: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...
     elif isinstance(doc, list):
         for i, v in enumerate(doc):
             yield from _walk(v, (*path, str(i)))
+
+
+def _walk_with_config(doc: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+    """:func:`_walk`, plus the YAML documents a ConfigMap carries in ``data`` (operator input
+    configuration applied by hook Jobs, e.g. KAI's kai-config)."""
+    yield from _walk(doc)
+    if doc.get("kind") == "ConfigMap":
+        from gpucluster.render import load_documents
+
+        for name, text in sorted((doc.get("data") or {}).items()):
+            if not isinstance(text, str) or ":" not in text:
+                continue
+            try:
+                docs = load_documents(text)
+            except Exception:  # noqa: BLE001 - data that is not YAML names no RuntimeClass
+                continue
+            for sub in docs:
+                if isinstance(sub, (Mapping, list)):
+                    yield from _walk(sub, ("data", str(name)))
 
 
 def check_runtime_classes(ctx: _Ctx) -> None:
@@ -432,7 +548,7 @@ def check_runtime_classes(ctx: _Ctx) -> None:
     for release, path, doc in iter_objects(ctx.releases):
         if doc.get("kind") in ("RuntimeClass", "CustomResourceDefinition"):
             continue
-        for where, key, value in _walk(doc):
+        for where, key, value in _walk_with_config(doc):
             if not (key == "runtimeClassName" or key.endswith("RuntimeClassName")) or not isinstance(value, str) or not value:
                 continue
             if value not in provided:
@@ -442,6 +558,53 @@ def check_runtime_classes(ctx: _Ctx) -> None:
                         f"{', '.join(sorted(provided)) or 'none'}: pods using it are rejected at admission",
                         f"set it to {' or '.join(sorted(provided)) or 'the RuntimeClass the GPU profile provides'} (per gpuStack "
                         "profile, where the profile sets operator.runtimeClass)", key=field_path)
+
+
+def _rule_features(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(rule name, feature)`` of every matchFeatures entry of a NodeFeatureRule (``matchAny`` too)."""
+    for rule in _get(doc, ("spec", "rules")) or []:
+        if not isinstance(rule, Mapping):
+            continue
+        blocks = [rule.get("matchFeatures") or []] + [(a or {}).get("matchFeatures") or [] for a in rule.get("matchAny") or []]
+        for block in blocks:
+            for m in block if isinstance(block, list) else []:
+                if isinstance(m, Mapping) and m.get("feature"):
+                    yield str(rule.get("name", "")), str(m["feature"])
+
+
+def check_nfd_rules(ctx: _Ctx) -> None:
+    """``lint.nfd-rule-unmatchable`` (module docstring)."""
+    import fnmatch
+
+    from gpucluster.render import load_documents
+
+    hidden: list[tuple[RenderedRelease, str, str]] = []
+    for release, path, doc in iter_objects(ctx.releases):
+        if doc.get("kind") != "ConfigMap":
+            continue
+        for name, text in sorted((doc.get("data") or {}).items()):
+            if not str(name).endswith("nfd-worker.conf") or not isinstance(text, str):
+                continue
+            try:
+                confs = load_documents(text)
+            except Exception:  # noqa: BLE001 - not YAML: the worker refuses it, schema checks do not see it
+                continue
+            for conf in confs:
+                for pattern in _get(conf, ("core", "noPublishFeatures")) or []:
+                    hidden.append((release, _obj_key(doc), str(pattern)))
+    if not hidden:
+        return
+    for release, path, doc in iter_objects(ctx.releases):
+        if doc.get("kind") != "NodeFeatureRule":
+            continue
+        for rule, feature in _rule_features(doc):
+            for owner, conf, pattern in hidden:
+                if fnmatch.fnmatchcase(feature, pattern):
+                    ctx.add(release, "lint.nfd-rule-unmatchable", "error",
+                            f"{_obj_key(doc)} rule '{rule}' matches feature {feature}, which the NFD worker never publishes "
+                            f"(core.noPublishFeatures '{pattern}' in {conf} of release {owner.name}): the rule can never match",
+                            f"remove '{pattern}' from nfd worker.config.core.noPublishFeatures", key=f"{_obj_key(doc)}.{rule}")
+                    break
 
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -488,13 +651,16 @@ def lint_result(result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str,
     """Every lint finding of the rendered stacks (render findings included), sorted."""
     extra = list(extra_crds)
     findings = list(result.findings)
+    renderer = getattr(result, "renderer", None)
+    memo = getattr(renderer, "schema_memo", None) if renderer is not None else None
     for plan in result.plans:
         releases = [r for r in result.releases if r.cluster == plan.cluster.name]
         ctx = _Ctx(plan=plan, releases=releases, placement=placement_of(plan))
-        check_schemas(ctx, extra)
+        check_schemas(ctx, extra, memo)
         check_dead_values(ctx)
         check_placement(ctx)
         check_runtime_classes(ctx)
+        check_nfd_rules(ctx)
         check_images(ctx)
         check_credentials(ctx)
         findings += ctx.findings

@@ -152,7 +152,12 @@ def make_chart(name: str, description: str, templates: list[tuple[str, str]], *,
 
 
 def _scheduling_dict(cluster: ClusterSpec) -> dict[str, Any]:
-    s = cluster.scheduling
+    """The scheduling inputs after their defaults (:func:`gpucluster.scheduling.effective_inputs`:
+    accelerated tolerations/selector derived from the GPU pools when not given), so a template
+    follows every GPU pool taint the way the registry's injected values do."""
+    from gpucluster.scheduling import effective_inputs
+
+    s = effective_inputs(cluster)
     return {
         "acceleratedNodeSelector": dict(s.accelerated_node_selector),
         "acceleratedTolerations": [t.as_dict() for t in s.accelerated_tolerations],

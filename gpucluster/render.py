@@ -36,7 +36,6 @@ nothing), so templates that generate random data (certificates, passwords) diffe
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import re
@@ -370,7 +369,6 @@ class RenderedRelease:
     missing_subcharts: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
     disabled_conditions: list[str] = field(default_factory=list)
-    _handle: Any = None
 
     @property
     def name(self) -> str:
@@ -382,7 +380,7 @@ class RenderedRelease:
         vals = copy.deepcopy(dict(values))
         for path in self.disabled_conditions:
             set_path(vals, path, False)
-        return _render_chart(self._handle, vals, self.node)
+        return _render_chart(self.chart, vals, self.node)
 
 
 @dataclass
@@ -414,8 +412,12 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
     return values, findings
 
 
-def _render_chart(handle: Any, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
-    out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
+def _render_chart(path: Path, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
+    """Render the chart at ``path`` with a freshly loaded chart: Helm's value coalescing writes
+    into the loaded chart's own default values (subchart maps), so a chart object reused for a
+    second render would carry the first render's values."""
+    with helm().Chart.load(str(path)) as handle:
+        out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
     return {k: v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt") and v.strip()}
 
 
@@ -486,22 +488,21 @@ def _present_subcharts(chart: ChartDir) -> set[str]:
 
 
 def _assemble(chart: ChartDir, extra: Mapping[str, ChartDir], workdir: Path) -> Path:
-    """A copy of ``chart`` (symbolic links to its files) whose ``charts/`` also holds ``extra``."""
-    target = workdir / "assembled" / chart.path.name
+    """A copy of ``chart`` whose ``charts/`` also holds the ``extra`` dependencies (made once
+    per chart and dependency set; copies, not links: Helm logs every link it follows)."""
+    import hashlib
+
+    tag = hashlib.sha256(repr((str(chart.path.resolve()), sorted((n, str(d.path.resolve())) for n, d in extra.items()))).encode()).hexdigest()[:16]
+    target = workdir / "assembled" / f"{chart.path.name}-{tag}"
     if target.exists():
         return target
-    target.mkdir(parents=True)
-    for child in chart.path.iterdir():
-        if child.name != "charts":
-            (target / child.name).symlink_to(child.resolve(), target_is_directory=child.is_dir())
-    charts = target / "charts"
-    charts.mkdir()
-    if (chart.path / "charts").is_dir():
-        for child in (chart.path / "charts").iterdir():
-            (charts / child.name).symlink_to(child.resolve(), target_is_directory=child.is_dir())
+    staging = workdir / "assembled" / f".{target.name}.tmp"
+    shutil.copytree(chart.path, staging, symlinks=False)
+    (staging / "charts").mkdir(exist_ok=True)
     for name, dep in sorted(extra.items()):
-        if not (charts / name).exists():
-            (charts / name).symlink_to(dep.path.resolve(), target_is_directory=True)
+        if not (staging / "charts" / name).exists():
+            shutil.copytree(dep.path, staging / "charts" / name, symlinks=False)
+    os.replace(staging, target)
     return target
 
 
@@ -513,15 +514,13 @@ class Renderer:
         self.sources = sources
         self.allow_missing = set(allow_missing)
         self._tmp = Path(tempfile.mkdtemp(prefix="gpucluster-render-"))
-        self._loaded: dict[Path, Any] = {}
         self._crds: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
         self._parsed: dict[str, list[Any]] = {}
+        self._defaults: dict[Path, dict[str, Any]] = {}
+        self.schema_memo: dict[int, tuple[Any, str, list[str]]] = {}
+        """lint's schema results of shared (parse-cached) objects, for this renderer's lifetime."""
 
     def close(self) -> None:
-        for handle in self._loaded.values():
-            with contextlib.suppress(Exception):
-                handle.close()
-        self._loaded.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> "Renderer":
@@ -530,16 +529,36 @@ class Renderer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _load(self, path: Path):
-        if path not in self._loaded:
-            self._loaded[path] = helm().Chart.load(str(path))
-        return self._loaded[path]
+    def chart_defaults(self, path: Path) -> dict[str, Any]:
+        """The chart's default values coalesced with its subcharts' (under each alias), disabled
+        subcharts included (Helm leaves those out; their values are still declared keys)."""
+        if path not in self._defaults:
+            with helm().Chart.load(str(path)) as handle:
+                defaults = handle.merge_values({})
+            meta = read_chart_dir(path)
+            aliases = {str(d["name"]): str(d.get("alias") or d["name"]) for d in (meta.dependencies if meta else ())}
+            sub = path / "charts"
+            for child in sorted(sub.iterdir()) if sub.is_dir() else []:
+                found = read_chart_dir(child) if child.is_dir() else None
+                if found is None or not (child / "values.yaml").is_file():
+                    continue
+                alias = aliases.get(found.name, found.name)
+                try:
+                    own = yaml.load((child / "values.yaml").read_text(encoding="utf-8"), Loader=ManifestLoader) or {}
+                except yaml.YAMLError:
+                    continue
+                if isinstance(own, dict):
+                    defaults[alias] = deep_merge(own, defaults.get(alias) or {}, keep_nulls=True)
+            self._defaults[path] = defaults
+        return copy.deepcopy(self._defaults[path])
 
-    def chart_crds(self, path: Path, handle: Any) -> list[tuple[str, dict[str, Any]]]:
+    def chart_crds(self, path: Path) -> list[tuple[str, dict[str, Any]]]:
         """The parsed ``crds/`` objects of the chart at ``path`` (parsed once per renderer)."""
         if path not in self._crds:
             out = []
-            for crd in handle.crds:
+            with helm().Chart.load(str(path)) as handle:
+                crds = handle.crds
+            for crd in crds:
                 for doc in load_documents(crd.get("data", "")):
                     if isinstance(doc, dict):
                         out.append((crd.get("filename") or crd.get("name", ""), doc))
@@ -570,7 +589,8 @@ class Renderer:
                                             fix="add the pinned version to the chart sources", **where))
             chart = located.chart
         else:
-            folder = self._tmp / "local" / cluster / node.id
+            digest = node.local_chart.content_hash[:32] if node.local_chart else "none"
+            folder = self._tmp / "local" / f"{_safe_segment(node.id)}-{_safe_segment(digest)}"  # one folder per content
             if not folder.exists():
                 for rel, text in sorted((node.local_chart.files if node.local_chart else {}).items()):
                     target = folder / rel
@@ -599,7 +619,8 @@ class Renderer:
                 continue
             condition = str(dep.get("condition") or "").split(",")[0].strip()
             if condition and coalesced is None:
-                coalesced = self._load(chart.path).merge_values(values)
+                with helm().Chart.load(str(chart.path)) as handle:
+                    coalesced = handle.merge_values(values)
             enabled = bool(get_path(coalesced or {}, condition, True)) if condition else True
             if condition and not enabled:
                 continue  # disabled: Helm would not render it either
@@ -612,15 +633,14 @@ class Renderer:
                 f"charts/ folder nor in the chart sources: rendered with {condition or 'it'} off, so its objects and the values "
                 f"under '{alias}' are not checked",
                 fix=f"unpack {name} {dep.get('version', '')} into a --charts folder (or --pull)", **where))
-        path = _assemble(chart, extra, self._tmp / cluster / node.id) if extra else chart.path
-        handle = self._load(path)
+        path = _assemble(chart, extra, self._tmp) if extra else chart.path
         render_values = copy.deepcopy(values)
         for cond in disabled:
             set_path(render_values, cond, False)
-        release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing, _handle=handle,
+        release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing,
                                   disabled_conditions=disabled)
         try:
-            release.manifests = _render_chart(handle, render_values, node)
+            release.manifests = _render_chart(path, render_values, node)
         except Exception as exc:  # HelmError: the chart refused the values
             findings.append(LintFinding(
                 "render.failed", "error", f"Helm could not render the chart: {' '.join(str(exc).split())}",
@@ -631,8 +651,8 @@ class Renderer:
         except yaml.YAMLError as exc:
             findings.append(LintFinding("render.invalid-yaml", "error", f"a rendered template is not YAML: {' '.join(str(exc).split())}",
                                         fix="fix the value or template that produced it", **where))
-        release.crds = self.chart_crds(path, handle)
-        release.defaults = handle.merge_values({})
+        release.crds = self.chart_crds(path)
+        release.defaults = self.chart_defaults(path)
         return release, findings
 
 

@@ -157,7 +157,7 @@ def test_dra_values_and_pin(plans):
 def test_network_operator_values(plans):
     v = plans["any"].components["network-operator"].values
     assert "ofedDriver" not in json.dumps(v)
-    assert v["deployCR"] is False
+    assert not {"deployCR", "nvIpam", "secondaryNetwork", "nicClusterPolicy"} & set(v)  # keys chart 26.4.1 does not read
     assert v["sriovNetworkOperator"]["enabled"] is True and v["maintenanceOperator"]["enabled"] is True
     cfg = v["sriov-network-operator"]["sriovOperatorConfig"]
     assert cfg["disablePlugins"] == ["mellanox"]

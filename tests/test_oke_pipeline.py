@@ -373,14 +373,6 @@ def test_dra_controller_affinity_check(tmp_path, path):
     assert own.findings == []
 
 
-def test_refuses_a_second_nicclusterpolicy_owner(tmp_path):
-    text = refused(tmp_path, "gb200-oke-ubuntu-training", overrides={"set": ["networkoperator:deployCR=true"]})
-    assert "error[OKE-NICCLUSTERPOLICY-OWNER]" in text and "component=network-operator key=deployCR" in text
-    assert "deployCR is True" in text
-    text = refused(tmp_path, "gb200-oke-ubuntu-training", overrides={"set": ["networkoperator:deployCR=null"]})
-    assert "deployCR is unset (chart default true)" in text
-
-
 def test_other_platforms_get_nothing_from_the_oke_plugin():
     """The plugin manager scopes OKE's cluster hooks to OKE clusters (no per-hook service check)."""
     from gpucluster import config

@@ -122,6 +122,7 @@ def test_operator_managed_profile_values(catalog):
     assert r.profile == ("gpuStack", "operator-managed")
     assert r.profile_owned == {
         "gpu-operator": {"driver": {"enabled": True}, "toolkit": {"enabled": True}, "operator": {"runtimeClass": "nvidia"}},
+        "kai-scheduler": {"admission": {"gpuFractionRuntimeClassName": "nvidia"}},
         "nvidia-dra-driver-gpu": {"nvidiaDriverRoot": "/run/nvidia/driver"},
         "nvsentinel": {"labeler": {"assumeDriverInstalled": False}, "metadata-collector": {"runtimeClassName": "nvidia"}},
     }
@@ -142,7 +143,8 @@ def test_values_file_of_later_overlay_replaces_earlier(catalog):
     assert training.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
     assert inference.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks.yaml"]
     comps = recipe.effective_components(recipe.resolve(aks("training"), catalog), catalog)
-    assert comps["gpu-operator"].values["cdi"] == {"enabled": True, "default": False}  # training file
+    assert comps["gpu-operator"].values["cdi"] == {"enabled": True}  # training file (chart v26.7 has no cdi.default)
+    assert comps["gpu-operator"].values["driver"]["rdma"]["enabled"] is True  # training file
     assert comps["gpu-operator"].values["nfd"] == {"enabled": False}  # base values.yaml
 
 
@@ -162,7 +164,7 @@ def test_kube_prometheus_stack_aks_pin_and_storage(catalog):
     assert kps.ref.version == "83.7.0"  # aks overlay pin beats the registry's 84.4.0
     assert catalog.components["kube-prometheus-stack"].version == "84.4.0"
     storage = kps.values["prometheus"]["prometheusSpec"]["storageSpec"]
-    assert storage["emptyDir"] is None
+    assert "emptyDir" not in storage  # a null would render into the Prometheus CR (schema: not nullable)
     assert storage["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "50Gi"
 
 

@@ -98,6 +98,10 @@ def test_aicr_written_recipe_maps_onto_catalog(catalog):
     assert r.component("gpu-operator").values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
     comps = recipe.effective_components(r, catalog)
     ours_comps = recipe.effective_components(ours, catalog)
+    # AICR's file still passes storageSpec.emptyDir: null, which gpucluster's catalog dropped: it renders as
+    # null into the Prometheus CR, which its CRD does not allow (gpucluster lint, docs/catalog-sources.md).
+    storage = comps["kube-prometheus-stack"].values["prometheus"]["prometheusSpec"]["storageSpec"]
+    assert storage.pop("emptyDir") is None
     assert {n: c.values for n, c in comps.items()} == {n: c.values for n, c in ours_comps.items()}
     assert r.applied_overlays == ours.applied_overlays
     assert r.profile == ("gpuStack", "azure-managed")

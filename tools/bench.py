@@ -13,6 +13,8 @@ Steps:
             (asserts that cdktf/jsii were not imported)
   bindings  import cdktf and the helm + azurerm provider bindings (constructs_lib.cdk)
   synth     the whole ``node_modules/.bin/cdktf synth`` into a scratch output folder
+  render    ``gpucluster render`` of the default stack with Helm's engine (plan included), charts
+            from ``$GPUCLUSTER_CHARTS`` or ``../shared/reference/charts``; skipped without them
 
 Usage: ``.venv/bin/python tools/bench.py [--runs 5] [--interval 0.02] [--steps plan,bindings,synth]``
 """
@@ -51,6 +53,21 @@ cdk.helm()
 cdk.azurerm()
 assert cdk.azurerm_loaded()
 """
+
+
+RENDER_CODE = """
+import sys
+from pathlib import Path
+from gpucluster.config import load_clusters
+from gpucluster.pipeline import build_plans
+from gpucluster.render import ChartSources, render_plans, write_output
+plans = build_plans(load_clusters())
+result = render_plans(plans, ChartSources([Path(sys.argv[1])], cache_dir=Path(sys.argv[2]) / 'cache'))
+write_output(result, Path(sys.argv[2]) / 'render')
+result.renderer.close()
+assert sum(1 for r in result.releases if r.manifests) >= len(result.releases) // 2
+"""
+CHARTS = Path(os.environ.get("GPUCLUSTER_CHARTS") or ROOT.parent / "shared" / "reference" / "charts")
 
 
 def bench_env() -> dict[str, str]:
@@ -113,6 +130,7 @@ def steps(scratch: Path) -> dict[str, list[str]]:
         "plan": [PY, "-c", PLAN_CODE],
         "bindings": [PY, "-c", BINDINGS_CODE],
         "synth": [cdktf, "synth", "--output", str(scratch / "cdktf.out")],
+        **({"render": [PY, "-c", RENDER_CODE, str(CHARTS), str(scratch)]} if CHARTS.is_dir() else {}),
     }
 
 
@@ -120,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--interval", type=float, default=0.02, help="RSS sampling interval, seconds")
-    parser.add_argument("--steps", default="plan,bindings,synth")
+    parser.add_argument("--steps", default="plan,bindings,synth,render")
     args = parser.parse_args(argv)
     wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as scratch:
         table = steps(Path(scratch))
         cwd = workdir(Path(scratch))
+        if "render" in wanted and "render" not in table and args.steps == parser.get_default("steps"):
+            wanted.remove("render")
+            print(f"render step skipped: no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)")
         unknown = [s for s in wanted if s not in table]
         if unknown:
             parser.error(f"unknown steps {unknown}; choose from {', '.join(table)}")

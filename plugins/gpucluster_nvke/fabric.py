@@ -225,7 +225,8 @@ done
 """
 
 
-def teardown_wait_hook(settings: NvkeSettings, namespace: str) -> list[dict[str, Any]]:
+def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_selector: Mapping[str, str] | None = None,
+                       system_tolerations: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Helm ``post-delete`` hook objects of the ``sriov-ib-networks`` chart.
 
     After Helm deletes the rails' policies, the SR-IOV config daemon asks the Maintenance
@@ -234,7 +235,9 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str) -> list[dict[str,
     SriovNetworkNodeState no longer lists a rail PF in ``spec.interfaces``, reports
     ``status.syncStatus: Succeeded`` and has no drain in flight (desired/current state ``Idle``);
     it fails after ``teardown.timeoutSeconds``, which fails the uninstall and keeps
-    ``network-operator`` (destroyed after it) in place.
+    ``network-operator`` (destroyed after it) in place. The Job runs on the system nodes when
+    the cluster file names them (``scheduling.system``: node selector added to
+    ``kubernetes.io/os: linux``, tolerations).
     """
     hook = {
         "helm.sh/hook": "post-delete",
@@ -284,7 +287,8 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str) -> list[dict[str,
                     "spec": {
                         "serviceAccountName": TEARDOWN_NAME,
                         "restartPolicy": "Never",
-                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        "nodeSelector": {"kubernetes.io/os": "linux", **dict(system_node_selector or {})},
+                        **({"tolerations": list(system_tolerations)} if system_tolerations else {}),
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
                         "containers": [
                             {

@@ -10,7 +10,7 @@ from gpucluster_nvke import fabric
 from gpucluster_nvke.settings import NvkeSettings, parse_settings
 
 
-def build_manifests(settings: NvkeSettings, components: Mapping[str, Component]) -> list[Manifest]:
+def build_manifests(settings: NvkeSettings, components: Mapping[str, Component], scheduling=None) -> list[Manifest]:
     """Every NVKE manifest for the enabled ``components`` (deterministic order).
 
     * ``gpu-operator`` pre: the ``driver.kernelModuleConfig.name`` ConfigMap
@@ -48,7 +48,10 @@ def build_manifests(settings: NvkeSettings, components: Mapping[str, Component])
         ns = rails.ref.namespace
         out.append(Manifest(component="sriov-ib-networks", phase="post", name="rails", documents=fabric.rail_objects(settings, ns)))
         out.append(
-            Manifest(component="sriov-ib-networks", phase="post", name="teardown-wait", documents=fabric.teardown_wait_hook(settings, ns))
+            Manifest(component="sriov-ib-networks", phase="post", name="teardown-wait", documents=fabric.teardown_wait_hook(
+                settings, ns,
+                system_node_selector=dict(scheduling.system_node_selector) if scheduling is not None else None,
+                system_tolerations=[t.as_dict() for t in scheduling.system_tolerations] if scheduling is not None else None))
         )
     rdma = components.get("rdma-modules")
     if rdma is not None:
@@ -61,4 +64,4 @@ def build_manifests(settings: NvkeSettings, components: Mapping[str, Component])
 @hookimpl
 def gpucluster_manifests(cluster, recipe, components):
     settings = parse_settings(cluster.settings, file=cluster.source, cluster=cluster.name)
-    return build_manifests(settings, components)
+    return build_manifests(settings, components, cluster.scheduling)

@@ -9,8 +9,6 @@ Written against the public SDK only. Check ids (docs/oke.md, "Policies"):
 ``OKE-GPU-PLUGIN-ADDON``          error     NvidiaGpuPlugin add-on state contradicts gpuStack
 ``OKE-DRA-CONTROLLER-AFFINITY``   error     DRA controller keeps the chart's control-plane
                                             node affinity (no schedulable control plane)
-``OKE-NICCLUSTERPOLICY-OWNER``    error     network-operator ``deployCR`` on while the recipe
-                                            ships its own NicClusterPolicy manifest
 ``OKE-KERNEL-MODULE-PARAMS``      warning   kernel module parameters set for a driver the
                                             GPU Operator does not install (oci-managed image)
 ================================  ========  ==============================================
@@ -20,8 +18,10 @@ plugin and DRA GPU advertisement off) is the core check ``GPU-ADVERTISER`` (the 
 declares ``advertiser: external``); profile-owned driver values are core ``PROFILE-OWNED``.
 
 Facts: AICR recipe data (overlays ``oke-ol``, ``gb200-oke-training``, the gpuStack profile
-constraints ``K8s.oke-addons.nvidia-gpu-plugin``; ``values-oke-gb200.yaml`` deployCR off; the
-DRA ``controller.affinity.nodeAffinity: null`` override).
+constraints ``K8s.oke-addons.nvidia-gpu-plugin``; the DRA ``controller.affinity.nodeAffinity: null``
+override). The network-operator 26.4.1 chart renders no NicClusterPolicy (it has no ``deployCR``
+key, ``gpucluster lint``: dead value), so the recipe's own ``nic-cluster-policy`` has no second
+owner to guard against.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ CHECK_IDS = (
     "OKE-K8S-VERSION",
     "OKE-GPU-PLUGIN-ADDON",
     "OKE-DRA-CONTROLLER-AFFINITY",
-    "OKE-NICCLUSTERPOLICY-OWNER",
     "OKE-KERNEL-MODULE-PARAMS",
 )
 
@@ -173,29 +172,6 @@ def _check_dra_affinity(cluster: ClusterSpec, components: Mapping[str, Any]) -> 
     ]
 
 
-def _check_nicclusterpolicy_owner(cluster: ClusterSpec, components: Mapping[str, Any]) -> list[Finding]:
-    net = components.get(NETWORK_OPERATOR)
-    if net is None:
-        return []
-    ships_policy = any("nic-cluster-policy" in f.rsplit("/", 1)[-1] for f in net.ref.manifest_files)
-    if not ships_policy:
-        return []
-    deploy_cr = _get(net.values, "deployCR")
-    if deploy_cr is False:
-        return []
-    shown = "unset (chart default true)" if deploy_cr is _MISSING else repr(deploy_cr)
-    return [
-        _finding(
-            cluster, "OKE-NICCLUSTERPOLICY-OWNER", "error", NETWORK_OPERATOR, "deployCR",
-            f"deployCR is {shown} while the recipe installs its own NicClusterPolicy 'nic-cluster-policy' "
-            "(network-operator-manifests): the chart would render a second NicClusterPolicy with the same name, Helm "
-            "refuses to install an object another release owns, and the chart's policy lacks the OKE rdma0..rdma3 "
-            "selectors",
-            "keep networkoperator:deployCR=false on OKE (values-oke-gb200.yaml sets it)",
-        )
-    ]
-
-
 def _check_kernel_module_params(cluster: ClusterSpec, components: Mapping[str, Any]) -> list[Finding]:
     gpu = components.get(GPU_OPERATOR)
     if gpu is None:
@@ -222,6 +198,5 @@ def gpucluster_policy_checks(cluster, recipe, components):
     findings += _check_version(cluster, recipe)
     findings += _check_addon(cluster, recipe)
     findings += _check_dra_affinity(cluster, components)
-    findings += _check_nicclusterpolicy_owner(cluster, components)
     findings += _check_kernel_module_params(cluster, components)
     return findings

@@ -1,0 +1,368 @@
+"""gpucluster render / lint (gpucluster.render, gpucluster.lint).
+
+* Every built-in recipe x profile (tests/render_cases.py), plain, with ``scheduling.system`` and
+  with one extra GPU-pool taint, rendered with Helm's engine against ../shared/reference/charts and
+  linted: no error finding (charts the reference folder does not carry are allowed by name).
+* Each check fails on a broken input (a misspelt key, a missing toleration, a pinned agent, ...),
+  on small hand-made charts and objects, so the checks are tested without ../shared.
+* Chart sources: cache keys, exact / nearest matching, Helm's document splitting, set entries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucluster import lint
+from gpucluster.cli import main
+from gpucluster.config import parse_clusters
+from gpucluster.model import ClusterSpec, Criteria, LocalChart, NodePool, NodeScheduling, Override, PlanNode, RuntimePlan, Recipe, Taint, Toleration
+from gpucluster.render import (
+    ChartSources,
+    RenderedRelease,
+    RenderResult,
+    Renderer,
+    cache_key,
+    helm_values,
+    render_plans,
+    split_documents,
+)
+from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
+
+# --------------------------------------------------------------------------- helpers
+
+
+def write_chart(root: Path, name: str, version: str, values: str, templates: dict[str, str], app_version: str = "") -> Path:
+    folder = root / f"{name}-{version}"
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text(
+        f"apiVersion: v2\nname: {name}\nversion: {version}\n" + (f"appVersion: {app_version}\n" if app_version else ""))
+    (folder / "values.yaml").write_text(values)
+    for rel, text in templates.items():
+        (folder / "templates" / rel).write_text(text)
+    return folder
+
+
+def aks_cluster(*, taints=(), system: dict[str, str] | None = None, overrides=()) -> ClusterSpec:
+    return ClusterSpec(
+        name="unit", criteria=Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        pools=[NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
+               NodePool(name="gpu", vm_size="Standard_ND96isr_H100_v5", gpu=True, labels={"nvidia.com/gpu.present": "true"},
+                        taints=[Taint("nvidia.com/gpu", "present", "NoSchedule"), *taints])],
+        scheduling=NodeScheduling(system_node_selector=dict(system or {}),
+                                  system_tolerations=[Toleration("CriticalAddonsOnly", "Exists", None, "NoSchedule")] if system else []),
+        overrides=list(overrides), source="unit.yaml")
+
+
+def plan_of(cluster: ClusterSpec, nodes: list[PlanNode] = ()) -> RuntimePlan:
+    recipe = Recipe(criteria=cluster.criteria, applied_overlays=["base"], constraints=[], component_refs=[])
+    return RuntimePlan(cluster=cluster, recipe=recipe, components={}, nodes=list(nodes))
+
+
+def release_of(objects: list[dict[str, Any]], *, name: str = "unit", component: str = "gpu-operator", values=None) -> RenderedRelease:
+    node = PlanNode(id=name, kind="manifests", component=component, namespace="unit", values=values or {})
+    return RenderedRelease("unit", node, None, objects=[(f"{name}/templates/x.yaml", o) for o in objects])
+
+
+def lint_objects(cluster: ClusterSpec, objects: list[dict[str, Any]], **kw) -> list[lint.LintFinding]:
+    result = RenderResult(releases=[release_of(objects, **kw)], findings=[], plans=[plan_of(cluster)])
+    return [f for f in lint.lint_result(result) if f.severity != "info"]
+
+
+def ids(findings) -> list[str]:
+    return sorted(f.id for f in findings if f.severity == "error")
+
+
+def daemonset(name: str, tolerations=None, node_selector=None) -> dict[str, Any]:
+    pod: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.example/agent:1.0"}]}
+    if tolerations is not None:
+        pod["tolerations"] = tolerations
+    if node_selector is not None:
+        pod["nodeSelector"] = node_selector
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "unit"},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}}
+
+
+def deployment(name: str, node_selector=None, tolerations=None, image="registry.example/app:1.0") -> dict[str, Any]:
+    doc = daemonset(name, tolerations, node_selector)
+    doc["kind"] = "Deployment"
+    doc["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    return doc
+
+
+GPU_TOL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+SYSTEM = {"kubernetes.azure.com/mode": "system"}
+CRITICAL = {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}
+
+
+# --------------------------------------------------------------------------- chart sources
+
+
+def test_cache_key_is_repository_chart_version_and_never_leaves_the_cache():
+    assert cache_key("oci://registry.k8s.io/nfd/charts", "node-feature-discovery", "0.19.0") == Path(
+        "oci/registry.k8s.io/nfd/charts/node-feature-discovery/0.19.0")
+    assert cache_key("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.1") == Path(
+        "https/helm.ngc.nvidia.com/nvidia/gpu-operator/v26.7.1")
+    hostile = cache_key("https://h/../../etc", "..", "../x y")
+    assert ".." not in hostile.parts and not hostile.is_absolute()
+    assert cache_key("https://a/b", "c", "1") != cache_key("oci://a/b", "c", "1")
+
+
+def test_sources_match_name_and_version_and_report_a_substitute(tmp_path):
+    write_chart(tmp_path, "foo", "1.2.0", "{}", {})
+    write_chart(tmp_path, "foo", "1.4.0", "{}", {})
+    write_chart(tmp_path, "bar", "0.2.1", "{}", {}, app_version="v0.19.0")
+    src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+    exact = src.locate("https://x", "foo", "v1.4.0")
+    assert exact.how == "exact" and exact.chart.version == "1.4.0" and not exact.note
+    near = src.locate("https://x", "foo", "1.2.5")
+    assert near.how == "nearest" and near.chart.version == "1.2.0" and "stands in for foo 1.2.5" in near.note
+    app = src.locate("https://x", "bar", "0.19.0")
+    assert app.how == "app-version" and "appVersion v0.19.0" in app.note
+    assert src.locate("https://x", "missing", "1.0.0").chart is None
+
+
+def test_pulled_chart_is_read_from_its_cache_folder(tmp_path):
+    """The online pull itself needs the network (not available here); the cache layout it
+    writes, <cache>/<cache_key>/<chart>/, is what later runs read."""
+    cache = tmp_path / "cache"
+    folder = cache / cache_key("oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0")
+    write_chart(folder, "nvsentinel", "v1.25.0", "{}", {}).rename(folder / "nvsentinel")
+    found = ChartSources([], cache_dir=cache).locate("oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0")
+    assert found.how == "cached" and found.chart.path == folder / "nvsentinel"
+
+
+def test_documents_split_like_helm():
+    text = "a: 1\n---# comment\nb: 2\n---\n\n---\nc: 3\n"
+    assert [d.strip() for d in split_documents(text)] == ["a: 1", "# comment\nb: 2", "c: 3"]
+
+
+def test_helm_values_apply_set_entries_like_terraform():
+    node = PlanNode(id="r", kind="chart", component="gpu-operator", namespace="n",
+                    values={"driver": {"version": "580.1", "enabled": True}, "x": "${HOME}"},
+                    terraform_variables={"driver.version": "v", "driver.enabled": "e", "missing.path": "m"})
+    values, findings = helm_values(node)
+    assert values == {"driver": {"version": "580.1", "enabled": True}, "x": "${HOME}"}
+    assert [f.id for f in findings] == ["render.variable-required"]
+
+
+def test_missing_chart_is_reported_by_name_and_allowed_only_by_name(tmp_path):
+    node = PlanNode(id="nvsentinel", kind="chart", component="nvsentinel", namespace="n",
+                    repository="oci://ghcr.io/nvidia", chart="nvsentinel", version="v1.25.0")
+    plan = plan_of(aks_cluster(), [node])
+    src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+    with Renderer(src) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "error" and f.id == "render.chart-unavailable" and "nvsentinel v1.25.0" in f.message
+    with Renderer(src, allow_missing=["nvsentinel"]) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "warning"
+
+
+# --------------------------------------------------------------------------- dead values (real Helm, small chart)
+
+
+DEAD_CHART_VALUES = "image: {tag: '1.0'}\nupgrade: {policy: {maxParallel: 1}}\nnodeSelector: {}\nextra: {}\n"
+DEAD_CHART_TEMPLATES = {
+    "cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n  namespace: {{ .Release.Namespace }}\n"
+        "data:\n  parallel: {{ .Values.upgrade.policy.maxParallel | quote }}\n  tag: {{ .Values.image.tag | quote }}\n"
+        "  selector: {{ toJson .Values.nodeSelector | quote }}\n"
+        "  wholesale: {{ toJson .Values.extra | quote }}\n"
+        "  direct: {{ .Values.notDeclared | default \"\" | quote }}\n"
+    ),
+}
+
+
+def _dead(tmp_path, values: dict[str, Any], overrides=()) -> list[lint.LintFinding]:
+    write_chart(tmp_path, "cert-manager", "v1.0.0", DEAD_CHART_VALUES, DEAD_CHART_TEMPLATES)
+    node = PlanNode(id="cert-manager", kind="chart", component="cert-manager", namespace="n",
+                    repository="https://x", chart="cert-manager", version="v1.0.0", values=values)
+    plan = plan_of(aks_cluster(overrides=overrides), [node])
+    src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+    with Renderer(src) as r:
+        result = render_plans([plan], src, renderer=r)
+        ctx = lint._Ctx(plan=plan, releases=result.releases, placement=lint.placement_of(plan))
+        lint.check_dead_values(ctx)
+    return ctx.findings
+
+
+def test_dead_value_misplaced_key_is_an_error(tmp_path):
+    findings = _dead(tmp_path, {"upgrade": {"maxParallel": 5, "policy": {"maxParallel": 2}},
+                                "nodeSelector": {"a": "b"}, "extra": {"free": 1}, "notDeclared": "x"})
+    assert [(f.severity, f.key) for f in findings] == [("error", "upgrade.maxParallel")]
+    assert "neither in the defaults of chart cert-manager v1.0.0" in findings[0].message
+
+
+def test_dead_value_from_a_user_override_is_a_warning_naming_the_closest_key(tmp_path):
+    override = Override(component="cert-manager", kind="set", path="upgrade.policy.maxParalel", value=3, source="unit.yaml",
+                        key="overrides.set[0]")
+    findings = _dead(tmp_path, {"upgrade": {"policy": {"maxParalel": 3}}}, overrides=[override])
+    assert [(f.severity, f.key) for f in findings] == [("warning", "upgrade.policy.maxParalel")]
+    assert "closest existing key: upgrade.policy.maxParallel" in findings[0].message
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def test_agent_without_the_extra_gpu_taint_toleration_is_an_error():
+    cluster = aks_cluster(taints=[Taint("dedicated", "ml", "NoSchedule")])
+    assert ids(lint_objects(cluster, [daemonset("agent", [GPU_TOL])])) == ["lint.placement-gpu"]
+    extra = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    assert ids(lint_objects(cluster, [daemonset("agent", [GPU_TOL, extra])])) == []
+    assert ids(lint_objects(cluster, [daemonset("agent", [{"operator": "Exists"}])])) == []
+
+
+def test_operator_resources_that_become_daemonsets_must_tolerate_gpu_taints():
+    ncp = {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": {}}
+    assert ids(lint_objects(aks_cluster(), [ncp])) == ["lint.placement-gpu"]
+    ncp["spec"]["tolerations"] = [GPU_TOL]
+    assert ids(lint_objects(aks_cluster(), [ncp])) == []
+
+
+def test_agent_selecting_labels_gpu_nodes_lack_is_an_error():
+    agent = daemonset("agent", [GPU_TOL], {"nvidia.com/gpu.present": "false"})
+    assert ids(lint_objects(aks_cluster(), [agent])) == ["lint.placement-gpu"]
+
+
+def test_agent_pinned_to_system_nodes_is_an_error():
+    cluster = aks_cluster(system=SYSTEM)
+    pinned = daemonset("node-exporter", [GPU_TOL, CRITICAL], dict(SYSTEM))
+    assert ids(lint_objects(cluster, [pinned])) == ["lint.placement-pinned"]
+    assert ids(lint_objects(cluster, [daemonset("node-exporter", [GPU_TOL, CRITICAL])])) == []
+
+
+def test_with_scheduling_system_every_deployment_lands_on_system_nodes():
+    cluster = aks_cluster(system=SYSTEM)
+    assert ids(lint_objects(cluster, [deployment("op")])) == ["lint.placement-system"]
+    assert ids(lint_objects(cluster, [deployment("op", dict(SYSTEM))])) == ["lint.placement-system"]  # taint not tolerated
+    assert ids(lint_objects(cluster, [deployment("op", dict(SYSTEM), [CRITICAL])])) == []
+    assert ids(lint_objects(aks_cluster(), [deployment("op")])) == []
+
+
+# --------------------------------------------------------------------------- references, images, credentials, schemas
+
+
+def _cluster_policy(runtime_class: str) -> dict[str, Any]:
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+            "spec": {"operator": {"runtimeClass": runtime_class}, "daemonsets": {"tolerations": [GPU_TOL]}}}
+
+
+def test_runtime_class_must_exist_in_the_stack():
+    pod = deployment("gpu-app")
+    pod["spec"]["template"]["spec"]["runtimeClassName"] = "nvidia"
+    found = lint_objects(aks_cluster(), [_cluster_policy("nvidia-container-runtime"), pod])
+    assert ids(found) == ["lint.runtimeclass"] and "RuntimeClass 'nvidia'" in found[0].message
+    assert ids(lint_objects(aks_cluster(), [_cluster_policy("nvidia"), pod])) == []
+
+
+def test_runtime_class_in_operator_config_carried_by_a_configmap():
+    """KAI's admission configuration reaches the operator as YAML inside a ConfigMap."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kai-config", "namespace": "unit"},
+          "data": {"config.yaml": "spec:\n  admission:\n    gpuFractionRuntimeClassName: \"nvidia\"\n"}}
+    found = lint_objects(aks_cluster(), [_cluster_policy("nvidia-container-runtime"), cm])
+    assert ids(found) == ["lint.runtimeclass"] and "gpuFractionRuntimeClassName" in found[0].key
+
+
+@pytest.mark.parametrize("image,ok", [("nginx", False), ("nginx:latest", False), ("registry:5000/nginx", False),
+                                      ("nginx:1.27", True), ("nginx@sha256:" + "a" * 64, True)])
+def test_images_must_be_pinned(image, ok):
+    assert ids(lint_objects(aks_cluster(), [deployment("app", image=image)])) == ([] if ok else ["lint.image-unpinned"])
+
+
+def test_no_literal_credentials_in_values():
+    values = {"grafana": {"adminPassword": "admin", "admin": {"existingSecret": "", "passwordKey": "admin-password"}}}
+    found = lint_objects(aks_cluster(), [], values=values)
+    assert ids(found) == ["lint.credential"] and found[0].key == "grafana.adminPassword"
+    assert ids(lint_objects(aks_cluster(), [], values={"grafana": {"admin": {"existingSecret": "s"}}})) == []
+
+
+def test_schema_check_refuses_unknown_fields_and_wrong_types():
+    bad = deployment("app")
+    bad["spec"]["replica"] = 2  # misspelt
+    assert ids(lint_objects(aks_cluster(), [bad])) == ["lint.schema"]
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Thing", "plural": "things"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}
+    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"size": None}}
+    found = lint_objects(aks_cluster(), [crd, thing])
+    assert ids(found) == ["lint.schema"] and "spec.size" in found[0].message
+    thing["spec"]["size"] = 3
+    assert ids(lint_objects(aks_cluster(), [crd, thing])) == []
+
+
+# --------------------------------------------------------------------------- every built-in recipe, real charts
+
+
+CASES = [(p, leaf, prof, v) for p, leaf, prof in base_cases() for v in VARIANTS]
+
+
+@pytest.fixture(scope="module")
+def stack(reference_charts, shared_dir):
+    sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
+    crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
+    with Renderer(sources, allow_missing=UNAVAILABLE) as renderer:
+        yield sources, renderer, crds
+
+
+@pytest.mark.parametrize("platform,leaf,profile,variant", CASES, ids=[f"{c[1]}-{c[2] or 'default'}-{c[3]}" for c in CASES])
+def test_every_builtin_recipe_renders_and_lints_clean(stack, tmp_path, platform, leaf, profile, variant):
+    from gpucluster import pipeline
+
+    sources, renderer, crds = stack
+    (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, profile, variant)]}, source="lint.yaml", root=tmp_path)
+    plan = pipeline.build_plan(spec)
+    result = render_plans([plan], sources, renderer=renderer)
+    findings = lint.lint_result(result, extra_crds=crds)
+    errors = [f.render() for f in findings if f.severity == "error"]
+    assert not errors, "\n".join(errors)
+    rendered = {r.name for r in result.releases if r.manifests}
+    missing = {r.name for r in result.releases if r.chart is None}
+    assert missing <= set(UNAVAILABLE) and rendered | missing == {n.id for n in plan.nodes}
+    assert any(o.get("kind") == "ClusterPolicy" for r in result.releases for _, o in r.objects)
+
+
+def test_cli_render_writes_one_folder_per_release_and_lint_exits_zero(reference_charts, shared_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    allow = [a for name in UNAVAILABLE for a in ("--allow-missing", name)]
+    code = main(["render", "--charts", str(reference_charts), "--out", str(out), *allow])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    folders = sorted(p.name for p in (out / "gpu-training").iterdir())
+    assert "gpu-operator" in folders and "gpu-operator-clusterpolicy-ready" in folders
+    assert (out / "gpu-training" / "gpu-operator" / "values.yaml").read_text().startswith("cdi:")
+    assert "warning[render.chart-unavailable]" in captured.err and "nvsentinel" in captured.err
+    assert main(["lint", "--charts", str(reference_charts), "--crds", str(shared_dir / "reference" / "crds"), *allow]) == 0
+    assert main(["lint", "--charts", str(reference_charts)]) == 2  # nvsentinel not allowed: reported as an error
+    assert "error[render.chart-unavailable]" in capsys.readouterr().err
+
+
+def test_cli_lint_reports_a_misspelt_override_with_the_closest_key(reference_charts, tmp_path, capsys):
+    allow = [a for name in UNAVAILABLE for a in ("--allow-missing", name)]
+    code = main(["lint", "--charts", str(reference_charts), *allow, "--set", "gpuoperator:driver.upgradePolicy.maxParalelUpgrades=3"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "warning[lint.dead-value]" in err and "closest existing key: driver.upgradePolicy.maxParallelUpgrades" in err
+
+
+def test_cli_render_unknown_chart_folder_is_one_error_line(tmp_path, capsys):
+    assert main(["render", "--charts", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error[input] key=--charts") and "fix:" in err[0]
+
+
+def test_node_feature_rule_on_a_hidden_feature_can_never_match():
+    worker = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nfd-worker-conf", "namespace": "unit"},
+              "data": {"nfd-worker.conf": "core:\n  noPublishFeatures:\n  - cpu.*\n  - pci.*\n"}}
+    rule = {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule", "metadata": {"name": "nics"},
+            "spec": {"rules": [{"name": "mellanox", "labels": {"x": "true"},
+                                "matchFeatures": [{"feature": "pci.device", "matchExpressions": {"vendor": {"op": "In", "value": ["15b3"]}}}]}]}}
+    found = [f for f in lint_objects(aks_cluster(), [worker, rule]) if f.id == "lint.nfd-rule-unmatchable"]
+    assert len(found) == 1 and "pci.device" in found[0].message
+    worker["data"]["nfd-worker.conf"] = "core:\n  noPublishFeatures:\n  - cpu.*\n"
+    assert not [f for f in lint_objects(aks_cluster(), [worker, rule]) if f.id == "lint.nfd-rule-unmatchable"]
