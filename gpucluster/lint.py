@@ -342,7 +342,7 @@ def dead_paths(release: RenderedRelease) -> list[tuple[str, ...]]:
     without_all = release.render_with(_without(release.values, candidates))
     noisy: set[str] = set()
     if _differs(base, without_all, noisy):
-        again = release.render_with(release.values)
+        again = release.render_with(release.values, fresh=True)
         noisy = {k for k in set(base) | set(again) if base.get(k) != again.get(k)}
     if not _differs(base, without_all, noisy):
         return candidates

@@ -369,17 +369,21 @@ class RenderedRelease:
     missing_subcharts: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
     disabled_conditions: list[str] = field(default_factory=list)
+    renderer: Any = None
 
     @property
     def name(self) -> str:
         return self.node.id
 
-    def render_with(self, values: Mapping[str, Any]) -> dict[str, str]:
+    def render_with(self, values: Mapping[str, Any], *, fresh: bool = False) -> dict[str, str]:
         """Re-render this chart with other values (same release name/namespace); used by lint's
-        dead-value check. Missing subcharts stay disabled."""
+        dead-value check. Missing subcharts stay disabled. ``fresh``: a new render even when the
+        renderer remembers one for these values (to see which templates differ per render)."""
         vals = copy.deepcopy(dict(values))
         for path in self.disabled_conditions:
             set_path(vals, path, False)
+        if self.renderer is not None and not fresh:
+            return self.renderer.render_chart(self.chart, vals, self.node)
         return _render_chart(self.chart, vals, self.node)
 
 
@@ -395,7 +399,9 @@ class RenderResult:
 def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
     """The values Helm gets for ``node``: the values document (``values_yaml``, parsed by Helm's
     own YAML reader) with the ``set`` entries applied the way Helm applies them (``--set-string``
-    for type ``string``, ``--set`` for ``auto``), each at its variable's default."""
+    for type ``string``, ``--set`` for ``auto``), each at its variable's default; the
+    Terraform-computed entries (``node.variable_hashes``) at the value Terraform computes for the
+    defaults (:func:`gpucluster.graph.evaluate_variable_hash`)."""
     hp = helm()
     values = hp.values_from_yaml(values_yaml(node.values)) if node.values else {}
     findings = []
@@ -409,6 +415,12 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
         text = ("true" if default else "false") if isinstance(default, bool) else str(default)
         parsed = (hp.parse_set_string_values if set_type == "string" else hp.parse_set_string)(f"{path}={text}")
         values = deep_merge(values, parsed, keep_nulls=True)
+    if getattr(node, "variable_hashes", None):
+        from gpucluster.graph import evaluate_variable_hash
+
+        for path, vh in sorted(node.variable_hashes.items()):
+            # the set entry Terraform computes (sha256(jsonencode([seed, var...]))), at the variables' defaults
+            values = deep_merge(values, hp.parse_set_string_values(f"{path}={evaluate_variable_hash(vh)}"), keep_nulls=True)
     return values, findings
 
 
@@ -518,6 +530,7 @@ class Renderer:
         self._parsed: dict[str, list[Any]] = {}
         self._defaults: dict[Path, dict[str, Any]] = {}
         self.schema_memo: dict[int, tuple[Any, str, list[str]]] = {}
+        self._rendered: dict[tuple[str, str, str, str], dict[str, str]] = {}
         """lint's schema results of shared (parse-cached) objects, for this renderer's lifetime."""
 
     def close(self) -> None:
@@ -528,6 +541,18 @@ class Renderer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def render_chart(self, path: Path, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
+        """:func:`_render_chart`, remembered per (chart, values, release name, namespace): the same
+        inputs render the same templates (charts drawing random data -- certificates, passwords --
+        then repeat one draw, which changes nothing the checks look at). Returned mappings are
+        shared: read-only."""
+        import json
+
+        key = (str(path), node.id, node.namespace, json.dumps(values, sort_keys=True, default=str))
+        if key not in self._rendered:
+            self._rendered[key] = _render_chart(path, values, node)
+        return self._rendered[key]
 
     def chart_defaults(self, path: Path) -> dict[str, Any]:
         """The chart's default values coalesced with its subcharts' (under each alias), disabled
@@ -638,9 +663,9 @@ class Renderer:
         for cond in disabled:
             set_path(render_values, cond, False)
         release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing,
-                                  disabled_conditions=disabled)
+                                  disabled_conditions=disabled, renderer=self)
         try:
-            release.manifests = _render_chart(path, render_values, node)
+            release.manifests = dict(self.render_chart(path, render_values, node))
         except Exception as exc:  # HelmError: the chart refused the values
             findings.append(LintFinding(
                 "render.failed", "error", f"Helm could not render the chart: {' '.join(str(exc).split())}",
