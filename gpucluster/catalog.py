@@ -76,6 +76,76 @@ class CrdSpec:
 
 
 @dataclass(frozen=True)
+class FormerName:
+    """A name a component had in earlier AICR releases (registry ``formerNames``).
+
+    A RecipeResult componentRef with this name is read as the component that carries the
+    record, with an info finding ``RECIPE-RENAMED`` quoting ``note``; the file's chart pin
+    (source, chart, version, namespace) belonged to the old product and is replaced by the
+    component's catalog chart. Paths ``components/<name>/...`` map to ``components/<new>/...``.
+
+    Attributes:
+        name: the old component name (``skyhook-operator``).
+        note: what happened and where it is recorded upstream (AICR PR), one sentence.
+    """
+
+    name: str
+    note: str
+
+
+@dataclass(frozen=True)
+class RetiredManifest:
+    """A manifest file older AICR recipes name that the component no longer needs (registry
+    ``retiredManifests``): dropped from a RecipeResult with an info finding ``RECIPE-MANIFEST-RETIRED``
+    quoting ``note`` (what provides the objects now)."""
+
+    file: str
+    note: str
+
+
+@dataclass(frozen=True)
+class RetiredOverride:
+    """A componentRef override older AICR RecipeResults write that no longer means anything with
+    gpucluster's values (registry ``retiredOverrides``): dropped from files of ``api_versions``
+    with a warning ``RECIPE-OVERRIDE-RETIRED`` quoting ``note``; in files of other versions it is
+    taken as written (and policy judges it)."""
+
+    path: str
+    value: Any
+    api_versions: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class ConditionalValue:
+    """A value that holds only while another release provides what it switches off (registry
+    ``conditionalValues``): e.g. gpu-operator ``nfd.enabled: false`` because the ``nfd`` release
+    runs Node Feature Discovery.
+
+    Resolution (:func:`gpucluster.recipe.effective_components`), for every recipe -- catalog
+    recipes and RecipeResult files alike: when the component's recipe-level value at ``path``
+    equals ``value`` and none of ``providers`` is an enabled component of the recipe, the value
+    becomes ``otherwise`` (the chart default that keeps the bundled subchart/CRDs) with an info
+    finding ``CONDITIONAL-VALUE``; when a provider is present, the component is ordered after the
+    first present provider (an edge is added when the recipe lacks one, info ``ORDER-ADDED``),
+    because the value assumes the provider's objects exist at install time.
+
+    Attributes:
+        path: dotted values path (``crds.enabled``).
+        value: the value that assumes a provider (``false``).
+        otherwise: the value without a provider (``true``).
+        providers: component names, any one of which provides it, in order of preference.
+        why: what the provider supplies, for messages.
+    """
+
+    path: str
+    value: Any
+    otherwise: Any
+    providers: tuple[str, ...]
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class RegistryEntry:
     """One component of the registry.
 
@@ -88,6 +158,11 @@ class RegistryEntry:
         policy_keys: dotted value paths owned by policy (allocation policy etc.): Terraform
             variables are refused on them; direct overrides warn (see gpucluster.policy).
         crds: the CRDs it owns and how they upgrade (:class:`CrdSpec`; empty = none known).
+        former_names: names the component had in earlier AICR releases (:class:`FormerName`).
+        retired_manifests: manifest files of earlier AICR releases it no longer needs.
+        retired_overrides: overrides of earlier AICR releases that are dropped (:class:`RetiredOverride`).
+        conditional_values: values that hold only with a provider in the recipe
+            (:class:`ConditionalValue`).
         source_dir: the catalog directory that declared it.
     """
 
@@ -102,6 +177,10 @@ class RegistryEntry:
     scheduling: SchedulingPaths = field(default_factory=SchedulingPaths)
     policy_keys: tuple[str, ...] = ()
     crds: CrdSpec = field(default_factory=CrdSpec)
+    former_names: tuple[FormerName, ...] = ()
+    retired_manifests: tuple[RetiredManifest, ...] = ()
+    retired_overrides: tuple[RetiredOverride, ...] = ()
+    conditional_values: tuple[ConditionalValue, ...] = ()
     source_dir: str = ""
 
 
@@ -221,6 +300,15 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             creates_at_runtime=tuple((raw.get("crds") or {}).get("createsAtRuntime", [])),
             also_ships=tuple((s["name"], s.get("since")) for s in (raw.get("crds") or {}).get("alsoShips", [])),
         ),
+        former_names=tuple(FormerName(f["name"], f["note"]) for f in raw.get("formerNames", [])),
+        retired_manifests=tuple(RetiredManifest(m["file"], m["note"]) for m in raw.get("retiredManifests", [])),
+        retired_overrides=tuple(
+            RetiredOverride(o["path"], o["value"], tuple(o["apiVersions"]), o["note"]) for o in raw.get("retiredOverrides", [])
+        ),
+        conditional_values=tuple(
+            ConditionalValue(c["path"], c["value"], c["otherwise"], tuple(c["providers"]), c.get("why", ""))
+            for c in raw.get("conditionalValues", [])
+        ),
         source_dir=str(source),
     )
 
@@ -273,6 +361,59 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                         },
                     },
                     "policyKeys": _PATHS,
+                    "formerNames": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "note"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                                "note": {"type": "string", "minLength": 1},
+                            },
+                        },
+                    },
+                    "retiredManifests": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["file", "note"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "file": {"type": "string", "pattern": "^components/[^\\s]+\\.yaml$"},
+                                "note": {"type": "string", "minLength": 1},
+                            },
+                        },
+                    },
+                    "retiredOverrides": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["path", "value", "apiVersions", "note"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "path": {"type": "string", "minLength": 1},
+                                "value": {"type": ["boolean", "string", "number"]},
+                                "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "note": {"type": "string", "minLength": 1},
+                            },
+                        },
+                    },
+                    "conditionalValues": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["path", "value", "otherwise", "providers"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "path": {"type": "string", "minLength": 1},
+                                "value": {"type": ["boolean", "string", "number"]},
+                                "otherwise": {"type": ["boolean", "string", "number"]},
+                                "providers": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "why": {"type": "string"},
+                            },
+                        },
+                    },
                     "crds": {
                         "type": "object",
                         "additionalProperties": False,
@@ -417,4 +558,44 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 target[name] = doc
                 files[name] = path
     check_crd_ownership(components)
+    _check_registry_links(components)
     return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files, mixin_files=mixin_files)
+
+
+def _check_registry_links(components: dict[str, RegistryEntry]) -> None:
+    """Cross-entry rules: a former name is no current component and names one component only;
+    conditional-value providers are registry components.
+
+    Raises:
+        GpuclusterError: naming the registry file and component.
+    """
+    former: dict[str, str] = {}
+    for entry in components.values():
+        reg = str(Path(entry.source_dir) / "registry.yaml")
+        for f in entry.former_names:
+            if f.name in components:
+                raise GpuclusterError(
+                    f"former name '{f.name}' of '{entry.name}' is a current component",
+                    file=reg,
+                    component=entry.name,
+                    key="formerNames",
+                    fix="remove the formerNames entry or rename the component",
+                )
+            if f.name in former:
+                raise GpuclusterError(
+                    f"former name '{f.name}' is claimed by both '{former[f.name]}' and '{entry.name}'",
+                    file=reg,
+                    component=entry.name,
+                    key="formerNames",
+                )
+            former[f.name] = entry.name
+        for c in entry.conditional_values:
+            unknown = [p for p in c.providers if p not in components]
+            if unknown:
+                raise GpuclusterError(
+                    f"conditional value {c.path} of '{entry.name}' names provider '{unknown[0]}', which is not in the registry",
+                    file=reg,
+                    component=entry.name,
+                    key="conditionalValues",
+                    allowed=allowed_list(components),
+                )

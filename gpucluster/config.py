@@ -44,10 +44,14 @@ EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
 TOP_KEYS = ("clusters", "backend", "fleet")
+VERSION_SKEW_LEVELS = ("warning", "error")
+"""Severity of VERSION-SKEW findings for a cluster's RecipeResult (cluster key ``versionSkew``)."""
+
 CLUSTER_KEYS = (
     "name",
     "criteria",
     "recipe",
+    "versionSkew",
     "profile",
     "region",
     "kubernetesVersion",
@@ -392,6 +396,16 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             )
         pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(raw["pools"])]
 
+    version_skew = raw.get("versionSkew", "warning")
+    if "versionSkew" in raw and (version_skew not in VERSION_SKEW_LEVELS or "recipe" not in raw):
+        raise GpuclusterError(
+            f"versionSkew is {version_skew!r}" + ("" if "recipe" in raw else " on a cluster without 'recipe'"),
+            key=f"{base}.versionSkew",
+            allowed=", ".join(VERSION_SKEW_LEVELS) + " (with 'recipe' only)",
+            fix="versionSkew: error makes a RecipeResult's chart pins that differ from gpucluster's catalog fail synth; "
+            "remove it or write warning/error",
+            **w,
+        )
     settings: dict[str, Any] = {}
     if raw.get("settings") is not None:
         settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
@@ -413,6 +427,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         overrides=overrides,
         scheduling=scheduling,
         recipe_file=recipe_file,
+        version_skew=version_skew,
         settings=settings,
         source=source,
     )

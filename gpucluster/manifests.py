@@ -28,6 +28,7 @@ removes them -- before the chart that runs their controller (docs/manifests.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -324,6 +325,40 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
     return docs
 
 
+_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+
+
+def is_static(text: str) -> bool:
+    """A template without Jinja2 syntax (a vendored file such as the Gateway API CRDs): it is
+    written into the chart as it is -- comments and license headers kept, and no ``{{`` a Go
+    template could read -- once its objects pass :func:`check_object`."""
+    return not any(m in text for m in _TEMPLATE_MARKERS)
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_static(text: str) -> tuple[Any, ...] | str:
+    """Documents of a static template (libyaml when available), or the parse error text."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return tuple(d for d in yaml.load_all(text, Loader=loader) if d is not None)
+    except yaml.YAMLError as exc:
+        return str(exc)
+
+
+def _static_documents(text: str, where: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Parse and check a static template (cached per text: vendored CRD bundles are large).
+
+    Raises:
+        GpuclusterError: invalid YAML or an invalid object, naming ``where``.
+    """
+    docs = _parse_static(text)
+    if isinstance(docs, str):
+        raise GpuclusterError(f"manifest template is not valid YAML: {docs}", **where)
+    for index, doc in enumerate(docs):
+        check_object(doc, where=where, index=index)
+    return list(docs)
+
+
 def check_object(doc: Any, *, where: Mapping[str, Any], index: int = 0) -> None:
     """Check one rendered Kubernetes object.
 
@@ -429,7 +464,7 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
     by_component: dict[tuple[str, str], list[tuple[str, str]]] = {}
     seen: dict[tuple[str, str, str, str], str] = {}
 
-    def add(component: str, phase: str, stem: str, docs: list[dict[str, Any]], source: str) -> None:
+    def add(component: str, phase: str, stem: str, docs: list[dict[str, Any]], source: str, text: str | None = None) -> None:
         for doc in docs:
             key = object_key(doc)
             if key in seen:
@@ -441,7 +476,7 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
                 )
             seen[key] = source
         if docs:
-            by_component.setdefault((component, phase), []).append((stem, dump_documents(docs)))
+            by_component.setdefault((component, phase), []).append((stem, text if text is not None else dump_documents(docs)))
 
     for ref in recipe.component_refs:
         comp = components.get(ref.name)
@@ -451,6 +486,11 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
             context = template_context(cluster, recipe, comp, phase)
             for relpath in files:
                 text = catalog.template_text(relpath)
+                if is_static(text):
+                    where = {"file": relpath, "cluster": cluster.name, "component": ref.name}
+                    docs = _static_documents(text, where)
+                    add(ref.name, phase, _stem_of(relpath), docs, relpath, text=text if text.endswith("\n") else text + "\n")
+                    continue
                 docs = render_template(text, context, source=relpath, cluster=cluster.name, component=ref.name)
                 add(ref.name, phase, _stem_of(relpath), docs, relpath)
 

@@ -108,6 +108,11 @@ class Recipe:
             the recipe (a platform add-on, e.g. OKE's NvidiaGpuPlugin device plugin) advertises
             whole GPUs, so the recipe's own device plugin and DRA GPU advertisement must both be
             off (AICR profile ``advertiser: external``); None otherwise.
+        findings: what reading or resolving the recipe noticed without failing (renamed
+            components of a RecipeResult file, version skew, conditional values resolved, ...);
+            the pipeline reports them with the policy findings.
+        file: the RecipeResult file the recipe was read from ('' when resolved from criteria).
+        ref_keys: component -> its entry in that file (``componentRefs[3]``), for messages.
     """
 
     criteria: Criteria
@@ -117,6 +122,9 @@ class Recipe:
     profile: tuple[str, str] | None = None
     profile_owned: dict[str, dict[str, Any]] = field(default_factory=dict)
     advertiser: str | None = None
+    findings: list["Finding"] = field(default_factory=list)
+    file: str = ""
+    ref_keys: dict[str, str] = field(default_factory=dict)
 
     def component(self, name: str) -> ComponentRef:
         for ref in self.component_refs:
@@ -255,6 +263,8 @@ class ClusterSpec:
         overrides: user overrides in the order given.
         scheduling: node scheduling inputs.
         recipe_file: path of an AICR RecipeResult to use instead of resolving criteria.
+        version_skew: severity of ``VERSION-SKEW`` findings for ``recipe_file`` (a chart pin other
+            than the one gpucluster's values are written for): ``warning`` (default) or ``error``.
         settings: platform-specific inputs (e.g. NVKE rails), validated by the plugin.
         source: the file this spec came from (``<embedded default>`` otherwise).
         backend: Terraform backend of the cluster's stacks: ``None`` = local state files
@@ -272,6 +282,7 @@ class ClusterSpec:
     overrides: list[Override] = field(default_factory=list)
     scheduling: NodeScheduling = field(default_factory=NodeScheduling)
     recipe_file: str | None = None
+    version_skew: str = "warning"
     settings: dict[str, Any] = field(default_factory=dict)
     source: str = "<embedded default>"
     backend: dict[str, Any] | None = None
@@ -333,6 +344,8 @@ class Finding:
         cluster / component / key: where (key is a dotted values path or cluster-file key).
         message: what is wrong and why it breaks GPUs.
         fix: what to change.
+        file: the input file the finding is about when it is not the cluster file (a
+            RecipeResult file; ``key`` is then a path inside it, ``componentRefs[3].version``).
     """
 
     id: str
@@ -342,10 +355,12 @@ class Finding:
     key: str
     message: str
     fix: str
+    file: str = ""
 
     def render(self) -> str:
+        where = f"file={self.file} " if self.file else ""
         return (
-            f"{self.severity}[{self.id}] cluster={self.cluster} component={self.component} "
+            f"{self.severity}[{self.id}] {where}cluster={self.cluster} component={self.component} "
             f"key={self.key}: {self.message} fix: {self.fix}"
         )
 

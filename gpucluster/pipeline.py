@@ -94,6 +94,25 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     return prepared
 
 
+def locate_finding(cluster: ClusterSpec, recipe, catalog, f: Finding) -> tuple[str, str]:
+    """``(file, key)`` an error finding is reported at: the finding's own file (RecipeResult
+    findings), else the user override that wrote the key, else -- for a recipe read from a
+    RecipeResult file whose ``componentRefs[i].overrides`` set the key -- that file and
+    ``componentRefs[i].overrides.<key>``, else the cluster file."""
+    from gpucluster.values import leaf_paths
+
+    if f.file:
+        return f.file, f.key
+    source = overrides_mod.source_of(cluster, catalog, f.component, f.key)
+    if source:
+        return source, f.key
+    if recipe.file and f.component in recipe.ref_keys and f.key:
+        ref = recipe.component(f.component)
+        if any(overrides_mod.paths_intersect(p, f.key) for p, _ in leaf_paths(ref.overrides)):
+            return recipe.file, f"{recipe.ref_keys[f.component]}.overrides.{f.key}"
+    return cluster.source, f.key
+
+
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
 
@@ -110,6 +129,11 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     recipe = recipe_mod.recipe_for_cluster(cluster, catalog)
     components: dict[str, Component] = recipe_mod.effective_components(recipe, catalog)
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
+    recipe.findings.extend(
+        recipe_mod.resolve_conditional_values(
+            components, catalog, cluster=cluster.name, user_set=lambda c, p: overrides_mod.source_of(cluster, catalog, c, p)
+        )
+    )
     scheduling_mod.apply_scheduling(cluster, recipe, components, catalog)
     for name in list(components):
         for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
@@ -124,20 +148,11 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog)
     errors = [f for f in findings if f.severity == "error"]
     if errors and strict:
-        raise GpuclusterError(
-            problems=[
-                Problem(
-                    id=f.id,
-                    message=f.message,
-                    file=overrides_mod.source_of(cluster, catalog, f.component, f.key) or cluster.source,
-                    cluster=f.cluster,
-                    component=f.component,
-                    key=f.key,
-                    fix=f.fix,
-                )
-                for f in errors
-            ]
-        )
+        problems = []
+        for f in errors:
+            file, key = locate_finding(cluster, recipe, catalog, f)
+            problems.append(Problem(id=f.id, message=f.message, file=file, cluster=f.cluster, component=f.component, key=key, fix=f.fix))
+        raise GpuclusterError(problems=problems)
     gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
     manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)

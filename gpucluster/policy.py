@@ -26,6 +26,7 @@ tuple) and AICR's bundle validations (CheckDriverOwnershipCoherence rules, regis
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from typing import Any, Callable, Mapping
@@ -718,6 +719,8 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     for check in CORE_CHECKS:
         check(checks)
     findings = drop_profile_derived(list(checks.findings))
+    # what reading/resolving the recipe noticed (RecipeResult renames, VERSION-SKEW, conditional values)
+    findings.extend(dataclasses.replace(f, cluster=f.cluster or cluster.name) for f in recipe.findings)
     findings.extend(
         finding
         for _, finding in call_list_hook(

@@ -38,7 +38,7 @@ import heapq
 import re
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import jsonschema
 
@@ -53,6 +53,7 @@ from gpucluster.model import (
     ComponentRef,
     Constraint,
     Criteria,
+    Finding,
     Recipe,
 )
 from gpucluster.values import deep_merge
@@ -944,4 +945,122 @@ def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Componen
         if ref.type != "Manifest":
             own.dependency_refs = [d for d in ref.dependency_refs if d not in disabled]
         out[ref.name] = Component(ref=own, values=component_values(ref, recipe, catalog))
+    _add_findings(recipe, resolve_conditional_values(out, catalog))
     return out
+
+
+def _add_findings(recipe: Recipe, findings: Iterable[Finding]) -> None:
+    for f in findings:
+        if f not in recipe.findings:
+            recipe.findings.append(f)
+
+
+def _depends_on(components: Mapping[str, Component], start: str, target: str) -> bool:
+    """Whether ``start`` reaches ``target`` through dependencyRefs (transitively)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        if node == target:
+            return True
+        if node in seen or node not in components:
+            continue
+        seen.add(node)
+        stack.extend(components[node].ref.dependency_refs)
+    return False
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def resolve_conditional_values(
+    components: dict[str, Component],
+    catalog: Catalog,
+    *,
+    cluster: str = "",
+    user_set: Callable[[str, str], str | None] | None = None,
+) -> list[Finding]:
+    """Apply the registry's ``conditionalValues`` to ``components`` in place (see
+    :class:`gpucluster.catalog.ConditionalValue`): the enabled component set is the truth.
+
+    For each conditional value whose current value at ``path`` is the one that assumes a
+    provider:
+
+    * no provider among ``components``: the value becomes ``otherwise`` (the chart keeps its
+      bundled subchart/CRDs; info ``CONDITIONAL-VALUE``) -- unless ``user_set(component, path)``
+      names a user override that set it, which is kept and reported as a warning;
+    * a provider present but the component not ordered after any present provider: a
+      dependencyRef on the first present provider is added (info ``ORDER-ADDED``); if that
+      provider itself depends on the component, error ``CONDITIONAL-VALUE``.
+
+    Idempotent (a resolved value no longer matches). Runs in :func:`effective_components`
+    (recipe-level component set) and again in the pipeline after user overrides (final set).
+
+    Args:
+        components: enabled components by name (values and ``ref.dependency_refs`` edited).
+        catalog: registry with the conditional values.
+        cluster: cluster name for the findings.
+        user_set: ``(component, path) -> source`` of a user override that set the path, or None.
+
+    Returns:
+        findings, in component then path order.
+    """
+    from gpucluster.values import get_path, set_path
+
+    findings: list[Finding] = []
+    for name in sorted(components):
+        comp = components[name]
+        entry = catalog.components.get(name)
+        for cv in entry.conditional_values if entry is not None else ():
+            if not _same(get_path(comp.values, cv.path, _NOT_SET), cv.value):
+                continue
+            present = [p for p in cv.providers if p in components and p != name]
+            shown = f"{cv.path}: {_scalar(cv.value)}"
+            if not present:
+                source = user_set(name, cv.path) if user_set is not None else None
+                if source:
+                    findings.append(Finding(
+                        "CONDITIONAL-VALUE", "warning", cluster, name, cv.path,
+                        f"{source} sets {shown}, which assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}; "
+                        "none of them is installed by this cluster's recipe",
+                        f"add {cv.providers[0]} to the recipe, or remove the override so the chart keeps its bundled "
+                        f"one ({cv.path}: {_scalar(cv.otherwise)})",
+                    ))
+                    continue
+                set_path(comp.values, cv.path, cv.otherwise)
+                findings.append(Finding(
+                    "CONDITIONAL-VALUE", "info", cluster, name, cv.path,
+                    f"{shown} assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}, and the recipe installs "
+                    f"none of them, so '{name}' keeps the chart's own ({cv.path}: {_scalar(cv.otherwise)})",
+                    f"none needed; add {cv.providers[0]} to the recipe to use a separate release instead",
+                ))
+                continue
+            if any(_depends_on(components, name, p) for p in present):
+                continue
+            provider = present[0]
+            if _depends_on(components, provider, name):
+                findings.append(Finding(
+                    "CONDITIONAL-VALUE", "error", cluster, name, cv.path,
+                    f"{shown} needs '{provider}' ({cv.why or 'its provider'}) installed first, but '{provider}' "
+                    f"depends on '{name}'",
+                    f"remove the dependencyRef of '{provider}' on '{name}', or set {cv.path}: {_scalar(cv.otherwise)}",
+                ))
+                continue
+            comp.ref.dependency_refs = sorted(set(comp.ref.dependency_refs) | {provider})
+            findings.append(Finding(
+                "ORDER-ADDED", "info", cluster, name, "dependencyRefs",
+                f"{shown} assumes '{provider}' provides {cv.why or 'it'} at install time; '{name}' now installs "
+                f"after '{provider}' (the recipe had no such edge)",
+                f"none needed; add '{provider}' to the dependencyRefs of '{name}' in the recipe to make it explicit",
+            ))
+    return findings
+
+
+_NOT_SET = object()
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

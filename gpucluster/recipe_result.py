@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import functools
 import re
 from pathlib import Path, PurePosixPath
@@ -50,8 +51,8 @@ import yaml
 
 from gpucluster import yamlsafe
 from gpucluster.catalog import REGISTRY_SCHEMA, Catalog
-from gpucluster.errors import GpuclusterError, allowed_list
-from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Recipe
+from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe
 from gpucluster.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
 
@@ -202,6 +203,23 @@ REGENERATE_FIX = (
 )
 """The fix of a RecipeResult problem that names none of its own."""
 
+AICR_TOP_KEYS = TOP_KEYS
+"""Every top-level field of an AICR RecipeResult (``pkg/recipe`` ``RecipeResult``, v1alpha1 to v1alpha3)."""
+USED_TOP_KEYS = ("kind", "apiVersion", "metadata", "criteria", "configuration", "constraints", "componentRefs")
+AICR_REF_KEYS = REF_KEYS + ("tag", "path", "patches")
+USED_REF_KEYS = (
+    "name", "type", "source", "chart", "version", "namespace", "valuesFile", "overrides",
+    "dependencyRefs", "manifestFiles", "preManifestFiles", "values",
+)
+UNUSED_FIELDS = ("validation", "expectedResources", "healthCheckAsserts", "healthCheckSkip")
+"""AICR fields gpucluster reads past: ``validation`` (AICR's validator phases) and the
+per-component health checks (gpucluster's readiness gates come from the platform plugins).
+Reported in one info line ``RECIPE-FIELDS-UNUSED``. ``deploymentOrder`` is read past silently
+(gpucluster writes it too; the order is recomputed from dependencyRefs)."""
+GATE_KEYS = ("enabled", "install")
+"""``overrides`` keys that decide whether a component is installed (AICR ``ComponentRef.IsEnabled``:
+``enabled: false`` or ``install: false``); they are not chart values."""
+
 
 def _with_fix(read):
     """Give every problem of a RecipeResult reader a fix (:data:`REGENERATE_FIX` when it has none)
@@ -220,72 +238,101 @@ def _with_fix(read):
     return wrapper
 
 
+class _Report:
+    """Problems (errors, all reported together) and findings (info/warning) of one file."""
+
+    def __init__(self, file: str, cluster: str | None) -> None:
+        self.file = file
+        self.cluster = cluster
+        self.problems: list[Problem] = []
+        self.findings: list[Finding] = []
+
+    def bad(self, message: str, **where: Any) -> None:
+        self.problems.append(Problem(message, file=self.file, cluster=self.cluster, **where))
+
+    def take(self, err: GpuclusterError) -> None:
+        self.problems.extend(err.problems)
+
+    def note(self, id: str, severity: str, component: str, key: str, message: str, fix: str) -> None:
+        self.findings.append(Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file))  # type: ignore[arg-type]
+
+    def check(self) -> None:
+        if self.problems:
+            raise GpuclusterError(problems=list(self.problems))
+
+
+def _unknown_keys(raw: Mapping[str, Any], known: tuple[str, ...], used: tuple[str, ...], base: str, rep: _Report,
+                  unknown: list[str], component: str | None = None) -> None:
+    """Keys no AICR release writes: a near miss of a key gpucluster uses is an error (a typo would
+    silently drop what it sets); any other is collected for one info line (a later AICR addition)."""
+    for k in raw:
+        if k in known:
+            continue
+        close = difflib.get_close_matches(str(k), used, n=1, cutoff=0.8)
+        if close:
+            rep.bad(
+                f"unknown key '{k}' (did you mean '{close[0]}'?)",
+                component=component,
+                key=f"{base}{k}",
+                allowed=", ".join(used),
+                fix=f"rename it to '{close[0]}'",
+            )
+        else:
+            unknown.append(f"{base}{k}")
+
+
 def _load(path: str, display: str | None, cluster: str | None) -> dict[str, Any]:
     name = display or path
     data = yamlsafe.load_yaml_file(Path(path), display=name, cluster=cluster)
     if not isinstance(data, dict):
         raise GpuclusterError("a RecipeResult must be a YAML mapping", file=name, cluster=cluster)
+    rep = _Report(name, cluster)
     kind = data.get("kind")
     if kind != KIND:
-        raise GpuclusterError(
+        rep.bad(
             f"kind is {kind!r}, not RecipeResult",
-            file=name,
-            cluster=cluster,
             key="kind",
             allowed=KIND,
             fix="give the output of 'aicr recipe' or 'gpucluster recipe'",
         )
     api = data.get("apiVersion")
-    if not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.match(api)):
-        raise GpuclusterError(
+    if api is not None and (not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.match(api))):
+        rep.bad(
             f"unsupported apiVersion {api!r}",
-            file=name,
-            cluster=cluster,
             key="apiVersion",
-            allowed=f"{LEGACY_API_VERSION}, aicr.run/<version> (e.g. {API_VERSION})",
-        )
-    unknown = sorted(k for k in data if k not in TOP_KEYS)
-    if unknown:
-        raise GpuclusterError(
-            f"unknown key '{unknown[0]}'", file=name, cluster=cluster, key=unknown[0], allowed=", ".join(TOP_KEYS)
+            allowed=f"{LEGACY_API_VERSION}, aicr.run/<version> (v1alpha2, v1alpha3, ...; e.g. {API_VERSION})",
         )
     if data.get("configuration"):
-        raise GpuclusterError(
+        rep.bad(
             "RecipeResult 'configuration' (typed desired state, e.g. Slurm accounting) is not supported",
-            file=name,
-            cluster=cluster,
             key="configuration",
             fix="resolve the recipe without --config/configuration options",
         )
+    rep.check()
     return data
 
 
-def _criteria(data: Mapping[str, Any], name: str, cluster: str | None) -> Criteria:
+def _criteria(data: Mapping[str, Any], rep: _Report) -> Criteria | None:
     raw = data.get("criteria")
     if not isinstance(raw, dict):
-        raise GpuclusterError(
-            "missing or invalid 'criteria' mapping", file=name, cluster=cluster, key="criteria", fix="add the recipe's criteria"
-        )
+        rep.bad("missing or invalid 'criteria' mapping", key="criteria", fix="add the recipe's criteria")
+        return None
     values: dict[str, str] = {}
     for key, value in raw.items():
         if key == "nodes":  # AICR node count hint: no effect on resolution here
             continue
         if key not in CRITERIA_FIELDS:
-            raise GpuclusterError(
-                f"unknown criteria field '{key}'", file=name, cluster=cluster, key=f"criteria.{key}", allowed=", ".join(CRITERIA_FIELDS)
-            )
+            rep.bad(f"unknown criteria field '{key}'", key=f"criteria.{key}", allowed=", ".join(CRITERIA_FIELDS))
+            continue
         if value in (None, ""):
             continue
         if not isinstance(value, str):
-            raise GpuclusterError(f"criteria.{key} must be a string", file=name, cluster=cluster, key=f"criteria.{key}")
+            rep.bad(f"criteria.{key} must be a string", key=f"criteria.{key}")
+            continue
         values[key] = value.strip().lower()
     if values.get("service", ANY) == ANY:
-        raise GpuclusterError(
-            "criteria.service is missing; gpucluster needs it to pick the platform",
-            file=name,
-            cluster=cluster,
-            key="criteria.service",
-        )
+        rep.bad("criteria.service is missing; gpucluster needs it to pick the platform", key="criteria.service")
+        return None
     return Criteria(**{f: values.get(f, ANY) for f in CRITERIA_FIELDS})
 
 
@@ -294,34 +341,40 @@ def read_criteria(path: str, *, display: str | None = None, cluster: str | None 
     """Criteria of a RecipeResult file (validates kind, apiVersion and criteria only).
 
     Raises:
-        GpuclusterError: unreadable file, wrong kind/apiVersion, missing/invalid criteria.
+        GpuclusterError: unreadable file, wrong kind/apiVersion, missing/invalid criteria (all
+            of them at once).
     """
+    name = display or path
     data = _load(path, display, cluster)
-    return _criteria(data, display or path, cluster)
+    rep = _Report(name, cluster)
+    criteria = _criteria(data, rep)
+    rep.check()
+    assert criteria is not None
+    return criteria
 
 
-def _selected_profile(data: Mapping[str, Any], name: str, cluster: ClusterSpec | None) -> dict[str, str]:
+def _selected_profile(data: Mapping[str, Any], rep: _Report, cluster: ClusterSpec | None) -> dict[str, str]:
     meta = data.get("metadata") or {}
     if not isinstance(meta, dict):
-        raise GpuclusterError("'metadata' must be a mapping", file=name, key="metadata")
+        rep.bad("'metadata' must be a mapping", key="metadata")
+        return {}
     selection: dict[str, str] = {}
     sel = meta.get("selectedProfile")
     if sel is not None:
         if not isinstance(sel, dict) or not isinstance(sel.get("name"), str) or not isinstance(sel.get("value"), str):
-            raise GpuclusterError(
-                "metadata.selectedProfile needs string 'name' and 'value'", file=name, key="metadata.selectedProfile"
-            )
-        selection[sel["name"]] = sel["value"]
+            rep.bad("metadata.selectedProfile needs string 'name' and 'value'", key="metadata.selectedProfile")
+        else:
+            selection[sel["name"]] = sel["value"]
     if cluster is not None:
         for pname, pvalue in cluster.profile.items():
             if pname in selection and selection[pname] != pvalue:
-                raise GpuclusterError(
+                rep.problems.append(Problem(
                     f"the cluster selects profile {pname}={pvalue}, but the recipe file was resolved for {pname}={selection[pname]}",
                     file=cluster.source,
                     cluster=cluster.name,
                     key=f"profile.{pname}",
                     fix=f"regenerate the recipe with --profile {pname}={pvalue}, or drop the cluster's profile setting",
-                )
+                ))
             selection[pname] = pvalue
     return selection
 
@@ -384,182 +437,342 @@ def _values_files_known(comp: str, catalog: Catalog) -> list[str]:
     return sorted(found)
 
 
+def former_names(catalog: Catalog) -> dict[str, tuple[str, str]]:
+    """Registry ``formerNames``: old component name -> (current name, note)."""
+    return {f.name: (e.name, f.note) for e in catalog.components.values() for f in e.former_names}
+
+
+def _renamed_path(path: str, renames: Mapping[str, tuple[str, str]]) -> str:
+    """``components/<old>/...`` -> ``components/<new>/...`` for a former component name."""
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "components" and parts[1] in renames:
+        return "/".join(["components", renames[parts[1]][0], *parts[2:]])
+    return path
+
+
+def _drop_path(values: dict[str, Any], path: str) -> None:
+    """Remove the key at a dotted path, and parents left empty by it."""
+    from gpucluster.values import split_path
+
+    parts = split_path(path)
+    stack = [values]
+    for part in parts[:-1]:
+        stack.append(stack[-1][part])
+    del stack[-1][parts[-1]]
+    for depth in range(len(parts) - 1, 0, -1):
+        if stack[depth] == {}:
+            del stack[depth - 1][parts[depth - 1]]
+
+
+def _version_key(version: str) -> str:
+    return version[1:] if version[:1] in ("v", "V") and version[1:2].isdigit() else version
+
+
+def _ref_error(rep: _Report, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except GpuclusterError as err:
+        rep.take(err)
+        return None
+
+
 @_with_fix
 def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None) -> Recipe:
-    """Read a RecipeResult (written by ``aicr recipe`` or ``gpucluster recipe``) into a Recipe.
+    """Read a RecipeResult (written by any AICR release -- ``aicr.nvidia.com/v1alpha1``,
+    ``aicr.run/v1alpha2``, ``v1alpha3`` and later additive versions -- or by ``gpucluster recipe``)
+    into a Recipe.
 
-    See the module docstring for what is accepted and rejected.
+    See the module docstring and docs/recipes.md for what is accepted and rejected. Every problem
+    of the file is reported at once. What the reader notices without failing becomes
+    ``Recipe.findings`` (each naming the file and its ``componentRefs[i]`` path):
+    ``RECIPE-RENAMED`` (a historical component name, registry ``formerNames``),
+    ``RECIPE-MANIFEST-RETIRED`` (registry ``retiredManifests``), ``VERSION-SKEW`` (a chart pin
+    other than the one gpucluster's values are written for: the version gpucluster's own recipe
+    for the same criteria installs, else the registry's ``helm.version``; warning, or error with
+    the cluster's ``versionSkew: error``), ``RECIPE-FIELDS-UNUSED`` (AICR fields read past) and
+    ``RECIPE-FIELDS-UNKNOWN`` (fields no known AICR release writes).
 
     Args:
         path: the file (already checked to be inside the project folder by the config loader).
         catalog: gpucluster's catalog (values files and templates are looked up there).
-        cluster: the cluster it is used for (profile choice, error locations).
+        cluster: the cluster it is used for (profile choice, error locations, ``versionSkew``).
         display: how to name the file in errors.
 
     Raises:
-        GpuclusterError: naming the recipe file, component and key.
+        GpuclusterError: every problem of the file, each naming the recipe file, component and
+            key (``componentRefs[2].valuesFile``).
     """
     name = display or path
     cname = cluster.name if cluster else None
+    skew_severity = cluster.version_skew if cluster is not None else "warning"
     data = _load(path, name, cname)
-    criteria = _criteria(data, name, cname)
-    selection = _selected_profile(data, name, cluster)
-    ours = resolve(criteria, catalog, profile=selection, file=name, cluster=cname)
-    ours_by_name = {r.name: r for r in ours.component_refs}
-
+    rep = _Report(name, cname)
+    unknown: list[str] = []
+    unused: list[str] = []
+    _unknown_keys(data, AICR_TOP_KEYS, USED_TOP_KEYS, "", rep, unknown)
+    unused.extend(k for k in UNUSED_FIELDS if k in data)
+    criteria = _criteria(data, rep)
+    selection = _selected_profile(data, rep, cluster)
     raw_refs = data.get("componentRefs")
     if not isinstance(raw_refs, list) or not raw_refs:
-        raise GpuclusterError("'componentRefs' must be a non-empty list", file=name, cluster=cname, key="componentRefs")
+        rep.bad("'componentRefs' must be a non-empty list", key="componentRefs")
+    if criteria is None:
+        rep.check()
+    assert criteria is not None
+    try:
+        ours = resolve(criteria, catalog, profile=selection, file=name, cluster=cname)
+    except GpuclusterError as err:
+        rep.take(err)
+        rep.check()
+        raise  # pragma: no cover - check() raised
+    rep.check()
+    ours_by_name = {r.name: r for r in ours.component_refs}
+    renames = former_names(catalog)
+
     refs: list[ComponentRef] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(raw_refs):
+    ref_keys: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    ref_unused: dict[str, int] = {}
+    deps_at: list[tuple[str, str, str]] = []  # (component, dep, key)
+    for i, raw in enumerate(raw_refs):  # type: ignore[arg-type]
         key = f"componentRefs[{i}]"
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise GpuclusterError("each componentRef must be a mapping with a 'name'", file=name, cluster=cname, key=key)
-        comp = raw["name"]
-        w = {"file": name, "cluster": cname, "component": comp}
+            rep.bad("each componentRef must be a mapping with a 'name'", key=key)
+            continue
+        written = raw["name"]
+        comp = written
+        renamed = comp not in catalog.components and comp in renames
+        if renamed:
+            comp, note = renames[written]
+        w = {"component": comp}
         if comp in seen:
-            raise GpuclusterError(f"component '{comp}' is listed twice", key=f"{key}.name", **w)
-        seen.add(comp)
+            rep.bad(
+                f"component '{comp}' is listed twice ({seen[comp]} and {key}"
+                + (f", as '{written}'" if renamed else "") + ")",
+                key=f"{key}.name",
+                fix="remove one of the entries",
+                **w,
+            )
+            continue
+        seen[comp] = key
         entry = catalog.components.get(comp)
         if entry is None:
-            raise GpuclusterError(
+            rep.bad(
                 f"component '{comp}' is not in gpucluster's registry",
                 key=f"{key}.name",
                 allowed=allowed_list(catalog.components),
                 fix="remove it from the recipe, or add it to a catalog registry.yaml",
                 **w,
             )
+            continue
+        ref_keys[comp] = key
+        mine = ours_by_name.get(comp)
+        problems_before = len(rep.problems)
+        _unknown_keys(raw, AICR_REF_KEYS, USED_REF_KEYS, f"{key}.", rep, unknown, comp)
+        for k in UNUSED_FIELDS:
+            if k in raw:
+                ref_unused[k] = ref_unused.get(k, 0) + 1
         for bad, why in REF_REJECTED.items():
             if raw.get(bad):
-                raise GpuclusterError(f"'{bad}' is not supported: {why}", key=f"{key}.{bad}", **w)
-        unknown = sorted(k for k in raw if k not in REF_KEYS and k not in REF_REJECTED)
-        if unknown:
-            raise GpuclusterError(f"unknown key '{unknown[0]}'", key=f"{key}.{unknown[0]}", allowed=", ".join(REF_KEYS), **w)
+                rep.bad(f"'{bad}' is not supported: {why}", key=f"{key}.{bad}", **w)
         if raw.get("cleanup"):
-            raise GpuclusterError(
-                "'cleanup: true' (uninstall after validation) is not supported", key=f"{key}.cleanup", fix="remove the component", **w
-            )
+            rep.bad("'cleanup: true' (uninstall after validation) is not supported", key=f"{key}.cleanup", fix="remove the component", **w)
         rtype = raw.get("type") or entry.type
         if rtype not in COMPONENT_TYPES:
-            raise GpuclusterError(f"unsupported component type '{rtype}'", key=f"{key}.type", allowed=", ".join(COMPONENT_TYPES), **w)
+            rep.bad(f"unsupported component type '{rtype}'", key=f"{key}.type", allowed=", ".join(COMPONENT_TYPES), **w)
+            rtype = entry.type
         if entry.type == "Manifest":
             rtype = "Manifest"  # AICR writes manifest-only components as Helm refs without a chart
-        mine = ours_by_name.get(comp)
         strings: dict[str, str] = {}
         for field_name in ("source", "chart", "version", "namespace", "valuesFile"):
             value = raw.get(field_name)
+            strings[field_name] = ""
             if value is None or value == "":
-                strings[field_name] = ""
                 continue
             if not isinstance(value, str) or value != value.strip():
-                raise GpuclusterError(
-                    f"'{field_name}' must be a string without surrounding spaces", key=f"{key}.{field_name}", **w
-                )
+                rep.bad(f"'{field_name}' must be a string without surrounding spaces", key=f"{key}.{field_name}", **w)
+                continue
             rule = CHART_FACT_RULES.get(field_name)
             checked = value.rsplit("/", 1)[-1] if field_name == "chart" else value  # AICR's repo/ prefix is dropped
             if rule is not None and (not rule[0].match(checked) or (field_name == "namespace" and len(value) > 63)):
-                raise GpuclusterError(
+                rep.bad(
                     f"{field_name} '{value}' is not allowed",
                     key=f"{key}.{field_name}",
                     allowed=rule[1],
                     fix=f"remove '{field_name}' to use gpucluster's catalog value, or correct it",
                     **w,
                 )
+                continue
             strings[field_name] = value
-        chart = strings["chart"].rsplit("/", 1)[-1] if strings["chart"] else ""
-        if rtype == "Manifest":
-            source, chart = "", ""
+        cat_source = mine.source if mine else entry.repository
+        cat_chart = mine.chart if mine else entry.chart
+        cat_version = mine.version if mine else entry.version
+        cat_namespace = mine.namespace if mine else entry.namespace
+        file_chart = strings["chart"].rsplit("/", 1)[-1] if strings["chart"] else ""
+        if renamed:
+            old_pin = " ".join(x for x in (file_chart or written, strings["version"]) if x)
+            new_pin = " ".join(x for x in (cat_chart or comp, cat_version) if x)
+            rep.note(
+                "RECIPE-RENAMED", "info", comp, f"{key}.name",
+                f"'{written}' is now '{comp}': {note}; installing {new_pin}"
+                + (f" ({cat_source})" if cat_source else "")
+                + (f" instead of the file's {old_pin}" + (f" ({strings['source']})" if strings["source"] else "") if strings["version"] or file_chart else "")
+                + ", the chart gpucluster's values are written for",
+                f"none needed; regenerate the recipe with a current AICR (aicr recipe) to write '{comp}'",
+            )
+            source, chart, version, namespace = cat_source, cat_chart, cat_version, cat_namespace
+            if rtype == "Manifest":
+                source, chart = "", ""
         else:
-            source = strings["source"] or (mine.source if mine else entry.repository)
-            chart = chart or (mine.chart if mine else entry.chart)
-        version = strings["version"] or (mine.version if mine else entry.version)
-        namespace = strings["namespace"] or (mine.namespace if mine else entry.namespace)
+            if rtype == "Manifest":
+                source, chart = "", ""
+            else:
+                source = strings["source"] or cat_source
+                chart = file_chart or cat_chart
+            version = strings["version"] or cat_version
+            namespace = strings["namespace"] or cat_namespace
+            if rtype == "Helm" and (
+                (strings["version"] and _version_key(version) != _version_key(cat_version)) or (file_chart and file_chart != cat_chart)
+            ):
+                rep.note(
+                    "VERSION-SKEW", skew_severity, comp, f"{key}.version" if strings["version"] else f"{key}.chart",
+                    f"the file pins {chart} {version} ({source}), but gpucluster's values for '{comp}' are written and "
+                    f"checked for {cat_chart} {cat_version} ({cat_source}); keys the other version does not read are "
+                    "ignored by Helm",
+                    f"pin {cat_version} here (or regenerate the recipe with a current AICR), or keep the pin after "
+                    "rendering the chart at that version (gpucluster render); versionSkew: error in the cluster file "
+                    "makes this fail",
+                )
 
         overrides_raw = raw.get("overrides") or {}
         if not isinstance(overrides_raw, dict):
-            raise GpuclusterError("'overrides' must be a mapping", key=f"{key}.overrides", **w)
-        vf = strings["valuesFile"]
+            rep.bad("'overrides' must be a mapping", key=f"{key}.overrides", **w)
+            overrides_raw = {}
+        vf = _renamed_path(strings["valuesFile"], renames)
+        values_files: list[str] = []
         if vf and not _inside_catalog(vf):
-            raise _catalog_path_error(vf, comp, name, f"{key}.valuesFile", cname)
-        if vf and not any((d / vf).is_file() for d in catalog.dirs):
-            raise GpuclusterError(
-                f"values file '{vf}' is not in gpucluster's catalog",
+            rep.take(_catalog_path_error(vf, comp, name, f"{key}.valuesFile", cname))
+        elif vf and not any((d / vf).is_file() for d in catalog.dirs):
+            rep.bad(
+                f"values file '{strings['valuesFile']}' is not in gpucluster's catalog",
                 key=f"{key}.valuesFile",
                 allowed=", ".join(_values_files_known(comp, catalog)) or "none",
                 fix="use one of the catalog's values files, or put the values inline under 'overrides'",
                 **w,
             )
-        values_files = values_files_for(comp, vf, catalog)
-        if "enabled" in overrides_raw and not isinstance(overrides_raw["enabled"], bool):
-            raise GpuclusterError(
-                f"overrides.enabled is {overrides_raw['enabled']!r}, not a boolean; it decides whether the component "
-                "is installed",
-                key=f"{key}.overrides.enabled",
-                allowed="true or false (YAML booleans, without quotes)",
-                fix="write enabled: false to leave the component out, or remove the key",
+        else:
+            values_files = values_files_for(comp, vf, catalog)
+        enabled = True
+        for gate_key in GATE_KEYS:
+            if gate_key not in overrides_raw:
+                continue
+            if not isinstance(overrides_raw[gate_key], bool):
+                rep.bad(
+                    f"overrides.{gate_key} is {overrides_raw[gate_key]!r}, not a boolean; it decides whether the "
+                    "component is installed",
+                    key=f"{key}.overrides.{gate_key}",
+                    allowed="true or false (YAML booleans, without quotes)",
+                    fix=f"write {gate_key}: false to leave the component out, or remove the key",
+                    **w,
+                )
+            elif overrides_raw[gate_key] is False:
+                enabled = False
+        if not enabled and comp in ours.profile_owned:
+            gate_key = "enabled" if overrides_raw.get("enabled") is False else "install"
+            rep.bad(
+                f"'{comp}' is owned by the {ours.profile[0]} profile '{ours.profile[1]}' and cannot be disabled",  # type: ignore[index]
+                key=f"{key}.overrides.{gate_key}",
+                fix=f"remove overrides.{gate_key}: false; choose another {ours.profile[0]} profile value if its "  # type: ignore[index]
+                "components should differ",
                 **w,
             )
-        overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if not (k == "enabled" and isinstance(v, bool))}
-        def check_profile_owned(candidate: Mapping[str, Any]) -> None:
+        overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if k not in GATE_KEYS}
+        for retired_override in entry.retired_overrides:
+            have = get_path(overrides, retired_override.path, _MISSING)
+            if data.get("apiVersion") in retired_override.api_versions and type(have) is type(retired_override.value) and have == retired_override.value:
+                _drop_path(overrides, retired_override.path)
+                rep.note(
+                    "RECIPE-OVERRIDE-RETIRED", "warning", comp, f"{key}.overrides.{retired_override.path}",
+                    f"{retired_override.path}: {_yaml_scalar(have)} ({data.get('apiVersion')}) is not applied: {retired_override.note}",
+                    "none needed; to advertise GPUs through DRA instead, flip the whole allocation policy in a recipe "
+                    "overlay (docs/policies.md, GPU-ADVERTISER)",
+                )
+
+        def check_profile_owned(candidate: Mapping[str, Any], where: str) -> None:
             for owned_path, owned_value in leaf_paths(ours.profile_owned.get(comp, {})):
                 have = get_path(candidate, owned_path, _MISSING)
                 if have is not _MISSING and have != owned_value:
-                    raise GpuclusterError(
-                        f"overrides set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
+                    rep.bad(
+                        f"{where} set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
                         f"owns it as {_yaml_scalar(owned_value)}",
-                        key=f"{key}.overrides.{owned_path}",
+                        key=f"{key}.{where}.{owned_path}",
                         fix="select the matching profile (metadata.selectedProfile or the cluster's profile) instead of overriding",
                         **w,
                     )
 
-        check_profile_owned(overrides)
-        if "values" in raw:
+        check_profile_owned(overrides, "overrides")
+        if "values" in raw and len(rep.problems) == problems_before:  # compared only when the rest of the ref is sound
             if not isinstance(raw["values"], dict):
-                raise GpuclusterError("'values' must be a mapping", key=f"{key}.values", **w)
-            layered: dict[str, Any] = {}
-            for rel in values_files:
-                layered = deep_merge(layered, catalog.load_values(rel), keep_nulls=True)
-            layered = deep_merge(layered, overrides, keep_nulls=True)
-            layered = deep_merge(layered, ours.profile_owned.get(comp), keep_nulls=True)
-            if layered != raw["values"]:
-                if overrides:
-                    # values and overrides disagree: one of them was edited, and which one cannot be told
-                    raise GpuclusterError(
-                        "'values' do not match what valuesFile + overrides give: one of them was edited, or the "
-                        "catalog's values file changed since the recipe was written; gpucluster cannot tell which "
-                        "values are meant",
-                        key=f"{key}.values",
-                        fix="remove 'values' to use valuesFile + overrides (gpucluster recomputes them; or regenerate "
-                        "the recipe), or remove 'overrides' to take 'values' as the complete recipe-level values",
-                        **w,
-                    )
-                # edited (or foreign) hydrated values: they are the complete recipe-level values
-                values_files, overrides = [], copy.deepcopy(raw["values"])
-                check_profile_owned(overrides)
-        gate = overrides_raw.get("enabled")
-        enabled = gate if isinstance(gate, bool) else True
+                rep.bad("'values' must be a mapping", key=f"{key}.values", **w)
+            else:
+                layered: dict[str, Any] = {}
+                for rel in values_files:
+                    layered = deep_merge(layered, catalog.load_values(rel), keep_nulls=True)
+                layered = deep_merge(layered, overrides, keep_nulls=True)
+                layered = deep_merge(layered, ours.profile_owned.get(comp), keep_nulls=True)
+                if layered != raw["values"]:
+                    if overrides:
+                        # values and overrides disagree: one of them was edited, and which one cannot be told
+                        rep.bad(
+                            "'values' do not match what valuesFile + overrides give: one of them was edited, or the "
+                            "catalog's values file changed since the recipe was written; gpucluster cannot tell which "
+                            "values are meant",
+                            key=f"{key}.values",
+                            fix="remove 'values' to use valuesFile + overrides (gpucluster recomputes them; or regenerate "
+                            "the recipe), or remove 'overrides' to take 'values' as the complete recipe-level values",
+                            **w,
+                        )
+                    else:
+                        # edited (or foreign) hydrated values: they are the complete recipe-level values
+                        values_files, overrides = [], copy.deepcopy(raw["values"])
+                        check_profile_owned(overrides, "values")
 
-        lists: dict[str, list[str]] = {}
+        lists: dict[str, list[Any]] = {}
         for field_name in ("dependencyRefs", "manifestFiles", "preManifestFiles"):
             value = raw.get(field_name) or []
             if not isinstance(value, list):
-                raise GpuclusterError(f"'{field_name}' must be a list", key=f"{key}.{field_name}", **w)
+                rep.bad(f"'{field_name}' must be a list", key=f"{key}.{field_name}", **w)
+                value = []
             lists[field_name] = value
         deps = []
         for j, dep in enumerate(lists["dependencyRefs"]):
             if not isinstance(dep, str):
-                raise GpuclusterError("dependencyRefs entries must be strings", key=f"{key}.dependencyRefs[{j}]", **w)
-            deps.append(dep)
-        manifests = [
-            _manifest_ref(p, comp, mine, catalog, name, f"{key}.manifestFiles[{j}]", cname) for j, p in enumerate(lists["manifestFiles"])
-        ]
-        pre = [
-            _manifest_ref(p, comp, mine, catalog, name, f"{key}.preManifestFiles[{j}]", cname)
-            for j, p in enumerate(lists["preManifestFiles"])
-        ]
+                rep.bad("dependencyRefs entries must be strings", key=f"{key}.dependencyRefs[{j}]", **w)
+                continue
+            dep = renames[dep][0] if dep not in catalog.components and dep in renames else dep
+            if dep != comp:
+                deps.append(dep)
+                deps_at.append((comp, dep, f"{key}.dependencyRefs[{j}]"))
+        retired = {m.file: m.note for m in entry.retired_manifests}
+        manifest_lists: dict[str, list[str]] = {}
+        for field_name in ("manifestFiles", "preManifestFiles"):
+            out: list[str] = []
+            for j, p in enumerate(lists[field_name]):
+                mkey = f"{key}.{field_name}[{j}]"
+                mapped = _renamed_path(p, renames) if isinstance(p, str) else p
+                if isinstance(mapped, str) and mapped.removesuffix(".j2") in retired:
+                    rep.note(
+                        "RECIPE-MANIFEST-RETIRED", "info", comp, mkey,
+                        f"'{p}' is not installed: {retired[mapped.removesuffix('.j2')]}",
+                        "none needed; a current AICR recipe no longer names it",
+                    )
+                    continue
+                template = _ref_error(rep, _manifest_ref, mapped, comp, mine, catalog, name, mkey, cname)
+                if template is not None:
+                    out.append(template)
+            manifest_lists[field_name] = out
         if rtype == "Helm" and not (source and chart and version):
-            raise GpuclusterError("a Helm component needs source, chart and version", key=key, **w)
+            rep.bad("a Helm component needs source, chart and version", key=key, **w)
         refs.append(
             ComponentRef(
                 name=comp,
@@ -570,27 +783,54 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 namespace=namespace,
                 values_files=values_files,
                 overrides=overrides,
-                pre_manifest_files=pre,
-                manifest_files=manifests,
+                pre_manifest_files=manifest_lists["preManifestFiles"],
+                manifest_files=manifest_lists["manifestFiles"],
                 dependency_refs=sorted(set(deps)),
                 enabled=enabled,
             )
         )
-    ordered = order_components(refs, file=name, cluster=cname)
+    present = {r.name for r in refs}
+    for comp, dep, dkey in deps_at:
+        if dep not in present and (dep in catalog.components or dep not in seen):
+            rep.bad(
+                f"'{comp}' depends on '{dep}', which is not in the recipe",
+                component=comp,
+                key=dkey,
+                allowed=allowed_list(present),
+                fix=f"add '{dep}' to the recipe or remove the dependencyRef",
+            )
 
     constraints = ours.constraints
     if "constraints" in data:
         raw_c = data.get("constraints") or []
         if not isinstance(raw_c, list):
-            raise GpuclusterError("'constraints' must be a list", file=name, cluster=cname, key="constraints")
+            rep.bad("'constraints' must be a list", key="constraints")
+            raw_c = []
         constraints = []
         for j, c in enumerate(raw_c):
             if not isinstance(c, dict) or not isinstance(c.get("name"), str) or "value" not in c:
-                raise GpuclusterError("constraints need 'name' and 'value'", file=name, cluster=cname, key=f"constraints[{j}]")
+                rep.bad("constraints need 'name' and 'value'", key=f"constraints[{j}]")
+                continue
             constraints.append(Constraint(c["name"], str(c["value"])))
+    rep.check()
+    ordered = order_components(refs, file=name, cluster=cname)
+
+    if unused or ref_unused:
+        parts = list(unused) + [f"componentRefs[*].{k} ({n} component{'s' if n != 1 else ''})" for k, n in sorted(ref_unused.items())]
+        rep.note(
+            "RECIPE-FIELDS-UNUSED", "info", "", "",
+            f"read past AICR fields gpucluster does not use: {', '.join(parts)} (readiness comes from gpucluster's "
+            "gates, validation from aicr validate)",
+            "none needed",
+        )
+    if unknown:
+        rep.note(
+            "RECIPE-FIELDS-UNKNOWN", "info", "", "",
+            f"ignored fields no AICR release known to gpucluster writes (a later additive AICR field?): {', '.join(unknown)}",
+            "none needed if the file is a newer AICR's output; otherwise remove them",
+        )
     meta = data.get("metadata") or {}
-    applied = meta.get("appliedOverlays") if isinstance(meta.get("appliedOverlays"), list) else None
-    present = {r.name for r in ordered}
+    applied = meta.get("appliedOverlays") if isinstance(meta, dict) and isinstance(meta.get("appliedOverlays"), list) else None
     return Recipe(
         criteria=criteria,
         applied_overlays=[str(a) for a in applied] if applied else list(ours.applied_overlays),
@@ -599,4 +839,7 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         profile=ours.profile,
         profile_owned={k: v for k, v in ours.profile_owned.items() if k in present},
         advertiser=ours.advertiser,
+        findings=rep.findings,
+        file=name,
+        ref_keys=ref_keys,
     )

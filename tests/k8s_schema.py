@@ -24,6 +24,10 @@ from kubernetes_validate.utils import SchemaNotFoundError
 
 K8S_VERSION = "1.34.0"
 CRD_DIR = Path(__file__).parent / "data" / "crds"
+CATALOG_CRD_MANIFESTS = sorted((Path(__file__).parent.parent / "gpucluster" / "catalog" / "components").glob("*/manifests/*-crds.yaml.j2"))
+"""CRDs gpucluster itself installs as manifests (agentgateway-crds: Gateway API, Inference
+Extension; plain YAML, no template syntax): custom resources are validated against exactly the
+CRDs the stack installs."""
 
 BUILTIN_SCOPE = {
     ("", "Namespace"): "Cluster",
@@ -36,6 +40,7 @@ BUILTIN_SCOPE = {
     ("rbac.authorization.k8s.io", "RoleBinding"): "Namespaced",
     ("rbac.authorization.k8s.io", "ClusterRole"): "Cluster",
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "Cluster",
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): "Cluster",
 }
 """Scope of the built-in kinds gpucluster renders (extend when a template adds a kind)."""
 
@@ -82,8 +87,8 @@ def openapi_to_jsonschema(node: Any) -> Any:
 def crd_index() -> dict[tuple[str, str, str], dict[str, Any]]:
     """``(group, version, kind)`` -> ``{"schema", "scope", "file", "plural"}`` of every saved CRD."""
     index: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for path in sorted(CRD_DIR.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+    for path in sorted(CRD_DIR.rglob("*.yaml")) + CATALOG_CRD_MANIFESTS:
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]
@@ -100,7 +105,7 @@ def crd_index() -> dict[tuple[str, str, str], dict[str, Any]]:
                     "schema": root,
                     "raw": version["schema"]["openAPIV3Schema"],
                     "scope": spec["scope"],
-                    "file": str(path.relative_to(CRD_DIR)),
+                    "file": str(path.relative_to(CRD_DIR)) if path.is_relative_to(CRD_DIR) else f"catalog {path.name}",
                     "plural": spec["names"]["plural"],
                 }
     return index

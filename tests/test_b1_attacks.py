@@ -585,9 +585,11 @@ def test_recipe_result_edited_overrides_with_stale_values_are_refused(tmp_path, 
     dra["overrides"]["gpuResourcesEnabledOverride"] = True
     dra["overrides"].setdefault("resources", {}).setdefault("gpus", {})["enabled"] = True
     _ref(doc, "gpu-operator")["overrides"].setdefault("devicePlugin", {})["enabled"] = False
-    [p] = _problems(_write_recipe_cluster(tmp_path, doc))
-    assert p.component == "gpu-operator" and p.key.startswith("componentRefs[") and p.key.endswith("].values")
-    assert "remove 'values'" in p.fix and p.file.endswith("recipe.yaml")
+    problems = _problems(_write_recipe_cluster(tmp_path, doc))  # every edited componentRef at once
+    assert {p.component for p in problems} == {"gpu-operator", "nvidia-dra-driver-gpu"}
+    for p in problems:
+        assert p.key.startswith("componentRefs[") and p.key.endswith("].values")
+        assert "remove 'values'" in p.fix and p.file.endswith("recipe.yaml")
 
 
 def test_recipe_result_seed_dra_only_overlay_applies_without_values(tmp_path, aks_recipe_doc):

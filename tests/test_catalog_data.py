@@ -67,6 +67,14 @@ MANIFESTS = {
     ),
     "nodewright-customizations": (CORE_CATALOG_DIR, ["components/nodewright-customizations/manifests/tuning.yaml.j2"]),
     "kubeflow-trainer": (CORE_CATALOG_DIR, ["components/kubeflow-trainer/manifests/torch-distributed-cluster-training-runtime.yaml.j2"]),
+    "agentgateway-crds": (
+        CORE_CATALOG_DIR,
+        [
+            "components/agentgateway-crds/manifests/gateway-api-crds.yaml.j2",
+            "components/agentgateway-crds/manifests/inference-extension-crds.yaml.j2",
+        ],
+    ),
+    "agentgateway": (CORE_CATALOG_DIR, ["components/agentgateway/manifests/inference-gateway.yaml.j2"]),
 }
 
 

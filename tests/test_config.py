@@ -141,7 +141,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters:\n  - name: 7\n    criteria: {service: aks}\n", "'clusters[0].name' must be a non-empty string, not an integer"),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    nodepools: []\n",
-            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, backend, fleet)",
+            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, backend, fleet)",
         ),
         ("clusters:\n  - name: c\n", "missing key 'criteria' (or 'recipe')"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: r.yaml\n", "give either 'criteria' or 'recipe', not both"),
@@ -194,7 +194,7 @@ def test_recipe_missing(tmp_path):
 
 def test_recipe_outside_project(tmp_path):
     (tmp_path / "proj").mkdir()
-    (tmp_path / "outside.yaml").write_text((DATA / "aicr-legacy-minimal.yaml").read_text())
+    (tmp_path / "outside.yaml").write_text((Path(__file__).parent / "data" / "aicr" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml").read_text())
     path = write(tmp_path / "proj", "clusters:\n  - name: c\n    recipe: ../outside.yaml\n")
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(path, env={})

@@ -79,7 +79,8 @@ def expected_nodes(leaf: str) -> dict[str, str]:
         nodes.update({"network-operator": "chart", "network-operator-manifests": "manifests", NCP_GATE: "gate",
                       "gpu-operator-pre": "pre-manifests"})
     if intent == "inference":
-        nodes.update({"agentgateway-crds": "chart", "agentgateway": "chart"})
+        nodes.update({"agentgateway-crds": "chart", "agentgateway": "chart",
+                      "agentgateway-crds-manifests": "manifests", "agentgateway-manifests": "manifests"})
     if platform == "kubeflow":
         nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests"})
     if platform == "dynamo":
@@ -131,7 +132,8 @@ def test_inference_edges(plans):
     plan = plans[("gb200-oke-ubuntu-inference-dynamo", "oci-managed")]
     assert plan.node("gpu-operator").depends_on == ["cert-manager", "kube-prometheus-stack", "nfd"]
     assert plan.node("dynamo-platform").depends_on == ["cert-manager", CP_GATE, "grove", "kai-scheduler", "kube-prometheus-stack"]
-    assert plan.node("agentgateway").depends_on == ["agentgateway-crds", "cert-manager"]
+    assert plan.node("agentgateway").depends_on == ["agentgateway-crds-manifests", "cert-manager"]  # after the Gateway API CRDs
+    assert plan.node("agentgateway-manifests").depends_on == ["agentgateway", "agentgateway-crds-manifests", "cert-manager"]
 
 
 # --------------------------------------------------------------------------- gates
@@ -222,6 +224,10 @@ def test_manifest_objects_per_recipe(plans, leaf, profile):
                      ("gpu-operator-pre", "ConfigMap", "nvidia-kernel-module-params")}
     if leaf.endswith("-kubeflow"):
         expected.add(("kubeflow-trainer-manifests", "ClusterTrainingRuntime", "torch-distributed"))
+    if "inference" in leaf:  # the agentgateway inference gateway and its CRD manifests
+        expected |= {("agentgateway-manifests", "AgentgatewayParameters", "system-proxy"), ("agentgateway-manifests", "Gateway", "inference-gateway")}
+        expected |= {k for k in found if k[0] == "agentgateway-crds-manifests" and k[1] == "CustomResourceDefinition"}
+        assert len([k for k in found if k[0] == "agentgateway-crds-manifests"]) == 10
     assert manifests == expected
 
 

@@ -14,7 +14,12 @@ from gpucluster.model import ClusterSpec, Criteria
 
 DATA = Path(__file__).parent / "data" / "recipes"
 AICR_TRAINING = DATA / "aicr-h100-aks-ubuntu-training.yaml"
-AICR_LEGACY = DATA / "aicr-legacy-minimal.yaml"
+AICR_V0111 = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
+AICR_LEGACY = AICR_V0111 / "h100-aks-ubuntu-training.recipe.yaml"
+"""The real ``aicr recipe`` output of AICR v0.11.1 (apiVersion aicr.nvidia.com/v1alpha1; see
+tests/data/aicr/README.md). componentRefs: 0 cert-manager, 1 gpu-operator, 2
+k8s-ephemeral-storage-metrics, 3 kai-scheduler, 4 kube-prometheus-stack, 5 network-operator,
+6 nvidia-dra-driver-gpu, 7 nvsentinel, 8 prometheus-adapter, 9 skyhook-operator."""
 
 
 @pytest.fixture(scope="module")
@@ -107,43 +112,89 @@ def test_aicr_written_recipe_maps_onto_catalog(catalog):
     assert r.profile == ("gpuStack", "azure-managed")
 
 
-def test_legacy_api_version_with_pin_prefix_and_overrides(catalog):
-    r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog)
-    assert [c.name for c in r.component_refs] == ["cert-manager", "gpu-operator", "nvidia-dra-driver-gpu"]
+def test_legacy_api_version_with_pin_prefix_and_overrides(tmp_path, catalog):
+    doc = ref_change("gpu-operator", chart="nvidia/gpu-operator")
+    path = write(tmp_path, yaml.safe_dump(doc))
+    r = recipe_result.recipe_from_file(path, catalog, display="v0111.yaml")
     gpu = r.component("gpu-operator")
-    assert (gpu.chart, gpu.version, gpu.namespace) == ("gpu-operator", "v26.3.0", "gpu-operator")
+    assert (gpu.chart, gpu.version, gpu.namespace) == ("gpu-operator", "v25.10.1", "gpu-operator")  # prefix dropped, pin kept
     dra = r.component("nvidia-dra-driver-gpu")
-    assert (dra.source, dra.chart, dra.version) == ("oci://registry.k8s.io/dra-driver-nvidia/charts", "dra-driver-nvidia-gpu", "0.5.0")
+    assert (dra.source, dra.chart, dra.version) == ("https://helm.ngc.nvidia.com/nvidia", "nvidia-dra-driver-gpu", "25.12.0")
     comps = recipe.effective_components(r, catalog)
-    assert comps["gpu-operator"].values["dcgmExporter"]["serviceMonitor"] == {"enabled": True, "interval": "15s", "honorLabels": True}
+    assert comps["gpu-operator"].values["gdrcopy"] == {"enabled": True}  # the file's overrides
     assert comps["gpu-operator"].values["driver"]["enabled"] is False  # default profile (azure-managed) applied
-    assert set(r.profile_owned) == {"gpu-operator", "nvidia-dra-driver-gpu"}  # nvsentinel is not in the file
-    assert r.applied_overlays[-1] == "h100-aks-ubuntu-inference"  # file has none: ours
+    assert comps["nvidia-dra-driver-gpu"].values["controller"]["affinity"] == {"nodeAffinity": None}
+    ours = recipe.resolve(aks("training"), catalog)
+    assert "gpu-operator" in r.profile_owned and set(r.profile_owned) == set(ours.profile_owned) & {c.name for c in r.component_refs}
+    assert r.applied_overlays[-1] == "h100-aks-ubuntu-training"
 
 
-def test_baked_driver_root_contradicting_cluster_profile_is_refused(catalog):
+def test_version_skew_names_component_pin_and_catalog_version(catalog):
+    r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, display="train.yaml")
+    skew = {f.component: f for f in r.findings if f.id == "VERSION-SKEW"}
+    assert set(skew) == {
+        "cert-manager", "gpu-operator", "kai-scheduler", "kube-prometheus-stack", "network-operator", "nvidia-dra-driver-gpu", "nvsentinel",
+    }  # k8s-ephemeral-storage-metrics 1.19.2 and prometheus-adapter 5.3.0 match; skyhook-operator is renamed
+    gpu = skew["gpu-operator"]
+    assert (gpu.severity, gpu.file, gpu.key) == ("warning", "train.yaml", "componentRefs[1].version")
+    assert "pins gpu-operator v25.10.1" in gpu.message and "written and checked for gpu-operator v26.7.1" in gpu.message
+    dra = skew["nvidia-dra-driver-gpu"].message
+    assert "nvidia-dra-driver-gpu 25.12.0 (https://helm.ngc.nvidia.com/nvidia)" in dra
+    assert "dra-driver-nvidia-gpu 0.5.0 (oci://registry.k8s.io/dra-driver-nvidia/charts)" in dra
+    assert "83.7.0" in skew["kube-prometheus-stack"].message  # the AKS overlay's pin, not the registry's 84.4.0
+
+
+def test_version_skew_error_option(catalog):
+    cluster = ClusterSpec(name="c", criteria=aks("training"), source="g.yaml", recipe_file=str(AICR_LEGACY), version_skew="error")
+    r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, cluster=cluster, display="train.yaml")
+    assert {f.severity for f in r.findings if f.id == "VERSION-SKEW"} == {"error"}
+
+
+def test_matching_pin_with_v_prefix_is_no_skew(tmp_path, catalog):
+    doc = ref_change("gpu-operator", version="26.7.1")
+    r = recipe_result.recipe_from_file(write(tmp_path, yaml.safe_dump(doc)), catalog)
+    assert "gpu-operator" not in {f.component for f in r.findings if f.id == "VERSION-SKEW"}
+
+
+def test_every_problem_of_a_file_in_one_run(tmp_path, catalog):
+    doc = yaml.safe_load(AICR_LEGACY.read_text())
+    doc["componentRefs"][0]["valuesFile"] = "components/cert-manager/values-nope.yaml"
+    doc["componentRefs"][1]["manifestFiles"] = ["components/gpu-operator/manifests/nope.yaml"]
+    doc["componentRefs"][3]["type"] = "Kustomize"
+    doc["componentRefs"][6]["dependencyRefs"] = ["nfd"]
+    doc["componentRefs"][7]["overides"] = {}
+    with pytest.raises(GpuclusterError) as exc:
+        recipe_result.recipe_from_file(write(tmp_path, yaml.safe_dump(doc)), catalog, display="bad.yaml")
+    keys = [p.key for p in exc.value.problems]
+    assert keys == [
+        "componentRefs[0].valuesFile",
+        "componentRefs[1].manifestFiles[0]",
+        "componentRefs[3].type",
+        "componentRefs[7].overides",
+        "componentRefs[6].dependencyRefs[0]",
+    ]
+    assert all(p.file == "bad.yaml" for p in exc.value.problems)
+
+
+def test_baked_driver_root_contradicting_cluster_profile_is_refused(tmp_path, catalog):
     # seed aks-gpu-setup: a recipe baked for the Azure-managed driver keeps nvidiaDriverRoot "/";
     # bundling it for operator-managed pools would point the DRA kubelet plugin at the wrong root
-    cluster = ClusterSpec(name="c", criteria=aks("inference"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
+    doc = ref_change("nvidia-dra-driver-gpu", overrides={"nvidiaDriverRoot": "/"})
+    path = write(tmp_path, yaml.safe_dump(doc))
+    cluster = ClusterSpec(name="c", criteria=aks("training"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
     with pytest.raises(GpuclusterError) as exc:
-        recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, cluster=cluster, display="legacy.yaml")
-    assert exc.value.problems[0].key == "componentRefs[2].overrides.nvidiaDriverRoot"
+        recipe_result.recipe_from_file(path, catalog, cluster=cluster, display="legacy.yaml")
+    assert exc.value.problems[0].key == "componentRefs[6].overrides.nvidiaDriverRoot"
     assert "profile gpuStack=operator-managed owns it as '/run/nvidia/driver'" in exc.value.render()
 
 
 def test_cluster_profile_applies_when_file_has_none(tmp_path, catalog):
-    doc = yaml.safe_load(AICR_LEGACY.read_text())
-    del doc["componentRefs"][2]["overrides"]
-    path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    cluster = ClusterSpec(name="c", criteria=aks("inference"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
-    r = recipe_result.recipe_from_file(str(path), catalog, cluster=cluster)
+    cluster = ClusterSpec(name="c", criteria=aks("training"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
+    r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, cluster=cluster)
     assert r.profile == ("gpuStack", "operator-managed")
     comps = recipe.effective_components(r, catalog)
     assert comps["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert comps["gpu-operator"].values["driver"]["enabled"] is True
-
-
 def write(tmp_path, text):
     p = tmp_path / "r.yaml"
     p.write_text(text)
@@ -173,7 +224,7 @@ def ref_change(component, **changes):
         (legacy_with(criteria=None), "missing or invalid 'criteria' mapping"),
         (legacy_with(criteria={"accelerator": "h100"}), "criteria.service is missing"),
         (legacy_with(criteria={"service": "aks", "gpu": "h100"}), "unknown criteria field 'gpu'"),
-        (legacy_with(spec={}), "unknown key 'spec'"),
+        (legacy_with(componentRef=[]), "unknown key 'componentRef' (did you mean 'componentRefs'?)"),
         (legacy_with(configuration={"slurm": {"accounting": {"mode": "disabled"}}}), "'configuration' (typed desired state"),
         (legacy_with(componentRefs=[]), "'componentRefs' must be a non-empty list"),
         (ref_change("gpu-operator", name="gpu-operator-ocp"), "component 'gpu-operator-ocp' is not in gpucluster's registry"),
@@ -183,10 +234,12 @@ def ref_change(component, **changes):
         (ref_change("gpu-operator", cleanup=True), "'cleanup: true'"),
         (ref_change("gpu-operator", valuesFile="components/gpu-operator/values-eks.yaml"), "values file 'components/gpu-operator/values-eks.yaml' is not in gpucluster's catalog"),
         (ref_change("gpu-operator", manifestFiles=["components/gpu-operator/manifests/dra-rollout-hook.yaml"]), "no manifest template for 'components/gpu-operator/manifests/dra-rollout-hook.yaml'"),
-        (ref_change("gpu-operator", dependencyRefs=["kube-prometheus-stack"]), "'gpu-operator' depends on 'kube-prometheus-stack', which is not in the recipe"),
+        (ref_change("gpu-operator", dependencyRefs=["nfd"]), "'gpu-operator' depends on 'nfd', which is not in the recipe"),
         (ref_change("gpu-operator", overrides={"driver": {"enabled": True}}), "overrides set driver.enabled=true, but profile gpuStack=azure-managed owns it"),
         (ref_change("gpu-operator", version=" v1"), "'version' must be a string without surrounding spaces"),
-        (ref_change("gpu-operator", unknownField=1), "unknown key 'unknownField'"),
+        (ref_change("gpu-operator", overides={"driver": {"enabled": True}}), "unknown key 'overides' (did you mean 'overrides'?)"),
+        (ref_change("gpu-operator", overrides={"enabled": False}), "'gpu-operator' is owned by the gpuStack profile 'azure-managed' and cannot be disabled"),
+        (ref_change("nvidia-dra-driver-gpu", overrides={"install": False}), "'nvidia-dra-driver-gpu' is owned by the gpuStack profile 'azure-managed' and cannot be disabled"),
     ],
 )
 def test_rejected_input(tmp_path, catalog, doc, message):

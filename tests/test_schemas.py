@@ -28,6 +28,12 @@ RECIPES = {
     "h100-aks-ubuntu-inference-dynamo": ("inference", "dynamo"),
 }
 PROFILES = ("azure-managed", "operator-managed")
+INFERENCE_CRDS = {
+    "gateway.networking.k8s.io": ("gatewayclasses", "gateways", "grpcroutes", "httproutes", "referencegrants"),
+    "inference.networking.x-k8s.io": ("inferencemodelrewrites", "inferenceobjectives", "inferencepoolimports", "inferencepools"),
+    "inference.networking.k8s.io": ("inferencepools",),
+}
+"""The Gateway API v1.2.1 standard and Inference Extension v1.5.0 CRDs (AICR agentgateway-crds manifests)."""
 CASES = [(r, p) for r in RECIPES for p in PROFILES]
 
 
@@ -107,6 +113,10 @@ def test_every_rendered_object_validates(plans, recipe, profile):
     assert used[("network-operator-manifests", "NodeFeatureRule")] == "crd nfd.k8s-sigs.io/nfd-api-crds.yaml"
     assert used[("nodewright-customizations-manifests", "Skyhook")] == "crd skyhook.nvidia.com/skyhook.nvidia.com_skyhooks.yaml"
     assert used[("gpu-operator-clusterpolicy-ready", "Job")] == "kubernetes 1.34"
+    if "-inference" in recipe:
+        assert used[("agentgateway-manifests", "Gateway")] == "crd catalog gateway-api-crds.yaml.j2"
+        assert used[("agentgateway-manifests", "AgentgatewayParameters")] == "crd agentgateway.dev/agentgateway.dev_agentgatewayparameters.yaml"
+        assert used[("agentgateway-crds-manifests", "CustomResourceDefinition")] == "kubernetes 1.34"
 
 
 @pytest.mark.parametrize("recipe, profile", CASES)
@@ -123,6 +133,13 @@ def test_rendered_objects_per_recipe_and_profile(plans, recipe, profile):
         expected.add(("gpu-operator-manifests", "DaemonSet", "nvidia-toolkit-hardening"))
     if recipe.endswith("-kubeflow"):
         expected.add(("kubeflow-trainer-manifests", "ClusterTrainingRuntime", "torch-distributed"))
+    if "-inference" in recipe:  # the inference gateway and its CRD manifests (AICR platform-inference mixin)
+        expected |= {("agentgateway-manifests", "AgentgatewayParameters", "system-proxy"), ("agentgateway-manifests", "Gateway", "inference-gateway")}
+        expected |= {
+            ("agentgateway-crds-manifests", "CustomResourceDefinition", f"{plural}.{group}")
+            for group, plurals in INFERENCE_CRDS.items()
+            for plural in plurals
+        }
     assert manifests == expected
     gate_jobs = {k[0] for k in found if k[1] == "Job"}
     assert gate_jobs == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready",

@@ -6,9 +6,12 @@
   depends on gpu-operator (DRA driver, KAI scheduler, NVSentinel, Kubeflow Trainer, ...)
   waits on it. Source: AICR gpu-operator health check (ClusterPolicy singleton ready).
 * ``network-operator-nicclusterpolicy-ready``: *every* NicClusterPolicy reports ``ready``
-  (OFED driver container, RDMA shared device plugin). gpu-operator depends on
-  network-operator in the AKS recipes (RDMA), so it installs only after the RDMA stack is
-  ready; with ``networkoperator enabled=false`` the gate is dropped with its component.
+  (OFED driver container, RDMA shared device plugin). gpu-operator installs only after the
+  RDMA stack is ready -- whether or not the recipe has the gpu-operator -> network-operator
+  edge (AICR files up to v0.11 lack it): the gate names gpu-operator in ``before`` (plus
+  network-operator's own dependents), as the OKE plugin does, so the OFED driver container and
+  the GPU driver never install concurrently (AICR#2499). With ``networkoperator
+  enabled=false`` the gate is dropped with its component.
 * ``nvidia-dra-driver-gpu-kubelet-plugin-rollout``: the DRA kubelet plugin DaemonSet rolled
   out, on at least one node wherever GPU nodes are expected (``gpu_nodes_expected``: GPU pools
   with nodes, and every ``existing:`` cluster, whose GPU nodes the accelerated node selector
@@ -54,7 +57,12 @@ def gpucluster_gates(cluster, recipe, components):
     if "gpu-operator" in components:
         gates.append(clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_TIMEOUT))
     if "network-operator" in components:
-        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT))
+        gpu = components.get("gpu-operator")
+        before = None
+        if gpu is not None and "network-operator" not in gpu.ref.dependency_refs:
+            # the recipe lacks the edge (AICR files up to v0.11): the gate orders gpu-operator anyway
+            before = sorted({n for n, c in components.items() if "network-operator" in c.ref.dependency_refs} | {"gpu-operator"})
+        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT, before=before))
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
         gates.append(
