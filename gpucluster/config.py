@@ -33,7 +33,8 @@ from gpucluster.model import (
     NodePool,
     Taint,
 )
-from gpucluster.scheduling import EFFECTS, check_label_key, check_label_value, parse_taint
+from gpucluster.overrides import parse_overrides
+from gpucluster.scheduling import EFFECTS, check_label_key, check_label_value, parse_scheduling, parse_taint
 
 if TYPE_CHECKING:
     from gpucluster.fleet import FleetSpec
@@ -410,8 +411,6 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     if raw.get("settings") is not None:
         settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
 
-    from gpucluster.overrides import parse_overrides
-    from gpucluster.scheduling import parse_scheduling
 
     overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
     scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")

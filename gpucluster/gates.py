@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.manifests import dump_documents, make_chart
-from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
+from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
 from gpucluster.values import get_path, has_path
 
 DEFAULT_KUBECTL_IMAGE = (
@@ -46,13 +46,6 @@ the Job's ``command`` replaces). v1.34.1 matches the AKS 1.34 minimum (kubectl s
 >= 1.31. Pinned by digest; the tag and digest pair is pinned identically by several public
 projects. Override per cluster with ``settings.gateImage`` (e.g. an ACR mirror)."""
 
-GATE_IMAGE_SETTING = "gateImage"
-"""Cluster file key ``settings.gateImage``: kubectl image of every gate Job of the cluster."""
-
-CORE_SETTING_KEYS: tuple[str, ...] = (GATE_IMAGE_SETTING,)
-"""Cluster-file ``settings`` keys the core reads for every platform (``gateImage``: the kubectl
-image of the gate Jobs, docs/gates.md); accepted on every platform besides ``Platform.settings``.
-Re-exported as :data:`gpucluster.sdk.CORE_SETTING_KEYS`."""
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
 DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}

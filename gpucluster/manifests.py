@@ -38,7 +38,7 @@ import jinja2
 import yaml
 
 from gpucluster.errors import GpuclusterError, PluginError
-from gpucluster.model import ClusterSpec, Component, LocalChart, Recipe
+from gpucluster.model import ClusterSpec, Component, LocalChart, Manifest, Recipe
 
 PHASES = ("pre", "post")
 TEMPLATE_SUFFIX = ".yaml.j2"
@@ -409,7 +409,6 @@ def object_key(doc: Mapping[str, Any]) -> tuple[str, str, str, str]:
 def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
     """``(plugin name, Manifest)`` from hook ``gpucluster_manifests``, in hook call order."""
     from gpucluster.plugins import call_list_hook
-    from gpucluster.sdk.types import Manifest
 
     out: list[tuple[str, Any]] = []
     for plugin, item in call_list_hook(

@@ -29,7 +29,7 @@ Semantics (AICR's, with the deviations documented in docs/overrides.md):
 * ``<component>:enabled=false`` removes the component; ``enabled`` is accepted only as a
   scalar ``set`` and only as a boolean; enabling a component the recipe disabled is rejected;
 * ``variables`` record ``Component.terraform_variables`` (dotted path -> Terraform variable);
-  binding ``enabled`` or a policy-owned key (see :func:`gpucluster.policy.policy_owned_paths`)
+  binding ``enabled`` or a policy-owned key (see :func:`gpucluster.policy_keys.policy_owned_paths`)
   is rejected, because policy must see the value at synth time.
 """
 
@@ -42,6 +42,7 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import ClusterSpec, Component, Override, Recipe
+from gpucluster.policy_keys import policy_owned_paths
 from gpucluster.values import PATH_SEGMENT, deep_merge, get_path, leaf_paths, set_path, split_path
 from gpucluster.yamlsafe import load_yaml_file
 
@@ -468,15 +469,6 @@ def source_of(cluster: ClusterSpec, catalog, component: str, path: str) -> str |
     return source
 
 
-def disabled_by_overrides(cluster: ClusterSpec, catalog) -> dict[str, Override]:
-    """Components the user's ``enabled=false`` sets remove (last ``enabled`` set wins)."""
-    state: dict[str, Override] = {}
-    for name, o in resolved_overrides(cluster, catalog):
-        if o.kind == "set" and o.path == ENABLED_KEY:
-            state[name] = o
-    return {n: o for n, o in state.items() if o.value is False}
-
-
 def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
     """Apply ``cluster.overrides`` to ``components`` in place (all-or-nothing).
 
@@ -494,8 +486,6 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
     """
     if not cluster.overrides:
         return
-    from gpucluster.policy import policy_owned_paths  # policy imports nothing from here at module level
-
     problems: list[Problem] = []
     refs = {ref.name: ref for ref in recipe.component_refs}
 

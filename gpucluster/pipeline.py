@@ -19,10 +19,10 @@ from gpucluster import manifests as manifests_mod
 from gpucluster import overrides as overrides_mod
 from gpucluster import policy as policy_mod
 from gpucluster import recipe as recipe_mod
+from gpucluster import recipe_result
 from gpucluster import scheduling as scheduling_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
-from gpucluster.model import ClusterSpec, Component, Finding, RuntimePlan
-from gpucluster.sdk.types import Platform
+from gpucluster.model import CORE_SETTING_KEYS, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.values import deep_merge
 
@@ -39,7 +39,7 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
             names or values and the default) or ``settings.<key>`` (with the allowed keys).
     """
     where = {"file": cluster.source, "cluster": cluster.name}
-    accepted = (*platform.settings, *gates_mod.CORE_SETTING_KEYS)
+    accepted = (*platform.settings, *CORE_SETTING_KEYS)
     for name in sorted(cluster.settings or {}, key=str):
         if name not in accepted:
             raise GpuclusterError(
@@ -113,6 +113,23 @@ def locate_finding(cluster: ClusterSpec, recipe, catalog, f: Finding) -> tuple[s
     return cluster.source, f.key
 
 
+def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Recipe:
+    """Resolve ``cluster.criteria`` (or load ``cluster.recipe_file``) into a :class:`Recipe`.
+
+    Args:
+        cluster: validated input; ``cluster.profile`` picks profile values (AKS ``gpuStack``:
+            ``azure-managed`` default, ``operator-managed``).
+        catalog: from :func:`gpucluster.catalog.load_catalog`.
+
+    Raises:
+        GpuclusterError: see :func:`gpucluster.recipe.resolve` and :func:`gpucluster.recipe_result.recipe_from_file`;
+            problems name the cluster file and cluster.
+    """
+    if cluster.recipe_file:
+        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=recipe_mod.recipe_display(cluster))
+    return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
+
+
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
 
@@ -126,7 +143,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     pm = get_plugin_manager()
     cluster = prepare_cluster(cluster)
     catalog = catalog_mod.load_catalog()
-    recipe = recipe_mod.recipe_for_cluster(cluster, catalog)
+    recipe = recipe_for_cluster(cluster, catalog)
     components: dict[str, Component] = recipe_mod.effective_components(recipe, catalog)
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     recipe.findings.extend(

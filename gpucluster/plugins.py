@@ -19,7 +19,7 @@ import pluggy
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.sdk import hookspecs
-from gpucluster.sdk.types import Platform
+from gpucluster.model import Platform
 
 ENTRY_POINT_GROUP = "gpucluster"
 

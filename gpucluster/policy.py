@@ -32,18 +32,10 @@ import re
 from typing import Any, Callable, Mapping
 
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration
+from gpucluster.plugins import call_list_hook
+from gpucluster.overrides import ENABLED_KEY, override_paths, paths_intersect, pruned_edges, resolved_overrides
+from gpucluster.policy_keys import ALLOCATION_POLICY_KEYS, DRA_DRIVER, GPU_OPERATOR, policy_owned_paths  # noqa: F401  (re-exported)
 from gpucluster.values import leaf_paths, split_path
-
-GPU_OPERATOR = "gpu-operator"
-DRA_DRIVER = "nvidia-dra-driver-gpu"
-
-ALLOCATION_POLICY_KEYS: dict[str, tuple[str, ...]] = {
-    GPU_OPERATOR: ("devicePlugin.enabled",),
-    DRA_DRIVER: ("resources.gpus.enabled", "gpuResourcesEnabledOverride"),
-}
-"""The whole-GPU allocation policy keys (seed aks-gpu-setup, AICR #1327). Changing them with a
-direct override is deprecated (warning ``POLICY-KEY-OVERRIDE``); binding them to Terraform
-variables is refused. Registry ``policyKeys`` add further policy-owned keys."""
 
 OPERATOR_CONTAINER_DRIVER_ROOT = "/run/nvidia/driver"
 """Where the GPU Operator's driver container installs the driver; the gpu-operator chart's
@@ -79,25 +71,6 @@ _ABSENT = object()
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def policy_owned_paths(component: str, recipe: Recipe, catalog) -> dict[str, str]:
-    """Dotted paths of ``component`` that policy owns -> why (for error messages).
-
-    Union of :data:`ALLOCATION_POLICY_KEYS`, the registry's ``policyKeys`` and the leaf paths
-    the chosen profile sets (``recipe.profile_owned``).
-    """
-    owned: dict[str, str] = {}
-    for p in ALLOCATION_POLICY_KEYS.get(component, ()):
-        owned[p] = "a whole-GPU allocation-policy key"
-    entry = catalog.components.get(component) if catalog is not None else None
-    for p in getattr(entry, "policy_keys", ()) or ():
-        owned.setdefault(p, "a policy key of the catalog registry (policyKeys)")
-    if recipe.profile is not None:
-        pname, pvalue = recipe.profile
-        for p, _ in leaf_paths(recipe.profile_owned.get(component, {}) or {}):
-            owned.setdefault(p, f"owned by the {pname} profile '{pvalue}'")
-    return owned
 
 
 def lookup(values: Mapping[str, Any], path: str) -> tuple[Any, str | None]:
@@ -631,7 +604,6 @@ def check_nvsentinel_runtime_class(c: _Checks) -> None:
 
 def check_policy_key_overrides(c: _Checks) -> None:
     """POLICY-KEY-OVERRIDE (warning): allocation-policy keys changed by direct overrides."""
-    from gpucluster.overrides import ENABLED_KEY, override_paths, paths_intersect, resolved_overrides
 
     if c.catalog is None:
         return
@@ -671,7 +643,6 @@ def check_policy_key_overrides(c: _Checks) -> None:
 
 def check_pruned_edges(c: _Checks) -> None:
     """DEPENDENCY-PRUNED (info): recipe edges dropped because the dependency is disabled."""
-    from gpucluster.overrides import pruned_edges
 
     for name, dep in pruned_edges(c.recipe, c.components):
         c.add(
@@ -713,8 +684,6 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     Raises:
         PluginError: a plugin hook returned something that is not a list of Finding.
     """
-    from gpucluster.plugins import call_list_hook
-
     checks = _Checks(cluster, recipe, components, catalog)
     for check in CORE_CHECKS:
         check(checks)

@@ -880,7 +880,7 @@ def _find_cycle(by_name: Mapping[str, ComponentRef], stuck: list[str]) -> list[s
 # --------------------------------------------------------------------------- public entry points
 
 
-def _recipe_display(cluster: ClusterSpec) -> str:
+def recipe_display(cluster: ClusterSpec) -> str:
     """The RecipeResult path as errors name it: next to the cluster file as the user named that
     (``recipes/x.yaml`` for ``gpucluster.yaml``), like values files; absolute otherwise."""
     recipe = Path(cluster.recipe_file or "")
@@ -889,25 +889,6 @@ def _recipe_display(cluster: ClusterSpec) -> str:
         return str(source.parent / recipe.relative_to(source.resolve().parent))
     except (ValueError, OSError):
         return str(recipe)
-
-
-def recipe_for_cluster(cluster: ClusterSpec, catalog: Catalog) -> Recipe:
-    """Resolve ``cluster.criteria`` (or load ``cluster.recipe_file``) into a :class:`Recipe`.
-
-    Args:
-        cluster: validated input; ``cluster.profile`` picks profile values (AKS ``gpuStack``:
-            ``azure-managed`` default, ``operator-managed``).
-        catalog: from :func:`gpucluster.catalog.load_catalog`.
-
-    Raises:
-        GpuclusterError: see :func:`resolve` and :func:`gpucluster.recipe_result.recipe_from_file`;
-            problems name the cluster file and cluster.
-    """
-    if cluster.recipe_file:
-        from gpucluster import recipe_result
-
-        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=_recipe_display(cluster))
-    return resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
 
 
 def component_values(ref: ComponentRef, recipe: Recipe, catalog: Catalog) -> dict[str, Any]:

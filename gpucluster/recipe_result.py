@@ -124,7 +124,7 @@ def to_document(recipe: Recipe, components: Mapping[str, Component] | None = Non
     """The RecipeResult document of a resolved recipe (plain data, deterministic order).
 
     Args:
-        recipe: from :func:`gpucluster.recipe.recipe_for_cluster`.
+        recipe: from :func:`gpucluster.pipeline.recipe_for_cluster`.
         components: effective components; when given, each componentRef carries its
             hydrated ``values`` (components absent from the mapping get none).
     """

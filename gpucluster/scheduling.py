@@ -42,6 +42,7 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
+from gpucluster.overrides import resolved_overrides
 from gpucluster.values import get_path, leaf_paths, set_path, split_path
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -337,7 +338,6 @@ def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
 
 def _user_list_paths(cluster: ClusterSpec, catalog) -> dict[str, dict[str, Any]]:
     """component -> {path: value} of lists/empties the user's overrides wrote (for append mode)."""
-    from gpucluster.overrides import resolved_overrides
 
     out: dict[str, dict[str, Any]] = {}
     for name, o in resolved_overrides(cluster, catalog):

@@ -212,11 +212,11 @@ def recipe_doc(tmp_path) -> dict:
     from gpucluster import recipe as recipe_mod
     from gpucluster import recipe_result
     from gpucluster.catalog import load_catalog
-    from gpucluster.pipeline import prepare_cluster
+    from gpucluster.pipeline import prepare_cluster, recipe_for_cluster
 
     f = cluster_file(tmp_path, "", name="seed.yaml")
     cluster = prepare_cluster(load_clusters(str(f))[0])
-    return recipe_result.to_document(recipe_mod.recipe_for_cluster(cluster, load_catalog()))
+    return recipe_result.to_document(recipe_for_cluster(cluster, load_catalog()))
 
 
 def recipe_cluster(tmp_path, content: bytes | str) -> Path:

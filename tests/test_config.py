@@ -113,8 +113,8 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
 
         return NodeScheduling()
 
-    monkeypatch.setattr("gpucluster.overrides.parse_overrides", fake_overrides)
-    monkeypatch.setattr("gpucluster.scheduling.parse_scheduling", fake_scheduling)
+    monkeypatch.setattr("gpucluster.config.parse_overrides", fake_overrides)
+    monkeypatch.setattr("gpucluster.config.parse_scheduling", fake_scheduling)
     path = write(
         tmp_path,
         "clusters:\n  - name: c1\n    criteria: {service: aks}\n    overrides: {set: [x]}\n    scheduling: {accelerated: {}}\n",

@@ -689,3 +689,55 @@ def test_docs_testing_section_uses_only_the_sdk_and_the_kit():
     example_tests = (EXAMPLE_DIST / "tests" / "test_example.py").read_text(encoding="utf-8")
     for name in re.findall(r"^def (test_\w+)", code, re.M):
         assert f"def {name}(" in example_tests or name == "test_the_gate_takes_effect", name
+
+
+RECORDER = """
+CALLS = []
+
+@hookimpl
+def gpucluster_platforms():
+    CALLS.append("gpucluster_platforms")
+
+@hookimpl
+def gpucluster_prepare_cluster(cluster):
+    CALLS.append("gpucluster_prepare_cluster")
+
+@hookimpl
+def gpucluster_catalog_dirs():
+    CALLS.append("gpucluster_catalog_dirs")
+
+@hookimpl
+def gpucluster_adjust_values(cluster, recipe, component):
+    CALLS.append("gpucluster_adjust_values")
+
+@hookimpl
+def gpucluster_policy_checks(cluster, recipe, components):
+    CALLS.append("gpucluster_policy_checks")
+
+@hookimpl
+def gpucluster_manifests(cluster, recipe, components):
+    CALLS.append("gpucluster_manifests")
+
+@hookimpl
+def gpucluster_gates(cluster, recipe, components):
+    CALLS.append("gpucluster_gates")
+"""
+
+
+def test_hookspecs_and_docs_are_typed_and_in_call_order(monkeypatch, tmp_path):
+    import inspect
+
+    defined = [name for name in vars(hookspecs) if name.startswith("gpucluster_")]  # definition order
+    assert tuple(defined) == hookspecs.HOOK_ORDER and sorted(defined) == HOOKS
+    assert tuple(re.findall(r"^### `(gpucluster_\w+)\(", DOCS.read_text(encoding="utf-8"), re.M)) == hookspecs.HOOK_ORDER
+    for name in defined:
+        spec = getattr(hookspecs, name)
+        annotations = inspect.get_annotations(spec)
+        assert set(annotations) == {*inspect.signature(spec).parameters, "return"}, name
+    # the pipeline meets them in that order (cluster_stack: at synth only)
+    write_plugin(tmp_path, "h7_recorder", RECORDER)
+    load(monkeypatch, "h7_recorder", extra_path=tmp_path)
+    pipeline.build_plan(cluster_spec(tmp_path, criteria={"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+                                     existing=None))
+    calls = sys.modules["h7_recorder"].CALLS
+    assert list(dict.fromkeys(calls)) == list(hookspecs.HOOK_ORDER[:-1])

@@ -9,7 +9,13 @@ Usage::
         return [Platform(service="myk8s", display_name="My Kubernetes", accelerators=("h100",))]
 
 See ``docs/plugins.md`` for one section per hook. Everything a plugin needs is importable from
-here; a plugin should import nothing else from ``gpucluster`` (internal modules may change).
+here; a plugin should import nothing else from ``gpucluster`` (internal modules may change),
+and its tests :mod:`gpucluster.sdk.testing` besides.
+
+Direction: this package re-exports the core (the types live in :mod:`gpucluster.model`, the one
+home of plain data); the core imports nothing from it, except the plugin manager reading the
+hook specifications (:mod:`gpucluster.sdk.hookspecs`, which imports nothing from gpucluster at
+run time).
 
 Exports:
 
@@ -36,8 +42,29 @@ from __future__ import annotations
 import pluggy
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
-from gpucluster.gates import CORE_SETTING_KEYS
-from gpucluster.model import ANY, Constraint, ExistingCluster, LocalChart, NodeScheduling, Override, PlanNode
+from gpucluster.model import (
+    ANY,
+    CORE_SETTING_KEYS,
+    ClusterSpec,
+    Component,
+    ComponentRef,
+    Constraint,
+    Criteria,
+    ExistingCluster,
+    Finding,
+    GateSpec,
+    LocalChart,
+    Manifest,
+    NodePool,
+    NodeScheduling,
+    Override,
+    PlanNode,
+    Platform,
+    Recipe,
+    RuntimePlan,
+    Taint,
+    Toleration,
+)
 from gpucluster.sdk.gates import (
     clusterpolicy_ready,
     gpu_nodes_expected,
@@ -47,19 +74,6 @@ from gpucluster.sdk.gates import (
 )
 from gpucluster.sdk.types import (
     ClusterConnection,
-    ClusterSpec,
-    Component,
-    ComponentRef,
-    Criteria,
-    Finding,
-    GateSpec,
-    Manifest,
-    NodePool,
-    Platform,
-    Recipe,
-    RuntimePlan,
-    Taint,
-    Toleration,
 )
 from gpucluster.values import deep_merge, get_path, has_path
 

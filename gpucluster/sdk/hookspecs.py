@@ -28,15 +28,32 @@ at synth only: ``gpucluster_cluster_stack``.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pluggy
+
+if TYPE_CHECKING:  # annotations only: this module imports nothing from gpucluster at run time
+    from gpucluster.model import ClusterSpec, Component, Finding, GateSpec, Manifest, Platform, Recipe
+    from gpucluster.sdk.types import ClusterConnection  # (the stacks' type; see gpucluster.sdk.types)
+
+HOOK_ORDER = (
+    "gpucluster_platforms",
+    "gpucluster_prepare_cluster",
+    "gpucluster_catalog_dirs",
+    "gpucluster_adjust_values",
+    "gpucluster_policy_checks",
+    "gpucluster_manifests",
+    "gpucluster_gates",
+    "gpucluster_cluster_stack",
+)
+"""The hooks in the order one cluster meets them (the specs below are defined in this order)."""
 
 hookspec = pluggy.HookspecMarker("gpucluster")
 
 
 @hookspec
-def gpucluster_platforms():
+def gpucluster_platforms() -> list[Platform] | None:
     """Declare the platforms this plugin serves.
 
     Called whenever the declared services are needed (each cluster's preparation, criteria
@@ -53,28 +70,8 @@ def gpucluster_platforms():
     """
 
 
-@hookspec
-def gpucluster_catalog_dirs():
-    """Contribute catalog data (recipes as data; adding a component needs no code).
-
-    Called each time the catalog is loaded; the merged catalog is cached per directory list.
-
-    firstresult: no (directories are appended after the core catalog in call order).
-
-    Returns:
-        list[pathlib.Path] | None: existing directories laid out like ``gpucluster/catalog``:
-        ``registry.yaml`` (component entries), ``overlays/*.yaml``, ``mixins/*.yaml``,
-        ``components/<name>/values*.yaml`` and ``components/<name>/manifests/*.yaml.j2``.
-        Overlay, mixin and component names must be unique across all directories; relative
-        file references are looked up core first.
-
-    Errors:
-        a non-list, a non-path or a missing directory is an error naming the plugin.
-    """
-
-
 @hookspec(firstresult=True)
-def gpucluster_prepare_cluster(cluster):
+def gpucluster_prepare_cluster(cluster: ClusterSpec) -> ClusterSpec | None:
     """Fill platform defaults into a :class:`ClusterSpec` and validate platform settings.
 
     Called once per cluster, after the cluster file is validated and the service is known,
@@ -97,7 +94,27 @@ def gpucluster_prepare_cluster(cluster):
 
 
 @hookspec
-def gpucluster_adjust_values(cluster, recipe, component):
+def gpucluster_catalog_dirs() -> list[Path] | None:
+    """Contribute catalog data (recipes as data; adding a component needs no code).
+
+    Called each time the catalog is loaded; the merged catalog is cached per directory list.
+
+    firstresult: no (directories are appended after the core catalog in call order).
+
+    Returns:
+        list[pathlib.Path] | None: existing directories laid out like ``gpucluster/catalog``:
+        ``registry.yaml`` (component entries), ``overlays/*.yaml``, ``mixins/*.yaml``,
+        ``components/<name>/values*.yaml`` and ``components/<name>/manifests/*.yaml.j2``.
+        Overlay, mixin and component names must be unique across all directories; relative
+        file references are looked up core first.
+
+    Errors:
+        a non-list, a non-path or a missing directory is an error naming the plugin.
+    """
+
+
+@hookspec
+def gpucluster_adjust_values(cluster: ClusterSpec, recipe: Recipe, component: Component) -> dict[str, Any] | None:
     """Adjust one component's values after overrides and node scheduling are applied.
 
     Called once per enabled component, in recipe order, before the policy checks.
@@ -116,7 +133,24 @@ def gpucluster_adjust_values(cluster, recipe, component):
 
 
 @hookspec
-def gpucluster_manifests(cluster, recipe, components):
+def gpucluster_policy_checks(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[Finding] | None:
+    """Check the final effective values; fail closed on known-broken combinations.
+
+    Called once per cluster after the core checks, before anything is rendered.
+
+    firstresult: no (findings of all checks are de-duplicated and sorted, errors first).
+
+    Args:
+        cluster (ClusterSpec), recipe (Recipe), components (dict[str, Component]).
+
+    Returns:
+        list[Finding] | None: any ``error`` finding stops synthesis before anything is written
+        (exit 2); ``warning``/``info`` findings are printed and kept in the plan.
+    """
+
+
+@hookspec
+def gpucluster_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[Manifest] | None:
     """Render extra Kubernetes objects (beyond the catalog's manifest templates).
 
     Called once per cluster after the policy checks passed, after the catalog templates.
@@ -134,7 +168,7 @@ def gpucluster_manifests(cluster, recipe, components):
 
 
 @hookspec
-def gpucluster_gates(cluster, recipe, components):
+def gpucluster_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec] | None:
     """Declare readiness gates for the enabled components (docs/gates.md).
 
     Called once per cluster, after the manifests.
@@ -150,25 +184,8 @@ def gpucluster_gates(cluster, recipe, components):
     """
 
 
-@hookspec
-def gpucluster_policy_checks(cluster, recipe, components):
-    """Check the final effective values; fail closed on known-broken combinations.
-
-    Called once per cluster after the core checks, before anything is rendered.
-
-    firstresult: no (findings of all checks are de-duplicated and sorted, errors first).
-
-    Args:
-        cluster (ClusterSpec), recipe (Recipe), components (dict[str, Component]).
-
-    Returns:
-        list[Finding] | None: any ``error`` finding stops synthesis before anything is written
-        (exit 2); ``warning``/``info`` findings are printed and kept in the plan.
-    """
-
-
 @hookspec(firstresult=True)
-def gpucluster_cluster_stack(scope, cluster, recipe):
+def gpucluster_cluster_stack(scope: Any, cluster: ClusterSpec, recipe: Recipe) -> ClusterConnection | None:
     """Create the cluster resources inside the ``<name>-cluster`` stack.
 
     Called at synth only, for platforms with ``provisions_cluster=True`` and clusters without

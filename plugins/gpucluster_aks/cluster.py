@@ -15,7 +15,6 @@ from gpucluster_aks.platform import CRITICAL_ADDONS_TAINT, RESERVED_LABEL_PREFIX
 __all__ = ["gpucluster_cluster_stack", "cluster_props"]
 
 
-
 def _reserved(key: str) -> bool:
     return key.startswith(RESERVED_LABEL_PREFIXES) or "kubernetes.io/" in key
 
