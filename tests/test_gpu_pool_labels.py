@@ -98,8 +98,18 @@ def test_default_aks_plan_targets_gpu_only_components_to_gpu_nodes(default_plan)
 
 
 def test_kubeflow_runtime_gets_the_derived_selector():
+    """The ClusterTrainingRuntime template reads the cluster's effective scheduling inputs; the
+    kubeflow-trainer chart's values carry no acceleratedNodeSelector (the chart never read it)."""
+    import yaml
+
     plan = build_plan(spec(criteria=Criteria("aks", "h100", "ubuntu", "training", "kubeflow")))
-    assert plan.components["kubeflow-trainer"].values["acceleratedNodeSelector"] == GPU_LABEL
+    assert "acceleratedNodeSelector" not in plan.components["kubeflow-trainer"].values
+    chart = plan.node("kubeflow-trainer-manifests").local_chart
+    docs = [d for p, t in sorted(chart.files.items()) if p.startswith("templates/") for d in yaml.safe_load_all(t) if d]
+    (runtime,) = [d for d in docs if d["kind"] == "ClusterTrainingRuntime"]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == GPU_LABEL
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
 def test_user_selector_wins_in_the_plan():
