@@ -4,7 +4,10 @@
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default) into cdktf.out/ (replaced atomically).
 #   make test    set-up, then pytest (includes the end-to-end `cdktf synth` test, marker synth).
-#   make bench   median wall time / peak RSS of plan building, binding import and cdktf synth.
+#   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
+#                50 clusters, under cdktf and CDK Terrain (cdktn), with the floor (`import cdktf`).
+#   make cdktn   .venv-cdktn: the same project with CDK Terrain instead of cdktf ('.[cdktn,test]').
+#   make test-cdktn  the synthesis tests under CDK Terrain (part of `make test`).
 #
 # Targets are keyed on stamp files, so repeated runs only redo what changed.
 
@@ -30,10 +33,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CDKTF := node_modules/.bin/cdktf
 PY_STAMP := $(VENV)/.gpucluster-installed
+VENV_CDKTN := .venv-cdktn
+PY_CDKTN := $(VENV_CDKTN)/bin/python
+CDKTN_STAMP := $(VENV_CDKTN)/.gpucluster-installed
+# The synthesis tests run a second time under CDK Terrain (main.py directly; the cdktf CLI tests
+# need cdktf's own CLI and are not part of this list).
+CDKTN_TESTS := tests/test_constructs_aks.py tests/test_constructs_helm.py tests/test_stacks.py \
+	tests/test_nvke_synth.py tests/test_oke_synth.py tests/test_backend_stacks.py tests/test_cdk_bindings.py \
+	tests/test_helm_string_variables.py tests/test_fleet.py tests/test_synth_outdir.py
 NODE_STAMP := node_modules/.gpucluster-installed
 PYTEST_ARGS ?= -q
 
-.PHONY: setup synth test bench clean
+.PHONY: setup synth test test-cdktn cdktn bench clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -51,13 +62,28 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(PY_CDKTN):
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
+	$(PYTHON_BOOTSTRAP) -m venv $(VENV_CDKTN)
+
+# Only cdktn is installed here, so GPUCLUSTER_CDK unset selects it (also in test subprocesses).
+$(CDKTN_STAMP): pyproject.toml | $(PY_CDKTN)
+	$(PY_CDKTN) -m pip install -q -e '.[cdktn,test]'
+	touch $@
+
+cdktn: $(CDKTN_STAMP)
+
 synth: setup
 	$(CDKTF) synth
 
-test: setup
+test: setup cdktn
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-cdktn
 
-bench: setup
+test-cdktn: cdktn
+	GPUCLUSTER_CDK=cdktn $(PY_CDKTN) -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(CDKTN_TESTS)
+
+bench: setup cdktn
 	$(PY) tools/bench.py
 
 clean:

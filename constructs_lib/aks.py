@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
 from constructs_lib.cdk import (
+    AZURERM_MAJOR,
     Construct,
     Fn,
     Postcondition,
@@ -221,6 +222,10 @@ class AksGpuCluster(Construct):
         )
         sys_pool = props.system_pool
         condition, message = upgrade_skip_condition(version)
+        # azurerm 5.x requires node_provisioning_profile (5.0 upgrade guide); "Manual" is AKS's default:
+        # the node pools declared here, no node auto-provisioning (Karpenter). azurerm 4.x has no such block.
+        by_major = ({"node_provisioning_profile": az.KubernetesClusterNodeProvisioningProfile(mode="Manual")}
+                    if AZURERM_MAJOR >= 5 else {})
         self.cluster = az.KubernetesCluster(
             self,
             "cluster",
@@ -232,6 +237,7 @@ class AksGpuCluster(Construct):
             oidc_issuer_enabled=True,
             workload_identity_enabled=True,
             identity=az.KubernetesClusterIdentity(type="SystemAssigned"),
+            **by_major,
             default_node_pool=az.KubernetesClusterDefaultNodePool(
                 name=literal(sys_pool.name),
                 vm_size=literal(sys_pool.vm_size),

@@ -3,7 +3,8 @@ prebuilt provider bindings.
 
 Everything else in ``constructs_lib``, ``stacks`` and ``main.py`` imports the framework from
 here. Two distributions are supported, chosen by ONE setting, the environment variable
-``GPUCLUSTER_CDK`` (read once, when this module is first imported):
+``GPUCLUSTER_CDK`` (read once, when this module is first imported; unset: ``cdktf`` when it is
+installed, else ``cdktn``):
 
 ============  ==============================  ===========================  =======================
 setting       framework                       azurerm binding (provider)   helm binding (provider)
@@ -117,14 +118,19 @@ DEFAULT_DISTRIBUTION = "cdktf"
 
 
 def _chosen() -> Distribution:
-    """The distribution :data:`SETTING` names (default ``cdktf``).
+    """The distribution :data:`SETTING` names; unset: ``cdktf`` when installed, else ``cdktn``
+    (so an environment with only the ``cdktn`` extra, such as ``.venv-cdktn``, uses it throughout,
+    also in subprocesses that drop ``GPUCLUSTER_*`` variables).
 
     Raises:
         GpuclusterError (``id=config``): an unknown value, or the distribution is not installed.
     """
     from gpucluster.errors import GpuclusterError
 
-    value = os.environ.get(SETTING, "").strip() or DEFAULT_DISTRIBUTION
+    value = os.environ.get(SETTING, "").strip()
+    if not value:
+        installed = [name for name in DISTRIBUTIONS if importlib.util.find_spec(name) is not None]
+        value = installed[0] if installed else DEFAULT_DISTRIBUTION
     dist = DISTRIBUTIONS.get(value)
     if dist is None:
         raise GpuclusterError(

@@ -60,6 +60,9 @@ HELM_RELEASE_NAME_MAX = 53
 # --------------------------------------------------------------------------- helpers
 
 
+_VALUES_DOCUMENTS: dict[str, str] = {}
+
+
 def values_document(values: Mapping[str, Any]) -> str:
     """Render Helm values as one deterministic YAML document, safe inside Terraform JSON.
 
@@ -67,8 +70,20 @@ def values_document(values: Mapping[str, Any]) -> str:
     is rendered is what is installed); Terraform template sequences ``${`` / ``%{`` are escaped
     (``$${``, ``%%{``, :func:`constructs_lib.tfstring.literal`) so literal values like
     ``${HOSTNAME}`` reach Helm unchanged.
+
+    PyYAML's pure-Python emitter is slow (libyaml's writes other bytes for some keys and strings),
+    so each distinct document is rendered once per process: the cache key is ``repr`` of the
+    values, which keeps every type apart (``1``/``'1'``/``True``/``1.0``, list/tuple, key types).
     """
-    return literal(values_yaml(values))
+    key = repr(values) if type(values) is dict else None
+    if key is not None:
+        hit = _VALUES_DOCUMENTS.get(key)
+        if hit is not None:
+            return hit
+    text = literal(values_yaml(values))
+    if key is not None:
+        _VALUES_DOCUMENTS[key] = text
+    return text
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, str]:
@@ -121,7 +136,8 @@ def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
     per-process temporary directory, so two Apps in one process never share a folder.
     """
     stack_id, release_name = _folder_name(stack_id), _folder_name(release_name)
-    ctx = scope.node.try_get_context(STAGING_CONTEXT_KEY)
+    ctx = _stack_memo(TerraformStack.of(scope) if not isinstance(scope, TerraformStack) else scope, "staging_context",
+                      lambda: scope.node.try_get_context(STAGING_CONTEXT_KEY))
     if ctx:
         folder = Path(ctx) / stack_id / release_name
         if folder.exists():
@@ -263,7 +279,7 @@ class _ReleaseConstruct(Construct):
 
     def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None) -> None:
         h = helm()
-        stack = TerraformStack.of(self)
+        stack = _stack_of(self)
         if props.provider is None:
             ensure_helm_provider(stack)
         sets = []
@@ -312,6 +328,7 @@ class HelmComponent(_ReleaseConstruct):
 
     def __init__(self, scope: Construct, id: str, props: HelmComponentProps):
         super().__init__(scope, id)
+        self.__dict__["_gpucluster_scope"] = scope
         self.props = props
         repository, chart = chart_source(props.repository, props.chart)
 
@@ -351,6 +368,7 @@ class LocalChartRelease(_ReleaseConstruct):
 
     def __init__(self, scope: Construct, id: str, props: LocalChartReleaseProps):
         super().__init__(scope, id)
+        self.__dict__["_gpucluster_scope"] = scope
         self.props = props
         chart = props.chart
         files = dict(chart.files) if chart is not None else {}
@@ -368,7 +386,8 @@ class LocalChartRelease(_ReleaseConstruct):
             return errors
 
         add_validation(self, check)
-        folder = staging_folder(self, TerraformStack.of(self).node.id, props.release_name)
+        stack = _stack_of(self)
+        folder = staging_folder(stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name)
         for rel, text in sorted(files.items()):
             if rel in bad_paths:
                 continue
@@ -405,11 +424,38 @@ def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):
     ``kubernetes`` are ``HelmProviderKubernetes`` arguments (``host``, ``config_path``, ...);
     without them the provider uses the ambient kubeconfig (``KUBE_CONFIG_PATH``).
     """
-    existing = stack.node.try_find_child("helm")
+    memo = stack.__dict__.setdefault(_MEMO, {})
+    existing = memo.get("helm_provider") or stack.node.try_find_child("helm")
     if existing is not None:
+        memo["helm_provider"] = existing
         return existing
     h = helm()
-    return h.HelmProvider(stack, "helm", kubernetes=h.HelmProviderKubernetes(**kubernetes) if kubernetes else None)
+    provider = h.HelmProvider(stack, "helm", kubernetes=h.HelmProviderKubernetes(**kubernetes) if kubernetes else None)
+    memo["helm_provider"] = provider
+    return provider
+
+
+_MEMO = "_gpucluster_memo"
+"""Attribute of a stack's Python object holding facts looked up once (each lookup is a round
+trip to the jsii kernel: about 260 of them per cluster before; see docs/synth.md)."""
+
+
+def _stack_memo(stack: TerraformStack, key: str, compute: Any) -> Any:
+    """``compute()`` once per stack object (facts that cannot change once the stack has children:
+    its id, the app context, the default Helm provider)."""
+    memo = stack.__dict__.setdefault(_MEMO, {})
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _stack_of(construct: Construct) -> TerraformStack:
+    """``TerraformStack.of(construct)``, answered in Python for a release created directly in its
+    stack (the runtime stack's case), else asked of the kernel once per construct."""
+    node_scope = construct.__dict__.get("_gpucluster_scope")
+    if isinstance(node_scope, TerraformStack):
+        return node_scope
+    return TerraformStack.of(construct)
 
 
 def _safe_relative(path: str) -> bool:

@@ -192,19 +192,23 @@ def test_two_apps_in_one_process_do_not_share_staged_charts(request):
 
 def test_provider_versions_are_pinned_and_documented():
     """The provider version is whatever the installed binding pins: the bindings must be pinned
-    exactly, or a fresh install synthesizes another provider version than docs/synth.md says."""
+    exactly, or a fresh install synthesizes another provider version than docs/synth.md says.
+    Both distributions' pins (extras ``cdk`` and ``cdktn``) match constructs_lib/cdk.py and the docs."""
     import tomllib
 
-    root = Path(__file__).resolve().parents[1]
-    cdk_deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["cdk"]
-    pins = {d.split("==")[0]: d.split("==")[1] for d in cdk_deps if "==" in d}
-    assert pins["cdktf-cdktf-provider-azurerm"] == "14.23.1"
-    assert pins["cdktf-cdktf-provider-helm"] == "12.1.2"
-    synth_md = (root / "docs" / "synth.md").read_text()
-    from constructs_lib.cdk import AZURERM_PROVIDER_VERSION
+    from constructs_lib import cdk
 
-    assert f"| `hashicorp/azurerm` | {AZURERM_PROVIDER_VERSION} | cdktf-cdktf-provider-azurerm 14.23.1 |" in synth_md
-    assert f"| `hashicorp/helm` | {HELM_PROVIDER_VERSION} | cdktf-cdktf-provider-helm 12.1.2 |" in synth_md
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    synth_md = (root / "docs" / "synth.md").read_text()
+    for dist in cdk.DISTRIBUTIONS.values():
+        pins = {d.split("==")[0]: d.split("==")[1] for d in extras[dist.extra] if "==" in d}
+        for binding, version, source in ((dist.azurerm_binding, dist.azurerm_version, "hashicorp/azurerm"),
+                                         (dist.helm_binding, dist.helm_version, "hashicorp/helm")):
+            name, pinned = binding.split(" ")
+            assert pins[name] == pinned, (dist.name, binding)
+            assert f"| `{source}` | {version} | {binding} |" in synth_md, (dist.name, binding)
+    assert (cdk.AZURERM_PROVIDER_VERSION, HELM_PROVIDER_VERSION) == (cdk.DIST.azurerm_version, cdk.DIST.helm_version)
 
 
 def test_invalid_release_name_never_writes_outside_the_staging_folder(tmp_path):

@@ -25,7 +25,7 @@ def imported_modules(path: Path) -> set[str]:
 def project_files():
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if not SKIP.intersection(rel.parts) and not rel.parts[0].startswith(".cdktf.out"):
+        if not SKIP.intersection(rel.parts) and not rel.parts[0].startswith((".cdktf.out", ".venv")):
             yield rel, path
 
 

@@ -354,7 +354,9 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
     assert auto["body"]["properties"]["channel"] == "Stable"
     assert auto["body"]["properties"]["updateStrategyId"].startswith("${azurerm_kubernetes_fleet_update_strategy.")
     assert tf["terraform"]["required_providers"]["azapi"] == {"source": "Azure/azapi", "version": "~> 2.0"}
-    assert tf["terraform"]["required_providers"]["azurerm"]["version"] == "4.55.0"
+    from constructs_lib.cdk import AZURERM_PROVIDER_VERSION
+
+    assert tf["terraform"]["required_providers"]["azurerm"]["version"] == AZURERM_PROVIDER_VERSION
 
 
 def test_runtime_stacks_roll_out_canary_then_prod(synthesized):

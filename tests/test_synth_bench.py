@@ -13,15 +13,30 @@ sys.path.insert(0, str(ROOT / "tools"))
 import bench  # noqa: E402
 
 
-def test_plan_step_prints_a_row():
-    result = subprocess.run([sys.executable, "tools/bench.py", "--runs", "1", "--steps", "plan"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)
+def test_plan_step_prints_rows_per_size_and_the_cost_per_extra_cluster():
+    result = subprocess.run([sys.executable, "tools/bench.py", "--runs", "1", "--steps", "floor,plan", "--sizes", "1,2",
+                             "--dists", "cdktf"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    header, columns, row = result.stdout.strip().splitlines()
-    assert header.startswith("gpucluster bench: embedded default, 1 fresh processes per step")
-    assert columns.split() == ["step", "median", "s", "min", "s", "max", "s", "peak", "RSS", "MiB"]
-    name, *numbers = row.split()
-    assert name == "plan" and len(numbers) == 4 and all(float(n) > 0 for n in numbers)
+    header, columns, floor, plan1, plan2, per = result.stdout.strip().splitlines()
+    assert header.startswith("gpucluster bench: default AKS cluster x N, 1 fresh processes per row")
+    assert "CPUs" in header and "load average" in header
+    assert columns.split() == ["dist", "step", "clusters", "median", "s", "min", "s", "max", "s", "cpu", "s", "peak",
+                               "MiB", "x", "floor"]
+    assert floor.split()[:3] == ["cdktf", "floor", "1"] and floor.split()[-1] == "-"
+    for row, n in ((plan1, "1"), (plan2, "2")):
+        dist, step, clusters, *numbers = row.split()
+        assert (dist, step, clusters) == ("cdktf", "plan", n) and len(numbers) == 6
+        assert all(float(x) > 0 for x in numbers)
+    assert per.startswith("per extra cluster (cdktf plan: ") and per.endswith(" ms cpu)")
+
+
+def test_cluster_files_repeat_the_default_aks_cluster(tmp_path):
+    from gpucluster.config import load_clusters
+
+    clusters = load_clusters(str(bench.cluster_file(tmp_path, 3)), env={})
+    assert [c.name for c in clusters] == ["c01", "c02", "c03"]
+    default = load_clusters(env={})[0]
+    assert {(c.criteria, c.kubernetes_version) for c in clusters} == {(default.criteria, default.kubernetes_version)}
 
 
 def test_steps_run_in_a_scratch_folder_not_the_project(tmp_path):

@@ -1,22 +1,34 @@
 #!/usr/bin/env python3
-"""`make bench`: what synthesizing the embedded default costs, step by step.
+"""`make bench`: what planning and synthesizing cost, step by step, for 1, 10 and 50 clusters.
 
-Each step runs ``--runs`` times (default 5) in a fresh process; the table shows the median
-wall time and the median of the peak resident memory of the whole process tree (python +
-the jsii Node.js kernel + the cdktf CLI), sampled with psutil every ``--interval`` seconds.
+Every measurement is a fresh process (``--runs`` of them, default 3); the table shows the median
+wall time, min and max, the median CPU time (user + system of the process and every child it
+waited for: Python, the jsii Node.js kernel, the cdktf CLI) and the median peak resident memory
+of the whole process tree, sampled with psutil every ``--interval`` seconds. ``x floor`` is the
+median wall time over the floor's (``import cdktf`` / ``import cdktn``).
 
-Every step runs in a scratch folder (with a copy of cdktf.json pointing at this project's app),
-so a ``gpucluster.yaml`` in the project folder does not change what is measured.
+The cluster files are the embedded default's AKS cluster (H100, training) repeated N times
+(``c01``, ``c02``, ...); every step runs in a scratch folder, so a ``gpucluster.yaml`` in the
+project folder does not change what is measured.
 
-Steps:
-  plan      the domain core: load the cluster file, resolve the recipe, build the RuntimePlans
-            (asserts that cdktf/jsii were not imported)
-  bindings  import cdktf and the helm + azurerm provider bindings (constructs_lib.cdk)
-  synth     the whole ``node_modules/.bin/cdktf synth`` into a scratch output folder
+Steps (table :data:`STEPS`; add a step there -- a name, a one-line description and a function
+returning the command for N clusters -- and it is measured and printed like the others):
+
+  floor     ``import cdktf`` (or ``cdktn``): the least any synth costs
+  plan      ``gpucluster plan --config FILE``: the pure-Python domain core as a process
+            (the default distribution only: no CDK is imported)
+  bindings  the framework plus the helm and azurerm binding classes the constructs use
+  synth     ``python main.py``: the whole synthesis into a scratch output folder
+  cli       ``cdktf synth`` (the cdktf CLI runs main.py; default distribution, 1 cluster)
   render    ``gpucluster render`` of the default stack with Helm's engine (plan included), charts
             from ``$GPUCLUSTER_CHARTS`` or ``../shared/reference/charts``; skipped without them
 
-Usage: ``.venv/bin/python tools/bench.py [--runs 5] [--interval 0.02] [--steps plan,bindings,synth]``
+Distributions: ``cdktf`` (default, ``.venv``) and ``cdktn`` (``.venv-cdktn``, made by
+``make cdktn``; skipped with a note when absent). ``--project DIR`` measures another checkout of
+gpucluster with this environment (e.g. the commit before a change).
+
+Usage: ``.venv/bin/python tools/bench.py [--runs 3] [--sizes 1,10,50] [--dists cdktf,cdktn]
+[--steps floor,plan,bindings,synth,cli,render] [--interval 0.02] [--project DIR]``
 """
 
 from __future__ import annotations
@@ -24,36 +36,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import resource
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
-PLAN_CODE = """
-import sys
-from gpucluster.config import load_clusters
-from gpucluster.pipeline import build_plans
-plans = build_plans(load_clusters())
-assert plans and all(p.nodes for p in plans)
-leaked = sorted(m for m in sys.modules if m.split('.')[0] in ('cdktf', 'jsii', 'constructs'))
-assert not leaked, f'domain core imported {leaked}'
+CLUSTER = """\
+  - name: {name}
+    criteria:
+      service: aks
+      accelerator: h100
+      os: ubuntu
+      intent: training
+    profile:
+      gpuStack: azure-managed
+    kubernetesVersion: "1.34"
 """
 
 BINDINGS_CODE = """
 import constructs_lib.cdk as cdk
-cdk.helm()
-cdk.azurerm()
-assert cdk.azurerm_loaded()
+h, a = cdk.helm(), cdk.azurerm()
+for name in ("HelmProvider", "HelmProviderKubernetes", "Release", "ReleaseSet"):
+    getattr(h, name)
+for name in ("AzurermProvider", "ResourceGroup", "KubernetesCluster", "KubernetesClusterNodePool"):
+    getattr(a, name)
 """
-
 
 RENDER_CODE = """
 import sys
@@ -70,12 +89,99 @@ assert sum(1 for r in result.releases if r.manifests) >= len(result.releases) //
 CHARTS = Path(os.environ.get("GPUCLUSTER_CHARTS") or ROOT.parent / "shared" / "reference" / "charts")
 
 
-def bench_env() -> dict[str, str]:
+def cluster_file(folder: Path, n: int) -> Path:
+    """``<folder>/clusters-<n>.yaml``: the default AKS cluster ``n`` times (c01, c02, ...)."""
+    path = folder / f"clusters-{n}.yaml"
+    path.write_text("clusters:\n" + "".join(CLUSTER.format(name=f"c{i:02d}") for i in range(1, n + 1)))
+    return path
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a step needs to build its command: the scratch folder, python, project, distribution."""
+
+    scratch: Path
+    python: str
+    project: Path
+    dist: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One benchmark step.
+
+    Attributes:
+        name / description: printed in the table and the legend.
+        command: (context, clusters) -> (argv, extra environment).
+        sizes: None = every ``--sizes`` value; otherwise only these cluster counts.
+        dists: distributions the step runs under (None = all).
+        available / unavailable: whether the step can run here, and the note printed when not.
+    """
+
+    name: str
+    description: str
+    command: Callable[[Context, int], tuple[list[str], dict[str, str]]]
+    sizes: tuple[int, ...] | None = None
+    dists: tuple[str, ...] | None = None
+    available: Callable[[], bool] = lambda: True
+    unavailable: str = ""
+
+
+def _floor(ctx: Context, n: int):
+    return [ctx.python, "-c", f"import {ctx.dist}"], {}
+
+
+def _plan(ctx: Context, n: int):
+    return [ctx.python, "-m", "gpucluster.cli", "plan", "--config", str(cluster_file(ctx.scratch, n))], {}
+
+
+def _bindings(ctx: Context, n: int):
+    return [ctx.python, "-c", BINDINGS_CODE], {}
+
+
+def _synth(ctx: Context, n: int):
+    out = ctx.scratch / f"out-{ctx.dist}-{n}"
+    return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
+                                                       "CDKTF_OUTDIR": str(out)}
+
+
+def _cli(ctx: Context, n: int):
+    work = workdir(ctx.scratch, python=ctx.python, project=ctx.project)
+    cdktf = str(ROOT / "node_modules" / ".bin" / "cdktf")
+    return [cdktf, "synth", "--output", str(ctx.scratch / f"cli-out-{n}")], {
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "_BENCH_CWD": str(work)}
+
+
+def _render(ctx: Context, n: int):
+    return [ctx.python, "-c", RENDER_CODE, str(CHARTS), str(ctx.scratch)], {}
+
+
+STEPS: dict[str, Step] = {
+    "floor": Step("floor", "import cdktf / cdktn: the least any synth costs", _floor, sizes=(1,)),
+    "plan": Step("plan", "gpucluster plan --config FILE (domain core, no CDK)", _plan, dists=("cdktf",)),
+    "bindings": Step("bindings", "framework + helm + azurerm binding classes used", _bindings, sizes=(1,)),
+    "synth": Step("synth", "python main.py: the whole synthesis", _synth),
+    "cli": Step("cli", "cdktf synth (the CLI runs main.py)", _cli, sizes=(1,), dists=("cdktf",)),
+    "render": Step("render", "gpucluster render of the default stack (Helm's engine)", _render, sizes=(1,),
+                   dists=("cdktf",), available=lambda: CHARTS.is_dir(),
+                   unavailable=f"no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)"),
+}
+"""The steps, in the order they are printed."""
+
+VENVS = {"cdktf": ROOT / ".venv", "cdktn": ROOT / ".venv-cdktn"}
+
+
+def bench_env(extra: dict[str, str] | None = None, *, dist: str = "cdktf", project: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
     env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", CI="true")
+    if dist != "cdktf":
+        env["GPUCLUSTER_CDK"] = dist
+    if project != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(project), str(project / "plugins")])
     tfrc = env.get("TF_CLI_CONFIG_FILE") or str(Path.home() / ".terraformrc")
     if not Path(tfrc).exists():
         env["TF_CLI_CONFIG_FILE"] = "/dev/null"
+    env.update(extra or {})
     return env
 
 
@@ -94,75 +200,140 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(cmd: list[str], *, cwd: Path, interval: float) -> tuple[float, int]:
-    """Run ``cmd`` in ``cwd``; return (wall seconds, peak tree RSS bytes).
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
-    stderr goes to a file (a pipe nobody reads while the step runs could fill up and block it).
+
+def measure(cmd: list[str], *, cwd: Path, interval: float, env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """Run ``cmd`` in ``cwd``; return (wall seconds, peak tree RSS bytes, CPU seconds).
+
+    CPU is user + system time of the process and of every descendant that was waited for
+    (``RUSAGE_CHILDREN`` before and after). stderr goes to a file (a pipe nobody reads while the
+    step runs could fill up and block it).
+
+    Raises:
+        SystemExit: the command failed; names it and shows its stderr.
     """
+    env = dict(env if env is not None else bench_env())
+    cwd = Path(env.pop("_BENCH_CWD", cwd))
     with tempfile.TemporaryFile() as errors:
+        cpu0 = _children_cpu()
         start = time.perf_counter()
-        proc = psutil.Popen(cmd, cwd=cwd, env=bench_env(), stdout=subprocess.DEVNULL, stderr=errors)
+        proc = psutil.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
         peak = 0
         while proc.poll() is None:
             peak = max(peak, tree_rss(proc))
             time.sleep(interval)
         wall = time.perf_counter() - start
+        cpu = _children_cpu() - cpu0
         if proc.returncode != 0:
             errors.seek(0)
             stderr = errors.read().decode(errors="replace")
             raise SystemExit(f"bench step failed ({proc.returncode}): {' '.join(cmd)}\n{stderr}")
-    return wall, peak
+    return wall, peak, cpu
 
 
-def workdir(scratch: Path) -> Path:
-    """``<scratch>/work``: an empty folder with a cdktf.json that runs this project's main.py."""
+def workdir(scratch: Path, *, python: str = PY, project: Path = ROOT) -> Path:
+    """``<scratch>/work``: an empty folder with a cdktf.json that runs ``project``'s main.py."""
     work = scratch / "work"
     work.mkdir(exist_ok=True)
     config = json.loads((ROOT / "cdktf.json").read_text())
-    config["app"] = f"{shlex.quote(PY)} {shlex.quote(str(ROOT / 'main.py'))}"
+    config["app"] = f"{shlex.quote(python)} {shlex.quote(str(project / 'main.py'))}"
     (work / "cdktf.json").write_text(json.dumps(config, indent=2))
     return work
 
 
-def steps(scratch: Path) -> dict[str, list[str]]:
-    cdktf = str(ROOT / "node_modules" / ".bin" / "cdktf")
-    return {
-        "plan": [PY, "-c", PLAN_CODE],
-        "bindings": [PY, "-c", BINDINGS_CODE],
-        "synth": [cdktf, "synth", "--output", str(scratch / "cdktf.out")],
-        **({"render": [PY, "-c", RENDER_CODE, str(CHARTS), str(scratch)]} if CHARTS.is_dir() else {}),
-    }
+@dataclass
+class Row:
+    dist: str
+    step: str
+    clusters: int
+    walls: list[float]
+    peaks: list[int]
+    cpus: list[float]
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+
+def machine() -> str:
+    cpus = os.cpu_count() or 0
+    mem = psutil.virtual_memory().total / 2**30
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{platform.machine()}, {cpus} CPUs, {mem:.0f} GiB, Python {platform.python_version()}, "
+            f"load average {load:.1f} at start")
+
+
+def print_table(rows: list[Row], runs: int, interval: float) -> None:
+    floors = {r.dist: r.wall for r in rows if r.step == "floor"}
+    print(f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row, peak RSS of the process tree "
+          f"sampled every {interval * 1000:.0f} ms; {machine()}")
+    print(f"{'dist':<6} {'step':<9} {'clusters':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} "
+          f"{'peak MiB':>9} {'x floor':>8}")
+    for r in rows:
+        ratio = f"{r.wall / floors[r.dist]:.1f}" if r.dist in floors and r.step != "floor" else "-"
+        print(f"{r.dist:<6} {r.step:<9} {r.clusters:>8} {r.wall:>9.2f} {min(r.walls):>7.2f} {max(r.walls):>7.2f} "
+              f"{statistics.median(r.cpus):>7.2f} {statistics.median(r.peaks) / 2**20:>9.0f} {ratio:>8}")
+    per = []
+    for (dist, step) in dict.fromkeys((r.dist, r.step) for r in rows):
+        sized = sorted((r for r in rows if (r.dist, r.step) == (dist, step)), key=lambda r: r.clusters)
+        if len(sized) >= 2 and sized[-1].clusters > sized[0].clusters:
+            lo, hi = sized[0], sized[-1]
+            extra = hi.clusters - lo.clusters
+            wall = (hi.wall - lo.wall) / extra
+            cpu = (statistics.median(hi.cpus) - statistics.median(lo.cpus)) / extra
+            per.append(f"{dist} {step}: {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms cpu")
+    if per:
+        print("per extra cluster (" + ", ".join(per) + ")")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--interval", type=float, default=0.02, help="RSS sampling interval, seconds")
-    parser.add_argument("--steps", default="plan,bindings,synth,render")
+    parser.add_argument("--sizes", default="1,10,50", help="cluster counts, comma-separated")
+    parser.add_argument("--dists", default="cdktf,cdktn")
+    parser.add_argument("--steps", default=",".join(STEPS))
+    parser.add_argument("--project", type=Path, default=ROOT, help="gpucluster checkout to measure (default: this one)")
     args = parser.parse_args(argv)
     wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as scratch:
-        table = steps(Path(scratch))
-        cwd = workdir(Path(scratch))
-        if "render" in wanted and "render" not in table and args.steps == parser.get_default("steps"):
-            wanted.remove("render")
-            print(f"render step skipped: no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)")
-        unknown = [s for s in wanted if s not in table]
-        if unknown:
-            parser.error(f"unknown steps {unknown}; choose from {', '.join(table)}")
-        for name in wanted:
-            walls, peaks = [], []
-            for _ in range(args.runs):
-                wall, peak = measure(table[name], cwd=cwd, interval=args.interval)
-                walls.append(wall)
-                peaks.append(peak)
-            rows.append((name, statistics.median(walls), min(walls), max(walls), statistics.median(peaks) / 2**20))
-    print(f"gpucluster bench: embedded default, {args.runs} fresh processes per step, "
-          f"peak RSS of the process tree sampled every {args.interval * 1000:.0f} ms")
-    print(f"{'step':<10} {'median s':>9} {'min s':>7} {'max s':>7} {'peak RSS MiB':>13}")
-    for name, med, lo, hi, rss in rows:
-        print(f"{name:<10} {med:>9.2f} {lo:>7.2f} {hi:>7.2f} {rss:>13.0f}")
+    unknown = [s for s in wanted if s not in STEPS]
+    if unknown:
+        parser.error(f"unknown steps {unknown}; choose from {', '.join(STEPS)}")
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    project = args.project.resolve()
+    rows: list[Row] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as scratch_name:
+        scratch = Path(scratch_name)
+        for dist in [d.strip() for d in args.dists.split(",") if d.strip()]:
+            python = PY if dist == "cdktf" else str(VENVS.get(dist, Path("/nonexistent")) / "bin" / "python")
+            if not Path(python).exists():
+                notes.append(f"{dist}: skipped ({python} is missing; `make cdktn` creates it)")
+                continue
+            ctx = Context(scratch=scratch, python=python, project=project, dist=dist)
+            for name in wanted:
+                step = STEPS[name]
+                if step.dists is not None and dist not in step.dists:
+                    continue
+                if not step.available():
+                    notes.append(f"{name} step skipped: {step.unavailable}")
+                    continue
+                for n in [s for s in sizes if step.sizes is None or s in step.sizes]:
+                    row = Row(dist, name, n, [], [], [])
+                    for _ in range(args.runs):
+                        cmd, extra = step.command(ctx, n)
+                        wall, peak, cpu = measure(cmd, cwd=scratch, interval=args.interval,
+                                                  env=bench_env(extra, dist=dist, project=project))
+                        row.walls.append(wall)
+                        row.peaks.append(peak)
+                        row.cpus.append(cpu)
+                    rows.append(row)
+    print_table(rows, args.runs, args.interval)
+    for note in notes:
+        print(note)
     return 0
 
 
