@@ -30,7 +30,9 @@ from typing import Any, Mapping, Sequence
 from constructs_lib.cdk import (
     AssetType,
     Construct,
+    Precondition,
     TerraformAsset,
+    TerraformResourceLifecycle,
     TerraformStack,
     TerraformVariable,
     TerraformVariableValidationConfig,
@@ -183,6 +185,7 @@ class ReleaseOptions:
     create_namespace: bool = True
     terraform_variables: Mapping[str, str] = field(default_factory=dict)
     variable_hashes: Mapping[str, Any] = field(default_factory=dict)
+    crd_source: Any = None
     description: str = ""
     provider: Any = None
 
@@ -198,6 +201,7 @@ def _plan_node_options(node: PlanNode, depends_on: Sequence[Any], provider: Any)
         wait_for_jobs=node.wait_for_jobs,
         terraform_variables=node.terraform_variables,
         variable_hashes=node.variable_hashes,
+        crd_source=node.crd_source,
         description=f"gpucluster {node.kind} of component {node.component}",
         provider=provider,
     )
@@ -277,7 +281,8 @@ class _ReleaseConstruct(Construct):
     release: Any
     release_name: str
 
-    def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None) -> None:
+    def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None,
+                        extra_sets: Sequence[Any] = (), lifecycle: Any = None) -> None:
         h = helm()
         stack = _stack_of(self)
         if props.provider is None:
@@ -297,6 +302,7 @@ class _ReleaseConstruct(Construct):
                 stack_variable(stack, var_name, default=default, helm_set_string=True,
                                description=f"Helm value read by '{path}' of release '{props.release_name}'")
             sets.append(h.ReleaseSet(name=literal(path), value=variable_hash_expression(vh), type="string"))
+        sets.extend(extra_sets)
         self.release_name = props.release_name
         self.release = h.Release(
             self,
@@ -315,6 +321,7 @@ class _ReleaseConstruct(Construct):
             description=literal(props.description) if props.description else None,
             depends_on=[d.release for d in props.depends_on if isinstance(d, _ReleaseConstruct)] or None,
             provider=props.provider,
+            lifecycle=lifecycle,
         )
         self.release.override_logical_id(props.release_name)
 
@@ -402,7 +409,41 @@ class LocalChartRelease(_ReleaseConstruct):
             asset_hash=content_hash(files)[:32],
         )
         self.chart_path = "./" + self.asset.path.rstrip("/")
-        self._create_release(props, chart=self.chart_path, repository=None, version=None)
+        extra_sets, lifecycle = self._crd_bundle(props) if props.crd_source is not None else ((), None)
+        self._create_release(props, chart=self.chart_path, repository=None, version=None,
+                             extra_sets=extra_sets, lifecycle=lifecycle)
+
+    def _crd_bundle(self, props: "LocalChartReleaseProps") -> tuple[list[Any], Any]:
+        """A CRD step's bundle (:mod:`gpucluster.crds`): a ``helm_template`` data source of the owner's
+        chart at its pinned version with ``include_crds`` (rendered by the Helm provider on the
+        Terraform runner, locally or in a remote run, like the release itself), and the ``set``
+        entries ``crdsGz`` = ``base64gzip(join("\\n---\\n", crds))`` and ``crdsHash`` = its sha256, so
+        a chart version bump changes the step at plan time. A precondition refuses a bundle larger
+        than :data:`gpucluster.crds.MAX_CRDS_GZ_BYTES` (Helm's 1 MiB release Secret)."""
+        from gpucluster.crds import MAX_CRDS_GZ_BYTES
+
+        src = props.crd_source
+        h = helm()
+        repository, chart = chart_source(src.repository, src.chart)
+        data = h.DataHelmTemplate(
+            self, "crds-source",
+            name=literal(props.release_name), namespace=literal(props.namespace),
+            chart=literal(chart), repository=literal(repository), version=literal(src.version),
+            values=[values_document(src.values)], include_crds=True, skip_tests=True,
+            kube_version=literal(src.kube_version), provider=props.provider,
+        )
+        data.override_logical_id(props.release_name)
+        joined = f'join("\\n---\\n", data.helm_template.{props.release_name}.crds)'
+        bundle = f"base64gzip({joined})"
+        sets = [h.ReleaseSet(name="crdsGz", value="${" + bundle + "}", type="string"),
+                h.ReleaseSet(name="crdsHash", value="${sha256(" + joined + ")}", type="string")]
+        lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
+            condition="${length(" + bundle + ") <= " + str(MAX_CRDS_GZ_BYTES) + "}",
+            error_message=literal(
+                f"the CRDs of {chart} {src.version} are larger than {MAX_CRDS_GZ_BYTES} bytes gzip'd (base64); Helm's "
+                "release Secret (1 MiB) cannot hold the CRD step: apply them by hand before upgrading (docs/upgrading.md)"),
+        )])
+        return sets, lifecycle
 
 
 def variable_hash_expression(vh: Any) -> str:

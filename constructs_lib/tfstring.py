@@ -86,7 +86,7 @@ def template_sequences(text: str) -> list[str]:
 GENERATED_EXPRESSION = re.compile(
     r"^\$\{\(*(?:"  # cdktf's Op.* wraps operands in parentheses
     r"(?:var|data|local|self|terraform|terraform_data|azurerm_[a-z0-9_]+|azapi_[a-z0-9_]+|helm_[a-z0-9_]+)\."  # references
-    r"|(?:length|regexall|can|regex|base64decode|alltrue|lookup|sha256)\("  # functions gpucluster's constructs write
+    r"|(?:length|regexall|can|regex|base64decode|alltrue|lookup|sha256|base64gzip)\("  # functions gpucluster's constructs write
     r")"
 )
 """The start of every expression gpucluster's constructs and cdktf write: references to

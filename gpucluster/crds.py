@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpucluster.model import Component
+from gpucluster.model import Component, LocalChart
 
 
 def _catalog():
@@ -81,3 +81,239 @@ def crd_upgrade_path(component: Component, old_version: str, new_version: str) -
         return f"the CRDs are templates of the {component.ref.chart} chart: helm upgrade updates them to {new_version}"
     return (f"gpucluster's CRD step ({component.name}-crds) applies the crds/ of {component.ref.chart} {new_version} "
             "server-side and waits for Established before the operator upgrades")
+
+
+# --------------------------------------------------------------------------- the CRD step
+
+CRD_STEP_SUFFIX = "-crds"
+"""Release id of a component's CRD step: ``<component>-crds``."""
+
+CRD_STEP_VALUE_KEYS = ("image", "crdsGz", "crdsHash", "chartVersion")
+"""The only release values the CRD step chart's templates read (``{{ .Values.<key> | quote }}``):
+``crdsGz`` / ``crdsHash`` are computed by Terraform from the chart's CRDs at plan time."""
+
+CRD_ESTABLISHED_TIMEOUT = 120
+"""Seconds the step waits for each CRD to be Established after applying it (seed nvke-gb200-setup:
+2 min, ``kubectl wait --for=condition=Established``)."""
+
+CRD_STEP_DEADLINE = 600
+"""``activeDeadlineSeconds`` of the step's Job (apply + every CRD's Established wait + image pull)."""
+
+FIELD_MANAGER = "gpucluster-crds"
+
+MAX_CRDS_GZ_BYTES = 700_000
+"""Largest base64 gzip CRD bundle the step accepts (Terraform precondition). Helm keeps the release
+-- values and manifest, so the bundle twice -- in one Secret of at most 1 MiB; kubeflow-trainer's
+CRDs with its jobset subchart (3.2 MB of YAML) are ~420 kB here, the largest in the catalog."""
+
+
+def crd_step_components(components: Mapping[str, Component], catalog: Any = None) -> dict[str, list[str]]:
+    """``component -> owned CRD names`` for every enabled Helm component whose CRDs only its
+    ``crds/`` carries (registry ``crds.upgrade: gpucluster``) and that owns at least one CRD here."""
+    catalog = catalog or _catalog()
+    owners = crd_owners(components, catalog)
+    out: dict[str, list[str]] = {}
+    for name in sorted(components):
+        entry = catalog.components.get(name)
+        if entry is None or entry.crds.upgrade != "gpucluster" or components[name].ref.type != "Helm":
+            continue
+        names = [crd for crd in owned_crds(name, owners) if crd not in entry.crds.creates_at_runtime]
+        if names:
+            out[name] = names
+    return out
+
+
+def _sentinel(key: str) -> str:
+    return f"__gpucluster_crds_value_{key}__"
+
+
+def crd_step_script(component: str, names: list[str], *, timeout: int = CRD_ESTABLISHED_TIMEOUT, poll: int = 5) -> str:
+    """POSIX shell of the step's Job: unpack the bundle, ``kubectl apply --server-side
+    --force-conflicts`` it, then wait for every owned CRD to be Established.
+
+    Exit 1 (the Job fails at once, naming the CRD) when the apply fails, when an owned CRD is not
+    in the bundle, or when a CRD is not Established within ``timeout`` seconds.
+    """
+    import shlex
+
+    crds = " ".join(shlex.quote(n) for n in names)
+    return f"""\
+set -u
+step={shlex.quote(component + CRD_STEP_SUFFIX)}
+log() {{ echo "crds $step: $*"; }}
+now() {{ date +%s; }}
+bundle="${{CRDS_DIR:-/crds}}/crds.yaml.gz"; work="${{TMPDIR:-/tmp}}/crds.yaml"
+if ! gunzip -c "$bundle" > "$work"; then
+  log "FAILED: the CRD bundle (ConfigMap key crds.yaml.gz) is not gzip data"; exit 1
+fi
+for crd in {crds}; do
+  if ! grep -q "name: $crd\\$" "$work"; then
+    log "FAILED: CRD $crd is not in the CRDs of chart version $CHART_VERSION (the registry says {component} owns it)"; exit 1
+  fi
+done
+log "applying the CRDs of chart version $CHART_VERSION server-side (field manager {FIELD_MANAGER})"
+if ! kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f "$work"; then
+  log "FAILED: kubectl apply --server-side was refused (see the line above)"; exit 1
+fi
+for crd in {crds}; do
+  limit=$(( $(now) + {timeout} )); state=''
+  while :; do
+    state=$(kubectl get --request-timeout=30s crd "$crd" -o 'jsonpath={{.status.conditions[?(@.type=="Established")].status}}' 2>/dev/null || true)
+    [ "$state" = True ] && break
+    if [ "$(now)" -ge "$limit" ]; then
+      log "FAILED: CRD $crd is not Established within {timeout}s (Established=${{state:-<unset>}})"; exit 1
+    fi
+    sleep {poll}
+  done
+  log "Established: $crd"
+done
+log "ready: {len(names)} CRD(s) of chart version $CHART_VERSION applied and Established"
+exit 0
+"""
+
+
+def render_crd_step_chart(cluster: Any, component: Component, names: list[str]) -> LocalChart:
+    """The ``<component>-crds`` chart: ServiceAccount, ClusterRole(+Binding), the bundle ConfigMap
+    and a ``post-install,post-upgrade`` hook Job (docs/upgrading.md, "The CRD step").
+
+    RBAC: ``create`` on CustomResourceDefinitions (Kubernetes cannot restrict create by name) and
+    ``get``/``patch`` on exactly ``names``. The bundle (``crdsGz``, base64 gzip) and its hash come
+    from Terraform (:mod:`constructs_lib.helm`: ``helm_template`` of the component's chart at its
+    pinned version with ``include_crds``), so a chart version bump changes the step, re-runs the
+    Job, and the operator's release -- which depends on the step -- upgrades only afterwards.
+    """
+    from gpucluster.gates import RUN_AS_USER, _tolerations, gate_image
+    from gpucluster.manifests import dump_documents, make_chart
+
+    step = component.name + CRD_STEP_SUFFIX
+    ns = component.ref.namespace
+    labels = {"app.kubernetes.io/name": "gpucluster-crds", "app.kubernetes.io/instance": step, "app.kubernetes.io/part-of": "gpucluster"}
+    rbac = f"gpucluster-crds-{component.name}"
+    group = "apiextensions.k8s.io"
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": step, "namespace": ns, "labels": dict(labels)},
+          "automountServiceAccountToken": True}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": rbac, "labels": dict(labels)},
+            "rules": [{"apiGroups": [group], "resources": ["customresourcedefinitions"], "verbs": ["create"]},
+                      {"apiGroups": [group], "resources": ["customresourcedefinitions"], "resourceNames": list(names),
+                       "verbs": ["get", "patch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": rbac, "labels": dict(labels)},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac},
+               "subjects": [{"kind": "ServiceAccount", "name": step, "namespace": ns}]}
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": step, "namespace": ns, "labels": dict(labels)},
+                 "binaryData": {"crds.yaml.gz": _sentinel("crdsGz")}}
+    pod: dict[str, Any] = {
+        "serviceAccountName": step, "automountServiceAccountToken": True, "restartPolicy": "Never", "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if cluster.scheduling.system_node_selector:
+        pod["nodeSelector"] = dict(cluster.scheduling.system_node_selector)
+    if _tolerations(cluster):
+        pod["tolerations"] = _tolerations(cluster)
+    pod["containers"] = [{
+        "name": "apply", "image": _sentinel("image"), "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", crd_step_script(component.name, list(names))],
+        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "CHART_VERSION", "value": _sentinel("chartVersion")}],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "crds", "mountPath": "/crds", "readOnly": True}],
+    }]
+    pod["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, {"name": "crds", "configMap": {"name": step}}]
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": step, "namespace": ns, "labels": dict(labels), "annotations": {
+            "helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-weight": "0",
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+            "gpucluster/crds-hash": _sentinel("crdsHash")}},
+        "spec": {"backoffLimit": 2, "activeDeadlineSeconds": CRD_STEP_DEADLINE, "ttlSecondsAfterFinished": 86400,
+                 "podFailurePolicy": {"rules": [
+                     {"action": "FailJob", "onExitCodes": {"containerName": "apply", "operator": "In", "values": [1]}},
+                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+                 "template": {"metadata": {"labels": dict(labels), "annotations": {"gpucluster/crds-hash": _sentinel("crdsHash")}},
+                              "spec": pod}},
+    }
+
+    def helm_values(text: str) -> str:
+        for key in CRD_STEP_VALUE_KEYS:
+            text = text.replace(_sentinel(key), "{{ .Values." + key + " | quote }}")
+        # a quoted sentinel became '"{{ ... | quote }}"' only if the dumper quoted it; it does not (plain words)
+        return text
+
+    templates = [("serviceaccount", dump_documents([sa])), ("rbac", dump_documents([role, binding])),
+                 ("configmap", helm_values(dump_documents([configmap]))), ("job", helm_values(dump_documents([job])))]
+    values_yaml = dump_documents([{"image": gate_image(cluster), "crdsGz": "", "crdsHash": "", "chartVersion": component.ref.version}])[4:]
+    return make_chart(step, f"gpucluster CRD step: applies the CRDs of {component.ref.chart} server-side before it upgrades",
+                      templates, app_version=component.ref.version, extra_files={"values.yaml": values_yaml})
+
+
+def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = None) -> dict[str, tuple[LocalChart, Any]]:
+    """``component -> (chart, CrdSource)`` of every CRD step the stack needs (:func:`crd_step_components`)."""
+    from gpucluster.model import CrdSource
+
+    out = {}
+    for name, names in crd_step_components(components, catalog).items():
+        comp = components[name]
+        source = CrdSource(repository=comp.ref.source, chart=comp.ref.chart, version=comp.ref.version, values=comp.values,
+                           kube_version=f"{cluster.kubernetes_version}.0", names=tuple(names))
+        out[name] = (render_crd_step_chart(cluster, comp, names), source)
+    return out
+
+
+def check_custom_resource_order(cluster_name: str, nodes: list, owners: Mapping[str, str]) -> None:
+    """Refuse a custom resource that could apply before its CRD is Established.
+
+    For every object in a manifest chart (``pre-manifests`` / ``manifests`` release) whose API
+    group has a CRD owned in this stack, the owner's CRDs must be in place first: the owner is the
+    release's own component (post-manifests, or pre-manifests after the component's CRD step) or a
+    component the release depends on, directly or through gates. Helm waits for the CRDs of a
+    chart's ``crds/`` to be Established on install; the CRD step waits for them explicitly; an
+    operator-created CRD is waited for by a ``crd-established`` gate (NVKE ``IPPool``).
+
+    Raises:
+        GpuclusterError: naming the release, the object's kind and name, the CRD owner and the fix.
+    """
+    import yaml
+
+    from gpucluster.errors import GpuclusterError
+
+    by_group: dict[str, set[str]] = {}
+    for crd, owner in owners.items():
+        by_group.setdefault(crd.split(".", 1)[1], set()).add(owner)
+    by_id = {n.id: n for n in nodes}
+
+    def ancestors(node_id: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [node_id]
+        while todo:
+            for dep in by_id[todo.pop()].depends_on:
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
+    for node in nodes:
+        if node.kind not in ("pre-manifests", "manifests") or node.local_chart is None:
+            continue
+        before = ancestors(node.id)
+        components_before = {by_id[i].component for i in before}
+        own_step = f"{node.component}{CRD_STEP_SUFFIX}" in before
+        for path, text in sorted(node.local_chart.files.items()):
+            if not path.startswith("templates/"):
+                continue
+            for doc in yaml.safe_load_all(text):
+                if not isinstance(doc, dict) or "/" not in str(doc.get("apiVersion", "")):
+                    continue
+                group = str(doc["apiVersion"]).split("/", 1)[0]
+                for owner in sorted(by_group.get(group, ())):
+                    ok = owner in components_before or (
+                        owner == node.component and (node.kind == "manifests" or own_step))
+                    if not ok:
+                        raise GpuclusterError(
+                            f"release '{node.id}' applies {doc.get('kind')} '{(doc.get('metadata') or {}).get('name')}' "
+                            f"({group}) but does not wait for '{owner}', which owns its CRD: it could apply before the "
+                            "CRD is Established",
+                            cluster=cluster_name, component=node.component, key="dependencyRefs",
+                            fix=f"add '{owner}' to the dependencyRefs of '{node.component}' (or install the object as a "
+                            "post manifest of its owner)",
+                        )

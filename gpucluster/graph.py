@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.gates import gate_budget_seconds
-from gpucluster.model import Component, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
+from gpucluster.model import Component, CrdSource, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
 from gpucluster.values import get_path
 
 GATE_TIMEOUT_MARGIN_SECONDS = 120
@@ -119,6 +119,7 @@ def build_nodes(
     components: Mapping[str, Component],
     manifest_charts: Mapping[tuple[str, str], LocalChart],
     gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
+    crd_steps: Mapping[str, tuple[LocalChart, CrdSource]] | None = None,
 ) -> list[PlanNode]:
     """Turn components, manifest charts and gate charts into ordered ``PlanNode`` s.
 
@@ -129,6 +130,11 @@ def build_nodes(
         manifest_charts: ``(component, "pre"|"post")`` -> rendered local chart.
         gates: ``(spec, chart, values)``; ``values`` are the gate release's values (the gated
             component's fingerprint is added here as ``gatedHash``).
+        crd_steps: component -> ``(chart, source)`` of its CRD step (:mod:`gpucluster.crds`):
+            node ``<c>-crds`` installs after the component's dependencies, and every release of
+            the component (pre-manifests, chart, manifests) depends on it, so the owner's CRDs of
+            the new chart version are applied and Established before the operator upgrades and
+            before any custom resource of the component is applied.
 
     Returns:
         list[PlanNode] in install-friendly order, every ``depends_on`` sorted.
@@ -181,6 +187,23 @@ def build_nodes(
         ref = comp.ref
         dep_handles = sorted({h for dep in ref.dependency_refs for h in ready(dep)} | set(extra_before.get(name, [])))
         previous: list[str] = []
+        step = (crd_steps or {}).get(name)
+        if step is not None:
+            step_chart, source = step
+            nodes.append(
+                PlanNode(
+                    id=f"{name}-crds",
+                    kind="crds",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=step_chart,
+                    values={"chartVersion": ref.version, "contentHash": step_chart.content_hash},
+                    depends_on=list(dep_handles),
+                    wait_for_jobs=True,
+                    crd_source=source,
+                )
+            )
+            previous = [f"{name}-crds"]
         pre = manifest_charts.get((name, "pre"))
         if pre is not None:
             nodes.append(
@@ -191,7 +214,7 @@ def build_nodes(
                     namespace=ref.namespace,
                     local_chart=pre,
                     values={"contentHash": pre.content_hash},
-                    depends_on=list(dep_handles),
+                    depends_on=sorted(set(dep_handles) | set(previous)),
                 )
             )
             previous = [f"{name}-pre"]

@@ -458,7 +458,27 @@ class LocalChart:
     content_hash: str
 
 
-NodeKind = Literal["chart", "pre-manifests", "manifests", "gate"]
+NodeKind = Literal["chart", "crds", "pre-manifests", "manifests", "gate"]
+
+
+@dataclass(frozen=True)
+class CrdSource:
+    """Where a CRD step (kind ``crds``) reads its CRDs at plan time: the owner's chart at its pinned
+    version, rendered by Terraform's ``helm_template`` data source with ``include_crds``.
+
+    Attributes:
+        repository / chart / version: the owner component's chart (as its ``chart`` node).
+        values: the owner's effective values (subchart conditions decide which subchart CRDs ship).
+        kube_version: ``"1.34.0"``, the cluster's Kubernetes version (charts' ``kubeVersion`` checks).
+        names: the CRDs the owner owns here (sorted; the step fails when one is missing).
+    """
+
+    repository: str
+    chart: str
+    version: str
+    values: Mapping[str, Any]
+    kube_version: str
+    names: tuple[str, ...]
 
 
 @dataclass
@@ -480,6 +500,7 @@ class PlanNode:
         terraform_variables: dotted values path -> Terraform variable name (install-time values).
         variable_hashes: dotted values path -> :class:`VariableHash` (a ``set`` entry Terraform
             computes from variables; the values document holds its value at the defaults).
+        crd_source: kind ``crds`` only: the chart whose CRDs Terraform feeds into the step.
     """
 
     id: str
@@ -496,6 +517,7 @@ class PlanNode:
     timeout_seconds: int = 900
     terraform_variables: dict[str, str] = field(default_factory=dict)
     variable_hashes: dict[str, VariableHash] = field(default_factory=dict)
+    crd_source: CrdSource | None = None
 
 
 @dataclass

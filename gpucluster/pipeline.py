@@ -13,6 +13,7 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from gpucluster import catalog as catalog_mod
+from gpucluster import crds as crds_mod
 from gpucluster import gates as gates_mod
 from gpucluster import graph
 from gpucluster import manifests as manifests_mod
@@ -174,7 +175,9 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)
     gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
-    nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts)
+    crd_steps = crds_mod.crd_steps(cluster, components, catalog)
+    nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps)
+    crds_mod.check_custom_resource_order(cluster.name, nodes, crds_mod.crd_owners(components, catalog))
     return RuntimePlan(
         cluster=cluster,
         recipe=recipe,

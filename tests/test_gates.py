@@ -77,7 +77,7 @@ def test_default_plan_edges(plan):
         assert "gpu-operator-clusterpolicy-ready" in deps[dependent]
         assert "gpu-operator" not in deps[dependent] and "gpu-operator-manifests" not in deps[dependent]
     for node in plan.nodes:
-        assert node.wait_for_jobs is (node.kind == "gate")
+        assert node.wait_for_jobs is (node.kind in ("gate", "crds"))  # both wait for their hook Job
         if node.kind == "gate":
             assert node.local_chart is not None and set(node.values) == {"image", "gatedHash", "contentHash"}
     assert {i for i, k in kinds.items() if k == "manifests"} == {

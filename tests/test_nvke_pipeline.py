@@ -280,7 +280,7 @@ def test_rdma_modules_disabled_by_setting(tmp_path):
     plan = build(tmp_path, settings={"rdmaModules": {"enabled": False}})
     assert "rdma-modules" not in plan.components
     assert "rdma-modules-manifests" not in {n.id for n in plan.nodes}
-    assert not any(d["kind"] == "NodeWright" for n in plan.nodes if n.kind != "gate" and n.local_chart for d in chart_docs(plan, n.id))
+    assert not any(d["kind"] == "NodeWright" for n in plan.nodes if n.kind not in ("gate", "crds") and n.local_chart for d in chart_docs(plan, n.id))
 
 
 def test_rdma_modules_disabled_in_the_recipe_file(tmp_path):

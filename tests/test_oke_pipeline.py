@@ -75,6 +75,7 @@ def expected_nodes(leaf: str) -> dict[str, str]:
     acc, _, intent, platform = LEAVES[leaf]
     nodes = {name: "chart" for name in COMMON_CHARTS}
     nodes.update({CP_GATE: "gate", DRA_GATE: "gate"})
+    nodes.update({"nfd-crds": "crds", "nvidia-dra-driver-gpu-crds": "crds"})  # crds/-only owners (docs/upgrading.md)
     if acc == "gb200" and intent == "training":
         nodes.update({"network-operator": "chart", "network-operator-manifests": "manifests", NCP_GATE: "gate",
                       "gpu-operator-pre": "pre-manifests"})
@@ -82,7 +83,7 @@ def expected_nodes(leaf: str) -> dict[str, str]:
         nodes.update({"agentgateway-crds": "chart", "agentgateway": "chart",
                       "agentgateway-crds-manifests": "manifests", "agentgateway-manifests": "manifests"})
     if platform == "kubeflow":
-        nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests"})
+        nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests", "kubeflow-trainer-crds": "crds"})
     if platform == "dynamo":
         nodes.update({"grove": "chart", "dynamo-platform": "chart"})
     return nodes
@@ -123,7 +124,8 @@ def test_gb200_training_edges(plans):
     assert plan.node(NCP_GATE).depends_on == ["network-operator-manifests"]
     assert plan.node("gpu-operator-pre").depends_on == ["cert-manager", "kube-prometheus-stack", NCP_GATE, "nfd"]
     assert plan.node("gpu-operator").depends_on == ["cert-manager", "gpu-operator-pre", "kube-prometheus-stack", NCP_GATE, "nfd"]
-    assert plan.node("kubeflow-trainer").depends_on == ["cert-manager", CP_GATE, "kube-prometheus-stack"]
+    assert plan.node("kubeflow-trainer").depends_on == ["cert-manager", CP_GATE, "kube-prometheus-stack", "kubeflow-trainer-crds"]
+    assert plan.node("kubeflow-trainer-crds").depends_on == ["cert-manager", CP_GATE, "kube-prometheus-stack"]
     assert plan.node("kubeflow-trainer-manifests").depends_on == ["cert-manager", CP_GATE, "kube-prometheus-stack", "kubeflow-trainer"]
     assert plan.node("nvsentinel").depends_on == ["cert-manager", CP_GATE, "prometheus-operator-crds"]
 

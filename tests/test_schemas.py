@@ -61,7 +61,7 @@ def rendered_objects(plan) -> list[tuple[str, str, dict]]:
     for node in plan.nodes:
         if node.local_chart is None:
             continue
-        if node.kind == "gate":
+        if node.kind in ("gate", "crds"):  # both read only {{ .Values.<key> | quote }} (values.yaml defaults)
             texts = gates.render_release(node.local_chart, node.values)
         else:
             texts = {p: t for p, t in node.local_chart.files.items() if p.startswith("templates/")}
@@ -141,9 +141,11 @@ def test_rendered_objects_per_recipe_and_profile(plans, recipe, profile):
             for plural in plurals
         }
     assert manifests == expected
-    gate_jobs = {k[0] for k in found if k[1] == "Job"}
+    gate_jobs = {k[0] for k in found if k[1] == "Job" and not k[0].endswith("-crds")}
     assert gate_jobs == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready",
                          "nvidia-dra-driver-gpu-kubelet-plugin-rollout"}
+    crd_steps = {k[0] for k in found if k[1] == "Job" and k[0].endswith("-crds")}  # docs/upgrading.md, The CRD step
+    assert crd_steps == {"nfd-crds", "nvidia-dra-driver-gpu-crds"} | ({"kubeflow-trainer-crds"} if recipe.endswith("-kubeflow") else set())
 
 
 @pytest.mark.parametrize("recipe, profile", CASES)
