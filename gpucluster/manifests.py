@@ -270,7 +270,6 @@ def _environment() -> jinja2.Environment:
 
 _ENV = _environment()
 _COMPILED: dict[str, jinja2.Template] = {}
-_CSafeLoader = getattr(yaml, "CSafeLoader", None)
 
 
 def _template(text: str) -> jinja2.Template:
@@ -282,13 +281,8 @@ def _template(text: str) -> jinja2.Template:
 
 
 def _load_documents(rendered: str) -> list[Any]:
-    """``yaml.safe_load_all`` (libyaml when available; its refusals are re-parsed by the pure-Python
-    loader so the error is worded as before)."""
-    if _CSafeLoader is not None:
-        try:
-            return list(yaml.load_all(rendered, Loader=_CSafeLoader))
-        except yaml.YAMLError:
-            pass
+    """``yaml.safe_load_all`` with PyYAML's pure-Python parser: the rendered text carries user
+    values, and libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py)."""
     return list(yaml.safe_load_all(rendered))
 
 

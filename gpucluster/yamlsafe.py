@@ -7,10 +7,6 @@ aliases (``*name``, which can expand to huge documents), non-string mapping keys
 becomes a date object, not the string the chart expects). :func:`load_yaml_text` rejects
 all of them with a :class:`~gpucluster.errors.GpuclusterError` naming the file, the line
 and the key path.
-
-Speed: documents are parsed by libyaml (PyYAML's C ``CSafeLoader``) with the same checks; a
-document with an alias, or any error, is loaded again by the pure-Python loader, so what is
-accepted, what is refused and every message are those of the pure-Python loader.
 """
 
 from __future__ import annotations
@@ -28,8 +24,16 @@ MAX_INPUT_BYTES = 1024 * 1024
 almost certainly the wrong file (a binary, a log, a chart archive)."""
 
 
-class _StrictChecks:
-    """Mapping checks shared by both strict loaders: no merge keys, string keys, no duplicates."""
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases, duplicate keys and non-string keys."""
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):  # type: ignore[override]
         if not isinstance(node, yaml.MappingNode):
@@ -57,74 +61,6 @@ class _StrictChecks:
                 )
             seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
-
-
-class _StrictLoader(_StrictChecks, yaml.SafeLoader):
-    """SafeLoader that refuses aliases, duplicate keys and non-string keys (pure Python: the
-    reference behaviour, and the one that words every error)."""
-
-    def compose_node(self, parent, index):  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
-_CSafeLoader = getattr(yaml, "CSafeLoader", None)
-_FastStrictLoader = type("_FastStrictLoader", (_StrictChecks, _CSafeLoader), {}) if _CSafeLoader is not None else None
-"""libyaml's parser and composer (C, ~10x faster) with the same mapping checks; None without libyaml."""
-
-
-class _SlowPath(Exception):
-    """The fast path cannot decide: let :class:`_StrictLoader` load (and word any error)."""
-
-
-def _has_alias(root: yaml.Node) -> bool:
-    """True when a node occurs twice in the tree: libyaml composes an alias (``*name``) as
-    the anchored node itself."""
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            return True
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack.append(key)
-                stack.append(value)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-    return False
-
-
-def _load_all_fast(text: str) -> list[Any]:
-    """All documents of ``text`` through libyaml, with the strict checks.
-
-    Raises:
-        _SlowPath: no libyaml, an alias, or any error: the caller reloads with the pure-Python
-            :class:`_StrictLoader`, so what is accepted and every message stay exactly those of
-            the reference loader.
-    """
-    if _FastStrictLoader is None:
-        raise _SlowPath()
-    loader = _FastStrictLoader(text)
-    try:
-        docs = []
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None and _has_alias(node):
-                raise _SlowPath()
-            docs.append(loader.construct_document(node))
-        return docs
-    except _SlowPath:
-        raise
-    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
-        raise _SlowPath() from exc
-    finally:
-        loader.dispose()
 
 
 def _mark_text(exc: yaml.YAMLError) -> str:
@@ -205,10 +141,7 @@ def load_yaml_text(text: str, *, file: str, cluster: str | None = None) -> Any:
             duplicate or non-string keys, and non-plain values.
     """
     try:
-        try:
-            docs = _load_all_fast(text)
-        except _SlowPath:
-            docs = list(yaml.load_all(text, Loader=_StrictLoader))
+        docs = list(yaml.load_all(text, Loader=_StrictLoader))
     except yaml.YAMLError as exc:
         raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster, fix=_fix_for(exc)) from None
     except RecursionError:
