@@ -8,6 +8,9 @@
 #                50 clusters, under cdktf and CDK Terrain (cdktn), with the floor (`import cdktf`).
 #   make cdktn   .venv-cdktn: the same project with CDK Terrain instead of cdktf ('.[cdktn,test]').
 #   make test-cdktn  the synthesis tests under CDK Terrain (part of `make test`).
+#   make checkov-setup   checkov in its own venv .venv-checkov (it needs packaging<24), pinned by
+#                tools/checkov-requirements.txt; `make test` uses it (tests/test_checkov_aks.py).
+#                First install ~6.5 min on a shared 2-core machine, then cached by its stamp file.
 #
 # Targets are keyed on stamp files, so repeated runs only redo what changed.
 
@@ -42,9 +45,11 @@ CDKTN_TESTS := tests/test_constructs_aks.py tests/test_constructs_helm.py tests/
 	tests/test_nvke_synth.py tests/test_oke_synth.py tests/test_backend_stacks.py tests/test_cdk_bindings.py \
 	tests/test_helm_string_variables.py tests/test_fleet.py tests/test_synth_outdir.py
 NODE_STAMP := node_modules/.gpucluster-installed
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_ARGS ?= -q
 
-.PHONY: setup synth test test-cdktn cdktn bench clean
+.PHONY: setup synth test test-cdktn cdktn bench clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -73,10 +78,18 @@ $(CDKTN_STAMP): pyproject.toml | $(PY_CDKTN)
 
 cdktn: $(CDKTN_STAMP)
 
+checkov-setup: $(CHECKOV_STAMP)
+
+$(CHECKOV_STAMP): tools/checkov-requirements.txt
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r tools/checkov-requirements.txt
+	touch $@
+
 synth: setup
 	$(CDKTF) synth
 
-test: setup cdktn
+test: setup cdktn checkov-setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-cdktn
 

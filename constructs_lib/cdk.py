@@ -233,7 +233,7 @@ def validation_errors(err: BaseException) -> list[str] | None:
 # --------------------------------------------------------------------------- provider bindings
 
 HELM_CLASSES: Mapping[str, tuple[str, ...]] = {
-    "provider": ("HelmProvider", "HelmProviderKubernetes"),
+    "provider": ("HelmProvider", "HelmProviderKubernetes", "HelmProviderKubernetesExec"),
     "release": ("Release", "ReleaseSet"),
     "data_helm_template": ("DataHelmTemplate",),
 }
@@ -242,13 +242,26 @@ HELM_CLASSES: Mapping[str, tuple[str, ...]] = {
 AZURERM_CLASSES: Mapping[str, tuple[str, ...]] = {
     "provider": ("AzurermProvider", "AzurermProviderFeatures"),
     "resource_group": ("ResourceGroup",),
+    "data_azurerm_resource_group": ("DataAzurermResourceGroup",),
+    "data_azurerm_client_config": ("DataAzurermClientConfig",),
+    "role_assignment": ("RoleAssignment",),
+    "log_analytics_workspace": ("LogAnalyticsWorkspace",),
     "kubernetes_cluster": (
         "KubernetesCluster",
         "KubernetesClusterDefaultNodePool",
+        "KubernetesClusterDefaultNodePoolUpgradeSettings",
         "KubernetesClusterIdentity",
+        "KubernetesClusterAzureActiveDirectoryRoleBasedAccessControl",
+        "KubernetesClusterApiServerAccessProfile",
+        "KubernetesClusterNetworkProfile",
+        "KubernetesClusterMaintenanceWindowAutoUpgrade",
+        "KubernetesClusterMaintenanceWindowNodeOs",
+        "KubernetesClusterOmsAgent",
+        "KubernetesClusterMicrosoftDefender",
+        "KubernetesClusterKeyVaultSecretsProvider",
         "KubernetesClusterNodeProvisioningProfile",  # azurerm 5.x only (AZURERM_MAJOR >= 5)
     ),
-    "kubernetes_cluster_node_pool": ("KubernetesClusterNodePool",),
+    "kubernetes_cluster_node_pool": ("KubernetesClusterNodePool", "KubernetesClusterNodePoolUpgradeSettings"),
     "kubernetes_fleet_manager": ("KubernetesFleetManager", "KubernetesFleetManagerHubProfile"),
     "kubernetes_fleet_member": ("KubernetesFleetMember",),
     "kubernetes_fleet_update_run": (

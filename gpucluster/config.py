@@ -541,6 +541,7 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
         vm_size=vm,
         node_count=count,
         gpu=gpu,
+        gpu_set="gpu" in data,
         labels=labels,
         taints=taints,
         gpu_driver=gpu_driver,

@@ -167,6 +167,8 @@ class NodePool:
         gpu_driver: AKS ``gpu_driver`` (``Install`` | ``None``); derived from the gpuStack profile
             when not given.
         managed_gpu: AKS-managed GPU pool (``gpuProfile.nvidia.managementMode: Managed``); always refused.
+        gpu_set: True when the cluster file wrote ``gpu:`` (platforms that derive GPU-ness from
+            the VM size, like AKS, refuse an explicit ``gpu`` that contradicts it).
     """
 
     name: str
@@ -177,6 +179,7 @@ class NodePool:
     taints: list[Taint] = field(default_factory=list)
     gpu_driver: str | None = None
     managed_gpu: bool = False
+    gpu_set: bool = False
 
 
 @dataclass

@@ -61,10 +61,21 @@ def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> Clou
     )
 
 
+REQUIRED_TERRAFORM = ">= 1.4"
+"""``terraform.required_version`` of every stack: lifecycle postconditions (AKS upgrade check) need
+Terraform 1.2, the ``cloud`` block 1.1, ``terraform_data`` (gates, fleet barriers) 1.4."""
+
+
+def require_terraform(stack: TerraformStack) -> None:
+    """Set ``terraform.required_version`` (:data:`REQUIRED_TERRAFORM`) on ``stack``."""
+    stack.add_override("terraform.required_version", REQUIRED_TERRAFORM)
+
+
 def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | CloudBackend:
     """Configure the backend the cluster file chose for ``cluster`` (``ClusterSpec.backend``).
 
-    ``None`` (default, ``type: local``): :func:`use_local_backend`, unchanged output.
+    Every stack also gets ``terraform.required_version`` (:func:`require_terraform`).
+    ``None`` (default, ``type: local``): :func:`use_local_backend`.
     ``type: cloud``: :func:`use_cloud_backend`.
 
     Raises:
@@ -72,6 +83,7 @@ def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | C
             ``CloudBackend`` checks ``terraform version`` (>= 1.1) while synthesizing and would
             otherwise fail with a bare validation error.
     """
+    require_terraform(stack)
     backend = cluster.backend
     if backend is None:
         return use_local_backend(stack)

@@ -20,12 +20,49 @@ KUBECONFIG_PATH_VARIABLE = "kubeconfig_path"
 KUBE_CONTEXT_VARIABLE = "kube_context"
 
 
+def connection_arguments(connection: ClusterConnection) -> dict:
+    """``HelmProviderKubernetes`` arguments of a host-based :class:`ClusterConnection`.
+
+    ``host`` + ``cluster_ca_certificate`` and the one credential the connection carries: an
+    ``exec`` credential plugin (e.g. kubelogin; nothing secret in state or outputs), a bearer
+    ``token``, or a client certificate and key.
+
+    Raises:
+        ValueError: the connection carries more than one credential (:meth:`ClusterConnection.auth`).
+    """
+    from constructs_lib.cdk import helm
+
+    auth = connection.auth()
+    kubernetes: dict = dict(host=connection.host, cluster_ca_certificate=connection.cluster_ca_certificate)
+    if auth == "exec":
+        e = connection.exec
+        kubernetes["exec"] = helm().HelmProviderKubernetesExec(api_version=e.api_version, command=e.command, args=list(e.args) or None)
+    elif auth == "token":
+        kubernetes["token"] = connection.token
+    elif auth == "client_certificate":
+        kubernetes.update(client_certificate=connection.client_certificate, client_key=connection.client_key)
+    return kubernetes
+
+
+def connect_helm_provider(stack: TerraformStack, connection: ClusterConnection):
+    """The stack's ``helm`` provider reaching ``connection`` (:func:`connection_arguments`).
+
+    ``exec.env`` is written as a raw override: cdktf rewrites the keys of maps nested in provider
+    blocks to snake case (``AZURE_CLIENT_ID`` -> ``azure_client_id``), which would rename the
+    variables the credential plugin reads.
+    """
+    provider = ensure_helm_provider(stack, **connection_arguments(connection))
+    if connection.auth() == "exec" and connection.exec.env:
+        provider.add_override("kubernetes.exec.env", dict(sorted(connection.exec.env.items())))
+    return provider
+
+
 class RuntimeStack(TerraformStack):
     """The GPU software stack of one cluster.
 
-    The Helm provider (id ``helm``) reaches the cluster either through ``connection`` tokens
-    (cross-stack references to the ``<name>-cluster`` outputs: host, client certificate/key,
-    CA) or, for existing clusters, through Terraform variables ``kubeconfig_path`` and
+    The Helm provider (id ``helm``) reaches the cluster either through ``connection``
+    (:func:`connection_arguments`: cross-stack references to the ``<name>-cluster`` outputs host
+    and CA, plus an exec credential plugin, a token or a client certificate) or, for existing clusters, through Terraform variables ``kubeconfig_path`` and
     ``kube_context`` whose defaults come from the cluster file (``existing:``). The backend
     is the cluster file's choice (:func:`stacks.common.use_backend`).
 
@@ -45,12 +82,7 @@ class RuntimeStack(TerraformStack):
         super().__init__(scope, id)
         use_backend(self, plan.cluster)
         if connection is not None and connection.host is not None:
-            kubernetes = dict(
-                host=connection.host,
-                client_certificate=connection.client_certificate,
-                client_key=connection.client_key,
-                cluster_ca_certificate=connection.cluster_ca_certificate,
-            )
+            kubernetes = None
         else:
             existing = existing or ExistingCluster()
             if connection is not None and connection.kubeconfig_path:
@@ -71,7 +103,10 @@ class RuntimeStack(TerraformStack):
                 config_path=path_var.string_value,
                 config_context=f'${{var.{KUBE_CONTEXT_VARIABLE} == "" ? null : var.{KUBE_CONTEXT_VARIABLE}}}',
             )
-        self.provider = ensure_helm_provider(self, **kubernetes)
+        if kubernetes is None:
+            self.provider = connect_helm_provider(self, connection)
+        else:
+            self.provider = ensure_helm_provider(self, **kubernetes)
         by_id = {node.id: node for node in plan.nodes}
         self.releases: dict[str, HelmComponent | LocalChartRelease] = {}
         for layer in topological_layers(plan.nodes):

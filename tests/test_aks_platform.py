@@ -34,7 +34,7 @@ def test_default_pools_and_region():
     c = prepare_cluster(spec())
     assert c.region == "eastus"
     assert [(p.name, p.vm_size, p.node_count, p.gpu, p.gpu_driver) for p in c.pools] == [
-        ("system", "Standard_D8s_v5", 2, False, None),
+        ("system", "Standard_D8ds_v5", 2, False, None),
         ("gpu", "Standard_ND96isr_H100_v5", 1, True, "Install"),
     ]
     assert [str(t) for t in c.pools[1].taints] == ["nvidia.com/gpu=present:NoSchedule"]

@@ -72,13 +72,18 @@ def test_runtime_helm_provider_uses_cluster_stack_outputs(outdir):
     (provider,) = runtime["provider"]["helm"]
     kube = provider["kubernetes"]
     assert kube["host"].startswith("${data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs.")
-    for key in ("client_certificate", "client_key", "cluster_ca_certificate"):
-        assert kube[key].startswith("${base64decode(data.terraform_remote_state.cross-stack-reference-input-lab-cluster")
+    assert kube["cluster_ca_certificate"].startswith("${base64decode(data.terraform_remote_state.cross-stack-reference-input-lab-cluster")
+    # Entra ID, no local accounts: kubelogin runs on the Terraform machine; no credential crosses stacks
+    assert kube["exec"] == {
+        "api_version": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+        "args": ["get-token", "--login", "azurecli", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]}
+    assert not {"client_certificate", "client_key", "token"} & set(kube)
     cluster = load(outdir, "lab-cluster")
     cross = {k: v for k, v in cluster["output"].items() if k.startswith("cross-stack-output-")}
-    assert sorted(k.rsplit("0", 1)[1] for k in cross) == ["client_certificate", "client_key", "cluster_ca_certificate", "host"]
-    assert all(v["sensitive"] is True and ".kube_config[0]." in v["value"] for v in cross.values())
-    referenced = {k.split(".outputs.", 1)[1].rstrip("})") for k in kube.values()}
+    assert sorted(k.rsplit("0", 1)[1] for k in cross) == ["cluster_ca_certificate", "host"]
+    assert all(".kube_config[0]." in v["value"] for v in cross.values())
+    assert not any(word in json.dumps(cluster["output"]) for word in ("client_key", "client_certificate", "kube_admin_config", "password"))
+    referenced = {v.split(".outputs.", 1)[1].rstrip("})") for v in (kube["host"], kube["cluster_ca_certificate"])}
     assert referenced == set(cross)
 
 

@@ -74,6 +74,7 @@ from gpucluster.sdk.gates import (
 )
 from gpucluster.sdk.types import (
     ClusterConnection,
+    ExecAuth,
 )
 from gpucluster.values import deep_merge, get_path, has_path
 
@@ -90,6 +91,7 @@ __all__ = [
     "CORE_SETTING_KEYS",
     "ENTRY_POINT_GROUP",
     "ClusterConnection",
+    "ExecAuth",
     "ClusterSpec",
     "Component",
     "ComponentRef",

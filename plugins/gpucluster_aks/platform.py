@@ -10,10 +10,15 @@ it: ``azure-managed`` -> ``Install`` (AKS default), ``operator-managed`` -> ``No
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
 from pathlib import Path
 
+import yaml
+
 from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
+from gpucluster_aks.settings import AKS_SETTING_KEYS, parse_settings
 
 __all__ = [
     "gpucluster_platforms",
@@ -41,8 +46,12 @@ DEFAULT_REGION = "eastus"
 GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 """8x H100 with InfiniBand; the SKU AICR's AKS recipes are validated on (seed aks-gpu-setup)."""
 
-SYSTEM_VM_SIZE = "Standard_D8s_v5"
-"""System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators)."""
+SYSTEM_VM_SIZE = "Standard_D8ds_v5"
+"""System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators; its 300 GiB
+temp disk holds an ephemeral OS disk, checkov CKV_AZURE_226)."""
+
+VM_SIZES_FILE = Path(__file__).parent / "gpu_vm_sizes.yaml"
+"""AKS GPU VM sizes per accelerator and the sizes that take an ephemeral OS disk (data, with sources)."""
 
 SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
@@ -71,10 +80,10 @@ AKS_PLATFORM = Platform(
     min_kubernetes="1.34",
     provider_id_prefix="azure://",
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, tuple(sorted(GPU_DRIVER_FOR_PROFILE)))},
-    settings=(),
+    settings=AKS_SETTING_KEYS,
 )
-"""``settings=()``: AKS has no platform settings of its own; the core accepts only its own keys
-(``gateImage``) and refuses anything else as a typo."""
+"""``settings``: the AKS production settings (:mod:`gpucluster_aks.settings`, docs/cluster-file.md
+"AKS settings"); the core refuses other top-level keys, :func:`parse_settings` the nested ones."""
 
 CRITICAL_ADDONS_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
 """The only taint azurerm 4.x can put on the default (system) pool: ``only_critical_addons_enabled``
@@ -140,8 +149,78 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
             NodePool(name="system", vm_size=SYSTEM_VM_SIZE, node_count=SYSTEM_NODE_COUNT, gpu=False),
             NodePool(name="gpu", vm_size=GPU_VM_SIZE, node_count=1, gpu=True),
         ]
+    _pool_kinds(cluster, where)
     _validate_pools(cluster, stack, where)
+    parse_settings(cluster)  # refuses bad settings at plan; cluster.py reads the same result
     return cluster
+
+
+@functools.cache
+def vm_sizes() -> dict:
+    """:data:`VM_SIZES_FILE`: ``{"accelerators": {acc: [size, ...]}, "gpu_size_prefix": str, "ephemeral_os_disk": [...]}``."""
+    return yaml.safe_load(VM_SIZES_FILE.read_text())
+
+
+def accelerator_of(vm_size: str) -> str | None:
+    """The accelerator of a known AKS GPU VM size (``h100`` for ``Standard_ND96isr_H100_v5``), else None."""
+    for accelerator, sizes in vm_sizes()["accelerators"].items():
+        if vm_size in sizes:
+            return accelerator
+    return None
+
+
+def ephemeral_os_disk_fits(vm_size: str) -> bool:
+    """True when ``vm_size``'s local temp disk holds the AKS default OS disk (data file list)."""
+    return vm_size in vm_sizes()["ephemeral_os_disk"]
+
+
+def _closest(vm_size: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(vm_size, candidates, n=3, cutoff=0.0)
+    return ", ".join(close)
+
+
+def _pool_kinds(cluster: ClusterSpec, where: dict) -> None:
+    """GPU-ness of every pool from its VM size (:data:`VM_SIZES_FILE`).
+
+    A size of an accelerator the cluster's platform serves is a GPU pool; a CPU size is a CPU
+    pool. Refused (``pools[i].vmSize`` / ``pools[i].gpu``): a GPU size of another accelerator, an
+    N-series (GPU) size that is not listed (typo), and an explicit ``gpu:`` that contradicts the size.
+    """
+    wanted = cluster.criteria.accelerator if cluster.criteria.accelerator in AKS_PLATFORM.accelerators else None
+    accelerators = (wanted,) if wanted else AKS_PLATFORM.accelerators
+    valid = [size for acc in accelerators for size in vm_sizes()["accelerators"][acc]]
+    for i, pool in enumerate(cluster.pools):
+        key = f"pools[{i}]"
+        accelerator = accelerator_of(pool.vm_size)
+        looks_gpu = pool.vm_size.startswith(vm_sizes()["gpu_size_prefix"])
+        if accelerator is not None and accelerator not in accelerators:
+            raise GpuclusterError(
+                f"node pool '{pool.name}' has vmSize {pool.vm_size}, a {accelerator.upper()} size; this cluster's "
+                f"recipe is for {'/'.join(a.upper() for a in accelerators)}",
+                key=f"{key}.vmSize",
+                allowed=", ".join(valid),
+                fix=f"use an {'/'.join(a.upper() for a in accelerators)} size, closest: {_closest(pool.vm_size, valid)}",
+                **where,
+            )
+        if accelerator is None and looks_gpu:
+            raise GpuclusterError(
+                f"node pool '{pool.name}' has vmSize {pool.vm_size}, which is not a known AKS GPU size",
+                key=f"{key}.vmSize",
+                allowed=", ".join(valid),
+                fix=f"check the spelling; closest: {_closest(pool.vm_size, valid)}",
+                **where,
+            )
+        is_gpu = accelerator is not None
+        if pool.gpu_set and pool.gpu != is_gpu:
+            raise GpuclusterError(
+                f"node pool '{pool.name}' sets gpu: {str(pool.gpu).lower()}, but {pool.vm_size} is "
+                f"{'a GPU' if is_gpu else 'not a GPU'} size",
+                key=f"{key}.gpu",
+                fix="remove gpu: (gpucluster derives it from vmSize)"
+                + ("" if is_gpu else f", or use a GPU size, closest: {_closest(pool.vm_size, valid)}"),
+                **where,
+            )
+        pool.gpu = is_gpu
 
 
 def resource_group_name(cluster: ClusterSpec) -> str:

@@ -1,0 +1,311 @@
+"""AKS ``settings``: production cluster inputs, typed, with secure defaults (docs/cluster-file.md,
+"AKS settings" and "production defaults").
+
+:func:`parse_settings` turns a cluster's ``settings`` mapping into :class:`AksSettings` (every
+default filled in) or raises one :class:`GpuclusterError` naming ``settings.<key>``. It is the one
+place these defaults are decided; ``cluster.py`` maps the result to the construct's props.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, GpuclusterError
+
+__all__ = ["AksSettings", "PoolUpgrade", "parse_settings", "AKS_SETTING_KEYS", "SETTING_KEYS", "KUBELOGIN_SERVER_ID", "DEPLOYER_ROLE"]
+
+SKU_TIERS = ("Free", "Standard", "Premium")
+UPGRADE_CHANNELS = ("patch", "stable", "rapid", "node-image", "none")
+NODE_OS_CHANNELS = ("NodeImage", "SecurityPatch", "Unmanaged", "None")
+NETWORK_POLICIES = ("cilium", "azure", "calico", "none")
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+KUBELOGIN_LOGINS = ("azurecli", "workloadidentity", "spn", "msi", "devicecode", "interactive")
+"""kubelogin ``get-token --login`` modes (Azure/kubelogin): ``azurecli`` (a laptop after ``az login``),
+``workloadidentity`` (CI and Terraform Cloud agents with a federated token file), ``spn`` (service
+principal from ``AAD_SERVICE_PRINCIPAL_CLIENT_ID``/``_SECRET``), ``msi`` (a VM's managed identity)."""
+
+KUBELOGIN_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+"""Application ID of the AKS Entra ID server every AKS-managed Entra cluster accepts tokens for
+(``kubelogin get-token --server-id``, AKS docs "kubelogin")."""
+
+DEPLOYER_ROLE = "Azure Kubernetes Service RBAC Cluster Admin"
+"""Built-in role the identity running Terraform gets on the cluster: the runtime stack installs CRDs,
+namespaces and cluster-scoped RBAC (seed ``aks-blog-posts``: AKS Automatic, local accounts disabled)."""
+
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_RESOURCE_ID = re.compile(r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}/providers/[A-Za-z.]+/[-\w./()]+$")
+_RG_NAME = re.compile(r"^[-\w.()]{1,89}[-\w()]$")
+_TIME = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+_OFFSET = re.compile(r"^[+-](0\d|1[0-4]):[0-5]\d$")
+_SURGE = re.compile(r"^(0|[1-9]\d{0,2})%?$")
+_INTERVAL = re.compile(r"^[1-9]\d{0,2}[smh]$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+
+AKS_SETTING_KEYS = tuple(sorted({"skuTier", "localAccounts", "adminGroupObjectIds", "apiServer", "network",
+                             "existingResourceGroup", "upgrade", "azurePolicy", "defender", "monitoring", "hostEncryption",
+                             "diskEncryptionSetId", "keyVaultSecretsProvider", "ephemeralOsDisk", "zones", "maxPods",
+                             "poolUpgrade", "kubelogin"}))
+"""The AKS platform's own ``settings`` keys (``Platform.settings``; the core adds its ``gateImage``)."""
+SETTING_KEYS = tuple(sorted({*CORE_SETTING_KEYS, *AKS_SETTING_KEYS}))
+"""Every ``settings`` key an AKS cluster accepts."""
+
+
+@dataclass(frozen=True)
+class PoolUpgrade:
+    """A pool's upgrade settings: ``maxSurge``, ``maxUnavailable`` (strings, ``"1"`` or ``"10%"``), drain minutes."""
+
+    max_surge: str
+    max_unavailable: str | None = None
+    drain_timeout_minutes: int | None = None
+
+
+GPU_POOL_UPGRADE = PoolUpgrade(max_surge="0", max_unavailable="1")
+"""GPU pools upgrade in place, one node at a time: a surge node is one more ND96 VM, quota nobody has
+spare (issue 12); azurerm 4.55 ``upgrade_settings`` accepts ``max_surge = "0"`` with ``max_unavailable``."""
+
+CPU_POOL_UPGRADE = PoolUpgrade(max_surge="10%")
+"""CPU pools: the AKS recommended surge for production (AKS docs "Upgrade options": 33% max, 10% default for new pools)."""
+
+
+@dataclass(frozen=True)
+class AksSettings:
+    """Typed AKS settings with their defaults (docs/cluster-file.md "production defaults")."""
+
+    sku_tier: str = "Standard"
+    local_accounts: bool = False
+    admin_group_object_ids: tuple[str, ...] = ()
+    private_cluster: bool = True
+    authorized_ip_ranges: tuple[str, ...] = ()
+    network_policy: str = "cilium"
+    pod_cidr: str | None = None
+    subnet_id: str | None = None
+    existing_resource_group: str | None = None
+    upgrade_channel: str = "patch"
+    node_os_channel: str = "NodeImage"
+    maintenance_day: str = "Sunday"
+    maintenance_start: str = "00:00"
+    maintenance_hours: int = 4
+    maintenance_utc_offset: str = "+00:00"
+    azure_policy: bool = True
+    defender: bool = True
+    monitoring: bool = True
+    log_analytics_workspace_id: str | None = None
+    host_encryption: bool = True
+    disk_encryption_set_id: str | None = None
+    secret_rotation_interval: str | None = "2m"
+    ephemeral_os_disk: bool = True
+    zones: tuple[str, ...] = ()
+    max_pods: int = 110
+    pool_upgrade: Mapping[str, PoolUpgrade] = field(default_factory=dict)
+    kubelogin_login: str = "azurecli"
+    kubelogin_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def _err(cluster: ClusterSpec, key: str, message: str, fix: str, allowed: str | None = None) -> GpuclusterError:
+    return GpuclusterError(message, file=cluster.source, cluster=cluster.name, key=f"settings.{key}", fix=fix,
+                           **({"allowed": allowed} if allowed else {}))
+
+
+def _bool(c, raw, key, default, at=""):
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise _err(c, at + key, f"settings.{at}{key} must be true or false, not {value!r}", f"write {key}: true or {key}: false")
+    return value
+
+
+def _choice(c, raw, key, default, allowed, at=""):
+    value = raw.get(key, default)
+    if value not in allowed:
+        raise _err(c, at + key, f"settings.{at}{key} is {value!r}", f"use one of {', '.join(allowed)}", ", ".join(allowed))
+    return value
+
+
+def _mapping(c, raw, key) -> dict:
+    value = raw.get(key) or {}
+    if not isinstance(value, dict):
+        raise _err(c, key, f"settings.{key} must be a mapping", f"write {key}: {{...}} (docs/cluster-file.md, AKS settings)")
+    return value
+
+
+def _known(c, value: Mapping, key: str, allowed: tuple[str, ...]) -> None:
+    for name in sorted(value, key=str):
+        if name not in allowed:
+            raise _err(c, f"{key}.{name}" if key else str(name), f"unknown setting '{f'{key}.' if key else ''}{name}' for service aks",
+                       "remove it or fix its spelling (AKS settings: docs/cluster-file.md)", ", ".join(allowed))
+
+
+def _strings(c, raw, key, pattern_ok, what, example, at="") -> tuple[str, ...]:
+    value = raw.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and pattern_ok(v) for v in value):
+        raise _err(c, at + key, f"settings.{at}{key} must be a list of {what}", f"write e.g. {key}: [{example}]")
+    return tuple(value)
+
+
+def _cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+def _resource_id(c, raw, key, kind, at="") -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _RESOURCE_ID.match(value) or f"/{kind}/" not in value.lower() + "/":
+        raise _err(c, at + key, f"settings.{at}{key} must be an Azure resource ID of a {kind.split('/')[-1]}",
+                   f"write /subscriptions/<id>/resourceGroups/<rg>/providers/{kind.split('/')[0]}/... (az resource show --query id)")
+    return value
+
+
+def parse_settings(cluster: ClusterSpec) -> AksSettings:
+    """The AKS settings of ``cluster`` with defaults (see :class:`AksSettings`).
+
+    Raises:
+        GpuclusterError: an unknown key (with the allowed ones), a wrong type or value, a private
+            cluster with authorized IP ranges, local accounts disabled without Entra ID ... each
+            naming ``settings.<key>``.
+    """
+    c = cluster
+    raw = dict(cluster.settings or {})
+    _known(c, raw, "", SETTING_KEYS)
+    d = AksSettings()
+    api = _mapping(c, raw, "apiServer")
+    _known(c, api, "apiServer", ("authorizedIpRanges", "private"))
+    ranges = _strings(c, api, "authorizedIpRanges", _cidr, "CIDR ranges", '"203.0.113.0/24"', at="apiServer.")
+    private = api.get("private", not ranges)
+    if not isinstance(private, bool):
+        raise _err(c, "apiServer.private", "settings.apiServer.private must be true or false", "write private: true or private: false")
+    if private and ranges:
+        raise _err(c, "apiServer", "a private API server has no authorized IP ranges (AKS refuses both)",
+                   "remove authorizedIpRanges for a private cluster, or set private: false")
+    if not private and not ranges:
+        raise _err(c, "apiServer", "a public API server without authorizedIpRanges is open to the whole internet",
+                   'list the ranges that may reach it, e.g. authorizedIpRanges: ["203.0.113.0/24"], or keep the default private API server')
+    network = _mapping(c, raw, "network")
+    _known(c, network, "network", ("podCidr", "policy", "subnetId"))
+    upgrade = _mapping(c, raw, "upgrade")
+    _known(c, upgrade, "upgrade", ("channel", "maintenanceWindow", "nodeOsChannel"))
+    window = upgrade.get("maintenanceWindow") or {}
+    if not isinstance(window, dict):
+        raise _err(c, "upgrade.maintenanceWindow", "settings.upgrade.maintenanceWindow must be a mapping",
+                   "write maintenanceWindow: {day: Sunday, start: \"00:00\", hours: 4}")
+    _known(c, window, "upgrade.maintenanceWindow", ("day", "hours", "start", "utcOffset"))
+    hours = window.get("hours", d.maintenance_hours)
+    if not isinstance(hours, int) or isinstance(hours, bool) or not 4 <= hours <= 24:
+        raise _err(c, "upgrade.maintenanceWindow.hours", f"maintenance window hours {hours!r}", "use 4..24 (AKS minimum 4)", "4..24")
+    for key, pattern, example in (("start", _TIME, '"00:00"'), ("utcOffset", _OFFSET, '"+01:00"')):
+        if key in window and not (isinstance(window[key], str) and pattern.match(window[key])):
+            raise _err(c, f"upgrade.maintenanceWindow.{key}", f"maintenance window {key} {window[key]!r}", f"write e.g. {key}: {example}")
+    monitoring = raw.get("monitoring", True)
+    workspace = None
+    if isinstance(monitoring, dict):
+        _known(c, monitoring, "monitoring", ("logAnalyticsWorkspaceId",))
+        workspace = _resource_id(c, monitoring, "logAnalyticsWorkspaceId", "microsoft.operationalinsights/workspaces", at="monitoring.")
+        monitoring = True
+    elif not isinstance(monitoring, bool):
+        raise _err(c, "monitoring", "settings.monitoring must be true, false or {logAnalyticsWorkspaceId: ...}",
+                   "write monitoring: true (a new workspace) or monitoring: {logAnalyticsWorkspaceId: <id>}")
+    defender = _bool(c, raw, "defender", d.defender)
+    if defender and not monitoring:
+        raise _err(c, "defender", "Defender for Containers sends its data to the monitoring Log Analytics workspace",
+                   "keep monitoring on, or set defender: false")
+    kv = raw.get("keyVaultSecretsProvider", {})
+    rotation = d.secret_rotation_interval
+    if kv is False:
+        rotation = None
+    elif isinstance(kv, dict):
+        _known(c, kv, "keyVaultSecretsProvider", ("rotationInterval",))
+        rotation = kv.get("rotationInterval", rotation)
+        if not isinstance(rotation, str) or not _INTERVAL.match(rotation):
+            raise _err(c, "keyVaultSecretsProvider.rotationInterval", f"rotation interval {rotation!r}", 'write e.g. rotationInterval: "2m"')
+    else:
+        raise _err(c, "keyVaultSecretsProvider", "settings.keyVaultSecretsProvider must be a mapping or false",
+                   'write keyVaultSecretsProvider: {rotationInterval: "2m"} or false')
+    max_pods = raw.get("maxPods", d.max_pods)
+    if not isinstance(max_pods, int) or isinstance(max_pods, bool) or not 50 <= max_pods <= 250:
+        raise _err(c, "maxPods", f"settings.maxPods is {max_pods!r}", "use 50..250 (AKS allows 10..250; checkov CKV_AZURE_168 wants >= 50)", "50..250")
+    zones = _strings(c, raw, "zones", lambda z: z in ("1", "2", "3"), 'zone names "1", "2", "3"', '"1", "2", "3"')
+    rg = raw.get("existingResourceGroup")
+    if rg is not None and not (isinstance(rg, str) and _RG_NAME.match(rg)):
+        raise _err(c, "existingResourceGroup", f"settings.existingResourceGroup {rg!r} is not a resource group name",
+                   "write the name of the existing resource group (letters, digits, '-', '_', '.', '(', ')')")
+    pool_upgrade = _pool_upgrade(c, raw)
+    login = _mapping(c, raw, "kubelogin")
+    _known(c, login, "kubelogin", ("env", "login"))
+    env = login.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and _ENV_NAME.match(k) and isinstance(v, str) for k, v in env.items()):
+        raise _err(c, "kubelogin.env", "settings.kubelogin.env must map variable names to strings",
+                   "write e.g. env: {AZURE_FEDERATED_TOKEN_FILE: /var/run/secrets/azure/tokens/azure-identity-token}")
+    return AksSettings(
+        sku_tier=_choice(c, raw, "skuTier", d.sku_tier, SKU_TIERS),
+        local_accounts=_bool(c, raw, "localAccounts", d.local_accounts),
+        admin_group_object_ids=_strings(c, raw, "adminGroupObjectIds", lambda v: bool(_GUID.match(v)), "Entra group object IDs",
+                                        '"00000000-0000-0000-0000-000000000000"'),
+        private_cluster=private,
+        authorized_ip_ranges=ranges,
+        network_policy=_choice(c, network, "policy", d.network_policy, NETWORK_POLICIES, at="network."),
+        pod_cidr=_pod_cidr(c, network),
+        subnet_id=_resource_id(c, network, "subnetId", "microsoft.network/virtualnetworks", at="network."),
+        existing_resource_group=rg,
+        upgrade_channel=_choice(c, upgrade, "channel", d.upgrade_channel, UPGRADE_CHANNELS, at="upgrade."),
+        node_os_channel=_choice(c, upgrade, "nodeOsChannel", d.node_os_channel, NODE_OS_CHANNELS, at="upgrade."),
+        maintenance_day=_choice(c, window, "day", d.maintenance_day, DAYS, at="upgrade.maintenanceWindow."),
+        maintenance_start=window.get("start", d.maintenance_start),
+        maintenance_hours=hours,
+        maintenance_utc_offset=window.get("utcOffset", d.maintenance_utc_offset),
+        azure_policy=_bool(c, raw, "azurePolicy", d.azure_policy),
+        defender=defender,
+        monitoring=monitoring,
+        log_analytics_workspace_id=workspace,
+        host_encryption=_bool(c, raw, "hostEncryption", d.host_encryption),
+        disk_encryption_set_id=_resource_id(c, raw, "diskEncryptionSetId", "microsoft.compute/diskencryptionsets"),
+        secret_rotation_interval=rotation,
+        ephemeral_os_disk=_bool(c, raw, "ephemeralOsDisk", d.ephemeral_os_disk),
+        zones=zones,
+        max_pods=max_pods,
+        pool_upgrade=pool_upgrade,
+        kubelogin_login=_choice(c, login, "login", d.kubelogin_login, KUBELOGIN_LOGINS, at="kubelogin."),
+        kubelogin_env=dict(sorted(env.items())),
+    )
+
+
+def _pod_cidr(c, network) -> str | None:
+    value = network.get("podCidr")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _cidr(value):
+        raise _err(c, "network.podCidr", f"settings.network.podCidr {value!r} is not a CIDR range", "write e.g. podCidr: 10.244.0.0/16")
+    return value
+
+
+def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
+    value = _mapping(c, raw, "poolUpgrade")
+    names = {p.name for p in c.pools}
+    out: dict[str, PoolUpgrade] = {}
+    for name in sorted(value, key=str):
+        key = f"poolUpgrade.{name}"
+        if name not in names:
+            raise _err(c, key, f"settings.poolUpgrade names pool '{name}', which the cluster does not have",
+                       "use a pool name from pools", ", ".join(sorted(names)) or None)
+        entry = value[name]
+        if not isinstance(entry, dict):
+            raise _err(c, key, f"settings.{key} must be a mapping", 'write e.g. {maxSurge: "0", maxUnavailable: "1"}')
+        _known(c, entry, key, ("drainTimeoutMinutes", "maxSurge", "maxUnavailable"))
+        surge, unavailable = entry.get("maxSurge", "0"), entry.get("maxUnavailable")
+        for field_name, text in (("maxSurge", surge), ("maxUnavailable", unavailable)):
+            if text is not None and not (isinstance(text, str) and _SURGE.match(text)):
+                raise _err(c, f"{key}.{field_name}", f"{field_name} {text!r} must be a quoted count or percentage",
+                           f'write e.g. {field_name}: "1" or "10%"')
+        if surge in ("0", "0%") and unavailable in (None, "0", "0%"):
+            raise _err(c, key, "maxSurge 0 with maxUnavailable 0 can never upgrade a node",
+                       'set maxUnavailable: "1" (in place, one node at a time) or a maxSurge above 0')
+        drain = entry.get("drainTimeoutMinutes")
+        if drain is not None and (not isinstance(drain, int) or isinstance(drain, bool) or not 1 <= drain <= 1440):
+            raise _err(c, f"{key}.drainTimeoutMinutes", f"drainTimeoutMinutes {drain!r}", "use 1..1440", "1..1440")
+        out[name] = PoolUpgrade(surge, unavailable, drain)
+    return out
