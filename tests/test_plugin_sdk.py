@@ -183,7 +183,10 @@ def test_unknown_settings_are_refused_by_the_core_for_every_platform(monkeypatch
     load(monkeypatch, EXAMPLE)
     cases = {
         "example-k8s": ({}, "gateImage"),
-        "aks": ({"criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, "existing": None}, "gateImage"),
+        "aks": ({"criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, "existing": None},
+                "adminGroupObjectIds, apiServer, azurePolicy, defender, diskEncryptionSetId, ephemeralOsDisk, existingResourceGroup, "
+                "hostEncryption, keyVaultSecretsProvider, kubelogin, localAccounts, maxPods, monitoring, network, poolUpgrade, "
+                "skuTier, upgrade, zones, gateImage"),
         "oke": ({"criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}}, "nvidiaGpuPluginAddon, gateImage"),
     }
     for service, (changes, allowed) in cases.items():
