@@ -149,6 +149,15 @@ BAD_INPUTS = [
     ("kubernetes-floor", 'kubernetesVersion: "1.33"', None),
     ("vm-size-shape", "pools: [{name: system, vmSize: Standard_D8s_v5, gpu: false}, {name: gpu, vmSize: Std.H100}]",
      "pools[1].vmSize"),
+    ("sku-typo", "pools: [{name: system, vmSize: Standard_D8ds_v5}, {name: gpu, vmSize: Standard_ND96isr_H100_v6}]",
+     "pools[1].vmSize"),
+    ("other-accelerator", "pools: [{name: system, vmSize: Standard_D8ds_v5}, {name: gpu, vmSize: Standard_ND96asr_v4}]",
+     "pools[1].vmSize"),
+    ("gpu-contradicts-size", "pools: [{name: system, vmSize: Standard_D8ds_v5, gpu: true}, {name: gpu, vmSize: Standard_ND96isr_H100_v5}]",
+     "pools[0].gpu"),
+    ("open-public-api-server", "settings: {apiServer: {private: false}}", "settings.apiServer"),
+    ("nested-setting-typo", "settings: {upgrade: {chanel: patch}}", "settings.upgrade.chanel"),
+    ("pool-upgrade-unknown-pool", "settings: {poolUpgrade: {gpu2: {maxSurge: '1'}}}", "settings.poolUpgrade.gpu2"),
     ("unknown-setting", "settings: {localAccountDisabld: true}", "settings.localAccountDisabld"),
 ]
 

@@ -83,11 +83,12 @@ def test_runtime_reads_cluster_outputs_from_the_cluster_workspace(outdir):
     (provider,) = runtime["provider"]["helm"]
     source = "data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs.cross-stack-output-"
     assert provider["kubernetes"]["host"].startswith("${" + source)
-    for key in ("client_certificate", "client_key", "cluster_ca_certificate"):
-        assert provider["kubernetes"][key].startswith("${base64decode(" + source)
+    assert provider["kubernetes"]["cluster_ca_certificate"].startswith("${base64decode(" + source)
+    assert provider["kubernetes"]["exec"]["command"] == "kubelogin"  # Entra ID: no credential in the workspace outputs
+    assert not {"client_certificate", "client_key", "token"} & set(provider["kubernetes"])
     outputs = load(outdir, "lab-cluster")["output"]
-    referenced = {v.split(".outputs.", 1)[1].rstrip("})") for v in provider["kubernetes"].values()}
-    assert len(referenced) == 4 and all(outputs[name]["sensitive"] is True for name in referenced)
+    referenced = {provider["kubernetes"][k].split(".outputs.", 1)[1].rstrip("})") for k in ("host", "cluster_ca_certificate")}
+    assert len(referenced) == 2 and referenced <= set(outputs)
     manifest = json.loads((outdir / "manifest.json").read_text())
     assert manifest["stacks"]["lab-runtime"]["dependencies"] == ["lab-cluster"]
     assert "data" not in load(outdir, "edge-runtime")  # existing cluster: kubeconfig variables, no remote state
