@@ -15,32 +15,60 @@ Run by ``cdktf synth`` (``cdktf.json``: ``.venv/bin/python main.py``) or directl
    Run as a script, every temporary file of the process (chart staging, the jsii runtime and the
    jsii Node.js kernel's folder) lives in one private folder, removed at exit even when a signal
    to the process group killed the kernel first.
+
+   No traceback at any moment: the handlers are installed by the script's first statements
+   (before any gpucluster import); the first signal stops the run, later ones are only recorded
+   (cleanup is never cut short); the jsii kernel's exit hook tolerates a kernel the signal
+   already ended (``constructs_lib.cdk.tolerate_dead_kernel``: it wrote to a closed pipe,
+   ``BrokenPipeError``); a signal during the shutdown
+   after a successful run still exits 128 + the signal number with the one line.
+5. Any other unexpected exception prints one ``error[internal]`` line (the traceback only with
+   ``GPUCLUSTER_DEBUG=1``) and exits 70 (``EX_SOFTWARE``).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
-import shutil
 import signal
 import sys
-import tempfile
-from pathlib import Path
-from typing import Iterator
 
-from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
-
-DEFAULT_OUTDIR = "cdktf.out"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+"""Stop signals received by this process, in order (see :func:`_on_stop_signal`)."""
 
 
 class _Stopped(BaseException):
-    """Raised in the main thread by a stop signal, so that every ``with`` block cleans up."""
+    """Raised in the main thread by the first stop signal, so that every ``with`` block cleans up."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+def _on_stop_signal(signum, frame):
+    """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end)."""
+    _received.append(signum)
+    if len(_received) == 1:
+        raise _Stopped(signum)
+
+
+if __name__ == "__main__":  # before any other import: a signal from now on never prints a traceback
+    for _signum in STOP_SIGNALS:
+        signal.signal(_signum, _on_stop_signal)
+
+import atexit  # noqa: E402
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Iterator  # noqa: E402
+
+from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem  # noqa: E402
+
+DEFAULT_OUTDIR = "cdktf.out"
+EXIT_INTERNAL = 70
+"""Exit code of an unexpected internal error (``EX_SOFTWARE``, sysexits.h)."""
 
 
 @contextlib.contextmanager
@@ -48,12 +76,16 @@ def _stop_signals_raise(received: list[int]) -> Iterator[None]:
     """Turn :data:`STOP_SIGNALS` into :class:`_Stopped` (recorded in ``received``) while inside.
 
     Python's default for SIGTERM/SIGHUP ends the process at once, leaving the staged output
-    folder and the temporary chart and jsii folders behind.
+    folder and the temporary chart and jsii folders behind. A signal recorded before (the
+    script's own handler) stops the run at once.
     """
+    if received:
+        raise _Stopped(received[0])
 
     def stop(signum, frame):
         received.append(signum)
-        raise _Stopped(signum)
+        if len(received) == 1:
+            raise _Stopped(signum)
 
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
@@ -68,17 +100,34 @@ def _stack_dirs(outdir: Path) -> set[str]:
     return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
 
 
-def main(argv: list[str] | None = None) -> int:
-    received: list[int] = []
+def main(argv: list[str] | None = None, received: list[int] | None = None) -> int:
+    """Run the app (see the module docstring); returns the exit code.
+
+    Args:
+        received: list the stop signals are recorded in (the script passes its own, so signals
+            before and after ``main`` count); default a fresh one.
+    """
+    received = [] if received is None else received
     try:
         with _stop_signals_raise(received):
             return _run()
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
-    except Exception:
+    except Exception as err:
         if received:  # the signal also reached the jsii kernel (process group) and broke a call first
             return _interrupted(received[0])
-        raise
+        return _internal_error(err)
+
+
+def _internal_error(err: BaseException) -> int:
+    """One ``error[internal]`` line for an unexpected exception (traceback with GPUCLUSTER_DEBUG=1)."""
+    if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+        traceback.print_exception(err, file=sys.stderr)
+    problem = Problem(message=f"unexpected {type(err).__name__}: {err}", id="internal",
+                      fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the "
+                          "cluster file")
+    print(problem.render(), file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _interrupted(signum: int) -> int:
@@ -89,30 +138,40 @@ def _interrupted(signum: int) -> int:
 
 
 def _run() -> int:
-    from gpucluster.config import load_config
+    from gpucluster.config import embedded_default_notice, load_config
     from gpucluster.pipeline import build_plans
 
+    findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
     try:
+        notice = embedded_default_notice()
+        if notice:
+            print(notice, file=findings_out)
+            findings_out.flush()
         clusters, fleet = load_config()
         plans = build_plans(clusters)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
-    findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
     for plan in plans:
         for finding in plan.findings:
             print(finding.render(), file=findings_out)
     findings_out.flush()
 
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
-    previous = _stack_dirs(outdir)
+    try:
+        previous = _stack_dirs(outdir)
+    except (OSError, ValueError):
+        previous = set()  # stacks.synth reports the folder's problem as error[output]
+    warnings: list[Problem] = []
     try:
         import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
 
-        written = stacks.synth(plans, outdir, fleet=fleet)
+        written = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
+    for warning in warnings:
+        print(warning.render("warning"), file=findings_out)
     if os.environ.get("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS") is not None:
         # Under the cdktf CLI: it deletes stacks/<name> folders that existed before the run and
         # are not in the new manifest, with a plain rmSync that fails on a missing folder. Our
@@ -132,6 +191,21 @@ def _under_cdktf_cli() -> bool:
     return "CDKTF_CONTEXT_JSON" in os.environ
 
 
+def _record_only(signum, frame):
+    """Stop-signal handler for the shutdown: record, never raise (atexit hooks run to the end)."""
+    _received.append(signum)
+
+
+def _exit_after_late_signal(code: int) -> None:
+    """Last atexit hook: a stop signal during the shutdown of a successful run still ends the
+    process with 128 + its number and the one line (after every other hook cleaned up)."""
+    if _received and code == 0:
+        _interrupted(_received[0])
+        with contextlib.suppress(BaseException):
+            sys.stderr.flush()
+        os._exit(128 + _received[0])
+
+
 def _private_tmpdir() -> None:
     """Point ``TMPDIR`` (Python and the jsii Node.js kernel) at a fresh folder removed at exit.
 
@@ -143,6 +217,36 @@ def _private_tmpdir() -> None:
     atexit.register(shutil.rmtree, private, True)
 
 
+def _script() -> int:
+    """``python main.py``: the exit code; never raises (see the module docstring, 4 and 5)."""
+    code = 0
+    final: list[int] = []
+    atexit.register(lambda: _exit_after_late_signal(final[0] if final else 1))  # registered first: runs last
+    try:
+        _private_tmpdir()
+        code = main(sys.argv[1:], received=_received)
+    except _Stopped as stopped:
+        code = _interrupted(stopped.signum)
+    except BaseException as err:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a plugin included
+        if isinstance(err, SystemExit) and isinstance(err.code, int):
+            code = err.code
+        else:
+            code = _interrupted(_received[0]) if _received else _internal_error(err)
+    if _received and code == 0:
+        code = _interrupted(_received[0])
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _record_only)
+    final.append(code)
+    _received.clear()  # from here on: signals during the shutdown (see _exit_after_late_signal)
+    return code
+
+
 if __name__ == "__main__":
-    _private_tmpdir()
-    sys.exit(main(sys.argv[1:]))
+    _exit_code = 1
+    try:
+        _exit_code = _script()
+    finally:
+        sys.exit(_exit_code)

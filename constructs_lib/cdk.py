@@ -166,6 +166,42 @@ HELM_PROVIDER_VERSION = DIST.helm_version
 """``hashicorp/helm`` version the installed binding pins (3.1.1 for cdktf, 3.3.0 for cdktn)."""
 
 import jsii  # noqa: E402
+
+
+def tolerate_dead_kernel() -> None:
+    """Make the jsii kernel's exit hook tolerate a kernel that is already gone (called at import).
+
+    jsii (1.x ``_NodeProcess.stop``, registered with ``atexit`` when the kernel starts, i.e. at
+    ``import cdktf``) writes ``{"exit":0}`` to the Node.js process's stdin. When a signal to the
+    process group (Ctrl-C, a CI timeout) ended Node.js first, that write raises
+    ``BrokenPipeError`` and Python prints "Exception ignored in atexit callback" with a traceback.
+    The wrapper finishes the hook's work (reap the process, close the pipes, remove jsii's
+    runtime folder) without raising. Idempotent.
+    """
+    import contextlib
+
+    from jsii._kernel.providers import process as jsii_process
+
+    node_process = getattr(jsii_process, "_NodeProcess", None)
+    original = getattr(node_process, "stop", None)
+    if original is None or getattr(original, "_gpucluster_tolerant", False):
+        return
+
+    def stop(self) -> None:
+        try:
+            original(self)
+        except (OSError, ValueError):  # BrokenPipeError: the kernel is gone; finish the cleanup
+            proc = getattr(self, "_process", None)
+            for step in (lambda: proc.kill(), lambda: proc.wait(timeout=5), lambda: proc.stdout.close(),
+                         lambda: proc.stderr.close(), lambda: self._ctx_stack.close()):
+                with contextlib.suppress(Exception):
+                    step()
+
+    stop._gpucluster_tolerant = True  # type: ignore[attr-defined]
+    node_process.stop = stop
+
+
+tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
 _framework = importlib.import_module(DIST.name)

@@ -161,6 +161,11 @@ def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    from gpucluster.config import embedded_default_notice
+
+    notice = embedded_default_notice(args.config)
+    if notice:
+        err.write(notice + "\n")
     plans, fleet = _plans_and_fleet(args.config, args.sets)
     _warn_findings(plans, err)
     rollout = _fleet_rollout(fleet, plans) if fleet is not None else None

@@ -79,6 +79,27 @@ VM_SIZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 """Machine sizes/shapes of every platform: Azure ``Standard_ND96isr_H100_v5``, OCI ``BM.GPU.H100.8``."""
 
 
+def embedded_default_notice(path: str | None = None, env: Mapping[str, str] = os.environ) -> str | None:
+    """The info line printed by ``main.py`` (synth) and ``gpucluster plan`` when no cluster file is
+    found and :func:`load_clusters` falls back to the embedded default, else None.
+
+    One line naming where gpucluster looked (``GPUCLUSTER_CONFIG`` unset, ``gpucluster.yaml`` in
+    the working folder) and what the built-in example creates, so a ``make -C repo synth`` from
+    another folder or a ``gpucluster.yml`` typo does not silently plan an H100 node in eastus.
+    """
+    if path is not None or env.get(ENV_CONFIG) or Path(DEFAULT_FILE_NAME).is_file():
+        return None
+    from gpucluster.errors import one_line
+
+    looked = Path.cwd() / DEFAULT_FILE_NAME
+    return (
+        f"info[input.default] file={EMBEDDED_SOURCE}: no cluster file found ({ENV_CONFIG} is not set and "
+        f"{one_line(str(looked), 200)} does not exist); using the built-in example cluster gpu-training "
+        "(AKS, one Standard_ND96isr_H100_v5 node in eastus) fix: write your cluster file as gpucluster.yaml "
+        f"in the working folder or point {ENV_CONFIG} at it (docs/cluster-file.md)"
+    )
+
+
 def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:
     """Load and validate the cluster file.
 
@@ -114,7 +135,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
         return parse_config(data, source=EMBEDDED_SOURCE, root=Path.cwd())
     file = Path(path)
     data = yamlsafe.load_yaml_file(file, display=path)
-    return parse_config(data, source=path, root=file.resolve().parent)
+    root = yamlsafe.resolve_user_path(path, Path.cwd(), file=path, key=ENV_CONFIG, what="cluster file").parent
+    return parse_config(data, source=path, root=root)
 
 
 def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
@@ -376,6 +398,15 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             existing.kubeconfig_path = _string(ex["kubeconfig"], source, name, f"{base}.existing.kubeconfig")
         if ex.get("context") is not None:
             existing.context = _string(ex["context"], source, name, f"{base}.existing.context")
+        check_existing(existing, file=source, cluster=name, key=f"{base}.existing")
+        if region is not None:
+            raise GpuclusterError(
+                f"region '{region}' has no effect with 'existing': gpucluster does not create the cluster and reaches it "
+                "through the kubeconfig",
+                key=f"{base}.region",
+                fix="remove 'region' (or remove 'existing' to have gpucluster create the cluster in that region)",
+                **w,
+            )
 
     pools: list[NodePool] = []
     if raw.get("pools") is not None:
@@ -432,6 +463,52 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+KUBECONFIG_FORMS = "an absolute path or one starting with ~/"
+
+
+def check_existing(existing: ExistingCluster, *, file: str | None, cluster: str | None, key: str = "existing") -> None:
+    """Refuse an ``existing:`` the runtime stack could not use, for every platform.
+
+    * ``kubeconfig``: non-empty, absolute or ``~/``-relative (:data:`KUBECONFIG_FORMS`): the value
+      is the default of the runtime stack's ``kubeconfig_path`` variable, which Terraform's Helm
+      provider resolves against the stack's folder (``cdktf.out/stacks/<name>-runtime``), not
+      against the cluster file; no surrounding whitespace or control characters.
+    * ``context``: when given, non-empty, without surrounding whitespace or control characters.
+
+    Args:
+        key: the key path of the ``existing`` mapping (``clusters[0].existing``).
+
+    Raises:
+        GpuclusterError: ``<key>.kubeconfig`` or ``<key>.context``.
+    """
+    where = {"file": file, "cluster": cluster}
+    path = existing.kubeconfig_path
+    kkey = f"{key}.kubeconfig"
+    if path is not None:
+        if not isinstance(path, str) or not path.strip():
+            raise GpuclusterError("existing.kubeconfig is empty", key=kkey, fix="give the kubeconfig path, e.g. ~/.kube/config",
+                                  **where)
+        if path != path.strip() or _CONTROL.search(path):
+            raise GpuclusterError(
+                f"existing.kubeconfig {path!r} has surrounding whitespace or control characters",
+                key=kkey, fix="write the path without leading/trailing spaces or line breaks", **where)
+        if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+            raise GpuclusterError(
+                f"existing.kubeconfig '{path}' is a relative path: Terraform's Helm provider would resolve it against "
+                "the runtime stack's folder (cdktf.out/stacks/<name>-runtime), not against the cluster file",
+                key=kkey, allowed=KUBECONFIG_FORMS, fix="write the full path, e.g. ~/.kube/config", **where)
+    context = existing.context
+    if context is not None and (not isinstance(context, str) or not context.strip() or context != context.strip()
+                                or _CONTROL.search(context)):
+        raise GpuclusterError(
+            f"existing.context {context!r} is empty or has surrounding whitespace or control characters",
+            key=f"{key}.context",
+            fix="give the context name exactly as `kubectl config get-contexts` lists it, or drop the key to use the current context",
+            **where,
+        )
+
+
 def _criteria(raw: Any, key: str, w: dict) -> Criteria:
     data = _mapping(raw, w["file"], w["cluster"], key)
     _known_keys(data, CRITERIA_FIELDS, w["file"], w["cluster"], key)
@@ -457,8 +534,7 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
 
 def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
     rel = _string(raw, w["file"], w["cluster"], key)
-    path = Path(rel)
-    resolved = (root / path).resolve() if not path.is_absolute() else path.resolve()
+    resolved = yamlsafe.resolve_user_path(rel, root, file=w["file"], cluster=w["cluster"], key=key, what="recipe file")
     try:
         resolved.relative_to(root.resolve())
     except ValueError:
@@ -468,8 +544,14 @@ def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
             fix="copy the RecipeResult into the project folder and give a relative path",
             **w,
         ) from None
-    if not resolved.is_file():
-        raise GpuclusterError(f"recipe file '{rel}' does not exist", key=key, fix="check the path (relative to the cluster file)", **w)
+    try:
+        is_file = resolved.is_file()
+    except OSError as exc:
+        raise GpuclusterError(f"recipe file '{rel}' cannot be read: {exc.strerror}", key=key,
+                              fix="check the path (relative to the cluster file)", **w) from None
+    if not is_file:
+        raise GpuclusterError(f"recipe file '{rel}' does not exist or is not a regular file", key=key,
+                              fix="check the path (relative to the cluster file)", **w)
     return str(resolved)
 
 

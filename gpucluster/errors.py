@@ -8,11 +8,47 @@ it*. The CLI and ``main.py`` print :meth:`GpuclusterError.render` and exit with
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 EXIT_INVALID_INPUT = 2
 """Process exit code for invalid input (cluster file, RecipeResult, overrides, policy errors)."""
+
+DEFAULT_FIX = "correct the input the message names (see docs/cluster-file.md)"
+"""The ``fix:`` of a problem raised without one, so every rendered error has a fix."""
+
+FIELD_LIMIT = 160
+"""Longest ``file=``/``cluster=``/``component=``/``key=`` value printed (characters)."""
+TEXT_LIMIT = 480
+"""Longest message, ``allowed`` or ``fix`` printed (characters); longer ones are cut in the middle."""
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
+"""Characters that would break or forge a one-line message, or act on the terminal: C0/C1 control
+characters (newline, carriage return, ESC of terminal escape sequences), line/paragraph separators,
+zero-width and bidirectional formatting characters (Trojan Source, CVE-2021-42574)."""
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(match: re.Match) -> str:
+    ch = match.group()
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: object, limit: int = TEXT_LIMIT) -> str:
+    """``text`` made safe for one terminal line: unsafe characters (:data:`_UNSAFE`) written as
+    ``\\n``, ``\\x1b``, ``\\u202e``; longer than ``limit`` characters: cut in the middle with
+    ``…(N characters cut)…``. Used by :meth:`Problem.render` on every part of a message."""
+    text = _UNSAFE.sub(_escape_char, str(text))
+    if len(text) > limit:
+        cut = len(text) - limit
+        head = limit * 2 // 3
+        text = f"{text[:head]}…({cut} characters cut)…{text[len(text) - (limit - head):]}"
+    return text
 
 
 @dataclass
@@ -40,10 +76,15 @@ class Problem:
     fix: str | None = None
     id: str = "input"
 
-    def render(self) -> str:
-        """One line: ``error[id] file=… cluster=… component=… key=…: message (allowed: …) fix: …``."""
+    def render(self, severity: str = "error") -> str:
+        """One line: ``error[id] file=… cluster=… component=… key=…: message (allowed: …) fix: …``.
+
+        Always one line with a ``fix:`` (:data:`DEFAULT_FIX` when none was given); every part
+        passes :func:`one_line` (control characters escaped, long values cut), so a user string
+        can neither forge a second ``error[...]`` line nor drive the terminal.
+        """
         where = " ".join(
-            f"{name}={value}"
+            f"{name}={one_line(value, FIELD_LIMIT)}"
             for name, value in (
                 ("file", self.file),
                 ("cluster", self.cluster),
@@ -52,14 +93,13 @@ class Problem:
             )
             if value
         )
-        text = f"error[{self.id}]"
+        text = f"{severity}[{self.id}]"
         if where:
             text += f" {where}"
-        text += f": {self.message}"
+        text += f": {one_line(self.message)}"
         if self.allowed:
-            text += f" (allowed: {self.allowed})"
-        if self.fix:
-            text += f" fix: {self.fix}"
+            text += f" (allowed: {one_line(self.allowed)})"
+        text += f" fix: {one_line(self.fix or DEFAULT_FIX)}"
         return text
 
 

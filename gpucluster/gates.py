@@ -471,16 +471,43 @@ def rbac_rules(spec: GateSpec) -> tuple[str | None, list[dict[str, Any]]]:
 # --------------------------------------------------------------------------- chart
 
 
+MOVING_TAGS = frozenset({"latest", "stable", "edge", "main", "master", "nightly", "dev", "release", "current"})
+"""Image tags that by convention move to new builds: refused for the Jobs gpucluster generates."""
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of an image reference (``repo:tag`` or ``repo:tag@sha256:...``), or None."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
 def gate_image(cluster: ClusterSpec) -> str:
     """The kubectl image of the cluster's gate Jobs: ``settings.gateImage`` or the default.
 
+    The default is pinned by digest. A user image must carry a version tag or a digest; a moving
+    tag (:data:`MOVING_TAGS`, e.g. ``:latest``) is refused, and a tag without a digest gets the
+    policy warning ``GATE-IMAGE-DIGEST`` (:func:`gpucluster.policy.check_gate_image_digest`).
+
     Raises:
-        GpuclusterError: ``settings.gateImage`` is not an image reference with a tag or digest.
+        GpuclusterError: ``settings.gateImage`` is not an image reference with a tag or digest,
+            or uses a moving tag.
     """
     image = (cluster.settings or {}).get(GATE_IMAGE_SETTING)
     if image is None:
         return DEFAULT_KUBECTL_IMAGE
     last = str(image).rsplit("/", 1)[-1]
+    moving = image_tag(image) if isinstance(image, str) else None
+    if moving is not None and moving.lower() in MOVING_TAGS and "@" not in image:
+        raise GpuclusterError(
+            f"settings.{GATE_IMAGE_SETTING} '{image}' uses the moving tag ':{moving}': every run may pull another kubectl",
+            file=cluster.source,
+            cluster=cluster.name,
+            key=f"settings.{GATE_IMAGE_SETTING}",
+            allowed="registry/repository:version@sha256:digest (digest recommended) or registry/repository:version",
+            fix=f"pin a version and its digest, e.g. {DEFAULT_KUBECTL_IMAGE} or your mirror of it "
+            "(`crane digest <image>` or `docker buildx imagetools inspect <image>` prints the digest)",
+        )
     if not isinstance(image, str) or not _IMAGE.match(image) or ("@" not in image and ":" not in last):
         raise GpuclusterError(
             f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
@@ -605,6 +632,42 @@ def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[d
     return [sa, role, binding, job]
 
 
+API_SERVER_PORTS = (443, 6443)
+"""TCP ports a gate Job may reach: the Kubernetes API server behind the ``kubernetes`` Service
+(AKS and most managed clusters serve it on 443, kubeadm/OKE/kind on 6443). NetworkPolicy is
+evaluated after the Service's DNAT, so the policy names the endpoint's port, not the Service's."""
+
+
+def gate_network_policy(spec: GateSpec, namespace: str) -> dict[str, Any]:
+    """A default-deny-style NetworkPolicy for the gate's own pods (Kubernetes ``networking.k8s.io/v1``).
+
+    Selects only the gate Job's pods (``app.kubernetes.io/name: gpucluster-gate``,
+    ``app.kubernetes.io/instance: <gate>``): no ingress at all, egress only to TCP
+    :data:`API_SERVER_PORTS` (``kubectl get`` against the API server; in-cluster kubectl uses
+    ``KUBERNETES_SERVICE_HOST``, an IP, so no DNS). It does not select the gated component's
+    pods: the gate runs in the component's namespace, and a namespace-wide deny would cut the
+    operator off. Enforced where the cluster runs a NetworkPolicy engine (Azure CNI with
+    Cilium/Calico, OKE with Calico, ...); elsewhere it is inert.
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": f"gpucluster-gate-{spec.name}",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "gpucluster-gate", "app.kubernetes.io/instance": spec.name,
+                       "app.kubernetes.io/part-of": "gpucluster"},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "gpucluster-gate",
+                                            "app.kubernetes.io/instance": spec.name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [{"ports": [{"protocol": "TCP", "port": port} for port in API_SERVER_PORTS]}],
+        },
+    }
+
+
 def _with_helm_values(text: str) -> str:
     for key in HELM_VALUE_KEYS:
         text = text.replace(_sentinel(key), _helm_expr(key))
@@ -622,7 +685,7 @@ def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[
     Returns:
         ``(chart, values)``; chart files ``Chart.yaml``, ``values.yaml`` (defaults: ``image``,
         ``gatedHash: ''``), ``templates/000-serviceaccount.yaml``, ``001-rbac.yaml``,
-        ``002-job.yaml``; values ``{"image": <kubectl image>}`` (the graph adds ``gatedHash``
+        ``002-job.yaml``, ``003-networkpolicy.yaml`` (:func:`gate_network_policy`); values ``{"image": <kubectl image>}`` (the graph adds ``gatedHash``
         and ``contentHash``).
 
     Raises:
@@ -642,6 +705,7 @@ def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[
         ("serviceaccount", dump_documents([sa])),
         ("rbac", dump_documents([role, binding])),
         ("job", _with_helm_values(dump_documents([job]))),
+        ("networkpolicy", dump_documents([gate_network_policy(spec, namespace)])),
     ]
     values_yaml = dump_documents([{"image": image, "gatedHash": ""}])[len("---\n"):]
     chart = make_chart(

@@ -369,10 +369,13 @@ class Finding:
     file: str = ""
 
     def render(self) -> str:
-        where = f"file={self.file} " if self.file else ""
+        from gpucluster.errors import FIELD_LIMIT, one_line
+
+        where = f"file={one_line(self.file, FIELD_LIMIT)} " if self.file else ""
         return (
-            f"{self.severity}[{self.id}] {where}cluster={self.cluster} component={self.component} "
-            f"key={self.key}: {self.message} fix: {self.fix}"
+            f"{self.severity}[{self.id}] {where}cluster={one_line(self.cluster, FIELD_LIMIT)} "
+            f"component={one_line(self.component, FIELD_LIMIT)} key={one_line(self.key, FIELD_LIMIT)}: "
+            f"{one_line(self.message)} fix: {one_line(self.fix)}"
         )
 
 

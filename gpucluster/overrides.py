@@ -35,6 +35,8 @@ Semantics (AICR's, with the deviations documented in docs/overrides.md):
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 import re
 from pathlib import Path
@@ -92,6 +94,12 @@ def parse_scalar(text: str) -> Any:
     return text
 
 
+MAX_VALUES_DEPTH = 64
+"""Most keys in one values path (``--set``, ``set:``, ``variables``): the same limit as values
+files (:data:`gpucluster.yamlsafe.MAX_DEPTH`); deeper paths would exhaust Python's recursion limit
+in merging and fingerprinting (a 1,000-key path did, in ``graph.fingerprint``)."""
+
+
 def check_values_path(path: str) -> list[str]:
     """Split and validate a dotted values path (``driver.rdma.enabled``).
 
@@ -104,6 +112,9 @@ def check_values_path(path: str) -> list[str]:
     if path == "":
         raise ValueError("the values path is empty")
     parts = split_path(path)
+    if len(parts) > MAX_VALUES_DEPTH:
+        raise ValueError(f"the values path has {len(parts)} keys; at most {MAX_VALUES_DEPTH} are allowed "
+                         "(Helm values nest a few levels)")
     for part in parts:
         if not PATH_SEGMENT.match(part):
             shown = part if part else "(empty)"
@@ -354,8 +365,10 @@ def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path
             key=key,
             fix="use a path relative to the cluster file, inside the project folder",
         )
-    base = Path(file).resolve().parent
-    target = (base / rel).resolve()
+    from gpucluster.yamlsafe import resolve_user_path
+
+    base = resolve_user_path(file, Path.cwd(), file=file, key=key, cluster=cluster, what="cluster file").parent
+    target = resolve_user_path(ref, base, file=file, key=key, cluster=cluster, what="values file")
     if not target.is_relative_to(root):
         raise GpuclusterError(
             f"'{ref}' resolves outside the project folder {root}",
@@ -363,7 +376,7 @@ def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path
             key=key,
             fix="copy the values file into the project folder and reference it from there",
         )
-    if not target.exists():
+    if not os.path.lexists(target):
         raise GpuclusterError(
             f"values file not found: '{ref}'",
             file=file,

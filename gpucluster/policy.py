@@ -655,6 +655,51 @@ def check_pruned_edges(c: _Checks) -> None:
         )
 
 
+def check_existing_remote_run(c: _Checks) -> None:
+    """EXISTING-REMOTE-KUBECONFIG (warning): ``existing`` with ``backend: cloud``.
+
+    The runtime stack reaches an existing cluster through the kubeconfig file named by its
+    ``kubeconfig_path`` variable. In an HCP Terraform / Terraform Cloud workspace with the default
+    remote execution mode, ``terraform plan`` runs on HCP Terraform's workers, which cannot read
+    a file on your machine (HCP Terraform docs, "Remote operations").
+    """
+    backend = c.cluster.backend
+    if c.cluster.existing is None or not backend or backend.get("type") != "cloud":
+        return
+    c.add(
+        "EXISTING-REMOTE-KUBECONFIG",
+        "warning",
+        "-",
+        "existing.kubeconfig",
+        f"the runtime stack reads the kubeconfig {c.cluster.existing.kubeconfig_path or '~/.kube/config'} of the machine "
+        "that runs terraform; a remote run in HCP Terraform cannot read a local file",
+        "set the workspace's execution mode to local (or run an agent that has the file), or set the kubeconfig_path "
+        "variable in the workspace to a file that exists there",
+    )
+
+
+def check_gate_image_digest(c: _Checks) -> None:
+    """GATE-IMAGE-DIGEST (warning): ``settings.gateImage`` pinned by tag only.
+
+    A tag can be pushed again; only a digest names one image (OCI distribution spec). The gate
+    Jobs run with the cluster's API credentials, so their image is part of the supply chain.
+    Moving tags such as ``:latest`` are refused outright (:func:`gpucluster.gates.gate_image`).
+    """
+    from gpucluster.gates import GATE_IMAGE_SETTING
+
+    image = (c.cluster.settings or {}).get(GATE_IMAGE_SETTING)
+    if isinstance(image, str) and "@sha256:" not in image:
+        c.add(
+            "GATE-IMAGE-DIGEST",
+            "warning",
+            "-",
+            f"settings.{GATE_IMAGE_SETTING}",
+            f"the gate Jobs' image {image} is pinned by tag only; a re-pushed tag changes what runs with the gates' "
+            "API credentials",
+            f"append the digest: {image}@sha256:<digest> (`crane digest {image}` prints it)",
+        )
+
+
 CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_toggle_types,
     check_advertiser,
@@ -664,6 +709,8 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_nvsentinel_runtime_class,
     check_policy_key_overrides,
     check_pruned_edges,
+    check_existing_remote_run,
+    check_gate_image_digest,
 )
 
 

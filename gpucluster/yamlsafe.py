@@ -12,6 +12,7 @@ and the key path.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _mark_text(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        return (f"character {exc.character!r} at position {exc.position} is not allowed in YAML "
+                f"({exc.reason or 'special characters are not allowed'})")
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     if mark is not None:
@@ -74,6 +78,9 @@ def _mark_text(exc: yaml.YAMLError) -> str:
 def _fix_for(exc: yaml.YAMLError) -> str:
     """How to fix a YAML error of :func:`load_yaml_text` (one of the strict loader's refusals, or
     a syntax error)."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return ("remove the control character, or write it escaped inside a double-quoted string "
+                f"(\"\\x{ord(exc.character):02x}\")" if isinstance(exc.character, str) else "save the file as UTF-8 text")
     problem = str(getattr(exc, "problem", None) or exc)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -93,14 +100,63 @@ def _fix_for(exc: yaml.YAMLError) -> str:
     )
 
 
-def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None) -> None:
+NAME_MAX_BYTES = 255
+"""Longest file name component (bytes) Linux file systems accept (``NAME_MAX``)."""
+PATH_MAX_BYTES = 4095
+"""Longest path (bytes) the kernel accepts (``PATH_MAX`` - 1)."""
+
+
+def resolve_user_path(text: str, base: Path, *, file: str, key: str, cluster: str | None = None,
+                      what: str = "file") -> Path:
+    """``base / text`` resolved, for a path the user wrote (``recipe:``, ``overrides.values[].file``).
+
+    Refused with one line each, before any file system call can raise: a NUL byte, a name
+    component longer than :data:`NAME_MAX_BYTES` or a path longer than :data:`PATH_MAX_BYTES`
+    bytes, and a symbolic link loop (``RuntimeError``/``ELOOP`` from ``Path.resolve``).
+
+    Raises:
+        GpuclusterError: naming ``file``, ``cluster`` and ``key``.
+    """
+    where = {"file": file, "cluster": cluster, "key": key}
+    if "\x00" in text:
+        raise GpuclusterError(f"the {what} path {text!r} holds a NUL byte", fix="remove the NUL byte from the path", **where)
+    encoded = os.fsencode(text)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > NAME_MAX_BYTES or len(encoded) > PATH_MAX_BYTES:
+        raise GpuclusterError(
+            f"the {what} path is too long ({len(encoded)} bytes, longest name {longest} bytes)",
+            allowed=f"names of at most {NAME_MAX_BYTES} bytes, paths of at most {PATH_MAX_BYTES} bytes",
+            fix="use a shorter path",
+            **where,
+        )
+    path = Path(text).expanduser() if text.startswith("~") else Path(text)
+    try:
+        return (path if path.is_absolute() else base / path).resolve()
+    except (RuntimeError, OSError) as exc:  # "Symlink loop from ...", ELOOP
+        reason = getattr(exc, "strerror", None) or "a symbolic link loop"
+        raise GpuclusterError(f"the {what} path {text!r} cannot be resolved: {reason}",
+                              fix="point it at a regular file (check the symbolic links on the way)", **where) from None
+
+
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists accepted in user YAML (Helm values nest a few levels;
+much deeper documents would exhaust Python's recursion limit in merging and hashing)."""
+
+
+def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None, _depth: int = 0) -> None:
     """Ensure ``data`` is plain YAML data Helm understands.
 
-    Allowed: mappings with string keys, lists, strings, ints, finite floats, booleans, null.
+    Allowed: mappings with string keys, lists, strings, ints, finite floats, booleans, null,
+    nested at most :data:`MAX_DEPTH` levels.
 
     Raises:
         GpuclusterError: naming ``file`` and the dotted key path of the first offending value.
     """
+    if _depth > MAX_DEPTH and isinstance(data, (dict, list)):
+        raise GpuclusterError(
+            f"values nest deeper than {MAX_DEPTH} levels", file=file, cluster=cluster, key=(key[:200] or None),
+            fix="flatten the document (Helm values nest a few levels)",
+        )
     if isinstance(data, dict):
         for k, v in data.items():
             if not isinstance(k, str):
@@ -111,10 +167,10 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
                     key=key or None,
                     fix="quote the key",
                 )
-            check_plain(v, file=file, key=f"{key}.{k}" if key else k, cluster=cluster)
+            check_plain(v, file=file, key=f"{key}.{k}" if key else k, cluster=cluster, _depth=_depth + 1)
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            check_plain(v, file=file, key=f"{key}[{i}]", cluster=cluster)
+            check_plain(v, file=file, key=f"{key}[{i}]", cluster=cluster, _depth=_depth + 1)
     elif isinstance(data, bool) or data is None or isinstance(data, (int, str)):
         return
     elif isinstance(data, float):
@@ -170,14 +226,19 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
     """
     name = display or str(path)
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        size = info.st_size
     except FileNotFoundError:
         raise GpuclusterError("file not found", file=name, cluster=cluster, fix="check the path") from None
+    except ValueError:  # "embedded null byte"
+        raise GpuclusterError("the file name holds a NUL byte", file=name, cluster=cluster, fix="remove the NUL byte") from None
     except OSError as exc:
         raise GpuclusterError(
             f"cannot read file: {exc.strerror}", file=name, cluster=cluster, fix="check the file's permissions and path"
         ) from None
-    if not path.is_file():
+    import stat as stat_mod
+
+    if not stat_mod.S_ISREG(info.st_mode):
         raise GpuclusterError("is not a regular file", file=name, cluster=cluster, fix="point to a YAML file")
     if size > max_bytes:
         raise GpuclusterError(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -16,7 +18,7 @@ from gpucluster.model import RuntimePlan
 from gpucluster.plugins import platform_for
 from stacks.cluster import ClusterStack
 from stacks.common import cluster_stack_name, runtime_stack_name
-from stacks.outdir import staged_outdir
+from stacks.outdir import output_error, staged_outdir
 from stacks.runtime import RuntimeStack
 
 if TYPE_CHECKING:
@@ -60,12 +62,17 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
     return app
 
 
-def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None) -> list[str]:
+def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None,
+          warnings: list[Problem] | None = None) -> list[str]:
     """Synthesize ``plans`` into ``outdir``, replacing it atomically.
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
     App synthesized. Any exception (construct validation error, plugin error) leaves a
     previous ``outdir`` byte-identical.
+
+    Args:
+        warnings: receives ``warning[output]`` problems (previous output not removable; see
+            :func:`stacks.outdir.staged_outdir`).
 
     Returns:
         the stack names written, sorted.
@@ -75,13 +82,16 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
             errors (one ``error[construct]`` problem per ``[construct path] message``, naming the
             cluster and, in runtime stacks, the component).
     """
-    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir) as staged:
+    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir, warnings=warnings) as staged:
         app = build_app(plans, staged, staging_dir=staging, fleet=fleet)
         try:
             app.synth()
         except RuntimeError as err:
             messages = validation_errors(err)
             if messages is None:
+                written_error = _file_system_error(err)
+                if written_error is not None:
+                    raise output_error(written_error, Path(outdir).absolute(), "writing") from None
                 raise
             raise GpuclusterError(problems=[_construct_problem(m, plans) for m in messages]) from None
         written = sorted(p.name for p in (staged / "stacks").iterdir())
@@ -117,13 +127,31 @@ def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence
         raise GpuclusterError(problems=problems)
 
 
+_NODE_ERRNO = re.compile(r"\b(ENOSPC|EDQUOT|EACCES|EPERM|EROFS|EMFILE|ENFILE|EIO)\b")
+
+
+def _file_system_error(err: BaseException) -> OSError | None:
+    """The file system error behind a jsii ``RuntimeError`` of ``App.synth`` (Node.js writes the
+    output: ``ENOSPC: no space left on device, write``), as an ``OSError``; None for other errors."""
+    match = _NODE_ERRNO.search(str(err).split("\n", 1)[0])
+    if match is None:
+        return None
+    code = getattr(errno, match.group(1))
+    return OSError(code, os.strerror(code))
+
+
 def _construct_problem(message: str, plans: Sequence[RuntimePlan]) -> Problem:
     """``[<stack>/<construct>/...] text`` -> a Problem naming the cluster (and the component)."""
     path = message[1 : message.find("]")].split("/")
     for plan in plans:
         if path[0] == runtime_stack_name(plan.cluster.name):
             node = next((n for n in plan.nodes if len(path) > 1 and n.id == path[1]), None)
-            return Problem(message=message, cluster=plan.cluster.name, component=node and node.component, id="construct")
+            return Problem(message=message, cluster=plan.cluster.name, component=node and node.component, id="construct",
+                           fix=_CONSTRUCT_FIX)
         if path[0] == cluster_stack_name(plan.cluster.name):
-            return Problem(message=message, cluster=plan.cluster.name, id="construct")
-    return Problem(message=message, id="construct")
+            return Problem(message=message, cluster=plan.cluster.name, id="construct", fix=_CONSTRUCT_FIX)
+    return Problem(message=message, id="construct", fix=_CONSTRUCT_FIX)
+
+
+_CONSTRUCT_FIX = ("change the value the message names in the cluster file (or its overrides); `gpucluster plan` "
+                  "shows the resolved releases")

@@ -10,6 +10,18 @@ sibling folder (``.<name>.XXXX``) and swaps it in with one ``renameat2(RENAME_EX
 
 An output folder that is a symbolic link to a folder stays a link: the folder it points to is
 replaced (staged next to it, on the same file system).
+
+Output folders that cannot be exchanged as a whole -- a mount point (a container volume,
+``EBUSY``), or a folder the parent's sticky bit or ownership keeps in place (``EPERM``/``EACCES``)
+-- are filled by swapping their *children*: the new output is staged inside the folder (mount
+point) or next to it, then each top-level entry (``manifest.json``, ``stacks``, ...) is exchanged
+in one ``renameat2`` and the entries the new output lacks are moved out. Stop signals are blocked
+during the swap, and a failed step undoes the ones before it, so the folder holds the previous
+or the new output, never a mix.
+
+After a successful swap the previous tree is removed best-effort: when that fails (a previous
+output written by another user, e.g. after ``sudo make synth``), the run still succeeds and a
+``warning[output]`` names the leftover folder and how to remove it.
 """
 
 from __future__ import annotations
@@ -19,12 +31,13 @@ import ctypes.util
 import errno
 import os
 import shutil
+import signal
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import GpuclusterError, Problem
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 1 << 1
@@ -47,30 +60,115 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def replace_dir(new: Path, final: Path) -> None:
+STAGING_PREFIX = ".gpucluster-staging."
+"""Name prefix of the staging folder inside an output folder that is a mount point."""
+
+_SWAP_FALLBACK_ERRNOS = {errno.EBUSY, errno.EPERM, errno.EACCES, errno.EXDEV}
+"""Errors of exchanging the whole folder after which the children are swapped instead."""
+
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+@contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Defer stop signals (delivered when the block ends) while the output is being swapped."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _remove_tree(path: Path) -> OSError | None:
+    """``shutil.rmtree(path)``; the first error instead of raising (None when all is gone)."""
+    errors: list[OSError] = []
+
+    def record(func, failed, exc_info):
+        errors.append(exc_info[1])
+
+    shutil.rmtree(path, onerror=record)
+    return errors[0] if errors and path.exists() else None
+
+
+def replace_dir(new: Path, final: Path) -> Path | None:
     """Make folder ``new`` appear at ``final``, replacing what is there in one step.
 
+    Returns:
+        None when the previous tree is gone; otherwise the folder that still holds (part of) it,
+        because removing it failed (see :func:`staged_outdir`, which turns that into a warning).
+
     Raises:
-        OSError: ``final`` exists and is not a folder, or the rename fails.
+        OSError: ``final`` exists and is not a folder, or the rename fails (nothing changed then).
     """
     new, final = Path(new), Path(final)
     if not final.exists() and not final.is_symlink():
         try:
             os.rename(new, final)
-            return
+            return None
         except OSError as err:  # a concurrent synth put its output there first: replace that
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
     if not final.is_dir() or final.is_symlink():
         raise OSError(errno.ENOTDIR, f"{final} exists and is not a folder; refusing to replace it")
     if _exchange(new, final):
-        shutil.rmtree(new)  # now holds the previous output
-        return
+        return new if _remove_tree(new) else None  # ``new`` now holds the previous output
     old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
     os.rmdir(old)
     os.rename(final, old)
-    os.rename(new, final)
-    shutil.rmtree(old)
+    try:
+        os.rename(new, final)
+    except OSError:
+        os.rename(old, final)
+        raise
+    return old if _remove_tree(old) else None
+
+
+def swap_children(new: Path, final: Path) -> Path | None:
+    """Replace the *contents* of folder ``final`` by those of ``new`` (same file system), entry by entry.
+
+    Each top-level entry of ``new`` is exchanged with the one of the same name (``renameat2``) or
+    moved in; entries of ``final`` that ``new`` lacks are moved into ``new``; staging folders
+    (:data:`STAGING_PREFIX`) are left alone. A failed step undoes the steps before it. ``new``
+    then holds the previous contents and is removed best-effort.
+
+    Returns:
+        None, or ``new`` when removing the previous contents failed.
+
+    Raises:
+        OSError: a step failed (``final`` holds its previous contents again).
+    """
+    new, final = Path(new), Path(final)
+    done: list[tuple[str, str]] = []  # ("exchanged" | "moved-in" | "moved-out", name)
+    try:
+        for name in sorted(os.listdir(new)):
+            if os.path.lexists(final / name):
+                if not _exchange(new / name, final / name):
+                    raise OSError(errno.ENOSYS, "renameat2(RENAME_EXCHANGE) is not supported here", str(final / name))
+                done.append(("exchanged", name))
+            else:
+                os.rename(new / name, final / name)
+                done.append(("moved-in", name))
+        incoming = {n for kind, n in done}
+        for name in sorted(os.listdir(final)):
+            if name not in incoming and not name.startswith(STAGING_PREFIX) and name != new.name:
+                os.rename(final / name, new / name)
+                done.append(("moved-out", name))
+    except OSError:
+        for kind, name in reversed(done):
+            try:
+                if kind == "exchanged":
+                    _exchange(new / name, final / name)
+                elif kind == "moved-in":
+                    os.rename(final / name, new / name)
+                else:
+                    os.rename(new / name, final / name)
+            except OSError:
+                pass
+        raise
+    return new if _remove_tree(new) else None
 
 
 _ELSEWHERE = "synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
@@ -80,49 +178,106 @@ def _output_error(message: str, fix: str) -> GpuclusterError:
     return GpuclusterError(message, key="CDKTF_OUTDIR", fix=fix, id="output")
 
 
+def output_error(err: OSError, final: Path, doing: str) -> GpuclusterError:
+    """One ``error[output]`` line for a file system error while ``doing`` something with ``final``:
+    a full disk (``ENOSPC``/``EDQUOT``), no permission (``EACCES``/``EPERM``), a read-only file
+    system (``EROFS``), or any other ``OSError`` (its text)."""
+    code = err.errno
+    reason = err.strerror or str(err)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the file system of {final} (df -h {final}), or {_ELSEWHERE}"
+    elif code in (errno.EACCES, errno.EPERM):
+        fix = f"give your user write access to {final} and {final.parent} (ls -ld them), or {_ELSEWHERE}"
+    elif code == errno.EROFS:
+        fix = f"{final} is on a read-only file system; {_ELSEWHERE}"
+    else:
+        fix = f"check {final} and its file system, or {_ELSEWHERE}"
+    return _output_error(f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code, code)}); "
+                         "the previous output is unchanged", fix)
+
+
 def _checked_target(final: Path) -> Path:
     """The folder to replace: ``final``, or the folder a symbolic link ``final`` points to.
 
     Raises:
-        GpuclusterError: ``final`` is a file (or another non-folder), or a link to a missing folder.
+        GpuclusterError: ``final`` is a file (or another non-folder), a link to a missing folder,
+            a symbolic link loop, or a name the file system refuses (too long, NUL byte).
     """
-    if final.is_symlink():
-        target = final.resolve()
-        if not target.is_dir():
-            raise _output_error(f"{final} is a symbolic link to a missing folder ({target})",
-                                f"create {target}, remove the link, or {_ELSEWHERE}")
-        return target
-    if final.exists() and not final.is_dir():
-        raise _output_error(f"{final} exists and is not a folder; refusing to replace it",
-                            f"remove or rename it, or {_ELSEWHERE}")
+    try:
+        if final.is_symlink():
+            try:
+                target = final.resolve(strict=True)
+            except (OSError, RuntimeError):
+                target = None
+            if target is None or not target.is_dir():
+                raise _output_error(f"{final} is a symbolic link to a missing folder ({os.readlink(final)})",
+                                    f"create the folder it points to, remove the link, or {_ELSEWHERE}")
+            return target
+        if os.path.lexists(final) and not final.is_dir():
+            raise _output_error(f"{final} exists and is not a folder; refusing to replace it",
+                                f"remove or rename it, or {_ELSEWHERE}")
+    except ValueError:
+        raise _output_error(f"the output folder name {str(final)!r} holds a NUL byte", f"rename it, or {_ELSEWHERE}") from None
+    except OSError as err:
+        raise output_error(err, final, "checking") from None
     return final
 
 
 @contextmanager
-def staged_outdir(final: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty sibling folder of ``final``; on success it replaces ``final`` atomically.
+def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = None) -> Iterator[Path]:
+    """Yield an empty staging folder for ``final``; on success its contents replace ``final``.
 
-    ``final`` may be missing (created), a folder, or a symbolic link to a folder (the link is
-    kept; the folder it points to is replaced). On any exception the staged folder is removed and
-    ``final`` is left exactly as it was.
+    ``final`` may be missing (created), a folder, a symbolic link to a folder (the link is kept;
+    the folder it points to is replaced) or a mount point (staged inside it, children swapped).
+    On any exception the staged folder is removed and ``final`` is left exactly as it was.
+
+    Args:
+        warnings: receives a ``warning[output]`` :class:`Problem` when the previous output was
+            replaced but could not be removed (the run still succeeded).
 
     Raises:
-        GpuclusterError: before anything is staged, when ``final`` is a file, a link to a missing
-            folder, or its parent folder is not writable.
+        GpuclusterError: ``error[output]`` (one line, with a fix) when ``final`` is a file, a link
+            to a missing folder, its parent is not writable, the disk is full, or the swap fails.
     """
     final = _checked_target(Path(final).absolute())
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        staged = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        inside = os.path.ismount(final)
+        parent = final if inside else final.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX if inside else f".{final.name}.", dir=parent))
     except OSError as err:
-        raise _output_error(f"cannot create the staging folder next to {final}: {err.strerror or err}",
-                            f"make {final.parent} writable, or {_ELSEWHERE}") from None
+        where = "inside" if os.path.ismount(final) else "next to"
+        raise _output_error(f"cannot create the staging folder {where} {final}: {err.strerror or err}",
+                            f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}") from None
     try:
         yield staged
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(staged, 0o777 & ~umask)
-        replace_dir(staged, final)
+        leftover = None
+        with _signals_blocked():
+            try:
+                if inside:
+                    leftover = swap_children(staged, final)
+                else:
+                    os.chmod(staged, 0o777 & ~umask)
+                    try:
+                        leftover = replace_dir(staged, final)
+                    except OSError as err:
+                        if err.errno not in _SWAP_FALLBACK_ERRNOS or not final.is_dir():
+                            raise
+                        leftover = swap_children(staged, final)
+            except OSError as err:
+                raise output_error(err, final, "replacing") from None
+        if leftover is not None and warnings is not None:
+            warnings.append(Problem(
+                message=f"the new output is in place, but the previous one could not be removed from {leftover} "
+                        f"({getattr(_remove_tree(leftover), 'strerror', None) or 'not removable'}); it may belong to "
+                        "another user (an earlier sudo run)",
+                key="CDKTF_OUTDIR", id="output",
+                fix=f"remove it as its owner (e.g. sudo rm -rf {leftover})"))
+    except OSError as err:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise output_error(err, final, "writing") from None
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -41,6 +41,7 @@ BUILTIN_SCOPE = {
     ("rbac.authorization.k8s.io", "ClusterRole"): "Cluster",
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "Cluster",
     ("apiextensions.k8s.io", "CustomResourceDefinition"): "Cluster",
+    ("networking.k8s.io", "NetworkPolicy"): "Namespaced",
 }
 """Scope of the built-in kinds gpucluster renders (extend when a template adds a kind)."""
 

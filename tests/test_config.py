@@ -29,7 +29,7 @@ clusters:
     settings: {note: kept}
   - name: infer-b
     criteria: {service: aks, accelerator: h100, os: ubuntu, intent: inference}
-    existing: {kubeconfig: ./kube.yaml, context: prod}
+    existing: {kubeconfig: ~/kube.yaml, context: prod}
 """
 
 
@@ -64,7 +64,7 @@ def test_full_file(tmp_path):
     assert a.pools[1].gpu_driver == "None"
     assert a.settings == {"note": "kept"}
     assert b.criteria.platform == "any" and b.pools == []
-    assert (b.existing.kubeconfig_path, b.existing.context) == ("./kube.yaml", "prod")
+    assert (b.existing.kubeconfig_path, b.existing.context) == ("~/kube.yaml", "prod")
     assert b.kubernetes_version == "1.34"
 
 

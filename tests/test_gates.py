@@ -172,7 +172,7 @@ def test_job_shape():
                                             components(("gpu-operator", "gpu-operator")))
     assert values == {"image": gates.DEFAULT_KUBECTL_IMAGE}
     assert sorted(chart.files) == ["Chart.yaml", "templates/000-serviceaccount.yaml", "templates/001-rbac.yaml",
-                                   "templates/002-job.yaml", "values.yaml"]
+                                   "templates/002-job.yaml", "templates/003-networkpolicy.yaml", "values.yaml"]
     job = job_of(chart, {"gatedHash": "h1"})
     assert job["metadata"]["namespace"] == "gpu-operator"
     assert job["metadata"]["annotations"] == {
@@ -360,3 +360,29 @@ def test_non_gatespec_results_name_the_plugin(plugin_gates):
         plugin_gates([{"name": "x"}])
     with pytest.raises(PluginError, match="plugin 'plug0' returned str from gpucluster_gates"):
         plugin_gates("gate")
+
+
+def test_network_policy_selects_only_the_gate_pods_and_lets_them_reach_the_api_server():
+    chart, values = gates.render_gate_chart(lab(), gates.validate_gate(GateSpec(**CP), plugin="t", cluster=lab()),
+                                            components(("gpu-operator", "gpu-operator")))
+    [policy] = objects(chart, values)["templates/003-networkpolicy.yaml"]
+    job = job_of(chart, values)
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()  # the gate's pods are selected ...
+    assert "app.kubernetes.io/instance" in selector  # ... and only this gate's (not the operator's pods)
+    assert policy["metadata"]["namespace"] == job["metadata"]["namespace"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and policy["spec"]["ingress"] == []
+    assert policy["spec"]["egress"] == [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
+
+
+@pytest.mark.parametrize("image", ["myacr.azurecr.io/kubectl:latest", "myacr.azurecr.io/kubectl:stable", "kubectl:LATEST"])
+def test_moving_gate_image_tags_are_refused(image):
+    with pytest.raises(GpuclusterError, match="moving tag") as info:
+        gates.gate_image(lab(settings={"gateImage": image}))
+    assert "fix: pin a version and its digest" in info.value.render()
+
+
+def test_a_digest_pins_even_a_moving_tag():
+    image = "myacr.azurecr.io/kubectl:latest@sha256:" + "a" * 64
+    assert gates.gate_image(lab(settings={"gateImage": image})) == image

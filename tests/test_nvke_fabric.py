@@ -154,7 +154,7 @@ def test_teardown_hook(settings):
         assert d["metadata"]["namespace"] == NS
     role = docs[1]
     assert role["rules"] == [
-        {"apiGroups": ["sriovnetwork.openshift.io"], "resources": ["sriovnetworknodestates"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": ["sriovnetwork.openshift.io"], "resources": ["sriovnetworknodestates"], "verbs": ["get", "list"]}
     ]
     weights = [int(d["metadata"]["annotations"]["helm.sh/hook-weight"]) for d in docs]
     assert weights == sorted(weights) and weights[-1] > weights[0]

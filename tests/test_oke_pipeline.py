@@ -311,7 +311,7 @@ def test_refuses_pools(tmp_path):
 
 def test_refuses_a_relative_kubeconfig(tmp_path):
     text = refused(tmp_path, "a100-oke-ubuntu-training", existing={"kubeconfig": "kube/oke.yaml"})
-    assert "key=existing.kubeconfig" in text and "'kube/oke.yaml' is a relative path" in text
+    assert "key=clusters[0].existing.kubeconfig" in text and "'kube/oke.yaml' is a relative path" in text
     assert "allowed: an absolute path or one starting with ~/" in text
 
 

@@ -125,5 +125,5 @@ def test_bad_oke_input_exits_2_and_writes_nothing(tmp_path):
     (tmp_path / "gpucluster.yaml").write_text(CLUSTER_FILE.replace("~/.kube/oke-gb200.yaml", "oke-gb200.yaml"))
     proc = synth(tmp_path, tmp_path / "cdktf.out")
     assert proc.returncode == 2
-    assert "key=existing.kubeconfig" in proc.stderr and "is a relative path" in proc.stderr
+    assert "key=clusters[0].existing.kubeconfig" in proc.stderr and "is a relative path" in proc.stderr
     assert not (tmp_path / "cdktf.out").exists()

@@ -262,4 +262,4 @@ def test_gate_charts_of_every_kind_validate(label):
             assert validate_object(doc) == "kubernetes 1.34", path
             kinds.append(doc["kind"])
     role = "Role" if GATE_KINDS[label].get("namespace") else "ClusterRole"
-    assert kinds == ["ServiceAccount", role, role + "Binding", "Job"]
+    assert kinds == ["ServiceAccount", role, role + "Binding", "Job", "NetworkPolicy"]

@@ -198,6 +198,8 @@ def test_failed_synth_keeps_previous_output(tmp_path, plans):
     assert info.value.render() == (
         "error[construct] cluster=bad component=cert-manager: [bad-runtime/cert-manager] chart version '^1.0' of "
         "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty"
+        " fix: change the value the message names in the cluster file (or its overrides); `gpucluster plan` shows "
+        "the resolved releases"
     )
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
@@ -279,12 +281,14 @@ def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(t
     monkeypatch.setenv("CDKTF_OUTDIR", str(out))
     monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
     assert main.main([]) == 2
-    err = capsys.readouterr().err.splitlines()
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("info[input.default]")]
+    fix = (" fix: change the value the message names in the cluster file (or its overrides); `gpucluster plan` shows "
+           "the resolved releases")
     assert err == [
         "error[construct] cluster=bad component=cert-manager: [bad-runtime/cert-manager] chart version '^1.0' of "
-        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty",
+        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty" + fix,
         "error[construct] cluster=bad component=gpu-operator: [bad-runtime/gpu-operator] namespace 'Not A Namespace' "
-        "of release 'gpu-operator' must be a DNS-1123 label",
+        "of release 'gpu-operator' must be a DNS-1123 label" + fix,
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no staged folder
 

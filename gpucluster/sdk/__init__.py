@@ -76,7 +76,17 @@ from gpucluster.sdk.types import (
     ClusterConnection,
     ExecAuth,
 )
+from gpucluster.gates import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
+
+
+def check_existing(existing, *, file=None, cluster=None, key: str = "existing") -> None:
+    """The core's check of an ``existing: {kubeconfig, context}`` (every platform; see
+    :func:`gpucluster.config.check_existing`). Platforms that default ``existing`` may re-check it."""
+    from gpucluster.config import check_existing as core_check
+
+    core_check(existing, file=file, cluster=cluster, key=key)
+
 
 ENTRY_POINT_GROUP = "gpucluster"
 """Entry-point group plugins register under (``[project.entry-points.gpucluster]``)."""
@@ -89,6 +99,8 @@ __all__ = [
     "hookimpl",
     "ANY",
     "CORE_SETTING_KEYS",
+    "DEFAULT_KUBECTL_IMAGE",
+    "MOVING_TAGS",
     "ENTRY_POINT_GROUP",
     "ClusterConnection",
     "ExecAuth",
@@ -114,6 +126,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "allowed_list",
+    "check_existing",
     "clusterpolicy_ready",
     "deep_merge",
     "dra_kubelet_plugin_name",
@@ -121,5 +134,6 @@ __all__ = [
     "get_path",
     "gpu_nodes_expected",
     "has_path",
+    "image_tag",
     "nicclusterpolicy_ready",
 ]

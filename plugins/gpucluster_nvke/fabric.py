@@ -196,17 +196,22 @@ fi
 sleep 10
 while true; do
   if out=$(kubectl get sriovnetworknodestates.sriovnetwork.openshift.io -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.status.syncStatus}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/desired-state}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/current-state}{"|"}{.spec.interfaces[*].pciAddress} {.spec.interfaces[*].name}{"\n"}{end}'); then
-    pending=$(printf '%s\n' "$out" | awk -F'|' -v rails="$RAIL_DEVICES" '
-      BEGIN { n = split(rails, r, " "); for (i = 1; i <= n; i++) want[r[i]] = 1 }
-      $0 == "" { next }
-      {
-        busy = ($2 != "Succeeded")
-        if ($3 != "" && $3 != "Idle") busy = 1
-        if ($4 != "" && $4 != "Idle") busy = 1
-        m = split($5, devs, " ")
-        for (j = 1; j <= m; j++) if (devs[j] in want) busy = 1
-        if (busy) print $1
-      }')
+    pending=""
+    while IFS='|' read -r name sync desired current devs; do
+      if [ -z "$name" ]; then continue; fi
+      busy=0
+      if [ "$sync" != "Succeeded" ]; then busy=1; fi
+      if [ -n "$desired" ] && [ "$desired" != "Idle" ]; then busy=1; fi
+      if [ -n "$current" ] && [ "$current" != "Idle" ]; then busy=1; fi
+      for dev in $devs; do
+        for rail in $RAIL_DEVICES; do
+          if [ "$dev" = "$rail" ]; then busy=1; fi
+        done
+      done
+      if [ "$busy" = 1 ]; then pending="$pending $name"; fi
+    done <<STATES
+$out
+STATES
   else
     pending="(API error)"
   fi
@@ -264,7 +269,7 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_se
                 {
                     "apiGroups": ["sriovnetwork.openshift.io"],
                     "resources": ["sriovnetworknodestates"],
-                    "verbs": ["get", "list", "watch"],
+                    "verbs": ["get", "list"],  # polled with kubectl get: no watch
                 }
             ],
         },

@@ -29,7 +29,7 @@ Cluster-file shape (every key optional; defaults from the seed ``nvke-gb200-setu
         nodeSelector: {}                # replaces the default pci-15b3.present selector
         tolerations: []                 # replaces the default wildcard toleration
       teardown:
-        image: docker.io/alpine/kubectl:1.34.1
+        image: registry.k8s.io/kubectl:v1.34.1@sha256:<digest>
         timeoutSeconds: 780
 """
 
@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpucluster.sdk import GpuclusterError
+from gpucluster.sdk import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, GpuclusterError, image_tag
 
 SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
@@ -74,7 +74,10 @@ DEFAULT_PER_NODE_BLOCK_SIZE = 16
 RDMA_AVAILABLE_LABEL = "feature.node.kubernetes.io/rdma.available"
 PCI_15B3_LABEL = "feature.node.kubernetes.io/pci-15b3.present"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-DEFAULT_TEARDOWN_IMAGE = "docker.io/alpine/kubectl:1.34.1"
+DEFAULT_TEARDOWN_IMAGE = DEFAULT_KUBECTL_IMAGE
+"""The teardown wait Job's image: the gates' upstream kubectl image, pinned by digest (its script
+needs only /bin/sh, kubectl, date and sleep). It was the community image alpine/kubectl:1.34.1,
+pinned by tag only."""
 DEFAULT_TEARDOWN_TIMEOUT_SECONDS = 780
 """Fits inside the 900 s Helm timeout of a manifest release; a destroy that runs out of it
 fails and can simply be re-run (the wait resumes)."""
@@ -246,6 +249,14 @@ def _image(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> str | No
     if image is None:
         return None
     match = _PINNED_IMAGE.match(image)
+    tag = image_tag(image)
+    if match and tag is not None and tag.lower() in MOVING_TAGS and not match.group(2):
+        raise ctx.error(
+            f"{prefix}.{key}",
+            f"'{image}' uses the moving tag ':{tag}'",
+            allowed="registry/repository:version, with @sha256:digest recommended",
+            fix=f"pin a version and its digest, e.g. {DEFAULT_TEARDOWN_IMAGE}",
+        )
     if not match or not (match.group(1) or match.group(2)):
         raise ctx.error(
             f"{prefix}.{key}",

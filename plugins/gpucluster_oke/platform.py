@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, hookimpl
+from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, check_existing, hookimpl
 
 __all__ = [
     "gpucluster_platforms",
@@ -171,34 +171,8 @@ def _check_settings(cluster: ClusterSpec, where: dict) -> None:
 
 
 def _check_existing(existing: ExistingCluster, where: dict) -> None:
-    path = existing.kubeconfig_path
-    key = "existing.kubeconfig"
-    if not isinstance(path, str) or not path.strip():
-        raise GpuclusterError("existing.kubeconfig is empty", key=key, fix=f"give the kubeconfig path, e.g. {DEFAULT_KUBECONFIG}", **where)
-    if path != path.strip() or _CONTROL.search(path):
-        raise GpuclusterError(
-            f"existing.kubeconfig {path!r} has surrounding whitespace or control characters",
-            key=key,
-            fix="write the path without leading/trailing spaces or line breaks",
-            **where,
-        )
-    if not (path.startswith("/") or path == "~" or path.startswith("~/")):
-        raise GpuclusterError(
-            f"existing.kubeconfig '{path}' is a relative path: Terraform's Helm provider would resolve it against "
-            "the runtime stack's folder (cdktf.out/stacks/<name>-runtime), not against the cluster file",
-            key=key,
-            allowed="an absolute path or one starting with ~/",
-            fix=f"write the full path, e.g. {DEFAULT_KUBECONFIG} (oci ce cluster create-kubeconfig writes there)",
-            **where,
-        )
-    context = existing.context
-    if context is not None and (not isinstance(context, str) or not context.strip() or context != context.strip() or _CONTROL.search(context)):
-        raise GpuclusterError(
-            f"existing.context {context!r} is empty or has surrounding whitespace or control characters",
-            key="existing.context",
-            fix="give the context name exactly as `kubectl config get-contexts` lists it, or drop the key to use the current context",
-            **where,
-        )
+    """The core's check of ``existing`` (the same for every platform; also run on the default)."""
+    check_existing(existing, key="existing", **where)
 
 
 def prepare(cluster: ClusterSpec) -> ClusterSpec:
