@@ -269,7 +269,11 @@ def _write_rollout(rollout: dict, out: TextIO) -> None:
     tfc = rollout["terraformCloud"]
     if tfc:
         out.write(f"  terraform cloud: organization {tfc['organization']}, project {tfc['project']}, "
-                  f"{len(tfc['workspaces'])} workspaces, {len(tfc['runTriggers'])} run-trigger targets\n")
+                  f"{len(tfc['workspaces'])} workspaces (one per stack)\n")
+        for t in tfc["runTriggers"]:
+            out.write(f"    run trigger: {t['workspace']} <- {', '.join(t['sources'])}\n")
+        for c in tfc["remoteStateConsumers"]:
+            out.write(f"    state shared: {c['workspace']} -> {', '.join(c['consumers'])}\n")
     out.write("\n")
 
 

@@ -850,8 +850,8 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
         [{"workspace", "sources": [...]}, ...], "remoteStateConsumers": [{"workspace", "consumers"}]}``.
         One workspace per stack, ``<workspacePrefix><stack>``; the project is the fleet's (the
         backend's ``project``, else the fleet name). Run triggers: a cluster's runtime workspace
-        after its cluster workspace; the fleet workspace after every cluster workspace (chunks of
-        20); the barrier ``<fleet>-after-<group>`` after the group's runtime workspaces; the next
+        after its cluster workspace; the fleet workspace after the cluster workspaces (the first 20:
+        HCP Terraform's limit; beyond that, queue the fleet workspace yourself); the barrier ``<fleet>-after-<group>`` after the group's runtime workspaces; the next
         group's runtime workspaces after the barrier; the hub workspace after the fleet workspace.
     """
     from gpucluster.backends import workspace_name

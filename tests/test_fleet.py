@@ -301,16 +301,17 @@ def test_hub_custom_resources_validate_against_the_fleet_crds(shared_dir):
 # --------------------------------------------------------------------------- synthesized stacks
 
 
+CANARY, PROD = "canary-eastus", ("prod-eastus", "prod-westus3", "prod-swedencentral")
+
+
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
+    """The example file (canary 1 cluster, prod 3) through the real pipeline and stacks.synth."""
     import stacks
-    from plan_factory import make_plan
+    from gpucluster.pipeline import build_plans
 
-    clusters, fleet = parse(doc())
-    plans = []
-    for c in clusters:
-        plan = make_plan(c.name)
-        plans.append(plan)
+    clusters, fleet = load_config(str(EXAMPLE))
+    plans = build_plans(clusters)
     out = tmp_path_factory.mktemp("fleet") / "cdktf.out"
     names = stacks.synth(plans, out, fleet=fleet)
     return out, names, fleet, plans
@@ -334,7 +335,7 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
     (manager,) = res["azurerm_kubernetes_fleet_manager"].values()
     assert manager["name"] == "gpu-fleet" and manager["hub_profile"] == {"dns_prefix": "gpu-fleet-hub"}
     members = {m["name"]: m for m in res["azurerm_kubernetes_fleet_member"].values()}
-    assert {n: m["group"] for n, m in members.items()} == {"canary-1": "canary", "prod-1": "prod", "prod-2": "prod", "prod-3": "prod"}
+    assert {n: m["group"] for n, m in members.items()} == {CANARY: "canary", **{p: "prod" for p in PROD}}
     for name, member in members.items():  # the AKS id comes from the cluster stack's outputs
         assert member["kubernetes_cluster_id"].startswith(
             f"${{data.terraform_remote_state.cross-stack-reference-input-{name}-cluster.outputs.")
@@ -362,22 +363,22 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
 def test_runtime_stacks_roll_out_canary_then_prod(synthesized):
     out, _, _, plans = synthesized
     manifest = json.loads((out / "manifest.json").read_text())["stacks"]
-    assert manifest["gpu-fleet-after-canary"]["dependencies"] == ["canary-1-runtime"]
-    for n in ("prod-1", "prod-2", "prod-3"):
+    assert manifest["gpu-fleet-after-canary"]["dependencies"] == [f"{CANARY}-runtime"]
+    for n in PROD:
         assert "gpu-fleet-after-canary" in manifest[f"{n}-runtime"]["dependencies"]
-    assert "gpu-fleet-after-canary" not in manifest["canary-1-runtime"]["dependencies"]
+    assert "gpu-fleet-after-canary" not in manifest[f"{CANARY}-runtime"]["dependencies"]
     assert manifest["gpu-fleet-hub"]["dependencies"] == ["gpu-fleet-fleet"]
-    canary = load(out, "canary-1-runtime")["resource"]["terraform_data"]
+    canary = load(out, f"{CANARY}-runtime")["resource"]["terraform_data"]
     assert canary["rollout"]["input"] == {"digest": fleet_mod.rollout_digest(plans[0])}
     assert set(canary["rollout"]["depends_on"]) == {f"helm_release.{n.id}" for n in plans[0].nodes}
     assert "promotion_gate" not in canary
     barrier = load(out, "gpu-fleet-after-canary")
     (pre,) = barrier["resource"]["terraform_data"]["promotion"]["lifecycle"]["precondition"]
-    assert "cross-stack-reference-input-canary-1-runtime" in pre["condition"]
+    assert f"cross-stack-reference-input-{CANARY}-runtime" in pre["condition"]
     assert fleet_mod.rollout_digest(plans[0]) in pre["condition"] and "var.approve_canary ==" in pre["condition"]
     assert barrier["variable"]["approve_canary"]["default"] == ""
     gdigest = barrier["resource"]["terraform_data"]["promotion"]["input"]["digest"]
-    for n in ("prod-1", "prod-2", "prod-3"):
+    for n in PROD:
         gate = load(out, f"{n}-runtime")["resource"]["terraform_data"]["promotion_gate"]
         (cond,) = gate["lifecycle"]["precondition"]
         assert "cross-stack-reference-input-gpu-fleet-after-canary" in cond["condition"] and gdigest in cond["condition"]
@@ -401,3 +402,50 @@ def test_hub_stack_places_the_blocklist_through_helm(synthesized):
 def test_example_file_loads():
     clusters, fleet = load_config(str(EXAMPLE))
     assert [len(names) for _, names in fleet_mod.stages(fleet)] == [1, 3]
+
+
+def _fake_state(outputs: dict) -> str:
+    """A Terraform v4 state file holding only ``outputs`` (what terraform_remote_state reads)."""
+    return json.dumps({
+        "version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "00000000-0000-0000-0000-000000000000",
+        "outputs": {k: {"value": v, "type": ["object", {"digest": "string"}], "sensitive": True} for k, v in outputs.items()},
+        "resources": [], "check_results": None,
+    })
+
+
+@pytest.mark.skipif(__import__("shutil").which("terraform") is None, reason="terraform CLI not installed")
+def test_barrier_holds_until_canary_applied_and_approved_real_terraform(synthesized, tmp_path):
+    """``terraform plan``/``apply`` (1.11, no provider download: terraform_data and terraform_remote_state
+    are built in) of the synthesized barrier stack against a canary runtime state file: shut while
+    the canary reports another digest or no approval is given, open with both; its promotion output
+    carries the group digest the prod gates compare."""
+    import os
+    import shutil
+    import subprocess
+
+    out, _, _, plans = synthesized
+    root = tmp_path / "work"
+    shutil.copytree(out / "stacks" / "gpu-fleet-after-canary", root / "cdktf.out" / "stacks" / "gpu-fleet-after-canary")
+    stack = root / "cdktf.out" / "stacks" / "gpu-fleet-after-canary"
+    doc_ = json.loads((stack / "cdk.tf.json").read_text())
+    gdigest = doc_["resource"]["terraform_data"]["promotion"]["input"]["digest"]
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+
+    def tf(*args):
+        return subprocess.run(["terraform", *args, "-no-color"], cwd=stack, env=env, capture_output=True, text=True)
+
+    def canary_reports(digest: str) -> None:
+        (root / f"terraform.{CANARY}-runtime.tfstate").write_text(
+            _fake_state({"cross-stack-output-terraform_datarolloutoutput": {"digest": digest}}))
+
+    assert tf("init", "-input=false").returncode == 0
+    canary_reports("0" * 64)  # an older rollout
+    shut = tf("plan", "-input=false", f"-var=approve_canary={gdigest[:16]}")
+    assert shut.returncode != 0 and "has not finished this rollout" in " ".join(shut.stderr.split())
+    canary_reports(fleet_mod.rollout_digest(plans[0]))
+    unapproved = tf("plan", "-input=false")
+    assert unapproved.returncode != 0 and f'approve_canary = "{gdigest[:16]}"' in " ".join(unapproved.stderr.split())
+    applied = tf("apply", "-auto-approve", "-input=false", f"-var=approve_canary={gdigest[:16]}")
+    assert applied.returncode == 0, applied.stderr
+    state = json.loads((root / "terraform.gpu-fleet-after-canary.tfstate").read_text())
+    assert state["outputs"]["cross-stack-output-terraform_datapromotionoutput"]["value"] == {"digest": gdigest}

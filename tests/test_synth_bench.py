@@ -58,3 +58,17 @@ def test_failing_step_names_the_command_and_its_stderr(tmp_path):
     else:
         raise AssertionError("a failing step must stop the benchmark")
     assert text.startswith(f"bench step failed (3): {sys.executable} -c ") and text.endswith("xEND")
+
+
+
+def test_fleet_step_synthesizes_a_two_group_fleet_of_n_clusters(tmp_path):
+    from gpucluster.config import load_config
+
+    ctx = bench.Context(scratch=tmp_path, python=sys.executable, project=ROOT, dist="cdktf")
+    cmd, env = bench.STEPS["fleet"].command(ctx, 10)
+    assert cmd == [sys.executable, str(ROOT / "main.py")]
+    clusters, fleet = load_config(env["GPUCLUSTER_CONFIG"])
+    assert len(clusters) == 10 and [g.name for g in fleet.groups] == ["canary", "prod"] and fleet.placements
+    assert [m.group for m in fleet.members.values()] == ["canary"] + ["prod"] * 9
+    _, single = load_config(bench.STEPS["fleet"].command(ctx, 1)[1]["GPUCLUSTER_CONFIG"])
+    assert [g.name for g in single.groups] == ["canary"]

@@ -22,6 +22,8 @@ returning the command for N clusters -- and it is measured and printed like the 
   cli       ``cdktf synth`` (the cdktf CLI runs main.py; default distribution, 1 cluster)
   render    ``gpucluster render`` of the default stack with Helm's engine (plan included), charts
             from ``$GPUCLUSTER_CHARTS`` or ``../shared/reference/charts``; skipped without them
+  fleet     ``python main.py`` on a two-group fleet of N of those clusters (1 canary, N-1 prod; hub
+            with the kernel-module blocklist, auto-upgrade profile; docs/fleets.md)
 
 Distributions: ``cdktf`` (default, ``.venv``) and ``cdktn`` (``.venv-cdktn``, made by
 ``make cdktn``; skipped with a note when absent). ``--project DIR`` measures another checkout of
@@ -152,6 +154,25 @@ def _cli(ctx: Context, n: int):
         "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "_BENCH_CWD": str(work)}
 
 
+def fleet_file(folder: Path, n: int) -> Path:
+    """``<folder>/fleet-<n>.yaml``: :func:`cluster_file`'s clusters as a two-group fleet (c01 canary, the rest prod)."""
+    text = cluster_file(folder, n).read_text()
+    for i in range(1, n + 1):
+        group = "canary" if i == 1 else "prod"
+        text = text.replace(f"- name: c{i:02d}\n", f"- name: c{i:02d}\n    fleet: {{group: {group}}}\n", 1)
+    groups = "    - {name: canary, afterStageWaitSeconds: 600}\n" + ("    - {name: prod}\n" if n > 1 else "")
+    path = folder / f"fleet-{n}.yaml"
+    path.write_text("fleet:\n  name: bench\n  hub: {dnsPrefix: bench-hub}\n  autoUpgrade: {channel: Stable}\n"
+                    "  placements: [{component: kernel-module-blocklist}]\n  groups:\n" + groups + text)
+    return path
+
+
+def _fleet(ctx: Context, n: int):
+    out = ctx.scratch / f"fleet-out-{ctx.dist}-{n}"
+    return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(fleet_file(ctx.scratch, n)),
+                                                       "CDKTF_OUTDIR": str(out)}
+
+
 def _render(ctx: Context, n: int):
     return [ctx.python, "-c", RENDER_CODE, str(CHARTS), str(ctx.scratch)], {}
 
@@ -165,6 +186,7 @@ STEPS: dict[str, Step] = {
     "render": Step("render", "gpucluster render of the default stack (Helm's engine)", _render, sizes=(1,),
                    dists=("cdktf",), available=lambda: CHARTS.is_dir(),
                    unavailable=f"no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)"),
+    "fleet": Step("fleet", "python main.py on a two-group fleet (fleet, barrier, hub stacks)", _fleet, dists=("cdktf",)),
 }
 """The steps, in the order they are printed."""
 
