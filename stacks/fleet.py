@@ -143,7 +143,9 @@ def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *,
     added: dict[str, TerraformStack] = {}
     member_ids = {}
     for name, stack in cluster_stacks.items():
-        aks = next(c for c in stack.node.children if isinstance(c, AksGpuCluster))
+        aks = stack.node.try_find_child("aks")  # the AKS plugin's construct id (one jsii call)
+        if not isinstance(aks, AksGpuCluster):
+            aks = next(c for c in stack.node.children if isinstance(c, AksGpuCluster))
         member_ids[name] = aks.cluster.id
     fs_name = fleet_mod.fleet_stack_name(fleet.name)
     added[fs_name] = FleetStack(app, fs_name, fleet=fleet, member_ids=member_ids, owner=_backend_owner(fleet, plans, fs_name))
