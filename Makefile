@@ -11,6 +11,9 @@
 #   make checkov-setup   checkov in its own venv .venv-checkov (it needs packaging<24), pinned by
 #                tools/checkov-requirements.txt; `make test` uses it (tests/test_checkov_aks.py).
 #                First install ~6.5 min on a shared 2-core machine, then cached by its stamp file.
+#   make fuzz    the long, seeded Hypothesis profile of the cluster-file fuzz suite (5,500
+#                in-process cases with FUZZ_EXAMPLES=2000, and more real main.py runs); `make test`
+#                runs the fast profile.
 #
 # Targets are keyed on stamp files, so repeated runs only redo what changed.
 
@@ -49,7 +52,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_ARGS ?= -q
 
-.PHONY: setup synth test test-cdktn cdktn bench clean checkov-setup
+.PHONY: setup synth test test-cdktn cdktn bench fuzz clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -98,6 +101,10 @@ test-cdktn: cdktn
 
 bench: setup cdktn
 	$(PY) tools/bench.py
+
+FUZZ_EXAMPLES ?= 2000
+fuzz: setup
+	GPUCLUSTER_FUZZ=long GPUCLUSTER_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_cluster_file.py tests/test_fuzz_main.py
 
 clean:
 	rm -rf cdktf.out .cdktf.out.*

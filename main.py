@@ -44,10 +44,16 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
+_armed: list[bool] = []
+"""Non-empty once :func:`_script` runs inside its ``try``: only then may a signal raise."""
+
+
 def _on_stop_signal(signum, frame):
-    """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end)."""
+    """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end),
+    and only once the script is inside its ``try`` (before that, module-level imports are running
+    and :func:`_script` stops as soon as it starts)."""
     _received.append(signum)
-    if len(_received) == 1:
+    if len(_received) == 1 and _armed:
         raise _Stopped(signum)
 
 
@@ -223,6 +229,9 @@ def _script() -> int:
     final: list[int] = []
     atexit.register(lambda: _exit_after_late_signal(final[0] if final else 1))  # registered first: runs last
     try:
+        _armed.append(True)
+        if _received:  # a signal while the module was being imported
+            raise _Stopped(_received[0])
         _private_tmpdir()
         code = main(sys.argv[1:], received=_received)
     except _Stopped as stopped:

@@ -137,6 +137,7 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
     "scheduling": st.just({}),
     "settings": st.just({}),
     "backend": st.just({"type": "local"}),
+    "fleet": st.nothing(),  # a fleet group name; needs a top-level fleet: section (docs/fleets.md): mutations only
 }
 """Valid AKS values of every cluster key (``recipe`` and ``existing`` exclude others: see below)."""
 
