@@ -254,8 +254,22 @@ def _script() -> int:
 
 
 if __name__ == "__main__":
+    # Exit without the interpreter's finalization: it restores the default signal actions, so a
+    # SIGTERM in its last milliseconds would end the process with -15 instead of the one line.
+    # The exit hooks (jsii kernel stop, private TMPDIR removal, _exit_after_late_signal) run here.
     _exit_code = 1
     try:
         _exit_code = _script()
     finally:
-        sys.exit(_exit_code)
+        for _signum in STOP_SIGNALS:
+            signal.signal(_signum, _record_only)
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for _stream in (sys.stdout, sys.stderr):
+            try:
+                _stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(_exit_code)

@@ -176,7 +176,8 @@ def tolerate_dead_kernel() -> None:
     process group (Ctrl-C, a CI timeout) ended Node.js first, that write raises
     ``BrokenPipeError`` and Python prints "Exception ignored in atexit callback" with a traceback.
     The wrapper finishes the hook's work (reap the process, close the pipes, remove jsii's
-    runtime folder) without raising. Idempotent.
+    runtime folder) without raising; the same for ``__del__`` of a kernel a signal interrupted
+    while it started (no ``_process`` yet: ``AttributeError``). Idempotent.
     """
     import contextlib
 
@@ -190,7 +191,7 @@ def tolerate_dead_kernel() -> None:
     def stop(self) -> None:
         try:
             original(self)
-        except (OSError, ValueError):  # BrokenPipeError: the kernel is gone; finish the cleanup
+        except Exception:  # noqa: BLE001 - BrokenPipeError (kernel gone), AttributeError (never started: __del__)
             proc = getattr(self, "_process", None)
             for step in (lambda: proc.kill(), lambda: proc.wait(timeout=5), lambda: proc.stdout.close(),
                          lambda: proc.stderr.close(), lambda: self._ctx_stack.close()):
