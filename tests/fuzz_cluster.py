@@ -115,6 +115,7 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
     "name": names,
     "criteria": st.sampled_from(AKS_CRITERIA),
     "recipe": st.nothing(),  # a path to a RecipeResult file; covered by mutations and the walk test
+    "versionSkew": st.nothing(),  # warning | error, with recipe only: reached by mutations
     "profile": st.sampled_from([{}, {"gpuStack": "azure-managed"}, {"gpuStack": "operator-managed"}]),
     "region": st.sampled_from(["eastus", "westus3", "swedencentral"]),
     "kubernetesVersion": st.sampled_from(["1.34", "1.35"]),

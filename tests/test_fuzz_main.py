@@ -88,6 +88,7 @@ STRING_FIELDS: list[tuple] = [
     ("clusters", 1, "existing", "kubeconfig"), ("clusters", 1, "existing", "context"),
     ("clusters", 1, "scheduling", "accelerated", "tolerations", 0),
     ("clusters", 0, "recipe"),
+    ("clusters", 0, "versionSkew"),
 ]
 """Every string field of the cluster-file schema (``<key>``: the mapping key itself). ``recipe``
 replaces ``criteria`` (the two exclude each other)."""
