@@ -394,6 +394,7 @@ class RenderResult:
     releases: list[RenderedRelease]
     findings: list[LintFinding]
     plans: list[RuntimePlan]
+    renderer: Any = None
 
 
 def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
@@ -683,9 +684,10 @@ class Renderer:
 
 def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_missing: Iterable[str] = (),
                  renderer: Renderer | None = None) -> RenderResult:
-    """Render every release of every plan (plan order). The caller closes ``renderer`` when it
-    passes one; otherwise a fresh one is used and kept open for lint re-renders until the
-    returned result is dropped (close it with ``result_renderer.close()``)."""
+    """Render every release of every plan (plan order).
+
+    The caller closes ``renderer`` when it passes one; otherwise a fresh one is made and kept
+    open for lint's re-renders: close it with ``result.renderer.close()``."""
     own = renderer or Renderer(sources, allow_missing=allow_missing)
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
@@ -694,9 +696,7 @@ def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_m
             release, f = own.render_node(plan.cluster.name, node)
             releases.append(release)
             findings += f
-    result = RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans))
-    result.renderer = own  # type: ignore[attr-defined]
-    return result
+    return RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans), renderer=own)
 
 
 # --------------------------------------------------------------------------- output folder

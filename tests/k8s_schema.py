@@ -22,6 +22,8 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
+from gpucluster.lint_schema import openapi_to_jsonschema as _openapi_to_jsonschema
+
 K8S_VERSION = "1.34.0"
 CRD_DIR = Path(__file__).parent / "data" / "crds"
 CATALOG_CRD_MANIFESTS = sorted((Path(__file__).parent.parent / "gpucluster" / "catalog" / "components").glob("*/manifests/*-crds.yaml.j2"))
@@ -53,35 +55,8 @@ def schema_set_dir() -> Path:
     return Path(str(resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{K8S_VERSION}-local-strict")))
 
 
-def openapi_to_jsonschema(node: Any) -> Any:
-    """Convert a CRD ``openAPIV3Schema`` (sub)tree to JSON Schema (see module docstring)."""
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key.startswith("x-kubernetes-") or key == "nullable":
-            continue
-        if key in ("properties", "patternProperties"):
-            out[key] = {name: openapi_to_jsonschema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "not"):
-            out[key] = openapi_to_jsonschema(value)
-        elif key in ("allOf", "anyOf", "oneOf"):
-            out[key] = [openapi_to_jsonschema(sub) for sub in value]
-        else:
-            out[key] = value
-    if node.get("x-kubernetes-int-or-string"):
-        out.pop("type", None)
-        out["type"] = ["integer", "string"]
-    if node.get("nullable") and "type" in out:
-        out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
-    if (
-        out.get("type") == "object"
-        and "properties" in out
-        and "additionalProperties" not in out
-        and not node.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        out["additionalProperties"] = False
-    return out
+openapi_to_jsonschema = _openapi_to_jsonschema
+"""The CRD conversion ``gpucluster lint`` uses (:func:`gpucluster.lint_schema.openapi_to_jsonschema`)."""
 
 
 @functools.lru_cache(maxsize=1)
