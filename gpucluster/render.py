@@ -353,7 +353,8 @@ class RenderedRelease:
         values: the values Helm received (values document + set entries), as Helm parsed them.
         manifests: template path -> rendered text (NOTES.txt and empty templates dropped).
         objects: ``(template path, object)`` of every rendered Kubernetes object, in template order.
-        crds: ``(file name, object)`` of the chart's ``crds/`` folders (chart and subcharts).
+        crd_files: ``(file name, text)`` of the chart's ``crds/`` folders (chart and subcharts);
+            :attr:`crds` parses them (once per renderer).
         missing_subcharts: dependency aliases that could not be had (rendered disabled).
         disabled_conditions: the values paths set false to render without them.
         defaults: the chart's coalesced default values (subcharts under their names).
@@ -365,7 +366,7 @@ class RenderedRelease:
     values: dict[str, Any] = field(default_factory=dict)
     manifests: dict[str, str] = field(default_factory=dict)
     objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    crds: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    crd_files: list[tuple[str, str]] = field(default_factory=list)
     missing_subcharts: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
     disabled_conditions: list[str] = field(default_factory=list)
@@ -374,6 +375,13 @@ class RenderedRelease:
     @property
     def name(self) -> str:
         return self.node.id
+
+    @property
+    def crds(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(file name, object)`` of every CRD in :attr:`crd_files` (parsed lazily, cached)."""
+        if self.renderer is not None and self.chart is not None:
+            return self.renderer.parsed_crds(self.chart, self.crd_files)
+        return [(name, doc) for name, text in self.crd_files for doc in load_documents(text) if isinstance(doc, dict)]
 
     def render_with(self, values: Mapping[str, Any], *, fresh: bool = False) -> dict[str, str]:
         """Re-render this chart with other values (same release name/namespace); used by lint's
@@ -528,6 +536,7 @@ class Renderer:
         self.allow_missing = set(allow_missing)
         self._tmp = Path(tempfile.mkdtemp(prefix="gpucluster-render-"))
         self._crds: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
+        self._crd_files: dict[Path, list[tuple[str, str]]] = {}
         self._parsed: dict[str, list[Any]] = {}
         self._defaults: dict[Path, dict[str, Any]] = {}
         self.schema_memo: dict[int, tuple[Any, str, list[str]]] = {}
@@ -578,17 +587,18 @@ class Renderer:
             self._defaults[path] = defaults
         return copy.deepcopy(self._defaults[path])
 
-    def chart_crds(self, path: Path) -> list[tuple[str, dict[str, Any]]]:
-        """The parsed ``crds/`` objects of the chart at ``path`` (parsed once per renderer)."""
-        if path not in self._crds:
-            out = []
+    def chart_crd_files(self, path: Path) -> list[tuple[str, str]]:
+        """``(file name, text)`` of the ``crds/`` files of the chart at ``path`` (read once)."""
+        if path not in self._crd_files:
             with helm().Chart.load(str(path)) as handle:
                 crds = handle.crds
-            for crd in crds:
-                for doc in load_documents(crd.get("data", "")):
-                    if isinstance(doc, dict):
-                        out.append((crd.get("filename") or crd.get("name", ""), doc))
-            self._crds[path] = out
+            self._crd_files[path] = [(c.get("filename") or c.get("name", ""), c.get("data", "")) for c in crds]
+        return self._crd_files[path]
+
+    def parsed_crds(self, path: Path, files: list[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+        """The CRD objects of ``files`` (of the chart at ``path``), parsed once per renderer."""
+        if path not in self._crds:
+            self._crds[path] = [(name, doc) for name, text in files for doc in load_documents(text) if isinstance(doc, dict)]
         return self._crds[path]
 
     def _missing_severity(self, name: str) -> str:
@@ -677,7 +687,7 @@ class Renderer:
         except yaml.YAMLError as exc:
             findings.append(LintFinding("render.invalid-yaml", "error", f"a rendered template is not YAML: {' '.join(str(exc).split())}",
                                         fix="fix the value or template that produced it", **where))
-        release.crds = self.chart_crds(path)
+        release.crd_files = self.chart_crd_files(path)
         release.defaults = self.chart_defaults(path)
         return release, findings
 
@@ -732,11 +742,11 @@ def write_output(result: RenderResult, out: Path) -> None:
                 target = folder.joinpath(*parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
-            for name, doc in release.crds:
+            for name, text in release.crd_files:
                 target = folder / "crds" / _safe_segment(Path(name).name or "crd.yaml")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with target.open("a", encoding="utf-8") as fh:
-                    fh.write("---\n" + yaml.safe_dump(doc, sort_keys=True))
+                    fh.write(text if text.endswith("\n") else text + "\n")
         old = None
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
