@@ -163,6 +163,9 @@ class RegistryEntry:
         retired_overrides: overrides of earlier AICR releases that are dropped (:class:`RetiredOverride`).
         conditional_values: values that hold only with a provider in the recipe
             (:class:`ConditionalValue`).
+        wait_established: CRDs (``<plural>.<group>``) the component installs that must be
+            Established before anything depending on it installs (registry ``waitEstablished``;
+            the core adds one ``crd-established`` gate each, :func:`gpucluster.gates.collect_gates`).
         source_dir: the catalog directory that declared it.
     """
 
@@ -181,6 +184,7 @@ class RegistryEntry:
     retired_manifests: tuple[RetiredManifest, ...] = ()
     retired_overrides: tuple[RetiredOverride, ...] = ()
     conditional_values: tuple[ConditionalValue, ...] = ()
+    wait_established: tuple[str, ...] = ()
     source_dir: str = ""
 
 
@@ -309,6 +313,7 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             ConditionalValue(c["path"], c["value"], c["otherwise"], tuple(c["providers"]), c.get("why", ""))
             for c in raw.get("conditionalValues", [])
         ),
+        wait_established=tuple(raw.get("waitEstablished", [])),
         source_dir=str(source),
     )
 
@@ -399,6 +404,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             },
                         },
                     },
+                    "waitEstablished": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"}},
                     "conditionalValues": {
                         "type": "array",
                         "items": {

@@ -200,7 +200,12 @@ def describe(spec: GateSpec) -> str:
 def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec]:
     """The validated gates plugins declare (hook ``gpucluster_gates``) for enabled components.
 
-    Gates whose ``component`` is disabled or not in the recipe are dropped. When ``gpu-operator``
+    Gates whose ``component`` is disabled or not in the recipe are dropped. For every enabled
+    component the registry lists CRDs under ``waitEstablished`` for (agentgateway-crds: the Gateway
+    API ``gateways`` CRD its manifests install and its own ``agentgatewayparameters``), the core
+    adds a ``crd-established`` gate ``<component>-<plural>-established``: releases that depend on
+    the component -- and so the custom resources of those CRDs -- install once they are Established.
+    When ``gpu-operator``
     is enabled and no plugin declares a gate on ClusterPolicy, the core adds
     :func:`gpucluster.sdk.clusterpolicy_ready` (:data:`~gpucluster.sdk.gates.CLUSTERPOLICY_DEFAULT_TIMEOUT`),
     so on every platform ``terraform apply`` waits until the GPU Operator reports the GPU stack
@@ -231,6 +236,24 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
             )
         owners[checked.name] = plugin
         gates.append(checked)
+    from gpucluster.catalog import load_catalog
+
+    registry = load_catalog().components
+    for name in sorted(components):
+        entry = registry.get(name)
+        for crd in entry.wait_established if entry is not None else ():
+            spec = GateSpec(
+                name=f"{name}-{crd.split('.')[0]}-established",
+                component=name,
+                kind="crd-established",
+                name_of_object=crd,
+                description=f"CRD {crd} is Established (custom resources of it install next; registry waitEstablished)",
+            )
+            if spec.name in owners:
+                raise _gate_error(owners[spec.name], spec, cluster, "name",
+                                  f"gate name '{spec.name}' is reserved for the registry's waitEstablished gate",
+                                  fix="rename the plugin's gate")
+            gates.append(validate_gate(spec, plugin=CORE_GATE_OWNER, cluster=cluster))
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
         from gpucluster.sdk.gates import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
 

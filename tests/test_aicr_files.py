@@ -256,6 +256,12 @@ def test_v1alpha3_documented_format_is_accepted(tmp_path):
     [info] = plan.findings
     assert info.severity == "info" and "componentRefs[*].healthCheckAsserts (12 components)" in info.message
     assert {"agentgateway-crds-manifests", "agentgateway-manifests"} <= {n.id for n in plan.nodes}
+    # CRDs before CRs, Established: CRD manifests -> established gates -> agentgateway chart -> Gateway
+    up = ancestors(plan, "agentgateway-manifests")
+    assert {"agentgateway-crds", "agentgateway-crds-manifests", "agentgateway-crds-gateways-established",
+            "agentgateway-crds-agentgatewayparameters-established", "agentgateway"} <= up
+    gate = next(g for g in plan.gates if g.name == "agentgateway-crds-gateways-established")
+    assert (gate.kind, gate.name_of_object) == ("crd-established", "gateways.gateway.networking.k8s.io")
     assert plan.recipe.profile == ("gpuStack", "azure-managed")
 
 

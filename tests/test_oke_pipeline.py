@@ -81,7 +81,9 @@ def expected_nodes(leaf: str) -> dict[str, str]:
                       "gpu-operator-pre": "pre-manifests"})
     if intent == "inference":
         nodes.update({"agentgateway-crds": "chart", "agentgateway": "chart",
-                      "agentgateway-crds-manifests": "manifests", "agentgateway-manifests": "manifests"})
+                      "agentgateway-crds-manifests": "manifests", "agentgateway-manifests": "manifests",
+                      "agentgateway-crds-gateways-established": "gate",
+                      "agentgateway-crds-agentgatewayparameters-established": "gate"})
     if platform == "kubeflow":
         nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests", "kubeflow-trainer-crds": "crds"})
     if platform == "dynamo":
@@ -134,8 +136,11 @@ def test_inference_edges(plans):
     plan = plans[("gb200-oke-ubuntu-inference-dynamo", "oci-managed")]
     assert plan.node("gpu-operator").depends_on == ["cert-manager", "kube-prometheus-stack", "nfd"]
     assert plan.node("dynamo-platform").depends_on == ["cert-manager", CP_GATE, "grove", "kai-scheduler", "kube-prometheus-stack"]
-    assert plan.node("agentgateway").depends_on == ["agentgateway-crds-manifests", "cert-manager"]  # after the Gateway API CRDs
-    assert plan.node("agentgateway-manifests").depends_on == ["agentgateway", "agentgateway-crds-manifests", "cert-manager"]
+    established = ["agentgateway-crds-agentgatewayparameters-established", "agentgateway-crds-gateways-established"]
+    assert plan.node("agentgateway").depends_on == [*established, "cert-manager"]  # after the CRDs are Established
+    assert plan.node("agentgateway-manifests").depends_on == ["agentgateway", *established, "cert-manager"]
+    for gate in established:
+        assert plan.node(gate).depends_on == ["agentgateway-crds-manifests"]
 
 
 # --------------------------------------------------------------------------- gates
@@ -146,7 +151,8 @@ def test_gate_specs(plans, leaf, profile):
     plan = plans[(leaf, profile)]
     gates = {g.name: g for g in plan.gates}
     with_fabric = "network-operator" in plan.components
-    assert set(gates) == {CP_GATE, DRA_GATE} | ({NCP_GATE} if with_fabric else set())
+    inference = {"agentgateway-crds-gateways-established", "agentgateway-crds-agentgatewayparameters-established"}
+    assert set(gates) == {CP_GATE, DRA_GATE} | ({NCP_GATE} if with_fabric else set()) | (inference if "inference" in leaf else set())
     cp = gates[CP_GATE]
     assert (cp.kind, cp.api_version, cp.resource, cp.kind_name, cp.name_of_object, cp.jsonpath, cp.value, cp.timeout_seconds) == (
         "resource-condition", "nvidia.com/v1", "clusterpolicies", "ClusterPolicy", "cluster-policy", "{.status.state}", "ready", 1800)

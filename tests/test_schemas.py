@@ -34,6 +34,8 @@ INFERENCE_CRDS = {
     "inference.networking.k8s.io": ("inferencepools",),
 }
 """The Gateway API v1.2.1 standard and Inference Extension v1.5.0 CRDs (AICR agentgateway-crds manifests)."""
+INFERENCE_GATES = {"agentgateway-crds-gateways-established", "agentgateway-crds-agentgatewayparameters-established"}
+"""Registry waitEstablished of agentgateway-crds: the inference gateway's CRs install once their CRDs are Established."""
 CASES = [(r, p) for r in RECIPES for p in PROFILES]
 
 
@@ -143,7 +145,7 @@ def test_rendered_objects_per_recipe_and_profile(plans, recipe, profile):
     assert manifests == expected
     gate_jobs = {k[0] for k in found if k[1] == "Job" and not k[0].endswith("-crds")}
     assert gate_jobs == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready",
-                         "nvidia-dra-driver-gpu-kubelet-plugin-rollout"}
+                         "nvidia-dra-driver-gpu-kubelet-plugin-rollout"} | (INFERENCE_GATES if "-inference" in recipe else set())
     crd_steps = {k[0] for k in found if k[1] == "Job" and k[0].endswith("-crds")}  # docs/upgrading.md, The CRD step
     assert crd_steps == {"nfd-crds", "nvidia-dra-driver-gpu-crds"} | ({"kubeflow-trainer-crds"} if recipe.endswith("-kubeflow") else set())
 
