@@ -655,6 +655,37 @@ def check_pruned_edges(c: _Checks) -> None:
         )
 
 
+def check_name_overrides(c: _Checks) -> None:
+    """HELM-NAME-OVERRIDE (error): a component's ``nameOverride``/``fullnameOverride`` that cannot
+    name Kubernetes objects.
+
+    Charts build object names (and ``app.kubernetes.io/name`` labels) from these values, cut to
+    63 characters (Helm's ``_helpers.tpl`` convention); they must be DNS-1123 labels. Checked
+    here, before readiness gates derive workload names from them, so the error names the user's
+    key (the override that set it), not the plugin whose gate would have used it.
+    """
+    import re as _re
+
+    pattern = _re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    for name in sorted(c.components):
+        values = c.values(name) or {}
+        for key in ("nameOverride", "fullnameOverride"):
+            if key not in values or values[key] in (None, ""):
+                continue
+            value = values[key]
+            if not isinstance(value, str) or not pattern.match(value[:63].rstrip("-")):
+                c.add(
+                    "HELM-NAME-OVERRIDE",
+                    "error",
+                    name,
+                    key,
+                    f"{key} {value!r} of {name} cannot name Kubernetes objects: the chart builds object names and "
+                    "labels from it",
+                    f"use lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. {name}), "
+                    f"or remove the {key} override",
+                )
+
+
 def check_existing_remote_run(c: _Checks) -> None:
     """EXISTING-REMOTE-KUBECONFIG (warning): ``existing`` with ``backend: cloud``.
 
@@ -711,6 +742,7 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_pruned_edges,
     check_existing_remote_run,
     check_gate_image_digest,
+    check_name_overrides,
 )
 
 

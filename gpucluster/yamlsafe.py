@@ -66,7 +66,8 @@ class _StrictLoader(yaml.SafeLoader):
 
 def _mark_text(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.reader.ReaderError):
-        return (f"character {exc.character!r} at position {exc.position} is not allowed in YAML "
+        char = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
+        return (f"character {char!r} (U+{ord(char[:1] or ' '):04X}) at position {exc.position} is not allowed in YAML "
                 f"({exc.reason or 'special characters are not allowed'})")
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
@@ -79,8 +80,9 @@ def _fix_for(exc: yaml.YAMLError) -> str:
     """How to fix a YAML error of :func:`load_yaml_text` (one of the strict loader's refusals, or
     a syntax error)."""
     if isinstance(exc, yaml.reader.ReaderError):
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
         return ("remove the control character, or write it escaped inside a double-quoted string "
-                f"(\"\\x{ord(exc.character):02x}\")" if isinstance(exc.character, str) else "save the file as UTF-8 text")
+                f"(\"\\x{code:02x}\")" if code < 0x100 else f"(\"\\u{code:04x}\")")
     problem = str(getattr(exc, "problem", None) or exc)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}" if mark is not None else ""

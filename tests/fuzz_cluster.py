@@ -265,8 +265,16 @@ def mutated_documents(draw) -> dict:
 # --------------------------------------------------------------------------- YAML text
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value used twice (``st.just`` hands out one object) twice, not as ``&id``/``*id``:
+    aliases are a YAML-level attack of :data:`YAML_ATTACKS`, not part of a valid document."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
 def dump(doc: Any) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10_000)
+    return yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=10_000)
 
 
 YAML_ATTACKS = [

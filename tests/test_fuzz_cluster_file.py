@@ -53,9 +53,9 @@ settings.register_profile(
                            HealthCheck.large_base_example],
 )
 FUZZ = settings.get_profile("gpucluster-fuzz")
-FUZZ_VALID = settings(FUZZ, max_examples=max(EXAMPLES // 4, 10))
-"""Valid documents plan fully (~0.7 s each): a quarter of the budget."""
-FUZZ_SETS = settings(FUZZ, max_examples=max(EXAMPLES // 2, 10))
+FUZZ_VALID = settings(FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_VALID_EXAMPLES", max(EXAMPLES // 4, 10))))
+"""Valid documents plan fully (~0.7 s each): a quarter of the budget (GPUCLUSTER_FUZZ_VALID_EXAMPLES)."""
+FUZZ_SETS = settings(FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_SET_EXAMPLES", max(EXAMPLES // 2, 10))))
 
 LINE = re.compile(r"^(error|warning|info)\[[A-Za-z0-9._-]+\][^\n]*: [^\n]* fix: \S[^\n]*$")
 """One contract line: ``severity[id] ...: message ... fix: ...`` with no control characters."""
