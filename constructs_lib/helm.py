@@ -19,6 +19,7 @@ become a stack-level ``TerraformVariable`` (default: the value at that path, if 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import re
 import shutil
 import tempfile
@@ -40,8 +41,7 @@ from constructs_lib.cdk import (
     helm,
 )
 from constructs_lib.tfstring import literal
-from gpucluster.manifests import content_hash
-from gpucluster.model import LocalChart, PlanNode
+from gpucluster.model import LocalChart
 from gpucluster.values import get_path, has_path, scalar_type, set_entries, values_yaml
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
@@ -126,7 +126,7 @@ def _folder_name(name: str) -> str:
     it, so an invalid name (refused by validation at synth) never leads outside the staging folder."""
     if _RELEASE_NAME.match(name or "") and len(name) <= HELM_RELEASE_NAME_MAX:
         return name
-    return "invalid-" + content_hash({"name": name or ""})[:16]
+    return "invalid-" + hashlib.sha256(b"name\0" + (name or "").encode("utf-8") + b"\0").hexdigest()[:16]
 
 
 def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
@@ -190,23 +190,6 @@ class ReleaseOptions:
     provider: Any = None
 
 
-def _plan_node_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
-    """The :class:`ReleaseOptions` fields of a :class:`PlanNode` (release name = node id)."""
-    return dict(
-        release_name=node.id,
-        namespace=node.namespace,
-        values=node.values,
-        depends_on=tuple(depends_on),
-        timeout_seconds=node.timeout_seconds,
-        wait_for_jobs=node.wait_for_jobs,
-        terraform_variables=node.terraform_variables,
-        variable_hashes=node.variable_hashes,
-        crd_source=node.crd_source,
-        description=f"gpucluster {node.kind} of component {node.component}",
-        provider=provider,
-    )
-
-
 @dataclass(frozen=True)
 class HelmComponentProps(ReleaseOptions):
     """A remote chart release: ``chart`` from ``repository`` at pinned ``version``.
@@ -218,23 +201,12 @@ class HelmComponentProps(ReleaseOptions):
     repository: str = ""
     version: str = ""
 
-    @classmethod
-    def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "HelmComponentProps":
-        """Props of a ``kind == "chart"`` :class:`PlanNode`."""
-        return cls(chart=node.chart, repository=node.repository, version=node.version,
-                   **_plan_node_options(node, depends_on, provider))
-
 
 @dataclass(frozen=True)
 class LocalChartReleaseProps(ReleaseOptions):
     """A generated chart release; ``chart.files`` are written out and shipped as an asset."""
 
     chart: LocalChart | None = None
-
-    @classmethod
-    def from_plan_node(cls, node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> "LocalChartReleaseProps":
-        """Props of a :class:`PlanNode` with a ``local_chart`` (pre-manifests, manifests, gate)."""
-        return cls(chart=node.local_chart, **_plan_node_options(node, depends_on, provider))
 
 
 def validate_release(props: ReleaseOptions) -> list[str]:
@@ -366,7 +338,7 @@ class LocalChartRelease(_ReleaseConstruct):
     The chart files are written to a staging folder (:func:`staging_folder`; it never appears in
     the output); cdktf copies them to
     ``stacks/<stack>/assets/<id>/<hash>/`` and ``chart`` is that relative path, so the stack folder
-    is self-contained. ``<hash>`` is the sha256 of the files (:func:`gpucluster.manifests.content_hash`,
+    is self-contained. ``<hash>`` is the chart's ``content_hash`` (the sha256 of its files,
     first 32 hex digits): same content, same path.
 
     Attributes:
@@ -406,7 +378,7 @@ class LocalChartRelease(_ReleaseConstruct):
             "chart",
             path=str(folder.resolve()),
             type=AssetType.DIRECTORY,
-            asset_hash=content_hash(files)[:32],
+            asset_hash=(chart.content_hash if chart is not None else hashlib.sha256(b"").hexdigest())[:32],
         )
         self.chart_path = "./" + self.asset.path.rstrip("/")
         extra_sets, lifecycle = self._crd_bundle(props) if props.crd_source is not None else ((), None)

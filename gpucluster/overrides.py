@@ -456,30 +456,51 @@ def resolve_component(override: Override, catalog) -> str:
         ) from None
 
 
-def resolved_overrides(cluster: ClusterSpec, catalog) -> list[tuple[str, Override]]:
-    """``(canonical component, override)`` for every override whose component resolves.
+@dataclasses.dataclass(frozen=True)
+class ResolvedOverrides:
+    """The user's overrides of one cluster with canonical component names, resolved once.
 
-    Unknown names are skipped here (``apply_overrides`` reports them); used by policy and
-    scheduling to see what the user changed.
+    The pipeline resolves them once (:func:`resolved_overrides`) and passes the value on to node
+    scheduling (append mode of user-written lists), the policy checks (``POLICY-KEY-OVERRIDE``)
+    and the mapping of error findings to the input file (:meth:`source_of`). Iterating yields
+    ``(canonical component, Override)`` in input order; overrides naming no catalog component
+    are left out (:func:`apply_overrides` reports them).
     """
+
+    entries: tuple[tuple[str, Override], ...] = ()
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def source_of(self, component: str, path: str) -> str | None:
+        """The input (``Override.source``: cluster file, values file or ``--set``) of the last user
+        override of ``component`` that writes ``path``, a key above it or a key below it; None when
+        no override touches it (the value comes from the recipe). Names the file of a policy error."""
+        source = None
+        for name, o in self.entries:
+            if name == component and o.source and any(paths_intersect(p, path) for p in override_paths(o)):
+                source = o.source
+        return source
+
+
+def resolved_overrides(cluster: ClusterSpec, catalog) -> ResolvedOverrides:
+    """Resolve ``cluster.overrides`` once: canonical component names (catalog aliases), unknown
+    names skipped (``apply_overrides`` reports them)."""
     out: list[tuple[str, Override]] = []
     for o in cluster.overrides:
         try:
             out.append((catalog.resolve_name(o.component), o))
         except KeyError:
             continue
-    return out
+    return ResolvedOverrides(tuple(out))
 
 
 def source_of(cluster: ClusterSpec, catalog, component: str, path: str) -> str | None:
-    """The input (``Override.source``: cluster file, values file or ``--set``) of the last user
-    override of ``component`` that writes ``path``, a key above it or a key below it; None when no
-    override touches it (the value comes from the recipe). Names the file of a policy error."""
-    source = None
-    for name, o in resolved_overrides(cluster, catalog):
-        if name == component and o.source and any(paths_intersect(p, path) for p in override_paths(o)):
-            source = o.source
-    return source
+    """:meth:`ResolvedOverrides.source_of` of the cluster's overrides (resolved here)."""
+    return resolved_overrides(cluster, catalog).source_of(component, path)
 
 
 def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
@@ -499,226 +520,252 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
     """
     if not cluster.overrides:
         return
-    problems: list[Problem] = []
-    refs = {ref.name: ref for ref in recipe.component_refs}
+    run = _OverrideRun(cluster, recipe, components, catalog)
+    run.resolve_components()
+    run.check_enabled_toggles()
+    run.check_conflicts()
+    run.apply_values()
+    run.bind_variables()
+    run.check_dependency_edges()
+    if run.problems:
+        raise GpuclusterError(problems=run.problems)
+    run.commit()
 
-    def problem(o: Override, message: str, *, component: str | None = None, **kw) -> None:
-        problems.append(
-            Problem(message, file=o.source or cluster.source, cluster=cluster.name, component=component, key=o.key or None, **kw)
+
+class _OverrideRun:
+    """One :func:`apply_overrides` call: its steps, in order, collecting every problem."""
+
+    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog):
+        self.cluster, self.recipe, self.components, self.catalog = cluster, recipe, components, catalog
+        self.problems: list[Problem] = []
+        self.refs = {ref.name: ref for ref in recipe.component_refs}
+        self.resolved: list[tuple[str, Override]] = []
+        self.disabled: dict[str, Override] = {}
+        self.work: dict[str, dict[str, Any]] = {}
+        self.variables: dict[str, dict[str, str]] = {}
+
+    def problem(self, o: Override, message: str, *, component: str | None = None, **kw) -> None:
+        self.problems.append(
+            Problem(message, file=o.source or self.cluster.source, cluster=self.cluster.name, component=component, key=o.key or None, **kw)
         )
 
-    resolved: list[tuple[str, Override]] = []
-    for o in cluster.overrides:
-        try:
-            name = resolve_component(o, catalog)
-        except GpuclusterError as err:
-            for p in err.problems:
-                problems.append(dataclasses.replace(p, cluster=cluster.name, file=p.file or cluster.source))
-            continue
-        shown = f"'{name}'" if name == o.component else f"'{name}' (alias '{o.component}')"
-        if name not in refs:
-            problem(
-                o,
-                f"component {shown} is not part of the resolved recipe",
-                component=name,
-                allowed=allowed_list(components),
-                fix="override only components of this recipe (see `gpucluster recipe`), or pick criteria whose recipe includes it",
-            )
-            continue
-        if not refs[name].enabled or name not in components:
-            if o.kind == "set" and o.path == ENABLED_KEY and o.value is True:
-                problem(
-                    o,
-                    f"the recipe disables component {shown}; enabling a component the recipe disabled is not supported",
-                    component=name,
-                    fix="use a recipe (overlay or RecipeResult file) that enables it",
-                )
-            else:
-                problem(
-                    o,
-                    f"component {shown} is disabled by the recipe, so this override would have no effect",
-                    component=name,
-                    fix="remove the override",
-                )
-            continue
-        resolved.append((name, o))
+    def values_of(self, name: str) -> dict[str, Any]:
+        """The working copy of ``name``'s values (commit writes it back)."""
+        if name not in self.work:
+            self.work[name] = deep_merge(self.components[name].values, None)
+        return self.work[name]
 
-    # enabled toggles (scalar set only, booleans only; last one wins)
-    enabled_state: dict[str, Override] = {}
-    for name, o in resolved:
-        if o.kind == "set" and o.path == ENABLED_KEY:
-            if not isinstance(o.value, bool):
-                problem(
+    def resolve_components(self) -> None:
+        """Canonical names; refuse components not in the recipe or disabled by it."""
+        for o in self.cluster.overrides:
+            try:
+                name = resolve_component(o, self.catalog)
+            except GpuclusterError as err:
+                for p in err.problems:
+                    self.problems.append(dataclasses.replace(p, cluster=self.cluster.name, file=p.file or self.cluster.source))
+                continue
+            shown = f"'{name}'" if name == o.component else f"'{name}' (alias '{o.component}')"
+            if name not in self.refs:
+                self.problem(
                     o,
-                    f"enabled must be true or false, not {o.value!r}",
+                    f"component {shown} is not part of the resolved recipe",
                     component=name,
-                    allowed="true, false",
-                    fix=f"write {o.component}:enabled=false to remove the component",
+                    allowed=allowed_list(self.components),
+                    fix="override only components of this recipe (see `gpucluster recipe`), or pick criteria whose recipe includes it",
                 )
                 continue
-            enabled_state[name] = o
-        elif o.kind == "variable" and split_path(o.path)[0] == ENABLED_KEY:
-            problem(
-                o,
-                "enabled cannot be bound to a Terraform variable: whether a component is installed must be known at synth time",
-                component=name,
-                fix="use a scalar set: enabled=false",
-            )
-        elif o.kind == "set" and split_path(o.path)[0] == ENABLED_KEY:
-            problem(o, f"'{o.path}' is below the component toggle 'enabled'", component=name, fix="set enabled=true|false only")
-    disabled = {n: o for n, o in enabled_state.items() if o.value is False}
-
-    # conflicts: overrides on a component that is also disabled; parent/child set paths
-    for name, o in resolved:
-        if name in disabled and not (o.kind == "set" and o.path == ENABLED_KEY):
-            problem(
-                o,
-                f"conflicting overrides: {disabled[name].key or '--set'} disables '{name}', but this override also changes it",
-                component=name,
-                fix="remove one of them (a disabled component installs nothing)",
-            )
-    sets_by_component: dict[str, list[Override]] = {}
-    for name, o in resolved:
-        if o.kind == "set" and o.path != ENABLED_KEY and name not in disabled:
-            sets_by_component.setdefault(name, []).append(o)
-    for name, items in sets_by_component.items():
-        for i, a in enumerate(items):
-            for b in items[i + 1 :]:
-                pa, pb = split_path(a.path), split_path(b.path)
-                if pa != pb and paths_intersect(a.path, b.path):
-                    parent, child = (a, b) if len(pa) < len(pb) else (b, a)
-                    problem(
-                        child,
-                        f"conflicting overrides: {parent.key} sets '{parent.path}' and this entry sets '{child.path}' below it",
+            if not self.refs[name].enabled or name not in self.components:
+                if o.kind == "set" and o.path == ENABLED_KEY and o.value is True:
+                    self.problem(
+                        o,
+                        f"the recipe disables component {shown}; enabling a component the recipe disabled is not supported",
                         component=name,
-                        fix="set either the parent value or the values below it, not both",
+                        fix="use a recipe (overlay or RecipeResult file) that enables it",
                     )
-
-    # work on copies; commit only when everything is valid
-    work: dict[str, dict[str, Any]] = {}
-
-    def values_of(name: str) -> dict[str, Any]:
-        if name not in work:
-            work[name] = deep_merge(components[name].values, None)
-        return work[name]
-
-    for name, o in resolved:
-        if name in disabled or o.kind != "set" or split_path(o.path)[0] == ENABLED_KEY:
-            continue
-        try:
-            set_path(values_of(name), o.path, o.value)
-        except TypeError as exc:
-            problem(
-                o,
-                f"cannot set '{o.path}': {exc} in the effective values of '{name}'",
-                component=name,
-                fix="set the parent value instead, or check the path against the chart's values",
-            )
-    for name, o in resolved:
-        if name in disabled or o.kind != "values":
-            continue
-        work[name] = deep_merge(values_of(name), o.value)
-
-    variables: dict[str, dict[str, str]] = {}
-    bound_by_name: dict[str, tuple[str, Override]] = {}  # variable -> (component, first binding)
-    set_paths: dict[str, dict[str, Override]] = {}
-    for name, o in resolved:
-        if o.kind in ("set", "values"):
-            for p in override_paths(o):
-                set_paths.setdefault(name, {})[p] = o
-    for name, o in resolved:
-        if name in disabled or o.kind != "variable" or split_path(o.path)[0] == ENABLED_KEY:
-            continue
-        if _is_manifest_only(components[name].ref, catalog):
-            problem(
-                o,
-                f"'{name}' is a manifest-only component: its values are rendered into manifests at synth time, so a "
-                "Terraform variable could never reach them",
-                component=name,
-                fix="set the value statically (overrides.set or overrides.values)",
-            )
-            continue
-        owned = policy_owned_paths(name, recipe, catalog)
-        hit = next(((p, why) for p, why in owned.items() if paths_intersect(o.path, p)), None)
-        if hit is not None:
-            problem(
-                o,
-                f"'{o.path}' cannot be bound to a Terraform variable: it touches '{hit[0]}', which is {hit[1]}; "
-                "policy must see its value at synth time",
-                component=name,
-                fix="bake the value statically (recipe overlay, profile or a scalar set), or bind a different key",
-            )
-            continue
-        clash = next((s for p, s in set_paths.get(name, {}).items() if paths_intersect(o.path, p)), None)
-        if clash is not None:
-            problem(
-                o,
-                f"conflicting overrides: '{o.path}' is bound to a Terraform variable and also changed by {clash.key}",
-                component=name,
-                fix="either bind it to a variable or set it statically",
-            )
-            continue
-        current = get_path(values_of(name), o.path)
-        if isinstance(current, (dict, list)):
-            problem(
-                o,
-                f"'{o.path}' holds a {'mapping' if isinstance(current, dict) else 'list'}; a Terraform variable binds one scalar value",
-                component=name,
-                fix="bind a scalar leaf below it",
-            )
-            continue
-        previous = variables.setdefault(name, {}).get(o.path)
-        if previous is not None and previous != o.value:
-            problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name, fix="bind it once")
-            continue
-        first = bound_by_name.get(o.value)
-        if first is not None and (first[0], first[1].path) != (name, o.path):
-            problem(
-                o,
-                f"Terraform variable '{o.value}' is already bound to {first[0]} '{first[1].path}' ({first[1].key}); "
-                "the runtime stack declares one variable per name, so both Helm values would take the first one's "
-                "default and value",
-                component=name,
-                fix="give each bound values path its own variable name",
-            )
-            continue
-        bound_by_name.setdefault(o.value, (name, o))
-        variables[name][o.path] = o.value
-
-    # dependency edges on disabled components
-    edge_problems: list[Problem] = []
-    for name in components:
-        if name in disabled:
-            continue
-        ref = components[name].ref
-        for dep in ref.dependency_refs:
-            if dep in disabled and _is_manifest_only(ref, catalog):
-                o = disabled[dep]
-                edge_problems.append(
-                    Problem(
-                        f"'{name}' depends on '{dep}' (dependencyRefs), and {o.key or 'an override'} disables '{dep}': "
-                        f"'{name}' renders custom resources that need '{dep}' installed",
-                        file=o.source or cluster.source,
-                        cluster=cluster.name,
+                else:
+                    self.problem(
+                        o,
+                        f"component {shown} is disabled by the recipe, so this override would have no effect",
                         component=name,
-                        key=o.key or None,
-                        fix=f"keep '{dep}' enabled, or also disable '{name}' ({name}:enabled=false)",
+                        fix="remove the override",
                     )
+                continue
+            self.resolved.append((name, o))
+
+    def check_enabled_toggles(self) -> None:
+        """``enabled`` toggles: scalar set only, booleans only, last one wins; no variable, no path below."""
+        enabled_state: dict[str, Override] = {}
+        for name, o in self.resolved:
+            if o.kind == "set" and o.path == ENABLED_KEY:
+                if not isinstance(o.value, bool):
+                    self.problem(
+                        o,
+                        f"enabled must be true or false, not {o.value!r}",
+                        component=name,
+                        allowed="true, false",
+                        fix=f"write {o.component}:enabled=false to remove the component",
+                    )
+                    continue
+                enabled_state[name] = o
+            elif o.kind == "variable" and split_path(o.path)[0] == ENABLED_KEY:
+                self.problem(
+                    o,
+                    "enabled cannot be bound to a Terraform variable: whether a component is installed must be known at synth time",
+                    component=name,
+                    fix="use a scalar set: enabled=false",
                 )
-    problems.extend(edge_problems)
-    if problems:
-        raise GpuclusterError(problems=problems)
+            elif o.kind == "set" and split_path(o.path)[0] == ENABLED_KEY:
+                self.problem(o, f"'{o.path}' is below the component toggle 'enabled'", component=name, fix="set enabled=true|false only")
+        self.disabled = {n: o for n, o in enabled_state.items() if o.value is False}
 
-    for name, values in work.items():
-        components[name].values = values
-    for name, binding in variables.items():
-        components[name].terraform_variables = dict(sorted({**components[name].terraform_variables, **binding}.items()))
-    for name in disabled:
-        components.pop(name, None)
-    for name, comp in components.items():
-        kept = [d for d in comp.ref.dependency_refs if d not in disabled]
-        if kept != comp.ref.dependency_refs:
-            comp.ref = dataclasses.replace(comp.ref, dependency_refs=kept)
+    def check_conflicts(self) -> None:
+        """Overrides on a component that is also disabled; parent/child set paths."""
+        for name, o in self.resolved:
+            if name in self.disabled and not (o.kind == "set" and o.path == ENABLED_KEY):
+                self.problem(
+                    o,
+                    f"conflicting overrides: {self.disabled[name].key or '--set'} disables '{name}', but this override also changes it",
+                    component=name,
+                    fix="remove one of them (a disabled component installs nothing)",
+                )
+        sets_by_component: dict[str, list[Override]] = {}
+        for name, o in self.resolved:
+            if o.kind == "set" and o.path != ENABLED_KEY and name not in self.disabled:
+                sets_by_component.setdefault(name, []).append(o)
+        for name, items in sets_by_component.items():
+            for i, a in enumerate(items):
+                for b in items[i + 1 :]:
+                    pa, pb = split_path(a.path), split_path(b.path)
+                    if pa != pb and paths_intersect(a.path, b.path):
+                        parent, child = (a, b) if len(pa) < len(pb) else (b, a)
+                        self.problem(
+                            child,
+                            f"conflicting overrides: {parent.key} sets '{parent.path}' and this entry sets '{child.path}' below it",
+                            component=name,
+                            fix="set either the parent value or the values below it, not both",
+                        )
+
+    def apply_values(self) -> None:
+        """``set`` and ``values`` overrides, on working copies (committed only when everything is valid)."""
+        for name, o in self.resolved:
+            if name in self.disabled or o.kind != "set" or split_path(o.path)[0] == ENABLED_KEY:
+                continue
+            try:
+                set_path(self.values_of(name), o.path, o.value)
+            except TypeError as exc:
+                self.problem(
+                    o,
+                    f"cannot set '{o.path}': {exc} in the effective values of '{name}'",
+                    component=name,
+                    fix="set the parent value instead, or check the path against the chart's values",
+                )
+        for name, o in self.resolved:
+            if name in self.disabled or o.kind != "values":
+                continue
+            self.work[name] = deep_merge(self.values_of(name), o.value)
+
+    def bind_variables(self) -> None:
+        """``variable`` overrides: a scalar leaf, not policy-owned, not also set, one path per variable name."""
+        bound_by_name: dict[str, tuple[str, Override]] = {}  # variable -> (component, first binding)
+        set_paths: dict[str, dict[str, Override]] = {}
+        for name, o in self.resolved:
+            if o.kind in ("set", "values"):
+                for p in override_paths(o):
+                    set_paths.setdefault(name, {})[p] = o
+        for name, o in self.resolved:
+            if name in self.disabled or o.kind != "variable" or split_path(o.path)[0] == ENABLED_KEY:
+                continue
+            if _is_manifest_only(self.components[name].ref, self.catalog):
+                self.problem(
+                    o,
+                    f"'{name}' is a manifest-only component: its values are rendered into manifests at synth time, so a "
+                    "Terraform variable could never reach them",
+                    component=name,
+                    fix="set the value statically (overrides.set or overrides.values)",
+                )
+                continue
+            owned = policy_owned_paths(name, self.recipe, self.catalog)
+            hit = next(((p, why) for p, why in owned.items() if paths_intersect(o.path, p)), None)
+            if hit is not None:
+                self.problem(
+                    o,
+                    f"'{o.path}' cannot be bound to a Terraform variable: it touches '{hit[0]}', which is {hit[1]}; "
+                    "policy must see its value at synth time",
+                    component=name,
+                    fix="bake the value statically (recipe overlay, profile or a scalar set), or bind a different key",
+                )
+                continue
+            clash = next((s for p, s in set_paths.get(name, {}).items() if paths_intersect(o.path, p)), None)
+            if clash is not None:
+                self.problem(
+                    o,
+                    f"conflicting overrides: '{o.path}' is bound to a Terraform variable and also changed by {clash.key}",
+                    component=name,
+                    fix="either bind it to a variable or set it statically",
+                )
+                continue
+            current = get_path(self.values_of(name), o.path)
+            if isinstance(current, (dict, list)):
+                self.problem(
+                    o,
+                    f"'{o.path}' holds a {'mapping' if isinstance(current, dict) else 'list'}; a Terraform variable binds one scalar value",
+                    component=name,
+                    fix="bind a scalar leaf below it",
+                )
+                continue
+            previous = self.variables.setdefault(name, {}).get(o.path)
+            if previous is not None and previous != o.value:
+                self.problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name, fix="bind it once")
+                continue
+            first = bound_by_name.get(o.value)
+            if first is not None and (first[0], first[1].path) != (name, o.path):
+                self.problem(
+                    o,
+                    f"Terraform variable '{o.value}' is already bound to {first[0]} '{first[1].path}' ({first[1].key}); "
+                    "the runtime stack declares one variable per name, so both Helm values would take the first one's "
+                    "default and value",
+                    component=name,
+                    fix="give each bound values path its own variable name",
+                )
+                continue
+            bound_by_name.setdefault(o.value, (name, o))
+            self.variables[name][o.path] = o.value
+
+    def check_dependency_edges(self) -> None:
+        """Manifest-only components whose dependency an override disables."""
+        edge_problems: list[Problem] = []
+        for name in self.components:
+            if name in self.disabled:
+                continue
+            ref = self.components[name].ref
+            for dep in ref.dependency_refs:
+                if dep in self.disabled and _is_manifest_only(ref, self.catalog):
+                    o = self.disabled[dep]
+                    edge_problems.append(
+                        Problem(
+                            f"'{name}' depends on '{dep}' (dependencyRefs), and {o.key or 'an override'} disables '{dep}': "
+                            f"'{name}' renders custom resources that need '{dep}' installed",
+                            file=o.source or self.cluster.source,
+                            cluster=self.cluster.name,
+                            component=name,
+                            key=o.key or None,
+                            fix=f"keep '{dep}' enabled, or also disable '{name}' ({name}:enabled=false)",
+                        )
+                    )
+        self.problems.extend(edge_problems)
+
+    def commit(self) -> None:
+        """Write values and variable bindings; drop disabled components and the edges to them."""
+        for name, values in self.work.items():
+            self.components[name].values = values
+        for name, binding in self.variables.items():
+            self.components[name].terraform_variables = dict(sorted({**self.components[name].terraform_variables, **binding}.items()))
+        for name in self.disabled:
+            self.components.pop(name, None)
+        for name, comp in self.components.items():
+            kept = [d for d in comp.ref.dependency_refs if d not in self.disabled]
+            if kept != comp.ref.dependency_refs:
+                comp.ref = dataclasses.replace(comp.ref, dependency_refs=kept)
 
 
 def _is_manifest_only(ref, catalog) -> bool:

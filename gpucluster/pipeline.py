@@ -95,7 +95,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     return prepared
 
 
-def locate_finding(cluster: ClusterSpec, recipe, catalog, f: Finding) -> tuple[str, str]:
+def locate_finding(cluster: ClusterSpec, recipe, resolved: overrides_mod.ResolvedOverrides, f: Finding) -> tuple[str, str]:
     """``(file, key)`` an error finding is reported at: the finding's own file (RecipeResult
     findings), else the user override that wrote the key, else -- for a recipe read from a
     RecipeResult file whose ``componentRefs[i].overrides`` set the key -- that file and
@@ -104,7 +104,7 @@ def locate_finding(cluster: ClusterSpec, recipe, catalog, f: Finding) -> tuple[s
 
     if f.file:
         return f.file, f.key
-    source = overrides_mod.source_of(cluster, catalog, f.component, f.key)
+    source = resolved.source_of(f.component, f.key)
     if source:
         return source, f.key
     if recipe.file and f.component in recipe.ref_keys and f.key:
@@ -147,12 +147,11 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     recipe = recipe_for_cluster(cluster, catalog)
     components: dict[str, Component] = recipe_mod.effective_components(recipe, catalog)
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
+    resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
     recipe.findings.extend(
-        recipe_mod.resolve_conditional_values(
-            components, catalog, cluster=cluster.name, user_set=lambda c, p: overrides_mod.source_of(cluster, catalog, c, p)
-        )
+        recipe_mod.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
     )
-    scheduling_mod.apply_scheduling(cluster, recipe, components, catalog)
+    scheduling_mod.apply_scheduling(cluster, recipe, components, catalog, resolved=resolved)
     for name in list(components):
         for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
             if not isinstance(patch, Mapping):
@@ -163,12 +162,12 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
                     allowed="a dict patch (deep-merged into the component's values) or None",
                 )
             components[name].values = deep_merge(components[name].values, patch)
-    findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog)
+    findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog, resolved=resolved)
     errors = [f for f in findings if f.severity == "error"]
     if errors and strict:
         problems = []
         for f in errors:
-            file, key = locate_finding(cluster, recipe, catalog, f)
+            file, key = locate_finding(cluster, recipe, resolved, f)
             problems.append(Problem(id=f.id, message=f.message, file=file, cluster=f.cluster, component=f.component, key=key, fix=f.fix))
         raise GpuclusterError(problems=problems)
     gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver

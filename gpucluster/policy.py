@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration
 from gpucluster.plugins import call_list_hook
-from gpucluster.overrides import ENABLED_KEY, override_paths, paths_intersect, pruned_edges, resolved_overrides
+from gpucluster.overrides import ENABLED_KEY, ResolvedOverrides, override_paths, paths_intersect, pruned_edges, resolved_overrides
 from gpucluster.policy_keys import ALLOCATION_POLICY_KEYS, DRA_DRIVER, GPU_OPERATOR, policy_owned_paths  # noqa: F401  (re-exported)
 from gpucluster.values import leaf_paths, split_path
 
@@ -139,8 +139,11 @@ def tolerates(toleration: Toleration | Mapping[str, Any], key: str, value: str, 
 class _Checks:
     """Collects findings of one cluster."""
 
-    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog):
+    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog,
+                 resolved: ResolvedOverrides | None = None):
         self.cluster = cluster
+        self.resolved = resolved if resolved is not None else (
+            resolved_overrides(cluster, catalog) if catalog is not None else ResolvedOverrides())
         self.recipe = recipe
         self.components = components
         self.catalog = catalog
@@ -607,7 +610,7 @@ def check_policy_key_overrides(c: _Checks) -> None:
 
     if c.catalog is None:
         return
-    for name, o in resolved_overrides(c.cluster, c.catalog):
+    for name, o in c.resolved:
         keys = ALLOCATION_POLICY_KEYS.get(name, ())
         if not keys:
             continue
@@ -749,7 +752,8 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> list[Finding]:
+def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog, *,
+             resolved: ResolvedOverrides | None = None) -> list[Finding]:
     """Run the core checks and every ``gpucluster_policy_checks`` hook on the final values.
 
     Args:
@@ -763,7 +767,7 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
     Raises:
         PluginError: a plugin hook returned something that is not a list of Finding.
     """
-    checks = _Checks(cluster, recipe, components, catalog)
+    checks = _Checks(cluster, recipe, components, catalog, resolved)
     for check in CORE_CHECKS:
         check(checks)
     findings = drop_profile_derived(list(checks.findings))

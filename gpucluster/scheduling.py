@@ -42,7 +42,7 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
-from gpucluster.overrides import resolved_overrides
+from gpucluster.overrides import ResolvedOverrides, resolved_overrides
 from gpucluster.values import get_path, leaf_paths, set_path, split_path
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -336,11 +336,11 @@ def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
 # --------------------------------------------------------------------------- injection
 
 
-def _user_list_paths(cluster: ClusterSpec, catalog) -> dict[str, dict[str, Any]]:
+def _user_list_paths(resolved: ResolvedOverrides) -> dict[str, dict[str, Any]]:
     """component -> {path: value} of lists/empties the user's overrides wrote (for append mode)."""
 
     out: dict[str, dict[str, Any]] = {}
-    for name, o in resolved_overrides(cluster, catalog):
+    for name, o in resolved:
         if o.kind == "values":
             for path, value in leaf_paths(o.value or {}):
                 out.setdefault(name, {})[path] = value
@@ -363,14 +363,20 @@ def _put(values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec,
         ) from None
 
 
-def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
+def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog, *,
+                     resolved: ResolvedOverrides | None = None) -> None:
     """Inject node scheduling inputs into ``components`` in place (see module docstring).
+
+    ``resolved``: the cluster's overrides as the pipeline resolved them once (default: resolved
+    here from ``cluster.overrides``).
 
     Raises:
         GpuclusterError: a registry path runs through a non-mapping value.
     """
     inputs = effective_inputs(cluster)
-    user_lists = _user_list_paths(cluster, catalog) if cluster.overrides else {}
+    if resolved is None:
+        resolved = resolved_overrides(cluster, catalog)
+    user_lists = _user_list_paths(resolved) if resolved else {}
     for name in list(components):
         entry = catalog.components.get(name)
         if entry is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from constructs_lib.cdk import Construct, TerraformStack
 from constructs_lib.helm import (
     HelmComponent,
@@ -12,9 +14,40 @@ from constructs_lib.helm import (
     stack_variable,
 )
 from gpucluster.graph import topological_layers
-from gpucluster.model import ExistingCluster, RuntimePlan
+from gpucluster.model import ExistingCluster, PlanNode, RuntimePlan
 from gpucluster.sdk.types import ClusterConnection
 from stacks.common import use_backend
+
+
+
+def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
+    """The :class:`constructs_lib.helm.ReleaseOptions` fields of a :class:`PlanNode` (release name = node id)."""
+    return dict(
+        release_name=node.id,
+        namespace=node.namespace,
+        values=node.values,
+        depends_on=tuple(depends_on),
+        timeout_seconds=node.timeout_seconds,
+        wait_for_jobs=node.wait_for_jobs,
+        terraform_variables=node.terraform_variables,
+        variable_hashes=node.variable_hashes,
+        crd_source=node.crd_source,
+        description=f"gpucluster {node.kind} of component {node.component}",
+        provider=provider,
+    )
+
+
+def chart_release_props(node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> HelmComponentProps:
+    """Props of a ``kind == "chart"`` :class:`PlanNode` (the plan -> construct mapping lives here,
+    in the stacks; ``constructs_lib`` knows nothing of plans)."""
+    return HelmComponentProps(chart=node.chart, repository=node.repository, version=node.version,
+                              **_release_options(node, depends_on, provider))
+
+
+def local_chart_release_props(node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> LocalChartReleaseProps:
+    """Props of a :class:`PlanNode` with a ``local_chart`` (pre-manifests, manifests, gate)."""
+    return LocalChartReleaseProps(chart=node.local_chart, **_release_options(node, depends_on, provider))
+
 
 KUBECONFIG_PATH_VARIABLE = "kubeconfig_path"
 KUBE_CONTEXT_VARIABLE = "kube_context"
@@ -114,7 +147,7 @@ class RuntimeStack(TerraformStack):
                 node = by_id[node_id]
                 deps = [self.releases[d] for d in node.depends_on]
                 if node.kind == "chart":
-                    release = HelmComponent(self, node.id, HelmComponentProps.from_plan_node(node, depends_on=deps))
+                    release = HelmComponent(self, node.id, chart_release_props(node, depends_on=deps))
                 else:
-                    release = LocalChartRelease(self, node.id, LocalChartReleaseProps.from_plan_node(node, depends_on=deps))
+                    release = LocalChartRelease(self, node.id, local_chart_release_props(node, depends_on=deps))
                 self.releases[node.id] = release

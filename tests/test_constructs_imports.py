@@ -58,3 +58,13 @@ def test_the_test_kit_imports_the_stacks_only_inside_synth():
     assert not {m for m in module_level if m.split(".")[0] in ("constructs_lib", "stacks", *FRAMEWORK)}
     synth = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "synth")
     assert {a.name for n in ast.walk(synth) if isinstance(n, ast.Import) for a in n.names} == {"stacks"}
+
+
+def test_the_helm_constructs_know_no_plan():
+    """constructs_lib/helm.py renders the props it is given: plain types only (the LocalChart it
+    ships, the values helpers); the PlanNode -> props mapping lives in stacks/runtime.py."""
+    imported = {m for m in imported_modules(ROOT / "constructs_lib" / "helm.py") if m.split(".")[0] == "gpucluster"}
+    # gpucluster.crds: the CRD step's size limit (MAX_CRDS_GZ_BYTES), read inside _crd_bundle
+    assert imported <= {"gpucluster.model", "gpucluster.values", "gpucluster.crds"}
+    text = (ROOT / "constructs_lib" / "helm.py").read_text(encoding="utf-8")
+    assert "PlanNode" not in text and "from_plan_node" not in text

@@ -401,3 +401,28 @@ def test_parse_order_sets_then_values_then_variables():
         ("variable", "overrides.variables.a:x"),
         ("variable", "overrides.variables.b:y"),
     ]
+
+
+def test_the_pipeline_resolves_the_overrides_once(monkeypatch, tmp_path):
+    """Scheduling, policy and the error-file mapping share one ResolvedOverrides value."""
+    from gpucluster import overrides as overrides_mod
+    from gpucluster import pipeline
+    from gpucluster.config import parse_clusters
+
+    calls = []
+    real = overrides_mod.resolved_overrides
+
+    def counting(cluster, catalog):
+        calls.append(cluster.name)
+        return real(cluster, catalog)
+
+    monkeypatch.setattr(overrides_mod, "resolved_overrides", counting)
+    monkeypatch.setattr("gpucluster.scheduling.resolved_overrides", counting)
+    monkeypatch.setattr("gpucluster.policy.resolved_overrides", counting)
+    doc = {"clusters": [{"name": "lab", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+                         "overrides": {"set": ["gpuoperator:devicePlugin.enabled=false", "dradriver:resources.gpus.enabled=true",
+                                               "dradriver:gpuResourcesEnabledOverride=true"]}}]}
+    (spec,) = parse_clusters(doc, source="clusters.yaml", root=tmp_path)
+    plan = pipeline.build_plan(spec)
+    assert calls == ["lab"]
+    assert "POLICY-KEY-OVERRIDE" in [f.id for f in plan.findings]  # the policy saw the overrides
