@@ -30,7 +30,7 @@ def _catalog():
 
 
 def _ships_at(version: str, since: str | None) -> bool:
-    from gpucluster.upgrade_check import version_in_range
+    from gpucluster.versions import version_in_range
 
     return since is None or version_in_range(version, f">={since}")
 

@@ -47,6 +47,7 @@ import yaml
 from gpucluster.errors import GpuclusterError, allowed_list
 from gpucluster.model import RuntimePlan
 from gpucluster.values import leaf_paths
+from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
 
 VERDICTS = ("safe", "unknown", "manual")
 """Verdicts, least to most severe."""
@@ -111,43 +112,6 @@ Every rule may name a ``service`` (the cluster's ``criteria.service``) it is lim
 
 
 # --------------------------------------------------------------------------- versions
-
-
-_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
-
-
-def parse_version(text: str) -> tuple[int, int, int, tuple[int, Any]] | None:
-    """``"v26.7.1"`` -> ``(26, 7, 1, (1, ""))``; a pre-release sorts before its release; None when
-    ``text`` is not a version."""
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        return None
-    pre = m.group(4)
-    return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0), ((0, pre) if pre else (1, ""))
-
-
-_CLAUSE = re.compile(r"^(>=|<=|>|<|=|==)?\s*(\S+)$")
-
-
-def version_in_range(version: str, spec: str | None) -> bool:
-    """True when ``version`` satisfies every space-separated clause of ``spec`` (``>=``, ``>``,
-    ``<=``, ``<``, ``=``; ``*`` or None = any version). A non-version never matches a clause."""
-    if spec is None or str(spec).strip() in ("", "*"):
-        return True
-    have = parse_version(version)
-    if have is None:
-        return False
-    for clause in str(spec).split():
-        m = _CLAUSE.match(clause)
-        want = parse_version(m.group(2)) if m else None
-        if want is None:
-            return False
-        op = m.group(1) or "="
-        ok = {">=": have >= want, ">": have > want, "<=": have <= want, "<": have < want,
-              "=": have == want, "==": have == want}[op]
-        if not ok:
-            return False
-    return True
 
 
 # --------------------------------------------------------------------------- rules
