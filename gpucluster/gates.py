@@ -255,7 +255,7 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
                                   fix="rename the plugin's gate")
             gates.append(validate_gate(spec, plugin=CORE_GATE_OWNER, cluster=cluster))
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
-        from gpucluster.sdk.gates import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
+        from gpucluster.gate_helpers import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
 
         spec = clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_DEFAULT_TIMEOUT)
         if spec.name in owners:

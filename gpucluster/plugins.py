@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import pluggy
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
-from gpucluster.sdk import hookspecs
+from gpucluster import hookspecs
 from gpucluster.model import Platform
 
 ENTRY_POINT_GROUP = "gpucluster"

@@ -1,4 +1,4 @@
-"""The SDK's NVIDIA-stack gate constructors (gpucluster/sdk/gates.py, docs/plugins.md#gate-helpers)."""
+"""The SDK's NVIDIA-stack gate constructors (gpucluster/gate_helpers.py = gpucluster.sdk.gates, docs/plugins.md#gate-helpers)."""
 
 from __future__ import annotations
 

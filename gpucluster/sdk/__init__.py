@@ -12,10 +12,11 @@ See ``docs/plugins.md`` for one section per hook. Everything a plugin needs is i
 here; a plugin should import nothing else from ``gpucluster`` (internal modules may change),
 and its tests :mod:`gpucluster.sdk.testing` besides.
 
-Direction: this package re-exports the core (the types live in :mod:`gpucluster.model`, the one
-home of plain data); the core imports nothing from it, except the plugin manager reading the
-hook specifications (:mod:`gpucluster.sdk.hookspecs`, which imports nothing from gpucluster at
-run time).
+Direction: this package re-exports the core and the core imports nothing from it. The types
+live in :mod:`gpucluster.model` (the one home of plain data); the hook specifications and the
+NVIDIA gate constructors live in :mod:`gpucluster.hookspecs` and :mod:`gpucluster.gate_helpers`,
+re-exported here as ``gpucluster.sdk.hookspecs`` and ``gpucluster.sdk.gates``
+(``tests/test_core_imports.py``).
 
 Exports:
 
@@ -65,7 +66,7 @@ from gpucluster.model import (
     Taint,
     Toleration,
 )
-from gpucluster.sdk.gates import (
+from gpucluster.gate_helpers import (
     clusterpolicy_ready,
     gpu_nodes_expected,
     dra_kubelet_plugin_name,
