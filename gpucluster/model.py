@@ -464,7 +464,7 @@ class LocalChart:
     content_hash: str
 
 
-NodeKind = Literal["chart", "crds", "pre-manifests", "manifests", "gate"]
+NodeKind = Literal["chart", "crds", "pre-manifests", "manifests", "gate", "teardown"]
 
 
 @dataclass(frozen=True)

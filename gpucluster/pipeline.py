@@ -22,6 +22,7 @@ from gpucluster import policy as policy_mod
 from gpucluster import recipe as recipe_mod
 from gpucluster import recipe_result
 from gpucluster import scheduling as scheduling_mod
+from gpucluster import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
 from gpucluster.model import CORE_SETTING_KEYS, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
@@ -176,7 +177,9 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
     crd_steps = crds_mod.crd_steps(cluster, components, catalog)
     nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps)
-    crds_mod.check_custom_resource_order(cluster.name, nodes, crds_mod.crd_owners(components, catalog))
+    owners = crds_mod.crd_owners(components, catalog)
+    crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
+    nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
     return RuntimePlan(
         cluster=cluster,
         recipe=recipe,

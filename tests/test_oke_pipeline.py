@@ -76,16 +76,18 @@ def expected_nodes(leaf: str) -> dict[str, str]:
     nodes = {name: "chart" for name in COMMON_CHARTS}
     nodes.update({CP_GATE: "gate", DRA_GATE: "gate"})
     nodes.update({"nfd-crds": "crds", "nvidia-dra-driver-gpu-crds": "crds"})  # crds/-only owners (docs/upgrading.md)
+    nodes["gpu-operator-teardown"] = "teardown"  # deletes the ClusterPolicy while the operator runs (docs/upgrading.md)
     if acc == "gb200" and intent == "training":
         nodes.update({"network-operator": "chart", "network-operator-manifests": "manifests", NCP_GATE: "gate",
-                      "gpu-operator-pre": "pre-manifests"})
+                      "gpu-operator-pre": "pre-manifests", "network-operator-teardown": "teardown"})
     if intent == "inference":
         nodes.update({"agentgateway-crds": "chart", "agentgateway": "chart",
                       "agentgateway-crds-manifests": "manifests", "agentgateway-manifests": "manifests",
                       "agentgateway-crds-gateways-established": "gate",
                       "agentgateway-crds-agentgatewayparameters-established": "gate"})
     if platform == "kubeflow":
-        nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests", "kubeflow-trainer-crds": "crds"})
+        nodes.update({"kubeflow-trainer": "chart", "kubeflow-trainer-manifests": "manifests", "kubeflow-trainer-crds": "crds",
+                      "kubeflow-trainer-teardown": "teardown"})
     if platform == "dynamo":
         nodes.update({"grove": "chart", "dynamo-platform": "chart"})
     return nodes

@@ -143,9 +143,11 @@ def test_rendered_objects_per_recipe_and_profile(plans, recipe, profile):
             for plural in plurals
         }
     assert manifests == expected
-    gate_jobs = {k[0] for k in found if k[1] == "Job" and not k[0].endswith("-crds")}
+    gate_jobs = {k[0] for k in found if k[1] == "Job" and not k[0].endswith(("-crds", "-teardown"))}
     assert gate_jobs == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready",
                          "nvidia-dra-driver-gpu-kubelet-plugin-rollout"} | (INFERENCE_GATES if "-inference" in recipe else set())
+    teardown_jobs = {k[0] for k in found if k[1] == "Job" and k[0].endswith("-teardown")}  # docs/upgrading.md, Teardown
+    assert {"gpu-operator-teardown", "network-operator-teardown", "nodewright-customizations-teardown"} <= teardown_jobs
     crd_steps = {k[0] for k in found if k[1] == "Job" and k[0].endswith("-crds")}  # docs/upgrading.md, The CRD step
     assert crd_steps == {"nfd-crds", "nvidia-dra-driver-gpu-crds"} | ({"kubeflow-trainer-crds"} if recipe.endswith("-kubeflow") else set())
 
