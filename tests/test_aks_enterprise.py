@@ -206,6 +206,13 @@ GROUP = "11111111-2222-3333-4444-555555555555"
         ({"poolUpgrade": {"gpu": {"maxSurge": "1", "maxUnavailable": "0", "drainTimeoutMinutes": 45}}},
          lambda p: (p.pools[0].upgrade.max_surge, p.pools[0].upgrade.max_unavailable, p.pools[0].upgrade.drain_timeout_in_minutes)
          == ("1", "0", 45)),
+        # a poolUpgrade key not given keeps the pool's own default (GPU: surge 0 / unavailable 1, CPU: surge 10%)
+        ({"poolUpgrade": {"gpu": {"drainTimeoutMinutes": 60}}},
+         lambda p: (p.pools[0].upgrade.max_surge, p.pools[0].upgrade.max_unavailable, p.pools[0].upgrade.drain_timeout_in_minutes)
+         == ("0", "1", 60)),
+        ({"poolUpgrade": {"system": {"drainTimeoutMinutes": 30}}},
+         lambda p: (p.system_pool.upgrade.max_surge, p.system_pool.upgrade.max_unavailable,
+                    p.system_pool.upgrade.drain_timeout_in_minutes) == ("10%", None, 30)),
         ({"kubelogin": {"login": "workloadidentity", "env": {"AZURE_CLIENT_ID": "x"}}},
          lambda p: "workloadidentity" in p.connection_exec.args and dict(p.connection_exec.env) == {"AZURE_CLIENT_ID": "x"}),
     ],
@@ -245,6 +252,14 @@ def test_each_setting(settings, check):
         ({"poolUpgrade": {"nosuch": {"maxSurge": "1"}}}, "settings.poolUpgrade.nosuch"),
         ({"poolUpgrade": {"gpu": {"maxSurge": "0", "maxUnavailable": "0"}}}, "settings.poolUpgrade.gpu"),
         ({"poolUpgrade": {"gpu": {"maxSurge": 1}}}, "settings.poolUpgrade.gpu.maxSurge"),
+        ({"poolUpgrade": {"gpu": {"maxSurge": "101%"}}}, "settings.poolUpgrade.gpu.maxSurge"),
+        ({"poolUpgrade": {"system": {"maxSurge": "0"}}}, "settings.poolUpgrade.system"),
+        # the system (default) pool has no max_unavailable in azurerm 4.55: refused, not dropped silently
+        ({"poolUpgrade": {"system": {"maxUnavailable": "1"}}}, "settings.poolUpgrade.system.maxUnavailable"),
+        ({"poolUpgrade": {"system": {"maxSurge": "0", "maxUnavailable": "1"}}}, "settings.poolUpgrade.system.maxUnavailable"),
+        # an "authorized" range set that admits every IPv4 address is the open public endpoint the docs refuse
+        ({"apiServer": {"authorizedIpRanges": ["0.0.0.0/0"]}}, "settings.apiServer.authorizedIpRanges"),
+        ({"apiServer": {"private": False, "authorizedIpRanges": ["0.0.0.0/1", "128.0.0.0/1"]}}, "settings.apiServer.authorizedIpRanges"),
         ({"kubelogin": {"login": "password"}}, "settings.kubelogin.login"),
         ({"kubelogin": {"env": {"lower": "x"}}}, "settings.kubelogin.env"),
         ({"localAccountDisabled": True}, "settings.localAccountDisabled"),

@@ -40,7 +40,8 @@ _RESOURCE_ID = re.compile(r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w
 _RG_NAME = re.compile(r"^[-\w.()]{1,89}[-\w()]$")
 _TIME = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 _OFFSET = re.compile(r"^[+-](0\d|1[0-4]):[0-5]\d$")
-_SURGE = re.compile(r"^(0|[1-9]\d{0,2})%?$")
+_SURGE = re.compile(r"^(0|[1-9]\d{0,2})$|^(0|[1-9]\d?|100)%$")
+"""A node count, or a percentage of the pool of at most 100% (AKS upgrade settings: maxSurge / maxUnavailable)."""
 _INTERVAL = re.compile(r"^[1-9]\d{0,2}[smh]$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 
@@ -152,6 +153,12 @@ def _cidr(text: str) -> bool:
     return "/" in text
 
 
+def _covers_every_ipv4_address(ranges) -> bool:
+    """True when the IPv4 CIDR ``ranges`` together are ``0.0.0.0/0`` (e.g. ``0.0.0.0/0``, or ``0.0.0.0/1`` + ``128.0.0.0/1``)."""
+    nets = [n for n in map(ipaddress.ip_network, ranges) if n.version == 4]
+    return any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(nets))
+
+
 def _resource_id(c, raw, key, kind, at="") -> str | None:
     value = raw.get(key)
     if value is None:
@@ -183,6 +190,10 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
     if private and ranges:
         raise _err(c, "apiServer", "a private API server has no authorized IP ranges (AKS refuses both)",
                    "remove authorizedIpRanges for a private cluster, or set private: false")
+    if ranges and _covers_every_ipv4_address(ranges):
+        raise _err(c, "apiServer.authorizedIpRanges",
+                   f"settings.apiServer.authorizedIpRanges {list(ranges)} admit every IPv4 address: an API server open to the whole internet",
+                   'list only the ranges that may reach it, e.g. authorizedIpRanges: ["203.0.113.0/24"], or keep the default private API server')
     if not private and not ranges:
         raise _err(c, "apiServer", "a public API server without authorizedIpRanges is open to the whole internet",
                    'list the ranges that may reach it, e.g. authorizedIpRanges: ["203.0.113.0/24"], or keep the default private API server')
@@ -286,6 +297,7 @@ def _pod_cidr(c, network) -> str | None:
 def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
     value = _mapping(c, raw, "poolUpgrade")
     names = {p.name for p in c.pools}
+    system_name = next((p.name for p in c.pools if not p.gpu), None)  # platform.system_pool_index
     out: dict[str, PoolUpgrade] = {}
     for name in sorted(value, key=str):
         key = f"poolUpgrade.{name}"
@@ -296,7 +308,13 @@ def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
         if not isinstance(entry, dict):
             raise _err(c, key, f"settings.{key} must be a mapping", 'write e.g. {maxSurge: "0", maxUnavailable: "1"}')
         _known(c, entry, key, ("drainTimeoutMinutes", "maxSurge", "maxUnavailable"))
-        surge, unavailable = entry.get("maxSurge", "0"), entry.get("maxUnavailable")
+        # a key not given keeps the pool's own default (GPU_POOL_UPGRADE / CPU_POOL_UPGRADE)
+        base = GPU_POOL_UPGRADE if next(p for p in c.pools if p.name == name).gpu else CPU_POOL_UPGRADE
+        if name == system_name and "maxUnavailable" in entry:
+            raise _err(c, f"{key}.maxUnavailable",
+                       f"pool '{name}' is the system (default) pool, which has no maxUnavailable (azurerm 4.55 default_node_pool.upgrade_settings)",
+                       'remove maxUnavailable and keep a maxSurge above 0, e.g. maxSurge: "10%"')
+        surge, unavailable = entry.get("maxSurge", base.max_surge), entry.get("maxUnavailable", base.max_unavailable)
         for field_name, text in (("maxSurge", surge), ("maxUnavailable", unavailable)):
             if text is not None and not (isinstance(text, str) and _SURGE.match(text)):
                 raise _err(c, f"{key}.{field_name}", f"{field_name} {text!r} must be a quoted count or percentage",
