@@ -308,6 +308,9 @@ def _rendered(args: argparse.Namespace):
                                   allowed=", ".join(known), fix="name one of the file's clusters")
         plans = [p for p in plans if p.cluster.name in args.cluster]
     folders = render_mod.chart_folders_from(args.charts)
+    if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
+        raise GpuclusterError(f"pull cache '{args.cache}' is a file, not a folder", key="--cache",
+                              fix="name a folder for pulled charts (created when missing), or leave --cache out")
     sources = render_mod.ChartSources(folders, cache_dir=Path(args.cache) if args.cache else None, pull=args.pull)
     render_mod.helm()
     return plans, render_mod.render_plans(plans, sources, allow_missing=args.allow_missing)

@@ -226,7 +226,7 @@ def chart_folders_from(charts: Sequence[str] | None, env: Mapping[str, str] = os
         path = Path(text)
         if not path.is_dir():
             raise GpuclusterError(
-                f"chart folder '{text}' does not exist",
+                f"chart folder '{text}' " + ("is a file, not a folder" if path.exists() else "does not exist"),
                 key="--charts" if charts else CHARTS_ENV,
                 fix="name a folder of unpacked charts (one sub-folder per chart with its Chart.yaml)",
             )
@@ -302,8 +302,11 @@ class ChartSources:
         """Pull into ``<cache>/<cache_key>/<chart>`` (temporary folder, then one rename)."""
         hp = helm()
         final = self.cache_dir / cache_key(repository, chart, version)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=final.parent))
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=final.parent))
+        except OSError as exc:  # a cache that is a file, unwritable, full: reported like a failed pull
+            return Located(None, note=f"pull of {chart} {version} from {repository} failed: cache folder {self.cache_dir}: {exc.strerror or exc}")
         try:
             if repository.startswith("oci://"):
                 hp.pull(f"{repository.rstrip('/')}/{chart}", version=version, untar=True, untar_dir=tmp, destination=tmp)

@@ -362,3 +362,24 @@ def test_node_feature_rule_on_a_hidden_feature_can_never_match():
     assert len(found) == 1 and "pci.device" in found[0].message
     worker["data"]["nfd-worker.conf"] = "core:\n  noPublishFeatures:\n  - cpu.*\n"
     assert not [f for f in lint_objects(aks_cluster(), [worker, rule]) if f.id == "lint.nfd-rule-unmatchable"]
+
+
+def test_pull_into_a_cache_that_is_a_file_is_a_note_not_a_traceback(tmp_path):
+    """`render --pull --cache FILE` ended in NotADirectoryError (the cache mkdir ran outside the
+    pull's error handling); the pull failure is reported on the release like any other."""
+    cache = tmp_path / "cache"
+    cache.write_text("not a folder\n")
+    found = ChartSources([], cache_dir=cache, pull=True).locate("https://charts.jetstack.io", "cert-manager", "v1.17.2")
+    assert found.chart is None and "pull of cert-manager v1.17.2" in found.note and "failed" in found.note
+
+
+def test_cli_cache_or_charts_that_are_files_are_one_error_line(tmp_path, capsys):
+    """A --cache or --charts that exists but is a file: one error[input] line naming the flag, exit 2."""
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x\n")
+    for flag in ("--cache", "--charts"):
+        argv = ["render", "--pull", flag, str(a_file)] + (["--charts", str(tmp_path)] if flag == "--cache" else [])
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error[input] ") and f"key={flag}:" in err[0], err
+        assert "is a file, not a folder" in err[0] and " fix: " in err[0], err
