@@ -106,8 +106,12 @@ def ready_nodes(plan, component: str) -> set[str]:
 
 
 def installs_after(plan, later: str, earlier: str) -> bool:
-    """Every release of ``later`` waits for every non-gate release of ``earlier``."""
-    before = {n.id for n in plan.nodes if n.component == earlier and n.kind != "gate"}
+    """Every release of ``later`` waits for every install release of ``earlier``.
+
+    Gates and teardown guards are not install steps: a teardown guard is applied after its
+    component (so that Terraform destroys it first) and nothing waits for it.
+    """
+    before = {n.id for n in plan.nodes if n.component == earlier and n.kind not in ("gate", "teardown")}
     return all(before <= ancestors(plan, n.id) for n in plan.nodes if n.component == later)
 
 

@@ -84,10 +84,14 @@ def test_gb200_releases_and_edges(synthesized):
         "gpu-operator-clusterpolicy-ready", "k8s-ephemeral-storage-metrics", "kai-scheduler", "kubeflow-trainer",
         "kubeflow-trainer-manifests", "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu-kubelet-plugin-rollout", "nvsentinel",
         "prometheus-adapter",
-    }
+        # CRD steps of the owners whose CRDs live only in crds/ (docs/upgrading.md)
+        "nfd-crds", "kubeflow-trainer-crds", "nvidia-dra-driver-gpu-crds",
+    } | {r for r in rel if r.endswith("-teardown")}
+    assert {r for r in rel if r.endswith("-teardown")}, "components with custom resources get a teardown guard"
     assert "helm_release.network-operator-nicclusterpolicy-ready" in rel["gpu-operator"]["depends_on"]
     assert "helm_release.gpu-operator-pre" in rel["gpu-operator"]["depends_on"]
-    assert rel["nvidia-dra-driver-gpu"]["depends_on"] == ["helm_release.gpu-operator-clusterpolicy-ready"]
+    assert rel["nvidia-dra-driver-gpu"]["depends_on"] == [
+        "helm_release.gpu-operator-clusterpolicy-ready", "helm_release.nvidia-dra-driver-gpu-crds"]
     assert (rel["gpu-operator"]["repository"], rel["gpu-operator"]["version"]) == ("https://helm.ngc.nvidia.com/nvidia", "v26.7.1")
     assert rel["network-operator-nicclusterpolicy-ready"]["wait_for_jobs"] is True
     ncp_chart = work / "cdktf.out" / "stacks" / "oke-gb200-runtime" / rel["network-operator-manifests"]["chart"]
