@@ -110,12 +110,37 @@ def open_dir():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+_READABLE: list[Path] = []
+
+
+def _readable_copy() -> Path:
+    """A copy of ``stacks/outdir.py`` and the ``gpucluster`` package that nobody can read.
+
+    The checkout may sit under a folder only root can enter (``mktemp -d`` makes mode 0700), so
+    nobody cannot import from it; the copy lives in a 0755 folder under /tmp, made once.
+    """
+    if not _READABLE:
+        import atexit
+        import tempfile
+
+        top = Path(tempfile.mkdtemp(prefix="gpucluster-src-", dir="/tmp"))
+        atexit.register(shutil.rmtree, top, True)
+        shutil.copytree(ROOT / "gpucluster", top / "gpucluster", ignore=shutil.ignore_patterns("__pycache__"))
+        (top / "stacks").mkdir()
+        shutil.copy2(ROOT / "stacks" / "outdir.py", top / "stacks" / "outdir.py")
+        for path in [top, *top.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        _READABLE.append(top)
+    return _READABLE[0]
+
+
 def _as_nobody(code: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run ``code`` as nobody with ``replace``/``staged`` bound to stacks/outdir.py (loaded by path)."""
+    src = _readable_copy()
     prelude = textwrap.dedent(f"""
         import importlib.util, sys
-        sys.path.insert(0, {str(ROOT)!r})
-        spec = importlib.util.spec_from_file_location("outdir", {str(ROOT / "stacks" / "outdir.py")!r})
+        sys.path.insert(0, {str(src)!r})
+        spec = importlib.util.spec_from_file_location("outdir", {str(src / "stacks" / "outdir.py")!r})
         outdir = importlib.util.module_from_spec(spec); spec.loader.exec_module(outdir)
         from gpucluster.errors import GpuclusterError
     """)
