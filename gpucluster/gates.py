@@ -33,6 +33,7 @@ import shlex
 from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
+from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.manifests import dump_documents, make_chart
 from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
 from gpucluster.values import get_path, has_path
@@ -844,8 +845,6 @@ def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Compone
     :class:`~gpucluster.model.VariableHash` Terraform computes at plan time (the values hold its
     value at the defaults). No-op without the DRA driver.
     """
-    from gpucluster.graph import evaluate_variable_hash, fingerprint
-
     dra = components.get(DRA_COMPONENT)
     if dra is None:
         return

@@ -30,12 +30,11 @@ operator that owns them is still running; only then is the operator's chart remo
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.gates import gate_budget_seconds
+from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.model import Component, CrdSource, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
 from gpucluster.values import get_path
 
@@ -43,34 +42,6 @@ GATE_TIMEOUT_MARGIN_SECONDS = 120
 """Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull). Larger
 than the Job's own ``activeDeadlineSeconds`` margin (gates.JOB_START_MARGIN_SECONDS), so the Job
 fails with its log line before Helm times out."""
-
-
-def fingerprint(data: Any) -> str:
-    """sha256 hex of canonical JSON of ``data`` (sorted keys, no whitespace variance)."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-_TF_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-
-
-def terraform_jsonencode(value: Any) -> str:
-    """``jsonencode(value)`` as Terraform writes it: compact JSON, UTF-8, and ``<``, ``>``, ``&``,
-    U+2028, U+2029 as ``\\u`` escapes (Terraform docs, ``jsonencode``). Scalars, lists and string-keyed
-    maps of them; keys sorted like Terraform's map encoding."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    for char, escape in _TF_JSON_ESCAPES.items():
-        text = text.replace(char, escape)
-    return text
-
-
-def evaluate_variable_hash(vh: VariableHash) -> str:
-    """The value Terraform computes for ``vh`` when every variable has its default (None = null).
-
-    Equal to ``sha256(jsonencode([seed, var.v1, ...]))`` in Terraform (checked with real terraform
-    in tests/test_gate_variables.py)."""
-    text = terraform_jsonencode([vh.seed, *[default for _, default in vh.variables]])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def component_variables(component: Component) -> tuple[tuple[str, Any], ...]:

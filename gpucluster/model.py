@@ -309,7 +309,7 @@ class VariableHash:
     Used where a hash must follow install-time Terraform variables (a gate's ``gatedHash``, the DRA
     kubelet plugin's driver-identity annotation): the synthesized ``set`` entry holds the
     expression, so ``terraform plan -var v1=...`` shows the value -- and the release -- changing.
-    :func:`gpucluster.graph.evaluate_variable_hash` computes the same value in Python for the
+    :func:`gpucluster.hashing.evaluate_variable_hash` computes the same value in Python for the
     variables' defaults (what the values document carries).
 
     Attributes:

@@ -97,7 +97,7 @@ def parse_scalar(text: str) -> Any:
 MAX_VALUES_DEPTH = 64
 """Most keys in one values path (``--set``, ``set:``, ``variables``): the same limit as values
 files (:data:`gpucluster.yamlsafe.MAX_DEPTH`); deeper paths would exhaust Python's recursion limit
-in merging and fingerprinting (a 1,000-key path did, in ``graph.fingerprint``)."""
+in merging and fingerprinting (a 1,000-key path did, in ``hashing.fingerprint``)."""
 
 
 def check_values_path(path: str) -> list[str]:

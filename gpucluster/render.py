@@ -413,7 +413,7 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
     own YAML reader) with the ``set`` entries applied the way Helm applies them (``--set-string``
     for type ``string``, ``--set`` for ``auto``), each at its variable's default; the
     Terraform-computed entries (``node.variable_hashes``) at the value Terraform computes for the
-    defaults (:func:`gpucluster.graph.evaluate_variable_hash`)."""
+    defaults (:func:`gpucluster.hashing.evaluate_variable_hash`)."""
     hp = helm()
     values = hp.values_from_yaml(values_yaml(node.values)) if node.values else {}
     findings = []
@@ -428,7 +428,7 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
         parsed = (hp.parse_set_string_values if set_type == "string" else hp.parse_set_string)(f"{path}={text}")
         values = deep_merge(values, parsed, keep_nulls=True)
     if getattr(node, "variable_hashes", None):
-        from gpucluster.graph import evaluate_variable_hash
+        from gpucluster.hashing import evaluate_variable_hash
 
         for path, vh in sorted(node.variable_hashes.items()):
             # the set entry Terraform computes (sha256(jsonencode([seed, var...]))), at the variables' defaults

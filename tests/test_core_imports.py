@@ -15,14 +15,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "gpucluster"
 
-KNOWN_LAZY_CYCLES: set[frozenset[str]] = {
-    frozenset({"gpucluster.gates", "gpucluster.graph"}),
-}
-"""Cycles through function-local imports still to be cut (day-2 code of issue 11: the gate
-driver-identity hash uses graph.fingerprint while graph reads gate budgets). A new cycle, or
-this one growing, fails the test; removing it requires removing it here."""
-
-
 def core_modules() -> dict[str, Path]:
     modules = {}
     for path in sorted(CORE.rglob("*.py")):
@@ -108,8 +100,8 @@ def test_no_import_cycle_among_module_level_imports():
     assert cycles(import_graph(lazy=False)) == set()
 
 
-def test_no_import_cycle_through_function_local_imports_but_the_known_ones():
-    assert cycles(import_graph(lazy=True)) <= KNOWN_LAZY_CYCLES
+def test_no_import_cycle_through_function_local_imports():
+    assert cycles(import_graph(lazy=True)) == set()
 
 
 def test_the_sdk_is_a_facade_the_core_does_not_import():

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import stacks
-from gpucluster import gates, graph, pipeline
+from gpucluster import gates, graph, hashing, pipeline
 from gpucluster.config import parse_clusters
 from gpucluster.model import VariableHash
 
@@ -73,7 +73,7 @@ def test_gate_hash_is_computed_from_the_variables(plan):
     vh = node.variable_hashes["gatedHash"]
     assert [name for name, _ in vh.variables] == [OTHER_VAR, DRIVER_VAR]
     assert dict(vh.variables)[DRIVER_VAR] == plan.components["gpu-operator"].values["driver"]["version"]
-    assert node.values["gatedHash"] == graph.evaluate_variable_hash(vh)  # the values hold the defaults' value
+    assert node.values["gatedHash"] == hashing.evaluate_variable_hash(vh)  # the values hold the defaults' value
 
 
 def test_dra_identity_reads_only_the_driver_variable(plan):
@@ -146,7 +146,7 @@ def test_terraform_plan_changes_the_gate_when_the_variable_changes(plan, runtime
     assert driver["dra_identity"] != defaults["dra_identity"] and driver["dra_gate"] != defaults["dra_gate"]
     vh = plan.node(CP_GATE).variable_hashes["gatedHash"]
     changed = VariableHash(vh.seed, tuple((n, "600.10.01" if n == DRIVER_VAR else d) for n, d in vh.variables))
-    assert driver["cp_gate"] == graph.evaluate_variable_hash(changed)
+    assert driver["cp_gate"] == hashing.evaluate_variable_hash(changed)
 
     other = terraform_plan(**{OTHER_VAR: "90s"})
     assert other["cp_gate"] != defaults["cp_gate"]  # every change reaching gpu-operator re-runs its gate
@@ -168,5 +168,5 @@ def test_terraform_jsonencode_matches_python(tmp_path):
         assert subprocess.run(["terraform", *args], cwd=tmp_path, env=env, capture_output=True, timeout=120).returncode == 0
     shown = json.loads(subprocess.run(["terraform", "show", "-json", "tfplan"], cwd=tmp_path, env=env,
                                       capture_output=True, text=True, timeout=120).stdout)
-    want = graph.evaluate_variable_hash(VariableHash("seed", (("s", value), ("n", 2), ("b", True), ("z", None))))
+    want = hashing.evaluate_variable_hash(VariableHash("seed", (("s", value), ("n", 2), ("b", True), ("z", None))))
     assert shown["planned_values"]["outputs"]["h"]["value"] == want
