@@ -48,6 +48,7 @@ with ``setdefault`` before jsii starts, and in the Makefile).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -55,7 +56,7 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
@@ -77,6 +78,8 @@ class Distribution:
             ``required_providers`` (each binding release pins one).
         lazy_bindings: the binding packages' ``__init__`` imports no submodule (jsii-pacmak
             lazy loading), so they are imported normally.
+        binding_js_packages: npm names of the bindings' jsii assemblies (their ``lib/index.js``
+            is made lazy in the Node.js kernel, :func:`_lazy_js_bindings`).
     """
 
     name: str
@@ -88,6 +91,7 @@ class Distribution:
     azurerm_version: str
     helm_version: str
     lazy_bindings: bool
+    binding_js_packages: tuple[str, ...] = ()
 
 
 DISTRIBUTIONS: Mapping[str, Distribution] = {
@@ -101,6 +105,7 @@ DISTRIBUTIONS: Mapping[str, Distribution] = {
         azurerm_version="4.55.0",
         helm_version="3.1.1",
         lazy_bindings=False,
+        binding_js_packages=("@cdktf/provider-azurerm", "@cdktf/provider-helm"),
     ),
     "cdktn": Distribution(
         name="cdktn",
@@ -112,6 +117,7 @@ DISTRIBUTIONS: Mapping[str, Distribution] = {
         azurerm_version="5.10.0",
         helm_version="3.3.0",
         lazy_bindings=True,
+        binding_js_packages=("@cdktn/provider-azurerm", "@cdktn/provider-helm"),
     ),
 }
 DEFAULT_DISTRIBUTION = "cdktf"
@@ -202,8 +208,43 @@ def tolerate_dead_kernel() -> None:
     node_process.stop = stop
 
 
+LAZY_JS_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazy_bindings.cjs")
+"""Node.js preload making the binding assemblies' ``lib/index.js`` lazy (see :func:`_lazy_js_bindings`)."""
+
+
+@contextlib.contextmanager
+def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
+    """While inside (the jsii Node.js kernel starts there), ``NODE_OPTIONS`` preloads
+    :data:`LAZY_JS_PRELOAD` for the npm ``packages``; both variables are restored afterwards, so no
+    other Node.js process this one starts sees them.
+
+    Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
+    185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);
+    the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
+    compiles only the modules whose types it is asked for. The classes, their runtime type
+    information and so the synthesized JSON are the same (the determinism tests compare the output).
+    ``GPUCLUSTER_LAZY_JS=0`` turns it off.
+    """
+    if os.environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES")}
+    quoted = '"' + LAZY_JS_PRELOAD.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    os.environ["NODE_OPTIONS"] = " ".join(filter(None, [saved["NODE_OPTIONS"], "--require", quoted]))
+    os.environ["GPUCLUSTER_LAZY_JS_PACKAGES"] = ",".join(packages)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
-from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
+with _lazy_js_bindings(DIST.binding_js_packages):  # the first jsii load (constructs) starts the kernel
+    from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
 _framework = importlib.import_module(DIST.name)
 App = _framework.App

@@ -1,0 +1,104 @@
+"""constructs_lib/lazy_bindings.cjs: the Node.js preload that makes a prebuilt binding's
+``lib/index.js`` require each resource module on first use (constructs_lib/cdk.py starts the jsii
+kernel with it). The synthesized JSON is unchanged (test_synth_e2e and the determinism tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRELOAD = ROOT / "constructs_lib" / "lazy_bindings.cjs"
+
+# The two line shapes of the real bindings: cdktf (`exports.x = require("./x")`) and cdktn
+# (`exports.x = __importStar(require("./x/index"))`), plus a line the preload must leave alone.
+INDEX = """\
+"use strict";
+var __importStar = function (mod) { return mod; };
+Object.defineProperty(exports, "__esModule", { value: true });
+exports.usedOne = exports.brokenOne = exports.starOne = void 0;
+exports.usedOne = require("./used-one");
+exports.brokenOne = require("./broken-one");
+exports.starOne = __importStar(require("./star-one/index"));
+exports.eager = require("./eager").value;
+"""
+
+SCRIPT = """
+const pkg = require(process.argv[2]);
+const seen = () => Object.keys(require.cache).map((f) => require("path").basename(f.replace(/\\/index\\.js$/, ".js"))).sort();
+const before = seen();
+const used = pkg.usedOne.Used.name;
+const star = pkg.starOne.Star.name;
+const again = pkg.usedOne === pkg.usedOne;
+console.log(JSON.stringify({before, used, star, again, after: seen(), keys: Object.keys(pkg).sort()}));
+"""
+
+
+def _package(tmp_path: Path, name: str) -> Path:
+    lib = tmp_path / "node_modules" / name / "lib"
+    (lib / "star-one").mkdir(parents=True)
+    (lib / "index.js").write_text(INDEX)
+    (lib / "used-one.js").write_text("class Used {}\nexports.Used = Used;\n")
+    (lib / "broken-one.js").write_text("throw new Error('broken-one must never be loaded');\n")
+    (lib / "star-one" / "index.js").write_text("class Star {}\nexports.Star = Star;\n")
+    (lib / "eager.js").write_text("exports.value = 1;\n")
+    return lib / "index.js"
+
+
+def _node(tmp_path: Path, index: Path, packages: str) -> subprocess.CompletedProcess:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH (the jsii kernel needs it too)")
+    script = tmp_path / "probe.js"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, NODE_OPTIONS=f'--require "{PRELOAD}"', GPUCLUSTER_LAZY_JS_PACKAGES=packages)
+    return subprocess.run([node, str(script), str(index)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_listed_package_requires_each_module_on_first_use(tmp_path):
+    index = _package(tmp_path, "@scope/provider-demo")
+    result = _node(tmp_path, index, "@other/x,@scope/provider-demo")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert "used-one.js" not in out["before"] and "star-one.js" not in out["before"]
+    assert "eager.js" in out["before"]  # a line of another shape runs as written
+    assert (out["used"], out["star"], out["again"]) == ("Used", "Star", True)
+    assert "broken-one.js" not in out["after"]  # never required: its getter was not read
+    assert out["keys"] == ["brokenOne", "eager", "starOne", "usedOne"]  # every export still listed
+
+
+def test_unlisted_package_is_compiled_unchanged(tmp_path):
+    index = _package(tmp_path, "@scope/provider-demo")
+    result = _node(tmp_path, index, "@scope/provider-other")
+    assert result.returncode != 0 and "broken-one must never be loaded" in result.stderr
+
+
+def test_kernel_environment_is_restored_after_start():
+    code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); os.environ['NODE_OPTIONS'] = '--no-warnings'\n"
+            "import constructs_lib.cdk as cdk\n"
+            "print(os.environ.get('NODE_OPTIONS'), os.environ.get('GPUCLUSTER_LAZY_JS_PACKAGES'), "
+            "','.join(cdk.DIST.binding_js_packages))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"))
+    assert result.returncode == 0, result.stderr
+    options, packages, expected = result.stdout.split()
+    assert (options, packages) == ("--no-warnings", "None")
+    assert expected.endswith("/provider-helm") and "/provider-azurerm" in expected
+
+
+def test_binding_js_packages_name_the_installed_assemblies():
+    """The npm names in constructs_lib/cdk.py are the assemblies the installed bindings load."""
+    import importlib.util
+
+    from constructs_lib import cdk
+
+    for package, npm in zip((cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages):
+        spec = importlib.util.find_spec(package)
+        text = (Path(spec.submodule_search_locations[0]) / "_jsii" / "__init__.py").read_text()
+        assert f'"{npm}"' in text, (package, npm)
