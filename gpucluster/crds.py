@@ -18,8 +18,9 @@ See docs/upgrading.md, "CRD ownership".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
+from gpucluster.jobchart import HookJob, gate_image, render_job_chart, sentinel
 from gpucluster.model import Component, LocalChart
 
 
@@ -123,10 +124,6 @@ def crd_step_components(components: Mapping[str, Component], catalog: Any = None
     return out
 
 
-def _sentinel(key: str) -> str:
-    return f"__gpucluster_crds_value_{key}__"
-
-
 def crd_step_script(component: str, names: list[str], *, timeout: int = CRD_ESTABLISHED_TIMEOUT, poll: int = 5) -> str:
     """POSIX shell of the step's Job: unpack the bundle, ``kubectl apply --server-side
     --force-conflicts`` it, then wait for every owned CRD to be Established.
@@ -182,69 +179,26 @@ def render_crd_step_chart(cluster: Any, component: Component, names: list[str]) 
     pinned version with ``include_crds``), so a chart version bump changes the step, re-runs the
     Job, and the operator's release -- which depends on the step -- upgrades only afterwards.
     """
-    from gpucluster.gates import RUN_AS_USER, _tolerations, gate_image
-    from gpucluster.manifests import dump_documents, make_chart
-
     step = component.name + CRD_STEP_SUFFIX
-    ns = component.ref.namespace
-    labels = {"app.kubernetes.io/name": "gpucluster-crds", "app.kubernetes.io/instance": step, "app.kubernetes.io/part-of": "gpucluster"}
-    rbac = f"gpucluster-crds-{component.name}"
     group = "apiextensions.k8s.io"
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": step, "namespace": ns, "labels": dict(labels)},
-          "automountServiceAccountToken": True}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": rbac, "labels": dict(labels)},
-            "rules": [{"apiGroups": [group], "resources": ["customresourcedefinitions"], "verbs": ["create"]},
-                      {"apiGroups": [group], "resources": ["customresourcedefinitions"], "resourceNames": list(names),
-                       "verbs": ["get", "patch"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": rbac, "labels": dict(labels)},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac},
-               "subjects": [{"kind": "ServiceAccount", "name": step, "namespace": ns}]}
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": step, "namespace": ns, "labels": dict(labels)},
-                 "binaryData": {"crds.yaml.gz": _sentinel("crdsGz")}}
-    pod: dict[str, Any] = {
-        "serviceAccountName": step, "automountServiceAccountToken": True, "restartPolicy": "Never", "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-    }
-    if cluster.scheduling.system_node_selector:
-        pod["nodeSelector"] = dict(cluster.scheduling.system_node_selector)
-    if _tolerations(cluster):
-        pod["tolerations"] = _tolerations(cluster)
-    pod["containers"] = [{
-        "name": "apply", "image": _sentinel("image"), "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", crd_step_script(component.name, list(names))],
-        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "CHART_VERSION", "value": _sentinel("chartVersion")}],
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "crds", "mountPath": "/crds", "readOnly": True}],
-    }]
-    pod["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, {"name": "crds", "configMap": {"name": step}}]
-    job = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": step, "namespace": ns, "labels": dict(labels), "annotations": {
-            "helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-weight": "0",
-            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
-            "gpucluster/crds-hash": _sentinel("crdsHash")}},
-        "spec": {"backoffLimit": 2, "activeDeadlineSeconds": CRD_STEP_DEADLINE, "ttlSecondsAfterFinished": 86400,
-                 "podFailurePolicy": {"rules": [
-                     {"action": "FailJob", "onExitCodes": {"containerName": "apply", "operator": "In", "values": [1]}},
-                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
-                 "template": {"metadata": {"labels": dict(labels), "annotations": {"gpucluster/crds-hash": _sentinel("crdsHash")}},
-                              "spec": pod}},
-    }
-
-    def helm_values(text: str) -> str:
-        for key in CRD_STEP_VALUE_KEYS:
-            text = text.replace(_sentinel(key), "{{ .Values." + key + " | quote }}")
-        # a quoted sentinel became '"{{ ... | quote }}"' only if the dumper quoted it; it does not (plain words)
-        return text
-
-    templates = [("serviceaccount", dump_documents([sa])), ("rbac", dump_documents([role, binding])),
-                 ("configmap", helm_values(dump_documents([configmap]))), ("job", helm_values(dump_documents([job])))]
-    values_yaml = dump_documents([{"image": gate_image(cluster), "crdsGz": "", "crdsHash": "", "chartVersion": component.ref.version}])[4:]
-    return make_chart(step, f"gpucluster CRD step: applies the CRDs of {component.ref.chart} server-side before it upgrades",
-                      templates, app_version=component.ref.version, extra_files={"values.yaml": values_yaml})
+    job = HookJob(
+        name=step, namespace=component.ref.namespace, app="gpucluster-crds", rbac_name=f"gpucluster-crds-{component.name}",
+        rules=[{"apiGroups": [group], "resources": ["customresourcedefinitions"], "verbs": ["create"]},
+               {"apiGroups": [group], "resources": ["customresourcedefinitions"], "resourceNames": list(names),
+                "verbs": ["get", "patch"]}],
+        container="apply", script=crd_step_script(component.name, list(names)), image=sentinel("image"),
+        hook="post-install,post-upgrade", backoff_limit=2, active_deadline_seconds=CRD_STEP_DEADLINE,
+        env=[{"name": "CHART_VERSION", "value": sentinel("chartVersion")}],
+        limits={"cpu": "500m", "memory": "256Mi"}, tmp_size="64Mi",
+        mounts=[{"name": "crds", "mountPath": "/crds", "readOnly": True}], volumes=[{"name": "crds", "configMap": {"name": step}}],
+        annotations={"gpucluster/crds-hash": sentinel("crdsHash")}, pod_annotations={"gpucluster/crds-hash": sentinel("crdsHash")},
+    )
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": step, "namespace": job.namespace, "labels": job.labels},
+                 "binaryData": {"crds.yaml.gz": sentinel("crdsGz")}}
+    values = {"image": gate_image(cluster), "crdsGz": "", "crdsHash": "", "chartVersion": component.ref.version}
+    return render_job_chart(cluster, job, description=f"gpucluster CRD step: applies the CRDs of {component.ref.chart} server-side "
+                            "before it upgrades", before_job=[("configmap", [configmap])], values=values,
+                            app_version=component.ref.version)
 
 
 def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = None) -> dict[str, tuple[LocalChart, Any]]:
@@ -260,6 +214,19 @@ def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = 
     return out
 
 
+def grouped_objects(chart: LocalChart) -> Iterator[dict[str, Any]]:
+    """The objects of ``chart``'s templates whose ``apiVersion`` names an API group
+    (``group/version``: custom resources and the like; core ``v1`` objects are skipped), in file order."""
+    import yaml
+
+    for path, text in sorted(chart.files.items()):
+        if not path.startswith("templates/"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if isinstance(doc, dict) and "/" in str(doc.get("apiVersion", "")):
+                yield doc
+
+
 def check_custom_resource_order(cluster_name: str, nodes: list, owners: Mapping[str, str]) -> None:
     """Refuse a custom resource that could apply before its CRD is Established.
 
@@ -273,8 +240,6 @@ def check_custom_resource_order(cluster_name: str, nodes: list, owners: Mapping[
     Raises:
         GpuclusterError: naming the release, the object's kind and name, the CRD owner and the fix.
     """
-    import yaml
-
     from gpucluster.errors import GpuclusterError
 
     by_group: dict[str, set[str]] = {}
@@ -298,22 +263,17 @@ def check_custom_resource_order(cluster_name: str, nodes: list, owners: Mapping[
         before = ancestors(node.id)
         components_before = {by_id[i].component for i in before}
         own_step = f"{node.component}{CRD_STEP_SUFFIX}" in before
-        for path, text in sorted(node.local_chart.files.items()):
-            if not path.startswith("templates/"):
-                continue
-            for doc in yaml.safe_load_all(text):
-                if not isinstance(doc, dict) or "/" not in str(doc.get("apiVersion", "")):
-                    continue
-                group = str(doc["apiVersion"]).split("/", 1)[0]
-                for owner in sorted(by_group.get(group, ())):
-                    ok = owner in components_before or (
-                        owner == node.component and (node.kind == "manifests" or own_step))
-                    if not ok:
-                        raise GpuclusterError(
-                            f"release '{node.id}' applies {doc.get('kind')} '{(doc.get('metadata') or {}).get('name')}' "
-                            f"({group}) but does not wait for '{owner}', which owns its CRD: it could apply before the "
-                            "CRD is Established",
-                            cluster=cluster_name, component=node.component, key="dependencyRefs",
-                            fix=f"add '{owner}' to the dependencyRefs of '{node.component}' (or install the object as a "
-                            "post manifest of its owner)",
-                        )
+        for doc in grouped_objects(node.local_chart):
+            group = str(doc["apiVersion"]).split("/", 1)[0]
+            for owner in sorted(by_group.get(group, ())):
+                ok = owner in components_before or (
+                    owner == node.component and (node.kind == "manifests" or own_step))
+                if not ok:
+                    raise GpuclusterError(
+                        f"release '{node.id}' applies {doc.get('kind')} '{(doc.get('metadata') or {}).get('name')}' "
+                        f"({group}) but does not wait for '{owner}', which owns its CRD: it could apply before the "
+                        "CRD is Established",
+                        cluster=cluster_name, component=node.component, key="dependencyRefs",
+                        fix=f"add '{owner}' to the dependencyRefs of '{node.component}' (or install the object as a "
+                        "post manifest of its owner)",
+                    )

@@ -34,19 +34,19 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
-from gpucluster.manifests import dump_documents, make_chart
+from gpucluster.jobchart import (  # noqa: F401 (DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag: gates' public names)
+    DEFAULT_KUBECTL_IMAGE,
+    MOVING_TAGS,
+    HookJob,
+    gate_image,
+    image_tag,
+    job_network_policy,
+    job_objects,
+    render_job_chart,
+    sentinel,
+)
 from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
 from gpucluster.values import get_path, has_path
-
-DEFAULT_KUBECTL_IMAGE = (
-    "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
-)
-"""Upstream Kubernetes kubectl image (kubernetes/kubernetes ``build/server-image/kubectl``:
-debian-base with ``/bin/sh``, bash, coreutils, grep, sed; entrypoint ``/bin/kubectl``, which
-the Job's ``command`` replaces). v1.34.1 matches the AKS 1.34 minimum (kubectl skew +-1) and is
->= 1.31. Pinned by digest; the tag and digest pair is pinned identically by several public
-projects. Override per cluster with ``settings.gateImage`` (e.g. an ACR mirror)."""
-
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
 DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
@@ -65,22 +65,12 @@ HELM_VALUE_KEYS = ("image", "gatedHash")
 GATED_HASH_ANNOTATION = "gpucluster/gated-hash"
 CORE_GATE_OWNER = "gpucluster (core default)"
 """Owner named in errors about gates the core adds itself (the default ClusterPolicy gate)."""
-RUN_AS_USER = 65532
 MAX_GATE_NAME = 53  # Helm release name limit
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 _API_VERSION = re.compile(r"^(?:[a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?$")
 _JSONPATH = re.compile(r"^\{\.[^{}\n]+\}$")
 _VERSION = re.compile(r"^v?[0-9]+(\.[0-9]+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-
-
-def _sentinel(key: str) -> str:
-    return f"__gpucluster_helm_value_{key}__"
-
-
-def _helm_expr(key: str) -> str:
-    return "{{ .Values." + key + " | quote }}"
 
 
 # --------------------------------------------------------------------------- collect + validate
@@ -495,207 +485,35 @@ def rbac_rules(spec: GateSpec) -> tuple[str | None, list[dict[str, Any]]]:
 # --------------------------------------------------------------------------- chart
 
 
-MOVING_TAGS = frozenset({"latest", "stable", "edge", "main", "master", "nightly", "dev", "release", "current"})
-"""Image tags that by convention move to new builds: refused for the Jobs gpucluster generates."""
-
-
-def image_tag(image: str) -> str | None:
-    """The tag of an image reference (``repo:tag`` or ``repo:tag@sha256:...``), or None."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.split(":", 1)[1] if ":" in last else None
-
-
-def gate_image(cluster: ClusterSpec) -> str:
-    """The kubectl image of the cluster's gate Jobs: ``settings.gateImage`` or the default.
-
-    The default is pinned by digest. A user image must carry a version tag or a digest; a moving
-    tag (:data:`MOVING_TAGS`, e.g. ``:latest``) is refused, and a tag without a digest gets the
-    policy warning ``GATE-IMAGE-DIGEST`` (:func:`gpucluster.policy.check_gate_image_digest`).
-
-    Raises:
-        GpuclusterError: ``settings.gateImage`` is not an image reference with a tag or digest,
-            or uses a moving tag.
-    """
-    image = (cluster.settings or {}).get(GATE_IMAGE_SETTING)
-    if image is None:
-        return DEFAULT_KUBECTL_IMAGE
-    last = str(image).rsplit("/", 1)[-1]
-    moving = image_tag(image) if isinstance(image, str) else None
-    if moving is not None and moving.lower() in MOVING_TAGS and "@" not in image:
-        raise GpuclusterError(
-            f"settings.{GATE_IMAGE_SETTING} '{image}' uses the moving tag ':{moving}': every run may pull another kubectl",
-            file=cluster.source,
-            cluster=cluster.name,
-            key=f"settings.{GATE_IMAGE_SETTING}",
-            allowed="registry/repository:version@sha256:digest (digest recommended) or registry/repository:version",
-            fix=f"pin a version and its digest, e.g. {DEFAULT_KUBECTL_IMAGE} or your mirror of it "
-            "(`crane digest <image>` or `docker buildx imagetools inspect <image>` prints the digest)",
-        )
-    if not isinstance(image, str) or not _IMAGE.match(image) or ("@" not in image and ":" not in last):
-        raise GpuclusterError(
-            f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
-            file=cluster.source,
-            cluster=cluster.name,
-            key=f"settings.{GATE_IMAGE_SETTING}",
-            allowed="registry/repository:tag or registry/repository@sha256:digest of an image with kubectl >= 1.31 and /bin/sh",
-            fix=f"e.g. myregistry.azurecr.io/kubectl:v1.34.1 (a mirror of {DEFAULT_KUBECTL_IMAGE.split('@')[0]})",
-        )
-    return image
-
-
-def _tolerations(cluster: ClusterSpec) -> list[dict[str, str]]:
-    """The system tolerations, keyed ones only (a wildcard toleration is never used for gates)."""
-    return [t.as_dict() for t in cluster.scheduling.system_tolerations if not t.is_wildcard]
+def gate_job(spec: GateSpec, namespace: str) -> HookJob:
+    """The gate's :class:`~gpucluster.jobchart.HookJob`: a ``post-install,post-upgrade`` hook that
+    runs :func:`gate_script` with the RBAC of :func:`rbac_rules`; its image and gated-hash
+    annotations are the release values ``image`` and ``gatedHash``."""
+    rbac_ns, rules = rbac_rules(spec)
+    return HookJob(
+        name=spec.name, namespace=namespace, app="gpucluster-gate", rbac_name=f"gpucluster-gate-{spec.name}",
+        rules=rules, rbac_namespace=rbac_ns, container="wait", script=gate_script(spec), image=sentinel("image"),
+        hook="post-install,post-upgrade", backoff_limit=2,
+        active_deadline_seconds=gate_budget_seconds(spec) + JOB_START_MARGIN_SECONDS,
+        annotations={"gpucluster/gated-component": spec.component, GATED_HASH_ANNOTATION: sentinel("gatedHash")},
+        pod_annotations={GATED_HASH_ANNOTATION: sentinel("gatedHash")},
+    )
 
 
 def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[dict[str, Any]]:
-    """The gate chart's objects: ServiceAccount, (Cluster)Role, (Cluster)RoleBinding, Job.
+    """The gate chart's objects: ServiceAccount, (Cluster)Role, (Cluster)RoleBinding, Job
+    (:func:`gpucluster.jobchart.job_objects` of :func:`gate_job`).
 
     The Job's image and gated-hash annotations hold sentinels that :func:`render_gate_chart`
     turns into ``{{ .Values.image | quote }}`` / ``{{ .Values.gatedHash | quote }}``.
     """
-    labels = {
-        "app.kubernetes.io/name": "gpucluster-gate",
-        "app.kubernetes.io/instance": spec.name,
-        "app.kubernetes.io/part-of": "gpucluster",
-    }
-    rbac_name = f"gpucluster-gate-{spec.name}"
-    rbac_ns, rules = rbac_rules(spec)
-    sa = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": spec.name, "namespace": namespace, "labels": dict(labels)},
-        "automountServiceAccountToken": True,
-    }
-    subject = {"kind": "ServiceAccount", "name": spec.name, "namespace": namespace}
-    if rbac_ns is None:
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": rbac_name, "labels": dict(labels)}, "rules": rules}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": rbac_name, "labels": dict(labels)},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac_name},
-                   "subjects": [subject]}
-    else:
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": rbac_name, "namespace": rbac_ns, "labels": dict(labels)}, "rules": rules}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": rbac_name, "namespace": rbac_ns, "labels": dict(labels)},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": rbac_name},
-                   "subjects": [subject]}
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": spec.name,
-        "automountServiceAccountToken": True,
-        "restartPolicy": "Never",
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    }
-    selector = dict(cluster.scheduling.system_node_selector)
-    if selector:
-        pod_spec["nodeSelector"] = selector
-    tolerations = _tolerations(cluster)
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    pod_spec["containers"] = [
-        {
-            "name": "wait",
-            "image": _sentinel("image"),
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", gate_script(spec)],
-            "env": [{"name": "HOME", "value": "/tmp"}],
-            "resources": {
-                "requests": {"cpu": "10m", "memory": "64Mi"},
-                "limits": {"cpu": "200m", "memory": "128Mi"},
-            },
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "readOnlyRootFilesystem": True,
-                "runAsNonRoot": True,
-                "capabilities": {"drop": ["ALL"]},
-            },
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-        }
-    ]
-    pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": spec.name,
-            "namespace": namespace,
-            "labels": dict(labels),
-            "annotations": {
-                "helm.sh/hook": "post-install,post-upgrade",
-                "helm.sh/hook-weight": "0",
-                "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
-                "gpucluster/gated-component": spec.component,
-                GATED_HASH_ANNOTATION: _sentinel("gatedHash"),
-            },
-        },
-        "spec": {
-            "backoffLimit": 2,
-            "activeDeadlineSeconds": gate_budget_seconds(spec) + JOB_START_MARGIN_SECONDS,
-            "ttlSecondsAfterFinished": 86400,
-            "podFailurePolicy": {
-                "rules": [
-                    {"action": "FailJob", "onExitCodes": {"containerName": "wait", "operator": "In", "values": [1]}},
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                ]
-            },
-            "template": {
-                "metadata": {"labels": dict(labels), "annotations": {GATED_HASH_ANNOTATION: _sentinel("gatedHash")}},
-                "spec": pod_spec,
-            },
-        },
-    }
-    return [sa, role, binding, job]
-
-
-API_SERVER_PORTS = (443, 6443)
-"""TCP ports a gate Job may reach: the Kubernetes API server behind the ``kubernetes`` Service
-(AKS and most managed clusters serve it on 443, kubeadm/OKE/kind on 6443). NetworkPolicy is
-evaluated after the Service's DNAT, so the policy names the endpoint's port, not the Service's."""
+    return job_objects(cluster, gate_job(spec, namespace))
 
 
 def gate_network_policy(spec: GateSpec, namespace: str) -> dict[str, Any]:
-    """A default-deny-style NetworkPolicy for the gate's own pods (Kubernetes ``networking.k8s.io/v1``).
-
-    Selects only the gate Job's pods (``app.kubernetes.io/name: gpucluster-gate``,
-    ``app.kubernetes.io/instance: <gate>``): no ingress at all, egress only to TCP
-    :data:`API_SERVER_PORTS` (``kubectl get`` against the API server; in-cluster kubectl uses
-    ``KUBERNETES_SERVICE_HOST``, an IP, so no DNS). It does not select the gated component's
-    pods: the gate runs in the component's namespace, and a namespace-wide deny would cut the
-    operator off. Enforced where the cluster runs a NetworkPolicy engine (Azure CNI with
-    Cilium/Calico, OKE with Calico, ...); elsewhere it is inert.
-    """
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": f"gpucluster-gate-{spec.name}",
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "gpucluster-gate", "app.kubernetes.io/instance": spec.name,
-                       "app.kubernetes.io/part-of": "gpucluster"},
-        },
-        "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "gpucluster-gate",
-                                            "app.kubernetes.io/instance": spec.name}},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-            "egress": [{"ports": [{"protocol": "TCP", "port": port} for port in API_SERVER_PORTS]}],
-        },
-    }
-
-
-def _with_helm_values(text: str) -> str:
-    for key in HELM_VALUE_KEYS:
-        text = text.replace(_sentinel(key), _helm_expr(key))
-    return text
+    """The NetworkPolicy of the gate's own pods (:func:`gpucluster.jobchart.job_network_policy`:
+    no ingress, egress only to TCP 443/6443, the API server)."""
+    return job_network_policy(gate_job(spec, namespace))
 
 
 def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[str, Component]) -> tuple[LocalChart, dict[str, Any]]:
@@ -724,20 +542,10 @@ def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[
     spec = validate_gate(spec, plugin="<unknown>", cluster=cluster) if spec.timeout_seconds is None or not spec.description else spec
     namespace = components[spec.component].ref.namespace
     image = gate_image(cluster)
-    sa, role, binding, job = gate_objects(cluster, spec, namespace)
-    templates = [
-        ("serviceaccount", dump_documents([sa])),
-        ("rbac", dump_documents([role, binding])),
-        ("job", _with_helm_values(dump_documents([job]))),
-        ("networkpolicy", dump_documents([gate_network_policy(spec, namespace)])),
-    ]
-    values_yaml = dump_documents([{"image": image, "gatedHash": ""}])[len("---\n"):]
-    chart = make_chart(
-        spec.name,
-        f"gpucluster readiness gate: waits until {spec.description}",
-        templates,
-        version=GATE_CHART_VERSION,
-        extra_files={"values.yaml": values_yaml},
+    chart = render_job_chart(
+        cluster, gate_job(spec, namespace),
+        description=f"gpucluster readiness gate: waits until {spec.description}",
+        network_policy=True, values={"image": image, "gatedHash": ""}, version=GATE_CHART_VERSION,
     )
     return chart, {"image": image}
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping, Sequence
 
-import yaml
-
+from gpucluster.crds import grouped_objects
+from gpucluster.jobchart import HookJob, gate_image, render_job_chart
 from gpucluster.model import ClusterSpec, Component, PlanNode
 
 TEARDOWN_SUFFIX = "-teardown"
@@ -62,22 +62,17 @@ def custom_resources(node: PlanNode, owners: Mapping[str, str]) -> list[dict[str
     out = []
     if node.local_chart is None:
         return out
-    for path, text in sorted(node.local_chart.files.items()):
-        if not path.startswith("templates/"):
+    for doc in grouped_objects(node.local_chart):
+        annotations = (doc.get("metadata") or {}).get("annotations") or {}
+        if "helm.sh/hook" in annotations:
+            continue  # hook objects are not release resources
+        group, version = str(doc["apiVersion"]).split("/", 1)
+        plural = _plural_of(str(doc.get("kind", "")), group, list(owners))
+        if plural is None:
             continue
-        for doc in yaml.safe_load_all(text):
-            if not isinstance(doc, dict) or "/" not in str(doc.get("apiVersion", "")):
-                continue
-            annotations = (doc.get("metadata") or {}).get("annotations") or {}
-            if "helm.sh/hook" in annotations:
-                continue  # hook objects are not release resources
-            group, version = str(doc["apiVersion"]).split("/", 1)
-            plural = _plural_of(str(doc.get("kind", "")), group, list(owners))
-            if plural is None:
-                continue
-            meta = doc.get("metadata") or {}
-            out.append({"kind": str(doc["kind"]), "group": group, "version": version, "plural": plural,
-                        "name": str(meta.get("name", "")), "namespace": str(meta.get("namespace") or "")})
+        meta = doc.get("metadata") or {}
+        out.append({"kind": str(doc["kind"]), "group": group, "version": version, "plural": plural,
+                    "name": str(meta.get("name", "")), "namespace": str(meta.get("namespace") or "")})
     return sorted(out, key=lambda o: (o["group"], o["kind"], o["namespace"], o["name"]))
 
 
@@ -178,49 +173,15 @@ def render_teardown_chart(cluster: ClusterSpec, component: Component, objects: S
                           node_maintenance: bool) -> Any:
     """The ``<component>-teardown`` chart: ServiceAccount, ClusterRole(+Binding) with ``get``/``delete``
     on exactly the named objects (and ``list`` on NodeMaintenances), and the ``pre-delete`` Job."""
-    from gpucluster.gates import RUN_AS_USER, _tolerations, gate_image
-    from gpucluster.manifests import dump_documents, make_chart
-
     guard = component.name + TEARDOWN_SUFFIX
-    ns = component.ref.namespace
-    labels = {"app.kubernetes.io/name": "gpucluster-teardown", "app.kubernetes.io/instance": guard,
-              "app.kubernetes.io/part-of": "gpucluster"}
-    rbac = f"gpucluster-teardown-{component.name}"
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": guard, "namespace": ns, "labels": dict(labels)},
-          "automountServiceAccountToken": True}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": rbac, "labels": dict(labels)},
-            "rules": _rbac_rules(objects, node_maintenance)}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": rbac, "labels": dict(labels)},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": rbac},
-               "subjects": [{"kind": "ServiceAccount", "name": guard, "namespace": ns}]}
-    pod: dict[str, Any] = {
-        "serviceAccountName": guard, "automountServiceAccountToken": True, "restartPolicy": "Never", "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-    }
-    if cluster.scheduling.system_node_selector:
-        pod["nodeSelector"] = dict(cluster.scheduling.system_node_selector)
-    if _tolerations(cluster):
-        pod["tolerations"] = _tolerations(cluster)
-    pod["containers"] = [{
-        "name": "teardown", "image": gate_image(cluster), "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", teardown_script(guard, objects, node_maintenance=node_maintenance)],
-        "env": [{"name": "HOME", "value": "/tmp"}],
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-    }]
-    pod["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
-    job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": guard, "namespace": ns, "labels": dict(labels), "annotations": {
-               "helm.sh/hook": "pre-delete", "helm.sh/hook-weight": "0",
-               "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}},
-           "spec": {"backoffLimit": 0, "activeDeadlineSeconds": TEARDOWN_TIMEOUT + 60, "ttlSecondsAfterFinished": 86400,
-                    "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}}
-    templates = [("serviceaccount", dump_documents([sa])), ("rbac", dump_documents([role, binding])), ("job", dump_documents([job]))]
-    return make_chart(guard, f"gpucluster teardown guard of {component.name}: deletes its custom resources and waits "
-                      "for their finalizers before terraform destroy uninstalls it", templates)
+    job = HookJob(
+        name=guard, namespace=component.ref.namespace, app="gpucluster-teardown", rbac_name=f"gpucluster-teardown-{component.name}",
+        rules=_rbac_rules(objects, node_maintenance), container="teardown",
+        script=teardown_script(guard, objects, node_maintenance=node_maintenance), image=gate_image(cluster),
+        hook="pre-delete", backoff_limit=0, active_deadline_seconds=TEARDOWN_TIMEOUT + 60, fail_fast=False,
+    )
+    return render_job_chart(cluster, job, description=f"gpucluster teardown guard of {component.name}: deletes its custom "
+                            "resources and waits for their finalizers before terraform destroy uninstalls it")
 
 
 def gate_objects(gates: Sequence[Any], owners: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:

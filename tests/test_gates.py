@@ -386,3 +386,20 @@ def test_moving_gate_image_tags_are_refused(image):
 def test_a_digest_pins_even_a_moving_tag():
     image = "myacr.azurecr.io/kubectl:latest@sha256:" + "a" * 64
     assert gates.gate_image(lab(settings={"gateImage": image})) == image
+
+
+def test_gate_crd_step_and_teardown_charts_come_from_the_one_job_builder():
+    """gates, crds and teardown describe their Job (HookJob) and leave the pod, security, image and
+    NetworkPolicy to gpucluster.jobchart: none of them writes a Job, pod or ServiceAccount itself."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "gpucluster"
+    for module in ("gates.py", "crds.py", "teardown.py"):
+        tree = ast.parse((root / module).read_text(encoding="utf-8"))
+        kinds = {node.values[i].value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                 for i, key in enumerate(node.keys)
+                 if isinstance(key, ast.Constant) and key.value == "kind" and isinstance(node.values[i], ast.Constant)}
+        assert not kinds & {"Job", "ServiceAccount", "ClusterRole", "Role", "NetworkPolicy"}, module
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert "HookJob" in names and "render_job_chart" in names, module

@@ -77,7 +77,7 @@ from gpucluster.sdk.types import (
     ClusterConnection,
     ExecAuth,
 )
-from gpucluster.gates import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
+from gpucluster.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
 
 
