@@ -38,7 +38,7 @@ from constructs_lib.cdk import (
     azurerm,
 )
 from constructs_lib.tfstring import literal, literal_tree
-from gpucluster.sdk.types import ClusterConnection, ExecAuth
+from gpucluster.model import ClusterConnection, ExecAuth
 
 _K8S_VERSION = re.compile(r"^1\.(\d+)(\.\d+)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -5,15 +5,21 @@
   (:class:`gpucluster.model.LocalChart`), shipped inside the stack's own output folder as a
   ``TerraformAsset`` so it travels with the stack to remote runs (Terraform Cloud).
 
-Both render values as ONE YAML document (:func:`values_document`, text shared with
-``gpucluster render``), pin the chart
+Both render the values document they are given (``values_yaml``: ONE YAML document, rendered by
+the caller -- the stacks use ``gpucluster.values.values_yaml``, the text ``gpucluster render``
+shares -- and Terraform-escaped here, :func:`values_document`), pin the chart
 version, create their namespace, wait for resources (and Jobs, for gates) and depend on
 exactly the releases they are given. The Terraform resource name is the release name
 (``helm_release.<release name>``), so plans read like the release graph.
 
-Terraform-variable-bound values (``terraform_variables``: dotted values path -> variable name)
-become a stack-level ``TerraformVariable`` (default: the value at that path, if any) and a
-``set`` entry, so they can be chosen at plan time (``-var``, workspace variables).
+Terraform-variable-bound values (``set_entries``: one :class:`SetEntry` per dotted values path,
+computed by the caller) become a stack-level ``TerraformVariable`` (default: the value at that
+path, if any) and a ``set`` entry, so they can be chosen at plan time (``-var``, workspace
+variables).
+
+This module imports nothing from ``gpucluster`` but the plain :class:`gpucluster.model.LocalChart`
+type it is given (tests/test_constructs_imports.py): the mapping from a plan to these props lives
+in ``stacks/runtime.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +48,6 @@ from constructs_lib.cdk import (
 )
 from constructs_lib.tfstring import literal
 from gpucluster.model import LocalChart
-from gpucluster.values import get_path, has_path, scalar_type, set_entries, values_yaml
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
 """Construct context key: absolute folder where local charts are staged before synth copies
@@ -65,27 +70,28 @@ HELM_RELEASE_NAME_MAX = 53
 _VALUES_DOCUMENTS: dict[str, str] = {}
 
 
-def values_document(values: Mapping[str, Any]) -> str:
-    """Render Helm values as one deterministic YAML document, safe inside Terraform JSON.
+def values_document(text: str) -> str:
+    """The values document ``text`` (YAML) safe inside Terraform JSON: Terraform template
+    sequences ``${`` / ``%{`` are escaped (``$${``, ``%%{``, :func:`constructs_lib.tfstring.literal`)
+    so literal values like ``${HOSTNAME}`` reach Helm unchanged. Each distinct text is escaped
+    once per process (many releases share a document)."""
+    hit = _VALUES_DOCUMENTS.get(text)
+    if hit is None:
+        hit = _VALUES_DOCUMENTS[text] = literal(text)
+    return hit
 
-    The text is :func:`gpucluster.values.values_yaml` (shared with ``gpucluster render``, so what
-    is rendered is what is installed); Terraform template sequences ``${`` / ``%{`` are escaped
-    (``$${``, ``%%{``, :func:`constructs_lib.tfstring.literal`) so literal values like
-    ``${HOSTNAME}`` reach Helm unchanged.
 
-    PyYAML's pure-Python emitter is slow (libyaml's writes other bytes for some keys and strings),
-    so each distinct document is rendered once per process: the cache key is ``repr`` of the
-    values, which keeps every type apart (``1``/``'1'``/``True``/``1.0``, list/tuple, key types).
-    """
-    key = repr(values) if type(values) is dict else None
-    if key is not None:
-        hit = _VALUES_DOCUMENTS.get(key)
-        if hit is not None:
-            return hit
-    text = literal(values_yaml(values))
-    if key is not None:
-        _VALUES_DOCUMENTS[key] = text
-    return text
+def terraform_type(value: Any) -> str | None:
+    """Terraform variable type of a default: ``bool`` / ``number`` / ``string``; None for a list or
+    map (those cannot be bound to a variable). The same rule as ``gpucluster.values.scalar_type``,
+    which computes a :class:`SetEntry`'s ``set_type`` (a test checks they agree)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, str]:
@@ -105,9 +111,6 @@ def chart_source(repository: str, chart: str) -> tuple[str, str]:
     if repository.startswith("oci://"):
         return repository.rstrip("/"), chart
     return repository, chart
-
-
-_scalar_type = scalar_type
 
 
 _PROCESS_STAGING: list[Path] = []
@@ -155,37 +158,77 @@ def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
 
 
 @dataclass(frozen=True)
+class SetEntry:
+    """One Terraform-variable-bound ``helm_release.set`` entry.
+
+    Attributes:
+        path: the dotted values path Helm sets.
+        variable: the Terraform variable's name (an identifier, validated at synth).
+        default: the variable's default, the value at ``path`` (None: the variable is required).
+        set_type: ``"string"`` (Helm parses the value like ``--set-string``) or ``"auto"`` (``--set``).
+        present: the values hold ``path`` (a list/map or null there cannot be bound: refused).
+    """
+
+    path: str
+    variable: str
+    default: Any = None
+    set_type: str = "string"
+    present: bool = False
+
+
+@dataclass(frozen=True)
+class CrdBundleSource:
+    """The chart whose CRDs a CRD step release receives from Terraform (``helm_template`` with
+    ``include_crds``; see :meth:`LocalChartRelease._crd_bundle`).
+
+    Attributes:
+        repository / chart / version: the chart at its pinned version (see :func:`chart_source`).
+        values_yaml: its values document (text, like :attr:`ReleaseOptions.values_yaml`).
+        kube_version: ``helm template --kube-version`` (``1.34.0``).
+        max_gz_bytes: largest base64 gzip bundle a plan-time precondition accepts.
+    """
+
+    repository: str
+    chart: str
+    version: str
+    values_yaml: str
+    kube_version: str
+    max_gz_bytes: int
+
+
+@dataclass(frozen=True)
 class ReleaseOptions:
     """Options shared by both release constructs.
 
     Attributes:
         release_name: Helm release name (DNS-1123, <= 53 chars); also the Terraform resource name.
         namespace: release namespace, created by the release (``create_namespace``).
-        values: Helm values, rendered as one YAML document.
+        values_yaml: the Helm values as one YAML document (text; ``{}`` by default).
         depends_on: releases to apply first (HelmComponent / LocalChartRelease constructs).
         timeout_seconds: Helm operation timeout (default 900 s).
         wait: wait for resources to be ready (default True).
         wait_for_jobs: also wait for Jobs to complete (readiness gates).
         create_namespace: create the namespace if missing (default True).
-        terraform_variables: dotted values path -> Terraform variable name.
+        set_entries: the Terraform-variable-bound values paths (:class:`SetEntry`, by path).
         variable_hashes: dotted values path -> :class:`gpucluster.model.VariableHash`; each
             becomes a ``set`` entry of type string whose value Terraform computes,
             ``sha256(jsonencode([seed, var.v1, ...]))`` (:func:`variable_hash_expression`).
+        crd_source: a CRD step's chart (:class:`CrdBundleSource`), else None.
         description: Helm release description.
         provider: Helm provider instance (default: the stack's default ``helm`` provider).
     """
 
     release_name: str
     namespace: str
-    values: Mapping[str, Any] = field(default_factory=dict)
+    values_yaml: str = "{}\n"
     depends_on: Sequence[Any] = ()
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     wait: bool = True
     wait_for_jobs: bool = False
     create_namespace: bool = True
-    terraform_variables: Mapping[str, str] = field(default_factory=dict)
+    set_entries: Sequence[SetEntry] = ()
     variable_hashes: Mapping[str, Any] = field(default_factory=dict)
-    crd_source: Any = None
+    crd_source: CrdBundleSource | None = None
     description: str = ""
     provider: Any = None
 
@@ -221,21 +264,22 @@ def validate_release(props: ReleaseOptions) -> list[str]:
         errors.append(f"namespace '{props.namespace}' of release '{name}' must be a DNS-1123 label")
     if props.timeout_seconds <= 0:
         errors.append(f"timeout_seconds of release '{name}' must be > 0 (got {props.timeout_seconds})")
-    for path, var in sorted(props.terraform_variables.items()):
+    for entry in props.set_entries:
+        path, var = entry.path, entry.variable
         if not _TF_IDENTIFIER.match(var or "") or var in _TF_RESERVED_VARIABLE_NAMES:
             errors.append(
                 f"Terraform variable name '{var}' (values path '{path}' of release '{name}') must be an identifier "
                 f"(letters, digits, '_', '-') and not one of {', '.join(sorted(_TF_RESERVED_VARIABLE_NAMES))}"
             )
-        if has_path(props.values, path) and _scalar_type(get_path(props.values, path)) is None:
+        if entry.present and terraform_type(entry.default) is None:
             errors.append(
                 f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but holds a "
                 "list/map; only scalar values can be set from a variable"
             )
-        elif has_path(props.values, path) and _splits_in_helm_set(get_path(props.values, path)):
+        elif entry.present and _splits_in_helm_set(entry.default):
             errors.append(
                 f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but its default "
-                f"{get_path(props.values, path)!r} has a comma or a backslash, or starts with '{{': Helm's set entry would "
+                f"{entry.default!r} has a comma or a backslash, or starts with '{{': Helm's set entry would "
                 "split it and the variable's validation would refuse it; do not bind this path to a variable"
             )
     for dep in props.depends_on:
@@ -260,15 +304,15 @@ class _ReleaseConstruct(Construct):
         if props.provider is None:
             ensure_helm_provider(stack)
         sets = []
-        for path, var_name, default, set_type in set_entries(props.values, props.terraform_variables):
+        for entry in props.set_entries:
             variable = stack_variable(
                 stack,
-                var_name,
-                default=default,
-                description=f"Helm value '{path}' of release '{props.release_name}'",
+                entry.variable,
+                default=entry.default,
+                description=f"Helm value '{entry.path}' of release '{props.release_name}'",
                 helm_set_string=True,
             )
-            sets.append(h.ReleaseSet(name=literal(path), value=variable.string_value, type=set_type))
+            sets.append(h.ReleaseSet(name=literal(entry.path), value=variable.string_value, type=entry.set_type))
         for path, vh in sorted(props.variable_hashes.items()):
             for var_name, default in vh.variables:
                 stack_variable(stack, var_name, default=default, helm_set_string=True,
@@ -285,7 +329,7 @@ class _ReleaseConstruct(Construct):
             chart=literal(chart),
             repository=literal(repository) if repository else None,
             version=literal(version) if version else None,
-            values=[values_document(props.values)],
+            values=[values_document(props.values_yaml)],
             set=sets or None,
             wait=props.wait,
             wait_for_jobs=props.wait_for_jobs,
@@ -386,22 +430,22 @@ class LocalChartRelease(_ReleaseConstruct):
                              extra_sets=extra_sets, lifecycle=lifecycle)
 
     def _crd_bundle(self, props: "LocalChartReleaseProps") -> tuple[list[Any], Any]:
-        """A CRD step's bundle (:mod:`gpucluster.crds`): a ``helm_template`` data source of the owner's
+        """A CRD step's bundle (:class:`CrdBundleSource`): a ``helm_template`` data source of the owner's
         chart at its pinned version with ``include_crds`` (rendered by the Helm provider on the
         Terraform runner, locally or in a remote run, like the release itself), and the ``set``
         entries ``crdsGz`` = ``base64gzip(join("\\n---\\n", crds))`` and ``crdsHash`` = its sha256, so
         a chart version bump changes the step at plan time. A precondition refuses a bundle larger
-        than :data:`gpucluster.crds.MAX_CRDS_GZ_BYTES` (Helm's 1 MiB release Secret)."""
-        from gpucluster.crds import MAX_CRDS_GZ_BYTES
-
+        than ``max_gz_bytes`` (the stacks pass ``gpucluster.crds.MAX_CRDS_GZ_BYTES``: Helm's 1 MiB
+        release Secret)."""
         src = props.crd_source
+        max_bytes = src.max_gz_bytes
         h = helm()
         repository, chart = chart_source(src.repository, src.chart)
         data = h.DataHelmTemplate(
             self, "crds-source",
             name=literal(props.release_name), namespace=literal(props.namespace),
             chart=literal(chart), repository=literal(repository), version=literal(src.version),
-            values=[values_document(src.values)], include_crds=True, skip_tests=True,
+            values=[values_document(src.values_yaml)], include_crds=True, skip_tests=True,
             kube_version=literal(src.kube_version), provider=props.provider,
         )
         data.override_logical_id(props.release_name)
@@ -410,9 +454,9 @@ class LocalChartRelease(_ReleaseConstruct):
         sets = [h.ReleaseSet(name="crdsGz", value="${" + bundle + "}", type="string"),
                 h.ReleaseSet(name="crdsHash", value="${sha256(" + joined + ")}", type="string")]
         lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
-            condition="${length(" + bundle + ") <= " + str(MAX_CRDS_GZ_BYTES) + "}",
+            condition="${length(" + bundle + ") <= " + str(max_bytes) + "}",
             error_message=literal(
-                f"the CRDs of {chart} {src.version} are larger than {MAX_CRDS_GZ_BYTES} bytes gzip'd (base64); Helm's "
+                f"the CRDs of {chart} {src.version} are larger than {max_bytes} bytes gzip'd (base64); Helm's "
                 "release Secret (1 MiB) cannot hold the CRD step: apply them by hand before upgrading (docs/upgrading.md)"),
         )])
         return sets, lifecycle
@@ -517,7 +561,7 @@ def stack_variable(
     existing = stack.node.try_find_child(f"variable-{name}")
     if existing is not None:
         return existing
-    var_type = _scalar_type(default) if default is not None else "string"
+    var_type = terraform_type(default) if default is not None else "string"
     variable = TerraformVariable(
         stack,
         f"variable-{name}",

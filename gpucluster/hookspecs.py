@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pluggy
 
 if TYPE_CHECKING:  # annotations only: this module imports nothing from gpucluster at run time
-    from gpucluster.model import ClusterSpec, Component, Finding, GateSpec, Manifest, Platform, Recipe
-    from gpucluster.sdk.types import ClusterConnection  # (annotation only: the stacks' type)
+    from gpucluster.model import ClusterConnection, ClusterSpec, Component, Finding, GateSpec, Manifest, Platform, Recipe
 
 HOOK_ORDER = (
     "gpucluster_platforms",

@@ -6,7 +6,7 @@ from constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe
 from gpucluster.plugins import call_hook
-from gpucluster.sdk.types import ClusterConnection
+from gpucluster.model import ClusterConnection
 from stacks.common import use_backend
 
 
@@ -15,7 +15,7 @@ class ClusterStack(TerraformStack):
 
     Calls hook ``gpucluster_cluster_stack(scope=self, cluster, recipe)`` (firstresult): the
     platform plugin adds its constructs to this stack and returns the
-    :class:`~gpucluster.sdk.types.ClusterConnection` (Terraform tokens) the runtime stack
+    :class:`~gpucluster.model.ClusterConnection` (Terraform tokens) the runtime stack
     consumes through cdktf cross-stack references. The backend is the cluster file's choice
     (:func:`stacks.common.use_backend`).
 

@@ -2,22 +2,71 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from constructs_lib.cdk import Construct, TerraformStack
 from constructs_lib.helm import (
+    CrdBundleSource,
     HelmComponent,
     ensure_helm_provider,
     HelmComponentProps,
     LocalChartRelease,
     LocalChartReleaseProps,
+    SetEntry,
     stack_variable,
 )
+from gpucluster.crds import MAX_CRDS_GZ_BYTES
 from gpucluster.graph import topological_layers
-from gpucluster.model import ExistingCluster, PlanNode, RuntimePlan
-from gpucluster.sdk.types import ClusterConnection
+from gpucluster.model import CrdSource, ExistingCluster, PlanNode, RuntimePlan
+from gpucluster.values import has_path, set_entries, values_yaml
+from gpucluster.model import ClusterConnection
 from stacks.common import use_backend
 
+
+
+_VALUES_YAML: dict[str, str] = {}
+
+
+def values_text(values: Mapping[str, Any]) -> str:
+    """The values document of a release: :func:`gpucluster.values.values_yaml` (the text
+    ``gpucluster render`` shares, so what is rendered is what is installed).
+
+    PyYAML's pure-Python emitter is slow (libyaml's writes other bytes for some keys and strings),
+    so each distinct document is rendered once per process: the cache key is ``repr`` of the
+    values, which keeps every type apart (``1``/``'1'``/``True``/``1.0``, list/tuple, key types).
+    """
+    key = repr(values) if type(values) is dict else None
+    if key is not None:
+        hit = _VALUES_YAML.get(key)
+        if hit is not None:
+            return hit
+    text = values_yaml(values)
+    if key is not None:
+        _VALUES_YAML[key] = text
+    return text
+
+
+def release_set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> tuple[SetEntry, ...]:
+    """The :class:`constructs_lib.helm.SetEntry` s of a release's variable-bound values paths
+    (:func:`gpucluster.values.set_entries`, sorted by path)."""
+    return tuple(SetEntry(path=path, variable=var, default=default, set_type=set_type, present=has_path(values, path))
+                 for path, var, default, set_type in set_entries(values, terraform_variables))
+
+
+def values_props(values: Mapping[str, Any], terraform_variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``values_yaml`` and ``set_entries`` of :class:`constructs_lib.helm.ReleaseOptions` for Helm
+    ``values`` and their variable bindings (dotted path -> Terraform variable name)."""
+    return dict(values_yaml=values_text(values), set_entries=release_set_entries(values, terraform_variables or {}))
+
+
+def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
+    """The construct's :class:`constructs_lib.helm.CrdBundleSource` of a CRD step's
+    :class:`gpucluster.model.CrdSource` (with the size limit of :data:`gpucluster.crds.MAX_CRDS_GZ_BYTES`)."""
+    if source is None:
+        return None
+    return CrdBundleSource(repository=source.repository, chart=source.chart, version=source.version,
+                           values_yaml=values_text(source.values), kube_version=source.kube_version,
+                           max_gz_bytes=MAX_CRDS_GZ_BYTES)
 
 
 def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
@@ -25,13 +74,12 @@ def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -
     return dict(
         release_name=node.id,
         namespace=node.namespace,
-        values=node.values,
+        **values_props(node.values, node.terraform_variables),
         depends_on=tuple(depends_on),
         timeout_seconds=node.timeout_seconds,
         wait_for_jobs=node.wait_for_jobs,
-        terraform_variables=node.terraform_variables,
         variable_hashes=node.variable_hashes,
-        crd_source=node.crd_source,
+        crd_source=crd_bundle_source(node.crd_source),
         description=f"gpucluster {node.kind} of component {node.component}",
         provider=provider,
     )

@@ -17,10 +17,13 @@ from constructs_lib.helm import (
     LocalChartRelease,
     LocalChartReleaseProps,
     chart_source,
+    terraform_type,
     values_document,
 )
 from gpucluster.manifests import content_hash
+from gpucluster.values import scalar_type
 from plan_factory import local_chart
+from stacks.runtime import values_props, values_text
 
 
 def synth(build, *, validate: bool = True) -> dict:
@@ -47,8 +50,8 @@ def test_chart_source_oci_and_https():
 
 def test_values_document_is_one_sorted_yaml_doc_with_terraform_escapes():
     values = {"b": {"z": 1, "a": [3, 1]}, "a": "${HOME}", "c": "%{ if x }"}
-    text = values_document(values)
-    assert text == values_document(dict(reversed(list(values.items()))))
+    text = values_document(values_text(values))
+    assert text == values_document(values_text(dict(reversed(list(values.items())))))
     assert text.index("a:") < text.index("b:") < text.index("c:")
     assert "$${HOME}" in text and "%%{ if x }" in text
     # Terraform turns $${ / %%{ back into literals: undo that and it is the YAML of the values
@@ -63,7 +66,7 @@ def test_remote_chart_release_properties_and_dependencies():
         HelmComponent(stack, "dra", HelmComponentProps(
             release_name="nvidia-dra-driver-gpu", namespace="nvidia-dra-driver",
             repository="oci://registry.k8s.io/dra-driver-nvidia/charts", chart="nvidia-dra-driver-gpu",
-            version="26.4.1", values={"resources": {"gpus": {"enabled": False}}, "nvidiaDriverRoot": "/"},
+            version="26.4.1", **values_props({"resources": {"gpus": {"enabled": False}}, "nvidiaDriverRoot": "/"}),
             depends_on=[crds], timeout_seconds=1200))
 
     doc = synth(build)
@@ -87,8 +90,8 @@ def test_terraform_variable_binding_becomes_variable_and_set_entry():
         for rid, values in (("a", {"driver": {"version": "580.126.09"}}), ("b", {"driver": {"version": "580.126.09"}})):
             HelmComponent(stack, rid, HelmComponentProps(
                 release_name=f"gpu-operator-{rid}", namespace="gpu-operator", chart="gpu-operator",
-                repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1", values=values,
-                terraform_variables={"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled"}))
+                repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
+                **values_props(values, {"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled"})))
 
     doc = synth(build)
     assert doc["variable"]["gpu_driver_version"]["default"] == "580.126.09"
@@ -110,14 +113,15 @@ def test_terraform_variable_binding_becomes_variable_and_set_entry():
         (dict(release_name="Bad_Name"), "release name 'Bad_Name' must be lowercase"),
         (dict(release_name="x" * 54), "at most 53 characters"),
         (dict(namespace="Gpu Operator"), "must be a DNS-1123 label"),
-        (dict(terraform_variables={"driver": "drv"}), "holds a list/map"),
-        (dict(terraform_variables={"driver.version": "count"}), "must be an identifier"),
+        (values_props({"driver": {"version": "580"}}, {"driver": "drv"}), "holds a list/map"),
+        (values_props({"driver": {"version": "580"}}, {"driver.version": "count"}), "must be an identifier"),
+        (values_props({"driver": None}, {"driver": "drv"}), "holds a list/map"),
     ],
 )
 def test_release_validation_fails_synth_with_construct_path(props, message):
     base = dict(release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
                 repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
-                values={"driver": {"version": "580"}})
+                **values_props({"driver": {"version": "580"}}))
     base.update(props)
     with pytest.raises(Exception) as info:
         synth(lambda stack: HelmComponent(stack, "gpu-operator", HelmComponentProps(**base)))
@@ -130,7 +134,7 @@ def test_local_chart_release_ships_chart_as_relative_asset(tmp_path, request):
     stack = TerraformStack(CdkTesting.app(context={"gpucluster:stagingDir": str(tmp_path / "staging")}), "stack")
     LocalChartRelease(stack, "network-operator-manifests", LocalChartReleaseProps(
         release_name="network-operator-manifests", namespace="nvidia-network-operator", chart=chart,
-        values={"contentHash": chart.content_hash}, wait_for_jobs=True, timeout_seconds=300))
+        **values_props({"contentHash": chart.content_hash}), wait_for_jobs=True, timeout_seconds=300))
     outdir = Path(CdkTesting.full_synth(stack))
     request.addfinalizer(lambda: shutil.rmtree(outdir, ignore_errors=True))
     doc = json.loads((outdir / "stacks" / "stack" / "cdk.tf.json").read_text())
@@ -221,3 +225,10 @@ def test_invalid_release_name_never_writes_outside_the_staging_folder(tmp_path):
     assert "release name '../../escaped' must be lowercase letters" in str(info.value)
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("Chart.yaml"))
     assert written and all(w.startswith("run/staging/stack/") for w in written), written
+
+
+@pytest.mark.parametrize("value", [True, False, 0, 3, 2.5, "", "x", None, [1], {"a": 1}, ()])
+def test_the_constructs_terraform_type_is_the_cores_scalar_type(value):
+    """constructs_lib types a variable's default with its own rule (it imports no gpucluster
+    helper); the core's set entry type comes from gpucluster.values.scalar_type: the same rule."""
+    assert terraform_type(value) == scalar_type(value)

@@ -62,9 +62,27 @@ def test_the_test_kit_imports_the_stacks_only_inside_synth():
 
 def test_the_helm_constructs_know_no_plan():
     """constructs_lib/helm.py renders the props it is given: plain types only (the LocalChart it
-    ships, the values helpers); the PlanNode -> props mapping lives in stacks/runtime.py."""
+    ships); values documents, set entries and the CRD bundle's limit are computed by the
+    PlanNode -> props mapping in stacks/runtime.py."""
     imported = {m for m in imported_modules(ROOT / "constructs_lib" / "helm.py") if m.split(".")[0] == "gpucluster"}
-    # gpucluster.crds: the CRD step's size limit (MAX_CRDS_GZ_BYTES), read inside _crd_bundle
-    assert imported <= {"gpucluster.model", "gpucluster.values", "gpucluster.crds"}
+    assert imported <= {"gpucluster.model"}
     text = (ROOT / "constructs_lib" / "helm.py").read_text(encoding="utf-8")
     assert "PlanNode" not in text and "from_plan_node" not in text
+
+
+PLAIN_TYPES = {"gpucluster.model"}
+"""What constructs_lib may import from gpucluster: the plain data types it is given."""
+ERRORS_ALLOWED = {"constructs_lib/cdk.py": {"gpucluster.errors"}}
+"""cdk.py reports an unknown CDK distribution setting as the one-line GpuclusterError (exit 2)."""
+
+
+def test_constructs_lib_imports_only_plain_types_from_gpucluster():
+    offenders = {}
+    for rel, path in project_files():
+        if rel.parts[0] != "constructs_lib":
+            continue
+        imported = {m for m in imported_modules(path) if m.split(".")[0] == "gpucluster"}
+        extra = imported - PLAIN_TYPES - ERRORS_ALLOWED.get(str(rel), set())
+        if extra:
+            offenders[str(rel)] = sorted(extra)
+    assert offenders == {}

@@ -3,7 +3,7 @@
 The import graph is built with :mod:`ast` from every module of ``gpucluster/``: an edge for each
 ``import``/``from ... import`` of another core module, at module level or inside a function
 (a function-local import hides a cycle, it does not remove it), and an edge to every parent
-package (importing ``gpucluster.sdk.types`` runs ``gpucluster/sdk/__init__.py`` first).
+package (importing ``gpucluster.sdk.testing`` runs ``gpucluster/sdk/__init__.py`` first).
 Imports under ``if TYPE_CHECKING:`` are annotations only and not edges.
 """
 

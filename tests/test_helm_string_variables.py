@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from constructs_lib.helm import HelmComponent, HelmComponentProps
+from stacks.runtime import values_props
 from test_constructs_helm import releases, synth
 
 
@@ -24,9 +25,9 @@ def doc() -> dict:
         HelmComponent(stack, "op", HelmComponentProps(
             release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
             repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
-            values={"driver": {"version": "580.126.09"}, "dcgm": {"enabled": True}, "replicas": 2},
-            terraform_variables={"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled",
-                                 "replicas": "replicas", "nodeName": "node_name"}))
+            **values_props({"driver": {"version": "580.126.09"}, "dcgm": {"enabled": True}, "replicas": 2},
+                           {"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled",
+                            "replicas": "replicas", "nodeName": "node_name"})))
 
     return synth(build)
 
@@ -80,7 +81,7 @@ def test_a_default_helm_would_split_fails_synth():
         HelmComponent(stack, "op", HelmComponentProps(
             release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
             repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
-            values={"driver": {"args": "a,b"}}, terraform_variables={"driver.args": "driver_args"}))
+            **values_props({"driver": {"args": "a,b"}}, {"driver.args": "driver_args"})))
 
     with pytest.raises(Exception) as exc:
         synth(build)

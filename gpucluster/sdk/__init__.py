@@ -46,11 +46,13 @@ from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
     ANY,
     CORE_SETTING_KEYS,
+    ClusterConnection,
     ClusterSpec,
     Component,
     ComponentRef,
     Constraint,
     Criteria,
+    ExecAuth,
     ExistingCluster,
     Finding,
     GateSpec,
@@ -72,10 +74,6 @@ from gpucluster.gate_helpers import (
     dra_kubelet_plugin_name,
     dra_kubelet_plugin_rollout,
     nicclusterpolicy_ready,
-)
-from gpucluster.sdk.types import (
-    ClusterConnection,
-    ExecAuth,
 )
 from gpucluster.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
