@@ -749,8 +749,16 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
             if not isinstance(dep, str):
                 rep.bad("dependencyRefs entries must be strings", key=f"{key}.dependencyRefs[{j}]", **w)
                 continue
+            if dep in (written, comp):
+                rep.bad(
+                    f"dependency cycle: {comp} -> {comp} ('{comp}' depends on itself)",
+                    key=f"{key}.dependencyRefs[{j}]",
+                    fix=f"remove '{dep}' from the dependencyRefs of '{written}'",
+                    **w,
+                )
+                continue
             dep = renames[dep][0] if dep not in catalog.components and dep in renames else dep
-            if dep != comp:
+            if dep != comp:  # a former name of another entry that now maps to this one (merged components)
                 deps.append(dep)
                 deps_at.append((comp, dep, f"{key}.dependencyRefs[{j}]"))
         retired = {m.file: m.note for m in entry.retired_manifests}

@@ -288,3 +288,32 @@ def test_cluster_file_with_aicr_recipe_builds_plan(tmp_path):
     assert (gpu.repository, gpu.chart, gpu.version) == ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.1")
     assert gpu.values["driver"]["enabled"] is False
     assert plan.cluster.pools[1].gpu_driver == "Install"
+
+
+@pytest.mark.parametrize("component", ["gpu-operator", "skyhook-operator"])  # a current name; a former AICR name
+def test_a_component_depending_on_itself_is_refused(shared_dir, tmp_path, component):
+    """A real AICR v0.11.1 RecipeResult whose component lists itself in dependencyRefs: one
+    ``error[...] ... fix:`` line, exit 2, nothing written (it was silently dropped, while
+    docs/recipes.md says cycles are errors)."""
+    import os
+    import subprocess
+    import sys
+
+    real = shared_dir / "reference" / "aicr-outputs" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"
+    doc = yaml.safe_load(real.read_text(encoding="utf-8"))
+    (ref,) = [r for r in doc["componentRefs"] if r["name"] == component]
+    ref.setdefault("dependencyRefs", []).append(component)
+    (tmp_path / "self.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: selfdep\n    recipe: self.yaml\n", encoding="utf-8")
+    out = tmp_path / "out"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "main.py")], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GPUCLUSTER_CONFIG": str(tmp_path / "gpucluster.yaml"), "CDKTF_OUTDIR": str(out)})
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error[")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = lines
+    renamed = "nodewright-operator" if component == "skyhook-operator" else component
+    assert f"file={tmp_path / 'self.yaml'} " in line and f"component={renamed}" in line and "key=componentRefs[" in line, line
+    assert f"'{renamed}' depends on itself" in line and f"fix: remove '{component}' from the dependencyRefs" in line, line
+    assert not out.exists()
