@@ -372,7 +372,7 @@ class HelmComponent(_ReleaseConstruct):
                 )
             return errors
 
-        add_validation(self, check)
+        add_validation(self, check, stack=_stack_of(self))
         self._create_release(props, chart=chart, repository=repository, version=props.version)
 
 
@@ -408,8 +408,8 @@ class LocalChartRelease(_ReleaseConstruct):
                 errors.append(f"local chart '{chart.name}' file '{p}' must be a relative path inside the chart")
             return errors
 
-        add_validation(self, check)
         stack = _stack_of(self)
+        add_validation(self, check, stack=stack)
         folder = staging_folder(stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name)
         for rel, text in sorted(files.items()):
             if rel in bad_paths:
