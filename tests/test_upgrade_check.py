@@ -240,3 +240,38 @@ def test_rules_are_data_and_validated(tmp_path):
 ])
 def test_version_ranges(version, spec, ok):
     assert upgrade_check.version_in_range(version, spec) is ok
+
+
+@pytest.mark.parametrize("path, value, rule", [
+    ("cdi.enabled", "false", "gpu-operator-cdi-rolls-every-gpu-node"),
+    ("cdi.enabled", "true", "gpu-operator-cdi-rolls-every-gpu-node"),  # both directions
+    ("gdrcopy.enabled", "true", "gpu-operator-gdrcopy-reloads-every-node"),
+    ("gdrcopy.enabled", "false", "gpu-operator-gdrcopy-reloads-every-node"),
+    ("driver.rdma.enabled", "true", "gpu-operator-rdma-reloads-every-node"),
+    ("driver.kernelModuleType", "proprietary", "gpu-operator-kernel-modules-reload-every-node"),
+    ("driver.usePrecompiled", "true", "gpu-operator-precompiled-reloads-every-node"),
+])
+def test_gpu_operator_settings_that_roll_every_gpu_node_are_not_safe(tmp_path, path, value, rule):
+    """A values-only gpu-operator change that re-renders a DaemonSet on every GPU node (the
+    ClusterPolicy's cdi / gdrcopy / driver settings the real chart passes on) is manual, exit 3
+    (it was 'safe': default-values-safe)."""
+    old = aks_file(tmp_path / "a.yaml", overrides={"set": [f"gpuoperator:{path}={value}"]})
+    for other in ("true", "false") if value in ("true", "false") else ("open",):
+        new = aks_file(tmp_path / "b.yaml", overrides={"set": [f"gpuoperator:{path}={other}"]})
+        if other != value:
+            break
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "gpu-operator")
+    assert ch["verdict"] == "manual" and rule in rules_of(ch), ch
+    assert "default-values-safe" not in rules_of(ch)
+    assert code == 3
+
+
+def test_the_rolling_gpu_operator_paths_are_read_by_the_real_chart(reference_charts):
+    """Every valueChange rule of gpu-operator names a values path the real chart's ClusterPolicy
+    template reads (a rule on a path the chart ignores would warn about nothing)."""
+    template = (reference_charts / "gpu-operator" / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8")
+    rules = [r for r in upgrade_check.load_rules() if r.match == "valueChange" and r.component == "gpu-operator"]
+    assert len(rules) >= 6
+    for r in rules:
+        assert f".Values.{r.path}" in template or f".Values.{r.path.rsplit('.', 1)[0]}" in template, r.id
