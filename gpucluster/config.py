@@ -293,8 +293,45 @@ def _string(value: Any, file: str, cluster: str | None, key: str) -> str:
 
 
 def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
+    """One ``clusters[i]`` entry, validated step by step (each step raises the one-line
+    :class:`GpuclusterError` naming ``clusters[i].<key>``)."""
     base = f"clusters[{i}]"
     _mapping(raw, source, None, base)
+    name = _cluster_name(raw, base, source)
+    _known_keys(raw, CLUSTER_KEYS, source, name, base)
+    w = {"file": source, "cluster": name}
+    criteria, recipe_file = _cluster_criteria(raw, base, root, w)
+    profile = _profile(raw, base, w)
+    region = _region(raw, base, w)
+    k8s = _kubernetes_version(raw, base, w)
+    existing = _existing(raw, base, w, region)
+    pools = _pools(raw, base, w, existing)
+    version_skew = _version_skew(raw, base, w)
+    settings: dict[str, Any] = {}
+    if raw.get("settings") is not None:
+        settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
+    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
+    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")
+
+    return ClusterSpec(
+        name=name,
+        criteria=criteria,
+        profile=profile,
+        region=region,
+        kubernetes_version=k8s,
+        pools=pools,
+        existing=existing,
+        overrides=overrides,
+        scheduling=scheduling,
+        recipe_file=recipe_file,
+        version_skew=version_skew,
+        settings=settings,
+        source=source,
+    )
+
+
+def _cluster_name(raw: dict, base: str, source: str) -> str:
+    """``name``: present, a string, a valid cluster name."""
     name_raw = raw.get("name")
     if name_raw is None:
         raise GpuclusterError("missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name")
@@ -308,9 +345,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             allowed=f"lowercase letters, digits and '-', starting with a letter, ending alphanumeric, at most {CLUSTER_NAME_MAX} characters",
             fix=f"rename it, e.g. name: {suggest_cluster_name(name)}",
         )
-    _known_keys(raw, CLUSTER_KEYS, source, name, base)
-    w = {"file": source, "cluster": name}
+    return name
 
+
+def _cluster_criteria(raw: dict, base: str, root: Path, w: dict) -> tuple[Criteria, str | None]:
+    """``criteria`` or ``recipe`` (a RecipeResult carries its own criteria): ``(criteria, recipe file)``."""
+    source, name = w["file"], w["cluster"]
     recipe_file: str | None = None
     if "criteria" in raw and "recipe" in raw:
         raise GpuclusterError(
@@ -334,6 +374,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             **w,
         )
 
+    return criteria, recipe_file
+
+
+def _profile(raw: dict, base: str, w: dict) -> dict[str, str]:
+    """``profile``: name -> value, both ``[A-Za-z0-9._-]+``."""
+    source, name = w["file"], w["cluster"]
     profile: dict[str, str] = {}
     if raw.get("profile") is not None:
         pr = _mapping(raw["profile"], source, name, f"{base}.profile")
@@ -357,6 +403,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
                 )
             profile[pname] = pvalue
 
+    return profile
+
+
+def _region(raw: dict, base: str, w: dict) -> str | None:
+    """``region``: a lowercase programmatic region name, or None."""
+    source, name = w["file"], w["cluster"]
     region = None
     if raw.get("region") is not None:
         region = _string(raw["region"], source, name, f"{base}.region")
@@ -369,6 +421,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
                 **w,
             )
 
+    return region
+
+
+def _kubernetes_version(raw: dict, base: str, w: dict) -> str:
+    """``kubernetesVersion``: a quoted ``MAJOR.MINOR`` (default ``1.34``)."""
+    source, name = w["file"], w["cluster"]
     k8s = "1.34"
     if raw.get("kubernetesVersion") is not None:
         kv = raw["kubernetesVersion"]
@@ -389,6 +447,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
                 **w,
             )
 
+    return k8s
+
+
+def _existing(raw: dict, base: str, w: dict, region: str | None) -> ExistingCluster | None:
+    """``existing``: the kubeconfig (and context) of a cluster gpucluster does not create; no ``region`` with it."""
+    source, name = w["file"], w["cluster"]
     existing = None
     if raw.get("existing") is not None:
         ex = _mapping(raw["existing"], source, name, f"{base}.existing")
@@ -408,6 +472,11 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
                 **w,
             )
 
+    return existing
+
+
+def _pools(raw: dict, base: str, w: dict, existing: ExistingCluster | None) -> list[NodePool]:
+    """``pools``: a non-empty list of node pools (not with ``existing``); [] for the platform's defaults."""
     pools: list[NodePool] = []
     if raw.get("pools") is not None:
         if existing is not None:
@@ -428,6 +497,11 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             )
         pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(raw["pools"])]
 
+    return pools
+
+
+def _version_skew(raw: dict, base: str, w: dict) -> str:
+    """``versionSkew``: ``warning`` (default) or ``error``, with ``recipe`` only."""
     version_skew = raw.get("versionSkew", "warning")
     if "versionSkew" in raw and (version_skew not in VERSION_SKEW_LEVELS or "recipe" not in raw):
         raise GpuclusterError(
@@ -438,29 +512,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
             "remove it or write warning/error",
             **w,
         )
-    settings: dict[str, Any] = {}
-    if raw.get("settings") is not None:
-        settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
-
-
-    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
-    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")
-
-    return ClusterSpec(
-        name=name,
-        criteria=criteria,
-        profile=profile,
-        region=region,
-        kubernetes_version=k8s,
-        pools=pools,
-        existing=existing,
-        overrides=overrides,
-        scheduling=scheduling,
-        recipe_file=recipe_file,
-        version_skew=version_skew,
-        settings=settings,
-        source=source,
-    )
+    return version_skew
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")

@@ -114,134 +114,128 @@ def build_nodes(
         GpuclusterError: a dependencyRef names a disabled/unknown component, a gate names an
             unknown component, node ids collide, or the graph has a cycle.
     """
+    builder = _NodeBuilder(cluster_name, components, manifest_charts, gates, crd_steps or {})
     order = [ref.name for ref in recipe.component_refs if ref.name in components]
-    gates_by_component: dict[str, list[tuple[GateSpec, LocalChart, dict[str, Any]]]] = {}
-    for spec, chart, values in gates:
-        if spec.component not in components:
-            continue  # gate of a disabled component
-        gates_by_component.setdefault(spec.component, []).append((spec, chart, values))
-    for items in gates_by_component.values():
-        items.sort(key=lambda item: item[0].name)
+    builder.check_dependencies(order)
+    nodes = [node for name in order for node in builder.component_nodes(name)]
+    _check_graph(cluster_name, nodes)
+    return nodes
 
-    def main_node(name: str) -> str:
-        if (name, "post") in manifest_charts:
+
+class _NodeBuilder:
+    """The steps of :func:`build_nodes`, per component in recipe order: its CRD step, pre-manifests,
+    chart, post-manifests (each after the previous and after the dependencies' ready handles),
+    then its gates."""
+
+    def __init__(self, cluster_name: str, components: Mapping[str, Component],
+                 manifest_charts: Mapping[tuple[str, str], LocalChart],
+                 gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
+                 crd_steps: Mapping[str, tuple[LocalChart, CrdSource]]) -> None:
+        self.cluster_name = cluster_name
+        self.components = components
+        self.manifest_charts = manifest_charts
+        self.crd_steps = crd_steps
+        self.gates_by_component: dict[str, list[tuple[GateSpec, LocalChart, dict[str, Any]]]] = {}
+        for spec, chart, values in gates:
+            if spec.component not in components:
+                continue  # gate of a disabled component
+            self.gates_by_component.setdefault(spec.component, []).append((spec, chart, values))
+        for items in self.gates_by_component.values():
+            items.sort(key=lambda item: item[0].name)
+        # gates ordered before another component (``GateSpec.before``): that component waits for them
+        self.extra_before: dict[str, list[str]] = {}
+        for items in self.gates_by_component.values():
+            for spec, _, _ in items:
+                for target in spec.before or []:
+                    if target in components:
+                        self.extra_before.setdefault(target, []).append(spec.name)
+
+    def main_node(self, name: str) -> str:
+        """The component's last install release: post-manifests, else the chart, else pre-manifests."""
+        if (name, "post") in self.manifest_charts:
             return f"{name}-manifests"
-        if components[name].ref.type == "Helm":
+        if self.components[name].ref.type == "Helm":
             return name
         return f"{name}-pre"
 
-    def ready(name: str) -> list[str]:
-        own = [spec.name for spec, _, _ in gates_by_component.get(name, []) if spec.before is None]
-        return own or [main_node(name)]
+    def ready(self, name: str) -> list[str]:
+        """The component's ready handle: its own gates (those without ``before``), else :meth:`main_node`."""
+        own = [spec.name for spec, _, _ in self.gates_by_component.get(name, []) if spec.before is None]
+        return own or [self.main_node(name)]
 
-    for name in order:
-        for dep in components[name].ref.dependency_refs:
-            if dep not in components:
-                raise GpuclusterError(
-                    f"'{name}' depends on '{dep}', which is disabled or not in the recipe",
-                    cluster=cluster_name,
-                    component=name,
-                    key="dependencyRefs",
-                    fix=f"enable '{dep}' again, or disable '{name}' as well",
-                )
+    def check_dependencies(self, order: list[str]) -> None:
+        """Every dependencyRef of an enabled component names an enabled component."""
+        for name in order:
+            for dep in self.components[name].ref.dependency_refs:
+                if dep not in self.components:
+                    raise GpuclusterError(
+                        f"'{name}' depends on '{dep}', which is disabled or not in the recipe",
+                        cluster=self.cluster_name,
+                        component=name,
+                        key="dependencyRefs",
+                        fix=f"enable '{dep}' again, or disable '{name}' as well",
+                    )
 
-    extra_before: dict[str, list[str]] = {}
-    for items in gates_by_component.values():
-        for spec, _, _ in items:
-            for target in spec.before or []:
-                if target in components:
-                    extra_before.setdefault(target, []).append(spec.name)
-
-    nodes: list[PlanNode] = []
-    for name in order:
-        comp = components[name]
+    def component_nodes(self, name: str) -> list[PlanNode]:
+        """The releases of one component: install releases in order, then its gates."""
+        comp = self.components[name]
         ref = comp.ref
-        dep_handles = sorted({h for dep in ref.dependency_refs for h in ready(dep)} | set(extra_before.get(name, [])))
+        dep_handles = sorted({h for dep in ref.dependency_refs for h in self.ready(dep)} | set(self.extra_before.get(name, [])))
+        nodes: list[PlanNode] = []
         previous: list[str] = []
-        step = (crd_steps or {}).get(name)
+
+        def add(node: PlanNode) -> None:
+            nodes.append(node)
+            previous[:] = [node.id]
+
+        after = lambda: sorted(set(dep_handles) | set(previous))  # noqa: E731 - dependencies + the previous release
+        step = self.crd_steps.get(name)
         if step is not None:
             step_chart, source = step
-            nodes.append(
-                PlanNode(
-                    id=f"{name}-crds",
-                    kind="crds",
-                    component=name,
-                    namespace=ref.namespace,
-                    local_chart=step_chart,
-                    values={"chartVersion": ref.version, "contentHash": step_chart.content_hash},
-                    depends_on=list(dep_handles),
-                    wait_for_jobs=True,
-                    crd_source=source,
-                )
-            )
-            previous = [f"{name}-crds"]
-        pre = manifest_charts.get((name, "pre"))
+            add(PlanNode(id=f"{name}-crds", kind="crds", component=name, namespace=ref.namespace, local_chart=step_chart,
+                         values={"chartVersion": ref.version, "contentHash": step_chart.content_hash},
+                         depends_on=list(dep_handles), wait_for_jobs=True, crd_source=source))
+        pre = self.manifest_charts.get((name, "pre"))
         if pre is not None:
-            nodes.append(
-                PlanNode(
-                    id=f"{name}-pre",
-                    kind="pre-manifests",
-                    component=name,
-                    namespace=ref.namespace,
-                    local_chart=pre,
-                    values={"contentHash": pre.content_hash},
-                    depends_on=sorted(set(dep_handles) | set(previous)),
-                )
-            )
-            previous = [f"{name}-pre"]
+            add(PlanNode(id=f"{name}-pre", kind="pre-manifests", component=name, namespace=ref.namespace, local_chart=pre,
+                         values={"contentHash": pre.content_hash}, depends_on=after()))
         if ref.type == "Helm":
-            nodes.append(
-                PlanNode(
-                    id=name,
-                    kind="chart",
-                    component=name,
-                    namespace=ref.namespace,
-                    repository=ref.source,
-                    chart=ref.chart,
-                    version=ref.version,
-                    values=comp.values,
-                    depends_on=sorted(set(dep_handles) | set(previous)),
-                    terraform_variables=dict(comp.terraform_variables),
-                    variable_hashes=dict(comp.variable_hashes),
-                )
-            )
-            previous = [name]
-        post = manifest_charts.get((name, "post"))
+            add(PlanNode(id=name, kind="chart", component=name, namespace=ref.namespace, repository=ref.source,
+                         chart=ref.chart, version=ref.version, values=comp.values, depends_on=after(),
+                         terraform_variables=dict(comp.terraform_variables), variable_hashes=dict(comp.variable_hashes)))
+        post = self.manifest_charts.get((name, "post"))
         if post is not None:
-            nodes.append(
-                PlanNode(
-                    id=f"{name}-manifests",
-                    kind="manifests",
-                    component=name,
-                    namespace=ref.namespace,
-                    local_chart=post,
-                    values={"contentHash": post.content_hash},
-                    depends_on=sorted(set(dep_handles) | set(previous)),
-                )
-            )
-            previous = [f"{name}-manifests"]
+            add(PlanNode(id=f"{name}-manifests", kind="manifests", component=name, namespace=ref.namespace,
+                         local_chart=post, values={"contentHash": post.content_hash}, depends_on=after()))
         if not previous:
             raise GpuclusterError(
                 f"component '{name}' installs nothing (type {ref.type} without a chart or manifests)",
-                cluster=cluster_name,
+                cluster=self.cluster_name,
                 component=name,
                 fix="give it a chart, or manifests, or disable it",
             )
-        gate_hash = gated_hash(comp, manifest_charts)
+        return nodes + self.gate_nodes(name, previous)
+
+    def gate_nodes(self, name: str, previous: list[str]) -> list[PlanNode]:
+        """The component's gate releases: after its last install release (``previous``) and the
+        ready handles of ``GateSpec.after``; values carry ``gatedHash`` (:func:`gated_hash`)."""
+        comp = self.components[name]
+        gate_hash = gated_hash(comp, self.manifest_charts)
         gate_hash_value = evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.seed
-        for spec, chart, values in gates_by_component.get(name, []):
+        nodes = []
+        for spec, chart, values in self.gates_by_component.get(name, []):
             after = set(previous)
             for other in spec.after:
-                if other in components:
-                    after |= set(ready(other)) if other != name else set()
-                elif any(other == s.name for items in gates_by_component.values() for s, _, _ in items):
+                if other in self.components:
+                    after |= set(self.ready(other)) if other != name else set()
+                elif any(other == s.name for items in self.gates_by_component.values() for s, _, _ in items):
                     after.add(other)
             nodes.append(
                 PlanNode(
                     id=spec.name,
                     kind="gate",
                     component=name,
-                    namespace=ref.namespace,
+                    namespace=comp.ref.namespace,
                     local_chart=chart,
                     values={**values, "gatedHash": gate_hash_value, "contentHash": chart.content_hash},
                     depends_on=sorted(after - {spec.name}),
@@ -250,9 +244,7 @@ def build_nodes(
                     variable_hashes={"gatedHash": gate_hash} if gate_hash.variables else {},
                 )
             )
-
-    _check_graph(cluster_name, nodes)
-    return nodes
+        return nodes
 
 
 def _check_graph(cluster_name: str, nodes: list[PlanNode]) -> None:
