@@ -216,13 +216,15 @@ def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = 
 
 def grouped_objects(chart: LocalChart) -> Iterator[dict[str, Any]]:
     """The objects of ``chart``'s templates whose ``apiVersion`` names an API group
-    (``group/version``: custom resources and the like; core ``v1`` objects are skipped), in file order."""
-    import yaml
+    (``group/version``: custom resources and the like; core ``v1`` objects are skipped), in file order.
+    Each text is parsed once per process (:func:`gpucluster.manifests.chart_documents`): the objects
+    are shared, read them only."""
+    from gpucluster.manifests import chart_documents
 
     for path, text in sorted(chart.files.items()):
         if not path.startswith("templates/"):
             continue
-        for doc in yaml.safe_load_all(text):
+        for doc in chart_documents(text):
             if isinstance(doc, dict) and "/" in str(doc.get("apiVersion", "")):
                 yield doc
 

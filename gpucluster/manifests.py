@@ -28,6 +28,7 @@ removes them -- before the chart that runs their controller (docs/manifests.md).
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -84,29 +85,95 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _ManifestDumper.add_representer(str, _represent_str)
 
 
+class _NotPlain(Exception):
+    pass
+
+
+def plain_key(value: Any) -> Any:
+    """A hashable key equal for two values exactly when the YAML dumper writes them alike, or None.
+
+    Covers plain data only -- ``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``bool``,
+    ``float``, ``None`` (exact types, insertion order kept) -- in which no list or dict object
+    occurs twice (PyYAML writes a repeated object as an ``&id``/``*id`` alias, so output depends on
+    object identity, not only on value). Anything else is None: not memoizable.
+    """
+    seen: set[int] = set()
+
+    def key(v: Any) -> Any:
+        t = type(v)
+        if t is str or v is None:
+            return v
+        if t is dict:
+            if id(v) in seen:
+                raise _NotPlain
+            seen.add(id(v))
+            out: list[Any] = ["d"]
+            for k, item in v.items():
+                if type(k) is not str:
+                    raise _NotPlain
+                out.append(k)
+                out.append(key(item))
+            return tuple(out)
+        if t is list:
+            if id(v) in seen:
+                raise _NotPlain
+            seen.add(id(v))
+            return ("l", *[key(item) for item in v])
+        if t is bool:
+            return ("b", v)
+        if t is int:
+            return ("i", v)
+        if t is float:
+            return ("f", repr(v))
+        raise _NotPlain
+
+    try:
+        return key(value)
+    except (_NotPlain, RecursionError):
+        return None
+
+
+_DOCUMENT_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                         width=1 << 30, explicit_start=True)
+_CHART_YAML_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30)
+_MEMO_LIMIT = 4096
+"""Entries each per-process memo table of this module keeps (emptied when full: bounded memory
+in long processes such as the test suite)."""
+_DUMPED: dict[Any, str] = {}
+
+
+def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
+    """``yaml.dump(doc, **options)``, memoized per process by :func:`plain_key` and ``options``
+    (one of this module's option tables): a fleet of clusters dumps the same gate Jobs, RBAC and
+    teardown scripts once. The text is the same as without the memo."""
+    key = plain_key(doc)
+    if key is None:
+        return yaml.dump(doc, **options)
+    key = (id(options), key)
+    text = _DUMPED.get(key)
+    if text is None:
+        text = yaml.dump(doc, **options)
+        if len(_DUMPED) >= _MEMO_LIMIT:
+            _DUMPED.clear()
+        _DUMPED[key] = text
+    return text
+
+
 def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
     """Deterministic multi-document YAML of ``documents`` that Helm passes through unchanged.
 
     Keys keep their order; multi-line strings are literal blocks; strings another YAML parser
     could read as numbers/booleans/null are single-quoted; strings containing ``{{`` are
     double-quoted with every ``{{`` written as ``{\\x7b`` (same value, no Go template
-    delimiter in the file). Each document starts with ``---``.
+    delimiter in the file). Each document starts with ``---``. A document of plain data is
+    dumped once per process (:func:`plain_key`); the text is the same either way.
 
     Returns:
         text ending in a newline ('' for no documents).
     """
     parts = []
     for doc in documents:
-        text = yaml.dump(
-            doc,
-            Dumper=_ManifestDumper,
-            sort_keys=False,
-            default_flow_style=False,
-            allow_unicode=True,
-            width=1 << 30,
-            explicit_start=True,
-        )
-        parts.append(text.replace("{{", "{\\x7b"))
+        parts.append(_dump_memoized(doc, _DOCUMENT_OPTIONS).replace("{{", "{\\x7b"))
     out = "".join(parts)
     if "{{" in out:  # pragma: no cover - guarded by the representer above
         raise AssertionError("rendered manifest still contains '{{'")
@@ -142,7 +209,7 @@ def make_chart(name: str, description: str, templates: list[tuple[str, str]], *,
     }
     if app_version:
         meta["appVersion"] = app_version
-    files = {"Chart.yaml": yaml.dump(meta, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30)}
+    files = {"Chart.yaml": _dump_memoized(meta, _CHART_YAML_OPTIONS)}
     for index, (stem, text) in enumerate(templates):
         files[f"templates/{index:03d}-{stem}.yaml"] = text
     files.update(extra_files or {})
@@ -280,10 +347,29 @@ def _template(text: str) -> jinja2.Template:
     return compiled
 
 
+_PARSED: dict[str, tuple[Any, ...]] = {}
+
+
+def chart_documents(text: str) -> tuple[Any, ...]:
+    """``yaml.safe_load_all(text)`` as a tuple, parsed once per process and text: treat the result
+    as read-only (it is shared). PyYAML's pure-Python parser: the text carries user values, and
+    libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py).
+
+    Raises:
+        yaml.YAMLError: ``text`` is not valid YAML (not memoized: raised on every call).
+    """
+    docs = _PARSED.get(text)
+    if docs is None:
+        docs = tuple(yaml.safe_load_all(text))
+        if len(_PARSED) >= _MEMO_LIMIT:
+            _PARSED.clear()
+        _PARSED[text] = docs
+    return docs
+
+
 def _load_documents(rendered: str) -> list[Any]:
-    """``yaml.safe_load_all`` with PyYAML's pure-Python parser: the rendered text carries user
-    values, and libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py)."""
-    return list(yaml.safe_load_all(rendered))
+    """The documents of a rendered template (:func:`chart_documents`), as the caller's own copy."""
+    return copy.deepcopy(list(chart_documents(rendered)))
 
 
 def render_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:

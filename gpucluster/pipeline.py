@@ -132,6 +132,43 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Re
     return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
 
 
+_RESOLVED: dict[tuple, tuple] = {}
+"""Per-process memo of :func:`resolved_components` for criteria-resolved recipes."""
+
+
+def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> tuple[Recipe, dict[str, Component]]:
+    """:func:`recipe_for_cluster` and :func:`gpucluster.recipe.effective_components` of ``cluster``.
+
+    A recipe resolved from criteria is a pure function of (catalog, loaded plugins, criteria,
+    profile): it is resolved once per process and every cluster gets its own deep copy (a fleet of
+    clusters with one criteria set resolves once; no cluster can change another's recipe or values).
+    The cluster file and name appear only in errors, which are raised afresh for each cluster (a
+    failed resolution is not memoized). A recipe read from a RecipeResult file is read every time.
+
+    Raises:
+        GpuclusterError: see :func:`recipe_for_cluster`.
+    """
+    if cluster.recipe_file:
+        recipe = recipe_for_cluster(cluster, catalog)
+        return recipe, recipe_mod.effective_components(recipe, catalog)
+    pm = get_plugin_manager()
+    key = (id(catalog), id(pm), tuple(sorted(id(p) for p in pm.get_plugins())), cluster.criteria,
+           tuple(sorted(cluster.profile.items())))
+    try:
+        hit = _RESOLVED.get(key)
+    except TypeError:  # an unhashable criteria or profile value: resolve (and refuse) it as it is
+        recipe = recipe_for_cluster(cluster, catalog)
+        return recipe, recipe_mod.effective_components(recipe, catalog)
+    if hit is not None and hit[0] is catalog and hit[1] is pm:
+        return copy.deepcopy(hit[2])
+    recipe = recipe_for_cluster(cluster, catalog)
+    components = recipe_mod.effective_components(recipe, catalog)
+    if len(_RESOLVED) >= 64:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (catalog, pm, copy.deepcopy((recipe, components)))
+    return recipe, components
+
+
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
 
@@ -145,8 +182,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     pm = get_plugin_manager()
     cluster = prepare_cluster(cluster)
     catalog = catalog_mod.load_catalog()
-    recipe = recipe_for_cluster(cluster, catalog)
-    components: dict[str, Component] = recipe_mod.effective_components(recipe, catalog)
+    recipe, components = resolved_components(cluster, catalog)
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
     recipe.findings.extend(

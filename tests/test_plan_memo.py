@@ -1,0 +1,127 @@
+"""What the per-process memos of the plan pipeline may not do: share state between clusters or
+change a byte of what is written.
+
+``gpucluster.pipeline.resolved_components`` resolves a criteria set once per process and hands
+every cluster a deep copy; ``gpucluster.manifests`` dumps a plain document once per process and
+parses a rendered text once. A plan built after another cluster's plan was mutated must be the
+plan built from scratch, and a memoized dump must be exactly ``yaml.dump``'s.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import yaml
+
+from gpucluster import manifests, pipeline
+from gpucluster.config import load_clusters
+
+CLUSTERS = """\
+clusters:
+""" + "".join(f"""\
+  - name: {name}
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}
+    profile: {{gpuStack: azure-managed}}
+    kubernetesVersion: "1.34"
+""" for name in ("one", "two", "three"))
+
+
+def _clear_memos() -> None:
+    pipeline._RESOLVED.clear()
+    manifests._DUMPED.clear()
+    manifests._PARSED.clear()
+
+
+def _mutate(plan) -> None:
+    """Change every mutable part of ``plan`` the memos could have shared."""
+    for comp in plan.components.values():
+        comp.values["mutated"] = {"by": plan.cluster.name}
+        comp.values.pop("driver", None)
+        comp.ref.dependency_refs.append("nowhere")
+        comp.ref.overrides["mutated"] = True
+    plan.recipe.component_refs[0].version = "0.0.0-mutated"
+    plan.recipe.component_refs[0].overrides["mutated"] = True
+    plan.recipe.applied_overlays.append("mutated")
+    plan.recipe.constraints.clear()
+    plan.recipe.findings.clear()
+    for owned in plan.recipe.profile_owned.values():
+        owned["mutated"] = True
+    for node in plan.nodes:
+        if isinstance(node.values, dict):
+            node.values["mutated-node"] = True
+
+
+def test_a_mutated_plan_does_not_leak_into_other_clusters(tmp_path):
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(CLUSTERS)
+    one, two, three = load_clusters(str(path), env={})
+
+    _clear_memos()
+    fresh_two = pipeline.build_plan(copy.deepcopy(two))  # from scratch: nothing memoized
+    fresh_three = pipeline.build_plan(copy.deepcopy(three))
+
+    _clear_memos()
+    first = pipeline.build_plan(copy.deepcopy(one))
+    assert pipeline._RESOLVED, "the criteria set was not memoized"
+    _mutate(first)
+    second = pipeline.build_plan(copy.deepcopy(two))
+    assert second == fresh_two
+    _mutate(second)
+    assert pipeline.build_plan(copy.deepcopy(three)) == fresh_three
+    assert first.components["gpu-operator"].values["mutated"] == {"by": "one"}
+
+
+def test_components_of_one_plan_share_no_container_with_another():
+    one = pipeline.build_plan(load_clusters(None, env={})[0])
+    two = pipeline.build_plan(load_clusters(None, env={})[0])
+
+    def containers(obj, out):
+        if isinstance(obj, (dict, list)):
+            out.add(id(obj))
+            for item in obj.values() if isinstance(obj, dict) else obj:
+                containers(item, out)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                containers(getattr(obj, f.name), out)
+        return out
+
+    ids_one = containers(one.components, set()) | containers(one.recipe, set())
+    ids_two = containers(two.components, set()) | containers(two.recipe, set())
+    assert not ids_one & ids_two
+
+
+def _reference(doc) -> str:
+    return yaml.dump(doc, **manifests._DOCUMENT_OPTIONS).replace("{{", "{\\x7b")
+
+
+def test_memoized_dump_tells_apart_what_yaml_writes_differently():
+    manifests._DUMPED.clear()
+    docs = [{"v": True}, {"v": 1}, {"v": 1.0}, {"v": "1"}, {"v": None}, {"v": "true"}, {"v": [1]}, {"v": {"1": 1}},
+            {"v": -0.0}, {"v": 0.0}, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
+    texts = [manifests.dump_documents([d]) for d in docs]
+    assert texts == [_reference(d) for d in docs]
+    assert len(set(texts)) == len(texts)
+    # the same values again come from the memo and are still exactly yaml.dump's
+    assert [manifests.dump_documents([copy.deepcopy(d)]) for d in docs] == texts
+
+
+def test_a_shared_object_is_written_as_yaml_writes_it():
+    manifests._DUMPED.clear()
+    labels = {"app": "x"}
+    shared = {"a": labels, "b": labels}  # PyYAML writes an anchor and an alias
+    separate = {"a": {"app": "x"}, "b": {"app": "x"}}
+    assert manifests.dump_documents([separate]) == _reference(separate)
+    assert manifests.dump_documents([shared]) == _reference(shared)
+    assert "*id001" in manifests.dump_documents([shared])
+    assert "*id001" not in manifests.dump_documents([separate])
+
+
+def test_rendered_documents_are_the_callers_own():
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}\ndata:\n  k: v\n"
+    where = {"source": "t.yaml.j2", "cluster": "c", "component": "x"}
+    first = manifests.render_template(text, {"name": "cm"}, **where)
+    first[0]["data"]["k"] = "mutated"
+    first[0]["metadata"]["labels"] = {"mutated": "yes"}
+    again = manifests.render_template(text, {"name": "cm"}, **where)
+    assert again == [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}]
