@@ -350,7 +350,7 @@ def _cluster_name(raw: dict, base: str, source: str) -> str:
 
 def _cluster_criteria(raw: dict, base: str, root: Path, w: dict) -> tuple[Criteria, str | None]:
     """``criteria`` or ``recipe`` (a RecipeResult carries its own criteria): ``(criteria, recipe file)``."""
-    source, name = w["file"], w["cluster"]
+    name = w["cluster"]
     recipe_file: str | None = None
     if "criteria" in raw and "recipe" in raw:
         raise GpuclusterError(

@@ -45,7 +45,7 @@ from gpucluster.jobchart import (  # noqa: F401 (DEFAULT_KUBECTL_IMAGE, MOVING_T
     render_job_chart,
     sentinel,
 )
-from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
+from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
 from gpucluster.values import get_path, has_path
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")

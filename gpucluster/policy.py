@@ -717,9 +717,9 @@ def check_gate_image_digest(c: _Checks) -> None:
 
     A tag can be pushed again; only a digest names one image (OCI distribution spec). The gate
     Jobs run with the cluster's API credentials, so their image is part of the supply chain.
-    Moving tags such as ``:latest`` are refused outright (:func:`gpucluster.gates.gate_image`).
+    Moving tags such as ``:latest`` are refused outright (:func:`gpucluster.jobchart.gate_image`).
     """
-    from gpucluster.gates import GATE_IMAGE_SETTING
+    from gpucluster.model import GATE_IMAGE_SETTING
 
     image = (c.cluster.settings or {}).get(GATE_IMAGE_SETTING)
     if isinstance(image, str) and "@sha256:" not in image:

@@ -477,71 +477,67 @@ def _ref_error(rep: _Report, fn, *args, **kwargs):
 
 
 @_with_fix
-def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None) -> Recipe:
-    """Read a RecipeResult (written by any AICR release -- ``aicr.nvidia.com/v1alpha1``,
-    ``aicr.run/v1alpha2``, ``v1alpha3`` and later additive versions -- or by ``gpucluster recipe``)
-    into a Recipe.
+class _FileReader:
+    """The steps of :func:`recipe_from_file` for each ``componentRefs[i]`` entry: which component
+    it is (:meth:`identify`), its chart facts (:meth:`chart_facts`), its values
+    (:meth:`values`), its lists (:meth:`lists`); what they find goes to the file's report."""
 
-    See the module docstring and docs/recipes.md for what is accepted and rejected. Every problem
-    of the file is reported at once. What the reader notices without failing becomes
-    ``Recipe.findings`` (each naming the file and its ``componentRefs[i]`` path):
-    ``RECIPE-RENAMED`` (a historical component name, registry ``formerNames``),
-    ``RECIPE-MANIFEST-RETIRED`` (registry ``retiredManifests``), ``VERSION-SKEW`` (a chart pin
-    other than the one gpucluster's values are written for: the version gpucluster's own recipe
-    for the same criteria installs, else the registry's ``helm.version``; warning, or error with
-    the cluster's ``versionSkew: error``), ``RECIPE-FIELDS-UNUSED`` (AICR fields read past) and
-    ``RECIPE-FIELDS-UNKNOWN`` (fields no known AICR release writes).
+    def __init__(self, data: Mapping[str, Any], catalog: Catalog, rep: "_Report", ours: Recipe, *, name: str,
+                 cname: str | None, skew_severity: str, unknown: list[str]) -> None:
+        self.data, self.catalog, self.rep, self.ours = data, catalog, rep, ours
+        self.name, self.cname, self.skew_severity, self.unknown = name, cname, skew_severity, unknown
+        self.ours_by_name = {r.name: r for r in ours.component_refs}
+        self.renames = former_names(catalog)
+        self.refs: list[ComponentRef] = []
+        self.ref_keys: dict[str, str] = {}
+        self.seen: dict[str, str] = {}
+        self.ref_unused: dict[str, int] = {}
+        self.deps_at: list[tuple[str, str, str]] = []  # (component, dep, key)
 
-    Args:
-        path: the file (already checked to be inside the project folder by the config loader).
-        catalog: gpucluster's catalog (values files and templates are looked up there).
-        cluster: the cluster it is used for (profile choice, error locations, ``versionSkew``).
-        display: how to name the file in errors.
-
-    Raises:
-        GpuclusterError: every problem of the file, each naming the recipe file, component and
-            key (``componentRefs[2].valuesFile``).
-    """
-    name = display or path
-    cname = cluster.name if cluster else None
-    skew_severity = cluster.version_skew if cluster is not None else "warning"
-    data = _load(path, name, cname)
-    rep = _Report(name, cname)
-    unknown: list[str] = []
-    unused: list[str] = []
-    _unknown_keys(data, AICR_TOP_KEYS, USED_TOP_KEYS, "", rep, unknown)
-    unused.extend(k for k in UNUSED_FIELDS if k in data)
-    criteria = _criteria(data, rep)
-    selection = _selected_profile(data, rep, cluster)
-    raw_refs = data.get("componentRefs")
-    if not isinstance(raw_refs, list) or not raw_refs:
-        rep.bad("'componentRefs' must be a non-empty list", key="componentRefs")
-    if criteria is None:
-        rep.check()
-    assert criteria is not None
-    try:
-        ours = resolve(criteria, catalog, profile=selection, file=name, cluster=cname)
-    except GpuclusterError as err:
-        rep.take(err)
-        rep.check()
-        raise  # pragma: no cover - check() raised
-    rep.check()
-    ours_by_name = {r.name: r for r in ours.component_refs}
-    renames = former_names(catalog)
-
-    refs: list[ComponentRef] = []
-    ref_keys: dict[str, str] = {}
-    seen: dict[str, str] = {}
-    ref_unused: dict[str, int] = {}
-    deps_at: list[tuple[str, str, str]] = []  # (component, dep, key)
-    for i, raw in enumerate(raw_refs):  # type: ignore[arg-type]
+    def component(self, i: int, raw: Any) -> None:
+        """Read ``componentRefs[i]`` into :attr:`refs` (problems and notes into the report)."""
         key = f"componentRefs[{i}]"
+        found = self.identify(key, raw)
+        if found is None:
+            return
+        written, comp, renamed, note, entry = found
+        self.ref_keys[comp] = key
+        mine = self.ours_by_name.get(comp)
+        problems_before = len(self.rep.problems)
+        rtype, source, chart, version, namespace, strings = self.chart_facts(key, raw, written, comp, renamed, note, entry, mine)
+        values_files, overrides, enabled = self.values(key, raw, comp, entry, strings, problems_before)
+        deps, manifest_lists = self.lists(key, raw, written, comp, entry, mine)
+        rep, w, refs = self.rep, {"component": comp}, self.refs
+        if rtype == "Helm" and not (source and chart and version):
+            rep.bad("a Helm component needs source, chart and version", key=key, **w)
+        refs.append(
+            ComponentRef(
+                name=comp,
+                type=rtype,  # type: ignore[arg-type]
+                source=source,
+                chart=chart,
+                version=version,
+                namespace=namespace,
+                values_files=values_files,
+                overrides=overrides,
+                pre_manifest_files=manifest_lists["preManifestFiles"],
+                manifest_files=manifest_lists["manifestFiles"],
+                dependency_refs=sorted(set(deps)),
+                enabled=enabled,
+            )
+        )
+
+    def identify(self, key: str, raw: Any) -> tuple[str, str, bool, str, Any] | None:
+        """``(written name, component, renamed, rename note, registry entry)``; None (reported)
+        for an entry without a name, a component listed twice or one not in the registry."""
+        rep, catalog, renames, seen = self.rep, self.catalog, self.renames, self.seen
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             rep.bad("each componentRef must be a mapping with a 'name'", key=key)
-            continue
+            return None
         written = raw["name"]
         comp = written
         renamed = comp not in catalog.components and comp in renames
+        note = ""
         if renamed:
             comp, note = renames[written]
         w = {"component": comp}
@@ -553,7 +549,7 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 fix="remove one of the entries",
                 **w,
             )
-            continue
+            return None
         seen[comp] = key
         entry = catalog.components.get(comp)
         if entry is None:
@@ -564,10 +560,16 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 fix="remove it from the recipe, or add it to a catalog registry.yaml",
                 **w,
             )
-            continue
-        ref_keys[comp] = key
-        mine = ours_by_name.get(comp)
-        problems_before = len(rep.problems)
+            return None
+        return written, comp, renamed, note, entry
+
+    def chart_facts(self, key: str, raw: Mapping[str, Any], written: str, comp: str, renamed: bool, note: str, entry: Any,
+                    mine: ComponentRef | None) -> tuple[str, str, str, str, str, dict[str, str]]:
+        """Unknown and unsupported keys, the type, and the chart facts: ``(type, source, chart,
+        version, namespace, the file's strings)`` -- the catalog's for a renamed component
+        (``RECIPE-RENAMED``), the file's pins otherwise (``VERSION-SKEW`` when they differ)."""
+        rep, unknown, ref_unused, skew_severity = self.rep, self.unknown, self.ref_unused, self.skew_severity
+        w = {"component": comp}
         _unknown_keys(raw, AICR_REF_KEYS, USED_REF_KEYS, f"{key}.", rep, unknown, comp)
         for k in UNUSED_FIELDS:
             if k in raw:
@@ -644,6 +646,15 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                     "makes this fail",
                 )
 
+        return rtype, source, chart, version, namespace, strings
+
+    def values(self, key: str, raw: Mapping[str, Any], comp: str, entry: Any, strings: Mapping[str, str],
+               problems_before: int) -> tuple[list[str], dict[str, Any], bool]:
+        """``(values files, overrides, enabled)``: the values file, the install gates, retired
+        overrides, profile-owned values, and hydrated ``values`` compared with what they give."""
+        rep, catalog, renames, ours, data, name, cname = (self.rep, self.catalog, self.renames, self.ours, self.data,
+                                                          self.name, self.cname)
+        w = {"component": comp}
         overrides_raw = raw.get("overrides") or {}
         if not isinstance(overrides_raw, dict):
             rep.bad("'overrides' must be a mapping", key=f"{key}.overrides", **w)
@@ -737,6 +748,15 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                         values_files, overrides = [], copy.deepcopy(raw["values"])
                         check_profile_owned(overrides, "values")
 
+        return values_files, overrides, enabled
+
+    def lists(self, key: str, raw: Mapping[str, Any], written: str, comp: str, entry: Any,
+              mine: ComponentRef | None) -> tuple[list[str], dict[str, list[str]]]:
+        """``(dependencies, {"manifestFiles": [...], "preManifestFiles": [...]})``: former names
+        mapped, a self-dependency refused, retired manifests noted."""
+        rep, catalog, renames, name, cname = self.rep, self.catalog, self.renames, self.name, self.cname
+        w = {"component": comp}
+        deps_at = self.deps_at
         lists: dict[str, list[Any]] = {}
         for field_name in ("dependencyRefs", "manifestFiles", "preManifestFiles"):
             value = raw.get(field_name) or []
@@ -779,24 +799,62 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
                 if template is not None:
                     out.append(template)
             manifest_lists[field_name] = out
-        if rtype == "Helm" and not (source and chart and version):
-            rep.bad("a Helm component needs source, chart and version", key=key, **w)
-        refs.append(
-            ComponentRef(
-                name=comp,
-                type=rtype,  # type: ignore[arg-type]
-                source=source,
-                chart=chart,
-                version=version,
-                namespace=namespace,
-                values_files=values_files,
-                overrides=overrides,
-                pre_manifest_files=manifest_lists["preManifestFiles"],
-                manifest_files=manifest_lists["manifestFiles"],
-                dependency_refs=sorted(set(deps)),
-                enabled=enabled,
-            )
-        )
+        return deps, manifest_lists
+
+
+def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None) -> Recipe:
+    """Read a RecipeResult (written by any AICR release -- ``aicr.nvidia.com/v1alpha1``,
+    ``aicr.run/v1alpha2``, ``v1alpha3`` and later additive versions -- or by ``gpucluster recipe``)
+    into a Recipe.
+
+    See the module docstring and docs/recipes.md for what is accepted and rejected. Every problem
+    of the file is reported at once. What the reader notices without failing becomes
+    ``Recipe.findings`` (each naming the file and its ``componentRefs[i]`` path):
+    ``RECIPE-RENAMED`` (a historical component name, registry ``formerNames``),
+    ``RECIPE-MANIFEST-RETIRED`` (registry ``retiredManifests``), ``VERSION-SKEW`` (a chart pin
+    other than the one gpucluster's values are written for: the version gpucluster's own recipe
+    for the same criteria installs, else the registry's ``helm.version``; warning, or error with
+    the cluster's ``versionSkew: error``), ``RECIPE-FIELDS-UNUSED`` (AICR fields read past) and
+    ``RECIPE-FIELDS-UNKNOWN`` (fields no known AICR release writes).
+
+    Args:
+        path: the file (already checked to be inside the project folder by the config loader).
+        catalog: gpucluster's catalog (values files and templates are looked up there).
+        cluster: the cluster it is used for (profile choice, error locations, ``versionSkew``).
+        display: how to name the file in errors.
+
+    Raises:
+        GpuclusterError: every problem of the file, each naming the recipe file, component and
+            key (``componentRefs[2].valuesFile``).
+    """
+    name = display or path
+    cname = cluster.name if cluster else None
+    skew_severity = cluster.version_skew if cluster is not None else "warning"
+    data = _load(path, name, cname)
+    rep = _Report(name, cname)
+    unknown: list[str] = []
+    unused: list[str] = []
+    _unknown_keys(data, AICR_TOP_KEYS, USED_TOP_KEYS, "", rep, unknown)
+    unused.extend(k for k in UNUSED_FIELDS if k in data)
+    criteria = _criteria(data, rep)
+    selection = _selected_profile(data, rep, cluster)
+    raw_refs = data.get("componentRefs")
+    if not isinstance(raw_refs, list) or not raw_refs:
+        rep.bad("'componentRefs' must be a non-empty list", key="componentRefs")
+    if criteria is None:
+        rep.check()
+    assert criteria is not None
+    try:
+        ours = resolve(criteria, catalog, profile=selection, file=name, cluster=cname)
+    except GpuclusterError as err:
+        rep.take(err)
+        rep.check()
+        raise  # pragma: no cover - check() raised
+    rep.check()
+    reader = _FileReader(data, catalog, rep, ours, name=name, cname=cname, skew_severity=skew_severity, unknown=unknown)
+    for i, raw in enumerate(raw_refs):  # type: ignore[arg-type]
+        reader.component(i, raw)
+    refs, ref_keys, ref_unused, seen, deps_at = reader.refs, reader.ref_keys, reader.ref_unused, reader.seen, reader.deps_at
     present = {r.name for r in refs}
     for comp, dep, dkey in deps_at:
         if dep not in present and (dep in catalog.components or dep not in seen):
