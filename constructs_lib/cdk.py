@@ -224,15 +224,19 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
     the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
     compiles only the modules whose types it is asked for. The classes, their runtime type
     information and so the synthesized JSON are the same (the determinism tests compare the output).
-    ``GPUCLUSTER_LAZY_JS=0`` turns it off.
+    The preload also runs cdktf's synth-time ``terraform version`` check once per process instead of
+    once per ``terraform_data`` resource and cloud backend (``GPUCLUSTER_ONCE_COMMAND``).
+    ``GPUCLUSTER_LAZY_JS=0`` turns both off.
     """
     if os.environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
         yield
         return
-    saved = {name: os.environ.get(name) for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES")}
+    saved = {name: os.environ.get(name) for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES", "GPUCLUSTER_ONCE_COMMAND")}
     quoted = '"' + LAZY_JS_PRELOAD.replace("\\", "\\\\").replace('"', '\\"') + '"'
     os.environ["NODE_OPTIONS"] = " ".join(filter(None, [saved["NODE_OPTIONS"], "--require", quoted]))
     os.environ["GPUCLUSTER_LAZY_JS_PACKAGES"] = ",".join(packages)
+    # cdktf's rule for the binary (util.js terraformBinaryName); the preload runs this command once
+    os.environ["GPUCLUSTER_ONCE_COMMAND"] = f"{os.environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version"
     try:
         yield
     finally:

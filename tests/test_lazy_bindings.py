@@ -102,3 +102,38 @@ def test_binding_js_packages_name_the_installed_assemblies():
         spec = importlib.util.find_spec(package)
         text = (Path(spec.submodule_search_locations[0]) / "_jsii" / "__init__.py").read_text()
         assert f'"{npm}"' in text, (package, npm)
+
+
+ONCE_SCRIPT = """
+const { execSync } = require("child_process");
+const cp = require("child_process");
+const a = cp.execSync(process.argv[2], { stdio: "pipe" }).toString();
+const b = cp.execSync(process.argv[2], { stdio: "pipe" }).toString();
+const other = cp.execSync("echo other", { stdio: "pipe" }).toString();
+console.log(JSON.stringify({ a, b, other }));
+"""
+
+
+def test_terraform_version_runs_once_per_kernel(tmp_path):
+    """cdktf runs `terraform version` for every terraform_data resource and cloud backend; the
+    preload runs the command GPUCLUSTER_ONCE_COMMAND names once and answers repeats from it."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH (the jsii kernel needs it too)")
+    counter = tmp_path / "calls"
+    fake = tmp_path / "fake-terraform"
+    fake.write_text(f"#!/bin/sh\necho x >> '{counter}'\necho 'Terraform v1.11.0'\n")
+    fake.chmod(0o755)
+    script = tmp_path / "once.js"
+    script.write_text(ONCE_SCRIPT)
+    command = f"{fake} version"
+    env = dict(os.environ, NODE_OPTIONS=f'--require "{PRELOAD}"', GPUCLUSTER_ONCE_COMMAND=command)
+    result = subprocess.run([node, str(script), command], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["a"] == out["b"] == "Terraform v1.11.0\n" and out["other"] == "other\n"
+    assert counter.read_text().count("x") == 1
+    env.pop("GPUCLUSTER_ONCE_COMMAND")
+    counter.unlink()
+    result = subprocess.run([node, str(script), command], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and counter.read_text().count("x") == 2
