@@ -499,9 +499,9 @@ def test_sdk_exports_everything_plugins_use():
 
 
 def test_core_settings_are_accepted_by_every_platform(monkeypatch, tmp_path):
-    from gpucluster import gates
+    from gpucluster import model
 
-    assert sdk.CORE_SETTING_KEYS == (gates.GATE_IMAGE_SETTING,)
+    assert sdk.CORE_SETTING_KEYS == (model.GATE_IMAGE_SETTING,)
     load(monkeypatch, EXAMPLE)
     image = "registry.example.com/kubectl:v1.34.1"
     clusters = {
