@@ -769,7 +769,8 @@ class _FileReader:
             if not isinstance(dep, str):
                 rep.bad("dependencyRefs entries must be strings", key=f"{key}.dependencyRefs[{j}]", **w)
                 continue
-            if dep in (written, comp):
+            mapped = renames[dep][0] if dep not in catalog.components and dep in renames else dep
+            if comp in (dep, mapped) or dep == written:  # its own name, or its former / current AICR name
                 rep.bad(
                     f"dependency cycle: {comp} -> {comp} ('{comp}' depends on itself)",
                     key=f"{key}.dependencyRefs[{j}]",
@@ -777,10 +778,8 @@ class _FileReader:
                     **w,
                 )
                 continue
-            dep = renames[dep][0] if dep not in catalog.components and dep in renames else dep
-            if dep != comp:  # a former name of another entry that now maps to this one (merged components)
-                deps.append(dep)
-                deps_at.append((comp, dep, f"{key}.dependencyRefs[{j}]"))
+            deps.append(mapped)
+            deps_at.append((comp, mapped, f"{key}.dependencyRefs[{j}]"))
         retired = {m.file: m.note for m in entry.retired_manifests}
         manifest_lists: dict[str, list[str]] = {}
         for field_name in ("manifestFiles", "preManifestFiles"):

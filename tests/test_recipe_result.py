@@ -317,3 +317,32 @@ def test_a_component_depending_on_itself_is_refused(shared_dir, tmp_path, compon
     assert f"file={tmp_path / 'self.yaml'} " in line and f"component={renamed}" in line and "key=componentRefs[" in line, line
     assert f"'{renamed}' depends on itself" in line and f"fix: remove '{component}' from the dependencyRefs" in line, line
     assert not out.exists()
+
+
+def test_a_component_depending_on_its_own_former_name_is_refused(shared_dir, tmp_path):
+    """The entry written with its current name (``nodewright-operator``) listing its former AICR name
+    (``skyhook-operator``) in dependencyRefs is a self-dependency too: refused with the one line (it was
+    renamed to the entry's own name and then silently dropped)."""
+    from gpucluster import pipeline
+    from gpucluster.config import load_clusters
+    from gpucluster.errors import GpuclusterError
+
+    real = shared_dir / "reference" / "aicr-outputs" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"
+    doc = yaml.safe_load(real.read_text(encoding="utf-8"))
+    for ref in doc["componentRefs"]:
+        ref["dependencyRefs"] = ["nodewright-operator" if d == "skyhook-operator" else d for d in ref.get("dependencyRefs") or []]
+    (ref,) = [r for r in doc["componentRefs"] if r["name"] == "skyhook-operator"]
+    ref["name"] = "nodewright-operator"
+    (tmp_path / "self.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: selfdep\n    recipe: self.yaml\n", encoding="utf-8")
+    (cluster,) = load_clusters(str(tmp_path / "gpucluster.yaml"), env={})
+    pipeline.build_plan(cluster)  # the renamed entry itself is accepted
+
+    ref["dependencyRefs"] = [*ref.get("dependencyRefs", []), "skyhook-operator"]
+    (tmp_path / "self.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    (cluster,) = load_clusters(str(tmp_path / "gpucluster.yaml"), env={})
+    with pytest.raises(GpuclusterError) as err:
+        pipeline.build_plan(cluster)
+    (line,) = err.value.render().splitlines()
+    assert "component=nodewright-operator" in line and "'nodewright-operator' depends on itself" in line, line
+    assert "fix: remove 'skyhook-operator' from the dependencyRefs of 'nodewright-operator'" in line, line
