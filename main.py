@@ -207,7 +207,7 @@ class _FrameworkImport:
     def __init__(self) -> None:
         import threading
 
-        import gpucluster.model  # noqa: F401 - what stacks/constructs_lib import from the core, here first
+        import gpucluster.sdk.types  # noqa: F401 - what stacks/constructs_lib import from the core, here first
 
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._work, name="gpucluster-framework-import", daemon=True)
