@@ -154,7 +154,6 @@ def _run() -> int:
             print(notice, file=findings_out)
             findings_out.flush()
         clusters, fleet = load_config()
-        framework = _FrameworkImport.start()  # the cluster file parsed: import cdktf meanwhile
         plans = build_plans(clusters)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
@@ -171,8 +170,7 @@ def _run() -> int:
         previous = set()  # stacks.synth reports the folder's problem as error[output]
     warnings: list[Problem] = []
     try:
-        framework.join()  # raises what `import stacks` raised in the thread (e.g. an unknown GPUCLUSTER_CDK)
-        import stacks  # imported by the thread: cdktf (or cdktn: GPUCLUSTER_CDK); azurerm only for cluster stacks
+        import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
 
         written = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings)
     except GpuclusterError as err:
@@ -187,54 +185,6 @@ def _run() -> int:
         for name in sorted(previous - set(written)):
             (outdir / "stacks" / name).mkdir(parents=True, exist_ok=True)
     return 0
-
-
-class _FrameworkImport:
-    """``import stacks`` (the CDK framework, the jsii Node.js kernel, the Helm binding classes every
-    runtime stack uses) in a daemon thread, while the main thread builds the plans.
-
-    About half of that import is the Node.js kernel starting and loading the assemblies, time in
-    which Python only waits on a pipe; the plan is pure Python. The thread touches nothing the plan
-    uses: the gpucluster modules the import needs are imported here first (by this thread, so no
-    two threads initialise one module), and nothing in the plan imports the framework
-    (tests/test_core_imports.py). Nothing from the thread is printed: an exception is kept and
-    raised by :meth:`join` in the main thread, so it is reported like any other (one line). When
-    the plans fail (exit 2) the thread is not waited for: the process ends through the exit hooks
-    and ``os._exit``, which stop the kernel (a thread waiting on the kernel then gets an error it
-    keeps to itself).
-    """
-
-    def __init__(self) -> None:
-        import threading
-
-        import gpucluster.sdk.types  # noqa: F401 - what stacks/constructs_lib import from the core, here first
-
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._work, name="gpucluster-framework-import", daemon=True)
-
-    @classmethod
-    def start(cls) -> "_FrameworkImport":
-        loader = cls()
-        loader.thread.start()
-        return loader
-
-    def _work(self) -> None:
-        try:
-            import stacks  # noqa: F401
-            from constructs_lib.cdk import helm
-
-            binding = helm()
-            for name in ("HelmProvider", "HelmProviderKubernetes", "Release", "ReleaseSet"):
-                getattr(binding, name)
-        except BaseException as err:  # noqa: BLE001 - kept for join(); a thread must print nothing
-            self.error = err
-
-    def join(self) -> None:
-        """Wait for the import; raise its exception, if any, here in the main thread."""
-        self.thread.join()
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
 
 
 def _under_cdktf_cli() -> bool:
