@@ -89,19 +89,34 @@ class _NotPlain(Exception):
     pass
 
 
-def plain_key(value: Any) -> Any:
-    """A hashable key equal for two values exactly when the YAML dumper writes them alike, or None.
+_LIBYAML_TEXT = re.compile(r"[\x20-\x7e\n]*\Z")
+"""Strings libyaml's emitter writes exactly as PyYAML's pure-Python emitter does (found by a
+differential fuzz of both, tests/test_plan_memo.py): printable ASCII and newlines -- except a
+text ending in two newlines, or a lone newline (a ``|+`` block, after which libyaml adds a
+``...`` document end), and, for mapping keys, the empty key, a newline or more than
+:data:`_LIBYAML_KEY_MAX` characters (PyYAML writes those as ``? key`` complex keys, libyaml as
+simple keys, and their simple-key length limits differ by a few characters)."""
+_LIBYAML_KEY_MAX = 100
 
-    Covers plain data only -- ``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``bool``,
-    ``float``, ``None`` (exact types, insertion order kept) -- in which no list or dict object
-    occurs twice (PyYAML writes a repeated object as an ``&id``/``*id`` alias, so output depends on
-    object identity, not only on value). Anything else is None: not memoizable.
-    """
+
+def _libyaml_safe(text: str) -> bool:
+    return _LIBYAML_TEXT.match(text) is not None and not text.endswith("\n\n") and text != "\n"
+
+
+def _plain_key(value: Any) -> tuple[Any, bool]:
+    """``(plain_key(value), whether libyaml writes value exactly as PyYAML)``; ``(None, False)``
+    for a value that is not plain data."""
     seen: set[int] = set()
+    safe = True
 
     def key(v: Any) -> Any:
+        nonlocal safe
         t = type(v)
-        if t is str or v is None:
+        if t is str:
+            if safe and not _libyaml_safe(v):
+                safe = False
+            return v
+        if v is None:
             return v
         if t is dict:
             if id(v) in seen:
@@ -111,7 +126,9 @@ def plain_key(value: Any) -> Any:
             for k, item in v.items():
                 if type(k) is not str:
                     raise _NotPlain
-                out.append(k)
+                if safe and (not k or len(k) > _LIBYAML_KEY_MAX or "\n" in k):
+                    safe = False
+                out.append(key(k))
                 out.append(key(item))
             return tuple(out)
         if t is list:
@@ -128,14 +145,34 @@ def plain_key(value: Any) -> Any:
         raise _NotPlain
 
     try:
-        return key(value)
+        return key(value), safe and type(value) is dict
     except (_NotPlain, RecursionError):
-        return None
+        return None, False
 
+
+def plain_key(value: Any) -> Any:
+    """A hashable key equal for two values exactly when the YAML dumper writes them alike, or None.
+
+    Covers plain data only -- ``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``bool``,
+    ``float``, ``None`` (exact types, insertion order kept) -- in which no list or dict object
+    occurs twice (PyYAML writes a repeated object as an ``&id``/``*id`` alias, so output depends on
+    object identity, not only on value). Anything else is None: not memoizable.
+    """
+    return _plain_key(value)[0]
+
+
+class _LibyamlManifestDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """:class:`_ManifestDumper`'s representer with libyaml's emitter (PyYAML's C extension; the
+    pure-Python emitter when PyYAML was built without it)."""
+
+
+_LibyamlManifestDumper.add_representer(str, _represent_str)
 
 _DOCUMENT_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
                          width=1 << 30, explicit_start=True)
 _CHART_YAML_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30)
+"""``Chart.yaml`` and the templates' ``toyaml`` filter."""
+_LIBYAML_OPTIONS = {id(o): dict(o, Dumper=_LibyamlManifestDumper) for o in (_DOCUMENT_OPTIONS, _CHART_YAML_OPTIONS)}
 _MEMO_LIMIT = 4096
 """Entries each per-process memo table of this module keeps (emptied when full: bounded memory
 in long processes such as the test suite)."""
@@ -143,16 +180,18 @@ _DUMPED: dict[Any, str] = {}
 
 
 def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
-    """``yaml.dump(doc, **options)``, memoized per process by :func:`plain_key` and ``options``
-    (one of this module's option tables): a fleet of clusters dumps the same gate Jobs, RBAC and
-    teardown scripts once. The text is the same as without the memo."""
-    key = plain_key(doc)
+    """``yaml.dump(doc, **options)`` (``options``: one of this module's option tables), exactly.
+
+    A document of plain data (:func:`plain_key`) is dumped once per process -- a fleet of clusters
+    dumps the same gate Jobs, RBAC and teardown scripts once -- and, when all its strings are
+    :data:`_LIBYAML_TEXT`, by libyaml's emitter (five times faster; same text)."""
+    key, libyaml = _plain_key(doc)
     if key is None:
         return yaml.dump(doc, **options)
     key = (id(options), key)
     text = _DUMPED.get(key)
     if text is None:
-        text = yaml.dump(doc, **options)
+        text = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options))
         if len(_DUMPED) >= _MEMO_LIMIT:
             _DUMPED.clear()
         _DUMPED[key] = text
@@ -306,7 +345,7 @@ def _to_json(value: Any) -> str:
 
 def _to_yaml(value: Any) -> str:
     _defined(value)
-    return yaml.dump(value, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30).rstrip("\n")
+    return _dump_memoized(value, _CHART_YAML_OPTIONS).rstrip("\n")
 
 
 def _nindent(text: str, width: int) -> str:

@@ -4,7 +4,8 @@ change a byte of what is written.
 ``gpucluster.pipeline.resolved_components`` resolves a criteria set once per process and hands
 every cluster a deep copy; ``gpucluster.manifests`` dumps a plain document once per process and
 parses a rendered text once. A plan built after another cluster's plan was mutated must be the
-plan built from scratch, and a memoized dump must be exactly ``yaml.dump``'s.
+plan built from scratch, and a memoized dump -- by libyaml's emitter where it writes the same
+text -- must be exactly the pure-Python ``yaml.dump``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpucluster import manifests, pipeline
 from gpucluster.config import load_clusters
@@ -125,3 +129,61 @@ def test_rendered_documents_are_the_callers_own():
     first[0]["metadata"]["labels"] = {"mutated": "yes"}
     again = manifests.render_template(text, {"name": "cm"}, **where)
     assert again == [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}]
+
+
+# --------------------------------------------------------------------------- libyaml's emitter
+
+def _texts(pieces: list[str], max_size: int) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(pieces), max_size=max_size).map("".join)
+
+
+ASCII = [chr(c) for c in range(32, 127)] + ["\n", "\n", " ", " "]
+TEXT = _texts(ASCII + ["\t", "\r", "\x85", "\u2028", "\xa0", "é", "\U0001F600", "\x7f", "{{"], 30)
+ASCII_TEXT = _texts(ASCII + ["{{", ": ", "- ", "#", "\n  ", "  \n"], 40)
+
+
+def _documents(text: st.SearchStrategy[str], keys: st.SearchStrategy[str]) -> st.SearchStrategy[dict]:
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), text)
+    return st.dictionaries(keys, st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)), max_leaves=25), max_size=5)
+
+
+LONG_KEYS = st.builds(lambda s, n: (s or "k") * n, ASCII_TEXT, st.integers(1, 12))
+DOCS = st.one_of(
+    _documents(ASCII_TEXT, ASCII_TEXT.filter(lambda k: k and "\n" not in k)),  # mostly libyaml's
+    _documents(st.one_of(TEXT, ASCII_TEXT), st.one_of(TEXT, ASCII_TEXT, LONG_KEYS)),
+)
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=True)
+@given(DOCS)
+def test_dump_is_pure_python_pyyamls_for_any_plain_document(doc):
+    # libyaml's emitter writes some strings differently (non-ASCII, |+ blocks, empty and long
+    # keys); dump_documents must pick it only where the text is the same
+    manifests._DUMPED.clear()
+    assert manifests.dump_documents([doc]) == _reference(doc)
+
+
+def test_the_libyaml_emitter_is_used_for_the_stacks_documents(monkeypatch):
+    # the gate, CRD-step and teardown Jobs take the fast path, so it is not dead code
+    manifests._DUMPED.clear()
+    seen = []
+    plain_key = manifests._plain_key
+
+    def spy(doc):
+        key, libyaml = plain_key(doc)
+        seen.append((doc.get("kind"), libyaml))
+        return key, libyaml
+
+    monkeypatch.setattr(manifests, "_plain_key", spy)
+    pipeline.build_plan(load_clusters(None, env={})[0])
+    assert ("Job", True) in seen and ("ClusterRole", True) in seen
+
+
+@pytest.mark.parametrize("doc", [
+    {"": 1}, {"k" * 125: 1}, {"a\nb": 1}, {"k": "a\n\n"}, {"k": "\n"}, {"k": "\U0001F600"}, {"k": "a\x85b"}, {"k": "\t"},
+])
+def test_documents_libyaml_writes_otherwise_take_the_pure_python_emitter(doc):
+    assert not manifests._plain_key(doc)[1]
+    manifests._DUMPED.clear()
+    assert manifests.dump_documents([doc]) == _reference(doc)
