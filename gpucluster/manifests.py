@@ -176,26 +176,42 @@ _LIBYAML_OPTIONS = {id(o): dict(o, Dumper=_LibyamlManifestDumper) for o in (_DOC
 _MEMO_LIMIT = 4096
 """Entries each per-process memo table of this module keeps (emptied when full: bounded memory
 in long processes such as the test suite)."""
-_DUMPED: dict[Any, str] = {}
+_DUMPED: dict[Any, tuple[str, bool]] = {}
+_LIBYAML_TEXTS: dict[str, None] = {}
+"""Texts libyaml parses exactly as PyYAML's pure-Python parser does (:func:`chart_documents`):
+:func:`dump_documents` output of documents written by libyaml's emitter, and static catalog
+templates (catalog files are parsed by libyaml everywhere, tests/test_yaml_fast_path.py)."""
 
 
-def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
-    """``yaml.dump(doc, **options)`` (``options``: one of this module's option tables), exactly.
+def _dump_one(doc: Any, options: dict[str, Any]) -> tuple[str, bool]:
+    """``(yaml.dump(doc, **options), whether libyaml's emitter wrote it)`` (``options``: one of
+    this module's option tables); the text is exactly the pure-Python emitter's.
 
     A document of plain data (:func:`plain_key`) is dumped once per process -- a fleet of clusters
     dumps the same gate Jobs, RBAC and teardown scripts once -- and, when all its strings are
     :data:`_LIBYAML_TEXT`, by libyaml's emitter (five times faster; same text)."""
     key, libyaml = _plain_key(doc)
     if key is None:
-        return yaml.dump(doc, **options)
+        return yaml.dump(doc, **options), False
     key = (id(options), key)
-    text = _DUMPED.get(key)
-    if text is None:
-        text = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options))
+    hit = _DUMPED.get(key)
+    if hit is None:
+        hit = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options)), libyaml
         if len(_DUMPED) >= _MEMO_LIMIT:
             _DUMPED.clear()
-        _DUMPED[key] = text
-    return text
+        _DUMPED[key] = hit
+    return hit
+
+
+def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
+    """``yaml.dump(doc, **options)``, exactly (see :func:`_dump_one`)."""
+    return _dump_one(doc, options)[0]
+
+
+def _libyaml_parses(text: str) -> None:
+    if len(_LIBYAML_TEXTS) >= _MEMO_LIMIT:
+        _LIBYAML_TEXTS.clear()
+    _LIBYAML_TEXTS[text] = None
 
 
 def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
@@ -211,11 +227,16 @@ def dump_documents(documents: Iterable[Mapping[str, Any]]) -> str:
         text ending in a newline ('' for no documents).
     """
     parts = []
+    libyaml = True
     for doc in documents:
-        parts.append(_dump_memoized(doc, _DOCUMENT_OPTIONS).replace("{{", "{\\x7b"))
+        text, by_libyaml = _dump_one(doc, _DOCUMENT_OPTIONS)
+        parts.append(text.replace("{{", "{\\x7b"))
+        libyaml = libyaml and by_libyaml
     out = "".join(parts)
     if "{{" in out:  # pragma: no cover - guarded by the representer above
         raise AssertionError("rendered manifest still contains '{{'")
+    if libyaml and out:
+        _libyaml_parses(out)
     return out
 
 
@@ -387,19 +408,24 @@ def _template(text: str) -> jinja2.Template:
 
 
 _PARSED: dict[str, tuple[Any, ...]] = {}
+_CSafeLoader = getattr(yaml, "CSafeLoader", None)
 
 
 def chart_documents(text: str) -> tuple[Any, ...]:
     """``yaml.safe_load_all(text)`` as a tuple, parsed once per process and text: treat the result
-    as read-only (it is shared). PyYAML's pure-Python parser: the text carries user values, and
-    libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py).
+    as read-only (it is shared). PyYAML's pure-Python parser -- the text carries user values, and
+    libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py) -- except for a text
+    of :data:`_LIBYAML_TEXTS`, which libyaml parses to the same documents (tests/test_plan_memo.py).
 
     Raises:
         yaml.YAMLError: ``text`` is not valid YAML (not memoized: raised on every call).
     """
     docs = _PARSED.get(text)
     if docs is None:
-        docs = tuple(yaml.safe_load_all(text))
+        if text in _LIBYAML_TEXTS and _CSafeLoader is not None:
+            docs = tuple(yaml.load_all(text, Loader=_CSafeLoader))
+        else:
+            docs = tuple(yaml.safe_load_all(text))
         if len(_PARSED) >= _MEMO_LIMIT:
             _PARSED.clear()
         _PARSED[text] = docs
@@ -607,7 +633,9 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
                 if is_static(text):
                     where = {"file": relpath, "cluster": cluster.name, "component": ref.name}
                     docs = _static_documents(text, where)
-                    add(ref.name, phase, _stem_of(relpath), docs, relpath, text=text if text.endswith("\n") else text + "\n")
+                    text = text if text.endswith("\n") else text + "\n"
+                    _libyaml_parses(text)  # a catalog file, read by libyaml like every catalog file
+                    add(ref.name, phase, _stem_of(relpath), docs, relpath, text=text)
                     continue
                 docs = render_template(text, context, source=relpath, cluster=cluster.name, component=ref.name)
                 add(ref.name, phase, _stem_of(relpath), docs, relpath)

@@ -187,3 +187,25 @@ def test_documents_libyaml_writes_otherwise_take_the_pure_python_emitter(doc):
     assert not manifests._plain_key(doc)[1]
     manifests._DUMPED.clear()
     assert manifests.dump_documents([doc]) == _reference(doc)
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True)
+@given(st.lists(DOCS, min_size=1, max_size=3))
+def test_what_libyaml_wrote_libyaml_parses_as_pyyaml_does(docs):
+    # chart_documents parses dump_documents output of libyaml-written documents with libyaml
+    manifests._DUMPED.clear()
+    text = manifests.dump_documents(docs)
+    manifests._PARSED.clear()
+    assert repr(manifests.chart_documents(text)) == repr(tuple(yaml.safe_load_all(text)))
+    assert (text in manifests._LIBYAML_TEXTS) == all(manifests._plain_key(d)[1] for d in docs)
+
+
+def test_static_catalog_templates_parse_alike_with_libyaml_and_pyyaml():
+    from gpucluster.catalog import catalog_dirs
+
+    templates = [p for d in catalog_dirs() for p in sorted(d.rglob("*.j2"))]
+    static = [p for p in templates if manifests.is_static(p.read_text(encoding="utf-8"))]
+    assert static, "no static template in the catalog"
+    for path in static:
+        text = path.read_text(encoding="utf-8")
+        assert repr(list(yaml.load_all(text, Loader=yaml.CSafeLoader))) == repr(list(yaml.safe_load_all(text))), path
