@@ -47,7 +47,7 @@ from constructs_lib.cdk import (
     helm,
 )
 from constructs_lib.tfstring import literal
-from gpucluster.model import LocalChart
+from gpucluster.model import LocalChart, scalar_type
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
 """Construct context key: absolute folder where local charts are staged before synth copies
@@ -79,19 +79,6 @@ def values_document(text: str) -> str:
     if hit is None:
         hit = _VALUES_DOCUMENTS[text] = literal(text)
     return hit
-
-
-def terraform_type(value: Any) -> str | None:
-    """Terraform variable type of a default: ``bool`` / ``number`` / ``string``; None for a list or
-    map (those cannot be bound to a variable). The same rule as ``gpucluster.values.scalar_type``,
-    which computes a :class:`SetEntry`'s ``set_type`` (a test checks they agree)."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
 
 
 def chart_source(repository: str, chart: str) -> tuple[str, str]:
@@ -271,7 +258,7 @@ def validate_release(props: ReleaseOptions) -> list[str]:
                 f"Terraform variable name '{var}' (values path '{path}' of release '{name}') must be an identifier "
                 f"(letters, digits, '_', '-') and not one of {', '.join(sorted(_TF_RESERVED_VARIABLE_NAMES))}"
             )
-        if entry.present and terraform_type(entry.default) is None:
+        if entry.present and scalar_type(entry.default) is None:
             errors.append(
                 f"values path '{path}' of release '{name}' is bound to Terraform variable '{var}' but holds a "
                 "list/map; only scalar values can be set from a variable"
@@ -561,7 +548,7 @@ def stack_variable(
     existing = stack.node.try_find_child(f"variable-{name}")
     if existing is not None:
         return existing
-    var_type = terraform_type(default) if default is not None else "string"
+    var_type = scalar_type(default) if default is not None else "string"
     variable = TerraformVariable(
         stack,
         f"variable-{name}",

@@ -679,3 +679,20 @@ class ClusterConnection:
         if (self.client_certificate is None) != (self.client_key is None):
             raise ValueError("ClusterConnection.client_certificate and client_key go together")
         return given[0] if given else "none"  # type: ignore[return-value]
+
+
+def scalar_type(value: Any) -> str | None:
+    """Terraform variable type of a values leaf or a variable default: ``bool`` / ``number`` /
+    ``string``; None for a list or map (those cannot be bound to a variable).
+
+    The one rule for both sides: the core's ``helm_release.set`` entry type
+    (:func:`gpucluster.values.set_entries`) and the constructs' variable type
+    (``constructs_lib.helm``), which imports only plain types from here.
+    """
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None

@@ -10,6 +10,8 @@ import copy
 import re
 from typing import Any, Iterator, Mapping
 
+from gpucluster.model import scalar_type
+
 PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 """Allowed override path segment (AICR ``--set`` rule)."""
 
@@ -132,18 +134,6 @@ def values_yaml(values: Mapping[str, Any]) -> str:
     import yaml
 
     return yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
-
-
-def scalar_type(value: Any) -> str | None:
-    """Terraform variable type of a values leaf: ``bool`` / ``number`` / ``string``; None for a
-    list or map (those cannot be bound to a variable)."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
 
 
 def set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> list[tuple[str, str, Any, str]]:
