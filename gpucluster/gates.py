@@ -34,12 +34,9 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
-from gpucluster.jobchart import (  # noqa: F401 (DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag: gates' public names)
-    DEFAULT_KUBECTL_IMAGE,
-    MOVING_TAGS,
+from gpucluster.jobchart import (
     HookJob,
     gate_image,
-    image_tag,
     job_network_policy,
     job_objects,
     render_job_chart,

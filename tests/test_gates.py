@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import yaml
 
-from gpucluster import config, gates, graph, pipeline
+from gpucluster import config, gates, graph, jobchart, pipeline
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, GateSpec, NodeScheduling, Recipe, Toleration
 from gpucluster.sdk import hookimpl
@@ -170,7 +170,7 @@ def job_of(chart, values=None):
 def test_job_shape():
     chart, values = gates.render_gate_chart(lab(), gates.validate_gate(GateSpec(**CP), plugin="t", cluster=lab()),
                                             components(("gpu-operator", "gpu-operator")))
-    assert values == {"image": gates.DEFAULT_KUBECTL_IMAGE}
+    assert values == {"image": jobchart.DEFAULT_KUBECTL_IMAGE}
     assert sorted(chart.files) == ["Chart.yaml", "templates/000-serviceaccount.yaml", "templates/001-rbac.yaml",
                                    "templates/002-job.yaml", "templates/003-networkpolicy.yaml", "values.yaml"]
     job = job_of(chart, {"gatedHash": "h1"})
@@ -191,7 +191,7 @@ def test_job_shape():
     assert pod["serviceAccountName"] == "gpu-operator-clusterpolicy-ready" and pod["restartPolicy"] == "Never"
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
     [c] = pod["containers"]
-    assert c["image"] == gates.DEFAULT_KUBECTL_IMAGE
+    assert c["image"] == jobchart.DEFAULT_KUBECTL_IMAGE
     assert c["command"][:2] == ["/bin/sh", "-c"] and c["command"][2] == gates.gate_script(
         gates.validate_gate(GateSpec(**CP), plugin="t", cluster=lab()))
     assert c["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
