@@ -119,19 +119,39 @@ def _folder_name(name: str) -> str:
     return "invalid-" + hashlib.sha256(b"name\0" + (name or "").encode("utf-8") + b"\0").hexdigest()[:16]
 
 
-def staging_folder(scope: Construct, stack_id: str, release_name: str) -> Path:
-    """Empty folder to stage one local chart in, always inside the staging folder (a name that is
-    not a valid release name is replaced by a stand-in; validation refuses it at synth).
+_STAGED: dict[str, str] = {}
+"""Staged chart folder (absolute path) -> the key of the files written into it, in this process."""
+
+
+def chart_files_key(files: Mapping[str, str]) -> str:
+    """sha256 hex of a chart's files (sorted relative paths and texts, each NUL-terminated): two
+    charts with the same key have the same files, whatever their ``content_hash`` says."""
+    digest = hashlib.sha256()
+    for rel, text in sorted(files.items()):
+        digest.update(rel.encode("utf-8", "surrogatepass") + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()
+
+
+def staging_folder(scope: Construct, stack_id: str, release_name: str, files_key: str | None = None) -> Path:
+    """Folder to stage one local chart in, always inside the staging folder (a name that is not a
+    valid release name is replaced by a stand-in; validation refuses it at synth).
 
     With context ``gpucluster:stagingDir`` (set by ``stacks.build_app``, one folder per synth):
-    ``<stagingDir>/<stack>/<release>`` (deterministic). Without it: a fresh folder under a
-    per-process temporary directory, so two Apps in one process never share a folder.
+    ``<stagingDir>/<release>/<files_key>`` when ``files_key`` (:func:`chart_files_key`) is given --
+    shared by every stack that ships the same files under that release name (a fleet stages each
+    distinct chart once, not once per cluster; :meth:`LocalChartRelease.__init__` writes the files
+    only into a folder it has not filled in this process) -- else ``<stagingDir>/<stack>/<release>``,
+    emptied. Without the context: a fresh folder under a per-process temporary directory, so two
+    Apps in one process never share a folder. Nothing of this path reaches the output (cdktf copies
+    the folder to ``stacks/<stack>/assets/<construct id>/<hash>/``).
     """
     stack_id, release_name = _folder_name(stack_id), _folder_name(release_name)
     ctx = _stack_memo(TerraformStack.of(scope) if not isinstance(scope, TerraformStack) else scope, "staging_context",
                       lambda: scope.node.try_get_context(STAGING_CONTEXT_KEY))
     if ctx:
-        folder = Path(ctx) / stack_id / release_name
+        folder = Path(ctx) / release_name / files_key if files_key else Path(ctx) / stack_id / release_name
+        if files_key and _STAGED.get(str(folder)) == files_key and folder.is_dir():
+            return folder
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
@@ -367,7 +387,8 @@ class LocalChartRelease(_ReleaseConstruct):
     """One ``helm_release`` of a generated chart, shipped as a directory ``TerraformAsset``.
 
     The chart files are written to a staging folder (:func:`staging_folder`; it never appears in
-    the output); cdktf copies them to
+    the output; with the synth's staging context each distinct chart is written once per process
+    and shared by the stacks that ship it); cdktf copies them to
     ``stacks/<stack>/assets/<id>/<hash>/`` and ``chart`` is that relative path, so the stack folder
     is self-contained. ``<hash>`` is the chart's ``content_hash`` (the sha256 of its files,
     first 32 hex digits): same content, same path.
@@ -397,13 +418,15 @@ class LocalChartRelease(_ReleaseConstruct):
 
         stack = _stack_of(self)
         add_validation(self, check, stack=stack)
-        folder = staging_folder(stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name)
-        for rel, text in sorted(files.items()):
-            if rel in bad_paths:
-                continue
-            target = folder / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        shipped = {rel: text for rel, text in files.items() if rel not in bad_paths}
+        key = chart_files_key(shipped)
+        folder = staging_folder(stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name, key)
+        if _STAGED.get(str(folder)) != key:
+            for rel, text in sorted(shipped.items()):
+                target = folder / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            _STAGED[str(folder)] = key
         self.asset = TerraformAsset(
             self,
             "chart",

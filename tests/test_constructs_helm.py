@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from constructs_lib.cdk import HELM_PROVIDER_VERSION, TerraformStack
+from constructs_lib.cdk import HELM_PROVIDER_VERSION, App, TerraformStack
 from constructs_lib.cdk import Testing as CdkTesting
 from constructs_lib.helm import (
     HelmComponent,
     HelmComponentProps,
     LocalChartRelease,
     LocalChartReleaseProps,
+    chart_files_key,
     chart_source,
     values_document,
 )
@@ -145,8 +146,27 @@ def test_local_chart_release_ships_chart_as_relative_asset(tmp_path, request):
     assert rel["values"] == [f"contentHash: {chart.content_hash}\n"]
     shipped = outdir / "stacks" / "stack" / rel["chart"]
     assert {str(p.relative_to(shipped)): p.read_text() for p in shipped.rglob("*") if p.is_file()} == chart.files
-    # staged under <staging>/<stack>/<release>, outside the output folder
-    assert (tmp_path / "staging" / "stack" / "network-operator-manifests" / "Chart.yaml").is_file()
+    # staged under <staging>/<release>/<key of the files>, outside the output folder
+    assert (tmp_path / "staging" / "network-operator-manifests" / chart_files_key(chart.files) / "Chart.yaml").is_file()
+
+
+def test_identical_local_charts_are_staged_once_and_shipped_into_every_stack(tmp_path):
+    """A fleet's clusters ship the same generated charts: each distinct chart is written to the
+    staging folder once (not once per stack), and every stack still gets its own copy."""
+    chart = local_chart("c", "kind: A\n")
+    other = local_chart("c", "kind: B\n")
+    outdir = tmp_path / "out"
+    app = App(outdir=str(outdir), context={"gpucluster:stagingDir": str(tmp_path / "staging")})
+    stacks = [TerraformStack(app, name) for name in ("one", "two", "three")]
+    for stack, each in zip(stacks, (chart, chart, other)):
+        LocalChartRelease(stack, "c", LocalChartReleaseProps(release_name="c", namespace="default", chart=each))
+    staged = sorted(p.parent.name for p in (tmp_path / "staging").rglob("Chart.yaml"))
+    assert staged == sorted({chart_files_key(chart.files), chart_files_key(other.files)})
+    app.synth()
+    for name, each in (("one", chart), ("two", chart), ("three", other)):
+        doc = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text())
+        shipped = outdir / "stacks" / name / doc["resource"]["helm_release"]["c"]["chart"]
+        assert {str(p.relative_to(shipped)): p.read_text() for p in shipped.rglob("*") if p.is_file()} == each.files
 
 
 def test_local_chart_asset_path_depends_on_content_only():
@@ -223,7 +243,7 @@ def test_invalid_release_name_never_writes_outside_the_staging_folder(tmp_path):
         CdkTesting.synth(stack, True)
     assert "release name '../../escaped' must be lowercase letters" in str(info.value)
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("Chart.yaml"))
-    assert written and all(w.startswith("run/staging/stack/") for w in written), written
+    assert written and all(w.startswith("run/staging/invalid-") for w in written), written
 
 
 @pytest.mark.parametrize("value, expected", [
