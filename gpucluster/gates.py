@@ -542,7 +542,7 @@ def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[
     chart = render_job_chart(
         cluster, gate_job(spec, namespace),
         description=f"gpucluster readiness gate: waits until {spec.description}",
-        network_policy=True, values={"image": image, "gatedHash": ""}, version=GATE_CHART_VERSION,
+        values={"image": image, "gatedHash": ""}, version=GATE_CHART_VERSION,
     )
     return chart, {"image": image}
 

@@ -14,7 +14,8 @@ once:
   (optionally) the ``podFailurePolicy`` that fails the Job at once on the script's exit 1 and
   ignores disruptions;
 * the NetworkPolicy of the Job's pods (:func:`job_network_policy`: no ingress, egress only to the
-  API server ports :data:`API_SERVER_PORTS`), which gate charts carry;
+  API server ports :data:`API_SERVER_PORTS`), which every Job chart carries (gate, CRD step and
+  teardown guard alike; each Job only talks to the API server);
 * Helm values: a value the templates read is written as a sentinel (:func:`sentinel`) and
   replaced by ``{{ .Values.<key> | quote }}`` when the chart is rendered (:func:`render_job_chart`).
 
@@ -260,18 +261,20 @@ def job_network_policy(job: HookJob) -> dict[str, Any]:
 
 def render_job_chart(cluster: ClusterSpec, job: HookJob, *, description: str,
                      before_job: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = (),
-                     network_policy: bool = False, values: Mapping[str, Any] | None = None,
+                     values: Mapping[str, Any] | None = None,
                      version: str = MANIFEST_CHART_VERSION, app_version: str = "") -> LocalChart:
     """The chart of ``job``: templates ``serviceaccount``, ``rbac``, ``before_job`` (``(stem,
-    objects)``, e.g. the CRD step's ConfigMap), ``job`` and, with ``network_policy``, the
-    ``networkpolicy`` of :func:`job_network_policy`.
+    objects)``, e.g. the CRD step's ConfigMap), ``job`` and ``networkpolicy``
+    (:func:`job_network_policy`). The NetworkPolicy is a plain template, so it exists before the
+    Job runs for every hook the Job charts use: ``post-install,post-upgrade`` (gates, CRD steps;
+    Helm runs post hooks after it has created the release's resources) and ``pre-delete`` (teardown
+    guards; the release's resources still exist).
 
     Args:
         cluster: for the system node selector and tolerations.
         job: the Job (its ``image`` a literal, or ``sentinel("image")`` read from ``values``).
         description: one line for ``Chart.yaml``.
         before_job: more templates installed before the Job.
-        network_policy: add the Job pods' NetworkPolicy.
         values: the chart's ``values.yaml`` defaults; every key's :func:`sentinel` in the objects
             becomes ``{{ .Values.<key> | quote }}``. None: no ``values.yaml``.
         version / app_version: ``Chart.yaml`` fields (:func:`gpucluster.manifests.make_chart`).
@@ -286,8 +289,7 @@ def render_job_chart(cluster: ClusterSpec, job: HookJob, *, description: str,
 
     sa, role, binding, job_doc = job_objects(cluster, job)
     templates = [("serviceaccount", dump([sa])), ("rbac", dump([role, binding])),
-                 *((stem, dump(objects)) for stem, objects in before_job), ("job", dump([job_doc]))]
-    if network_policy:
-        templates.append(("networkpolicy", dump([job_network_policy(job)])))
+                 *((stem, dump(objects)) for stem, objects in before_job), ("job", dump([job_doc])),
+                 ("networkpolicy", dump([job_network_policy(job)]))]
     extra = None if values is None else {"values.yaml": dump_documents([dict(values)])[len("---\n"):]}
     return make_chart(job.name, description, templates, version=version, app_version=app_version, extra_files=extra)

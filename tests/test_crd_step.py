@@ -174,7 +174,14 @@ def test_real_helm_renders_the_step_chart(plan, reference_charts, tmp_path):
     out = helm_python.Chart.load(str(tmp_path)).render(values, name=STEP, namespace=node.namespace, is_install=True)
     docs = [d for text in (out.values() if isinstance(out, dict) else [out]) for d in yaml.safe_load_all(text) if d]
     kinds = {d["kind"]: d for d in docs}
-    assert set(kinds) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Job"}
+    assert set(kinds) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Job", "NetworkPolicy"}
+    # the Job's own pods may reach only the API server (a plain template: it exists before the post-install hook runs)
+    policy = kinds["NetworkPolicy"]
+    assert "helm.sh/hook" not in policy["metadata"].get("annotations", {})
+    assert policy["spec"]["podSelector"]["matchLabels"] == {
+        k: v for k, v in kinds["Job"]["spec"]["template"]["metadata"]["labels"].items() if k in policy["spec"]["podSelector"]["matchLabels"]}
+    assert policy["spec"]["ingress"] == [] and policy["spec"]["egress"] == [
+        {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
     assert gzip.decompress(base64.b64decode(kinds["ConfigMap"]["binaryData"]["crds.yaml.gz"])) == raw
     job = kinds["Job"]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"

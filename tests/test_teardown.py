@@ -97,6 +97,11 @@ def test_guards_of_the_default_cluster(plan):
             "verbs": ["delete", "get"]} in role["rules"]
     assert {"apiGroups": ["maintenance.nvidia.com"], "resources": ["nodemaintenances"], "verbs": ["list"]} in role["rules"]
     assert net.timeout_seconds == teardown.TEARDOWN_TIMEOUT + teardown.TEARDOWN_HELM_MARGIN
+    # the guard's pods reach only the API server; the policy is a plain template, present when the pre-delete hook runs
+    (policy,) = rendered["templates/003-networkpolicy.yaml"]
+    assert policy["kind"] == "NetworkPolicy" and "annotations" not in policy["metadata"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= job["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["ingress"] == [] and policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert job["spec"]["activeDeadlineSeconds"] < net.timeout_seconds
 
 
