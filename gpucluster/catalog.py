@@ -21,16 +21,23 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpucluster import schemas
+from gpucluster import diskcache, schemas
 from gpucluster.errors import GpuclusterError, allowed_list
 
 CORE_CATALOG_DIR = Path(__file__).parent / "catalog"
+
+SHIPPED_PLUGIN_PACKAGES = ("gpucluster_aks", "gpucluster_nvke", "gpucluster_oke")
+"""The built-in platform plugins installed with gpucluster (``pyproject.toml``,
+``[project.entry-points.gpucluster]``): their ``catalog`` folders and :data:`CORE_CATALOG_DIR`
+are the shipped catalog, whose schema check a content-keyed marker may vouch for
+(:func:`shipped_catalog_dirs`). Every other catalog folder is validated on every load."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,23 @@ class Catalog:
     mixins: dict[str, dict[str, Any]]
     overlay_files: dict[str, Path] = field(default_factory=dict)
     mixin_files: dict[str, Path] = field(default_factory=dict)
+    schema_vouched: frozenset[Path] = field(default_factory=frozenset, repr=False, compare=False)
+    """Files of the shipped catalog a marker says passed their JSON Schemas (not checked again)."""
+    schema_pending: dict[Path, str] = field(default_factory=dict, repr=False, compare=False)
+    """Shipped folders checked in this process: folder -> marker key, recorded by
+    :meth:`record_schema_checked` once their overlays and mixins passed too."""
+
+    def schema_checked_already(self, path: Path | None) -> bool:
+        """Whether a marker vouches for the overlay/mixin file ``path`` (:attr:`schema_vouched`),
+        so its JSON Schema check may be skipped."""
+        return path in self.schema_vouched
+
+    def record_schema_checked(self) -> None:
+        """Write the markers of :attr:`schema_pending` (every file of those folders passed its
+        schema); a cache that cannot be written is ignored (:mod:`gpucluster.diskcache`)."""
+        for key in self.schema_pending.values():
+            diskcache.put(VALID_MARKER_KIND, key, b"valid\n")
+        self.schema_pending.clear()
 
     def resolve_name(self, name_or_alias: str) -> str:
         """Canonical component name for a name or alias (case-insensitive).
@@ -263,7 +287,17 @@ _CSafeLoader = getattr(yaml, "CSafeLoader", None)
 def _load_yaml(path: Path) -> Any:
     """``yaml.safe_load`` of a catalog file, parsed by libyaml when PyYAML has it (a file it
     refuses is parsed again by the pure-Python loader, which words the error)."""
-    text = path.read_text(encoding="utf-8")
+    return _parse_yaml(path.read_text(encoding="utf-8"), path)
+
+
+def _decode(data: bytes) -> str:
+    """``data`` as :meth:`Path.read_text` (UTF-8, universal newlines) decodes the file's bytes."""
+    text = data.decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    """:func:`_load_yaml` of a file whose text is ``text``."""
     if _CSafeLoader is not None:
         try:
             return yaml.load(text, Loader=_CSafeLoader)
@@ -492,6 +526,54 @@ def check_crd_ownership(components: dict[str, RegistryEntry]) -> None:
             owner[crd] = entry
 
 
+VALID_MARKER_KIND = "catalog-valid"
+""":mod:`gpucluster.diskcache` kind of the shipped catalog's schema markers."""
+
+
+def shipped_catalog_dirs() -> frozenset[Path]:
+    """:data:`CORE_CATALOG_DIR` and the ``catalog`` folders of the loaded :data:`SHIPPED_PLUGIN_PACKAGES`."""
+    dirs = {CORE_CATALOG_DIR}
+    for name in SHIPPED_PLUGIN_PACKAGES:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if origin:
+            dirs.add(Path(origin).parent / "catalog")
+    return frozenset(dirs)
+
+
+SCHEMA_SOURCES = ("catalog.py", "recipe.py", "schemas.py", "model.py")
+"""The gpucluster modules that define the catalog's JSON Schemas (:data:`REGISTRY_SCHEMA`,
+``gpucluster.recipe.OVERLAY_SCHEMA`` and ``MIXIN_SCHEMA``, the constants they use) and apply them."""
+
+
+def _schema_identity() -> list[str | bytes] | None:
+    """What a schema check's outcome depends on besides the files: the source bytes of
+    :data:`SCHEMA_SOURCES` (read, not imported: recipe imports this module), the gpucluster and
+    Python versions and which jsonschema is installed (:func:`gpucluster.diskcache.module_identity`).
+    None when a source cannot be read (an install without sources): then nothing is vouched for."""
+    from gpucluster import __version__
+
+    here = Path(__file__).parent
+    try:
+        sources = [(here / name).read_bytes() for name in SCHEMA_SOURCES]
+    except OSError:
+        return None
+    return ["catalog-valid 1", __version__, sys.version, diskcache.module_identity("jsonschema"), *sources]
+
+
+def schema_marker_key(files: list[tuple[str, bytes]], identity: list[str | bytes] | None = None) -> str | None:
+    """The marker key of one catalog folder: ``identity`` (default :func:`_schema_identity`) and
+    every ``(folder-relative path, bytes)`` of its ``registry.yaml``, ``overlays/*.yaml`` and
+    ``mixins/*.yaml`` (None: no key can be made, see :func:`_schema_identity`)."""
+    base = _schema_identity() if identity is None else identity
+    if base is None:
+        return None
+    parts = list(base)
+    for rel, data in files:
+        parts += [rel, data]
+    return diskcache.digest(parts)
+
+
 def catalog_dirs() -> list[Path]:
     """Core catalog directory followed by plugin directories (plugin call order).
 
@@ -532,11 +614,35 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
     overlay_files: dict[str, Path] = {}
     mixins: dict[str, dict[str, Any]] = {}
     mixin_files: dict[str, Path] = {}
+    shipped = shipped_catalog_dirs()
+    vouched: set[Path] = set()
+    pending: dict[Path, str] = {}
+    identity = _schema_identity() if shipped.intersection(dirs) else None
     for d in dirs:
+        contents: dict[Path, bytes] = {}
+        if d in shipped:
+            # The shipped catalog: read every file once, and skip the schema checks when a marker
+            # keyed by exactly these bytes (and the schemas and versions) says they passed.
+            paths = [d / "registry.yaml"] if (d / "registry.yaml").is_file() else []
+            for kind in ("overlays", "mixins"):
+                if (d / kind).is_dir():
+                    paths += sorted((d / kind).glob("*.yaml"))
+            contents = {path: path.read_bytes() for path in paths}
+            key = None if identity is None else schema_marker_key(
+                [(path.relative_to(d).as_posix(), data) for path, data in contents.items()], identity)
+            if key is not None and diskcache.get(VALID_MARKER_KIND, key) == b"valid\n":
+                vouched.update(contents)
+            elif key is not None:
+                pending[d] = key
+
+        def load(path: Path) -> Any:
+            return _parse_yaml(_decode(contents[path]), path) if path in contents else _load_yaml(path)
+
         reg = d / "registry.yaml"
         if reg.is_file():
-            data = _load_yaml(reg) or {}
-            validate_registry(data, str(reg))
+            data = load(reg) or {}
+            if reg not in vouched:
+                validate_registry(data, str(reg))
             for raw in data.get("components", []):
                 if not isinstance(raw, dict) or "name" not in raw:
                     raise GpuclusterError("registry entry without a name", file=str(reg), key="components")
@@ -553,7 +659,7 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
             if not sub.is_dir():
                 continue
             for path in sorted(sub.glob("*.yaml")):
-                doc = _load_yaml(path)
+                doc = load(path)
                 if not isinstance(doc, dict):
                     raise GpuclusterError(f"{kind[:-1]} file must hold a mapping", file=str(path))
                 name = (doc.get("metadata") or {}).get("name") or path.stem
@@ -565,7 +671,8 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 files[name] = path
     check_crd_ownership(components)
     _check_registry_links(components)
-    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files, mixin_files=mixin_files)
+    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files,
+                   mixin_files=mixin_files, schema_vouched=frozenset(vouched), schema_pending=pending)
 
 
 def _check_registry_links(components: dict[str, RegistryEntry]) -> None:

@@ -38,9 +38,7 @@ import heapq
 import re
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from gpucluster import schemas
 from gpucluster.catalog import Catalog
@@ -57,6 +55,9 @@ from gpucluster.model import (
     Recipe,
 )
 from gpucluster.values import deep_merge
+
+if TYPE_CHECKING:
+    import jsonschema
 
 BASE_OVERLAY = "base"
 CATALOG_API_VERSION = "gpucluster/v1alpha1"
@@ -274,6 +275,20 @@ def _schema_error(exc: jsonschema.ValidationError, file: str, what: str) -> Gpuc
     )
 
 
+def _check_schema(doc: Any, schema: dict[str, Any], file: str, what: str) -> None:
+    """Validate one catalog document (jsonschema is imported only here, when a check runs).
+
+    Raises:
+        GpuclusterError: see :func:`_schema_error`.
+    """
+    import jsonschema
+
+    try:
+        schemas.validate(doc, schema)
+    except jsonschema.ValidationError as exc:
+        raise _schema_error(exc, file, what) from None
+
+
 def _index(catalog: Catalog) -> _Index:
     """Validate and index the catalog's overlays and mixins (cached on the catalog object)."""
     cached = getattr(catalog, "_gpucluster_recipe_index", None)
@@ -282,10 +297,8 @@ def _index(catalog: Catalog) -> _Index:
     overlays: dict[str, _Overlay] = {}
     for name, doc in sorted(catalog.overlays.items()):
         file = str(catalog.overlay_files.get(name, f"overlays/{name}.yaml"))
-        try:
-            schemas.validate(doc, OVERLAY_SCHEMA)
-        except jsonschema.ValidationError as exc:
-            raise _schema_error(exc, file, "overlay") from None
+        if not catalog.schema_checked_already(catalog.overlay_files.get(name)):
+            _check_schema(doc, OVERLAY_SCHEMA, file, "overlay")
         spec = doc.get("spec") or {}
         overlays[name] = _Overlay(
             name=name,
@@ -300,10 +313,8 @@ def _index(catalog: Catalog) -> _Index:
     mixins: dict[str, _Mixin] = {}
     for name, doc in sorted(catalog.mixins.items()):
         file = str(catalog.mixin_files.get(name, f"mixins/{name}.yaml"))
-        try:
-            schemas.validate(doc, MIXIN_SCHEMA)
-        except jsonschema.ValidationError as exc:
-            raise _schema_error(exc, file, "mixin") from None
+        if not catalog.schema_checked_already(catalog.mixin_files.get(name)):
+            _check_schema(doc, MIXIN_SCHEMA, file, "mixin")
         spec = doc.get("spec") or {}
         mixins[name] = _Mixin(
             name=name,
@@ -311,6 +322,7 @@ def _index(catalog: Catalog) -> _Index:
             constraints=[Constraint(c["name"], c["value"]) for c in spec.get("constraints") or []],
             refs=list(spec.get("componentRefs") or []),
         )
+    catalog.record_schema_checked()  # every shipped file passed: markers for the next process
     if BASE_OVERLAY not in overlays:
         raise GpuclusterError(
             "the catalog has no 'base' overlay",

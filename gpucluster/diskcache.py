@@ -1,0 +1,124 @@
+"""A per-user cache of results keyed by the content they were computed from (``gpucluster plan`` speed).
+
+What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
+
+* ``catalog-valid``: markers that the shipped catalog files passed their JSON Schemas
+  (:mod:`gpucluster.catalog`), keyed by the bytes of every file, the schemas, the validating
+  code and the gpucluster, jsonschema and Python versions;
+* ``entry-points``: the ``gpucluster`` entry points of the installed distributions
+  (:mod:`gpucluster.plugins`), keyed by ``sys.path`` and the metadata files found on it.
+
+Every key is a sha256 of everything the result depends on, so an entry is never stale: changed
+content is a different key. Every read is checked (header, key, sha256 of the payload) and
+anything unexpected -- a missing, unreadable, read-only or corrupt cache, a folder that is a
+file, a concurrent writer -- is a miss: the caller computes the result as if there were no
+cache. Writes go to a temporary file renamed into place (``os.replace``), so a reader sees a
+whole entry or none; a failed write is ignored. Output never depends on the cache.
+
+Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
+``~/.cache/gpucluster`` (the chart pull cache, :mod:`gpucluster.render`, lives in its
+``charts`` subfolder). ``GPUCLUSTER_CACHE_DIR=off`` disables the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterable, Mapping
+
+CACHE_DIR_ENV = "GPUCLUSTER_CACHE_DIR"
+"""Environment variable: the cache folder (``off``: no cache)."""
+
+_MAGIC = b"gpucluster-cache 1\n"
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """The cache folder (see the module docstring), or None when disabled or no home is known."""
+    env = os.environ if env is None else env
+    value = env.get(CACHE_DIR_ENV)
+    if value:
+        return None if value == "off" else Path(value)
+    base = env.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError, OSError):  # no home directory
+            return None
+    return Path(base) / "gpucluster"
+
+
+def digest(parts: Iterable[bytes | str]) -> str:
+    """sha256 hex of ``parts``, each length-prefixed (no two part lists collide by concatenation)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes | None:
+    """The payload stored under ``(kind, key)``, or None (absent, disabled, unreadable or corrupt)."""
+    folder = cache_dir(env)
+    if folder is None:
+        return None
+    try:
+        with open(folder / kind / key, "rb") as f:
+            data = f.read(64 << 20)
+    except (OSError, ValueError):
+        return None
+    head = _MAGIC + key.encode("ascii") + b"\n"
+    if not data.startswith(head) or len(data) < len(head) + 65:
+        return None
+    check, payload = data[len(head):len(head) + 64], data[len(head) + 65:]
+    if data[len(head) + 64:len(head) + 65] != b"\n" or hashlib.sha256(payload).hexdigest().encode("ascii") != check:
+        return None
+    return payload
+
+
+def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = None) -> bool:
+    """Store ``payload`` under ``(kind, key)``; False (and nothing raised) when it cannot be written."""
+    folder = cache_dir(env)
+    if folder is None:
+        return False
+    target = folder / kind / key
+    tmp = target.with_name(f".{key}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    data = _MAGIC + key.encode("ascii") + b"\n" + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def module_identity(name: str) -> str:
+    """Which installed copy of top-level module ``name`` would be imported, without importing it:
+    its file's path, size and mtime, and the ``<name>-<version>.dist-info`` folders beside its
+    package (a reinstall or upgrade changes this string). ``"<name> absent"`` when not found."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    origin = getattr(spec, "origin", None)
+    if not origin:
+        return f"{name} absent"
+    try:
+        st = os.stat(origin)
+        package = Path(origin).parent
+        site = package.parent if package.name == name else package
+        prefix = name.replace("-", "_").lower() + "-"
+        metadata = sorted(e for e in os.listdir(site) if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info")))
+    except OSError:
+        return f"{name} at {origin} unreadable"
+    return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {' '.join(metadata)}"

@@ -1,0 +1,274 @@
+"""The per-user cache behind a fast ``gpucluster plan`` (gpucluster.diskcache): content-keyed,
+checked on every read, ignored when missing, corrupt or unwritable; output never depends on it.
+
+* the shipped catalog's schema check is skipped only when a marker keyed by exactly its bytes says
+  it passed (a changed, stale or corrupt marker means the files are validated again, and an
+  invalid file is refused with the same error line);
+* third-party catalog folders are validated on every load;
+* the entry-point list is cached per ``sys.path`` fingerprint (a new distribution is found);
+* a warm default plan imports neither jsonschema nor importlib.metadata (subprocess, sys.modules).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucluster import catalog as catalog_mod
+from gpucluster import cli, diskcache, plugins as plugins_mod
+from gpucluster.errors import GpuclusterError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    return folder
+
+
+def _env(cache_dir: Path | str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
+    env[diskcache.CACHE_DIR_ENV] = str(cache_dir)
+    return env
+
+
+PLAN_AND_MODULES = (
+    "import io, sys; from gpucluster import cli; out = io.StringIO(); rc = cli.main(['plan'], stdout=out, stderr=io.StringIO()); "
+    "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata')]); print(out.getvalue(), end='')"
+)
+
+
+def _plan_subprocess(cache_dir, cwd) -> tuple[str, str]:
+    """(first line ``rc jsonschema-imported importlib.metadata-imported``, plan output) of a fresh process."""
+    res = subprocess.run([sys.executable, "-c", PLAN_AND_MODULES], env=_env(cache_dir), cwd=cwd, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    first, _, rest = res.stdout.partition("\n")
+    return first, rest
+
+
+# --------------------------------------------------------------------------- the cache itself
+
+
+def test_entries_round_trip_and_a_corrupt_or_foreign_entry_is_a_miss(cache):
+    key = diskcache.digest(["a", b"b"])
+    assert diskcache.get("k", key) is None
+    assert diskcache.put("k", key, b"payload")
+    assert diskcache.get("k", key) == b"payload"
+    path = cache / "k" / key
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + b"X")  # payload no longer matches its sha256
+    assert diskcache.get("k", key) is None
+    path.write_bytes(data[:10])  # truncated
+    assert diskcache.get("k", key) is None
+    other = diskcache.digest(["other"])
+    (cache / "k" / other).write_bytes(data)  # a whole entry, but written for another key
+    assert diskcache.get("k", other) is None
+    assert diskcache.digest(["ab", "c"]) != diskcache.digest(["a", "bc"])
+
+
+def test_an_unusable_cache_folder_is_ignored(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(blocker))
+    assert diskcache.put("k", "0" * 64, b"x") is False
+    assert diskcache.get("k", "0" * 64) is None
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, "off")
+    assert diskcache.cache_dir() is None and diskcache.put("k", "0" * 64, b"x") is False
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(ro))
+        assert diskcache.put("k", "0" * 64, b"x") is False
+        ro.chmod(0o700)
+
+
+def test_the_default_folder_follows_xdg_cache_home(tmp_path):
+    assert diskcache.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "gpucluster"
+    assert diskcache.cache_dir({diskcache.CACHE_DIR_ENV: str(tmp_path / "x")}) == tmp_path / "x"
+
+
+# --------------------------------------------------------------------------- catalog schema markers
+
+
+@pytest.fixture
+def core_copy(tmp_path, monkeypatch):
+    """A copy of the core catalog standing in for the shipped one (CORE_CATALOG_DIR patched)."""
+    copy_dir = tmp_path / "core"
+    shutil.copytree(catalog_mod.CORE_CATALOG_DIR, copy_dir)
+    monkeypatch.setattr(catalog_mod, "CORE_CATALOG_DIR", copy_dir)
+    catalog_mod._load_catalog.cache_clear()
+    yield copy_dir
+    catalog_mod._load_catalog.cache_clear()
+
+
+def _load_and_index(d: Path):
+    from gpucluster import recipe
+
+    catalog_mod._load_catalog.cache_clear()
+    cat = catalog_mod.load_catalog((d,))
+    recipe._index(cat)
+    return cat
+
+
+def _markers(cache: Path) -> list[Path]:
+    return sorted((cache / catalog_mod.VALID_MARKER_KIND).glob("*"))
+
+
+def test_a_marker_vouches_only_for_the_bytes_it_was_written_for(cache, core_copy, monkeypatch):
+    cold = _load_and_index(core_copy)
+    assert cold.schema_vouched == frozenset() and len(_markers(cache)) == 1
+    warm = _load_and_index(core_copy)
+    assert core_copy / "registry.yaml" in warm.schema_vouched
+    assert core_copy / "overlays" / "base.yaml" in warm.schema_vouched
+    assert warm.components == cold.components and warm.overlays == cold.overlays and warm.mixins == cold.mixins
+    # an overlay changed into one its schema refuses: no marker matches, the error line is today's
+    overlay = core_copy / "overlays" / "base.yaml"
+    doc = overlay.read_text()
+    overlay.write_text(doc.replace("kind: RecipeOverlay", "kind: RecipeOverlay\nunexpected: 1", 1))
+    with pytest.raises(GpuclusterError) as warm_err:
+        _load_and_index(core_copy)
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, "off")
+    with pytest.raises(GpuclusterError) as uncached_err:
+        _load_and_index(core_copy)
+    assert warm_err.value.render() == uncached_err.value.render()
+    assert "invalid overlay" in warm_err.value.render() and "unexpected" in warm_err.value.render()
+
+
+def test_an_invalid_registry_is_refused_with_a_warm_cache(cache, core_copy):
+    _load_and_index(core_copy)
+    _load_and_index(core_copy)
+    reg = core_copy / "registry.yaml"
+    reg.write_text(reg.read_text().replace("components:", "bogus: 1\ncomponents:", 1))
+    with pytest.raises(GpuclusterError) as err:
+        _load_and_index(core_copy)
+    assert "invalid registry" in err.value.render()
+
+
+def test_a_corrupt_or_stale_marker_is_ignored_and_the_catalog_validated_again(cache, core_copy, monkeypatch):
+    _load_and_index(core_copy)
+    (marker,) = _markers(cache)
+    marker.write_bytes(marker.read_bytes().replace(b"valid", b"vilad"))
+    calls = []
+    original = catalog_mod.validate_registry
+    monkeypatch.setattr(catalog_mod, "validate_registry", lambda data, file: (calls.append(file), original(data, file)))
+    again = _load_and_index(core_copy)
+    assert again.schema_vouched == frozenset() and calls == [str(core_copy / "registry.yaml")]
+    assert diskcache.get(catalog_mod.VALID_MARKER_KIND, marker.name) == b"valid\n"  # rewritten whole
+    # another gpucluster version (or schema source, or jsonschema) is another key: validated again
+    monkeypatch.setattr("gpucluster.__version__", "0.0.0-other")
+    calls.clear()
+    assert _load_and_index(core_copy).schema_vouched == frozenset() and len(calls) == 1
+
+
+def test_a_third_party_catalog_folder_is_validated_on_every_load(cache, tmp_path, monkeypatch):
+    extra = tmp_path / "third-party"
+    (extra / "overlays").mkdir(parents=True)
+    (extra / "overlays" / "x.yaml").write_text(
+        "kind: RecipeOverlay\napiVersion: gpucluster/v1alpha1\nmetadata: {name: x}\nspec: {base: base, criteria: {service: aks}}\n"
+    )
+    dirs = (catalog_mod.CORE_CATALOG_DIR, extra)
+    for _ in range(2):
+        catalog_mod._load_catalog.cache_clear()
+        cat = catalog_mod.load_catalog(dirs)
+        assert not any(p.is_relative_to(extra) for p in cat.schema_vouched)
+        assert cat.schema_checked_already(extra / "overlays" / "x.yaml") is False
+    catalog_mod._load_catalog.cache_clear()
+
+
+def test_the_shipped_plugin_packages_are_the_entry_points_gpucluster_declares():
+    text = (REPO / "pyproject.toml").read_text()
+    section = text.split("[project.entry-points.gpucluster]", 1)[1].split("\n[", 1)[0]
+    modules = sorted(line.split("=", 1)[1].strip().strip('"') for line in section.strip().splitlines() if "=" in line)
+    assert modules == sorted(catalog_mod.SHIPPED_PLUGIN_PACKAGES)
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _registered(pm) -> list[tuple[str, str]]:
+    return [(name, getattr(plugin, "__name__", "")) for name, plugin in pm.list_name_plugin()]
+
+
+def test_cached_entry_points_register_what_pluggy_registers(cache, monkeypatch):
+    import pluggy
+
+    reference = pluggy.PluginManager(plugins_mod.ENTRY_POINT_GROUP)
+    reference.add_hookspecs(plugins_mod.hookspecs)
+    reference.load_setuptools_entrypoints(plugins_mod.ENTRY_POINT_GROUP)
+    expected = _registered(reference)
+    expected_dists = [(p.__name__, d.project_name, d.version) for p, d in reference.list_plugin_distinfo()]
+    for _ in range(2):  # cold (scan, write), then warm (read)
+        pm = plugins_mod.new_plugin_manager(env={})
+        assert _registered(pm) == expected
+        assert [(p.__name__, d.project_name, d.version) for p, d in pm.list_plugin_distinfo()] == expected_dists
+    assert len(list((cache / plugins_mod.ENTRY_POINT_CACHE_KIND).glob("*"))) == 1
+    # a corrupt list is a miss: scanned again
+    (entry,) = (cache / plugins_mod.ENTRY_POINT_CACHE_KIND).glob("*")
+    entry.write_bytes(entry.read_bytes()[:-3])
+    assert _registered(plugins_mod.new_plugin_manager(env={})) == expected
+
+
+def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    before = _registered(plugins_mod.new_plugin_manager(env={}))
+    (site / "gpucluster_cachetest_plugin.py").write_text(
+        "from gpucluster.sdk import hookimpl\n\n@hookimpl\ndef gpucluster_catalog_dirs():\n    return None\n"
+    )
+    info = site / "gpucluster_cachetest-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gpucluster]\ncachetest = gpucluster_cachetest_plugin\n")
+    try:
+        pm = plugins_mod.new_plugin_manager(env={})
+        assert ("cachetest", "gpucluster_cachetest_plugin") in _registered(pm)
+        assert len(_registered(pm)) == len(before) + 1
+        dists = {p.__name__: (d.project_name, d.version) for p, d in pm.list_plugin_distinfo()}
+        assert dists["gpucluster_cachetest_plugin"] == ("gpucluster-cachetest", "1.0")
+        (info / "entry_points.txt").write_text("[gpucluster]\n")  # changed in place: not registered any more
+        assert _registered(plugins_mod.new_plugin_manager(env={})) == before
+    finally:
+        sys.modules.pop("gpucluster_cachetest_plugin", None)
+
+
+# --------------------------------------------------------------------------- the whole plan, as a process
+
+
+def test_a_warm_default_plan_imports_neither_jsonschema_nor_importlib_metadata(tmp_path):
+    cache_dir = tmp_path / "cache"
+    cold, cold_out = _plan_subprocess(cache_dir, tmp_path)
+    assert cold == "0 True True"  # nothing cached: the catalog is validated, the distributions scanned
+    warm, warm_out = _plan_subprocess(cache_dir, tmp_path)
+    assert warm == "0 False False"
+    off, off_out = _plan_subprocess("off", tmp_path)
+    assert off == "0 True True"
+    assert warm_out == cold_out == off_out and "cert-manager" in warm_out
+    # every marker corrupted: validated again (jsonschema imported), output unchanged
+    for path in (cache_dir / catalog_mod.VALID_MARKER_KIND).glob("*"):
+        path.write_bytes(b"garbage")
+    again, again_out = _plan_subprocess(cache_dir, tmp_path)
+    assert again == "0 True False" and again_out == cold_out
+
+
+def test_a_cli_plan_is_the_same_with_an_unwritable_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "blocked"
+    blocker.write_text("")
+    outs = []
+    for value in (str(blocker), "off"):
+        monkeypatch.setenv(diskcache.CACHE_DIR_ENV, value)
+        out = io.StringIO()
+        assert cli.main(["plan", "--format", "json"], stdout=out, stderr=io.StringIO()) == 0
+        outs.append(json.loads(out.getvalue()))
+    assert outs[0] == outs[1]
