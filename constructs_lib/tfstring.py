@@ -60,27 +60,23 @@ def literal_tree(value: Any) -> Any:
     return value
 
 
+_SEQUENCE_OR_ESCAPE = re.compile(r"\$\$\{|%%\{|\$\{|%\{")
+"""An escape (``$${``, ``%%{``) or a template sequence start (``${``, ``%{``); at one position an
+escape wins, as in Terraform's scanner."""
+
+
 def template_sequences(text: str) -> list[str]:
     """The template sequences Terraform would evaluate in ``text``: for each unescaped ``${`` or
     ``%{``, the text from it to the end of the string (empty list: ``text`` is a literal).
 
     Terraform's scanner (HCL templates) reads ``$${`` and ``%%{`` as escapes, every other ``$``
-    or ``%`` as itself: ``$$${x}`` is ``$`` followed by the escape ``$${``.
+    or ``%`` as itself: ``$$${x}`` is ``$`` followed by the escape ``$${``. (The scan is one
+    regular expression over the text, left to right, an escape consumed whole; a string without
+    ``{`` is answered at once -- the check reads every string of every synthesized stack.)
     """
-    found: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "$%":
-            if text.startswith(ch * 2 + "{", i):
-                i += 3
-                continue
-            if text.startswith(ch + "{", i):
-                found.append(text[i:])
-                i += 2
-                continue
-        i += 1
-    return found
+    if "{" not in text:
+        return []
+    return [text[m.start():] for m in _SEQUENCE_OR_ESCAPE.finditer(text) if m.end() - m.start() == 2]
 
 
 GENERATED_EXPRESSION = re.compile(

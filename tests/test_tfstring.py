@@ -8,6 +8,8 @@ import shutil
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constructs_lib.tfstring import literal, literal_tree, template_sequences, unexpected_templates
 
@@ -38,6 +40,31 @@ def test_template_sequences_reads_like_terraform():
     assert template_sequences("$$${a}") == []  # '$' then the escape '$${'
     assert template_sequences("x%{ if }") == ["%{ if }"]
     assert template_sequences("$ {a} % {b}") == []
+
+
+def _scan_like_terraform(text: str) -> list[str]:
+    """Terraform's template scanner, one character at a time: ``$${``/``%%{`` are escapes (three
+    characters consumed), ``${``/``%{`` start a sequence, any other character is itself."""
+    found, i = [], 0
+    while i < len(text):
+        if text[i] in "$%":
+            if text.startswith(text[i] * 2 + "{", i):
+                i += 3
+                continue
+            if text.startswith(text[i] + "{", i):
+                found.append(text[i:])
+                i += 2
+                continue
+        i += 1
+    return found
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="$%{}ab ", max_size=24) | st.text(max_size=40))
+def test_template_sequences_scans_as_terraform_does(text):
+    """The one-regex scan equals the character-by-character scanner on any text (runs of ``$``,
+    ``%`` and braces included)."""
+    assert template_sequences(text) == _scan_like_terraform(text)
 
 
 def test_literal_tree_escapes_keys_and_values():
