@@ -25,6 +25,7 @@ in ``stacks/runtime.py``.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import re
 import shutil
@@ -427,14 +428,10 @@ class LocalChartRelease(_ReleaseConstruct):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
             _STAGED[str(folder)] = key
-        self.asset = TerraformAsset(
-            self,
-            "chart",
-            path=str(folder.resolve()),
-            type=AssetType.DIRECTORY,
-            asset_hash=(chart.content_hash if chart is not None else hashlib.sha256(b"").hexdigest())[:32],
-        )
-        self.chart_path = "./" + self.asset.path.rstrip("/")
+        asset_hash = (chart.content_hash if chart is not None else hashlib.sha256(b"").hexdigest())[:32]
+        self.asset = TerraformAsset(self, ASSET_ID, path=str(folder.resolve()), type=AssetType.DIRECTORY,
+                                    asset_hash=asset_hash)
+        self.chart_path = "./" + directory_asset_path(self.asset, scope, id, asset_hash).rstrip("/")
         extra_sets, lifecycle = self._crd_bundle(props) if props.crd_source is not None else ((), None)
         self._create_release(props, chart=self.chart_path, repository=None, version=None,
                              extra_sets=extra_sets, lifecycle=lifecycle)
@@ -470,6 +467,68 @@ class LocalChartRelease(_ReleaseConstruct):
                 "release Secret (1 MiB) cannot hold the CRD step: apply them by hand before upgrading (docs/upgrading.md)"),
         )])
         return sets, lifecycle
+
+
+ASSET_ID = "chart"
+"""Construct id of a :class:`LocalChartRelease`'s ``TerraformAsset`` (its folder in the output is
+``assets/<release construct id>_chart_<hash of the path>/``)."""
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+_NOT_ID_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")
+_ASSET_PATH_RULE: list[bool] = []
+"""Empty until the first directory asset of the process: then ``[True]`` when :func:`unique_id`
+gave the kernel's answer (asset paths are computed in Python from then on), ``[False]`` when it
+did not (every asset path is asked of the kernel)."""
+
+
+def unique_id(components: Sequence[str]) -> str:
+    """cdktf's logical id of a construct path below its stack (``makeUniqueId`` of
+    ``cdktf/lib/private/unique.js``, the same in cdktf 0.21 and cdktn 0.24; used by
+    ``TerraformStack.allocateLogicalId``): components ``Default`` dropped; one component -> itself
+    without characters outside ``[A-Za-z0-9_-]`` (if <= 255 characters); otherwise the components
+    without ``Resource`` and without one that the previous one ends with, stripped the same way,
+    joined by ``_`` and cut to 240 characters, then ``_`` and the first 8 hex digits (upper case)
+    of the md5 of the components joined by ``/``.
+
+    Raises:
+        ValueError: no component left.
+    """
+    parts = [c for c in components if c != "Default"]
+    if not parts:
+        raise ValueError("cannot compute a logical id of an empty path")
+    strip = functools.partial(_NOT_ID_CHARACTER.sub, "")
+    if len(parts) == 1 and len(strip(parts[0])) <= 255:
+        return strip(parts[0])
+    digest = hashlib.md5("/".join(parts).encode("utf-8")).hexdigest()[:8].upper()  # noqa: S324 - cdktf's id, not security
+    human: list[str] = []
+    for part in parts:
+        if not human or not human[-1].endswith(part):
+            human.append(part)
+    return "_".join(strip(h) for h in human if h != "Resource")[:240] + "_" + digest
+
+
+def directory_asset_path(asset: Any, scope: Construct, construct_id: str, asset_hash: str) -> str:
+    """``asset.path`` of a directory ``TerraformAsset`` with id :data:`ASSET_ID` inside the construct
+    ``construct_id`` that was created directly in the stack ``scope``: ``assets/<logical id>/<asset
+    hash>`` (no trailing slash) (cdktf's ``TerraformAsset.path``, :func:`unique_id` of ``[construct_id, "chart"]``),
+    computed here instead of one kernel round trip per chart.
+
+    The kernel is asked instead when the rule may not apply (``scope`` not a ``TerraformStack`` or a
+    subclass overriding ``allocate_logical_id``, an id or hash outside ``[A-Za-z0-9_-]``), and once
+    per process, for the first asset, to check the rule: if the kernel's answer differs (another
+    cdktf version), every later asset is asked of the kernel too.
+    """
+    simple = (isinstance(scope, TerraformStack)
+              and getattr(type(scope), "allocate_logical_id", None) is getattr(TerraformStack, "allocate_logical_id", None)
+              and _SAFE_ID.match(construct_id) is not None and _SAFE_ID.match(asset_hash) is not None)
+    if not simple or _ASSET_PATH_RULE == [False]:
+        return asset.path
+    computed = f"assets/{unique_id([construct_id, ASSET_ID])}/{asset_hash}"
+    if not _ASSET_PATH_RULE:
+        actual = asset.path
+        _ASSET_PATH_RULE.append(actual == computed)
+        return actual
+    return computed
 
 
 def variable_hash_expression(vh: Any) -> str:

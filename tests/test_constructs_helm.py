@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from constructs_lib.cdk import HELM_PROVIDER_VERSION, App, TerraformStack
+import constructs_lib.helm as helm_module
+from constructs_lib.cdk import HELM_PROVIDER_VERSION, App, AssetType, Construct, TerraformAsset, TerraformStack
 from constructs_lib.cdk import Testing as CdkTesting
 from constructs_lib.helm import (
     HelmComponent,
     HelmComponentProps,
     LocalChartRelease,
     LocalChartReleaseProps,
+    ASSET_ID,
     chart_files_key,
     chart_source,
+    unique_id,
     values_document,
 )
 from gpucluster.manifests import content_hash
@@ -254,3 +257,34 @@ def test_scalar_type_is_terraforms_variable_type(value, expected):
     """One rule (gpucluster.model.scalar_type) types both the core's set entries and the constructs'
     variables; a bool is not a number although Python says so."""
     assert scalar_type(value) == expected
+
+
+ODD_IDS = ["gpu-operator-manifests", "my-chart", "chart", "Resource", "Default", "a.b c/d", "x" * 300, "ünï-cødé",
+           "DefaultResource", "teardown_chart"]
+
+
+@pytest.mark.parametrize("construct_id", ODD_IDS)
+def test_unique_id_is_the_kernels_logical_id_of_an_asset(tmp_path, construct_id):
+    """The Python port of cdktf's makeUniqueId gives the logical id the kernel allocates (a binding
+    or framework upgrade that changes the rule fails here), so asset paths need no round trip."""
+    (tmp_path / "Chart.yaml").write_text("name: c\n")
+    stack = TerraformStack(CdkTesting.app(), "stack")
+    parent = Construct(stack, construct_id)
+    asset = TerraformAsset(parent, ASSET_ID, path=str(tmp_path), type=AssetType.DIRECTORY, asset_hash="0123abcd")
+    assert asset.path == f"assets/{unique_id([parent.node.id, ASSET_ID])}/0123abcd"  # node.id: '/' becomes '--'
+
+
+def test_local_chart_path_is_the_kernels_asset_path(monkeypatch):
+    """chart_path computed in Python equals the kernel's TerraformAsset.path, for the first asset of
+    the process (the one checked against the kernel) and the ones after; and when the check failed,
+    every path is asked of the kernel."""
+    stack = TerraformStack(CdkTesting.app(), "stack")
+    for name in ("a-manifests", "b-teardown", "c-chart"):
+        release = LocalChartRelease(stack, name, LocalChartReleaseProps(
+            release_name=name, namespace="default", chart=local_chart(name, "kind: A\n")))
+        assert release.chart_path == "./" + release.asset.path.rstrip("/")
+    monkeypatch.setattr(helm_module, "_ASSET_PATH_RULE", [False])
+    monkeypatch.setattr(helm_module, "unique_id", lambda components: "wrong")
+    release = LocalChartRelease(stack, "d", LocalChartReleaseProps(release_name="d", namespace="default",
+                                                                   chart=local_chart("d", "kind: A\n")))
+    assert release.chart_path == "./" + release.asset.path.rstrip("/") and "wrong" not in release.chart_path
