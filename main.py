@@ -20,9 +20,14 @@ Run by ``cdktf synth`` (``cdktf.json``: ``.venv/bin/python main.py``) or directl
    (before any gpucluster import); the first signal stops the run, later ones are only recorded
    (cleanup is never cut short); the jsii kernel's exit hook tolerates a kernel the signal
    already ended (``constructs_lib.cdk.tolerate_dead_kernel``: it wrote to a closed pipe,
-   ``BrokenPipeError``); a signal during the shutdown
+   ``BrokenPipeError``); from the first signal on, what the kernel writes (its ``Error on jsii
+   API channel ... ECONNRESET`` when the signal ended its child) is dropped
+   (``constructs_lib.cdk.mute_kernel_output``), so stderr holds only the one line after whatever
+   was printed before the signal; a signal during the shutdown
    after a successful run still exits 128 + the signal number with the one line.
-5. Any other unexpected exception prints one ``error[internal]`` line (the traceback only with
+5. A ``NODE_OPTIONS`` that Node.js refuses is one ``error[input] key=NODE_OPTIONS`` line, exit 2,
+   nothing written (``constructs_lib.cdk.check_node_options``, before the jsii kernel starts).
+6. Any other unexpected exception prints one ``error[internal]`` line (the traceback only with
    ``GPUCLUSTER_DEBUG=1``) and exits 70 (``EX_SOFTWARE``).
 """
 
@@ -48,10 +53,20 @@ _armed: list[bool] = []
 """Non-empty once :func:`_script` runs inside its ``try``: only then may a signal raise."""
 
 
+def _mute_kernel_output() -> None:
+    """After a stop signal only this process's own line goes to stderr: silence the jsii kernel's
+    output reader (``constructs_lib.cdk.mute_kernel_output``; nothing to do before it is imported,
+    the kernel starts only after). Called first by every stop-signal handler."""
+    mute = getattr(sys.modules.get("constructs_lib.cdk"), "mute_kernel_output", None)
+    if mute is not None:
+        mute()
+
+
 def _on_stop_signal(signum, frame):
     """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end),
     and only once the script is inside its ``try`` (before that, module-level imports are running
     and :func:`_script` stops as soon as it starts)."""
+    _mute_kernel_output()
     _received.append(signum)
     if len(_received) == 1 and _armed:
         raise _Stopped(signum)
@@ -89,6 +104,7 @@ def _stop_signals_raise(received: list[int]) -> Iterator[None]:
         raise _Stopped(received[0])
 
     def stop(signum, frame):
+        _mute_kernel_output()
         received.append(signum)
         if len(received) == 1:
             raise _Stopped(signum)
@@ -199,6 +215,7 @@ def _under_cdktf_cli() -> bool:
 
 def _record_only(signum, frame):
     """Stop-signal handler for the shutdown: record, never raise (atexit hooks run to the end)."""
+    _mute_kernel_output()
     _received.append(signum)
 
 
@@ -224,7 +241,7 @@ def _private_tmpdir() -> None:
 
 
 def _script() -> int:
-    """``python main.py``: the exit code; never raises (see the module docstring, 4 and 5)."""
+    """``python main.py``: the exit code; never raises (see the module docstring, 4 to 6)."""
     code = 0
     final: list[int] = []
     atexit.register(lambda: _exit_after_late_signal(final[0] if final else 1))  # registered first: runs last

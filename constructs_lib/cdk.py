@@ -209,6 +209,92 @@ def tolerate_dead_kernel() -> None:
     node_process.stop = stop
 
 
+_KERNEL_OUTPUT_MUTED: list[bool] = []
+"""Non-empty once :func:`mute_kernel_output` ran."""
+
+
+def mute_kernel_output() -> None:
+    """From now on, drop whatever the jsii Node.js kernel writes to its stderr (and stdout).
+
+    main.py calls it on a stop signal (safe in a signal handler: one list append, no lock). A signal
+    to the process group (Ctrl-C, a CI job timeout) also ends the kernel's child process; the
+    kernel's runtime then logs ``Error on jsii API channel to child process: ... ECONNRESET``
+    (jsii ``bin/jsii-runtime.js``) and jsii's stderr reader thread prints that raw line as
+    ``b'...'`` (``jsii._kernel.providers.process.stderr_sink``). After a stop the process prints
+    only its own one line. Idempotent.
+    """
+    if not _KERNEL_OUTPUT_MUTED:
+        _KERNEL_OUTPUT_MUTED.append(True)
+
+
+class _MutableReader:
+    """The kernel's stderr pipe as jsii's reader thread sees it: lines read after
+    :func:`mute_kernel_output` are drained (the kernel never blocks on a full pipe) and dropped."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def readline(self) -> bytes:
+        while True:
+            line = self._reader.readline()
+            if not line or not _KERNEL_OUTPUT_MUTED:
+                return line
+
+
+def mutable_kernel_output() -> None:
+    """Make the kernel's output reader honour :func:`mute_kernel_output` (called at import, before
+    the kernel starts: jsii looks ``stderr_sink`` up when it starts the reader thread). Idempotent."""
+    from jsii._kernel.providers import process as jsii_process
+
+    original = getattr(jsii_process, "stderr_sink", None)
+    if original is None or getattr(original, "_gpucluster_mutable", False):
+        return
+
+    def stderr_sink(reader) -> None:
+        original(_MutableReader(reader))
+
+    stderr_sink._gpucluster_mutable = True  # type: ignore[attr-defined]
+    jsii_process.stderr_sink = stderr_sink
+
+
+def check_node_options(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a ``NODE_OPTIONS`` that Node.js itself refuses, before the jsii kernel starts.
+
+    Node.js exits at once on an option it does not allow there (``node: --bogus is not allowed in
+    NODE_OPTIONS``, exit 9) or a preload it cannot load; jsii would then print the raw lines and fail
+    its handshake with an unexpected error. Runs ``node -e ""`` (``JSII_NODE``, default ``node``, as
+    jsii does) with the environment only when ``NODE_OPTIONS`` is set and not blank, so a usual run
+    pays nothing. A ``node`` that cannot be run at all is left to jsii.
+
+    Raises:
+        GpuclusterError: ``key=NODE_OPTIONS``, Node.js's own message.
+    """
+    environ = os.environ if environ is None else environ
+    value = environ.get("NODE_OPTIONS", "")
+    if not value.strip():
+        return
+    import subprocess
+
+    try:
+        result = subprocess.run([environ.get("JSII_NODE", "node"), "-e", ""], env=dict(environ), stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, errors="replace", timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return
+    if result.returncode == 0:
+        return
+    from gpucluster.errors import GpuclusterError
+
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    said = next((line for line in lines if line.startswith("node: ") or re.match(r"[A-Za-z]*Error\b", line)),
+                lines[-1] if lines else f"node exited with code {result.returncode}")
+    raise GpuclusterError(
+        f"Node.js (which runs the jsii kernel) refuses NODE_OPTIONS={value!r}: {said}",
+        key="NODE_OPTIONS",
+        fix="unset NODE_OPTIONS, or keep in it only options Node.js allows there (the Node.js CLI documentation, "
+            "NODE_OPTIONS, lists them)",
+    )
+
+
 LAZY_JS_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazy_bindings.cjs")
 """Node.js preload making the binding assemblies' ``lib/index.js`` lazy (see :func:`_lazy_js_bindings`)."""
 
@@ -247,7 +333,9 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
+mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
 with _lazy_js_bindings(DIST.binding_js_packages):  # the first jsii load (constructs) starts the kernel
     from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 

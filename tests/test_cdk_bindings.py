@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 NVKE_OKE_FILE = """\
@@ -122,6 +124,52 @@ def test_unknown_distribution_is_one_error_line(tmp_path):
     ]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+EXISTING_AKS = """clusters:
+  - name: lab
+    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
+    existing: {kubeconfig: /etc/kube/config}
+    scheduling:
+      accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
+"""
+
+
+@pytest.mark.parametrize("value, said", [
+    ("--bogus", "node: --bogus is not allowed in NODE_OPTIONS"),
+    ("--require ./no-such-preload.js", "Error: Cannot find module"),
+])
+def test_node_options_node_refuses_is_one_input_error_line_and_writes_nothing(tmp_path, value, said):
+    """A NODE_OPTIONS Node.js refuses: one error[input] key=NODE_OPTIONS line with Node.js's own
+    words, exit 2, the previous output untouched, no staged folder (not jsii's raw lines and
+    error[internal] exit 70)."""
+    (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS)
+    out = tmp_path / "cdktf.out"
+    (out / "stacks" / "old").mkdir(parents=True)
+    (out / "manifest.json").write_text('{"stacks": {}}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_CONFIG", "CDKTF_"))}
+    env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CDKTF_OUTDIR=str(out), NODE_OPTIONS=value)
+    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error[input] key=NODE_OPTIONS: Node.js (which runs the jsii kernel) refuses "
+                           f"NODE_OPTIONS={value!r}: {said}"), line
+    assert " fix: unset NODE_OPTIONS" in line
+    assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "gpucluster.yaml"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["manifest.json", "stacks", "stacks/old"]
+
+
+def test_node_options_node_accepts_is_left_alone():
+    from constructs_lib import cdk
+
+    from gpucluster.errors import GpuclusterError
+
+    cdk.check_node_options({**os.environ, "NODE_OPTIONS": "--no-warnings"})  # returns: Node.js allows it
+    cdk.check_node_options({**os.environ, "NODE_OPTIONS": " ", "JSII_NODE": "/bin/false"})  # blank: node not even run
+    with pytest.raises(GpuclusterError, match="key=NODE_OPTIONS: .* refuses NODE_OPTIONS='-x': node exited with code 1"):
+        cdk.check_node_options({**os.environ, "NODE_OPTIONS": "-x", "JSII_NODE": "/bin/false"})  # the node jsii runs
 
 
 def test_a_binding_class_not_in_the_table_is_named():
