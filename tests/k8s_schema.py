@@ -24,6 +24,22 @@ from kubernetes_validate.utils import SchemaNotFoundError
 
 from gpucluster.lint_schema import openapi_to_jsonschema as _openapi_to_jsonschema
 
+
+def _read_schema_files_once() -> None:
+    """``kubernetes_validate.validate`` reads and parses its schema file and the 1.5 MB
+    ``_definitions.json`` on every call (kubernetes_validate/utils.py ``schema_contents``), ~0.1 s
+    an object; the tests validate thousands. Cache what it reads (the same parsed JSON each time;
+    jsonschema only reads a schema). Idempotent; a missing file still raises on every call."""
+    from kubernetes_validate import utils
+
+    if not getattr(utils.schema_contents, "_gpucluster_cached", False):
+        cached = functools.lru_cache(maxsize=None)(utils.schema_contents)
+        cached._gpucluster_cached = True  # type: ignore[attr-defined]
+        utils.schema_contents = cached
+
+
+_read_schema_files_once()
+
 K8S_VERSION = "1.34.0"
 CRD_DIR = Path(__file__).parent / "data" / "crds"
 CATALOG_CRD_MANIFESTS = sorted((Path(__file__).parent.parent / "gpucluster" / "catalog" / "components").glob("*/manifests/*-crds.yaml.j2"))

@@ -40,29 +40,32 @@ def _tighten(node: Any) -> Any:
 
 
 @lru_cache(maxsize=1)
+def _crds() -> tuple[dict[str, Any], ...]:
+    """Every CustomResourceDefinition under tests/data/crds, in file order, parsed once (read only)."""
+    return tuple(doc for path in sorted(CRD_DIR.rglob("*.yaml")) for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+                 if doc and doc.get("kind") == "CustomResourceDefinition")
+
+
+@lru_cache(maxsize=1)
 def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """``(apiVersion, kind)`` -> JSON Schema, from every CRD file under tests/data/crds."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(CRD_DIR.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            group = doc["spec"]["group"]
-            kind = doc["spec"]["names"]["kind"]
-            for version in doc["spec"]["versions"]:
-                schema = _tighten(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
-                schema.setdefault("properties", {})["metadata"] = {"type": "object"}
-                out[(f"{group}/{version['name']}", kind)] = schema
+    for doc in _crds():
+        group = doc["spec"]["group"]
+        kind = doc["spec"]["names"]["kind"]
+        for version in doc["spec"]["versions"]:
+            schema = _tighten(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+            schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+            out[(f"{group}/{version['name']}", kind)] = schema
     return out
 
 
 def crd_scope(api_version: str, kind: str) -> str:
     """``Namespaced`` or ``Cluster`` for a CRD kind in tests/data/crds."""
     group = api_version.split("/")[0]
-    for path in sorted(CRD_DIR.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if doc and doc.get("kind") == "CustomResourceDefinition" and doc["spec"]["group"] == group and doc["spec"]["names"]["kind"] == kind:
-                return doc["spec"]["scope"]
+    for doc in _crds():
+        if doc["spec"]["group"] == group and doc["spec"]["names"]["kind"] == kind:
+            return doc["spec"]["scope"]
     raise KeyError((api_version, kind))
 
 
@@ -83,6 +86,8 @@ def validate(doc: dict[str, Any]) -> None:
         assert not errors, f"{name}: " + "; ".join(f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors)
         return
     import kubernetes_validate
+
+    import k8s_schema  # noqa: F401  (kubernetes_validate reads its schema files once per process)
 
     try:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)

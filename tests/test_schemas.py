@@ -57,8 +57,24 @@ def plans():
     return {case: build(*case) for case in CASES}
 
 
+_RENDERED: dict[int, tuple[object, list[tuple[str, str, dict]]]] = {}
+"""id(plan) -> (plan, its rendered objects): each plan rendered and parsed once per test process
+(the plan is kept referenced, so its id is never reused while cached)."""
+
+
 def rendered_objects(plan) -> list[tuple[str, str, dict]]:
-    """``(release id, template path, object)`` for every local chart of the plan."""
+    """``(release id, template path, object)`` for every local chart of the plan.
+
+    Rendered and parsed once per plan (the tests of a recipe share one module-scoped plan); the
+    objects are shared, so a test that changes one deep-copies it first (see :func:`_object`).
+    """
+    cached = _RENDERED.get(id(plan))
+    if cached is None or cached[0] is not plan:
+        cached = _RENDERED[id(plan)] = (plan, _render_objects(plan))
+    return list(cached[1])
+
+
+def _render_objects(plan) -> list[tuple[str, str, dict]]:
     out = []
     for node in plan.nodes:
         if node.local_chart is None:
