@@ -3,7 +3,8 @@
 #   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default) into cdktf.out/ (replaced atomically).
-#   make test    set-up, then pytest (includes the end-to-end `cdktf synth` test, marker synth).
+#   make test    set-up, then pytest in parallel worker processes (pytest-xdist, PYTEST_WORKERS; includes
+#                the end-to-end `cdktf synth` test, marker synth), with test-cdktn alongside.
 #   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
 #                50 clusters, under cdktf and CDK Terrain (cdktn), with the floor (`import cdktf`).
 #   make cdktn   .venv-cdktn: the same project with CDK Terrain instead of cdktf ('.[cdktn,test]').
@@ -50,7 +51,11 @@ CDKTN_TESTS := tests/test_constructs_aks.py tests/test_constructs_helm.py tests/
 NODE_STAMP := node_modules/.gpucluster-installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
-PYTEST_ARGS ?= -q
+# pytest-xdist: the test files are spread over PYTEST_WORKERS processes (default: the CPU count, at
+# most 4), each file's tests in one process (--dist loadfile: a module-scoped fixture such as a shared
+# synth is built once). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
+PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: setup synth test test-cdktn cdktn bench fuzz clean checkov-setup
 
@@ -92,9 +97,15 @@ $(CHECKOV_STAMP): tools/checkov-requirements.txt
 synth: setup
 	$(CDKTF) synth
 
+# test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
+# finish); its output is printed after the main run's, and either failing fails `make test`.
 test: setup cdktn checkov-setup
-	$(PY) -m pytest $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-cdktn
+	@cdktn_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-cdktn > "$$cdktn_log" 2>&1 & cdktn_pid=$$!; \
+	main_rc=0; $(PY) -m pytest $(PYTEST_ARGS) || main_rc=$$?; \
+	cdktn_rc=0; wait $$cdktn_pid || cdktn_rc=$$?; \
+	echo "test-cdktn (the synthesis tests under CDK Terrain, run alongside):"; cat "$$cdktn_log"; rm -f "$$cdktn_log"; \
+	test $$main_rc -eq 0 && test $$cdktn_rc -eq 0
 
 test-cdktn: cdktn
 	GPUCLUSTER_CDK=cdktn $(PY_CDKTN) -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(CDKTN_TESTS)
