@@ -58,13 +58,26 @@ def digest(parts: Iterable[bytes | str]) -> str:
     return h.hexdigest()
 
 
+_FOLDERS: dict[tuple[str | None, str | None], str | None] = {}
+
+
+def _folder(env: Mapping[str, str] | None) -> str | None:
+    """:func:`cache_dir` as a string, remembered per (``$GPUCLUSTER_CACHE_DIR``, ``$XDG_CACHE_HOME``)."""
+    env = os.environ if env is None else env
+    marker = (env.get(CACHE_DIR_ENV), env.get("XDG_CACHE_HOME"))
+    if marker not in _FOLDERS:
+        folder = cache_dir(env)
+        _FOLDERS[marker] = None if folder is None else str(folder)
+    return _FOLDERS[marker]
+
+
 def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes | None:
     """The payload stored under ``(kind, key)``, or None (absent, disabled, unreadable or corrupt)."""
-    folder = cache_dir(env)
+    folder = _folder(env)
     if folder is None:
         return None
     try:
-        with open(folder / kind / key, "rb") as f:
+        with open(os.path.join(folder, kind, key), "rb") as f:
             data = f.read(64 << 20)
     except (OSError, ValueError):
         return None

@@ -32,14 +32,20 @@ import copy
 import functools
 import hashlib
 import json
+import marshal
 import re
-from typing import Any, Iterable, Mapping
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import jinja2
 import yaml
 
+from gpucluster import diskcache
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, LocalChart, Manifest, Recipe
+
+if TYPE_CHECKING:
+    import jinja2
 
 PHASES = ("pre", "post")
 TEMPLATE_SUFFIX = ".yaml.j2"
@@ -355,6 +361,8 @@ def _fail(message: str) -> None:
 
 
 def _defined(value: Any) -> Any:
+    import jinja2
+
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()  # raises jinja2.UndefinedError naming the value
     return value
@@ -379,6 +387,8 @@ def _is_false(value: Any) -> bool:
 
 
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -395,14 +405,19 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-_ENV = _environment()
+_ENV: jinja2.Environment | None = None
+"""The templates' environment (:func:`_environment`), made when the first template is compiled:
+jinja2 is imported only by a plan that renders a template (not one whose renderings are cached)."""
 _COMPILED: dict[str, jinja2.Template] = {}
 
 
 def _template(text: str) -> jinja2.Template:
     """``_ENV.from_string(text)``, compiled once per process and template text."""
+    global _ENV
     compiled = _COMPILED.get(text)
     if compiled is None:
+        if _ENV is None:
+            _ENV = _environment()
         compiled = _COMPILED[text] = _ENV.from_string(text)
     return compiled
 
@@ -448,6 +463,8 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
         GpuclusterError: template syntax error, undefined name (StrictUndefined), ``fail()``,
             invalid YAML or an invalid object; names the template file, cluster and component.
     """
+    import jinja2
+
     where = {"file": source, "cluster": cluster, "component": component}
     try:
         rendered = _template(text).render(**context)
@@ -468,6 +485,95 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
     for index, doc in enumerate(docs):
         check_object(doc, where=where, index=index)
     return docs
+
+
+RENDER_CACHE_KIND = "manifest-render"
+""":mod:`gpucluster.diskcache` kind of the shipped templates' renderings (:func:`render_shipped_template`)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _render_identity() -> str | None:
+    """Digest of what a rendering depends on besides the template text and its context: this
+    module's source (environment options, filters, globals, the YAML written by ``toyaml``), the
+    jinja2, MarkupSafe and PyYAML installs (:func:`gpucluster.diskcache.module_identity`) and the
+    gpucluster and Python versions; once per process. None when the source cannot be read
+    (nothing is cached)."""
+    from gpucluster import __version__
+
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:
+        return None
+    return diskcache.digest(["manifest-render 1", __version__, sys.version, source,
+                             *[diskcache.module_identity(name) for name in ("jinja2", "markupsafe", "yaml")]])
+
+
+def render_shipped_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:
+    """:func:`render_template` of a template of the shipped catalog, its result kept in the per-user
+    cache (:mod:`gpucluster.diskcache`) keyed by the template text, the context and
+    :func:`_render_identity`: the next process (a plan of the same cluster) reads the objects
+    instead of importing jinja2, rendering and parsing the YAML.
+
+    Used only for gpucluster's own templates, which are deterministic (same text and context, same
+    output: the determinism tests). Only a context of plain data (exact ``dict``, ``list``, ``str``,
+    ``int``, ``float``, ``bool``, ``None``, ... -- what :mod:`marshal` writes) is a key; a rendering
+    is kept only when it left the context unchanged and its objects are plain data without shared
+    parts (:func:`plain_key`), so a cached result is exactly the rendered one. Errors are never
+    kept: a failing template fails the same way every time. The objects read from the cache are
+    checked by :func:`check_object` like rendered ones.
+
+    Returns / raises: as :func:`render_template`.
+    """
+    identity = _render_identity()
+    try:
+        before = marshal.dumps(dict(context), 2) if identity is not None else None
+    except ValueError:  # not plain data: not a key
+        before = None
+    key = diskcache.digest([identity, text, before]) if before is not None and identity is not None else None
+    if key is not None:
+        payload = diskcache.get(RENDER_CACHE_KIND, key)
+        if payload is not None:
+            try:
+                docs = marshal.loads(payload)
+            except (ValueError, EOFError, TypeError):
+                docs = None
+            if type(docs) is list and all(type(d) is dict for d in docs):
+                where = {"file": source, "cluster": cluster, "component": component}
+                for index, doc in enumerate(docs):
+                    check_object(doc, where=where, index=index)
+                return docs
+    docs = render_template(text, context, source=source, cluster=cluster, component=component)
+    if key is not None and _plain_key(docs)[0] is not None:
+        try:
+            unchanged = marshal.dumps(dict(context), 2) == before
+        except ValueError:
+            unchanged = False
+        if unchanged:
+            diskcache.put(RENDER_CACHE_KIND, key, marshal.dumps(docs, 2))
+    return docs
+
+
+def _shipped(catalog: Any, relpath: str) -> bool:
+    """Whether ``relpath`` resolves to a file of the shipped catalog (:func:`gpucluster.catalog.shipped_catalog_dirs`);
+    decided once per catalog object and path (kept on the catalog, like its recipe index)."""
+    from gpucluster.catalog import shipped_catalog_dirs
+
+    known = getattr(catalog, "_gpucluster_shipped_files", None)
+    if not isinstance(known, dict):
+        known = {}
+        try:
+            catalog._gpucluster_shipped_files = known
+        except AttributeError:
+            pass
+    hit = known.get(relpath)
+    if hit is None:
+        try:
+            path = catalog.find_file(relpath)
+            hit = any(path.is_relative_to(d) for d in shipped_catalog_dirs())
+        except (AttributeError, GpuclusterError, OSError):
+            hit = False
+        known[relpath] = hit
+    return hit
 
 
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
@@ -637,7 +743,8 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
                     _libyaml_parses(text)  # a catalog file, read by libyaml like every catalog file
                     add(ref.name, phase, _stem_of(relpath), docs, relpath, text=text)
                     continue
-                docs = render_template(text, context, source=relpath, cluster=cluster.name, component=ref.name)
+                render = render_shipped_template if _shipped(catalog, relpath) else render_template
+                docs = render(text, context, source=relpath, cluster=cluster.name, component=ref.name)
                 add(ref.name, phase, _stem_of(relpath), docs, relpath)
 
     for plugin, manifest in _plugin_manifests(cluster, recipe, components):

@@ -6,7 +6,9 @@ checked on every read, ignored when missing, corrupt or unwritable; output never
   invalid file is refused with the same error line);
 * third-party catalog folders are validated on every load;
 * the entry-point list is cached per ``sys.path`` fingerprint (a new distribution is found);
-* a warm default plan imports neither jsonschema nor importlib.metadata (subprocess, sys.modules).
+* the shipped manifest templates' renderings are cached by template text and context (errors,
+  context-changing renderings and non-plain data never are; third-party templates never are);
+* a warm default plan imports neither jsonschema, importlib.metadata nor jinja2 (subprocess, sys.modules).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import catalog as catalog_mod
-from gpucluster import cli, diskcache, plugins as plugins_mod
+from gpucluster import cli, diskcache, manifests, plugins as plugins_mod
 from gpucluster.errors import GpuclusterError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,12 +45,12 @@ def _env(cache_dir: Path | str) -> dict[str, str]:
 
 PLAN_AND_MODULES = (
     "import io, sys; from gpucluster import cli; out = io.StringIO(); rc = cli.main(['plan'], stdout=out, stderr=io.StringIO()); "
-    "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata')]); print(out.getvalue(), end='')"
+    "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata', 'jinja2')]); print(out.getvalue(), end='')"
 )
 
 
 def _plan_subprocess(cache_dir, cwd) -> tuple[str, str]:
-    """(first line ``rc jsonschema-imported importlib.metadata-imported``, plan output) of a fresh process."""
+    """(first line ``rc jsonschema-imported importlib.metadata-imported jinja2-imported``, plan output) of a fresh process."""
     res = subprocess.run([sys.executable, "-c", PLAN_AND_MODULES], env=_env(cache_dir), cwd=cwd, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
@@ -246,20 +248,23 @@ def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tm
 # --------------------------------------------------------------------------- the whole plan, as a process
 
 
-def test_a_warm_default_plan_imports_neither_jsonschema_nor_importlib_metadata(tmp_path):
+def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_nor_jinja2(tmp_path):
     cache_dir = tmp_path / "cache"
     cold, cold_out = _plan_subprocess(cache_dir, tmp_path)
-    assert cold == "0 True True"  # nothing cached: the catalog is validated, the distributions scanned
+    assert cold == "0 True True True"  # nothing cached: validated, distributions scanned, templates rendered
     warm, warm_out = _plan_subprocess(cache_dir, tmp_path)
-    assert warm == "0 False False"
+    assert warm == "0 False False False"
     off, off_out = _plan_subprocess("off", tmp_path)
-    assert off == "0 True True"
+    assert off == "0 True True True"
     assert warm_out == cold_out == off_out and "cert-manager" in warm_out
     # every marker corrupted: validated again (jsonschema imported), output unchanged
     for path in (cache_dir / catalog_mod.VALID_MARKER_KIND).glob("*"):
         path.write_bytes(b"garbage")
+    # every rendering corrupted: rendered again (jinja2 imported), output unchanged
+    for path in (cache_dir / manifests.RENDER_CACHE_KIND).glob("*"):
+        path.write_bytes(path.read_bytes()[:-1])
     again, again_out = _plan_subprocess(cache_dir, tmp_path)
-    assert again == "0 True False" and again_out == cold_out
+    assert again == "0 True False True" and again_out == cold_out
 
 
 def test_a_cli_plan_is_the_same_with_an_unwritable_cache(tmp_path, monkeypatch):
@@ -272,3 +277,68 @@ def test_a_cli_plan_is_the_same_with_an_unwritable_cache(tmp_path, monkeypatch):
         assert cli.main(["plan", "--format", "json"], stdout=out, stderr=io.StringIO()) == 0
         outs.append(json.loads(out.getvalue()))
     assert outs[0] == outs[1]
+
+
+# --------------------------------------------------------------------------- shipped template renderings
+
+
+WHERE = {"source": "components/x/manifests/cm.yaml.j2", "cluster": "lab", "component": "x"}
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}\ndata:\n  k: '{{ values.k }}'\n"
+
+
+def _renderings(cache: Path) -> list[Path]:
+    return sorted((cache / manifests.RENDER_CACHE_KIND).glob("*"))
+
+
+def test_a_cached_rendering_is_the_rendered_objects_and_a_corrupt_one_is_rendered_again(cache, monkeypatch):
+    context = {"name": "cm", "values": {"k": "v", "n": [1, 2.5, None, True]}}
+    rendered = manifests.render_template(CM, context, **WHERE)
+    assert manifests.render_shipped_template(CM, context, **WHERE) == rendered  # cold: rendered, kept
+    (entry,) = _renderings(cache)
+    calls = []
+    monkeypatch.setattr(manifests, "render_template", lambda *a, **k: calls.append(1) or rendered)
+    warm = manifests.render_shipped_template(CM, context, **WHERE)
+    assert warm == rendered and calls == []
+    assert warm is not manifests.render_shipped_template(CM, context, **WHERE)  # every caller its own copy
+    other = manifests.render_shipped_template(CM, {**context, "name": "other"}, **WHERE)  # another context: rendered
+    assert calls == [1] and other == rendered
+    entry.write_bytes(entry.read_bytes()[:-2] + b"xx")
+    assert manifests.render_shipped_template(CM, context, **WHERE) == rendered and calls == [1, 1]
+
+
+def test_template_errors_are_never_cached(cache):
+    bad = CM.replace("{{ values.k }}", "{{ values.missing }}")
+    for _ in range(2):
+        with pytest.raises(GpuclusterError) as err:
+            manifests.render_shipped_template(bad, {"name": "cm", "values": {}}, **WHERE)
+        assert "undefined value" in err.value.render()
+    with pytest.raises(GpuclusterError) as plain:
+        manifests.render_template(bad, {"name": "cm", "values": {}}, **WHERE)
+    assert plain.value.render() == err.value.render() and _renderings(cache) == []
+
+
+def test_a_rendering_that_changes_its_context_or_has_no_plain_key_is_not_cached(cache):
+    mutating = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}{{ values.pop('k') and '' }}\n"
+    context = {"name": "cm", "values": {"k": "v"}}
+    manifests.render_shipped_template(mutating, context, **WHERE)
+    assert context == {"name": "cm", "values": {}} and _renderings(cache) == []
+
+    class Name(str):
+        pass
+
+    manifests.render_shipped_template(CM, {"name": Name("cm"), "values": {"k": "v"}}, **WHERE)
+    assert _renderings(cache) == []
+    shared = {"a": 1}  # an object twice in the objects: not plain (YAML would write an alias)
+    docs = manifests.render_shipped_template(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: &d {k: v}\nbinaryData: *d\n", {}, **WHERE)
+    assert docs[0]["data"] is docs[0]["binaryData"] and _renderings(cache) == [] and shared
+
+
+def test_only_templates_of_the_shipped_catalog_are_cached(tmp_path):
+    third = tmp_path / "third-party"
+    (third / "components" / "x" / "manifests").mkdir(parents=True)
+    (third / "components" / "x" / "manifests" / "cm.yaml.j2").write_text(CM)
+    cat = catalog_mod.Catalog(dirs=[catalog_mod.CORE_CATALOG_DIR, third], components={}, overlays={}, mixins={})
+    assert manifests._shipped(cat, "components/x/manifests/cm.yaml.j2") is False
+    shipped = next(catalog_mod.CORE_CATALOG_DIR.glob("components/*/manifests/*.j2")).relative_to(catalog_mod.CORE_CATALOG_DIR)
+    assert manifests._shipped(cat, shipped.as_posix()) is True
