@@ -20,6 +20,7 @@ NOTICE and docs/catalog-sources.md.
 from __future__ import annotations
 
 import functools
+import marshal
 import os
 import sys
 from dataclasses import dataclass, field
@@ -296,8 +297,48 @@ def _decode(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
+PARSE_CACHE_KIND = "yaml-parse"
+""":mod:`gpucluster.diskcache` kind of parsed catalog files (:func:`_parse_yaml`)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _parse_identity() -> str | None:
+    """Digest of what parsing a catalog file depends on besides its text: this module's source
+    (the loaders used), the PyYAML install and whether it has libyaml, the Python version; None
+    when the source cannot be read (nothing is cached)."""
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:
+        return None
+    return diskcache.digest(["yaml-parse 1", sys.version, source, diskcache.module_identity("yaml"), str(_CSafeLoader is not None)])
+
+
 def _parse_yaml(text: str, path: Path) -> Any:
-    """:func:`_load_yaml` of a file whose text is ``text``."""
+    """:func:`_load_yaml` of a file whose text is ``text``; parsed once per text and kept in the
+    per-user cache (:mod:`gpucluster.diskcache`) when the result is plain data
+    (:func:`gpucluster.diskcache.is_plain`: it reads back exactly). Errors are never kept."""
+    identity = _parse_identity()
+    key = None if identity is None else diskcache.digest([identity, text])
+    if key is not None:
+        payload = diskcache.get(PARSE_CACHE_KIND, key)
+        if payload is not None:
+            try:
+                return marshal.loads(payload)
+            except (ValueError, EOFError, TypeError):
+                pass
+    data = _parse_yaml_text(text, path)
+    if key is not None and diskcache.is_plain(data):
+        diskcache.put(PARSE_CACHE_KIND, key, marshal.dumps(data, 2))
+    return data
+
+
+def _parse_yaml_text(text: str, path: Path) -> Any:
+    """``yaml.safe_load(text)`` by libyaml when PyYAML has it, else (or when libyaml refuses it)
+    by the pure-Python loader, which words the error.
+
+    Raises:
+        GpuclusterError: invalid YAML, naming ``path``.
+    """
     if _CSafeLoader is not None:
         try:
             return yaml.load(text, Loader=_CSafeLoader)

@@ -135,3 +135,35 @@ def module_identity(name: str) -> str:
     except OSError:
         return f"{name} at {origin} unreadable"
     return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {' '.join(metadata)}"
+
+
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
+def is_plain(value: object) -> bool:
+    """Whether ``value`` is plain data that ``marshal`` (version 2) writes and reads back exactly:
+    exact ``dict``/``list`` of exact ``str``/``int``/``float``/``bool``/``None`` (dict keys
+    scalars too), no container occurring twice (version 2 keeps no shared references) and no cycle."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t in _PLAIN_SCALARS:
+            continue
+        if t is dict:
+            if id(v) in seen:
+                return False
+            seen.add(id(v))
+            for k, item in v.items():  # type: ignore[attr-defined]
+                if type(k) not in _PLAIN_SCALARS:
+                    return False
+                stack.append(item)
+        elif t is list:
+            if id(v) in seen:
+                return False
+            seen.add(id(v))
+            stack.extend(v)  # type: ignore[arg-type]
+        else:
+            return False
+    return True

@@ -342,3 +342,37 @@ def test_only_templates_of_the_shipped_catalog_are_cached(tmp_path):
     assert manifests._shipped(cat, "components/x/manifests/cm.yaml.j2") is False
     shipped = next(catalog_mod.CORE_CATALOG_DIR.glob("components/*/manifests/*.j2")).relative_to(catalog_mod.CORE_CATALOG_DIR)
     assert manifests._shipped(cat, shipped.as_posix()) is True
+
+
+# --------------------------------------------------------------------------- parsed catalog files
+
+
+def test_every_catalog_file_parses_alike_from_the_cache_and_a_corrupt_entry_is_parsed_again(cache):
+    files = [p for d in catalog_mod.catalog_dirs() for p in sorted(d.rglob("*.yaml"))]
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        reference = catalog_mod._parse_yaml_text(text, path)
+        cold = catalog_mod._parse_yaml(text, path)
+        warm = catalog_mod._parse_yaml(text, path)
+        assert repr(cold) == repr(warm) == repr(reference), path
+        assert warm is not cold or warm is None or isinstance(warm, (str, int, float, bool))
+    entries = sorted((cache / catalog_mod.PARSE_CACHE_KIND).glob("*"))
+    assert entries
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-1])
+    path = files[0]
+    assert repr(catalog_mod._parse_yaml(path.read_text(), path)) == repr(catalog_mod._parse_yaml_text(path.read_text(), path))
+
+
+def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    for _ in range(2):
+        with pytest.raises(GpuclusterError) as err:
+            catalog_mod._parse_yaml("a: [\n", bad)
+        assert "invalid YAML" in err.value.render()
+    assert catalog_mod._parse_yaml("when: 2024-01-01\n", bad) == catalog_mod._parse_yaml_text("when: 2024-01-01\n", bad)
+    shared = catalog_mod._parse_yaml("a: &x {k: v}\nb: *x\n", bad)
+    assert shared["a"] is shared["b"]
+    assert not (cache / catalog_mod.PARSE_CACHE_KIND).exists() or list((cache / catalog_mod.PARSE_CACHE_KIND).glob("*")) == []
+    assert diskcache.is_plain({"a": [1, 2.0, None, True, "s"], 1: {}}) and not diskcache.is_plain({"a": (1,)})
