@@ -202,10 +202,41 @@ def _dump_one(doc: Any, options: dict[str, Any]) -> tuple[str, bool]:
     key = (id(options), key)
     hit = _DUMPED.get(key)
     if hit is None:
-        hit = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options)), libyaml
+        hit = _dump_plain(doc, options, libyaml)
         if len(_DUMPED) >= _MEMO_LIMIT:
             _DUMPED.clear()
         _DUMPED[key] = hit
+    return hit
+
+
+DUMP_CACHE_KIND = "yaml-dump"
+""":mod:`gpucluster.diskcache` kind of dumped plain documents (:func:`_dump_plain`)."""
+_OPTION_NAMES = {id(_DOCUMENT_OPTIONS): "document", id(_CHART_YAML_OPTIONS): "chart"}
+
+
+def _dump_plain(doc: Any, options: dict[str, Any], libyaml: bool) -> tuple[str, bool]:
+    """:func:`_dump_one` of a plain document (:func:`plain_key` is not None: exact types, no shared
+    parts, so :mod:`marshal` writes it exactly), kept in the per-user cache keyed by the document,
+    the option table and :func:`_render_identity` (this module's source, the PyYAML install)."""
+    identity = _render_identity()
+    key = None
+    if identity is not None:
+        try:
+            key = diskcache.digest([identity, "dump", _OPTION_NAMES[id(options)], marshal.dumps(doc, 2)])
+        except (KeyError, ValueError):
+            key = None
+    if key is not None:
+        payload = diskcache.get(DUMP_CACHE_KIND, key)
+        if payload is not None:
+            try:
+                text, by_libyaml = marshal.loads(payload)
+            except (ValueError, EOFError, TypeError):
+                text = by_libyaml = None
+            if type(text) is str and type(by_libyaml) is bool:
+                return text, by_libyaml
+    hit = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options)), libyaml
+    if key is not None:
+        diskcache.put(DUMP_CACHE_KIND, key, marshal.dumps(hit, 2))
     return hit
 
 

@@ -376,3 +376,30 @@ def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
     assert shared["a"] is shared["b"]
     assert not (cache / catalog_mod.PARSE_CACHE_KIND).exists() or list((cache / catalog_mod.PARSE_CACHE_KIND).glob("*")) == []
     assert diskcache.is_plain({"a": [1, 2.0, None, True, "s"], 1: {}}) and not diskcache.is_plain({"a": (1,)})
+
+
+# --------------------------------------------------------------------------- dumped documents
+
+
+def test_a_cached_dump_is_the_dump_and_a_corrupt_one_is_dumped_again(cache):
+    docs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"script": "set -e\necho {{x}}\n", "n": "1.0"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "labels": {"a": "é"}}, "stringData": {"k": "yes"}},
+    ]
+    expected = [yaml_dump(d) for d in docs]
+    for _ in range(2):  # cold (dumped, kept), then warm (read)
+        manifests._DUMPED.clear()
+        assert [manifests._dump_one(d, manifests._DOCUMENT_OPTIONS)[0] for d in docs] == expected
+    entries = sorted((cache / manifests.DUMP_CACHE_KIND).glob("*"))
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes().replace(b"ConfigMap", b"ConfigMaq").replace(b"Secret", b"Secreu"))
+    manifests._DUMPED.clear()
+    assert [manifests._dump_one(d, manifests._DOCUMENT_OPTIONS)[0] for d in docs] == expected
+    manifests._DUMPED.clear()
+
+
+def yaml_dump(doc):
+    import yaml
+
+    return yaml.dump(doc, **manifests._DOCUMENT_OPTIONS)
