@@ -15,6 +15,15 @@ file, a concurrent writer -- is a miss: the caller computes the result as if the
 cache. Writes go to a temporary file renamed into place (``os.replace``), so a reader sees a
 whole entry or none; a failed write is ignored. Output never depends on the cache.
 
+Whose cache is trusted (as ssh and pip do): the cache folder, its ``<kind>`` subfolder and the
+entry itself must each be owned by the current (effective) user and writable by neither group
+nor others; otherwise the cache is treated as disabled (every read a miss, no write). A shared
+or foreign folder (``GPUCLUSTER_CACHE_DIR=/tmp/shared``, a folder another user made) would let
+someone else plant an entry -- a forged parsed catalog changing the Terraform output, a forged
+"valid" marker skipping the schema checks, or bytes crafted to crash :mod:`marshal`. Folders this
+module creates are mode 0700 and entries 0600. On a system without ``os.geteuid`` (Windows) only
+the checksums apply.
+
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
 ``~/.cache/gpucluster`` (the chart pull cache, :mod:`gpucluster.render`, lives in its
 ``charts`` subfolder). ``GPUCLUSTER_CACHE_DIR=off`` disables the cache.
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -71,13 +81,38 @@ def _folder(env: Mapping[str, str] | None) -> str | None:
     return _FOLDERS[marker]
 
 
+def _uid() -> int | None:
+    """The effective user id that must own the cache (None: no uids on this system)."""
+    geteuid = getattr(os, "geteuid", None)
+    return None if geteuid is None else geteuid()
+
+
+def _trusted(st: os.stat_result, *, folder: bool) -> bool:
+    """Whether ``st`` is a folder (or a regular file) owned by :func:`_uid`, not group/world-writable."""
+    if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
+        return False
+    uid = _uid()
+    return uid is None or (st.st_uid == uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _trusted_folders(folder: str, kind: str) -> bool:
+    """Whether ``folder`` and ``folder/kind`` (symlinks followed) exist and are :func:`_trusted`."""
+    try:
+        return _trusted(os.stat(folder), folder=True) and _trusted(os.stat(os.path.join(folder, kind)), folder=True)
+    except (OSError, ValueError):
+        return False
+
+
 def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes | None:
-    """The payload stored under ``(kind, key)``, or None (absent, disabled, unreadable or corrupt)."""
+    """The payload stored under ``(kind, key)``, or None (absent, disabled, unreadable, corrupt
+    or not trusted: see the module docstring)."""
     folder = _folder(env)
-    if folder is None:
+    if folder is None or not _trusted_folders(folder, kind):
         return None
     try:
         with open(os.path.join(folder, kind, key), "rb") as f:
+            if not _trusted(os.fstat(f.fileno()), folder=False):
+                return None
             data = f.read(64 << 20)
     except (OSError, ValueError):
         return None
@@ -91,7 +126,8 @@ def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes |
 
 
 def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = None) -> bool:
-    """Store ``payload`` under ``(kind, key)``; False (and nothing raised) when it cannot be written."""
+    """Store ``payload`` under ``(kind, key)``; False (and nothing raised) when it cannot be written
+    or the folders are not trusted (see the module docstring)."""
     folder = cache_dir(env)
     if folder is None:
         return False
@@ -99,7 +135,12 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
     tmp = target.with_name(f".{key}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     data = _MAGIC + key.encode("ascii") + b"\n" + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
     try:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # the cache folder and its kind subfolder each made 0700 (mkdir's parents=True would make
+        # the cache folder with the umask's mode, group-writable under umask 002)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target.parent.mkdir(exist_ok=True, mode=0o700)
+        if not _trusted_folders(str(folder), kind):
+            return False
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:

@@ -403,3 +403,104 @@ def yaml_dump(doc):
     import yaml
 
     return yaml.dump(doc, **manifests._DOCUMENT_OPTIONS)
+
+
+# --------------------------------------------------------------------------- whose cache is trusted
+
+
+def _plant(folder: Path, kind: str, key: str, payload: bytes) -> Path:
+    """Write a well-formed entry the way another user sharing ``folder`` could."""
+    import hashlib
+
+    (folder / kind).mkdir(parents=True, exist_ok=True)
+    path = folder / kind / key
+    path.write_bytes(diskcache._MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    return path
+
+
+@pytest.mark.parametrize("where", ["folder", "kind", "entry"])
+def test_a_group_or_world_writable_cache_is_not_trusted(tmp_path, monkeypatch, where):
+    folder = tmp_path / "shared"
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    key = diskcache.digest(["planted"])
+    entry = _plant(folder, "k", key, b"forged")
+    for p in (folder, folder / "k"):
+        p.chmod(0o700)
+    entry.chmod(0o600)
+    assert diskcache.get("k", key) == b"forged"  # the user's own entry is read
+    {"folder": folder, "kind": folder / "k", "entry": entry}[where].chmod(0o777 if where != "entry" else 0o666)
+    assert diskcache.get("k", key) is None
+    if where != "entry":
+        assert diskcache.put("k", diskcache.digest(["other"]), b"x") is False
+        assert not (folder / "k" / diskcache.digest(["other"])).exists()
+    for p in (folder, folder / "k"):
+        p.chmod(0o700)
+    assert not [p for p in folder.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("where", ["folder", "kind", "entry"])
+def test_a_cache_owned_by_another_user_is_not_trusted(tmp_path, monkeypatch, where):
+    folder = tmp_path / "theirs"
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    key = diskcache.digest(["planted"])
+    entry = _plant(folder, "k", key, b"forged")
+    for p in (folder, folder / "k"):
+        p.chmod(0o700)
+    entry.chmod(0o600)
+    owner = {"folder": folder, "kind": folder / "k", "entry": entry}[where]
+    me = os.stat(folder).st_uid
+    real_stat, real_fstat = os.stat, os.fstat
+
+    class _Other:  # the os.stat_result of ``owner`` with another uid
+        def __init__(self, st):
+            self._st = st
+
+        def __getattr__(self, name):
+            return (me + 1) if name == "st_uid" else getattr(self._st, name)
+
+    def fake_stat(path, *a, **kw):
+        st = real_stat(path, *a, **kw)
+        return _Other(st) if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev) else st
+
+    def fake_fstat(fd):
+        st = real_fstat(fd)
+        return _Other(st) if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev) else st
+
+    monkeypatch.setattr(diskcache.os, "stat", fake_stat)
+    monkeypatch.setattr(diskcache.os, "fstat", fake_fstat)
+    assert diskcache.get("k", key) is None
+    if where != "entry":
+        assert diskcache.put("k", diskcache.digest(["other"]), b"x") is False
+
+
+def test_a_forged_parse_entry_in_a_shared_folder_does_not_change_the_catalog(tmp_path, monkeypatch):
+    """Another user plants, in a world-writable GPUCLUSTER_CACHE_DIR, the parse of a registry with
+    another image: it must not be read."""
+    import marshal
+
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    path = catalog_mod.CORE_CATALOG_DIR / "registry.yaml"
+    text = path.read_text(encoding="utf-8")
+    honest = catalog_mod._parse_yaml_text(text, path)
+    forged = {"forged": "registry.example/evil:latest"}
+    key = diskcache.digest([catalog_mod._parse_identity(), text])
+    _plant(folder, catalog_mod.PARSE_CACHE_KIND, key, marshal.dumps(forged, 2))
+    assert repr(catalog_mod._parse_yaml(text, path)) == repr(honest)
+
+
+def test_a_forged_valid_marker_in_a_shared_folder_does_not_skip_validation(tmp_path, core_copy, monkeypatch):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    reg = core_copy / "registry.yaml"
+    reg.write_text(reg.read_text().replace("components:", "bogus: 1\ncomponents:", 1))
+    files = [(p.relative_to(core_copy).as_posix(), p.read_bytes()) for p in
+             [reg, *sorted((core_copy / "overlays").glob("*.yaml")), *sorted((core_copy / "mixins").glob("*.yaml"))]]
+    _plant(folder, catalog_mod.VALID_MARKER_KIND, catalog_mod.schema_marker_key(files), b"valid\n")
+    with pytest.raises(GpuclusterError) as err:
+        _load_and_index(core_copy)
+    assert "invalid registry" in err.value.render()
