@@ -156,7 +156,8 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
 
 def module_identity(name: str) -> str:
     """Which installed copy of top-level module ``name`` would be imported, without importing it:
-    its file's path, size and mtime, and the ``<name>-<version>.dist-info`` folders beside its
+    its file's path, size, mtime, inode and ctime (a rewrite in place that keeps size and mtime
+    still changes the ctime, which no user can set back), and the ``<name>-<version>.dist-info`` folders beside its
     package (a reinstall or upgrade changes this string). ``"<name> absent"`` when not found."""
     import importlib.util
 
@@ -175,7 +176,7 @@ def module_identity(name: str) -> str:
         metadata = sorted(e for e in os.listdir(site) if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info")))
     except OSError:
         return f"{name} at {origin} unreadable"
-    return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {' '.join(metadata)}"
+    return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_ctime_ns} {' '.join(metadata)}"
 
 
 _PLAIN_SCALARS = (str, int, float, bool, type(None))

@@ -60,11 +60,11 @@ ENTRY_POINT_CACHE_KIND = "entry-points"
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 
 
-def _search_path_fingerprint() -> list[str] | None:
+def _search_path_fingerprint() -> list[str | bytes] | None:
     """What ``importlib.metadata.distributions()`` would find, without reading any metadata:
     every ``sys.path`` entry (absolute; ``''`` is the current folder) with the names, in
-    directory order, of its ``*.dist-info``/``*.egg-info`` entries and the size and mtime of
-    each one's ``entry_points.txt``; a file entry (zip) by its size and mtime. None when a
+    directory order, of its ``*.dist-info``/``*.egg-info`` entries and the bytes of each
+    one's ``entry_points.txt`` (all an entry point is read from); a file entry (zip) by its size and mtime. None when a
     finder on ``sys.meta_path`` other than the standard path finder can list distributions
     (its answers cannot be fingerprinted)."""
     import importlib.machinery
@@ -72,7 +72,7 @@ def _search_path_fingerprint() -> list[str] | None:
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is not None and finder is not importlib.machinery.PathFinder:
             return None
-    parts = [ENTRY_POINT_CACHE_KIND + " 1", sys.version, sys.executable]
+    parts: list[str | bytes] = [ENTRY_POINT_CACHE_KIND + " 2", sys.version, sys.executable]
     for entry in sys.path:
         root = os.path.abspath(entry or ".")
         parts.append("path " + root)
@@ -90,9 +90,11 @@ def _search_path_fingerprint() -> list[str] | None:
             parts.append("absent")
             continue
         for name in names:
+            # the file's bytes, not its size and mtime: an editable install's metadata rewritten in
+            # place keeps both (same length, mtime restored or within the clock's granularity)
             try:
-                st = os.stat(os.path.join(root, name, "entry_points.txt"))
-                parts.append(f"{name} {st.st_size} {st.st_mtime_ns}")
+                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
+                    parts += [f"{name} entry_points.txt", f.read()]
             except OSError as exc:
                 parts.append(f"{name} {type(exc).__name__}")
     return parts

@@ -245,6 +245,32 @@ def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tm
         sys.modules.pop("gpucluster_cachetest_plugin", None)
 
 
+def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_again(cache, tmp_path, monkeypatch):
+    """An editable install's metadata rewritten in place: same name, same size, mtime put back
+    (os.utime, or a coarse-mtime file system): the cached list must not be reused."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    for name in ("gpucluster_cachetest_a", "gpucluster_cachetest_b"):
+        (site / f"{name}.py").write_text("from gpucluster.sdk import hookimpl\n\n@hookimpl\ndef gpucluster_catalog_dirs():\n    return None\n")
+    info = site / "gpucluster_cachetest-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n")
+    eps = info / "entry_points.txt"
+    eps.write_text("[gpucluster]\ncachetest = gpucluster_cachetest_a\n")
+    try:
+        assert ("cachetest", "gpucluster_cachetest_a") in _registered(plugins_mod.new_plugin_manager(env={}))
+        st = eps.stat()
+        eps.write_text("[gpucluster]\ncachetest = gpucluster_cachetest_b\n")
+        os.utime(eps, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert eps.stat().st_size == st.st_size and eps.stat().st_mtime_ns == st.st_mtime_ns
+        registered = _registered(plugins_mod.new_plugin_manager(env={}))
+        assert ("cachetest", "gpucluster_cachetest_b") in registered and ("cachetest", "gpucluster_cachetest_a") not in registered
+    finally:
+        sys.modules.pop("gpucluster_cachetest_a", None)
+        sys.modules.pop("gpucluster_cachetest_b", None)
+
+
 # --------------------------------------------------------------------------- the whole plan, as a process
 
 
