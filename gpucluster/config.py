@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from gpucluster import yamlsafe
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import GpuclusterError, did_you_mean
 from gpucluster.model import (
     ANY,
     CRITERIA_FIELDS,
@@ -279,7 +279,7 @@ def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str |
             cluster=cluster,
             key=f"{where}{unknown[0]}",
             allowed=", ".join(allowed),
-            fix="remove or rename the key (see docs/cluster-file.md)",
+            fix=f"{did_you_mean(unknown[0], allowed)}remove or rename the key (see docs/cluster-file.md)",
         )
 
 

@@ -42,7 +42,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.errors import GpuclusterError, Problem, allowed_list, did_you_mean
 from gpucluster.model import ClusterSpec, Component, Override, Recipe
 from gpucluster.policy_keys import policy_owned_paths
 from gpucluster.values import PATH_SEGMENT, deep_merge, get_path, leaf_paths, set_path, split_path
@@ -452,7 +452,7 @@ def resolve_component(override: Override, catalog) -> str:
             file=override.source or None,
             key=override.key or None,
             allowed=allowed_list(names),
-            fix="use a component name or alias from the catalog registry",
+            fix=f"{did_you_mean(override.component, names)}use a component name or alias from the catalog registry",
         ) from None
 
 

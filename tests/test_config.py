@@ -207,3 +207,28 @@ def test_recipe_of_wrong_kind(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(path, env={})
     assert "file=r.yaml cluster=c key=kind: kind is 'Snapshot', not RecipeResult" in exc.value.render()
+
+
+@pytest.mark.parametrize(
+    "text, fix",
+    [
+        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    regoin: westus3\n", "did you mean 'region'?"),
+        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodCount: 2}]\n", "did you mean 'nodeCount'?"),
+        ("clsters: []\n", "did you mean 'clusters'?"),
+    ],
+)
+def test_unknown_key_fix_names_the_closest(tmp_path, text, fix):
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(text)
+    with pytest.raises(GpuclusterError) as exc:
+        config.load_clusters(str(path), env={})
+    (problem,) = exc.value.problems
+    assert problem.fix.startswith(fix) and "docs/cluster-file.md" in problem.fix
+
+
+def test_unknown_key_without_a_near_miss_has_the_plain_fix(tmp_path):
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text("clusters:\n  - name: c\n    criteria: {service: aks}\n    zzzzzz: 1\n")
+    with pytest.raises(GpuclusterError) as exc:
+        config.load_clusters(str(path), env={})
+    assert exc.value.problems[0].fix == "remove or rename the key (see docs/cluster-file.md)"

@@ -140,6 +140,16 @@ def test_unknown_component_lists_allowed_names(catalog):
     assert "gpuoperator" in text and "dradriver" in text and "key=overrides.set[0]" in text
 
 
+def test_unknown_component_fix_names_the_closest(catalog):
+    """The allowed list is long and cut; the fix names the near miss so a typo is fixed at once."""
+    with pytest.raises(GpuclusterError) as exc:
+        run(catalog, {"set": ["gpuoperatr:driver.enabled=true"]})
+    assert exc.value.problems[0].fix.startswith("did you mean 'gpuoperator'?")
+    with pytest.raises(GpuclusterError) as exc:
+        run(catalog, {"set": ["zzzzzz:driver.enabled=true"]})
+    assert "did you mean" not in exc.value.problems[0].fix
+
+
 def test_component_absent_from_recipe_rejected(catalog):
     with pytest.raises(GpuclusterError) as exc:
         run(catalog, {"set": ["extra:replicas=2"]})
