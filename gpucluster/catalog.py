@@ -323,9 +323,12 @@ def _parse_yaml(text: str, path: Path) -> Any:
         payload = diskcache.get(PARSE_CACHE_KIND, key)
         if payload is not None:
             try:
-                return marshal.loads(payload)
+                cached = marshal.loads(payload)
             except (ValueError, EOFError, TypeError):
-                pass
+                cached = None
+            else:
+                if diskcache.is_plain(cached):  # what a parse gives and put() keeps; else a miss
+                    return cached
     data = _parse_yaml_text(text, path)
     if key is not None and diskcache.is_plain(data):
         diskcache.put(PARSE_CACHE_KIND, key, marshal.dumps(data, 2))

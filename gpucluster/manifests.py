@@ -568,7 +568,7 @@ def render_shipped_template(text: str, context: Mapping[str, Any], *, source: st
                 docs = marshal.loads(payload)
             except (ValueError, EOFError, TypeError):
                 docs = None
-            if type(docs) is list and all(type(d) is dict for d in docs):
+            if type(docs) is list and all(type(d) is dict for d in docs) and diskcache.is_plain(docs):
                 where = {"file": source, "cluster": cluster, "component": component}
                 for index, doc in enumerate(docs):
                     check_object(doc, where=where, index=index)

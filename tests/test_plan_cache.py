@@ -332,6 +332,22 @@ def test_a_cached_rendering_is_the_rendered_objects_and_a_corrupt_one_is_rendere
     assert manifests.render_shipped_template(CM, context, **WHERE) == rendered and calls == [1, 1]
 
 
+def test_a_rendering_entry_with_a_good_checksum_but_not_plain_objects_is_rendered_again(cache):
+    import hashlib
+    import marshal
+
+    context = {"name": "cm", "values": {"k": "v"}}
+    rendered = manifests.render_shipped_template(CM, context, **WHERE)
+    (entry,) = _renderings(cache)
+    data = entry.read_bytes()
+    header = data[: data.index(b"\n", data.index(b"\n") + 1) + 1]
+    odd = [{**rendered[0], "data": {"k": ("v",)}}]  # a tuple no rendering gives
+    payload = marshal.dumps(odd)
+    entry.write_bytes(header + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    assert diskcache.get(manifests.RENDER_CACHE_KIND, entry.name) == payload
+    assert manifests.render_shipped_template(CM, context, **WHERE) == rendered
+
+
 def test_template_errors_are_never_cached(cache):
     bad = CM.replace("{{ values.k }}", "{{ values.missing }}")
     for _ in range(2):
@@ -389,6 +405,25 @@ def test_every_catalog_file_parses_alike_from_the_cache_and_a_corrupt_entry_is_p
         entry.write_bytes(entry.read_bytes()[:-1])
     path = files[0]
     assert repr(catalog_mod._parse_yaml(path.read_text(), path)) == repr(catalog_mod._parse_yaml_text(path.read_text(), path))
+
+
+def test_a_parse_entry_with_a_good_checksum_but_not_plain_data_is_a_miss(cache):
+    """An entry whose checksum matches but whose marshal holds what no YAML parse gives (tuple,
+    frozenset, bytes) is parsed again, not handed to the catalog (it raised AttributeError)."""
+    import hashlib
+    import marshal
+
+    path = catalog_mod.CORE_CATALOG_DIR / "registry.yaml"
+    text = path.read_text(encoding="utf-8")
+    reference = catalog_mod._parse_yaml(text, path)
+    (entry,) = (cache / catalog_mod.PARSE_CACHE_KIND).glob("*")
+    data = entry.read_bytes()
+    header = data[: data.index(b"\n", data.index(b"\n") + 1) + 1]
+    for odd in [({"a": (1, 2)},), {"components": frozenset([1])}, b"registry", {"a": {1j: 1}}]:
+        payload = marshal.dumps(odd)
+        entry.write_bytes(header + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+        assert diskcache.get(catalog_mod.PARSE_CACHE_KIND, entry.name) == payload
+        assert repr(catalog_mod._parse_yaml(text, path)) == repr(reference)
 
 
 def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
