@@ -371,12 +371,13 @@ class Finding:
     def render(self) -> str:
         from gpucluster.errors import FIELD_LIMIT, one_line
 
-        where = f"file={one_line(self.file, FIELD_LIMIT)} " if self.file else ""
-        return (
-            f"{self.severity}[{self.id}] {where}cluster={one_line(self.cluster, FIELD_LIMIT)} "
-            f"component={one_line(self.component, FIELD_LIMIT)} key={one_line(self.key, FIELD_LIMIT)}: "
-            f"{one_line(self.message)} fix: {one_line(self.fix)}"
+        # like Problem.render: only the location parts the finding has (no "component= key=")
+        where = "".join(
+            f" {name}={one_line(value, FIELD_LIMIT)}"
+            for name, value in (("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key))
+            if value
         )
+        return f"{self.severity}[{self.id}]{where}: {one_line(self.message)} fix: {one_line(self.fix)}"
 
 
 # --------------------------------------------------------------------------- gates

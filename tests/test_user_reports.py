@@ -156,3 +156,17 @@ def test_ownership_message_for_a_cluster_without_pools_is_grammatical(tmp_path):
     (f,) = [f for f in findings if f.id == "AKS-GPU-DRIVER"]
     assert "but this cluster uses the azure-managed driver ownership mode" in f.message
 
+
+
+# --------------------------------------------------------------------------- empty location fields
+
+
+def test_a_finding_about_the_whole_file_prints_no_empty_fields():
+    """An AICR RecipeResult read past fields printed ``cluster=train component= key=:``; like
+    :meth:`Problem.render`, a finding names only the parts of its location it has."""
+    from gpucluster.model import Finding
+
+    whole = Finding("RECIPE-FIELDS-UNUSED", "info", "train", "", "", "read past: validation", "none needed", file="r.yaml")
+    assert whole.render() == "info[RECIPE-FIELDS-UNUSED] file=r.yaml cluster=train: read past: validation fix: none needed"
+    full = Finding("X", "error", "c", "gpu-operator", "driver.enabled", "m", "f")
+    assert full.render() == "error[X] cluster=c component=gpu-operator key=driver.enabled: m fix: f"
