@@ -6,7 +6,13 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
   (:mod:`gpucluster.catalog`), keyed by the bytes of every file, the schemas, the validating
   code and the gpucluster, jsonschema and Python versions;
 * ``entry-points``: the ``gpucluster`` entry points of the installed distributions
-  (:mod:`gpucluster.plugins`), keyed by ``sys.path`` and the metadata files found on it.
+  (:mod:`gpucluster.plugins`), keyed by ``sys.path``, the ``entry_points.txt`` bytes found on
+  it and the scanning code (its source, gpucluster version);
+* ``yaml-parse``: parsed catalog files (:mod:`gpucluster.catalog`), keyed by the text, catalog.py's
+  source and the PyYAML install;
+* ``manifest-render`` and ``yaml-dump``: the shipped templates' renderings and plain documents'
+  YAML (:mod:`gpucluster.manifests`), keyed by template text and context or document, manifests.py's
+  source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version.
 
 Every key is a sha256 of everything the result depends on, so an entry is never stale: changed
 content is a different key. Every read is checked (header, key, sha256 of the payload) and

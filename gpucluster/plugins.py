@@ -11,6 +11,7 @@ installing them (handy for tests and local development). ``GPUCLUSTER_DISABLE_PL
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -60,6 +61,19 @@ ENTRY_POINT_CACHE_KIND = "entry-points"
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 
 
+@functools.lru_cache(maxsize=1)
+def _scan_identity() -> str:
+    """Digest of the code that makes a cached entry-point list: this module's source (read, so a
+    checkout's edit without a version bump is another key), gpucluster's version; once per process."""
+    from gpucluster import __version__
+
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:  # no source to read: the version alone
+        source = b"unreadable"
+    return diskcache.digest([__version__, source])
+
+
 def _search_path_fingerprint() -> list[str | bytes] | None:
     """What ``importlib.metadata.distributions()`` would find, without reading any metadata:
     every ``sys.path`` entry (absolute; ``''`` is the current folder) with the names, in
@@ -72,7 +86,7 @@ def _search_path_fingerprint() -> list[str | bytes] | None:
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is not None and finder is not importlib.machinery.PathFinder:
             return None
-    parts: list[str | bytes] = [ENTRY_POINT_CACHE_KIND + " 2", sys.version, sys.executable]
+    parts: list[str | bytes] = [ENTRY_POINT_CACHE_KIND + " 2", _scan_identity(), sys.version, sys.executable]
     for entry in sys.path:
         root = os.path.abspath(entry or ".")
         parts.append("path " + root)

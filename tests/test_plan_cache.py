@@ -245,6 +245,26 @@ def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tm
         sys.modules.pop("gpucluster_cachetest_plugin", None)
 
 
+def test_an_edit_of_the_scanning_code_is_another_entry_point_key(cache, tmp_path, monkeypatch):
+    """A checkout whose plugins.py changed (no version bump) must not reuse a list the old code made."""
+    scans = []
+    real_scan = plugins_mod._scan_entry_points
+    monkeypatch.setattr(plugins_mod, "_scan_entry_points", lambda group: scans.append(group) or real_scan(group))
+    plugins_mod.new_plugin_manager(env={})
+    plugins_mod.new_plugin_manager(env={})
+    assert len(scans) == 1  # warm: read from the cache
+    edited = tmp_path / "plugins.py"
+    edited.write_bytes(Path(plugins_mod.__file__).read_bytes() + b"\n# edited\n")
+    monkeypatch.setattr(plugins_mod, "__file__", str(edited))
+    getattr(getattr(plugins_mod, "_scan_identity", None), "cache_clear", lambda: None)()
+    try:
+        plugins_mod.new_plugin_manager(env={})
+    finally:
+        monkeypatch.undo()
+        getattr(getattr(plugins_mod, "_scan_identity", None), "cache_clear", lambda: None)()
+    assert len(scans) == 2
+
+
 def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_again(cache, tmp_path, monkeypatch):
     """An editable install's metadata rewritten in place: same name, same size, mtime put back
     (os.utime, or a coarse-mtime file system): the cached list must not be reused."""
