@@ -144,6 +144,8 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
         # the cache folder and its kind subfolder each made 0700 (mkdir's parents=True would make
         # the cache folder with the umask's mode, group-writable under umask 002)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _trusted(os.stat(folder), folder=True):  # nothing created in a folder others can write
+            return False
         target.parent.mkdir(exist_ok=True, mode=0o700)
         if not _trusted_folders(str(folder), kind):
             return False

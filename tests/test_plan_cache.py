@@ -585,3 +585,14 @@ def test_a_forged_valid_marker_in_a_shared_folder_does_not_skip_validation(tmp_p
     with pytest.raises(GpuclusterError) as err:
         _load_and_index(core_copy)
     assert "invalid registry" in err.value.render()
+
+
+def test_nothing_is_created_in_a_world_writable_cache_folder(tmp_path, monkeypatch):
+    """docs/cli.md: a shared folder others can write is ignored, nothing read or written -- not
+    even the kind subfolder (put made ``<folder>/<kind>`` before it checked the folder)."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)
+    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
+    assert diskcache.put("k", diskcache.digest(["x"]), b"x") is False
+    assert list(folder.iterdir()) == []
