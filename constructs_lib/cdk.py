@@ -54,7 +54,9 @@ import importlib
 import importlib.util
 import os
 import re
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -227,9 +229,67 @@ def mute_kernel_output() -> None:
         _KERNEL_OUTPUT_MUTED.append(True)
 
 
+_STOP_SIGNAL_NUMBERS = frozenset(int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+_WAKEUP_READ_FD: list[int] = []
+"""Read end of the pipe Python's C-level signal handler writes each signal number to
+(:func:`signal.set_wakeup_fd`, set by :func:`_watch_stop_signals`), when this module set it."""
+
+
+def _watch_stop_signals() -> None:
+    """Let the kernel's reader thread see a stop signal the moment the OS delivers it.
+
+    main.py's Python-level handler calls :func:`mute_kernel_output`, but only once the main thread
+    runs bytecode again (it needs the GIL; on a loaded machine that can be after the kernel already
+    wrote its ``ECONNRESET`` line and the reader printed it: 1 run in 50 of a stress test). Python's
+    C-level handler writes the signal number to the wakeup fd at once, from whatever thread, so the
+    reader checks that pipe (and the process's pending signals, ``ShdPnd`` in ``/proc/self/status``,
+    for a signal not yet delivered to any thread). Only from the main thread and only when no wakeup
+    fd is set (asyncio and others keep theirs)."""
+    if _WAKEUP_READ_FD or threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    try:
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except (OSError, ValueError):
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    if previous != -1:  # someone else's: keep it
+        signal.set_wakeup_fd(previous)
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    _WAKEUP_READ_FD.append(read_fd)
+
+
+def _stop_signal_arrived() -> bool:
+    """True once a stop signal reached this process (see :func:`_watch_stop_signals`); then mutes."""
+    if _KERNEL_OUTPUT_MUTED:
+        return True
+    arrived = False
+    if _WAKEUP_READ_FD:
+        try:
+            arrived = any(number in _STOP_SIGNAL_NUMBERS for number in os.read(_WAKEUP_READ_FD[0], 4096))
+        except OSError:  # BlockingIOError: nothing written
+            pass
+    if not arrived:
+        try:
+            with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+                pending = next((int(line.split()[1], 16) for line in status if line.startswith("ShdPnd:")), 0)
+        except (OSError, ValueError, IndexError):
+            pending = 0
+        arrived = any(pending & (1 << (number - 1)) for number in _STOP_SIGNAL_NUMBERS)
+    if arrived:
+        mute_kernel_output()
+    return arrived
+
+
 class _MutableReader:
-    """The kernel's stderr pipe as jsii's reader thread sees it: lines read after
-    :func:`mute_kernel_output` are drained (the kernel never blocks on a full pipe) and dropped."""
+    """The kernel's stderr pipe as jsii's reader thread sees it: lines read once a stop signal
+    arrived (:func:`mute_kernel_output`, :func:`_stop_signal_arrived`) are drained (the kernel never
+    blocks on a full pipe) and dropped."""
 
     def __init__(self, reader):
         self._reader = reader
@@ -237,7 +297,7 @@ class _MutableReader:
     def readline(self) -> bytes:
         while True:
             line = self._reader.readline()
-            if not line or not _KERNEL_OUTPUT_MUTED:
+            if not line or not _stop_signal_arrived():
                 return line
 
 
@@ -336,6 +396,7 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
+_watch_stop_signals()
 with _lazy_js_bindings(DIST.binding_js_packages):  # the first jsii load (constructs) starts the kernel
     from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 

@@ -172,6 +172,24 @@ def test_node_options_node_accepts_is_left_alone():
         cdk.check_node_options({**os.environ, "NODE_OPTIONS": "-x", "JSII_NODE": "/bin/false"})  # the node jsii runs
 
 
+def test_kernel_output_is_muted_as_soon_as_a_stop_signal_arrives(tmp_path):
+    """The reader thread sees a stop signal through the wakeup fd Python's C-level handler writes,
+    before any Python-level handler ran (a handler that does nothing here); SIGUSR1 is not a stop."""
+    out = run("""
+import json, os, signal
+from constructs_lib import cdk
+before = cdk._stop_signal_arrived()
+for signum in (signal.SIGUSR1, signal.SIGTERM):
+    signal.signal(signum, lambda *a: None)
+os.kill(os.getpid(), signal.SIGUSR1)
+after_usr1 = cdk._stop_signal_arrived()
+os.kill(os.getpid(), signal.SIGTERM)
+print(json.dumps({"watching": bool(cdk._WAKEUP_READ_FD), "before": before, "usr1": after_usr1,
+                  "term": cdk._stop_signal_arrived(), "muted": bool(cdk._KERNEL_OUTPUT_MUTED)}))
+""", tmp_path)
+    assert out == {"watching": True, "before": False, "usr1": False, "term": True, "muted": True}
+
+
 def test_a_binding_class_not_in_the_table_is_named():
     from constructs_lib import cdk
 
