@@ -119,6 +119,14 @@ def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) 
     return load_config(path, env)[0]
 
 
+def _missing(path: str) -> bool:
+    """Whether ``path`` certainly does not exist (an unstattable path is left to yamlsafe's line)."""
+    try:
+        return not Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) -> tuple[list[ClusterSpec], "FleetSpec | None"]:
     """Like :func:`load_clusters`, plus the validated ``fleet:`` section (None without one).
 
@@ -128,6 +136,13 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
     """
     if path is None:
         path = env.get(ENV_CONFIG) or None
+        if path is not None and _missing(path):
+            raise GpuclusterError(
+                f"{ENV_CONFIG} names a cluster file that does not exist",
+                file=path,
+                key=ENV_CONFIG,
+                fix=f"check the path, or unset {ENV_CONFIG} to use ./{DEFAULT_FILE_NAME} (docs/cluster-file.md)",
+            )
         if path is None and Path(DEFAULT_FILE_NAME).is_file():
             path = DEFAULT_FILE_NAME
     if path is None:

@@ -87,7 +87,7 @@ def test_working_folder_file_then_env(tmp_path, monkeypatch):
 
 
 def test_env_pointing_to_missing_file(tmp_path):
-    with pytest.raises(GpuclusterError, match="file not found"):
+    with pytest.raises(GpuclusterError, match="GPUCLUSTER_CONFIG names a cluster file that does not exist"):
         config.load_clusters(env={"GPUCLUSTER_CONFIG": str(tmp_path / "nope.yaml")})
 
 
@@ -232,3 +232,18 @@ def test_unknown_key_without_a_near_miss_has_the_plain_fix(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(str(path), env={})
     assert exc.value.problems[0].fix == "remove or rename the key (see docs/cluster-file.md)"
+
+
+def test_a_missing_gpucluster_config_file_names_the_variable(tmp_path, monkeypatch):
+    """A stale GPUCLUSTER_CONFIG in the shell made `gpucluster plan` say only 'file not found';
+    the line names the variable, and how to fall back to ./gpucluster.yaml."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: c\n    criteria: {service: aks}\n")
+    with pytest.raises(GpuclusterError) as exc:
+        config.load_clusters(env={"GPUCLUSTER_CONFIG": str(tmp_path / "old.yaml")})
+    (problem,) = exc.value.problems
+    assert problem.key == "GPUCLUSTER_CONFIG" and problem.file == str(tmp_path / "old.yaml")
+    assert "unset GPUCLUSTER_CONFIG" in problem.fix
+    with pytest.raises(GpuclusterError) as exc:  # --config: no variable to blame
+        config.load_clusters(str(tmp_path / "old.yaml"), env={})
+    assert exc.value.problems[0].key in (None, "")
