@@ -593,7 +593,8 @@ SCHEMA_SOURCES = ("catalog.py", "recipe.py", "schemas.py", "model.py")
 def _schema_identity() -> list[str | bytes] | None:
     """What a schema check's outcome depends on besides the files: the source bytes of
     :data:`SCHEMA_SOURCES` (read, not imported: recipe imports this module), the gpucluster and
-    Python versions and which jsonschema is installed (:func:`gpucluster.diskcache.module_identity`).
+    Python versions and which jsonschema is installed, with the two libraries its checks rely on
+    (``referencing``, ``jsonschema_specifications``; :func:`gpucluster.diskcache.module_identity`).
     None when a source cannot be read (an install without sources): then nothing is vouched for."""
     from gpucluster import __version__
 
@@ -602,7 +603,8 @@ def _schema_identity() -> list[str | bytes] | None:
         sources = [(here / name).read_bytes() for name in SCHEMA_SOURCES]
     except OSError:
         return None
-    return ["catalog-valid 1", __version__, sys.version, diskcache.module_identity("jsonschema"), *sources]
+    return ["catalog-valid 1", __version__, sys.version,
+            *(diskcache.module_identity(name) for name in ("jsonschema", "referencing", "jsonschema_specifications")), *sources]
 
 
 def schema_marker_key(files: list[tuple[str, bytes]], identity: list[str | bytes] | None = None) -> str | None:

@@ -162,11 +162,17 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
     return True
 
 
+_DISTRIBUTIONS = {"yaml": "pyyaml"}
+"""Import name -> distribution name where they differ (PyYAML installs ``yaml`` with
+``PyYAML-<version>.dist-info``, written ``pyyaml-<version>.dist-info`` by current pip)."""
+
+
 def module_identity(name: str) -> str:
     """Which installed copy of top-level module ``name`` would be imported, without importing it:
     its file's path, size, mtime, inode and ctime (a rewrite in place that keeps size and mtime
-    still changes the ctime, which no user can set back), and the ``<name>-<version>.dist-info`` folders beside its
-    package (a reinstall or upgrade changes this string). ``"<name> absent"`` when not found."""
+    still changes the ctime, which no user can set back), and the ``<distribution>-<version>.dist-info``
+    folders beside its package (the distribution named as the module, or :data:`_DISTRIBUTIONS`; a
+    reinstall or upgrade changes this string). ``"<name> absent"`` when not found."""
     import importlib.util
 
     try:
@@ -180,7 +186,7 @@ def module_identity(name: str) -> str:
         st = os.stat(origin)
         package = Path(origin).parent
         site = package.parent if package.name == name else package
-        prefix = name.replace("-", "_").lower() + "-"
+        prefix = _DISTRIBUTIONS.get(name, name).replace("-", "_").lower() + "-"
         metadata = sorted(e for e in os.listdir(site) if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info")))
     except OSError:
         return f"{name} at {origin} unreadable"

@@ -596,3 +596,21 @@ def test_nothing_is_created_in_a_world_writable_cache_folder(tmp_path, monkeypat
     monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
     assert diskcache.put("k", diskcache.digest(["x"]), b"x") is False
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("module, distribution", [("yaml", "pyyaml-"), ("jsonschema", "jsonschema-"), ("jinja2", "jinja2-"),
+                                                  ("referencing", "referencing-")])
+def test_an_install_identity_names_the_distribution_and_its_version(module, distribution):
+    """A cache key changes on an upgrade: the identity holds the installed distribution's
+    ``<name>-<version>.dist-info`` (PyYAML's distribution is not named like its module)."""
+    from importlib.metadata import version
+
+    identity = diskcache.module_identity(module)
+    dist = {"yaml": "PyYAML"}.get(module, module)
+    assert f" {distribution}{version(dist)}.dist-info" in identity.lower(), identity
+
+
+def test_the_validation_marker_key_holds_the_libraries_jsonschema_checks_with():
+    parts = [p for p in catalog_mod._schema_identity() if isinstance(p, str)]
+    for name in ("jsonschema", "referencing", "jsonschema_specifications"):
+        assert any(p.startswith(f"{name} ") and ".dist-info" in p for p in parts), name
