@@ -20,7 +20,6 @@ NOTICE and docs/catalog-sources.md.
 from __future__ import annotations
 
 import functools
-import marshal
 import os
 import sys
 from dataclasses import dataclass, field
@@ -320,18 +319,12 @@ def _parse_yaml(text: str, path: Path) -> Any:
     identity = _parse_identity()
     key = None if identity is None else diskcache.digest([identity, text])
     if key is not None:
-        payload = diskcache.get(PARSE_CACHE_KIND, key)
-        if payload is not None:
-            try:
-                cached = marshal.loads(payload)
-            except (ValueError, EOFError, TypeError):
-                cached = None
-            else:
-                if diskcache.is_plain(cached):  # what a parse gives and put() keeps; else a miss
-                    return cached
+        cached = diskcache.get_plain(PARSE_CACHE_KIND, key)
+        if cached is not diskcache.MISS:
+            return cached
     data = _parse_yaml_text(text, path)
-    if key is not None and diskcache.is_plain(data):
-        diskcache.put(PARSE_CACHE_KIND, key, marshal.dumps(data, 2))
+    if key is not None:
+        diskcache.put_plain(PARSE_CACHE_KIND, key, data)
     return data
 
 

@@ -38,6 +38,7 @@ Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import stat
 from pathlib import Path
@@ -223,3 +224,26 @@ def is_plain(value: object) -> bool:
         else:
             return False
     return True
+
+
+MISS = object()
+"""What :func:`get_plain` returns for a miss (``None`` is plain data a parse may give)."""
+
+
+def get_plain(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> object:
+    """The plain data (:func:`is_plain`) stored by :func:`put_plain` under ``(kind, key)``, or
+    :data:`MISS`: absent, unusable (see :func:`get`), not ``marshal`` data, or not plain data."""
+    payload = get(kind, key, env=env)
+    if payload is None:
+        return MISS
+    try:
+        value = marshal.loads(payload)
+    except (ValueError, EOFError, TypeError):
+        return MISS
+    return value if is_plain(value) else MISS
+
+
+def put_plain(kind: str, key: str, value: object, *, env: Mapping[str, str] | None = None) -> bool:
+    """Store ``value`` as ``marshal`` (version 2) under ``(kind, key)`` if it is plain data
+    (:func:`is_plain`: it reads back exactly); False when it is not or cannot be written."""
+    return is_plain(value) and put(kind, key, marshal.dumps(value, 2), env=env)

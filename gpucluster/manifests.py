@@ -226,18 +226,13 @@ def _dump_plain(doc: Any, options: dict[str, Any], libyaml: bool) -> tuple[str, 
         except (KeyError, ValueError):
             key = None
     if key is not None:
-        payload = diskcache.get(DUMP_CACHE_KIND, key)
-        if payload is not None:
-            try:
-                text, by_libyaml = marshal.loads(payload)
-            except (ValueError, EOFError, TypeError):
-                text = by_libyaml = None
-            if type(text) is str and type(by_libyaml) is bool:
-                return text, by_libyaml
-    hit = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options)), libyaml
+        cached = diskcache.get_plain(DUMP_CACHE_KIND, key)
+        if type(cached) is list and len(cached) == 2 and type(cached[0]) is str and type(cached[1]) is bool:
+            return cached[0], cached[1]
+    text = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options))
     if key is not None:
-        diskcache.put(DUMP_CACHE_KIND, key, marshal.dumps(hit, 2))
-    return hit
+        diskcache.put_plain(DUMP_CACHE_KIND, key, [text, libyaml])
+    return text, libyaml
 
 
 def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
@@ -562,13 +557,8 @@ def render_shipped_template(text: str, context: Mapping[str, Any], *, source: st
         before = None
     key = diskcache.digest([identity, text, before]) if before is not None and identity is not None else None
     if key is not None:
-        payload = diskcache.get(RENDER_CACHE_KIND, key)
-        if payload is not None:
-            try:
-                docs = marshal.loads(payload)
-            except (ValueError, EOFError, TypeError):
-                docs = None
-            if type(docs) is list and all(type(d) is dict for d in docs) and diskcache.is_plain(docs):
+        docs = diskcache.get_plain(RENDER_CACHE_KIND, key)
+        if type(docs) is list and all(type(d) is dict for d in docs):
                 where = {"file": source, "cluster": cluster, "component": component}
                 for index, doc in enumerate(docs):
                     check_object(doc, where=where, index=index)
@@ -580,7 +570,7 @@ def render_shipped_template(text: str, context: Mapping[str, Any], *, source: st
         except ValueError:
             unchanged = False
         if unchanged:
-            diskcache.put(RENDER_CACHE_KIND, key, marshal.dumps(docs, 2))
+            diskcache.put_plain(RENDER_CACHE_KIND, key, docs)
     return docs
 
 
