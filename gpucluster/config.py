@@ -26,6 +26,7 @@ from gpucluster import yamlsafe
 from gpucluster.errors import GpuclusterError, did_you_mean
 from gpucluster.model import (
     ANY,
+    CLUSTER_KEYS,
     CRITERIA_FIELDS,
     ClusterSpec,
     Criteria,
@@ -48,22 +49,6 @@ TOP_KEYS = ("clusters", "backend", "fleet")
 VERSION_SKEW_LEVELS = ("warning", "error")
 """Severity of VERSION-SKEW findings for a cluster's RecipeResult (cluster key ``versionSkew``)."""
 
-CLUSTER_KEYS = (
-    "name",
-    "criteria",
-    "recipe",
-    "versionSkew",
-    "profile",
-    "region",
-    "kubernetesVersion",
-    "pools",
-    "existing",
-    "overrides",
-    "scheduling",
-    "settings",
-    "backend",
-    "fleet",
-)
 POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
 EXISTING_KEYS = ("kubeconfig", "context")
 
@@ -231,6 +216,7 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             spec.backend = backends.parse_backend(raw["backend"], file=source, cluster=spec.name, key=backend_key)
         else:
             spec.backend = default_backend
+        spec.backend_key = backend_key
         backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=f"{backend_key}.workspacePrefix")
         backend_keys.append(f"{backend_key}.workspacePrefix")
         if spec.name in seen:
@@ -342,6 +328,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         version_skew=version_skew,
         settings=settings,
         source=source,
+        index=i,
     )
 
 

@@ -14,6 +14,14 @@ filters on ``cluster.criteria.service``), a plugin declaring none for every clus
 exception raised by a hook is reported with the plugin's name and stops synthesis with exit
 code 2; a :class:`~gpucluster.sdk.GpuclusterError` is reported as raised.
 
+Error keys: the ``key`` of a :class:`~gpucluster.sdk.GpuclusterError` raised by a hook with a
+``cluster`` argument, and of a returned :class:`~gpucluster.sdk.Finding`, is relative to the
+cluster document (``pools[1].gpu``, ``settings.rails[0].subnet``, ``kubernetesVersion``). The
+core makes it absolute where it receives the error or finding (``clusters[3].pools[1].gpu``,
+:func:`gpucluster.model.absolute_key`), in plan and synth alike; never write ``clusters[i].``
+yourself. A values path of a finding's ``component`` and a path inside another file named by
+``file=`` are printed as given (docs/plugins.md, Error keys).
+
 Call order between plugins: implementations marked ``@hookimpl(tryfirst=True)`` run first,
 ``@hookimpl(trylast=True)`` last, otherwise the later-registered plugin first
 (``GPUCLUSTER_PLUGINS`` modules register after entry points). *firstresult* hooks stop at the
@@ -87,8 +95,10 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec) -> ClusterSpec | None:
         ClusterSpec | None: the prepared spec; everything after this hook sees it.
 
     Raises:
-        GpuclusterError: for invalid platform inputs (name the file, cluster and key). Returning
-            anything but a ClusterSpec is an error naming the plugin.
+        GpuclusterError: for invalid platform inputs (name the file, cluster and key; key is
+            relative to the cluster document: ``pools[0].vmSize``, the core prints
+            ``clusters[<i>].pools[0].vmSize``). Returning anything but a ClusterSpec is an error
+            naming the plugin.
     """
 
 
@@ -144,7 +154,9 @@ def gpucluster_policy_checks(cluster: ClusterSpec, recipe: Recipe, components: M
 
     Returns:
         list[Finding] | None: any ``error`` finding stops synthesis before anything is written
-        (exit 2); ``warning``/``info`` findings are printed and kept in the plan.
+        (exit 2); ``warning``/``info`` findings are printed and kept in the plan. ``key``: a
+        values path of ``component``, or a cluster-file key relative to the cluster document
+        (``kubernetesVersion``, ``settings.numVfs``), which the core makes absolute.
     """
 
 
@@ -200,4 +212,8 @@ def gpucluster_cluster_stack(scope: Any, cluster: ClusterSpec, recipe: Recipe) -
     Returns:
         ClusterConnection | None: Terraform tokens of the cluster's endpoint and credentials,
         which the runtime stack consumes as cross-stack references, or a kubeconfig path.
+
+    Raises:
+        GpuclusterError: invalid input found while building (key relative to the cluster
+            document, made absolute by the core as in :func:`gpucluster_prepare_cluster`).
     """

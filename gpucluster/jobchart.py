@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.manifests import MANIFEST_CHART_VERSION, dump_documents, make_chart
-from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, LocalChart
+from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, LocalChart, absolute_key
 
 DEFAULT_KUBECTL_IMAGE = (
     "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
@@ -75,8 +75,8 @@ def gate_image(cluster: ClusterSpec) -> str:
     policy warning ``GATE-IMAGE-DIGEST`` (:func:`gpucluster.policy.check_gate_image_digest`).
 
     Raises:
-        GpuclusterError: ``settings.gateImage`` is not an image reference with a tag or digest,
-            or uses a moving tag.
+        GpuclusterError: ``clusters[<i>].settings.gateImage`` is not an image reference with a tag
+            or digest, or uses a moving tag.
     """
     image = (cluster.settings or {}).get(GATE_IMAGE_SETTING)
     if image is None:
@@ -88,7 +88,7 @@ def gate_image(cluster: ClusterSpec) -> str:
             f"settings.{GATE_IMAGE_SETTING} '{image}' uses the moving tag ':{moving}': every run may pull another kubectl",
             file=cluster.source,
             cluster=cluster.name,
-            key=f"settings.{GATE_IMAGE_SETTING}",
+            key=absolute_key(cluster, f"settings.{GATE_IMAGE_SETTING}"),
             allowed="registry/repository:version@sha256:digest (digest recommended) or registry/repository:version",
             fix=f"pin a version and its digest, e.g. {DEFAULT_KUBECTL_IMAGE} or your mirror of it "
             "(`crane digest <image>` or `docker buildx imagetools inspect <image>` prints the digest)",
@@ -98,7 +98,7 @@ def gate_image(cluster: ClusterSpec) -> str:
             f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
             file=cluster.source,
             cluster=cluster.name,
-            key=f"settings.{GATE_IMAGE_SETTING}",
+            key=absolute_key(cluster, f"settings.{GATE_IMAGE_SETTING}"),
             allowed="registry/repository:tag or registry/repository@sha256:digest of an image with kubectl >= 1.31 and /bin/sh",
             fix=f"e.g. myregistry.azurecr.io/kubectl:v1.34.1 (a mirror of {DEFAULT_KUBECTL_IMAGE.split('@')[0]})",
         )

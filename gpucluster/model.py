@@ -15,8 +15,10 @@ All mappings of Helm values are plain ``dict``/``list``/scalars as YAML would lo
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence, TypeVar
 
 # --------------------------------------------------------------------------- criteria
 
@@ -281,6 +283,12 @@ class ClusterSpec:
         backend: Terraform backend of the cluster's stacks: ``None`` = local state files
             (default), or the normalized ``cloud`` mapping ``{"type": "cloud", "organization",
             "workspacePrefix", "hostname", "project"}`` (:mod:`gpucluster.backends`).
+        index: the cluster's position in the file's ``clusters`` list (set by the loader; None
+            for a spec built in code). The core makes error keys absolute with it
+            (:func:`absolute_key`: ``pools[1].gpu`` -> ``clusters[3].pools[1].gpu``); plugins
+            raise keys relative to the cluster document and never need it.
+        backend_key: where ``backend`` was set: ``"backend"`` (the file-wide default) or
+            ``"clusters[<index>].backend"``; None for a spec built in code.
     """
 
     name: str
@@ -297,6 +305,67 @@ class ClusterSpec:
     settings: dict[str, Any] = field(default_factory=dict)
     source: str = "<embedded default>"
     backend: dict[str, Any] | None = None
+    index: int | None = field(default=None, compare=False, repr=False)
+    backend_key: str | None = field(default=None, compare=False, repr=False)
+
+
+CLUSTER_KEYS = (
+    "name",
+    "criteria",
+    "recipe",
+    "versionSkew",
+    "profile",
+    "region",
+    "kubernetesVersion",
+    "pools",
+    "existing",
+    "overrides",
+    "scheduling",
+    "settings",
+    "backend",
+    "fleet",
+)
+"""The keys of one ``clusters[i]`` entry of the cluster file (docs/cluster-file.md), in the order
+``allowed:`` lists them. A key whose first segment is one of them names a place in the cluster
+document (:func:`absolute_key`); no catalog component's values start with one (a test checks)."""
+
+_KEY_ROOT = re.compile(r"[^.\[]*")
+
+_Located = TypeVar("_Located")
+
+
+def absolute_key(cluster: ClusterSpec, key: str | None, *, file: str | None = None) -> str | None:
+    """``key`` as the cluster file spells it: ``clusters[<cluster.index>].<key>``.
+
+    The one place error keys are made absolute. A key is relative to the cluster document -- what
+    plugins raise and return (``pools[1].gpu``, ``settings.rails[0].subnet``, ``kubernetesVersion``)
+    and what the core's post-parse checks name -- when its first segment is one of
+    :data:`CLUSTER_KEYS` and it is about the cluster's own file (``file`` is None, empty or
+    ``cluster.source``). Any other key is returned as it is: an absolute one (``clusters[0]...``,
+    ``fleet.groups``), a values path of a component (``driver.enabled``), a path in another file
+    (a RecipeResult's ``componentRefs[3].version``, a catalog overlay's ``spec.base``), an
+    environment variable (``NODE_OPTIONS``) or a flag (``--set[0]``). Unchanged too when the
+    spec's index is unknown (None: built in code, not read from a file).
+    """
+    if not key or cluster.index is None or file not in (None, "", cluster.source):
+        return key
+    if _KEY_ROOT.match(key).group() not in CLUSTER_KEYS:
+        return key
+    return f"clusters[{cluster.index}].{key}"
+
+
+def absolute_keys(cluster: ClusterSpec, located: Sequence[_Located]) -> list[_Located]:
+    """:func:`absolute_key` applied to every :class:`~gpucluster.errors.Problem` or
+    :class:`Finding` of ``located`` (copies; a problem without a file that gets an absolute key
+    names ``cluster.source``)."""
+    out = []
+    for item in located:
+        file = getattr(item, "file", None)
+        key = absolute_key(cluster, getattr(item, "key", None), file=file)
+        if key != item.key:
+            item = dataclasses.replace(item, key=key, **({} if file or isinstance(item, Finding) else {"file": cluster.source}))
+        out.append(item)
+    return out
 
 
 # --------------------------------------------------------------------------- effective components

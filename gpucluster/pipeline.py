@@ -24,7 +24,7 @@ from gpucluster import recipe_result
 from gpucluster import scheduling as scheduling_mod
 from gpucluster import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
-from gpucluster.model import CORE_SETTING_KEYS, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan
+from gpucluster.model import CORE_SETTING_KEYS, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan, absolute_key, absolute_keys
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.values import deep_merge
 
@@ -37,8 +37,9 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
     holding only the platform's keys and :data:`gpucluster.sdk.CORE_SETTING_KEYS`.
 
     Raises:
-        GpuclusterError: naming the cluster file, cluster and ``profile.<name>`` (with the allowed
-            names or values and the default) or ``settings.<key>`` (with the allowed keys).
+        GpuclusterError: naming the cluster file, cluster and ``clusters[<i>].profile.<name>`` (with
+            the allowed names or values and the default) or ``clusters[<i>].settings.<key>`` (with
+            the allowed keys).
     """
     where = {"file": cluster.source, "cluster": cluster.name}
     accepted = (*platform.settings, *CORE_SETTING_KEYS)
@@ -46,7 +47,7 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
         if name not in accepted:
             raise GpuclusterError(
                 f"unknown setting '{name}' for service {platform.service}",
-                key=f"settings.{name}",
+                key=absolute_key(cluster, f"settings.{name}"),
                 allowed=", ".join(accepted),
                 fix="remove it or fix its spelling (platform settings: the platform's page in docs/)",
                 **where,
@@ -55,7 +56,7 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
         if name not in platform.profiles:
             raise GpuclusterError(
                 f"unknown profile '{name}' for service {platform.service}",
-                key=f"profile.{name}",
+                key=absolute_key(cluster, f"profile.{name}"),
                 allowed=allowed_list(platform.profiles) or "none (this platform declares no profile)",
                 fix="remove it" + (f", or set {', '.join(sorted(platform.profiles))}" if platform.profiles else ""),
                 **where,
@@ -64,7 +65,7 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
         if value not in allowed:
             raise GpuclusterError(
                 f"unknown value '{value}' for profile {name}",
-                key=f"profile.{name}",
+                key=absolute_key(cluster, f"profile.{name}"),
                 allowed=", ".join(allowed),
                 fix=f"use one of the allowed values (default: {default}; profiles: docs/recipes.md)",
                 **where,
@@ -74,13 +75,19 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
 def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     """Apply the platform plugin's defaults/validation (``gpucluster_prepare_cluster``).
 
+    The prepared spec keeps the cluster's place in the file (``index``, ``backend_key``) even when
+    the plugin built a new one.
+
     Raises:
+        GpuclusterError: unknown service (``clusters[<i>].criteria.service``); the plugin's own
+            errors, keys made absolute (:func:`gpucluster.plugins.call_hook_attributed`).
         PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
     """
     try:
         platform = platform_for(cluster.criteria.service, file=cluster.source)
     except GpuclusterError as err:
-        raise GpuclusterError(problems=[dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]) from None
+        problems = [dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]
+        raise GpuclusterError(problems=absolute_keys(cluster, problems)) from None
     check_declared_inputs(cluster, platform)
     results = call_hook_attributed("gpucluster_prepare_cluster", cluster=copy.deepcopy(cluster))
     if not results:
@@ -93,6 +100,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
             cluster=cluster.name,
             allowed="a gpucluster.sdk.ClusterSpec, or None for clusters of other services",
         )
+    prepared.index, prepared.backend_key = cluster.index, cluster.backend_key
     return prepared
 
 
@@ -125,11 +133,17 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Re
 
     Raises:
         GpuclusterError: see :func:`gpucluster.recipe.resolve` and :func:`gpucluster.recipe_result.recipe_from_file`;
-            problems name the cluster file and cluster.
+            problems name the cluster file and cluster, keys in the cluster file absolute
+            (``clusters[<i>].criteria.os``).
     """
     if cluster.recipe_file:
         return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=recipe_mod.recipe_display(cluster))
-    return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
+    try:
+        return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
+    except GpuclusterError as err:
+        err.problems = absolute_keys(cluster, err.problems)
+        err.args = (err.render(),)
+        raise
 
 
 _RESOLVED: dict[tuple, tuple] = {}

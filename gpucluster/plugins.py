@@ -25,7 +25,7 @@ import pluggy
 from gpucluster import diskcache
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster import hookspecs
-from gpucluster.model import Platform
+from gpucluster.model import ClusterSpec, Platform, absolute_keys
 
 ENTRY_POINT_GROUP = "gpucluster"
 
@@ -380,7 +380,11 @@ def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: d
         args = {name: kwargs[name] for name in impl.argnames}
         try:
             result = impl.function(**args)
-        except GpuclusterError:
+        except GpuclusterError as err:
+            cluster = kwargs.get(SERVICE_SCOPED_ARG)
+            if isinstance(cluster, ClusterSpec):  # the plugin's keys are relative to the cluster document
+                err.problems = absolute_keys(cluster, err.problems)
+                err.args = (err.render(),)
             raise
         except Exception as exc:
             raise PluginError(
@@ -408,7 +412,9 @@ def call_hook_attributed(
     services, and a plugin that declares none for every cluster.
 
     Raises:
-        GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
+        GpuclusterError: re-raised from a plugin (it is already a user-facing problem), its keys
+            made absolute for a service-scoped hook (:func:`gpucluster.model.absolute_key`:
+            the plugin's ``pools[1].gpu`` is the file's ``clusters[<i>].pools[1].gpu``).
         PluginError: any other exception, with the plugin name and hook name.
     """
     pm = pm or get_plugin_manager()
@@ -425,7 +431,7 @@ def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstre
         list of non-None results, or for firstresult hooks the first non-None result (or None).
 
     Raises:
-        GpuclusterError: re-raised from a plugin as-is (it is already a user-facing problem).
+        GpuclusterError: re-raised from a plugin, keys made absolute (see :func:`call_hook_attributed`).
         PluginError: any other exception, with the plugin name and hook name.
     """
     pm = pm or get_plugin_manager()

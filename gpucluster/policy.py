@@ -31,7 +31,7 @@ import posixpath
 import re
 from typing import Any, Callable, Mapping
 
-from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration
+from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration, absolute_keys
 from gpucluster.plugins import call_list_hook
 from gpucluster.overrides import ENABLED_KEY, ResolvedOverrides, override_paths, paths_intersect, pruned_edges, resolved_overrides
 from gpucluster.policy_keys import ALLOCATION_POLICY_KEYS, DRA_DRIVER, GPU_OPERATOR, policy_owned_paths  # noqa: F401  (re-exported)
@@ -763,6 +763,8 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
 
     Returns:
         list[Finding], deterministic: errors, then warnings, then info; then id, component, key.
+        A key naming a place in the cluster document (``kubernetesVersion``, ``settings.numVfs``)
+        is made absolute (:func:`gpucluster.model.absolute_key`); values paths stay as they are.
 
     Raises:
         PluginError: a plugin hook returned something that is not a list of Finding.
@@ -779,5 +781,6 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
             "gpucluster_policy_checks", Finding, what="gpucluster.sdk.Finding", cluster=cluster, recipe=recipe, components=components
         )
     )
+    findings = absolute_keys(cluster, findings)  # plugins' and core checks' cluster-document keys
     unique = {(f.id, f.severity, f.cluster, f.component, f.key, f.message, f.fix): f for f in findings}
     return sorted(unique.values(), key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.id, f.component, f.key, f.message))

@@ -52,7 +52,7 @@ import yaml
 from gpucluster import yamlsafe
 from gpucluster.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
-from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe
+from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, absolute_key
 from gpucluster.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
 
@@ -372,7 +372,7 @@ def _selected_profile(data: Mapping[str, Any], rep: _Report, cluster: ClusterSpe
                     f"the cluster selects profile {pname}={pvalue}, but the recipe file was resolved for {pname}={selection[pname]}",
                     file=cluster.source,
                     cluster=cluster.name,
-                    key=f"profile.{pname}",
+                    key=absolute_key(cluster, f"profile.{pname}"),
                     fix=f"regenerate the recipe with --profile {pname}={pvalue}, or drop the cluster's profile setting",
                 ))
             selection[pname] = pvalue

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 
 from gpucluster.errors import GpuclusterError, allowed_list
-from gpucluster.model import RuntimePlan
+from gpucluster.model import Finding, RuntimePlan
 from gpucluster.values import leaf_paths
 from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
 
@@ -377,8 +377,11 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
             policy.details.append(f"{f.id} {f.component} {f.key}")
             policy.reasons.append(Reason(f"policy-{f.id}", "manual", f"NEW is refused by policy: {f.message}", action=f.fix,
                                          source="gpucluster policy (synth refuses it)"))
+    def same(f: Finding, plan: RuntimePlan) -> tuple[str, str, str]:  # a moved cluster keeps its findings
+        return f.id, f.component, f.key.removeprefix(f"clusters[{plan.cluster.index}].")
+
     for f in old.findings:
-        if f.severity == "error" and (f.id, f.component, f.key) not in {(g.id, g.component, g.key) for g in new.findings}:
+        if f.severity == "error" and same(f, old) not in {same(g, new) for g in new.findings}:
             policy.details.append(f"OLD violates {f.id} ({f.component} {f.key}); NEW fixes it")
     if policy.details:
         if not policy.reasons:
@@ -548,11 +551,14 @@ def _plans_from_file(path: Path, label: str) -> list[RuntimePlan]:
     from gpucluster.errors import Problem
 
     data = yamlsafe.load_yaml_file(path, display=label)
-    if isinstance(data, dict) and data.get("kind") == recipe_result.KIND:
+    wrapped = isinstance(data, dict) and data.get("kind") == recipe_result.KIND
+    if wrapped:
         data = {"clusters": [{"name": "recipe", "recipe": path.name}]}
     plans: list[RuntimePlan] = []
     problems: list[Problem] = []
     for cluster in parse_clusters(data, source=label, root=path.resolve().parent):
+        if wrapped:  # a RecipeResult, not a cluster file: its keys are its own (no clusters[0].)
+            cluster.index = cluster.backend_key = None
         try:
             plans.append(build_plan(cluster, strict=False))  # policy errors are judged, not fatal
         except GpuclusterError as err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Recipe
+from gpucluster.model import ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
 from gpucluster.model import ClusterConnection
 from stacks.common import use_backend
@@ -34,7 +34,7 @@ class ClusterStack(TerraformStack):
                 f"the platform of service '{service}' provisions clusters, but no plugin built the cluster stack",
                 file=cluster.source,
                 cluster=cluster.name,
-                key="criteria.service",
+                key=absolute_key(cluster, "criteria.service"),
                 fix="implement gpucluster_cluster_stack in the platform plugin (return a ClusterConnection), "
                 "or set existing: to target an existing cluster",
             )

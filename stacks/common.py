@@ -81,7 +81,8 @@ def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | C
     Raises:
         GpuclusterError: ``type: cloud`` but the Terraform CLI is not on ``PATH``. cdktf's
             ``CloudBackend`` checks ``terraform version`` (>= 1.1) while synthesizing and would
-            otherwise fail with a bare validation error.
+            otherwise fail with a bare validation error. The key is where the backend was set
+            (``ClusterSpec.backend_key``): ``backend.type`` or ``clusters[<i>].backend.type``.
     """
     require_terraform(stack)
     backend = cluster.backend
@@ -93,7 +94,7 @@ def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | C
             "is not on PATH (cdktf checks `terraform version` for the cloud block)",
             file=cluster.source,
             cluster=cluster.name,
-            key="backend.type",
+            key=f"{cluster.backend_key or 'backend'}.type",
             fix="install Terraform >= 1.1 (or set TERRAFORM_BINARY_NAME), or use backend type 'local'",
         )
     return use_cloud_backend(stack, backend)

@@ -47,8 +47,9 @@ HUB_RELEASE_NAMESPACE = "gpucluster-placements"
 
 def _backend_owner(fleet: FleetSpec, plans: Sequence[RuntimePlan], stack_name: str) -> Any:
     """What :func:`stacks.common.use_backend` needs for a fleet-level stack: the fleet clusters' backend."""
-    backend = next((p.cluster.backend for p in plans if p.cluster.backend is not None), None)
-    return SimpleNamespace(backend=backend, source=fleet.source, name=stack_name)
+    owner = next((p.cluster for p in plans if p.cluster.backend is not None), None)
+    return SimpleNamespace(backend=owner.backend if owner else None, backend_key=owner.backend_key if owner else None,
+                           source=fleet.source, name=stack_name)
 
 
 class FleetStack(TerraformStack):

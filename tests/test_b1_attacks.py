@@ -182,7 +182,7 @@ def test_nvke_numvfs_boundary(tmp_path):
     build_plans(load_clusters(str(ok)))
     bad = _cluster_file(tmp_path, NVKE_RAILS + "      numVfs: 9\n      firmwareNumVfs: 8\n", NVKE_CRITERIA)
     [p] = _problems(bad)
-    assert (p.id, p.key) == ("NVKE-SRIOV-NUMVFS", "settings.numVfs")
+    assert (p.id, p.key) == ("NVKE-SRIOV-NUMVFS", "clusters[0].settings.numVfs")
 
 
 @pytest.mark.parametrize("subnet,block", [("10.255.0.0/32", 16), ("10.255.0.0/30", 16), ("10.255.0.0/28", 16)])
@@ -196,7 +196,7 @@ def test_nvke_rail_subnet_must_hold_a_node_block(tmp_path, subnet, block):
     with pytest.raises(GpuclusterError) as exc:
         build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
     [p] = exc.value.problems
-    assert p.key == "settings.rails[0].subnet" and p.cluster == "lab"
+    assert p.key == "clusters[0].settings.rails[0].subnet" and p.cluster == "lab"
     assert subnet in p.message and "perNodeBlockSize" in p.message
 
 
@@ -218,7 +218,7 @@ def test_nvke_accepts_the_core_gate_image_setting(tmp_path):
 def test_nvke_cluster_level_findings_use_component_dash(tmp_path):
     cfg = _cluster_file(tmp_path, NVKE_RAILS + "    kubernetesVersion: '1.33'\n", NVKE_CRITERIA)
     [p] = _problems(cfg)
-    assert (p.id, p.component, p.key) == ("NVKE-K8S-VERSION", "-", "kubernetesVersion")
+    assert (p.id, p.component, p.key) == ("NVKE-K8S-VERSION", "-", "clusters[0].kubernetesVersion")
 
 
 def test_nvke_per_node_block_size_minimum_is_two(tmp_path):
@@ -227,7 +227,7 @@ def test_nvke_per_node_block_size_minimum_is_two(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         load_clusters_and_build(cfg)
     [p] = exc.value.problems
-    assert p.key == "settings.perNodeBlockSize" and "at least 2" in p.message
+    assert p.key == "clusters[0].settings.perNodeBlockSize" and "at least 2" in p.message
 
 
 def load_clusters_and_build(cfg: Path):
@@ -290,7 +290,7 @@ def test_aks_refuses_unknown_settings(tmp_path):
     """A misspelt setting (gateImages) was silently ignored on AKS."""
     cfg = _cluster_file(tmp_path, "    settings: {gateImages: myacr.azurecr.io/kubectl:v1.34.1}\n")
     [p] = _problems(cfg)
-    assert (p.cluster, p.key) == ("lab", "settings.gateImages") and "gateImage" in p.allowed
+    assert (p.cluster, p.key) == ("lab", "clusters[0].settings.gateImages") and "gateImage" in p.allowed
 
 
 def test_aks_accepts_gate_image_setting(tmp_path):
@@ -409,7 +409,7 @@ def test_recipe_refuses_criteria_the_platform_does_not_declare(capsys, argv, key
 
 def test_cluster_file_refuses_aks_with_an_accelerator_aks_does_not_declare(tmp_path):
     [p] = _problems(_cluster_file(tmp_path, "", "{service: aks, accelerator: a100}"))
-    assert (p.cluster, p.key) == ("lab", "criteria.accelerator") and "h100" in p.allowed
+    assert (p.cluster, p.key) == ("lab", "clusters[0].criteria.accelerator") and "h100" in p.allowed
 
 
 @pytest.mark.parametrize("value", ["no", "off", "0", "'False'", "disabled"])
@@ -462,7 +462,7 @@ def test_nvke_rdma_modules_enabled_twice_with_different_values(tmp_path, alias):
         f"    overrides: {{set: ['{alias}:enabled=true']}}\n"
     )
     [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
-    assert (p.cluster, p.key) == ("lab", "settings.rdmaModules.enabled") and "clusters[0].overrides.set[0]" in p.message
+    assert (p.cluster, p.key) == ("lab", "clusters[0].settings.rdmaModules.enabled") and "clusters[0].overrides.set[0]" in p.message
 
 
 def test_nvke_rdma_modules_disabled_both_ways_agrees(tmp_path):
@@ -488,7 +488,7 @@ def test_nvke_toolkit_env_value_must_be_a_string(tmp_path):
 
 def test_unknown_service_names_the_cluster(tmp_path):
     [p] = _problems(_cluster_file(tmp_path, "", "{service: gke}"))
-    assert (p.file, p.cluster, p.key) == (str(tmp_path / "gpucluster.yaml"), "lab", "criteria.service")
+    assert (p.file, p.cluster, p.key) == (str(tmp_path / "gpucluster.yaml"), "lab", "clusters[0].criteria.service")
     assert p.allowed == "aks, nvke, oke"
 
 
@@ -507,7 +507,7 @@ def test_nvke_teardown_image_must_be_a_pinned_reference(tmp_path, image):
     with pytest.raises(GpuclusterError) as exc:
         load_clusters_and_build(_cluster_file(tmp_path, body, NVKE_CRITERIA))
     [p] = exc.value.problems
-    assert p.key == "settings.teardown.image" and "tag or digest" in p.allowed
+    assert p.key == "clusters[0].settings.teardown.image" and "tag or digest" in p.allowed
 
 
 # --------------------------------------------------------------------------- components a recipe disables

@@ -351,7 +351,7 @@ def test_refuses_ofed_driver_in_values(tmp_path):
 
 def test_refuses_ofed_driver_in_the_nic_cluster_policy(tmp_path):
     text = refused(tmp_path, settings={"nicClusterPolicy": {"ofedDriver": {"image": "doca-driver", "repository": "r", "version": "v"}}})
-    assert "error[NVKE-OFED-DRIVER]" in text and "key=settings.nicClusterPolicy.ofedDriver" in text
+    assert "error[NVKE-OFED-DRIVER]" in text and "key=clusters[0].settings.nicClusterPolicy.ofedDriver" in text
     assert "primary address" in text
 
 
@@ -386,14 +386,14 @@ def test_refuses_driver_rdma(tmp_path):
 
 def test_refuses_num_vfs_above_firmware(tmp_path):
     text = refused(tmp_path, settings={"numVfs": 32})
-    assert "error[NVKE-SRIOV-NUMVFS]" in text and "key=settings.numVfs" in text
+    assert "error[NVKE-SRIOV-NUMVFS]" in text and "key=clusters[0].settings.numVfs" in text
     assert "numVfs 32 exceeds the firmware's NUM_OF_VFS 16" in text
 
 
 def test_refuses_ippool_overlapping_the_pod_network(tmp_path):
     text = refused(tmp_path, settings={"podNetwork": "10.255.8.0/21"})
     assert "error[NVKE-IPPOOL-OVERLAP]" in text
-    assert "key=settings.rails[2].subnet" in text and "key=settings.rails[3].subnet" in text
+    assert "key=clusters[0].settings.rails[2].subnet" in text and "key=clusters[0].settings.rails[3].subnet" in text
     assert "key=settings.rails[0].subnet" not in text
     assert "10.255.8.0/22 overlaps the pod network 10.255.8.0/21" in text
 
@@ -401,12 +401,12 @@ def test_refuses_ippool_overlapping_the_pod_network(tmp_path):
 def test_refuses_overlapping_rails(tmp_path):
     rails = [dict(RAILS[0]), dict(RAILS[1], subnet="10.255.0.0/23")]
     text = refused(tmp_path, settings={"rails": rails})
-    assert "error[NVKE-IPPOOL-OVERLAP]" in text and "key=settings.rails[1].subnet" in text and "overlaps rail 0" in text
+    assert "error[NVKE-IPPOOL-OVERLAP]" in text and "key=clusters[0].settings.rails[1].subnet" in text and "overlaps rail 0" in text
 
 
 def test_refuses_sriov_selection_by_pci_15b3(tmp_path):
     text = refused(tmp_path, settings={"sriovNodeSelector": {"feature.node.kubernetes.io/pci-15b3.present": "true"}})
-    assert "error[NVKE-SRIOV-SELECTOR]" in text and "key=settings.sriovNodeSelector" in text and "control-plane" in text
+    assert "error[NVKE-SRIOV-SELECTOR]" in text and "key=clusters[0].settings.sriovNodeSelector" in text and "control-plane" in text
     text = refused(
         tmp_path,
         overrides={"values": [{"component": "networkoperator", "values": {"sriov-network-operator": {"sriovOperatorConfig": {
@@ -434,7 +434,7 @@ def test_refuses_toolkit_config_source_change(tmp_path):
 
 def test_refuses_a_rail_without_root_device(tmp_path):
     text = refused(tmp_path, settings={"rails": ["mlx5_0"]})
-    assert "key=settings.rails[0].rootDevice" in text and "file=clusters.yaml" in text
+    assert "key=clusters[0].settings.rails[0].rootDevice" in text and "file=clusters.yaml" in text
 
 
 def test_refuses_an_operator_without_driver_toolkit_or_gdrcopy(tmp_path):

@@ -313,7 +313,7 @@ def test_runtime_only(plans):
 
 def test_refuses_pools(tmp_path):
     text = refused(tmp_path, "gb200-oke-ubuntu-training", pools=[{"name": "gpu", "vmSize": "BM.GPU.GB200.4", "nodeCount": 2}])
-    assert "file=clusters.yaml cluster=oke-a key=pools" in text
+    assert "file=clusters.yaml cluster=oke-a key=clusters[0].pools" in text
     assert "OKE clusters exist already; gpucluster does not create node pools for them (1 given: gpu)" in text
 
 
@@ -331,7 +331,7 @@ def test_existing_kubeconfig_and_context_pass_through(tmp_path):
 @pytest.mark.parametrize("version, severity", [("1.33", "error"), ("1.31", "error")])
 def test_kubernetes_floor_of_gb200_training(tmp_path, version, severity):
     text = refused(tmp_path, "gb200-oke-ubuntu-training", kubernetesVersion=version)
-    assert "error[OKE-K8S-VERSION]" in text and "key=kubernetesVersion" in text
+    assert "error[OKE-K8S-VERSION]" in text and "key=clusters[0].kubernetesVersion" in text
     assert f"runs Kubernetes {version} but gb200-oke-ubuntu-training needs K8s.server.version >= 1.34" in text
     assert "resource.k8s.io/v1" in text
 
@@ -349,7 +349,7 @@ def test_kubernetes_patch_floor_is_a_warning(tmp_path):
                                                     ("absent", "oci-managed", "operator-managed")])
 def test_gpu_plugin_addon_must_match_gpu_stack(tmp_path, state, profile, needed):
     text = refused(tmp_path, "a100-oke-ubuntu-training", profile, settings={"nvidiaGpuPluginAddon": state})
-    assert "error[OKE-GPU-PLUGIN-ADDON]" in text and "key=settings.nvidiaGpuPluginAddon" in text
+    assert "error[OKE-GPU-PLUGIN-ADDON]" in text and "key=clusters[0].settings.nvidiaGpuPluginAddon" in text
     assert f"the NvidiaGpuPlugin add-on is {state} but the gpuStack profile is '{profile}'" in text
     assert f"set profile gpuStack: {needed}" in text
     ok = build(tmp_path, "a100-oke-ubuntu-training", needed, settings={"nvidiaGpuPluginAddon": state})

@@ -194,7 +194,7 @@ def test_unknown_settings_are_refused_by_the_core_for_every_platform(monkeypatch
         code, out, err = run_cli(["plan", "--config", path])
         assert code == 2 and out == "", service
         assert err == (
-            f"error[input] file={path} cluster=ex1 key=settings.gateImagee: unknown setting 'gateImagee' for service {service} "
+            f"error[input] file={path} cluster=ex1 key=clusters[0].settings.gateImagee: unknown setting 'gateImagee' for service {service} "
             f"(allowed: {allowed}) fix: remove it or fix its spelling (platform settings: the platform's page in docs/)\n"
         ), service
 

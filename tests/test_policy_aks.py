@@ -302,7 +302,7 @@ def test_e2e_none_pool_with_default_profile_rejected(tmp_path):
           - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 1, gpu: true, gpuDriver: "None"}
         """,
     )
-    assert "error[AKS-GPU-DRIVER]" in text and "key=pools[1].gpuDriver" in text and "driverless" in text
+    assert "error[AKS-GPU-DRIVER]" in text and "key=clusters[0].pools[1].gpuDriver" in text and "driverless" in text
 
 
 def test_e2e_managed_gpu_pool_rejected(tmp_path):

@@ -204,6 +204,18 @@ def test_text_output_and_no_change(tmp_path):
     assert text.splitlines()[-1] == "verdict: manual (exit 3)"
 
 
+def test_a_cluster_moved_in_the_file_keeps_its_policy_errors(tmp_path):
+    """Finding keys are absolute (clusters[<i>].kubernetesVersion): a cluster that moved from
+    clusters[1] to clusters[0] with the same policy error is not a cluster whose NEW fixes it."""
+    lab = {"name": "lab", "criteria": AKS, "kubernetesVersion": "1.31"}
+    old = write(tmp_path / "old.yaml", {"clusters": [{"name": "other", "criteria": dict(AKS)}, dict(lab, criteria=dict(AKS))]})
+    new = write(tmp_path / "new.yaml", {"clusters": [lab]})
+    code, report, err = run(tmp_path, old, new)
+    ch = change(report, "policy", cluster="lab")
+    assert ch["details"] == ["AKS-K8S-VERSION - clusters[0].kubernetesVersion"], ch
+    assert not any("NEW fixes it" in d for d in ch["details"])
+
+
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path):
     a = aks_file(tmp_path / "a.yaml")
     code, out, err = run(tmp_path, str(tmp_path / "missing.yaml"), a, fmt="text")

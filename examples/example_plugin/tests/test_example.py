@@ -77,7 +77,7 @@ def test_prepare_refuses_pools(kit):
     with pytest.raises(GpuclusterError) as exc:
         kit.plan({**CLUSTER, "existing": None, "pools": [{"name": "gpu", "vmSize": "x", "nodeCount": 1}]})
     (problem,) = exc.value.problems
-    assert (problem.file, problem.cluster, problem.key) == ("clusters.yaml", "ex1", "pools")
+    assert (problem.file, problem.cluster, problem.key) == ("clusters.yaml", "ex1", "clusters[0].pools")
     assert "example-k8s clusters exist already" in problem.message
 
 
@@ -97,7 +97,7 @@ def test_the_policy_check_stops_the_plan(kit, tmp_path):
 def test_unknown_settings_are_refused(kit):
     with pytest.raises(GpuclusterError) as exc:
         kit.plan({**CLUSTER, "settings": {"driverless": True}})
-    assert exc.value.problems[0].key == "settings.driverless"
+    assert exc.value.problems[0].key == "clusters[0].settings.driverless"
 
 
 def test_other_services_are_left_alone():
