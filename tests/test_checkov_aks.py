@@ -58,8 +58,58 @@ def synthesized(tmp_path_factory):
     return out
 
 
-def _gate(*paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(GATE), *map(str, paths)], capture_output=True, text=True, timeout=900)
+def _gate(*paths: Path, checkov: Path | None = None) -> subprocess.CompletedProcess:
+    extra = ["--checkov", str(checkov)] if checkov else []
+    return subprocess.run([sys.executable, str(GATE), *extra, *map(str, paths)], capture_output=True, text=True, timeout=900)
+
+
+def _sections(stdout: str, files: list[Path]) -> dict[Path, list[str]]:
+    """The gate's output per file: each file's result lines end with its ``<file>: ...`` summary
+    line, in the order the files were given."""
+    out: dict[Path, list[str]] = {}
+    lines = iter(stdout.splitlines())
+    for file in files:
+        section = []
+        for line in lines:
+            section.append(line)
+            if line.startswith(f"{file}: "):
+                break
+        out[file] = section
+    assert not list(lines), stdout
+    return out
+
+
+def _tampered(synthesized, folder: Path) -> tuple[Path, Path]:
+    """Two copies of the default cluster stack: ``a`` without its justified skips and with local
+    accounts on (CKV_AZURE_117, 232 and 141 fail), ``b`` with a stale skip and one without reason."""
+    (cluster,) = [p for p in synthesized["default"].iterdir() if p.name.endswith("-cluster")]
+    doc = json.loads((cluster / "cdk.tf.json").read_text())
+    (name, aks), = doc["resource"]["azurerm_kubernetes_cluster"].items()
+    del aks["//"]["checkov"]  # the justified skips gone: CKV_AZURE_117 and CKV_AZURE_232 fail
+    aks["local_account_disabled"] = False
+    (folder / "a").mkdir()
+    (folder / "a" / "cdk.tf.json").write_text(json.dumps(doc))
+    aks["local_account_disabled"] = True
+    aks["//"]["checkov"] = {"skip": [{"id": "CKV_AZURE_141", "comment": "no longer true"},
+                                     {"id": "CKV_AZURE_117", "comment": "platform keys"},
+                                     {"id": "CKV_AZURE_232", "comment": ""}]}
+    (folder / "b").mkdir()
+    (folder / "b" / "cdk.tf.json").write_text(json.dumps(doc))
+    return folder / "a" / "cdk.tf.json", folder / "b" / "cdk.tf.json"
+
+
+@pytest.fixture(scope="module")
+def gated(synthesized, tmp_path_factory):
+    """ONE gate run (one checkov process) over every cluster stack of CASES and the two tampered
+    copies: ``(exit status, {cdk.tf.json: its lines}, {case: its cluster files}, (a, b))``."""
+    if not CHECKOV.exists():
+        pytest.skip("checkov not installed: run `make checkov-setup` (make test does)")
+    per_case = {where: sorted(p / "cdk.tf.json" for p in synthesized[where].iterdir() if p.name.endswith("-cluster"))
+                for where, _ in CASES}
+    tampered = _tampered(synthesized, tmp_path_factory.mktemp("tampered"))
+    files = [f for where, _ in CASES for f in per_case[where]] + list(tampered)
+    run = _gate(*files)
+    return run.returncode, _sections(run.stdout, files), per_case, tampered
 
 
 def test_the_documented_aks_examples_are_covered():
@@ -69,13 +119,14 @@ def test_the_documented_aks_examples_are_covered():
 
 @needs_checkov
 @pytest.mark.parametrize("where", [w for w, _ in CASES])
-def test_checkov_passes_every_check_of_the_cluster_stacks(synthesized, where):
-    clusters = sorted(p for p in synthesized[where].iterdir() if p.name.endswith("-cluster"))
-    assert clusters, f"{where}: no cluster stack"
-    run = _gate(*clusters)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "FAILED" not in run.stdout and "STALE" not in run.stdout
-    assert " passed, 0 failed" in run.stdout
+def test_checkov_passes_every_check_of_the_cluster_stacks(gated, where):
+    _, sections, per_case, _ = gated
+    assert per_case[where], f"{where}: no cluster stack"
+    for file in per_case[where]:
+        text = "\n".join(sections[file])
+        assert " passed, 0 failed" in sections[file][-1], text
+        assert not [line for line in sections[file] if line.startswith(("FAILED", "STALE", "NOREASON"))], text
+        assert "PASSED  CKV_AZURE_141" in text  # checkov's results of this very file
 
 
 @pytest.mark.parametrize("where", [w for w, _ in CASES])
@@ -101,25 +152,55 @@ def test_entra_id_no_local_accounts_kubelogin_and_no_secret_output(synthesized, 
 
 
 @needs_checkov
-def test_the_gate_fails_on_an_unjustified_failure_and_on_a_stale_skip(synthesized, tmp_path):
-    (cluster,) = [p for p in synthesized["default"].iterdir() if p.name.endswith("-cluster")]
-    doc = json.loads((cluster / "cdk.tf.json").read_text())
-    (name, aks), = doc["resource"]["azurerm_kubernetes_cluster"].items()
-    del aks["//"]["checkov"]  # the justified skips gone: CKV_AZURE_117 and CKV_AZURE_232 fail
-    aks["local_account_disabled"] = False
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "cdk.tf.json").write_text(json.dumps(doc))
-    run = _gate(tmp_path / "a")
-    assert run.returncode == 1
-    assert {line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED")} == {
+def test_the_gate_fails_on_an_unjustified_failure_and_on_a_stale_skip(gated):
+    """In the same run as the passing stacks: a skip counts only for the file it is on (``a`` and
+    ``b`` hold the same resource address as the default stack)."""
+    code, sections, _, (a, b) = gated
+    assert code == 1
+    assert {line.split()[1] for line in sections[a] if line.startswith("FAILED")} == {
         "CKV_AZURE_117", "CKV_AZURE_232", "CKV_AZURE_141"}
-    aks["local_account_disabled"] = True
-    aks["//"]["checkov"] = {"skip": [{"id": "CKV_AZURE_141", "comment": "no longer true"},
-                                     {"id": "CKV_AZURE_117", "comment": "platform keys"},
-                                     {"id": "CKV_AZURE_232", "comment": ""}]}
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "cdk.tf.json").write_text(json.dumps(doc))
-    run = _gate(tmp_path / "b")
-    assert run.returncode == 1
-    assert "STALE   CKV_AZURE_141" in run.stdout and "NOREASON CKV_AZURE_232" in run.stdout
-    assert "SKIPPED CKV_AZURE_117" in run.stdout
+    text = "\n".join(sections[b])
+    assert "STALE   CKV_AZURE_141" in text and "NOREASON CKV_AZURE_232" in text
+    assert "SKIPPED CKV_AZURE_117" in text
+    # a skip without a reason covers nothing: its check fails as well
+    assert [line.split()[1] for line in sections[b] if line.startswith("FAILED")] == ["CKV_AZURE_232"]
+
+
+FAKE_CHECKOV = '''#!{python}
+"""A stand-in for checkov's JSON report: check CKV_FAKE_1 fails on resources with "fake_fail"."""
+import json, sys
+args = sys.argv[1:]
+files = [args[i + 1] for i, a in enumerate(args) if a == "-f"]
+results = {{"failed_checks": [], "passed_checks": [], "skipped_checks": [], "parsing_errors": []}}
+for path in files:
+    doc = json.load(open(path))
+    for rtype, resources in doc.get("resource", {{}}).items():
+        for name, body in resources.items():
+            kind = "failed_checks" if body.get("fake_fail") else "passed_checks"
+            results[kind].append({{"check_id": "CKV_FAKE_1", "check_name": "fake", "resource": f"{{rtype}}.{{name}}",
+                                  "file_abs_path": path, "file_path": "/" + path.rsplit("/", 2)[-2] + "/cdk.tf.json"}})
+print(json.dumps({{"check_type": "terraform_json", "results": results, "summary": {{"checkov_version": "fake"}}}}))
+'''
+
+
+def test_the_gate_attributes_every_result_to_its_file_and_exits_0_when_all_are_justified(tmp_path):
+    """The gate's own logic, with a stand-in checkov: two files hold the same resource address;
+    the skip on the first file's resource does not cover the second file's failure."""
+    fake = tmp_path / "checkov"
+    fake.write_text(FAKE_CHECKOV.format(python=sys.executable))
+    fake.chmod(0o755)
+    skip = {"checkov": {"skip": [{"id": "CKV_FAKE_1", "comment": "justified here"}]}}
+    files = []
+    for name, body in (("x", {"fake_fail": True, "//": skip}), ("y", {"fake_fail": True}), ("z", {})):
+        (tmp_path / name).mkdir()
+        files.append(tmp_path / name / "cdk.tf.json")
+        files[-1].write_text(json.dumps({"terraform": {"required_version": ">= 1.4"}, "resource": {"t": {"r": body}}}))
+    run = _gate(*files, checkov=fake)
+    assert run.returncode == 1, run.stderr
+    sections = _sections(run.stdout, files)
+    assert sections[files[0]] == ["SKIPPED CKV_FAKE_1 t.r: justified here",
+                                  f"{files[0]}: 0 passed, 0 failed, 1 skipped with a reason (checkov fake)"]
+    assert sections[files[1]] == ["FAILED  CKV_FAKE_1 t.r: fake", f"{files[1]}: 0 passed, 1 failed, 0 skipped with a reason (checkov fake)"]
+    assert sections[files[2]] == ["PASSED  CKV_FAKE_1 t.r", f"{files[2]}: 1 passed, 0 failed, 0 skipped with a reason (checkov fake)"]
+    run = _gate(files[0], tmp_path / "z", checkov=fake)  # a folder names its cdk.tf.json
+    assert run.returncode == 0, run.stdout + run.stderr
