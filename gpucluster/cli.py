@@ -33,9 +33,8 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
 from gpucluster.model import ANY, Criteria, RuntimePlan
@@ -51,12 +50,7 @@ def _profile_arg(text: str) -> tuple[str, str]:
 _SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for docs and tests)."""
-    parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    rec = sub.add_parser("recipe", help="print the resolved recipe (RecipeResult YAML)")
+def _recipe_arguments(rec: argparse.ArgumentParser) -> None:
     rec.add_argument("--service", required=True, help="platform service, e.g. aks")
     rec.add_argument("--accelerator", default=ANY, help="e.g. h100 (default any)")
     rec.add_argument("--os", default=ANY, help="worker node OS, e.g. ubuntu (default any)")
@@ -66,53 +60,97 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", action="append", type=_profile_arg, default=[], metavar="NAME=VALUE", help="profile choice, e.g. gpuStack=operator-managed (repeatable)"
     )
 
-    plan = sub.add_parser("plan", help="print each cluster's release graph (node, kind, depends_on)")
+
+def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--config", help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
-    graph = sub.add_parser("graph", help="print the release graph")
+
+def _graph_arguments(graph: argparse.ArgumentParser) -> None:
     graph.add_argument("--config", help="cluster file (as for plan)")
     graph.add_argument("--format", choices=("dot",), default="dot")
+    graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
-    det = sub.add_parser("detect", help="name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs")
+
+def _detect_arguments(det: argparse.ArgumentParser) -> None:
     det.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
     det.add_argument("--context", help="kubeconfig context (default: the current one)")
     det.add_argument("--nodes-json", help="read `kubectl get nodes -o json` output from this file instead of running kubectl")
     det.add_argument("--format", choices=("text", "json"), default="text")
-    graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
-    upg = sub.add_parser(
-        "upgrade-check",
-        help="what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
-        "(exit 0 safe, 3 manual, 4 unknown; docs/upgrading.md)",
-    )
+
+def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
     upg.add_argument("--from", dest="old", required=True, metavar="OLD",
                      help="cluster file or RecipeResult, or a git revision: REV:path, or REV (the --to file at REV)")
     upg.add_argument("--to", dest="new", required=True, metavar="NEW", help="cluster file or RecipeResult (or REV / REV:path)")
     upg.add_argument("--format", choices=("text", "json"), default="text")
-    for name, text in (
-        ("render", "render every helm_release of the runtime stacks with Helm's own engine (offline)"),
-        ("lint", "render, then check the rendered objects (docs/cli.md: gpucluster lint)"),
-    ):
-        r = sub.add_parser(name, help=text)
-        r.add_argument("--config", help="cluster file (as for plan)")
-        r.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
-        r.add_argument("--charts", action="append", default=[], metavar="DIR",
-                       help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)")
-        r.add_argument("--cache", metavar="DIR", help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)")
-        r.add_argument("--pull", action="store_true", help="pull charts missing from --charts and the cache (HTTP or OCI)")
-        r.add_argument("--allow-missing", action="append", default=[], metavar="NAME",
-                       help="component or subchart whose chart may be unavailable (reported as a warning, not an error)")
-        r.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
-        if name == "render":
-            r.add_argument("--out", default="gpucluster.render", metavar="DIR", help="output folder (replaced; default gpucluster.render)")
-        else:
-            r.add_argument("--crds", action="append", default=[], metavar="DIR", help="extra folder of CRDs to validate custom resources against")
 
-    plg = sub.add_parser("plugins", help="list the loaded plugins with their hooks and platforms (docs/plugins.md)")
+
+def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--config", help="cluster file (as for plan)")
+    r.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
+    r.add_argument("--charts", action="append", default=[], metavar="DIR",
+                   help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)")
+    r.add_argument("--cache", metavar="DIR", help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)")
+    r.add_argument("--pull", action="store_true", help="pull charts missing from --charts and the cache (HTTP or OCI)")
+    r.add_argument("--allow-missing", action="append", default=[], metavar="NAME",
+                   help="component or subchart whose chart may be unavailable (reported as a warning, not an error)")
+    r.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+
+
+def _render_arguments(r: argparse.ArgumentParser) -> None:
+    _render_lint_arguments(r)
+    r.add_argument("--out", default="gpucluster.render", metavar="DIR", help="output folder (replaced; default gpucluster.render)")
+
+
+def _lint_arguments(r: argparse.ArgumentParser) -> None:
+    _render_lint_arguments(r)
+    r.add_argument("--crds", action="append", default=[], metavar="DIR", help="extra folder of CRDs to validate custom resources against")
+
+
+def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
     plg.add_argument("--format", choices=("text", "json"), default="text")
+
+
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "recipe": ("print the resolved recipe (RecipeResult YAML)", _recipe_arguments),
+    "plan": ("print each cluster's release graph (node, kind, depends_on)", _plan_arguments),
+    "graph": ("print the release graph", _graph_arguments),
+    "detect": ("name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs", _detect_arguments),
+    "upgrade-check": (
+        "what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
+        "(exit 0 safe, 3 manual, 4 unknown; docs/upgrading.md)",
+        _upgrade_check_arguments,
+    ),
+    "render": ("render every helm_release of the runtime stacks with Helm's own engine (offline)", _render_arguments),
+    "lint": ("render, then check the rendered objects (docs/cli.md: gpucluster lint)", _lint_arguments),
+    "plugins": ("list the loaded plugins with their hooks and platforms (docs/plugins.md)", _plugins_arguments),
+}
+"""Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs and tests).
+
+    Args:
+        command: build the arguments of this subcommand only (the others get their name and help
+            line, so ``gpucluster --help`` and every error read the same); None: all of them.
+    """
+    parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (text, add_arguments) in _COMMANDS.items():
+        subparser = sub.add_parser(name, help=text)
+        if command is None or command == name:
+            add_arguments(subparser)
     return parser
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word not starting with ``-`` (the top-level parser
+    takes no option with a value), when that is a subcommand; else None."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in _COMMANDS else None
 
 
 def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
@@ -411,7 +449,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_in(argv))  # only the given command's arguments: less work per run
     args = parser.parse_args(argv)
     code = 0
     try:
@@ -434,6 +473,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 code = _cmd_lint(args, out, err)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+                import traceback
+
                 traceback.print_exc(file=err)
             err.write(exc.render() + "\n")
             err.flush()

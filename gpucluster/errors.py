@@ -8,7 +8,6 @@ it*. The CLI and ``main.py`` print :meth:`GpuclusterError.render` and exit with
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -136,5 +135,7 @@ def did_you_mean(name: object, known: Iterable[object]) -> str:
     """The start of a ``fix:`` for a mistyped key or name: ``"did you mean 'X'? "`` with ``X`` the
     closest of ``known`` to ``name`` (:func:`difflib.get_close_matches`, ratio at least 0.75), else
     ``""`` (no near miss). Used where the ``allowed:`` list is long enough to be cut."""
+    import difflib  # only on the error path (a plan that succeeds does not import it)
+
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.75)
     return f"did you mean '{close[0]}'? " if close else ""

@@ -133,3 +133,27 @@ def test_console_script_entry_point(tmp_path):
     proc = subprocess.run([str(exe), "recipe", "--service", "nope"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown service 'nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _help_texts(parser) -> dict[str, str]:
+    """The top-level ``--help`` and each subcommand's ``--help`` of ``parser``."""
+    (subparsers,) = parser._subparsers._group_actions
+    return {"": parser.format_help(), **{name: p.format_help() for name, p in subparsers.choices.items()}}
+
+
+@pytest.mark.parametrize("command", list(cli._COMMANDS))
+def test_a_parser_built_for_one_command_reads_as_the_whole_one(command):
+    """main() builds only the given command's arguments: its --help, the top-level --help and the
+    usage line of a mistyped command are those of the parser with every command."""
+    whole, one = _help_texts(cli.build_parser()), _help_texts(cli.build_parser(command))
+    assert one[""] == whole[""] and one[command] == whole[command]
+    assert "--" in whole[command]  # the whole parser has every command's options
+    assert cli._command_in(["--", command, "--help"]) == command
+    assert cli._command_in(["-h"]) is None and cli._command_in(["plna"]) is None
+
+
+def test_a_mistyped_command_or_option_is_refused_as_before(capsys):
+    for argv, needle in ((["plna"], "invalid choice: 'plna'"), (["plan", "--bogus"], "unrecognized arguments: --bogus")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
