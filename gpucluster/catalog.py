@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpucluster import diskcache, schemas
 from gpucluster.errors import GpuclusterError, allowed_list
 
@@ -281,13 +279,21 @@ class Catalog:
         return self.find_file(relpath).read_text(encoding="utf-8")
 
 
-_CSafeLoader = getattr(yaml, "CSafeLoader", None)
-
-
 def _load_yaml(path: Path) -> Any:
     """``yaml.safe_load`` of a catalog file, parsed by libyaml when PyYAML has it (a file it
     refuses is parsed again by the pure-Python loader, which words the error)."""
     return _parse_yaml(path.read_text(encoding="utf-8"), path)
+
+
+def load_data_file(path: Path) -> Any:
+    """A YAML data file a plugin ships (``gpu_vm_sizes.yaml``, its catalog overlays), parsed as
+    catalog files are: ``yaml.safe_load`` by libyaml, once per text, kept in the per-user cache
+    (:func:`_parse_yaml`). ``gpucluster.sdk.load_data_file``.
+
+    Raises:
+        GpuclusterError: invalid YAML, naming the file; OSError: the file cannot be read.
+    """
+    return _load_yaml(Path(path))
 
 
 def _decode(data: bytes) -> str:
@@ -303,13 +309,14 @@ PARSE_CACHE_KIND = "yaml-parse"
 @functools.lru_cache(maxsize=1)
 def _parse_identity() -> str | None:
     """Digest of what parsing a catalog file depends on besides its text: this module's source
-    (the loaders used), the PyYAML install and whether it has libyaml, the Python version; None
+    (the loaders used), the PyYAML install with whether it has libyaml
+    (:func:`gpucluster.diskcache.module_identity`: PyYAML is not imported), the Python version; None
     when the source cannot be read (nothing is cached)."""
     try:
         source = Path(__file__).read_bytes()
     except OSError:
         return None
-    return diskcache.digest(["yaml-parse 1", sys.version, source, diskcache.module_identity("yaml"), str(_CSafeLoader is not None)])
+    return diskcache.digest(["yaml-parse 2", sys.version, source, diskcache.module_identity("yaml")])
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -335,9 +342,12 @@ def _parse_yaml_text(text: str, path: Path) -> Any:
     Raises:
         GpuclusterError: invalid YAML, naming ``path``.
     """
-    if _CSafeLoader is not None:
+    import yaml  # here, not at module level: a plan whose parses are all cached does not import PyYAML
+
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
         try:
-            return yaml.load(text, Loader=_CSafeLoader)
+            return yaml.load(text, Loader=loader)
         except yaml.YAMLError:
             pass
     try:

@@ -173,7 +173,9 @@ def module_identity(name: str) -> str:
     its file's path, size, mtime, inode and ctime (a rewrite in place that keeps size and mtime
     still changes the ctime, which no user can set back), and the ``<distribution>-<version>.dist-info``
     folders beside its package (the distribution named as the module, or :data:`_DISTRIBUTIONS`; a
-    reinstall or upgrade changes this string). ``"<name> absent"`` when not found."""
+    reinstall or upgrade changes this string) and, for a package, the names in its folder (whether
+    PyYAML's libyaml extension ``_yaml`` is there, without importing the package). ``"<name> absent"``
+    when not found."""
     import importlib.util
 
     try:
@@ -189,9 +191,10 @@ def module_identity(name: str) -> str:
         site = package.parent if package.name == name else package
         prefix = _DISTRIBUTIONS.get(name, name).replace("-", "_").lower() + "-"
         metadata = sorted(e for e in os.listdir(site) if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info")))
+        files = sorted(e for e in os.listdir(package) if e != "__pycache__") if package.name == name else []
     except OSError:
         return f"{name} at {origin} unreadable"
-    return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_ctime_ns} {' '.join(metadata)}"
+    return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_ctime_ns} {' '.join(metadata)} [{' '.join(files)}]"
 
 
 _PLAIN_SCALARS = (str, int, float, bool, type(None))

@@ -38,14 +38,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import yaml
-
 from gpucluster import diskcache
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, LocalChart, Manifest, Recipe
 
 if TYPE_CHECKING:
     import jinja2
+    import yaml
 
 PHASES = ("pre", "post")
 TEMPLATE_SUFFIX = ".yaml.j2"
@@ -72,10 +71,8 @@ number-like strings (``101e``, ``0.7.0``), quoted for human readers."""
 
 
 # --------------------------------------------------------------------------- YAML output
-
-
-class _ManifestDumper(yaml.SafeDumper):
-    """SafeDumper writing Helm-safe, human-readable YAML (see :func:`dump_documents`)."""
+# PyYAML is imported where YAML is written or parsed, not at module level: a plan whose dumps and
+# parses all come from the per-user cache does not import it.
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -88,7 +85,29 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
 
-_ManifestDumper.add_representer(str, _represent_str)
+@functools.cache
+def _dumpers() -> tuple[type[yaml.SafeDumper], type[yaml.SafeDumper]]:
+    """``(pure-Python dumper, libyaml dumper)``: SafeDumper writing Helm-safe, human-readable YAML
+    (see :func:`dump_documents`), and the same representer with libyaml's emitter (PyYAML's C
+    extension; the pure-Python emitter when PyYAML was built without it)."""
+    import yaml
+
+    class _ManifestDumper(yaml.SafeDumper):
+        pass
+
+    class _LibyamlManifestDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        pass
+
+    for dumper in (_ManifestDumper, _LibyamlManifestDumper):
+        dumper.add_representer(str, _represent_str)
+    return _ManifestDumper, _LibyamlManifestDumper
+
+
+def _yaml_dump(doc: Any, options: Mapping[str, Any], *, libyaml: bool = False) -> str:
+    """``yaml.dump(doc, **options)`` with this module's dumper (libyaml's emitter when ``libyaml``)."""
+    import yaml
+
+    return yaml.dump(doc, Dumper=_dumpers()[libyaml], **options)
 
 
 class _NotPlain(Exception):
@@ -167,18 +186,10 @@ def plain_key(value: Any) -> Any:
     return _plain_key(value)[0]
 
 
-class _LibyamlManifestDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
-    """:class:`_ManifestDumper`'s representer with libyaml's emitter (PyYAML's C extension; the
-    pure-Python emitter when PyYAML was built without it)."""
-
-
-_LibyamlManifestDumper.add_representer(str, _represent_str)
-
-_DOCUMENT_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+_DOCUMENT_OPTIONS = dict(sort_keys=False, default_flow_style=False, allow_unicode=True,
                          width=1 << 30, explicit_start=True)
-_CHART_YAML_OPTIONS = dict(Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, width=1 << 30)
+_CHART_YAML_OPTIONS = dict(sort_keys=False, default_flow_style=False, width=1 << 30)
 """``Chart.yaml`` and the templates' ``toyaml`` filter."""
-_LIBYAML_OPTIONS = {id(o): dict(o, Dumper=_LibyamlManifestDumper) for o in (_DOCUMENT_OPTIONS, _CHART_YAML_OPTIONS)}
 _MEMO_LIMIT = 4096
 """Entries each per-process memo table of this module keeps (emptied when full: bounded memory
 in long processes such as the test suite)."""
@@ -190,7 +201,7 @@ templates (catalog files are parsed by libyaml everywhere, tests/test_yaml_fast_
 
 
 def _dump_one(doc: Any, options: dict[str, Any]) -> tuple[str, bool]:
-    """``(yaml.dump(doc, **options), whether libyaml's emitter wrote it)`` (``options``: one of
+    """``(_yaml_dump(doc, options), whether libyaml's emitter wrote it)`` (``options``: one of
     this module's option tables); the text is exactly the pure-Python emitter's.
 
     A document of plain data (:func:`plain_key`) is dumped once per process -- a fleet of clusters
@@ -198,7 +209,7 @@ def _dump_one(doc: Any, options: dict[str, Any]) -> tuple[str, bool]:
     :data:`_LIBYAML_TEXT`, by libyaml's emitter (five times faster; same text)."""
     key, libyaml = _plain_key(doc)
     if key is None:
-        return yaml.dump(doc, **options), False
+        return _yaml_dump(doc, options), False
     key = (id(options), key)
     hit = _DUMPED.get(key)
     if hit is None:
@@ -229,14 +240,14 @@ def _dump_plain(doc: Any, options: dict[str, Any], libyaml: bool) -> tuple[str, 
         cached = diskcache.get_plain(DUMP_CACHE_KIND, key)
         if type(cached) is list and len(cached) == 2 and type(cached[0]) is str and type(cached[1]) is bool:
             return cached[0], cached[1]
-    text = yaml.dump(doc, **(_LIBYAML_OPTIONS[id(options)] if libyaml else options))
+    text = _yaml_dump(doc, options, libyaml=libyaml)
     if key is not None:
         diskcache.put_plain(DUMP_CACHE_KIND, key, [text, libyaml])
     return text, libyaml
 
 
 def _dump_memoized(doc: Any, options: dict[str, Any]) -> str:
-    """``yaml.dump(doc, **options)``, exactly (see :func:`_dump_one`)."""
+    """``_yaml_dump(doc, options)``, exactly (see :func:`_dump_one`)."""
     return _dump_one(doc, options)[0]
 
 
@@ -449,7 +460,8 @@ def _template(text: str) -> jinja2.Template:
 
 
 _PARSED: dict[str, tuple[Any, ...]] = {}
-_CSafeLoader = getattr(yaml, "CSafeLoader", None)
+PARSE_CACHE_KIND = "chart-parse"
+""":mod:`gpucluster.diskcache` kind of parsed chart texts (:func:`chart_documents`)."""
 
 
 def chart_documents(text: str) -> tuple[Any, ...]:
@@ -457,20 +469,38 @@ def chart_documents(text: str) -> tuple[Any, ...]:
     as read-only (it is shared). PyYAML's pure-Python parser -- the text carries user values, and
     libyaml accepts some input PyYAML refuses (tests/test_yaml_fast_path.py) -- except for a text
     of :data:`_LIBYAML_TEXTS`, which libyaml parses to the same documents (tests/test_plan_memo.py).
+    Documents of plain data (:func:`gpucluster.diskcache.is_plain`) are kept in the per-user cache
+    keyed by the text, the parser chosen and :func:`_render_identity` (the next plan of the same
+    cluster reads them instead of importing PyYAML).
 
     Raises:
         yaml.YAMLError: ``text`` is not valid YAML (not memoized: raised on every call).
     """
     docs = _PARSED.get(text)
     if docs is None:
-        if text in _LIBYAML_TEXTS and _CSafeLoader is not None:
-            docs = tuple(yaml.load_all(text, Loader=_CSafeLoader))
+        by_libyaml = text in _LIBYAML_TEXTS
+        identity = _render_identity()
+        key = None if identity is None else diskcache.digest([identity, "parse", str(by_libyaml), text])
+        cached = diskcache.MISS if key is None else diskcache.get_plain(PARSE_CACHE_KIND, key)
+        if type(cached) is list:
+            docs = tuple(cached)
         else:
-            docs = tuple(yaml.safe_load_all(text))
+            docs = _parse_chart_text(text, by_libyaml)
+            if key is not None:
+                diskcache.put_plain(PARSE_CACHE_KIND, key, list(docs))
         if len(_PARSED) >= _MEMO_LIMIT:
             _PARSED.clear()
         _PARSED[text] = docs
     return docs
+
+
+def _parse_chart_text(text: str, by_libyaml: bool) -> tuple[Any, ...]:
+    """:func:`chart_documents` without the caches: libyaml's parser when ``by_libyaml`` and PyYAML
+    has it, else the pure-Python one."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", None) if by_libyaml else None
+    return tuple(yaml.load_all(text, Loader=loader) if loader is not None else yaml.safe_load_all(text))
 
 
 def _load_documents(rendered: str) -> list[Any]:
@@ -504,6 +534,8 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
         ) from None
     except jinja2.TemplateSyntaxError as exc:
         raise GpuclusterError(f"manifest template syntax error on line {exc.lineno}: {exc.message}", **where) from None
+    import yaml
+
     try:
         docs = [d for d in _load_documents(rendered) if d is not None]
     except yaml.YAMLError as exc:
@@ -610,6 +642,8 @@ def is_static(text: str) -> bool:
 @functools.lru_cache(maxsize=16)
 def _parse_static(text: str) -> tuple[Any, ...] | str:
     """Documents of a static template (libyaml when available), or the parse error text."""
+    import yaml
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         return tuple(d for d in yaml.load_all(text, Loader=loader) if d is not None)

@@ -20,7 +20,6 @@ from gpucluster import manifests as manifests_mod
 from gpucluster import overrides as overrides_mod
 from gpucluster import policy as policy_mod
 from gpucluster import recipe as recipe_mod
-from gpucluster import recipe_result
 from gpucluster import scheduling as scheduling_mod
 from gpucluster import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
@@ -137,6 +136,8 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Re
             (``clusters[<i>].criteria.os``).
     """
     if cluster.recipe_file:
+        from gpucluster import recipe_result
+
         return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=recipe_mod.recipe_display(cluster))
     try:
         return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)

@@ -7,64 +7,81 @@ aliases (``*name``, which can expand to huge documents), non-string mapping keys
 becomes a date object, not the string the chart expects). :func:`load_yaml_text` rejects
 all of them with a :class:`~gpucluster.errors.GpuclusterError` naming the file, the line
 and the key path.
+
+A text that parsed is kept, as its data, in the per-user cache (:mod:`gpucluster.diskcache`, kind
+:data:`PARSE_CACHE_KIND`) keyed by the text, this module's source and the PyYAML install, so a
+repeated ``gpucluster plan`` of the same cluster file neither imports PyYAML nor parses it again.
+Errors are never kept.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from gpucluster import diskcache
 from gpucluster.errors import GpuclusterError
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_INPUT_BYTES = 1024 * 1024
 """Largest user YAML file read (1 MiB). Helm values files are kilobytes; anything bigger is
 almost certainly the wrong file (a binary, a log, a chart archive)."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases, duplicate keys and non-string keys."""
+@functools.cache
+def _strict_loader() -> type[yaml.SafeLoader]:
+    """The SafeLoader subclass that refuses aliases, duplicate keys and non-string keys (made on
+    first use, so a process whose parses all come from the cache does not import PyYAML)."""
+    import yaml
 
-    def compose_node(self, parent, index):  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
-            )
-        return super().compose_node(parent, index)
+    class _StrictLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[override]
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
+                )
+            return super().compose_node(parent, index)
 
-    def construct_mapping(self, node, deep=False):  # type: ignore[override]
-        if not isinstance(node, yaml.MappingNode):
+        def construct_mapping(self, node, deep=False):  # type: ignore[override]
+            if not isinstance(node, yaml.MappingNode):
+                return super().construct_mapping(node, deep=deep)
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "YAML merge keys (<<) are not allowed in gpucluster input", key_node.start_mark
+                    )
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str):
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"mapping key {key!r} is a {type(key).__name__}, not a string; quote it",
+                        key_node.start_mark,
+                    )
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"duplicate key '{key}' (first given on line {seen[key].line + 1})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
             return super().construct_mapping(node, deep=deep)
-        seen: dict[Any, Any] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise yaml.constructor.ConstructorError(
-                    None, None, "YAML merge keys (<<) are not allowed in gpucluster input", key_node.start_mark
-                )
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, str):
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"mapping key {key!r} is a {type(key).__name__}, not a string; quote it",
-                    key_node.start_mark,
-                )
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key '{key}' (first given on line {seen[key].line + 1})",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
+
+    return _StrictLoader
 
 
 def _mark_text(exc: yaml.YAMLError) -> str:
+    import yaml
+
     if isinstance(exc, yaml.reader.ReaderError):
         char = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
         return (f"character {char!r} (U+{ord(char[:1] or ' '):04X}) at position {exc.position} is not allowed in YAML "
@@ -79,6 +96,8 @@ def _mark_text(exc: yaml.YAMLError) -> str:
 def _fix_for(exc: yaml.YAMLError) -> str:
     """How to fix a YAML error of :func:`load_yaml_text` (one of the strict loader's refusals, or
     a syntax error)."""
+    import yaml
+
     if isinstance(exc, yaml.reader.ReaderError):
         code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
         return ("remove the control character, or write it escaped inside a double-quoted string "
@@ -191,15 +210,49 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
         )
 
 
+PARSE_CACHE_KIND = "yaml-strict"
+""":mod:`gpucluster.diskcache` kind of strictly parsed user YAML (:func:`load_yaml_text`)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _parse_identity() -> str | None:
+    """Digest of what a strict parse depends on besides the text: this module's source, the
+    PyYAML install (:func:`gpucluster.diskcache.module_identity`) and the Python version; None when
+    the source cannot be read (nothing is cached)."""
+    try:
+        source = Path(__file__).read_bytes()
+    except OSError:
+        return None
+    return diskcache.digest(["yaml-strict 1", sys.version, source, diskcache.module_identity("yaml")])
+
+
 def load_yaml_text(text: str, *, file: str, cluster: str | None = None) -> Any:
-    """Parse one YAML document strictly (see module docstring).
+    """Parse one YAML document strictly (see module docstring); a text that parsed before is
+    read from the per-user cache (:data:`PARSE_CACHE_KIND`) and checked by :func:`check_plain` again.
 
     Raises:
         GpuclusterError: syntax errors (with line and column), several documents, aliases,
             duplicate or non-string keys, and non-plain values.
     """
+    identity = _parse_identity()
+    key = None if identity is None else diskcache.digest([identity, text])
+    if key is not None:
+        cached = diskcache.get_plain(PARSE_CACHE_KIND, key)
+        if cached is not diskcache.MISS:
+            check_plain(cached, file=file, cluster=cluster)
+            return cached
+    data = _parse_text(text, file=file, cluster=cluster)
+    if key is not None:
+        diskcache.put_plain(PARSE_CACHE_KIND, key, data)
+    return data
+
+
+def _parse_text(text: str, *, file: str, cluster: str | None) -> Any:
+    """:func:`load_yaml_text` without the cache."""
+    import yaml
+
     try:
-        docs = list(yaml.load_all(text, Loader=_StrictLoader))
+        docs = list(yaml.load_all(text, Loader=_strict_loader()))
     except yaml.YAMLError as exc:
         raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster, fix=_fix_for(exc)) from None
     except RecursionError:

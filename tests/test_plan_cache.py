@@ -8,7 +8,9 @@ checked on every read, ignored when missing, corrupt or unwritable; output never
 * the entry-point list is cached per ``sys.path`` fingerprint (a new distribution is found);
 * the shipped manifest templates' renderings are cached by template text and context (errors,
   context-changing renderings and non-plain data never are; third-party templates never are);
-* a warm default plan imports neither jsonschema, importlib.metadata nor jinja2 (subprocess, sys.modules).
+* a warm default plan imports neither jsonschema, importlib.metadata, jinja2 nor PyYAML (its
+  inputs' parses come from the cache), nor what only an error needs (difflib, traceback); no plan
+  imports a CDK (subprocess, sys.modules).
 """
 
 from __future__ import annotations
@@ -45,16 +47,25 @@ def _env(cache_dir: Path | str) -> dict[str, str]:
 
 PLAN_AND_MODULES = (
     "import io, sys; from gpucluster import cli; out = io.StringIO(); rc = cli.main(['plan'], stdout=out, stderr=io.StringIO()); "
-    "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata', 'jinja2')]); print(out.getvalue(), end='')"
+    "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata', 'jinja2', 'yaml')]); "
+    "print(*sorted(m for m in sys.modules if m.partition('.')[0] in sys.argv[1:])); print(out.getvalue(), end='')"
 )
+NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "constructs_lib", "stacks", "helm_python",
+                  "kubernetes_validate", "gpucluster.recipe_result", "gpucluster.render", "gpucluster.lint")
+"""Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
+Helm's engine and the lint and RecipeResult modules are for other commands)."""
 
 
 def _plan_subprocess(cache_dir, cwd) -> tuple[str, str]:
-    """(first line ``rc jsonschema-imported importlib.metadata-imported jinja2-imported``, plan output) of a fresh process."""
-    res = subprocess.run([sys.executable, "-c", PLAN_AND_MODULES], env=_env(cache_dir), cwd=cwd, capture_output=True,
-                         text=True, timeout=300)
+    """(first line ``rc jsonschema-imported importlib.metadata-imported jinja2-imported yaml-imported``,
+    plan output) of a fresh process; asserts that it imported none of :data:`NEVER_IMPORTED`."""
+    res = subprocess.run([sys.executable, "-c", PLAN_AND_MODULES, *{m.partition(".")[0] for m in NEVER_IMPORTED}],
+                         env=_env(cache_dir), cwd=cwd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     first, _, rest = res.stdout.partition("\n")
+    imported, _, rest = rest.partition("\n")
+    unwanted = [m for m in imported.split() if m in NEVER_IMPORTED or m.partition(".")[0] in NEVER_IMPORTED]
+    assert not unwanted, f"a plan imported {unwanted}"
     return first, rest
 
 
@@ -294,14 +305,14 @@ def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_agai
 # --------------------------------------------------------------------------- the whole plan, as a process
 
 
-def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_nor_jinja2(tmp_path):
+def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_jinja2_nor_yaml(tmp_path):
     cache_dir = tmp_path / "cache"
     cold, cold_out = _plan_subprocess(cache_dir, tmp_path)
-    assert cold == "0 True True True"  # nothing cached: validated, distributions scanned, templates rendered
+    assert cold == "0 True True True True"  # nothing cached: validated, distributions scanned, templates rendered, parsed
     warm, warm_out = _plan_subprocess(cache_dir, tmp_path)
-    assert warm == "0 False False False"
+    assert warm == "0 False False False False"
     off, off_out = _plan_subprocess("off", tmp_path)
-    assert off == "0 True True True"
+    assert off == "0 True True True True"
     assert warm_out == cold_out == off_out and "cert-manager" in warm_out
     # every marker corrupted: validated again (jsonschema imported), output unchanged
     for path in (cache_dir / catalog_mod.VALID_MARKER_KIND).glob("*"):
@@ -310,7 +321,7 @@ def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_nor_j
     for path in (cache_dir / manifests.RENDER_CACHE_KIND).glob("*"):
         path.write_bytes(path.read_bytes()[:-1])
     again, again_out = _plan_subprocess(cache_dir, tmp_path)
-    assert again == "0 True False True" and again_out == cold_out
+    assert again == "0 True False True True" and again_out == cold_out
 
 
 def test_a_cli_plan_is_the_same_with_an_unwritable_cache(tmp_path, monkeypatch):
@@ -446,6 +457,42 @@ def test_a_parse_entry_with_a_good_checksum_but_not_plain_data_is_a_miss(cache):
         assert repr(catalog_mod._parse_yaml(text, path)) == repr(reference)
 
 
+def test_a_user_file_parses_alike_from_the_cache_and_its_errors_are_never_cached(cache, tmp_path, monkeypatch):
+    """yamlsafe keeps what a strict parse gave (a warm plan reads the cluster file's data without
+    PyYAML); a corrupt entry is parsed again; a refused text raises the same line every time."""
+    from gpucluster import yamlsafe
+
+    text = "clusters:\n  - name: a\n    n: 1\n    f: 2.5\n    enabled: true\n    none: null\n    list: [x, 'y']\n"
+    reference = yamlsafe._parse_text(text, file="f.yaml", cluster=None)
+    assert yamlsafe.load_yaml_text(text, file="f.yaml") == reference
+    (entry,) = (cache / yamlsafe.PARSE_CACHE_KIND).glob("*")
+    with monkeypatch.context() as m:
+        m.setattr(yamlsafe, "_parse_text", lambda *a, **k: pytest.fail("parsed again"))
+        assert yamlsafe.load_yaml_text(text, file="g.yaml") == reference
+    entry.write_bytes(entry.read_bytes()[:-1])
+    assert yamlsafe.load_yaml_text(text, file="f.yaml") == reference
+    for bad in ("a: 1\na: 2\n", "a: &x 1\nb: *x\n", "a: .nan\n", "{1: x}\n", "a: [\n"):
+        lines = set()
+        for _ in range(2):
+            with pytest.raises(GpuclusterError) as err:
+                yamlsafe.load_yaml_text(bad, file="bad.yaml")
+            lines.add(err.value.render())
+        assert len(lines) == 1 and "file=bad.yaml" in lines.pop()
+    assert len(list((cache / yamlsafe.PARSE_CACHE_KIND).glob("*"))) == 1
+
+
+def test_chart_texts_parse_alike_from_the_cache(cache):
+    docs = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "0.10", "n": "{{ x }}"}},
+            {"apiVersion": "example.com/v1", "kind": "X", "metadata": {"name": "b"}, "spec": {"n": [1, 2.5, None, True]}}]
+    text = manifests.dump_documents(docs)
+    manifests._PARSED.clear()
+    cold = manifests.chart_documents(text)
+    manifests._PARSED.clear()
+    warm = manifests.chart_documents(text)
+    assert list(cold) == list(warm) == docs and warm is not cold
+    assert len(list((cache / manifests.PARSE_CACHE_KIND).glob("*"))) == 1
+
+
 def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
     bad = tmp_path / "bad.yaml"
     for _ in range(2):
@@ -483,7 +530,7 @@ def test_a_cached_dump_is_the_dump_and_a_corrupt_one_is_dumped_again(cache):
 def yaml_dump(doc):
     import yaml
 
-    return yaml.dump(doc, **manifests._DOCUMENT_OPTIONS)
+    return manifests._yaml_dump(doc, manifests._DOCUMENT_OPTIONS)
 
 
 # --------------------------------------------------------------------------- whose cache is trusted

@@ -96,7 +96,7 @@ def test_components_of_one_plan_share_no_container_with_another():
 
 
 def _reference(doc) -> str:
-    return yaml.dump(doc, **manifests._DOCUMENT_OPTIONS).replace("{{", "{\\x7b")
+    return manifests._yaml_dump(doc, manifests._DOCUMENT_OPTIONS).replace("{{", "{\\x7b")
 
 
 def test_memoized_dump_tells_apart_what_yaml_writes_differently():

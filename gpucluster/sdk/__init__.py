@@ -27,6 +27,7 @@ Exports:
   :class:`Taint`, :class:`Toleration`, :class:`NodeScheduling`, :class:`ExistingCluster`,
   :class:`Override`), :class:`Recipe` (with :class:`ComponentRef`, :class:`Constraint`),
   :class:`Component`; for tests: :class:`RuntimePlan`, :class:`PlanNode`, :class:`LocalChart`;
+* data files: :func:`load_data_file` (a plugin's own YAML, parsed and cached as catalog files are);
 * errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list`;
 * Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
@@ -77,6 +78,16 @@ from gpucluster.gate_helpers import (
 )
 from gpucluster.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
+
+
+def load_data_file(path):
+    """A YAML data file the plugin ships (``Path(__file__).parent / "sizes.yaml"``), parsed like
+    the catalog's files: ``yaml.safe_load`` of the text, by libyaml, kept in gpucluster's per-user
+    cache keyed by the text (a warm ``gpucluster plan`` neither parses it again nor imports PyYAML).
+    See :func:`gpucluster.catalog.load_data_file`."""
+    from gpucluster.catalog import load_data_file as core_load
+
+    return core_load(path)
 
 
 def check_existing(existing, *, file=None, cluster=None, key: str = "existing") -> None:
@@ -134,5 +145,6 @@ __all__ = [
     "gpu_nodes_expected",
     "has_path",
     "image_tag",
+    "load_data_file",
     "nicclusterpolicy_ready",
 ]

@@ -10,14 +10,11 @@ it: ``azure-managed`` -> ``Install`` (AKS default), ``operator-managed`` -> ``No
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from pathlib import Path
 
-import yaml
-
-from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl
+from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl, load_data_file
 from gpucluster_aks.settings import AKS_SETTING_KEYS, parse_settings
 
 __all__ = [
@@ -158,7 +155,7 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
 @functools.cache
 def vm_sizes() -> dict:
     """:data:`VM_SIZES_FILE`: ``{"accelerators": {acc: [size, ...]}, "gpu_size_prefix": str, "ephemeral_os_disk": [...]}``."""
-    return yaml.safe_load(VM_SIZES_FILE.read_text())
+    return load_data_file(VM_SIZES_FILE)
 
 
 def accelerator_of(vm_size: str) -> str | None:
@@ -175,6 +172,8 @@ def ephemeral_os_disk_fits(vm_size: str) -> bool:
 
 
 def _closest(vm_size: str, candidates: list[str]) -> str:
+    import difflib  # only for an error message
+
     close = difflib.get_close_matches(vm_size, candidates, n=3, cutoff=0.0)
     return ", ".join(close)
 

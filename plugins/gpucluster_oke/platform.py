@@ -27,9 +27,7 @@ import functools
 import re
 from pathlib import Path
 
-import yaml
-
-from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, check_existing, hookimpl
+from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, check_existing, hookimpl, load_data_file
 
 __all__ = [
     "gpucluster_platforms",
@@ -114,7 +112,7 @@ def recipe_leaves() -> tuple[tuple[str, str, str, str], ...]:
     """
     leaves = set()
     for path in sorted((CATALOG_DIR / "overlays").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = load_data_file(path) or {}
         crit = (doc.get("spec") or {}).get("criteria") or {}
         if crit.get("service") != SERVICE:
             continue
