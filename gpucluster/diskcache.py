@@ -8,8 +8,12 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
 * ``entry-points``: the ``gpucluster`` entry points of the installed distributions
   (:mod:`gpucluster.plugins`), keyed by ``sys.path``, the ``entry_points.txt`` bytes found on
   it and the scanning code (its source, gpucluster version);
-* ``yaml-parse``: parsed catalog files (:mod:`gpucluster.catalog`), keyed by the text, catalog.py's
-  source and the PyYAML install;
+* ``yaml-parse``: parsed catalog files and plugins' data files (:mod:`gpucluster.catalog`), keyed
+  by the text, catalog.py's source and the PyYAML install;
+* ``yaml-strict``: strictly parsed user YAML -- cluster files, values files they name
+  (:mod:`gpucluster.yamlsafe`), keyed by the text, yamlsafe.py's source and the PyYAML install;
+* ``chart-parse``: parsed chart texts (:func:`gpucluster.manifests.chart_documents`), keyed by the
+  text, the parser chosen and the identity of the ``manifest-render`` entries;
 * ``manifest-render`` and ``yaml-dump``: the shipped templates' renderings and plain documents'
   YAML (:mod:`gpucluster.manifests`), keyed by template text and context or document, manifests.py's
   source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version.
