@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _support import ancestors
 from gpucluster import recipe as recipe_mod
 from gpucluster import recipe_result
 from gpucluster.catalog import load_catalog
@@ -82,18 +83,6 @@ def project(tmp_path: Path, names: list[str]) -> Path:
 def plans(tmp_path_factory):
     path = project(tmp_path_factory.mktemp("aicr"), list(FILES))
     return {p.cluster.name: p for p in build_plans(load_clusters(str(path), env={}))}
-
-
-def ancestors(plan, node_id: str) -> set[str]:
-    by_id = {n.id: n for n in plan.nodes}
-    out: set[str] = set()
-    stack = list(by_id[node_id].depends_on)
-    while stack:
-        n = stack.pop()
-        if n not in out:
-            out.add(n)
-            stack.extend(by_id[n].depends_on)
-    return out
 
 
 def first_node(plan, component: str) -> str:

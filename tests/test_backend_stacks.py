@@ -14,6 +14,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from _support import tree
+
 import stacks
 from gpucluster.backends import parse_backend
 from gpucluster.errors import GpuclusterError
@@ -24,10 +26,6 @@ ACME = parse_backend({"type": "cloud", "organization": "acme", "workspacePrefix"
                      file="t", cluster=None, key="backend")
 TFE = parse_backend({"type": "cloud", "organization": "edge-org", "workspacePrefix": "", "hostname": "tfe.example.com"},
                     file="t", cluster=None, key="backend")
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def load(outdir: Path, stack: str) -> dict:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from _support import EXISTING_AKS, run_main
+
 ROOT = Path(__file__).resolve().parents[1]
 
 NVKE_OKE_FILE = """\
@@ -114,8 +116,7 @@ print(json.dumps({"mismatches": mismatches, "checked": checked, "before": before
 
 
 def test_unknown_distribution_is_one_error_line(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300, env=dict(os.environ, GPUCLUSTER_CDK="cdkx", CDKTF_OUTDIR=str(tmp_path / "out")))
+    result = run_main(cwd=tmp_path, outdir=tmp_path / "out", GPUCLUSTER_CDK="cdkx")
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
     assert errors == [
@@ -124,15 +125,6 @@ def test_unknown_distribution_is_one_error_line(tmp_path):
     ]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
-
-
-EXISTING_AKS = """clusters:
-  - name: lab
-    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
-    existing: {kubeconfig: /etc/kube/config}
-    scheduling:
-      accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
-"""
 
 
 @pytest.mark.parametrize("value, said", [
@@ -147,10 +139,7 @@ def test_node_options_node_refuses_is_one_input_error_line_and_writes_nothing(tm
     out = tmp_path / "cdktf.out"
     (out / "stacks" / "old").mkdir(parents=True)
     (out / "manifest.json").write_text('{"stacks": {}}')
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_CONFIG", "CDKTF_"))}
-    env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CDKTF_OUTDIR=str(out), NODE_OPTIONS=value)
-    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300, env=env)
+    result = run_main(cwd=tmp_path, outdir=out, NODE_OPTIONS=value)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error[input] key=NODE_OPTIONS: Node.js (which runs the jsii kernel) refuses "

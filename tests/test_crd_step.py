@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _support import ancestors
 import stacks
 from gate_harness import SHELLS, run_script
 from gpucluster import config, crds, graph, pipeline
@@ -82,16 +83,7 @@ def test_step_runs_before_the_operator_and_after_its_dependencies(plan):
 
 def test_custom_resources_of_a_component_wait_for_its_crd_step(plan):
     """The network-operator's NodeFeatureRule (an NFD CRD) applies after nfd's CRD step."""
-    def ancestors(node_id):
-        seen, todo = set(), [node_id]
-        while todo:
-            for d in plan.node(todo.pop()).depends_on:
-                if d not in seen:
-                    seen.add(d)
-                    todo.append(d)
-        return seen
-
-    assert "nfd-crds" in ancestors("network-operator-manifests")
+    assert "nfd-crds" in ancestors(plan, "network-operator-manifests")
 
 
 def test_a_chart_version_bump_changes_the_step(tmp_path):

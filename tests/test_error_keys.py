@@ -11,10 +11,8 @@ absolute key. Errors found only while the stacks are built (synth) are checked t
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,7 @@ from gpucluster.model import CLUSTER_KEYS, ClusterSpec, Criteria, Finding, absol
 from gpucluster.errors import Problem
 from gpucluster import yamlsafe
 
-ROOT = Path(__file__).resolve().parents[1]
+from _support import run_main
 
 AKS = "{service: aks, accelerator: h100, os: ubuntu, intent: training}"
 NVKE = "{service: nvke, accelerator: gb200, os: ubuntu, intent: training}"
@@ -79,16 +77,8 @@ LINE = re.compile(r"^error\[(?P<id>[^\]]+)\] file=(?P<file>\S+)(?: cluster=(?P<c
                   r"(?: component=(?P<component>\S+))? key=(?P<key>\S+): ")
 
 
-def _env(config: Path, outdir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(GPUCLUSTER_CONFIG=str(config), CDKTF_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-               CHECKPOINT_DISABLE="1", **extra)
-    return env
-
-
 def _synth(config: Path, outdir: Path, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=config.parent, env=_env(config, outdir, **extra),
-                          capture_output=True, text=True, timeout=300)
+    return run_main(cwd=config.parent, outdir=outdir, config=config, **extra)
 
 
 def _error_line(text: str, error_id: str) -> str:

@@ -18,14 +18,13 @@ import copy
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
 import fuzz_cluster as fc
+from _support import run_main, tree
 from constructs_lib.tfstring import template_sequences
 from gpucluster import config
 from gpucluster.errors import GpuclusterError
@@ -205,10 +204,6 @@ def _strings(value):
             yield from _strings(v)
 
 
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 @settings(max_examples=MAIN_EXAMPLES, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @seed(SEED + 10)
@@ -225,11 +220,7 @@ def test_main_py_keeps_the_contract(doc):
         (out / "stacks" / "old-runtime" / "cdk.tf.json").write_text('{"old": true}')
         (out / "manifest.json").write_text('{"stacks": {}}')
         before = tree(out)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-        env.update(GPUCLUSTER_CONFIG=str(folder / "gpucluster.yaml"), CDKTF_OUTDIR=str(out), TMPDIR=str(folder),
-                   JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
-        proc = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=folder, env=env, capture_output=True,
-                              text=True, timeout=600)
+        proc = run_main(cwd=folder, outdir=out, config=folder / "gpucluster.yaml", timeout=600, TMPDIR=str(folder))
         where = f"\n--- input ---\n{fc.dump(doc)[:2000]}\n--- stderr ---\n{proc.stderr[:3000]}"
         assert "Traceback" not in proc.stderr, where
         assert proc.returncode in (0, 2), where

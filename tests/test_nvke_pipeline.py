@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _support import ancestors
 from gpucluster import pipeline
 from gpucluster.config import parse_clusters
 from gpucluster.errors import GpuclusterError
@@ -57,17 +58,6 @@ def chart_docs(plan, node_id: str) -> list[dict[str, Any]]:
         if path.startswith("templates/"):
             docs += [d for d in yaml.safe_load_all(text) if d]
     return docs
-
-
-def ancestors(plan, node_id: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [node_id]
-    while todo:
-        for dep in plan.node(todo.pop()).depends_on:
-            if dep not in seen:
-                seen.add(dep)
-                todo.append(dep)
-    return seen
 
 
 @pytest.fixture(scope="module")

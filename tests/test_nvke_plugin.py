@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
 import pytest
+
+from _support import imports as _imports
 
 import gpucluster_nvke
 from gpucluster.errors import GpuclusterError
@@ -17,18 +18,6 @@ from gpucluster_nvke.platform import PLATFORM, prepare
 PLUGIN_DIR = Path(gpucluster_nvke.__file__).parent
 RAILS = [{"name": f"mlx5_{i}", "rootDevice": f"00{i:02d}:03:00.0"} for i in (0, 1, 3, 4)]
 ALLOWED_THIRD_PARTY = {"yaml"}
-
-
-def _imports(path: Path):
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            yield node.lineno, ("." * node.level) + (node.module or "")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
-            yield node.lineno, "__import__()"
 
 
 def test_plugin_imports_only_the_sdk_stdlib_and_yaml():

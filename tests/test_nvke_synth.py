@@ -4,12 +4,11 @@ fabric releases in order, Helm hooks enabled for the teardown wait. Marked ``syn
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from _support import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,14 +33,7 @@ clusters:
 def synthesized(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("nvke-synth")
     (work / "gpucluster.yaml").write_text(CLUSTER_FILE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-        CHECKPOINT_DISABLE="1",
-        GPUCLUSTER_CONFIG=str(work / "gpucluster.yaml"),
-        CDKTF_OUTDIR=str(work / "cdktf.out"),
-    )
-    proc = subprocess.run([sys.executable, "main.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_main(cwd=ROOT, outdir=work / "cdktf.out", config=work / "gpucluster.yaml", timeout=600, CHECKPOINT_DISABLE="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return work / "cdktf.out"
 

@@ -12,22 +12,11 @@ import pytest
 from gpucluster import pipeline
 from gpucluster.config import parse_clusters
 from gpucluster.errors import GpuclusterError
-from k8s_schema import crd_index, schema_at, validate_object
-from test_schemas import rendered_objects, validate_training_runtime
+from render_cases import OKE as OKE_LEAVES
+from k8s_schema import validate_object
+from test_schemas import checked_gate_conditions, rendered_objects, validate_training_runtime
 
-LEAVES = {
-    "gb200-oke-ubuntu-training": ("gb200", "ubuntu", "training", "any"),
-    "gb200-oke-ubuntu-training-kubeflow": ("gb200", "ubuntu", "training", "kubeflow"),
-    "gb200-oke-ubuntu-inference": ("gb200", "ubuntu", "inference", "any"),
-    "gb200-oke-ubuntu-inference-dynamo": ("gb200", "ubuntu", "inference", "dynamo"),
-    "a100-oke-ubuntu-training": ("a100", "ubuntu", "training", "any"),
-    "a100-oke-ubuntu-training-kubeflow": ("a100", "ubuntu", "training", "kubeflow"),
-    "gb200-oke-training": ("gb200", "ol", "training", "any"),
-    "gb200-oke-inference": ("gb200", "ol", "inference", "any"),
-    "a100-oke-training": ("a100", "ol", "training", "any"),
-    "l40s-oke-training": ("l40s", "ol", "training", "any"),
-    "l40s-oke-inference": ("l40s", "ol", "inference", "any"),
-}
+LEAVES = OKE_LEAVES  # leaf -> (accelerator, os, intent, platform), one table (render_cases.OKE)
 PROFILES = ("oci-managed", "operator-managed")
 CASES = [(leaf, profile) for leaf in LEAVES for profile in PROFILES]
 
@@ -181,19 +170,7 @@ def test_gate_charts_wait_on_the_right_objects(plans):
 
 
 def test_gate_conditions_name_real_crd_status_fields(plans):
-    crds = crd_index()
-    checked = set()
-    for plan in plans.values():
-        for spec in plan.gates:
-            if spec.kind != "resource-condition":
-                continue
-            group, version = spec.api_version.split("/")
-            entry = crds[(group, version, spec.kind_name)]
-            assert entry["plural"] == spec.resource
-            node = schema_at(entry["raw"], spec.jsonpath)
-            assert node is not None and spec.value in node.get("enum", []), spec.name
-            checked.add(spec.name)
-    assert checked == {CP_GATE, NCP_GATE}
+    assert checked_gate_conditions(plans) == {CP_GATE, NCP_GATE}
 
 
 def test_network_operator_disabled_drops_its_gate_and_the_edge(tmp_path):

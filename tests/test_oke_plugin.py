@@ -3,12 +3,13 @@ declaration, cluster preparation (existing cluster, refusals), detection by prov
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
+
+from _support import imports as _imports
 
 import gpucluster_oke
 from gpucluster import detect
@@ -20,18 +21,6 @@ from gpucluster_oke.platform import OKE_PLATFORM, prepare, recipe_leaves
 
 PLUGIN_DIR = Path(gpucluster_oke.__file__).parent
 ALLOWED_THIRD_PARTY = {"yaml"}
-
-
-def _imports(path: Path):
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            yield node.lineno, ("." * node.level) + (node.module or "")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
-            yield node.lineno, "__import__()"
 
 
 def _bad_imports(files: list[Path]) -> list[str]:

@@ -5,12 +5,12 @@ byte-identical output in another folder. Marked ``synth``."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from _support import run_main, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,14 +31,7 @@ clusters:
 
 
 def synth(work: Path, outdir: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-        CHECKPOINT_DISABLE="1",
-        GPUCLUSTER_CONFIG=str(work / "gpucluster.yaml"),
-        CDKTF_OUTDIR=str(outdir),
-    )
-    return subprocess.run([sys.executable, "main.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return run_main(cwd=ROOT, outdir=outdir, config=work / "gpucluster.yaml", timeout=600, CHECKPOINT_DISABLE="1")
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +111,6 @@ def test_byte_identical_in_another_folder(synthesized, tmp_path):
     (tmp_path / "gpucluster.yaml").write_text(CLUSTER_FILE)
     proc = synth(tmp_path, tmp_path / "cdktf.out")
     assert proc.returncode == 0, proc.stderr
-
-    def tree(root: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
     assert tree(tmp_path / "cdktf.out") == tree(work / "cdktf.out")
 

@@ -12,36 +12,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+import _support
+from _support import EXISTING_AKS, make, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount, chown, setpriv)")
-
-CLUSTER = """clusters:
-  - name: lab
-    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
-    existing: {kubeconfig: /etc/kube/config}
-    scheduling:
-      accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
-"""
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def make(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 @pytest.fixture
@@ -63,11 +46,8 @@ def mount(tmp_path):
 
 
 def run_main(tmp_path: Path, outdir: Path) -> subprocess.CompletedProcess:
-    (tmp_path / "gpucluster.yaml").write_text(CLUSTER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(GPUCLUSTER_CONFIG=str(tmp_path / "gpucluster.yaml"), CDKTF_OUTDIR=str(outdir),
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
-    return subprocess.run([sys.executable, "main.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS)
+    return _support.run_main(cwd=ROOT, outdir=outdir, config=tmp_path / "gpucluster.yaml")
 
 
 def test_mount_point_output_folder_is_filled_in_place(tmp_path, mount):

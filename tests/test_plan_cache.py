@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -546,9 +547,12 @@ def _plant(folder: Path, kind: str, key: str, payload: bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("where", ["folder", "kind", "entry"])
-def test_a_group_or_world_writable_cache_is_not_trusted(tmp_path, monkeypatch, where):
-    folder = tmp_path / "shared"
+@pytest.fixture(params=["folder", "kind", "entry"])
+def planted(request, tmp_path, monkeypatch):
+    """A private cache (folder and kind ``k`` mode 0700, entry 0600) holding one well-formed entry,
+    which is read as it is; ``.target`` is the part (``.where``: folder, kind or entry) a test
+    makes untrustworthy."""
+    folder = tmp_path / "cache"
     monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
     key = diskcache.digest(["planted"])
     entry = _plant(folder, "k", key, b"forged")
@@ -556,7 +560,13 @@ def test_a_group_or_world_writable_cache_is_not_trusted(tmp_path, monkeypatch, w
         p.chmod(0o700)
     entry.chmod(0o600)
     assert diskcache.get("k", key) == b"forged"  # the user's own entry is read
-    {"folder": folder, "kind": folder / "k", "entry": entry}[where].chmod(0o777 if where != "entry" else 0o666)
+    target = {"folder": folder, "kind": folder / "k", "entry": entry}[request.param]
+    return SimpleNamespace(where=request.param, folder=folder, key=key, target=target)
+
+
+def test_a_group_or_world_writable_cache_is_not_trusted(planted):
+    folder, key, where = planted.folder, planted.key, planted.where
+    planted.target.chmod(0o777 if where != "entry" else 0o666)
     assert diskcache.get("k", key) is None
     if where != "entry":
         assert diskcache.put("k", diskcache.digest(["other"]), b"x") is False
@@ -566,16 +576,8 @@ def test_a_group_or_world_writable_cache_is_not_trusted(tmp_path, monkeypatch, w
     assert not [p for p in folder.rglob("*.tmp")]
 
 
-@pytest.mark.parametrize("where", ["folder", "kind", "entry"])
-def test_a_cache_owned_by_another_user_is_not_trusted(tmp_path, monkeypatch, where):
-    folder = tmp_path / "theirs"
-    monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
-    key = diskcache.digest(["planted"])
-    entry = _plant(folder, "k", key, b"forged")
-    for p in (folder, folder / "k"):
-        p.chmod(0o700)
-    entry.chmod(0o600)
-    owner = {"folder": folder, "kind": folder / "k", "entry": entry}[where]
+def test_a_cache_owned_by_another_user_is_not_trusted(planted, monkeypatch):
+    folder, key, where, owner = planted.folder, planted.key, planted.where, planted.target
     me = os.stat(folder).st_uid
     real_stat, real_fstat = os.stat, os.fstat
 

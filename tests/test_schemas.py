@@ -179,7 +179,9 @@ def test_skyhook_has_tuning_off_and_keyed_tolerations(plans, recipe, profile):
     assert tolerations and all(t.get("key") for t in tolerations)  # never the wildcard on AKS
 
 
-def test_gate_conditions_name_real_crd_status_fields(plans):
+def checked_gate_conditions(plans) -> set[str]:
+    """The names of the resource-condition gates of ``plans`` (``{name: RuntimePlan}``), each
+    asserted to read a status field its CRD has (plural, JSONPath, value among the field's enum)."""
     crds = crd_index()
     checked = set()
     for plan in plans.values():
@@ -193,7 +195,11 @@ def test_gate_conditions_name_real_crd_status_fields(plans):
             assert node is not None, f"{spec.name}: {spec.jsonpath} is not in the {spec.kind_name} CRD"
             assert spec.value in node.get("enum", []), f"{spec.name}: '{spec.value}' is not a value of {spec.jsonpath}"
             checked.add(spec.name)
-    assert checked == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready"}
+    return checked
+
+
+def test_gate_conditions_name_real_crd_status_fields(plans):
+    assert checked_gate_conditions(plans) == {"gpu-operator-clusterpolicy-ready", "network-operator-nicclusterpolicy-ready"}
 
 
 # --------------------------------------------------------------------------- the validators can fail

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from _support import tree
+
 ROOT = Path(__file__).resolve().parents[1]
 CDKTF = ROOT / "node_modules" / ".bin" / "cdktf"
 
 pytestmark = pytest.mark.synth
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -7,20 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from _support import make, tree
+
 from gpucluster.errors import GpuclusterError
 from stacks import outdir as outdir_mod
 from stacks.outdir import replace_dir, staged_outdir
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def make(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 def test_staged_outdir_replaces_previous_output(tmp_path):

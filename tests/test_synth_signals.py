@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from _support import EXISTING_AKS, main_env, tree
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PLUGIN = '''
@@ -33,10 +35,6 @@ def gpucluster_cluster_stack(scope, cluster, recipe):
     time.sleep(300)
     return ClusterConnection(kubeconfig_path="~/.kube/config")
 '''
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def interrupted_line(signum: int) -> str:
@@ -83,15 +81,8 @@ def test_signal_during_synth_keeps_previous_output_and_leaks_nothing(tmp_path, s
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     marker = tmp_path / "marker"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(
-        GPUCLUSTER_PLUGINS="gpucluster_test_slow",
-        PYTHONPATH=str(tmp_path / "plugins"),
-        SIGNAL_TEST_MARKER=str(marker),
-        CDKTF_OUTDIR=str(out),
-        TMPDIR=str(tmp),
-        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-    )
+    env = main_env(outdir=out, GPUCLUSTER_PLUGINS="gpucluster_test_slow", PYTHONPATH=str(tmp_path / "plugins"),
+                   SIGNAL_TEST_MARKER=str(marker), TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "main.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -115,14 +106,6 @@ def test_signal_during_synth_keeps_previous_output_and_leaks_nothing(tmp_path, s
     assert sorted(p.name for p in out.parent.iterdir()) == ["cdktf.out"]  # no staged .cdktf.out.* folder
     assert sorted(p.name for p in tmp.iterdir()) == []  # no chart staging or jsii folders left
 
-
-EXISTING_CLUSTER = """clusters:
-  - name: lab
-    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
-    existing: {kubeconfig: /etc/kube/config}
-    scheduling:
-      accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
-"""
 
 SIGNAL_SCHEDULE = [(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)[i % 3] for i in range(20)]
 """Twenty runs, the three stop signals in turn; run i gets its signal i/19 of the way through a
@@ -169,13 +152,11 @@ def test_signals_to_the_process_group_at_any_moment_never_print_a_traceback(tmp_
     reach and of this test's, see _handlers_installed): never a
     traceback, exit 0 (done before the signal) or 128 + the signal with the one line, the output
     folder holds the previous or the complete new output, and no temporary folder is left."""
-    (tmp_path / "gpucluster.yaml").write_text(EXISTING_CLUSTER)
+    (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS)
     out = tmp_path / "cdktf.out"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(GPUCLUSTER_CONFIG=str(tmp_path / "gpucluster.yaml"), CDKTF_OUTDIR=str(out), TMPDIR=str(tmp),
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    env = main_env(outdir=out, config=tmp_path / "gpucluster.yaml", TMPDIR=str(tmp))
     started = time.monotonic()
     code, normal = _run_main(tmp_path, env, None, 0)
     length = time.monotonic() - started

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from _support import ancestors
 from gate_harness import SHELLS, run_script
 from gpucluster import config, crds, gates, graph, pipeline, teardown
 
@@ -29,16 +30,6 @@ def nvke_plans(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("nvke")
     return {p: build(root, p) for p in ("any", "kubeflow")}
-
-
-def ancestors(plan, node_id: str) -> set[str]:
-    seen, todo = set(), [node_id]
-    while todo:
-        for dep in plan.node(todo.pop()).depends_on:
-            if dep not in seen:
-                seen.add(dep)
-                todo.append(dep)
-    return seen
 
 
 def destroy_order(plan) -> list[str]:

@@ -1,0 +1,92 @@
+"""Helpers shared by test modules (``from _support import ...``: pytest puts ``tests/`` on
+``sys.path``, as for ``test_docs_examples``). Not a test module and not a conftest: plain code.
+
+* :data:`EXISTING_AKS`: the smallest cluster file whose synthesis needs no cloud provider
+  bindings (an existing AKS cluster with the keyed GPU toleration AKS needs for it).
+* :func:`main_env` / :func:`run_main`: a ``python main.py`` run (the cdktf app) of a test, with the
+  cluster file, output folder and extra variables it names and nothing of the caller's own
+  gpucluster or cdktf settings.
+* :func:`tree` / :func:`make`: a folder's files as data, and a folder made from such data.
+* :func:`ancestors`: every node a plan node waits for.
+* :func:`imports`: the modules a Python source file imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN = ROOT / "main.py"
+
+EXISTING_AKS = """clusters:
+  - name: lab
+    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
+    existing: {kubeconfig: /etc/kube/config}
+    scheduling:
+      accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
+"""
+
+
+def main_env(*, outdir: Path, config: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a test's ``python main.py``: this process's environment without
+    ``CDKTF_*`` and ``GPUCLUSTER_*`` (except ``GPUCLUSTER_CDK``, the distribution under test:
+    ``make test-cdktn`` sets it), then ``GPUCLUSTER_CONFIG`` (``config``; None: main.py looks for
+    ``./gpucluster.yaml``, then the embedded default), ``CDKTF_OUTDIR`` (``outdir``),
+    ``JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20`` and ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUCLUSTER_", "CDKTF_")) or k == "GPUCLUSTER_CDK"}
+    if config is not None:
+        env["GPUCLUSTER_CONFIG"] = str(config)
+    env.update(CDKTF_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", **extra)
+    return env
+
+
+def run_main(*, cwd: Path, outdir: Path, config: Path | None = None, timeout: float = 300,
+             **extra: str) -> subprocess.CompletedProcess:
+    """``python main.py`` in ``cwd`` with :func:`main_env`; output captured as text."""
+    return subprocess.run([sys.executable, str(MAIN)], cwd=cwd, env=main_env(outdir=outdir, config=config, **extra),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file below ``root``: ``{relative path: bytes}``, in sorted order."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def make(root: Path, files: dict[str, str]) -> Path:
+    """Write ``{relative path: text}`` below ``root`` (folders made as needed); returns ``root``."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def ancestors(plan, node_id: str) -> set[str]:
+    """The ids of every node ``node_id`` of ``plan`` (a RuntimePlan) depends on, directly or not."""
+    seen: set[str] = set()
+    todo = [node_id]
+    while todo:
+        for dep in plan.node(todo.pop()).depends_on:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line, module)`` of every import in ``path``: ``import x``, ``from .x import y`` (dots
+    kept), and a ``__import__(...)`` call as ``__import__()``."""
+    parsed = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(parsed):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, ("." * node.level) + (node.module or "")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+            yield node.lineno, "__import__()"
