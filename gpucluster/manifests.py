@@ -204,16 +204,18 @@ def _dump_one(doc: Any, options: dict[str, Any]) -> tuple[str, bool]:
     """``(_yaml_dump(doc, options), whether libyaml's emitter wrote it)`` (``options``: one of
     this module's option tables); the text is exactly the pure-Python emitter's.
 
-    A document of plain data (:func:`plain_key`) is dumped once per process -- a fleet of clusters
-    dumps the same gate Jobs, RBAC and teardown scripts once -- and, when all its strings are
-    :data:`_LIBYAML_TEXT`, by libyaml's emitter (five times faster; same text)."""
-    key, libyaml = _plain_key(doc)
-    if key is None:
+    A document of plain data (:func:`gpucluster.diskcache.is_plain`: exact types, no part occurring
+    twice, so its :mod:`marshal` bytes are equal for two documents exactly when the dumper writes
+    them alike) is dumped once per process -- a fleet of clusters dumps the same gate Jobs, RBAC
+    and teardown scripts once -- and, when all its strings are :data:`_LIBYAML_TEXT`, by libyaml's
+    emitter (five times faster; same text)."""
+    if not diskcache.is_plain(doc):
         return _yaml_dump(doc, options), False
-    key = (id(options), key)
+    data = marshal.dumps(doc, 2)
+    key = (_OPTION_NAMES[id(options)], data)
     hit = _DUMPED.get(key)
     if hit is None:
-        hit = _dump_plain(doc, options, libyaml)
+        hit = _dump_plain(doc, options, data)
         if len(_DUMPED) >= _MEMO_LIMIT:
             _DUMPED.clear()
         _DUMPED[key] = hit
@@ -225,21 +227,18 @@ DUMP_CACHE_KIND = "yaml-dump"
 _OPTION_NAMES = {id(_DOCUMENT_OPTIONS): "document", id(_CHART_YAML_OPTIONS): "chart"}
 
 
-def _dump_plain(doc: Any, options: dict[str, Any], libyaml: bool) -> tuple[str, bool]:
-    """:func:`_dump_one` of a plain document (:func:`plain_key` is not None: exact types, no shared
-    parts, so :mod:`marshal` writes it exactly), kept in the per-user cache keyed by the document,
-    the option table and :func:`_render_identity` (this module's source, the PyYAML install)."""
+def _dump_plain(doc: Any, options: dict[str, Any], data: bytes) -> tuple[str, bool]:
+    """:func:`_dump_one` of a plain document whose :mod:`marshal` bytes are ``data``, kept in the
+    per-user cache keyed by them, the option table and :func:`_render_identity` (this module's
+    source, the PyYAML install). Whether libyaml's emitter may write it (:func:`_plain_key`) is
+    decided only when it is dumped, and kept with the text."""
     identity = _render_identity()
-    key = None
-    if identity is not None:
-        try:
-            key = diskcache.digest([identity, "dump", _OPTION_NAMES[id(options)], marshal.dumps(doc, 2)])
-        except (KeyError, ValueError):
-            key = None
+    key = None if identity is None else diskcache.digest([identity, "dump", _OPTION_NAMES[id(options)], data])
     if key is not None:
         cached = diskcache.get_plain(DUMP_CACHE_KIND, key)
         if type(cached) is list and len(cached) == 2 and type(cached[0]) is str and type(cached[1]) is bool:
             return cached[0], cached[1]
+    libyaml = _plain_key(doc)[1]
     text = _yaml_dump(doc, options, libyaml=libyaml)
     if key is not None:
         diskcache.put_plain(DUMP_CACHE_KIND, key, [text, libyaml])
