@@ -100,11 +100,13 @@ RAIL_KEYS = ("name", "rootDevice", "pfName", "subnet")
 RDMA_MODULES_KEYS = ("enabled", "autoTaintNewNodes", "nodeSelector", "tolerations")
 TEARDOWN_KEYS = ("image", "timeoutSeconds")
 
-_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_RDMA_DEVICE = re.compile(r"^[A-Za-z0-9_]+$")
-_NETDEV = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_PINNED_IMAGE = re.compile(
+# Patterns as strings: re.match compiles one on its first use (re's cache), so a plan of another
+# platform's clusters does not pay for compiling them.
+_PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
+_RDMA_DEVICE = r"^[A-Za-z0-9_]+$"
+_NETDEV = r"^[A-Za-z0-9_.:-]{1,15}$"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_PINNED_IMAGE = (
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]+(?=/))?(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*"
     r"(:[A-Za-z0-9_][A-Za-z0-9._-]*)?(@sha256:[0-9a-f]{64})?$"
 )
@@ -248,7 +250,7 @@ def _image(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> str | No
     image = _str(ctx, raw, key, prefix)
     if image is None:
         return None
-    match = _PINNED_IMAGE.match(image)
+    match = re.match(_PINNED_IMAGE, image)
     tag = image_tag(image)
     if match and tag is not None and tag.lower() in MOVING_TAGS and not match.group(2):
         raise ctx.error(
@@ -311,14 +313,14 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
             raise ctx.error(where, "must be a rail name or a mapping with name and rootDevice")
         _check_keys(ctx, entry, RAIL_KEYS, where)
         name = _str(ctx, entry, "name", where) or f"rail{i}"
-        if not _RDMA_DEVICE.match(name):
+        if not re.match(_RDMA_DEVICE, name):
             raise ctx.error(f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0")
         root = _str(ctx, entry, "rootDevice", where)
-        if root is not None and not _PCI_ADDRESS.match(root):
+        if root is not None and not re.match(_PCI_ADDRESS, root):
             raise ctx.error(f"{where}.rootDevice", f"'{root}' is not a PCI address",
                             allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0")
         pf = _str(ctx, entry, "pfName", where)
-        if pf is not None and not _NETDEV.match(pf):
+        if pf is not None and not re.match(_NETDEV, pf):
             raise ctx.error(f"{where}.pfName", f"'{pf}' is not a network interface name")
         if root is None and pf is None:
             raise ctx.error(
@@ -376,7 +378,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         raise ctx.error("podNetwork", f"'{pod_network}' is not a network CIDR: {exc}", allowed="e.g. 192.168.0.0/16") from exc
 
     namespace = _str(ctx, raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+    if not re.match(_DNS_LABEL, namespace) or len(namespace) > 63:
         raise ctx.error("networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label")
 
     selector = _labels(ctx, raw["sriovNodeSelector"], "sriovNodeSelector") if "sriovNodeSelector" in raw else {RDMA_AVAILABLE_LABEL: "true"}
@@ -453,13 +455,13 @@ def _prefix_for(block: int, subnet: str) -> int:
     return prefix
 
 
-_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_VERSION = r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
 """``[v]MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD]``: the versions the core ``min-version`` gate
 script compares (:mod:`gpucluster.gates`); anything else is not a version there either."""
 
 
 def _parse_version(text: str) -> tuple[tuple[int, ...], str | None]:
-    match = _VERSION.match(str(text).strip())
+    match = re.match(_VERSION, str(text).strip())
     if not match:
         raise ValueError(f"'{text}' is not a version")
     core = tuple(int(p) for p in match.groups()[:3] if p is not None)
