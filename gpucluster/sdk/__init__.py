@@ -28,7 +28,8 @@ Exports:
   :class:`Override`), :class:`Recipe` (with :class:`ComponentRef`, :class:`Constraint`),
   :class:`Component`; for tests: :class:`RuntimePlan`, :class:`PlanNode`, :class:`LocalChart`;
 * data files: :func:`load_data_file` (a plugin's own YAML, parsed and cached as catalog files are);
-* errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list`;
+* errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list` (a key is relative to the
+  cluster document, ``pools[1].gpu``; the core prints it absolute, ``clusters[3].pools[1].gpu``);
 * Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
 * NVIDIA-stack gate constructors (``gpucluster.sdk.gates``): :func:`clusterpolicy_ready`,
