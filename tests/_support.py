@@ -3,6 +3,8 @@
 
 * :data:`EXISTING_AKS`: the smallest cluster file whose synthesis needs no cloud provider
   bindings (an existing AKS cluster with the keyed GPU toleration AKS needs for it).
+* :data:`NVKE_EXISTING`: one ``clusters:`` entry, an existing NVKE GB200 kubeflow cluster with
+  four rails (synthesis without cloud bindings).
 * :func:`main_env` / :func:`run_main`: a ``python main.py`` run (the cdktf app) of a test, with the
   cluster file, output folder and extra variables it names and nothing of the caller's own
   gpucluster or cdktf settings.
@@ -29,6 +31,19 @@ EXISTING_AKS = """clusters:
     existing: {kubeconfig: /etc/kube/config}
     scheduling:
       accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}
+"""
+
+NVKE_EXISTING = """\
+  - name: nvke-a
+    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training, platform: kubeflow}
+    kubernetesVersion: "1.34"
+    existing: {kubeconfig: ~/.kube/nvke-a.yaml, context: tenant-a}
+    settings:
+      rails:
+        - {name: mlx5_0, rootDevice: "0000:03:00.0"}
+        - {name: mlx5_1, rootDevice: "0002:03:00.0"}
+        - {name: mlx5_3, rootDevice: "0010:03:00.0"}
+        - {name: mlx5_4, rootDevice: "0012:03:00.0"}
 """
 
 

@@ -15,20 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from _support import EXISTING_AKS, run_main
+from _support import EXISTING_AKS, NVKE_EXISTING, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-NVKE_OKE_FILE = """\
-clusters:
-  - name: nvke-a
-    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training, platform: kubeflow}
-    kubernetesVersion: "1.34"
-    existing: {kubeconfig: ~/.kube/nvke-a.yaml, context: tenant-a}
-    settings:
-      rails:
-        - {name: mlx5_0, rootDevice: "0000:03:00.0"}
-        - {name: mlx5_1, rootDevice: "0002:03:00.0"}
+NVKE_OKE_FILE = "clusters:\n" + NVKE_EXISTING + """\
   - name: oke-a100
     criteria: {service: oke, accelerator: a100, os: ubuntu, intent: training}
     profile: {gpuStack: operator-managed}

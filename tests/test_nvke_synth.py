@@ -8,25 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from _support import run_main
+from _support import NVKE_EXISTING, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.synth
 
-CLUSTER_FILE = """\
-clusters:
-  - name: nvke-a
-    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training, platform: kubeflow}
-    kubernetesVersion: "1.34"
-    existing: {kubeconfig: ~/.kube/nvke-a.yaml, context: tenant-a}
-    settings:
-      rails:
-        - {name: mlx5_0, rootDevice: "0000:03:00.0"}
-        - {name: mlx5_1, rootDevice: "0002:03:00.0"}
-        - {name: mlx5_3, rootDevice: "0010:03:00.0"}
-        - {name: mlx5_4, rootDevice: "0012:03:00.0"}
-"""
+CLUSTER_FILE = "clusters:\n" + NVKE_EXISTING
 
 
 @pytest.fixture(scope="module")
