@@ -79,12 +79,16 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     the plugin built a new one.
 
     Raises:
-        GpuclusterError: unknown service (``clusters[<i>].criteria.service``); the plugin's own
+        GpuclusterError: unknown service (``clusters[<i>].criteria.service``, or the RecipeResult
+            file's ``criteria.service`` for a cluster given by ``recipe:``); the plugin's own
             errors, keys made absolute (:func:`gpucluster.plugins.call_hook_attributed`).
         PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
     """
+    # a cluster given by ``recipe:`` takes its criteria from the RecipeResult: name that file and
+    # its own key (criteria.service), as the recipe's other criteria errors do
+    file = recipe_mod.recipe_display(cluster) if cluster.recipe_file else cluster.source
     try:
-        platform = platform_for(cluster.criteria.service, file=cluster.source)
+        platform = platform_for(cluster.criteria.service, file=file)
     except GpuclusterError as err:
         problems = [dataclasses.replace(p, cluster=p.cluster or cluster.name) for p in err.problems]
         raise GpuclusterError(problems=absolute_keys(cluster, problems)) from None

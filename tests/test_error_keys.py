@@ -183,3 +183,20 @@ def test_no_catalog_component_values_start_with_a_cluster_key():
             clashes += [f"{path.relative_to(folder)}: {k}" for k in data if k in CLUSTER_KEYS]
     assert clashes == []
     assert len(list(catalog_dirs()[0].glob("components/*/values*.yaml"))) > 10
+
+
+def test_an_unknown_service_of_a_recipe_file_names_that_file_and_its_own_key(tmp_path):
+    """A cluster given by ``recipe:`` has no ``criteria`` in the cluster file: its service is the
+    RecipeResult's ``criteria.service``, so the error names that file and key (as the recipe's
+    other criteria errors do), never a ``clusters[1].criteria.service`` the cluster file lacks."""
+    out = io.StringIO()
+    assert cli.main(["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training"],
+                    stdout=out) == 0
+    (tmp_path / "recipe.yaml").write_text(out.getvalue().replace("\n  service: aks\n", "\n  service: gke\n", 1))
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(f"clusters:\n{FIRST}  - name: c01\n    recipe: recipe.yaml\n")
+    err = io.StringIO()
+    assert cli.main(["plan", "--config", str(config)], stdout=io.StringIO(), stderr=err) == 2
+    line = _error_line(err.getvalue(), "input")
+    assert line.startswith(f"error[input] file={tmp_path / 'recipe.yaml'} cluster=c01 key=criteria.service: "
+                           "unknown service 'gke'"), line
