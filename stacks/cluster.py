@@ -6,6 +6,7 @@ from constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
+from gpucluster.recipe import recipe_display
 from gpucluster.model import ClusterConnection
 from stacks.common import use_backend
 
@@ -30,11 +31,13 @@ class ClusterStack(TerraformStack):
         connection = call_hook("gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe)
         service = cluster.criteria.service
         if connection is None:
+            # a cluster given by ``recipe:`` takes its service from the RecipeResult: name that file
+            file = recipe_display(cluster) if cluster.recipe_file else cluster.source
             raise GpuclusterError(
                 f"the platform of service '{service}' provisions clusters, but no plugin built the cluster stack",
-                file=cluster.source,
+                file=file,
                 cluster=cluster.name,
-                key=absolute_key(cluster, "criteria.service"),
+                key=absolute_key(cluster, "criteria.service", file=file),
                 fix="implement gpucluster_cluster_stack in the platform plugin (return a ClusterConnection), "
                 "or set existing: to target an existing cluster",
             )

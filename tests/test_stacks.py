@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -160,6 +161,28 @@ def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_pat
     text = info.value.render()
     assert "cluster=fake" in text and "no plugin built the cluster stack" in text
     assert "file=tests/plan_factory.py" in text
+
+
+def test_provisioning_platform_without_cluster_hook_names_the_recipe_file_of_a_recipe_cluster(tmp_path, fake_platform):
+    """A cluster given by ``recipe:`` has no ``criteria`` in the cluster file: the error names the
+    RecipeResult and its own key, not ``clusters[<i>].criteria.service`` of the cluster file."""
+    fake_platform()
+    plan = make_plan("fake", service="fakecloud")
+    plan.cluster = dataclasses.replace(plan.cluster, index=1, recipe_file=str(tmp_path / "rr.yaml"))
+    with pytest.raises(GpuclusterError) as info:
+        stacks.build_app([plan], tmp_path / "out", staging_dir=tmp_path / "staging")
+    text = info.value.render()
+    assert "no plugin built the cluster stack" in text
+    assert "rr.yaml" in text and "key=criteria.service" in text and "clusters[1]" not in text
+
+
+def test_provisioning_platform_without_cluster_hook_names_the_absolute_key(tmp_path, fake_platform):
+    fake_platform()
+    plan = make_plan("fake", service="fakecloud")
+    plan.cluster = dataclasses.replace(plan.cluster, index=2)
+    with pytest.raises(GpuclusterError) as info:
+        stacks.build_app([plan], tmp_path / "out", staging_dir=tmp_path / "staging")
+    assert "key=clusters[2].criteria.service" in info.value.render()
 
 
 def test_cluster_hook_returning_no_connection_is_an_input_error(tmp_path, fake_platform):
