@@ -312,11 +312,7 @@ def _parse_identity() -> str | None:
     (the loaders used), the PyYAML install with whether it has libyaml
     (:func:`gpucluster.diskcache.module_identity`: PyYAML is not imported), the Python version; None
     when the source cannot be read (nothing is cached)."""
-    try:
-        source = Path(__file__).read_bytes()
-    except OSError:
-        return None
-    return diskcache.digest(["yaml-parse 2", sys.version, source, diskcache.module_identity("yaml")])
+    return diskcache.code_identity("yaml-parse 2", __file__, ["yaml"])
 
 
 def _parse_yaml(text: str, path: Path) -> Any:

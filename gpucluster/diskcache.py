@@ -45,6 +45,7 @@ import hashlib
 import marshal
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -165,6 +166,21 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
     except (OSError, ValueError):
         return False
     return True
+
+
+def code_identity(tag: str, source: str | os.PathLike[str], modules: Iterable[str] = ()) -> str | None:
+    """Digest of the code a cached result depends on besides its input: ``tag`` (the kind and its
+    format version), the gpucluster and Python versions, the bytes of ``source`` (the module that
+    makes the result: ``__file__``, read, so a checkout's edit without a version bump is another
+    key) and :func:`module_identity` of each of ``modules`` (the libraries it uses, not imported).
+    None when ``source`` cannot be read (an install without sources): then nothing is cached."""
+    from gpucluster import __version__
+
+    try:
+        code = Path(source).read_bytes()
+    except OSError:
+        return None
+    return digest([tag, __version__, sys.version, code, *(module_identity(name) for name in modules)])
 
 
 _DISTRIBUTIONS = {"yaml": "pyyaml"}

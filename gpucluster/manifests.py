@@ -34,8 +34,6 @@ import hashlib
 import json
 import marshal
 import re
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from gpucluster import diskcache
@@ -555,14 +553,7 @@ def _render_identity() -> str | None:
     jinja2, MarkupSafe and PyYAML installs (:func:`gpucluster.diskcache.module_identity`) and the
     gpucluster and Python versions; once per process. None when the source cannot be read
     (nothing is cached)."""
-    from gpucluster import __version__
-
-    try:
-        source = Path(__file__).read_bytes()
-    except OSError:
-        return None
-    return diskcache.digest(["manifest-render 1", __version__, sys.version, source,
-                             *[diskcache.module_identity(name) for name in ("jinja2", "markupsafe", "yaml")]])
+    return diskcache.code_identity("manifest-render 1", __file__, ["jinja2", "markupsafe", "yaml"])
 
 
 def render_shipped_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:

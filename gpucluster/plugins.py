@@ -65,13 +65,7 @@ _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 def _scan_identity() -> str:
     """Digest of the code that makes a cached entry-point list: this module's source (read, so a
     checkout's edit without a version bump is another key), gpucluster's version; once per process."""
-    from gpucluster import __version__
-
-    try:
-        source = Path(__file__).read_bytes()
-    except OSError:  # no source to read: the version alone
-        source = b"unreadable"
-    return diskcache.digest([__version__, source])
+    return diskcache.code_identity("entry-point scan 1", __file__) or "unreadable source"
 
 
 def _search_path_fingerprint() -> list[str | bytes] | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -219,11 +218,7 @@ def _parse_identity() -> str | None:
     """Digest of what a strict parse depends on besides the text: this module's source, the
     PyYAML install (:func:`gpucluster.diskcache.module_identity`) and the Python version; None when
     the source cannot be read (nothing is cached)."""
-    try:
-        source = Path(__file__).read_bytes()
-    except OSError:
-        return None
-    return diskcache.digest(["yaml-strict 1", sys.version, source, diskcache.module_identity("yaml")])
+    return diskcache.code_identity("yaml-strict 1", __file__, ["yaml"])
 
 
 def load_yaml_text(text: str, *, file: str, cluster: str | None = None) -> Any:

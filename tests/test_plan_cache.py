@@ -663,3 +663,17 @@ def test_the_validation_marker_key_holds_the_libraries_jsonschema_checks_with():
     parts = [p for p in catalog_mod._schema_identity() if isinstance(p, str)]
     for name in ("jsonschema", "referencing", "jsonschema_specifications"):
         assert any(p.startswith(f"{name} ") and ".dist-info" in p for p in parts), name
+
+
+def test_code_identity_follows_the_source_the_tag_and_each_library(tmp_path):
+    """One rule for every kind's code identity (diskcache.code_identity): an edit of the module,
+    another tag or another library list is another key; an unreadable source caches nothing."""
+    source = tmp_path / "maker.py"
+    source.write_text("x = 1\n")
+    first = diskcache.code_identity("kind 1", source, ["yaml"])
+    assert first == diskcache.code_identity("kind 1", source, ["yaml"])
+    assert diskcache.code_identity("kind 2", source, ["yaml"]) != first
+    assert diskcache.code_identity("kind 1", source, ["yaml", "jinja2"]) != first
+    source.write_text("x = 2\n")
+    assert diskcache.code_identity("kind 1", source, ["yaml"]) != first
+    assert diskcache.code_identity("kind 1", tmp_path / "missing.py") is None
