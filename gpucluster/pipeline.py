@@ -84,9 +84,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
             errors, keys made absolute (:func:`gpucluster.plugins.call_hook_attributed`).
         PluginError: the plugin returned something other than a ClusterSpec (names the plugin).
     """
-    # a cluster given by ``recipe:`` takes its criteria from the RecipeResult: name that file and
-    # its own key (criteria.service), as the recipe's other criteria errors do
-    file = recipe_mod.recipe_display(cluster) if cluster.recipe_file else cluster.source
+    file = recipe_mod.criteria_source(cluster)  # the RecipeResult for a cluster given by recipe:
     try:
         platform = platform_for(cluster.criteria.service, file=file)
     except GpuclusterError as err:

@@ -892,6 +892,14 @@ def _find_cycle(by_name: Mapping[str, ComponentRef], stuck: list[str]) -> list[s
 # --------------------------------------------------------------------------- public entry points
 
 
+def criteria_source(cluster: ClusterSpec) -> str:
+    """The file that holds ``cluster``'s criteria, as errors name it: the RecipeResult
+    (:func:`recipe_display`) for a cluster given by ``recipe:``, else the cluster file
+    (``cluster.source``). An error about the criteria names this file, and
+    :func:`gpucluster.model.absolute_key` leaves a key in a RecipeResult as it is."""
+    return recipe_display(cluster) if cluster.recipe_file else cluster.source
+
+
 def recipe_display(cluster: ClusterSpec) -> str:
     """The RecipeResult path as errors name it: next to the cluster file as the user named that
     (``recipes/x.yaml`` for ``gpucluster.yaml``), like values files; absolute otherwise."""

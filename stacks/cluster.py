@@ -6,7 +6,7 @@ from constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
-from gpucluster.recipe import recipe_display
+from gpucluster.recipe import criteria_source
 from gpucluster.model import ClusterConnection
 from stacks.common import use_backend
 
@@ -31,8 +31,7 @@ class ClusterStack(TerraformStack):
         connection = call_hook("gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe)
         service = cluster.criteria.service
         if connection is None:
-            # a cluster given by ``recipe:`` takes its service from the RecipeResult: name that file
-            file = recipe_display(cluster) if cluster.recipe_file else cluster.source
+            file = criteria_source(cluster)  # the RecipeResult for a cluster given by recipe:
             raise GpuclusterError(
                 f"the platform of service '{service}' provisions clusters, but no plugin built the cluster stack",
                 file=file,
