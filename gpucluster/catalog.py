@@ -171,6 +171,10 @@ class RegistryEntry:
         wait_established: CRDs (``<plural>.<group>``) the component installs that must be
             Established before anything depending on it installs (registry ``waitEstablished``;
             the core adds one ``crd-established`` gate each, :func:`gpucluster.gates.collect_gates`).
+        manifest_values: dotted values paths that only the component's manifest templates read
+            (registry ``manifestValues``): they stay in the component's values (overrides reach
+            them, templates see them) but are never passed to its chart, which would not read
+            them (:func:`gpucluster.graph.chart_values`; a Terraform variable cannot bind them).
         source_dir: the catalog directory that declared it.
     """
 
@@ -190,6 +194,7 @@ class RegistryEntry:
     retired_overrides: tuple[RetiredOverride, ...] = ()
     conditional_values: tuple[ConditionalValue, ...] = ()
     wait_established: tuple[str, ...] = ()
+    manifest_values: tuple[str, ...] = ()
     source_dir: str = ""
 
 
@@ -391,6 +396,7 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             for c in raw.get("conditionalValues", [])
         ),
         wait_established=tuple(raw.get("waitEstablished", [])),
+        manifest_values=tuple(raw.get("manifestValues", [])),
         source_dir=str(source),
     )
 
@@ -482,6 +488,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                         },
                     },
                     "waitEstablished": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"}},
+                    "manifestValues": _PATHS,
                     "conditionalValues": {
                         "type": "array",
                         "items": {

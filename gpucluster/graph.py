@@ -36,7 +36,7 @@ from gpucluster.errors import GpuclusterError
 from gpucluster.gates import gate_budget_seconds
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.model import Component, CrdSource, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
-from gpucluster.values import get_path
+from gpucluster.values import get_path, without_paths
 
 GATE_TIMEOUT_MARGIN_SECONDS = 120
 """Extra Helm timeout on top of a gate's own wait budget (Job scheduling and image pull). Larger
@@ -54,6 +54,18 @@ def component_variables(component: Component) -> tuple[tuple[str, Any], ...]:
         for var, default in vh.variables:
             found.setdefault(var, default)
     return tuple(sorted(found.items()))
+
+
+def chart_values(component: Component) -> dict[str, Any]:
+    """The values ``component``'s chart receives: its effective values without the paths the
+    registry declares manifest-only (``manifestValues``: read by its manifest templates, not by
+    the chart; e.g. agentgateway's ``allowedSourceRanges``, which the inference-gateway manifest
+    writes into the LoadBalancer's ``loadBalancerSourceRanges``)."""
+    from gpucluster.catalog import load_catalog
+
+    entry = load_catalog().components.get(component.name)
+    paths = entry.manifest_values if entry is not None else ()
+    return without_paths(component.values, paths) if paths else component.values
 
 
 def gated_hash(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> VariableHash:
@@ -201,7 +213,7 @@ class _NodeBuilder:
                          values={"contentHash": pre.content_hash}, depends_on=after()))
         if ref.type == "Helm":
             add(PlanNode(id=name, kind="chart", component=name, namespace=ref.namespace, repository=ref.source,
-                         chart=ref.chart, version=ref.version, values=comp.values, depends_on=after(),
+                         chart=ref.chart, version=ref.version, values=chart_values(comp), depends_on=after(),
                          terraform_variables=dict(comp.terraform_variables), variable_hashes=dict(comp.variable_hashes)))
         post = self.manifest_charts.get((name, "post"))
         if post is not None:

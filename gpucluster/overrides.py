@@ -684,6 +684,17 @@ class _OverrideRun:
                     fix="set the value statically (overrides.set or overrides.values)",
                 )
                 continue
+            entry = self.catalog.components.get(name)
+            manifest_path = next((p for p in (entry.manifest_values if entry else ()) if paths_intersect(o.path, p)), None)
+            if manifest_path is not None:
+                self.problem(
+                    o,
+                    f"'{o.path}' cannot be bound to a Terraform variable: '{manifest_path}' is read only by "
+                    f"'{name}''s manifest templates, which are rendered at synth time (registry manifestValues)",
+                    component=name,
+                    fix="set the value statically (overrides.set or overrides.values)",
+                )
+                continue
             owned = policy_owned_paths(name, self.recipe, self.catalog)
             hit = next(((p, why) for p, why in owned.items() if paths_intersect(o.path, p)), None)
             if hit is not None:

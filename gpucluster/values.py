@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from gpucluster.model import scalar_type
 
@@ -106,6 +106,27 @@ def set_path(values: dict[str, Any], path: str | list[str], value: Any) -> None:
         node.pop(parts[-1], None)
     else:
         node[parts[-1]] = copy.deepcopy(value)
+
+
+def without_paths(values: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """A deep copy of ``values`` without the dotted ``paths`` (absent paths are ignored); an
+    object left empty by a removal is removed too, so no empty parent reaches a chart."""
+    out = copy.deepcopy(dict(values))
+    for path in paths:
+        parts = split_path(path)
+        chain: list[dict[str, Any]] = [out]
+        for part in parts[:-1]:
+            nxt = chain[-1].get(part)
+            if not isinstance(nxt, dict):
+                break
+            chain.append(nxt)
+        else:
+            chain[-1].pop(parts[-1], None)
+            for parent, key, child in zip(reversed(chain[:-1]), reversed(parts[:-1]), reversed(chain[1:])):
+                if child:
+                    break
+                parent.pop(key, None)
+    return out
 
 
 def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
