@@ -458,6 +458,12 @@ for _generated in ("constructs", DIST.name):
     _cache_type_hints(sys.modules[_generated])
 App = _framework.App
 AssetType = _framework.AssetType
+AzurermBackend = _framework.AzurermBackend
+"""Terraform's ``azurerm`` backend (cdktf 0.21 / cdktn 0.24). A stack reading another stack's
+outputs gets, from this backend's ``getRemoteStateDataSource``, a
+:data:`DataTerraformRemoteStateAzurerm` with the same settings (and ``workspace =
+terraform.workspace``)."""
+DataTerraformRemoteStateAzurerm = _framework.DataTerraformRemoteStateAzurerm
 CloudBackend = _framework.CloudBackend
 DataResource = _framework.DataResource
 Fn = _framework.Fn

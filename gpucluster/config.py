@@ -177,7 +177,7 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
     fleet_mod.check_members(fleet, clusters, min_kubernetes=platform_for("aks", file=source).min_kubernetes)
     fleet_mod.check_cloud_fan_in(fleet, clusters)
     for cluster in clusters:  # one HCP Terraform project per fleet unless the backend names one
-        if cluster.backend is not None and cluster.backend.get("project") is None:
+        if cluster.backend is not None and cluster.backend.get("type") == "cloud" and cluster.backend.get("project") is None:
             from gpucluster.backends import PROJECT_NAME, PROJECT_NAME_MAX
 
             if PROJECT_NAME.match(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
@@ -217,8 +217,8 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         else:
             spec.backend = default_backend
         spec.backend_key = backend_key
-        backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=f"{backend_key}.workspacePrefix")
-        backend_keys.append(f"{backend_key}.workspacePrefix")
+        backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=backends.prefix_key(backend_key, spec.backend))
+        backend_keys.append(backends.prefix_key(backend_key, spec.backend))
         if spec.name in seen:
             raise GpuclusterError(
                 f"cluster name '{spec.name}' is used twice (clusters[{seen[spec.name]}] and clusters[{i}])",

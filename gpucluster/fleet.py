@@ -669,10 +669,12 @@ def check_cloud_fan_in(fleet: FleetSpec, clusters: Sequence[Any]) -> None:
     Raises:
         GpuclusterError: a non-last group with more than 20 clusters on the cloud backend.
     """
+    from gpucluster.backends import is_cloud
+
     by_name = {c.name: c for c in clusters}
     for g in fleet.groups[:-1]:
         names = [m.cluster for m in fleet.members.values() if m.group == g.name]
-        if len(names) > MAX_RUN_TRIGGER_SOURCES and any(by_name[n].backend is not None for n in names):
+        if len(names) > MAX_RUN_TRIGGER_SOURCES and any(is_cloud(by_name[n].backend) for n in names):
             raise _err(f"update group '{g.name}' has {len(names)} clusters; its barrier workspace would need {len(names)} run "
                        f"trigger sources and HCP Terraform allows {MAX_RUN_TRIGGER_SOURCES}", file=fleet.source, key="fleet.groups",
                        fix=f"split the group into groups of at most {MAX_RUN_TRIGGER_SOURCES} clusters (e.g. prod1, prod2)")
@@ -854,9 +856,9 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
         HCP Terraform's limit; beyond that, queue the fleet workspace yourself); the barrier ``<fleet>-after-<group>`` after the group's runtime workspaces; the next
         group's runtime workspaces after the barrier; the hub workspace after the fleet workspace.
     """
-    from gpucluster.backends import workspace_name
+    from gpucluster.backends import is_cloud, workspace_name
 
-    backend = next((c.backend for c in clusters if c.backend is not None), None)
+    backend = next((c.backend for c in clusters if is_cloud(c.backend)), None)
     if backend is None:
         return None
     ws = lambda stack: workspace_name(backend, stack)  # noqa: E731

@@ -282,7 +282,9 @@ class ClusterSpec:
         source: the file this spec came from (``<embedded default>`` otherwise).
         backend: Terraform backend of the cluster's stacks: ``None`` = local state files
             (default), or the normalized ``cloud`` mapping ``{"type": "cloud", "organization",
-            "workspacePrefix", "hostname", "project"}`` (:mod:`gpucluster.backends`).
+            "workspacePrefix", "hostname", "project"}`` or ``azurerm`` mapping ``{"type":
+            "azurerm", "storageAccountName", "containerName", "keyPrefix", "useAzureadAuth", ...}``
+            (:mod:`gpucluster.backends`).
         index: the cluster's position in the file's ``clusters`` list (set by the loader; None
             for a spec built in code). The core makes error keys absolute with it
             (:func:`absolute_key`: ``pools[1].gpu`` -> ``clusters[3].pools[1].gpu``); plugins

@@ -6,8 +6,8 @@ import os
 import shutil
 from typing import Any, Mapping
 
-from constructs_lib.cdk import CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
-from gpucluster.backends import workspace_name
+from constructs_lib.cdk import AzurermBackend, CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
+from gpucluster.backends import state_key, workspace_name
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec
 
@@ -61,6 +61,37 @@ def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> Clou
     )
 
 
+def use_azurerm_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> AzurermBackend:
+    """Configure Terraform's ``azurerm`` backend with the stack's own state blob.
+
+    ``backend`` is the normalized mapping of :func:`gpucluster.backends.parse_backend`; the blob
+    is :func:`gpucluster.backends.state_key` (``<keyPrefix><stack name>.tfstate``) in
+    ``containerName`` of ``storageAccountName``. ``use_azuread_auth`` is always written (true
+    unless the cluster file says ``useAzureadAuth: false``); ``resource_group_name``,
+    ``subscription_id``, ``tenant_id`` and ``use_oidc`` only when the cluster file sets them.
+    No access key, SAS token or client secret is ever written: Terraform reads them from
+    ``ARM_*`` environment variables, ``az login``, a managed identity or OIDC (Terraform
+    documentation "Backend Type: azurerm",
+    https://developer.hashicorp.com/terraform/language/backend/azurerm). A stack that reads this
+    stack's outputs (cross-stack reference) gets a ``terraform_remote_state`` data source with
+    backend ``azurerm`` and the same settings (cdktf's ``DataTerraformRemoteStateAzurerm``).
+    """
+    optional = {
+        "resource_group_name": backend.get("resourceGroupName"),
+        "subscription_id": backend.get("subscriptionId"),
+        "tenant_id": backend.get("tenantId"),
+        "use_oidc": backend.get("useOidc"),
+    }
+    return AzurermBackend(
+        stack,
+        storage_account_name=backend["storageAccountName"],
+        container_name=backend["containerName"],
+        key=state_key(backend, stack.node.id),
+        use_azuread_auth=backend["useAzureadAuth"],
+        **{name: value for name, value in optional.items() if value is not None},
+    )
+
+
 REQUIRED_TERRAFORM = ">= 1.4"
 """``terraform.required_version`` of every stack: lifecycle postconditions (AKS upgrade check) need
 Terraform 1.2, the ``cloud`` block 1.1, ``terraform_data`` (gates, fleet barriers) 1.4."""
@@ -71,12 +102,13 @@ def require_terraform(stack: TerraformStack) -> None:
     stack.add_override("terraform.required_version", REQUIRED_TERRAFORM)
 
 
-def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | CloudBackend:
+def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | CloudBackend | AzurermBackend:
     """Configure the backend the cluster file chose for ``cluster`` (``ClusterSpec.backend``).
 
     Every stack also gets ``terraform.required_version`` (:func:`require_terraform`).
     ``None`` (default, ``type: local``): :func:`use_local_backend`.
     ``type: cloud``: :func:`use_cloud_backend`.
+    ``type: azurerm``: :func:`use_azurerm_backend` (no Terraform CLI needed to synthesize).
 
     Raises:
         GpuclusterError: ``type: cloud`` but the Terraform CLI is not on ``PATH``. cdktf's
@@ -88,6 +120,8 @@ def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | C
     backend = cluster.backend
     if backend is None:
         return use_local_backend(stack)
+    if backend.get("type") == "azurerm":
+        return use_azurerm_backend(stack, backend)
     if shutil.which(terraform_binary()) is None:
         raise GpuclusterError(
             f"backend type 'cloud' needs the Terraform CLI (>= 1.1) while synthesizing, and '{terraform_binary()}' "

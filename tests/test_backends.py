@@ -78,8 +78,8 @@ def test_longest_allowed_workspace_name(tmp_path):
 
 PER_CLUSTER = [
     ("[cloud]", "key=clusters[0].backend: 'clusters[0].backend' must be a mapping, not a list"),
-    ("{organization: acme}", "key=clusters[0].backend.type: missing key 'clusters[0].backend.type' (allowed: local, cloud)"),
-    ("{type: remote, organization: acme}", "key=clusters[0].backend.type: unknown backend type 'remote' (allowed: local, cloud)"),
+    ("{organization: acme}", "key=clusters[0].backend.type: missing key 'clusters[0].backend.type' (allowed: local, cloud, azurerm)"),
+    ("{type: remote, organization: acme}", "key=clusters[0].backend.type: unknown backend type 'remote' (allowed: local, cloud, azurerm)"),
     ("{type: local, path: x.tfstate}",
      "key=clusters[0].backend.path: unknown key 'path' for backend type 'local' (allowed: type)"),
     ("{type: cloud, workspacePrefix: gpu-}",
@@ -124,7 +124,7 @@ def test_token_in_the_file_is_refused_with_where_credentials_come_from(tmp_path)
 
 def test_top_level_refusal_names_the_top_level_key(tmp_path):
     text = error(tmp_path, "backend: {type: s3}\nclusters:\n" + CLUSTER.format(name="a"))
-    assert "key=backend.type: unknown backend type 's3' (allowed: local, cloud)" in text
+    assert "key=backend.type: unknown backend type 's3' (allowed: local, cloud, azurerm)" in text
     text = error(tmp_path, "backend: cloud\nclusters:\n" + CLUSTER.format(name="a"))
     assert "key=backend: 'backend' must be a mapping, not a string" in text
 
