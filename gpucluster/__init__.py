@@ -2,7 +2,7 @@
 
 The package root is the pure-Python domain core (recipes, resolution, overrides,
 policies, gates as data). It never imports cdktf or provider bindings; those live
-behind ``constructs_lib.cdk``. The plugin SDK for third parties is ``gpucluster.sdk``.
+behind ``gpucluster_cdk.constructs_lib.cdk``. The plugin SDK for third parties is ``gpucluster.sdk``.
 """
 
 __version__ = "0.1.0"

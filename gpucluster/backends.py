@@ -49,8 +49,8 @@ Name rules (refused at input time, before anything is written):
   (the same Azure page);
 * subscription and tenant ids: GUIDs.
 
-The stacks layer (``stacks/common.py``) turns the mapping into cdktf's ``CloudBackend`` with a
-``NamedCloudWorkspace``, or ``AzurermBackend``; this module never imports cdktf.
+The stacks layer (``gpucluster_cdk/stacks/common.py``) turns the mapping into cdktf's
+``CloudBackend`` with a ``NamedCloudWorkspace``, or ``AzurermBackend``; this module never imports cdktf.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ DEFAULT_HOSTNAME = "app.terraform.io"
 STATE_KEY_SUFFIX = ".tfstate"
 
 STACK_SUFFIXES = ("-cluster", "-runtime")
-"""Stack name suffixes (``stacks.common.cluster_stack_name`` / ``runtime_stack_name``); one
+"""Stack name suffixes (``gpucluster_cdk.stacks.common.cluster_stack_name`` / ``runtime_stack_name``); one
 workspace per stack."""
 
 WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -175,7 +175,7 @@ def render_crd_step_chart(cluster: Any, component: Component, names: list[str]) 
 
     RBAC: ``create`` on CustomResourceDefinitions (Kubernetes cannot restrict create by name) and
     ``get``/``patch`` on exactly ``names``. The bundle (``crdsGz``, base64 gzip) and its hash come
-    from Terraform (:mod:`constructs_lib.helm`: ``helm_template`` of the component's chart at its
+    from Terraform (:mod:`gpucluster_cdk.constructs_lib.helm`: ``helm_template`` of the component's chart at its
     pinned version with ``include_crds``), so a chart version bump changes the step, re-runs the
     Job, and the operator's release -- which depends on the step -- upgrades only afterwards.
     """

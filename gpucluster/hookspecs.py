@@ -201,7 +201,7 @@ def gpucluster_cluster_stack(scope: Any, cluster: ClusterSpec, recipe: Recipe) -
 
     Called at synth only, for platforms with ``provisions_cluster=True`` and clusters without
     ``existing:``. This is the one hook that touches cdktf: import cdktf, provider bindings or
-    ``constructs_lib`` *inside* the implementation so loading the plugin stays free of cdktf.
+    ``gpucluster_cdk.constructs_lib`` *inside* the implementation so loading the plugin stays free of cdktf.
 
     firstresult: yes.
 

@@ -8,7 +8,7 @@ Data flow (each step adds one kind of knowledge)::
       -> Component values   (gpucluster.pipeline)   overrides, node scheduling, plugin adjustments
       -> Finding list       (gpucluster.policy)     fail closed before anything is written
       -> RuntimePlan        (gpucluster.pipeline)   PlanNodes: charts, manifest charts, gates, edges
-      -> constructs/stacks  (constructs_lib, stacks) the only place that imports cdktf
+      -> constructs/stacks  (gpucluster_cdk.constructs_lib, stacks) the only place that imports cdktf
 
 All mappings of Helm values are plain ``dict``/``list``/scalars as YAML would load them.
 """
@@ -759,7 +759,7 @@ def scalar_type(value: Any) -> str | None:
 
     The one rule for both sides: the core's ``helm_release.set`` entry type
     (:func:`gpucluster.values.set_entries`) and the constructs' variable type
-    (``constructs_lib.helm``), which imports only plain types from here.
+    (``gpucluster_cdk.constructs_lib.helm``), which imports only plain types from here.
     """
     if isinstance(value, bool):
         return "bool"

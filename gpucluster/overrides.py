@@ -65,7 +65,7 @@ TF_RESERVED_VARIABLE_NAMES = frozenset(
 """Names Terraform reserves for module/meta arguments; a variable may not use them."""
 
 RUNTIME_STACK_VARIABLE_NAMES = ("kubeconfig_path", "kube_context")
-"""Variables the runtime stack declares itself for existing clusters (stacks/runtime.py); a
+"""Variables the runtime stack declares itself for existing clusters (gpucluster_cdk/stacks/runtime.py); a
 value bound to one of them would silently share it (the stack declares a variable once)."""
 
 

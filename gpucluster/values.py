@@ -150,7 +150,7 @@ def values_yaml(values: Mapping[str, Any]) -> str:
     """Helm values as ONE deterministic YAML document (sorted keys, block style, UTF-8).
 
     This is the text Helm receives from ``helm_release.values[0]`` once Terraform has resolved
-    the escapes ``constructs_lib.helm.values_document`` adds.
+    the escapes ``gpucluster_cdk.constructs_lib.helm.values_document`` adds.
     """
     import yaml
 

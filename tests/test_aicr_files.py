@@ -143,7 +143,7 @@ def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):
 
 
 def test_real_files_synthesize_terraform(plans, tmp_path):
-    import stacks
+    from gpucluster_cdk import stacks
 
     out = tmp_path / "cdktf.out"
     names = stacks.synth(list(plans.values()), out)

@@ -71,8 +71,8 @@ def test_cluster_connection_refuses_ambiguous_credentials(connection, message):
     ],
 )
 def test_helm_provider_renders_each_auth_shape(connection, expected):
-    from constructs_lib.cdk import TerraformStack, Testing
-    from stacks.runtime import connect_helm_provider
+    from gpucluster_cdk.constructs_lib.cdk import TerraformStack, Testing
+    from gpucluster_cdk.stacks.runtime import connect_helm_provider
 
     stack = TerraformStack(Testing.app(), "s")
     connect_helm_provider(stack, connection)
@@ -273,8 +273,8 @@ def test_each_bad_setting_is_one_input_error_naming_its_key(settings, key):
 
 
 def test_strings_reaching_terraform_are_escaped():
-    from constructs_lib.cdk import TerraformStack, Testing
-    from constructs_lib import AksGpuCluster
+    from gpucluster_cdk.constructs_lib.cdk import TerraformStack, Testing
+    from gpucluster_cdk.constructs_lib import AksGpuCluster
 
     p = props_of({"kubelogin": {"env": {"AZURE_FEDERATED_TOKEN_FILE": "/t/${x}"}}})
     stack = TerraformStack(Testing.app(), "s")

@@ -74,16 +74,16 @@ def _python_files(*roots: Path) -> list[Path]:
     return files
 
 
-FLEET_LOCATION = {("gpucluster/fleet.py", "DEFAULT_REGION"), ("constructs_lib/fleet.py", "DEFAULT_REGION")}
+FLEET_LOCATION = {("gpucluster/fleet.py", "DEFAULT_REGION"), ("gpucluster_cdk/constructs_lib/fleet.py", "DEFAULT_REGION")}
 """The Fleet Manager hub's own default location (issue 15): the same region string, but a fleet
 decision, not an AKS cluster's. Listed here so a new copy anywhere else still fails."""
 
-CORE = (ROOT / "gpucluster", ROOT / "constructs_lib", ROOT / "stacks", ROOT / "main.py")
+CORE = (ROOT / "gpucluster", ROOT / "gpucluster_cdk", ROOT / "main.py")
 
 
 def test_aks_facts_are_defined_only_in_the_aks_plugin():
     found = []
-    for facts, files in ((_facts(), _python_files(*CORE)), (_floor(), _python_files(ROOT / "constructs_lib", ROOT / "stacks"))):
+    for facts, files in ((_facts(), _python_files(*CORE)), (_floor(), _python_files(ROOT / "gpucluster_cdk" / "constructs_lib", ROOT / "gpucluster_cdk" / "stacks"))):
         for path in files:
             for line, value in _code_constants(path):
                 for name, fact in facts.items():
@@ -106,7 +106,7 @@ def test_the_scan_finds_a_fact_when_one_is_there(tmp_path):
 def test_the_construct_has_no_aks_defaults():
     import dataclasses
 
-    from constructs_lib import AksGpuClusterProps
+    from gpucluster_cdk.constructs_lib import AksGpuClusterProps
 
     required = [f.name for f in dataclasses.fields(AksGpuClusterProps)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -211,7 +211,7 @@ GOOD_INPUTS = [
 
 @pytest.mark.parametrize("extra", GOOD_INPUTS)
 def test_props_of_every_accepted_input_pass_the_construct_validation(extra, tmp_path, monkeypatch):
-    from constructs_lib import validate_props
+    from gpucluster_cdk.constructs_lib import validate_props
     from gpucluster.config import load_clusters
     from gpucluster.pipeline import build_plans
     from gpucluster_aks.cluster import cluster_props

@@ -23,7 +23,7 @@ import pytest
 
 from _support import tree
 
-import stacks
+from gpucluster_cdk import stacks
 from gpucluster import backends, config
 from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError

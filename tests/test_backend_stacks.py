@@ -16,7 +16,7 @@ import pytest
 
 from _support import tree
 
-import stacks
+from gpucluster_cdk import stacks
 from gpucluster.backends import parse_backend
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ExistingCluster

@@ -1,4 +1,4 @@
-"""constructs_lib/cdk.py imports only the binding submodules a stack uses, keeping jsii's type
+"""gpucluster_cdk/constructs_lib/cdk.py imports only the binding submodules a stack uses, keeping jsii's type
 registry right, and the AKS-free synth paths never touch azurerm.
 
 Each check runs in a fresh interpreter (what is imported is per process), under the
@@ -40,8 +40,8 @@ import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from gpucluster.config import load_clusters
 from gpucluster.pipeline import build_plans
-import stacks
-from constructs_lib import cdk
+from gpucluster_cdk import stacks
+from gpucluster_cdk.constructs_lib import cdk
 """
 
 
@@ -65,7 +65,7 @@ subs = sorted({m.split(".")[1] for m in sys.modules if m.startswith(pkg + ".")} 
 print(json.dumps({"subs": subs, "pkg_init_ran": hasattr(sys.modules[pkg], "__all__"), "lazy": cdk.DIST.lazy_bindings,
                   "loaded": cdk.azurerm_loaded()}))
 """, tmp_path)
-    used = {"_jsii", *(sub for sub in __import__("constructs_lib.cdk", fromlist=["x"]).AZURERM_CLASSES)}
+    used = {"_jsii", *(sub for sub in __import__("gpucluster_cdk.constructs_lib.cdk", fromlist=["x"]).AZURERM_CLASSES)}
     assert out["loaded"] is True
     assert set(out["subs"]) <= used, f"imported more than the class table: {sorted(set(out['subs']) - used)}"
     assert {"_jsii", "kubernetes_cluster", "kubernetes_cluster_node_pool", "resource_group", "provider"} <= set(out["subs"])
@@ -142,7 +142,7 @@ def test_node_options_node_refuses_is_one_input_error_line_and_writes_nothing(tm
 
 
 def test_node_options_node_accepts_is_left_alone():
-    from constructs_lib import cdk
+    from gpucluster_cdk.constructs_lib import cdk
 
     from gpucluster.errors import GpuclusterError
 
@@ -157,7 +157,7 @@ def test_kernel_output_is_muted_as_soon_as_a_stop_signal_arrives(tmp_path):
     before any Python-level handler ran (a handler that does nothing here); SIGUSR1 is not a stop."""
     out = run("""
 import json, os, signal
-from constructs_lib import cdk
+from gpucluster_cdk.constructs_lib import cdk
 before = cdk._stop_signal_arrived()
 for signum in (signal.SIGUSR1, signal.SIGTERM):
     signal.signal(signum, lambda *a: None)
@@ -171,11 +171,11 @@ print(json.dumps({"watching": bool(cdk._WAKEUP_READ_FD), "before": before, "usr1
 
 
 def test_a_binding_class_not_in_the_table_is_named():
-    from constructs_lib import cdk
+    from gpucluster_cdk.constructs_lib import cdk
 
     try:
         cdk.helm().NoSuchClass
     except AttributeError as err:
-        assert "NoSuchClass is not in the class table" in str(err) and "constructs_lib/cdk.py" in str(err)
+        assert "NoSuchClass is not in the class table" in str(err) and "gpucluster_cdk/constructs_lib/cdk.py" in str(err)
     else:
         raise AssertionError("an unknown class must raise AttributeError")

@@ -33,7 +33,7 @@ def _synth(text: str | None, folder: Path, monkeypatch) -> Path:
     from gpucluster import yamlsafe
     from gpucluster.config import load_clusters
     from gpucluster.pipeline import build_plans
-    import stacks
+    from gpucluster_cdk import stacks
 
     monkeypatch.chdir(folder)
     path = None

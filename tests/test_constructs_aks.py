@@ -14,10 +14,10 @@ import subprocess
 
 import pytest
 
-from constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, validate_props
-from constructs_lib.aks import upgrade_skip_condition
-from constructs_lib.cdk import AZURERM_PROVIDER_VERSION, TerraformStack
-from constructs_lib.cdk import Testing as CdkTesting
+from gpucluster_cdk.constructs_lib import AksGpuCluster, AksGpuClusterProps, NodePoolProps, validate_props
+from gpucluster_cdk.constructs_lib.aks import upgrade_skip_condition
+from gpucluster_cdk.constructs_lib.cdk import AZURERM_PROVIDER_VERSION, TerraformStack
+from gpucluster_cdk.constructs_lib.cdk import Testing as CdkTesting
 
 SYSTEM = NodePoolProps(name="system", vm_size="Standard_D8s_v5", node_count=2, temporary_name_for_rotation="systemtmp")
 GPU = NodePoolProps(name="gpu", vm_size="Standard_ND96isr_H100_v5", gpu_driver="Install",

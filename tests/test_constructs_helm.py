@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import constructs_lib.helm as helm_module
-from constructs_lib.cdk import HELM_PROVIDER_VERSION, App, AssetType, Construct, TerraformAsset, TerraformStack
-from constructs_lib.cdk import Testing as CdkTesting
-from constructs_lib.helm import (
+import gpucluster_cdk.constructs_lib.helm as helm_module
+from gpucluster_cdk.constructs_lib.cdk import HELM_PROVIDER_VERSION, App, AssetType, Construct, TerraformAsset, TerraformStack
+from gpucluster_cdk.constructs_lib.cdk import Testing as CdkTesting
+from gpucluster_cdk.constructs_lib.helm import (
     HelmComponent,
     HelmComponentProps,
     LocalChartRelease,
@@ -26,7 +26,7 @@ from constructs_lib.helm import (
 from gpucluster.manifests import content_hash
 from gpucluster.model import scalar_type
 from plan_factory import local_chart
-from stacks.runtime import values_props, values_text
+from gpucluster_cdk.stacks.runtime import values_props, values_text
 
 
 def synth(build, *, validate: bool = True) -> dict:
@@ -219,10 +219,10 @@ def test_two_apps_in_one_process_do_not_share_staged_charts(request):
 def test_provider_versions_are_pinned_and_documented():
     """The provider version is whatever the installed binding pins: the bindings must be pinned
     exactly, or a fresh install synthesizes another provider version than docs/synth.md says.
-    Both distributions' pins (extras ``cdk`` and ``cdktn``) match constructs_lib/cdk.py and the docs."""
+    Both distributions' pins (extras ``cdk`` and ``cdktn``) match gpucluster_cdk/constructs_lib/cdk.py and the docs."""
     import tomllib
 
-    from constructs_lib import cdk
+    from gpucluster_cdk.constructs_lib import cdk
 
     root = Path(__file__).resolve().parents[1]
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]

@@ -1,4 +1,4 @@
-"""Layering: only constructs_lib/cdk.py imports the CDK framework and provider bindings."""
+"""Layering: only gpucluster_cdk/constructs_lib/cdk.py imports the CDK framework and provider bindings."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_only_cdk_module_imports_the_framework():
     offenders = {
         str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] in FRAMEWORK)
         for rel, path in project_files()
-        if str(rel) != "constructs_lib/cdk.py"
+        if str(rel) != "gpucluster_cdk/constructs_lib/cdk.py"
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -44,7 +44,7 @@ TEST_KIT = "gpucluster/sdk/testing.py"
 
 def test_domain_core_never_imports_constructs_or_stacks():
     offenders = {
-        str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] in ("constructs_lib", "stacks"))
+        str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] == "gpucluster_cdk")
         for rel, path in project_files()
         if rel.parts[0] == "gpucluster" and str(rel) != TEST_KIT
     }
@@ -55,31 +55,31 @@ def test_the_test_kit_imports_the_stacks_only_inside_synth():
     tree = ast.parse((ROOT / TEST_KIT).read_text(encoding="utf-8"))
     module_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     module_level |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
-    assert not {m for m in module_level if m.split(".")[0] in ("constructs_lib", "stacks", *FRAMEWORK)}
+    assert not {m for m in module_level if m.split(".")[0] in ("gpucluster_cdk", *FRAMEWORK)}
     synth = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "synth")
-    assert {a.name for n in ast.walk(synth) if isinstance(n, ast.Import) for a in n.names} == {"stacks"}
+    assert {(n.module, a.name) for n in ast.walk(synth) if isinstance(n, ast.ImportFrom) for a in n.names} == {("gpucluster_cdk", "stacks")}
 
 
 def test_the_helm_constructs_know_no_plan():
-    """constructs_lib/helm.py renders the props it is given: plain types only (the LocalChart it
+    """gpucluster_cdk/constructs_lib/helm.py renders the props it is given: plain types only (the LocalChart it
     ships); values documents, set entries and the CRD bundle's limit are computed by the
-    PlanNode -> props mapping in stacks/runtime.py."""
-    imported = {m for m in imported_modules(ROOT / "constructs_lib" / "helm.py") if m.split(".")[0] == "gpucluster"}
+    PlanNode -> props mapping in gpucluster_cdk/stacks/runtime.py."""
+    imported = {m for m in imported_modules(ROOT / "gpucluster_cdk" / "constructs_lib" / "helm.py") if m.split(".")[0] == "gpucluster"}
     assert imported <= {"gpucluster.model"}
-    text = (ROOT / "constructs_lib" / "helm.py").read_text(encoding="utf-8")
+    text = (ROOT / "gpucluster_cdk" / "constructs_lib" / "helm.py").read_text(encoding="utf-8")
     assert "PlanNode" not in text and "from_plan_node" not in text
 
 
 PLAIN_TYPES = {"gpucluster.model"}
-"""What constructs_lib may import from gpucluster: the plain data types it is given."""
-ERRORS_ALLOWED = {"constructs_lib/cdk.py": {"gpucluster.errors"}}
+"""What gpucluster_cdk.constructs_lib may import from gpucluster: the plain data types it is given."""
+ERRORS_ALLOWED = {"gpucluster_cdk/constructs_lib/cdk.py": {"gpucluster.errors"}}
 """cdk.py reports an unknown CDK distribution setting as the one-line GpuclusterError (exit 2)."""
 
 
 def test_constructs_lib_imports_only_plain_types_from_gpucluster():
     offenders = {}
     for rel, path in project_files():
-        if rel.parts[0] != "constructs_lib":
+        if rel.parts[:2] != ("gpucluster_cdk", "constructs_lib"):
             continue
         imported = {m for m in imported_modules(path) if m.split(".")[0] == "gpucluster"}
         extra = imported - PLAIN_TYPES - ERRORS_ALLOWED.get(str(rel), set())

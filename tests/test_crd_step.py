@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from _support import ancestors
-import stacks
+from gpucluster_cdk import stacks
 from gate_harness import SHELLS, run_script
 from gpucluster import config, crds, graph, pipeline
 from gpucluster.config import parse_clusters

@@ -131,7 +131,7 @@ def test_a_plugin_error_at_synth_gets_the_absolute_key(tmp_path):
 
 
 def test_a_cloud_backend_without_terraform_names_where_the_backend_is_set(tmp_path):
-    """The core's synth-time check (stacks/common.py) names the cluster's own backend key."""
+    """The core's synth-time check (gpucluster_cdk/stacks/common.py) names the cluster's own backend key."""
     config = tmp_path / "gpucluster.yaml"
     config.write_text(second(AKS, "    existing: {kubeconfig: /etc/kube/config}\n"
                                   "    scheduling: {accelerated: {tolerations: ['nvidia.com/gpu:NoSchedule']}}\n"

@@ -307,7 +307,7 @@ CANARY, PROD = "canary-eastus", ("prod-eastus", "prod-westus3", "prod-swedencent
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
     """The example file (canary 1 cluster, prod 3) through the real pipeline and stacks.synth."""
-    import stacks
+    from gpucluster_cdk import stacks
     from gpucluster.pipeline import build_plans
 
     clusters, fleet = load_config(str(EXAMPLE))
@@ -355,7 +355,7 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
     assert auto["body"]["properties"]["channel"] == "Stable"
     assert auto["body"]["properties"]["updateStrategyId"].startswith("${azurerm_kubernetes_fleet_update_strategy.")
     assert tf["terraform"]["required_providers"]["azapi"] == {"source": "Azure/azapi", "version": "~> 2.0"}
-    from constructs_lib.cdk import AZURERM_PROVIDER_VERSION
+    from gpucluster_cdk.constructs_lib.cdk import AZURERM_PROVIDER_VERSION
 
     assert tf["terraform"]["required_providers"]["azurerm"]["version"] == AZURERM_PROVIDER_VERSION
 

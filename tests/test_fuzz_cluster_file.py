@@ -17,7 +17,7 @@ In-process cases drive ``gpucluster.cli.main(["plan", ...])``: the same loader a
 ``main.py`` runs before it imports cdktf. Catalog YAML files (not fuzzed) are parsed once per
 process and copied for every case, which is what keeps the long profile affordable. Cases that
 plan successfully with a Terraform payload in them are synthesized in-process
-(``stacks.synth``) now and then; a smaller number of real ``main.py`` subprocess runs checks the
+(``gpucluster_cdk.stacks.synth``) now and then; a smaller number of real ``main.py`` subprocess runs checks the
 whole script, previous output included (tests/test_fuzz_main.py).
 """
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, seed, settings
 
 import fuzz_cluster as fc
 from _support import run_main, tree
-from constructs_lib.tfstring import template_sequences
+from gpucluster_cdk.constructs_lib.tfstring import template_sequences
 from gpucluster import config
 from gpucluster.errors import GpuclusterError
 from test_fuzz_cluster_file import LINE, LONG, SEED
@@ -136,7 +136,7 @@ def test_string_fields_cover_the_schema():
 
 
 def test_every_string_field_of_the_schema_arrives_escaped(tmp_path):
-    import stacks
+    from gpucluster_cdk import stacks
 
     folder = tmp_path / "project"
     folder.mkdir()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import stacks
+from gpucluster_cdk import stacks
 from gpucluster import gates, graph, hashing, pipeline
 from gpucluster.config import parse_clusters
 from gpucluster.model import VariableHash

@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from constructs_lib.helm import HelmComponent, HelmComponentProps
-from stacks.runtime import values_props
+from gpucluster_cdk.constructs_lib.helm import HelmComponent, HelmComponentProps
+from gpucluster_cdk.stacks.runtime import values_props
 from test_constructs_helm import releases, synth
 
 
@@ -75,7 +75,7 @@ def test_terraform_plan_refuses_values_helm_would_split(doc, tmp_path, value, ok
 
 
 def test_a_default_helm_would_split_fails_synth():
-    from constructs_lib.cdk import validation_errors
+    from gpucluster_cdk.constructs_lib.cdk import validation_errors
 
     def build(stack):
         HelmComponent(stack, "op", HelmComponentProps(

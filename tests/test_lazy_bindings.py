@@ -1,5 +1,5 @@
-"""constructs_lib/lazy_bindings.cjs: the Node.js preload that makes a prebuilt binding's
-``lib/index.js`` require each resource module on first use (constructs_lib/cdk.py starts the jsii
+"""gpucluster_cdk/constructs_lib/lazy_bindings.cjs: the Node.js preload that makes a prebuilt binding's
+``lib/index.js`` require each resource module on first use (gpucluster_cdk/constructs_lib/cdk.py starts the jsii
 kernel with it). The synthesized JSON is unchanged (test_synth_e2e and the determinism tests)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PRELOAD = ROOT / "constructs_lib" / "lazy_bindings.cjs"
+PRELOAD = ROOT / "gpucluster_cdk" / "constructs_lib" / "lazy_bindings.cjs"
 
 # The two line shapes of the real bindings: cdktf (`exports.x = require("./x")`) and cdktn
 # (`exports.x = __importStar(require("./x/index"))`), plus a line the preload must leave alone.
@@ -81,7 +81,7 @@ def test_unlisted_package_is_compiled_unchanged(tmp_path):
 
 def test_kernel_environment_is_restored_after_start():
     code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); os.environ['NODE_OPTIONS'] = '--no-warnings'\n"
-            "import constructs_lib.cdk as cdk\n"
+            "import gpucluster_cdk.constructs_lib.cdk as cdk\n"
             "print(os.environ.get('NODE_OPTIONS'), os.environ.get('GPUCLUSTER_LAZY_JS_PACKAGES'), "
             "','.join(cdk.DIST.binding_js_packages))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -93,10 +93,10 @@ def test_kernel_environment_is_restored_after_start():
 
 
 def test_binding_js_packages_name_the_installed_assemblies():
-    """The npm names in constructs_lib/cdk.py are the assemblies the installed bindings load."""
+    """The npm names in gpucluster_cdk/constructs_lib/cdk.py are the assemblies the installed bindings load."""
     import importlib.util
 
-    from constructs_lib import cdk
+    from gpucluster_cdk.constructs_lib import cdk
 
     for package, npm in zip((cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages):
         spec = importlib.util.find_spec(package)

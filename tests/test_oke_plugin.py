@@ -49,11 +49,11 @@ def test_the_import_check_sees_core_relative_and_dynamic_imports(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
         "from gpucluster.values import deep_merge\nimport gpucluster.recipe\nfrom . import x\n"
-        "import constructs_lib\n__import__('os')\nimport importlib\nfrom gpucluster.sdk import hookimpl\nimport json\n"
+        "import gpucluster_cdk.constructs_lib\n__import__('os')\nimport importlib\nfrom gpucluster.sdk import hookimpl\nimport json\n"
     )
     assert _bad_imports([probe]) == [
         "probe.py:1: gpucluster.values", "probe.py:2: gpucluster.recipe", "probe.py:3: .",
-        "probe.py:4: constructs_lib", "probe.py:5: __import__()", "probe.py:6: importlib",
+        "probe.py:4: gpucluster_cdk.constructs_lib", "probe.py:5: __import__()", "probe.py:6: importlib",
     ]
 
 

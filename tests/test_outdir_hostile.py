@@ -2,7 +2,7 @@
 volume), a full disk, a previous output owned by another user, a folder the user cannot write.
 
 Mounts and ownership changes need root (skipped otherwise); the other user is ``nobody`` (65534)
-through ``setpriv``, running the system Python on ``stacks/outdir.py`` loaded by path (the
+through ``setpriv``, running the system Python on ``gpucluster_cdk/stacks/outdir.py`` loaded by path (the
 ``stacks`` package imports cdktf). Real ``main.py`` runs use an existing-cluster file (no azurerm
 binding) so they stay short.
 """
@@ -94,7 +94,7 @@ _READABLE: list[Path] = []
 
 
 def _readable_copy() -> Path:
-    """A copy of ``stacks/outdir.py`` and the ``gpucluster`` package that nobody can read.
+    """A copy of ``gpucluster_cdk/stacks/outdir.py`` and the ``gpucluster`` package that nobody can read.
 
     The checkout may sit under a folder only root can enter (``mktemp -d`` makes mode 0700), so
     nobody cannot import from it; the copy lives in a 0755 folder under /tmp, made once.
@@ -107,7 +107,7 @@ def _readable_copy() -> Path:
         atexit.register(shutil.rmtree, top, True)
         shutil.copytree(ROOT / "gpucluster", top / "gpucluster", ignore=shutil.ignore_patterns("__pycache__"))
         (top / "stacks").mkdir()
-        shutil.copy2(ROOT / "stacks" / "outdir.py", top / "stacks" / "outdir.py")
+        shutil.copy2(ROOT / "gpucluster_cdk" / "stacks" / "outdir.py", top / "stacks" / "outdir.py")
         for path in [top, *top.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         _READABLE.append(top)
@@ -115,7 +115,7 @@ def _readable_copy() -> Path:
 
 
 def _as_nobody(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run ``code`` as nobody with ``replace``/``staged`` bound to stacks/outdir.py (loaded by path)."""
+    """Run ``code`` as nobody with ``replace``/``staged`` bound to gpucluster_cdk/stacks/outdir.py (loaded by path)."""
     src = _readable_copy()
     prelude = textwrap.dedent(f"""
         import importlib.util, sys

@@ -51,7 +51,7 @@ PLAN_AND_MODULES = (
     "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata', 'jinja2', 'yaml')]); "
     "print(*sorted(m for m in sys.modules if m.partition('.')[0] in sys.argv[1:])); print(out.getvalue(), end='')"
 )
-NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "constructs_lib", "stacks", "helm_python",
+NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "gpucluster_cdk", "helm_python",
                   "kubernetes_validate", "gpucluster.recipe_result", "gpucluster.render", "gpucluster.lint")
 """Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
 Helm's engine and the lint and RecipeResult modules are for other commands)."""

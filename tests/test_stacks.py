@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import stacks
+from gpucluster_cdk import stacks
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ExistingCluster, NodeScheduling, Toleration
 from gpucluster.sdk import Platform, hookimpl
@@ -233,7 +233,7 @@ def test_runtime_only_app_does_not_import_azurerm(tmp_path):
         "import sys; sys.path.insert(0, 'tests')\n"
         "from plan_factory import make_plan\n"
         "from gpucluster.model import ExistingCluster\n"
-        "import stacks\n"
+        "from gpucluster_cdk import stacks\n"
         f"stacks.synth([make_plan('edge', existing=ExistingCluster())], {str(tmp_path / 'out')!r})\n"
         "print(sorted(m for m in sys.modules if '_provider_' in m))\n"
     )

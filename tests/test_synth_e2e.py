@@ -91,7 +91,7 @@ def test_cdktf_synth_writes_cluster_and_runtime_stacks(cli_out, default_plans):
 
 
 def test_same_input_in_another_folder_is_byte_identical(cli_out, default_plans, tmp_path, monkeypatch):
-    import stacks
+    from gpucluster_cdk import stacks
 
     monkeypatch.chdir(tmp_path)
     stacks.synth(default_plans, "elsewhere/cdktf.out")

@@ -1,4 +1,4 @@
-"""Atomic replacement of the output folder (stacks.outdir; no cdktf needed)."""
+"""Atomic replacement of the output folder (gpucluster_cdk.stacks.outdir; no cdktf needed)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from _support import make, tree
 
 from gpucluster.errors import GpuclusterError
-from stacks import outdir as outdir_mod
-from stacks.outdir import replace_dir, staged_outdir
+from gpucluster_cdk.stacks import outdir as outdir_mod
+from gpucluster_cdk.stacks.outdir import replace_dir, staged_outdir
 
 
 def test_staged_outdir_replaces_previous_output(tmp_path):

@@ -1,4 +1,4 @@
-"""constructs_lib.tfstring: the one escaping function, checked against the real Terraform parser."""
+"""gpucluster_cdk.constructs_lib.tfstring: the one escaping function, checked against the real Terraform parser."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructs_lib.tfstring import literal, literal_tree, template_sequences, unexpected_templates
+from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree, template_sequences, unexpected_templates
 
 SAMPLES = [
     "${file(\"/etc/hostname\")}",

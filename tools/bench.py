@@ -68,7 +68,7 @@ CLUSTER = """\
 """
 
 BINDINGS_CODE = """
-import constructs_lib.cdk as cdk
+import gpucluster_cdk.constructs_lib.cdk as cdk
 h, a = cdk.helm(), cdk.azurerm()
 for name in ("HelmProvider", "HelmProviderKubernetes", "Release", "ReleaseSet"):
     getattr(h, name)
@@ -311,7 +311,7 @@ def print_table(rows: list[Row], runs: int, interval: float) -> None:
         print("per extra cluster (" + ", ".join(per) + ")")
 
 
-BYTECODE_DIRS = ("gpucluster", "plugins", "constructs_lib", "stacks", "main.py")
+BYTECODE_DIRS = ("gpucluster", "plugins", "gpucluster_cdk", "main.py")
 
 
 def compile_project(project: Path) -> None:

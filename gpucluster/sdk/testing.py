@@ -186,7 +186,7 @@ class PluginKit:
         Raises:
             gpucluster.sdk.GpuclusterError: bad input, error findings or construct errors.
         """
-        import stacks
+        from gpucluster_cdk import stacks
 
         if isinstance(document, (Mapping, str)):
             plans = self.plans(document)

@@ -4,7 +4,7 @@ Registered under the ``gpucluster`` entry-point group exactly like a third-party
 written against the public SDK (:mod:`gpucluster.sdk`) only. Each hook lives in one submodule:
 
 * ``platform``  gpucluster_platforms, gpucluster_catalog_dirs, gpucluster_prepare_cluster
-* ``cluster``   gpucluster_cluster_stack (the only place importing ``constructs_lib``, lazily)
+* ``cluster``   gpucluster_cluster_stack (the only place importing ``gpucluster_cdk.constructs_lib``, lazily)
 * ``policy``    gpucluster_policy_checks (AKS-specific checks)
 * ``gates``     gpucluster_gates (AKS readiness gates)
 """

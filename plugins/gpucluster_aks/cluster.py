@@ -1,10 +1,10 @@
 """AKS plugin: ``gpucluster_cluster_stack`` (the only AKS code that touches cdktf).
 
-``constructs_lib`` is imported inside the functions, so loading the plugin (and every pure-Python
+``gpucluster_cdk.constructs_lib`` is imported inside the functions, so loading the plugin (and every pure-Python
 command: recipe, plan, graph) never imports cdktf or the azurerm binding. Every AKS decision is
 taken in :mod:`gpucluster_aks.platform` (``gpucluster_prepare_cluster`` writes it into the
 ClusterSpec and refuses bad input at plan time); this module only maps the prepared spec to
-:class:`constructs_lib.AksGpuClusterProps`.
+:class:`gpucluster_cdk.constructs_lib.AksGpuClusterProps`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _pool_props(cluster: ClusterSpec, pool, settings: AksSettings, *, system: bo
     """Per-pool production settings: ephemeral OS disk where the size allows, zones, max pods,
     host encryption, subnet, upgrade settings (GPU pools: no surge), and the checkov skips that
     follow from them (each with its reason)."""
-    from constructs_lib.aks import PoolUpgradeProps
+    from gpucluster_cdk.constructs_lib.aks import PoolUpgradeProps
 
     upgrade = settings.pool_upgrade.get(pool.name) or (GPU_POOL_UPGRADE if pool.gpu else CPU_POOL_UPGRADE)
     ephemeral = settings.ephemeral_os_disk and ephemeral_os_disk_fits(pool.vm_size)
@@ -79,7 +79,7 @@ def _pool_props(cluster: ClusterSpec, pool, settings: AksSettings, *, system: bo
 
 def cluster_props(cluster: ClusterSpec):
     """Map a ClusterSpec prepared by :func:`gpucluster_aks.platform.gpucluster_prepare_cluster` to
-    :class:`constructs_lib.AksGpuClusterProps` (no decision and no check here).
+    :class:`gpucluster_cdk.constructs_lib.AksGpuClusterProps` (no decision and no check here).
 
     * the first non-GPU pool is the AKS system (default) pool, other pools are User pools;
       a system pool tainted ``CriticalAddonsOnly=true:NoSchedule`` renders as
@@ -92,8 +92,8 @@ def cluster_props(cluster: ClusterSpec):
       with Cilium, upgrade channels and window, add-ons, encryption, ...), and the checkov skips
       that follow from an opt-out, each with its reason.
     """
-    from constructs_lib import AksGpuClusterProps, NodePoolProps
-    from constructs_lib.aks import EntraIdProps, MaintenanceWindowProps, NetworkProps
+    from gpucluster_cdk.constructs_lib import AksGpuClusterProps, NodePoolProps
+    from gpucluster_cdk.constructs_lib.aks import EntraIdProps, MaintenanceWindowProps, NetworkProps
 
     settings = parse_settings(cluster)
     scheduling = cluster.scheduling
@@ -193,12 +193,12 @@ def _cluster_skips(settings: AksSettings, only_critical: bool) -> dict[str, str]
 
 @hookimpl
 def gpucluster_cluster_stack(scope, cluster: ClusterSpec, recipe: Recipe):
-    """Build the AKS cluster (:class:`constructs_lib.AksGpuCluster`) in the ``<name>-cluster`` stack.
+    """Build the AKS cluster (:class:`gpucluster_cdk.constructs_lib.AksGpuCluster`) in the ``<name>-cluster`` stack.
 
     Returns:
         ClusterConnection with the cluster's host and PEM client credentials (tokens).
     """
-    from constructs_lib import AksGpuCluster
+    from gpucluster_cdk.constructs_lib import AksGpuCluster
 
     aks = AksGpuCluster(scope, "aks", cluster_props(cluster))
     connection: ClusterConnection = aks.connection()

@@ -128,7 +128,7 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
       tolerated by ``scheduling.system.tolerations`` or relieved by an untainted CPU pool.
     * the Kubernetes floor (>= 1.34) is a policy check (``AKS-K8S-VERSION`` in ``policy``).
 
-    Everything ``constructs_lib.AksGpuCluster`` would refuse at synth is refused here, so
+    Everything ``gpucluster_cdk.constructs_lib.AksGpuCluster`` would refuse at synth is refused here, so
     ``gpucluster plan`` and ``cdktf synth`` fail on the same inputs with the same line.
 
     Returns:

@@ -19,7 +19,7 @@ variables).
 
 This module imports nothing from ``gpucluster`` but the plain :class:`gpucluster.model.LocalChart`
 type it is given (tests/test_constructs_imports.py): the mapping from a plan to these props lives
-in ``stacks/runtime.py``.
+in ``gpucluster_cdk/stacks/runtime.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 
-from constructs_lib.cdk import (
+from gpucluster_cdk.constructs_lib.cdk import (
     AssetType,
     Construct,
     Precondition,
@@ -47,7 +47,7 @@ from constructs_lib.cdk import (
     add_validation,
     helm,
 )
-from constructs_lib.tfstring import literal
+from gpucluster_cdk.constructs_lib.tfstring import literal
 from gpucluster.model import LocalChart, scalar_type
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
@@ -73,7 +73,7 @@ _VALUES_DOCUMENTS: dict[str, str] = {}
 
 def values_document(text: str) -> str:
     """The values document ``text`` (YAML) safe inside Terraform JSON: Terraform template
-    sequences ``${`` / ``%{`` are escaped (``$${``, ``%%{``, :func:`constructs_lib.tfstring.literal`)
+    sequences ``${`` / ``%{`` are escaped (``$${``, ``%%{``, :func:`gpucluster_cdk.constructs_lib.tfstring.literal`)
     so literal values like ``${HOSTNAME}`` reach Helm unchanged. Each distinct text is escaped
     once per process (many releases share a document)."""
     hit = _VALUES_DOCUMENTS.get(text)
@@ -137,7 +137,7 @@ def staging_folder(scope: Construct, stack_id: str, release_name: str, files_key
     """Folder to stage one local chart in, always inside the staging folder (a name that is not a
     valid release name is replaced by a stand-in; validation refuses it at synth).
 
-    With context ``gpucluster:stagingDir`` (set by ``stacks.build_app``, one folder per synth):
+    With context ``gpucluster:stagingDir`` (set by ``gpucluster_cdk.stacks.build_app``, one folder per synth):
     ``<stagingDir>/<release>/<files_key>`` when ``files_key`` (:func:`chart_files_key`) is given --
     shared by every stack that ships the same files under that release name (a fleet stages each
     distinct chart once, not once per cluster; :meth:`LocalChartRelease.__init__` writes the files

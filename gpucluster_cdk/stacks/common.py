@@ -6,7 +6,7 @@ import os
 import shutil
 from typing import Any, Mapping
 
-from constructs_lib.cdk import AzurermBackend, CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
+from gpucluster_cdk.constructs_lib.cdk import AzurermBackend, CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
 from gpucluster.backends import state_key, workspace_name
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec

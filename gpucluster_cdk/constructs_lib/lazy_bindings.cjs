@@ -1,5 +1,5 @@
 "use strict";
-// Preloaded into the jsii Node.js kernel by constructs_lib/cdk.py (NODE_OPTIONS=--require, set for
+// Preloaded into the jsii Node.js kernel by gpucluster_cdk/constructs_lib/cdk.py (NODE_OPTIONS=--require, set for
 // the kernel's start only). A prebuilt provider binding's lib/index.js is one line per resource,
 // `exports.<name> = require("./<module>");` (cdktf) or
 // `exports.<name> = __importStar(require("./<module>/index"));` (cdktn): requiring it compiles all
@@ -37,7 +37,7 @@ if (suffixes.length > 0) {
 // cdktf's ValidateBinaryVersion runs `terraform version` (execSync through a shell, ~0.1-0.2 s)
 // at synth for EVERY construct that needs it: each terraform_data resource (DataResource, Terraform
 // >= 1.4) and each cloud backend (>= 1.1); a 50-cluster fleet ran it 100 times. The binary cannot
-// change during one synth, so the command named by GPUCLUSTER_ONCE_COMMAND (constructs_lib/cdk.py:
+// change during one synth, so the command named by GPUCLUSTER_ONCE_COMMAND (gpucluster_cdk/constructs_lib/cdk.py:
 // "<TERRAFORM_BINARY_NAME or terraform> version") runs once per kernel process; its first successful
 // output answers the repeats (a failure is not kept: each call tries again and fails as before).
 const once = process.env.GPUCLUSTER_ONCE_COMMAND || "";

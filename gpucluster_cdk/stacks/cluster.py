@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from constructs_lib.cdk import Construct, TerraformStack
+from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
 from gpucluster.recipe import criteria_source
 from gpucluster.model import ClusterConnection
-from stacks.common import use_backend
+from gpucluster_cdk.stacks.common import use_backend
 
 
 class ClusterStack(TerraformStack):
@@ -18,7 +18,7 @@ class ClusterStack(TerraformStack):
     platform plugin adds its constructs to this stack and returns the
     :class:`~gpucluster.model.ClusterConnection` (Terraform tokens) the runtime stack
     consumes through cdktf cross-stack references. The backend is the cluster file's choice
-    (:func:`stacks.common.use_backend`).
+    (:func:`gpucluster_cdk.stacks.common.use_backend`).
 
     Raises:
         GpuclusterError: no plugin built the cluster, or the plugin returned something else

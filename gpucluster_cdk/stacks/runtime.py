@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from constructs_lib.cdk import Construct, TerraformStack
-from constructs_lib.helm import (
+from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
+from gpucluster_cdk.constructs_lib.helm import (
     CrdBundleSource,
     HelmComponent,
     ensure_helm_provider,
@@ -20,7 +20,7 @@ from gpucluster.graph import topological_layers
 from gpucluster.model import CrdSource, ExistingCluster, PlanNode, RuntimePlan
 from gpucluster.values import has_path, set_entries, values_yaml
 from gpucluster.model import ClusterConnection
-from stacks.common import use_backend
+from gpucluster_cdk.stacks.common import use_backend
 
 
 
@@ -47,20 +47,20 @@ def values_text(values: Mapping[str, Any]) -> str:
 
 
 def release_set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> tuple[SetEntry, ...]:
-    """The :class:`constructs_lib.helm.SetEntry` s of a release's variable-bound values paths
+    """The :class:`gpucluster_cdk.constructs_lib.helm.SetEntry` s of a release's variable-bound values paths
     (:func:`gpucluster.values.set_entries`, sorted by path)."""
     return tuple(SetEntry(path=path, variable=var, default=default, set_type=set_type, present=has_path(values, path))
                  for path, var, default, set_type in set_entries(values, terraform_variables))
 
 
 def values_props(values: Mapping[str, Any], terraform_variables: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``values_yaml`` and ``set_entries`` of :class:`constructs_lib.helm.ReleaseOptions` for Helm
+    """``values_yaml`` and ``set_entries`` of :class:`gpucluster_cdk.constructs_lib.helm.ReleaseOptions` for Helm
     ``values`` and their variable bindings (dotted path -> Terraform variable name)."""
     return dict(values_yaml=values_text(values), set_entries=release_set_entries(values, terraform_variables or {}))
 
 
 def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
-    """The construct's :class:`constructs_lib.helm.CrdBundleSource` of a CRD step's
+    """The construct's :class:`gpucluster_cdk.constructs_lib.helm.CrdBundleSource` of a CRD step's
     :class:`gpucluster.model.CrdSource` (with the size limit of :data:`gpucluster.crds.MAX_CRDS_GZ_BYTES`)."""
     if source is None:
         return None
@@ -70,7 +70,7 @@ def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
 
 
 def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
-    """The :class:`constructs_lib.helm.ReleaseOptions` fields of a :class:`PlanNode` (release name = node id)."""
+    """The :class:`gpucluster_cdk.constructs_lib.helm.ReleaseOptions` fields of a :class:`PlanNode` (release name = node id)."""
     return dict(
         release_name=node.id,
         namespace=node.namespace,
@@ -87,7 +87,7 @@ def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -
 
 def chart_release_props(node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> HelmComponentProps:
     """Props of a ``kind == "chart"`` :class:`PlanNode` (the plan -> construct mapping lives here,
-    in the stacks; ``constructs_lib`` knows nothing of plans)."""
+    in the stacks; ``gpucluster_cdk.constructs_lib`` knows nothing of plans)."""
     return HelmComponentProps(chart=node.chart, repository=node.repository, version=node.version,
                               **_release_options(node, depends_on, provider))
 
@@ -111,7 +111,7 @@ def connection_arguments(connection: ClusterConnection) -> dict:
     Raises:
         ValueError: the connection carries more than one credential (:meth:`ClusterConnection.auth`).
     """
-    from constructs_lib.cdk import helm
+    from gpucluster_cdk.constructs_lib.cdk import helm
 
     auth = connection.auth()
     kubernetes: dict = dict(host=connection.host, cluster_ca_certificate=connection.cluster_ca_certificate)
@@ -145,7 +145,7 @@ class RuntimeStack(TerraformStack):
     (:func:`connection_arguments`: cross-stack references to the ``<name>-cluster`` outputs host
     and CA, plus an exec credential plugin, a token or a client certificate) or, for existing clusters, through Terraform variables ``kubeconfig_path`` and
     ``kube_context`` whose defaults come from the cluster file (``existing:``). The backend
-    is the cluster file's choice (:func:`stacks.common.use_backend`).
+    is the cluster file's choice (:func:`gpucluster_cdk.stacks.common.use_backend`).
 
     Attributes:
         releases: PlanNode id -> HelmComponent | LocalChartRelease.

@@ -3,20 +3,20 @@
 Every construct is ``Construct(scope, id, props)`` with a typed, frozen props dataclass,
 sensible defaults and validation through ``node.add_validation`` (problems surface at synth,
 prefixed with the construct path). The framework itself is imported only by
-:mod:`constructs_lib.cdk`.
+:mod:`gpucluster_cdk.constructs_lib.cdk`.
 
-* :class:`AksGpuCluster` (:mod:`constructs_lib.aks`) -- AKS cluster rendered from its props.
-* :class:`HelmComponent`, :class:`LocalChartRelease` (:mod:`constructs_lib.helm`) -- Helm releases.
+* :class:`AksGpuCluster` (:mod:`gpucluster_cdk.constructs_lib.aks`) -- AKS cluster rendered from its props.
+* :class:`HelmComponent`, :class:`LocalChartRelease` (:mod:`gpucluster_cdk.constructs_lib.helm`) -- Helm releases.
 """
 
-from constructs_lib.aks import (
+from gpucluster_cdk.constructs_lib.aks import (
     AksGpuCluster,
     AksGpuClusterProps,
     NodePoolProps,
     ensure_azurerm_provider,
     validate_props,
 )
-from constructs_lib.helm import (
+from gpucluster_cdk.constructs_lib.helm import (
     HelmComponent,
     HelmComponentProps,
     LocalChartRelease,

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
-from constructs_lib.cdk import (
+from gpucluster_cdk.constructs_lib.cdk import (
     AZURERM_MAJOR,
     Construct,
     Fn,
@@ -37,7 +37,7 @@ from constructs_lib.cdk import (
     add_validation,
     azurerm,
 )
-from constructs_lib.tfstring import literal, literal_tree
+from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree
 from gpucluster.model import ClusterConnection, ExecAuth
 
 _K8S_VERSION = re.compile(r"^1\.(\d+)(\.\d+)?$")
@@ -331,7 +331,7 @@ class AksGpuCluster(Construct):
         az = azurerm()
         stack = TerraformStack.of(self)
         ensure_azurerm_provider(stack)
-        # Every literal string below passes literal() (constructs_lib.tfstring): Terraform reads resource
+        # Every literal string below passes literal() (gpucluster_cdk.constructs_lib.tfstring): Terraform reads resource
         # arguments and object keys as templates, so an unescaped ${ in a name would be evaluated at plan.
         tags = literal_tree(dict(sorted(props.tags.items())))
         version = props.kubernetes_version

@@ -1,8 +1,8 @@
 """The ONE module that imports a CDK for Terraform distribution, constructs, jsii and the
 prebuilt provider bindings.
 
-Everything else in ``constructs_lib``, ``stacks`` and ``main.py`` imports the framework from
-here. Two distributions are supported, chosen by ONE setting, the environment variable
+Everything else in :mod:`gpucluster_cdk` (the other constructs, the stacks, the app) imports the
+framework from here. Two distributions are supported, chosen by ONE setting, the environment variable
 ``GPUCLUSTER_CDK`` (read once, when this module is first imported; unset: ``cdktf`` when it is
 installed, else ``cdktn``):
 
@@ -17,7 +17,7 @@ setting       framework                       azurerm binding (provider)   helm 
 
 Install the second with ``pip install -e '.[cdktn]'`` (``make cdktn`` builds ``.venv-cdktn``).
 Constructs see the difference only through :data:`AZURERM_MAJOR` (azurerm 5.x requires
-``node_provisioning_profile`` on ``azurerm_kubernetes_cluster``, see constructs_lib/aks.py).
+``node_provisioning_profile`` on ``azurerm_kubernetes_cluster``, see gpucluster_cdk/constructs_lib/aks.py).
 
 **Only the binding submodules a construct uses are imported.** A prebuilt binding package
 (``cdktf_cdktf_provider_azurerm``: ~1,500 submodules, one per resource) imports every submodule
@@ -673,7 +673,7 @@ class Binding:
     def __getattr__(self, name: str) -> Any:
         sub = self.__dict__.get("_where", {}).get(name)
         if sub is None:
-            raise AttributeError(f"{name} is not in the class table of {self.__dict__.get('_package')} (constructs_lib/cdk.py)")
+            raise AttributeError(f"{name} is not in the class table of {self.__dict__.get('_package')} (gpucluster_cdk/constructs_lib/cdk.py)")
         value = getattr(_submodule(self._package, sub, lazy=self._lazy), name)
         setattr(self, name, value)
         return value
@@ -707,7 +707,7 @@ def azurerm_loaded() -> bool:
 
 def azurerm_fleet() -> Binding:
     """The Azure Kubernetes Fleet Manager resources of the azurerm binding (the same :func:`azurerm`
-    binding; kept as its own name for constructs_lib/fleet.py).
+    binding; kept as its own name for gpucluster_cdk/constructs_lib/fleet.py).
 
     azurerm 4.55 has ``kubernetes_fleet_manager``, ``_member``, ``_update_strategy`` and
     ``_update_run``; it has no auto-upgrade profile resource (see :data:`AZAPI_PROVIDER`).

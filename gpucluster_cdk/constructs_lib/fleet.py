@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from constructs_lib.aks import ensure_azurerm_provider
-from constructs_lib.tfstring import literal, literal_tree
-from constructs_lib.cdk import (
+from gpucluster_cdk.constructs_lib.aks import ensure_azurerm_provider
+from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree
+from gpucluster_cdk.constructs_lib.cdk import (
     AZAPI_PROVIDER,
     Construct,
     DataResource,
@@ -123,7 +123,7 @@ class FleetManager(Construct):
         tags = literal_tree(dict(sorted(props.tags.items()))) or None
         self.manager = None
         if props.existing_id is None:
-            from constructs_lib.cdk import azurerm
+            from gpucluster_cdk.constructs_lib.cdk import azurerm
 
             rg = azurerm().ResourceGroup(self, "resource-group", name=literal(props.resource_group or f"{props.name}-rg"),
                                          location=literal(props.location), tags=tags)

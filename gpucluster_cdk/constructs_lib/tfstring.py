@@ -18,9 +18,9 @@ Use:
 * :func:`literal_tree` -- escape every string *and every mapping key* of a JSON-like value.
 * :func:`template_sequences` -- the unescaped ``${``/``%{`` sequences of a string as Terraform
   reads it; :func:`unexpected_templates` walks a synthesized ``cdk.tf.json`` document and
-  returns those that gpucluster did not generate (``stacks.synth`` refuses to write such output).
+  returns those that gpucluster did not generate (``gpucluster_cdk.stacks.synth`` refuses to write such output).
 
-This module imports neither cdktf nor ``gpucluster`` (plain ``constructs_lib`` helper).
+This module imports neither cdktf nor ``gpucluster`` (plain ``gpucluster_cdk.constructs_lib`` helper).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ GENERATED_EXPRESSION = re.compile(
 variables, data sources, resources of the azurerm/helm providers, ``self``, and the functions
 used by variable validations, the AKS upgrade postcondition, cross-stack credentials, the fleet's
 stage barriers (``terraform_data`` preconditions, ``alltrue``/``lookup``, ``azapi_resource`` ids) and
-the Terraform-computed gate hashes (``sha256(jsonencode([...]))``, constructs_lib.helm.variable_hash_expression)."""
+the Terraform-computed gate hashes (``sha256(jsonencode([...]))``, gpucluster_cdk.constructs_lib.helm.variable_hash_expression)."""
 
 _LITERAL_CONTEXTS = {("variable", "default"), ("variable", "description")}
 

@@ -10,16 +10,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from constructs_lib.cdk import App, validation_errors
-from constructs_lib.helm import STAGING_CONTEXT_KEY
-from constructs_lib.tfstring import unexpected_templates
+from gpucluster_cdk.constructs_lib.cdk import App, validation_errors
+from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
+from gpucluster_cdk.constructs_lib.tfstring import unexpected_templates
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
 from gpucluster.plugins import platform_for
-from stacks.cluster import ClusterStack
-from stacks.common import cluster_stack_name, runtime_stack_name
-from stacks.outdir import output_error, staged_outdir
-from stacks.runtime import RuntimeStack
+from gpucluster_cdk.stacks.cluster import ClusterStack
+from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name
+from gpucluster_cdk.stacks.outdir import output_error, staged_outdir
+from gpucluster_cdk.stacks.runtime import RuntimeStack
 
 if TYPE_CHECKING:
     from gpucluster.fleet import FleetSpec
@@ -34,7 +34,7 @@ def provisions_cluster(plan: RuntimePlan) -> bool:
 def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,
               fleet: "FleetSpec | None" = None) -> App:
     """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan, plus the
-    fleet's stacks when ``fleet`` is given (:func:`stacks.fleet.add_fleet`: ``<fleet>-fleet``,
+    fleet's stacks when ``fleet`` is given (:func:`gpucluster_cdk.stacks.fleet.add_fleet`: ``<fleet>-fleet``,
     ``<fleet>-after-<group>`` barriers ordering the runtime stacks by update group, ``<fleet>-hub``).
 
     Args:
@@ -56,7 +56,7 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
             app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing
         )
     if fleet is not None:
-        from stacks.fleet import add_fleet
+        from gpucluster_cdk.stacks.fleet import add_fleet
 
         add_fleet(app, fleet, plans, cluster_stacks=cluster_stacks, runtime_stacks=runtime_stacks)
     return app
@@ -72,7 +72,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 
     Args:
         warnings: receives ``warning[output]`` problems (previous output not removable; see
-            :func:`stacks.outdir.staged_outdir`).
+            :func:`gpucluster_cdk.stacks.outdir.staged_outdir`).
 
     Returns:
         the stack names written, sorted.
@@ -102,7 +102,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]) -> None:
     """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
 
-    Every literal string reaches Terraform through :func:`constructs_lib.tfstring.literal`; this is
+    Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
     the check that none was missed (a new construct argument, a plugin's own construct).
 
     Raises:
@@ -121,7 +121,7 @@ def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence
                 message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
                         f"first at {path}: {seq!r}",
                 cluster=cluster, id="injection",
-                fix="a construct passed a string without constructs_lib.tfstring.literal(); escape it there "
+                fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
                     "(this is a gpucluster or plugin bug, not your input)"))
     if problems:
         raise GpuclusterError(problems=problems)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
-from constructs_lib.cdk import Construct, TerraformStack
-from constructs_lib.fleet import (
+from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
+from gpucluster_cdk.constructs_lib.fleet import (
     BarrierSource,
     FleetAutoUpgradeProps,
     FleetManager,
@@ -34,26 +34,26 @@ from constructs_lib.fleet import (
     promotion_gate,
     rollout_marker,
 )
-from constructs_lib.helm import LocalChartRelease, LocalChartReleaseProps, ensure_helm_provider, stack_variable
+from gpucluster_cdk.constructs_lib.helm import LocalChartRelease, LocalChartReleaseProps, ensure_helm_provider, stack_variable
 from gpucluster import fleet as fleet_mod
 from gpucluster.fleet import FleetSpec
 from gpucluster.manifests import dump_documents, make_chart
 from gpucluster.model import RuntimePlan
-from stacks.common import use_backend
+from gpucluster_cdk.stacks.common import use_backend
 
 HUB_RELEASE_NAMESPACE = "gpucluster-placements"
 """Namespace on the hub holding the placement Helm releases' metadata (the placed objects carry their own)."""
 
 
 def _backend_owner(fleet: FleetSpec, plans: Sequence[RuntimePlan], stack_name: str) -> Any:
-    """What :func:`stacks.common.use_backend` needs for a fleet-level stack: the fleet clusters' backend."""
+    """What :func:`gpucluster_cdk.stacks.common.use_backend` needs for a fleet-level stack: the fleet clusters' backend."""
     owner = next((p.cluster for p in plans if p.cluster.backend is not None), None)
     return SimpleNamespace(backend=owner.backend if owner else None, backend_key=owner.backend_key if owner else None,
                            source=fleet.source, name=stack_name)
 
 
 class FleetStack(TerraformStack):
-    """``<fleet>-fleet``: :class:`constructs_lib.fleet.FleetManager` for the fleet's members."""
+    """``<fleet>-fleet``: :class:`gpucluster_cdk.constructs_lib.fleet.FleetManager` for the fleet's members."""
 
     def __init__(self, scope: Construct, id: str, *, fleet: FleetSpec, member_ids: Mapping[str, Any], owner: Any):
         super().__init__(scope, id)
@@ -77,7 +77,7 @@ class FleetStack(TerraformStack):
 
 
 class BarrierStack(TerraformStack):
-    """``<fleet>-after-<group>``: :class:`constructs_lib.fleet.StageBarrier` (no provider, no cloud resource)."""
+    """``<fleet>-after-<group>``: :class:`gpucluster_cdk.constructs_lib.fleet.StageBarrier` (no provider, no cloud resource)."""
 
     def __init__(self, scope: Construct, id: str, *, group: fleet_mod.UpdateGroup, group_digest: str,
                  sources: Sequence[BarrierSource], owner: Any):
@@ -133,12 +133,12 @@ def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *,
 
     Args:
         cluster_stacks: cluster name -> its ``<name>-cluster`` stack (every member has one).
-        runtime_stacks: cluster name -> its :class:`~stacks.runtime.RuntimeStack`.
+        runtime_stacks: cluster name -> its :class:`~gpucluster_cdk.stacks.runtime.RuntimeStack`.
 
     Returns:
         stack name -> stack, of the stacks added.
     """
-    from constructs_lib.aks import AksGpuCluster
+    from gpucluster_cdk.constructs_lib.aks import AksGpuCluster
 
     by_name = {p.cluster.name: p for p in plans}
     added: dict[str, TerraformStack] = {}

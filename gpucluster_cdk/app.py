@@ -1,0 +1,312 @@
+"""gpucluster's cdktf app: cluster file -> RuntimePlans -> stacks -> ``cdktf.out``.
+
+Run by ``cdktf synth`` (the ``app`` of a project's ``cdktf.json``: ``python -m gpucluster_cdk``;
+this repository's own ``cdktf.json`` runs its ``main.py``, which does the same) or directly.
+
+1. Load the clusters (``GPUCLUSTER_CONFIG``, ``./gpucluster.yaml`` or the embedded default) and
+   build every plan with the pure-Python pipeline *before* cdktf is imported.
+2. Bad input (:class:`~gpucluster.errors.GpuclusterError`): print the problems to stderr, exit 2,
+   write nothing. Warnings and info (plan findings) go to stderr, or to stdout under the cdktf CLI
+   (which shows stdout as is but marks every stderr line ``[ERROR]``).
+3. Synthesize into a sibling folder of the output folder (``CDKTF_OUTDIR``, default
+   ``cdktf.out``) and swap it in atomically: a failed synth leaves the previous output as it was.
+4. SIGINT, SIGTERM and SIGHUP stop the run like an error: the staged folders are removed, the
+   previous output is kept, one line goes to stderr and the exit code is 128 + the signal number.
+   Run as a script (:func:`run_script`), every temporary file of the process (chart staging, the jsii runtime and the
+   jsii Node.js kernel's folder) lives in one private folder, removed at exit even when a signal
+   to the process group killed the kernel first.
+
+   No traceback at any moment: the handlers are installed by the script's first statements
+   (:func:`install_stop_handlers`, before any gpucluster import); the first signal stops the run, later ones are only recorded
+   (cleanup is never cut short); the jsii kernel's exit hook tolerates a kernel the signal
+   already ended (``gpucluster_cdk.constructs_lib.cdk.tolerate_dead_kernel``: it wrote to a closed pipe,
+   ``BrokenPipeError``); from the first signal on, what the kernel writes (its ``Error on jsii
+   API channel ... ECONNRESET`` when the signal ended its child) is dropped
+   (``gpucluster_cdk.constructs_lib.cdk.mute_kernel_output``), so stderr holds only the one line after whatever
+   was printed before the signal; a signal during the shutdown
+   after a successful run still exits 128 + the signal number with the one line.
+5. A ``NODE_OPTIONS`` that Node.js refuses is one ``error[input] key=NODE_OPTIONS`` line, exit 2,
+   nothing written (``gpucluster_cdk.constructs_lib.cdk.check_node_options``, before the jsii kernel starts).
+6. Any other unexpected exception prints one ``error[internal]`` line (the traceback only with
+   ``GPUCLUSTER_DEBUG=1``) and exits 70 (``EX_SOFTWARE``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+"""Stop signals received by this process, in order (see :func:`_on_stop_signal`)."""
+
+
+class _Stopped(BaseException):
+    """Raised in the main thread by the first stop signal, so that every ``with`` block cleans up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_armed: list[bool] = []
+"""Non-empty once :func:`_script` runs inside its ``try``: only then may a signal raise."""
+
+
+def _mute_kernel_output() -> None:
+    """After a stop signal only this process's own line goes to stderr: silence the jsii kernel's
+    output reader (``gpucluster_cdk.constructs_lib.cdk.mute_kernel_output``; nothing to do before it is imported,
+    the kernel starts only after). Called first by every stop-signal handler."""
+    mute = getattr(sys.modules.get("gpucluster_cdk.constructs_lib.cdk"), "mute_kernel_output", None)
+    if mute is not None:
+        mute()
+
+
+def _on_stop_signal(signum, frame):
+    """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end),
+    and only once the script is inside its ``try`` (before that, module-level imports are running
+    and :func:`_script` stops as soon as it starts)."""
+    _mute_kernel_output()
+    _received.append(signum)
+    if len(_received) == 1 and _armed:
+        raise _Stopped(signum)
+
+
+def install_stop_handlers() -> None:
+    """The script's first statement (``python -m gpucluster_cdk``, ``main.py``): from now on a
+    stop signal never prints a traceback. This module imports only the standard library at
+    module level, so nothing of gpucluster runs before it."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _on_stop_signal)
+
+
+import atexit  # noqa: E402
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Iterator  # noqa: E402
+
+DEFAULT_OUTDIR = "cdktf.out"
+EXIT_INTERNAL = 70
+"""Exit code of an unexpected internal error (``EX_SOFTWARE``, sysexits.h)."""
+
+
+@contextlib.contextmanager
+def _stop_signals_raise(received: list[int]) -> Iterator[None]:
+    """Turn :data:`STOP_SIGNALS` into :class:`_Stopped` (recorded in ``received``) while inside.
+
+    Python's default for SIGTERM/SIGHUP ends the process at once, leaving the staged output
+    folder and the temporary chart and jsii folders behind. A signal recorded before (the
+    script's own handler) stops the run at once.
+    """
+    if received:
+        raise _Stopped(received[0])
+
+    def stop(signum, frame):
+        _mute_kernel_output()
+        received.append(signum)
+        if len(received) == 1:
+            raise _Stopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stack_dirs(outdir: Path) -> set[str]:
+    stacks = outdir / "stacks"
+    return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
+
+
+def main(argv: list[str] | None = None, received: list[int] | None = None) -> int:
+    """Run the app (see the module docstring); returns the exit code.
+
+    Args:
+        received: list the stop signals are recorded in (the script passes its own, so signals
+            before and after ``main`` count); default a fresh one.
+    """
+    received = [] if received is None else received
+    try:
+        with _stop_signals_raise(received):
+            return _run()
+    except _Stopped as stopped:
+        return _interrupted(stopped.signum)
+    except Exception as err:
+        if received:  # the signal also reached the jsii kernel (process group) and broke a call first
+            return _interrupted(received[0])
+        return _internal_error(err)
+
+
+def _internal_error(err: BaseException) -> int:
+    """One ``error[internal]`` line for an unexpected exception (traceback with GPUCLUSTER_DEBUG=1)."""
+    from gpucluster.errors import Problem
+
+    if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+        traceback.print_exception(err, file=sys.stderr)
+    problem = Problem(message=f"unexpected {type(err).__name__}: {err}", id="internal",
+                      fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the "
+                          "cluster file")
+    print(problem.render(), file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _interrupted(signum: int) -> int:
+    print(f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
+          "new output, never a mix",
+          file=sys.stderr)
+    return 128 + signum
+
+
+def _run() -> int:
+    from gpucluster.config import embedded_default_notice, load_config
+    from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem
+    from gpucluster.pipeline import build_plans
+
+    findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
+    try:
+        notice = embedded_default_notice()
+        if notice:
+            print(notice, file=findings_out)
+            findings_out.flush()
+        clusters, fleet = load_config()
+        plans = build_plans(clusters)
+    except GpuclusterError as err:
+        print(err.render(), file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    for plan in plans:
+        for finding in plan.findings:
+            print(finding.render(), file=findings_out)
+    findings_out.flush()
+
+    outdir = Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
+    try:
+        previous = _stack_dirs(outdir)
+    except (OSError, ValueError):
+        previous = set()  # stacks.synth reports the folder's problem as error[output]
+    warnings: list[Problem] = []
+    try:
+        from gpucluster_cdk import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
+
+        written = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings)
+    except GpuclusterError as err:
+        print(err.render(), file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    for warning in warnings:
+        print(warning.render("warning"), file=findings_out)
+    if os.environ.get("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS") is not None:
+        # Under the cdktf CLI: it deletes stacks/<name> folders that existed before the run and
+        # are not in the new manifest, with a plain rmSync that fails on a missing folder. Our
+        # swap already dropped them; leave empty placeholders for the CLI to delete.
+        for name in sorted(previous - set(written)):
+            (outdir / "stacks" / name).mkdir(parents=True, exist_ok=True)
+    return 0
+
+
+def _under_cdktf_cli() -> bool:
+    """True when the cdktf CLI runs the app (it sets ``CDKTF_CONTEXT_JSON``).
+
+    cdktf-cli 0.21 prints the app's stdout as it comes, but logs every stderr chunk as an error
+    (``[ERROR] default - ...``) and repeats the whole stderr in its failure report. Warning and info
+    findings of a successful synth therefore go to stdout there; errors stay on stderr.
+    """
+    return "CDKTF_CONTEXT_JSON" in os.environ
+
+
+def _record_only(signum, frame):
+    """Stop-signal handler for the shutdown: record, never raise (atexit hooks run to the end)."""
+    _mute_kernel_output()
+    _received.append(signum)
+
+
+def _exit_after_late_signal(code: int) -> None:
+    """Last atexit hook: a stop signal during the shutdown of a successful run still ends the
+    process with 128 + its number and the one line (after every other hook cleaned up)."""
+    if _received and code == 0:
+        _interrupted(_received[0])
+        with contextlib.suppress(BaseException):
+            sys.stderr.flush()
+        os._exit(128 + _received[0])
+
+
+def _private_tmpdir() -> None:
+    """Point ``TMPDIR`` (Python and the jsii Node.js kernel) at a fresh folder removed at exit.
+
+    Registered before jsii starts its kernel, so (atexit runs last-in first-out) the folder is
+    removed after jsii stopped the kernel. The stop signals are blocked from the folder's creation
+    to the hook's registration (a signal in between would leave the folder behind); one that came
+    meanwhile is handled right after.
+    """
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        private = tempfile.mkdtemp(prefix="gpucluster-synth-")
+        atexit.register(shutil.rmtree, private, True)
+        os.environ["TMPDIR"] = tempfile.tempdir = private
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _script() -> int:
+    """The script's run: the exit code; never raises (see the module docstring, 4 to 6)."""
+    code = 0
+    final: list[int] = []
+    atexit.register(lambda: _exit_after_late_signal(final[0] if final else 1))  # registered first: runs last
+    try:
+        _armed.append(True)
+        if _received:  # a signal while the module was being imported
+            raise _Stopped(_received[0])
+        _private_tmpdir()
+        code = main(sys.argv[1:], received=_received)
+    except _Stopped as stopped:
+        code = _interrupted(stopped.signum)
+    except BaseException as err:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a plugin included
+        if isinstance(err, SystemExit) and isinstance(err.code, int):
+            code = err.code
+        else:
+            code = _interrupted(_received[0]) if _received else _internal_error(err)
+    if _received and code == 0:
+        code = _interrupted(_received[0])
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _record_only)
+    final.append(code)
+    _received.clear()  # from here on: signals during the shutdown (see _exit_after_late_signal)
+    return code
+
+
+def run_script() -> None:
+    """Run the app as the process's script and end the process (never returns); call
+    :func:`install_stop_handlers` first.
+
+    Exits without the interpreter's finalization: it restores the default signal actions, so a
+    SIGTERM in its last milliseconds would end the process with -15 instead of the one line.
+    The exit hooks (jsii kernel stop, private TMPDIR removal, _exit_after_late_signal) run here.
+    """
+    exit_code = 1
+    try:
+        exit_code = _script()
+    finally:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _record_only)
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(exit_code)
+
+
+if __name__ == "__main__":  # python -m gpucluster_cdk.app
+    install_stop_handlers()
+    run_script()
