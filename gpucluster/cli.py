@@ -2,6 +2,8 @@
 
 Commands::
 
+    gpucluster --version
+        the tool's version and the plugin SDK's API version
     gpucluster recipe --service aks --accelerator h100 --os ubuntu --intent training \\
         [--platform kubeflow] [--profile gpuStack=operator-managed]
         print the resolved recipe as a RecipeResult (YAML, with hydrated values)
@@ -130,6 +132,14 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
 
 
+def version_text() -> str:
+    """``gpucluster --version``: ``gpucluster <version> (plugin SDK API <version>)``, from
+    :data:`gpucluster.__version__` and :data:`gpucluster.SDK_API_VERSION`."""
+    from gpucluster import SDK_API_VERSION, __version__
+
+    return f"gpucluster {__version__} (plugin SDK API {SDK_API_VERSION})"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests).
 
@@ -138,6 +148,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             line, so ``gpucluster --help`` and every error read the same); None: all of them.
     """
     parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the tool's version and the plugin SDK's API version, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, add_arguments) in _COMMANDS.items():
         subparser = sub.add_parser(name, help=text)

@@ -35,7 +35,8 @@ Exports:
 * NVIDIA-stack gate constructors (``gpucluster.sdk.gates``): :func:`clusterpolicy_ready`,
   :func:`nicclusterpolicy_ready`, :func:`dra_kubelet_plugin_rollout`,
   :func:`dra_kubelet_plugin_name`, and :func:`gpu_nodes_expected` (``min_ready`` of rollout gates);
-* constants: :data:`ANY` (the criteria wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
+* constants: :data:`API_VERSION` (this API's semantic version), :data:`ANY` (the criteria
+  wildcard ``"any"``), :data:`ENTRY_POINT_GROUP`
   (``"gpucluster"``), :data:`CORE_SETTING_KEYS` (``settings`` keys the core reads and
   accepts on every platform, besides the platform's own ``Platform.settings``).
 """
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import pluggy
 
+from gpucluster import SDK_API_VERSION
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
     ANY,
@@ -102,6 +104,11 @@ def check_existing(existing, *, file=None, cluster=None, key: str = "existing") 
 ENTRY_POINT_GROUP = "gpucluster"
 """Entry-point group plugins register under (``[project.entry-points.gpucluster]``)."""
 
+API_VERSION = SDK_API_VERSION
+"""This SDK's API version, ``"MAJOR.MINOR.PATCH"`` (semantic versioning; docs/plugins.md,
+"Compatibility"). A plugin that needs a feature added in a minor release can check
+``tuple(map(int, API_VERSION.split(".")[:2])) >= (1, 1)``."""
+
 
 hookimpl = pluggy.HookimplMarker("gpucluster")
 """Marker for hook implementations (``@hookimpl``, ``@hookimpl(tryfirst=True)``)."""
@@ -109,6 +116,7 @@ hookimpl = pluggy.HookimplMarker("gpucluster")
 __all__ = [
     "hookimpl",
     "ANY",
+    "API_VERSION",
     "CORE_SETTING_KEYS",
     "DEFAULT_KUBECTL_IMAGE",
     "MOVING_TAGS",
