@@ -2,7 +2,7 @@
 #
 #   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
-#                the embedded default) into cdktf.out/ (replaced atomically).
+#                the embedded default, without the notice) into cdktf.out/ (replaced atomically).
 #   make test    set-up, then pytest in parallel worker processes (pytest-xdist, PYTEST_WORKERS; includes
 #                the end-to-end `cdktf synth` test, marker synth), with test-cdktn alongside.
 #   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
@@ -94,8 +94,10 @@ $(CHECKOV_STAMP): tools/checkov-requirements.txt
 	$(CHECKOV_VENV)/bin/python -m pip install -q -r tools/checkov-requirements.txt
 	touch $@
 
+# GPUCLUSTER_EMBEDDED_DEFAULT=1: without a cluster file here, the embedded default is what this
+# target is for (no info[input.default] notice); a cluster file or GPUCLUSTER_CONFIG still wins.
 synth: setup
-	$(CDKTF) synth
+	GPUCLUSTER_EMBEDDED_DEFAULT=1 $(CDKTF) synth
 
 # test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
 # finish); its output is printed after the main run's, and either failing fails `make test`.

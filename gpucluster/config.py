@@ -64,25 +64,32 @@ VM_SIZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 """Machine sizes/shapes of every platform: Azure ``Standard_ND96isr_H100_v5``, OCI ``BM.GPU.H100.8``."""
 
 
+ENV_DEFAULT_INTENDED = "GPUCLUSTER_EMBEDDED_DEFAULT"
+"""``GPUCLUSTER_EMBEDDED_DEFAULT=1``: using the embedded default is intended, so no
+:func:`embedded_default_notice` (this repository's ``make synth`` sets it; it changes nothing else)."""
+
+
 def embedded_default_notice(path: str | None = None, env: Mapping[str, str] = os.environ) -> str | None:
-    """The info line printed by ``main.py`` (synth) and ``gpucluster plan`` when no cluster file is
-    found and :func:`load_clusters` falls back to the embedded default, else None.
+    """The info line printed by the cdktf app, ``gpucluster synth`` and ``gpucluster plan`` when no
+    cluster file is found and :func:`load_clusters` falls back to the embedded default, else None.
 
-    One line naming where gpucluster looked (``GPUCLUSTER_CONFIG`` unset, ``gpucluster.yaml`` in
-    the working folder) and what the built-in example creates, so a ``make -C repo synth`` from
-    another folder or a ``gpucluster.yml`` typo does not silently plan an H100 node in eastus.
+    One line naming the folder gpucluster looked in (the working folder: ``GPUCLUSTER_CONFIG``
+    unset, no ``gpucluster.yaml`` there), what the built-in example creates and ``gpucluster
+    init``, so a run in the wrong folder or a ``gpucluster.yml`` typo does not silently plan an
+    H100 node in eastus. None also with :data:`ENV_DEFAULT_INTENDED` set to ``1``.
     """
-    if path is not None or env.get(ENV_CONFIG) or Path(DEFAULT_FILE_NAME).is_file():
+    if path is not None or env.get(ENV_CONFIG) or Path(DEFAULT_FILE_NAME).is_file() or env.get(ENV_DEFAULT_INTENDED) == "1":
         return None
-    from gpucluster.errors import one_line
+    from gpucluster.errors import Problem
 
-    looked = Path.cwd() / DEFAULT_FILE_NAME
-    return (
-        f"info[input.default] file={EMBEDDED_SOURCE}: no cluster file found ({ENV_CONFIG} is not set and "
-        f"{one_line(str(looked), 200)} does not exist); using the built-in example cluster gpu-training "
-        "(AKS, one Standard_ND96isr_H100_v5 node in eastus) fix: write your cluster file as gpucluster.yaml "
-        f"in the working folder or point {ENV_CONFIG} at it (docs/cluster-file.md)"
-    )
+    folder = Path.cwd()
+    return Problem(
+        message=f"no cluster file in {folder} ({ENV_CONFIG} is not set and there is no {DEFAULT_FILE_NAME}); using the "
+                "built-in example cluster gpu-training (AKS, one Standard_ND96isr_H100_v5 node in eastus)",
+        file=EMBEDDED_SOURCE, id="input.default",
+        fix=f"`gpucluster init` creates a project with its own {DEFAULT_FILE_NAME} in this folder; or point {ENV_CONFIG} at "
+            "your cluster file (docs/cluster-file.md)",
+    ).render("info")
 
 
 def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:

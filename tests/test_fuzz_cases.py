@@ -97,9 +97,27 @@ def test_the_embedded_default_is_announced(tmp_path, monkeypatch):
     out, err = io.StringIO(), io.StringIO()
     assert cli_main(["plan"], stdout=out, stderr=err) == 0
     [line] = [line for line in err.getvalue().splitlines() if line.startswith("info[")]
-    assert line.startswith("info[input.default] file=<embedded default>: no cluster file found (GPUCLUSTER_CONFIG is "
-                           f"not set and {tmp_path / 'gpucluster.yaml'} does not exist); using the built-in example")
-    assert " fix: " in line
+    assert line.startswith(f"info[input.default] file=<embedded default>: no cluster file in {tmp_path} (GPUCLUSTER_CONFIG "
+                           "is not set and there is no gpucluster.yaml); using the built-in example cluster gpu-training")
+    assert line.endswith(" fix: `gpucluster init` creates a project with its own gpucluster.yaml in this folder; or point "
+                         "GPUCLUSTER_CONFIG at your cluster file (docs/cluster-file.md)")
+
+
+def test_the_embedded_default_is_quiet_where_it_is_intended(tmp_path, monkeypatch):
+    """GPUCLUSTER_EMBEDDED_DEFAULT=1 (this repository's make synth) drops the notice, nothing else."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    runs = {}
+    for value in ("1", None):
+        if value is None:
+            monkeypatch.delenv("GPUCLUSTER_EMBEDDED_DEFAULT", raising=False)
+        else:
+            monkeypatch.setenv("GPUCLUSTER_EMBEDDED_DEFAULT", value)
+        out, err = io.StringIO(), io.StringIO()
+        assert cli_main(["plan"], stdout=out, stderr=err) == 0
+        runs[value] = out.getvalue(), err.getvalue()
+    assert "info[input.default]" not in runs["1"][1] and "info[input.default]" in runs[None][1]
+    assert runs["1"][0] == runs[None][0]
 
 
 def test_no_announcement_with_a_cluster_file(tmp_path):

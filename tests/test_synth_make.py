@@ -49,3 +49,17 @@ def test_no_python_311_is_a_clear_error(tmp_path):
     result = dry_run_venv(tmp_path, bin_dir)
     assert result.returncode != 0
     assert "Python 3.11 not found (tried python3.11 python3); set PYTHON_BOOTSTRAP=/path/to/python3.11" in result.stderr
+
+
+def test_make_synth_intends_the_embedded_default(tmp_path):
+    """This repository's make synth runs cdktf synth with GPUCLUSTER_EMBEDDED_DEFAULT=1: without a
+    cluster file, the embedded default is what it is for, so no info[input.default] notice
+    (tests/test_fuzz_cases.py: the variable drops the notice and nothing else)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.fail("make is required (README: requirements)")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    result = subprocess.run([make, "-n", "-o", "setup", "--no-print-directory", "synth"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "GPUCLUSTER_EMBEDDED_DEFAULT=1 node_modules/.bin/cdktf synth"
