@@ -45,7 +45,7 @@ DEFAULT_FILE_NAME = "gpucluster.yaml"
 EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
-TOP_KEYS = ("clusters", "backend", "fleet")
+TOP_KEYS = ("clusters", "backend", "charts", "fleet")
 VERSION_SKEW_LEVELS = ("warning", "error")
 """Severity of VERSION-SKEW findings for a cluster's RecipeResult (cluster key ``versionSkew``)."""
 
@@ -209,9 +209,14 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         )
     from gpucluster import backends
 
+    from gpucluster import mirrors
+
     default_backend = None
     if data.get("backend") is not None:
         default_backend = backends.parse_backend(data["backend"], file=source, cluster=None, key="backend")
+    default_mirrors = None
+    if data.get("charts") is not None:
+        default_mirrors = mirrors.parse_charts(data["charts"], file=source, cluster=None, key="charts")
     clusters: list[ClusterSpec] = []
     seen: dict[str, int] = {}
     backend_keys: list[str] = []
@@ -224,6 +229,10 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         else:
             spec.backend = default_backend
         spec.backend_key = backend_key
+        if isinstance(raw, dict) and raw.get("charts") is not None:
+            spec.chart_mirrors = mirrors.parse_charts(raw["charts"], file=source, cluster=spec.name, key=f"clusters[{i}].charts")
+        else:
+            spec.chart_mirrors = default_mirrors
         backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=backends.prefix_key(backend_key, spec.backend))
         backend_keys.append(backends.prefix_key(backend_key, spec.backend))
         if spec.name in seen:

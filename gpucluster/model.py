@@ -261,6 +261,24 @@ class ExistingCluster:
     context: str | None = None
 
 
+@dataclass(frozen=True)
+class ChartMirrors:
+    """Where a cluster's charts are fetched from instead of their upstream repositories
+    (cluster-file key ``charts``, :mod:`gpucluster.mirrors`).
+
+    Attributes:
+        default: ``charts.mirror``: the repository every chart comes from unless ``by_upstream``
+            names its upstream (``oci://myacr.azurecr.io/helm``), or None.
+        by_upstream: ``charts.mirrors``: ``(upstream URL, mirror URL)`` pairs, sorted; URLs
+            without a trailing ``/``.
+        key: where it was set, ``charts`` or ``clusters[<i>].charts`` (for errors).
+    """
+
+    default: str | None = None
+    by_upstream: tuple[tuple[str, str], ...] = ()
+    key: str = field(default="charts", compare=False)
+
+
 @dataclass
 class ClusterSpec:
     """One validated cluster description.
@@ -291,6 +309,8 @@ class ClusterSpec:
             raise keys relative to the cluster document and never need it.
         backend_key: where ``backend`` was set: ``"backend"`` (the file-wide default) or
             ``"clusters[<index>].backend"``; None for a spec built in code.
+        chart_mirrors: where the cluster's charts are fetched from (:class:`ChartMirrors`); None:
+            their upstream repositories.
     """
 
     name: str
@@ -309,6 +329,7 @@ class ClusterSpec:
     backend: dict[str, Any] | None = None
     index: int | None = field(default=None, compare=False, repr=False)
     backend_key: str | None = field(default=None, compare=False, repr=False)
+    chart_mirrors: ChartMirrors | None = None
 
 
 CLUSTER_KEYS = (
@@ -325,6 +346,7 @@ CLUSTER_KEYS = (
     "scheduling",
     "settings",
     "backend",
+    "charts",
     "fleet",
 )
 """The keys of one ``clusters[i]`` entry of the cluster file (docs/cluster-file.md), in the order

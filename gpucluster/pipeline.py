@@ -20,6 +20,7 @@ from gpucluster import graph
 from gpucluster import manifests as manifests_mod
 from gpucluster import overrides as overrides_mod
 from gpucluster import policy as policy_mod
+from gpucluster import mirrors as mirrors_mod
 from gpucluster import recipe as recipe_mod
 from gpucluster import scheduling as scheduling_mod
 from gpucluster import teardown as teardown_mod
@@ -103,6 +104,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
             allowed="a gpucluster.sdk.ClusterSpec, or None for clusters of other services",
         )
     prepared.index, prepared.backend_key = cluster.index, cluster.backend_key
+    prepared.chart_mirrors = cluster.chart_mirrors  # where charts are fetched from is the cluster file's choice only
     return prepared
 
 
@@ -240,6 +242,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     owners = crds_mod.crd_owners(components, catalog)
     crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
+    nodes = mirrors_mod.apply_mirrors(nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source)
     return RuntimePlan(
         cluster=cluster,
         recipe=recipe,

@@ -138,6 +138,8 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
     "scheduling": st.just({}),
     "settings": st.just({}),
     "backend": st.just({"type": "local"}),
+    "charts": st.sampled_from([{}, {"mirror": "oci://myacr.azurecr.io/helm"},
+                               {"mirrors": {"https://helm.ngc.nvidia.com/nvidia": "https://mirror.example.com/nvidia"}}]),
     "fleet": st.nothing(),  # a fleet group name; needs a top-level fleet: section (docs/fleets.md): mutations only
 }
 """Valid AKS values of every cluster key (``recipe`` and ``existing`` exclude others: see below)."""
@@ -146,7 +148,7 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
 @st.composite
 def valid_aks_cluster(draw) -> dict[str, Any]:
     cluster: dict[str, Any] = {"name": draw(names), "criteria": copy.deepcopy(draw(CLUSTER_FIELDS["criteria"]))}
-    for key in ("profile", "region", "kubernetesVersion", "overrides", "scheduling", "settings", "backend"):
+    for key in ("profile", "region", "kubernetesVersion", "overrides", "scheduling", "settings", "backend", "charts"):
         if draw(st.booleans()):
             cluster[key] = copy.deepcopy(draw(CLUSTER_FIELDS[key]))
     if draw(st.booleans()):
@@ -190,7 +192,10 @@ def valid_documents(draw) -> dict[str, Any]:
         second = draw(valid_aks_cluster())
         if second["name"] != first["name"]:
             clusters.append(second)
-    return {"clusters": clusters}
+    doc: dict[str, Any] = {"clusters": clusters}
+    if draw(st.integers(0, 3)) == 0:  # the file-wide chart mirror (a cluster's own replaces it)
+        doc["charts"] = copy.deepcopy(draw(CLUSTER_FIELDS["charts"]))
+    return doc
 
 
 def lay_out_project(folder) -> None:

@@ -130,7 +130,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters: [\n", "invalid YAML: line"),
         ("- a\n- b\n", "the file must be a mapping, not a list"),
         ("", "the cluster file is empty"),
-        ("cluster: []\n", "unknown key 'cluster' (allowed: clusters, backend, fleet)"),
+        ("cluster: []\n", "unknown key 'cluster' (allowed: clusters, backend, charts, fleet)"),
         ("{}\n", "missing key 'clusters'"),
         ("clusters: {}\n", "'clusters' must be a non-empty list, not a mapping"),
         ("clusters: []\n", "'clusters' must be a non-empty list, not a list"),
@@ -141,7 +141,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters:\n  - name: 7\n    criteria: {service: aks}\n", "'clusters[0].name' must be a non-empty string, not an integer"),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    nodepools: []\n",
-            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, backend, fleet)",
+            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, backend, charts, fleet)",
         ),
         ("clusters:\n  - name: c\n", "missing key 'criteria' (or 'recipe')"),
         ("clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: r.yaml\n", "give either 'criteria' or 'recipe', not both"),
