@@ -21,6 +21,9 @@ Commands::
     gpucluster lint [--config FILE] [--cluster NAME] [--charts DIR ...] [--crds DIR ...] [--pull]
         render, then check the objects (schemas, dead values, placement, RuntimeClasses, images,
         credentials); findings as error[<id>] ... fix: ..., exit 2 on any error
+    gpucluster charts pull [--config FILE] [--cluster NAME] [--cache DIR] [--refresh]
+        pull every chart the runtime stacks pin (through the cluster file's mirror) into the
+        chart cache that render and lint read; exit 2 when one cannot be had
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -96,8 +99,10 @@ def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
                    help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)")
     r.add_argument("--cache", metavar="DIR", help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)")
     r.add_argument("--pull", action="store_true", help="pull charts missing from --charts and the cache (HTTP or OCI)")
+    r.add_argument("--require-charts", action="store_true",
+                   help="a chart or subchart that cannot be had is an error (default: a warning naming what was not checked)")
     r.add_argument("--allow-missing", action="append", default=[], metavar="NAME",
-                   help="component or subchart whose chart may be unavailable (reported as a warning, not an error)")
+                   help="with --require-charts: component or subchart whose chart may be unavailable (stays a warning)")
     r.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
 
@@ -109,6 +114,17 @@ def _render_arguments(r: argparse.ArgumentParser) -> None:
 def _lint_arguments(r: argparse.ArgumentParser) -> None:
     _render_lint_arguments(r)
     r.add_argument("--crds", action="append", default=[], metavar="DIR", help="extra folder of CRDs to validate custom resources against")
+
+
+def _charts_arguments(ch: argparse.ArgumentParser) -> None:
+    sub = ch.add_subparsers(dest="charts_command", required=True, metavar="ACTION")
+    pull = sub.add_parser("pull", help="pull every chart the runtime stacks pin into the chart cache (HTTP or OCI)")
+    pull.add_argument("--config", help="cluster file (as for plan)")
+    pull.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
+    pull.add_argument("--cache", metavar="DIR",
+                      help="chart cache (default: $GPUCLUSTER_CHART_CACHE, else $XDG_CACHE_HOME/gpucluster/charts or ~/.cache/gpucluster/charts)")
+    pull.add_argument("--refresh", action="store_true", help="pull again charts the cache already holds")
+    pull.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
 
 def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
@@ -127,6 +143,7 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     ),
     "render": ("render every helm_release of the runtime stacks with Helm's own engine (offline)", _render_arguments),
     "lint": ("render, then check the rendered objects (docs/cli.md: gpucluster lint)", _lint_arguments),
+    "charts": ("charts pull: fetch every chart the stacks pin into the chart cache render and lint read", _charts_arguments),
     "plugins": ("list the loaded plugins with their hooks and platforms (docs/plugins.md)", _plugins_arguments),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
@@ -346,9 +363,8 @@ def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     out.write("}\n")
 
 
-def _rendered(args: argparse.Namespace):
-    from gpucluster import render as render_mod
-
+def _selected_plans(args: argparse.Namespace) -> list[RuntimePlan]:
+    """The plans of the cluster file, only the ``--cluster`` ones when given."""
     plans = _plans(args.config, args.sets)
     if args.cluster:
         known = [p.cluster.name for p in plans]
@@ -357,26 +373,69 @@ def _rendered(args: argparse.Namespace):
             raise GpuclusterError(f"no cluster named '{unknown[0]}' in the cluster file", key="--cluster",
                                   allowed=", ".join(known), fix="name one of the file's clusters")
         plans = [p for p in plans if p.cluster.name in args.cluster]
-    folders = render_mod.chart_folders_from(args.charts)
+    return plans
+
+
+def _cache_arg(args: argparse.Namespace) -> Path | None:
     if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
-        raise GpuclusterError(f"pull cache '{args.cache}' is a file, not a folder", key="--cache",
+        raise GpuclusterError(f"chart cache '{args.cache}' is a file, not a folder", key="--cache",
                               fix="name a folder for pulled charts (created when missing), or leave --cache out")
-    sources = render_mod.ChartSources(folders, cache_dir=Path(args.cache) if args.cache else None, pull=args.pull)
+    return Path(args.cache) if args.cache else None
+
+
+def _rendered(args: argparse.Namespace):
+    from gpucluster import render as render_mod
+
+    plans = _selected_plans(args)
+    folders = render_mod.chart_folders_from(args.charts)
+    sources = render_mod.ChartSources(folders, cache_dir=_cache_arg(args), pull=args.pull)
     render_mod.helm()
-    return plans, render_mod.render_plans(plans, sources, allow_missing=args.allow_missing)
+    return plans, render_mod.render_plans(plans, sources, allow_missing=args.allow_missing, require_charts=args.require_charts)
 
 
-def _report(findings, out: TextIO, err: TextIO) -> int:
+def _report(findings, out: TextIO, err: TextIO, *, not_checked: Sequence[str] = ()) -> int:
     for f in findings:
         err.write(f.render() + "\n")
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = sum(1 for f in findings if f.severity == "warning")
     out.write(f"{errors} error(s), {warnings} warning(s)\n")
+    if not_checked:
+        out.write(f"not checked (chart unavailable): {'; '.join(not_checked)}\n")
     return EXIT_INVALID_INPUT if errors else 0
 
 
+def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``charts pull``: one line per chart on stdout, one error line per chart that cannot be had."""
+    from gpucluster import charts
+    from gpucluster.chartcache import default_cache_dir
+    from gpucluster.errors import one_line
+    from gpucluster.helmsdk import helm
+    from gpucluster.render import LintFinding
+
+    plans = _selected_plans(args)
+    _warn_findings(plans, err)
+    cache = _cache_arg(args) or default_cache_dir()
+    helm()
+    results = charts.pull_all(plans, cache, refresh=args.refresh)
+    for r in results:
+        p = r.pinned
+        if r.path is not None:
+            out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
+            continue
+        cluster, release = p.users[0]
+        err.write(LintFinding(
+            "charts.unavailable", "error",
+            f"chart {p.chart} {p.version} from {p.repository} cannot be pulled: {one_line(r.reason)}",
+            fix=charts.PULL_FIX,
+            cluster=cluster, component=release, release=release).render() + "\n")
+    failed = sum(1 for r in results if r.path is None)
+    out.write(f"{len(results)} chart(s): {sum(1 for r in results if r.how == 'pulled')} pulled, "
+              f"{sum(1 for r in results if r.how == 'cached')} already cached, {failed} unavailable; cache {cache}\n")
+    return EXIT_INVALID_INPUT if failed else 0
+
+
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.render import write_output
+    from gpucluster.render import unverified, write_output
 
     plans, result = _rendered(args)
     try:
@@ -384,13 +443,14 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_output(result, Path(args.out))
         rendered = sum(1 for r in result.releases if r.manifests)
         out.write(f"rendered {rendered} of {len(result.releases)} releases into {args.out}\n")
-        return _report(result.findings, out, err)
+        return _report(result.findings, out, err, not_checked=unverified(result))
     finally:
         result.renderer.close()
 
 
 def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.lint import lint_result, load_crd_folders
+    from gpucluster.render import unverified
 
     for folder in args.crds:
         if not Path(folder).is_dir():
@@ -398,7 +458,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plans, result = _rendered(args)
     try:
         _warn_findings(plans, err)
-        return _report(lint_result(result, extra_crds=load_crd_folders(args.crds)), out, err)
+        return _report(lint_result(result, extra_crds=load_crd_folders(args.crds)), out, err, not_checked=unverified(result))
     finally:
         result.renderer.close()
 
@@ -483,6 +543,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 code = _cmd_render(args, out, err)
             elif args.command == "lint":
                 code = _cmd_lint(args, out, err)
+            elif args.command == "charts":
+                code = _cmd_charts(args, out, err)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 import traceback

@@ -35,8 +35,10 @@ module creates are mode 0700 and entries 0600. On a system without ``os.geteuid`
 the checksums apply.
 
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
-``~/.cache/gpucluster`` (the chart pull cache, :mod:`gpucluster.render`, lives in its
-``charts`` subfolder). ``GPUCLUSTER_CACHE_DIR=off`` disables the cache.
+``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` disables this cache. (The chart cache,
+:mod:`gpucluster.chartcache`, is ``$XDG_CACHE_HOME/gpucluster/charts`` or
+``~/.cache/gpucluster/charts`` unless ``$GPUCLUSTER_CHART_CACHE`` moves it; it follows
+:func:`trusted_path` too.)
 """
 
 from __future__ import annotations
@@ -105,6 +107,18 @@ def _trusted(st: os.stat_result, *, folder: bool) -> bool:
         return False
     uid = _uid()
     return uid is None or (st.st_uid == uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def trusted_path(path: str | os.PathLike[str], *, folder: bool, follow_symlinks: bool = True) -> bool:
+    """Whether ``path`` is a folder (``folder=True``) or a regular file owned by the current user
+    and writable by neither group nor others: this cache's rule (module docstring), which the
+    chart cache (:mod:`gpucluster.chartcache`) applies to its folders and files too. False when it
+    cannot be examined; ``follow_symlinks=False`` makes a symbolic link never trusted."""
+    try:
+        st = os.stat(path) if follow_symlinks else os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return _trusted(st, folder=folder)
 
 
 def _trusted_folders(folder: str, kind: str) -> bool:

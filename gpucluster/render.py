@@ -20,15 +20,19 @@ Chart sources, first that has the chart:
    ``version``. A chart whose exact version is absent is matched to the nearest one of the same
    name (or, when no chart has that name, to a folder named like the chart); the substitute is
    reported as a finding (``render.chart-nearest``), never silently;
-2. the pull cache ``<cache>/<scheme>/<host>/<path...>/<chart>/<version>/<chart>/`` (default
-   ``$GPUCLUSTER_CHART_CACHE`` or ``~/.cache/gpucluster/charts``);
-3. with ``pull=True`` (``--pull``): ``helm_python.pull`` from the HTTP repository or OCI registry
-   into the cache (atomically: a half-finished pull never becomes a cache entry).
+2. the chart cache (:mod:`gpucluster.chartcache`: ``gpucluster charts pull`` fills it; default
+   ``$GPUCLUSTER_CHART_CACHE`` or ``~/.cache/gpucluster/charts``; only entries the user owns);
+3. with ``pull=True`` (``--pull``): :func:`gpucluster.charts.pull_one` from the HTTP repository or
+   OCI registry into the cache (atomically: a half-finished pull never becomes a cache entry).
 
-A chart that cannot be had is reported by name (``render.chart-unavailable``). A dependency a
-chart declares but does not carry in ``charts/`` is looked up in the same sources (like
-``helm dependency build``); when it cannot be had either, the parent is rendered with the
-dependency's ``condition`` set to false and ``render.subchart-unavailable`` names it.
+The repository a node names is the one Terraform fetches from (the cluster file's mirror, when
+it names one: :mod:`gpucluster.mirrors`). A chart that cannot be had is reported by name with how
+to get it (``render.chart-unavailable``). A dependency a chart declares but does not carry in
+``charts/`` is looked up in the same sources (like ``helm dependency build``); when it cannot be
+had either, the parent is rendered with the dependency's ``condition`` set to false and
+``render.subchart-unavailable`` names it. Both are warnings (the release or subchart is reported
+as not checked, :func:`unverified`), or errors with ``require_charts`` (``--require-charts``)
+for every name not in ``allow_missing``.
 
 Helm's ``.Capabilities`` are the SDK defaults (no cluster is contacted; ``lookup`` returns
 nothing), so templates that generate random data (certificates, passwords) differ per render.
@@ -47,14 +51,19 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
+from gpucluster import chartcache
+from gpucluster.chartcache import CACHE_ENV, cache_key, default_cache_dir  # noqa: F401  (re-exported)
 from gpucluster.errors import GpuclusterError
+from gpucluster.helmsdk import helm  # noqa: F401  (re-exported: render and lint use Helm's engine through it)
 from gpucluster.model import PlanNode, RuntimePlan
 from gpucluster.values import deep_merge, get_path, set_entries, set_path, split_path, values_yaml
 
 CHARTS_ENV = "GPUCLUSTER_CHARTS"
 """Environment variable: offline chart folders (``os.pathsep`` separated) when no ``--charts``."""
-CACHE_ENV = "GPUCLUSTER_CHART_CACHE"
-"""Environment variable: folder of pulled charts (default ``~/.cache/gpucluster/charts``)."""
+
+HOW_TO_GET = ("run `gpucluster charts pull` to fetch it into the chart cache (behind egress rules, name a mirror that "
+              "holds it: charts.mirror or charts.mirrors in the cluster file), or unpack it into a --charts folder")
+"""The ``fix:`` of a chart render and lint cannot have (``charts pull`` has its own, :data:`gpucluster.charts.PULL_FIX`)."""
 
 Severity = str  # "error" | "warning" | "info"
 
@@ -100,28 +109,6 @@ def sort_findings(findings: Iterable[LintFinding]) -> list[LintFinding]:
     order = {"error": 0, "warning": 1, "info": 2}
     unique = {f: None for f in findings}
     return sorted(unique, key=lambda f: (f.cluster, f.release, order.get(f.severity, 3), f.id, f.key, f.message))
-
-
-# --------------------------------------------------------------------------- helm_python (lazy)
-
-
-def helm():
-    """The ``helm_python`` module (Helm v4 engine).
-
-    Raises:
-        GpuclusterError: the ``render`` extra is not installed.
-    """
-    try:
-        import helm_python  # noqa: PLC0415  (optional extra)
-
-        helm_python.disable_logging()  # Helm's INFO lines (symbolic links followed) are noise here
-    except ImportError:
-        raise GpuclusterError(
-            "gpucluster render/lint need Helm's engine (PyPI helm-python-sdk), which is not installed",
-            key="render",
-            fix="pip install 'gpucluster[render]' (make setup installs it)",
-        ) from None
-    return helm_python
 
 
 # --------------------------------------------------------------------------- chart sources
@@ -185,33 +172,6 @@ def scan_folders(folders: Sequence[Path]) -> list[ChartDir]:
                     if found is not None:
                         out.append(found)
     return out
-
-
-def cache_key(repository: str, chart: str, version: str) -> Path:
-    """Relative cache folder of one pinned chart: ``<scheme>/<host>/<path...>/<chart>/<version>``.
-
-    Every segment is reduced to ``[A-Za-z0-9._-]`` (others become ``_``; ``.``/``..``/empty
-    become ``_``), so no key leaves the cache folder. ``oci://registry.k8s.io/nfd/charts`` +
-    ``node-feature-discovery`` + ``0.19.0`` -> ``oci/registry.k8s.io/nfd/charts/node-feature-discovery/0.19.0``.
-    """
-    scheme, sep, rest = (repository or "").partition("://")
-    if not sep:
-        scheme, rest = "local", repository or ""
-    parts = [scheme, *[p for p in rest.split("/") if p], chart, version]
-
-    def clean(seg: str) -> str:
-        seg = re.sub(r"[^A-Za-z0-9._-]", "_", seg)
-        return "_" if seg in ("", ".", "..") else seg
-
-    return Path(*[clean(p) for p in parts])
-
-
-def default_cache_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """``$GPUCLUSTER_CHART_CACHE``, else ``$XDG_CACHE_HOME/gpucluster/charts``, else ``~/.cache/gpucluster/charts``."""
-    if env.get(CACHE_ENV):
-        return Path(env[CACHE_ENV])
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpucluster" / "charts"
 
 
 def chart_folders_from(charts: Sequence[str] | None, env: Mapping[str, str] = os.environ) -> list[Path]:
@@ -294,39 +254,19 @@ class ChartSources:
         return Located(None)
 
     def _cached(self, repository: str, chart: str, version: str) -> ChartDir | None:
-        folder = self.cache_dir / cache_key(repository, chart, version)
-        found = read_chart_dir(folder / chart)
-        return found
+        found = chartcache.lookup(self.cache_dir, repository, chart, version)
+        return None if found is None else read_chart_dir(found)
 
     def _pull(self, repository: str, chart: str, version: str) -> Located:
-        """Pull into ``<cache>/<cache_key>/<chart>`` (temporary folder, then one rename)."""
-        hp = helm()
-        final = self.cache_dir / cache_key(repository, chart, version)
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=final.parent))
-        except OSError as exc:  # a cache that is a file, unwritable, full: reported like a failed pull
-            return Located(None, note=f"pull of {chart} {version} from {repository} failed: cache folder {self.cache_dir}: {exc.strerror or exc}")
-        try:
-            if repository.startswith("oci://"):
-                hp.pull(f"{repository.rstrip('/')}/{chart}", version=version, untar=True, untar_dir=tmp, destination=tmp)
-            else:
-                hp.pull(chart, repo_url=repository, version=version, untar=True, untar_dir=tmp, destination=tmp)
-            found = read_chart_dir(tmp / chart)
-            if found is None:
-                return Located(None, note=f"pull of {chart} {version} from {repository} gave no chart folder")
-            for archive in tmp.glob("*.tgz"):
-                archive.unlink()
-            try:
-                os.replace(tmp, final)
-            except OSError:
-                if not (final / chart / "Chart.yaml").is_file():
-                    raise
-            return Located(read_chart_dir(final / chart), "pulled")
-        except Exception as exc:  # HelmError and OSError: reported by name, never raised
-            return Located(None, note=f"pull of {chart} {version} from {repository} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        """Pull into the chart cache (:func:`gpucluster.charts.pull_one`); a failure is the note."""
+        from gpucluster import charts
+
+        helm()  # the render extra's absence is an input error, not a failed pull
+        result = charts.pull_one((repository, chart, version), self.cache_dir)
+        if result.path is None:
+            return Located(None, note=f"pull of {chart} {version} from {repository} failed: {result.reason}")
+        found = read_chart_dir(result.path)
+        return Located(found, "pulled") if found is not None else Located(None, note=f"pull of {chart} {version} gave no chart")
 
     def locate_dependency(self, dep: Mapping[str, Any]) -> ChartDir | None:
         """A chart dependency (``Chart.yaml`` ``dependencies`` entry) from the sources: exact
@@ -534,9 +474,10 @@ class Renderer:
     """Renders plan nodes; keeps loaded charts for re-renders (use as a context manager, or
     call :meth:`close`: local charts are written to a temporary folder)."""
 
-    def __init__(self, sources: ChartSources, *, allow_missing: Iterable[str] = ()):
+    def __init__(self, sources: ChartSources, *, allow_missing: Iterable[str] = (), require_charts: bool = False):
         self.sources = sources
         self.allow_missing = set(allow_missing)
+        self.require_charts = require_charts
         self._tmp = Path(tempfile.mkdtemp(prefix="gpucluster-render-"))
         self._crds: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
         self._crd_files: dict[Path, list[tuple[str, str]]] = {}
@@ -605,7 +546,9 @@ class Renderer:
         return self._crds[path]
 
     def _missing_severity(self, name: str) -> str:
-        return "warning" if name in self.allow_missing else "error"
+        """``warning`` (reported as not checked), or ``error`` with ``require_charts`` unless
+        ``name`` is in ``allow_missing``."""
+        return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
     def render_node(self, cluster: str, node: PlanNode) -> tuple[RenderedRelease, list[LintFinding]]:
         """Render one release (see module docstring). Findings name what could not be had."""
@@ -619,8 +562,8 @@ class Renderer:
                 findings.append(LintFinding(
                     "render.chart-unavailable", sev,
                     f"chart {node.chart} {node.version} from {node.repository} is not in the chart sources{detail}: "
-                    "release not rendered or checked",
-                    fix="unpack it into a --charts folder, or run with --pull to fetch it into the cache", **where))
+                    "release not rendered, not checked",
+                    fix=HOW_TO_GET, **where))
                 return RenderedRelease(cluster, node, None), findings
             if located.note:
                 findings.append(LintFinding("render.chart-nearest", "info" if located.how == "app-version" else "warning",
@@ -671,7 +614,8 @@ class Renderer:
                 f"dependency {name} {dep.get('version', '')} of chart {chart.name} {chart.version} is neither in the chart's "
                 f"charts/ folder nor in the chart sources: rendered with {condition or 'it'} off, so its objects and the values "
                 f"under '{alias}' are not checked",
-                fix=f"unpack {name} {dep.get('version', '')} into a --charts folder (or --pull)", **where))
+                fix=f"put {name} {dep.get('version', '')} into the chart's charts/ folder (a chart package from its "
+                    "repository carries it), or unpack it into a --charts folder", **where))
         path = _assemble(chart, extra, self._tmp) if extra else chart.path
         render_values = copy.deepcopy(values)
         for cond in disabled:
@@ -696,12 +640,12 @@ class Renderer:
 
 
 def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_missing: Iterable[str] = (),
-                 renderer: Renderer | None = None) -> RenderResult:
+                 require_charts: bool = False, renderer: Renderer | None = None) -> RenderResult:
     """Render every release of every plan (plan order).
 
     The caller closes ``renderer`` when it passes one; otherwise a fresh one is made and kept
     open for lint's re-renders: close it with ``result.renderer.close()``."""
-    own = renderer or Renderer(sources, allow_missing=allow_missing)
+    own = renderer or Renderer(sources, allow_missing=allow_missing, require_charts=require_charts)
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
     for plan in plans:
@@ -710,6 +654,18 @@ def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_m
             releases.append(release)
             findings += f
     return RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans), renderer=own)
+
+
+def unverified(result: RenderResult) -> list[str]:
+    """What was not rendered or checked because a chart could not be had, in release order:
+    ``<cluster>/<release>`` for a chart, ``<cluster>/<release> subcharts a, b`` for subcharts."""
+    out = []
+    for release in result.releases:
+        if release.node.kind == "chart" and release.chart is None:
+            out.append(f"{release.cluster}/{release.name}")
+        elif release.missing_subcharts:
+            out.append(f"{release.cluster}/{release.name} subcharts {', '.join(release.missing_subcharts)}")
+    return out
 
 
 # --------------------------------------------------------------------------- output folder

@@ -29,6 +29,7 @@ from gpucluster.render import (
     helm_values,
     render_plans,
     split_documents,
+    unverified,
 )
 from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
@@ -150,15 +151,23 @@ def test_helm_values_apply_set_entries_like_terraform():
     assert [f.id for f in findings] == ["render.variable-required"]
 
 
-def test_missing_chart_is_reported_by_name_and_allowed_only_by_name(tmp_path):
+def test_missing_chart_is_reported_with_how_to_get_it_and_required_only_on_request(tmp_path):
+    """A chart that cannot be had is a warning naming it, what was not checked and how to get it;
+    with require_charts an error, unless allowed by name."""
     node = PlanNode(id="nvsentinel", kind="chart", component="nvsentinel", namespace="n",
                     repository="oci://ghcr.io/nvidia", chart="nvsentinel", version="v1.25.0")
     plan = plan_of(aks_cluster(), [node])
     src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
     with Renderer(src) as r:
+        result = render_plans([plan], src, renderer=r)
+    (f,) = result.findings
+    assert f.severity == "warning" and f.id == "render.chart-unavailable" and "nvsentinel v1.25.0" in f.message
+    assert "not checked" in f.message and "gpucluster charts pull" in f.fix and "charts.mirror" in f.fix and "--charts" in f.fix
+    assert unverified(result) == ["unit/nvsentinel"]
+    with Renderer(src, require_charts=True) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
-    assert f.severity == "error" and f.id == "render.chart-unavailable" and "nvsentinel v1.25.0" in f.message
-    with Renderer(src, allow_missing=["nvsentinel"]) as r:
+    assert f.severity == "error"
+    with Renderer(src, require_charts=True, allow_missing=["nvsentinel"]) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
     assert f.severity == "warning"
 
@@ -306,7 +315,7 @@ CASES = [(p, leaf, prof, v) for p, leaf, prof in base_cases() for v in VARIANTS]
 def stack(reference_charts, shared_dir):
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
     crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
-    with Renderer(sources, allow_missing=UNAVAILABLE) as renderer:
+    with Renderer(sources, allow_missing=UNAVAILABLE, require_charts=True) as renderer:  # only those may be missing
         yield sources, renderer, crds
 
 
@@ -329,7 +338,7 @@ def test_every_builtin_recipe_renders_and_lints_clean(stack, tmp_path, platform,
 
 def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_override(reference_charts, shared_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    allow = [a for name in UNAVAILABLE for a in ("--allow-missing", name)]
+    allow = ["--require-charts", *(a for name in UNAVAILABLE for a in ("--allow-missing", name))]
     code = main(["render", "--charts", str(reference_charts), "--out", str(out), *allow])
     captured = capsys.readouterr()
     assert code == 0, captured.err
