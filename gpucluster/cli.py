@@ -13,6 +13,13 @@ Commands::
         print the release graph as Graphviz dot
     gpucluster plugins [--format text|json]
         list the loaded plugins: name, source, distribution, hooks, platforms
+    gpucluster synth [--config FILE] [--out DIR]
+        write every cluster's stacks into DIR (default cdktf.out): the files `cdktf synth` writes,
+        in this process (no cdktf CLI; the jsii runtime still runs on Node.js)
+    gpucluster init [DIR] [--service aks|nvke|oke] [--intent training|inference] [--backend local|cloud]
+                    [--ci none|github|azure-pipelines] [--name NAME]
+        create a project folder: cdktf.json (runs the installed app), gpucluster.yaml,
+        requirements.txt, .gitignore, README.md, optionally a CI workflow; never overwrites a file
     gpucluster upgrade-check --from OLD --to NEW [--format text|json]
         per cluster and component: version, values and CRD changes and a verdict
         (exit 0 all safe, 3 a manual step is needed, 4 something is unknown; docs/upgrading.md)
@@ -131,6 +138,26 @@ def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
     plg.add_argument("--format", choices=("text", "json"), default="text")
 
 
+def _synth_arguments(syn: argparse.ArgumentParser) -> None:
+    syn.add_argument("--config", help="cluster file (as for plan)")
+    syn.add_argument("--out", metavar="DIR", help="output folder (replaced atomically; default: $CDKTF_OUTDIR, else cdktf.out)")
+
+
+def _init_arguments(ini: argparse.ArgumentParser) -> None:
+    from gpucluster import init as init_mod
+
+    d = init_mod.DEFAULTS
+    ini.add_argument("dir", nargs="?", default=".", metavar="DIR", help="project folder, made when missing (default: this one)")
+    ini.add_argument("--service", default=d["service"], metavar="SERVICE",
+                     help=f"platform: {', '.join(init_mod.SERVICES)} (default {d['service']})")
+    ini.add_argument("--intent", default=d["intent"], metavar="INTENT",
+                     help=f"{', '.join(init_mod.INTENTS)} (default {d['intent']}; the platform must have recipes for it)")
+    ini.add_argument("--backend", default=d["backend"], metavar="BACKEND",
+                     help=f"Terraform state: {', '.join(init_mod.BACKENDS)} (default {d['backend']})")
+    ini.add_argument("--ci", default=d["ci"], metavar="CI", help=f"CI workflow: {', '.join(init_mod.CI_PROVIDERS)} (default {d['ci']})")
+    ini.add_argument("--name", help="cluster name (default <service>-<intent>)")
+
+
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "recipe": ("print the resolved recipe (RecipeResult YAML)", _recipe_arguments),
     "plan": ("print each cluster's release graph (node, kind, depends_on)", _plan_arguments),
@@ -145,6 +172,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "lint": ("render, then check the rendered objects (docs/cli.md: gpucluster lint)", _lint_arguments),
     "charts": ("charts pull: fetch every chart the stacks pin into the chart cache render and lint read", _charts_arguments),
     "plugins": ("list the loaded plugins with their hooks and platforms (docs/plugins.md)", _plugins_arguments),
+    "synth": ("write every cluster's Terraform (CDK for Terraform JSON) into cdktf.out, as `cdktf synth` does, "
+              "without the cdktf CLI", _synth_arguments),
+    "init": ("create a project folder you own: cdktf.json, gpucluster.yaml, requirements.txt, .gitignore, README.md, "
+             "optionally a CI workflow (never overwrites a file)", _init_arguments),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
 
@@ -512,6 +543,26 @@ def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> None:
     platforms()
 
 
+def _cmd_synth(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The cdktf app in this process (:func:`gpucluster_cdk.app.synth_command`: the code path of
+    ``cdktf synth``, the same files); imported here only, so no other command loads cdktf."""
+    from gpucluster_cdk.app import synth_command
+
+    return synth_command(config=args.config, outdir=args.out, out=out, err=err)
+
+
+def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
+    """Create the project (:func:`gpucluster.init.init_project`) and name the files and the next command."""
+    from gpucluster import init as init_mod
+
+    options = init_mod.InitOptions(service=args.service, intent=args.intent, backend=args.backend, ci=args.ci, name=args.name)
+    written = init_mod.init_project(args.dir, options)
+    root = Path(args.dir)
+    out.write(f"created {root.resolve()}: {', '.join(str(p.relative_to(root)) for p in written)}\n")
+    where = "" if root.resolve() == Path.cwd().resolve() else f"cd {args.dir} && "
+    out.write(f"next: {where}gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run the CLI.
 
@@ -537,6 +588,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 _cmd_detect(args, out)
             elif args.command == "plugins":
                 _cmd_plugins(args, out)
+            elif args.command == "init":
+                _cmd_init(args, out)
+            elif args.command == "synth":
+                code = _cmd_synth(args, out, err)
             elif args.command == "upgrade-check":
                 code = _cmd_upgrade_check(args, out)
             elif args.command == "render":

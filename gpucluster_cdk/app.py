@@ -87,7 +87,7 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Iterator  # noqa: E402
+from typing import Iterator, TextIO  # noqa: E402
 
 DEFAULT_OUTDIR = "cdktf.out"
 EXIT_INTERNAL = 70
@@ -124,17 +124,25 @@ def _stack_dirs(outdir: Path) -> set[str]:
     return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
 
 
-def main(argv: list[str] | None = None, received: list[int] | None = None) -> int:
+def main(argv: list[str] | None = None, received: list[int] | None = None, *, config: str | None = None,
+         outdir: str | os.PathLike | None = None, progress: TextIO | None = None, written: list[str] | None = None) -> int:
     """Run the app (see the module docstring); returns the exit code.
 
     Args:
         received: list the stop signals are recorded in (the script passes its own, so signals
             before and after ``main`` count); default a fresh one.
+        config: the cluster file (``gpucluster synth --config``); None: ``GPUCLUSTER_CONFIG``,
+            ``./gpucluster.yaml``, the embedded default.
+        outdir: the output folder (``gpucluster synth --out``); None: ``CDKTF_OUTDIR``, else
+            ``cdktf.out``.
+        progress: where one line per cluster goes while its stacks are built, for a cluster
+            file of more than one cluster (``gpucluster synth``: stderr); None: no such lines.
+        written: receives the names of the stacks written.
     """
     received = [] if received is None else received
     try:
         with _stop_signals_raise(received):
-            return _run()
+            return _run(config=config, outdir=outdir, progress=progress, written=written)
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:
@@ -163,18 +171,19 @@ def _interrupted(signum: int) -> int:
     return 128 + signum
 
 
-def _run() -> int:
+def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, progress: TextIO | None = None,
+         written: list[str] | None = None) -> int:
     from gpucluster.config import embedded_default_notice, load_config
     from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem
     from gpucluster.pipeline import build_plans
 
     findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
     try:
-        notice = embedded_default_notice()
+        notice = embedded_default_notice(config)
         if notice:
             print(notice, file=findings_out)
             findings_out.flush()
-        clusters, fleet = load_config()
+        clusters, fleet = load_config(config)
         plans = build_plans(clusters)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
@@ -184,7 +193,7 @@ def _run() -> int:
             print(finding.render(), file=findings_out)
     findings_out.flush()
 
-    outdir = Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
+    outdir = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     try:
         previous = _stack_dirs(outdir)
     except (OSError, ValueError):
@@ -193,7 +202,8 @@ def _run() -> int:
     try:
         from gpucluster_cdk import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
 
-        written = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings)
+        names = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings,
+                             progress=_progress_printer(progress) if progress is not None and len(plans) > 1 else None)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
@@ -203,9 +213,33 @@ def _run() -> int:
         # Under the cdktf CLI: it deletes stacks/<name> folders that existed before the run and
         # are not in the new manifest, with a plain rmSync that fails on a missing folder. Our
         # swap already dropped them; leave empty placeholders for the CLI to delete.
-        for name in sorted(previous - set(written)):
+        for name in sorted(previous - set(names)):
             (outdir / "stacks" / name).mkdir(parents=True, exist_ok=True)
+    if written is not None:
+        written.extend(names)
     return 0
+
+
+def _progress_printer(stream: TextIO):
+    """The ``progress`` callback of :func:`gpucluster_cdk.stacks.synth`: one line per cluster."""
+
+    def report(index: int, total: int, cluster: str, stacks: list[str]) -> None:
+        print(f"gpucluster: cluster {index}/{total} {cluster}: stacks {', '.join(stacks)} built", file=stream, flush=True)
+
+    return report
+
+
+def synth_command(*, config: str | None, outdir: str | None, out: TextIO, err: TextIO) -> int:
+    """``gpucluster synth``: the app in this process (:func:`main`, the code path ``cdktf synth``
+    runs), a progress line per cluster on ``err`` for a multi-cluster file, then one line on
+    ``out`` naming the stacks written; returns the exit code (0, 2 bad input, 70 internal, 128 + n
+    after stop signal n)."""
+    names: list[str] = []
+    code = main([], config=config, outdir=outdir, progress=err, written=names)
+    if code == 0:
+        target = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
+        print(f"synthesized {len(names)} stacks into {target}: {', '.join(names)}", file=out, flush=True)
+    return code
 
 
 def _under_cdktf_cli() -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FRAMEWORK = ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_azurerm", "cdktf_cdktf_provider_helm", "cdktn",
              "cdktn_provider_azurerm", "cdktn_provider_helm")
@@ -40,24 +42,32 @@ def test_only_cdk_module_imports_the_framework():
 
 TEST_KIT = "gpucluster/sdk/testing.py"
 """The plugin authors' test kit: ``PluginKit.synth`` runs the stacks (imported inside the method)."""
+LAZY_CDK = {TEST_KIT: ("synth", "gpucluster_cdk", "stacks"), "gpucluster/cli.py": ("_cmd_synth", "gpucluster_cdk.app", "synth_command")}
+"""Core modules that import the cdktf layer, each only inside one function: file -> (function,
+module, name) of its one ``from module import name``."""
 
 
 def test_domain_core_never_imports_constructs_or_stacks():
     offenders = {
         str(rel): sorted(m for m in imported_modules(path) if m.split(".")[0] == "gpucluster_cdk")
         for rel, path in project_files()
-        if rel.parts[0] == "gpucluster" and str(rel) != TEST_KIT
+        if rel.parts[0] == "gpucluster" and str(rel) not in LAZY_CDK
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_the_test_kit_imports_the_stacks_only_inside_synth():
-    tree = ast.parse((ROOT / TEST_KIT).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("rel", sorted(LAZY_CDK))
+def test_the_test_kit_and_the_synth_command_import_the_stacks_only_inside_one_function(rel):
+    function, module, name = LAZY_CDK[rel]
+    tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
     module_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     module_level |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
     assert not {m for m in module_level if m.split(".")[0] in ("gpucluster_cdk", *FRAMEWORK)}
-    synth = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "synth")
-    assert {(n.module, a.name) for n in ast.walk(synth) if isinstance(n, ast.ImportFrom) for a in n.names} == {("gpucluster_cdk", "stacks")}
+    everywhere = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                  and n.module.split(".")[0] == "gpucluster_cdk" for a in n.names}
+    inside = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    assert {(n.module, a.name) for n in ast.walk(inside) if isinstance(n, ast.ImportFrom) for a in n.names
+            if n.module and n.module.split(".")[0] == "gpucluster_cdk"} == everywhere == {(module, name)}
 
 
 def test_the_helm_constructs_know_no_plan():

@@ -8,7 +8,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpucluster_cdk.constructs_lib.cdk import App, validation_errors
 from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
@@ -31,8 +31,12 @@ def provisions_cluster(plan: RuntimePlan) -> bool:
     return bool(platform.provisions_cluster) and plan.cluster.existing is None
 
 
+Progress = Callable[[int, int, str, Sequence[str]], None]
+"""``progress(i, n, cluster, stacks)``: cluster ``i`` of ``n`` (from 1) has its stacks built."""
+
+
 def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,
-              fleet: "FleetSpec | None" = None) -> App:
+              fleet: "FleetSpec | None" = None, progress: Progress | None = None) -> App:
     """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan, plus the
     fleet's stacks when ``fleet`` is given (:func:`gpucluster_cdk.stacks.fleet.add_fleet`: ``<fleet>-fleet``,
     ``<fleet>-after-<group>`` barriers ordering the runtime stacks by update group, ``<fleet>-hub``).
@@ -41,20 +45,26 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
         outdir: where ``app.synth()`` writes (an absolute, empty folder).
         staging_dir: folder for local charts until synth copies them into the stacks.
         fleet: the cluster file's validated ``fleet:`` section, or None.
+        progress: called once per cluster after its stacks are built (:data:`Progress`).
     """
     app = App(outdir=str(outdir), context={STAGING_CONTEXT_KEY: str(Path(staging_dir).absolute())})
     cluster_stacks: dict[str, ClusterStack] = {}
     runtime_stacks: dict[str, RuntimeStack] = {}
-    for plan in plans:
+    for index, plan in enumerate(plans, start=1):
         cluster = plan.cluster
         connection = None
+        names = []
         if provisions_cluster(plan):
             stack = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe)
             cluster_stacks[cluster.name] = stack
             connection = stack.connection
+            names.append(stack.node.id)
         runtime_stacks[cluster.name] = RuntimeStack(
             app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing
         )
+        names.append(runtime_stack_name(cluster.name))
+        if progress is not None:
+            progress(index, len(plans), cluster.name, names)
     if fleet is not None:
         from gpucluster_cdk.stacks.fleet import add_fleet
 
@@ -63,7 +73,7 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
 
 
 def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None,
-          warnings: list[Problem] | None = None) -> list[str]:
+          warnings: list[Problem] | None = None, progress: Progress | None = None) -> list[str]:
     """Synthesize ``plans`` into ``outdir``, replacing it atomically.
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
@@ -73,6 +83,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
     Args:
         warnings: receives ``warning[output]`` problems (previous output not removable; see
             :func:`gpucluster_cdk.stacks.outdir.staged_outdir`).
+        progress: see :func:`build_app`.
 
     Returns:
         the stack names written, sorted.
@@ -83,7 +94,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
             cluster and, in runtime stacks, the component).
     """
     with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir, warnings=warnings) as staged:
-        app = build_app(plans, staged, staging_dir=staging, fleet=fleet)
+        app = build_app(plans, staged, staging_dir=staging, fleet=fleet, progress=progress)
         try:
             app.synth()
         except RuntimeError as err:
