@@ -171,6 +171,11 @@ class NodePool:
         managed_gpu: AKS-managed GPU pool (``gpuProfile.nvidia.managementMode: Managed``); always refused.
         gpu_set: True when the cluster file wrote ``gpu:`` (platforms that derive GPU-ness from
             the VM size, like AKS, refuse an explicit ``gpu`` that contradicts it).
+        node_selector: labels the platform gives every node of this pool and no other pool's
+            (AKS: ``kubernetes.azure.com/agentpool: <name>``), set by the platform plugin; empty
+            when unknown. ``gpucluster validate`` finds the pool's nodes by it.
+        gpus_per_node: GPUs one node of the pool has (the VM size's GPU count, from the platform's
+            data), set by the platform plugin for GPU pools; None when unknown.
     """
 
     name: str
@@ -182,6 +187,8 @@ class NodePool:
     gpu_driver: str | None = None
     managed_gpu: bool = False
     gpu_set: bool = False
+    node_selector: dict[str, str] = field(default_factory=dict)
+    gpus_per_node: int | None = None
 
 
 @dataclass

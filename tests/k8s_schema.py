@@ -60,6 +60,12 @@ BUILTIN_SCOPE = {
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): "Cluster",
     ("apiextensions.k8s.io", "CustomResourceDefinition"): "Cluster",
     ("networking.k8s.io", "NetworkPolicy"): "Namespaced",
+    ("", "Node"): "Cluster",
+    ("", "Pod"): "Namespaced",
+    ("apps", "StatefulSet"): "Namespaced",
+    ("node.k8s.io", "RuntimeClass"): "Cluster",
+    ("resource.k8s.io", "ResourceSlice"): "Cluster",
+    ("resource.k8s.io", "DeviceClass"): "Cluster",
 }
 """Scope of the built-in kinds gpucluster renders (extend when a template adds a kind)."""
 

@@ -93,6 +93,9 @@ POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 """AKS Linux node pool names: lowercase letters and digits, start with a letter, 1-12 chars."""
 VM_SIZE = re.compile(r"^Standard_[A-Za-z0-9_-]{1,70}$")
 """AKS node VM size names: ``Standard_`` + letters, digits, ``_``, ``-`` (``Standard_ND96isr_H100_v5``)."""
+AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+"""The label AKS puts on every node with its node pool's name (AKS docs "Use labels in an AKS
+cluster", labels AKS sets): a pool's ``node_selector``."""
 MAX_NODES_PER_POOL = 1000
 GPU_DRIVERS = ("Install", "None")
 
@@ -154,7 +157,8 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
 
 @functools.cache
 def vm_sizes() -> dict:
-    """:data:`VM_SIZES_FILE`: ``{"accelerators": {acc: [size, ...]}, "gpu_size_prefix": str, "ephemeral_os_disk": [...]}``."""
+    """:data:`VM_SIZES_FILE`: ``{"accelerators": {acc: [size, ...]}, "gpus_per_vm": {size: int},
+    "gpu_size_prefix": str, "ephemeral_os_disk": [...]}``."""
     return load_data_file(VM_SIZES_FILE)
 
 
@@ -282,6 +286,9 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
             )
         _check_own_labels(cluster, i, where)
         _check_taints_one_per_key_and_effect(cluster, i, where)
+        pool.node_selector = {AGENTPOOL_LABEL: pool.name}
+        if pool.gpu:
+            pool.gpus_per_node = vm_sizes().get("gpus_per_vm", {}).get(pool.vm_size)
         if not pool.gpu:
             if pool.gpu_driver is not None:
                 raise GpuclusterError(

@@ -1,0 +1,14 @@
+"""Verification of a running cluster against its plan (``gpucluster snapshot`` / ``validate``).
+
+Owns: reading a cluster (a snapshot file or the live API, :mod:`gpucluster.verify.snapshot`),
+evaluating Kyverno Chainsaw ``assert``/``error`` tests (:mod:`gpucluster.verify.chainsaw`, used
+for AICR's component health checks shipped in ``aicr_checks/``), the checks derived from a
+:class:`~gpucluster.model.RuntimePlan` (:mod:`gpucluster.verify.checks`) and the ``validate``
+command with its outputs (:mod:`gpucluster.verify.validate`: table, JSON evidence, JUnit).
+
+May import: the leaves (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
+:mod:`gpucluster.values`, :mod:`gpucluster.hashing`, :mod:`gpucluster.yamlsafe`) and, for the
+plan, :mod:`gpucluster.pipeline` and :mod:`gpucluster.config`; optional libraries (``jmespath``,
+``kubernetes``: the ``validate`` extra) only inside the functions that need them. Nothing in
+synth imports this package (a plan or a synth never pays for it).
+"""

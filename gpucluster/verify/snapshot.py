@@ -1,0 +1,231 @@
+"""Snapshots of a cluster: the Kubernetes objects ``gpucluster validate`` reads, as one ``List``.
+
+A snapshot is what ``kubectl get -o json`` writes for several kinds at once: ``{"apiVersion":
+"v1", "kind": "List", "items": [...]}``, every item a complete object with its ``apiVersion``
+and ``kind``. ``gpucluster snapshot`` writes one from a live cluster (:func:`read_live`, the
+official ``kubernetes`` client: kubeconfig, contexts, exec credential plugins such as kubelogin),
+a user can make or edit one with kubectl, and ``gpucluster validate --snapshot`` reads it
+(:func:`load_snapshot_file`). Snapshots are read-only evidence: the kinds read are listed in
+:data:`BUILTIN_KINDS` plus the custom resources a plan and its checks name (:func:`kinds_to_read`);
+Secrets and ConfigMaps are never read. CRDs are kept without their OpenAPI schemas (no check reads
+them; they are most of a CRD's bytes).
+
+:class:`Snapshot` answers the lookups of :class:`gpucluster.verify.chainsaw.ObjectSource`: a kind
+is served when it is a built-in kind of Kubernetes 1.34 (:data:`BUILTIN_KINDS`) or a CRD in the
+snapshot serves it (``spec.group``, ``spec.names.kind``, a served ``spec.versions[].name``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat as stat_mod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gpucluster.errors import GpuclusterError
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "MAX_SNAPSHOT_BYTES",
+    "Snapshot",
+    "load_snapshot_file",
+    "snapshot_document",
+    "dump_snapshot",
+]
+
+MAX_SNAPSHOT_BYTES = 128 * 1024 * 1024
+"""Largest snapshot file read (128 MiB: a 1000-node cluster's nodes, pods and custom resources fit)."""
+
+BUILTIN_KINDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("v1", "Namespace"): ("namespaces", "Cluster"),
+    ("v1", "Node"): ("nodes", "Cluster"),
+    ("v1", "Pod"): ("pods", "Namespaced"),
+    ("apps/v1", "DaemonSet"): ("daemonsets", "Namespaced"),
+    ("apps/v1", "Deployment"): ("deployments", "Namespaced"),
+    ("apps/v1", "StatefulSet"): ("statefulsets", "Namespaced"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", "Cluster"),
+    ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", "Cluster"),
+    ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", "Cluster"),
+    ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", "Cluster"),
+}
+"""``(apiVersion, kind)`` -> ``(plural, scope)`` of the built-in Kubernetes 1.34 kinds a snapshot
+holds (Kubernetes API reference 1.34; ``resource.k8s.io/v1`` is GA from 1.34)."""
+
+
+def _problem(message: str, *, file: str, key: str | None = None, fix: str) -> GpuclusterError:
+    return GpuclusterError(message, file=file, key=key, fix=fix, id="validate.snapshot")
+
+
+@dataclass
+class Snapshot:
+    """Objects indexed for lookups.
+
+    Attributes:
+        items: the objects, in the file's order.
+        source: where they came from (a file name or ``context <name>``), for evidence.
+        digest: sha256 of the canonical JSON of ``items`` (sorted keys), for evidence.
+    """
+
+    items: list[dict[str, Any]]
+    source: str = ""
+    digest: str = ""
+    _by_kind: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _crd_scope: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for obj in self.items:
+            self._by_kind.setdefault((obj["apiVersion"], obj["kind"]), []).append(obj)
+        for crd in self._by_kind.get(("apiextensions.k8s.io/v1", "CustomResourceDefinition"), []):
+            spec = crd.get("spec") or {}
+            group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+            for version in spec.get("versions") or []:
+                if isinstance(version, Mapping) and version.get("served", True) and group and kind:
+                    self._crd_scope[(f"{group}/{version.get('name')}", kind)] = str(spec.get("scope", "Namespaced"))
+        if not self.digest:
+            self.digest = hashlib.sha256(json.dumps(self.items, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def scope(self, api_version: str, kind: str) -> str | None:
+        builtin = BUILTIN_KINDS.get((api_version, kind))
+        return builtin[1] if builtin else self._crd_scope.get((api_version, kind))
+
+    def objects(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """Every object of the kind, in file order."""
+        return list(self._by_kind.get((api_version, kind), []))
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        for obj in self._by_kind.get((api_version, kind), []):
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == name and (namespace is None or meta.get("namespace") == namespace):
+                return obj
+        return None
+
+    def list(self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        out = []
+        for obj in self._by_kind.get((api_version, kind), []):
+            meta = obj.get("metadata") or {}
+            if namespace is not None and meta.get("namespace") != namespace:
+                continue
+            have = meta.get("labels") or {}
+            if all(have.get(k) == v for k, v in labels.items()):
+                out.append(obj)
+        return sorted(out, key=lambda o: ((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name") or ""))
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the cluster: the ``kube-system`` Namespace's uid (the de facto cluster
+        id), the nodes' provider-id scheme and kubelet versions, the snapshot source and digest."""
+        kube_system = self.get("v1", "Namespace", None, "kube-system") or {}
+        nodes = self.objects("v1", "Node")
+        providers = sorted({str((n.get("spec") or {}).get("providerID", "")).split("://")[0] for n in nodes} - {""})
+        kubelets = sorted({str(((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")) for n in nodes} - {""})
+        return {"kubeSystemUid": (kube_system.get("metadata") or {}).get("uid", ""), "providers": providers,
+                "kubeletVersions": kubelets, "nodes": len(nodes), "source": self.source, "snapshotSha256": self.digest}
+
+
+def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
+    fix = "give a Kubernetes List as `kubectl get -o json` or `gpucluster snapshot` writes it"
+    if not isinstance(doc, Mapping) or doc.get("kind") != "List" or doc.get("apiVersion") != "v1":
+        raise _problem("is not a Kubernetes List (apiVersion v1, kind List)", file=file, key="kind", fix=fix)
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise _problem("has no items list", file=file, key="items", fix=fix)
+    seen: set[tuple[str, str, str, str]] = set()
+    for i, obj in enumerate(items):
+        if not isinstance(obj, Mapping):
+            raise _problem("is not an object", file=file, key=f"items[{i}]", fix=fix)
+        for key in ("apiVersion", "kind"):
+            if not isinstance(obj.get(key), str) or not obj.get(key):
+                raise _problem(f"has no {key}", file=file, key=f"items[{i}].{key}", fix=fix)
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+            raise _problem("has no metadata.name", file=file, key=f"items[{i}].metadata.name", fix=fix)
+        namespace = meta.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise _problem("metadata.namespace is not a string", file=file, key=f"items[{i}].metadata.namespace", fix=fix)
+        labels = meta.get("labels")
+        if labels is not None and (not isinstance(labels, Mapping) or any(not isinstance(v, str) for v in labels.values())):
+            raise _problem("metadata.labels is not a map of strings", file=file, key=f"items[{i}].metadata.labels", fix=fix)
+        ident = (obj["apiVersion"], obj["kind"], namespace or "", meta["name"])
+        if ident in seen:
+            raise _problem(f"holds {obj['kind']} {'/'.join(ident[2:]).lstrip('/')} twice", file=file, key=f"items[{i}]",
+                           fix="keep one copy of each object")
+        seen.add(ident)
+    return [dict(o) for o in items]
+
+
+def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> Snapshot:
+    """Read a snapshot file (JSON, or YAML as ``kubectl get -o yaml`` writes it).
+
+    Bounded: only a regular file of at most ``max_bytes`` bytes is read.
+
+    Raises:
+        GpuclusterError: missing, not a regular file, too large, not UTF-8, not JSON/YAML, not a
+            ``List`` of objects with ``apiVersion``, ``kind`` and ``metadata.name``, or an object
+            twice (id ``validate.snapshot``; ``key`` names the item).
+    """
+    name = str(path)
+    p = Path(path)
+    try:
+        info = p.stat()
+    except FileNotFoundError:
+        raise _problem("snapshot file not found", file=name, fix="check the path (gpucluster snapshot --out FILE writes one)") from None
+    except (OSError, ValueError) as exc:
+        raise _problem(f"cannot read the snapshot file: {getattr(exc, 'strerror', None) or exc}", file=name,
+                       fix="check the path and its permissions") from None
+    if not stat_mod.S_ISREG(info.st_mode):
+        raise _problem("is not a regular file", file=name, fix="point --snapshot to a snapshot file")
+    try:
+        with p.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise _problem(f"cannot read the snapshot file: {exc.strerror}", file=name, fix="check the file's permissions") from None
+    if len(raw) > max_bytes:
+        raise _problem(f"is larger than {max_bytes} bytes", file=name, fix="check that this is a snapshot file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _problem(f"is not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})", file=name,
+                       fix="give the JSON kubectl or gpucluster snapshot wrote") from None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        from gpucluster.yamlsafe import load_yaml_text
+
+        try:
+            doc = load_yaml_text(text, file=name)
+        except GpuclusterError as err:
+            problem = err.problems[0]
+            raise _problem(f"is neither JSON nor YAML: {problem.message}", file=name,
+                           fix="give the JSON kubectl or gpucluster snapshot wrote") from None
+    return Snapshot(items=_check_items(doc, file=name), source=name)
+
+
+def strip_crd(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A CRD without its OpenAPI schemas (``spec.versions[].schema``) and managed fields."""
+    out = json.loads(json.dumps(obj))
+    for version in (out.get("spec") or {}).get("versions") or []:
+        if isinstance(version, dict):
+            version.pop("schema", None)
+    (out.get("metadata") or {}).pop("managedFields", None)
+    return out
+
+
+def snapshot_document(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``List`` document of ``items``, sorted by apiVersion, kind, namespace and name (so the
+    same objects always give the same bytes), ``managedFields`` dropped, CRDs :func:`strip_crd`-ed."""
+    def key(o: Mapping[str, Any]) -> tuple[str, str, str, str]:
+        meta = o.get("metadata") or {}
+        return (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+    out = []
+    for obj in sorted(items, key=key):
+        obj = strip_crd(obj) if obj.get("kind") == "CustomResourceDefinition" else json.loads(json.dumps(obj))
+        (obj.get("metadata") or {}).pop("managedFields", None)
+        out.append(obj)
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": out}
+
+
+def dump_snapshot(document: Mapping[str, Any]) -> str:
+    """Deterministic JSON text of a snapshot document (2-space indent, sorted keys, newline)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
