@@ -32,6 +32,12 @@ Commands::
         pull every chart the runtime stacks pin (through the cluster file's mirror) into the
         chart cache that render and lint read; exit 2 when one cannot be had
 
+    gpucluster snapshot [--config FILE] [--cluster NAME] --kubeconfig F [--context C] [--out FILE]
+        read the objects validate needs from a live cluster (get/list only) into one kubectl List
+    gpucluster validate [--config FILE] [--cluster NAME] (--kubeconfig F [--context C] | --snapshot FILE)
+        [--format text|json] [--junit FILE] [--wait 10m]
+        check the cluster against its plan (exit 0 passed, 1 a check failed; docs/validate.md)
+
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
 
@@ -134,6 +140,26 @@ def _charts_arguments(ch: argparse.ArgumentParser) -> None:
     pull.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
 
 
+def _cluster_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--config", help="cluster file (as for plan)")
+    c.add_argument("--cluster", action="append", default=[], metavar="NAME", help="the cluster of the file (needed when it has several)")
+    c.add_argument("--kubeconfig", help="kubeconfig of the live cluster (read-only: get/list; docs/validate.md, RBAC)")
+    c.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def _snapshot_arguments(c: argparse.ArgumentParser) -> None:
+    _cluster_arguments(c)
+    c.add_argument("--out", metavar="FILE", help="write the snapshot here (default: standard output)")
+
+
+def _validate_arguments(c: argparse.ArgumentParser) -> None:
+    _cluster_arguments(c)
+    c.add_argument("--snapshot", metavar="FILE", help="a snapshot file (gpucluster snapshot, or kubectl get -o json) instead of --kubeconfig")
+    c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    c.add_argument("--wait", metavar="DURATION", help="live cluster: re-read until every check passes or DURATION (e.g. 10m) is spent")
+
+
 def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
     plg.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -176,6 +202,8 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
               "without the cdktf CLI", _synth_arguments),
     "init": ("create a project folder you own: cdktf.json, gpucluster.yaml, requirements.txt, .gitignore, README.md, "
              "optionally a CI workflow (never overwrites a file)", _init_arguments),
+    "snapshot": ("read what validate checks from a live cluster into one kubectl List (read-only)", _snapshot_arguments),
+    "validate": ("check a live cluster or a snapshot against its plan (exit 0 passed, 1 failed; docs/validate.md)", _validate_arguments),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
 
@@ -563,6 +591,18 @@ def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"next: {where}gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
 
 
+def _cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
+    from gpucluster.verify import cli as verify_cli
+
+    verify_cli.snapshot_command(args, out)
+
+
+def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpucluster.verify import cli as verify_cli
+
+    return verify_cli.validate_command(args, out, err)
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Run the CLI.
 
@@ -600,6 +640,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
                 code = _cmd_lint(args, out, err)
             elif args.command == "charts":
                 code = _cmd_charts(args, out, err)
+            elif args.command == "snapshot":
+                _cmd_snapshot(args, out)
+            elif args.command == "validate":
+                code = _cmd_validate(args, out, err)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 import traceback

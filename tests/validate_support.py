@@ -95,3 +95,35 @@ def mutate(items: list[dict[str, Any]], kind: str, name: str, change: Callable[[
     assert len(targets) == 1, (kind, name, namespace, len(targets))
     change(targets[0])
     return out
+
+NVKE = "clusters:\n" + __import__("_support").NVKE_EXISTING
+
+
+def nvke_nodes(plan) -> list[dict[str, Any]]:
+    """Two GB200 trays (4 GPUs, one SR-IOV resource per rail) and a control-plane node that carries
+    GPU labels without a GPU (tests/data/nvke/nodes-nvke.json shapes)."""
+    from gpucluster.verify.checks import SRIOV_RESOURCE_PREFIX_DEFAULT
+
+    rails = [o for c, o in __import__("gpucluster.verify.checks", fromlist=["x"])._manifest_objects(plan)
+             if o["kind"] == "SriovNetworkNodePolicy"]
+    version = tool.operator_driver_version(plan)
+    tray = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "NVIDIA-GB200",
+            "feature.node.kubernetes.io/pci-15b3.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
+            "feature.node.kubernetes.io/rdma.available": "true", **({"nvidia.com/cuda.driver-version.full": version} if version else {})}
+    alloc = {"nvidia.com/gpu": "4", **{f"{SRIOV_RESOURCE_PREFIX_DEFAULT}/{r['spec']['resourceName']}": "16" for r in rails}}
+    nodes = [tool.existing_node(f"gb200-tray-0{i}", tray, provider_id=f"nico://{tool.uid('tray', str(i))}", allocatable=alloc)
+             for i in (1, 2)]
+    nodes.append(tool.existing_node("nvke-cp-0", {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true",
+                                                  "feature.node.kubernetes.io/pci-15b3.present": "true",
+                                                  "node-role.kubernetes.io/control-plane": ""},
+                                    provider_id=f"nico://{tool.uid('cp', '0')}"))
+    return nodes
+
+
+@functools.lru_cache(maxsize=2)
+def nvke_healthy(charts: str) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = plan_of(NVKE, Path(tmp))
+        return tool.snapshot_text(plan, Path(charts), nvke_nodes(plan))

@@ -13,7 +13,9 @@ them, the fault snapshots.
 What a live cluster writes, and the source of each shape:
 
 * Nodes of every pool (AKS names ``aks-<pool>-<id>-vmss<n>``, labels AKS sets:
-  ``kubernetes.azure.com/agentpool``, ``node.kubernetes.io/instance-type``; GPU Feature
+  ``kubernetes.azure.com/agentpool``, ``node.kubernetes.io/instance-type``,
+  ``kubernetes.azure.com/accelerator: nvidia`` on GPU nodes; NFD's PCI vendor labels
+  ``pci-10de.present`` (NVIDIA) and, on ND sizes, ``pci-15b3.present`` (ConnectX); GPU Feature
   Discovery's ``nvidia.com/gpu.count``/``gpu.product`` and, with an operator-installed driver,
   ``nvidia.com/cuda.driver-version.full``), allocatable ``nvidia.com/gpu`` where the device plugin
   advertises, ``resource.k8s.io/v1`` ResourceSlices of driver ``gpu.nvidia.com`` where DRA does
@@ -92,7 +94,10 @@ def pool_nodes(plan) -> list[dict[str, Any]]:
             if pool.gpu:
                 gpus = pool.gpus_per_node or 1
                 labels.update({GPU_COUNT_LABEL: str(gpus), "nvidia.com/gpu.product": GPU_PRODUCT,
-                               "nvidia.com/gpu.present": "true"})
+                               "nvidia.com/gpu.present": "true", "kubernetes.azure.com/accelerator": "nvidia",
+                               "feature.node.kubernetes.io/pci-10de.present": "true"})
+                if pool.vm_size.startswith("Standard_ND"):  # ND sizes carry ConnectX InfiniBand NICs (NFD: PCI vendor 15b3)
+                    labels["feature.node.kubernetes.io/pci-15b3.present"] = "true"
                 if driver_version:
                     labels["nvidia.com/cuda.driver-version.full"] = driver_version
                 if dp:
@@ -113,6 +118,25 @@ def pool_nodes(plan) -> list[dict[str, Any]]:
                                         "systemUUID": uid("system", name), "bootID": uid("boot", name)}},
             })
     return nodes
+
+
+def existing_node(name: str, labels: Mapping[str, str], *, provider_id: str, allocatable: Mapping[str, str] | None = None,
+                  arch: str = "arm64", taints: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
+    """A node of an existing cluster (NVKE, OKE: gpucluster does not create its pools)."""
+    capacity = {"cpu": "144", "memory": "880Gi", "pods": "110", **dict(allocatable or {})}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": _meta("Node", name, labels={"kubernetes.io/os": "linux", "kubernetes.io/arch": arch, "kubernetes.io/hostname": name,
+                                                **labels}),
+        "spec": {"providerID": provider_id, **({"taints": [dict(t) for t in taints]} if taints else {})},
+        "status": {"capacity": dict(capacity), "allocatable": dict(capacity),
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": TIME,
+                                   "lastTransitionTime": TIME}],
+                   "nodeInfo": {"kubeletVersion": KUBELET, "kubeProxyVersion": KUBELET, "osImage": "Ubuntu 24.04 LTS",
+                                "containerRuntimeVersion": "containerd://2.0.0", "kernelVersion": "6.8.0-nvidia-64k",
+                                "operatingSystem": "linux", "architecture": arch, "machineID": uid("machine", name),
+                                "systemUUID": uid("system", name), "bootID": uid("boot", name)}},
+    }
 
 
 def device_plugin_advertises(plan) -> bool:
@@ -239,6 +263,19 @@ def _dedupe(objs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def pinned_images(plan, obj: dict[str, Any]) -> None:
+    """The DRA driver's images at the pinned chart version: the reference chart (0.5.0-dev, a
+    stand-in, charts/SOURCES.md) renders ``v0.5.0``; the pinned chart's appVersion, the image tag
+    a live cluster runs, equals the chart version."""
+    comp = plan.components.get("nvidia-dra-driver-gpu")
+    if comp is None or obj.get("kind") not in ("DaemonSet", "Deployment") or obj["metadata"].get("namespace") != comp.ref.namespace:
+        return
+    for c in ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        image = str(c.get("image", ""))
+        if ":" in image.rsplit("/", 1)[-1] and "@" not in image:
+            c["image"] = image.rsplit(":", 1)[0] + ":v" + str(comp.ref.version).lstrip("v")
+
+
 def rendered_objects(releases) -> list[dict[str, Any]]:
     """Every object the releases render (templates and the charts' CRDs)."""
     out = []
@@ -333,6 +370,25 @@ def dynamo_platform_objects(plan) -> list[dict[str, Any]]:
     return [deployment, crd]
 
 
+def network_operator_objects(plan, nicclusterpolicy: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The multus DaemonSet the Network Operator renders from a NicClusterPolicy's
+    ``secondaryNetwork.multus`` (name ``kube-multus-ds``, the policy's node affinity and
+    tolerations; Network Operator ``manifests/state-multus-cni``)."""
+    comp = plan.components.get("network-operator")
+    spec = nicclusterpolicy.get("spec") or {}
+    multus = (spec.get("secondaryNetwork") or {}).get("multus")
+    if comp is None or not multus:
+        return []
+    labels = {"app": "multus", "name": "multus"}
+    pod_spec: dict[str, Any] = {"containers": [{"name": "kube-multus", "image": f"{multus.get('repository')}/{multus.get('image')}:{multus.get('version')}"}]}
+    if spec.get("nodeAffinity"):
+        pod_spec["affinity"] = {"nodeAffinity": copy.deepcopy(spec["nodeAffinity"])}
+    if spec.get("tolerations"):
+        pod_spec["tolerations"] = copy.deepcopy(spec["tolerations"])
+    return [{"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta("DaemonSet", "kube-multus-ds", comp.ref.namespace, labels=labels),
+             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}]
+
+
 def healthy_items(plan, releases, nodes: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The objects of a healthy cluster of ``plan`` (module docstring); ``nodes`` default to
     :func:`pool_nodes`."""
@@ -352,6 +408,7 @@ def healthy_items(plan, releases, nodes: Sequence[dict[str, Any]] | None = None)
         if kind == "CustomResourceDefinition":
             _crd_status(obj)
         elif kind in ("Deployment", "DaemonSet", "StatefulSet"):
+            pinned_images(plan, obj)
             extra += workload_status(obj, nodes)
         elif kind == "ClusterPolicy":
             obj["status"] = {"state": "ready", "namespace": plan.components["gpu-operator"].ref.namespace}
@@ -359,6 +416,8 @@ def healthy_items(plan, releases, nodes: Sequence[dict[str, Any]] | None = None)
             extra.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": _meta("RuntimeClass", rc), "handler": rc})
         elif kind == "NicClusterPolicy":
             obj["status"] = {"state": "ready"}
+            for ds in network_operator_objects(plan, obj):
+                extra += [ds, *workload_status(ds, nodes)]
         elif kind == "Skyhook":
             obj["status"] = {"status": "complete"}
             mirror = copy.deepcopy(obj)
@@ -394,7 +453,7 @@ def _custom(obj: Mapping[str, Any]) -> bool:
     return "." in obj["apiVersion"].split("/")[0] and obj["apiVersion"].split("/")[0] not in (
         "rbac.authorization.k8s.io", "admissionregistration.k8s.io", "networking.k8s.io", "scheduling.k8s.io", "policy",
         "batch", "apiregistration.k8s.io", "coordination.k8s.io", "storage.k8s.io", "autoscaling", "cert-manager.io",
-        "monitoring.coreos.com", "nfd.k8s-sigs.io", "kai.scheduler", "scheduling.run.ai") or obj["kind"] in ("Prometheus", "Alertmanager")
+        "monitoring.coreos.com", "kai.scheduler", "scheduling.run.ai") or obj["kind"] in ("Prometheus", "Alertmanager")
 
 
 def render_plan(plan, charts: Path):

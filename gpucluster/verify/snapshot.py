@@ -229,3 +229,169 @@ def snapshot_document(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def dump_snapshot(document: Mapping[str, Any]) -> str:
     """Deterministic JSON text of a snapshot document (2-space indent, sorted keys, newline)."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------- live clusters
+
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""Largest API response read for one list (64 MiB)."""
+REQUEST_TIMEOUT_SECONDS = 30
+NEVER_READ = frozenset({("v1", "Secret"), ("v1", "ConfigMap")})
+"""Kinds a snapshot never reads, whatever a check names (credentials and configuration live there)."""
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What to read: built-in namespaced kinds only in ``namespaces``; the custom kinds
+    ``(apiVersion, kind)`` in ``custom`` (their plural and scope come from the cluster's CRDs)."""
+
+    namespaces: tuple[str, ...]
+    custom: tuple[tuple[str, str], ...]
+
+    def rules(self, crds: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+        """RBAC PolicyRules (get/list) of this reading; custom kinds' plurals from ``crds``."""
+        plurals = _crd_plurals(crds)
+        groups: dict[str, set[str]] = {}
+        for (api_version, _kind), (plural, _scope) in BUILTIN_KINDS.items():
+            groups.setdefault(api_version.rpartition("/")[0], set()).add(plural)
+        for api_version, kind in self.custom:
+            plural = plurals.get((api_version, kind), (None, None))[0]
+            if plural:
+                groups.setdefault(api_version.rpartition("/")[0], set()).add(plural)
+        return [{"apiGroups": [g], "resources": sorted(r), "verbs": ["get", "list"]} for g, r in sorted(groups.items())]
+
+
+def _crd_plurals(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, str]]:
+    out = {}
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        for version in spec.get("versions") or []:
+            if isinstance(version, Mapping) and spec.get("group") and names.get("kind") and names.get("plural"):
+                out[(f"{spec['group']}/{version.get('name')}", names["kind"])] = (names["plural"], str(spec.get("scope", "Namespaced")))
+    return out
+
+
+def _api_error(message: str, *, source: str, fix: str) -> GpuclusterError:
+    return GpuclusterError(message, file=source, fix=fix, id="validate.cluster")
+
+
+def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Snapshot:
+    """Read a live cluster with the official ``kubernetes`` client (kubeconfig, context, exec
+    credential plugins): ``get``/``list`` only, of :data:`BUILTIN_KINDS` (namespaced ones in
+    ``what.namespaces``) and the custom kinds of ``what`` its CRDs serve; never :data:`NEVER_READ`.
+    Each response is read up to :data:`MAX_RESPONSE_BYTES` with a :data:`REQUEST_TIMEOUT_SECONDS`
+    timeout. A kind the cluster does not serve (404) is left out.
+
+    Raises:
+        GpuclusterError: the kubeconfig cannot be used, the API cannot be reached, a read is
+            forbidden (names the resource; the RBAC of docs/validate.md fixes it), or a response is
+            too large or not JSON (id ``validate.cluster``).
+    """
+    try:
+        from kubernetes import config as kube_config
+        from kubernetes.config.config_exception import ConfigException
+    except ImportError:
+        raise GpuclusterError("gpucluster snapshot/validate --kubeconfig need the official kubernetes client, which is not installed",
+                              fix="pip install 'gpucluster[validate]'", id="validate.cluster") from None
+    source = f"kubeconfig {kubeconfig or '(default)'}" + (f" context {context}" if context else "")
+    if kubeconfig is not None:
+        info = None
+        try:
+            info = Path(kubeconfig).stat()
+        except (OSError, ValueError):
+            pass
+        if info is None or not stat_mod.S_ISREG(info.st_mode):
+            raise GpuclusterError("kubeconfig is missing or not a regular file", file=kubeconfig, key="--kubeconfig",
+                                  fix="give the kubeconfig file of the cluster", id="validate.input")
+        if info.st_size > 16 * 1024 * 1024:
+            raise GpuclusterError("kubeconfig is larger than 16 MiB", file=kubeconfig, key="--kubeconfig",
+                                  fix="give the kubeconfig file of the cluster", id="validate.input")
+    try:
+        api = kube_config.new_client_from_config(config_file=kubeconfig, context=context, persist_config=False)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise GpuclusterError(f"cannot use the kubeconfig: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                              file=kubeconfig, key="--context" if context else "--kubeconfig",
+                              fix="check the kubeconfig and --context (kubectl config get-contexts)", id="validate.input") from None
+    try:
+        def get(path: str) -> dict[str, Any] | None:
+            return _get_json(api, path, source=source)
+
+        items: list[dict[str, Any]] = []
+        crds = _list(get, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", None)
+        items += [strip_crd(c) for c in crds]
+        for (api_version, kind), (plural, scope) in sorted(BUILTIN_KINDS.items()):
+            if kind == "CustomResourceDefinition":
+                continue
+            if kind == "Namespace":
+                for ns in sorted({"kube-system", *what.namespaces}):
+                    obj = get(f"/api/v1/namespaces/{ns}")
+                    if obj is not None:
+                        items.append({"apiVersion": "v1", "kind": "Namespace", **obj})
+                continue
+            spaces: list[str | None] = sorted(what.namespaces) if scope == "Namespaced" else [None]
+            for ns in spaces:
+                items += _list(get, api_version, kind, plural, ns)
+        plurals = _crd_plurals(crds)
+        for api_version, kind in sorted(set(what.custom)):
+            if (api_version, kind) in NEVER_READ or (api_version, kind) in BUILTIN_KINDS or (api_version, kind) not in plurals:
+                continue
+            plural, scope = plurals[(api_version, kind)]
+            spaces = sorted(what.namespaces) if scope == "Namespaced" else [None]
+            for ns in spaces:
+                items += _list(get, api_version, kind, plural, ns)
+    finally:
+        api.close()
+    doc = snapshot_document(items)
+    return Snapshot(items=_check_items(doc, file=source), source=source)
+
+
+def _list(get, api_version: str, kind: str, plural: str, namespace: str | None) -> list[dict[str, Any]]:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    body = get(path)
+    if body is None:
+        return []
+    out = []
+    for item in body.get("items") or []:
+        if isinstance(item, dict):
+            out.append({"apiVersion": api_version, "kind": kind, **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}})
+    return out
+
+
+def _get_json(api: Any, path: str, *, source: str) -> dict[str, Any] | None:
+    """GET ``path`` through the client's authenticated connection; None on 404."""
+    import urllib3
+
+    fix = "check that the cluster is reachable from here and the kubeconfig's credentials are valid"
+    try:
+        method, url, headers, _, _ = api.param_serialize("GET", path, header_params={"Accept": "application/json"},
+                                                         auth_settings=["BearerToken"])
+        response = api.call_api(method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise _api_error(f"cannot reach the Kubernetes API ({type(exc).__name__})", source=source, fix=fix) from None
+    except Exception as exc:  # noqa: BLE001 - exec credential plugins raise their own errors
+        raise _api_error(f"cannot authenticate to the Kubernetes API: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                         source=source, fix=fix) from None
+    raw = response.response
+    try:
+        if response.status == 404:
+            return None
+        if response.status in (401, 403):
+            raise _api_error(f"the API refused GET {path} ({response.status})", source=source,
+                             fix="grant the read-only ClusterRole of docs/validate.md (get/list) to this identity")
+        if response.status != 200:
+            raise _api_error(f"the API answered GET {path} with {response.status}", source=source, fix=fix)
+        data = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
+        if len(data) > MAX_RESPONSE_BYTES:
+            raise _api_error(f"the answer to GET {path} is larger than {MAX_RESPONSE_BYTES} bytes", source=source,
+                             fix="reduce what the namespaces hold, or snapshot with kubectl")
+        try:
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise _api_error(f"the answer to GET {path} is not JSON", source=source, fix=fix) from None
+        if not isinstance(body, dict):
+            raise _api_error(f"the answer to GET {path} is not an object", source=source, fix=fix)
+        return body
+    finally:
+        raw.release_conn()

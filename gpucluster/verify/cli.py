@@ -1,0 +1,94 @@
+"""The ``gpucluster snapshot`` and ``gpucluster validate`` commands (argument handling and output).
+
+``gpucluster.cli`` builds the arguments and calls :func:`snapshot_command` / :func:`validate_command`;
+every input error is a :class:`~gpucluster.errors.GpuclusterError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from gpucluster.errors import GpuclusterError
+
+__all__ = ["snapshot_command", "validate_command", "plan_for"]
+
+
+def plan_for(config: str | None, clusters: list[str]):
+    """The plan of the one cluster ``--cluster`` names in ``config`` (as ``gpucluster plan`` reads it)."""
+    from gpucluster.config import load_config
+    from gpucluster.pipeline import build_plans
+    from gpucluster.verify.validate import select_plan
+
+    loaded, _fleet = load_config(config)
+    if clusters:
+        wanted = [c for c in loaded if c.name in clusters]
+        loaded = wanted or loaded  # an unknown name is refused by select_plan with the known names
+    return select_plan(build_plans(loaded), clusters)
+
+
+def _write_atomic(path: str, text: str, *, key: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (never half-written)."""
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        raise GpuclusterError(f"'{path}' exists and is not a regular file", key=key, fix="name a file to write", id="validate.input")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise GpuclusterError(f"folder '{folder}' does not exist", key=key, fix="create the folder first", id="validate.input")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def snapshot_command(args: argparse.Namespace, out: TextIO) -> None:
+    from gpucluster.verify.checks import read_plan
+    from gpucluster.verify.snapshot import dump_snapshot, read_live, snapshot_document
+
+    plan = plan_for(args.config, args.cluster)
+    snap = read_live(args.kubeconfig, args.context, read_plan(plan))
+    text = dump_snapshot(snapshot_document(snap.items))
+    if args.out:
+        _write_atomic(args.out, text, key="--out")
+    else:
+        out.write(text)
+
+
+def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpucluster.verify import validate as validate_mod
+    from gpucluster.verify.checks import read_plan
+    from gpucluster.verify.snapshot import load_snapshot_file, read_live
+
+    if (args.snapshot is None) == (args.kubeconfig is None):
+        raise GpuclusterError("give exactly one of --kubeconfig (a live cluster) and --snapshot (a snapshot file)",
+                              key="--snapshot" if args.snapshot else "--kubeconfig",
+                              fix="validate a live cluster with --kubeconfig F [--context C], or a file with --snapshot FILE",
+                              id="validate.input")
+    if args.snapshot is not None and (args.wait or args.context):
+        raise GpuclusterError("--wait and --context need a live cluster (--kubeconfig); a snapshot does not change",
+                              key="--wait" if args.wait else "--context", fix="drop it, or validate the live cluster",
+                              id="validate.input")
+    wait = validate_mod.parse_duration(args.wait) if args.wait else None
+    if args.junit:
+        Path(args.junit).parent.resolve()  # refuse bad paths before the cluster is read
+    plan = plan_for(args.config, args.cluster)
+    if args.snapshot is not None:
+        report = validate_mod.validate(plan, load_snapshot_file(args.snapshot))
+    else:
+        what = read_plan(plan)
+
+        def read():
+            return read_live(args.kubeconfig, args.context, what)
+
+        report = validate_mod.validate_until(plan, read, wait_seconds=wait) if wait else validate_mod.validate(plan, read())
+    if args.junit:
+        _write_atomic(args.junit, validate_mod.render_junit(report), key="--junit")
+    out.write(validate_mod.render_json(report) if args.format == "json" else validate_mod.render_text(report))
+    return report.exit_code

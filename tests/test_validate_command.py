@@ -1,0 +1,163 @@
+"""``gpucluster validate --snapshot``: the healthy default passes (exit 0); each fault fails (exit 1)
+naming the check, the object and the field; the JSON evidence and the JUnit XML are valid against
+the schemas shipped in the package (JSON Schema; the JUnit XSD with PyPI xmlschema)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import xmlschema
+
+from gpucluster.cli import main
+from gpucluster.verify import validate as validate_mod
+
+from validate_support import HEALTHY_DEFAULT, NVKE, find, items_of, mutate, nvke_healthy, write_snapshot
+
+GPU_NODE = "aks-gpu-12345678-vmss000000"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["validate", *args], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def healthy() -> list[dict]:
+    return items_of(HEALTHY_DEFAULT.read_text(encoding="utf-8"))
+
+
+def _failing(doc: dict) -> list[dict]:
+    return [c for c in doc["checks"] if c["verdict"] == "fail"]
+
+
+def test_healthy_default_passes(tmp_path):
+    junit = tmp_path / "junit.xml"
+    code, out, err = run("--snapshot", str(HEALTHY_DEFAULT), "--junit", str(junit))
+    assert (code, err) == (0, "") and "PASSED" in out
+    code, out, _ = run("--snapshot", str(HEALTHY_DEFAULT), "--format", "json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, validate_mod.report_schema())
+    assert doc["result"] == "pass" and doc["summary"]["fail"] == 0 and doc["summary"]["checks"] == len(doc["checks"])
+    assert doc["cluster"]["identity"]["kubeSystemUid"] and len(doc["plan"]["fingerprint"]) == 64
+    assert {c["check"] for c in doc["checks"]} >= {"aicr-health", "gate", "gpu-advertiser", "gpu-count", "runtime-class", "placement"}
+    skipped = [c for c in doc["checks"] if c["verdict"] == "skip"]
+    assert [c["id"] for c in skipped] == ["aicr-health/nodewright-operator"] and "skyhook" in skipped[0]["reason"]
+    xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(junit))
+
+
+def _set_state(state):
+    return lambda o: o["status"].__setitem__("state", state)
+
+
+def _both_advertisers(items):
+    out = copy.deepcopy(items)
+    node = find(out, "Node", GPU_NODE)[0]
+    from validate_support import tool
+
+    out += tool.gpu_resource_slices([node])
+    return out
+
+
+def _fewer_gpus(o):
+    o["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+
+
+def _dra_zero(o):
+    o["status"].update(desiredNumberScheduled=0, currentNumberScheduled=0, numberReady=0, numberAvailable=0, updatedNumberScheduled=0)
+
+
+FAULTS = {
+    "clusterpolicy-not-ready": (lambda items: mutate(items, "ClusterPolicy", "cluster-policy", _set_state("notReady")),
+                                "gate", "nvidia.com/v1/ClusterPolicy/cluster-policy", "status.state"),
+    "both-advertisers": (_both_advertisers, "gpu-advertiser", f"v1/Node/{GPU_NODE}", "status.allocatable.nvidia.com/gpu"),
+    "fewer-gpus": (lambda items: mutate(items, "Node", GPU_NODE, _fewer_gpus), "gpu-count", f"v1/Node/{GPU_NODE}",
+                   "status.allocatable.nvidia.com/gpu"),
+    "runtimeclass-missing": (lambda items: [o for o in items if o["kind"] != "RuntimeClass"], "runtime-class",
+                             "node.k8s.io/v1/RuntimeClass/nvidia-container-runtime", "metadata.name"),
+    "dra-kubelet-plugin-zero": (lambda items: mutate(items, "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin", _dra_zero),
+                                "gate", "apps/v1/DaemonSet/nvidia-dra-driver/nvidia-dra-driver-gpu-kubelet-plugin",
+                                "status.desiredNumberScheduled"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_fails_naming_check_object_and_field(tmp_path, fault):
+    make, check, obj, fld = FAULTS[fault]
+    path = write_snapshot(tmp_path / f"{fault}.json", make(healthy()))
+    code, out, err = run("--snapshot", str(path))
+    assert code == 1 and err == "" and "FAILED" in out
+    rows = [line.split() for line in out.splitlines() if " FAIL " in line]
+    assert any(r[0] == check and r[3] == obj and r[4] == fld for r in rows), rows
+    code, out, _ = run("--snapshot", str(path), "--format", "json", "--junit", str(tmp_path / "j.xml"))
+    doc = json.loads(out)
+    jsonschema.validate(doc, validate_mod.report_schema())
+    assert code == 1 and doc["result"] == "fail"
+    assert any(c["check"] == check and c["object"] == obj and c["field"] == fld for c in _failing(doc)), _failing(doc)
+    xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(tmp_path / "j.xml"))
+    assert 'type="fail"' in (tmp_path / "j.xml").read_text()
+
+
+def test_nvke_rail_without_its_ippool(tmp_path, reference_charts):
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(NVKE)
+    items = items_of(nvke_healthy(str(reference_charts)))
+    good = write_snapshot(tmp_path / "nvke.json", items)
+    code, out, _ = run("--config", str(config), "--snapshot", str(good))
+    assert code == 0, out
+    assert out.count("rail-ippool ") == 4 and out.count("rail-resource ") == 4
+    broken = [o for o in items if not (o["kind"] == "IPPool" and o["metadata"]["name"] == "nv-ipam-pool-rail-2")]
+    path = write_snapshot(tmp_path / "no-ippool.json", broken)
+    code, out, _ = run("--config", str(config), "--snapshot", str(path), "--format", "json")
+    doc = json.loads(out)
+    assert code == 1
+    fails = {(c["check"], c["object"], c["field"]) for c in _failing(doc)}
+    assert ("rail-ippool", "nv-ipam.nvidia.com/v1alpha1/IPPool/nvidia-network-operator/nv-ipam-pool-rail-2", "metadata.name") in fails
+    # the control-plane node carries GPU labels without a GPU: not counted as a GPU node
+    assert "nvke-cp-0" not in json.dumps([c["observed"] for c in doc["checks"] if c["check"] == "gpu-count"])
+
+
+def test_hostile_strings_from_the_cluster_are_escaped(tmp_path):
+    evil = "x\x1b[2J\u202e\nerror[fake] forged"
+    items = mutate(healthy(), "ClusterPolicy", "cluster-policy", _set_state(evil))
+    path = write_snapshot(tmp_path / "evil.json", items)
+    code, out, _ = run("--snapshot", str(path), "--junit", str(tmp_path / "j.xml"))
+    assert code == 1
+    for text in (out, (tmp_path / "j.xml").read_text()):
+        assert "\x1b" not in text and "\u202e" not in text and "\nerror[fake]" not in text
+    xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(tmp_path / "j.xml"))
+
+
+@pytest.mark.parametrize("args, key", [
+    ([], "--kubeconfig"),
+    (["--snapshot", "s.json", "--kubeconfig", "k"], "--snapshot"),
+    (["--snapshot", "s.json", "--wait", "10m"], "--wait"),
+    (["--kubeconfig", "k", "--wait", "forever"], "--wait"),
+    (["--kubeconfig", "k", "--wait", "0s"], "--wait"),
+    (["--snapshot", "missing.json"], None),
+    (["--snapshot", str(HEALTHY_DEFAULT), "--cluster", "nope"], "--cluster"),
+    (["--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, key):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(*args)
+    assert code == 2 and out == "", (out, err)
+    assert err.count("\n") == 1 and err.startswith("error[") and " fix: " in err
+    if key:
+        assert f"key={key}" in err
+
+
+def test_every_check_of_the_built_in_plans_has_a_known_name(tmp_path):
+    from gpucluster.verify.checks import derive_checks
+
+    from validate_support import DYNAMO, KUBEFLOW, OPERATOR_MANAGED, plan_of
+
+    names = validate_mod.report_schema()["$defs"]["check"]["properties"]["check"]["enum"]
+    for text in (None, KUBEFLOW, DYNAMO, OPERATOR_MANAGED, NVKE):
+        checks = derive_checks(plan_of(text, tmp_path))
+        assert checks and {c.name for c in checks} <= set(names)
+        assert len({c.id for c in checks}) == len(checks)
