@@ -12,7 +12,7 @@ import pytest
 from gpucluster.verify import chainsaw
 from gpucluster.verify.chainsaw import Operation, parse_tests, run_operation, run_test
 
-from validate_support import DYNAMO, KUBEFLOW, ROOT, find, healthy_document, items_of, snapshot_of
+from validate_support import DYNAMO, ROOT, find, healthy_document, items_of, nvke_healthy, snapshot_of
 
 CHECKS = ROOT / "gpucluster" / "verify" / "aicr_checks"
 
@@ -138,12 +138,13 @@ def test_every_shipped_check_uses_only_honoured_features():
 
 # ---------------------------------------------------------------- every AICR check on real shapes
 
-PLANS = {None: "default", KUBEFLOW: "kubeflow", DYNAMO: "dynamo"}
-
-
 @pytest.fixture(scope="module")
 def healthy(reference_charts):
-    return {name: items_of(healthy_document(text, str(reference_charts))) for text, name in PLANS.items()}
+    """Healthy snapshots of the plans that, together, install every component with an AICR check:
+    the default AKS plan, NVKE training-kubeflow (kubeflow-trainer) and AKS inference-dynamo."""
+    charts = str(reference_charts)
+    return {"default": items_of(healthy_document(None, charts)), "dynamo": items_of(healthy_document(DYNAMO, charts)),
+            "nvke": items_of(nvke_healthy(charts))}
 
 
 def _check(component):
@@ -185,7 +186,7 @@ def _remove_target(items, op):
 @pytest.mark.parametrize("component", sorted(p.parent.name for p in CHECKS.glob("*/health-check.yaml")))
 def test_aicr_check_passes_healthy_and_fails_faulty(healthy, component):
     test = _check(component)
-    plan = {"kubeflow-trainer": "kubeflow", "grove": "dynamo", "dynamo-platform": "dynamo"}.get(component, "default")
+    plan = {"kubeflow-trainer": "nvke", "grove": "dynamo", "dynamo-platform": "dynamo"}.get(component, "default")
     items = _in_aicr_namespace(healthy[plan], component)
     result = run_test(test, snapshot_of(items))
     assert result.verdict == "pass", [o for o in result.operations if o.verdict != "pass"]

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from k8s_schema import crd_index, openapi_to_jsonschema, validate_object
-from validate_support import DYNAMO, HEALTHY_DEFAULT, KUBEFLOW, OPERATOR_MANAGED, healthy_document, items_of, rendered
+from validate_support import DYNAMO, HEALTHY_DEFAULT, NVKE, OPERATOR_MANAGED, healthy_document, items_of, nvke_healthy, rendered
 
 
 def test_healthy_default_is_what_the_tool_makes(reference_charts):
@@ -26,7 +26,7 @@ def _chart_crds(charts: str) -> dict[tuple[str, str, str], dict]:
     from pathlib import Path
 
     index: dict[tuple[str, str, str], dict] = {}
-    docs = [crd for text in (None, KUBEFLOW, DYNAMO, OPERATOR_MANAGED) for crd in rendered(text, charts)[1]]
+    docs = [crd for text in (None, DYNAMO, OPERATOR_MANAGED, NVKE) for crd in rendered(text, charts)[1]]
     for path in sorted((Path(charts).parent / "crds").rglob("*.yaml")):
         docs += [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if isinstance(d, dict)]
     for doc in docs:
@@ -42,9 +42,10 @@ def _chart_crds(charts: str) -> dict[tuple[str, str, str], dict]:
     return index
 
 
-@pytest.mark.parametrize("text", [None, KUBEFLOW, DYNAMO, OPERATOR_MANAGED], ids=["default", "kubeflow", "dynamo", "operator-managed"])
+@pytest.mark.parametrize("text", [None, DYNAMO, OPERATOR_MANAGED, NVKE], ids=["default", "dynamo", "operator-managed", "nvke"])
 def test_healthy_snapshot_objects_validate(reference_charts, text):
-    items = items_of(healthy_document(text, str(reference_charts)))
+    charts = str(reference_charts)
+    items = items_of(nvke_healthy(charts) if text == NVKE else healthy_document(text, charts))
     known = crd_index()
     extra = _chart_crds(str(reference_charts))
     kinds = set()

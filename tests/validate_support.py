@@ -59,7 +59,8 @@ def rendered(text: str | None, charts: str) -> tuple[str, tuple[dict[str, Any], 
         result = tool.render_plan(plan, Path(charts))
         try:
             crds = tuple(o for o in tool.rendered_objects(result.releases) if o["kind"] == "CustomResourceDefinition")
-            return dump_snapshot(snapshot_document(tool.healthy_items(plan, result.releases))), crds
+            nodes = nvke_nodes(plan) if plan.cluster.criteria.service == "nvke" else None
+            return dump_snapshot(snapshot_document(tool.healthy_items(plan, result.releases, nodes))), crds
         finally:
             result.renderer.close()
 
@@ -120,10 +121,6 @@ def nvke_nodes(plan) -> list[dict[str, Any]]:
     return nodes
 
 
-@functools.lru_cache(maxsize=2)
 def nvke_healthy(charts: str) -> str:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = plan_of(NVKE, Path(tmp))
-        return tool.snapshot_text(plan, Path(charts), nvke_nodes(plan))
+    """The healthy snapshot of the NVKE training-kubeflow plan (rails, kubeflow-trainer) on :func:`nvke_nodes`."""
+    return rendered(NVKE, charts)[0]

@@ -398,7 +398,7 @@ def healthy_items(plan, releases, nodes: Sequence[dict[str, Any]] | None = None)
             node["metadata"]["labels"]["nvsentinel.dgxc.nvidia.com/driver.installed"] = "true"
     objs = rendered_objects(releases) + runtime_crds(plan) + nvsentinel_objects(plan, nodes) + dynamo_platform_objects(plan)
     items: list[dict[str, Any]] = list(nodes)
-    namespaces = {"kube-system", "default"}
+    namespaces = {"kube-system"}
     extra: list[dict[str, Any]] = []
     for obj in objs:
         kind = obj["kind"]
@@ -445,7 +445,11 @@ def healthy_items(plan, releases, nodes: Sequence[dict[str, Any]] | None = None)
                       "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
     for o in items:
         o["metadata"].pop("generation", None) if o["kind"] in ("Namespace", "Node", "Pod", "RuntimeClass") else None
-    return [o for o in _dedupe(items) if (o["apiVersion"], o["kind"]) in READ_KINDS or _custom(o)]
+    from gpucluster.verify.checks import read_plan
+
+    read = {"kube-system", *read_plan(plan).namespaces}  # the namespaces gpucluster snapshot reads
+    return [o for o in _dedupe(items) if ((o["apiVersion"], o["kind"]) in READ_KINDS or _custom(o))
+            and (o["kind"] != "Namespace" or o["metadata"]["name"] in read)]
 
 
 def _custom(obj: Mapping[str, Any]) -> bool:
