@@ -151,12 +151,9 @@ def render_text(report: Report) -> str:
 
 
 def _version() -> str:
-    from importlib import metadata
+    from gpucluster import __version__
 
-    try:
-        return metadata.version("gpucluster")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a checkout without an install
-        return "unknown"
+    return __version__
 
 
 def report_document(report: Report) -> dict[str, Any]:
