@@ -31,7 +31,11 @@ ANY = "any"
 GATE_IMAGE_SETTING = "gateImage"
 """Cluster-file key ``settings.gateImage``: the kubectl image of every gate Job (docs/gates.md)."""
 
-CORE_SETTING_KEYS: tuple[str, ...] = (GATE_IMAGE_SETTING,)
+VALIDATE_SETTING = "validate"
+"""Cluster-file key ``settings.validate``: ``true`` adds the in-cluster validation gate, the runtime
+stack's last release (:mod:`gpucluster.verify.gate`, docs/validate.md)."""
+
+CORE_SETTING_KEYS: tuple[str, ...] = (GATE_IMAGE_SETTING, VALIDATE_SETTING)
 """Cluster-file ``settings`` keys the core reads for every platform; accepted on every platform
 besides ``Platform.settings``. Re-exported as :data:`gpucluster.sdk.CORE_SETTING_KEYS`."""
 

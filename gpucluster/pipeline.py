@@ -25,7 +25,7 @@ from gpucluster import recipe as recipe_mod
 from gpucluster import scheduling as scheduling_mod
 from gpucluster import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
-from gpucluster.model import CORE_SETTING_KEYS, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan, absolute_key, absolute_keys
+from gpucluster.model import CORE_SETTING_KEYS, VALIDATE_SETTING, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan, absolute_key, absolute_keys
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.values import deep_merge
 
@@ -242,6 +242,11 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     owners = crds_mod.crd_owners(components, catalog)
     crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
+    if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
+        from gpucluster.verify import gate as validation_gate  # only for clusters that set settings.validate
+
+        if validation_gate.validation_enabled(cluster):
+            nodes = nodes + [validation_gate.validation_node(cluster, recipe, components, nodes)]
     nodes = mirrors_mod.apply_mirrors(nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source)
     return RuntimePlan(
         cluster=cluster,

@@ -93,7 +93,7 @@ def test_unknown_top_level_settings_are_refused_by_the_core():
         prepare_cluster(spec)
     text = str(exc.value)
     assert "file=clusters.yaml cluster=nvke-a key=settings.railz: unknown setting 'railz' for service nvke" in text
-    assert f"(allowed: {', '.join(SETTINGS_KEYS)}, gateImage)" in text
+    assert f"(allowed: {', '.join(SETTINGS_KEYS)}, gateImage, validate)" in text
 
 
 def test_settings_must_be_a_mapping():

@@ -184,7 +184,7 @@ def test_prepare_settings():
         prepare_cluster(cluster(settings={"rails": []}))
     text = str(exc.value)
     assert "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke" in text
-    assert "(allowed: nvidiaGpuPluginAddon, gateImage)" in text
+    assert "(allowed: nvidiaGpuPluginAddon, gateImage, validate)" in text
     text = refusal(settings={"nvidiaGpuPluginAddon": "UPDATING"})
     assert "key=settings.nvidiaGpuPluginAddon" in text and "allowed: installed, absent" in text
 

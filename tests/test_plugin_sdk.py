@@ -182,12 +182,12 @@ def test_builtin_cluster_hooks_reach_only_the_plugin_of_the_service(service):
 def test_unknown_settings_are_refused_by_the_core_for_every_platform(monkeypatch, tmp_path):
     load(monkeypatch, EXAMPLE)
     cases = {
-        "example-k8s": ({}, "gateImage"),
+        "example-k8s": ({}, "gateImage, validate"),
         "aks": ({"criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, "existing": None},
                 "adminGroupObjectIds, apiServer, azurePolicy, defender, diskEncryptionSetId, ephemeralOsDisk, existingResourceGroup, "
                 "hostEncryption, keyVaultSecretsProvider, kubelogin, localAccounts, maxPods, monitoring, network, poolUpgrade, "
-                "skuTier, upgrade, zones, gateImage"),
-        "oke": ({"criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}}, "nvidiaGpuPluginAddon, gateImage"),
+                "skuTier, upgrade, zones, gateImage, validate"),
+        "oke": ({"criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}}, "nvidiaGpuPluginAddon, gateImage, validate"),
     }
     for service, (changes, allowed) in cases.items():
         path = cluster_file(tmp_path, settings={"gateImagee": "x"}, **changes)
@@ -501,7 +501,7 @@ def test_sdk_exports_everything_plugins_use():
 def test_core_settings_are_accepted_by_every_platform(monkeypatch, tmp_path):
     from gpucluster import model
 
-    assert sdk.CORE_SETTING_KEYS == (model.GATE_IMAGE_SETTING,)
+    assert sdk.CORE_SETTING_KEYS == (model.GATE_IMAGE_SETTING, model.VALIDATE_SETTING)
     load(monkeypatch, EXAMPLE)
     image = "registry.example.com/kubectl:v1.34.1"
     clusters = {

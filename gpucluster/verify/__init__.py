@@ -9,6 +9,7 @@ command with its outputs (:mod:`gpucluster.verify.validate`: table, JSON evidenc
 May import: the leaves (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
 :mod:`gpucluster.values`, :mod:`gpucluster.hashing`, :mod:`gpucluster.yamlsafe`) and, for the
 plan, :mod:`gpucluster.pipeline` and :mod:`gpucluster.config`; optional libraries (``jmespath``,
-``kubernetes``: the ``validate`` extra) only inside the functions that need them. Nothing in
-synth imports this package (a plan or a synth never pays for it).
+``kubernetes``: the ``validate`` extra) only inside the functions that need them. Synth imports
+only :mod:`gpucluster.verify.gate` (the in-cluster validation gate), from ``build_plan`` and only
+for a cluster that sets ``settings.validate``; a plan without it never loads this package.
 """
