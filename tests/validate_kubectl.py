@@ -82,7 +82,6 @@ def text(value) -> str:
 
 def render(template: str, obj) -> str:
     tokens = re.findall(r"\{[^{}]*\}|[^{}]+", template)
-    out, i = [], 0
 
     def run(i, current, until_end):
         buf = []
