@@ -151,6 +151,41 @@ class ConditionalValue:
 
 
 @dataclass(frozen=True)
+class ChartVersionValues:
+    """The values of a component for one range of chart versions (registry ``chartVersions``).
+
+    gpucluster's values of a component (values files, overlay and profile overrides, scheduling
+    paths, plugin patches) are written in the vocabulary of the registry's pinned chart. A chart
+    version in another range gets the same values rewritten by this entry, in this order, after
+    every other layer (:func:`gpucluster.chart_versions.values_for_version`):
+
+    * ``rename``: ``(from, to)`` dotted paths: the same setting under the key that version reads
+      (KAI v0.13/v0.14 ``admission.gpuPodRuntimeClassName`` for v0.16's
+      ``admission.gpuFractionRuntimeClassName``);
+    * ``drop``: ``(path, value)``: a value that version behaves as anyway (its chart has no such
+      key, e.g. gpu-operator v25 has no ``kataSandboxDevicePlugin``); dropped when the values hold
+      exactly that value, refused (the version cannot do what it asks) otherwise;
+    * ``unsupported``: paths that version does not have: values that set one are refused.
+
+    Attributes:
+        versions: the range (:func:`gpucluster.versions.version_in_range` syntax, ``>= 0.13.0 < 0.16.0``).
+        charts: chart names it applies to (default: the registry's ``helm.chart``).
+        checked: the chart versions these values were rendered against with real Helm (the test
+            renders each one found in the reference charts).
+        rename / drop / unsupported: see above.
+        note: what differs in that range and where the chart says so (chart file + version).
+    """
+
+    versions: str
+    charts: tuple[str, ...] = ()
+    checked: tuple[str, ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()
+    drop: tuple[tuple[str, Any], ...] = ()
+    unsupported: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class RegistryEntry:
     """One component of the registry.
 
@@ -168,6 +203,9 @@ class RegistryEntry:
         retired_overrides: overrides of earlier AICR releases that are dropped (:class:`RetiredOverride`).
         conditional_values: values that hold only with a provider in the recipe
             (:class:`ConditionalValue`).
+        chart_versions: the chart-version ranges gpucluster has values for (:class:`ChartVersionValues`);
+            empty: the component's values were never checked against a chart version (a pin other
+            than the catalog's is a warning, ``VERSION-SKEW``).
         wait_established: CRDs (``<plural>.<group>``) the component installs that must be
             Established before anything depending on it installs (registry ``waitEstablished``;
             the core adds one ``crd-established`` gate each, :func:`gpucluster.gates.collect_gates`).
@@ -195,6 +233,7 @@ class RegistryEntry:
     conditional_values: tuple[ConditionalValue, ...] = ()
     wait_established: tuple[str, ...] = ()
     manifest_values: tuple[str, ...] = ()
+    chart_versions: tuple[ChartVersionValues, ...] = ()
     source_dir: str = ""
 
 
@@ -397,6 +436,18 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
         ),
         wait_established=tuple(raw.get("waitEstablished", [])),
         manifest_values=tuple(raw.get("manifestValues", [])),
+        chart_versions=tuple(
+            ChartVersionValues(
+                versions=str(v["versions"]),
+                charts=tuple(v.get("charts", [])),
+                checked=tuple(str(c) for c in v.get("checked", [])),
+                rename=tuple((str(a), str(b)) for a, b in (v.get("rename") or {}).items()),
+                drop=tuple((str(d["path"]), d["value"]) for d in v.get("drop", [])),
+                unsupported=tuple(v.get("unsupported", [])),
+                note=v.get("note", ""),
+            )
+            for v in raw.get("chartVersions", [])
+        ),
         source_dir=str(source),
     )
 
@@ -484,6 +535,32 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                 "value": {"type": ["boolean", "string", "number"]},
                                 "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
                                 "note": {"type": "string", "minLength": 1},
+                            },
+                        },
+                    },
+                    "chartVersions": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["versions", "checked"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "versions": {"type": "string", "minLength": 1},
+                                "charts": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$"}},
+                                "checked": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "rename": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
+                                "drop": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["path", "value"],
+                                        "additionalProperties": False,
+                                        "properties": {"path": {"type": "string", "minLength": 1},
+                                                       "value": {"type": ["boolean", "string", "number"]}},
+                                    },
+                                },
+                                "unsupported": _PATHS,
+                                "note": {"type": "string"},
                             },
                         },
                     },
@@ -723,6 +800,9 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 files[name] = path
     check_crd_ownership(components)
     _check_registry_links(components)
+    from gpucluster.chart_versions import check_registry  # here: chart_versions imports this module
+
+    check_registry(components.values())
     return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files,
                    mixin_files=mixin_files, schema_vouched=frozenset(vouched), schema_pending=pending)
 

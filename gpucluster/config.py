@@ -46,8 +46,11 @@ EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
 TOP_KEYS = ("clusters", "backend", "charts", "fleet")
-VERSION_SKEW_LEVELS = ("warning", "error")
-"""Severity of VERSION-SKEW findings for a cluster's RecipeResult (cluster key ``versionSkew``)."""
+VERSION_SKEW_LEVELS = ("warning", "error", "upgrade")
+"""What a cluster does with a RecipeResult's chart pins other than the catalog's (cluster key
+``versionSkew``): ``warning`` (default: pins gpucluster has values for are installed with them,
+other pins refused), ``error`` (every such pin refused), ``upgrade`` (a pin gpucluster has no
+values for is replaced by the catalog's version, the change printed); docs/recipes.md."""
 
 POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
 EXISTING_KEYS = ("kubeconfig", "context")
@@ -519,15 +522,16 @@ def _pools(raw: dict, base: str, w: dict, existing: ExistingCluster | None) -> l
 
 
 def _version_skew(raw: dict, base: str, w: dict) -> str:
-    """``versionSkew``: ``warning`` (default) or ``error``, with ``recipe`` only."""
+    """``versionSkew``: ``warning`` (default), ``error`` or ``upgrade``, with ``recipe`` only."""
     version_skew = raw.get("versionSkew", "warning")
     if "versionSkew" in raw and (version_skew not in VERSION_SKEW_LEVELS or "recipe" not in raw):
         raise GpuclusterError(
             f"versionSkew is {version_skew!r}" + ("" if "recipe" in raw else " on a cluster without 'recipe'"),
             key=f"{base}.versionSkew",
             allowed=", ".join(VERSION_SKEW_LEVELS) + " (with 'recipe' only)",
-            fix="versionSkew: error makes a RecipeResult's chart pins that differ from gpucluster's catalog fail synth; "
-            "remove it or write warning/error",
+            fix="versionSkew: error makes a RecipeResult's chart pins that differ from gpucluster's catalog fail synth, "
+            "upgrade installs the catalog's version for pins gpucluster has no values for; remove it or write "
+            "warning/error/upgrade",
             **w,
         )
     return version_skew

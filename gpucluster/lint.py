@@ -5,7 +5,9 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
 * ``lint.schema`` -- every object against the Kubernetes 1.34 schemas (kubernetes-validate,
   strict) or, for custom resources, against its CRD: the CRDs the stack's charts carry
   (``crds/`` and rendered ``CustomResourceDefinition`` objects) and the extra CRD folders given
-  (``--crds``). ``lint.schema-unknown`` (warning): no schema for the kind.
+  (``--crds``), as the API server stores it (:func:`gpucluster.lint_schema.api_server_view`: nulls
+  of non-nullable fields pruned, schema defaults filled). ``lint.schema-pruned`` (warning): a null
+  the API server drops. ``lint.schema-unknown`` (warning): no schema for the kind.
 * ``lint.dead-value`` -- a values path gpucluster passes to an upstream chart (catalog, profile,
   scheduling injection, plugin patches: ``error``; a user override: ``warning`` naming the closest
   existing key) that the chart, subcharts included, neither declares in its default values nor
@@ -207,7 +209,7 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
     ``memo`` (object id -> (object, schema source, errors)) skips objects already validated
     against the same schema source: the renderer shares parsed objects between releases whose
     templates rendered identically (the objects are read-only)."""
-    from gpucluster.lint_schema import K8S_VERSION, CrdIndex, builtin_validator, errors_of
+    from gpucluster.lint_schema import K8S_VERSION, CrdIndex, api_server_view, builtin_validator, errors_of
 
     index = CrdIndex()
     for release in ctx.releases:
@@ -219,8 +221,10 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
         api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         group, _, version = api.rpartition("/")
         key = (group, version, kind)
+        raw_schema = None
         if key in index:
             validator, against = index.validator(key), f"CRD ({index.source(key)})"
+            raw_schema = index.raw_schema(key)
         else:
             validator, against = builtin_validator(api, kind), f"Kubernetes {K8S_VERSION[:4]}"
         if validator is None:
@@ -229,11 +233,18 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
             continue
         seen = memo.get(id(doc)) if memo is not None else None
         if seen is not None and seen[0] is doc and seen[1] == against:
-            errors = seen[2]
+            errors, pruned = seen[2], seen[3]
         else:
-            errors = errors_of(validator, doc)
+            view, pruned, _defaulted = api_server_view(doc, raw_schema)
+            errors = errors_of(validator, view)
             if memo is not None:
-                memo[id(doc)] = (doc, against, errors)
+                memo[id(doc)] = (doc, against, errors, pruned)
+        if pruned:
+            ctx.add(release, "lint.schema-pruned", "warning",
+                    f"{_obj_key(doc)} ({path}) sets {', '.join(pruned[:3])}{' ...' if len(pruned) > 3 else ''} to null, which "
+                    f"the {against} schema does not allow: the API server drops it, so it has no effect",
+                    "remove the null (a values null that was meant to delete a chart default renders the key empty instead)",
+                    key=_obj_key(doc))
         if errors:
             ctx.add(release, "lint.schema", "error", f"{_obj_key(doc)} ({path}) fails the {against} schema: " + "; ".join(errors),
                     "fix the value that renders this field (catalog values, overrides or manifest template)", key=_obj_key(doc))
@@ -470,7 +481,8 @@ def check_placement(ctx: _Ctx) -> None:
             if untolerated:
                 what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
             hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
-            if hook and release.node.kind == "chart" and not (pod_selector_from_values(release, doc)):
+            if hook and release.node.kind == "chart" and not pod_selector_from_values(
+                    release, doc, fields=(("nodeSelector",) if unmet else ()) + (("tolerations",) if untolerated else ())):
                 ctx.add(release, "lint.placement-system-hook", "warning",
                         f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
                         f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
@@ -483,10 +495,13 @@ def check_placement(ctx: _Ctx) -> None:
                     "manifest/gate template)", key=name)
 
 
-def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any]) -> bool:
-    """True when a value changes where the pod of ``doc`` (a hook Job) is placed: rendering the
-    release with a probe node selector and toleration at every values path named
-    ``nodeSelector``/``tolerations`` changes the object's pod spec placement fields."""
+def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any],
+                             fields: Sequence[str] = ("nodeSelector", "tolerations")) -> bool:
+    """True when values can place the pod of ``doc`` (a hook Job): rendering the release with a
+    probe node selector and toleration at every values path named ``nodeSelector``/``tolerations``
+    puts the probe into each of the pod spec's ``fields`` (an upgrade hook whose chart reads
+    ``operator.tolerations`` but no node selector -- gpu-operator before v26.7 -- cannot be
+    pinned to the system nodes by any value)."""
     probe_sel = {"gpucluster.io/probe": "x"}
     probe_tol = [{"key": "gpucluster.io/probe", "operator": "Exists"}]
 
@@ -504,7 +519,18 @@ def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any]) -
     template = next((p for p, d in release.objects if d is doc), None)
     if template is None or template not in rendered:
         return True
-    return "gpucluster.io/probe" in rendered[template]
+    from gpucluster.render import load_documents
+
+    name = (doc.get("metadata") or {}).get("name")
+    try:
+        probed = [d for d in load_documents(rendered[template]) if isinstance(d, Mapping) and d.get("kind") == doc.get("kind")
+                  and (d.get("metadata") or {}).get("name") == name]
+    except Exception:  # noqa: BLE001 - the probe render is not YAML: judge by the text
+        return "gpucluster.io/probe" in rendered[template]
+    pod = _pod_spec(probed[0]) if probed else None
+    if pod is None:
+        return True
+    return all("gpucluster.io/probe" in repr(pod.get(f)) for f in fields)
 
 
 def _walk(doc: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str, Any]]:

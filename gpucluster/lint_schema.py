@@ -7,10 +7,17 @@ dropped (CEL rules are not evaluated), ``nullable`` adds ``null`` to the type,
 ``x-kubernetes-int-or-string`` accepts integers and strings, and an object schema with
 ``properties`` refuses unknown fields unless it says ``x-kubernetes-preserve-unknown-fields``
 (the API server would prune them silently).
+
+Before an object is validated it is normalized the way the API server stores it
+(:func:`api_server_view`): a ``null`` in a field whose schema is not ``nullable`` is pruned (CRDs,
+Kubernetes docs "Defaulting and Nullable"; for built-in kinds the JSON decoder reads ``null`` as
+unset), then schema ``default``s fill absent fields whose parent object exists. Pruned nulls are
+reported as warnings (``lint.schema-pruned``): the value has no effect, which is rarely what was meant.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -80,6 +87,10 @@ class CrdIndex:
     def source(self, key: tuple[str, str, str]) -> str:
         return self._raw[key][1]
 
+    def raw_schema(self, key: tuple[str, str, str]) -> Any:
+        """The CRD version's ``openAPIV3Schema`` as written (``nullable``, ``default`` kept)."""
+        return self._raw[key][0]
+
     def validator(self, key: tuple[str, str, str]):
         if key not in self._validators:
             import jsonschema
@@ -137,3 +148,53 @@ def errors_of(validator, doc: Mapping[str, Any], limit: int = 3) -> list[str]:
         message = e.message if len(e.message) <= 200 else e.message[:200] + "..."
         out.append(f"{path}: {message}")
     return out
+
+
+def api_server_view(doc: Any, schema: Any = None) -> tuple[Any, list[str], list[str]]:
+    """``doc`` as the API server stores it, for validation: ``(object, pruned, defaulted)``.
+
+    With a CRD ``openAPIV3Schema`` (``schema``): a ``null`` in a field whose schema is not
+    ``nullable: true`` is removed, then every absent property with a ``default`` is set, inside
+    objects that exist (Kubernetes docs, "Defaulting and Nullable": "null values for fields that
+    either don't specify the nullable flag, or give it a false value, will be pruned before defaulting
+    happens. If a default is present, it will be applied"). Without a schema (built-in kinds, whose
+    JSON decoder reads ``null`` as unset): every ``null`` map value is removed.
+
+    Returns:
+        a copy (``doc`` itself when nothing changes), the dotted paths of pruned nulls and of
+        defaulted fields.
+    """
+    pruned: list[str] = []
+    defaulted: list[str] = []
+
+    def walk(node: Any, sch: Any, path: str) -> Any:
+        sch = sch if isinstance(sch, Mapping) else None
+        if isinstance(node, Mapping):
+            props = (sch or {}).get("properties") if sch is not None else None
+            extra = (sch or {}).get("additionalProperties") if sch is not None else None
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                sub = (props or {}).get(key) if isinstance(props, Mapping) and key in props else (extra if isinstance(extra, Mapping) else None)
+                where = f"{path}.{key}" if path else str(key)
+                if value is None and not (isinstance(sub, Mapping) and sub.get("nullable")):
+                    if sch is not None and sub is None and not isinstance(props, Mapping):
+                        out[key] = value  # free-form (preserve-unknown-fields) data: kept as it is
+                        continue
+                    pruned.append(where)
+                    continue
+                out[key] = walk(value, sub, where) if sch is not None else walk(value, None, where)
+            if isinstance(props, Mapping):
+                for key, sub in props.items():
+                    if key not in out and isinstance(sub, Mapping) and "default" in sub:
+                        out[key] = copy.deepcopy(sub["default"])
+                        defaulted.append(f"{path}.{key}" if path else str(key))
+            return out
+        if isinstance(node, list):
+            items = (sch or {}).get("items") if sch is not None else None
+            return [walk(v, items, f"{path}[{i}]") for i, v in enumerate(node)]
+        return node
+
+    out = walk(doc, schema if schema is not None else None, "")
+    if not pruned and not defaulted:
+        return doc, [], []
+    return out, pruned, defaulted

@@ -81,6 +81,9 @@ class ComponentRef:
             before / after the chart.
         dependency_refs: names of components that must be ready first (set semantics, sorted).
         enabled: ``False`` when a recipe or override disabled the component.
+        chart_versions: the chart-version range the recipe's own values for the component are
+            written for (overlay ``chartVersions``, clauses of every overlay joined; '' = any):
+            :func:`gpucluster.chart_versions.judge_pin`.
     """
 
     name: str
@@ -95,6 +98,7 @@ class ComponentRef:
     manifest_files: list[str] = field(default_factory=list)
     dependency_refs: list[str] = field(default_factory=list)
     enabled: bool = True
+    chart_versions: str = ""
 
 
 @dataclass
@@ -305,8 +309,8 @@ class ClusterSpec:
         overrides: user overrides in the order given.
         scheduling: node scheduling inputs.
         recipe_file: path of an AICR RecipeResult to use instead of resolving criteria.
-        version_skew: severity of ``VERSION-SKEW`` findings for ``recipe_file`` (a chart pin other
-            than the one gpucluster's values are written for): ``warning`` (default) or ``error``.
+        version_skew: what ``recipe_file``'s chart pins other than the catalog's do: ``warning``
+            (default), ``error`` or ``upgrade`` (:data:`gpucluster.config.VERSION_SKEW_LEVELS`).
         settings: platform-specific inputs (e.g. NVKE rails), validated by the plugin.
         source: the file this spec came from (``<embedded default>`` otherwise).
         backend: Terraform backend of the cluster's stacks: ``None`` = local state files

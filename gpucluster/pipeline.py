@@ -14,6 +14,7 @@ import pickle
 from typing import Mapping, Sequence
 
 from gpucluster import catalog as catalog_mod
+from gpucluster import chart_versions as chart_versions_mod
 from gpucluster import crds as crds_mod
 from gpucluster import gates as gates_mod
 from gpucluster import graph
@@ -233,6 +234,9 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
             file, key = locate_finding(cluster, recipe, resolved, f)
             problems.append(Problem(id=f.id, message=f.message, file=file, cluster=f.cluster, component=f.component, key=key, fix=f.fix))
         raise GpuclusterError(problems=problems)
+    # values for the chart version each release installs (after policy, which reads the catalog's keys)
+    findings += chart_versions_mod.apply_chart_versions(
+        cluster, recipe, components, catalog, locate=lambda comp, path: locate_finding(cluster, recipe, resolved, Finding("VERSION-VALUES", "error", cluster.name, comp, path, "", "")))
     gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
     manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)

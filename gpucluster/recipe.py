@@ -92,6 +92,7 @@ _COMPONENT_REF = {
         "manifestFiles": _STR_LIST,
         "preManifestFiles": _STR_LIST,
         "dependencyRefs": _STR_LIST,
+        "chartVersions": {"type": "string", "minLength": 1},
     },
 }
 _CRITERIA = {
@@ -199,6 +200,7 @@ class _Ref:
     manifest_files: list[str] = field(default_factory=list)
     pre_manifest_files: list[str] = field(default_factory=list)
     dependency_refs: list[str] = field(default_factory=list)
+    chart_versions: str = ""  # chartVersions: clauses of every overlay joined (all must hold)
     declared_in: str = ""
 
     @classmethod
@@ -215,6 +217,7 @@ class _Ref:
             manifest_files=list(raw.get("manifestFiles") or []),
             pre_manifest_files=list(raw.get("preManifestFiles") or []),
             dependency_refs=list(raw.get("dependencyRefs") or []),
+            chart_versions=str(raw.get("chartVersions") or ""),
             declared_in=declared_in,
         )
 
@@ -229,6 +232,8 @@ class _Ref:
         self.manifest_files = _union(self.manifest_files, other.manifest_files)
         self.pre_manifest_files = _union(self.pre_manifest_files, other.pre_manifest_files)
         self.dependency_refs = _union(self.dependency_refs, other.dependency_refs)
+        if other.chart_versions:
+            self.chart_versions = " ".join(c for c in (self.chart_versions, other.chart_versions) if c)
 
 
 @dataclass
@@ -798,6 +803,7 @@ def _finalize(merged: dict[str, _Ref], catalog: Catalog, where: _Where) -> list[
             manifest_files=list(raw.manifest_files),
             dependency_refs=sorted(set(raw.dependency_refs)),
             enabled=enabled,
+            chart_versions=raw.chart_versions,
         )
         if ctype == "Helm" and not (refs[name].source and refs[name].chart and refs[name].version):
             problems.append(

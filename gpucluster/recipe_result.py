@@ -524,6 +524,7 @@ class _FileReader:
                 manifest_files=manifest_lists["manifestFiles"],
                 dependency_refs=sorted(set(deps)),
                 enabled=enabled,
+                chart_versions=mine.chart_versions if mine else "",
             )
         )
 
@@ -636,17 +637,66 @@ class _FileReader:
             if rtype == "Helm" and (
                 (strings["version"] and _version_key(version) != _version_key(cat_version)) or (file_chart and file_chart != cat_chart)
             ):
-                rep.note(
-                    "VERSION-SKEW", skew_severity, comp, f"{key}.version" if strings["version"] else f"{key}.chart",
-                    f"the file pins {chart} {version} ({source}), but gpucluster's values for '{comp}' are written and "
-                    f"checked for {cat_chart} {cat_version} ({cat_source}); keys the other version does not read are "
-                    "ignored by Helm",
-                    f"pin {cat_version} here (or regenerate the recipe with a current AICR), or keep the pin after "
-                    "rendering the chart at that version (gpucluster render); versionSkew: error in the cluster file "
-                    "makes this fail",
-                )
+                source, chart, version = self.judge_skew(key, comp, entry, mine, strings, source, chart, version,
+                                                         cat_source, cat_chart, cat_version)
 
         return rtype, source, chart, version, namespace, strings
+
+    def judge_skew(self, key: str, comp: str, entry: Any, mine: ComponentRef | None, strings: Mapping[str, str],
+                   source: str, chart: str, version: str, cat_source: str, cat_chart: str, cat_version: str) -> tuple[str, str, str]:
+        """A pin other than the catalog's (:mod:`gpucluster.chart_versions`): ``(source, chart,
+        version)`` to install. Covered: the pin, values written for it (``VERSION-SKEW`` info, or
+        error with ``versionSkew: error``); never checked against a chart: the pin (``VERSION-SKEW``
+        warning/error); uncovered: refused, or with ``versionSkew: upgrade`` the catalog's chart
+        (``VERSION-UPGRADED`` warning, the change as ``upgrade-check`` shows it)."""
+        from gpucluster import chart_versions
+
+        rep, skew_severity = self.rep, self.skew_severity
+        at = f"{key}.version" if strings["version"] else f"{key}.chart"
+        judged = chart_versions.judge_pin(entry, chart, version, mine.chart_versions if mine else "")
+        pinned = f"{chart} {version} ({source})"
+        catalog_pin = f"{cat_chart} {cat_version} ({cat_source})"
+        if judged.verdict == chart_versions.COVERED:
+            assert judged.entry is not None
+            rep.note(
+                "VERSION-SKEW", "error" if skew_severity == "error" else "info", comp, at,
+                f"the file pins {pinned}, not the catalog's {catalog_pin}; gpucluster writes the values for that "
+                f"version (range {judged.entry.versions}, checked against {', '.join(judged.entry.checked)})",
+                f"none needed; pin {cat_version} to install the catalog's version"
+                + ("; versionSkew: error refuses every pin other than the catalog's" if skew_severity == "error" else ""),
+            )
+            return source, chart, version
+        if judged.verdict == chart_versions.UNVERIFIED:
+            rep.note(
+                "VERSION-SKEW", "error" if skew_severity == "error" else "warning", comp, at,
+                f"the file pins {pinned}, but gpucluster's values for '{comp}' are written for {catalog_pin} and were "
+                "never rendered with a real chart of either version (docs/catalog-sources.md); keys the other version "
+                "does not read are ignored by Helm",
+                f"pin {cat_version} here (or regenerate the recipe with a current AICR), or keep the pin after "
+                "rendering the chart at that version (gpucluster render); versionSkew: error in the cluster file "
+                "makes this fail",
+            )
+            return source, chart, version
+        if skew_severity == "upgrade":
+            from gpucluster.upgrade_rules import version_change_text
+
+            rep.note(
+                "VERSION-UPGRADED", "warning", comp, at,
+                f"the file pins {pinned}, for which gpucluster has no coherent values ({judged.why}); versionSkew: "
+                f"upgrade installs {catalog_pin} instead: "
+                + version_change_text(comp, version, cat_version, self.ours.criteria.service),
+                f"pin {cat_version} in the file to make the upgrade explicit, or pin a version gpucluster has values for",
+            )
+            return cat_source, cat_chart, cat_version
+        # an error finding, not an input problem: synth refuses it (one line, naming this key), while
+        # upgrade-check (strict=False) can still judge a running install that pins such a version
+        rep.note(
+            "VERSION-UNCOVERED", "error", comp, at,
+            f"gpucluster has no coherent values for {pinned}: {judged.why}",
+            f"pin a version gpucluster has values for (the catalog's is {cat_version}), or set versionSkew: upgrade on the "
+            f"cluster to install {cat_version} instead (the change is printed)",
+        )
+        return source, chart, version
 
     def values(self, key: str, raw: Mapping[str, Any], comp: str, entry: Any, strings: Mapping[str, str],
                problems_before: int) -> tuple[list[str], dict[str, Any], bool]:

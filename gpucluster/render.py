@@ -19,7 +19,10 @@ Chart sources, first that has the chart:
    separated): every ``DIR/*/Chart.yaml`` (and ``DIR/Chart.yaml``) is indexed by its ``name`` and
    ``version``. A chart whose exact version is absent is matched to the nearest one of the same
    name (or, when no chart has that name, to a folder named like the chart); the substitute is
-   reported as a finding (``render.chart-nearest``), never silently;
+   reported as a finding (``render.chart-nearest``), never silently. A folder named
+   ``<anything>-<version>`` (``agentgateway-v1.3.1``) holding a chart of that name is taken for
+   that version when no ``Chart.yaml`` says it (charts whose tags carry a placeholder version),
+   with an info finding;
 2. the chart cache (:mod:`gpucluster.chartcache`: ``gpucluster charts pull`` fills it; default
    ``$GPUCLUSTER_CHART_CACHE`` or ``~/.cache/gpucluster/charts``; only entries the user owns);
 3. with ``pull=True`` (``--pull``): :func:`gpucluster.charts.pull_one` from the HTTP repository or
@@ -124,6 +127,15 @@ def normalize_version(version: str) -> str:
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in _VERSION_NUMBERS.findall(normalize_version(version).split("+")[0])[:3])
+
+
+def _folder_version(name: str) -> str:
+    """The version a chart folder's name ends with (``agentgateway-v1.3.1`` -> ``1.3.1``,
+    ``grove-v0.1.0-alpha.8`` -> ``0.1.0-alpha.8``), normalized; '' when it ends with none.
+    Used when a chart's ``Chart.yaml`` carries a development placeholder version (agentgateway
+    and grove tags keep ``0.0.2`` / ``0.1.0`` there) and the folder says which tag it holds."""
+    m = re.search(r"-(v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$", name)
+    return normalize_version(m.group(1)) if m else ""
 
 
 def _distance(a: str, b: str) -> tuple[int, ...]:
@@ -232,6 +244,10 @@ class ChartSources:
         for c in same:
             if normalize_version(c.version) == want:
                 return Located(c, "exact")
+        for c in same:
+            if want and _folder_version(c.path.name) == want:
+                return Located(c, "folder", f"folder {c.path.name} (chart {c.name}, Chart.yaml version {c.version}) is "
+                                            f"taken for {chart} {version} by its name")
         cached = self._cached(repository, chart, version)
         if cached is not None:
             return Located(cached, "cached")
@@ -483,7 +499,7 @@ class Renderer:
         self._crd_files: dict[Path, list[tuple[str, str]]] = {}
         self._parsed: dict[str, list[Any]] = {}
         self._defaults: dict[Path, dict[str, Any]] = {}
-        self.schema_memo: dict[int, tuple[Any, str, list[str]]] = {}
+        self.schema_memo: dict[int, tuple[Any, str, list[str], list[str]]] = {}
         self._rendered: dict[tuple[str, str, str, str], dict[str, str]] = {}
         """lint's schema results of shared (parse-cached) objects, for this renderer's lifetime."""
 
@@ -566,7 +582,7 @@ class Renderer:
                     fix=HOW_TO_GET, **where))
                 return RenderedRelease(cluster, node, None), findings
             if located.note:
-                findings.append(LintFinding("render.chart-nearest", "info" if located.how == "app-version" else "warning",
+                findings.append(LintFinding("render.chart-nearest", "info" if located.how in ("app-version", "folder") else "warning",
                                             located.note + "; findings refer to that chart",
                                             fix="add the pinned version to the chart sources", **where))
             chart = located.chart

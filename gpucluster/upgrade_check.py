@@ -48,144 +48,24 @@ from gpucluster.errors import GpuclusterError, allowed_list
 from gpucluster.model import Finding, RuntimePlan
 from gpucluster.values import leaf_paths
 from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
-
-VERDICTS = ("safe", "unknown", "manual")
-"""Verdicts, least to most severe."""
+from gpucluster.upgrade_rules import (  # noqa: F401  (the rules live in a leaf; re-exported here)
+    MATCHES,
+    RULES_FILE,
+    RULES_SCHEMA,
+    UNKNOWN_VERSION_ACTION,
+    VERDICTS,
+    Rule,
+    load_rules,
+    version_change_text,
+    version_rules,
+    worst,
+)
 
 EXIT_SAFE = 0
 EXIT_MANUAL = 3
 EXIT_UNKNOWN = 4
 EXIT_CODES = {"safe": EXIT_SAFE, "manual": EXIT_MANUAL, "unknown": EXIT_UNKNOWN}
 """Exit code per overall verdict (2 = invalid input, :data:`gpucluster.errors.EXIT_INVALID_INPUT`)."""
-
-RULES_FILE = "upgrades.yaml"
-MATCHES = ("componentVersion", "valueChange", "profileChange", "kubernetesMinor", "crdOwnerChange",
-           "componentRemoved", "gpuPoolChange")
-
-_STR = {"type": "string", "minLength": 1}
-RULES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["kind", "apiVersion", "rules"],
-    "properties": {
-        "kind": {"const": "UpgradeRules"},
-        "apiVersion": {"const": "gpucluster/v1alpha1"},
-        "rules": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "match", "verdict", "why", "source"],
-                "properties": {
-                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"},
-                    "match": {"enum": list(MATCHES)},
-                    "component": _STR,
-                    "service": _STR,
-                    "from": {},
-                    "to": {},
-                    "path": _STR,
-                    "profile": _STR,
-                    "maxMinorStep": {"type": "integer", "minimum": 1},
-                    "ownsCrds": {"type": "boolean"},
-                    "verdict": {"enum": list(VERDICTS)},
-                    "why": _STR,
-                    "action": _STR,
-                    "source": _STR,
-                },
-            },
-        },
-    },
-}
-"""JSON Schema of an ``upgrades.yaml`` (docs/upgrading.md, "Transition rules").
-
-``match`` and the fields it reads:
-
-* ``componentVersion``: ``component``, ``from``/``to`` version ranges (``">=0.5.0 <0.5.1"``, ``"*"``);
-* ``valueChange``: ``component``, ``path`` (dotted), optional ``from``/``to`` values (absent = any);
-* ``profileChange``: ``profile`` (``gpuStack``), optional ``from``/``to`` values;
-* ``kubernetesMinor``: ``maxMinorStep`` (a larger step, or a downgrade, matches);
-* ``crdOwnerChange``: any CRD whose owner differs between the sides;
-* ``componentRemoved``: optional ``component``, optional ``ownsCrds``;
-* ``gpuPoolChange``: a GPU pool whose ``vmSize`` or ``gpuDriver`` changed (the pool is replaced).
-
-Every rule may name a ``service`` (the cluster's ``criteria.service``) it is limited to."""
-
-
-# --------------------------------------------------------------------------- versions
-
-
-# --------------------------------------------------------------------------- rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One transition rule (see :data:`RULES_SCHEMA`); ``file`` is where it was read."""
-
-    id: str
-    match: str
-    verdict: str
-    why: str
-    source: str
-    action: str = ""
-    component: str | None = None
-    service: str | None = None
-    from_: Any = None
-    to: Any = None
-    path: str | None = None
-    profile: str | None = None
-    max_minor_step: int = 1
-    owns_crds: bool | None = None
-    has_from: bool = False
-    has_to: bool = False
-    file: str = ""
-
-
-def load_rules(dirs: Sequence[Path] | None = None) -> list[Rule]:
-    """Every ``upgrades.yaml`` of the catalog directories (core first, then plugins), in order.
-
-    Raises:
-        GpuclusterError: a file is not valid YAML, violates :data:`RULES_SCHEMA`, or two rules
-            share an id (naming both files).
-    """
-    import jsonschema
-
-    if dirs is None:
-        from gpucluster.catalog import catalog_dirs
-
-        dirs = catalog_dirs()
-    rules: list[Rule] = []
-    seen: dict[str, str] = {}
-    for d in dirs:
-        path = Path(d) / RULES_FILE
-        if not path.is_file():
-            continue
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise GpuclusterError(f"invalid YAML: {exc}", file=str(path), fix="fix the YAML syntax") from None
-        try:
-            jsonschema.validate(data, RULES_SCHEMA)
-        except jsonschema.ValidationError as exc:
-            raise GpuclusterError(
-                f"invalid upgrade rules: {exc.message}", file=str(path),
-                key=".".join(str(p) for p in exc.absolute_path) or None,
-                fix="fix the rule (format: docs/upgrading.md, Transition rules)",
-            ) from None
-        for raw in data["rules"]:
-            if raw["id"] in seen:
-                raise GpuclusterError(
-                    f"upgrade rule '{raw['id']}' is defined twice: {seen[raw['id']]} and {path}",
-                    file=str(path), key=f"rules.{raw['id']}", fix="rename one of them",
-                )
-            seen[raw["id"]] = str(path)
-            rules.append(Rule(
-                id=raw["id"], match=raw["match"], verdict=raw["verdict"], why=raw["why"], source=raw["source"],
-                action=raw.get("action", ""), component=raw.get("component"), service=raw.get("service"),
-                from_=raw.get("from"), to=raw.get("to"), path=raw.get("path"), profile=raw.get("profile"),
-                max_minor_step=raw.get("maxMinorStep", 1), owns_crds=raw.get("ownsCrds"),
-                has_from="from" in raw, has_to="to" in raw, file=str(path),
-            ))
-    return rules
 
 
 # --------------------------------------------------------------------------- report types
@@ -271,11 +151,6 @@ class Report:
             "clusters": [{"cluster": c.cluster, "service": c.service, "verdict": c.verdict,
                           "changes": [ch.as_dict() for ch in c.changes]} for c in self.clusters],
         }
-
-
-def worst(verdicts: Iterable[str]) -> str:
-    """The most severe verdict (``manual`` > ``unknown`` > ``safe``); ``safe`` for none."""
-    return max(verdicts, key=VERDICTS.index, default="safe")
 
 
 # --------------------------------------------------------------------------- comparison
@@ -426,18 +301,19 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
     return ClusterReport(cluster=new.cluster.name, service=service, changes=changes)
 
 
+def _version_reasons(name: str, old: str, new: str, rules: Sequence[Rule], service: str) -> list[Reason]:
+    """The reasons of a chart version change of ``name`` (``componentVersion`` rules, else unknown)."""
+    matched = version_rules(name, old, new, rules, service)
+    return [_reason(r, f"{r.why} ({old} -> {new})") for r in matched] or [Reason(
+        "default-version-unknown", "unknown", f"no transition record covers {name} {old} -> {new}",
+        action=UNKNOWN_VERSION_ACTION)]
+
+
 def _judge(change: Change, a, b, rules: Sequence[Rule], service: str, owner_moves: Mapping[str, tuple[str, str]]) -> None:
     name = change.component
     applicable = [r for r in rules if _service_ok(r, service) and (r.component is None or r.component == name)]
     if change.kind == "version":
-        matched = [r for r in applicable if r.match == "componentVersion" and r.component == name
-                   and version_in_range(change.old_version, r.from_) and version_in_range(change.new_version, r.to)]
-        change.reasons += [_reason(r, f"{r.why} ({change.old_version} -> {change.new_version})") for r in matched]
-        if not matched:
-            change.reasons.append(Reason(
-                "default-version-unknown", "unknown",
-                f"no transition record covers {name} {change.old_version} -> {change.new_version}",
-                action="read the upstream release notes for every version in between; test the upgrade off production"))
+        change.reasons += _version_reasons(name, change.old_version, change.new_version, rules, service)
     if change.kind in ("version", "values"):
         for rule in applicable:
             if rule.match != "valueChange" or rule.component != name or not rule.path:

@@ -137,7 +137,8 @@ def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["plan", "--config", "gpucluster.yaml"]) == 0
     err = capsys.readouterr().err
-    assert "warning[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=gpu-operator key=componentRefs[1].version" in err
+    assert "info[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=gpu-operator key=componentRefs[1].version" in err
+    assert "warning[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=nvsentinel" in err
     assert "info[RECIPE-RENAMED] file=recipes/h100-aks-ubuntu-inference-dynamo.recipe.yaml cluster=inference-dynamo component=grove key=componentRefs[1].name: 'dynamo-crds' is now 'grove'" in err
     assert "error[" not in err
 

@@ -136,11 +136,15 @@ def test_version_skew_names_component_pin_and_catalog_version(catalog):
         "cert-manager", "gpu-operator", "kai-scheduler", "kube-prometheus-stack", "network-operator", "nvidia-dra-driver-gpu", "nvsentinel",
     }  # k8s-ephemeral-storage-metrics 1.19.2 and prometheus-adapter 5.3.0 match; skyhook-operator is renamed
     gpu = skew["gpu-operator"]
-    assert (gpu.severity, gpu.file, gpu.key) == ("warning", "train.yaml", "componentRefs[1].version")
-    assert "pins gpu-operator v25.10.1" in gpu.message and "written and checked for gpu-operator v26.7.1" in gpu.message
+    # gpucluster has values for v25.10 (registry chartVersions): the pin is installed with them
+    assert (gpu.severity, gpu.file, gpu.key) == ("info", "train.yaml", "componentRefs[1].version")
+    assert "pins gpu-operator v25.10.1" in gpu.message and "not the catalog's gpu-operator v26.7.1" in gpu.message
+    assert "range >=25.10.0 <25.11.0, checked against v25.10.1" in gpu.message
+    # never rendered with a real chart: still a warning
+    assert skew["nvsentinel"].severity == "warning" and "never rendered with a real chart" in skew["nvsentinel"].message
     dra = skew["nvidia-dra-driver-gpu"].message
     assert "nvidia-dra-driver-gpu 25.12.0 (https://helm.ngc.nvidia.com/nvidia)" in dra
-    assert "dra-driver-nvidia-gpu 0.5.0 (oci://registry.k8s.io/dra-driver-nvidia/charts)" in dra
+    assert "not the catalog's dra-driver-nvidia-gpu 0.5.0 (oci://registry.k8s.io/dra-driver-nvidia/charts)" in dra
     assert "83.7.0" in skew["kube-prometheus-stack"].message  # the AKS overlay's pin, not the registry's 84.4.0
 
 

@@ -298,11 +298,33 @@ def test_schema_check_refuses_unknown_fields_and_wrong_types():
            "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Thing", "plural": "things"},
                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                         "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}
-    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"size": None}}
+    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"size": "big"}}
     found = lint_objects(aks_cluster(), [crd, thing])
     assert ids(found) == ["lint.schema"] and "spec.size" in found[0].message
     thing["spec"]["size"] = 3
     assert ids(lint_objects(aks_cluster(), [crd, thing])) == []
+
+
+def test_schema_check_reads_objects_as_the_api_server_stores_them():
+    """A null in a non-nullable field is pruned (a warning: it has no effect), a required field
+    with a schema default is filled (no finding): Kubernetes docs, "Defaulting and Nullable".
+    AICR's storageSpec.emptyDir: null renders spec.storage.emptyDir: null into the Prometheus CR;
+    gpu-operator v25.10's ClusterPolicy CRD requires operator.defaultRuntime (default docker)."""
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "required": ["runtime"], "properties": {
+        "runtime": {"type": "string", "default": "docker"}, "emptyDir": {"type": "object"},
+        "keep": {"type": "object", "nullable": True}}}}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Thing", "plural": "things"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]}}
+    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"emptyDir": None, "keep": None}}
+    found = lint_objects(aks_cluster(), [crd, thing])
+    assert ids(found) == [] and [(f.id, f.severity) for f in found] == [("lint.schema-pruned", "warning")]
+    assert "spec.emptyDir" in found[0].message and "spec.keep" not in found[0].message
+    del thing["spec"]["emptyDir"]
+    assert lint_objects(aks_cluster(), [crd, thing]) == []
+    schema["properties"]["spec"]["properties"]["runtime"].pop("default")
+    crd["metadata"]["name"] = "things.example.com"  # same CRD, no default now: the required field is missing
+    assert ids(lint_objects(aks_cluster(), [crd, thing])) == ["lint.schema"]
 
 
 # --------------------------------------------------------------------------- every built-in recipe, real charts

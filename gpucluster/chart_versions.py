@@ -1,0 +1,223 @@
+"""Values per chart version: which chart versions gpucluster has values for, and the values it
+writes for the version that is installed.
+
+The facts are catalog data (docs/recipes.md, "Values per chart version"):
+
+* the registry's ``chartVersions`` of a component (:class:`gpucluster.catalog.ChartVersionValues`):
+  the version ranges its values were rendered against with real Helm (``checked``), and how the
+  values written for the registry's pin are rewritten for each other range (``rename``, ``drop``,
+  ``unsupported``);
+* an overlay componentRef's ``chartVersions`` (a range): the recipe's own values for the component
+  (a platform's values file, its manifests) are written for versions in that range only
+  (``ComponentRef.chart_versions``).
+
+A version is **covered** when one registry entry's range holds it (for that chart name) and the
+recipe's range does; the values written for it are the catalog's, rewritten by that entry
+(:func:`values_for_version`). A component without ``chartVersions`` was never checked against a
+chart (:func:`judge_pin` says ``unverified``). Everything else is **uncovered**: the RecipeResult
+reader refuses the pin, or installs the catalog's version when the cluster says
+``versionSkew: upgrade`` (:mod:`gpucluster.recipe_result`). Pure Python, no cdktf.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.model import ClusterSpec, Component, Finding, Recipe
+from gpucluster.values import get_path, set_path, split_path
+from gpucluster.versions import version_in_range
+
+if TYPE_CHECKING:  # gpucluster.catalog calls check_registry: no import of it at run time
+    from gpucluster.catalog import Catalog, ChartVersionValues, RegistryEntry
+
+COVERED = "covered"
+UNCOVERED = "uncovered"
+UNVERIFIED = "unverified"
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class PinJudgement:
+    """What :func:`judge_pin` says about one ``(chart, version)`` of a component.
+
+    Attributes:
+        verdict: :data:`COVERED`, :data:`UNCOVERED` or :data:`UNVERIFIED`.
+        entry: the registry entry's range that covers it (COVERED only).
+        why: for UNCOVERED, which range refused it (registry or recipe), one phrase.
+    """
+
+    verdict: str
+    entry: ChartVersionValues | None = None
+    why: str = ""
+
+
+def _charts(entry: RegistryEntry, cv: ChartVersionValues) -> tuple[str, ...]:
+    return cv.charts or (entry.chart,)
+
+
+def range_entry(entry: RegistryEntry, chart: str, version: str) -> ChartVersionValues | None:
+    """The first ``chartVersions`` entry of ``entry`` whose range holds ``version`` for ``chart``."""
+    for cv in entry.chart_versions:
+        if chart in _charts(entry, cv) and version_in_range(version, cv.versions):
+            return cv
+    return None
+
+
+def describe(entry: RegistryEntry) -> str:
+    """The ranges gpucluster has values for, for messages:
+    ``kai-scheduler >= 0.16.0 < 0.17.0 (checked: v0.16.9); ...``."""
+    return "; ".join(f"{'/'.join(_charts(entry, cv))} {cv.versions} (checked: {', '.join(cv.checked)})" for cv in entry.chart_versions)
+
+
+def judge_pin(entry: RegistryEntry, chart: str, version: str, recipe_range: str = "") -> PinJudgement:
+    """Whether gpucluster has coherent values for ``chart`` at ``version`` (module docstring).
+
+    Args:
+        entry: the component's registry entry.
+        chart / version: the pin (chart name without a repo prefix).
+        recipe_range: ``ComponentRef.chart_versions`` of the recipe for the same criteria ('' = any).
+    """
+    if not entry.chart_versions:
+        return PinJudgement(UNVERIFIED)
+    cv = range_entry(entry, chart, version)
+    if cv is None:
+        return PinJudgement(UNCOVERED, why=f"gpucluster's values for '{entry.name}' are written and checked for {describe(entry)}")
+    if recipe_range and not version_in_range(version, recipe_range):
+        return PinJudgement(UNCOVERED, why=f"the recipe's own values for '{entry.name}' (its platform values files and "
+                                           f"manifests) are written for {recipe_range}")
+    return PinJudgement(COVERED, cv)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def _pop(values: dict[str, Any], path: str) -> Any:
+    """Remove the value at ``path`` (and parents it leaves empty); :data:`_MISSING` when absent."""
+    parts = split_path(path)
+    stack = [values]
+    for part in parts[:-1]:
+        node = stack[-1].get(part) if isinstance(stack[-1], dict) else None
+        if not isinstance(node, dict):
+            return _MISSING
+        stack.append(node)
+    if not isinstance(stack[-1], dict) or parts[-1] not in stack[-1]:
+        return _MISSING
+    value = stack[-1].pop(parts[-1])
+    for depth in range(len(parts) - 1, 0, -1):
+        if stack[depth] == {}:
+            del stack[depth - 1][parts[depth - 1]]
+    return value
+
+
+def values_for_version(cv: ChartVersionValues, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], list[tuple[str, str]]]:
+    """The values written for a version of ``cv``'s range.
+
+    Returns:
+        ``(values, changes, refusals)``: a rewritten copy; one phrase per change made
+        (``admission.gpuFractionRuntimeClassName -> admission.gpuPodRuntimeClassName``); and
+        ``(path, why)`` per value the version cannot take (a ``drop`` path holding another value,
+        an ``unsupported`` path that is set, a ``rename`` whose target is set to another value).
+    """
+    out = copy.deepcopy(dict(values))
+    changes: list[str] = []
+    refusals: list[tuple[str, str]] = []
+    for src, dst in cv.rename:
+        value = _pop(out, src)
+        if value is _MISSING:
+            continue
+        have = get_path(out, dst, _MISSING)
+        if have is not _MISSING and have != value:
+            refusals.append((dst, f"{dst} is {_scalar(have)} and {src} is {_scalar(value)}, which that version reads as the same key"))
+            continue
+        set_path(out, dst, value)
+        changes.append(f"{src} -> {dst}")
+    for path, value in cv.drop:
+        have = get_path(out, path, _MISSING)
+        if have is _MISSING:
+            continue
+        if type(have) is type(value) and have == value:
+            _pop(out, path)
+            changes.append(f"{path}: {_scalar(value)} dropped (that version has no such key and behaves so)")
+        else:
+            refusals.append((path, f"{path} is {_scalar(have)}, but that version has no such key (it behaves as {_scalar(value)})"))
+    for path in cv.unsupported:
+        if get_path(out, path, _MISSING) is not _MISSING:
+            refusals.append((path, f"{path} is set, but that version has no such key"))
+    return out, changes, refusals
+
+
+def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog: Catalog,
+                         *, locate: Any = None) -> list[Finding]:
+    """Rewrite every installed component's final values for the chart version it installs
+    (:func:`values_for_version`), in place; runs after every other values layer and policy.
+
+    Returns:
+        one info finding ``VALUES-FOR-VERSION`` per component whose values changed.
+
+    Raises:
+        GpuclusterError: a value the installed version cannot take (one problem each, naming the
+            component, the values path and the version; ``locate(component, path)`` gives the
+            ``(file, key)`` that set it when the caller can tell).
+    """
+    findings: list[Finding] = []
+    problems: list[Problem] = []
+    for name, comp in components.items():
+        entry = catalog.components.get(name)
+        if entry is None or comp.ref.type != "Helm" or not entry.chart_versions:
+            continue
+        cv = range_entry(entry, comp.ref.chart, comp.ref.version)
+        if cv is None:
+            continue  # uncovered pins were refused (or upgraded) where they were read
+        values, changes, refusals = values_for_version(cv, comp.values)
+        for path, why in refusals:
+            file, key = locate(name, path) if locate is not None else (None, None)
+            problems.append(Problem(
+                id="VERSION-VALUES",
+                message=f"{comp.ref.chart} {comp.ref.version} cannot take the values gpucluster writes for '{name}': {why}",
+                file=file or cluster.source, cluster=cluster.name, component=name, key=key or path,
+                fix=f"install a version of {describe(entry)}, or remove the value"))
+        if changes and not refusals:
+            comp.values = values
+            at = f"{recipe.ref_keys[name]}.version" if recipe.file and name in recipe.ref_keys else ""
+            findings.append(Finding(
+                "VALUES-FOR-VERSION", "info", cluster.name, name, at,
+                f"values written for {comp.ref.chart} {comp.ref.version} (range {cv.versions}, checked against "
+                f"{', '.join(cv.checked)}): {'; '.join(changes)}",
+                "none needed", file=recipe.file or ""))
+    if problems:
+        raise GpuclusterError(problems=problems)
+    return findings
+
+
+def check_registry(entries: Iterable[RegistryEntry]) -> None:
+    """Catalog rule: every ``chartVersions`` range parses, and a component's own pin is covered.
+
+    Raises:
+        GpuclusterError: naming the registry file, component and ``chartVersions``.
+    """
+    from pathlib import Path
+
+    from gpucluster.versions import parse_version
+
+    for entry in entries:
+        if not entry.chart_versions:
+            continue
+        reg = str(Path(entry.source_dir) / "registry.yaml")
+        for i, cv in enumerate(entry.chart_versions):
+            clauses = cv.versions.split()
+            if not clauses or any(parse_version(c.lstrip("<>=")) is None for c in clauses):
+                raise GpuclusterError(f"chartVersions range '{cv.versions}' of '{entry.name}' is not a version range",
+                                      file=reg, component=entry.name, key=f"chartVersions[{i}].versions",
+                                      allowed="clauses such as '>= 0.13.0 < 0.16.0'")
+        if entry.version and range_entry(entry, entry.chart, entry.version) is None:
+            raise GpuclusterError(
+                f"the pinned {entry.chart} {entry.version} of '{entry.name}' is in none of its chartVersions ranges ({describe(entry)})",
+                file=reg, component=entry.name, key="chartVersions",
+                fix="add a chartVersions entry for the pinned version (its values checked against that chart)")
