@@ -37,8 +37,13 @@ had either, the parent is rendered with the dependency's ``condition`` set to fa
 as not checked, :func:`unverified`), or errors with ``require_charts`` (``--require-charts``)
 for every name not in ``allow_missing``.
 
-Helm's ``.Capabilities`` are the SDK defaults (no cluster is contacted; ``lookup`` returns
-nothing), so templates that generate random data (certificates, passwords) differ per render.
+Helm's ``.Capabilities`` are those of the target cluster (:class:`Capabilities`): its Kubernetes
+version (``kubernetesVersion``, ``v1.34.0``) and, added to Helm's default API versions, every GA
+``group/version`` and ``group/version/Kind`` of kubernetes-validate's schemas for it (with the
+aggregator's ``apiregistration.k8s.io/v1``, which Helm's defaults lack) plus the CRDs of the
+releases a release depends on and of its own chart, as Helm's discovery would list them at install.
+No cluster is contacted (``lookup`` returns nothing), so templates that generate random data
+(certificates, passwords) differ per render.
 """
 
 from __future__ import annotations
@@ -330,6 +335,7 @@ class RenderedRelease:
     defaults: dict[str, Any] = field(default_factory=dict)
     disabled_conditions: list[str] = field(default_factory=list)
     renderer: Any = None
+    capabilities: Capabilities | None = None
 
     @property
     def name(self) -> str:
@@ -350,8 +356,8 @@ class RenderedRelease:
         for path in self.disabled_conditions:
             set_path(vals, path, False)
         if self.renderer is not None and not fresh:
-            return self.renderer.render_chart(self.chart, vals, self.node)
-        return _render_chart(self.chart, vals, self.node)
+            return self.renderer.render_chart(self.chart, vals, self.node, self.capabilities)
+        return _render_chart(self.chart, vals, self.node, self.capabilities)
 
 
 @dataclass
@@ -362,6 +368,55 @@ class RenderResult:
     findings: list[LintFinding]
     plans: list[RuntimePlan]
     renderer: Any = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Helm ``.Capabilities`` of one render: ``kube_version`` (``v1.34.0``) and the API versions
+    (``apps/v1``, ``apps/v1/Deployment``, ...) Helm's ``Capabilities.APIVersions.Has`` sees."""
+
+    kube_version: str = ""
+    api_versions: tuple[str, ...] = ()
+
+
+def kubernetes_api_versions(kube_version: str) -> tuple[str, ...]:
+    """``group/version`` and ``group/version/Kind`` of every GA built-in kind of Kubernetes
+    ``kube_version`` (``1.34``), from kubernetes-validate's schemas (``_definitions.json``
+    ``x-kubernetes-group-version-kind``; versions ``v<N>`` only: beta APIs are not served by
+    default, KEP-3136), plus ``apiregistration.k8s.io/v1`` (kube-aggregator's, served by every
+    API server). Empty when no schemas exist for that minor."""
+    import json as _json
+    from importlib import resources
+
+    minor = ".".join(str(kube_version).removeprefix("v").split(".")[:2])
+    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{minor}.0-local-strict")
+    try:
+        defs = _json.loads(root.joinpath("_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
+    except (OSError, ValueError):
+        return ()
+    out: set[str] = {"apiregistration.k8s.io/v1", "apiregistration.k8s.io/v1/APIService"}
+    for schema in defs.values():
+        for gvk in schema.get("x-kubernetes-group-version-kind") or []:
+            version, kind = str(gvk.get("version", "")), str(gvk.get("kind", ""))
+            if not re.fullmatch(r"v\d+", version) or kind.endswith("List") or kind in ("WatchEvent", "DeleteOptions", "Status"):
+                continue
+            gv = f"{gvk['group']}/{version}" if gvk.get("group") else version
+            out |= {gv, f"{gv}/{kind}"}
+    return tuple(sorted(out))
+
+
+def crd_api_versions(docs: Iterable[Any]) -> set[str]:
+    """``group/version`` and ``group/version/Kind`` of every served version of the CRDs in ``docs``."""
+    out: set[str] = set()
+    for doc in docs:
+        if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc.get("spec") or {}
+        kind = (spec.get("names") or {}).get("kind")
+        for v in spec.get("versions") or []:
+            if isinstance(v, Mapping) and v.get("served", True) and spec.get("group") and v.get("name"):
+                out |= {f"{spec['group']}/{v['name']}", f"{spec['group']}/{v['name']}/{kind}"}
+    return out
 
 
 def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
@@ -392,12 +447,24 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
     return values, findings
 
 
-def _render_chart(path: Path, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
+def _render_chart(path: Path, values: Mapping[str, Any], node: PlanNode, caps: Capabilities | None = None) -> dict[str, str]:
     """Render the chart at ``path`` with a freshly loaded chart: Helm's value coalescing writes
     into the loaded chart's own default values (subchart maps), so a chart object reused for a
-    second render would carry the first render's values."""
+    second render would carry the first render's values. ``caps``: the target's capabilities
+    (helm-python-sdk 0.2's ``Chart.render`` does not pass them; its native ``helm_render`` entry
+    takes them as the ``kube_version`` / ``api_versions`` options, which extend Helm's defaults)."""
     with helm().Chart.load(str(path)) as handle:
-        out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
+        if caps is not None and (caps.kube_version or caps.api_versions):
+            import json as _json
+
+            from helm_python import _native
+            from helm_python.chart import _dumps
+
+            opts = {"name": node.id, "namespace": node.namespace, "is_install": True,
+                    "kube_version": caps.kube_version, "api_versions": list(caps.api_versions)}
+            out = _json.loads(_native.call_string("helm_render", handle._raw(), _dumps(dict(values)), _json.dumps(opts)))
+        else:
+            out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
     return {k: v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt") and v.strip()}
 
 
@@ -512,16 +579,16 @@ class Renderer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def render_chart(self, path: Path, values: Mapping[str, Any], node: PlanNode) -> dict[str, str]:
+    def render_chart(self, path: Path, values: Mapping[str, Any], node: PlanNode, caps: Capabilities | None = None) -> dict[str, str]:
         """:func:`_render_chart`, remembered per (chart, values, release name, namespace): the same
         inputs render the same templates (charts drawing random data -- certificates, passwords --
         then repeat one draw, which changes nothing the checks look at). Returned mappings are
         shared: read-only."""
         import json
 
-        key = (str(path), node.id, node.namespace, json.dumps(values, sort_keys=True, default=str))
+        key = (str(path), node.id, node.namespace, json.dumps(values, sort_keys=True, default=str), caps)
         if key not in self._rendered:
-            self._rendered[key] = _render_chart(path, values, node)
+            self._rendered[key] = _render_chart(path, values, node, caps)
         return self._rendered[key]
 
     def chart_defaults(self, path: Path) -> dict[str, Any]:
@@ -566,8 +633,9 @@ class Renderer:
         ``name`` is in ``allow_missing``."""
         return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
-    def render_node(self, cluster: str, node: PlanNode) -> tuple[RenderedRelease, list[LintFinding]]:
-        """Render one release (see module docstring). Findings name what could not be had."""
+    def render_node(self, cluster: str, node: PlanNode, caps: Capabilities | None = None) -> tuple[RenderedRelease, list[LintFinding]]:
+        """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
+        added to them). Findings name what could not be had."""
         findings: list[LintFinding] = []
         where = dict(cluster=cluster, component=node.component, release=node.id)
         if node.kind == "chart":
@@ -636,10 +704,13 @@ class Renderer:
         render_values = copy.deepcopy(values)
         for cond in disabled:
             set_path(render_values, cond, False)
+        if caps is not None:
+            own = crd_api_versions(doc for _, doc in self.parsed_crds(path, self.chart_crd_files(path)))
+            caps = Capabilities(caps.kube_version, tuple(sorted(set(caps.api_versions) | own)))
         release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing,
-                                  disabled_conditions=disabled, renderer=self)
+                                  disabled_conditions=disabled, renderer=self, capabilities=caps)
         try:
-            release.manifests = dict(self.render_chart(path, render_values, node))
+            release.manifests = dict(self.render_chart(path, render_values, node, caps))
         except Exception as exc:  # HelmError: the chart refused the values
             findings.append(LintFinding(
                 "render.failed", "error", f"Helm could not render the chart: {' '.join(str(exc).split())}",
@@ -665,10 +736,38 @@ def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_m
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
     for plan in plans:
+        builtin = kubernetes_api_versions(plan.cluster.kubernetes_version)
+        kube = f"v{'.'.join((plan.cluster.kubernetes_version.removeprefix('v').split('.') + ['0', '0'])[:3])}"
+        by_id = {n.id: n for n in plan.nodes}
+        done: dict[str, RenderedRelease] = {}
+
+        def ancestors(node_id: str, seen: set[str]) -> set[str]:
+            for dep in by_id[node_id].depends_on if node_id in by_id else ():
+                if dep not in seen:
+                    seen.add(dep)
+                    ancestors(dep, seen)
+            return seen
+
+        def render(node: PlanNode) -> None:
+            if node.id in done:
+                return
+            for dep in node.depends_on:
+                if dep in by_id:
+                    render(by_id[dep])
+            crds: set[str] = set()
+            for dep in sorted(ancestors(node.id, set())):
+                rel = done.get(dep)
+                if rel is not None:
+                    crds |= crd_api_versions(doc for _, doc in rel.objects)
+                    crds |= crd_api_versions(doc for _, doc in rel.crds)
+            caps = Capabilities(kube, tuple(sorted(set(builtin) | crds)))
+            release, f = own.render_node(plan.cluster.name, node, caps)
+            done[node.id] = release
+            findings.extend(f)
+
         for node in plan.nodes:
-            release, f = own.render_node(plan.cluster.name, node)
-            releases.append(release)
-            findings += f
+            render(node)
+        releases += [done[n.id] for n in plan.nodes]
     return RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans), renderer=own)
 
 

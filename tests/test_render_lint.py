@@ -377,6 +377,47 @@ def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_ov
     assert "warning[lint.dead-value]" in err and "closest existing key: driver.upgradePolicy.maxParallelUpgrades" in err
 
 
+def test_render_uses_the_target_clusters_capabilities(tmp_path):
+    """Kubernetes 1.34's version and API versions (prometheus-adapter renders a v1 APIService on
+    1.34; Helm's defaults gave v1beta1), and the CRDs of the releases a release depends on."""
+    caps_chart = write_chart(tmp_path, "caps", "1.0.0", "{}", {"cm.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caps}\ndata:\n"
+        "  kube: {{ .Capabilities.KubeVersion.GitVersion | quote }}\n"
+        "  aggregator: {{ .Capabilities.APIVersions.Has \"apiregistration.k8s.io/v1\" | quote }}\n"
+        "  dra: {{ .Capabilities.APIVersions.Has \"resource.k8s.io/v1/DeviceClass\" | quote }}\n"
+        "  thing: {{ .Capabilities.APIVersions.Has \"example.com/v1/Thing\" | quote }}\n")})
+    crd_chart = write_chart(tmp_path, "thing-crds", "1.0.0", "{}", {"crd.yaml": (
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n"
+        "spec: {group: example.com, scope: Cluster, names: {kind: Thing, plural: things},\n"
+        "  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n")})
+    crds = PlanNode(id="thing-crds", kind="chart", component="cert-manager", namespace="n", repository="https://x",
+                    chart="thing-crds", version="1.0.0")
+    user = PlanNode(id="caps", kind="chart", component="cert-manager", namespace="n", repository="https://x",
+                    chart="caps", version="1.0.0", depends_on=["thing-crds"])
+    alone = PlanNode(id="alone", kind="chart", component="cert-manager", namespace="n", repository="https://x",
+                     chart="caps", version="1.0.0")
+    src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+    with Renderer(src) as r:
+        result = render_plans([plan_of(aks_cluster(), [user, crds, alone])], src, renderer=r)
+    data = {rel.name: next(o for _, o in rel.objects if o.get("kind") == "ConfigMap")["data"] for rel in result.releases
+            if rel.name != "thing-crds"}
+    assert data["caps"] == {"kube": "v1.34.0", "aggregator": "true", "dra": "true", "thing": "true"}
+    assert data["alone"]["thing"] == "false"  # the CRD's release is not installed before it
+
+
+def test_prometheus_adapter_renders_the_api_service_a_134_cluster_serves(reference_charts):
+    from gpucluster import pipeline
+    from gpucluster.config import load_clusters
+
+    (plan,) = [pipeline.build_plan(c) for c in load_clusters(env={})]
+    sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
+    with Renderer(sources, allow_missing=UNAVAILABLE) as r:
+        result = render_plans([plan], sources, renderer=r)
+    services = [o for rel in result.releases if rel.node.component == "prometheus-adapter" for _, o in rel.objects
+                if o.get("kind") == "APIService"]
+    assert services and {o["apiVersion"] for o in services} == {"apiregistration.k8s.io/v1"}
+
+
 def test_cli_render_unknown_chart_folder_is_one_error_line(tmp_path, capsys):
     assert main(["render", "--charts", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
