@@ -221,3 +221,20 @@ def test_injection_through_a_scalar_is_an_error(catalog):
         apply_scheduling(make_cluster(), recipe, components, catalog)
     text = exc.value.render()
     assert "cannot inject node scheduling at 'daemonsets.tolerations'" in text and "component=gpu-operator" in text
+
+
+@pytest.mark.parametrize("platform,leaf", [("oke", "gb200-oke-ubuntu-training"), ("nvke", "gb200-nvke-ubuntu-training"),
+                                           ("oke", "l40s-oke-inference")])
+def test_nfd_tolerates_the_gpu_taint_like_the_other_gpu_daemonsets(platform, leaf, tmp_path):
+    """Without declared accelerated tolerations, the NFD worker and topology updater tolerate
+    nvidia.com/gpu:NoSchedule, as gpu-operator's daemonsets and the DRA kubelet plugin do by their
+    charts' defaults: a tainted GPU node is labelled."""
+    from gpucluster import pipeline
+    from gpucluster.config import parse_clusters
+    from render_cases import cluster_doc
+
+    (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, "", "plain")]}, source="x.yaml", root=tmp_path)
+    plan = pipeline.build_plan(spec)
+    want = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    nfd = plan.components["nfd"].values
+    assert want in nfd["worker"]["tolerations"] and want in nfd["topologyUpdater"]["tolerations"]
