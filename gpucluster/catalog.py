@@ -122,6 +122,26 @@ class RetiredOverride:
 
 
 @dataclass(frozen=True)
+class FormerValues:
+    """What a component's values file said in RecipeResults of older AICR releases (registry
+    ``formerValues``): the file names only ``valuesFile``, whose content gpucluster's catalog has
+    since changed. The reader takes these as the file's own values when it asks who owns the GPU
+    driver and who advertises whole GPUs (:func:`gpucluster.recipe_result.file_intent`).
+
+    Attributes:
+        api_versions: RecipeResult apiVersions they apply to (``aicr.nvidia.com/v1alpha1``).
+        services: ``criteria.service`` values they apply to (empty: every service).
+        values: the values (nested), only keys the source shows.
+        note: where the values come from (an AICR release's bundle output), one sentence.
+    """
+
+    api_versions: tuple[str, ...]
+    services: tuple[str, ...]
+    values: Any
+    note: str
+
+
+@dataclass(frozen=True)
 class ConditionalValue:
     """A value that holds only while another release provides what it switches off (registry
     ``conditionalValues``): e.g. gpu-operator ``nfd.enabled: false`` because the ``nfd`` release
@@ -206,6 +226,10 @@ class RegistryEntry:
         chart_versions: the chart-version ranges gpucluster has values for (:class:`ChartVersionValues`);
             empty: the component's values were never checked against a chart version (a pin other
             than the catalog's is a warning, ``VERSION-SKEW``).
+        former_values: values files' content in older AICR RecipeResults (:class:`FormerValues`).
+        renders: ``(apiVersion, kind, name)`` of objects the component's chart renders that gates
+            wait for (registry ``renders``; gpu-operator: ClusterPolicy ``cluster-policy``), checked
+            with real Helm in tests; :func:`gpucluster.gates.check_gate_objects` reads them.
         wait_established: CRDs (``<plural>.<group>``) the component installs that must be
             Established before anything depending on it installs (registry ``waitEstablished``;
             the core adds one ``crd-established`` gate each, :func:`gpucluster.gates.collect_gates`).
@@ -234,6 +258,8 @@ class RegistryEntry:
     wait_established: tuple[str, ...] = ()
     manifest_values: tuple[str, ...] = ()
     chart_versions: tuple[ChartVersionValues, ...] = ()
+    renders: tuple[tuple[str, str, str], ...] = ()
+    former_values: tuple[FormerValues, ...] = ()
     source_dir: str = ""
 
 
@@ -448,6 +474,9 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             )
             for v in raw.get("chartVersions", [])
         ),
+        renders=tuple((str(r["apiVersion"]), str(r["kind"]), str(r.get("name", ""))) for r in raw.get("renders", [])),
+        former_values=tuple(FormerValues(tuple(f["apiVersions"]), tuple(f.get("services", [])), f["values"], f["note"])
+                            for f in raw.get("formerValues", [])),
         source_dir=str(source),
     )
 
@@ -536,6 +565,30 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                 "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
                                 "note": {"type": "string", "minLength": 1},
                             },
+                        },
+                    },
+                    "formerValues": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["apiVersions", "values", "note"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "services": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                                "values": {"type": "object", "minProperties": 1},
+                                "note": {"type": "string", "minLength": 1},
+                            },
+                        },
+                    },
+                    "renders": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["apiVersion", "kind"],
+                            "additionalProperties": False,
+                            "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "minLength": 1},
+                                           "name": {"type": "string", "minLength": 1}},
                         },
                     },
                     "chartVersions": {

@@ -79,7 +79,13 @@ def _recipe_arguments(rec: argparse.ArgumentParser) -> None:
     )
 
 
+def _findings_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(FINDINGS_FLAG, choices=("summary", "all"), default="summary",
+                        help="a RecipeResult cluster's findings: one line per kind (summary, default) or every one (all)")
+
+
 def _plan_arguments(plan: argparse.ArgumentParser) -> None:
+    _findings_argument(plan)
     plan.add_argument("--config", help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
@@ -106,6 +112,7 @@ def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
 
 
 def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
+    _findings_argument(r)
     r.add_argument("--config", help="cluster file (as for plan)")
     r.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
     r.add_argument("--charts", action="append", default=[], metavar="DIR",
@@ -280,10 +287,52 @@ def _plans_and_fleet(config: str | None, sets: Sequence[str] = ()):
     return build_plans(clusters), fleet
 
 
-def _warn_findings(plans: list[RuntimePlan], err: TextIO) -> None:
+FINDINGS_FLAG = "--findings"
+"""``--findings summary|all`` of plan, graph, render and lint: how a RecipeResult cluster's findings print."""
+
+
+def _warn_findings(plans: list[RuntimePlan], err: TextIO, detail: str = "summary") -> None:
+    """Every plan finding on stderr: a cluster given by a RecipeResult gets one line per finding
+    kind (:func:`summarize_findings`) unless ``detail`` is ``all``; other clusters every line."""
     for plan in plans:
-        for finding in plan.findings:
-            err.write(finding.render() + "\n")
+        findings = plan.findings
+        lines = ([f.render() for f in findings] if detail == "all" or not plan.recipe.file
+                 else summarize_findings(findings, how=f"add {FINDINGS_FLAG} all to the command"))
+        for line in lines:
+            err.write(line + "\n")
+
+
+def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[str]:
+    """One line per ``(severity, id)`` of ``findings``, in first-seen order: a kind seen once is its
+    own line; a kind seen N times is ``<severity>[<id>] file=... cluster=...: N findings (first:
+    component=... key=...: <message, cut>); all: <how> fix: <first fix>`` -- still the
+    ``error|warning|info[<id>] ... fix: ...`` form.
+
+    Args:
+        findings: :class:`gpucluster.model.Finding` objects.
+        how: the command that prints every one (``gpucluster plan --findings all``).
+        example_chars: the first example's message is cut to this many characters.
+    """
+    groups: dict[tuple[str, str], list] = {}
+    for f in findings:
+        groups.setdefault((f.severity, f.id), []).append(f)
+    out = []
+    for (severity, fid), items in groups.items():
+        if len(items) == 1:
+            out.append(items[0].render())
+            continue
+        first = items[0]
+        where = " ".join(f"{k}={v}" for k, v in (("file", first.file), ("cluster", first.cluster)) if v)
+        at = " ".join(f"{k}={v}" for k, v in (("component", first.component), ("key", first.key)) if v)
+        message = " ".join(first.message.split())
+        if len(message) > example_chars:
+            message = message[: example_chars - 3].rstrip() + "..."
+        components = sorted({f.component for f in items if f.component})
+        out.append(f"{severity}[{fid}]" + (f" {where}" if where else "")
+                   + f": {len(items)} findings" + (f" ({', '.join(components)})" if components else "")
+                   + f"; first: {at + ': ' if at else ''}{message}; all {len(items)}: {how}"
+                   + (f" fix: {' '.join(first.fix.split())}" if first.fix else ""))
+    return out
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
@@ -293,7 +342,7 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if notice:
         err.write(notice + "\n")
     plans, fleet = _plans_and_fleet(args.config, args.sets)
-    _warn_findings(plans, err)
+    _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
     rollout = _fleet_rollout(fleet, plans) if fleet is not None else None
     if args.format == "json":
         doc = [
@@ -408,7 +457,7 @@ _DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "ga
 
 def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     plans = _plans(args.config, args.sets)
-    _warn_findings(plans, err)
+    _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
     out.write("digraph gpucluster {\n  rankdir=LR;\n")
     for p in plans:
         cid = p.cluster.name
@@ -498,7 +547,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     plans, result = _rendered(args)
     try:
-        _warn_findings(plans, err)
+        _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
         write_output(result, Path(args.out))
         rendered = sum(1 for r in result.releases if r.manifests)
         out.write(f"rendered {rendered} of {len(result.releases)} releases into {args.out}\n")
@@ -516,7 +565,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise GpuclusterError(f"CRD folder '{folder}' does not exist", key="--crds", fix="name a folder of CRD YAML files")
     plans, result = _rendered(args)
     try:
-        _warn_findings(plans, err)
+        _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
         return _report(lint_result(result, extra_crds=load_crd_folders(args.crds)), out, err, not_checked=unverified(result))
     finally:
         result.renderer.close()

@@ -82,7 +82,7 @@ def _list(items: Sequence[str] | None) -> list[str] | None:
 
 
 def _state_ready(target: tuple[str, str, str, str | None], *, name: str, component: str, timeout_seconds: int,
-                 description: str, after: Sequence[str], before: Sequence[str] | None) -> GateSpec:
+                 description: str, after: Sequence[str], before: Sequence[str] | None, supplied_by: str = "") -> GateSpec:
     """``resource-condition`` gate on ``{.status.state}`` = ``ready`` of ``target``
     (api_version, plural resource, Kind, object name or None for every object)."""
     api_version, resource, kind_name, name_of_object = target
@@ -100,6 +100,7 @@ def _state_ready(target: tuple[str, str, str, str | None], *, name: str, compone
         after=list(after),
         before=_list(before),
         description=description,
+        supplied_by=supplied_by,
     )
 
 
@@ -148,6 +149,7 @@ def nicclusterpolicy_ready(
     description: str = "",
     after: Sequence[str] = (),
     before: Sequence[str] | None = None,
+    supplied_by: str = "",
 ) -> GateSpec:
     """Gate: *every* NicClusterPolicy has ``{.status.state}`` = ``ready`` (at least one exists).
 
@@ -163,6 +165,8 @@ def nicclusterpolicy_ready(
             node, 900 without an OFED container).
         name, component, description, after, before: as in :func:`clusterpolicy_ready`
             (default component ``network-operator``).
+        supplied_by: the platform's catalog manifest that renders a NicClusterPolicy, added when
+            no release of the stack renders one (:attr:`gpucluster.model.GateSpec.supplied_by`).
 
     Returns:
         a ``resource-condition`` GateSpec.
@@ -170,7 +174,7 @@ def nicclusterpolicy_ready(
     return _state_ready(
         ("mellanox.com/v1alpha1", "nicclusterpolicies", "NicClusterPolicy", None),
         name=name, component=component, timeout_seconds=timeout_seconds,
-        description=description, after=after, before=before,
+        description=description, after=after, before=before, supplied_by=supplied_by,
     )
 
 

@@ -30,7 +30,7 @@ import dataclasses
 import json
 import re
 import shlex
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
@@ -662,3 +662,66 @@ def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Compone
     dra.values = {**dra.values, "kubeletPlugin": plugin}
     if variables:
         dra.variable_hashes = {**dra.variable_hashes, DRIVER_IDENTITY_PATH: vh}
+
+
+def gate_object_providers(spec: GateSpec, components: Mapping[str, Component],
+                          objects: Mapping[tuple[str, str, str, str], str]) -> list[str]:
+    """Which releases render the object ``spec`` waits for: ``<component> chart`` (registry
+    ``renders``; for ``crd-established``: a component owning or shipping the CRD, registry
+    ``crds``; ``<component> operator`` for a CRD its operator creates while reconciling, registry
+    ``crds.createsAtRuntime``) or ``<component> manifests`` (a rendered manifest object, ``objects`` from
+    :func:`gpucluster.manifests.render_manifest_charts`). Rollout and min-version gates wait for
+    a workload of the gated component -- its chart's (the SDK helpers name it from its values) or
+    one its operator creates from a custom resource (NVKE's multus): ``<component> chart``, not
+    checked at plan time."""
+    from gpucluster.catalog import load_catalog
+
+    registry = load_catalog().components
+    if spec.kind in ("rollout", "min-version"):
+        return [f"{spec.component} chart"]
+    if spec.kind == "crd-established":
+        crd = spec.name_of_object or ""
+        out = [f"{n} chart" for n in sorted(components) if n in registry and crd in (
+            *registry[n].crds.owns, *(s for s, _ in registry[n].crds.also_ships),
+            *(name for _a, kind, name in registry[n].renders if kind == "CustomResourceDefinition"))]
+        out += [f"{n} operator" for n in sorted(components) if n in registry and crd in registry[n].crds.creates_at_runtime]
+        return out + sorted({f"{c} manifests" for (g, k, _ns, name), c in objects.items()
+                             if k == "CustomResourceDefinition" and name == crd})
+    group = spec.api_version.split("/")[0] if "/" in spec.api_version else ""
+    out = [f"{n} chart" for n in sorted(components) if n in registry and any(
+        api.split("/")[0] == group and kind == spec.kind_name and (spec.name_of_object in (None, name))
+        for api, kind, name in registry[n].renders)]
+    return out + sorted({f"{c} manifests" for (g, k, ns, name), c in objects.items()
+                         if g == group and k == spec.kind_name and spec.name_of_object in (None, name)
+                         and (spec.namespace is None or spec.namespace == ns)})
+
+
+def check_gate_objects(cluster: ClusterSpec, gates: Sequence[GateSpec], components: Mapping[str, Component],
+                       objects: Mapping[tuple[str, str, str, str], str], *, recipe: Recipe | None = None) -> None:
+    """Refuse a stack in which a gate waits for an object no release renders
+    (:func:`gate_object_providers`): ``terraform apply`` would wait out the gate's timeout and
+    nothing after it would install.
+
+    Raises:
+        GpuclusterError: one problem ``GATE-NO-OBJECT`` per such gate, naming the gate, the object,
+            the component and -- for a recipe read from a RecipeResult -- its ``componentRefs[i]``.
+    """
+    from gpucluster.errors import Problem
+
+    problems = []
+    for spec in gates:
+        if gate_object_providers(spec, components, objects):
+            continue
+        what = (f"CRD {spec.name_of_object}" if spec.kind == "crd-established" else
+                f"{spec.kind_name} {spec.name_of_object}" if spec.name_of_object else f"every {spec.kind_name} ({spec.api_version})")
+        file = recipe.file if recipe is not None and recipe.file else cluster.source
+        key = recipe.ref_keys.get(spec.component, "") if recipe is not None and recipe.file else ""
+        problems.append(Problem(
+            id="GATE-NO-OBJECT",
+            message=f"gate {spec.name} waits for {what}, which no release of this stack renders: terraform apply would "
+                    f"wait {spec.timeout_seconds} s and fail, and nothing after {spec.component} would install",
+            file=file, cluster=cluster.name, component=spec.component, key=(f"{key}.manifestFiles" if key else "manifestFiles"),
+            fix=f"add the manifest that creates it to {spec.component}'s manifestFiles (the catalog recipe for these criteria "
+                "has one: gpucluster recipe ...), or remove the component"))
+    if problems:
+        raise GpuclusterError(problems=problems)

@@ -739,7 +739,8 @@ def _stem_of(relpath: str) -> str:
     return base
 
 
-def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> dict[tuple[str, str], LocalChart]:
+def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog,
+                           objects: dict[tuple[str, str, str, str], str] | None = None) -> dict[tuple[str, str], LocalChart]:
     """Render every enabled component's pre- and post-manifests into local charts.
 
     Args:
@@ -747,6 +748,8 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
         recipe: the resolved recipe (component order).
         components: enabled components by name, with final effective values.
         catalog: a :class:`gpucluster.catalog.Catalog` (``template_text(relpath)``).
+        objects: filled, when given, with ``(group, kind, namespace, name) -> component`` of every
+            rendered object (what :func:`gpucluster.gates.check_gate_objects` looks up).
 
     Returns:
         ``{(component, "pre"|"post"): LocalChart}``; a phase whose templates all render to
@@ -770,6 +773,8 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
                     fix="keep one of them (Helm refuses two releases owning one object)",
                 )
             seen[key] = source
+            if objects is not None:
+                objects[key] = component
         if docs:
             by_component.setdefault((component, phase), []).append((stem, text if text is not None else dump_documents(docs)))
 

@@ -533,6 +533,11 @@ class GateSpec:
         description: one line for logs and docs (defaults to a generated description).
         after: extra component names or gate names the gate must run after (beyond ``component``).
         before: components that must wait for this gate (default: dependents of ``component``).
+        supplied_by: a catalog manifest template (``components/<c>/manifests/x.yaml.j2``) that
+            renders the object a ``resource-condition`` gate waits for; when no release of the stack
+            renders one (a RecipeResult that lists no such manifest), the core adds it to
+            ``component``'s manifests (info ``GATE-OBJECT-SUPPLIED``). '' = the platform supplies
+            none: such a stack is refused (``GATE-NO-OBJECT``, :func:`gpucluster.gates.check_gate_objects`).
     """
 
     name: str
@@ -553,6 +558,7 @@ class GateSpec:
     min_ready: int = 1
     poll_seconds: int = 10
     description: str = ""
+    supplied_by: str = ""
 
 
 # --------------------------------------------------------------------------- runtime plan

@@ -207,9 +207,19 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
             (all error findings of the cluster, one Problem each).
     """
     pm = get_plugin_manager()
+    intent = None
+    if cluster.recipe_file:  # the file's values choose the profile when the cluster does not (before the platform reads it)
+        from gpucluster import recipe_result
+
+        intent = recipe_result.file_intent(cluster.recipe_file, catalog_mod.load_catalog(), cluster=cluster,
+                                           display=recipe_mod.recipe_display(cluster))
+        if intent.selection:
+            cluster = dataclasses.replace(cluster, profile={**cluster.profile, **intent.selection})
     cluster = prepare_cluster(cluster)
     catalog = catalog_mod.load_catalog()
     recipe, components = resolved_components(cluster, catalog)
+    if intent is not None:
+        recipe.findings.extend(intent.findings)
     overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
     recipe.findings.extend(
@@ -227,6 +237,10 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
                 )
             components[name].values = deep_merge(components[name].values, patch)
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog, resolved=resolved)
+    if intent is not None:
+        from gpucluster import recipe_result
+
+        findings += recipe_result.advertiser_changes(intent, components, catalog, cluster.name, recipe.file or "")
     errors = [f for f in findings if f.severity == "error"]
     if errors and strict:
         problems = []
@@ -238,11 +252,18 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     findings += chart_versions_mod.apply_chart_versions(
         cluster, recipe, components, catalog, locate=lambda comp, path: locate_finding(cluster, recipe, resolved, Finding("VERSION-VALUES", "error", cluster.name, comp, path, "", "")))
     gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
-    manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog)
+    objects: dict[tuple[str, str, str, str], str] = {}
+    manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog, objects=objects)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)
+    supplied = _supply_gate_objects(cluster, recipe, components, gate_specs, objects)
+    if supplied:  # a platform's manifest renders what a gate waits for: render the manifests again with it
+        findings += supplied
+        objects.clear()
+        manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog, objects=objects)
     gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
     crd_steps = crds_mod.crd_steps(cluster, components, catalog)
     nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps)
+    gates_mod.check_gate_objects(cluster, gate_specs, components, objects, recipe=recipe)  # after the graph's name checks
     owners = crds_mod.crd_owners(components, catalog)
     crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
@@ -260,6 +281,28 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         gates=gate_specs,
         findings=[f for f in findings if strict is False or f.severity != "error"],
     )
+
+
+def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates, objects) -> list[Finding]:
+    """Add each gate's ``supplied_by`` manifest to its component when no release renders the
+    object the gate waits for (:func:`gpucluster.gates.gate_object_providers`); info
+    ``GATE-OBJECT-SUPPLIED`` per manifest added, naming the RecipeResult key."""
+    out = []
+    for spec in gates:
+        comp = components.get(spec.component)
+        if not spec.supplied_by or comp is None or gates_mod.gate_object_providers(spec, components, objects):
+            continue
+        if spec.supplied_by in comp.ref.manifest_files:
+            continue
+        comp.ref.manifest_files = [*comp.ref.manifest_files, spec.supplied_by]
+        key = f"{recipe.ref_keys[spec.component]}.manifestFiles" if recipe.file and spec.component in recipe.ref_keys else "manifestFiles"
+        out.append(Finding(
+            "GATE-OBJECT-SUPPLIED", "info", cluster.name, spec.component, key,
+            f"no release of this stack creates the {spec.kind_name} gate {spec.name} waits for; the platform's "
+            f"{spec.supplied_by} is installed with {spec.component} (the catalog recipe for these criteria has it)",
+            f"none needed; list {spec.supplied_by.removesuffix('.j2')} in {spec.component}'s manifestFiles to make it explicit",
+            file=recipe.file or ""))
+    return out
 
 
 def build_plans(clusters: Sequence[ClusterSpec]) -> list[RuntimePlan]:

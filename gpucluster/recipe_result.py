@@ -958,3 +958,199 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         file=name,
         ref_keys=ref_keys,
     )
+
+
+# --------------------------------------------------------------------------- the file's intent
+
+
+@dataclasses.dataclass
+class FileIntent:
+    """What a RecipeResult says about who owns the GPU driver and who advertises whole GPUs
+    (:func:`file_intent`).
+
+    Attributes:
+        selection: profile choices the file's values imply (``{"gpuStack": "operator-managed"}``),
+            for a cluster that chooses none and a file without ``metadata.selectedProfile``.
+        findings: ``PROFILE-FROM-FILE`` (info: the profile the file's values select) or
+            ``PROFILE-CHANGED`` (warning: the cluster's profile differs from the file's).
+        stated: component -> ``(componentRefs[i] key, the file's values, where they come from)``:
+            ``formerValues`` of the file's apiVersion, then its ``overrides``/``values``.
+        raw: component -> ``{"overrides": ..., "values": ...}`` as the file writes them (keys).
+    """
+
+    selection: dict[str, str]
+    findings: list[Finding]
+    stated: dict[str, tuple[str, dict[str, Any], str]]
+    raw: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def key_of(self, component: str, path: str) -> str:
+        """The file's key that states ``path`` of ``component``: ``componentRefs[i].overrides.<path>``
+        (or ``.values.<path>``), else ``componentRefs[i].valuesFile`` (``formerValues``)."""
+        key = self.stated[component][0]
+        for field_name in ("overrides", "values"):
+            if get_path(self.raw.get(component, {}).get(field_name) or {}, path, _MISSING) is not _MISSING:
+                return f"{key}.{field_name}.{path}"
+        return f"{key}.valuesFile"
+
+
+def _stated_values(data: Mapping[str, Any], catalog: Catalog, service: str) -> dict[str, tuple[str, dict[str, Any], str]]:
+    renames = former_names(catalog)
+    api = data.get("apiVersion")
+    out: dict[str, tuple[str, dict[str, Any], str]] = {}
+    for i, raw in enumerate(data.get("componentRefs") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            continue
+        comp = raw["name"]
+        comp = renames[comp][0] if comp not in catalog.components and comp in renames else comp
+        entry = catalog.components.get(comp)
+        if entry is None:
+            continue
+        values: dict[str, Any] = {}
+        where = []
+        for fv in entry.former_values:
+            if api in fv.api_versions and (not fv.services or service in fv.services):
+                values = deep_merge(values, fv.values, keep_nulls=True)
+                where.append(f"its valuesFile as {api} files were written: {fv.note}")
+        for field_name in ("overrides", "values"):
+            if isinstance(raw.get(field_name), dict):
+                values = deep_merge(values, {k: v for k, v in raw[field_name].items() if k not in GATE_KEYS}, keep_nulls=True)
+                where.append(field_name)
+        if values:
+            out[comp] = (f"componentRefs[{i}]", values, "; ".join(where))
+    return out
+
+
+def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None) -> FileIntent:
+    """The driver owner and GPU advertiser a RecipeResult's values say (docs/recipes.md, "The
+    file's intent").
+
+    The values the file states at the paths a profile owns (gpu-operator ``driver.enabled``,
+    ``toolkit.enabled``, ``operator.runtimeClass``, the DRA ``nvidiaDriverRoot``, KAI's runtime
+    class, ...) -- its ``overrides``/``values``, else the registry's ``formerValues`` for its
+    apiVersion (AICR up to v0.11 wrote AKS values with the operator installing the driver) --
+    select the profile value they agree with. A file with ``metadata.selectedProfile`` selects it
+    itself (the reader checks its overrides against it).
+
+    Raises:
+        GpuclusterError: the stated values agree with no profile value (one problem, naming
+            the file, the keys and the profile values).
+    """
+    from gpucluster.recipe import profile_values_owned
+
+    name = display or path
+    empty = FileIntent({}, [], {})
+    try:
+        data = _load(path, name, cluster.name)
+    except GpuclusterError:
+        return empty  # the reader reports it
+    rep = _Report(name, cluster.name)
+    criteria = _criteria(data, rep)
+    if criteria is None:
+        return empty
+    stated = _stated_values(data, catalog, criteria.service)
+    renames = former_names(catalog)
+    raw = {}
+    for r in data.get("componentRefs") or []:
+        if isinstance(r, dict) and isinstance(r.get("name"), str):
+            n = r["name"]
+            n = renames[n][0] if n not in catalog.components and n in renames else n
+            raw[n] = {k: r.get(k) for k in ("overrides", "values") if isinstance(r.get(k), dict)}
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    try:
+        ours = resolve(criteria, catalog, profile=dict(cluster.profile), file=name, cluster=cluster.name)
+    except GpuclusterError:
+        return FileIntent({}, [], stated, raw)
+    if ours.profile is None or isinstance(meta.get("selectedProfile"), dict):
+        return FileIntent({}, [], stated, raw)
+    pname, chosen = ours.profile
+    table = profile_values_owned(ours, catalog)
+
+    def said(value: str) -> tuple[list[tuple[str, str, str, Any, Any]], int]:
+        conflicts, agreed = [], 0
+        for comp, owned in sorted(table[value].items()):
+            if comp not in stated:
+                continue
+            key, vals, where = stated[comp]
+            for p, want in leaf_paths(owned):
+                have = get_path(vals, p, _MISSING)
+                if have is _MISSING:
+                    continue
+                if have == want:
+                    agreed += 1
+                else:
+                    conflicts.append((comp, key, p, have, want))
+        return conflicts, agreed
+
+    judged = {v: said(v) for v in sorted(table)}
+    if not any(c or a for c, a in judged.values()):
+        return FileIntent({}, [], stated, raw)  # the file says nothing a profile owns
+    matching = [v for v, (c, _) in judged.items() if not c]
+
+    def shown(conflicts) -> str:
+        return ", ".join(f"{comp} {p}: {_yaml_scalar(have)} ({key})" for comp, key, p, have, _ in conflicts)
+
+    def evidence(value: str) -> str:
+        parts = []
+        for comp, owned in sorted(table[value].items()):
+            if comp in stated:
+                key, vals, where = stated[comp]
+                for p, want in leaf_paths(owned):
+                    if get_path(vals, p, _MISSING) == want:
+                        parts.append(f"{comp} {p}: {_yaml_scalar(want)} ({key}, {where})")
+        return "; ".join(parts)
+
+    if pname in cluster.profile:
+        if chosen in matching or not matching:
+            return FileIntent({}, [], stated, raw)
+        first = judged[chosen][0][0]
+        return FileIntent({}, [Finding(
+            "PROFILE-CHANGED", "warning", cluster.name, first[0], FileIntent({}, [], stated, raw).key_of(first[0], first[2]),
+            f"the file was written for {pname}={matching[0]} ({shown(judged[chosen][0])}); the cluster selects "
+            f"{pname}={chosen}, so {first[0]} gets {first[2]}: {_yaml_scalar(first[4])}",
+            f"drop the cluster's profile.{pname} to install the file as written, or regenerate the file for {pname}={chosen}",
+            file=name)], stated, raw)
+    if chosen in matching:
+        return FileIntent({}, [], stated, raw)
+    if not matching:
+        conflicts = judged[chosen][0]
+        raise GpuclusterError(problems=[Problem(
+            f"the file's values agree with no {pname} profile value: {shown(conflicts)} "
+            + "; ".join(f"{v} has {', '.join(f'{c[2]}: {_yaml_scalar(c[4])}' for c in cs)}" for v, (cs, _) in judged.items()),
+            id="PROFILE-CONFLICT", file=name, cluster=cluster.name, component=conflicts[0][0],
+            key=FileIntent({}, [], stated, raw).key_of(conflicts[0][0], conflicts[0][2]),
+            allowed=", ".join(sorted(table)),
+            fix=f"regenerate the file for one {pname} value (gpucluster recipe --profile {pname}=...), or set the "
+                f"cluster's profile.{pname} and remove the conflicting overrides")])
+    value = matching[0]
+    return FileIntent({pname: value}, [Finding(
+        "PROFILE-FROM-FILE", "info", cluster.name, "", "",
+        f"{pname}={value} selected: the file's values say so ({evidence(value)})",
+        f"none needed; set profile.{pname} on the cluster to choose another value (then PROFILE-CHANGED says what changes)",
+        file=name)], stated, raw)
+
+
+def advertiser_changes(intent: FileIntent, components: Mapping[str, Component], catalog: Catalog, cluster: str,
+                       file: str) -> list[Finding]:
+    """``ADVERTISER-CHANGED`` (warning) per whole-GPU allocation key (registry ``policyKeys``:
+    gpu-operator ``devicePlugin.enabled``, DRA ``resources.gpus.enabled``,
+    ``gpuResourcesEnabledOverride``) the file states and the installed values differ from,
+    naming the file's key and the value installed."""
+    out = []
+    for comp, (key, vals, where) in sorted(intent.stated.items()):
+        entry = catalog.components.get(comp)
+        if entry is None or comp not in components:
+            continue
+        for path in entry.policy_keys:
+            have = get_path(vals, path, _MISSING)
+            new = get_path(components[comp].values, path, _MISSING)
+            if have is _MISSING or have == new:
+                continue
+            out.append(Finding(
+                "ADVERTISER-CHANGED", "warning", cluster, comp, intent.key_of(comp, path),
+                f"the file sets {path}: {_yaml_scalar(have)} ({where}); gpucluster installs "
+                f"{path}: {'unset' if new is _MISSING else _yaml_scalar(new)}: whole GPUs are advertised by one component only "
+                "(policy GPU-ADVERTISER)",
+                "none needed if the device plugin should advertise GPUs; to advertise them through DRA instead, flip the "
+                "allocation policy in a recipe overlay (docs/policies.md, GPU-ADVERTISER)",
+                file=file))
+    return out

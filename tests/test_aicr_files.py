@@ -135,7 +135,7 @@ def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):
 
     project(tmp_path, list(FILES))
     monkeypatch.chdir(tmp_path)
-    assert main(["plan", "--config", "gpucluster.yaml"]) == 0
+    assert main(["plan", "--config", "gpucluster.yaml", "--findings", "all"]) == 0
     err = capsys.readouterr().err
     assert "info[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=gpu-operator key=componentRefs[1].version" in err
     assert "warning[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=nvsentinel" in err

@@ -11,7 +11,9 @@
   edge (AICR files up to v0.11 lack it): the gate names gpu-operator in ``before`` (plus
   network-operator's own dependents), as the OKE plugin does, so the OFED driver container and
   the GPU driver never install concurrently (AICR#2499). With ``networkoperator
-  enabled=false`` the gate is dropped with its component.
+  enabled=false`` the gate is dropped with its component. The NicClusterPolicy comes from the
+  AKS manifest ``nic-cluster-policy-aks.yaml.j2`` (``supplied_by``: added to a RecipeResult's
+  network-operator that lists none, so the gate never waits for an object nothing creates).
 * ``nvidia-dra-driver-gpu-kubelet-plugin-rollout``: the DRA kubelet plugin DaemonSet rolled
   out, on at least one node wherever GPU nodes are expected (``gpu_nodes_expected``: GPU pools
   with nodes, and every ``existing:`` cluster, whose GPU nodes the accelerated node selector
@@ -35,7 +37,7 @@ from gpucluster.sdk import (
     nicclusterpolicy_ready,
 )
 
-__all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "DRA_ROLLOUT_TIMEOUT"]
+__all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_MANIFEST", "DRA_ROLLOUT_TIMEOUT"]
 
 
 CLUSTERPOLICY_TIMEOUT = 1800
@@ -45,6 +47,12 @@ operator-managed gpuStack the driver container builds and loads the driver first
 NICCLUSTERPOLICY_TIMEOUT = 2400
 """40 min: the DOCA OFED driver container compiles and loads its modules on every IB node
 (``forcePrecompiled: false``) and may drain nodes one at a time while doing so."""
+
+NICCLUSTERPOLICY_MANIFEST = "components/network-operator/manifests/nic-cluster-policy-aks.yaml.j2"
+"""The AKS NicClusterPolicy (OFED driver container, RDMA shared device plugin): the object the
+NicClusterPolicy gate waits for. A RecipeResult whose network-operator lists no manifest that
+renders one (AICR files up to v0.11, whose network-operator 25.1.0 values rendered it from
+``deployCR``) gets it from the platform instead of a gate that never succeeds."""
 
 DRA_ROLLOUT_TIMEOUT = 900
 """15 min: kubelet plugin image pull and registration on every GPU node."""
@@ -62,7 +70,8 @@ def gpucluster_gates(cluster, recipe, components):
         if gpu is not None and "network-operator" not in gpu.ref.dependency_refs:
             # the recipe lacks the edge (AICR files up to v0.11): the gate orders gpu-operator anyway
             before = sorted({n for n, c in components.items() if "network-operator" in c.ref.dependency_refs} | {"gpu-operator"})
-        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT, before=before))
+        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT, before=before,
+                                            supplied_by=NICCLUSTERPOLICY_MANIFEST))
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
         gates.append(

@@ -1,0 +1,149 @@
+"""The file's intent wins, visibly (gpucluster.recipe_result.file_intent, advertiser_changes).
+
+A RecipeResult whose values say who owns the GPU driver selects the matching profile (or is
+refused naming the conflict); a profile or advertiser change relative to the file is a finding
+naming the file's key and the new value. The real AICR v0.11.1 files (their values files, as
+AICR v0.11.1 wrote them: registry ``formerValues``) were written for the GPU Operator owning the
+driver and for DRA advertising whole GPUs too. With ../shared, the AICR files and a hand-written
+AKS file pinning KAI v0.14.1 render and lint clean: every RuntimeClass they name exists.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpucluster import lint, pipeline, recipe as recipe_mod, recipe_result
+from gpucluster.catalog import load_catalog
+from gpucluster.config import load_clusters
+from gpucluster.errors import GpuclusterError
+from gpucluster.model import Criteria
+from gpucluster.render import ChartSources, Renderer, render_plans
+from render_cases import UNAVAILABLE
+
+AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
+TRAINING = AICR / "h100-aks-ubuntu-training.recipe.yaml"
+
+
+def _project(tmp_path: Path, files: dict[str, Path | str], profile: str | None = None) -> list:
+    lines = ["clusters:"]
+    for name, src in files.items():
+        dst = tmp_path / f"{name}.recipe.yaml"
+        if isinstance(src, Path):
+            shutil.copyfile(src, dst)
+        else:
+            dst.write_text(src)
+        lines += [f"  - name: {name}", f"    recipe: {dst.name}"]
+        if profile:
+            lines += [f"    profile: {{gpuStack: {profile}}}"]
+    (tmp_path / "gpucluster.yaml").write_text("\n".join(lines) + "\n")
+    return load_clusters(str(tmp_path / "gpucluster.yaml"), env={})
+
+
+def test_the_v0111_file_selects_the_operator_managed_profile_and_says_so(tmp_path):
+    (spec,) = _project(tmp_path, {"training": TRAINING})
+    plan = pipeline.build_plan(spec)
+    assert plan.recipe.profile == ("gpuStack", "operator-managed")
+    assert {p.gpu_driver for p in plan.cluster.pools if p.gpu} == {"None"}  # the pools follow the file's driver owner
+    (f,) = [f for f in plan.findings if f.id == "PROFILE-FROM-FILE"]
+    assert f.severity == "info" and "gpuStack=operator-managed" in f.message and "driver.enabled: true" in f.message
+    gpu = plan.components["gpu-operator"].values
+    assert gpu["driver"]["enabled"] is True and gpu["operator"]["runtimeClass"] == "nvidia"
+    # KAI v0.13.0 (the file's pin) gets the runtime class under the key it reads, and it is the profile's
+    assert plan.components["kai-scheduler"].values["admission"] == {"gpuPodRuntimeClassName": "nvidia"}
+    (adv,) = [f for f in plan.findings if f.id == "ADVERTISER-CHANGED"]
+    assert adv.severity == "warning" and adv.component == "nvidia-dra-driver-gpu"
+    assert adv.key == "componentRefs[6].valuesFile" and "resources.gpus.enabled: false" in adv.message
+
+
+def test_a_cluster_profile_against_the_file_is_a_finding_with_the_file_key_and_new_value(tmp_path):
+    (spec,) = _project(tmp_path, {"training": TRAINING}, profile="azure-managed")
+    plan = pipeline.build_plan(spec)
+    assert plan.recipe.profile == ("gpuStack", "azure-managed")
+    (f,) = [f for f in plan.findings if f.id == "PROFILE-CHANGED"]
+    assert f.severity == "warning" and f.file.endswith("training.recipe.yaml")
+    assert f.key == "componentRefs[1].valuesFile" and "driver.enabled: false" in f.message
+
+
+def _written(profile: str, edit=None) -> str:
+    catalog = load_catalog()
+    r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog,
+                           profile={"gpuStack": profile})
+    doc = recipe_result.to_document(r)
+    del doc["metadata"]["selectedProfile"]
+    for ref in doc["componentRefs"]:
+        if edit:
+            edit(ref)
+    return recipe_result.dump_yaml(doc)
+
+
+def test_overrides_that_say_who_owns_the_driver_select_the_profile(tmp_path):
+    (spec,) = _project(tmp_path, {"c": _written("operator-managed")})
+    plan = pipeline.build_plan(spec)
+    assert plan.recipe.profile == ("gpuStack", "operator-managed")
+    (f,) = [f for f in plan.findings if f.id == "PROFILE-FROM-FILE"]
+    assert "componentRefs[" in f.message
+
+
+def test_values_that_agree_with_no_profile_are_refused_with_one_line(tmp_path, capsys):
+    from gpucluster.cli import main
+
+    def host_root(ref):
+        if ref["name"] == "nvidia-dra-driver-gpu":
+            ref["overrides"]["nvidiaDriverRoot"] = "/"  # the host's driver root, with the operator's driver
+
+    _project(tmp_path, {"c": _written("operator-managed", host_root)})
+    assert main(["plan", "--config", str(tmp_path / "gpucluster.yaml")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error[PROFILE-CONFLICT]") and "c.recipe.yaml" in line and "nvidiaDriverRoot" in line
+    assert ".overrides." in line and " fix: " in line
+
+
+# --------------------------------------------------------------------------- real charts
+
+
+def _kai_v0141_file() -> str:
+    """An AKS RecipeResult as an AICR of the KAI v0.14 era would pin it (no profile, operator-owned
+    driver stated in its overrides)."""
+    def edit(ref):
+        if ref["name"] == "kai-scheduler":
+            ref["version"] = "v0.14.1"
+    return _written("operator-managed", edit)
+
+
+def test_real_files_render_with_every_runtime_class_they_name(reference_charts, shared_dir, tmp_path):
+    specs = _project(tmp_path, {**{p.name.split(".")[0]: p for p in sorted(AICR.glob("*.recipe.yaml"))},
+                                "kai-v0141": _kai_v0141_file()})
+    plans = pipeline.build_plans(specs)
+    sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
+    crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
+    allowed = set(UNAVAILABLE) | {"nvsentinel", "dynamo-platform"}
+    with Renderer(sources, allow_missing=allowed) as renderer:
+        result = render_plans(plans, sources, renderer=renderer)
+        findings = lint.lint_result(result, extra_crds=crds)
+    errors = [f.render() for f in findings if f.severity == "error"]
+    assert not errors, "\n".join(errors)
+    assert plans[-1].components["kai-scheduler"].values["admission"] == {"gpuPodRuntimeClassName": "nvidia"}
+    for plan in plans:
+        assert plan.recipe.profile == ("gpuStack", "operator-managed")
+
+
+def test_a_recipe_clusters_findings_are_one_line_per_kind_unless_all_are_asked(tmp_path, capsys, monkeypatch):
+    from gpucluster.cli import main
+
+    _project(tmp_path, {"training": TRAINING})
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--config", "gpucluster.yaml"]) == 0
+    summary = capsys.readouterr().err.strip().splitlines()
+    assert main(["plan", "--config", "gpucluster.yaml", "--findings", "all"]) == 0
+    every = capsys.readouterr().err.strip().splitlines()
+    kinds = {line.split("]")[0] for line in every}
+    assert len(summary) == len(kinds) < len(every)
+    skew = [line for line in summary if line.startswith("info[VERSION-SKEW]")]
+    assert len(skew) == 1 and " findings (" in skew[0] and "; first: component=" in skew[0]
+    assert "all 6: add --findings all to the command" in skew[0] and " fix: " in skew[0]
+    assert all(re.match(r"^(error|warning|info)\[[A-Z0-9.-]+\] .* fix: ", line) for line in summary), summary
