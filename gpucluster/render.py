@@ -646,7 +646,7 @@ class Renderer:
                 findings.append(LintFinding(
                     "render.chart-unavailable", sev,
                     f"chart {node.chart} {node.version} from {node.repository} is not in the chart sources{detail}: "
-                    "release not rendered, not checked",
+                    "release not rendered, not checked" + _unverified(node.component),
                     fix=HOW_TO_GET, **where))
                 return RenderedRelease(cluster, node, None), findings
             if located.note:
@@ -784,6 +784,21 @@ def unverified(result: RenderResult) -> list[str]:
 
 
 # --------------------------------------------------------------------------- output folder
+
+
+def _unverified(component: str) -> str:
+    """``; its values were never rendered with a real chart ...`` for a component whose registry
+    entry has no ``chartVersions`` (nvsentinel, dynamo-platform), '' otherwise."""
+    try:
+        from gpucluster.catalog import load_catalog
+
+        entry = load_catalog().components.get(component)
+    except Exception:  # noqa: BLE001 - a message detail only
+        return ""
+    if entry is None or entry.chart_versions or entry.type != "Helm":
+        return ""
+    return (f"; gpucluster's values for '{component}' were never rendered with a real chart of any version "
+            "(unverified: docs/catalog-sources.md)")
 
 
 def _safe_segment(name: str) -> str:

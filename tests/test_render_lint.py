@@ -167,6 +167,7 @@ def test_missing_chart_is_reported_with_how_to_get_it_and_required_only_on_reque
     with Renderer(src, require_charts=True) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
     assert f.severity == "error"
+    assert "never rendered with a real chart of any version (unverified" in f.message  # no chartVersions: said out loud
     with Renderer(src, require_charts=True, allow_missing=["nvsentinel"]) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
     assert f.severity == "warning"
