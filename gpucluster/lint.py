@@ -235,7 +235,9 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
         if seen is not None and seen[0] is doc and seen[1] == against:
             errors, pruned = seen[2], seen[3]
         else:
-            view, pruned, _defaulted = api_server_view(doc, raw_schema)
+            # custom resources only: built-in kinds' strict schemas already accept the nulls Helm
+            # renders (metadata.creationTimestamp: null), which the API server's decoder reads as unset
+            view, pruned, _defaulted = api_server_view(doc, raw_schema) if raw_schema is not None else (doc, [], [])
             errors = errors_of(validator, view)
             if memo is not None:
                 memo[id(doc)] = (doc, against, errors, pruned)

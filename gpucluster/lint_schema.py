@@ -8,11 +8,12 @@ dropped (CEL rules are not evaluated), ``nullable`` adds ``null`` to the type,
 ``properties`` refuses unknown fields unless it says ``x-kubernetes-preserve-unknown-fields``
 (the API server would prune them silently).
 
-Before an object is validated it is normalized the way the API server stores it
-(:func:`api_server_view`): a ``null`` in a field whose schema is not ``nullable`` is pruned (CRDs,
-Kubernetes docs "Defaulting and Nullable"; for built-in kinds the JSON decoder reads ``null`` as
-unset), then schema ``default``s fill absent fields whose parent object exists. Pruned nulls are
-reported as warnings (``lint.schema-pruned``): the value has no effect, which is rarely what was meant.
+Before a custom resource is validated it is normalized the way the API server stores it
+(:func:`api_server_view`): a ``null`` in a field whose schema is not ``nullable`` is pruned
+(Kubernetes docs "Defaulting and Nullable"), then schema ``default``s fill absent fields whose
+parent object exists. Pruned nulls are reported as warnings (``lint.schema-pruned``): the value has
+no effect, which is rarely what was meant. Built-in kinds are validated as rendered (their strict
+schemas accept the nulls Helm renders, which the API server's decoder reads as unset).
 """
 
 from __future__ import annotations
