@@ -52,6 +52,10 @@ RDMA_ULP_MODULES = ("rdma_ucm", "ib_umad", "ib_ipoib")
 MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-rdma-ulp.conf"
 NODEWRIGHT_SHELLSCRIPT_IMAGE = "ghcr.io/nvidia/skyhook-packages/shellscript"
 NODEWRIGHT_SHELLSCRIPT_VERSION = "1.1.1"
+NODEWRIGHT_SHELLSCRIPT_DIGEST = "sha256:5414b06e52c090d0842704f2580798064362d771f12421ccc8888186b5f5a3cf"
+"""The digest of ``shellscript:1.1.1`` (AICR's container image inventory, docs "Container Image
+Inventory": ``ghcr.io/nvidia/skyhook-packages/shellscript:1.1.1@sha256:5414b06e...``); the
+Skyhook package pins it as ``containerSHA``. Change it with the version, never alone."""
 GRDMA_OPTION = "options nvidia NVreg_GrdmaPciTopoCheckOverride=1\n"
 
 
@@ -382,6 +386,7 @@ def rdma_modules_nodewright(values: Mapping[str, Any]) -> dict[str, Any]:
                 "rdma-modules": {
                     "image": NODEWRIGHT_SHELLSCRIPT_IMAGE,
                     "version": NODEWRIGHT_SHELLSCRIPT_VERSION,
+                    "containerSHA": NODEWRIGHT_SHELLSCRIPT_DIGEST,
                     "configMap": {"apply.sh": _apply_script(), "apply_check.sh": _check_script()},
                 }
             },
