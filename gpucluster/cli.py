@@ -543,8 +543,9 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.render import unverified, write_output
+    from gpucluster.render import check_output_folder, unverified, write_output
 
+    check_output_folder(Path(args.out))  # before the (slow) render: a folder that is not ours is refused first
     plans, result = _rendered(args)
     try:
         _warn_findings(plans, err, getattr(args, 'findings', 'summary'))

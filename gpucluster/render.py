@@ -806,19 +806,41 @@ def _safe_segment(name: str) -> str:
     return "_" if seg in ("", ".", "..") else seg
 
 
-def write_output(result: RenderResult, out: Path) -> None:
-    """Write ``<out>/<cluster>/<release>/`` per release: ``values.yaml`` (what Helm received),
-    the rendered templates under their chart paths, and the chart's CRDs under ``crds/``.
-
-    The folder is built beside ``out`` and swapped in with one rename, so ``out`` is either the
-    previous result or the complete new one, never half-written.
+def check_output_folder(out: Path) -> None:
+    """Refuse ``--out`` unless it is absent, empty or an earlier render output
+    (:func:`gpucluster.outfolder.check_replaceable`); ``gpucluster render`` calls it before
+    rendering, :func:`write_output` again before the swap.
 
     Raises:
-        GpuclusterError: ``out`` exists and is not a folder, or cannot be written.
+        GpuclusterError: ``error[outdir] key=--out`` (one line); nothing was touched.
     """
+    from gpucluster.outfolder import check_replaceable
+
+    check_replaceable(out, kind="render", key="--out", fix_elsewhere="render elsewhere (--out NEW_FOLDER)")
+
+
+def write_output(result: RenderResult, out: Path) -> None:
+    """Write ``<out>/<cluster>/<release>/`` per release: ``values.yaml`` (what Helm received),
+    the rendered templates under their chart paths, and the chart's CRDs under ``crds/``; and the
+    ``.gpucluster-output`` marker at the top (:mod:`gpucluster.outfolder`).
+
+    Only a folder that is ours is replaced (absent, empty, marked, or an earlier render's
+    ``<cluster>/<release>/values.yaml`` layout: :func:`gpucluster.outfolder.check_replaceable`).
+    The folder is built beside ``out`` and swapped in with one rename, so ``out`` is either the
+    previous result or the complete new one, never half-written; a failed write removes what it
+    staged.
+
+    Raises:
+        GpuclusterError: ``error[outdir]`` when ``out`` is not an earlier output nor empty;
+            ``out`` exists and is not a folder, or cannot be written.
+    """
+    from gpucluster.outfolder import write_marker
+
     out = Path(out)
+    check_output_folder(out)
     if out.exists() and not out.is_dir():
         raise GpuclusterError(f"output '{out}' exists and is not a folder", key="--out", fix="name a folder (it is replaced)")
+    tmp = old = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -836,16 +858,26 @@ def write_output(result: RenderResult, out: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with target.open("a", encoding="utf-8") as fh:
                     fh.write(text if text.endswith("\n") else text + "\n")
-        old = None
+        write_marker(tmp)
+        check_output_folder(out)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             os.replace(out, old / "x")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
-        raise GpuclusterError(f"cannot write the rendered releases to '{out}': {exc.strerror or exc}", key="--out",
-                              fix="choose a writable folder") from None
+            try:
+                os.replace(tmp, out)
+            except OSError:
+                os.replace(old / "x", out)  # the previous output back in place before ``old`` is removed
+                raise
+        else:
+            os.replace(tmp, out)
+        tmp = None
+    except (OSError, ValueError) as exc:
+        raise GpuclusterError(f"cannot write the rendered releases to '{out}': {getattr(exc, 'strerror', None) or exc}",
+                              key="--out", id="output", fix="choose a writable folder") from None
+    finally:
+        for leftover in (tmp, old):
+            if leftover is not None:
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def iter_objects(releases: Iterable[RenderedRelease]) -> Iterator[tuple[RenderedRelease, str, dict[str, Any]]]:

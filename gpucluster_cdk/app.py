@@ -10,6 +10,8 @@ this repository's own ``cdktf.json`` runs its ``main.py``, which does the same) 
    (which shows stdout as is but marks every stderr line ``[ERROR]``).
 3. Synthesize into a sibling folder of the output folder (``CDKTF_OUTDIR``, default
    ``cdktf.out``) and swap it in atomically: a failed synth leaves the previous output as it was.
+   A folder that is not an earlier output nor empty is refused first (``error[outdir]``, exit 2:
+   :mod:`gpucluster.outfolder`).
 4. SIGINT, SIGTERM and SIGHUP stop the run like an error: the staged folders are removed, the
    previous output is kept, one line goes to stderr and the exit code is 128 + the signal number.
    Run as a script (:func:`run_script`), every temporary file of the process (chart staging, the jsii runtime and the
@@ -193,7 +195,15 @@ def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, 
             print(finding.render(), file=findings_out)
     findings_out.flush()
 
+    key = "--out" if outdir else "CDKTF_OUTDIR"
     outdir = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
+    try:  # a folder that is not ours is refused before cdktf is even imported (stacks.synth checks again)
+        from gpucluster.outfolder import SYNTH_ELSEWHERE, check_replaceable
+
+        check_replaceable(outdir, kind="synth", key=key, fix_elsewhere=SYNTH_ELSEWHERE)
+    except GpuclusterError as err:
+        print(err.render(), file=sys.stderr)
+        return EXIT_INVALID_INPUT
     try:
         previous = _stack_dirs(outdir)
     except (OSError, ValueError):

@@ -20,6 +20,8 @@ import pytest
 import _support
 from _support import EXISTING_AKS, make, tree
 
+from gpucluster.outfolder import MARKER, MARKER_TEXT
+
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -60,13 +62,13 @@ def test_mount_point_output_folder_is_filled_in_place(tmp_path, mount):
     assert os.path.ismount(out)
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["lab-runtime"]
     assert '"old"' not in (out / "manifest.json").read_text()
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "stacks"]  # no staging folder left
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "manifest.json", "stacks"]  # no staging folder left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "gpucluster.yaml"]
 
 
 def test_full_disk_is_one_output_error_and_keeps_the_previous_output(tmp_path, mount):
     disk = mount(tmp_path / "disk", size="48k")
-    out = make(disk / "cdktf.out", {"manifest.json": '{"old": true}'})
+    out = make(disk / "cdktf.out", {"manifest.json": '{"old": true}', "stacks/old-runtime/cdk.tf.json": "{}"})
     before = tree(out)
     result = run_main(tmp_path, out)
     assert result.returncode == 2, result.stderr
@@ -159,7 +161,7 @@ def test_unwritable_folder_is_one_output_error(open_dir):
     if not Path(SYSTEM_PYTHON).exists() or shutil.which("setpriv") is None:
         pytest.skip("needs /usr/bin/python3 and setpriv")
     project = open_dir / "project"
-    out = make(project / "cdktf.out", {"manifest.json": "old"})  # root's, 0755: nobody cannot write
+    out = make(project / "cdktf.out", {"manifest.json": "old", "stacks/a/cdk.tf.json": "{}"})  # root's, 0755: nobody cannot write
     result = _as_nobody("""
         try:
             with outdir.staged_outdir("cdktf.out") as staged:
@@ -171,7 +173,7 @@ def test_unwritable_folder_is_one_output_error(open_dir):
     [line] = result.stdout.splitlines()
     assert line.startswith("error[output] key=CDKTF_OUTDIR: cannot create the staging folder next to ")
     assert "Permission denied fix: make " in line
-    assert tree(out) == {"manifest.json": b"old"}
+    assert tree(out) == {"manifest.json": b"old", "stacks/a/cdk.tf.json": b"{}"}
 
 
 def test_non_owned_output_in_a_sticky_folder_is_swapped_child_by_child(open_dir):
@@ -183,6 +185,8 @@ def test_non_owned_output_in_a_sticky_folder_is_swapped_child_by_child(open_dir)
     shared.mkdir()
     shared.chmod(0o1777)
     out = make(shared / "cdktf.out", {"manifest.json": "old"})
+    (out / "stacks").mkdir(mode=0o777)  # an earlier output (manifest.json and stacks/): ours to replace
+    (out / "stacks").chmod(0o777)
     out.chmod(0o777)
     (out / "manifest.json").chmod(0o666)
     result = _as_nobody("""
@@ -192,5 +196,5 @@ def test_non_owned_output_in_a_sticky_folder_is_swapped_child_by_child(open_dir)
     """, shared)
     assert result.returncode == 0, result.stderr
     assert out.stat().st_uid == 0  # the same folder, filled in place
-    assert tree(out) == {"manifest.json": b"new"} and (out / "stacks").is_dir()
+    assert tree(out) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new"} and (out / "stacks").is_dir()
     assert sorted(p.name for p in shared.iterdir()) == ["cdktf.out"]

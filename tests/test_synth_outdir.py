@@ -10,6 +10,7 @@ import pytest
 from _support import make, tree
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.outfolder import MARKER, MARKER_TEXT
 from gpucluster_cdk.stacks import outdir as outdir_mod
 from gpucluster_cdk.stacks.outdir import replace_dir, staged_outdir
 
@@ -21,7 +22,7 @@ def test_staged_outdir_replaces_previous_output(tmp_path):
         assert list(staged.iterdir()) == []
         make(staged, {"manifest.json": "new", "stacks/a/cdk.tf.json": "{}"})
         assert tree(final)["manifest.json"] == b"old"  # untouched until the block succeeds
-    assert tree(final) == {"manifest.json": b"new", "stacks/a/cdk.tf.json": b"{}"}
+    assert tree(final) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new", "stacks/a/cdk.tf.json": b"{}"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]  # no staged or old folders left
 
 
@@ -80,7 +81,7 @@ def test_symlinked_output_folder_replaces_the_target_and_keeps_the_link(tmp_path
         assert staged.parent == real.parent  # staged next to the target: the swap stays on one file system
         make(staged, {"manifest.json": "new"})
     assert link.is_symlink() and os.readlink(link) == "../disk/out"
-    assert tree(link) == {"manifest.json": b"new"}
+    assert tree(link) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new"}
     assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["out"]
     assert sorted(p.name for p in (tmp_path / "project").iterdir()) == ["cdktf.out"]
 
@@ -99,7 +100,7 @@ def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied", kwargs.get("dir"))
 
     monkeypatch.setattr(outdir_mod.tempfile, "mkdtemp", refuse)
-    final = make(tmp_path / "cdktf.out", {"manifest.json": "old"})
+    final = make(tmp_path / "cdktf.out", {"manifest.json": "old", "stacks/a/cdk.tf.json": "{}"})
     with pytest.raises(GpuclusterError) as info:
         with staged_outdir(final):
             pass
@@ -107,7 +108,7 @@ def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
         f"error[output] key=CDKTF_OUTDIR: cannot create the staging folder next to {final}: Permission denied "
         f"fix: make {tmp_path} writable, or synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
     )
-    assert tree(final) == {"manifest.json": b"old"}
+    assert tree(final) == {"manifest.json": b"old", "stacks/a/cdk.tf.json": b"{}"}
 
 
 def test_output_created_by_a_concurrent_synth_between_check_and_rename_is_exchanged(tmp_path, monkeypatch):

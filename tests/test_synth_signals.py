@@ -168,6 +168,7 @@ def test_signals_to_the_process_group_at_any_moment_never_print_a_traceback(tmp_
         shutil.rmtree(out)
         out.mkdir()
         (out / "manifest.json").write_text('{"stacks": {}}')
+        (out / "stacks").mkdir()  # an earlier output: manifest.json and stacks/
         code, stderr = _run_main(tmp_path, env, signum, length * i / (len(SIGNAL_SCHEDULE) - 1))
         where = f"run {i} ({signal.Signals(signum).name} after {length * i / 19:.2f}s of {length:.2f}s): {stderr}"
         assert code in (0, 128 + signum), where

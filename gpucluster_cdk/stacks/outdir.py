@@ -19,6 +19,11 @@ in one ``renameat2`` and the entries the new output lacks are moved out. Stop si
 during the swap, and a failed step undoes the ones before it, so the folder holds the previous
 or the new output, never a mix.
 
+Only a folder that is ours is replaced (:func:`gpucluster.outfolder.check_replaceable`: absent,
+empty, carrying the ``.gpucluster-output`` marker every output gets, or an earlier ``cdktf synth``
+layout); anything else is one ``error[outdir]`` line before the synthesis starts, checked again
+right before the swap.
+
 After a successful swap the previous tree is removed best-effort: when that fails (a previous
 output written by another user, e.g. after ``sudo make synth``), the run still succeeds and a
 ``warning[output]`` names the leftover folder and how to remove it.
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Iterator
 
 from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.outfolder import STAGING_PREFIX, SYNTH_ELSEWHERE, check_replaceable, write_marker
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 1 << 1
@@ -59,9 +65,6 @@ def _exchange(a: Path, b: Path) -> bool:
         return False
     raise OSError(err, os.strerror(err), str(b))
 
-
-STAGING_PREFIX = ".gpucluster-staging."
-"""Name prefix of the staging folder inside an output folder that is a mount point."""
 
 _SWAP_FALLBACK_ERRNOS = {errno.EBUSY, errno.EPERM, errno.EACCES, errno.EXDEV}
 """Errors of exchanging the whole folder after which the children are swapped instead."""
@@ -171,7 +174,7 @@ def swap_children(new: Path, final: Path) -> Path | None:
     return new if _remove_tree(new) else None
 
 
-_ELSEWHERE = "synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
+_ELSEWHERE = SYNTH_ELSEWHERE
 
 
 def _output_error(message: str, fix: str) -> GpuclusterError:
@@ -235,11 +238,19 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
         warnings: receives a ``warning[output]`` :class:`Problem` when the previous output was
             replaced but could not be removed (the run still succeeded).
 
+    The staged folder receives the ``.gpucluster-output`` marker (:mod:`gpucluster.outfolder`)
+    before the swap.
+
     Raises:
-        GpuclusterError: ``error[output]`` (one line, with a fix) when ``final`` is a file, a link
-            to a missing folder, its parent is not writable, the disk is full, or the swap fails.
+        GpuclusterError: ``error[outdir]`` when ``final`` is not an earlier output nor empty (see
+            :func:`gpucluster.outfolder.check_replaceable`), checked before the block runs and
+            again before the swap; ``error[output]`` (one line, with a fix) when ``final`` is a
+            file, a link to a missing folder, its parent is not writable, the disk is full, or the
+            swap fails.
     """
-    final = _checked_target(Path(final).absolute())
+    given = Path(final)
+    check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
+    final = _checked_target(given.absolute())
     try:
         inside = os.path.ismount(final)
         parent = final if inside else final.parent
@@ -251,6 +262,8 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
                             f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}") from None
     try:
         yield staged
+        write_marker(staged)
+        check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
         umask = os.umask(0)
         os.umask(umask)
         leftover = None
