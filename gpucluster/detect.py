@@ -156,9 +156,9 @@ def load_nodes(
         )
     cmd = [kubectl, "get", "nodes", "-o", "json", f"--request-timeout={KUBECTL_TIMEOUT_SECONDS}s"]
     if kubeconfig:
-        cmd += ["--kubeconfig", str(Path(kubeconfig).expanduser())]
+        cmd.append(f"--kubeconfig={Path(kubeconfig).expanduser()}")  # one argument each: a value is never an option
     if context:
-        cmd += ["--context", context]
+        cmd.append(f"--context={context}")
     label = f"kubectl ({kubeconfig or 'default kubeconfig'}{', context ' + context if context else ''})"
     try:
         proc = run(cmd, capture_output=True, text=True, errors="replace", timeout=KUBECTL_TIMEOUT_SECONDS + 15, check=False)

@@ -394,6 +394,29 @@ def _git(args: Sequence[str], cwd: Path, label: str, *, binary: bool = False):
     return proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
 
 
+def _commit(rev: str, top: Path, label: str) -> str:
+    """The commit id ``rev`` names in the repository at ``top``: ``git rev-parse --verify --quiet
+    --end-of-options <rev>^{commit}``, so a revision can never be read as an option of git (such
+    as ``--output=FILE``, which ``git archive`` would write) -- only the hexadecimal id it gives is
+    passed on.
+
+    Raises:
+        GpuclusterError: ``rev`` names no commit.
+    """
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+                              cwd=top, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GpuclusterError(f"cannot run git for '{label}': {exc}", key="--from/--to",
+                              fix="install git, or pass two files instead of a git revision") from None
+    commit = proc.stdout.decode("ascii", "replace").strip()
+    if proc.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise GpuclusterError(f"'{rev}' is not a commit of the git repository {top}", key="--from/--to",
+                              allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
+                              fix="name an existing revision (git log --oneline), e.g. HEAD~1 or main:gpucluster.yaml")
+    return commit
+
+
 def _from_git(label: str, rev: str, path: Path, workdir: Path) -> Path:
     """Extract the folder of ``path`` at ``rev`` into ``workdir``; returns the file's copy."""
     absolute = path if path.is_absolute() else Path.cwd() / path
@@ -407,7 +430,8 @@ def _from_git(label: str, rev: str, path: Path, workdir: Path) -> Path:
     except ValueError:
         raise GpuclusterError(f"'{label}' is outside the git work tree {top}", key="--from/--to",
                               fix="give a file inside the repository") from None
-    data = _git(["archive", "--format=tar", rev, "--", str(rel.parent) if str(rel.parent) != "." else "."], top, label, binary=True)
+    commit = _commit(rev, top, label)
+    data = _git(["archive", "--format=tar", commit, "--", str(rel.parent) if str(rel.parent) != "." else "."], top, label, binary=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         for member in tar.getmembers():
             if member.issym() or member.islnk() or member.name.startswith("/") or ".." in Path(member.name).parts:

@@ -71,7 +71,7 @@ class FakeKubectl:
 def test_kubectl_is_run_with_kubeconfig_and_context():
     fake = FakeKubectl(stdout=FIXTURE.read_text())
     doc, label = detect.load_nodes(kubeconfig="/tmp/kc", context="tenant", run=fake, which=lambda _: "/usr/bin/kubectl")
-    assert fake.calls == [["/usr/bin/kubectl", "get", "nodes", "-o", "json", "--request-timeout=60s", "--kubeconfig", "/tmp/kc", "--context", "tenant"]]
+    assert fake.calls == [["/usr/bin/kubectl", "get", "nodes", "-o", "json", "--request-timeout=60s", "--kubeconfig=/tmp/kc", "--context=tenant"]]
     assert len(doc["items"]) == 3 and "context tenant" in label
 
 

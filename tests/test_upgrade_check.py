@@ -193,6 +193,35 @@ def test_git_revision_of_the_same_file(tmp_path, monkeypatch):
     assert code3 == 2 and err3.startswith("error[input]") and "nosuchrev" in err3
 
 
+@pytest.mark.parametrize("rev", ["--output={victim}", "--remote=/nonexistent", "--exec=touch {victim}.ran", "-o{victim}",
+                                 "--end-of-options"])
+def test_a_revision_is_never_an_option_of_git(tmp_path, monkeypatch, rev):
+    """--from=--output=FILE:gpucluster.yaml made `git archive` truncate FILE (and --remote ran
+    git-upload-archive): a revision is resolved by `git rev-parse --verify --end-of-options` and
+    only the commit id reaches git archive."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    f = repo / "gpucluster.yaml"
+    aks_file(f)
+    git("add", "gpucluster.yaml")
+    git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "one")
+    victim = tmp_path / "important.txt"
+    victim.write_text("important\n")
+    monkeypatch.chdir(repo)
+    rev = rev.format(victim=victim)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["upgrade-check", f"--from={rev}:gpucluster.yaml", "--to", "gpucluster.yaml"], stdout=out, stderr=err)
+    out, err = out.getvalue(), err.getvalue()
+    assert code == 2 and out == "", err
+    [line] = err.splitlines()
+    assert line.startswith(f"error[input] key=--from/--to: '{rev}' is not a commit of the git repository "), line
+    assert " fix: name an existing revision" in line
+    assert victim.read_text() == "important\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["important.txt", "repo"]
+
+
 def test_text_output_and_no_change(tmp_path):
     a = aks_file(tmp_path / "a.yaml")
     code, text, err = run(tmp_path, a, a, fmt="text")
