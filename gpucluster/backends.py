@@ -199,7 +199,7 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
     if kind == "azurerm":
         return _parse_azurerm(raw, text, key=key, w=w)
     organization = text("organization", required=True) or ""
-    if not ORGANIZATION_NAME.match(organization):
+    if not ORGANIZATION_NAME.fullmatch(organization):
         raise GpuclusterError(
             f"invalid organization name {organization!r}",
             key=f"{key}.organization",
@@ -207,7 +207,7 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             **w,
         )
     prefix = text("workspacePrefix", required=True, empty_ok=True) or ""
-    if not WORKSPACE_PREFIX.match(prefix):
+    if not WORKSPACE_PREFIX.fullmatch(prefix):
         raise GpuclusterError(
             f"invalid workspacePrefix {prefix!r}: workspace names are <workspacePrefix><stack name>",
             key=f"{key}.workspacePrefix",
@@ -215,7 +215,7 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             **w,
         )
     hostname = text("hostname", required=False) or DEFAULT_HOSTNAME
-    if not HOSTNAME.match(hostname):
+    if not HOSTNAME.fullmatch(hostname):
         raise GpuclusterError(
             f"invalid hostname {hostname!r}",
             key=f"{key}.hostname",
@@ -223,7 +223,7 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             **w,
         )
     project = text("project", required=False)
-    if project is not None and (len(project) > PROJECT_NAME_MAX or not PROJECT_NAME.match(project)):
+    if project is not None and (len(project) > PROJECT_NAME_MAX or not PROJECT_NAME.fullmatch(project)):
         raise GpuclusterError(
             f"invalid project name {project!r}",
             key=f"{key}.project",
@@ -333,7 +333,7 @@ def check_workspaces(backend: Mapping[str, Any] | None, *, cluster: str, file: s
                     file=file, cluster=cluster, key=key, fix="shorten keyPrefix")
         return
     for name in workspace_names(backend, cluster):
-        if not WORKSPACE_NAME.match(name):
+        if not WORKSPACE_NAME.fullmatch(name):
             raise GpuclusterError(
                 f"workspace name {name!r} is not a valid HCP Terraform workspace name",
                 file=file,

@@ -482,7 +482,7 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
 
 
 _PATHS = {"type": "array", "items": {"type": "string", "minLength": 1}}
-_CRD_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"}
+_CRD_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z"}
 _CRD_NAMES = {"type": "array", "items": _CRD_NAME, "uniqueItems": True}
 REGISTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -497,7 +497,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                 "required": ["name"],
                 "additionalProperties": False,
                 "properties": {
-                    "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                    "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"},
                     "displayName": {"type": "string"},
                     "aliases": _PATHS,
                     "type": {"enum": ["Helm", "Manifest"]},
@@ -505,10 +505,10 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "additionalProperties": False,
                         "properties": {
-                            "repository": {"type": "string", "pattern": "^(https://|oci://)[^\\s]+$"},
-                            "chart": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+                            "repository": {"type": "string", "pattern": "^(https://|oci://)[^\\s]+\\Z"},
+                            "chart": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z"},
                             "version": {"type": "string", "minLength": 1},
-                            "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                            "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"},
                         },
                     },
                     "nodeScheduling": {
@@ -536,7 +536,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "required": ["name", "note"],
                             "additionalProperties": False,
                             "properties": {
-                                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"},
                                 "note": {"type": "string", "minLength": 1},
                             },
                         },
@@ -548,7 +548,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "required": ["file", "note"],
                             "additionalProperties": False,
                             "properties": {
-                                "file": {"type": "string", "pattern": "^components/[^\\s]+\\.yaml$"},
+                                "file": {"type": "string", "pattern": "^components/[^\\s]+\\.yaml\\Z"},
                                 "note": {"type": "string", "minLength": 1},
                             },
                         },
@@ -599,7 +599,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "additionalProperties": False,
                             "properties": {
                                 "versions": {"type": "string", "minLength": 1},
-                                "charts": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$"}},
+                                "charts": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z"}},
                                 "checked": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
                                 "rename": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
                                 "drop": {
@@ -617,7 +617,7 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             },
                         },
                     },
-                    "waitEstablished": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$"}},
+                    "waitEstablished": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z"}},
                     "manifestValues": _PATHS,
                     "conditionalValues": {
                         "type": "array",

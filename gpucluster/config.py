@@ -190,7 +190,7 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
         if cluster.backend is not None and cluster.backend.get("type") == "cloud" and cluster.backend.get("project") is None:
             from gpucluster.backends import PROJECT_NAME, PROJECT_NAME_MAX
 
-            if PROJECT_NAME.match(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
+            if PROJECT_NAME.fullmatch(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
                 cluster.backend = {**cluster.backend, "project": fleet.name}
     return clusters, fleet
 
@@ -286,7 +286,7 @@ def suggest_cluster_name(name: str) -> str:
     """A valid cluster name close to ``name`` (lowercase, other characters as '-', at most
     :data:`CLUSTER_NAME_MAX` characters), or ``gpu-training`` when nothing is left."""
     text = re.sub(r"[^a-z0-9]+", "-", name.lower()).lstrip("-0123456789")[:CLUSTER_NAME_MAX].rstrip("-")
-    return text if CLUSTER_NAME.match(text) else "gpu-training"
+    return text if CLUSTER_NAME.fullmatch(text) else "gpu-training"
 
 
 def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str | None, key: str) -> None:
@@ -357,7 +357,7 @@ def _cluster_name(raw: dict, base: str, source: str) -> str:
     if name_raw is None:
         raise GpuclusterError("missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name")
     name = _string(name_raw, source, None, f"{base}.name")
-    if not CLUSTER_NAME.match(name) or len(name) > CLUSTER_NAME_MAX:
+    if not CLUSTER_NAME.fullmatch(name) or len(name) > CLUSTER_NAME_MAX:
         raise GpuclusterError(
             f"invalid cluster name '{name}'",
             file=source,
@@ -405,7 +405,7 @@ def _profile(raw: dict, base: str, w: dict) -> dict[str, str]:
     if raw.get("profile") is not None:
         pr = _mapping(raw["profile"], source, name, f"{base}.profile")
         for pname, pvalue in pr.items():
-            if not PROFILE_IDENT.match(pname):
+            if not PROFILE_IDENT.fullmatch(pname):
                 raise GpuclusterError(
                     f"invalid profile name '{pname}'",
                     key=f"{base}.profile",
@@ -414,7 +414,7 @@ def _profile(raw: dict, base: str, w: dict) -> dict[str, str]:
                     **w,
                 )
             pvalue = _string(pvalue, source, name, f"{base}.profile.{pname}")
-            if not PROFILE_IDENT.match(pvalue):
+            if not PROFILE_IDENT.fullmatch(pvalue):
                 raise GpuclusterError(
                     f"invalid profile value '{pvalue}'",
                     key=f"{base}.profile.{pname}",
@@ -433,7 +433,7 @@ def _region(raw: dict, base: str, w: dict) -> str | None:
     region = None
     if raw.get("region") is not None:
         region = _string(raw["region"], source, name, f"{base}.region")
-        if not re.match(r"^[a-z0-9-]+$", region):
+        if not re.fullmatch(r"^[a-z0-9-]+$", region):
             raise GpuclusterError(
                 f"invalid region '{region}'",
                 key=f"{base}.region",
@@ -459,7 +459,7 @@ def _kubernetes_version(raw: dict, base: str, w: dict) -> str:
                 **w,
             )
         k8s = _string(kv, source, name, f"{base}.kubernetesVersion")
-        if not K8S_MINOR.match(k8s):
+        if not K8S_MINOR.fullmatch(k8s):
             raise GpuclusterError(
                 f"kubernetesVersion '{k8s}' is not MAJOR.MINOR",
                 key=f"{base}.kubernetesVersion",
@@ -594,7 +594,7 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
             values[f] = ANY
             continue
         v = _string(data[f], w["file"], w["cluster"], f"{key}.{f}")
-        if not CRITERIA_VALUE.match(v):
+        if not CRITERIA_VALUE.fullmatch(v):
             raise GpuclusterError(
                 f"invalid {f} '{v}'",
                 key=f"{key}.{f}",
@@ -642,7 +642,7 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             )
     name = _string(data["name"], w["file"], w["cluster"], f"{key}.name")
     vm = _string(data["vmSize"], w["file"], w["cluster"], f"{key}.vmSize")
-    if not VM_SIZE.match(vm):
+    if not VM_SIZE.fullmatch(vm):
         raise GpuclusterError(
             f"invalid vmSize '{vm}'",
             key=f"{key}.vmSize",

@@ -321,7 +321,7 @@ def _choice(value: Any, allowed: Sequence[str], *, file: str, key: str, what: st
 
 def _azure_name(value: Any, *, file: str, key: str, max_len: int, what: str) -> str:
     text = _text(value, file=file, key=key)
-    if not AZURE_NAME.match(text) or len(text) > max_len:
+    if not AZURE_NAME.fullmatch(text) or len(text) > max_len:
         suggestion = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:max_len].strip("-") or "gpu-fleet"
         raise _err(f"invalid {what} '{text}'", file=file, key=key,
                    allowed=f"lowercase letters, digits and '-', starting and ending alphanumeric, at most {max_len} characters",
@@ -361,7 +361,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     existing_id = None
     if data.get("existing") is not None:
         existing_id = _text(data["existing"], file=file, key="fleet.existing")
-        if not FLEET_ID.match(existing_id):
+        if not FLEET_ID.fullmatch(existing_id):
             raise _err(f"'fleet.existing' is not a Fleet Manager resource ID: {existing_id!r}", file=file, key="fleet.existing",
                        allowed="/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.ContainerService/fleets/<name>",
                        fix="copy the id from `az fleet show -g RG -n FLEET --query id -o tsv`")
@@ -373,14 +373,14 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     resource_group = None
     if data.get("resourceGroup") is not None:
         resource_group = _text(data["resourceGroup"], file=file, key="fleet.resourceGroup")
-        if not re.match(r"^[-\w._()]{1,90}$", resource_group, re.ASCII) or resource_group.endswith("."):
+        if not re.fullmatch(r"^[-\w._()]{1,90}$", resource_group, re.ASCII) or resource_group.endswith("."):
             raise _err(f"invalid resource group name {resource_group!r}", file=file, key="fleet.resourceGroup",
                        allowed="1-90 letters, digits, '-', '_', '.', '(', ')', not ending with '.'",
                        fix=f"e.g. resourceGroup: {name}-rg")
     location = DEFAULT_LOCATION
     if data.get("location") is not None:
         location = _text(data["location"], file=file, key="fleet.location")
-        if not re.match(r"^[a-z0-9]+$", location):
+        if not re.fullmatch(r"^[a-z0-9]+$", location):
             raise _err(f"invalid location {location!r}", file=file, key="fleet.location",
                        allowed="an Azure region's programmatic name (lowercase letters and digits, e.g. eastus, westus3)",
                        fix="write e.g. location: eastus")
@@ -388,7 +388,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     group_label = DEFAULT_GROUP_LABEL
     if data.get("groupLabel") is not None:
         group_label = _text(data["groupLabel"], file=file, key="fleet.groupLabel")
-        if not LABEL_KEY.match(group_label) or len(group_label) > 253:
+        if not LABEL_KEY.fullmatch(group_label) or len(group_label) > 253:
             raise _err(f"invalid label key {group_label!r}", file=file, key="fleet.groupLabel",
                        allowed="a Kubernetes label key ([prefix/]name)", fix=f"e.g. groupLabel: {DEFAULT_GROUP_LABEL}")
 
@@ -409,7 +409,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         if "name" not in g:
             raise _err(f"missing key '{key}.name'", file=file, key=f"{key}.name", fix="name the group, e.g. name: canary")
         gname = _text(g["name"], file=file, key=f"{key}.name")
-        if not GROUP_NAME.match(gname) or len(gname) > GROUP_NAME_MAX:
+        if not GROUP_NAME.fullmatch(gname) or len(gname) > GROUP_NAME_MAX:
             raise _err(f"invalid update group name '{gname}'", file=file, key=f"{key}.name",
                        allowed=f"a lowercase letter, then lowercase letters and digits, at most {GROUP_NAME_MAX} characters "
                        "(Azure update group names and the hub's ClusterStagedUpdateStrategy stage names, which allow no '-')",
@@ -437,7 +437,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         dns_prefix = None
         if h.get("dnsPrefix") is not None:
             dns_prefix = _text(h["dnsPrefix"], file=file, key="fleet.hub.dnsPrefix")
-            if not re.match(r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,52}[a-zA-Z0-9])?$", dns_prefix):
+            if not re.fullmatch(r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,52}[a-zA-Z0-9])?$", dns_prefix):
                 raise _err(f"invalid hub dnsPrefix {dns_prefix!r}", file=file, key="fleet.hub.dnsPrefix",
                            allowed="1-54 letters, digits and '-', starting and ending alphanumeric", fix=f"e.g. dnsPrefix: {name}-hub")
         if existing_id is None and dns_prefix is None:
@@ -486,7 +486,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
                     raise _err(f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3", file=file,
                                key=f"{key}.kubernetesVersion", fix='quote it: kubernetesVersion: "1.35"')
                 version = _text(kv, file=file, key=f"{key}.kubernetesVersion")
-                if not K8S_VERSION.match(version):
+                if not K8S_VERSION.fullmatch(version):
                     raise _err(f"kubernetesVersion '{version}' is not 1.MINOR or 1.MINOR.PATCH", file=file,
                                key=f"{key}.kubernetesVersion", allowed='e.g. "1.35" or "1.35.2"', fix='write e.g. kubernetesVersion: "1.35"')
             selection = "Latest"
@@ -537,7 +537,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
             if p.get("modules") is not None:
                 mods = _list(p["modules"], file=file, key=f"{key}.modules", fix="list module names, e.g. modules: [algif_aead, esp4]")
                 for j, m in enumerate(mods):
-                    if not isinstance(m, str) or not MODULE_NAME.match(m):
+                    if not isinstance(m, str) or not MODULE_NAME.fullmatch(m):
                         raise _err(f"invalid kernel module name {m!r}", file=file, key=f"{key}.modules[{j}]",
                                    allowed="1-56 lowercase letters, digits and '_' (the name modprobe and /proc/modules use)",
                                    fix="write the module name as lsmod shows it, e.g. algif_aead")
@@ -548,7 +548,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
             image = DEFAULT_BLOCKLIST_IMAGE
             if p.get("image") is not None:
                 image = _text(p["image"], file=file, key=f"{key}.image")
-                if not IMAGE_REF.match(image):
+                if not IMAGE_REF.fullmatch(image):
                     raise _err(f"image {image!r} is not pinned by digest", file=file, key=f"{key}.image",
                                allowed="registry/repository[:tag]@sha256:<64 hex> of an image with /bin/sh, grep, chroot and modprobe",
                                fix=f"pin it, e.g. {DEFAULT_BLOCKLIST_IMAGE}")
@@ -586,7 +586,7 @@ def parse_member(raw: Any, *, file: str, cluster: str, key: str) -> MemberSpec:
     if data.get("labels") is not None:
         lab = _mapping(data["labels"], file=file, key=f"{key}.labels", cluster=cluster, example="{region: eastus}")
         for lk, lv in lab.items():
-            if not isinstance(lk, str) or not LABEL_KEY.match(lk) or not isinstance(lv, str) or not LABEL_VALUE.match(lv):
+            if not isinstance(lk, str) or not LABEL_KEY.fullmatch(lk) or not isinstance(lv, str) or not LABEL_VALUE.fullmatch(lv):
                 raise _err(f"member label {lk!r}: {lv!r} is not a Kubernetes label", file=file, key=f"{key}.labels.{lk}",
                            cluster=cluster, allowed="[prefix/]name keys and string values of <= 63 of [A-Za-z0-9._-]",
                            fix="write e.g. labels: {region: eastus}; quote values YAML reads as numbers or booleans")

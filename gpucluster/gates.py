@@ -112,7 +112,7 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
     err = lambda f, m, allowed=None: _gate_error(plugin, spec, cluster, f, m, allowed)  # noqa: E731
     if spec.kind not in GATE_KINDS:
         raise err("kind", f"unknown gate kind '{spec.kind}'", allowed_list(GATE_KINDS))
-    if not isinstance(spec.name, str) or not _DNS_LABEL.match(spec.name) or len(spec.name) > MAX_GATE_NAME:
+    if not isinstance(spec.name, str) or not _DNS_LABEL.fullmatch(spec.name) or len(spec.name) > MAX_GATE_NAME:
         raise err("name", f"gate name '{spec.name}' is not a DNS-1123 label of at most {MAX_GATE_NAME} characters",
                   "lowercase letters, digits and '-'")
     if not spec.component:
@@ -124,7 +124,7 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
         raise err("poll_seconds", f"poll interval {spec.poll_seconds!r} is not a positive number of seconds")
     if spec.kind == "crd-established" and (not isinstance(spec.create_timeout_seconds, int) or spec.create_timeout_seconds < 1):
         raise err("create_timeout_seconds", f"create timeout {spec.create_timeout_seconds!r} is not positive")
-    if spec.namespace is not None and not _DNS_LABEL.match(spec.namespace):
+    if spec.namespace is not None and not _DNS_LABEL.fullmatch(spec.namespace):
         raise err("namespace", f"namespace '{spec.namespace}' is not a DNS-1123 label")
     for field_name in ("name_of_object", "container", "value", "description"):
         text = getattr(spec, field_name) or ""
@@ -134,27 +134,27 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
                               before=list(spec.before) if spec.before is not None else None)
 
     if spec.kind == "resource-condition":
-        if not _API_VERSION.match(spec.api_version or ""):
+        if not _API_VERSION.fullmatch(spec.api_version or ""):
             raise err("api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'")
-        if not _DNS_LABEL.match(spec.resource or ""):
+        if not _DNS_LABEL.fullmatch(spec.resource or ""):
             raise err("resource", f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)")
         if not spec.kind_name:
             raise err("kind_name", "kind_name (e.g. ClusterPolicy) is required")
-        if not _JSONPATH.match(spec.jsonpath or ""):
+        if not _JSONPATH.fullmatch(spec.jsonpath or ""):
             raise err("jsonpath", f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression", "{.status.state}")
         if spec.value == "":
             raise err("value", "the expected value is empty")
-        if spec.name_of_object is not None and not _DNS_SUBDOMAIN.match(spec.name_of_object):
+        if spec.name_of_object is not None and not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
             raise err("name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain")
     elif spec.kind == "crd-established":
-        if not spec.name_of_object or "." not in spec.name_of_object or not _DNS_SUBDOMAIN.match(spec.name_of_object):
+        if not spec.name_of_object or "." not in spec.name_of_object or not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
             raise err("name_of_object", f"CRD name '{spec.name_of_object}' is not '<plural>.<group>'", "ippools.nv-ipam.nvidia.com")
         out = dataclasses.replace(out, api_version="apiextensions.k8s.io/v1", resource="customresourcedefinitions",
                                   kind_name="CustomResourceDefinition", namespace=None)
     else:  # rollout, min-version
         if spec.kind_name not in WORKLOAD_KINDS:
             raise err("kind_name", f"workload kind '{spec.kind_name}' is not supported", allowed_list(WORKLOAD_KINDS))
-        if not spec.name_of_object or not _DNS_SUBDOMAIN.match(spec.name_of_object):
+        if not spec.name_of_object or not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
             raise err("name_of_object", f"workload name '{spec.name_of_object}' is missing or invalid")
         if not spec.namespace:
             raise err("namespace", "the workload's namespace is required")
@@ -162,9 +162,9 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
             raise err("min_ready", f"min_ready {spec.min_ready!r} is not a non-negative integer")
         out = dataclasses.replace(out, api_version="apps/v1", resource=WORKLOAD_KINDS[spec.kind_name])
         if spec.kind == "min-version":
-            if not spec.container or not _DNS_LABEL.match(spec.container):
+            if not spec.container or not _DNS_LABEL.fullmatch(spec.container):
                 raise err("container", f"container name '{spec.container}' is missing or invalid")
-            if not _VERSION.match(spec.value or ""):
+            if not _VERSION.fullmatch(spec.value or ""):
                 raise err("value", f"minimum version '{spec.value}' is not a version like 0.5.1", "MAJOR[.MINOR[.PATCH]][-pre]")
     if not out.description:
         out = dataclasses.replace(out, description=describe(out))

@@ -93,7 +93,7 @@ def gate_image(cluster: ClusterSpec) -> str:
             fix=f"pin a version and its digest, e.g. {DEFAULT_KUBECTL_IMAGE} or your mirror of it "
             "(`crane digest <image>` or `docker buildx imagetools inspect <image>` prints the digest)",
         )
-    if not isinstance(image, str) or not _IMAGE.match(image) or ("@" not in image and ":" not in last):
+    if not isinstance(image, str) or not _IMAGE.fullmatch(image) or ("@" not in image and ":" not in last):
         raise GpuclusterError(
             f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
             file=cluster.source,

@@ -717,7 +717,7 @@ def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
                 component=item.component,
                 allowed=", ".join(PHASES),
             )
-        if not _STEM.match(item.name or ""):
+        if not _STEM.fullmatch(item.name or ""):
             raise PluginError(
                 f"plugin '{plugin}': manifest name '{item.name}' is not a DNS-1123 label",
                 cluster=cluster.name,

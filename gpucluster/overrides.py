@@ -89,7 +89,7 @@ def parse_scalar(text: str) -> Any:
         return False
     if text == "null":
         return None
-    if _INT.match(text):
+    if _INT.fullmatch(text):
         return int(text)
     return text
 
@@ -116,7 +116,7 @@ def check_values_path(path: str) -> list[str]:
         raise ValueError(f"the values path has {len(parts)} keys; at most {MAX_VALUES_DEPTH} are allowed "
                          "(Helm values nest a few levels)")
     for part in parts:
-        if not PATH_SEGMENT.match(part):
+        if not PATH_SEGMENT.fullmatch(part):
             shown = part if part else "(empty)"
             raise ValueError(
                 f"path segment '{shown}' of '{path}' is not allowed: segments start with a letter or digit "
@@ -135,7 +135,7 @@ def split_component_path(text: str) -> tuple[str, str]:
     component = component.strip()
     if not sep:
         raise ValueError(f"'{text}' has no ':' between component and values path")
-    if not component or not _COMPONENT_TOKEN.match(component):
+    if not component or not _COMPONENT_TOKEN.fullmatch(component):
         raise ValueError(f"'{component}' is not a component name or alias")
     check_values_path(path)
     return component, path
@@ -319,7 +319,7 @@ def _parse_values_entry(entry: Any, *, file: str, cluster: str, key: str, root: 
             f"unknown key(s) {', '.join(repr(k) for k in unknown)} in a values entry", file=file, key=key, allowed="component, values, file"
         )
     component = entry.get("component")
-    if not isinstance(component, str) or not _COMPONENT_TOKEN.match(component.strip()):
+    if not isinstance(component, str) or not _COMPONENT_TOKEN.fullmatch(component.strip()):
         raise GpuclusterError(
             f"component must be a component name or alias, not {component!r}", file=file, key=f"{key}.component", allowed=shape
         )
@@ -394,7 +394,7 @@ def _parse_variable(target: Any, name: Any, *, file: str, key: str) -> Override:
         component, path = split_component_path(target)
     except ValueError as exc:
         raise GpuclusterError(str(exc), file=file, key=key, allowed="'component:path': terraform_variable_name") from None
-    if not isinstance(name, str) or not TF_VARIABLE_NAME.match(name):
+    if not isinstance(name, str) or not TF_VARIABLE_NAME.fullmatch(name):
         raise GpuclusterError(
             f"{name!r} is not a Terraform variable name",
             file=file,

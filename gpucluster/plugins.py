@@ -165,7 +165,7 @@ def _load_value(value: str) -> Any:
     Raises:
         ValueError: ``value`` is not an entry-point reference; whatever the import raises.
     """
-    match = _EP_VALUE.match(value)
+    match = _EP_VALUE.fullmatch(value)
     if match is None:
         raise ValueError(f"invalid entry point value {value!r}")
     obj: Any = importlib.import_module(match.group("module"))

@@ -676,7 +676,7 @@ def check_name_overrides(c: _Checks) -> None:
             if key not in values or values[key] in (None, ""):
                 continue
             value = values[key]
-            if not isinstance(value, str) or not pattern.match(value[:63].rstrip("-")):
+            if not isinstance(value, str) or not pattern.fullmatch(value[:63].rstrip("-")):
                 c.add(
                     "HELM-NAME-OVERRIDE",
                     "error",

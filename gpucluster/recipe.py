@@ -65,7 +65,7 @@ COMPONENT_TYPES = ("Helm", "Manifest")
 ADVERTISERS = ("external",)
 """Values of a profile value's ``advertiser`` (AICR): ``external`` = a platform add-on outside the
 recipe advertises whole GPUs (``Recipe.advertiser``; see :func:`gpucluster.policy.check_advertiser`)."""
-_IDENT = re.compile(r"^[A-Za-z0-9._-]+$")
+_IDENT = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 # --------------------------------------------------------------------------- catalog document schemas
 
@@ -143,7 +143,7 @@ OVERLAY_SCHEMA = {
             "type": "object",
             "required": ["name"],
             "additionalProperties": False,
-            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}},
+            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"}},
         },
         "spec": {
             "type": "object",

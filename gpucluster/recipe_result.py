@@ -296,7 +296,7 @@ def _load(path: str, display: str | None, cluster: str | None) -> dict[str, Any]
             fix="give the output of 'aicr recipe' or 'gpucluster recipe'",
         )
     api = data.get("apiVersion")
-    if api is not None and (not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.match(api))):
+    if api is not None and (not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.fullmatch(api))):
         rep.bad(
             f"unsupported apiVersion {api!r}",
             key="apiVersion",
@@ -597,7 +597,7 @@ class _FileReader:
                 continue
             rule = CHART_FACT_RULES.get(field_name)
             checked = value.rsplit("/", 1)[-1] if field_name == "chart" else value  # AICR's repo/ prefix is dropped
-            if rule is not None and (not rule[0].match(checked) or (field_name == "namespace" and len(value) > 63)):
+            if rule is not None and (not rule[0].fullmatch(checked) or (field_name == "namespace" and len(value) > 63)):
                 rep.bad(
                     f"{field_name} '{value}' is not allowed",
                     key=f"{key}.{field_name}",

@@ -66,7 +66,7 @@ TOLERATION_FORMAT = "'key:Effect', 'key=value:Effect' or {key, operator: Exists|
 
 def check_label_key(key: Any, what: str) -> str:
     """``key`` if it is a Kubernetes label/taint key (``[prefix/]name``). Raises ValueError."""
-    if not isinstance(key, str) or not LABEL_KEY.match(key) or len(key) > 253 + 1 + 63:
+    if not isinstance(key, str) or not LABEL_KEY.fullmatch(key) or len(key) > 253 + 1 + 63:
         raise ValueError(f"{what} {key!r} is not a valid Kubernetes label/taint key")
     prefix, _, _ = key.rpartition("/")
     if len(prefix) > 253:
@@ -78,7 +78,7 @@ def check_label_value(value: Any, what: str) -> str:
     """``value`` if it is a Kubernetes label value (string, <= 63 chars). Raises ValueError."""
     if not isinstance(value, str):
         raise ValueError(f"{what} {value!r} is a {type(value).__name__}; label values are strings (quote it)")
-    if not LABEL_VALUE.match(value):
+    if not LABEL_VALUE.fullmatch(value):
         raise ValueError(f"{what} {value!r} is not a valid Kubernetes label value (<= 63 of [A-Za-z0-9._-], alphanumeric ends)")
     return value
 

@@ -42,7 +42,7 @@ RULES_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["id", "match", "verdict", "why", "source"],
                 "properties": {
-                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"},
+                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*\\Z"},
                     "match": {"enum": list(MATCHES)},
                     "component": _STR,
                     "service": _STR,

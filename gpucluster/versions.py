@@ -12,7 +12,7 @@ _VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?
 def parse_version(text: str) -> tuple[int, int, int, tuple[int, Any]] | None:
     """``"v26.7.1"`` -> ``(26, 7, 1, (1, ""))``; a pre-release sorts before its release; None when
     ``text`` is not a version."""
-    m = _VERSION.match(str(text).strip())
+    m = _VERSION.fullmatch(str(text).strip())
     if not m:
         return None
     pre = m.group(4)
@@ -31,7 +31,7 @@ def version_in_range(version: str, spec: str | None) -> bool:
     if have is None:
         return False
     for clause in str(spec).split():
-        m = _CLAUSE.match(clause)
+        m = _CLAUSE.fullmatch(clause)
         want = parse_version(m.group(2)) if m else None
         if want is None:
             return False

@@ -222,9 +222,9 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
     refuses bad input before anything is synthesized.
     """
     errors: list[str] = []
-    if not _DNS_LABEL.match(props.name or ""):
+    if not _DNS_LABEL.fullmatch(props.name or ""):
         errors.append(f"name '{props.name}' must be a DNS-1123 label (lowercase letters, digits, '-', <= 63 chars)")
-    if not _K8S_VERSION.match(props.kubernetes_version or ""):
+    if not _K8S_VERSION.fullmatch(props.kubernetes_version or ""):
         errors.append(f"kubernetes_version '{props.kubernetes_version}' must look like 1.34 or 1.34.2")
     if not props.location:
         errors.append("location must be an Azure region, e.g. westus3")
@@ -262,7 +262,7 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
             errors.append(f"{label}: only_critical_addons and temporary_name_for_rotation apply to the system pool only")
         if not pool.vm_size:
             errors.append(f"{label}: vm_size is required")
-        elif not _VM_SIZE.match(pool.vm_size):
+        elif not _VM_SIZE.fullmatch(pool.vm_size):
             errors.append(f"{label}: vm_size {pool.vm_size[:80]!r} is not an Azure VM size name (letters, digits, '_', "
                           "'-', e.g. Standard_ND96isr_H100_v5)")
         if pool.node_count < 1:
@@ -275,7 +275,7 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
             errors.append(f"{label}: gpu_driver '{pool.gpu_driver}' is not one of {', '.join(GPU_DRIVERS)}")
         seen_taints: dict[tuple[str, str], str] = {}
         for taint in dict.fromkeys(pool.taints):
-            if not _TAINT.match(taint):
+            if not _TAINT.fullmatch(taint):
                 errors.append(f"{label}: taint '{taint}' must look like key=value:NoSchedule")
                 continue
             other = seen_taints.setdefault(_taint_key_effect(taint), taint)
@@ -302,7 +302,7 @@ def upgrade_skip_condition(kubernetes_version: str) -> tuple[str, str]:
     refreshed live value (azurerm does not mark it unknown on a version change), so the check
     fails the *plan*; on create it is unknown and Terraform checks it after apply.
     """
-    match = _K8S_VERSION.match(kubernetes_version)
+    match = _K8S_VERSION.fullmatch(kubernetes_version)
     minor = int(match.group(1)) if match else 0  # a malformed version fails validate_props at synth
     allowed = "|".join(str(m) for m in (minor - 1, minor))
     condition = f'${{can(regex("^1[.]({allowed})([.]|$)", self.current_kubernetes_version))}}'

@@ -548,7 +548,7 @@ def validation_errors(err: BaseException) -> list[str] | None:
         return None
     body = text.split(_VALIDATION_FAILED, 1)[1]
     lines = [line.strip() for line in body.splitlines() if line.strip().startswith("[")]
-    return [m.group(2) if (m := _JOINED.match(line)) else line for line in lines]
+    return [m.group(2) if (m := _JOINED.fullmatch(line)) else line for line in lines]
 
 
 # --------------------------------------------------------------------------- provider bindings

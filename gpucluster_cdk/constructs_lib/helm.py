@@ -115,7 +115,7 @@ def _process_staging_root() -> Path:
 def _folder_name(name: str) -> str:
     """``name`` when it is a plain name (a valid release name); otherwise a stand-in derived from
     it, so an invalid name (refused by validation at synth) never leads outside the staging folder."""
-    if _RELEASE_NAME.match(name or "") and len(name) <= HELM_RELEASE_NAME_MAX:
+    if _RELEASE_NAME.fullmatch(name or "") and len(name) <= HELM_RELEASE_NAME_MAX:
         return name
     return "invalid-" + hashlib.sha256(b"name\0" + (name or "").encode("utf-8") + b"\0").hexdigest()[:16]
 
@@ -264,17 +264,17 @@ def validate_release(props: ReleaseOptions) -> list[str]:
     """Problems common to both release kinds (empty list when valid)."""
     errors: list[str] = []
     name = props.release_name
-    if not _RELEASE_NAME.match(name or "") or len(name) > HELM_RELEASE_NAME_MAX:
+    if not _RELEASE_NAME.fullmatch(name or "") or len(name) > HELM_RELEASE_NAME_MAX:
         errors.append(
             f"release name '{name}' must be lowercase letters, digits and '-', at most {HELM_RELEASE_NAME_MAX} characters"
         )
-    if not _DNS_LABEL.match(props.namespace or ""):
+    if not _DNS_LABEL.fullmatch(props.namespace or ""):
         errors.append(f"namespace '{props.namespace}' of release '{name}' must be a DNS-1123 label")
     if props.timeout_seconds <= 0:
         errors.append(f"timeout_seconds of release '{name}' must be > 0 (got {props.timeout_seconds})")
     for entry in props.set_entries:
         path, var = entry.path, entry.variable
-        if not _TF_IDENTIFIER.match(var or "") or var in _TF_RESERVED_VARIABLE_NAMES:
+        if not _TF_IDENTIFIER.fullmatch(var or "") or var in _TF_RESERVED_VARIABLE_NAMES:
             errors.append(
                 f"Terraform variable name '{var}' (values path '{path}' of release '{name}') must be an identifier "
                 f"(letters, digits, '_', '-') and not one of {', '.join(sorted(_TF_RESERVED_VARIABLE_NAMES))}"
@@ -373,7 +373,7 @@ class HelmComponent(_ReleaseConstruct):
                 errors.append(f"repository '{repository}' of release '{props.release_name}' must start with https://, http:// or oci://")
             if chart.startswith("oci://"):
                 errors.append(f"chart '{chart}' of release '{props.release_name}' names another registry than repository '{repository}'")
-            if not _PINNED_VERSION.match(props.version or ""):
+            if not _PINNED_VERSION.fullmatch(props.version or ""):
                 errors.append(
                     f"chart version '{props.version}' of release '{props.release_name}' must be one exact version "
                     "(e.g. v26.7.1 or 0.19.0), not a range or empty"
@@ -520,7 +520,7 @@ def directory_asset_path(asset: Any, scope: Construct, construct_id: str, asset_
     """
     simple = (isinstance(scope, TerraformStack)
               and getattr(type(scope), "allocate_logical_id", None) is getattr(TerraformStack, "allocate_logical_id", None)
-              and _SAFE_ID.match(construct_id) is not None and _SAFE_ID.match(asset_hash) is not None)
+              and _SAFE_ID.fullmatch(construct_id) is not None and _SAFE_ID.fullmatch(asset_hash) is not None)
     if not simple or _ASSET_PATH_RULE == [False]:
         return asset.path
     computed = f"assets/{unique_id([construct_id, ASSET_ID])}/{asset_hash}"
@@ -539,7 +539,7 @@ def variable_hash_expression(vh: Any) -> str:
         raise ValueError(f"variable hash seed {vh.seed!r} is not sha256 hex")
     names = [name for name, _ in vh.variables]
     for name in names:
-        if not _TF_IDENTIFIER.match(name or ""):
+        if not _TF_IDENTIFIER.fullmatch(name or ""):
             raise ValueError(f"Terraform variable name {name!r} is not an identifier")
     return "${sha256(jsonencode([" + ", ".join([f'"{vh.seed}"', *[f"var.{n}" for n in names]]) + "]))}"
 

@@ -126,3 +126,28 @@ def unexpected_templates(document: dict) -> list[tuple[str, str]]:
                 continue
             problems.append((".".join(path), seq[:80]))
     return problems
+
+
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0/C1 control characters (newline, carriage return, ESC, NUL, ...), DEL and the Unicode line
+and paragraph separators: never part of a Terraform or Kubernetes name or attribute gpucluster
+writes, except inside a ``helm_release``'s ``values`` documents (YAML text)."""
+
+
+def unexpected_controls(document: dict) -> list[tuple[str, str]]:
+    """Strings and object keys of a synthesized ``cdk.tf.json`` holding a :data:`CONTROL_CHARACTER`,
+    except the items of a ``values`` list (the YAML documents Helm receives, multi-line by nature).
+
+    A value with a trailing newline (``name: |``, ``region: "westus3\\n"``) is refused where the
+    cluster file is validated; this is the check that no field was missed.
+
+    Returns:
+        ``(dotted JSON path, the string's ``repr`` cut to 80 characters)`` per string, in document order.
+    """
+    problems: list[tuple[str, str]] = []
+    for path, text in _walk(document, ()):
+        if len(path) >= 2 and path[-2] == "values" and path[-1].isdigit():
+            continue
+        if CONTROL_CHARACTER.search(text):
+            problems.append((".".join(path), repr(text)[:80]))
+    return problems

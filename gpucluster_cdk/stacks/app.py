@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from gpucluster_cdk.constructs_lib.cdk import App, validation_errors
 from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
-from gpucluster_cdk.constructs_lib.tfstring import unexpected_templates
+from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls, unexpected_templates
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
 from gpucluster.plugins import platform_for
@@ -116,18 +116,32 @@ def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence
     Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
     the check that none was missed (a new construct argument, a plugin's own construct).
 
+    Nor may any string but a ``helm_release``'s ``values`` documents hold a control character
+    (:func:`constructs_lib.tfstring.unexpected_controls`: a newline in a name, a location, a
+    ``set`` name).
+
     Raises:
         GpuclusterError: ``error[injection]`` per stack with an unescaped ``${``/``%{`` sequence
-            (path inside ``cdk.tf.json`` and the sequence, cut), before the output is swapped in.
+            or a control character (path inside ``cdk.tf.json`` and the sequence or string,
+            cut), before the output is swapped in.
     """
     problems: list[Problem] = []
     for name in stack_names:
         document = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8"))
         found = unexpected_templates(document)
+        cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
+                                                                    cluster_stack_name(p.cluster.name))), None)
+        controls = unexpected_controls(document)
+        if controls:
+            path, text = controls[0]
+            problems.append(Problem(
+                message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
+                        f"first at {path}: {text}",
+                cluster=cluster, id="injection",
+                fix="remove the newline or control character from the value in the cluster file; that it was not "
+                    "refused earlier is a gpucluster or plugin bug (a field without its check)"))
         if found:
             path, seq = found[0]
-            cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
-                                                                        cluster_stack_name(p.cluster.name))), None)
             problems.append(Problem(
                 message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
                         f"first at {path}: {seq!r}",

@@ -257,7 +257,7 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
     seen: set[str] = set()
     for i, pool in enumerate(cluster.pools):
         key = f"pools[{i}]"
-        if not POOL_NAME.match(pool.name):
+        if not POOL_NAME.fullmatch(pool.name):
             raise GpuclusterError(
                 f"node pool name '{pool.name}' is not a valid AKS pool name",
                 key=f"{key}.name",
@@ -265,7 +265,7 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 fix=f"rename it, e.g. {(re.sub(r'[^a-z0-9]', '', pool.name.lower()).lstrip('0123456789')[:12] or 'gpu')}",
                 **where,
             )
-        if not VM_SIZE.match(pool.vm_size):
+        if not VM_SIZE.fullmatch(pool.vm_size):
             raise GpuclusterError(
                 f"node pool '{pool.name}' has vmSize '{pool.vm_size}', not an Azure VM size name",
                 key=f"{key}.vmSize",

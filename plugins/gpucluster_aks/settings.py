@@ -35,7 +35,7 @@ DEPLOYER_ROLE = "Azure Kubernetes Service RBAC Cluster Admin"
 """Built-in role the identity running Terraform gets on the cluster: the runtime stack installs CRDs,
 namespaces and cluster-scoped RBAC (seed ``aks-blog-posts``: AKS Automatic, local accounts disabled)."""
 
-# Patterns as strings: re.match compiles one on its first use (re's cache), so a cluster without
+# Patterns as strings: re.fullmatch compiles one on its first use (re's cache), so a cluster without
 # these settings does not pay for compiling them.
 _GUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _RESOURCE_ID = r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w.()]{1,90}/providers/[A-Za-z.]+/[-\w./()]+$"
@@ -165,7 +165,7 @@ def _resource_id(c, raw, key, kind, at="") -> str | None:
     value = raw.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not re.match(_RESOURCE_ID, value) or f"/{kind}/" not in value.lower() + "/":
+    if not isinstance(value, str) or not re.fullmatch(_RESOURCE_ID, value) or f"/{kind}/" not in value.lower() + "/":
         raise _err(c, at + key, f"settings.{at}{key} must be an Azure resource ID of a {kind.split('/')[-1]}",
                    f"write /subscriptions/<id>/resourceGroups/<rg>/providers/{kind.split('/')[0]}/... (az resource show --query id)")
     return value
@@ -212,7 +212,7 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
     if not isinstance(hours, int) or isinstance(hours, bool) or not 4 <= hours <= 24:
         raise _err(c, "upgrade.maintenanceWindow.hours", f"maintenance window hours {hours!r}", "use 4..24 (AKS minimum 4)", "4..24")
     for key, pattern, example in (("start", _TIME, '"00:00"'), ("utcOffset", _OFFSET, '"+01:00"')):
-        if key in window and not (isinstance(window[key], str) and re.match(pattern, window[key])):
+        if key in window and not (isinstance(window[key], str) and re.fullmatch(pattern, window[key])):
             raise _err(c, f"upgrade.maintenanceWindow.{key}", f"maintenance window {key} {window[key]!r}", f"write e.g. {key}: {example}")
     monitoring = raw.get("monitoring", True)
     workspace = None
@@ -234,7 +234,7 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
     elif isinstance(kv, dict):
         _known(c, kv, "keyVaultSecretsProvider", ("rotationInterval",))
         rotation = kv.get("rotationInterval", rotation)
-        if not isinstance(rotation, str) or not re.match(_INTERVAL, rotation):
+        if not isinstance(rotation, str) or not re.fullmatch(_INTERVAL, rotation):
             raise _err(c, "keyVaultSecretsProvider.rotationInterval", f"rotation interval {rotation!r}", 'write e.g. rotationInterval: "2m"')
     else:
         raise _err(c, "keyVaultSecretsProvider", "settings.keyVaultSecretsProvider must be a mapping or false",
@@ -244,20 +244,20 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
         raise _err(c, "maxPods", f"settings.maxPods is {max_pods!r}", "use 50..250 (AKS allows 10..250; checkov CKV_AZURE_168 wants >= 50)", "50..250")
     zones = _strings(c, raw, "zones", lambda z: z in ("1", "2", "3"), 'zone names "1", "2", "3"', '"1", "2", "3"')
     rg = raw.get("existingResourceGroup")
-    if rg is not None and not (isinstance(rg, str) and re.match(_RG_NAME, rg)):
+    if rg is not None and not (isinstance(rg, str) and re.fullmatch(_RG_NAME, rg)):
         raise _err(c, "existingResourceGroup", f"settings.existingResourceGroup {rg!r} is not a resource group name",
                    "write the name of the existing resource group (letters, digits, '-', '_', '.', '(', ')')")
     pool_upgrade = _pool_upgrade(c, raw)
     login = _mapping(c, raw, "kubelogin")
     _known(c, login, "kubelogin", ("env", "login"))
     env = login.get("env") or {}
-    if not isinstance(env, dict) or not all(isinstance(k, str) and re.match(_ENV_NAME, k) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(isinstance(k, str) and re.fullmatch(_ENV_NAME, k) and isinstance(v, str) for k, v in env.items()):
         raise _err(c, "kubelogin.env", "settings.kubelogin.env must map variable names to strings",
                    "write e.g. env: {AZURE_FEDERATED_TOKEN_FILE: /var/run/secrets/azure/tokens/azure-identity-token}")
     return AksSettings(
         sku_tier=_choice(c, raw, "skuTier", d.sku_tier, SKU_TIERS),
         local_accounts=_bool(c, raw, "localAccounts", d.local_accounts),
-        admin_group_object_ids=_strings(c, raw, "adminGroupObjectIds", lambda v: bool(re.match(_GUID, v)), "Entra group object IDs",
+        admin_group_object_ids=_strings(c, raw, "adminGroupObjectIds", lambda v: bool(re.fullmatch(_GUID, v)), "Entra group object IDs",
                                         '"00000000-0000-0000-0000-000000000000"'),
         private_cluster=private,
         authorized_ip_ranges=ranges,
@@ -318,7 +318,7 @@ def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
                        'remove maxUnavailable and keep a maxSurge above 0, e.g. maxSurge: "10%"')
         surge, unavailable = entry.get("maxSurge", base.max_surge), entry.get("maxUnavailable", base.max_unavailable)
         for field_name, text in (("maxSurge", surge), ("maxUnavailable", unavailable)):
-            if text is not None and not (isinstance(text, str) and re.match(_SURGE, text)):
+            if text is not None and not (isinstance(text, str) and re.fullmatch(_SURGE, text)):
                 raise _err(c, f"{key}.{field_name}", f"{field_name} {text!r} must be a quoted count or percentage",
                            f'write e.g. {field_name}: "1" or "10%"')
         if surge in ("0", "0%") and unavailable in (None, "0", "0%"):

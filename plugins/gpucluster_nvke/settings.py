@@ -100,7 +100,7 @@ RAIL_KEYS = ("name", "rootDevice", "pfName", "subnet")
 RDMA_MODULES_KEYS = ("enabled", "autoTaintNewNodes", "nodeSelector", "tolerations")
 TEARDOWN_KEYS = ("image", "timeoutSeconds")
 
-# Patterns as strings: re.match compiles one on its first use (re's cache), so a plan of another
+# Patterns as strings: re.fullmatch compiles one on its first use (re's cache), so a plan of another
 # platform's clusters does not pay for compiling them.
 _PCI_ADDRESS = r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 _RDMA_DEVICE = r"^[A-Za-z0-9_]+$"
@@ -250,7 +250,7 @@ def _image(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> str | No
     image = _str(ctx, raw, key, prefix)
     if image is None:
         return None
-    match = re.match(_PINNED_IMAGE, image)
+    match = re.fullmatch(_PINNED_IMAGE, image)
     tag = image_tag(image)
     if match and tag is not None and tag.lower() in MOVING_TAGS and not match.group(2):
         raise ctx.error(
@@ -313,14 +313,14 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
             raise ctx.error(where, "must be a rail name or a mapping with name and rootDevice")
         _check_keys(ctx, entry, RAIL_KEYS, where)
         name = _str(ctx, entry, "name", where) or f"rail{i}"
-        if not re.match(_RDMA_DEVICE, name):
+        if not re.fullmatch(_RDMA_DEVICE, name):
             raise ctx.error(f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0")
         root = _str(ctx, entry, "rootDevice", where)
-        if root is not None and not re.match(_PCI_ADDRESS, root):
+        if root is not None and not re.fullmatch(_PCI_ADDRESS, root):
             raise ctx.error(f"{where}.rootDevice", f"'{root}' is not a PCI address",
                             allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0")
         pf = _str(ctx, entry, "pfName", where)
-        if pf is not None and not re.match(_NETDEV, pf):
+        if pf is not None and not re.fullmatch(_NETDEV, pf):
             raise ctx.error(f"{where}.pfName", f"'{pf}' is not a network interface name")
         if root is None and pf is None:
             raise ctx.error(
@@ -378,7 +378,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         raise ctx.error("podNetwork", f"'{pod_network}' is not a network CIDR: {exc}", allowed="e.g. 192.168.0.0/16") from exc
 
     namespace = _str(ctx, raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
-    if not re.match(_DNS_LABEL, namespace) or len(namespace) > 63:
+    if not re.fullmatch(_DNS_LABEL, namespace) or len(namespace) > 63:
         raise ctx.error("networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label")
 
     selector = _labels(ctx, raw["sriovNodeSelector"], "sriovNodeSelector") if "sriovNodeSelector" in raw else {RDMA_AVAILABLE_LABEL: "true"}
@@ -461,7 +461,7 @@ script compares (:mod:`gpucluster.gates`); anything else is not a version there 
 
 
 def _parse_version(text: str) -> tuple[tuple[int, ...], str | None]:
-    match = re.match(_VERSION, str(text).strip())
+    match = re.fullmatch(_VERSION, str(text).strip())
     if not match:
         raise ValueError(f"'{text}' is not a version")
     core = tuple(int(p) for p in match.groups()[:3] if p is not None)

@@ -72,7 +72,7 @@ def version_floor(recipe: Recipe) -> tuple[int, int, int] | None:
     """
     for c in recipe.constraints:
         if c.name == K8S_VERSION_CONSTRAINT:
-            m = _FLOOR.match(c.value)
+            m = _FLOOR.fullmatch(c.value)
             if m:
                 return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
     return None
@@ -83,7 +83,7 @@ def _check_version(cluster: ClusterSpec, recipe: Recipe) -> list[Finding]:
     if floor is None:
         return []
     wanted = f"{floor[0]}.{floor[1]}" + (f".{floor[2]}" if floor[2] else "")
-    m = _MINOR.match(str(cluster.kubernetes_version))
+    m = _MINOR.fullmatch(str(cluster.kubernetes_version))
     leaf = recipe.applied_overlays[-1] if recipe.applied_overlays else "the recipe"
     if m is None:
         return [
