@@ -76,7 +76,8 @@ def parse_scalar(text: str) -> Any:
     """Type one ``set`` value.
 
     ``true``/``false`` -> bool (exactly these spellings, as AICR's ``ConvertMapValue``);
-    ``null`` -> None (delete the key, as Helm's ``--set``); ``-?(0|[1-9][0-9]*)`` -> int;
+    ``null`` -> None (delete the key, as Helm's ``--set``); ``-?(0|[1-9][0-9]*)`` -> int when it fits in
+    64 bits (else the string, as Helm's ``--set``);
     ``'…'`` or ``"…"`` -> the exact string between the quotes; anything else -> the string
     as written. Decimals (``1.10``) stay strings: version-like values would lose digits as
     floats (AICR converts them; write a float through ``values`` when a chart needs one).
@@ -89,9 +90,11 @@ def parse_scalar(text: str) -> Any:
         return False
     if text == "null":
         return None
-    if _INT.fullmatch(text):
-        return int(text)
-    return text
+    if _INT.fullmatch(text) and len(text) <= 20:  # at most 19 digits and a sign: int() never sees a huge text
+        value = int(text)
+        if -(2**63) <= value < 2**63:
+            return value
+    return text  # beyond int64 a string, as Helm's --set (strvals: ParseInt fails, the text stays)
 
 
 MAX_VALUES_DEPTH = 64

@@ -75,7 +75,39 @@ def _strict_loader() -> type[yaml.SafeLoader]:
                 seen[key] = key_node.start_mark
             return super().construct_mapping(node, deep=deep)
 
+        def construct_yaml_int(self, node):  # type: ignore[override]
+            text = self.construct_scalar(node)
+            digits = str(text).replace("_", "").lstrip("+-")
+            if len(digits) > _INT_TEXT_LIMIT:  # before int(): Python refuses > 4300 decimal digits with a ValueError
+                return OutOfRange(str(text))
+            value = super().construct_yaml_int(node)
+            return value if INT_MIN <= value <= INT_MAX else OutOfRange(str(text))
+
+    _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
     return _StrictLoader
+
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""The integers user YAML may hold: 64-bit signed, what Helm (Go ``int64``, sigs.k8s.io/yaml) and
+Kubernetes read. Outside it, whatever the base (``0x``/``0o``/``0b``, sexagesimal, decimal), the
+value is one error naming its key (:func:`check_plain`), never a traceback."""
+_INT_TEXT_LIMIT = 80
+"""Longest integer literal converted at all (characters without sign and ``_``): 2**63 needs 19
+decimal digits, 64 binary ones; longer texts are out of range without being converted."""
+
+
+class OutOfRange:
+    """An integer literal outside :data:`INT_MIN`..:data:`INT_MAX` (its text as written); what the
+    strict loader gives for it, refused by :func:`check_plain` with the key path."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def shown(self) -> str:
+        """The literal for a message: up to 24 characters, longer ones cut with their length."""
+        return self.text if len(self.text) <= 24 else f"{self.text[:12]}…{self.text[-6:]} ({len(self.text)} characters)"
 
 
 def _mark_text(exc: yaml.YAMLError) -> str:
@@ -166,8 +198,9 @@ much deeper documents would exhaust Python's recursion limit in merging and hash
 def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None, _depth: int = 0) -> None:
     """Ensure ``data`` is plain YAML data Helm understands.
 
-    Allowed: mappings with string keys, lists, strings, ints, finite floats, booleans, null,
-    nested at most :data:`MAX_DEPTH` levels.
+    Allowed: mappings with string keys, lists, strings, 64-bit ints (:data:`INT_MIN`..:data:`INT_MAX`;
+    an :class:`OutOfRange` literal is refused), finite floats, booleans, null, nested at most
+    :data:`MAX_DEPTH` levels.
 
     Raises:
         GpuclusterError: naming ``file`` and the dotted key path of the first offending value.
@@ -191,7 +224,16 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
     elif isinstance(data, list):
         for i, v in enumerate(data):
             check_plain(v, file=file, key=f"{key}[{i}]", cluster=cluster, _depth=_depth + 1)
-    elif isinstance(data, bool) or data is None or isinstance(data, (int, str)):
+    elif isinstance(data, bool) or data is None or isinstance(data, str):
+        return
+    elif isinstance(data, OutOfRange) or (isinstance(data, int) and not INT_MIN <= data <= INT_MAX):
+        shown = data.shown() if isinstance(data, OutOfRange) else f"of {data.bit_length()} bits"
+        raise GpuclusterError(
+            f"integer {shown} is outside the 64-bit range Helm and Kubernetes read", file=file, cluster=cluster,
+            key=key or None, allowed=f"integers from {INT_MIN} to {INT_MAX}",
+            fix="use a number in that range, or quote it if it is meant as text",
+        )
+    elif isinstance(data, int):
         return
     elif isinstance(data, float):
         if not math.isfinite(data):
