@@ -32,7 +32,10 @@ or foreign folder (``GPUCLUSTER_CACHE_DIR=/tmp/shared``, a folder another user m
 someone else plant an entry -- a forged parsed catalog changing the Terraform output, a forged
 "valid" marker skipping the schema checks, or bytes crafted to crash :mod:`marshal`. Folders this
 module creates are mode 0700 and entries 0600. On a system without ``os.geteuid`` (Windows) only
-the checksums apply.
+the checksums apply. Entries are opened with ``O_NONBLOCK | O_NOFOLLOW`` and read only when they
+are regular files (:func:`open_regular`: a planted FIFO would block ``open``), at most
+:data:`MAX_ENTRY_BYTES`; a ``marshal`` entry's declared lengths are checked before it is decoded
+(:func:`_bounded_marshal`) and any failure of the decode is a miss.
 
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
 ``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` disables this cache. (The chart cache,
@@ -129,18 +132,63 @@ def _trusted_folders(folder: str, kind: str) -> bool:
         return False
 
 
+MAX_ENTRY_BYTES = 64 << 20
+"""Largest entry read (64 MiB); a larger file is a miss."""
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_regular(path: str | os.PathLike[str]) -> int | None:
+    """A file descriptor of ``path`` opened for reading without blocking and without following a
+    final symbolic link, or None when it cannot be opened or is not a regular file (a FIFO, a
+    device, a folder). Shared by every reader of files others could plant (cache entries, the
+    chart cache's ``Chart.yaml``). The caller closes it."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _read_at_most(fd: int, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``fd``; None when it holds more."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+
+
 def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes | None:
     """The payload stored under ``(kind, key)``, or None (absent, disabled, unreadable, corrupt
     or not trusted: see the module docstring)."""
     folder = _folder(env)
     if folder is None or not _trusted_folders(folder, kind):
         return None
-    try:
-        with open(os.path.join(folder, kind, key), "rb") as f:
-            if not _trusted(os.fstat(f.fileno()), folder=False):
-                return None
-            data = f.read(64 << 20)
+    try:  # without blocking (a FIFO planted as an entry would hang open()), no link, regular files only
+        fd = os.open(os.path.join(folder, kind, key), _OPEN_FLAGS)
     except (OSError, ValueError):
+        return None
+    try:
+        if not _trusted(os.fstat(fd), folder=False):
+            return None
+        data = _read_at_most(fd, MAX_ENTRY_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if data is None:
         return None
     head = _MAGIC + key.encode("ascii") + b"\n"
     if not data.startswith(head) or len(data) < len(head) + 65:
@@ -267,15 +315,68 @@ MISS = object()
 """What :func:`get_plain` returns for a miss (``None`` is plain data a parse may give)."""
 
 
+def _bounded_marshal(data: bytes) -> bool:
+    """Whether ``data`` is exactly one ``marshal`` (version 2) object made only of what
+    :func:`put_plain` writes -- ``None``/``True``/``False``, 32-bit and long ints, binary floats,
+    strings, lists and dicts -- with every declared length within the bytes that follow.
+
+    ``marshal.loads`` allocates what a header declares before reading it: a 5-byte list header
+    claiming 2**31 items asks for 16 GiB. Checked first, a decode allocates at most about eight
+    times the entry's size (a list item takes at least one byte). Walked without recursion."""
+    n, pos = len(data), 0
+    frames: list[list] = [["list", 1]]  # ["list", items left] or ["dict", True when a key comes next]
+    while frames:
+        top = frames[-1]
+        if top[0] == "list" and top[1] == 0:
+            frames.pop()
+            continue
+        if pos >= n:
+            return False
+        code = data[pos]
+        pos += 1
+        if top[0] == "list":
+            top[1] -= 1
+        elif top[1]:  # a dict's key, or its end
+            if code == 0x30:  # '0' (NULL)
+                frames.pop()
+                continue
+            top[1] = False
+        else:
+            top[1] = True
+        if code in (0x4E, 0x54, 0x46):  # 'N' 'T' 'F'
+            continue
+        if code in (0x69, 0x67):  # 'i' int32, 'g' binary float
+            pos += 4 if code == 0x69 else 8
+            if pos > n:
+                return False
+            continue
+        if code == 0x7B:  # '{'
+            frames.append(["dict", True])
+            continue
+        if code not in (0x6C, 0x75, 0x74, 0x5B) or pos + 4 > n:  # 'l' long, 'u' 't' strings, '[' list
+            return False
+        size = int.from_bytes(data[pos:pos + 4], "little", signed=True)
+        pos += 4
+        length = abs(size) * 2 if code == 0x6C else size  # a long: |size| 15-bit digits of 2 bytes
+        if length < 0 or length > n - pos:
+            return False
+        if code == 0x5B:
+            frames.append(["list", size])
+        else:
+            pos += length
+    return pos == n
+
+
 def get_plain(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> object:
     """The plain data (:func:`is_plain`) stored by :func:`put_plain` under ``(kind, key)``, or
-    :data:`MISS`: absent, unusable (see :func:`get`), not ``marshal`` data, or not plain data."""
+    :data:`MISS`: absent, unusable (see :func:`get`), not bounded ``marshal`` data
+    (:func:`_bounded_marshal`), or not plain data. No failure of the decode is raised."""
     payload = get(kind, key, env=env)
-    if payload is None:
+    if payload is None or not _bounded_marshal(payload):
         return MISS
     try:
         value = marshal.loads(payload)
-    except (ValueError, EOFError, TypeError):
+    except Exception:  # noqa: BLE001 - ValueError, EOFError, TypeError, MemoryError, RecursionError: a miss
         return MISS
     return value if is_plain(value) else MISS
 

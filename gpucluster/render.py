@@ -159,14 +159,25 @@ class ChartDir:
     dependencies: tuple[Mapping[str, Any], ...] = ()
 
 
+CHART_YAML_LIMIT = 1 << 20
+"""Largest ``Chart.yaml`` read (1 MiB; real ones are a few KiB)."""
+
+
 def read_chart_dir(path: Path) -> ChartDir | None:
-    """The :class:`ChartDir` at ``path`` (a folder with ``Chart.yaml``), or None."""
-    meta_file = path / "Chart.yaml"
-    if not meta_file.is_file():
+    """The :class:`ChartDir` at ``path`` (a folder with a regular ``Chart.yaml`` of at most
+    :data:`CHART_YAML_LIMIT` bytes), or None."""
+    from gpucluster.diskcache import open_regular
+
+    fd = open_regular(path / "Chart.yaml")  # without blocking: a FIFO named Chart.yaml is no chart
+    if fd is None:
         return None
     try:
-        meta = yaml.safe_load(meta_file.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(CHART_YAML_LIMIT + 1)
+        if len(raw) > CHART_YAML_LIMIT:
+            return None
+        meta = yaml.safe_load(raw.decode("utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError):
         return None
     if not isinstance(meta, Mapping) or not meta.get("name"):
         return None
