@@ -45,11 +45,14 @@ class ChartCacheError(OSError):
 
 
 def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$GPUCLUSTER_CHART_CACHE``, else ``$XDG_CACHE_HOME/gpucluster/charts``, else ``~/.cache/gpucluster/charts``."""
+    """``$GPUCLUSTER_CHART_CACHE``, else ``$XDG_CACHE_HOME/gpucluster/charts`` (when absolute: a relative
+    one is ignored, as the XDG Base Directory Specification says), else ``~/.cache/gpucluster/charts``."""
     env = os.environ if env is None else env
     if env.get(CACHE_ENV):
         return Path(env[CACHE_ENV])
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = env.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):  # a relative one is ignored (XDG Base Directory Specification)
+        base = str(Path.home() / ".cache")
     return Path(base) / "gpucluster" / "charts"
 
 

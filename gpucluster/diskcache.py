@@ -38,7 +38,7 @@ are regular files (:func:`open_regular`: a planted FIFO would block ``open``), a
 (:func:`_bounded_marshal`) and any failure of the decode is a miss.
 
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
-``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` disables this cache. (The chart cache,
+``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` -- or any relative path -- disables this cache. (The chart cache,
 :mod:`gpucluster.chartcache`, is ``$XDG_CACHE_HOME/gpucluster/charts`` or
 ``~/.cache/gpucluster/charts`` unless ``$GPUCLUSTER_CHART_CACHE`` moves it; it follows
 :func:`trusted_path` too.)
@@ -61,13 +61,21 @@ _MAGIC = b"gpucluster-cache 1\n"
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
-    """The cache folder (see the module docstring), or None when disabled or no home is known."""
+    """The cache folder (see the module docstring), or None when disabled or no home is known.
+
+    Only absolute folders are used: a relative ``GPUCLUSTER_CACHE_DIR`` disables the cache (it
+    would put parsed cluster and values files -- secrets a values file holds included -- into
+    whatever folder the command runs in, such as the project's git work tree), and a relative
+    ``XDG_CACHE_HOME`` is ignored as the XDG Base Directory Specification says ("All paths set in
+    these environment variables must be absolute. If an implementation encounters a relative path
+    in any of these variables it should consider the path invalid and ignore it",
+    https://specifications.freedesktop.org/basedir-spec/latest/)."""
     env = os.environ if env is None else env
     value = env.get(CACHE_DIR_ENV)
     if value:
-        return None if value == "off" else Path(value)
+        return None if value == "off" or not os.path.isabs(value) else Path(value)
     base = env.get("XDG_CACHE_HOME")
-    if not base:
+    if not base or not os.path.isabs(base):
         try:
             base = str(Path.home() / ".cache")
         except (RuntimeError, KeyError, OSError):  # no home directory

@@ -134,3 +134,23 @@ def test_a_fifo_named_chart_yaml_is_no_chart_and_does_not_block(tmp_path):
     assert read_chart_dir(tmp_path / "c") is None
 
 
+def test_a_relative_cache_folder_disables_the_cache_and_writes_nothing_into_the_project(tmp_path, monkeypatch):
+    """GPUCLUSTER_CACHE_DIR=relcache wrote parsed cluster and values files (secrets included) into
+    the working folder; a relative XDG_CACHE_HOME is ignored (XDG Base Directory Specification)."""
+    assert diskcache.cache_dir({diskcache.CACHE_DIR_ENV: "relcache"}) is None
+    assert diskcache.cache_dir({diskcache.CACHE_DIR_ENV: "./c", "XDG_CACHE_HOME": str(tmp_path)}) is None
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    assert diskcache.cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster"
+    from gpucluster.chartcache import default_cache_dir
+    assert default_cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster" / "charts"
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: r\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n")
+    env = {**os.environ, "GPUCLUSTER_CACHE_DIR": "relcache"}
+    env.pop("GPUCLUSTER_CONFIG", None)
+    result = subprocess.run([sys.executable, "-m", "gpucluster.cli", "plan"], capture_output=True, text=True, env=env,
+                            cwd=project, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["gpucluster.yaml"]
