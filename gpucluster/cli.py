@@ -48,13 +48,15 @@ traceback (``GPUCLUSTER_DEBUG=1`` prints the traceback too). Output is determini
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
+from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped
 from gpucluster.model import ANY, Criteria, RuntimePlan
 
 
@@ -223,6 +225,25 @@ def version_text() -> str:
     return f"gpucluster {__version__} (plugin SDK API {SDK_API_VERSION})"
 
 
+class _Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one ``error[usage] ... fix: ...`` line (raised
+    as :class:`UsageError`) instead of argparse's usage line plus ``gpucluster: error: ...``."""
+
+    def error(self, message: str):  # type: ignore[override]
+        command = _command_in(self._argv) if getattr(self, "_argv", None) is not None else None
+        prog = f"gpucluster {command}" if command and self.prog == "gpucluster" else self.prog
+        raise UsageError(f"{message} (usage: {' '.join(self.format_usage().split()[1:])})", id="usage",
+                         fix=f"run '{prog} --help' for the arguments it takes")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)  # the command a top-level error is about
+        return super().parse_args(args, namespace)
+
+
+class UsageError(GpuclusterError):
+    """A command line argparse refuses (unknown option, missing argument, bad choice)."""
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests).
 
@@ -230,7 +251,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         command: build the arguments of this subcommand only (the others get their name and help
             line, so ``gpucluster --help`` and every error read the same); None: all of them.
     """
-    parser = argparse.ArgumentParser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
+    parser = _Parser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print the tool's version and the plugin SDK's API version, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -362,15 +383,15 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     for i, p in enumerate(plans):
         if i:
             out.write("\n")
-        leaf = p.recipe.applied_overlays[-1] if p.recipe.applied_overlays else "-"
-        prof = f" profile {p.recipe.profile[0]}={p.recipe.profile[1]}" if p.recipe.profile else ""
-        out.write(f"cluster {p.cluster.name}: recipe {leaf}{prof}, {len(p.nodes)} releases\n")
+        leaf = escaped(p.recipe.applied_overlays[-1]) if p.recipe.applied_overlays else "-"  # a RecipeResult's own text
+        prof = f" profile {escaped(p.recipe.profile[0])}={escaped(p.recipe.profile[1])}" if p.recipe.profile else ""
+        out.write(f"cluster {escaped(p.cluster.name)}: recipe {leaf}{prof}, {len(p.nodes)} releases\n")
         width_id = max((len(n.id) for n in p.nodes), default=4)
         width_kind = max((len(n.kind) for n in p.nodes), default=4)
         out.write(f"  {'NODE'.ljust(width_id)}  {'KIND'.ljust(width_kind)}  DEPENDS ON\n")
         for n in p.nodes:
-            deps = ", ".join(n.depends_on) if n.depends_on else "-"
-            out.write(f"  {n.id.ljust(width_id)}  {n.kind.ljust(width_kind)}  {deps}\n")
+            deps = escaped(", ".join(n.depends_on)) if n.depends_on else "-"
+            out.write(f"  {escaped(n.id).ljust(width_id)}  {escaped(n.kind).ljust(width_kind)}  {deps}\n")
 
 
 def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
@@ -551,7 +572,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
         write_output(result, Path(args.out))
         rendered = sum(1 for r in result.releases if r.manifests)
-        out.write(f"rendered {rendered} of {len(result.releases)} releases into {args.out}\n")
+        out.write(f"rendered {rendered} of {len(result.releases)} releases into {escaped(args.out)}\n")
         return _report(result.findings, out, err, not_checked=unverified(result))
     finally:
         result.renderer.close()
@@ -607,16 +628,16 @@ def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> None:
         for entry in inventory["plugins"]:
             dist = entry["distribution"]
             origin = f"{dist['name']} {dist['version']}" if dist else entry["source"]
-            out.write(f"{entry['name']}: module {entry['module']} ({origin})\n")
+            out.write(escaped(f"{entry['name']}: module {entry['module']} ({origin})") + "\n")
             for p in entry["platforms"]:
                 kind = "provisions clusters" if p["provisionsCluster"] else "existing clusters"
-                out.write(f"  platform {p['service']}: {p['displayName']} ({kind})\n")
+                out.write(escaped(f"  platform {p['service']}: {p['displayName']} ({kind})") + "\n")
             hooks = [
                 hook + "".join(f" ({flag})" for flag in ("tryfirst", "trylast") if hook in entry[flag]) for hook in entry["hooks"]
             ]
             out.write(f"  hooks: {', '.join(hooks) or '-'}\n")
         for name in inventory["blocked"]:
-            out.write(f"{name}: blocked (GPUCLUSTER_DISABLE_PLUGINS)\n")
+            out.write(f"{escaped(name)}: blocked (GPUCLUSTER_DISABLE_PLUGINS)\n")
     out.flush()
     platforms()
 
@@ -662,12 +683,37 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    if err is None:  # stderr closed (2>&-): no line can be printed
+        err = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if out is None:  # stdout closed (>&-): say so instead of an AttributeError traceback
+        err.write(Problem(message="standard output is closed, so nothing can be printed", key="stdout", id="output",
+                          fix="run the command with its output on a terminal, a file or a pipe (not >&-)").render() + "\n")
+        return EXIT_INVALID_INPUT
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command_in(argv))  # only the given command's arguments: less work per run
-    args = parser.parse_args(argv)
+    try:
+        return _main(argv, _Guarded(out), err)
+    except KeyboardInterrupt:  # Ctrl-C: quietly, with the shell's code for SIGINT
+        _discard_output(out)
+        return EXIT_INTERRUPTED
+
+
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process the signal ended."""
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """:func:`main` after the streams are checked: parse, run the command, and turn every failure
+    into one line -- input errors and usage errors exit 2, a standard stream that cannot be written
+    (a full disk, ``/dev/full``) exits 2, a reader that went away exits 1, anything unexpected is
+    one ``error[internal]`` line with exit 70 (the traceback only with ``GPUCLUSTER_DEBUG=1``)."""
     code = 0
     try:
         try:
+            parser = build_parser(_command_in(argv))  # only the given command's arguments: less work per run
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as exc:  # --help printed its text
+                return exc.code if isinstance(exc.code, int) else 0
             if args.command == "recipe":
                 _cmd_recipe(args, out)
             elif args.command == "plan":
@@ -706,7 +752,75 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     except BrokenPipeError:
         _discard_output(out, err)
         return EXIT_OUTPUT_CLOSED
+    except _StreamError as failed:
+        exc = failed.error
+        _discard_output(out)
+        with contextlib.suppress(OSError, ValueError):
+            err.write(Problem(
+                message=f"writing the output failed: {exc.strerror or exc} (errno {errno.errorcode.get(exc.errno, exc.errno)})",
+                key="stdout", id="output",
+                fix="free space where the output goes, or redirect it to another file (df -h)").render() + "\n")
+            err.flush()
+        return EXIT_INVALID_INPUT
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, never a traceback
+        return _internal_error(exc, err)
     return code
+
+
+class _StreamError(Exception):
+    """A write or flush of the standard output failed (a full disk, ``/dev/full``, an I/O error)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.error = error
+
+
+class _Guarded:
+    """A text stream whose ``write``/``flush`` failures (other than a closed pipe, which keeps its
+    own handling) are raised as :class:`_StreamError`, told apart from a command's own file errors."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StreamError(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StreamError(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _internal_error(exc: BaseException, err: TextIO) -> int:
+    """One ``error[internal]`` line for an unexpected exception (the traceback with
+    ``GPUCLUSTER_DEBUG=1``); returns 70 (``EX_SOFTWARE``, as ``main.py``)."""
+    if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exception(exc, file=err)
+    with contextlib.suppress(OSError, ValueError):
+        err.write(Problem(message=f"unexpected {type(exc).__name__}: {exc}", id="internal",
+                          fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with "
+                              "the command and its input files").render() + "\n")
+        err.flush()
+    return EXIT_INTERNAL
+
+
+EXIT_INTERNAL = 70
+"""Exit code of an unexpected internal error (``EX_SOFTWARE``, sysexits.h), as ``main.py``."""
 
 
 EXIT_OUTPUT_CLOSED = 1

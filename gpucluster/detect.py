@@ -119,6 +119,9 @@ def detect(node_list: Any, prefixes: Mapping[str, str], *, source: str = "<nodes
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
+MAX_NODES_JSON_BYTES = 256 << 20
+"""Largest ``--nodes-json`` read (256 MiB: a NodeList of thousands of nodes is tens of MiB)."""
+
 
 def load_nodes(
     *,
@@ -138,15 +141,28 @@ def load_nodes(
             (its last stderr line is included).
     """
     if nodes_json:
-        path = Path(nodes_json).expanduser()
         try:
-            return _parse_json(path.read_bytes()), nodes_json
+            path = Path(nodes_json).expanduser()
+        except RuntimeError:  # ~user of a user this system does not know
+            raise GpuclusterError("the nodes file names the home folder of an unknown user", file=nodes_json,
+                                  key="--nodes-json", fix="write the path without ~user, or as an absolute path") from None
+        try:
+            with path.open("rb") as f:  # a pipe (/dev/stdin) is fine; what is read is bounded (/dev/zero)
+                data = f.read(MAX_NODES_JSON_BYTES + 1)
         except OSError as exc:
-            raise GpuclusterError(f"cannot read the nodes file: {exc.strerror}", file=nodes_json, key="--nodes-json",
-                                  fix="check the path and permissions of --nodes-json") from exc
+            raise GpuclusterError(f"cannot read the nodes file: {exc.strerror or exc}", file=nodes_json, key="--nodes-json",
+                                  fix="check the path and permissions of --nodes-json") from None
+        except ValueError:  # a NUL byte in the name
+            raise GpuclusterError("the nodes file name holds a NUL byte", file=nodes_json, key="--nodes-json",
+                                  fix="check the path of --nodes-json") from None
+        if len(data) > MAX_NODES_JSON_BYTES:
+            raise GpuclusterError(f"the nodes file is larger than {MAX_NODES_JSON_BYTES >> 20} MiB", file=nodes_json,
+                                  key="--nodes-json", fix="save `kubectl get nodes -o json` output, not another file")
+        try:
+            return _parse_json(data), nodes_json
         except ValueError as exc:
             raise GpuclusterError(f"the nodes file is not JSON: {exc}", file=nodes_json, key="--nodes-json",
-                                  fix="save `kubectl get nodes -o json` output") from exc
+                                  fix="save `kubectl get nodes -o json` output") from None
     kubectl = which("kubectl")
     if kubectl is None:
         raise GpuclusterError(
@@ -156,7 +172,12 @@ def load_nodes(
         )
     cmd = [kubectl, "get", "nodes", "-o", "json", f"--request-timeout={KUBECTL_TIMEOUT_SECONDS}s"]
     if kubeconfig:
-        cmd.append(f"--kubeconfig={Path(kubeconfig).expanduser()}")  # one argument each: a value is never an option
+        try:
+            expanded = Path(kubeconfig).expanduser()
+        except RuntimeError:  # ~user of a user this system does not know
+            raise GpuclusterError("the kubeconfig path names the home folder of an unknown user", file=kubeconfig,
+                                  key="--kubeconfig", fix="write the path without ~user, or as an absolute path") from None
+        cmd.append(f"--kubeconfig={expanded}")  # one argument each: a value is never an option
     if context:
         cmd.append(f"--context={context}")
     label = f"kubectl ({kubeconfig or 'default kubeconfig'}{', context ' + context if context else ''})"
@@ -189,18 +210,20 @@ def _parse_json(data: str | bytes) -> Any:
 
 def render_text(result: Detection, *, kubeconfig: str | None, context: str | None) -> str:
     """Human summary plus the cluster-file snippet to start from."""
-    lines = [f"service: {result.service}"]
+    from gpucluster.errors import escaped  # node names and providerIDs come from the cluster: one line each
+
+    lines = [f"service: {escaped(result.service)}"]
     for service, names in sorted(result.nodes.items()):
-        lines.append(f"  {service}: {len(names)} node(s): {', '.join(names)}")
+        lines.append(f"  {escaped(service)}: {len(names)} node(s): {escaped(', '.join(names))}")
     if result.unmatched:
-        lines.append(f"  unclaimed: {', '.join(n + (f' ({p})' if p else ' (no providerID)') for n, p in result.unmatched)}")
-    lines += ["", "cluster file snippet:", "  criteria:", f"    service: {result.service}"]
+        lines.append(f"  unclaimed: {escaped(', '.join(n + (f' ({p})' if p else ' (no providerID)') for n, p in result.unmatched))}")
+    lines += ["", "cluster file snippet:", "  criteria:", f"    service: {escaped(result.service)}"]
     if kubeconfig or context:
         lines.append("  existing:")
         if kubeconfig:
-            lines.append(f"    kubeconfig: {kubeconfig}")
+            lines.append(f"    kubeconfig: {escaped(kubeconfig)}")
         if context:
-            lines.append(f"    context: {context}")
+            lines.append(f"    context: {escaped(context)}")
     return "\n".join(lines) + "\n"
 
 

@@ -23,10 +23,11 @@ FIELD_LIMIT = 160
 TEXT_LIMIT = 480
 """Longest message, ``allowed`` or ``fix`` printed (characters); longer ones are cut in the middle."""
 
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff\ufeff\ufff9-\ufffb]")
 """Characters that would break or forge a one-line message, or act on the terminal: C0/C1 control
 characters (newline, carriage return, ESC of terminal escape sequences), line/paragraph separators,
-zero-width and bidirectional formatting characters (Trojan Source, CVE-2021-42574)."""
+zero-width and bidirectional formatting characters (Trojan Source, CVE-2021-42574), and lone
+surrogates (a JSON ``"\\udc80"``), which no UTF-8 stream can write."""
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -49,6 +50,13 @@ def one_line(text: object, limit: int = TEXT_LIMIT) -> str:
         head = limit * 2 // 3
         text = f"{text[:head]}…({cut} characters cut)…{text[len(text) - (limit - head):]}"
     return text
+
+
+def escaped(text: object) -> str:
+    """``text`` with the characters of :data:`_UNSAFE` escaped as :func:`one_line` does, not cut:
+    for a value from an input file or a cluster (a node name, a RecipeResult's overlay name, a
+    values key) printed outside an error line, so it stays on its line and cannot drive the terminal."""
+    return _UNSAFE.sub(_escape_char, str(text))
 
 
 @dataclass

@@ -513,7 +513,8 @@ def run(old: str, new: str) -> Report:
 
 
 def render_text(report: Report) -> str:
-    """Human-readable report; ends with the overall verdict and its exit code."""
+    """Human-readable report; ends with the overall verdict and its exit code. Every line passes
+    :func:`gpucluster.errors.escaped` (what comes from the compared files stays on its line)."""
     lines = [f"upgrade-check {report.old} -> {report.new}"]
     for c in report.clusters:
         lines.append(f"cluster {c.cluster} ({c.service}): {c.verdict}")
@@ -548,7 +549,9 @@ def render_text(report: Report) -> str:
                 if r.source:
                     lines.append(f"      source: {r.source}")
     lines.append(f"verdict: {report.verdict} (exit {report.exit_code})")
-    return "\n".join(lines) + "\n"
+    from gpucluster.errors import escaped  # each line one line: labels, values paths and names come from the files
+
+    return "\n".join(escaped(line) for line in lines) + "\n"
 
 
 def render_json(report: Report) -> str:

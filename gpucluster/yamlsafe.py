@@ -181,7 +181,11 @@ def resolve_user_path(text: str, base: Path, *, file: str, key: str, cluster: st
             fix="use a shorter path",
             **where,
         )
-    path = Path(text).expanduser() if text.startswith("~") else Path(text)
+    try:
+        path = Path(text).expanduser() if text.startswith("~") else Path(text)
+    except RuntimeError:  # ~nouser/...: "Could not determine home directory"
+        raise GpuclusterError(f"the {what} path {text!r} names the home folder of a user this system does not know",
+                              fix="write the path without ~user (relative to the cluster file, or absolute)", **where) from None
     try:
         return (path if path.is_absolute() else base / path).resolve()
     except (RuntimeError, OSError) as exc:  # "Symlink loop from ...", ELOOP

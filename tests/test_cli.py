@@ -77,9 +77,11 @@ def test_debug_shows_traceback(monkeypatch):
 
 
 def test_bad_profile_syntax_is_a_usage_error():
-    with pytest.raises(SystemExit) as exc:
-        run(["recipe", "--service", "aks", "--profile", "gpuStack"])
-    assert exc.value.code == 2
+    code, out, err = run(["recipe", "--service", "aks", "--profile", "gpuStack"])
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith("error[usage]: argument --profile: ") and line.endswith(
+        " fix: run 'gpucluster recipe --help' for the arguments it takes"), line
 
 
 def test_plan_default_cluster(tmp_path, monkeypatch):
@@ -152,8 +154,23 @@ def test_a_parser_built_for_one_command_reads_as_the_whole_one(command):
     assert cli._command_in(["-h"]) is None and cli._command_in(["plna"]) is None
 
 
-def test_a_mistyped_command_or_option_is_refused_as_before(capsys):
-    for argv, needle in ((["plna"], "invalid choice: 'plna'"), (["plan", "--bogus"], "unrecognized arguments: --bogus")):
-        with pytest.raises(SystemExit) as exc:
-            cli.main(argv)
-        assert exc.value.code == 2 and needle in capsys.readouterr().err
+@pytest.mark.parametrize("argv, needle, command", [
+    (["plna"], "argument COMMAND: invalid choice: 'plna'", ""),
+    (["plan", "--bogus"], "unrecognized arguments: --bogus", " plan"),
+    ([], "the following arguments are required: COMMAND", ""),
+    (["upgrade-check", "--from", "a"], "the following arguments are required: --to", " upgrade-check"),
+    (["render", "--out"], "argument --out: expected one argument", " render"),
+])
+def test_a_usage_error_is_one_error_usage_line_with_a_fix(capsys, argv, needle, command):
+    """Was argparse's two lines (usage, then 'gpucluster: error: ...') without a fix:."""
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"error[usage]: {needle}") and " (usage: gpucluster" in line, line
+    assert line.endswith(f" fix: run 'gpucluster{command} --help' for the arguments it takes"), line
+
+
+def test_help_still_prints_and_exits_0(capsys):
+    assert cli.main(["plan", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: gpucluster plan ")

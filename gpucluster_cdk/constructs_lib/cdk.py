@@ -355,6 +355,43 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     )
 
 
+def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, before the jsii kernel starts, the two environment variables whose bad values
+    otherwise end in an unexpected error: a ``JSII_NODE`` that names no program (jsii's
+    ``FileNotFoundError``) and a ``CDKTF_CONTEXT_JSON`` that is not a JSON object (cdktf's
+    ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf CLI
+    sets ``CDKTF_CONTEXT_JSON`` itself (``cdktf.json``'s ``context``).
+
+    Raises:
+        GpuclusterError: ``key=JSII_NODE`` or ``key=CDKTF_CONTEXT_JSON``.
+    """
+    environ = os.environ if environ is None else environ
+    from gpucluster.errors import GpuclusterError
+
+    node = environ.get("JSII_NODE")
+    if node is not None:
+        import shutil
+
+        if not node.strip() or shutil.which(node, path=environ.get("PATH")) is None:
+            raise GpuclusterError(f"JSII_NODE={node!r} names no program that can be run", key="JSII_NODE",
+                                  allowed="the path or name of a Node.js executable (Node 20+)",
+                                  fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable")
+    context = environ.get("CDKTF_CONTEXT_JSON")
+    if context is not None:
+        import json
+
+        try:
+            parsed = json.loads(context)
+        except (ValueError, RecursionError) as exc:
+            parsed = exc
+        if not isinstance(parsed, dict):
+            reason = f"not JSON ({parsed})" if isinstance(parsed, Exception) else f"a JSON {type(parsed).__name__}, not an object"
+            raise GpuclusterError(f"CDKTF_CONTEXT_JSON is {reason}", key="CDKTF_CONTEXT_JSON",
+                                  allowed='a JSON object, e.g. {"excludeStackIdFromLogicalIds": "true"}',
+                                  fix="unset CDKTF_CONTEXT_JSON (the cdktf CLI sets it from cdktf.json's context), or "
+                                      "make it a JSON object")
+
+
 LAZY_JS_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazy_bindings.cjs")
 """Node.js preload making the binding assemblies' ``lib/index.js`` lazy (see :func:`_lazy_js_bindings`)."""
 
@@ -393,6 +430,7 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: one input error line, before the kernel
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
