@@ -179,6 +179,9 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
     from gpucluster.plugins import platform_for
 
     fleet = fleet_mod.parse_fleet(data["fleet"], file=source)
+    if fleet.hub is not None:  # the hub's kubeconfig and context follow existing.kubeconfig's rules
+        check_existing(ExistingCluster(kubeconfig_path=fleet.hub.kubeconfig_path, context=fleet.hub.context),
+                       file=source, cluster=None, key="fleet.hub")
     for i, raw in enumerate(data["clusters"]):
         if raw.get("fleet") is not None:
             fleet.members[clusters[i].name] = fleet_mod.parse_member(
@@ -551,32 +554,34 @@ def check_existing(existing: ExistingCluster, *, file: str | None, cluster: str 
     * ``context``: when given, non-empty, without surrounding whitespace or control characters.
 
     Args:
-        key: the key path of the ``existing`` mapping (``clusters[0].existing``).
+        key: the key path of the ``existing`` mapping (``clusters[0].existing``), or ``fleet.hub``
+            (the fleet hub's kubeconfig and context follow the same rules).
 
     Raises:
         GpuclusterError: ``<key>.kubeconfig`` or ``<key>.context``.
     """
     where = {"file": file, "cluster": cluster}
+    shown = "existing" if key.endswith("existing") else key  # the name the file uses (fleet.hub for the hub)
     path = existing.kubeconfig_path
     kkey = f"{key}.kubeconfig"
     if path is not None:
         if not isinstance(path, str) or not path.strip():
-            raise GpuclusterError("existing.kubeconfig is empty", key=kkey, fix="give the kubeconfig path, e.g. ~/.kube/config",
+            raise GpuclusterError(f"{shown}.kubeconfig is empty", key=kkey, fix="give the kubeconfig path, e.g. ~/.kube/config",
                                   **where)
         if path != path.strip() or _CONTROL.search(path):
             raise GpuclusterError(
-                f"existing.kubeconfig {path!r} has surrounding whitespace or control characters",
+                f"{shown}.kubeconfig {path!r} has surrounding whitespace or control characters",
                 key=kkey, fix="write the path without leading/trailing spaces or line breaks", **where)
         if not (path.startswith("/") or path == "~" or path.startswith("~/")):
             raise GpuclusterError(
-                f"existing.kubeconfig '{path}' is a relative path: Terraform's Helm provider would resolve it against "
+                f"{shown}.kubeconfig '{path}' is a relative path: Terraform's Helm provider would resolve it against "
                 "the runtime stack's folder (cdktf.out/stacks/<name>-runtime), not against the cluster file",
                 key=kkey, allowed=KUBECONFIG_FORMS, fix="write the full path, e.g. ~/.kube/config", **where)
     context = existing.context
     if context is not None and (not isinstance(context, str) or not context.strip() or context != context.strip()
                                 or _CONTROL.search(context)):
         raise GpuclusterError(
-            f"existing.context {context!r} is empty or has surrounding whitespace or control characters",
+            f"{shown}.context {context!r} is empty or has surrounding whitespace or control characters",
             key=f"{key}.context",
             fix="give the context name exactly as `kubectl config get-contexts` lists it, or drop the key to use the current context",
             **where,

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from gpucluster.model import RuntimePlan, Toleration
+from gpucluster.values import credential_paths
 from gpucluster.render import LintFinding, RenderedRelease, RenderResult, iter_objects, sort_findings
 
 POD_TEMPLATE_PATHS = {
@@ -75,9 +76,6 @@ SCHEDULED_RESOURCES = {
 }
 """Resources the Prometheus Operator turns into StatefulSets (system-node workloads)."""
 
-_CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE)
-_NOT_A_CREDENTIAL = re.compile(r"(^existing.*|name|ref|key|file|path|enabled|mount|dir|annotations|labels)$", re.IGNORECASE)
-"""Keys that name a Secret or a key in one (``existingSecret``, ``passwordKey``, ``secretName``), not a credential."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -667,12 +665,10 @@ def check_images(ctx: _Ctx) -> None:
 def check_credentials(ctx: _Ctx) -> None:
     """``lint.credential`` (module docstring): a literal credential in a release's values."""
     for release in ctx.releases:
-        for path, value in _leaves(release.node.values):
-            key = path[-1]
-            if isinstance(value, str) and value and _CREDENTIAL_KEY.search(key) and not _NOT_A_CREDENTIAL.search(key):
-                ctx.add(release, "lint.credential", "error",
-                        f"values path '{_dotted(path)}' holds a literal credential: it lands in the Terraform state and plan output",
-                        "remove it and let the chart generate the secret, or reference an existing Secret", key=_dotted(path))
+        for path in credential_paths(release.node.values):
+            ctx.add(release, "lint.credential", "error",
+                    f"values path '{_dotted(path)}' holds a literal credential: it lands in the Terraform state and plan output",
+                    "remove it and let the chart generate the secret, or reference an existing Secret", key=_dotted(path))
 
 
 def lint_result(result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()) -> list[LintFinding]:

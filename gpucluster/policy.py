@@ -734,6 +734,32 @@ def check_gate_image_digest(c: _Checks) -> None:
         )
 
 
+def check_literal_credentials(c: _Checks) -> None:
+    """VALUES-CREDENTIAL (warning): a values key that names a credential holds a literal string
+    (:func:`gpucluster.values.credential_paths`: ``adminPassword: hunter2``).
+
+    Terraform keeps every ``helm_release`` argument in its plan and state, and the value is written
+    into ``cdk.tf.json``; gpucluster then writes the output folder 0700 and its files 0600
+    (docs/cluster-file.md, "Secrets"). A Terraform variable (``overrides.variables``) keeps the
+    value out of the files; Terraform still stores it in the state.
+    """
+    from gpucluster.values import credential_paths
+
+    for name in sorted(c.components):
+        for path in credential_paths(c.components[name].values):
+            dotted = ".".join(p.replace(".", "\\.") for p in path)
+            c.add(
+                "VALUES-CREDENTIAL",
+                "warning",
+                name,
+                dotted,
+                f"values path '{dotted}' holds a literal credential: it is written into cdk.tf.json and the Terraform "
+                "state (gpucluster writes the output folder 0700, its files 0600)",
+                f"bind it to a Terraform variable instead (overrides.variables: {{\"{name}:{dotted}\": <variable>}}), "
+                "or let the chart read an existing Secret",
+            )
+
+
 CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_toggle_types,
     check_advertiser,
@@ -746,6 +772,7 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_existing_remote_run,
     check_gate_image_digest,
     check_name_overrides,
+    check_literal_credentials,
 )
 
 

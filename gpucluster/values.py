@@ -146,6 +146,33 @@ def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[st
 # and ``gpucluster render`` use, so what is rendered is what ``terraform apply`` installs.
 
 
+CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE)
+"""A values key that names a credential (``adminPassword``, ``apiToken``, ``clientSecret``)."""
+NOT_A_CREDENTIAL = re.compile(
+    r"(^existing.*|name|ref|(?<!private)(?<!access)(?<!api)(?<!api_)key|file|path|enabled|mount|dir|annotations|labels)$",
+    re.IGNORECASE)
+"""Keys that name a Secret or a key in one (``existingSecret``, ``passwordKey``, ``secretName``), not a
+credential; ``privateKey``, ``accessKey`` and ``apiKey`` are credentials."""
+
+
+def credential_paths(values: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The paths (key tuples, sorted) of ``values`` whose key looks like a credential
+    (:data:`CREDENTIAL_KEY`, not :data:`NOT_A_CREDENTIAL`) and whose value is a non-empty string:
+    a literal secret, which Terraform keeps in its plan, its state and ``cdk.tf.json``. Used by the
+    core policy check ``VALUES-CREDENTIAL``, the synthesis (private output modes) and
+    ``gpucluster lint`` (``lint.credential``)."""
+    found: list[tuple[str, ...]] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((), values)]
+    while stack:
+        prefix, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend(((*prefix, str(k)), v) for k, v in value.items())
+        elif prefix and isinstance(value, str) and value and CREDENTIAL_KEY.search(prefix[-1]) \
+                and not NOT_A_CREDENTIAL.search(prefix[-1]):
+            found.append(prefix)
+    return sorted(found)
+
+
 def values_yaml(values: Mapping[str, Any]) -> str:
     """Helm values as ONE deterministic YAML document (sorted keys, block style, UTF-8).
 

@@ -78,7 +78,9 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
     App synthesized. Any exception (construct validation error, plugin error) leaves a
-    previous ``outdir`` byte-identical.
+    previous ``outdir`` byte-identical. When a release's values hold a literal credential
+    (:func:`gpucluster.values.credential_paths`, the ``VALUES-CREDENTIAL`` warning), the output's
+    folders are written 0700 and its files 0600.
 
     Args:
         warnings: receives ``warning[output]`` problems (previous output not removable; see
@@ -93,7 +95,11 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
             errors (one ``error[construct]`` problem per ``[construct path] message``, naming the
             cluster and, in runtime stacks, the component).
     """
-    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, staged_outdir(outdir, warnings=warnings) as staged:
+    from gpucluster.values import credential_paths
+
+    private = any(credential_paths(node.values) for plan in plans for node in plan.nodes)  # VALUES-CREDENTIAL
+    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, \
+            staged_outdir(outdir, warnings=warnings, private=private) as staged:
         app = build_app(plans, staged, staging_dir=staging, fleet=fleet, progress=progress)
         try:
             app.synth()

@@ -226,8 +226,19 @@ def _checked_target(final: Path) -> Path:
     return final
 
 
+def _make_private(folder: Path) -> None:
+    """Folders 0700 and files 0600 below ``folder`` (itself included): readable by the owner only."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o600)
+
+
 @contextmanager
-def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = None) -> Iterator[Path]:
+def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = None,
+                  private: bool = False) -> Iterator[Path]:
     """Yield an empty staging folder for ``final``; on success its contents replace ``final``.
 
     ``final`` may be missing (created), a folder, a symbolic link to a folder (the link is kept;
@@ -237,6 +248,8 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
     Args:
         warnings: receives a ``warning[output]`` :class:`Problem` when the previous output was
             replaced but could not be removed (the run still succeeded).
+        private: the output holds a literal credential: its folders are made 0700 and its files
+            0600 (instead of the umask's modes) before the swap.
 
     The staged folder receives the ``.gpucluster-output`` marker (:mod:`gpucluster.outfolder`)
     before the swap.
@@ -263,6 +276,8 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
     try:
         yield staged
         write_marker(staged)
+        if private:
+            _make_private(staged)
         check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
         umask = os.umask(0)
         os.umask(umask)
@@ -272,7 +287,7 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
                 if inside:
                     leftover = swap_children(staged, final)
                 else:
-                    os.chmod(staged, 0o777 & ~umask)
+                    os.chmod(staged, 0o700 if private else 0o777 & ~umask)
                     try:
                         leftover = replace_dir(staged, final)
                     except OSError as err:
