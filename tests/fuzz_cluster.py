@@ -22,6 +22,7 @@ appear in Terraform JSON as an unescaped template sequence.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import yaml
@@ -314,3 +315,88 @@ def yaml_texts(draw) -> str:
     if draw(st.booleans()):
         text = draw(st.sampled_from(YAML_ATTACKS))(text)
     return text
+
+
+# --------------------------------------------------------------------------- newlines, numbers, options
+
+CONTROL_CHARACTERS = ["\n", "\r\n", "\r", "\t", "\x00", "\x1b[31m", "\x7f", "\x85", "\u2028", "\x0b", "\x0c"]
+"""What a string of the cluster file may end in, start with or hold that no name, region, version
+or label may: a trailing newline first (``name: |`` adds one)."""
+
+
+class _BlockDumper(_NoAliasDumper):
+    """Writes a string holding a newline as a YAML block scalar (``|``), as users write multi-line
+    values; YAML then adds (or keeps) the final newline."""
+
+
+def _block_string(dumper, data: str):
+    if "\n" in data and not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]", data.replace("\n", "")):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_str(data)
+
+
+_BlockDumper.add_representer(str, _block_string)
+
+
+def dump_block(doc: Any) -> str:
+    """:func:`dump` with multi-line strings as block scalars."""
+    return yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=10_000)
+
+
+@st.composite
+def control_character_mutations(draw, doc: dict) -> dict:
+    """``doc`` with one of its strings (a value or a mapping key) given a :data:`CONTROL_CHARACTERS`
+    character at its end (most often), its start or inside."""
+    doc = copy.deepcopy(doc)
+    strings = [p for p in paths(doc) if p and isinstance(_parent(doc, p)[p[-1]], str)]
+    keys = [p for p in paths(doc) if p and isinstance(p[-1], str)]
+    char = draw(st.sampled_from(CONTROL_CHARACTERS))
+    where = draw(st.sampled_from(["end", "end", "end", "start", "middle"]))
+
+    def changed(text: str) -> str:
+        if where == "end":
+            return text + char
+        if where == "start":
+            return char + text
+        half = len(text) // 2
+        return text[:half] + char + text[half:]
+
+    if strings and (not keys or draw(st.integers(0, 4)) > 0):
+        path = draw(st.sampled_from(strings))
+        parent = _parent(doc, path)
+        parent[path[-1]] = changed(parent[path[-1]])
+    else:
+        path = draw(st.sampled_from(keys))
+        parent = _parent(doc, path)
+        items = list(parent.items())
+        parent.clear()
+        parent.update({(changed(k) if k == path[-1] else k): v for k, v in items})
+    return doc
+
+
+INT_PLACEHOLDER = "gpucluster_fuzz_int_placeholder"
+"""A plain YAML scalar :func:`out_of_range_integers` literals replace in a dumped document."""
+
+
+def _digits(alphabet: str, lead: str, low: int, high: int) -> st.SearchStrategy[str]:
+    return st.tuples(st.sampled_from(lead), st.text(alphabet=alphabet, min_size=low - 1, max_size=high - 1)).map("".join)
+
+
+out_of_range_integers = st.one_of(
+    _digits("0123456789", "123456789", 20, 6000),                         # >= 10**19 > 2**63 - 1
+    _digits("0123456789", "123456789", 20, 6000).map(lambda s: "-" + s),  # < -2**63
+    _digits("0123456789abcdefABCDEF", "123456789abcdef", 17, 5000).map(lambda s: "0x" + s),  # >= 16**16
+    _digits("01234567", "1234567", 22, 5000).map(lambda s: "0" + s),      # YAML 1.1 octal, >= 8**21 = 2**63
+    _digits("01", "1", 64, 5000).map(lambda s: "0b" + s),                 # >= 2**63
+    _digits("0123456789", "123456789", 20, 400).map(lambda s: "_".join(s[i:i + 3] for i in range(0, len(s), 3))),
+)
+"""Integer literals YAML reads as integers outside int64, in every base PyYAML knows (decimal past
+Python's 4,300-digit limit included), built as text: no Python int of 6,000 digits is formatted."""
+
+option_like_arguments = st.one_of(
+    st.sampled_from(["--output=VICTIM", "--remote=/nonexistent", "--exec=touch VICTIM", "-oVICTIM", "--end-of-options",
+                     "--", "-", "--format=zip", "--prefix=../", "-h", "--help", "--version", "-v"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(lambda s: "-" + s),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(lambda s: "--" + s),
+)
+"""``--from``/``--to`` revisions that look like options of git (``VICTIM``: a file the test owns)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 
 import fuzz_cluster as fc
 from _support import run_main, tree
@@ -235,3 +236,33 @@ def test_main_py_keeps_the_contract(doc):
                 bad = [s for s in _strings(document) for seq in template_sequences(s) if fc.PROBE in seq]
                 assert bad == [], f"{bad[:2]}{where}"
         assert not re.search(r"gpucluster_probe", " ".join(os.listdir("/tmp"))), "a shell payload ran"
+
+
+@settings(max_examples=max(MAIN_EXAMPLES // 2, 3), deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@seed(SEED + 11)
+@given(st.data())
+def test_main_py_never_writes_a_control_character_outside_values(data):
+    """A valid document with a control character (a trailing newline, mostly, as YAML block
+    scalar) in one of its strings: main.py exits 2 with one contract line (never error[internal]
+    exit 70, as name: | did), or synthesizes stacks whose every string but a helm_release values
+    document is free of control characters."""
+    import tempfile
+
+    from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls
+
+    doc = data.draw(fc.control_character_mutations(data.draw(fc.valid_documents())))
+    text = fc.dump_block(doc)
+    with tempfile.TemporaryDirectory(prefix="gpucluster-fuzz-main-") as name:
+        folder = Path(name)
+        (folder / "gpucluster.yaml").write_text(text, encoding="utf-8")
+        out = folder / "cdktf.out"
+        proc = run_main(cwd=folder, outdir=out, config=folder / "gpucluster.yaml", timeout=600, TMPDIR=str(folder))
+        where = f"\n--- input ---\n{text[:2000]}\n--- stderr ---\n{proc.stderr[:3000]}"
+        assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr and "error[internal]" not in proc.stderr, where
+        for line in proc.stderr.splitlines():
+            assert LINE.match(line), f"{line[:300]!r}{where}"
+        if proc.returncode == 0:
+            for stack in (out / "stacks").iterdir():
+                found = unexpected_controls(json.loads((stack / "cdk.tf.json").read_text()))
+                assert found == [], f"{found[:2]}{where}"
