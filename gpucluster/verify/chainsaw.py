@@ -349,13 +349,13 @@ def _parse_key(key: Any) -> tuple[str, _Projection]:
     match = _FOREACH.match(text)
     if match:
         foreach, text = True, match.group(2)
-    match = _BINDING.match(text)
+    match = _BINDING.fullmatch(text)
     if match:
         raise Unsupported(f"binding '->{match.group(2)}' in key '{key}' (bindings are not honoured)")
-    escaped = _ESCAPE.match(text)
+    escaped = _ESCAPE.fullmatch(text)
     if escaped:
         return key, _Projection(key=escaped.group(1), foreach=foreach)
-    compiled = _COMPILER.match(text)
+    compiled = _COMPILER.fullmatch(text)
     if compiled:
         return key, _Projection(key=text, foreach=foreach, expression=_compile_expression(compiled.group(2), compiled.group(1)))
     return key, _Projection(key=text, foreach=foreach)
@@ -375,12 +375,12 @@ def compile_tree(tree: Any) -> _Node:
     if isinstance(tree, str):
         if _FOREACH.match(tree):
             raise Unsupported(f"foreach '{tree}' in a leaf (kyverno-json refuses it too)")
-        if _BINDING.match(tree):
+        if _BINDING.fullmatch(tree):
             raise Unsupported(f"binding in the leaf '{tree}' (kyverno-json refuses it too)")
-        escaped = _ESCAPE.match(tree)
+        escaped = _ESCAPE.fullmatch(tree)
         if escaped:
             return _Scalar(literal=escaped.group(1))
-        compiled = _COMPILER.match(tree)
+        compiled = _COMPILER.fullmatch(tree)
         if compiled:
             return _Scalar(expression=_compile_expression(compiled.group(2), compiled.group(1)))
     return _Scalar(literal=tree)
@@ -523,7 +523,7 @@ def parse_tests(text: str, *, file: str) -> list[ChainsawTest]:
 
 
 def _is_template(value: Any) -> bool:
-    return isinstance(value, str) and bool(_COMPILER.match(value))
+    return isinstance(value, str) and bool(_COMPILER.fullmatch(value))
 
 
 def _lookup(resource: Mapping[str, Any]) -> tuple[str, str, str | None, str | None, dict[str, str]]:

@@ -61,7 +61,7 @@ def parse_duration(text: str, *, key: str = "--wait") -> int:
     if text.isdigit():
         seconds = int(text)
     else:
-        m = _DURATION.match(text)
+        m = _DURATION.fullmatch(text)
         if m and any(m.groups()):
             h, mi, s = (int(g or 0) for g in m.groups())
             seconds = h * 3600 + mi * 60 + s
