@@ -11,7 +11,7 @@ with the tool):
 * ``.gitignore`` -- ``cdktf.out/``, ``.terraform/``, local state files, ``.venv/``;
 * ``README.md`` -- the next commands (set up, plan, lint, synth, deploy and what deploying needs);
 * optionally a CI workflow: ``.github/workflows/gpucluster.yml`` (GitHub Actions) or
-  ``azure-pipelines.yml`` (Azure Pipelines), running plan, lint and synth and keeping
+  ``azure-pipelines.yml`` (Azure Pipelines), running plan, charts pull, lint and synth and keeping
   ``cdktf.out`` as an artifact.
 
 The choices are tables (:data:`SERVICES`, :data:`BACKENDS`, :data:`CI_PROVIDERS`): adding a

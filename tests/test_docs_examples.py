@@ -81,3 +81,30 @@ def test_cluster_file_in_the_docs_is_accepted(where, text, tmp_path, monkeypatch
     except GpuclusterError as err:
         pytest.fail(f"{where}: the documented cluster file is refused:\n{err.render()}")
     assert [p.cluster.name for p in plans] == [c["name"] for c in yamlsafe.load_yaml_file(path, display="x")["clusters"]]
+
+
+def readme_user_path() -> list[str]:
+    """The command lines of README.md's first code block under "Use gpucluster from your own
+    repository" (comments cut), in order."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Use gpucluster from your own repository", 1)[1]
+    block = re.search(r"^```bash\n(.*?)^```", section, re.S | re.M).group(1)
+    return [" ".join(shlex.split(line, comments=True)) for line in block.splitlines() if shlex.split(line, comments=True)]
+
+
+def test_the_readme_user_path_commands_exist():
+    """Every gpucluster command of the user's path parses with the CLI (tests/test_distribution.py
+    runs them in a fresh environment outside the clone)."""
+    import shlex
+
+    from gpucluster import __version__
+    from gpucluster.cli import build_parser
+
+    lines = readme_user_path()
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("gpucluster ")]
+    assert [c[0] for c in commands] == ["--version", "init", "plan", "charts", "lint", "synth"]
+    for argv in commands[1:]:
+        build_parser(argv[0]).parse_args(argv)
+    assert f"dist/gpucluster-{__version__}-py3-none-any.whl[cdk,render]" in " ".join(lines)

@@ -187,7 +187,7 @@ def test_workflows_run_plan_lint_and_synth_and_keep_the_output(ci, tmp_path):
         steps = doc["jobs"]["synth"]["steps"] if ci == "github" else doc["steps"]
         scripts = [s.get("run") or s.get("script") or "" for s in steps]
         commands = _commands(line for script in scripts for line in script.splitlines())
-        assert [c[0] for c in commands] == ["plan", "lint", "synth"]
+        assert [c[0] for c in commands] == ["plan", "charts", "lint", "synth"]
         for argv in commands:
             cli.build_parser(argv[0]).parse_args(argv)
         assert "pip install -r requirements.txt" in scripts
@@ -232,7 +232,7 @@ def test_the_readme_commands_parse(service, tmp_path):
     init_mod.init_project(tmp_path, init_mod.InitOptions(service=service, ci="github"))
     text = (tmp_path / "README.md").read_text()
     commands = _commands(_bash_lines(text))
-    assert [c[0] for c in commands] == ["plan", "lint", "synth"]
+    assert [c[0] for c in commands] == ["plan", "charts", "lint", "synth"]
     for argv in commands:
         cli.build_parser(argv[0]).parse_args(argv)
     assert "CHECKPOINT_DISABLE=1" in text and "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20" in text
