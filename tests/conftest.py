@@ -37,8 +37,8 @@ def reference_charts(shared_dir: Path) -> Path:
     return path
 
 
-SLOW_FILES_FIRST = ("test_synth_signals.py", "test_checkov_aks.py", "test_render_lint.py", "test_synth_e2e.py",
-                    "test_cdk_bindings.py", "test_plan_memo.py", "test_crd_ownership.py", "test_synth_findings.py")
+SLOW_FILES_FIRST = ("test_synth_signals.py", "test_checkov_aks.py", "test_distribution.py", "test_render_lint.py",
+                    "test_synth_e2e.py", "test_cdk_bindings.py", "test_plan_memo.py", "test_crd_ownership.py", "test_synth_findings.py")
 """Test files started first (the longest, by ``pytest --durations``): under ``make test`` pytest-xdist
 hands out whole files (``--dist loadfile``) in collection order, so a long file collected last
 would run alone at the end while the other worker idles. Only the order changes."""

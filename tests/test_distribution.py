@@ -8,6 +8,10 @@ no download) on a copy of the checkout's tracked files, as a fresh clone has the
 from __future__ import annotations
 
 import email
+import fnmatch
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,10 +22,12 @@ from pathlib import Path
 import pytest
 
 import gpucluster
+from _support import tree
 from gpucluster import cli
 from gpucluster import sdk
 
 ROOT = Path(__file__).resolve().parents[1]
+CDKTF = ROOT / "node_modules" / ".bin" / "cdktf"
 TOP_LEVEL = {"gpucluster", "gpucluster_cdk", "gpucluster_aks", "gpucluster_nvke", "gpucluster_oke"}
 """The wheel's importable top-level names: all gpucluster's own, none a project folder could hold."""
 PACKAGE_ROOTS = {"gpucluster": "gpucluster", "gpucluster_cdk": "gpucluster_cdk", "plugins/gpucluster_aks": "gpucluster_aks",
@@ -111,3 +117,107 @@ def test_version_names_the_tool_and_the_sdk_api(capsys):
     assert cli.main(["--version"]) == 0  # main returns argparse's exit code (usage errors are error[usage] lines)
     assert capsys.readouterr().out == f"gpucluster {gpucluster.__version__} (plugin SDK API {sdk.API_VERSION})\n"
     assert sdk.API_VERSION == gpucluster.SDK_API_VERSION and len(sdk.API_VERSION.split(".")) == 3
+
+
+# --------------------------------------------------------------------------- the user's path, for real
+
+def user_env(home: Path, venv: Path) -> dict[str, str]:
+    """A user's shell with the virtual environment activated: this process's environment without
+    gpucluster's, cdktf's, jsii's, the checkpoint and Python path settings, ``HOME`` (so the
+    per-user caches and ``~`` are the test's), ``VIRTUAL_ENV`` and its ``bin`` first on PATH. A
+    ``TF_CLI_CONFIG_FILE`` naming a missing file (this machine's, not a user's) is dropped."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUCLUSTER_", "CDKTF_", "JSII_", "PYTHON", "XDG_", "VIRTUAL_ENV"))
+           and k != "CHECKPOINT_DISABLE" or k == "GPUCLUSTER_CDK"}
+    if env.get("TF_CLI_CONFIG_FILE") and not Path(env["TF_CLI_CONFIG_FILE"]).exists():
+        del env["TF_CLI_CONFIG_FILE"]
+    env.update(HOME=str(home), VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+def pip_install(venv: Path, *args: str) -> None:
+    """This environment's pip installing into ``venv`` (made without pip), offline."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                           "--no-index", "--no-compile", "--disable-pip-version-check", *args],
+                          capture_output=True, text=True, timeout=600, env={k: v for k, v in os.environ.items()
+                                                                             if not k.startswith("PIP_")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_user_path_from_a_fresh_virtual_environment(dist, tmp_path):
+    """README.md "Use gpucluster from your own repository", outside the clone, in a new virtual
+    environment: install the wheel with the cdk extra (its dependencies as wheels of this
+    environment's own installs: offline), a third-party plugin that depends on gpucluster
+    through --find-links, then the README's gpucluster lines (--version, init, plan, synth; not
+    charts pull and lint, which need the chart registries and the render extra) and cdktf synth
+    in the project, which also holds folders named like the modules a cdktf project has."""
+    from _wheelhouse import wheelhouse
+    from test_docs_examples import readme_user_path
+
+    wheel, _ = dist
+    home = tmp_path / "home"
+    venv = home / "venvs" / "gpucluster"  # the README's path
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    wheels = tmp_path / "wheels"
+    wheelhouse(wheel, {"cdk"}, wheels)
+    pip_install(venv, "--find-links", str(wheels), f"{wheel}[cdk]")
+
+    plugin_src = tmp_path / "plugin"
+    shutil.copytree(ROOT / "examples" / "example_plugin", plugin_src, ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(wheel.parent),
+                           str(plugin_src)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pip_install(venv, "--find-links", str(wheel.parent), "--find-links", str(wheels), "gpucluster-example")
+
+    env = user_env(home, venv)
+    cwd = tmp_path  # the README's first lines run in the clone; the build is the fixture's
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{line}: {proc.stdout}{proc.stderr}"
+        return proc
+
+    outputs = {}
+    for line in readme_user_path():
+        words = line.split()
+        if words[0] == "cd":
+            cwd = Path(words[1].replace("~", str(home), 1))
+        elif words[0] == "gpucluster" and words[1] in ("--version", "init", "plan", "synth"):
+            outputs[words[1]] = run(line)
+    assert outputs["--version"].stdout == f"gpucluster {gpucluster.__version__} (plugin SDK API {sdk.API_VERSION})\n"
+    project = home / "src" / "gpu-clusters"
+    assert cwd == project and (project / ".github" / "workflows" / "gpucluster.yml").is_file()
+    assert outputs["plan"].stdout.startswith("cluster aks-training: recipe h100-aks-ubuntu-training")
+    assert outputs["synth"].stdout == "synthesized 2 stacks into cdktf.out: aks-training-cluster, aks-training-runtime\n"
+
+    where = run("python -c 'import gpucluster, gpucluster_cdk, importlib.metadata as m; "
+                "print(gpucluster.__file__); print(gpucluster_cdk.__file__); print(m.distribution(\"gpucluster\").locate_file(\"\"))'")
+    assert all(Path(p).is_relative_to(venv) for p in where.stdout.split())  # the installed tool, not the clone
+
+    for stack in ("aks-training-cluster", "aks-training-runtime"):  # every state path is the project's, and ignored
+        doc = json.loads((project / "cdktf.out" / "stacks" / stack / "cdk.tf.json").read_text())
+        state = (project / "cdktf.out" / "stacks" / stack / doc["terraform"]["backend"]["local"]["path"]).resolve()
+        assert state.parent == project.resolve() and state.name == f"terraform.{stack}.tfstate"
+        assert any(fnmatch.fnmatch(state.name, pattern) for pattern in (project / ".gitignore").read_text().splitlines())
+
+    for shadow in ("stacks", "constructs_lib"):  # a cdktf project's own modules shadow nothing of gpucluster's
+        (project / shadow).mkdir()
+        (project / shadow / "__init__.py").write_text("raise ImportError('the project folder shadowed an installed module')\n")
+    (project / "main.py").write_text("raise SystemExit('the project folder shadowed an installed module')\n")
+    if not CDKTF.exists():
+        pytest.fail(f"{CDKTF} missing: run `make setup` (npm ci installs the pinned cdktf-cli)")
+    cli_run = run(f"CHECKPOINT_DISABLE=1 {CDKTF} synth --output by-cdktf")
+    assert "[ERROR]" not in cli_run.stdout + cli_run.stderr
+    assert tree(project / "by-cdktf") == tree(project / "cdktf.out")
+
+    plugins = run("gpucluster plugins")
+    assert "example: module gpucluster_example (gpucluster-example 0.1.0)\n  platform example-k8s: " in plugins.stdout
+    assert f"aks: module gpucluster_aks (gpucluster {gpucluster.__version__})" in plugins.stdout
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cwd = empty
+    notice = run("gpucluster plan")
+    [info] = [line for line in notice.stderr.splitlines() if line.startswith("info[")]
+    assert info.startswith(f"info[input.default] file=<embedded default>: no cluster file in {empty} ") and "`gpucluster init`" in info
+    assert notice.stderr.splitlines()[0] == info and sorted(p.name for p in empty.iterdir()) == []
