@@ -94,7 +94,7 @@ CRD_STEP_VALUE_KEYS = ("image", "crdsGz", "crdsHash", "chartVersion")
 ``crdsGz`` / ``crdsHash`` are computed by Terraform from the chart's CRDs at plan time."""
 
 CRD_ESTABLISHED_TIMEOUT = 120
-"""Seconds the step waits for each CRD to be Established after applying it (seed nvke-gb200-setup:
+"""Seconds the step waits for each CRD to be Established after applying it (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup):
 2 min, ``kubectl wait --for=condition=Established``)."""
 
 CRD_STEP_DEADLINE = 600

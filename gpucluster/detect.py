@@ -4,7 +4,7 @@ Every platform plugin may declare :attr:`gpucluster.sdk.Platform.provider_id_pre
 ``nico://``, AKS: ``azure://``). ``gpucluster detect`` lists the cluster's nodes (``kubectl get
 nodes -o json`` with the given kubeconfig/context, or a saved ``NodeList`` JSON file) and maps
 each node's ``providerID`` to the service whose prefix it starts with, as ``aicr snapshot`` maps
-``nico://`` to ``service: nvke`` (seed nvke-gb200-setup).
+``nico://`` to ``service: nvke`` (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup)).
 
 :func:`detect` is pure; :func:`load_nodes` is the only function doing I/O.
 """

@@ -3,8 +3,8 @@
 The cluster file's top-level ``fleet:`` section (docs/fleets.md) names a Fleet Manager (created by
 gpucluster, or an existing one referenced by resource ID), its update groups in order (e.g.
 ``canary`` then ``prod``), optional update runs, an optional auto-upgrade profile and, with a
-hub cluster, fleet-wide objects placed on the members (the kernel-module blocklist of the seed
-``aks-blog-posts``). Every cluster entry then names its group::
+hub cluster, fleet-wide objects placed on the members (the kernel-module blocklist of
+the AKS advisory Azure/AKS#5753 (CVE-2026-31431, Copy Fail)). Every cluster entry then names its group::
 
     fleet:
       name: gpu-fleet
@@ -46,7 +46,7 @@ Facts and their sources:
   {Consistent, Latest}``). azurerm creates a run but does not start it: ``az fleet updaterun start
   --resource-group RG --fleet-name FLEET --name RUN`` (Azure CLI fleet extension) starts it.
 * AKS upgrades one Kubernetes minor at a time and never below the AKS platform floor
-  (``Platform.min_kubernetes`` of the AKS plugin, 1.34: DRA GA, seed ``aks-gpu-setup``).
+  (``Platform.min_kubernetes`` of the AKS plugin, 1.34: DRA GA, AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)).
 * Auto-upgrade profile channels ``Stable`` | ``Rapid`` | ``NodeImage`` (``az fleet
   autoupgradeprofile create --channel``; REST ``fleets/autoUpgradeProfiles`` 2025-03-01). azurerm
   4.55 has no resource for it (the binding cdktf-cdktf-provider-azurerm 14.23.1 has
@@ -55,8 +55,8 @@ Facts and their sources:
   (HCP Terraform docs, "Run Triggers").
 * The kernel-module blocklist (modules ``algif_aead esp4 esp6 rxrpc``, ``install <mod> /bin/false``
   plus ``blacklist <mod>`` in ``/etc/modprobe.d``, ``modprobe -r`` when loaded, privileged, hostPID,
-  ``system-node-critical``, requests 10m/16Mi, limit 32Mi): seed ``aks-blog-posts`` (kernel LPE
-  CVE mitigation through Fleet Manager resource placement).
+  ``system-node-critical``, requests 10m/16Mi, limit 32Mi): the mitigation DaemonSet of
+  the AKS advisory Azure/AKS#5753 (CVE-2026-31431, Copy Fail), placed on the members through Fleet Manager resource placement.
 """
 
 from __future__ import annotations
@@ -111,16 +111,18 @@ MAX_RUN_TRIGGER_SOURCES = 20
 """HCP Terraform: a workspace has at most 20 source workspaces (run triggers)."""
 
 DEFAULT_GROUP_LABEL = "upgroup"
-"""Member label carrying the update group (the seed's ``az fleet member create --labels upgroup=canary``)."""
+"""Member label carrying the update group (``az fleet member create --update-group canary --labels upgroup=canary``: Azure Kubernetes Fleet Manager,
+"Update orchestration", https://learn.microsoft.com/azure/kubernetes-fleet/update-orchestration)."""
 DEFAULT_LOCATION = "eastus"
 KERNEL_BLOCKLIST = "kernel-module-blocklist"
 PLACEMENT_COMPONENTS = (KERNEL_BLOCKLIST,)
 DEFAULT_BLOCKED_MODULES = ("algif_aead", "esp4", "esp6", "rxrpc")
-"""CVE-2026-31431 (algif_aead) and DirtyFrag (esp4, esp6, rxrpc), seed ``aks-blog-posts``."""
+"""CVE-2026-31431 (algif_aead; Azure/AKS#5753) and DirtyFrag, CVE-2026-43284 and CVE-2026-43500 (esp4,
+esp6, rxrpc; the AKS node image blocks them too, Azure/AgentBaker#8475)."""
 DEFAULT_BLOCKLIST_IMAGE = (
     "mcr.microsoft.com/cbl-mariner/busybox:2.0@sha256:e4fb4d51fc9b70d6cdc1ce66a0af02ab40554d2ca632e1d188fabc760e432fdd"
 )
-"""The seed's ``mcr.microsoft.com/cbl-mariner/busybox:2.0``, pinned by the digest Azure's public AKS
+"""The image of the Azure/AKS#5753 mitigation DaemonSet, ``mcr.microsoft.com/cbl-mariner/busybox:2.0``, pinned by the digest Azure's public AKS
 troubleshooting scripts pin it to. Override with ``placements[].image`` (a digest is required)."""
 PLACEMENT_API = "placement.kubernetes-fleet.io/v1"
 """Served by the Fleet hub for ClusterResourcePlacement and (since Azure/fleet #430, 2026-02) the
@@ -722,7 +724,7 @@ def group_digest(digests: Iterable[tuple[str, str]]) -> str:
 
 
 def blocklist_script(modules: Sequence[str]) -> str:
-    """The DaemonSet's shell script: block ``modules`` in modprobe.d and unload them (seed ``aks-blog-posts``)."""
+    """The DaemonSet's shell script: block ``modules`` in modprobe.d and unload them (as Azure/AKS#5753 does)."""
     mods = " ".join(modules)
     return (
         'echo "=== Kernel module blocklist (gpucluster fleet placement) ==="\n'

@@ -119,7 +119,7 @@ def clusterpolicy_ready(
     (``nvidia.com/v1``, cluster-scoped, plural ``clusterpolicies``); the operator sets
     ``status.state`` to ``ready`` once driver (or host driver), toolkit, device plugin, DCGM,
     GFD and validator are up on the GPU nodes. Source: AICR gpu-operator health check
-    (ClusterPolicy singleton ready); seed aks-gpu-setup.
+    (ClusterPolicy singleton ready); AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md).
 
     Args:
         timeout_seconds: wait budget in seconds (positive; the platform knows how slow its
@@ -157,7 +157,7 @@ def nicclusterpolicy_ready(
     ``nicclusterpolicies``) is the network-operator's CR for OFED driver container, RDMA shared
     device plugin, multus and nv-ipam; the operator sets ``status.state`` to ``ready`` when
     every state it manages is ready. No object name: the gate waits for all of them. Source:
-    AICR network-operator health check; seeds aks-gpu-setup and nvke-gb200-setup ("SR-IOV
+    AICR network-operator health check; AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md) and AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup) ("SR-IOV
     InfiniBand").
 
     Args:
@@ -212,7 +212,7 @@ def dra_kubelet_plugin_rollout(
 
     The DaemonSet is :func:`dra_kubelet_plugin_name` of ``component.values`` in the component's
     namespace. Source: AICR nvidia-dra-driver-gpu health check (kubelet plugin DaemonSet ready);
-    seed nvke-gb200-setup (compute-domains >= 0.5.1 before ComputeDomain workloads).
+    AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup) (compute-domains >= 0.5.1 before ComputeDomain workloads).
 
     Args:
         component: the ``nvidia-dra-driver-gpu`` Component (its name, namespace and values are

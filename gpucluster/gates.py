@@ -47,7 +47,7 @@ from gpucluster.values import get_path, has_path
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
 DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
-"""Seconds per kind when ``GateSpec.timeout_seconds`` is None (CRD: seed nvke-gb200-setup, 2 min
+"""Seconds per kind when ``GateSpec.timeout_seconds`` is None (CRD: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), 2 min
 Established after a 10 min create budget)."""
 
 JOB_START_MARGIN_SECONDS = 60
@@ -654,9 +654,9 @@ def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Compone
     if dra is None:
         return
     identity, variables = driver_identity(cluster, components)
-    vh = VariableHash(seed=fingerprint(identity), variables=variables)
+    vh = VariableHash(base=fingerprint(identity), variables=variables)
     annotations = dict(get_path(dra.values, "kubeletPlugin.podAnnotations") or {})
-    annotations[DRIVER_IDENTITY_ANNOTATION] = evaluate_variable_hash(vh) if variables else vh.seed
+    annotations[DRIVER_IDENTITY_ANNOTATION] = evaluate_variable_hash(vh) if variables else vh.base
     plugin = dict(dra.values.get("kubeletPlugin") or {})
     plugin["podAnnotations"] = dict(sorted(annotations.items()))
     dra.values = {**dra.values, "kubeletPlugin": plugin}

@@ -69,9 +69,9 @@ def chart_values(component: Component) -> dict[str, Any]:
 
 
 def gated_hash(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> VariableHash:
-    """The gate's ``gatedHash``: :func:`component_fingerprint` as the seed, and every Terraform
+    """The gate's ``gatedHash``: :func:`component_fingerprint` as the base, and every Terraform
     variable reaching the component (:func:`component_variables`), so a ``-var`` change re-runs it."""
-    return VariableHash(seed=component_fingerprint(component, manifest_charts), variables=component_variables(component))
+    return VariableHash(base=component_fingerprint(component, manifest_charts), variables=component_variables(component))
 
 
 def component_fingerprint(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> str:
@@ -233,7 +233,7 @@ class _NodeBuilder:
         ready handles of ``GateSpec.after``; values carry ``gatedHash`` (:func:`gated_hash`)."""
         comp = self.components[name]
         gate_hash = gated_hash(comp, self.manifest_charts)
-        gate_hash_value = evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.seed
+        gate_hash_value = evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.base
         nodes = []
         for spec, chart, values in self.gates_by_component.get(name, []):
             after = set(previous)

@@ -37,7 +37,7 @@ def terraform_jsonencode(value: Any) -> str:
 def evaluate_variable_hash(vh: VariableHash) -> str:
     """The value Terraform computes for ``vh`` when every variable has its default (None = null).
 
-    Equal to ``sha256(jsonencode([seed, var.v1, ...]))`` in Terraform (checked with real terraform
+    Equal to ``sha256(jsonencode([base, var.v1, ...]))`` in Terraform (checked with real terraform
     in tests/test_gate_variables.py)."""
-    text = terraform_jsonencode([vh.seed, *[default for _, default in vh.variables]])
+    text = terraform_jsonencode([vh.base, *[default for _, default in vh.variables]])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -170,7 +170,7 @@ class NodePool:
 
     Attributes:
         name: pool name (AKS: lowercase alphanumeric, <= 12 chars).
-        vm_size: e.g. ``Standard_ND96isr_H100_v5`` (8x H100, seed: aks-gpu-setup).
+        vm_size: e.g. ``Standard_ND96isr_H100_v5`` (8x H100, AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)).
         node_count: nodes (>= 1 unless autoscaling bounds given).
         gpu: True for GPU pools (tainted, labelled, ``gpu_driver`` set from the profile).
         labels / taints: extra labels/taints; GPU pools get ``nvidia.com/gpu=present:NoSchedule``.
@@ -412,7 +412,7 @@ def absolute_keys(cluster: ClusterSpec, located: Sequence[_Located]) -> list[_Lo
 
 @dataclass(frozen=True)
 class VariableHash:
-    """A Helm value Terraform computes at plan time: ``sha256(jsonencode([seed, var.v1, ...]))``.
+    """A Helm value Terraform computes at plan time: ``sha256(jsonencode([base, var.v1, ...]))``.
 
     Used where a hash must follow install-time Terraform variables (a gate's ``gatedHash``, the DRA
     kubelet plugin's driver-identity annotation): the synthesized ``set`` entry holds the
@@ -421,11 +421,11 @@ class VariableHash:
     variables' defaults (what the values document carries).
 
     Attributes:
-        seed: sha256 hex of everything synth knows (the static part).
+        base: sha256 hex of everything synth knows (the static part).
         variables: ``(Terraform variable name, default or None)`` pairs, sorted by name.
     """
 
-    seed: str
+    base: str
     variables: tuple[tuple[str, Any], ...] = ()
 
 
@@ -514,7 +514,7 @@ class GateSpec:
             cluster-scoped.
           * ``crd-established``: CRD ``name_of_object`` (``ippools.nv-ipam.nvidia.com``) is
             created within ``create_timeout_seconds`` (default 600), then Established within
-            ``timeout_seconds`` (default 120). Seed: nvke-gb200-setup.
+            ``timeout_seconds`` (default 120). Source: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup).
           * ``rollout``: DaemonSet/Deployment ``kind_name``/``name_of_object`` in ``namespace``
             rolled out: observed generation current, every desired pod updated and available,
             and at least ``min_ready`` pods desired (guards a vacuous pass on zero nodes).
@@ -679,7 +679,7 @@ class Platform:
             (``intents``: ``training``/``inference``; ``platforms``: ``any``, ``kubeflow``, ``dynamo``…).
         provisions_cluster: True when gpucluster creates the cluster (``<name>-cluster`` stack);
             False when the cluster exists and only the runtime stack is produced.
-        min_kubernetes: lowest Kubernetes minor accepted (``"1.34"``: DRA GA, seed aks-gpu-setup).
+        min_kubernetes: lowest Kubernetes minor accepted (``"1.34"``: DRA GA, AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)).
         provider_id_prefix: node ``spec.providerID`` scheme identifying the platform
             (``"azure://"``, ``"nico://"``), used by ``gpucluster detect``.
         profiles: profile name -> (default value, allowed values); the core refuses other
@@ -733,7 +733,7 @@ class ExecAuth:
     The Helm/Kubernetes providers run ``command args...`` with ``env`` added and read an
     ``ExecCredential`` (``client.authentication.k8s.io/<api_version>``) from its stdout, on the
     machine that runs ``terraform`` (a laptop, a CI runner, a Terraform Cloud agent). Nothing is
-    stored in state. Example (AKS with Entra ID, seed ``aks-blog-posts``: kubelogin)::
+    stored in state. Example (AKS with Entra ID: kubelogin, https://github.com/Azure/kubelogin)::
 
         ExecAuth(command="kubelogin",
                  args=("get-token", "--login", "azurecli", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"))

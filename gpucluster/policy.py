@@ -20,8 +20,8 @@ Core check ids (docs/policies.md has one section each):
 ``DEPENDENCY-PRUNED``       info      dependency edge dropped because a component is disabled
 ==========================  ========  ===================================================
 
-Facts come from the seed (aks-gpu-setup: allocation policy, driver ownership modes, override
-tuple) and AICR's bundle validations (CheckDriverOwnershipCoherence rules, registry.yaml).
+Facts come from AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): allocation policy,
+driver ownership modes, override tuple; and AICR's bundle validations (CheckDriverOwnershipCoherence rules, registry.yaml).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def check_driver_roots(c: _Checks) -> None:
     """GPU-DRIVER-ROOT and GPU-DRIVER-STALE-RECIPE: driver roots and ownership lockstep.
 
     * gpu-operator ``hostPaths.driverInstallDir`` must be a non-empty absolute path other than
-      ``/`` (runc refuses a bind-mount over the container root; AICR #1106);
+      ``/`` (runc refuses a bind-mount over the container root; NVIDIA/aicr#1106);
     * the DRA driver's ``nvidiaDriverRoot`` must be a non-empty absolute path string;
     * with ``driver.enabled=true`` (operator-managed) it must equal ``driverInstallDir``, or CDI
       spec generation fails and DRA-allocated pods stall in ContainerCreating;

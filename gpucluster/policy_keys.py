@@ -13,7 +13,7 @@ ALLOCATION_POLICY_KEYS: dict[str, tuple[str, ...]] = {
     GPU_OPERATOR: ("devicePlugin.enabled",),
     DRA_DRIVER: ("resources.gpus.enabled", "gpuResourcesEnabledOverride"),
 }
-"""The whole-GPU allocation policy keys (seed aks-gpu-setup, AICR #1327). Changing them with a
+"""The whole-GPU allocation policy keys (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md), NVIDIA/aicr#1327). Changing them with a
 direct override is deprecated (warning ``POLICY-KEY-OVERRIDE``); binding them to Terraform
 variables is refused. Registry ``policyKeys`` add further policy-owned keys."""
 

@@ -457,7 +457,7 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
         from gpucluster.hashing import evaluate_variable_hash
 
         for path, vh in sorted(node.variable_hashes.items()):
-            # the set entry Terraform computes (sha256(jsonencode([seed, var...]))), at the variables' defaults
+            # the set entry Terraform computes (sha256(jsonencode([base, var...]))), at the variables' defaults
             values = deep_merge(values, hp.parse_set_string_values(f"{path}={evaluate_variable_hash(vh)}"), keep_nulls=True)
     return values, findings
 

@@ -217,7 +217,7 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
             cluster_change.reasons.append(Reason(
                 "default-kubernetes-minor", "safe",
                 f"Kubernetes {ov} -> {nv} is one minor step; the control plane upgrades first, then each pool (surge)",
-                source="seed aks-gpu-setup (one minor at a time)"))
+                source="AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): one minor at a time"))
     old_profile, new_profile = _profile(old), _profile(new)
     for name in sorted(set(old_profile) | set(new_profile)):
         a, b = old_profile.get(name), new_profile.get(name)

@@ -121,6 +121,40 @@ def test_version_names_the_tool_and_the_sdk_api(capsys):
 
 # --------------------------------------------------------------------------- the user's path, for real
 
+PUBLIC_WORDING = re.compile(r"\bseed(?:s|'s)?\b|\bissues? #?\d+|\bsessions? \d+|\b(?:this|other|a) sessions?\b", re.I)
+"""Words of how gpucluster was made, which a user cannot follow ("seed aks-gpu-setup", "issue 13",
+"session 5"): every fact cites what a user can open instead (docs/catalog-sources.md)."""
+
+
+UPSTREAM_COPIES = ("gpucluster/verify/aicr_checks/",)
+"""AICR's own files, shipped unchanged (NOTICE): their "issue #N" are NVIDIA/aicr's, public."""
+
+
+def test_the_distribution_speaks_of_public_sources_only(dist):
+    wheel, sdist = dist
+    found = []
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if name.startswith(UPSTREAM_COPIES):
+                continue
+            text = archive.read(name).decode("utf-8", errors="replace")
+            found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}" for m in PUBLIC_WORDING.finditer(text)]
+    with tarfile.open(sdist) as archive:
+        for member in archive.getmembers():
+            if member.isfile() and member.name.endswith((".md", ".txt")):
+                text = archive.extractfile(member).read().decode("utf-8", errors="replace")
+                found += [f"{member.name}: {m.group()}" for m in PUBLIC_WORDING.finditer(text)]
+    assert found == []
+
+
+def test_the_wording_check_finds_project_history():
+    for text in ("(seed aks-gpu-setup)", "the seed's overlay", "issue 13", "Issue #14 item 2", "session 5",
+                 "while other sessions ran"):
+        assert PUBLIC_WORDING.search(text), text
+    for text in ("sha256 of the hash's static part", "the TLS session initiated by the client", "NVIDIA/aicr#1327"):
+        assert not PUBLIC_WORDING.search(text), text
+
+
 def user_env(home: Path, venv: Path) -> dict[str, str]:
     """A user's shell with the virtual environment activated: this process's environment without
     gpucluster's, cdktf's, jsii's, the checkpoint and Python path settings, ``HOME`` (so the

@@ -145,7 +145,7 @@ def test_terraform_plan_changes_the_gate_when_the_variable_changes(plan, runtime
     assert driver["cp_gate"] != defaults["cp_gate"]
     assert driver["dra_identity"] != defaults["dra_identity"] and driver["dra_gate"] != defaults["dra_gate"]
     vh = plan.node(CP_GATE).variable_hashes["gatedHash"]
-    changed = VariableHash(vh.seed, tuple((n, "600.10.01" if n == DRIVER_VAR else d) for n, d in vh.variables))
+    changed = VariableHash(vh.base, tuple((n, "600.10.01" if n == DRIVER_VAR else d) for n, d in vh.variables))
     assert driver["cp_gate"] == hashing.evaluate_variable_hash(changed)
 
     other = terraform_plan(**{OTHER_VAR: "90s"})

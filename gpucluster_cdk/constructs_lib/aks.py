@@ -7,7 +7,7 @@ platform plugin (``plugins/gpucluster_aks/platform.py``, the one place those fac
 
 Rendered always: OIDC issuer, workload identity and a SystemAssigned managed identity
 (``az aks create --enable-oidc-issuer --enable-workload-identity --enable-managed-identity``,
-seed ``aks-gpu-setup``), and a lifecycle ``postcondition`` that refuses skipping a Kubernetes
+AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)), and a lifecycle ``postcondition`` that refuses skipping a Kubernetes
 minor version (AKS upgrades one minor at a time; see ``docs/synth.md`` for when it fires).
 
 Usage::

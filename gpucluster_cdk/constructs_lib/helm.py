@@ -220,7 +220,7 @@ class ReleaseOptions:
         set_entries: the Terraform-variable-bound values paths (:class:`SetEntry`, by path).
         variable_hashes: dotted values path -> :class:`gpucluster.model.VariableHash`; each
             becomes a ``set`` entry of type string whose value Terraform computes,
-            ``sha256(jsonencode([seed, var.v1, ...]))`` (:func:`variable_hash_expression`).
+            ``sha256(jsonencode([base, var.v1, ...]))`` (:func:`variable_hash_expression`).
         crd_source: a CRD step's chart (:class:`CrdBundleSource`), else None.
         description: Helm release description.
         provider: Helm provider instance (default: the stack's default ``helm`` provider).
@@ -533,15 +533,15 @@ def directory_asset_path(asset: Any, scope: Construct, construct_id: str, asset_
 
 def variable_hash_expression(vh: Any) -> str:
     """Terraform expression of a :class:`gpucluster.model.VariableHash`:
-    ``${sha256(jsonencode(["<seed>", var.v1, ...]))}`` (the seed is sha256 hex, variable names
+    ``${sha256(jsonencode(["<base>", var.v1, ...]))}`` (the base is sha256 hex, variable names
     are validated identifiers, so nothing needs escaping)."""
-    if not re.fullmatch(r"[0-9a-f]{64}", vh.seed or ""):
-        raise ValueError(f"variable hash seed {vh.seed!r} is not sha256 hex")
+    if not re.fullmatch(r"[0-9a-f]{64}", vh.base or ""):
+        raise ValueError(f"variable hash base {vh.base!r} is not sha256 hex")
     names = [name for name, _ in vh.variables]
     for name in names:
         if not _TF_IDENTIFIER.fullmatch(name or ""):
             raise ValueError(f"Terraform variable name {name!r} is not an identifier")
-    return "${sha256(jsonencode([" + ", ".join([f'"{vh.seed}"', *[f"var.{n}" for n in names]]) + "]))}"
+    return "${sha256(jsonencode([" + ", ".join([f'"{vh.base}"', *[f"var.{n}" for n in names]]) + "]))}"
 
 
 def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):

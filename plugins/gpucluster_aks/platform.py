@@ -1,6 +1,6 @@
 """AKS plugin: platform hooks (declaration, catalog directory, cluster defaults).
 
-Facts (seed ``aks-gpu-setup``): AKS needs Kubernetes 1.34+ (DRA GA); the 8-GPU
+Facts (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)): AKS needs Kubernetes 1.34+ (DRA GA); the 8-GPU
 ``Standard_ND96isr_H100_v5`` SKU is the supported H100 node size; GPU pools are unmanaged
 (AKS "Driver only" install profile by default). The ``gpuStack`` profile picks who installs
 the GPU driver and container toolkit, and the pool's AKS ``gpu_driver`` property must match
@@ -41,7 +41,7 @@ DEFAULT_REGION = "eastus"
 """Default AKS location: a region offering ND H100 v5 (check your subscription's quota)."""
 
 GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
-"""8x H100 with InfiniBand; the SKU AICR's AKS recipes are validated on (seed aks-gpu-setup)."""
+"""8x H100 with InfiniBand; the SKU AICR's AKS recipes are validated on (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md))."""
 
 SYSTEM_VM_SIZE = "Standard_D8ds_v5"
 """System pool VM size for the default pools (8 vCPU, 32 GiB: room for the operators; its 300 GiB
@@ -52,8 +52,8 @@ VM_SIZES_FILE = Path(__file__).parent / "gpu_vm_sizes.yaml"
 
 SYSTEM_NODE_COUNT = 2
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
-"""Taint of GPU pools; runtime components tolerate it with a keyed toleration (seed: a
-wildcard toleration deadlocks nodewright on AKS)."""
+"""Taint of GPU pools; runtime components tolerate it with a keyed toleration (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md):
+a wildcard toleration deadlocks nodewright on AKS)."""
 
 GPU_LABELS = {"nvidia.com/gpu.present": "true"}
 """Node labels of GPU pools (a key the pool already sets keeps its value). The label GPU Operator's
@@ -64,7 +64,7 @@ nodewright customizations, training runtimes) to GPU nodes before NFD has run.""
 PROFILE_NAME = "gpuStack"
 PROFILE_DEFAULT = "azure-managed"
 GPU_DRIVER_FOR_PROFILE = {"azure-managed": "Install", "operator-managed": "None"}
-"""AKS ``gpu_driver`` node pool property per gpuStack value (seed: both must come from one mode)."""
+"""AKS ``gpu_driver`` node pool property per gpuStack value (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): both must come from one mode)."""
 
 AKS_PLATFORM = Platform(
     service=SERVICE,

@@ -15,7 +15,7 @@ Written against the public SDK only. Check ids (docs/policies.md has one section
                                           :func:`minor_upgrade_steps` is the pure helper
 ==============================  ========  ================================================
 
-Facts: seed ``aks-gpu-setup`` (driver ownership modes, managed GPU pools, keyed tolerations
+Facts: AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md) (driver ownership modes, managed GPU pools, keyed tolerations
 and nodewright#296, RDMA opt-out, Kubernetes 1.34, no version skipping) and AICR registry
 validations (CheckWildcardAcceleratedToleration, CheckHostMofedWithoutNetworkOperator).
 """
@@ -36,7 +36,7 @@ __all__ = [
 
 MIN_KUBERNETES = tuple(int(part) for part in AKS_PLATFORM.min_kubernetes.split("."))
 """``AKS_PLATFORM.min_kubernetes`` as ``(major, minor)``: DRA (``resource.k8s.io/v1``) is GA from
-Kubernetes 1.34 and every AKS recipe includes the DRA driver (seed aks-gpu-setup)."""
+Kubernetes 1.34 and every AKS recipe includes the DRA driver (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md))."""
 
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
@@ -66,8 +66,8 @@ OWNERSHIP_MODES: dict[str, dict[str, Any]] = {
         },
     },
 }
-"""The two AKS GPU driver ownership modes (seed aks-gpu-setup): node pool ``gpu_driver`` and
-the four values that must come with it. ``operator-managed`` is the seed's override tuple."""
+"""The two AKS GPU driver ownership modes (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)): node pool ``gpu_driver`` and
+the four values that must come with it. ``operator-managed`` is the guide's override tuple."""
 
 MODE_FOR_GPU_DRIVER = {spec["gpu_driver"]: mode for mode, spec in OWNERSHIP_MODES.items()}
 
@@ -85,7 +85,7 @@ def _minor(version: str) -> tuple[int, int]:
 def minor_upgrade_steps(current: str, target: str) -> list[str]:
     """Kubernetes minor versions an AKS upgrade from ``current`` to ``target`` must pass through.
 
-    AKS does not allow skipping a minor version (seed: 1.32 must go to 1.33 before 1.34).
+    AKS does not allow skipping a minor version (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): 1.32 must go to 1.33 before 1.34).
 
     Returns:
         ``[]`` when target == current minor, else every minor after ``current`` up to
@@ -320,7 +320,7 @@ def _wildcard_fix(cluster: ClusterSpec) -> str:
 
 
 def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
-    """AKS-HOST-MOFED: ``driver.rdma.useHostMofed`` stays false on AKS (seed aks-gpu-setup).
+    """AKS-HOST-MOFED: ``driver.rdma.useHostMofed`` stays false on AKS (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)).
 
     * network-operator disabled, value not explicitly false: warning (no MOFED at all; AICR
       CheckHostMofedWithoutNetworkOperator);

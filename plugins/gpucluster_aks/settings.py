@@ -33,7 +33,8 @@ KUBELOGIN_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 
 DEPLOYER_ROLE = "Azure Kubernetes Service RBAC Cluster Admin"
 """Built-in role the identity running Terraform gets on the cluster: the runtime stack installs CRDs,
-namespaces and cluster-scoped RBAC (seed ``aks-blog-posts``: AKS Automatic, local accounts disabled)."""
+namespaces and cluster-scoped RBAC ("Use Azure RBAC for Kubernetes authorization",
+https://learn.microsoft.com/azure/aks/manage-azure-rbac; local accounts disabled, as AKS Automatic does)."""
 
 # Patterns as strings: re.fullmatch compiles one on its first use (re's cache), so a cluster without
 # these settings does not pay for compiling them.
@@ -67,7 +68,7 @@ class PoolUpgrade:
 
 GPU_POOL_UPGRADE = PoolUpgrade(max_surge="0", max_unavailable="1")
 """GPU pools upgrade in place, one node at a time: a surge node is one more ND96 VM, quota nobody has
-spare (issue 12); azurerm 4.55 ``upgrade_settings`` accepts ``max_surge = "0"`` with ``max_unavailable``."""
+spare; azurerm 4.55 ``upgrade_settings`` accepts ``max_surge = "0"`` with ``max_unavailable``."""
 
 CPU_POOL_UPGRADE = PoolUpgrade(max_surge="10%")
 """CPU pools: the AKS recommended surge for production (AKS docs "Upgrade options": 33% max, 10% default for new pools)."""

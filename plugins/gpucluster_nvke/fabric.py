@@ -1,6 +1,6 @@
 """Pure builders of the Kubernetes objects the NVKE plugin renders (plain dicts, no I/O).
 
-Facts (seed ``nvke-gb200-setup``; shapes as NVIDIA k8s-launch-kit generates them for
+Facts (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup); shapes as NVIDIA k8s-launch-kit generates them for
 ``--deployment-type sriov --fabric infiniband``):
 
 * ``kernel-module-params`` ConfigMap: ``options nvidia NVreg_GrdmaPciTopoCheckOverride=1`` for
@@ -47,7 +47,7 @@ SRIOV_IB_MTU = 4000
 SRIOV_POLICY_PRIORITY = 90
 
 RDMA_ULP_MODULES = ("rdma_ucm", "ib_umad", "ib_ipoib")
-"""Upper-layer protocol modules the NVKE image does not load (seed nvke-gb200-setup)."""
+"""Upper-layer protocol modules the NVKE image does not load (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup))."""
 
 MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-rdma-ulp.conf"
 NODEWRIGHT_SHELLSCRIPT_IMAGE = "ghcr.io/nvidia/skyhook-packages/shellscript"
@@ -63,7 +63,7 @@ def not_control_plane() -> dict[str, Any]:
     """The node-selector requirement that keeps a workload off control-plane nodes.
 
     NVKE control-plane nodes carry ``nvidia.com/gpu.present``, ``nvidia.com/gpu.deploy.driver``
-    and ``pci-15b3.present`` without a GPU or ConnectX-7 (seed), so every DaemonSet a gate waits
+    and ``pci-15b3.present`` without a GPU or ConnectX-7 (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup)), so every DaemonSet a gate waits
     for must carry this requirement.
     """
     return {"key": CONTROL_PLANE_LABEL, "operator": "DoesNotExist"}
@@ -240,7 +240,7 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_se
 
     After Helm deletes the rails' policies, the SR-IOV config daemon asks the Maintenance
     Operator to drain each node; uninstalling the operators while that is in flight orphans the
-    NodeMaintenance and leaves the node cordoned (seed). The Job waits until every
+    NodeMaintenance and leaves the node cordoned (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup)). The Job waits until every
     SriovNetworkNodeState no longer lists a rail PF in ``spec.interfaces``, reports
     ``status.syncStatus: Succeeded`` and has no drain in flight (desired/current state ``Idle``);
     it fails after ``teardown.timeoutSeconds``, which fails the uninstall and keeps
@@ -364,7 +364,7 @@ def rdma_modules_nodewright(values: Mapping[str, Any]) -> dict[str, Any]:
 
     The node selector always adds "not a control-plane node": the control plane carries a
     BlueField-3 (``pci-15b3.present``) and an auto-tainted node whose taints the package cannot
-    tolerate would stay tainted (seed). No interrupt: no cordon, drain or reboot.
+    tolerate would stay tainted (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup)). No interrupt: no cordon, drain or reboot.
     """
     auto_taint = values.get("autoTaintNewNodes", True)
     auto_taint = not (auto_taint is False or str(auto_taint).lower() == "false")

@@ -1,6 +1,6 @@
 """NVKE plugin: ``gpucluster_gates`` (readiness gates as data; the core renders them).
 
-Order on ``network-operator`` (seed nvke-gb200-setup, "SR-IOV InfiniBand"):
+Order on ``network-operator`` (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), "SR-IOV InfiniBand"):
 
 1. ``ippools.nv-ipam.nvidia.com`` created (10 min), then Established (2 min): the operator
    creates the IPPool CRD while it reconciles the NicClusterPolicy, not the chart;
@@ -15,7 +15,7 @@ workloads (``kubeflow-trainer``) and the driver's other dependents.
 
 On ``gpu-operator``: ClusterPolicy ``cluster-policy`` ``status.state == ready``
 (:data:`CLUSTERPOLICY_TIMEOUT`). On NVKE the GPU Operator installs the driver, toolkit and GDRCopy
-on untainted bare-metal trays (seed nvke-gb200-setup, "Cluster prerequisites"), so its chart
+on untainted bare-metal trays (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), "Cluster prerequisites"), so its chart
 being installed says nothing about the GPUs; the gate is gpu-operator's ready handle, so the DRA
 driver (whose kubelet plugin needs the driver loaded) and every other dependent waits for it.
 

@@ -53,7 +53,7 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
     * ``pools``: refused, NVKE nodes are provisioned by Forge/NICo, not by gpucluster.
     * ``criteria.accelerator``/``criteria.os``: only the declared ``gb200``/``ubuntu`` (or ``any``).
     * accelerated node selector/tolerations: moved to ``settings.rdmaModules`` so they reach
-      only the ``rdma-modules`` NodeWright (seed: the NicClusterPolicy keeps its fixed affinity
+      only the ``rdma-modules`` NodeWright (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup): the NicClusterPolicy keeps its fixed affinity
       and the GPU Operator selects nodes by its own labels).
     * ``settings.rdmaModules.enabled: false``: becomes an ``enabled=false`` override of
       ``rdma-modules``, so the component leaves the recipe (and the expected resources) rather

@@ -2,7 +2,7 @@
 
 Every check is a pure function of the prepared cluster, its settings and the final component
 values; each returns :class:`gpucluster.sdk.Finding` s (``error`` stops synthesis, exit 2).
-Facts: seed ``nvke-gb200-setup``.
+Facts: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup).
 """
 
 from __future__ import annotations

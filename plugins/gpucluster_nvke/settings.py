@@ -9,7 +9,7 @@ IPPools overlapping the pod network, selecting SR-IOV nodes by ``pci-15b3.presen
 The existing cluster itself is reached through the cluster file's ``existing: {kubeconfig,
 context}`` (default ``~/.kube/config`` and its current context).
 
-Cluster-file shape (every key optional; defaults from the seed ``nvke-gb200-setup``)::
+Cluster-file shape (every key optional; defaults from AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup))::
 
     settings:
       rails:                            # InfiniBand rails, in rail order (rail n = list index n)
@@ -46,14 +46,14 @@ SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
 
 PROVIDER_ID_PREFIX = "nico://"
-"""Node ``spec.providerID`` scheme of NVKE nodes (Forge/NICo; seed nvke-gb200-setup)."""
+"""Node ``spec.providerID`` scheme of NVKE nodes (Forge/NICo; AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup))."""
 
 MIN_KUBERNETES = "1.34"
-"""DRA ``resource.k8s.io/v1`` (ComputeDomains) is GA from 1.34 (seed nvke-gb200-setup)."""
+"""DRA ``resource.k8s.io/v1`` (ComputeDomains) is GA from 1.34 (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup))."""
 
 DEFAULT_RAILS = ("mlx5_0", "mlx5_1", "mlx5_3", "mlx5_4")
 """The four ConnectX-7 InfiniBand rails of a GB200 tray; ``mlx5_2`` is the BlueField-3 host
-representor and is never a rail (seed nvke-gb200-setup)."""
+representor and is never a rail (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup))."""
 
 DEFAULT_FIRMWARE_NUM_VFS = 16
 """Firmware ``NUM_OF_VFS`` per PF on the reference trays (``sriov_totalvfs``)."""
@@ -66,8 +66,8 @@ DEFAULT_POD_NETWORK = "192.168.0.0/16"
 """OVN-Kubernetes pod network of the reference tenant."""
 
 RAIL_SUPERNET = ipaddress.ip_network("10.255.0.0/16")
-"""Rail n's IPPool is ``10.255.<4n>.0/22`` (seed: l8k's ``192.168.<4n>.0/22`` moved out of the pod
-network)."""
+"""Rail n's IPPool is ``10.255.<4n>.0/22`` (NVIDIA k8s-launch-kit's ``192.168.<4n>.0/22``, moved out of the
+NVKE pod network 192.168.0.0/16)."""
 
 DEFAULT_NETWORK_NAMESPACE = "default"
 DEFAULT_PER_NODE_BLOCK_SIZE = 16
@@ -175,7 +175,7 @@ class NvkeSettings:
 
 
 def default_rail_subnet(index: int) -> str:
-    """``10.255.<4n>.0/22`` for rail ``n`` (seed nvke-gb200-setup).
+    """``10.255.<4n>.0/22`` for rail ``n`` (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup)).
 
     Raises:
         ValueError: ``n`` >= 64 (no /22 left in ``10.255.0.0/16``).
@@ -358,7 +358,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         file / cluster: where it came from, for error messages.
 
     Returns:
-        NvkeSettings with defaults from the seed (rails mlx5_0/1/3/4, firmware and requested VF
+        NvkeSettings with defaults from AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup) (rails mlx5_0/1/3/4, firmware and requested VF
         count 16, pod network 192.168.0.0/16, NADs in ``default``).
 
     Raises:
