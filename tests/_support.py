@@ -68,6 +68,24 @@ def run_main(*, cwd: Path, outdir: Path, config: Path | None = None, timeout: fl
                           capture_output=True, text=True, timeout=timeout)
 
 
+AKS_CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
+"""One AKS training cluster entry of a cluster file's ``clusters:`` list (``.format(name=...)``)."""
+
+
+def write_cluster_file(folder: Path, text: str) -> Path:
+    """``text`` written to ``folder/gpucluster.yaml``; returns the path."""
+    path = folder / "gpucluster.yaml"
+    path.write_text(text)
+    return path
+
+
+def load_cluster_text(folder: Path, text: str):
+    """The ClusterSpecs of ``text`` written as ``folder/gpucluster.yaml`` (no environment)."""
+    from gpucluster import config
+
+    return config.load_clusters(str(write_cluster_file(folder, text)), env={})
+
+
 def tree(root: Path) -> dict[str, bytes]:
     """Every file below ``root``: ``{relative path: bytes}``, in sorted order."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

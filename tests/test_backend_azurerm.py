@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from _support import tree
+
+from _support import AKS_CLUSTER, load_cluster_text, tree, write_cluster_file
 
 from gpucluster_cdk import stacks
 from gpucluster import backends, config
@@ -29,20 +30,14 @@ from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError
 from plan_factory import make_plan
 
-CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
+CLUSTER = AKS_CLUSTER
 AZ = "{type: azurerm, storageAccountName: gpustate01, containerName: tfstate}"
 SUB = "0b1f6471-1bf0-4dda-aec3-111122223333"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "gpucluster.yaml"
-    path.write_text(text)
-    return path
-
-
-def load(tmp_path: Path, text: str):
-    return config.load_clusters(str(write(tmp_path, text)), env={})
+write = write_cluster_file
+load = load_cluster_text
 
 
 # --------------------------------------------------------------------------- the cluster file

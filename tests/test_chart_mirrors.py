@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from _support import AKS_CLUSTER, load_cluster_text, write_cluster_file
+
 from gpucluster import config, pipeline
 from gpucluster.cli import main
 from gpucluster.config import EMBEDDED_DEFAULT
@@ -24,17 +26,11 @@ from gpucluster.model import ChartMirrors
 ACR = "oci://myacr.azurecr.io/helm"
 NGC = "https://helm.ngc.nvidia.com/nvidia"
 ART = "https://artifactory.example.com/helm-nvidia"
-CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
+CLUSTER = AKS_CLUSTER
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "gpucluster.yaml"
-    path.write_text(text)
-    return path
-
-
-def load(tmp_path: Path, text: str):
-    return config.load_clusters(str(write(tmp_path, text)), env={})
+write = write_cluster_file
+load = load_cluster_text
 
 
 def test_top_level_default_and_per_cluster_replacement(tmp_path):
