@@ -16,7 +16,9 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
   text, the parser chosen and the identity of the ``manifest-render`` entries;
 * ``manifest-render`` and ``yaml-dump``: the shipped templates' renderings and plain documents'
   YAML (:mod:`gpucluster.manifests`), keyed by template text and context or document, manifests.py's
-  source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version.
+  source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version;
+* ``synth-cluster``: a cluster's synthesized stacks (:mod:`gpucluster_cdk.stacks.reuse`), keyed by
+  its plan, the code and the installed CDK distributions and bindings.
 
 Every key is a sha256 of everything the result depends on, so an entry is never stale: changed
 content is a different key. Every read is checked (header, key, sha256 of the payload) and

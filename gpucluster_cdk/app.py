@@ -210,7 +210,7 @@ def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, 
         previous = set()  # stacks.synth reports the folder's problem as error[output]
     warnings: list[Problem] = []
     try:
-        from gpucluster_cdk import stacks  # imports cdktf (or cdktn: GPUCLUSTER_CDK) and, for cluster stacks, azurerm only now
+        from gpucluster_cdk import stacks  # cdktf (or cdktn: GPUCLUSTER_CDK) is imported only when a stack is built here
 
         names = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings,
                              progress=_progress_printer(progress) if progress is not None and len(plans) > 1 else None)

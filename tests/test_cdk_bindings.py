@@ -27,8 +27,11 @@ NVKE_OKE_FILE = "clusters:\n" + NVKE_EXISTING + """\
 
 
 def run(code: str, tmp_path: Path, **env: str) -> dict:
+    """Run ``code`` in a fresh interpreter; every stack is built there (no reuse of cached stacks:
+    these tests are about what building imports)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_CONFIG")}
-    full_env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", **env)
+    full_env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1",
+                    GPUCLUSTER_SYNTH_CACHE="off", **env)
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=full_env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr

@@ -1,10 +1,20 @@
 """Stacks: per cluster ``<name>-cluster`` (platform plugin) and ``<name>-runtime`` (Helm releases).
 
-Importing this package imports cdktf (through :mod:`gpucluster_cdk.constructs_lib.cdk`), not the azurerm
-binding; that is loaded when a cluster stack is built.
+:func:`synth` (:mod:`gpucluster_cdk.stacks.synthesis`) is the one synthesis path; importing this
+package does not import cdktf: that happens when a stack is built (:func:`build_app`,
+:mod:`gpucluster_cdk.stacks.app`, loaded on first use), and the azurerm binding when a cluster
+stack is.
 """
 
-from gpucluster_cdk.stacks.app import build_app, provisions_cluster, synth
-from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name
+from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
+from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster, synth
 
-__all__ = ["build_app", "provisions_cluster", "synth", "cluster_stack_name", "runtime_stack_name"]
+__all__ = ["build_app", "provisions_cluster", "synth", "check_no_injection", "cluster_stack_name", "runtime_stack_name"]
+
+
+def __getattr__(name: str):
+    if name == "build_app":
+        from gpucluster_cdk.stacks.app import build_app
+
+        return build_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

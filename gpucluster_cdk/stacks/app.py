@@ -1,42 +1,32 @@
-"""Assemble the cdktf App from RuntimePlans and synthesize it atomically."""
+"""Assemble the cdktf App from RuntimePlans and synthesize it into a folder (the cdktf side of
+:func:`gpucluster_cdk.stacks.synthesis.synth`, which makes the output folder whole and atomic)."""
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
-from gpucluster_cdk.constructs_lib.cdk import App, validation_errors
+from gpucluster_cdk.constructs_lib.cdk import App, TerraformResource, TerraformStack, validation_errors
 from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
-from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls, unexpected_templates
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
-from gpucluster.plugins import platform_for
 from gpucluster_cdk.stacks.cluster import ClusterStack
-from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name
-from gpucluster_cdk.stacks.outdir import output_error, staged_outdir
+from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name, use_backend
+from gpucluster_cdk.stacks.outdir import output_error
 from gpucluster_cdk.stacks.runtime import RuntimeStack
+from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster
 
 if TYPE_CHECKING:
     from gpucluster.fleet import FleetSpec
 
 
-def provisions_cluster(plan: RuntimePlan) -> bool:
-    """True when gpucluster creates the cluster (platform ``provisions_cluster`` and no ``existing``)."""
-    platform = platform_for(plan.cluster.criteria.service, file=plan.cluster.source)
-    return bool(platform.provisions_cluster) and plan.cluster.existing is None
-
-
-Progress = Callable[[int, int, str, Sequence[str]], None]
-"""``progress(i, n, cluster, stacks)``: cluster ``i`` of ``n`` (from 1) has its stacks built."""
-
-
 def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,
-              fleet: "FleetSpec | None" = None, progress: Progress | None = None) -> App:
+              fleet: "FleetSpec | None" = None, real: Collection[str] | None = None,
+              exports: Mapping[str, Mapping[str, Any]] | None = None) -> App:
     """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan, plus the
     fleet's stacks when ``fleet`` is given (:func:`gpucluster_cdk.stacks.fleet.add_fleet`: ``<fleet>-fleet``,
     ``<fleet>-after-<group>`` barriers ordering the runtime stacks by update group, ``<fleet>-hub``).
@@ -45,62 +35,88 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
         outdir: where ``app.synth()`` writes (an absolute, empty folder).
         staging_dir: folder for local charts until synth copies them into the stacks.
         fleet: the cluster file's validated ``fleet:`` section, or None.
-        progress: called once per cluster after its stacks are built (:data:`Progress`).
+        real: names of the clusters whose stacks are built (None: every cluster). A fleet member
+            not in it gets stand-ins (:func:`stand_in_stacks`) whose output is not used; other
+            clusters are left out (no stack references them).
+        exports: cluster name -> what the stand-ins need of its reused stacks
+            (:func:`gpucluster_cdk.stacks.fleet.member_exports`); absent: placeholders.
     """
     app = App(outdir=str(outdir), context={STAGING_CONTEXT_KEY: str(Path(staging_dir).absolute())})
     cluster_stacks: dict[str, ClusterStack] = {}
     runtime_stacks: dict[str, RuntimeStack] = {}
-    for index, plan in enumerate(plans, start=1):
+    members = fleet.members if fleet is not None else {}
+    for plan in plans:
         cluster = plan.cluster
+        if real is not None and cluster.name not in real:
+            if cluster.name in members:
+                stand_in_cluster, runtime_stacks[cluster.name] = stand_in_stacks(app, plan, (exports or {}).get(cluster.name))
+                if stand_in_cluster is not None:
+                    cluster_stacks[cluster.name] = stand_in_cluster
+            continue
         connection = None
-        names = []
         if provisions_cluster(plan):
             stack = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe)
             cluster_stacks[cluster.name] = stack
             connection = stack.connection
-            names.append(stack.node.id)
         runtime_stacks[cluster.name] = RuntimeStack(
             app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing
         )
-        names.append(runtime_stack_name(cluster.name))
-        if progress is not None:
-            progress(index, len(plans), cluster.name, names)
     if fleet is not None:
         from gpucluster_cdk.stacks.fleet import add_fleet
 
-        add_fleet(app, fleet, plans, cluster_stacks=cluster_stacks, runtime_stacks=runtime_stacks)
+        app.gpucluster_fleet_stacks = sorted(add_fleet(app, fleet, plans, cluster_stacks=cluster_stacks,
+                                                       runtime_stacks=runtime_stacks))
+    else:
+        app.gpucluster_fleet_stacks = []
+    app.gpucluster_cluster_stacks = cluster_stacks
     return app
 
 
-def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None,
-          warnings: list[Problem] | None = None, progress: Progress | None = None) -> list[str]:
-    """Synthesize ``plans`` into ``outdir``, replacing it atomically.
+def stand_in_stacks(app: App, plan: RuntimePlan, exports: Mapping[str, Any] | None) -> tuple[TerraformStack | None, TerraformStack]:
+    """Stand-ins for a fleet member whose stacks are not built in this App: stacks of the same names
+    and backends holding only what the fleet's stacks reference -- the AKS cluster resource (same type
+    and logical id, from ``exports``) and, added by ``add_fleet`` as for a real stack, the runtime's
+    ``terraform_data.rollout`` -- so every cross-stack reference of the fleet stacks resolves to the
+    same expression, remote state and dependency as with the real stacks. Their own output is thrown away.
+    """
+    cluster = plan.cluster
+    stand_in_cluster = None
+    if provisions_cluster(plan):
+        stand_in_cluster = TerraformStack(app, cluster_stack_name(cluster.name))
+        use_backend(stand_in_cluster, cluster)
+        resource_type, logical_id = (exports or {}).get("aks_cluster") or ("azurerm_kubernetes_cluster", "stand_in")
+        resource = TerraformResource(stand_in_cluster, "stand-in", terraform_resource_type=resource_type)
+        resource.override_logical_id(logical_id)
+        stand_in_cluster.stand_in_cluster_id = resource.get_string_attribute("id")
+    runtime = TerraformStack(app, runtime_stack_name(cluster.name))
+    use_backend(runtime, cluster)
+    runtime.releases = {}
+    return stand_in_cluster, runtime
 
-    Everything is built in a fresh sibling folder; ``outdir`` is swapped only after the whole
-    App synthesized. Any exception (construct validation error, plugin error) leaves a
-    previous ``outdir`` byte-identical. When a release's values hold a literal credential
-    (:func:`gpucluster.values.credential_paths`, the ``VALUES-CREDENTIAL`` warning), the output's
-    folders are written 0700 and its files 0600.
+
+def synth_app(plans: Sequence[RuntimePlan], folder: Path, *, final: Path, fleet: "FleetSpec | None" = None,
+              real: Collection[str] | None = None, exports: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Build (:func:`build_app`) and synthesize an App into ``folder`` (``manifest.json`` and
+    ``stacks/``), then check the stacks it built for real (:func:`check_no_injection`).
 
     Args:
-        warnings: receives ``warning[output]`` problems (previous output not removable; see
-            :func:`gpucluster_cdk.stacks.outdir.staged_outdir`).
-        progress: see :func:`build_app`.
+        final: the output folder the user named (for ``error[output]`` messages).
 
     Returns:
-        the stack names written, sorted.
+        ``{"stacks": names of the real clusters' and the fleet's stacks, "exports": cluster name ->
+        :func:`gpucluster_cdk.stacks.fleet.member_exports` of each real fleet member}``.
 
     Raises:
-        GpuclusterError: bad input found while building the stacks, or construct validation
-            errors (one ``error[construct]`` problem per ``[construct path] message``, naming the
-            cluster and, in runtime stacks, the component).
+        GpuclusterError: as :func:`gpucluster_cdk.stacks.synthesis.synth`.
     """
-    from gpucluster.values import credential_paths
+    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging:
+        app = build_app(plans, folder, staging_dir=staging, fleet=fleet, real=real, exports=exports)
+        exported = {}
+        if fleet is not None:
+            from gpucluster_cdk.stacks.fleet import member_exports
 
-    private = any(credential_paths(node.values) for plan in plans for node in plan.nodes)  # VALUES-CREDENTIAL
-    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging, \
-            staged_outdir(outdir, warnings=warnings, private=private) as staged:
-        app = build_app(plans, staged, staging_dir=staging, fleet=fleet, progress=progress)
+            exported = {name: member_exports(stack) for name, stack in app.gpucluster_cluster_stacks.items()
+                        if (real is None or name in real) and name in fleet.members}
         try:
             app.synth()
         except RuntimeError as err:
@@ -108,54 +124,18 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
             if messages is None:
                 written_error = _file_system_error(err)
                 if written_error is not None:
-                    raise output_error(written_error, Path(outdir).absolute(), "writing") from None
+                    raise output_error(written_error, final, "writing") from None
                 raise
             raise GpuclusterError(problems=[_construct_problem(m, plans) for m in messages]) from None
-        written = sorted(p.name for p in (staged / "stacks").iterdir())
-        check_no_injection(staged, written, plans)
-        return written
-
-
-def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]) -> None:
-    """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
-
-    Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
-    the check that none was missed (a new construct argument, a plugin's own construct).
-
-    Nor may any string but a ``helm_release``'s ``values`` documents hold a control character
-    (:func:`constructs_lib.tfstring.unexpected_controls`: a newline in a name, a location, a
-    ``set`` name).
-
-    Raises:
-        GpuclusterError: ``error[injection]`` per stack with an unescaped ``${``/``%{`` sequence
-            or a control character (path inside ``cdk.tf.json`` and the sequence or string,
-            cut), before the output is swapped in.
-    """
-    problems: list[Problem] = []
-    for name in stack_names:
-        document = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8"))
-        found = unexpected_templates(document)
-        cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
-                                                                    cluster_stack_name(p.cluster.name))), None)
-        controls = unexpected_controls(document)
-        if controls:
-            path, text = controls[0]
-            problems.append(Problem(
-                message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
-                        f"first at {path}: {text}",
-                cluster=cluster, id="injection",
-                fix="remove the newline or control character from the value in the cluster file; that it was not "
-                    "refused earlier is a gpucluster or plugin bug (a field without its check)"))
-        if found:
-            path, seq = found[0]
-            problems.append(Problem(
-                message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
-                        f"first at {path}: {seq!r}",
-                cluster=cluster, id="injection",
-                fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
-                    "(this is a gpucluster or plugin bug, not your input)"))
-    if problems:
-        raise GpuclusterError(problems=problems)
+    names = []
+    for plan in plans:
+        if real is None or plan.cluster.name in real:
+            if provisions_cluster(plan):
+                names.append(cluster_stack_name(plan.cluster.name))
+            names.append(runtime_stack_name(plan.cluster.name))
+    names += app.gpucluster_fleet_stacks
+    check_no_injection(folder, names, plans)
+    return {"stacks": names, "exports": exported}
 
 
 _NODE_ERRNO = re.compile(r"\b(ENOSPC|EDQUOT|EACCES|EPERM|EROFS|EMFILE|ENFILE|EIO)\b")

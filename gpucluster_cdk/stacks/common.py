@@ -10,22 +10,13 @@ from gpucluster_cdk.constructs_lib.cdk import AzurermBackend, CloudBackend, Loca
 from gpucluster.backends import state_key, workspace_name
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec
+from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name  # noqa: F401 (re-exported)
 
 STATE_DIR_FROM_STACK = "../../.."
 """Local state lives next to the output folder: ``<outdir>/stacks/<stack>/`` -> ``<outdir>/..``.
 
 Relative, so the same input gives byte-identical JSON in any folder, and outside ``cdktf.out``
 (which every synth replaces)."""
-
-
-def cluster_stack_name(cluster: str) -> str:
-    """``<name>-cluster``: cloud resources of the cluster (one Terraform workspace)."""
-    return f"{cluster}-cluster"
-
-
-def runtime_stack_name(cluster: str) -> str:
-    """``<name>-runtime``: Helm releases of the GPU software stack (one Terraform workspace)."""
-    return f"{cluster}-runtime"
 
 
 def local_state_path(stack_name: str) -> str:

@@ -127,6 +127,31 @@ class HubStack(TerraformStack):
             self.releases[f"{p.name}-run"] = run_release
 
 
+def member_aks_cluster(stack: TerraformStack) -> Any:
+    """The AKS cluster resource (``azurerm_kubernetes_cluster``) of a member's cluster stack."""
+    from gpucluster_cdk.constructs_lib.aks import AksGpuCluster
+
+    aks = stack.node.try_find_child("aks")  # the AKS plugin's construct id (one jsii call)
+    if not isinstance(aks, AksGpuCluster):
+        aks = next(c for c in stack.node.children if isinstance(c, AksGpuCluster))
+    return aks.cluster
+
+
+def member_cluster_id(stack: TerraformStack) -> Any:
+    """The token of a member's AKS resource id the fleet stack references: the AKS construct's, or,
+    for a stand-in of a reused stack (:func:`gpucluster_cdk.stacks.app.stand_in_stacks`), its resource
+    with the same type and logical id (the same expression, so the same cross-stack output name)."""
+    stand_in = getattr(stack, "stand_in_cluster_id", None)
+    return stand_in if stand_in is not None else member_aks_cluster(stack).id
+
+
+def member_exports(stack: TerraformStack) -> dict[str, Any]:
+    """What a fleet build needs of a member's real cluster stack when it is reused later
+    (:data:`gpucluster_cdk.stacks.reuse.EXPORT_KEYS`): ``aks_cluster`` = [resource type, logical id]."""
+    cluster = member_aks_cluster(stack)
+    return {"aks_cluster": [cluster.terraform_resource_type, cluster.friendly_unique_id]}
+
+
 def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *, cluster_stacks: Mapping[str, TerraformStack],
               runtime_stacks: Mapping[str, Any]) -> dict[str, TerraformStack]:
     """Add the fleet's stacks to ``app`` and order the runtime stacks by update group.
@@ -138,16 +163,9 @@ def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *,
     Returns:
         stack name -> stack, of the stacks added.
     """
-    from gpucluster_cdk.constructs_lib.aks import AksGpuCluster
-
     by_name = {p.cluster.name: p for p in plans}
     added: dict[str, TerraformStack] = {}
-    member_ids = {}
-    for name, stack in cluster_stacks.items():
-        aks = stack.node.try_find_child("aks")  # the AKS plugin's construct id (one jsii call)
-        if not isinstance(aks, AksGpuCluster):
-            aks = next(c for c in stack.node.children if isinstance(c, AksGpuCluster))
-        member_ids[name] = aks.cluster.id
+    member_ids = {name: member_cluster_id(stack) for name, stack in cluster_stacks.items()}
     fs_name = fleet_mod.fleet_stack_name(fleet.name)
     added[fs_name] = FleetStack(app, fs_name, fleet=fleet, member_ids=member_ids, owner=_backend_owner(fleet, plans, fs_name))
 

@@ -1,0 +1,98 @@
+"""Checks of the environment the jsii Node.js kernel starts in (no cdktf import).
+
+:mod:`gpucluster_cdk.constructs_lib.cdk` runs them before it starts the kernel; the synthesis path
+runs them too when every stack is reused and no kernel starts
+(:func:`gpucluster_cdk.stacks.synthesis.synth`), so a bad setting is the same one error line
+whether or not this run needed the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping
+
+
+def check_node_options(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a ``NODE_OPTIONS`` that Node.js itself refuses, before the jsii kernel starts.
+
+    Node.js exits at once on an option it does not allow there (``node: --bogus is not allowed in
+    NODE_OPTIONS``, exit 9) or a preload it cannot load; jsii would then print the raw lines and fail
+    its handshake with an unexpected error. Runs ``node -e ""`` (``JSII_NODE``, default ``node``, as
+    jsii does) with the environment only when ``NODE_OPTIONS`` is set and not blank, so a usual run
+    pays nothing. A ``node`` that cannot be run at all is left to jsii.
+
+    Raises:
+        GpuclusterError: ``key=NODE_OPTIONS``, Node.js's own message.
+    """
+    environ = os.environ if environ is None else environ
+    value = environ.get("NODE_OPTIONS", "")
+    if not value.strip():
+        return
+    import subprocess
+
+    try:
+        result = subprocess.run([environ.get("JSII_NODE", "node"), "-e", ""], env=dict(environ), stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, errors="replace", timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return
+    if result.returncode == 0:
+        return
+    from gpucluster.errors import GpuclusterError
+
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    said = next((line for line in lines if line.startswith("node: ") or re.match(r"[A-Za-z]*Error\b", line)),
+                lines[-1] if lines else f"node exited with code {result.returncode}")
+    raise GpuclusterError(
+        f"Node.js (which runs the jsii kernel) refuses NODE_OPTIONS={value!r}: {said}",
+        key="NODE_OPTIONS",
+        fix="unset NODE_OPTIONS, or keep in it only options Node.js allows there (the Node.js CLI documentation, "
+            "NODE_OPTIONS, lists them)",
+    )
+
+
+def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, before the jsii kernel starts, the two environment variables whose bad values
+    otherwise end in an unexpected error: a ``JSII_NODE`` that names no program (jsii's
+    ``FileNotFoundError``) and a ``CDKTF_CONTEXT_JSON`` that is not a JSON object (cdktf's
+    ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf CLI
+    sets ``CDKTF_CONTEXT_JSON`` itself (``cdktf.json``'s ``context``).
+
+    Raises:
+        GpuclusterError: ``key=JSII_NODE`` or ``key=CDKTF_CONTEXT_JSON``.
+    """
+    environ = os.environ if environ is None else environ
+    from gpucluster.errors import GpuclusterError
+
+    node = environ.get("JSII_NODE")
+    if node is not None:
+        import shutil
+
+        if not node.strip() or shutil.which(node, path=environ.get("PATH")) is None:
+            raise GpuclusterError(f"JSII_NODE={node!r} names no program that can be run", key="JSII_NODE",
+                                  allowed="the path or name of a Node.js executable (Node 20+)",
+                                  fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable")
+    context = environ.get("CDKTF_CONTEXT_JSON")
+    if context is not None:
+        import json
+
+        try:
+            parsed = json.loads(context)
+        except (ValueError, RecursionError) as exc:
+            parsed = exc
+        if not isinstance(parsed, dict):
+            reason = f"not JSON ({parsed})" if isinstance(parsed, Exception) else f"a JSON {type(parsed).__name__}, not an object"
+            raise GpuclusterError(f"CDKTF_CONTEXT_JSON is {reason}", key="CDKTF_CONTEXT_JSON",
+                                  allowed='a JSON object, e.g. {"excludeStackIdFromLogicalIds": "true"}',
+                                  fix="unset CDKTF_CONTEXT_JSON (the cdktf CLI sets it from cdktf.json's context), or "
+                                      "make it a JSON object")
+
+
+def check_all(environ: Mapping[str, str] | None = None) -> None:
+    """:func:`check_cdk_environment` then :func:`check_node_options` (the order the kernel's start uses).
+
+    Raises:
+        GpuclusterError: as those.
+    """
+    check_cdk_environment(environ)
+    check_node_options(environ)

@@ -1,0 +1,322 @@
+"""The one synthesis path: plans -> a whole, atomically replaced output folder (``cdktf.out``).
+
+Used by the cdktf app (:mod:`gpucluster_cdk.app`, ``python -m gpucluster_cdk`` / ``main.py``),
+``gpucluster synth`` and the plugin test kit. No cdktf import at module level: cdktf (and the jsii
+kernel) is imported only when a stack is built in this process.
+
+What :func:`synth` does, in order:
+
+1. Each cluster's key (:func:`gpucluster_cdk.stacks.reuse.cluster_key`); the clusters whose
+   entry is in the per-user cache are *reused*: their stack folders are written from the entry.
+2. The other clusters are built: in this process (one cdktf App, today's path), or, when several
+   must be built and more than one worker is allowed, spread over forked worker processes
+   (:mod:`gpucluster_cdk.stacks.workers`), each synthesizing its share into its own folder.
+3. With a ``fleet:`` section the fleet's stacks are built every time, in an App holding stand-ins
+   for the member stacks not built in it (:func:`gpucluster_cdk.stacks.app.stand_in_stacks`).
+4. ``manifest.json`` is made whole from every stack's entry
+   (:func:`gpucluster_cdk.stacks.reuse.manifest_text`), the folder swapped in
+   (:func:`gpucluster_cdk.stacks.outdir.staged_outdir`) and new entries stored.
+
+The bytes written are those of one App holding every stack (tests/test_synth_reuse.py compares
+them after edits of every kind). A worker that fails makes the run fall back to building in this
+process, so errors are exactly those of a one-process synth.
+
+Settings: ``cache`` (default: on unless ``GPUCLUSTER_SYNTH_CACHE=off`` or
+``GPUCLUSTER_CACHE_DIR=off``) and ``workers`` (default: ``GPUCLUSTER_SYNTH_WORKERS``, else the
+usable CPUs, at most :data:`MAX_DEFAULT_WORKERS`; ``1`` builds everything in this process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.model import RuntimePlan
+from gpucluster.plugins import platform_for
+from gpucluster_cdk.stacks import reuse
+from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
+from gpucluster_cdk.stacks.outdir import staged_outdir
+
+if TYPE_CHECKING:
+    from gpucluster.fleet import FleetSpec
+
+WORKERS_ENV = "GPUCLUSTER_SYNTH_WORKERS"
+"""Environment variable: how many worker processes may build clusters (``1``: this process only)."""
+
+MAX_DEFAULT_WORKERS = 8
+"""The default worker count is the usable CPU count, at most this."""
+
+MIN_CLUSTERS_PER_WORKER = 2
+"""A worker is started only for at least this many clusters to build (each pays the jsii kernel's start)."""
+
+Progress = Callable[[int, int, str, Sequence[str]], None]
+"""``progress(i, n, cluster, stacks)``: cluster ``i`` of ``n`` (from 1, in the order they are done)
+has its stacks written (built or reused)."""
+
+
+def provisions_cluster(plan: RuntimePlan) -> bool:
+    """True when gpucluster creates the cluster (platform ``provisions_cluster`` and no ``existing``)."""
+    platform = platform_for(plan.cluster.criteria.service, file=plan.cluster.source)
+    return bool(platform.provisions_cluster) and plan.cluster.existing is None
+
+
+def stack_names(plan: RuntimePlan) -> list[str]:
+    """The stacks of one cluster, in App order: ``<name>-cluster`` (if provisioned), ``<name>-runtime``."""
+    name = plan.cluster.name
+    return ([cluster_stack_name(name)] if provisions_cluster(plan) else []) + [runtime_stack_name(name)]
+
+
+def worker_count(requested: int | None = None, env: Mapping[str, str] | None = None) -> int:
+    """The most worker processes a synth may use: ``requested``, else ``GPUCLUSTER_SYNTH_WORKERS``,
+    else the CPUs this process may run on (``os.sched_getaffinity``) capped at :data:`MAX_DEFAULT_WORKERS`.
+
+    Raises:
+        GpuclusterError: ``error[config] key=GPUCLUSTER_SYNTH_WORKERS`` for a value that is not an
+            integer >= 1.
+    """
+    env = os.environ if env is None else env
+    if requested is None:
+        raw = env.get(WORKERS_ENV, "").strip()
+        if raw:
+            try:
+                requested = int(raw)
+            except ValueError:
+                requested = 0
+            if requested < 1:
+                raise GpuclusterError(f"{WORKERS_ENV}={raw!r} is not a worker count", key=WORKERS_ENV, id="config",
+                                      allowed="an integer >= 1", fix=f"set {WORKERS_ENV}=1 (this process only) or more, "
+                                                                     "or unset it (the CPU count)")
+    if requested is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+        requested = min(cpus, MAX_DEFAULT_WORKERS)
+    return max(1, int(requested))
+
+
+@dataclass
+class _Cluster:
+    plan: RuntimePlan
+    stacks: list[str]
+    key: str | None = None
+    entry: dict[str, Any] | None = None
+
+
+@dataclass
+class _Built:
+    """Manifest entries and exports of the stacks built so far (any process)."""
+
+    manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    exports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    version: str | None = None
+    style: str | None = None
+
+
+def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None,
+          warnings: list[Problem] | None = None, cache: bool | None = None, workers: int | None = None,
+          progress: Progress | None = None, reused: list[str] | None = None) -> list[str]:
+    """Synthesize ``plans`` into ``outdir``, replacing it atomically (see the module docstring).
+
+    Everything is built in a fresh sibling folder; ``outdir`` is swapped only after every stack
+    was written and checked. Any exception (construct validation error, plugin error, a stop
+    signal) leaves a previous ``outdir`` byte-identical. When a release's values hold a literal
+    credential (:func:`gpucluster.values.credential_paths`, the ``VALUES-CREDENTIAL`` warning), the
+    output's folders are written 0700 and its files 0600, and that cluster is never cached.
+
+    Args:
+        fleet: the cluster file's validated ``fleet:`` section, or None.
+        warnings: receives ``warning[output]`` problems (previous output not removable; see
+            :func:`gpucluster_cdk.stacks.outdir.staged_outdir`).
+        cache: reuse unchanged clusters' stacks (None: :func:`gpucluster_cdk.stacks.reuse.cache_enabled`).
+        workers: most worker processes (None: :func:`worker_count`).
+        progress: called per cluster when its stacks are written (:data:`Progress`).
+        reused: receives the names of the clusters whose stacks came from the cache.
+
+    Returns:
+        the stack names written, sorted.
+
+    Raises:
+        GpuclusterError: bad input found while building the stacks, construct validation errors
+            (one ``error[construct]`` problem per ``[construct path] message``, naming the cluster
+            and, in runtime stacks, the component), ``error[injection]``, ``error[output]``, or
+            ``error[config]`` for a bad ``GPUCLUSTER_SYNTH_WORKERS``.
+    """
+    from gpucluster.values import credential_paths
+
+    final = Path(outdir).absolute()
+    max_workers = worker_count(workers)
+    secret = {plan.cluster.name for plan in plans if any(credential_paths(node.values) for node in plan.nodes)}
+    private = bool(secret)  # VALUES-CREDENTIAL: the output is the owner's only (staged_outdir)
+    use_cache = (reuse.cache_enabled() if cache is None else bool(cache)) and reuse.diskcache.cache_dir() is not None
+    clusters = [_Cluster(plan, stack_names(plan)) for plan in plans]
+    if use_cache and clusters:
+        identity = reuse.synth_identity()
+        contexts = reuse.fleet_context(fleet, plans)
+        for c in clusters:
+            if c.plan.cluster.name in secret:
+                continue  # a literal credential in its values: never copied into the cache
+            c.key = reuse.cluster_key(c.plan, identity=identity, context=contexts.get(c.plan.cluster.name),
+                                      provisions=len(c.stacks) == 2)
+    with staged_outdir(outdir, warnings=warnings, private=private) as staged:
+        stacks_dir = staged / "stacks"
+        built = _Built()
+        for c in clusters:
+            if c.key is not None:
+                c.entry = reuse.load(c.key, c.stacks)
+        reused, reused_names = [c for c in clusters if c.entry is not None], reused
+        todo = [c for c in clusters if c.entry is None]
+        done: list[str] = []
+
+        def report(c: _Cluster) -> None:
+            done.append(c.plan.cluster.name)
+            if progress is not None:
+                progress(len(done), len(clusters), c.plan.cluster.name, list(c.stacks))
+
+        for c in reused:
+            built.exports[c.plan.cluster.name] = c.entry["exports"]
+        elsewhere = False
+        results = None
+        n_workers = min(max_workers, len(todo) // MIN_CLUSTERS_PER_WORKER)
+        if n_workers > 1:
+            from gpucluster_cdk.stacks import workers as workers_mod
+
+            if workers_mod.can_fork():
+                results = workers_mod.run(plans, _chunks(todo, n_workers), base=staged, final=final, fleet=fleet,
+                                          exports=built.exports, keys={c.plan.cluster.name: c.key for c in todo})
+                if results is not None:  # None: a worker failed; build here, for this process's own error
+                    for result in results:
+                        built.manifest.update(result["manifest"])
+                        built.exports.update(result["exports"])
+                        built.version = built.version or result["version"]
+                        built.style = built.style or result["style"]
+                    for c in todo:
+                        report(c)
+                    todo, elsewhere = [], True
+        whole = not reused and not elsewhere  # one App holds every stack: cdktf's manifest.json as it is
+        built_here: list[_Cluster] = []
+        if todo or fleet is not None or not clusters:
+            from gpucluster_cdk.stacks.app import synth_app  # imports cdktf (or cdktn) only now
+
+            result = synth_app(plans, staged, final=final, fleet=fleet,
+                               real=None if whole else {c.plan.cluster.name for c in todo}, exports=built.exports)
+            built.exports.update(result["exports"])
+            text = (staged / "manifest.json").read_text(encoding="utf-8")
+            try:
+                manifest, style = reuse.check_manifest_text(text)
+            except RuntimeError:
+                if not whole:
+                    raise
+                manifest, style = json.loads(text), None  # written as it is; nothing is stored (no style)
+            built.version = built.version or manifest["version"]
+            built.style = built.style or style
+            keep = set(result["stacks"])
+            for name, entry in manifest["stacks"].items():
+                if name in keep:
+                    built.manifest[name] = entry
+                else:  # a stand-in (its output is not the stack's)
+                    shutil.rmtree(stacks_dir / name)
+            built_here = todo
+            for c in todo:
+                report(c)
+        if results is not None:  # after the fleet App: its stand-ins have the members' names
+            stacks_dir.mkdir(exist_ok=True)
+            for result in results:
+                for name in result["stacks"]:
+                    os.rename(Path(result["folder"]) / "stacks" / name, stacks_dir / name)
+                shutil.rmtree(result["folder"])
+        if not built_here and not elsewhere and reused:
+            from gpucluster_cdk.kernel_env import check_all
+
+            check_all()  # no kernel started: the environment it needs is still checked, as in a full synth
+        if reused:
+            stacks_dir.mkdir(exist_ok=True)
+            for c in reused:
+                for name, entry, files in c.entry["stacks"]:
+                    reuse.write_stack_files(stacks_dir, name, files)
+                    built.manifest[name] = entry
+                built.version = built.version or c.entry["version"]
+                built.style = built.style or c.entry["style"]
+                if reused_names is not None:
+                    reused_names.append(c.plan.cluster.name)
+                report(c)
+        if not whole:
+            (staged / "manifest.json").write_text(reuse.manifest_text(built.version, built.manifest, built.style),
+                                                  encoding="utf-8")
+        for c in built_here if built.style is not None else ():
+            if c.key is not None:
+                store_cluster(c.key, c.stacks, stacks_dir, built.manifest, built.version,
+                              built.exports.get(c.plan.cluster.name, {}), built.style)
+        return sorted(p.name for p in stacks_dir.iterdir())
+
+
+def _chunks(todo: Sequence[_Cluster], n: int) -> list[list[str]]:
+    """``todo`` in ``n`` contiguous shares of about equal release counts (plan order kept)."""
+    weights = [len(c.plan.nodes) + 5 for c in todo]
+    total = sum(weights)
+    shares: list[list[str]] = [[] for _ in range(n)]
+    acc = 0
+    for c, w in zip(todo, weights):
+        index = min(n - 1, (acc * n) // total)
+        shares[index].append(c.plan.cluster.name)
+        acc += w
+    return [s for s in shares if s]
+
+
+def store_cluster(key: str, names: Sequence[str], stacks_dir: Path, manifest: Mapping[str, Any], version: str,
+                  exports: Mapping[str, Any], style: str) -> None:
+    """Store one cluster's stacks (read back from ``stacks_dir``) under ``key``; any error: not stored."""
+    try:
+        stacks = [(name, manifest[name], reuse.read_stack_files(stacks_dir / name)) for name in names]
+    except (OSError, KeyError):
+        return
+    reuse.store(key, version, stacks, exports, style)
+
+
+def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]) -> None:
+    """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
+
+    Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
+    the check that none was missed (a new construct argument, a plugin's own construct).
+
+    Nor may any string but a ``helm_release``'s ``values`` documents hold a control character
+    (:func:`constructs_lib.tfstring.unexpected_controls`: a newline in a name, a location, a
+    ``set`` name).
+
+    Raises:
+        GpuclusterError: ``error[injection]`` per stack with an unescaped ``${``/``%{`` sequence
+            or a control character (path inside ``cdk.tf.json`` and the sequence or string,
+            cut), before the output is swapped in.
+    """
+    from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls, unexpected_templates  # the package imports cdktf
+
+    problems: list[Problem] = []
+    for name in stack_names:
+        document = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8"))
+        found = unexpected_templates(document)
+        cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
+                                                                    cluster_stack_name(p.cluster.name))), None)
+        controls = unexpected_controls(document)
+        if controls:
+            path, text = controls[0]
+            problems.append(Problem(
+                message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
+                        f"first at {path}: {text}",
+                cluster=cluster, id="injection",
+                fix="remove the newline or control character from the value in the cluster file; that it was not "
+                    "refused earlier is a gpucluster or plugin bug (a field without its check)"))
+        if found:
+            path, seq = found[0]
+            problems.append(Problem(
+                message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
+                        f"first at {path}: {seq!r}",
+                cluster=cluster, id="injection",
+                fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
+                    "(this is a gpucluster or plugin bug, not your input)"))
+    if problems:
+        raise GpuclusterError(problems=problems)

@@ -1,0 +1,197 @@
+"""Worker processes that build clusters' stacks in parallel (forked; no cdktf import here).
+
+:func:`run` forks one process per share of the clusters to build, *before* this process imports
+cdktf (a jsii kernel cannot be shared across a fork: :func:`can_fork`). Each worker builds an App
+with its share's real stacks (plus stand-ins for the other fleet members and the fleet's stacks,
+so cross-stack references register exactly as in one App: :func:`gpucluster_cdk.stacks.app.build_app`),
+synthesizes it into its own folder inside the staged output folder, runs the injection check,
+stores its cache entries, and reports the stacks' ``manifest.json`` entries through a pipe.
+
+Stop signals: the workers are in this process's process group (Ctrl-C reaches them); a stop
+signal to this process alone makes :func:`run` end them (SIGTERM, then wait) before the signal's
+exception goes on; a worker whose parent dies gets SIGTERM (Linux ``PR_SET_PDEATHSIG``). A
+worker ends at once on a stop signal (default action; its jsii kernel ends when its pipe closes)
+and writes nothing to stdout or stderr; :func:`run` removes each worker's temporary folder (its
+``TMPDIR``). The signals are blocked from before the fork until the worker reset them, so the
+parent's handlers never run in a worker.
+
+A worker that fails for any reason makes :func:`run` return None: the caller then builds in its
+own process, so every error is the one a one-process synth reports.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked here: POSIX ``fork``, no jsii kernel started in this
+    process (``jsii`` not imported) and no other thread running."""
+    return hasattr(os, "fork") and "jsii" not in sys.modules and threading.active_count() == 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to send SIGTERM when the parent ends; end now if it already did."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGTERM)
+
+
+def run(plans: Sequence[Any], shares: Sequence[Sequence[str]], *, base: Path, final: Path, fleet: Any,
+        exports: Mapping[str, Any], keys: Mapping[str, str | None]) -> list[dict[str, Any]] | None:
+    """Build the clusters named in ``shares`` (one worker each) into folders below ``base``.
+
+    Returns:
+        per share, in order: ``{"folder", "stacks": names built, "manifest": name -> entry,
+        "exports", "version"}``; None when a worker failed (its folder is removed).
+    """
+    running: dict[int, Path] = {}  # pid -> folder, until reaped
+    pipes: dict[int, int] = {}  # read end -> pid, until closed
+    order: list[int] = []
+    privates: list[str] = []  # each worker's TMPDIR (its jsii kernel's files), removed at the end
+    parent = os.getpid()
+    try:
+        for index, share in enumerate(shares):
+            folder = base / f".worker-{index}"
+            privates.append(tempfile.mkdtemp(prefix="gpucluster-worker-"))
+            read_fd, write_fd = os.pipe()
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                pid = os.fork()
+                if pid == 0:  # the worker: never returns
+                    os.close(read_fd)
+                    _worker(write_fd, parent, blocked, privates[-1], plans, set(share), folder, final, fleet, exports, keys)
+                running[pid] = folder
+                pipes[read_fd] = pid
+                order.append(pid)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                os.close(write_fd)
+        payloads = _collect(pipes)
+        results: list[dict[str, Any]] = []
+        failed = False
+        for pid in order:
+            _, status = os.waitpid(pid, 0)
+            folder = running.pop(pid)
+            result = None
+            if os.waitstatus_to_exitcode(status) == 0 and payloads.get(pid):
+                try:
+                    result = pickle.loads(payloads[pid])
+                except Exception:  # noqa: BLE001
+                    result = None
+            if not isinstance(result, dict) or "stacks" not in result:
+                failed = True
+            else:
+                result["folder"] = str(folder)
+                results.append(result)
+        if failed:
+            for index in range(len(shares)):
+                shutil.rmtree(base / f".worker-{index}", ignore_errors=True)
+            return None
+        return results
+    finally:
+        for pid in running:  # a stop signal (or an error) while they ran: end them
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        for fd in pipes:
+            os.close(fd)
+        for pid in running:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        for private in privates:
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def _collect(pipes: dict[int, int]) -> dict[int, bytes]:
+    """Read every worker's pipe to its end, removing each from ``pipes`` once closed (a stop
+    signal's exception interrupts the wait)."""
+    data: dict[int, list[bytes]] = {pid: [] for pid in pipes.values()}
+    while pipes:
+        ready, _, _ = select.select(list(pipes), [], [])
+        for fd in ready:
+            chunk = os.read(fd, 1 << 20)
+            if chunk:
+                data[pipes[fd]].append(chunk)
+            else:
+                del pipes[fd]
+                os.close(fd)
+    return {pid: b"".join(parts) for pid, parts in data.items()}
+
+
+def _worker(write_fd: int, parent: int, blocked: Any, private: str, plans: Sequence[Any], share: set[str],
+            folder: Path, final: Path, fleet: Any, exports: Mapping[str, Any], keys: Mapping[str, str | None]) -> None:
+    """The worker process (see the module docstring); ends with ``os._exit``.
+
+    Its stop signals take their default action (the process ends at once, whichever of its threads
+    the signal reaches: a Python-level handler would wait for the main thread, which may be asleep
+    in a plugin while jsii's reader thread gets the signal)."""
+    code = 1
+    try:
+        atexit._clear()  # the parent's exit hooks are not this process's
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        _die_with_parent(parent)
+        os.environ["TMPDIR"] = tempfile.tempdir = private
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # nothing of a worker reaches the user's terminal; the parent reports
+        os.dup2(devnull, 2)
+        payload = pickle.dumps(_build(plans, share, folder, final, fleet, exports, keys))
+        code = 0
+    except BaseException:  # noqa: BLE001 - reported as a failure; the parent builds again itself
+        payload = pickle.dumps({"failed": traceback.format_exc()})
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(write_fd, view):]
+        os.close(write_fd)
+    except BaseException:  # noqa: BLE001
+        code = 1
+    try:
+        atexit._run_exitfuncs()  # the jsii kernel's stop, registered in this process
+    except BaseException:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+def _build(plans: Sequence[Any], share: set[str], folder: Path, final: Path, fleet: Any, exports: Mapping[str, Any],
+           keys: Mapping[str, str | None]) -> dict[str, Any]:
+    from gpucluster_cdk.stacks import reuse
+    from gpucluster_cdk.stacks.app import synth_app
+    from gpucluster_cdk.stacks.synthesis import stack_names, store_cluster
+
+    folder.mkdir()
+    result = synth_app(plans, folder, final=final, fleet=fleet, real=share, exports=exports)
+    manifest, style = reuse.check_manifest_text((folder / "manifest.json").read_text(encoding="utf-8"))
+    names = [n for plan in plans if plan.cluster.name in share for n in stack_names(plan)]
+    entries = {name: manifest["stacks"][name] for name in names}
+    for plan in plans:
+        key = keys.get(plan.cluster.name)
+        if plan.cluster.name in share and key is not None:
+            store_cluster(key, stack_names(plan), folder / "stacks", entries, manifest["version"],
+                          result["exports"].get(plan.cluster.name, {}), style)
+    return {"stacks": names, "manifest": entries, "exports": result["exports"], "version": manifest["version"],
+            "style": style}

@@ -1,0 +1,145 @@
+"""Clusters built by worker processes: the same bytes as one process, and stop signals end them.
+
+Every run is ``python main.py`` (workers are forked before cdktf is imported, which a test process
+that already synthesized cannot do). A plugin records the process id of every
+``gpucluster_cluster_stack`` call, so each case shows the clusters were built by several workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _support import main_env, tree
+from test_synth_signals import assert_stopped_stderr
+
+ROOT = Path(__file__).resolve().parents[1]
+FLEET_EXAMPLE = ROOT / "examples" / "fleet-canary-prod.yaml"
+
+PIDS_PLUGIN = '''
+import os
+from gpucluster.sdk import hookimpl
+
+@hookimpl(tryfirst=True)
+def gpucluster_cluster_stack(scope, cluster, recipe):
+    with open(os.environ["PIDS_FILE"], "a") as f:
+        f.write(f"{os.getpid()} {cluster.name}\\n")
+    if os.environ.get("SLOW_CLUSTER") == cluster.name:
+        import time
+        time.sleep(300)
+    return None  # the AKS plugin builds the cluster
+'''
+
+MULTI = """\
+clusters:
+""" + "".join(f"""  - name: m{i}
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: {'training' if i % 2 else 'inference'}}}
+""" for i in range(1, 6)) + """  - name: lab
+    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
+    existing: {kubeconfig: /etc/kube/lab}
+    scheduling: {accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}}
+"""
+
+
+def start(tmp_path: Path, config: Path, out: Path, workers: str, **extra: str) -> subprocess.Popen:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "gpucluster_test_pids.py").write_text(PIDS_PLUGIN)
+    env = main_env(outdir=out, config=config, GPUCLUSTER_PLUGINS="gpucluster_test_pids", PYTHONPATH=str(plugins),
+                   GPUCLUSTER_SYNTH_WORKERS=workers, GPUCLUSTER_SYNTH_CACHE="off",
+                   PIDS_FILE=str(tmp_path / f"pids-{out.parent.name}"), **extra)
+    return subprocess.Popen([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def builders(tmp_path: Path, out: Path) -> dict[str, str]:
+    """cluster -> process id that built its cluster stack."""
+    lines = (tmp_path / f"pids-{out.parent.name}").read_text().splitlines()
+    return {name: pid for pid, name in (line.split() for line in lines)}
+
+
+@pytest.mark.parametrize("which", ["fleet", "multi"])
+def test_workers_write_the_bytes_of_one_process(tmp_path, which):
+    config = FLEET_EXAMPLE if which == "fleet" else tmp_path / "multi.yaml"
+    if which == "multi":
+        config.write_text(MULTI)
+    outs = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}" / "cdktf.out"
+        proc = start(tmp_path, config, out, workers)
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr
+        pids = set(builders(tmp_path, out).values())
+        if workers == "1":
+            assert pids == {str(proc.pid)}
+        else:
+            assert len(pids) == 2 and str(proc.pid) not in pids  # two workers built the clusters
+        outs[workers] = tree(out)
+    assert outs["1"] == outs["2"]
+    assert not list(tmp_path.glob("w2/.cdktf.out.*"))
+
+
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_a_stop_signal_ends_the_workers(tmp_path, signum, to_group):
+    """The parent alone (a kill of main.py) or the whole group (Ctrl-C) stopped while a worker is
+    inside a cluster stack: the previous output stays, the workers are gone, nothing is left behind."""
+    config = tmp_path / "multi.yaml"
+    config.write_text(MULTI)
+    out = tmp_path / "run" / "cdktf.out"
+    (out / "stacks" / "old-runtime").mkdir(parents=True)
+    (out / "stacks" / "old-runtime" / "cdk.tf.json").write_text('{"old": true}')
+    before = tree(out)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = start(tmp_path, config, out, "2", SLOW_CLUSTER="m5", TMPDIR=str(tmp))
+    pids_file = tmp_path / "pids-run"
+    try:
+        deadline = time.monotonic() + 300
+        while not (pids_file.exists() and "m5" in pids_file.read_text()):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the slow cluster was never built"
+            time.sleep(0.05)
+        workers = {int(pid) for pid in builders(tmp_path, out).values()}
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, stderr
+    assert_stopped_stderr(stderr, signum, None)
+    assert tree(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cdktf.out"]
+    for pid in workers:
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"worker {pid} outlived main.py")
+    deadline = time.monotonic() + 30
+    while sorted(tmp.iterdir()) and time.monotonic() < deadline:  # a worker's jsii kernel ends when its pipe closes
+        time.sleep(0.1)
+    assert sorted(p.name for p in tmp.iterdir()) == []
+
+
+def test_bad_worker_count_is_one_error_line(tmp_path):
+    out = tmp_path / "cdktf.out"
+    env = main_env(outdir=out, config=None, GPUCLUSTER_SYNTH_WORKERS="many")
+    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error[")]
+    assert len(errors) == 1 and errors[0].startswith("error[config] key=GPUCLUSTER_SYNTH_WORKERS:"), result.stderr
+    assert not out.exists()
