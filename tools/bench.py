@@ -24,6 +24,14 @@ returning the command for N clusters -- and it is measured and printed like the 
             from ``$GPUCLUSTER_CHARTS`` or ``../shared/reference/charts``; skipped without them
   fleet     ``python main.py`` on a two-group fleet of N of those clusters (1 canary, N-1 prod; hub
             with the kernel-module blocklist, auto-upgrade profile; docs/fleets.md)
+  resynth   ``python main.py`` on N clusters after an edit of one of them (a GPU node count): the
+            other clusters' stacks come from the per-user cache (a folder of the run, filled by one
+            unmeasured synth first; the previous output is in place, as for a user)
+  workers   ``python main.py`` on N clusters with nothing reused, the clusters built by the default
+            number of worker processes (the CPUs, at most 8)
+
+``synth``, ``cli`` and ``fleet`` reuse nothing and build every stack in one process
+(``GPUCLUSTER_SYNTH_CACHE=off GPUCLUSTER_SYNTH_WORKERS=1``), so their rows compare with earlier runs.
 
 Distributions: ``cdktf`` (default, ``.venv``) and ``cdktn`` (``.venv-cdktn``, made by
 ``make cdktn``; skipped with a note when absent). ``--project DIR`` measures another checkout of
@@ -118,6 +126,7 @@ class Step:
         sizes: None = every ``--sizes`` value; otherwise only these cluster counts.
         dists: distributions the step runs under (None = all).
         available / unavailable: whether the step can run here, and the note printed when not.
+        prepare: (context, clusters, run index) -> None, called before each run, not measured.
     """
 
     name: str
@@ -127,6 +136,7 @@ class Step:
     dists: tuple[str, ...] | None = None
     available: Callable[[], bool] = lambda: True
     unavailable: str = ""
+    prepare: Callable[[Context, int, int], None] | None = None
 
 
 def _floor(ctx: Context, n: int):
@@ -141,17 +151,69 @@ def _bindings(ctx: Context, n: int):
     return [ctx.python, "-c", BINDINGS_CODE], {}
 
 
+ONE_PROCESS = {"GPUCLUSTER_SYNTH_CACHE": "off", "GPUCLUSTER_SYNTH_WORKERS": "1"}
+"""A synth that reuses nothing and builds every stack in its own process (the path before reuse and
+workers; what the ``synth``, ``cli`` and ``fleet`` rows measure)."""
+
+
 def _synth(ctx: Context, n: int):
     out = ctx.scratch / f"out-{ctx.dist}-{n}"
     return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
-                                                       "CDKTF_OUTDIR": str(out)}
+                                                       "CDKTF_OUTDIR": str(out), **ONE_PROCESS}
+
+
+def default_workers() -> int:
+    """The worker count a synth uses by default here (the usable CPUs, at most 8)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _workers(ctx: Context, n: int):
+    out = ctx.scratch / f"workers-out-{ctx.dist}-{n}"
+    return [ctx.python, str(ctx.project / "main.py")], {
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "CDKTF_OUTDIR": str(out),
+        "GPUCLUSTER_SYNTH_CACHE": "off", "GPUCLUSTER_SYNTH_WORKERS": str(default_workers())}
+
+
+def resynth_file(folder: Path, n: int, edit: int) -> Path:
+    """``<folder>/resynth-<n>.yaml``: :func:`cluster_file`'s clusters, c01 with explicit pools whose GPU
+    node count is ``edit + 1`` (each value another plan of c01 only)."""
+    text = cluster_file(folder, n).read_text().replace(
+        "- name: c01\n", "- name: c01\n    pools:\n      - {name: system, vmSize: Standard_D8ds_v5, nodeCount: 2, gpu: false}\n"
+        f"      - {{name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: {edit + 1}}}\n", 1)
+    path = folder / f"resynth-{n}.yaml"
+    path.write_text(text)
+    return path
+
+
+def _resynth_env(ctx: Context, n: int) -> dict[str, str]:
+    return {"GPUCLUSTER_CONFIG": str(ctx.scratch / f"resynth-{n}.yaml"),
+            "CDKTF_OUTDIR": str(ctx.scratch / f"resynth-out-{ctx.dist}-{n}"),
+            "GPUCLUSTER_CACHE_DIR": str(ctx.scratch / f"resynth-cache-{ctx.dist}")}
+
+
+def _resynth_prepare(ctx: Context, n: int, run: int) -> None:
+    """Before run ``run``: the first time, a whole synth (unmeasured) fills the cache and the output
+    folder; then c01 is edited (another GPU node count), so the run rebuilds c01 and reuses the rest."""
+    if run == 0:
+        resynth_file(ctx.scratch, n, 0)
+        cmd, extra = _resynth(ctx, n)
+        measure(cmd, cwd=ctx.scratch, interval=1.0, env=bench_env(extra, dist=ctx.dist, project=ctx.project))
+    resynth_file(ctx.scratch, n, run + 1)
+
+
+def _resynth(ctx: Context, n: int):
+    return [ctx.python, str(ctx.project / "main.py")], _resynth_env(ctx, n)
 
 
 def _cli(ctx: Context, n: int):
     work = workdir(ctx.scratch, python=ctx.python, project=ctx.project)
     cdktf = str(ROOT / "node_modules" / ".bin" / "cdktf")
     return [cdktf, "synth", "--output", str(ctx.scratch / f"cli-out-{n}")], {
-        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "_BENCH_CWD": str(work)}
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "_BENCH_CWD": str(work), **ONE_PROCESS}
 
 
 def fleet_file(folder: Path, n: int) -> Path:
@@ -170,7 +232,7 @@ def fleet_file(folder: Path, n: int) -> Path:
 def _fleet(ctx: Context, n: int):
     out = ctx.scratch / f"fleet-out-{ctx.dist}-{n}"
     return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(fleet_file(ctx.scratch, n)),
-                                                       "CDKTF_OUTDIR": str(out)}
+                                                       "CDKTF_OUTDIR": str(out), **ONE_PROCESS}
 
 
 def _render(ctx: Context, n: int):
@@ -187,6 +249,10 @@ STEPS: dict[str, Step] = {
                    dists=("cdktf",), available=lambda: CHARTS.is_dir(),
                    unavailable=f"no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)"),
     "fleet": Step("fleet", "python main.py on a two-group fleet (fleet, barrier, hub stacks)", _fleet, dists=("cdktf",)),
+    "resynth": Step("resynth", "python main.py after editing one cluster (the others' stacks reused from the cache)",
+                    _resynth, sizes=(10, 50), dists=("cdktf",), prepare=_resynth_prepare),
+    "workers": Step("workers", f"python main.py, nothing reused, clusters built by {default_workers()} worker processes",
+                    _workers, sizes=(10, 50), dists=("cdktf",)),
 }
 """The steps, in the order they are printed."""
 
@@ -361,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for n in [s for s in sizes if step.sizes is None or s in step.sizes]:
                     row = Row(dist, name, n, [], [], [])
-                    for _ in range(args.runs):
+                    for run in range(args.runs):
+                        if step.prepare is not None:
+                            step.prepare(ctx, n, run)
                         cmd, extra = step.command(ctx, n)
                         wall, peak, cpu = measure(cmd, cwd=scratch, interval=args.interval,
                                                   env=bench_env(extra, dist=dist, project=project))
