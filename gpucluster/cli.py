@@ -48,6 +48,7 @@ traceback (``GPUCLUSTER_DEBUG=1`` prints the traceback too). Output is determini
 from __future__ import annotations
 
 import argparse
+import re
 import contextlib
 import errno
 import json
@@ -65,6 +66,13 @@ def _profile_arg(text: str) -> tuple[str, str]:
     if not sep or not name or not value or "=" in value:
         raise argparse.ArgumentTypeError(f"'{text}' is not NAME=VALUE (e.g. gpuStack=operator-managed)")
     return name, value
+
+
+def _worker_count(text: str) -> int:
+    """``--workers N``: an integer >= 1 (decimal digits only, at most 3 of them)."""
+    if not re.fullmatch(r"[0-9]{1,3}", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a worker count (an integer from 1 to 999)")
+    return int(text)
 
 
 _SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
@@ -176,6 +184,11 @@ def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
 def _synth_arguments(syn: argparse.ArgumentParser) -> None:
     syn.add_argument("--config", help="cluster file (as for plan)")
     syn.add_argument("--out", metavar="DIR", help="output folder (replaced atomically; default: $CDKTF_OUTDIR, else cdktf.out)")
+    syn.add_argument("--no-cache", action="store_true",
+                     help="build every cluster's stacks; reuse none from the cache (as GPUCLUSTER_SYNTH_CACHE=off)")
+    syn.add_argument("--workers", type=_worker_count, metavar="N",
+                     help="most worker processes building clusters (default: $GPUCLUSTER_SYNTH_WORKERS, else the "
+                          "CPUs, at most 8; 1: this process only)")
 
 
 def _init_arguments(ini: argparse.ArgumentParser) -> None:
@@ -647,7 +660,8 @@ def _cmd_synth(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ``cdktf synth``, the same files); imported here only, so no other command loads cdktf."""
     from gpucluster_cdk.app import synth_command
 
-    return synth_command(config=args.config, outdir=args.out, out=out, err=err)
+    return synth_command(config=args.config, outdir=args.out, out=out, err=err,
+                         cache=False if args.no_cache else None, workers=args.workers)
 
 
 def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:

@@ -127,7 +127,8 @@ def _stack_dirs(outdir: Path) -> set[str]:
 
 
 def main(argv: list[str] | None = None, received: list[int] | None = None, *, config: str | None = None,
-         outdir: str | os.PathLike | None = None, progress: TextIO | None = None, written: list[str] | None = None) -> int:
+         outdir: str | os.PathLike | None = None, progress: TextIO | None = None, written: list[str] | None = None,
+         cache: bool | None = None, workers: int | None = None) -> int:
     """Run the app (see the module docstring); returns the exit code.
 
     Args:
@@ -140,11 +141,12 @@ def main(argv: list[str] | None = None, received: list[int] | None = None, *, co
         progress: where one line per cluster goes while its stacks are built, for a cluster
             file of more than one cluster (``gpucluster synth``: stderr); None: no such lines.
         written: receives the names of the stacks written.
+        cache, workers: as :func:`gpucluster_cdk.stacks.synth` (None: its defaults).
     """
     received = [] if received is None else received
     try:
         with _stop_signals_raise(received):
-            return _run(config=config, outdir=outdir, progress=progress, written=written)
+            return _run(config=config, outdir=outdir, progress=progress, written=written, cache=cache, workers=workers)
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:
@@ -174,7 +176,7 @@ def _interrupted(signum: int) -> int:
 
 
 def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, progress: TextIO | None = None,
-         written: list[str] | None = None) -> int:
+         written: list[str] | None = None, cache: bool | None = None, workers: int | None = None) -> int:
     from gpucluster.config import embedded_default_notice, load_config
     from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem
     from gpucluster.pipeline import build_plans
@@ -212,8 +214,10 @@ def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, 
     try:
         from gpucluster_cdk import stacks  # cdktf (or cdktn: GPUCLUSTER_CDK) is imported only when a stack is built here
 
-        names = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings,
-                             progress=_progress_printer(progress) if progress is not None and len(plans) > 1 else None)
+        reused: list[str] = []
+        names = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings, cache=cache, workers=workers, reused=reused,
+                             progress=_progress_printer(progress, reused) if progress is not None and len(plans) > 1
+                             else None)
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
@@ -230,22 +234,34 @@ def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, 
     return 0
 
 
-def _progress_printer(stream: TextIO):
-    """The ``progress`` callback of :func:`gpucluster_cdk.stacks.synth`: one line per cluster."""
+def _progress_printer(stream: TextIO, reused: list[str]):
+    """The ``progress`` callback of :func:`gpucluster_cdk.stacks.synth`: one line per cluster,
+    ``built`` or ``reused`` (its name is in ``reused``, which synth fills before it reports it)."""
 
     def report(index: int, total: int, cluster: str, stacks: list[str]) -> None:
-        print(f"gpucluster: cluster {index}/{total} {cluster}: stacks {', '.join(stacks)} built", file=stream, flush=True)
+        how = "reused" if cluster in reused else "built"
+        print(f"gpucluster: cluster {index}/{total} {cluster}: stacks {', '.join(stacks)} {how}", file=stream,
+              flush=True)
 
     return report
 
 
-def synth_command(*, config: str | None, outdir: str | None, out: TextIO, err: TextIO) -> int:
+def synth_command(*, config: str | None, outdir: str | None, out: TextIO, err: TextIO, cache: bool | None = None,
+                  workers: int | None = None) -> int:
     """``gpucluster synth``: the app in this process (:func:`main`, the code path ``cdktf synth``
-    runs), a progress line per cluster on ``err`` for a multi-cluster file, then one line on
-    ``out`` naming the stacks written; returns the exit code (0, 2 bad input, 70 internal, 128 + n
-    after stop signal n)."""
+    runs), a progress line per cluster on ``err`` for a multi-cluster file (``built`` or
+    ``reused``), then one line on ``out`` naming the stacks written; returns the exit code (0, 2
+    bad input, 70 internal, 128 + n after stop signal n).
+
+    Args:
+        cache: False builds every cluster (``--no-cache``); None: the default of
+            :func:`gpucluster_cdk.stacks.synth` (on unless ``GPUCLUSTER_SYNTH_CACHE=off`` or
+            ``GPUCLUSTER_CACHE_DIR=off``).
+        workers: most worker processes (``--workers``); None: ``GPUCLUSTER_SYNTH_WORKERS``, else
+            the CPUs, at most 8.
+    """
     names: list[str] = []
-    code = main([], config=config, outdir=outdir, progress=err, written=names)
+    code = main([], config=config, outdir=outdir, progress=err, written=names, cache=cache, workers=workers)
     if code == 0:
         target = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
         print(f"synthesized {len(names)} stacks into {target}: {', '.join(names)}", file=out, flush=True)

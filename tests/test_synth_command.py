@@ -75,13 +75,37 @@ def run_synth(*argv: str) -> tuple[int, str, str]:
 MULTI = "clusters:\n" + EXISTING_AKS.split("clusters:\n", 1)[1] + NVKE_EXISTING
 
 
-def test_one_progress_line_per_cluster_of_a_multi_cluster_file(tmp_path, capsys):
+BUILT = "gpucluster: cluster 1/2 lab: stacks lab-runtime built\ngpucluster: cluster 2/2 nvke-a: stacks nvke-a-runtime built\n"
+
+
+def test_one_progress_line_per_cluster_of_a_multi_cluster_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "gpucluster.yaml").write_text(MULTI)
     code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"))
     assert code == 0, capsys.readouterr().err
-    assert err == "gpucluster: cluster 1/2 lab: stacks lab-runtime built\ngpucluster: cluster 2/2 nvke-a: stacks nvke-a-runtime built\n"
+    assert err == BUILT
     assert out == f"synthesized 2 stacks into {tmp_path / 'out'}: lab-runtime, nvke-a-runtime\n"
     assert sorted(p.name for p in (tmp_path / "out" / "stacks").iterdir()) == ["lab-runtime", "nvke-a-runtime"]
+    first = tree(tmp_path / "out")
+    # Again: both clusters come from the cache, and the line says so; the bytes are the same.
+    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"))
+    assert code == 0, capsys.readouterr().err
+    assert err == BUILT.replace(" built", " reused")
+    assert tree(tmp_path / "out") == first
+    # --no-cache builds both (and --workers 1 in this process) with the same bytes.
+    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"),
+                               "--no-cache", "--workers", "1")
+    assert (code, err) == (0, BUILT), capsys.readouterr().err
+    assert tree(tmp_path / "out") == first
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "1.5", "1\n", "", "9999", "\u0661"])
+def test_a_bad_workers_flag_is_one_usage_line(tmp_path, value, capsys):
+    code, out, err = run_synth("--out", str(tmp_path / "out"), "--workers", value)
+    assert (code, out) == (2, "")
+    [line] = (err + capsys.readouterr().err).splitlines()
+    assert line.startswith("error[usage]") and "worker count" in line and " fix: " in line
+    assert not (tmp_path / "out").exists()
 
 
 def test_config_and_out_flags_win_over_the_environment(tmp_path, monkeypatch, capsys):
