@@ -22,6 +22,14 @@ core makes it absolute where it receives the error or finding (``clusters[3].poo
 yourself. A values path of a finding's ``component`` and a path inside another file named by
 ``file=`` are printed as given (docs/plugins.md, Error keys).
 
+Read-only arguments: the arguments :data:`READ_ONLY_ARGS` lists -- every argument of every hook
+except ``gpucluster_prepare_cluster``'s ``cluster`` (a deep copy to modify and return) and
+``gpucluster_cluster_stack``'s ``scope`` (the stack to add resources to) -- are copies of the
+core's objects. A hook reads them and returns what it adds (a values patch, findings, manifests,
+gates, a connection); an implementation that changes one (sets an attribute, adds, removes or
+replaces an item at any depth) is an error naming the plugin, the hook and the argument, checked
+after each implementation returns.
+
 Call order between plugins: implementations marked ``@hookimpl(tryfirst=True)`` run first,
 ``@hookimpl(trylast=True)`` last, otherwise the later-registered plugin first
 (``GPUCLUSTER_PLUGINS`` modules register after entry points). *firstresult* hooks stop at the
@@ -55,6 +63,16 @@ HOOK_ORDER = (
     "gpucluster_cluster_stack",
 )
 """The hooks in the order one cluster meets them (the specs below are defined in this order)."""
+
+READ_ONLY_ARGS: dict[str, tuple[str, ...]] = {
+    "gpucluster_adjust_values": ("cluster", "recipe", "component"),
+    "gpucluster_policy_checks": ("cluster", "recipe", "components"),
+    "gpucluster_manifests": ("cluster", "recipe", "components"),
+    "gpucluster_gates": ("cluster", "recipe", "components"),
+    "gpucluster_cluster_stack": ("cluster", "recipe"),
+}
+"""Hook -> the arguments its implementations receive as copies and must not change, in signature
+order (:func:`gpucluster.plugins.call_hook_attributed` copies and checks them)."""
 
 hookspec = pluggy.HookspecMarker("gpucluster")
 
@@ -131,10 +149,11 @@ def gpucluster_adjust_values(cluster: ClusterSpec, recipe: Recipe, component: Co
     firstresult: no (every plugin's patch is applied, in call order).
 
     Args:
-        cluster (ClusterSpec), recipe (Recipe), component (Component): read-only.
+        cluster (ClusterSpec), recipe (Recipe), component (Component): read-only (copies; changing
+        one is an error naming the plugin: return the change as a patch).
 
     Returns:
-        dict | None: a patch deep-merged into ``component.values`` (objects merge, lists
+        dict | None: a patch deep-merged into the component's values (objects merge, lists
         and scalars replace, ``None`` deletes). Patches apply in hook call order; every
         implementation sees the values before any patch of this component. A non-dict is an
         error naming the plugin and component.
@@ -150,7 +169,8 @@ def gpucluster_policy_checks(cluster: ClusterSpec, recipe: Recipe, components: M
     firstresult: no (findings of all checks are de-duplicated and sorted, errors first).
 
     Args:
-        cluster (ClusterSpec), recipe (Recipe), components (dict[str, Component]).
+        cluster (ClusterSpec), recipe (Recipe), components (Mapping[str, Component]): read-only
+        (copies; changing one is an error naming the plugin).
 
     Returns:
         list[Finding] | None: any ``error`` finding stops synthesis before anything is written
@@ -169,8 +189,9 @@ def gpucluster_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mappi
     firstresult: no.
 
     Args:
-        cluster (ClusterSpec), recipe (Recipe), components (dict[str, Component]): enabled
-        components with final values; read-only.
+        cluster (ClusterSpec), recipe (Recipe), components (Mapping[str, Component]): read-only
+        (copies; changing one is an error naming the plugin). ``components``: the enabled
+        components with their final values.
 
     Returns:
         list[Manifest] | None: manifests of components that are not enabled are dropped;
@@ -187,7 +208,8 @@ def gpucluster_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[s
     firstresult: no (gate names must be unique across plugins).
 
     Args:
-        cluster (ClusterSpec), recipe (Recipe), components (dict[str, Component]).
+        cluster (ClusterSpec), recipe (Recipe), components (Mapping[str, Component]): read-only
+        (copies; changing one is an error naming the plugin).
 
     Returns:
         list[GateSpec] | None: gates whose ``component`` is disabled are dropped; invalid
@@ -206,8 +228,9 @@ def gpucluster_cluster_stack(scope: Any, cluster: ClusterSpec, recipe: Recipe) -
     firstresult: yes.
 
     Args:
-        scope (constructs.Construct): the cluster stack.
-        cluster (ClusterSpec), recipe (Recipe).
+        scope (constructs.Construct): the cluster stack, to add the cluster's resources to.
+        cluster (ClusterSpec), recipe (Recipe): read-only (copies; changing one is an error
+        naming the plugin).
 
     Returns:
         ClusterConnection | None: Terraform tokens of the cluster's endpoint and credentials,

@@ -11,10 +11,12 @@ installing them (handy for tests and local development). ``GPUCLUSTER_DISABLE_PL
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import json
 import os
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -367,13 +369,179 @@ def _scoped_impls(pm: pluggy.PluginManager, hook_name: str, kwargs: dict[str, An
     return [impl for impl in impls if criteria.service in services.get(id(impl.plugin), (criteria.service,))]
 
 
+_COPY_ERRORS = (pickle.PicklingError, TypeError, AttributeError)
+"""What pickling a value no pickle can hold raises (a plugin's value holding a lambda, say)."""
+
+
+def _copied(value: Any) -> tuple[Any, bytes | None]:
+    """``(copy, pickle of the original or None)``: a deep copy made with :mod:`pickle` (hook
+    arguments are dataclasses and plain values; several times faster than
+    :func:`copy.deepcopy`), or with :func:`copy.deepcopy` for a value pickle cannot hold."""
+    try:
+        blob = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        return pickle.loads(blob), blob
+    except _COPY_ERRORS:
+        return copy.deepcopy(value), None
+
+
+_SHARED_COPIES: dict[int, tuple[Any, Any, bytes | None]] = {}
+"""``id(original) -> (original, copy, pickle)`` of recent read-only copies (at most 64; cleared
+when full): one plan hands the same cluster, recipe and components to several hook calls."""
+
+
+def _shared_copy(value: Any) -> tuple[Any, bytes | None]:
+    """:func:`_copied` of ``value``, or the copy an earlier hook call got when that copy still
+    equals ``value`` (every implementation's copies are checked after it returns, so a copy
+    that was handed out and still equals its original is as good as a new one)."""
+    hit = _SHARED_COPIES.get(id(value))
+    if hit is not None and hit[0] is value and hit[1] == value:
+        return hit[1], hit[2]
+    copied, blob = _copied(value)
+    if len(_SHARED_COPIES) >= 64:
+        _SHARED_COPIES.clear()
+    _SHARED_COPIES[id(value)] = (value, copied, blob)
+    return copied, blob
+
+
+def _differs(copied: Any, original: Any, blob: bytes | None) -> bool:
+    """Whether ``copied`` (from :func:`_copied`) was changed: it no longer equals ``original``
+    (``==``, deep for dataclasses, dicts and lists) and pickles to other bytes than a fresh copy
+    of ``blob`` (so a NaN, unequal to itself, is no change; loading interns attribute names, so
+    the original's own bytes are no measure)."""
+    if copied == original:
+        return False
+    if blob is None:
+        return True
+    try:
+        return pickle.dumps(copied, pickle.HIGHEST_PROTOCOL) != pickle.dumps(pickle.loads(blob), pickle.HIGHEST_PROTOCOL)
+    except _COPY_ERRORS:  # the plugin put something unpicklable in it
+        return True
+
+
+class _ReadOnlyChange(Exception):
+    """A plugin called a changing method of a :class:`_ReadOnlyMapping` (``argument``, ``key``)."""
+
+    def __init__(self, argument: str, key: Any = None):
+        super().__init__(argument, key)
+        self.argument, self.key = argument, key
+
+
+class _ReadOnlyMapping(Mapping):
+    """A hook's read-only mapping argument (``components``): the original's keys, and a copy of
+    each value made the first time it is read (:func:`_copied`), so a hook that reads two
+    components copies two. Adding, replacing or removing a key raises :class:`_ReadOnlyChange`;
+    :meth:`changed_key` finds a value copy that was changed."""
+
+    def __init__(self, argument: str, originals: Mapping[Any, Any]):
+        self._argument = argument
+        self._originals = originals
+        self._copies: dict[Any, tuple[Any, bytes | None]] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        hit = self._copies.get(key)
+        if hit is None:
+            hit = self._copies[key] = _shared_copy(self._originals[key])
+        return hit[0]
+
+    def __iter__(self):
+        return iter(self._originals)
+
+    def __len__(self) -> int:
+        return len(self._originals)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._originals
+
+    def __repr__(self) -> str:
+        return f"<read-only {self._argument}: {', '.join(map(str, self._originals))}>"
+
+    def __reduce__(self):  # copy.deepcopy / pickle of the argument: a plain dict of copies
+        return dict, (dict(self.items()),)
+
+    def _refuse(self, key: Any = None, *args: Any, **kwargs: Any):
+        raise _ReadOnlyChange(self._argument, key)
+
+    __setitem__ = __delitem__ = pop = popitem = clear = update = setdefault = _refuse
+
+    def changed_key(self) -> Any:
+        """The first key (in the original's order) whose value copy was changed, else None."""
+        for key, (copied, blob) in self._copies.items():
+            if _differs(copied, self._originals[key], blob):
+                return key
+        return None
+
+
+class _ReadOnlyCopies:
+    """A hook call's read-only arguments (:data:`gpucluster.hookspecs.READ_ONLY_ARGS`) as the
+    implementations receive them, and the check that an implementation left them as they were.
+
+    A mapping (``components``) becomes a :class:`_ReadOnlyMapping`; any other argument a deep
+    copy (:func:`_copied`). One set serves every implementation of one hook call: each is
+    checked right after it returns, so the next one sees unchanged copies.
+    """
+
+    def __init__(self, hook_name: str, kwargs: dict[str, Any]):
+        self.hook_name = hook_name
+        self.kwargs = dict(kwargs)
+        self.snapshots: dict[str, tuple[Any, bytes | None]] = {}
+        for name in hookspecs.READ_ONLY_ARGS.get(hook_name, ()):
+            if name not in kwargs:
+                continue
+            value = kwargs[name]
+            if isinstance(value, Mapping):
+                self.kwargs[name] = _ReadOnlyMapping(name, value)
+                continue
+            self.kwargs[name], blob = _shared_copy(value)
+            self.snapshots[name] = (value, blob)
+
+    def error(self, plugin_name: str, argument: str, component: Any = None) -> PluginError:
+        """The one error of ``plugin_name`` having changed ``argument`` (names the cluster and,
+        for ``component``/``components``, the component)."""
+        cluster = self.snapshots.get(SERVICE_SCOPED_ARG, (self.kwargs.get(SERVICE_SCOPED_ARG), None))[0]
+        return PluginError(
+            f"plugin '{plugin_name}' changed its read-only argument '{argument}' in hook {self.hook_name}",
+            cluster=getattr(cluster, "name", None),
+            component=str(component) if component is not None else None,
+            fix="leave the hook's arguments as they are and return the change instead (docs/plugins.md, "
+                "Read-only arguments)",
+        )
+
+    def check(self, plugin_name: str) -> None:
+        """Raise if ``plugin_name``'s implementation changed a read-only argument.
+
+        Raises:
+            PluginError: naming the plugin, the hook, the argument, the cluster and (for a
+                ``component`` or ``components`` argument) the component it changed.
+        """
+        for name, value in self.kwargs.items():
+            if isinstance(value, _ReadOnlyMapping):
+                key = value.changed_key()
+                if key is not None:
+                    raise self.error(plugin_name, name, key)
+            elif name in self.snapshots:
+                original, blob = self.snapshots[name]
+                if _differs(value, original, blob):
+                    raise self.error(plugin_name, name, getattr(original, "name", None) if name == "component" else None)
+
+
 def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """``[(hookimpl, result), ...]`` of the scoped implementations, None results skipped."""
+    """``[(hookimpl, result), ...]`` of the scoped implementations, None results skipped.
+
+    The read-only arguments (:data:`gpucluster.hookspecs.READ_ONLY_ARGS`) reach the
+    implementations as copies (:class:`_ReadOnlyCopies`), made only when an implementation is
+    called; the caller's objects are never handed to a plugin.
+    """
     results: list[tuple[Any, Any]] = []
-    for impl in _scoped_impls(pm, hook_name, kwargs):
-        args = {name: kwargs[name] for name in impl.argnames}
+    impls = _scoped_impls(pm, hook_name, kwargs)
+    guard = _ReadOnlyCopies(hook_name, kwargs) if impls and hook_name in hookspecs.READ_ONLY_ARGS else None
+    call_kwargs = guard.kwargs if guard is not None else kwargs
+    for impl in impls:
+        args = {name: call_kwargs[name] for name in impl.argnames}
         try:
             result = impl.function(**args)
+        except _ReadOnlyChange as change:
+            assert guard is not None
+            raise guard.error(impl.plugin_name, change.argument, change.key) from None
         except GpuclusterError as err:
             cluster = kwargs.get(SERVICE_SCOPED_ARG)
             if isinstance(cluster, ClusterSpec):  # the plugin's keys are relative to the cluster document
@@ -386,6 +554,8 @@ def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: d
                 cluster=getattr(kwargs.get(SERVICE_SCOPED_ARG), "name", None),
                 fix=f"fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS={impl.plugin_name})",
             ) from exc
+        if guard is not None:
+            guard.check(impl.plugin_name)
         if result is None:
             continue
         results.append((impl, result))

@@ -5,4 +5,4 @@ They live in the core so that the plugin manager (:mod:`gpucluster.plugins`) nev
 """
 
 from gpucluster.hookspecs import *  # noqa: F401,F403  (re-exported, in definition order)
-from gpucluster.hookspecs import HOOK_ORDER, hookspec  # noqa: F401
+from gpucluster.hookspecs import HOOK_ORDER, READ_ONLY_ARGS, hookspec  # noqa: F401
