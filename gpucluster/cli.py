@@ -57,7 +57,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped
+from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped, format_line
 from gpucluster.model import ANY, Criteria, RuntimePlan
 
 
@@ -340,7 +340,8 @@ def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[
     """One line per ``(severity, id)`` of ``findings``, in first-seen order: a kind seen once is its
     own line; a kind seen N times is ``<severity>[<id>] file=... cluster=...: N findings (first:
     component=... key=...: <message, cut>); all: <how> fix: <first fix>`` -- still the
-    ``error|warning|info[<id>] ... fix: ...`` form.
+    ``error|warning|info[<id>] ... fix: ...`` form, made by :func:`gpucluster.errors.format_line`
+    (everything from the input escaped).
 
     Args:
         findings: :class:`gpucluster.model.Finding` objects.
@@ -356,16 +357,19 @@ def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[
             out.append(items[0].render())
             continue
         first = items[0]
-        where = " ".join(f"{k}={v}" for k, v in (("file", first.file), ("cluster", first.cluster)) if v)
         at = " ".join(f"{k}={v}" for k, v in (("component", first.component), ("key", first.key)) if v)
         message = " ".join(first.message.split())
         if len(message) > example_chars:
             message = message[: example_chars - 3].rstrip() + "..."
         components = sorted({f.component for f in items if f.component})
-        out.append(f"{severity}[{fid}]" + (f" {where}" if where else "")
-                   + f": {len(items)} findings" + (f" ({', '.join(components)})" if components else "")
-                   + f"; first: {at + ': ' if at else ''}{message}; all {len(items)}: {how}"
-                   + (f" fix: {' '.join(first.fix.split())}" if first.fix else ""))
+        out.append(format_line(
+            severity, fid,
+            f"{len(items)} findings" + (f" ({', '.join(components)})" if components else "")
+            + f"; first: {at + ': ' if at else ''}{message}; all {len(items)}: {how}",
+            where=(("file", first.file), ("cluster", first.cluster)),
+            fix=" ".join(first.fix.split()) or None,
+            message_limit=2000,
+        ))
     return out
 
 

@@ -87,28 +87,58 @@ class Problem:
     def render(self, severity: str = "error") -> str:
         """One line: ``error[id] file=… cluster=… component=… key=…: message (allowed: …) fix: …``.
 
-        Always one line with a ``fix:`` (:data:`DEFAULT_FIX` when none was given); every part
-        passes :func:`one_line` (control characters escaped, long values cut), so a user string
+        Always one line with a ``fix:`` (:data:`DEFAULT_FIX` when none was given), made by
+        :func:`format_line` (control characters escaped, long values cut), so a user string
         can neither forge a second ``error[...]`` line nor drive the terminal.
         """
-        where = " ".join(
-            f"{name}={one_line(value, FIELD_LIMIT)}"
-            for name, value in (
-                ("file", self.file),
-                ("cluster", self.cluster),
-                ("component", self.component),
-                ("key", self.key),
-            )
-            if value
+        return format_line(
+            severity,
+            self.id,
+            self.message,
+            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key)),
+            allowed=self.allowed or None,
+            fix=self.fix or DEFAULT_FIX,
         )
-        text = f"{severity}[{self.id}]"
-        if where:
-            text += f" {where}"
-        text += f": {one_line(self.message)}"
-        if self.allowed:
-            text += f" (allowed: {one_line(self.allowed)})"
-        text += f" fix: {one_line(self.fix or DEFAULT_FIX)}"
-        return text
+
+
+def format_line(
+    severity: str,
+    id: str,
+    message: object,
+    *,
+    where: Iterable[tuple[str, object]] = (),
+    allowed: object | None = None,
+    fix: object | None = None,
+    message_limit: int = TEXT_LIMIT,
+) -> str:
+    """The one formatter of ``error``/``warning``/``info`` lines (every printer of one calls it:
+    :meth:`Problem.render`, :meth:`gpucluster.model.Finding.render`, lint/render findings, the
+    CLI's finding summaries; ``tests/test_error_line_format.py`` scans the source for others).
+
+    Args:
+        severity: ``error``, ``warning`` or ``info``.
+        id: the stable identifier in the brackets (``input.backend``, ``GPU-ADVERTISER``).
+        message: what is wrong; cut to ``message_limit`` characters (default :data:`TEXT_LIMIT`).
+        where: ``(name, value)`` pairs printed as ``name=value`` in order (``file``, ``cluster``,
+            ``component``, ``release``, ``key``); empty or ``None`` values are left out, each
+            value is cut to :data:`FIELD_LIMIT` characters.
+        allowed: printed as `` (allowed: …)`` when not ``None``/empty.
+        fix: printed as `` fix: …`` when not ``None``.
+
+    Returns:
+        ``severity[id] name=value …: message (allowed: …) fix: …`` -- one line: every part passes
+        :func:`one_line` (control, line-separator and bidirectional characters escaped).
+    """
+    text = f"{severity}[{one_line(id, FIELD_LIMIT)}]"
+    for name, value in where:
+        if value:
+            text += f" {name}={one_line(value, FIELD_LIMIT)}"
+    text += f": {one_line(message, message_limit)}"
+    if allowed:
+        text += f" (allowed: {one_line(allowed)})"
+    if fix is not None:
+        text += f" fix: {one_line(fix)}"
+    return text
 
 
 class GpuclusterError(Exception):

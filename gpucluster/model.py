@@ -477,15 +477,17 @@ class Finding:
     file: str = ""
 
     def render(self) -> str:
-        from gpucluster.errors import FIELD_LIMIT, one_line
+        """One line: ``severity[id] file=… cluster=… component=… key=…: message fix: …`` (only the
+        location parts the finding has), made by :func:`gpucluster.errors.format_line`."""
+        from gpucluster.errors import format_line
 
-        # like Problem.render: only the location parts the finding has (no "component= key=")
-        where = "".join(
-            f" {name}={one_line(value, FIELD_LIMIT)}"
-            for name, value in (("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key))
-            if value
+        return format_line(
+            self.severity,
+            self.id,
+            self.message,
+            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key)),
+            fix=self.fix,
         )
-        return f"{self.severity}[{self.id}]{where}: {one_line(self.message)} fix: {one_line(self.fix)}"
 
 
 # --------------------------------------------------------------------------- gates

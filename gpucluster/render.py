@@ -102,18 +102,19 @@ class LintFinding:
 
     def render(self) -> str:
         """One line: ``error[id] file=… cluster=… component=… release=… key=…: message fix: …``; every
-        part passes :func:`gpucluster.errors.one_line` (values keys and object names come from input
-        files and charts)."""
-        from gpucluster.errors import FIELD_LIMIT, one_line
+        part escaped by :func:`gpucluster.errors.format_line` (values keys and object names come from
+        input files and charts)."""
+        from gpucluster.errors import format_line
 
-        where = " ".join(
-            f"{k}={one_line(v, FIELD_LIMIT)}"
-            for k, v in (("file", self.file), ("cluster", self.cluster), ("component", self.component),
-                         ("release", self.release), ("key", self.key))
-            if v
+        return format_line(
+            self.severity,
+            self.id,
+            self.message,
+            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component),
+                   ("release", self.release), ("key", self.key)),
+            fix=self.fix or None,
+            message_limit=2000,
         )
-        text = f"{self.severity}[{self.id}]" + (f" {where}" if where else "") + f": {one_line(self.message, 2000)}"
-        return text + (f" fix: {one_line(self.fix)}" if self.fix else "")
 
 
 def sort_findings(findings: Iterable[LintFinding]) -> list[LintFinding]:
