@@ -283,9 +283,9 @@ def _command_in(argv: Sequence[str]) -> str | None:
 
 
 def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
-    from gpucluster import recipe as recipe_mod
-    from gpucluster import recipe_result
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes.catalog import load_catalog
     from gpucluster.plugins import platform_for
 
     platform_for(args.service, key="--service")
@@ -310,8 +310,8 @@ def _plans(config: str | None, sets: Sequence[str] = ()) -> list[RuntimePlan]:
 
 
 def _plans_and_fleet(config: str | None, sets: Sequence[str] = ()):
-    from gpucluster.config import load_config
-    from gpucluster.overrides import parse_set
+    from gpucluster.inputs.config import load_config
+    from gpucluster.recipes.overrides import parse_set
     from gpucluster.pipeline import build_plans
 
     extra = [parse_set(text, source="--set", key=f"--set[{i}]") for i, text in enumerate(sets)]
@@ -374,7 +374,7 @@ def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    from gpucluster.config import embedded_default_notice
+    from gpucluster.inputs.config import embedded_default_notice
 
     notice = embedded_default_notice(args.config)
     if notice:
@@ -414,7 +414,7 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
     """The fleet's stage order as data: per stage its group, clusters, waits and barrier; per cluster
     its group, stage and the barrier stack its runtime stack waits for."""
-    from gpucluster import fleet as fleet_mod
+    from gpucluster.inputs import fleet as fleet_mod
     from gpucluster.plugins import platform_for
 
     digests = {p.cluster.name: fleet_mod.rollout_digest(p) for p in plans}
@@ -530,7 +530,7 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
 
 
 def _rendered(args: argparse.Namespace):
-    from gpucluster import render as render_mod
+    from gpucluster.verify import render as render_mod
 
     plans = _selected_plans(args)
     folders = render_mod.chart_folders_from(args.charts)
@@ -552,11 +552,11 @@ def _report(findings, out: TextIO, err: TextIO, *, not_checked: Sequence[str] = 
 
 def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``charts pull``: one line per chart on stdout, one error line per chart that cannot be had."""
-    from gpucluster import charts
-    from gpucluster.chartcache import default_cache_dir
+    from gpucluster.charts import pull as charts
+    from gpucluster.charts.chartcache import default_cache_dir
     from gpucluster.errors import one_line
-    from gpucluster.helmsdk import helm
-    from gpucluster.render import LintFinding
+    from gpucluster.charts.helmsdk import helm
+    from gpucluster.verify.render import LintFinding
 
     plans = _selected_plans(args)
     _warn_findings(plans, err)
@@ -581,7 +581,7 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.render import check_output_folder, unverified, write_output
+    from gpucluster.verify.render import check_output_folder, unverified, write_output
 
     check_output_folder(Path(args.out))  # before the (slow) render: a folder that is not ours is refused first
     plans, result = _rendered(args)
@@ -596,8 +596,8 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.lint import lint_result, load_crd_folders
-    from gpucluster.render import unverified
+    from gpucluster.verify.lint import lint_result, load_crd_folders
+    from gpucluster.verify.render import unverified
 
     for folder in args.crds:
         if not Path(folder).is_dir():
@@ -611,7 +611,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
-    from gpucluster import detect
+    from gpucluster.verify import detect
     from gpucluster.plugins import platforms
 
     result = detect.run_detect(kubeconfig=args.kubeconfig, context=args.context, nodes_json=args.nodes_json, platforms=platforms())
@@ -622,8 +622,8 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
-    """Print the :mod:`gpucluster.upgrade_check` report; returns its exit code (0/3/4)."""
-    from gpucluster import upgrade_check
+    """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4)."""
+    from gpucluster.verify import upgrade_check
 
     report = upgrade_check.run(args.old, args.new)
     out.write(upgrade_check.render_json(report) if args.format == "json" else upgrade_check.render_text(report))

@@ -3,19 +3,19 @@
 What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
 
 * ``catalog-valid``: markers that the shipped catalog files passed their JSON Schemas
-  (:mod:`gpucluster.catalog`), keyed by the bytes of every file, the schemas, the validating
+  (:mod:`gpucluster.recipes.catalog`), keyed by the bytes of every file, the schemas, the validating
   code and the gpucluster, jsonschema and Python versions;
 * ``entry-points``: the ``gpucluster`` entry points of the installed distributions
   (:mod:`gpucluster.plugins`), keyed by ``sys.path``, the ``entry_points.txt`` bytes found on
   it and the scanning code (its source, gpucluster version);
-* ``yaml-parse``: parsed catalog files and plugins' data files (:mod:`gpucluster.catalog`), keyed
+* ``yaml-parse``: parsed catalog files and plugins' data files (:mod:`gpucluster.recipes.catalog`), keyed
   by the text, catalog.py's source and the PyYAML install;
 * ``yaml-strict``: strictly parsed user YAML -- cluster files, values files they name
   (:mod:`gpucluster.yamlsafe`), keyed by the text, yamlsafe.py's source and the PyYAML install;
-* ``chart-parse``: parsed chart texts (:func:`gpucluster.manifests.chart_documents`), keyed by the
+* ``chart-parse``: parsed chart texts (:func:`gpucluster.charts.manifests.chart_documents`), keyed by the
   text, the parser chosen and the identity of the ``manifest-render`` entries;
 * ``manifest-render`` and ``yaml-dump``: the shipped templates' renderings and plain documents'
-  YAML (:mod:`gpucluster.manifests`), keyed by template text and context or document, manifests.py's
+  YAML (:mod:`gpucluster.charts.manifests`), keyed by template text and context or document, manifests.py's
   source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version;
 * ``dataclass-code``: the code objects of the methods :mod:`dataclasses` generates
   (:mod:`gpucluster.dataclass_code`, CPython 3.11), keyed by the Python version and bytecode
@@ -44,7 +44,7 @@ are regular files (:func:`open_regular`: a planted FIFO would block ``open``), a
 
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
 ``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` -- or any relative path -- disables this cache. (The chart cache,
-:mod:`gpucluster.chartcache`, is ``$XDG_CACHE_HOME/gpucluster/charts`` or
+:mod:`gpucluster.charts.chartcache`, is ``$XDG_CACHE_HOME/gpucluster/charts`` or
 ``~/.cache/gpucluster/charts`` unless ``$GPUCLUSTER_CHART_CACHE`` moves it; it follows
 :func:`trusted_path` too.)
 """
@@ -128,7 +128,7 @@ def _trusted(st: os.stat_result, *, folder: bool) -> bool:
 def trusted_path(path: str | os.PathLike[str], *, folder: bool, follow_symlinks: bool = True) -> bool:
     """Whether ``path`` is a folder (``folder=True``) or a regular file owned by the current user
     and writable by neither group nor others: this cache's rule (module docstring), which the
-    chart cache (:mod:`gpucluster.chartcache`) applies to its folders and files too. False when it
+    chart cache (:mod:`gpucluster.charts.chartcache`) applies to its folders and files too. False when it
     cannot be examined; ``follow_symlinks=False`` makes a symbolic link never trusted."""
     try:
         st = os.stat(path) if follow_symlinks else os.lstat(path)

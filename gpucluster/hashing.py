@@ -1,8 +1,8 @@
 """Canonical hashes of plan data: :func:`fingerprint` (sha256 of canonical JSON) and the value
 Terraform computes for a :class:`~gpucluster.model.VariableHash` (:func:`evaluate_variable_hash`).
 
-A leaf module (it imports only :mod:`gpucluster.model`): :mod:`gpucluster.gates` (the DRA driver
-identity hash) and :mod:`gpucluster.graph` (the gates' ``gatedHash``) both use it, and neither
+A leaf module (it imports only :mod:`gpucluster.model`): :mod:`gpucluster.charts.gates` (the DRA driver
+identity hash) and :mod:`gpucluster.charts.graph` (the gates' ``gatedHash``) both use it, and neither
 imports the other for it.
 """
 

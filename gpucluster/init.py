@@ -150,7 +150,7 @@ def check_options(options: InitOptions) -> None:
             declares no recipes for (``--intent``: NVKE has training recipes only); a cluster name
             that is not a DNS label of at most 40 characters (``--name``).
     """
-    from gpucluster.config import CLUSTER_NAME, CLUSTER_NAME_MAX
+    from gpucluster.inputs.config import CLUSTER_NAME, CLUSTER_NAME_MAX
     from gpucluster.plugins import platform_for
 
     for key, value, table in (("--service", options.service, SERVICES), ("--backend", options.backend, BACKENDS),

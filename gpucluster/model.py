@@ -3,10 +3,10 @@
 Data flow (each step adds one kind of knowledge)::
 
     cluster file | embedded default | AICR RecipeResult
-      -> ClusterSpec        (gpucluster.config)     validated input
-      -> Recipe             (gpucluster.recipe)     catalog resolution
+      -> ClusterSpec        (gpucluster.inputs.config)     validated input
+      -> Recipe             (gpucluster.recipes.recipe)     catalog resolution
       -> Component values   (gpucluster.pipeline)   overrides, node scheduling, plugin adjustments
-      -> Finding list       (gpucluster.policy)     fail closed before anything is written
+      -> Finding list       (gpucluster.recipes.policy)     fail closed before anything is written
       -> RuntimePlan        (gpucluster.pipeline)   PlanNodes: charts, manifest charts, gates, edges
       -> constructs/stacks  (gpucluster_cdk.constructs_lib, stacks) the only place that imports cdktf
 
@@ -83,7 +83,7 @@ class ComponentRef:
         enabled: ``False`` when a recipe or override disabled the component.
         chart_versions: the chart-version range the recipe's own values for the component are
             written for (overlay ``chartVersions``, clauses of every overlay joined; '' = any):
-            :func:`gpucluster.chart_versions.judge_pin`.
+            :func:`gpucluster.recipes.chart_versions.judge_pin`.
     """
 
     name: str
@@ -226,7 +226,7 @@ class Toleration:
 class NodeScheduling:
     """Node scheduling inputs injected into component values (AICR ``--*-node-*`` flags).
 
-    See :mod:`gpucluster.scheduling` and docs/overrides.md. Empty inputs inject nothing
+    See :mod:`gpucluster.recipes.scheduling` and docs/overrides.md. Empty inputs inject nothing
     (except platform-derived defaults, e.g. the accelerated toleration derived from GPU
     pool taints).
 
@@ -255,7 +255,7 @@ class Override:
 
     Attributes:
         component: component name or alias exactly as the user wrote it (resolved against
-            the catalog by :func:`gpucluster.overrides.apply_overrides`).
+            the catalog by :func:`gpucluster.recipes.overrides.apply_overrides`).
         source: the file the override came from (cluster file or values file), or ``--set``.
         key: where inside that input, e.g. ``overrides.set[3]`` (used in error messages).
     """
@@ -279,7 +279,7 @@ class ExistingCluster:
 @dataclass(frozen=True)
 class ChartMirrors:
     """Where a cluster's charts are fetched from instead of their upstream repositories
-    (cluster-file key ``charts``, :mod:`gpucluster.mirrors`).
+    (cluster-file key ``charts``, :mod:`gpucluster.charts.mirrors`).
 
     Attributes:
         default: ``charts.mirror``: the repository every chart comes from unless ``by_upstream``
@@ -310,14 +310,14 @@ class ClusterSpec:
         scheduling: node scheduling inputs.
         recipe_file: path of an AICR RecipeResult to use instead of resolving criteria.
         version_skew: what ``recipe_file``'s chart pins other than the catalog's do: ``warning``
-            (default), ``error`` or ``upgrade`` (:data:`gpucluster.config.VERSION_SKEW_LEVELS`).
+            (default), ``error`` or ``upgrade`` (:data:`gpucluster.inputs.config.VERSION_SKEW_LEVELS`).
         settings: platform-specific inputs (e.g. NVKE rails), validated by the plugin.
         source: the file this spec came from (``<embedded default>`` otherwise).
         backend: Terraform backend of the cluster's stacks: ``None`` = local state files
             (default), or the normalized ``cloud`` mapping ``{"type": "cloud", "organization",
             "workspacePrefix", "hostname", "project"}`` or ``azurerm`` mapping ``{"type":
             "azurerm", "storageAccountName", "containerName", "keyPrefix", "useAzureadAuth", ...}``
-            (:mod:`gpucluster.backends`).
+            (:mod:`gpucluster.inputs.backends`).
         index: the cluster's position in the file's ``clusters`` list (set by the loader; None
             for a spec built in code). The core makes error keys absolute with it
             (:func:`absolute_key`: ``pools[1].gpu`` -> ``clusters[3].pools[1].gpu``); plugins
@@ -539,7 +539,7 @@ class GateSpec:
             renders the object a ``resource-condition`` gate waits for; when no release of the stack
             renders one (a RecipeResult that lists no such manifest), the core adds it to
             ``component``'s manifests (info ``GATE-OBJECT-SUPPLIED``). '' = the platform supplies
-            none: such a stack is refused (``GATE-NO-OBJECT``, :func:`gpucluster.gates.check_gate_objects`).
+            none: such a stack is refused (``GATE-NO-OBJECT``, :func:`gpucluster.charts.gates.check_gate_objects`).
     """
 
     name: str

@@ -13,18 +13,18 @@ import dataclasses
 import pickle
 from typing import Mapping, Sequence
 
-from gpucluster import catalog as catalog_mod
-from gpucluster import chart_versions as chart_versions_mod
-from gpucluster import crds as crds_mod
-from gpucluster import gates as gates_mod
-from gpucluster import graph
-from gpucluster import manifests as manifests_mod
-from gpucluster import overrides as overrides_mod
-from gpucluster import policy as policy_mod
-from gpucluster import mirrors as mirrors_mod
-from gpucluster import recipe as recipe_mod
-from gpucluster import scheduling as scheduling_mod
-from gpucluster import teardown as teardown_mod
+from gpucluster.recipes import catalog as catalog_mod
+from gpucluster.recipes import chart_versions as chart_versions_mod
+from gpucluster.charts import crds as crds_mod
+from gpucluster.charts import gates as gates_mod
+from gpucluster.charts import graph
+from gpucluster.charts import manifests as manifests_mod
+from gpucluster.recipes import overrides as overrides_mod
+from gpucluster.recipes import policy as policy_mod
+from gpucluster.charts import mirrors as mirrors_mod
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import scheduling as scheduling_mod
+from gpucluster.charts import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
 from gpucluster.model import CORE_SETTING_KEYS, VALIDATE_SETTING, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan, absolute_key, absolute_keys
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
@@ -134,15 +134,15 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Re
     Args:
         cluster: validated input; ``cluster.profile`` picks profile values (AKS ``gpuStack``:
             ``azure-managed`` default, ``operator-managed``).
-        catalog: from :func:`gpucluster.catalog.load_catalog`.
+        catalog: from :func:`gpucluster.recipes.catalog.load_catalog`.
 
     Raises:
-        GpuclusterError: see :func:`gpucluster.recipe.resolve` and :func:`gpucluster.recipe_result.recipe_from_file`;
+        GpuclusterError: see :func:`gpucluster.recipes.recipe.resolve` and :func:`gpucluster.recipes.recipe_result.recipe_from_file`;
             problems name the cluster file and cluster, keys in the cluster file absolute
             (``clusters[<i>].criteria.os``).
     """
     if cluster.recipe_file:
-        from gpucluster import recipe_result
+        from gpucluster.recipes import recipe_result
 
         return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=recipe_mod.recipe_display(cluster))
     try:
@@ -158,7 +158,7 @@ _RESOLVED: dict[tuple, tuple] = {}
 
 
 def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> tuple[Recipe, dict[str, Component]]:
-    """:func:`recipe_for_cluster` and :func:`gpucluster.recipe.effective_components` of ``cluster``.
+    """:func:`recipe_for_cluster` and :func:`gpucluster.recipes.recipe.effective_components` of ``cluster``.
 
     A recipe resolved from criteria is a pure function of (catalog, loaded plugins, criteria,
     profile): it is resolved once per process and every cluster gets its own deep copy (a fleet of
@@ -209,7 +209,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     pm = get_plugin_manager()
     intent = None
     if cluster.recipe_file:  # the file's values choose the profile when the cluster does not (before the platform reads it)
-        from gpucluster import recipe_result
+        from gpucluster.recipes import recipe_result
 
         intent = recipe_result.file_intent(cluster.recipe_file, catalog_mod.load_catalog(), cluster=cluster,
                                            display=recipe_mod.recipe_display(cluster))
@@ -238,7 +238,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
             components[name].values = deep_merge(components[name].values, patch)
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog, resolved=resolved)
     if intent is not None:
-        from gpucluster import recipe_result
+        from gpucluster.recipes import recipe_result
 
         findings += recipe_result.advertiser_changes(intent, components, catalog, cluster.name, recipe.file or "")
     errors = [f for f in findings if f.severity == "error"]
@@ -285,7 +285,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
 
 def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates, objects) -> list[Finding]:
     """Add each gate's ``supplied_by`` manifest to its component when no release renders the
-    object the gate waits for (:func:`gpucluster.gates.gate_object_providers`); info
+    object the gate waits for (:func:`gpucluster.charts.gates.gate_object_providers`); info
     ``GATE-OBJECT-SUPPLIED`` per manifest added, naming the RecipeResult key."""
     out = []
     for spec in gates:

@@ -1,5 +1,5 @@
-"""Which Helm values policy owns (a leaf: imported by :mod:`gpucluster.overrides` and
-:mod:`gpucluster.policy`, which used to import each other for it)."""
+"""Which Helm values policy owns (a leaf: imported by :mod:`gpucluster.recipes.overrides` and
+:mod:`gpucluster.recipes.policy`, which used to import each other for it)."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ def _interrupted(signum: int) -> int:
 
 def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, progress: TextIO | None = None,
          written: list[str] | None = None, cache: bool | None = None, workers: int | None = None) -> int:
-    from gpucluster.config import embedded_default_notice, load_config
+    from gpucluster.inputs.config import embedded_default_notice, load_config
     from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem
     from gpucluster.pipeline import build_plans
 

@@ -81,7 +81,7 @@ def write_cluster_file(folder: Path, text: str) -> Path:
 
 def load_cluster_text(folder: Path, text: str):
     """The ClusterSpecs of ``text`` written as ``folder/gpucluster.yaml`` (no environment)."""
-    from gpucluster import config
+    from gpucluster.inputs import config
 
     return config.load_clusters(str(write_cluster_file(folder, text)), env={})
 

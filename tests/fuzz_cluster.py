@@ -1,6 +1,6 @@
-"""Hypothesis strategies for cluster files, generated from the cluster-file schema (gpucluster.config).
+"""Hypothesis strategies for cluster files, generated from the cluster-file schema (gpucluster.inputs.config).
 
-The schema is the key tables of :mod:`gpucluster.config` (``TOP_KEYS``, ``CLUSTER_KEYS``,
+The schema is the key tables of :mod:`gpucluster.inputs.config` (``TOP_KEYS``, ``CLUSTER_KEYS``,
 ``POOL_KEYS``, ``EXISTING_KEYS``) plus the overrides/scheduling/backend formats (docs/cluster-file.md,
 docs/overrides.md). :data:`CLUSTER_FIELDS` gives every cluster key a strategy of *valid* values;
 a test checks that it covers ``config.CLUSTER_KEYS`` exactly, so a new key cannot be left out.
@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from gpucluster import config
+from gpucluster.inputs import config
 
 PROBE = "gpucluster_probe"
 """Marker inside every Terraform/shell payload (never a real Terraform name or command)."""

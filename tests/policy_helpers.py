@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.model import (
     ClusterSpec,
     Component,

@@ -30,10 +30,10 @@ import pytest
 import yaml
 
 from _support import ancestors
-from gpucluster import recipe as recipe_mod
-from gpucluster import recipe_result
-from gpucluster.catalog import load_catalog
-from gpucluster.config import load_clusters
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import recipe_result
+from gpucluster.recipes.catalog import load_catalog
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Component, ComponentRef
 from gpucluster.pipeline import build_plan, build_plans

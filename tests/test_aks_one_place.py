@@ -74,7 +74,7 @@ def _python_files(*roots: Path) -> list[Path]:
     return files
 
 
-FLEET_LOCATION = {("gpucluster/fleet.py", "DEFAULT_REGION"), ("gpucluster_cdk/constructs_lib/fleet.py", "DEFAULT_REGION")}
+FLEET_LOCATION = {("gpucluster/inputs/fleet.py", "DEFAULT_REGION"), ("gpucluster_cdk/constructs_lib/fleet.py", "DEFAULT_REGION")}
 """The Fleet Manager hub's own default location (issue 15): the same region string, but a fleet
 decision, not an AKS cluster's. Listed here so a new copy anywhere else still fails."""
 
@@ -212,7 +212,7 @@ GOOD_INPUTS = [
 @pytest.mark.parametrize("extra", GOOD_INPUTS)
 def test_props_of_every_accepted_input_pass_the_construct_validation(extra, tmp_path, monkeypatch):
     from gpucluster_cdk.constructs_lib import validate_props
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import build_plans
     from gpucluster_aks.cluster import cluster_props
 

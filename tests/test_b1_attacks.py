@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import recipe, recipe_result
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes import recipe, recipe_result
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.cli import main as cli_main
-from gpucluster.config import load_clusters
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 from gpucluster.pipeline import build_plans

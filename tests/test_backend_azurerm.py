@@ -25,7 +25,7 @@ import pytest
 from _support import AKS_CLUSTER, load_cluster_text, tree, write_cluster_file
 
 from gpucluster_cdk import stacks
-from gpucluster import backends, config
+from gpucluster.inputs import backends, config
 from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError
 from plan_factory import make_plan

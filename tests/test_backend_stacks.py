@@ -17,7 +17,7 @@ import pytest
 from _support import tree
 
 from gpucluster_cdk import stacks
-from gpucluster.backends import parse_backend
+from gpucluster.inputs.backends import parse_backend
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ExistingCluster
 from plan_factory import make_plan

@@ -1,4 +1,4 @@
-"""Cluster-file ``backend`` key (gpucluster/backends.py): accepted forms and every refusal.
+"""Cluster-file ``backend`` key (gpucluster/inputs/backends.py): accepted forms and every refusal.
 
 Pure Python: no cdktf. The stacks side (cloud block, cross-stack remote state) is in
 tests/test_backend_stacks.py.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster import backends, config
+from gpucluster.inputs import backends, config
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
 
 CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.config import load_clusters
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.pipeline import build_plans
 
@@ -209,9 +209,9 @@ def test_values_file_that_is_a_directory(tmp_path):
 
 def recipe_doc(tmp_path) -> dict:
     """A RecipeResult written by gpucluster for the default AKS training cluster."""
-    from gpucluster import recipe as recipe_mod
-    from gpucluster import recipe_result
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes.catalog import load_catalog
     from gpucluster.pipeline import prepare_cluster, recipe_for_cluster
 
     f = cluster_file(tmp_path, "", name="seed.yaml")

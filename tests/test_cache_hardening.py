@@ -2,7 +2,7 @@
 bound: the per-user result cache (gpucluster.diskcache) opens entries with O_NONBLOCK and takes
 regular files only (a FIFO made plan and synth hang forever), checks a marshal entry's declared
 lengths before decoding (a 5-byte entry asked for 16 GiB: MemoryError traceback or the OOM
-killer); a chart in the pull cache is used only when it is the user's (gpucluster.chartcache: a
+killer); a chart in the pull cache is used only when it is the user's (gpucluster.charts.chartcache: a
 chart another user planted in a shared XDG_CACHE_HOME was rendered as "what Terraform installs"),
 and a FIFO named Chart.yaml is no chart, not a hang."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import diskcache
-from gpucluster.render import ChartSources, cache_key, read_chart_dir
+from gpucluster.verify.render import ChartSources, cache_key, read_chart_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -142,7 +142,7 @@ def test_a_relative_cache_folder_disables_the_cache_and_writes_nothing_into_the_
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     assert diskcache.cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster"
-    from gpucluster.chartcache import default_cache_dir
+    from gpucluster.charts.chartcache import default_cache_dir
     assert default_cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster" / "charts"
     project = tmp_path / "proj"
     project.mkdir()

@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from gpucluster import recipe
-from gpucluster.catalog import CORE_CATALOG_DIR, load_catalog
+from gpucluster.recipes import recipe
+from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
 from gpucluster.plugins import platforms
 from gpucluster_aks.platform import CATALOG_DIR as AKS_DIR
 

@@ -1,11 +1,11 @@
-"""registry.yaml validation (gpucluster.catalog.validate_registry)."""
+"""registry.yaml validation (gpucluster.recipes.catalog.validate_registry)."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 
 

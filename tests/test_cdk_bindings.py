@@ -41,7 +41,7 @@ def run(code: str, tmp_path: Path, **env: str) -> dict:
 PRELUDE = f"""
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
-from gpucluster.config import load_clusters
+from gpucluster.inputs.config import load_clusters
 from gpucluster.pipeline import build_plans
 from gpucluster_cdk import stacks
 from gpucluster_cdk.constructs_lib import cdk

@@ -1,4 +1,4 @@
-"""Cluster-file ``charts`` (gpucluster/mirrors.py): where every chart is fetched from.
+"""Cluster-file ``charts`` (gpucluster/charts/mirrors.py): where every chart is fetched from.
 
 * accepted forms (one mirror for all, a map per upstream repository, both; top level and per
   cluster) and every refusal as one line with exit 2 from ``gpucluster plan``;
@@ -17,9 +17,10 @@ import pytest
 
 from _support import AKS_CLUSTER, load_cluster_text, write_cluster_file
 
-from gpucluster import config, pipeline
+from gpucluster import pipeline
+from gpucluster.inputs import config
 from gpucluster.cli import main
-from gpucluster.config import EMBEDDED_DEFAULT
+from gpucluster.inputs.config import EMBEDDED_DEFAULT
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ChartMirrors
 
@@ -105,7 +106,7 @@ def test_charts_and_crd_steps_come_from_the_mirror_and_gates_do_not_change(tmp_p
 
 
 def test_two_charts_of_one_name_cannot_share_a_mirror(tmp_path):
-    from gpucluster.mirrors import apply_mirrors
+    from gpucluster.charts.mirrors import apply_mirrors
     from gpucluster.model import PlanNode
 
     nodes = [PlanNode(id="a", kind="chart", component="a", namespace="n", repository="https://one.example/charts", chart="x", version="1"),

@@ -34,10 +34,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import chartcache, charts, config, pipeline
+from gpucluster import pipeline
+from gpucluster.charts import chartcache, pull as charts
+from gpucluster.inputs import config
 from gpucluster.cli import main
-from gpucluster.config import EMBEDDED_DEFAULT
-from gpucluster.render import ChartSources
+from gpucluster.inputs.config import EMBEDDED_DEFAULT
+from gpucluster.verify.render import ChartSources
 
 helm_python = pytest.importorskip("helm_python", reason="needs the render extra (helm-python-sdk)")
 

@@ -1,4 +1,4 @@
-"""Values per chart version (gpucluster.chart_versions; registry and overlay ``chartVersions``).
+"""Values per chart version (gpucluster.recipes.chart_versions; registry and overlay ``chartVersions``).
 
 * Every component, at every chart version ../shared/reference/charts holds, rendered with real Helm
   with the values gpucluster writes for it -- through the real path: a RecipeResult of every
@@ -17,13 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import chart_versions, lint, pipeline, recipe as recipe_mod, recipe_result
-from gpucluster.catalog import ChartVersionValues, load_catalog
-from gpucluster.config import parse_clusters
+from gpucluster import pipeline
+from gpucluster.recipes import chart_versions, recipe as recipe_mod, recipe_result
+from gpucluster.verify import lint
+from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 from gpucluster.versions import version_in_range
-from gpucluster.render import ChartSources, Renderer, render_plans, scan_folders
+from gpucluster.verify.render import ChartSources, Renderer, render_plans, scan_folders
 from render_cases import AKS, NVKE, OKE, UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
 # --------------------------------------------------------------------------- rules (no ../shared)
@@ -75,7 +77,7 @@ def _aks_recipe_file(tmp_path: Path, pins: dict[str, str], profile: str = "azure
 
 
 def _plan(path: Path):
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
 
     (spec,) = load_clusters(str(path), env={})
     return pipeline.build_plan(spec)

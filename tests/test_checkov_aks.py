@@ -31,7 +31,7 @@ CASES = [("default", None)] + AKS_BLOCKS
 
 def _synth(text: str | None, folder: Path, monkeypatch) -> Path:
     from gpucluster import yamlsafe
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import build_plans
     from gpucluster_cdk import stacks
 

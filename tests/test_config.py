@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster import config
+from gpucluster.inputs import config
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 
@@ -113,8 +113,8 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
 
         return NodeScheduling()
 
-    monkeypatch.setattr("gpucluster.config.parse_overrides", fake_overrides)
-    monkeypatch.setattr("gpucluster.config.parse_scheduling", fake_scheduling)
+    monkeypatch.setattr("gpucluster.inputs.config.parse_overrides", fake_overrides)
+    monkeypatch.setattr("gpucluster.inputs.config.parse_scheduling", fake_scheduling)
     path = write(
         tmp_path,
         "clusters:\n  - name: c1\n    criteria: {service: aks}\n    overrides: {set: [x]}\n    scheduling: {accelerated: {}}\n",

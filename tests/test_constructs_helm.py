@@ -23,7 +23,7 @@ from gpucluster_cdk.constructs_lib.helm import (
     unique_id,
     values_document,
 )
-from gpucluster.manifests import content_hash
+from gpucluster.charts.manifests import content_hash
 from gpucluster.model import scalar_type
 from plan_factory import local_chart
 from gpucluster_cdk.stacks.runtime import values_props, values_text

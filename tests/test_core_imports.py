@@ -107,7 +107,7 @@ def test_no_import_cycle_through_function_local_imports():
 def test_the_sdk_is_a_facade_the_core_does_not_import():
     """Core modules import nothing from gpucluster.sdk (its __init__ re-exports the core): the
     types live in gpucluster.model, the hook specifications in gpucluster.hookspecs, the gate
-    constructors in gpucluster.gate_helpers; gpucluster.sdk re-exports them."""
+    constructors in gpucluster.charts.gate_helpers; gpucluster.sdk re-exports them."""
     graph = import_graph(lazy=True)
     offenders = {
         name: sorted(t for t in targets if t == "gpucluster.sdk" or t.startswith("gpucluster.sdk."))
@@ -116,9 +116,56 @@ def test_the_sdk_is_a_facade_the_core_does_not_import():
     }
     assert {k: v for k, v in offenders.items() if v} == {}
     assert graph["gpucluster.hookspecs"] == set()  # nothing at run time (TYPE_CHECKING only)
-    assert graph["gpucluster.gate_helpers"] <= {"gpucluster.model"}
+    assert graph["gpucluster.charts.gate_helpers"] <= {"gpucluster.model"}
 
 
 def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset({"a", "b", "c"})}
     assert cycles({"a": {"b"}, "b": set()}) == set()
+
+
+LEAVES = ("gpucluster.model", "gpucluster.errors", "gpucluster.values", "gpucluster.versions", "gpucluster.hashing",
+          "gpucluster.schemas", "gpucluster.yamlsafe", "gpucluster.diskcache", "gpucluster.dataclass_code", "gpucluster.policy_keys",
+          "gpucluster.outfolder", "gpucluster.hookspecs", "gpucluster.plugins")
+"""The root modules every concern package may use (gpucluster.plugins: the hook calls)."""
+CONCERNS = ("gpucluster.recipes", "gpucluster.charts", "gpucluster.inputs")
+"""The concern packages in layer order: each may import the leaves and the packages before it,
+never one after it, nor gpucluster.pipeline, gpucluster.verify, the commands or gpucluster.sdk
+(each package's __init__ docstring says so)."""
+ABOVE = ("gpucluster.pipeline", "gpucluster.verify", "gpucluster.cli", "gpucluster.init", "gpucluster.sdk")
+
+
+def _package(name: str) -> str:
+    for top in (*CONCERNS, *ABOVE):
+        if name == top or name.startswith(top + "."):
+            return top
+    return name
+
+
+def test_no_import_up_a_layer():
+    """A leaf imports only leaves; recipes, charts and inputs import only leaves and the concern
+    packages before them (recipes < charts < inputs); none imports the pipeline, verify, the
+    commands or the SDK."""
+    graph = import_graph(lazy=True)
+    allowed = {leaf: set(LEAVES) for leaf in LEAVES}
+    for i, package in enumerate(CONCERNS):
+        allowed[package] = {*LEAVES, *CONCERNS[:i + 1]}
+    offenders = {}
+    for name, targets in graph.items():
+        layer = _package(name)
+        if layer in allowed:
+            bad = sorted(t for t in targets if _package(t) not in allowed[layer] and t != "gpucluster")
+            if bad:
+                offenders[name] = bad
+    assert offenders == {}
+    assert set(graph) >= {*LEAVES, *CONCERNS}  # every name in the table is a module
+
+
+def test_the_concern_packages_init_imports_nothing():
+    """Each concern package's __init__ is its docstring (what it owns, what it may import): no
+    aliases of old paths, nothing run on import."""
+    for package in (*CONCERNS, "gpucluster.verify"):
+        path = CORE.joinpath(*package.split(".")[1:], "__init__.py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree) and "May import" in ast.get_docstring(tree), package
+        assert len(tree.body) == 1, package

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import catalog, config, crds, pipeline
+from gpucluster import pipeline
+from gpucluster.recipes import catalog
+from gpucluster.inputs import config
+from gpucluster.charts import crds
 from gpucluster.errors import GpuclusterError
 
 CD = "computedomains.resource.nvidia.com"

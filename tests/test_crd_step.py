@@ -25,8 +25,10 @@ import yaml
 from _support import ancestors
 from gpucluster_cdk import stacks
 from gate_harness import SHELLS, run_script
-from gpucluster import config, crds, graph, pipeline
-from gpucluster.config import parse_clusters
+from gpucluster import pipeline
+from gpucluster.inputs import config
+from gpucluster.charts import crds, graph
+from gpucluster.inputs.config import parse_clusters
 
 DRA = "nvidia-dra-driver-gpu"
 STEP = DRA + "-crds"
@@ -220,7 +222,7 @@ def test_job_fails_naming_the_crd(reference_charts, tmp_path, shell):
 
 def test_a_custom_resource_that_does_not_wait_for_its_crd_owner_is_refused():
     from gpucluster.errors import GpuclusterError
-    from gpucluster.manifests import dump_documents, make_chart
+    from gpucluster.charts.manifests import dump_documents, make_chart
     from gpucluster.model import PlanNode
 
     skyhook = {"apiVersion": "skyhook.nvidia.com/v1alpha1", "kind": "Skyhook", "metadata": {"name": "tuning"}}

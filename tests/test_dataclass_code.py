@@ -47,7 +47,7 @@ print(json.dumps({
     "order": [p < q, p == P(1), hash(p) == hash(P(1)), k == K(name="n")],
     "frozen": frozen,
     "init": str(__import__("inspect").signature(P.__init__)),
-    "plan": [plan.cluster.name for plan in build_plans(__import__("gpucluster.config", fromlist=["x"]).load_config(None)[0])],
+    "plan": [plan.cluster.name for plan in build_plans(__import__("gpucluster.inputs.config", fromlist=["x"]).load_config(None)[0])],
 }))
 '''
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from gate_harness import SHELLS, run_script
-from gpucluster import gates, pipeline
-from gpucluster.config import parse_clusters
+from gpucluster import pipeline
+from gpucluster.charts import gates
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, NodePool, Recipe
 from gpucluster.sdk import gpu_nodes_expected
 

@@ -2,7 +2,7 @@
 
 The blocks of README.md and docs/*.md run through ``load_clusters`` + ``build_plans`` in a scratch
 folder, with the files they reference created there (RecipeResults through
-:mod:`gpucluster.recipe_result`, values files as empty mappings), so the docs cannot drift from
+:mod:`gpucluster.recipes.recipe_result`, values files as empty mappings), so the docs cannot drift from
 what gpucluster accepts.
 """
 
@@ -48,9 +48,9 @@ def _recipe_criteria(path: str) -> Criteria:
 
 
 def _write_referenced_files(data: dict, folder: Path) -> None:
-    from gpucluster import recipe as recipe_mod
-    from gpucluster import recipe_result
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes.catalog import load_catalog
 
     for cluster in data["clusters"]:
         if "recipe" in cluster:
@@ -69,7 +69,7 @@ def _write_referenced_files(data: dict, folder: Path) -> None:
 
 @pytest.mark.parametrize("where, text", BLOCKS, ids=[w for w, _ in BLOCKS])
 def test_cluster_file_in_the_docs_is_accepted(where, text, tmp_path, monkeypatch):
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import build_plans
 
     path = tmp_path / "gpucluster.yaml"

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import gates, pipeline
-from gpucluster.config import parse_clusters
+from gpucluster import pipeline
+from gpucluster.charts import gates
+from gpucluster.inputs.config import parse_clusters
 
 helm_python = pytest.importorskip("helm_python")
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gpucluster.config import load_clusters
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.pipeline import build_plans
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import cli
-from gpucluster.catalog import catalog_dirs
+from gpucluster.recipes.catalog import catalog_dirs
 from gpucluster.model import CLUSTER_KEYS, ClusterSpec, Criteria, Finding, absolute_key, absolute_keys
 from gpucluster.errors import Problem
 from gpucluster import yamlsafe

@@ -1,4 +1,4 @@
-"""The file's intent wins, visibly (gpucluster.recipe_result.file_intent, advertiser_changes).
+"""The file's intent wins, visibly (gpucluster.recipes.recipe_result.file_intent, advertiser_changes).
 
 A RecipeResult whose values say who owns the GPU driver selects the matching profile (or is
 refused naming the conflict); a profile or advertiser change relative to the file is a finding
@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import lint, pipeline, recipe as recipe_mod, recipe_result
-from gpucluster.catalog import load_catalog
-from gpucluster.config import load_clusters
+from gpucluster import pipeline
+from gpucluster.verify import lint
+from gpucluster.recipes import recipe as recipe_mod, recipe_result
+from gpucluster.recipes.catalog import load_catalog
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
-from gpucluster.render import ChartSources, Renderer, render_plans
+from gpucluster.verify.render import ChartSources, Renderer, render_plans
 from render_cases import UNAVAILABLE
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"

@@ -18,9 +18,9 @@ import jsonschema
 import pytest
 import yaml
 
-from gpucluster import fleet as fleet_mod
+from gpucluster.inputs import fleet as fleet_mod
 from gpucluster.cli import main as cli_main
-from gpucluster.config import load_config, parse_config
+from gpucluster.inputs.config import load_config, parse_config
 from gpucluster.errors import GpuclusterError
 
 ROOT = Path(__file__).resolve().parents[1]

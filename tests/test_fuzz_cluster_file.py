@@ -45,8 +45,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import fuzz_cluster as fc
-from gpucluster import catalog as catalog_mod
-from gpucluster import config
+from gpucluster.recipes import catalog as catalog_mod
+from gpucluster.inputs import config
 from gpucluster.cli import main as cli_main
 
 SEED = 20261201

@@ -2,7 +2,7 @@
 keep the contract (issue 13).
 
 * :func:`test_every_string_field_of_the_schema_arrives_escaped` walks every string field of the
-  cluster-file schema (:data:`STRING_FIELDS`, checked against ``gpucluster.config``'s key tables)
+  cluster-file schema (:data:`STRING_FIELDS`, checked against ``gpucluster.inputs.config``'s key tables)
   with a Terraform payload ``${var.<probe>}`` / ``%{ if <probe> }``. Each field is either refused
   with one ``error[...]`` line, or accepted; the accepted ones are then synthesized together and
   no probe may appear in ``cdk.tf.json`` as an unescaped template sequence -- while each must
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import fuzz_cluster as fc
 from _support import run_main, tree
 from gpucluster_cdk.constructs_lib.tfstring import template_sequences
-from gpucluster import config
+from gpucluster.inputs import config
 from gpucluster.errors import GpuclusterError
 from test_fuzz_cluster_file import LINE, LONG, SEED
 

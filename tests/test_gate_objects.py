@@ -1,4 +1,4 @@
-"""Every readiness gate waits for something that will exist (gpucluster.gates.check_gate_objects).
+"""Every readiness gate waits for something that will exist (gpucluster.charts.gates.check_gate_objects).
 
 * Real Helm (../shared/reference/charts): for every built-in recipe x profile and the three real
   AICR v0.11.1 files, each gate's object is rendered by a release of the stack, and that release
@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import gates as gates_mod
-from gpucluster import lint, pipeline, recipe_result
-from gpucluster.config import load_clusters, parse_clusters
+from gpucluster.charts import gates as gates_mod
+from gpucluster import pipeline
+from gpucluster.verify import lint
+from gpucluster.recipes import recipe_result
+from gpucluster.inputs.config import load_clusters, parse_clusters
 from gpucluster.errors import GpuclusterError
-from gpucluster.render import ChartSources, Renderer, render_plans
+from gpucluster.verify.render import ChartSources, Renderer, render_plans
 from render_cases import UNAVAILABLE, base_cases, cluster_doc
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
@@ -28,7 +30,7 @@ AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
 def _recipe_project(tmp_path: Path, doc: dict, edit) -> Path:
     """A project whose one cluster is given by the RecipeResult of ``doc``'s recipe, edited by ``edit``."""
     (spec,) = parse_clusters({"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes.catalog import load_catalog
 
     r, _ = pipeline.resolved_components(pipeline.prepare_cluster(spec), load_catalog())
     rdoc = recipe_result.to_document(r)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from gpucluster_cdk import stacks
-from gpucluster import gates, graph, hashing, pipeline
-from gpucluster.config import parse_clusters
+from gpucluster import hashing, pipeline
+from gpucluster.charts import gates, graph
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.model import VariableHash
 
 CP_GATE = "gpu-operator-clusterpolicy-ready"

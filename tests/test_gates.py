@@ -9,7 +9,9 @@ import dataclasses
 import pytest
 import yaml
 
-from gpucluster import config, gates, graph, jobchart, pipeline
+from gpucluster import pipeline
+from gpucluster.inputs import config
+from gpucluster.charts import gates, graph, jobchart
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, GateSpec, NodeScheduling, Recipe, Toleration
 from gpucluster.sdk import hookimpl
@@ -242,8 +244,8 @@ def test_a_values_change_of_the_gated_component_changes_its_gate(plan):
         comps["gpu-operator"].values = {**comps["gpu-operator"].values, **values_patch}
         specs = gates.collect_gates(plan.cluster, plan.recipe, comps)
         triples = [(s, *gates.render_gate_chart(plan.cluster, s, comps)) for s in specs]
-        from gpucluster import manifests
-        from gpucluster.catalog import load_catalog
+        from gpucluster.charts import manifests
+        from gpucluster.recipes.catalog import load_catalog
         charts = manifests.render_manifest_charts(plan.cluster, plan.recipe, comps, load_catalog())
         return {n.id: n for n in graph.build_nodes(plan.cluster.name, plan.recipe, comps, charts, triples)}
 
@@ -390,12 +392,12 @@ def test_a_digest_pins_even_a_moving_tag():
 
 def test_gate_crd_step_and_teardown_charts_come_from_the_one_job_builder():
     """gates, crds and teardown describe their Job (HookJob) and leave the pod, security, image and
-    NetworkPolicy to gpucluster.jobchart: none of them writes a Job, pod or ServiceAccount itself."""
+    NetworkPolicy to gpucluster.charts.jobchart: none of them writes a Job, pod or ServiceAccount itself."""
     import ast
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "gpucluster"
-    for module in ("gates.py", "crds.py", "teardown.py"):
+    for module in ("charts/gates.py", "charts/crds.py", "charts/teardown.py"):
         tree = ast.parse((root / module).read_text(encoding="utf-8"))
         kinds = {node.values[i].value for node in ast.walk(tree) if isinstance(node, ast.Dict)
                  for i, key in enumerate(node.keys)

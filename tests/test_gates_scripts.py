@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gate_harness import SHELLS, run_script
-from gpucluster import gates
+from gpucluster.charts import gates
 from gpucluster.model import ClusterSpec, Criteria, GateSpec
 
 CLUSTER = ClusterSpec(name="lab", criteria=Criteria(service="aks"), source="tests")

@@ -13,7 +13,7 @@ import yaml
 
 from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool
 from gpucluster.pipeline import build_plan, prepare_cluster
-from gpucluster.scheduling import effective_inputs, gpu_pool_node_selector, parse_scheduling
+from gpucluster.recipes.scheduling import effective_inputs, gpu_pool_node_selector, parse_scheduling
 from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 GPU_LABEL = {"nvidia.com/gpu.present": "true"}
@@ -66,8 +66,8 @@ def test_user_selector_wins_over_the_derived_one():
 
 
 def test_derived_selector_injected_at_the_accelerated_paths(tmp_path):
-    from gpucluster.overrides import apply_overrides
-    from gpucluster.scheduling import apply_scheduling
+    from gpucluster.recipes.overrides import apply_overrides
+    from gpucluster.recipes.scheduling import apply_scheduling
 
     catalog = make_catalog(tmp_path)
     recipe = make_recipe()
@@ -119,7 +119,7 @@ def test_user_selector_wins_in_the_plan():
 
 
 def test_existing_cluster_gets_no_derived_selector():
-    from gpucluster.scheduling import parse_scheduling as ps
+    from gpucluster.recipes.scheduling import parse_scheduling as ps
 
     c = spec(existing=ExistingCluster(kubeconfig_path="k"),
              scheduling=ps({"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}}, file="g.yaml", cluster="c1"))

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from gpucluster.cli import main as cli_main
-from gpucluster.overrides import parse_scalar
+from gpucluster.recipes.overrides import parse_scalar
 
 LITERALS = {
     "decimal-4301": "9" * 4301,

@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 import gpucluster
 from gpucluster import cli
 from gpucluster import init as init_mod
-from gpucluster.config import load_config
+from gpucluster.inputs.config import load_config
 from gpucluster.pipeline import build_plans
 from gpucluster.plugins import platforms
 

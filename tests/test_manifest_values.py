@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.catalog import load_catalog
-from gpucluster.config import parse_clusters
+from gpucluster.recipes.catalog import load_catalog
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.values import without_paths
 

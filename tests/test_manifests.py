@@ -7,8 +7,8 @@ import contextlib
 import pytest
 import yaml
 
-from gpucluster import manifests
-from gpucluster.catalog import CORE_CATALOG_DIR, Catalog
+from gpucluster.charts import manifests
+from gpucluster.recipes.catalog import CORE_CATALOG_DIR, Catalog
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, NodeScheduling, Recipe, Toleration
 from gpucluster.sdk import Manifest, hookimpl

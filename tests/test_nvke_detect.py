@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster import detect
+from gpucluster.verify import detect
 from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError
 

@@ -12,7 +12,7 @@ import yaml
 
 from _support import ancestors
 from gpucluster import pipeline
-from gpucluster.config import parse_clusters
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
 from nvke_crds import validate
 
@@ -274,7 +274,7 @@ def test_rdma_modules_disabled_by_setting(tmp_path):
 
 
 def test_rdma_modules_disabled_in_the_recipe_file(tmp_path):
-    from gpucluster import recipe_result
+    from gpucluster.recipes import recipe_result
 
     doc = recipe_result.to_document(build(tmp_path).recipe)
     for ref in doc["componentRefs"]:
@@ -352,7 +352,7 @@ def test_refuses_dra_below_0_5_1_by_image_tag(tmp_path):
 
 
 def test_refuses_dra_below_0_5_1_by_recipe_pin(tmp_path):
-    from gpucluster import recipe_result
+    from gpucluster.recipes import recipe_result
 
     doc = recipe_result.to_document(build(tmp_path).recipe)
     for ref in doc["componentRefs"]:
@@ -451,7 +451,7 @@ def test_operator_init_container_settings_are_not_an_ofed_driver(tmp_path):
 
 
 def test_other_platforms_get_nothing_from_the_nvke_plugin():
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
 
     (aks,) = [pipeline.build_plan(c) for c in load_clusters(None, env={})]
     assert aks.cluster.criteria.service == "aks"

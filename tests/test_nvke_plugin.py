@@ -41,8 +41,8 @@ def test_plugin_imports_only_the_sdk_stdlib_and_yaml():
 
 def test_the_import_check_sees_a_core_import(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("from gpucluster.values import deep_merge\nimport gpucluster.recipe\n")
-    assert [m for _, m in _imports(probe)] == ["gpucluster.values", "gpucluster.recipe"]
+    probe.write_text("from gpucluster.values import deep_merge\nimport gpucluster.recipes.recipe\n")
+    assert [m for _, m in _imports(probe)] == ["gpucluster.values", "gpucluster.recipes.recipe"]
 
 
 def test_registered_through_the_entry_point_group():

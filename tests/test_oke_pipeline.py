@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from gpucluster import pipeline
-from gpucluster.graph import chart_values
-from gpucluster.config import parse_clusters
+from gpucluster.charts.graph import chart_values
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
 from render_cases import OKE as OKE_LEAVES
 from k8s_schema import validate_object
@@ -369,7 +369,7 @@ def test_dra_controller_affinity_check(tmp_path, path):
 
 def test_other_platforms_get_nothing_from_the_oke_plugin():
     """The plugin manager scopes OKE's cluster hooks to OKE clusters (no per-hook service check)."""
-    from gpucluster import config
+    from gpucluster.inputs import config
     from gpucluster.plugins import call_hook_attributed
 
     aks = config.load_clusters()[0]

@@ -12,8 +12,8 @@ import pytest
 from _support import imports as _imports
 
 import gpucluster_oke
-from gpucluster import detect
-from gpucluster.config import parse_clusters
+from gpucluster.verify import detect
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool
 from gpucluster.plugins import get_plugin_manager, platforms
@@ -48,11 +48,11 @@ def test_plugin_imports_only_the_sdk_stdlib_and_yaml():
 def test_the_import_check_sees_core_relative_and_dynamic_imports(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from gpucluster.values import deep_merge\nimport gpucluster.recipe\nfrom . import x\n"
+        "from gpucluster.values import deep_merge\nimport gpucluster.recipes.recipe\nfrom . import x\n"
         "import gpucluster_cdk.constructs_lib\n__import__('os')\nimport importlib\nfrom gpucluster.sdk import hookimpl\nimport json\n"
     )
     assert _bad_imports([probe]) == [
-        "probe.py:1: gpucluster.values", "probe.py:2: gpucluster.recipe", "probe.py:3: .",
+        "probe.py:1: gpucluster.values", "probe.py:2: gpucluster.recipes.recipe", "probe.py:3: .",
         "probe.py:4: gpucluster_cdk.constructs_lib", "probe.py:5: __import__()", "probe.py:6: importlib",
     ]
 

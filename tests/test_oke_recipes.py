@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import recipe as recipe_mod
-from gpucluster import recipe_result
-from gpucluster.catalog import CORE_CATALOG_DIR, load_catalog
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import recipe_result
+from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 from gpucluster.plugins import platforms

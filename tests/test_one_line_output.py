@@ -24,7 +24,7 @@ import _support
 from _support import EXISTING_AKS
 
 from gpucluster.cli import main as cli_main
-from gpucluster.render import LintFinding
+from gpucluster.verify.render import LintFinding
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")

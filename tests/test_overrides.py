@@ -8,7 +8,7 @@ import os
 import pytest
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.overrides import apply_overrides, parse_overrides, parse_scalar
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides, parse_scalar
 from policy_helpers import base_values, make_catalog, make_cluster, make_components, make_recipe
 
 
@@ -415,9 +415,9 @@ def test_parse_order_sets_then_values_then_variables():
 
 def test_the_pipeline_resolves_the_overrides_once(monkeypatch, tmp_path):
     """Scheduling, policy and the error-file mapping share one ResolvedOverrides value."""
-    from gpucluster import overrides as overrides_mod
+    from gpucluster.recipes import overrides as overrides_mod
     from gpucluster import pipeline
-    from gpucluster.config import parse_clusters
+    from gpucluster.inputs.config import parse_clusters
 
     calls = []
     real = overrides_mod.resolved_overrides
@@ -427,8 +427,8 @@ def test_the_pipeline_resolves_the_overrides_once(monkeypatch, tmp_path):
         return real(cluster, catalog)
 
     monkeypatch.setattr(overrides_mod, "resolved_overrides", counting)
-    monkeypatch.setattr("gpucluster.scheduling.resolved_overrides", counting)
-    monkeypatch.setattr("gpucluster.policy.resolved_overrides", counting)
+    monkeypatch.setattr("gpucluster.recipes.scheduling.resolved_overrides", counting)
+    monkeypatch.setattr("gpucluster.recipes.policy.resolved_overrides", counting)
     doc = {"clusters": [{"name": "lab", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
                          "overrides": {"set": ["gpuoperator:devicePlugin.enabled=false", "dradriver:resources.gpus.enabled=true",
                                                "dradriver:gpuResourcesEnabledOverride=true"]}}]}

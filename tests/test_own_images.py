@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.config import parse_clusters
+from gpucluster.inputs.config import parse_clusters
 from render_cases import base_cases, cluster_doc
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -70,8 +70,8 @@ def test_own_manifest_images_are_pinned_by_digest(platform, leaf, profile, tmp_p
 def test_the_nodewright_removal_job_runs_the_digest_of_its_own_image(reference_charts):
     """Rendered with the chart: image, tag and digest together (the chart default's digest is
     bitnami/kubectl's)."""
-    from gpucluster.config import load_clusters
-    from gpucluster.render import ChartSources, Renderer, render_plans
+    from gpucluster.inputs.config import load_clusters
+    from gpucluster.verify.render import ChartSources, Renderer, render_plans
     from render_cases import UNAVAILABLE
 
     (plan,) = [pipeline.build_plan(c) for c in load_clusters(env={})]

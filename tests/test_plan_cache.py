@@ -26,8 +26,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpucluster import catalog as catalog_mod
-from gpucluster import cli, diskcache, manifests, plugins as plugins_mod
+from gpucluster.recipes import catalog as catalog_mod
+from gpucluster import cli, diskcache, plugins as plugins_mod
+from gpucluster.charts import manifests
 from gpucluster.errors import GpuclusterError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +53,7 @@ PLAN_AND_MODULES = (
     "print(*sorted(m for m in sys.modules if m.partition('.')[0] in sys.argv[1:])); print(out.getvalue(), end='')"
 )
 NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "gpucluster_cdk", "helm_python",
-                  "kubernetes_validate", "gpucluster.recipe_result", "gpucluster.render", "gpucluster.lint")
+                  "kubernetes_validate", "gpucluster.recipes.recipe_result", "gpucluster.verify.render", "gpucluster.verify.lint")
 """Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
 Helm's engine and the lint and RecipeResult modules are for other commands)."""
 
@@ -127,7 +128,7 @@ def core_copy(tmp_path, monkeypatch):
 
 
 def _load_and_index(d: Path):
-    from gpucluster import recipe
+    from gpucluster.recipes import recipe
 
     catalog_mod._load_catalog.cache_clear()
     cat = catalog_mod.load_catalog((d,))

@@ -2,7 +2,7 @@
 change a byte of what is written.
 
 ``gpucluster.pipeline.resolved_components`` resolves a criteria set once per process and hands
-every cluster a deep copy; ``gpucluster.manifests`` dumps a plain document once per process and
+every cluster a deep copy; ``gpucluster.charts.manifests`` dumps a plain document once per process and
 parses a rendered text once. A plan built after another cluster's plan was mutated must be the
 plan built from scratch, and a memoized dump -- by libyaml's emitter where it writes the same
 text -- must be exactly the pure-Python ``yaml.dump``'s.
@@ -18,8 +18,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpucluster import manifests, pipeline
-from gpucluster.config import load_clusters
+from gpucluster import pipeline
+from gpucluster.charts import manifests
+from gpucluster.inputs.config import load_clusters
 
 CLUSTERS = """\
 clusters:
@@ -203,7 +204,7 @@ def test_what_libyaml_wrote_libyaml_parses_as_pyyaml_does(docs):
 
 
 def test_static_catalog_templates_parse_alike_with_libyaml_and_pyyaml():
-    from gpucluster.catalog import catalog_dirs
+    from gpucluster.recipes.catalog import catalog_dirs
 
     templates = [p for d in catalog_dirs() for p in sorted(d.rglob("*.j2"))]
     static = [p for p in templates if manifests.is_static(p.read_text(encoding="utf-8"))]

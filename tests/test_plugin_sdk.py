@@ -31,7 +31,7 @@ import yaml
 import gpucluster.plugins as plugins_mod
 import gpucluster.sdk as sdk
 from gpucluster import cli, pipeline
-from gpucluster.config import parse_clusters
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.sdk import hookspecs
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gpucluster.model import NodeScheduling, Taint, Toleration
-from gpucluster.overrides import apply_overrides, parse_overrides
-from gpucluster.policy import ALLOCATION_POLICY_KEYS, evaluate, policy_owned_paths, tolerates
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides
+from gpucluster.recipes.policy import ALLOCATION_POLICY_KEYS, evaluate, policy_owned_paths, tolerates
 from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
 
 

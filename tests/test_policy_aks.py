@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from gpucluster.config import load_clusters
+from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import NodePool, NodeScheduling, Taint, Toleration
-from gpucluster.overrides import apply_overrides, parse_overrides
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 from gpucluster.pipeline import build_plans
-from gpucluster.policy import evaluate
-from gpucluster.scheduling import apply_scheduling
+from gpucluster.recipes.policy import evaluate
+from gpucluster.recipes.scheduling import apply_scheduling
 from gpucluster.values import set_path
 from gpucluster_aks.policy import gpucluster_policy_checks, minor_upgrade_steps
 from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import recipe
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes import recipe
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster import recipe
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes import recipe
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
 
@@ -258,8 +258,8 @@ def test_uncovered_criteria_combination(catalog):
 
 def test_malformed_mixin_error_names_its_real_file(tmp_path):
     """A schema error in a mixin names the file it was read from (not a made-up relative path)."""
-    from gpucluster.catalog import CORE_CATALOG_DIR, load_catalog
-    from gpucluster.recipe import _index
+    from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
+    from gpucluster.recipes.recipe import _index
 
     extra = tmp_path / "catalog"
     (extra / "mixins").mkdir(parents=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import recipe, recipe_result
-from gpucluster.catalog import load_catalog
+from gpucluster.recipes import recipe, recipe_result
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Criteria
 
@@ -277,7 +277,7 @@ def test_read_criteria(tmp_path):
 
 
 def test_cluster_file_with_aicr_recipe_builds_plan(tmp_path):
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import build_plan
 
     (tmp_path / "recipes").mkdir()
@@ -328,7 +328,7 @@ def test_a_component_depending_on_its_own_former_name_is_refused(shared_dir, tmp
     (``skyhook-operator``) in dependencyRefs is a self-dependency too: refused with the one line (it was
     renamed to the entry's own name and then silently dropped)."""
     from gpucluster import pipeline
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.errors import GpuclusterError
 
     real = shared_dir / "reference" / "aicr-outputs" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"

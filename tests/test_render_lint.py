@@ -1,4 +1,4 @@
-"""gpucluster render / lint (gpucluster.render, gpucluster.lint).
+"""gpucluster render / lint (gpucluster.verify.render, gpucluster.verify.lint).
 
 * Every built-in recipe x profile (tests/render_cases.py), plain, with ``scheduling.system`` and
   with one extra GPU-pool taint, rendered with Helm's engine against ../shared/reference/charts and
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from gpucluster import lint
+from gpucluster.verify import lint
 from gpucluster.cli import main
-from gpucluster.config import parse_clusters
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.model import ClusterSpec, Criteria, LocalChart, NodePool, NodeScheduling, Override, PlanNode, RuntimePlan, Recipe, Taint, Toleration
-from gpucluster.render import (
+from gpucluster.verify.render import (
     ChartSources,
     RenderedRelease,
     RenderResult,
@@ -408,7 +408,7 @@ def test_render_uses_the_target_clusters_capabilities(tmp_path):
 
 def test_prometheus_adapter_renders_the_api_service_a_134_cluster_serves(reference_charts):
     from gpucluster import pipeline
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
 
     (plan,) = [pipeline.build_plan(c) for c in load_clusters(env={})]
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))

@@ -6,8 +6,8 @@ import pytest
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import NodeScheduling, Taint, Toleration
-from gpucluster.overrides import apply_overrides, parse_overrides
-from gpucluster.scheduling import apply_scheduling, parse_scheduling, parse_toleration
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides
+from gpucluster.recipes.scheduling import apply_scheduling, parse_scheduling, parse_toleration
 from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 GPU_TOL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -230,7 +230,7 @@ def test_nfd_tolerates_the_gpu_taint_like_the_other_gpu_daemonsets(platform, lea
     nvidia.com/gpu:NoSchedule, as gpu-operator's daemonsets and the DRA kubelet plugin do by their
     charts' defaults: a tainted GPU node is labelled."""
     from gpucluster import pipeline
-    from gpucluster.config import parse_clusters
+    from gpucluster.inputs.config import parse_clusters
     from render_cases import cluster_doc
 
     (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, "", "plain")]}, source="x.yaml", root=tmp_path)

@@ -17,7 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gpucluster import config, gates, pipeline
+from gpucluster import pipeline
+from gpucluster.inputs import config
+from gpucluster.charts import gates
 from gpucluster.model import Criteria
 from k8s_schema import K8S_VERSION, crd_index, schema_at, schema_set_dir, validate_object
 

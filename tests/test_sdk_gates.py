@@ -1,4 +1,4 @@
-"""The SDK's NVIDIA-stack gate constructors (gpucluster/gate_helpers.py = gpucluster.sdk.gates, docs/plugins.md#gate-helpers)."""
+"""The SDK's NVIDIA-stack gate constructors (gpucluster/charts/gate_helpers.py = gpucluster.sdk.gates, docs/plugins.md#gate-helpers)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from gpucluster import sdk
 from gpucluster.errors import GpuclusterError
-from gpucluster.gates import validate_gate
+from gpucluster.charts.gates import validate_gate
 from gpucluster.sdk import (
     Component,
     ComponentRef,
@@ -62,7 +62,7 @@ def test_dra_rollout_and_min_version():
 
 
 def test_constructed_gates_pass_core_validation():
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
 
     cluster = load_clusters(None, env={})[0]
     for g in (

@@ -247,7 +247,8 @@ def test_runtime_only_app_does_not_import_azurerm(tmp_path):
 
 def test_main_prints_findings_and_writes_output(tmp_path, monkeypatch, capsys, plans):
     import main
-    from gpucluster import config, pipeline
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
     from gpucluster.model import Finding
 
     plan = make_plan("warned", existing=ExistingCluster())
@@ -293,7 +294,8 @@ def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
 
 def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(tmp_path, monkeypatch, capsys):
     import main
-    from gpucluster import config, pipeline
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
 
     plan = make_plan("bad", existing=ExistingCluster())
     plan.nodes[0].version = "^1.0"

@@ -31,7 +31,7 @@ def test_plan_step_prints_rows_per_size_and_the_cost_per_extra_cluster():
 
 
 def test_cluster_files_repeat_the_default_aks_cluster(tmp_path):
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
 
     clusters = load_clusters(str(bench.cluster_file(tmp_path, 3)), env={})
     assert [c.name for c in clusters] == ["c01", "c02", "c03"]
@@ -62,7 +62,7 @@ def test_failing_step_names_the_command_and_its_stderr(tmp_path):
 
 
 def test_fleet_step_synthesizes_a_two_group_fleet_of_n_clusters(tmp_path):
-    from gpucluster.config import load_config
+    from gpucluster.inputs.config import load_config
 
     ctx = bench.Context(scratch=tmp_path, python=sys.executable, project=ROOT, dist="cdktf")
     cmd, env = bench.STEPS["fleet"].command(ctx, 10)

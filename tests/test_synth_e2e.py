@@ -42,7 +42,7 @@ def run_cdktf_synth(outdir: Path, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def default_plans():
-    from gpucluster.config import load_clusters
+    from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import build_plans
 
     cwd = os.getcwd()

@@ -17,7 +17,7 @@ import pytest
 
 from _support import main_env, tree
 from gpucluster import diskcache
-from gpucluster.config import load_config
+from gpucluster.inputs.config import load_config
 from gpucluster.pipeline import build_plans
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +205,7 @@ def test_key_is_stable_across_processes(tmp_path):
     object identity in it), so entries are found again by the next run."""
     code = (
         "import sys\n"
-        "from gpucluster.config import load_config\n"
+        "from gpucluster.inputs.config import load_config\n"
         "from gpucluster.pipeline import build_plans\n"
         "from gpucluster_cdk.stacks import reuse\n"
         "from gpucluster_cdk.stacks.synthesis import provisions_cluster\n"

@@ -11,7 +11,9 @@ import yaml
 
 from _support import ancestors
 from gate_harness import SHELLS, run_script
-from gpucluster import config, crds, gates, graph, pipeline, teardown
+from gpucluster import pipeline
+from gpucluster.inputs import config
+from gpucluster.charts import crds, gates, graph, teardown
 
 NCP = {"kind": "NicClusterPolicy", "version": "v1alpha1", "group": "mellanox.com", "plural": "nicclusterpolicies",
        "name": "nic-cluster-policy", "namespace": ""}

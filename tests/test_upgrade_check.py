@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster import cli, recipe_result, upgrade_check
+from gpucluster import cli
+from gpucluster.recipes import recipe_result
+from gpucluster.verify import upgrade_check
 from gpucluster.errors import GpuclusterError
 
 AKS = {"service": "aks", "accelerator": "h100", "intent": "training"}
@@ -106,7 +108,7 @@ def test_turning_nodewright_tuning_off_is_not_a_revert(tmp_path):
 @pytest.mark.parametrize("new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "safe")])
 def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
     from gpucluster import pipeline
-    from gpucluster.config import parse_clusters
+    from gpucluster.inputs.config import parse_clusters
 
     def plan(version):
         (spec,) = parse_clusters({"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34"}]},
@@ -134,7 +136,8 @@ def test_a_crd_owner_change_is_manual(tmp_path):
 
 
 def test_an_uncovered_version_bump_is_unknown_and_names_the_crd_step(tmp_path):
-    from gpucluster import config, pipeline
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
 
     plan = pipeline.build_plan(config.load_clusters()[0])
     doc = recipe_result.to_document(plan.recipe)
@@ -152,7 +155,8 @@ def test_an_uncovered_version_bump_is_unknown_and_names_the_crd_step(tmp_path):
 
 
 def test_gpu_operator_patch_with_a_record_is_safe(tmp_path):
-    from gpucluster import config, pipeline
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
 
     doc = recipe_result.to_document(pipeline.build_plan(config.load_clusters()[0]).recipe)
     new = write(tmp_path / "new.yaml", doc)

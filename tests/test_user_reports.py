@@ -7,7 +7,7 @@ import pytest
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool
 from gpucluster.pipeline import build_plan
-from gpucluster.scheduling import parse_scheduling
+from gpucluster.recipes.scheduling import parse_scheduling
 
 
 def spec(**kw) -> ClusterSpec:
@@ -132,8 +132,8 @@ def test_docs_show_the_real_answer(tmp_path, monkeypatch):
 
 
 def test_criteria_fix_has_no_article_error():
-    from gpucluster.catalog import load_catalog
-    from gpucluster.recipe import validate_criteria
+    from gpucluster.recipes.catalog import load_catalog
+    from gpucluster.recipes.recipe import validate_criteria
 
     for field, value in (("accelerator", "gb200"), ("os", "ol")):  # known, but not on AKS
         crit = Criteria(**{"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training", field: value})

@@ -18,7 +18,7 @@ import yaml
 
 from gate_harness import _DATE, _SLEEP, SHELLS
 from gpucluster.errors import GpuclusterError
-from gpucluster.jobchart import DEFAULT_KUBECTL_IMAGE
+from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE
 from gpucluster.verify.gate import VALIDATION_NODE
 
 from validate_support import HEALTHY_DEFAULT, NVKE, find, items_of, mutate, nvke_healthy, plan_of, tool, write_snapshot
@@ -58,7 +58,7 @@ def test_absent_unless_enabled(tmp_path):
     assert node.id == VALIDATION_NODE and node.kind == "gate" and node.wait_for_jobs
     assert set(node.depends_on) == {n.id for n in plan.nodes if n.kind != "teardown" and n.id != VALIDATION_NODE}
     (tmp_path / "bad.yaml").write_text(VALIDATE.replace("validate: true", "validate: 'yes'"))
-    from gpucluster.config import load_config
+    from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
 
     with pytest.raises(GpuclusterError) as info:
@@ -154,7 +154,7 @@ def fleets(tmp_path_factory):
     """The two-group fleet synthesized with and without ``settings.validate`` (real pipeline and stacks)."""
     from gpucluster_cdk import stacks
 
-    from gpucluster.config import load_config
+    from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
 
     out = {}

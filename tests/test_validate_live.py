@@ -146,7 +146,7 @@ def test_clusterrole_covers_every_read_of_every_built_in_plan(tmp_path):
     from render_cases import base_cases, cluster_doc
 
     from gpucluster import pipeline
-    from gpucluster.config import parse_clusters
+    from gpucluster.inputs.config import parse_clusters
 
     role = yaml.safe_load(RBAC.read_text(encoding="utf-8"))
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}

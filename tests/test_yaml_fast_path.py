@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpucluster import yamlsafe
-from gpucluster.catalog import _load_yaml, catalog_dirs
+from gpucluster.recipes.catalog import _load_yaml, catalog_dirs
 from gpucluster.errors import GpuclusterError
 
 

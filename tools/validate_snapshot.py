@@ -462,7 +462,7 @@ def _custom(obj: Mapping[str, Any]) -> bool:
 
 def render_plan(plan, charts: Path):
     """The plan's releases rendered with the charts in ``charts`` (Helm's engine, offline)."""
-    from gpucluster import render as render_mod
+    from gpucluster.verify import render as render_mod
 
     sources = render_mod.ChartSources([charts])
     return render_mod.render_plans([plan], sources, allow_missing=ALLOW_MISSING)
@@ -477,7 +477,7 @@ def snapshot_text(plan, charts: Path, nodes: Sequence[dict[str, Any]] | None = N
 
 
 def default_plan(config: str | None = None):
-    from gpucluster.config import load_config
+    from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
 
     clusters, _ = load_config(config)

@@ -14,7 +14,7 @@ and its tests :mod:`gpucluster.sdk.testing` besides.
 
 Direction: this package re-exports the core and the core imports nothing from it. The types
 live in :mod:`gpucluster.model` (the one home of plain data); the hook specifications and the
-NVIDIA gate constructors live in :mod:`gpucluster.hookspecs` and :mod:`gpucluster.gate_helpers`,
+NVIDIA gate constructors live in :mod:`gpucluster.hookspecs` and :mod:`gpucluster.charts.gate_helpers`,
 re-exported here as ``gpucluster.sdk.hookspecs`` and ``gpucluster.sdk.gates``
 (``tests/test_core_imports.py``).
 
@@ -72,14 +72,14 @@ from gpucluster.model import (
     Taint,
     Toleration,
 )
-from gpucluster.gate_helpers import (
+from gpucluster.charts.gate_helpers import (
     clusterpolicy_ready,
     gpu_nodes_expected,
     dra_kubelet_plugin_name,
     dra_kubelet_plugin_rollout,
     nicclusterpolicy_ready,
 )
-from gpucluster.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
+from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
 
 
@@ -87,16 +87,16 @@ def load_data_file(path):
     """A YAML data file the plugin ships (``Path(__file__).parent / "sizes.yaml"``), parsed like
     the catalog's files: ``yaml.safe_load`` of the text, by libyaml, kept in gpucluster's per-user
     cache keyed by the text (a warm ``gpucluster plan`` neither parses it again nor imports PyYAML).
-    See :func:`gpucluster.catalog.load_data_file`."""
-    from gpucluster.catalog import load_data_file as core_load
+    See :func:`gpucluster.recipes.catalog.load_data_file`."""
+    from gpucluster.recipes.catalog import load_data_file as core_load
 
     return core_load(path)
 
 
 def check_existing(existing, *, file=None, cluster=None, key: str = "existing") -> None:
     """The core's check of an ``existing: {kubeconfig, context}`` (every platform; see
-    :func:`gpucluster.config.check_existing`). Platforms that default ``existing`` may re-check it."""
-    from gpucluster.config import check_existing as core_check
+    :func:`gpucluster.inputs.config.check_existing`). Platforms that default ``existing`` may re-check it."""
+    from gpucluster.inputs.config import check_existing as core_check
 
     core_check(existing, file=file, cluster=cluster, key=key)
 

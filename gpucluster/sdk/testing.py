@@ -135,7 +135,7 @@ class PluginKit:
             gpucluster.sdk.GpuclusterError: what ``gpucluster plan`` would refuse.
         """
         from gpucluster import yamlsafe
-        from gpucluster.config import parse_clusters
+        from gpucluster.inputs.config import parse_clusters
 
         if isinstance(document, str):
             with tempfile.TemporaryDirectory(prefix="gpucluster-kit-") as tmp:

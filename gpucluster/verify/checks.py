@@ -190,7 +190,7 @@ _ROLLOUT_FIELDS = {
     "Deployment": {"desired": "spec.replicas", "updated": "status.updatedReplicas", "available": "status.availableReplicas",
                    "current": "status.replicas"},
 }
-"""The fields a rollout gate reads (:func:`gpucluster.gates.gate_script`), per kind."""
+"""The fields a rollout gate reads (:func:`gpucluster.charts.gates.gate_script`), per kind."""
 
 
 def _rollout(obj: Mapping[str, Any], spec: GateSpec) -> tuple[bool, str, dict[str, int]]:
@@ -461,7 +461,7 @@ def _driver_checks(plan: RuntimePlan) -> list[Check]:
     dra = plan.components.get("nvidia-dra-driver-gpu")
     identity = get_path(dra.values, f"kubeletPlugin.podAnnotations.{DRIVER_IDENTITY_ANNOTATION}") if dra is not None else None
     if dra is not None and isinstance(identity, str) and identity and not dra.variable_hashes:
-        from gpucluster.gate_helpers import dra_kubelet_plugin_name
+        from gpucluster.charts.gate_helpers import dra_kubelet_plugin_name
 
         ds_name, ns = dra_kubelet_plugin_name(dra.values), dra.ref.namespace
 
@@ -492,7 +492,7 @@ def _driver_checks(plan: RuntimePlan) -> list[Check]:
 
 def _manifest_objects(plan: RuntimePlan) -> list[tuple[str, dict[str, Any]]]:
     """``(component, object)`` of every object of the plan's manifest charts (pre and post)."""
-    from gpucluster.render import load_documents
+    from gpucluster.verify.render import load_documents
 
     out = []
     for node in plan.nodes:

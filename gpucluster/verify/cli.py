@@ -19,7 +19,7 @@ __all__ = ["snapshot_command", "validate_command", "plan_for"]
 
 def plan_for(config: str | None, clusters: list[str]):
     """The plan of the one cluster ``--cluster`` names in ``config`` (as ``gpucluster plan`` reads it)."""
-    from gpucluster.config import load_config
+    from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
     from gpucluster.verify.validate import select_plan
 

@@ -1,7 +1,7 @@
 """The in-cluster validation gate (cluster setting ``settings.validate: true``).
 
 A final release of the runtime stack, ``gpucluster-validation``: a Job chart built by
-:mod:`gpucluster.jobchart` like the readiness gates (the pinned kubectl image or
+:mod:`gpucluster.charts.jobchart` like the readiness gates (the pinned kubectl image or
 ``settings.gateImage``, non-root pod on the system nodes, the Job's NetworkPolicy, least-privilege
 RBAC: get/list of exactly what it reads), installed after every other release with
 ``wait_for_jobs``, so ``apply`` ends only when the cluster validates. In a fleet, the runtime
@@ -38,7 +38,7 @@ import shlex
 from typing import Any, Sequence
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.jobchart import HookJob, gate_image, render_job_chart
+from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
 from gpucluster.model import VALIDATE_SETTING, ClusterSpec, Component, PlanNode, Recipe, absolute_key
 from gpucluster.verify.checks import DEVICE_PLUGIN_RESOURCE, DRA_GPU_DRIVER, DRIVER_VERSION_LABEL, advertiser
 from gpucluster.verify.nodes import GPU_COUNT_LABEL, gpu_node_groups
@@ -78,7 +78,7 @@ def _jp_key(key: str) -> str:
 def _manifest_targets(nodes: Sequence[PlanNode], components: dict[str, Component]) -> list[tuple[str, str, str | None, str]]:
     """``(check, resource.group, namespace or None, name)`` of every custom resource of the manifest
     charts and every rail network's IPPool (``SriovIBNetwork`` ipam ``poolName``)."""
-    from gpucluster.render import load_documents
+    from gpucluster.verify.render import load_documents
 
     crd_plurals = {"NicClusterPolicy": ("nicclusterpolicies", False), "Skyhook": ("skyhooks", False),
                    "NodeWright": ("nodewrights", False), "IPPool": ("ippools", True), "SriovNetworkNodePolicy": ("sriovnetworknodepolicies", True),
@@ -226,7 +226,7 @@ def validation_rules(nodes: Sequence[PlanNode], components: dict[str, Component]
 
 def validation_node(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], nodes: Sequence[PlanNode]) -> PlanNode:
     """The ``gpucluster-validation`` release: after every other release (teardown guards aside),
-    ``wait_for_jobs``; its chart from :func:`gpucluster.jobchart.render_job_chart`."""
+    ``wait_for_jobs``; its chart from :func:`gpucluster.charts.jobchart.render_job_chart`."""
     gpu = components.get("gpu-operator")
     namespace = gpu.ref.namespace if gpu is not None else next(iter(components.values())).ref.namespace
     script = validation_script(cluster, recipe, components, nodes)

@@ -7,7 +7,7 @@ reports them three ways:
 * a table (``--format text``, default): check, component, result, the object and field that
   decided, the reason;
 * JSON evidence (``--format json``): the cluster's identity, the plan fingerprint
-  (:func:`gpucluster.fleet.rollout_digest`, what the runtime stack installs), the gpucluster
+  (:func:`gpucluster.inputs.fleet.rollout_digest`, what the runtime stack installs), the gpucluster
   version, the time, and every check's inputs, observations and verdict; schema
   ``schemas/validate-report.schema.json`` (shipped in the package);
 * JUnit XML (``--junit FILE``, for CI), valid against the Surefire/Jenkins JUnit schema
@@ -158,7 +158,7 @@ def _version() -> str:
 
 def report_document(report: Report) -> dict[str, Any]:
     """The JSON evidence (module docstring); valid against :func:`report_schema`."""
-    from gpucluster.fleet import rollout_digest
+    from gpucluster.inputs.fleet import rollout_digest
 
     plan = report.plan
     c = report.counts()
@@ -230,7 +230,7 @@ def render_junit(report: Report) -> str:
         "errors": "0", "skipped": str(c["skip"]), "time": "0", "timestamp": report.time,
     })
     props = ET.SubElement(suite, "properties")
-    from gpucluster.fleet import rollout_digest
+    from gpucluster.inputs.fleet import rollout_digest
 
     for name, value in (("plan.fingerprint", rollout_digest(report.plan)), ("gpucluster.version", _version()),
                         ("snapshot.source", report.snapshot.source), ("snapshot.sha256", report.snapshot.digest)):

@@ -10,7 +10,7 @@
   ``approve_<group>`` variable carries that digest).
 * :func:`rollout_marker` / :func:`promotion_gate` -- the two ends of a barrier in the runtime stacks.
 
-The constructs render what they are given (:mod:`gpucluster.fleet` decides); names and values
+The constructs render what they are given (:mod:`gpucluster.inputs.fleet` decides); names and values
 arrive validated (no ``${`` / ``%{`` can reach Terraform).
 """
 
@@ -89,7 +89,7 @@ class FleetManagerProps:
         name: fleet name; ``existing_id`` set = reference that fleet instead of creating one.
         resource_group / location: of a created fleet (resource group created too).
         hub_dns_prefix: create the fleet with a hub cluster (``hub_profile.dns_prefix``).
-        members / stages / update_runs / auto_upgrade: as in :mod:`gpucluster.fleet`.
+        members / stages / update_runs / auto_upgrade: as in :mod:`gpucluster.inputs.fleet`.
         strategy_name: name of the update strategy.
         tags: Azure tags of created resources.
     """

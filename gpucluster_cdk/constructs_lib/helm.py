@@ -442,7 +442,7 @@ class LocalChartRelease(_ReleaseConstruct):
         Terraform runner, locally or in a remote run, like the release itself), and the ``set``
         entries ``crdsGz`` = ``base64gzip(join("\\n---\\n", crds))`` and ``crdsHash`` = its sha256, so
         a chart version bump changes the step at plan time. A precondition refuses a bundle larger
-        than ``max_gz_bytes`` (the stacks pass ``gpucluster.crds.MAX_CRDS_GZ_BYTES``: Helm's 1 MiB
+        than ``max_gz_bytes`` (the stacks pass ``gpucluster.charts.crds.MAX_CRDS_GZ_BYTES``: Helm's 1 MiB
         release Secret)."""
         src = props.crd_source
         max_bytes = src.max_gz_bytes

@@ -21,7 +21,7 @@ from gpucluster_cdk.stacks.runtime import RuntimeStack
 from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster
 
 if TYPE_CHECKING:
-    from gpucluster.fleet import FleetSpec
+    from gpucluster.inputs.fleet import FleetSpec
 
 
 def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,

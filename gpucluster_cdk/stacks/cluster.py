@@ -6,7 +6,7 @@ from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
-from gpucluster.recipe import criteria_source
+from gpucluster.recipes.recipe import criteria_source
 from gpucluster.model import ClusterConnection
 from gpucluster_cdk.stacks.common import use_backend
 

@@ -7,7 +7,7 @@ import shutil
 from typing import Any, Mapping
 
 from gpucluster_cdk.constructs_lib.cdk import AzurermBackend, CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
-from gpucluster.backends import state_key, workspace_name
+from gpucluster.inputs.backends import state_key, workspace_name
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec
 from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name  # noqa: F401 (re-exported)
@@ -37,7 +37,7 @@ def terraform_binary() -> str:
 def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> CloudBackend:
     """Configure a Terraform ``cloud`` block with the stack's own named workspace.
 
-    ``backend`` is the normalized mapping of :func:`gpucluster.backends.parse_backend`; the
+    ``backend`` is the normalized mapping of :func:`gpucluster.inputs.backends.parse_backend`; the
     workspace is ``<workspacePrefix><stack name>`` in ``organization`` on ``hostname``
     (optionally in ``project``). No token is set: Terraform reads it from ``terraform login``
     or ``TF_TOKEN_<hostname>``. A stack that reads this stack's outputs (cross-stack
@@ -55,8 +55,8 @@ def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> Clou
 def use_azurerm_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> AzurermBackend:
     """Configure Terraform's ``azurerm`` backend with the stack's own state blob.
 
-    ``backend`` is the normalized mapping of :func:`gpucluster.backends.parse_backend`; the blob
-    is :func:`gpucluster.backends.state_key` (``<keyPrefix><stack name>.tfstate``) in
+    ``backend`` is the normalized mapping of :func:`gpucluster.inputs.backends.parse_backend`; the blob
+    is :func:`gpucluster.inputs.backends.state_key` (``<keyPrefix><stack name>.tfstate``) in
     ``containerName`` of ``storageAccountName``. ``use_azuread_auth`` is always written (true
     unless the cluster file says ``useAzureadAuth: false``); ``resource_group_name``,
     ``subscription_id``, ``tenant_id`` and ``use_oidc`` only when the cluster file sets them.

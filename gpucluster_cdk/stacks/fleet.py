@@ -35,9 +35,9 @@ from gpucluster_cdk.constructs_lib.fleet import (
     rollout_marker,
 )
 from gpucluster_cdk.constructs_lib.helm import LocalChartRelease, LocalChartReleaseProps, ensure_helm_provider, stack_variable
-from gpucluster import fleet as fleet_mod
-from gpucluster.fleet import FleetSpec
-from gpucluster.manifests import dump_documents, make_chart
+from gpucluster.inputs import fleet as fleet_mod
+from gpucluster.inputs.fleet import FleetSpec
+from gpucluster.charts.manifests import dump_documents, make_chart
 from gpucluster.model import RuntimePlan
 from gpucluster_cdk.stacks.common import use_backend
 

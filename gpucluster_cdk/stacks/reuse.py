@@ -196,7 +196,7 @@ def fleet_context(fleet: Any, plans: Sequence[Any]) -> dict[str, tuple]:
     :func:`gpucluster_cdk.stacks.fleet.add_fleet`."""
     if fleet is None:
         return {}
-    from gpucluster import fleet as fleet_mod
+    from gpucluster.inputs import fleet as fleet_mod
 
     by_name = {p.cluster.name: p for p in plans}
     owner = next((p.cluster for p in plans if p.cluster.backend is not None), None)

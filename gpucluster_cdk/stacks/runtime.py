@@ -15,8 +15,8 @@ from gpucluster_cdk.constructs_lib.helm import (
     SetEntry,
     stack_variable,
 )
-from gpucluster.crds import MAX_CRDS_GZ_BYTES
-from gpucluster.graph import topological_layers
+from gpucluster.charts.crds import MAX_CRDS_GZ_BYTES
+from gpucluster.charts.graph import topological_layers
 from gpucluster.model import CrdSource, ExistingCluster, PlanNode, RuntimePlan
 from gpucluster.values import has_path, set_entries, values_yaml
 from gpucluster.model import ClusterConnection
@@ -61,7 +61,7 @@ def values_props(values: Mapping[str, Any], terraform_variables: Mapping[str, st
 
 def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
     """The construct's :class:`gpucluster_cdk.constructs_lib.helm.CrdBundleSource` of a CRD step's
-    :class:`gpucluster.model.CrdSource` (with the size limit of :data:`gpucluster.crds.MAX_CRDS_GZ_BYTES`)."""
+    :class:`gpucluster.model.CrdSource` (with the size limit of :data:`gpucluster.charts.crds.MAX_CRDS_GZ_BYTES`)."""
     if source is None:
         return None
     return CrdBundleSource(repository=source.repository, chart=source.chart, version=source.version,

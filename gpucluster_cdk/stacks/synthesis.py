@@ -43,7 +43,7 @@ from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
 from gpucluster_cdk.stacks.outdir import staged_outdir
 
 if TYPE_CHECKING:
-    from gpucluster.fleet import FleetSpec
+    from gpucluster.inputs.fleet import FleetSpec
 
 WORKERS_ENV = "GPUCLUSTER_SYNTH_WORKERS"
 """Environment variable: how many worker processes may build clusters (``1``: this process only)."""

@@ -457,7 +457,7 @@ def _prefix_for(block: int, subnet: str) -> int:
 
 _VERSION = r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
 """``[v]MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD]``: the versions the core ``min-version`` gate
-script compares (:mod:`gpucluster.gates`); anything else is not a version there either."""
+script compares (:mod:`gpucluster.charts.gates`); anything else is not a version there either."""
 
 
 def _parse_version(text: str) -> tuple[tuple[int, ...], str | None]:

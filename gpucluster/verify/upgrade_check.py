@@ -7,7 +7,7 @@ and compared per cluster and component:
 * **version** changes of a chart, **values** changes (the dotted leaf paths that differ), components
   **added** / **removed**, cluster-level changes (Kubernetes version, profiles, GPU pools);
 * **CRD** changes: the CRDs each component owns on each side (catalog ``crds``, one owner per
-  CRD, :func:`gpucluster.crds.crd_owners`), owner changes, and how the owner's CRDs reach the
+  CRD, :func:`gpucluster.charts.crds.crd_owners`), owner changes, and how the owner's CRDs reach the
   new version (the generated CRD step or the chart's own hook);
 * a **verdict** per change: ``safe``, ``manual`` (with why and what to do) or ``unknown`` (no
   transition record covers it: read the upstream notes). A component's verdict is the worst of its
@@ -48,7 +48,7 @@ from gpucluster.errors import GpuclusterError, allowed_list
 from gpucluster.model import Finding, RuntimePlan
 from gpucluster.values import leaf_paths
 from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
-from gpucluster.upgrade_rules import (  # noqa: F401  (the rules live in a leaf; re-exported here)
+from gpucluster.recipes.upgrade_rules import (  # noqa: F401  (the rules live in a leaf; re-exported here)
     MATCHES,
     RULES_FILE,
     RULES_SCHEMA,
@@ -195,7 +195,7 @@ def _profile(plan: RuntimePlan) -> dict[str, str]:
 
 def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None) -> ClusterReport:
     """Compare one cluster's two plans (see the module docstring)."""
-    from gpucluster.crds import crd_owners, owned_crds
+    from gpucluster.charts.crds import crd_owners, owned_crds
 
     owners_fn = crd_owners_fn or crd_owners
     service = new.cluster.criteria.service
@@ -293,7 +293,7 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
                 "ownerChanges": [{"crd": crd, "from": f, "to": t} for crd, (f, t) in owner_moves.items() if name in (f, t)],
             }
             if change.kind == "version" and new_crds:
-                from gpucluster.crds import crd_upgrade_path
+                from gpucluster.charts.crds import crd_upgrade_path
 
                 change.crds["step"] = crd_upgrade_path(b, change.old_version, change.new_version)
         _judge(change, a, b, rules, service, owner_moves)
@@ -445,8 +445,9 @@ def _from_git(label: str, rev: str, path: Path, workdir: Path) -> Path:
 
 
 def _plans_from_file(path: Path, label: str) -> list[RuntimePlan]:
-    from gpucluster import recipe_result, yamlsafe
-    from gpucluster.config import parse_clusters
+    from gpucluster import yamlsafe
+    from gpucluster.recipes import recipe_result
+    from gpucluster.inputs.config import parse_clusters
     from gpucluster.pipeline import build_plan
     from gpucluster.errors import Problem
 
@@ -474,7 +475,7 @@ def load_side(arg: str, other: str | None, workdir: Path, *, key: str = "--from"
 
     Raises:
         GpuclusterError: neither a file nor a git revision of one; unreadable or invalid input
-            (the cluster file / RecipeResult errors of :mod:`gpucluster.config`).
+            (the cluster file / RecipeResult errors of :mod:`gpucluster.inputs.config`).
     """
     path = Path(arg)
     if path.is_file():

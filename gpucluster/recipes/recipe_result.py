@@ -50,10 +50,10 @@ from typing import Any, Mapping
 import yaml
 
 from gpucluster import yamlsafe
-from gpucluster.catalog import REGISTRY_SCHEMA, Catalog
+from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, absolute_key
-from gpucluster.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
+from gpucluster.recipes.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
 
 _MISSING = object()
@@ -644,12 +644,12 @@ class _FileReader:
 
     def judge_skew(self, key: str, comp: str, entry: Any, mine: ComponentRef | None, strings: Mapping[str, str],
                    source: str, chart: str, version: str, cat_source: str, cat_chart: str, cat_version: str) -> tuple[str, str, str]:
-        """A pin other than the catalog's (:mod:`gpucluster.chart_versions`): ``(source, chart,
+        """A pin other than the catalog's (:mod:`gpucluster.recipes.chart_versions`): ``(source, chart,
         version)`` to install. Covered: the pin, values written for it (``VERSION-SKEW`` info, or
         error with ``versionSkew: error``); never checked against a chart: the pin (``VERSION-SKEW``
         warning/error); uncovered: refused, or with ``versionSkew: upgrade`` the catalog's chart
         (``VERSION-UPGRADED`` warning, the change as ``upgrade-check`` shows it)."""
-        from gpucluster import chart_versions
+        from gpucluster.recipes import chart_versions
 
         rep, skew_severity = self.rep, self.skew_severity
         at = f"{key}.version" if strings["version"] else f"{key}.chart"
@@ -678,7 +678,7 @@ class _FileReader:
             )
             return source, chart, version
         if skew_severity == "upgrade":
-            from gpucluster.upgrade_rules import version_change_text
+            from gpucluster.recipes.upgrade_rules import version_change_text
 
             rep.note(
                 "VERSION-UPGRADED", "warning", comp, at,
@@ -1035,7 +1035,7 @@ def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: s
         GpuclusterError: the stated values agree with no profile value (one problem, naming
             the file, the keys and the profile values).
     """
-    from gpucluster.recipe import profile_values_owned
+    from gpucluster.recipes.recipe import profile_values_owned
 
     name = display or path
     empty = FileIntent({}, [], {})

@@ -4,7 +4,7 @@ NodeMaintenance.
 
 Terraform destroys in reverse dependency order, so a release that depends on another is destroyed
 first. For every component whose releases apply custom resources (objects of an API group whose
-CRD a component of the stack owns, :func:`gpucluster.crds.crd_owners`) -- and for the owner of
+CRD a component of the stack owns, :func:`gpucluster.charts.crds.crd_owners`) -- and for the owner of
 ``nodemaintenances.maintenance.nvidia.com`` -- the graph gets ``<component>-teardown``: a release
 that depends on the component's last release (so it is destroyed before it, while the operator
 and the CRs' owners are still installed) and holds only ServiceAccount/RBAC and a Helm
@@ -29,8 +29,8 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping, Sequence
 
-from gpucluster.crds import grouped_objects
-from gpucluster.jobchart import HookJob, gate_image, render_job_chart
+from gpucluster.charts.crds import grouped_objects
+from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
 from gpucluster.model import ClusterSpec, Component, PlanNode
 
 TEARDOWN_SUFFIX = "-teardown"

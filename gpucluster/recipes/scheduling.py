@@ -42,7 +42,7 @@ from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
-from gpucluster.overrides import ResolvedOverrides, resolved_overrides
+from gpucluster.recipes.overrides import ResolvedOverrides, resolved_overrides
 from gpucluster.values import get_path, leaf_paths, set_path, split_path
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

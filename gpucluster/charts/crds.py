@@ -3,8 +3,8 @@
 Helm installs a chart's ``crds/`` on first install only and never upgrades or deletes them
 (hashicorp/terraform-provider-helm#976, AICR#2843): bumping an operator whose CRDs live only in
 ``crds/`` leaves the old schema, new fields are pruned and the operator fails. The catalog
-registry says which CRDs each component owns (``crds``, :class:`gpucluster.catalog.CrdSpec`); the
-load refuses a CRD two components own (:func:`gpucluster.catalog.check_crd_ownership`).
+registry says which CRDs each component owns (``crds``, :class:`gpucluster.recipes.catalog.CrdSpec`); the
+load refuses a CRD two components own (:func:`gpucluster.recipes.catalog.check_crd_ownership`).
 
 ``computedomains.resource.nvidia.com`` / ``computedomaincliques.resource.nvidia.com``: shipped by
 both gpu-operator >= v26.7.0 (``crds/``) and the DRA driver chart; the copies disagree
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from gpucluster.jobchart import HookJob, gate_image, render_job_chart, sentinel
+from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart, sentinel
 from gpucluster.model import Component, LocalChart
 
 
 def _catalog():
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes.catalog import load_catalog
 
     return load_catalog()
 
@@ -217,9 +217,9 @@ def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = 
 def grouped_objects(chart: LocalChart) -> Iterator[dict[str, Any]]:
     """The objects of ``chart``'s templates whose ``apiVersion`` names an API group
     (``group/version``: custom resources and the like; core ``v1`` objects are skipped), in file order.
-    Each text is parsed once per process (:func:`gpucluster.manifests.chart_documents`): the objects
+    Each text is parsed once per process (:func:`gpucluster.charts.manifests.chart_documents`): the objects
     are shared, read them only."""
-    from gpucluster.manifests import chart_documents
+    from gpucluster.charts.manifests import chart_documents
 
     for path, text in sorted(chart.files.items()):
         if not path.startswith("templates/"):

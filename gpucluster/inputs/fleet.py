@@ -671,7 +671,7 @@ def check_cloud_fan_in(fleet: FleetSpec, clusters: Sequence[Any]) -> None:
     Raises:
         GpuclusterError: a non-last group with more than 20 clusters on the cloud backend.
     """
-    from gpucluster.backends import is_cloud
+    from gpucluster.inputs.backends import is_cloud
 
     by_name = {c.name: c for c in clusters}
     for g in fleet.groups[:-1]:
@@ -846,7 +846,7 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
     """The Terraform Cloud layout of the fleet, or None when no cluster uses the cloud backend.
 
     Args:
-        clusters: the fleet's ClusterSpecs (``backend`` normalized by :mod:`gpucluster.backends`).
+        clusters: the fleet's ClusterSpecs (``backend`` normalized by :mod:`gpucluster.inputs.backends`).
         provisioned: cluster name -> True when a ``<name>-cluster`` stack exists.
 
     Returns:
@@ -858,7 +858,7 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
         HCP Terraform's limit; beyond that, queue the fleet workspace yourself); the barrier ``<fleet>-after-<group>`` after the group's runtime workspaces; the next
         group's runtime workspaces after the barrier; the hub workspace after the fleet workspace.
     """
-    from gpucluster.backends import is_cloud, workspace_name
+    from gpucluster.inputs.backends import is_cloud, workspace_name
 
     backend = next((c.backend for c in clusters if is_cloud(c.backend)), None)
     if backend is None:

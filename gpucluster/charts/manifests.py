@@ -4,7 +4,7 @@ Sources, per enabled component, in this order:
 
 1. the catalog templates the recipe names (``ComponentRef.pre_manifest_files`` /
    ``ComponentRef.manifest_files``): Jinja2 (``StrictUndefined``) files read with
-   :meth:`gpucluster.catalog.Catalog.template_text`, rendered with the context of
+   :meth:`gpucluster.recipes.catalog.Catalog.template_text`, rendered with the context of
    :func:`template_context`;
 2. objects plugins return from the hook ``gpucluster_manifests`` (:class:`gpucluster.sdk.Manifest`).
 
@@ -21,7 +21,7 @@ One chart per ``(component, phase)``::
     templates/001-<stem>.yaml
 
 ``pre`` charts install before the component's chart, ``post`` charts after it (custom resources
-whose CRD the chart installs go in ``post``; see :mod:`gpucluster.graph`). The objects are
+whose CRD the chart installs go in ``post``; see :mod:`gpucluster.charts.graph`). The objects are
 ordinary release resources, not Helm hooks, so ``helm uninstall`` (``terraform destroy``)
 removes them -- before the chart that runs their controller (docs/manifests.md).
 """
@@ -320,10 +320,10 @@ def make_chart(name: str, description: str, templates: list[tuple[str, str]], *,
 
 
 def _scheduling_dict(cluster: ClusterSpec) -> dict[str, Any]:
-    """The scheduling inputs after their defaults (:func:`gpucluster.scheduling.effective_inputs`:
+    """The scheduling inputs after their defaults (:func:`gpucluster.recipes.scheduling.effective_inputs`:
     accelerated tolerations/selector derived from the GPU pools when not given), so a template
     follows every GPU pool taint the way the registry's injected values do."""
-    from gpucluster.scheduling import effective_inputs
+    from gpucluster.recipes.scheduling import effective_inputs
 
     s = effective_inputs(cluster)
     return {
@@ -597,9 +597,9 @@ def render_shipped_template(text: str, context: Mapping[str, Any], *, source: st
 
 
 def _shipped(catalog: Any, relpath: str) -> bool:
-    """Whether ``relpath`` resolves to a file of the shipped catalog (:func:`gpucluster.catalog.shipped_catalog_dirs`);
+    """Whether ``relpath`` resolves to a file of the shipped catalog (:func:`gpucluster.recipes.catalog.shipped_catalog_dirs`);
     decided once per catalog object and path (kept on the catalog, like its recipe index)."""
-    from gpucluster.catalog import shipped_catalog_dirs
+    from gpucluster.recipes.catalog import shipped_catalog_dirs
 
     known = getattr(catalog, "_gpucluster_shipped_files", None)
     if not isinstance(known, dict):
@@ -747,9 +747,9 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
         cluster: the prepared cluster (name, criteria, profile, scheduling).
         recipe: the resolved recipe (component order).
         components: enabled components by name, with final effective values.
-        catalog: a :class:`gpucluster.catalog.Catalog` (``template_text(relpath)``).
+        catalog: a :class:`gpucluster.recipes.catalog.Catalog` (``template_text(relpath)``).
         objects: filled, when given, with ``(group, kind, namespace, name) -> component`` of every
-            rendered object (what :func:`gpucluster.gates.check_gate_objects` looks up).
+            rendered object (what :func:`gpucluster.charts.gates.check_gate_objects` looks up).
 
     Returns:
         ``{(component, "pre"|"post"): LocalChart}``; a phase whose templates all render to

@@ -34,15 +34,15 @@ from gpucluster.model import (
     NodePool,
     Taint,
 )
-from gpucluster.overrides import parse_overrides
-from gpucluster.scheduling import EFFECTS, check_label_key, check_label_value, parse_scheduling, parse_taint
+from gpucluster.recipes.overrides import parse_overrides
+from gpucluster.recipes.scheduling import EFFECTS, check_label_key, check_label_value, parse_scheduling, parse_taint
 
 if TYPE_CHECKING:
-    from gpucluster.fleet import FleetSpec
+    from gpucluster.inputs.fleet import FleetSpec
 
 ENV_CONFIG = "GPUCLUSTER_CONFIG"
 DEFAULT_FILE_NAME = "gpucluster.yaml"
-EMBEDDED_DEFAULT = Path(__file__).parent / "default_cluster.yaml"
+EMBEDDED_DEFAULT = Path(__file__).parent.parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
 TOP_KEYS = ("clusters", "backend", "charts", "fleet")
@@ -127,7 +127,7 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
 
     Raises:
         GpuclusterError: as :func:`load_clusters`, and every ``fleet:`` problem
-            (:func:`gpucluster.fleet.parse_fleet`, :func:`gpucluster.fleet.check_members`).
+            (:func:`gpucluster.inputs.fleet.parse_fleet`, :func:`gpucluster.inputs.fleet.check_members`).
     """
     if path is None:
         path = env.get(ENV_CONFIG) or None
@@ -175,7 +175,7 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
                     id="fleet",
                 )
         return clusters, None
-    from gpucluster import fleet as fleet_mod
+    from gpucluster.inputs import fleet as fleet_mod
     from gpucluster.plugins import platform_for
 
     fleet = fleet_mod.parse_fleet(data["fleet"], file=source)
@@ -191,7 +191,7 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
     fleet_mod.check_cloud_fan_in(fleet, clusters)
     for cluster in clusters:  # one HCP Terraform project per fleet unless the backend names one
         if cluster.backend is not None and cluster.backend.get("type") == "cloud" and cluster.backend.get("project") is None:
-            from gpucluster.backends import PROJECT_NAME, PROJECT_NAME_MAX
+            from gpucluster.inputs.backends import PROJECT_NAME, PROJECT_NAME_MAX
 
             if PROJECT_NAME.fullmatch(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
                 cluster.backend = {**cluster.backend, "project": fleet.name}
@@ -213,9 +213,9 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             key="clusters",
             fix="give at least one cluster as a list item ('- name: ...')",
         )
-    from gpucluster import backends
+    from gpucluster.inputs import backends
 
-    from gpucluster import mirrors
+    from gpucluster.charts import mirrors
 
     default_backend = None
     if data.get("backend") is not None:
@@ -385,7 +385,7 @@ def _cluster_criteria(raw: dict, base: str, root: Path, w: dict) -> tuple[Criter
         )
     if "recipe" in raw:
         recipe_file = _recipe_path(raw["recipe"], root, f"{base}.recipe", w)
-        from gpucluster import recipe_result
+        from gpucluster.recipes import recipe_result
 
         criteria = recipe_result.read_criteria(recipe_file, display=raw["recipe"], cluster=name)
     elif "criteria" in raw:

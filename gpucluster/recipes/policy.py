@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration, absolute_keys
 from gpucluster.plugins import call_list_hook
-from gpucluster.overrides import ENABLED_KEY, ResolvedOverrides, override_paths, paths_intersect, pruned_edges, resolved_overrides
+from gpucluster.recipes.overrides import ENABLED_KEY, ResolvedOverrides, override_paths, paths_intersect, pruned_edges, resolved_overrides
 from gpucluster.policy_keys import ALLOCATION_POLICY_KEYS, DRA_DRIVER, GPU_OPERATOR, policy_owned_paths  # noqa: F401  (re-exported)
 from gpucluster.values import leaf_paths, split_path
 
@@ -431,7 +431,7 @@ def _owning_values(c: _Checks, component: str, path: str, actual: Any) -> tuple[
     the recipe's profile declaration)."""
     if c.catalog is None:
         return [], {}
-    from gpucluster.recipe import profile_values_owned
+    from gpucluster.recipes.recipe import profile_values_owned
 
     chosen = c.recipe.profile[1] if c.recipe.profile else None
     settings: dict[str, Any] = {}
@@ -473,7 +473,7 @@ def check_profile_owned(c: _Checks) -> None:
 
     The fix names the profile value that sets what the override asked for (``driver.enabled=true``
     under AKS ``azure-managed`` -> ``profile: {gpuStack: operator-managed}``), or says that no value
-    does (:func:`gpucluster.recipe.profile_values_owned`).
+    does (:func:`gpucluster.recipes.recipe.profile_values_owned`).
     """
     if c.recipe.profile is None:
         return
@@ -717,7 +717,7 @@ def check_gate_image_digest(c: _Checks) -> None:
 
     A tag can be pushed again; only a digest names one image (OCI distribution spec). The gate
     Jobs run with the cluster's API credentials, so their image is part of the supply chain.
-    Moving tags such as ``:latest`` are refused outright (:func:`gpucluster.jobchart.gate_image`).
+    Moving tags such as ``:latest`` are refused outright (:func:`gpucluster.charts.jobchart.gate_image`).
     """
     from gpucluster.model import GATE_IMAGE_SETTING
 

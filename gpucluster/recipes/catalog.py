@@ -29,7 +29,7 @@ from typing import Any
 from gpucluster import diskcache, schemas
 from gpucluster.errors import GpuclusterError, allowed_list
 
-CORE_CATALOG_DIR = Path(__file__).parent / "catalog"
+CORE_CATALOG_DIR = Path(__file__).parent.parent / "catalog"
 
 SHIPPED_PLUGIN_PACKAGES = ("gpucluster_aks", "gpucluster_nvke", "gpucluster_oke")
 """The built-in platform plugins installed with gpucluster (``pyproject.toml``,
@@ -58,7 +58,7 @@ CRD_UPGRADE_MODES = ("chart", "templates", "gpucluster")
 * ``templates``: the CRDs are chart templates, so ``helm upgrade`` updates them like any object;
 * ``gpucluster``: only in the chart's ``crds/``, which Helm installs once and never upgrades:
   gpucluster's generated CRD step applies them server-side before the operator upgrades
-  (:mod:`gpucluster.crds`)."""
+  (:mod:`gpucluster.charts.crds`)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class FormerValues:
     """What a component's values file said in RecipeResults of older AICR releases (registry
     ``formerValues``): the file names only ``valuesFile``, whose content gpucluster's catalog has
     since changed. The reader takes these as the file's own values when it asks who owns the GPU
-    driver and who advertises whole GPUs (:func:`gpucluster.recipe_result.file_intent`).
+    driver and who advertises whole GPUs (:func:`gpucluster.recipes.recipe_result.file_intent`).
 
     Attributes:
         api_versions: RecipeResult apiVersions they apply to (``aicr.nvidia.com/v1alpha1``).
@@ -147,7 +147,7 @@ class ConditionalValue:
     ``conditionalValues``): e.g. gpu-operator ``nfd.enabled: false`` because the ``nfd`` release
     runs Node Feature Discovery.
 
-    Resolution (:func:`gpucluster.recipe.effective_components`), for every recipe -- catalog
+    Resolution (:func:`gpucluster.recipes.recipe.effective_components`), for every recipe -- catalog
     recipes and RecipeResult files alike: when the component's recipe-level value at ``path``
     equals ``value`` and none of ``providers`` is an enabled component of the recipe, the value
     becomes ``otherwise`` (the chart default that keeps the bundled subchart/CRDs) with an info
@@ -177,7 +177,7 @@ class ChartVersionValues:
     gpucluster's values of a component (values files, overlay and profile overrides, scheduling
     paths, plugin patches) are written in the vocabulary of the registry's pinned chart. A chart
     version in another range gets the same values rewritten by this entry, in this order, after
-    every other layer (:func:`gpucluster.chart_versions.values_for_version`):
+    every other layer (:func:`gpucluster.recipes.chart_versions.values_for_version`):
 
     * ``rename``: ``(from, to)`` dotted paths: the same setting under the key that version reads
       (KAI v0.13/v0.14 ``admission.gpuPodRuntimeClassName`` for v0.16's
@@ -216,7 +216,7 @@ class RegistryEntry:
         repository / chart / version / namespace: chart facts (defaults for componentRefs).
         scheduling: value paths for node scheduling inputs.
         policy_keys: dotted value paths owned by policy (allocation policy etc.): Terraform
-            variables are refused on them; direct overrides warn (see gpucluster.policy).
+            variables are refused on them; direct overrides warn (see gpucluster.recipes.policy).
         crds: the CRDs it owns and how they upgrade (:class:`CrdSpec`; empty = none known).
         former_names: names the component had in earlier AICR releases (:class:`FormerName`).
         retired_manifests: manifest files of earlier AICR releases it no longer needs.
@@ -229,14 +229,14 @@ class RegistryEntry:
         former_values: values files' content in older AICR RecipeResults (:class:`FormerValues`).
         renders: ``(apiVersion, kind, name)`` of objects the component's chart renders that gates
             wait for (registry ``renders``; gpu-operator: ClusterPolicy ``cluster-policy``), checked
-            with real Helm in tests; :func:`gpucluster.gates.check_gate_objects` reads them.
+            with real Helm in tests; :func:`gpucluster.charts.gates.check_gate_objects` reads them.
         wait_established: CRDs (``<plural>.<group>``) the component installs that must be
             Established before anything depending on it installs (registry ``waitEstablished``;
-            the core adds one ``crd-established`` gate each, :func:`gpucluster.gates.collect_gates`).
+            the core adds one ``crd-established`` gate each, :func:`gpucluster.charts.gates.collect_gates`).
         manifest_values: dotted values paths that only the component's manifest templates read
             (registry ``manifestValues``): they stay in the component's values (overrides reach
             them, templates see them) but are never passed to its chart, which would not read
-            them (:func:`gpucluster.graph.chart_values`; a Terraform variable cannot bind them).
+            them (:func:`gpucluster.charts.graph.chart_values`; a Terraform variable cannot bind them).
         source_dir: the catalog directory that declared it.
     """
 
@@ -270,7 +270,7 @@ class Catalog:
     Attributes:
         dirs: catalog directories, core first.
         components: registry entries by canonical name.
-        overlays / mixins: raw documents by name (validated by :mod:`gpucluster.recipe`).
+        overlays / mixins: raw documents by name (validated by :mod:`gpucluster.recipes.recipe`).
     """
 
     dirs: list[Path]
@@ -721,9 +721,9 @@ def shipped_catalog_dirs() -> frozenset[Path]:
     return frozenset(dirs)
 
 
-SCHEMA_SOURCES = ("catalog.py", "recipe.py", "schemas.py", "model.py")
+SCHEMA_SOURCES = ("recipes/catalog.py", "recipes/recipe.py", "schemas.py", "model.py")
 """The gpucluster modules that define the catalog's JSON Schemas (:data:`REGISTRY_SCHEMA`,
-``gpucluster.recipe.OVERLAY_SCHEMA`` and ``MIXIN_SCHEMA``, the constants they use) and apply them."""
+``gpucluster.recipes.recipe.OVERLAY_SCHEMA`` and ``MIXIN_SCHEMA``, the constants they use) and apply them."""
 
 
 def _schema_identity() -> list[str | bytes] | None:
@@ -734,7 +734,7 @@ def _schema_identity() -> list[str | bytes] | None:
     None when a source cannot be read (an install without sources): then nothing is vouched for."""
     from gpucluster import __version__
 
-    here = Path(__file__).parent
+    here = Path(__file__).parent.parent  # gpucluster/
     try:
         sources = [(here / name).read_bytes() for name in SCHEMA_SOURCES]
     except OSError:
@@ -853,7 +853,7 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 files[name] = path
     check_crd_ownership(components)
     _check_registry_links(components)
-    from gpucluster.chart_versions import check_registry  # here: chart_versions imports this module
+    from gpucluster.recipes.chart_versions import check_registry  # here: chart_versions imports this module
 
     check_registry(components.values())
     return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files,

@@ -23,13 +23,13 @@ Chart sources, first that has the chart:
    ``<anything>-<version>`` (``agentgateway-v1.3.1``) holding a chart of that name is taken for
    that version when no ``Chart.yaml`` says it (charts whose tags carry a placeholder version),
    with an info finding;
-2. the chart cache (:mod:`gpucluster.chartcache`: ``gpucluster charts pull`` fills it; default
+2. the chart cache (:mod:`gpucluster.charts.chartcache`: ``gpucluster charts pull`` fills it; default
    ``$GPUCLUSTER_CHART_CACHE`` or ``~/.cache/gpucluster/charts``; only entries the user owns);
-3. with ``pull=True`` (``--pull``): :func:`gpucluster.charts.pull_one` from the HTTP repository or
+3. with ``pull=True`` (``--pull``): :func:`gpucluster.charts.pull.pull_one` from the HTTP repository or
    OCI registry into the cache (atomically: a half-finished pull never becomes a cache entry).
 
 The repository a node names is the one Terraform fetches from (the cluster file's mirror, when
-it names one: :mod:`gpucluster.mirrors`). A chart that cannot be had is reported by name with how
+it names one: :mod:`gpucluster.charts.mirrors`). A chart that cannot be had is reported by name with how
 to get it (``render.chart-unavailable``). A dependency a chart declares but does not carry in
 ``charts/`` is looked up in the same sources (like ``helm dependency build``); when it cannot be
 had either, the parent is rendered with the dependency's ``condition`` set to false and
@@ -59,10 +59,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
-from gpucluster import chartcache
-from gpucluster.chartcache import CACHE_ENV, cache_key, default_cache_dir  # noqa: F401  (re-exported)
+from gpucluster.charts import chartcache
+from gpucluster.charts.chartcache import CACHE_ENV, cache_key, default_cache_dir  # noqa: F401  (re-exported)
 from gpucluster.errors import GpuclusterError
-from gpucluster.helmsdk import helm  # noqa: F401  (re-exported: render and lint use Helm's engine through it)
+from gpucluster.charts.helmsdk import helm  # noqa: F401  (re-exported: render and lint use Helm's engine through it)
 from gpucluster.model import PlanNode, RuntimePlan
 from gpucluster.values import deep_merge, get_path, set_entries, set_path, split_path, values_yaml
 
@@ -71,7 +71,7 @@ CHARTS_ENV = "GPUCLUSTER_CHARTS"
 
 HOW_TO_GET = ("run `gpucluster charts pull` to fetch it into the chart cache (behind egress rules, name a mirror that "
               "holds it: charts.mirror or charts.mirrors in the cluster file), or unpack it into a --charts folder")
-"""The ``fix:`` of a chart render and lint cannot have (``charts pull`` has its own, :data:`gpucluster.charts.PULL_FIX`)."""
+"""The ``fix:`` of a chart render and lint cannot have (``charts pull`` has its own, :data:`gpucluster.charts.pull.PULL_FIX`)."""
 
 Severity = str  # "error" | "warning" | "info"
 
@@ -295,8 +295,8 @@ class ChartSources:
         return None if found is None else read_chart_dir(found)
 
     def _pull(self, repository: str, chart: str, version: str) -> Located:
-        """Pull into the chart cache (:func:`gpucluster.charts.pull_one`); a failure is the note."""
-        from gpucluster import charts
+        """Pull into the chart cache (:func:`gpucluster.charts.pull.pull_one`); a failure is the note."""
+        from gpucluster.charts import pull as charts
 
         helm()  # the render extra's absence is an input error, not a failed pull
         result = charts.pull_one((repository, chart, version), self.cache_dir)
@@ -806,7 +806,7 @@ def _unverified(component: str) -> str:
     """``; its values were never rendered with a real chart ...`` for a component whose registry
     entry has no ``chartVersions`` (nvsentinel, dynamo-platform), '' otherwise."""
     try:
-        from gpucluster.catalog import load_catalog
+        from gpucluster.recipes.catalog import load_catalog
 
         entry = load_catalog().components.get(component)
     except Exception:  # noqa: BLE001 - a message detail only

@@ -1,6 +1,6 @@
 """Upgrade transition rules (``upgrades.yaml`` in every catalog directory): their format, loading
-and the version-change judgement -- a leaf that :mod:`gpucluster.upgrade_check` (the report) and
-:mod:`gpucluster.recipe_result` (``versionSkew: upgrade``, which shows the change the same way)
+and the version-change judgement -- a leaf that :mod:`gpucluster.verify.upgrade_check` (the report) and
+:mod:`gpucluster.recipes.recipe_result` (``versionSkew: upgrade``, which shows the change the same way)
 both use, without importing the pipeline. Pure Python, no cdktf."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def load_rules(dirs: Sequence[Path] | None = None) -> list[Rule]:
     import jsonschema
 
     if dirs is None:
-        from gpucluster.catalog import catalog_dirs
+        from gpucluster.recipes.catalog import catalog_dirs
 
         dirs = catalog_dirs()
     rules: list[Rule] = []

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from gpucluster import schemas
-from gpucluster.catalog import Catalog
+from gpucluster.recipes.catalog import Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
     ANY,
@@ -64,7 +64,7 @@ CATALOG_API_VERSION = "gpucluster/v1alpha1"
 COMPONENT_TYPES = ("Helm", "Manifest")
 ADVERTISERS = ("external",)
 """Values of a profile value's ``advertiser`` (AICR): ``external`` = a platform add-on outside the
-recipe advertises whole GPUs (``Recipe.advertiser``; see :func:`gpucluster.policy.check_advertiser`)."""
+recipe advertises whole GPUs (``Recipe.advertiser``; see :func:`gpucluster.recipes.policy.check_advertiser`)."""
 _IDENT = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 # --------------------------------------------------------------------------- catalog document schemas
@@ -989,7 +989,7 @@ def resolve_conditional_values(
     user_set: Callable[[str, str], str | None] | None = None,
 ) -> list[Finding]:
     """Apply the registry's ``conditionalValues`` to ``components`` in place (see
-    :class:`gpucluster.catalog.ConditionalValue`): the enabled component set is the truth.
+    :class:`gpucluster.recipes.catalog.ConditionalValue`): the enabled component set is the truth.
 
     For each conditional value whose current value at ``path`` is the one that assumes a
     provider:

@@ -8,7 +8,7 @@ Layout (one folder per pinned chart)::
 ``$XDG_CACHE_HOME/gpucluster/charts``, else ``~/.cache/gpucluster/charts`` (:func:`default_cache_dir`):
 a folder of the user who runs gpucluster, never inside the tool's installation. The repository
 in the key is the one the chart was fetched from (the mirror when the cluster file names one,
-:mod:`gpucluster.mirrors`), so ``gpucluster charts pull``, ``render`` and ``lint`` find the same
+:mod:`gpucluster.charts.mirrors`), so ``gpucluster charts pull``, ``render`` and ``lint`` find the same
 entry.
 
 Trust (the rule of the per-user result cache, :func:`gpucluster.diskcache.trusted_path`): an

@@ -2,9 +2,9 @@
 
 Pure Python (no cdktf). The charts are exactly the ``helm_release`` s Terraform installs
 (:class:`~gpucluster.model.PlanNode` of kind ``chart``: repository, chart, version, with the
-cluster file's mirror applied, :mod:`gpucluster.mirrors`); each is pulled once, with Helm's own
+cluster file's mirror applied, :mod:`gpucluster.charts.mirrors`); each is pulled once, with Helm's own
 client (PyPI ``helm-python-sdk``, ``helm_python.pull``: an HTTP chart repository through its
-``index.yaml``, or an OCI registry), into :mod:`gpucluster.chartcache`. ``render`` and ``lint``
+``index.yaml``, or an OCI registry), into :mod:`gpucluster.charts.chartcache`. ``render`` and ``lint``
 then read it from there, offline.
 
 OCI registries are reached over HTTPS, except on a loopback address (``localhost``,
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from gpucluster import chartcache
-from gpucluster.helmsdk import helm
+from gpucluster.charts import chartcache
+from gpucluster.charts.helmsdk import helm
 from gpucluster.model import RuntimePlan
 
 PULL_FIX = ("make the repository reachable from here, or name a mirror that holds the chart (charts.mirror or "

@@ -17,7 +17,7 @@ Gate releases get ``wait_for_jobs`` and a Helm timeout of the gate's wait budget
 :data:`GATE_TIMEOUT_MARGIN_SECONDS`; their values carry ``gatedHash``
 (:func:`component_fingerprint` of the gated component), so a change to the gated component
 upgrades the gate release, which re-runs its Job (a ``post-upgrade`` hook, see
-:mod:`gpucluster.gates`). When Terraform variables reach the gated component (its own bound
+:mod:`gpucluster.charts.gates`). When Terraform variables reach the gated component (its own bound
 values, or variables its computed values read), ``gatedHash`` is a :class:`VariableHash`:
 Terraform computes it from the variables' values at plan time, so ``-var`` changes re-run the
 gate too (the values document holds the value at the defaults).
@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.gates import gate_budget_seconds
+from gpucluster.charts.gates import gate_budget_seconds
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.model import Component, CrdSource, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
 from gpucluster.values import get_path, without_paths
@@ -61,7 +61,7 @@ def chart_values(component: Component) -> dict[str, Any]:
     registry declares manifest-only (``manifestValues``: read by its manifest templates, not by
     the chart; e.g. agentgateway's ``allowedSourceRanges``, which the inference-gateway manifest
     writes into the LoadBalancer's ``loadBalancerSourceRanges``)."""
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes.catalog import load_catalog
 
     entry = load_catalog().components.get(component.name)
     paths = entry.manifest_values if entry is not None else ()
@@ -113,7 +113,7 @@ def build_nodes(
         manifest_charts: ``(component, "pre"|"post")`` -> rendered local chart.
         gates: ``(spec, chart, values)``; ``values`` are the gate release's values (the gated
             component's fingerprint is added here as ``gatedHash``).
-        crd_steps: component -> ``(chart, source)`` of its CRD step (:mod:`gpucluster.crds`):
+        crd_steps: component -> ``(chart, source)`` of its CRD step (:mod:`gpucluster.charts.crds`):
             node ``<c>-crds`` installs after the component's dependencies, and every release of
             the component (pre-manifests, chart, manifests) depends on it, so the owner's CRDs of
             the new chart version are applied and Established before the operator upgrades and

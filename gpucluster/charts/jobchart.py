@@ -1,5 +1,5 @@
-"""The one builder of gpucluster's own Job charts: readiness gates (:mod:`gpucluster.gates`), CRD
-steps (:mod:`gpucluster.crds`) and teardown guards (:mod:`gpucluster.teardown`).
+"""The one builder of gpucluster's own Job charts: readiness gates (:mod:`gpucluster.charts.gates`), CRD
+steps (:mod:`gpucluster.charts.crds`) and teardown guards (:mod:`gpucluster.charts.teardown`).
 
 Each is a local Helm chart holding a ServiceAccount, a (Cluster)Role and its binding, and one
 Helm hook Job that runs a POSIX shell script with ``kubectl``. What they share is decided here,
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.manifests import MANIFEST_CHART_VERSION, dump_documents, make_chart
+from gpucluster.charts.manifests import MANIFEST_CHART_VERSION, dump_documents, make_chart
 from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, LocalChart, absolute_key
 
 DEFAULT_KUBECTL_IMAGE = (
@@ -72,7 +72,7 @@ def gate_image(cluster: ClusterSpec) -> str:
 
     The default is pinned by digest. A user image must carry a version tag or a digest; a moving
     tag (:data:`MOVING_TAGS`, e.g. ``:latest``) is refused, and a tag without a digest gets the
-    policy warning ``GATE-IMAGE-DIGEST`` (:func:`gpucluster.policy.check_gate_image_digest`).
+    policy warning ``GATE-IMAGE-DIGEST`` (:func:`gpucluster.recipes.policy.check_gate_image_digest`).
 
     Raises:
         GpuclusterError: ``clusters[<i>].settings.gateImage`` is not an image reference with a tag
@@ -277,7 +277,7 @@ def render_job_chart(cluster: ClusterSpec, job: HookJob, *, description: str,
         before_job: more templates installed before the Job.
         values: the chart's ``values.yaml`` defaults; every key's :func:`sentinel` in the objects
             becomes ``{{ .Values.<key> | quote }}``. None: no ``values.yaml``.
-        version / app_version: ``Chart.yaml`` fields (:func:`gpucluster.manifests.make_chart`).
+        version / app_version: ``Chart.yaml`` fields (:func:`gpucluster.charts.manifests.make_chart`).
     """
     keys = tuple(values or ())
 

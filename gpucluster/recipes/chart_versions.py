@@ -3,7 +3,7 @@ writes for the version that is installed.
 
 The facts are catalog data (docs/recipes.md, "Values per chart version"):
 
-* the registry's ``chartVersions`` of a component (:class:`gpucluster.catalog.ChartVersionValues`):
+* the registry's ``chartVersions`` of a component (:class:`gpucluster.recipes.catalog.ChartVersionValues`):
   the version ranges its values were rendered against with real Helm (``checked``), and how the
   values written for the registry's pin are rewritten for each other range (``rename``, ``drop``,
   ``unsupported``);
@@ -16,7 +16,7 @@ recipe's range does; the values written for it are the catalog's, rewritten by t
 (:func:`values_for_version`). A component without ``chartVersions`` was never checked against a
 chart (:func:`judge_pin` says ``unverified``). Everything else is **uncovered**: the RecipeResult
 reader refuses the pin, or installs the catalog's version when the cluster says
-``versionSkew: upgrade`` (:mod:`gpucluster.recipe_result`). Pure Python, no cdktf.
+``versionSkew: upgrade`` (:mod:`gpucluster.recipes.recipe_result`). Pure Python, no cdktf.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from gpucluster.model import ClusterSpec, Component, Finding, Recipe
 from gpucluster.values import get_path, set_path, split_path
 from gpucluster.versions import version_in_range
 
-if TYPE_CHECKING:  # gpucluster.catalog calls check_registry: no import of it at run time
-    from gpucluster.catalog import Catalog, ChartVersionValues, RegistryEntry
+if TYPE_CHECKING:  # gpucluster.recipes.catalog calls check_registry: no import of it at run time
+    from gpucluster.recipes.catalog import Catalog, ChartVersionValues, RegistryEntry
 
 COVERED = "covered"
 UNCOVERED = "uncovered"

@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
-from gpucluster.jobchart import (
+from gpucluster.charts.jobchart import (
     HookJob,
     gate_image,
     job_network_policy,
@@ -224,7 +224,7 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
             )
         owners[checked.name] = plugin
         gates.append(checked)
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes.catalog import load_catalog
 
     registry = load_catalog().components
     for name in sorted(components):
@@ -243,7 +243,7 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
                                   fix="rename the plugin's gate")
             gates.append(validate_gate(spec, plugin=CORE_GATE_OWNER, cluster=cluster))
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
-        from gpucluster.gate_helpers import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
+        from gpucluster.charts.gate_helpers import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
 
         spec = clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_DEFAULT_TIMEOUT)
         if spec.name in owners:
@@ -483,7 +483,7 @@ def rbac_rules(spec: GateSpec) -> tuple[str | None, list[dict[str, Any]]]:
 
 
 def gate_job(spec: GateSpec, namespace: str) -> HookJob:
-    """The gate's :class:`~gpucluster.jobchart.HookJob`: a ``post-install,post-upgrade`` hook that
+    """The gate's :class:`~gpucluster.charts.jobchart.HookJob`: a ``post-install,post-upgrade`` hook that
     runs :func:`gate_script` with the RBAC of :func:`rbac_rules`; its image and gated-hash
     annotations are the release values ``image`` and ``gatedHash``."""
     rbac_ns, rules = rbac_rules(spec)
@@ -499,7 +499,7 @@ def gate_job(spec: GateSpec, namespace: str) -> HookJob:
 
 def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[dict[str, Any]]:
     """The gate chart's objects: ServiceAccount, (Cluster)Role, (Cluster)RoleBinding, Job
-    (:func:`gpucluster.jobchart.job_objects` of :func:`gate_job`).
+    (:func:`gpucluster.charts.jobchart.job_objects` of :func:`gate_job`).
 
     The Job's image and gated-hash annotations hold sentinels that :func:`render_gate_chart`
     turns into ``{{ .Values.image | quote }}`` / ``{{ .Values.gatedHash | quote }}``.
@@ -508,7 +508,7 @@ def gate_objects(cluster: ClusterSpec, spec: GateSpec, namespace: str) -> list[d
 
 
 def gate_network_policy(spec: GateSpec, namespace: str) -> dict[str, Any]:
-    """The NetworkPolicy of the gate's own pods (:func:`gpucluster.jobchart.job_network_policy`:
+    """The NetworkPolicy of the gate's own pods (:func:`gpucluster.charts.jobchart.job_network_policy`:
     no ingress, egress only to TCP 443/6443, the API server)."""
     return job_network_policy(gate_job(spec, namespace))
 
@@ -670,11 +670,11 @@ def gate_object_providers(spec: GateSpec, components: Mapping[str, Component],
     ``renders``; for ``crd-established``: a component owning or shipping the CRD, registry
     ``crds``; ``<component> operator`` for a CRD its operator creates while reconciling, registry
     ``crds.createsAtRuntime``) or ``<component> manifests`` (a rendered manifest object, ``objects`` from
-    :func:`gpucluster.manifests.render_manifest_charts`). Rollout and min-version gates wait for
+    :func:`gpucluster.charts.manifests.render_manifest_charts`). Rollout and min-version gates wait for
     a workload of the gated component -- its chart's (the SDK helpers name it from its values) or
     one its operator creates from a custom resource (NVKE's multus): ``<component> chart``, not
     checked at plan time."""
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes.catalog import load_catalog
 
     registry = load_catalog().components
     if spec.kind in ("rollout", "min-version"):

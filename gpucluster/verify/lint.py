@@ -1,11 +1,11 @@
-"""``gpucluster lint``: checks on the objects Helm renders for every release (:mod:`gpucluster.render`).
+"""``gpucluster lint``: checks on the objects Helm renders for every release (:mod:`gpucluster.verify.render`).
 
 Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
 
 * ``lint.schema`` -- every object against the Kubernetes 1.34 schemas (kubernetes-validate,
   strict) or, for custom resources, against its CRD: the CRDs the stack's charts carry
   (``crds/`` and rendered ``CustomResourceDefinition`` objects) and the extra CRD folders given
-  (``--crds``), as the API server stores it (:func:`gpucluster.lint_schema.api_server_view`: nulls
+  (``--crds``), as the API server stores it (:func:`gpucluster.verify.lint_schema.api_server_view`: nulls
   of non-nullable fields pruned, schema defaults filled). ``lint.schema-pruned`` (warning): a null
   the API server drops. ``lint.schema-unknown`` (warning): no schema for the kind.
 * ``lint.dead-value`` -- a values path gpucluster passes to an upstream chart (catalog, profile,
@@ -44,7 +44,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from gpucluster.model import RuntimePlan, Toleration
 from gpucluster.values import credential_paths
-from gpucluster.render import LintFinding, RenderedRelease, RenderResult, iter_objects, sort_findings
+from gpucluster.verify.render import LintFinding, RenderedRelease, RenderResult, iter_objects, sort_findings
 
 POD_TEMPLATE_PATHS = {
     "Pod": ("spec",),
@@ -147,7 +147,7 @@ class Placement:
 
 def placement_of(plan: RuntimePlan) -> Placement:
     """The :class:`Placement` facts of a plan's cluster (GPU pools, else the keyed accelerated tolerations)."""
-    from gpucluster.scheduling import gpu_pool_node_selector
+    from gpucluster.recipes.scheduling import gpu_pool_node_selector
 
     cluster = plan.cluster
     taints: list[tuple[str, str, str]] = []
@@ -207,7 +207,7 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
     ``memo`` (object id -> (object, schema source, errors)) skips objects already validated
     against the same schema source: the renderer shares parsed objects between releases whose
     templates rendered identically (the objects are read-only)."""
-    from gpucluster.lint_schema import K8S_VERSION, CrdIndex, api_server_view, builtin_validator, errors_of
+    from gpucluster.verify.lint_schema import K8S_VERSION, CrdIndex, api_server_view, builtin_validator, errors_of
 
     index = CrdIndex()
     for release in ctx.releases:
@@ -298,7 +298,7 @@ def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, 
     import os
     from pathlib import Path
 
-    from gpucluster.render import read_chart_dir
+    from gpucluster.verify.render import read_chart_dir
 
     root = Path(chart_dir)
     scopes: dict[tuple[str, ...], Path] = {(): root}
@@ -370,8 +370,8 @@ def _declared_paths(defaults: Any) -> list[str]:
 
 def check_dead_values(ctx: _Ctx) -> None:
     """``lint.dead-value`` (see module docstring)."""
-    from gpucluster import overrides as overrides_mod
-    from gpucluster.catalog import load_catalog
+    from gpucluster.recipes import overrides as overrides_mod
+    from gpucluster.recipes.catalog import load_catalog
 
     catalog = load_catalog()
     for release in ctx.releases:
@@ -519,7 +519,7 @@ def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any],
     template = next((p for p, d in release.objects if d is doc), None)
     if template is None or template not in rendered:
         return True
-    from gpucluster.render import load_documents
+    from gpucluster.verify.render import load_documents
 
     name = (doc.get("metadata") or {}).get("name")
     try:
@@ -548,7 +548,7 @@ def _walk_with_config(doc: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...],
     configuration applied by hook Jobs, e.g. KAI's kai-config)."""
     yield from _walk(doc)
     if doc.get("kind") == "ConfigMap":
-        from gpucluster.render import load_documents
+        from gpucluster.verify.render import load_documents
 
         for name, text in sorted((doc.get("data") or {}).items()):
             if not isinstance(text, str) or ":" not in text:
@@ -602,7 +602,7 @@ def check_nfd_rules(ctx: _Ctx) -> None:
     """``lint.nfd-rule-unmatchable`` (module docstring)."""
     import fnmatch
 
-    from gpucluster.render import load_documents
+    from gpucluster.verify.render import load_documents
 
     hidden: list[tuple[RenderedRelease, str, str]] = []
     for release, path, doc in iter_objects(ctx.releases):
@@ -695,7 +695,7 @@ def load_crd_folders(folders: Iterable[Any]) -> list[tuple[Mapping[str, Any], st
     """``(CRD object, source)`` of every ``*.yaml``/``*.yml`` file below each folder (``--crds``)."""
     from pathlib import Path
 
-    from gpucluster.render import load_documents
+    from gpucluster.verify.render import load_documents
 
     out = []
     for folder in folders:

@@ -1,0 +1,13 @@
+"""The inputs: the cluster file and what it declares.
+
+Owns: reading and validating ``gpucluster.yaml`` (or the embedded default) into
+:class:`~gpucluster.model.ClusterSpec` objects (:mod:`gpucluster.inputs.config`), the Terraform
+backends a cluster or fleet names (:mod:`gpucluster.inputs.backends`) and the fleet section with
+its update groups and rollout (:mod:`gpucluster.inputs.fleet`).
+
+May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
+:mod:`gpucluster.yamlsafe`, ...), :mod:`gpucluster.plugins` (the platforms' declared inputs),
+and the parsers of the cluster-file sections other packages own (:mod:`gpucluster.recipes`:
+overrides, scheduling, a RecipeResult file; :mod:`gpucluster.charts`: chart mirrors). Never
+:mod:`gpucluster.pipeline`, :mod:`gpucluster.verify`, the commands or ``gpucluster.sdk``.
+"""
