@@ -219,23 +219,13 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     catalog = catalog_mod.load_catalog()
     recipe, components = resolved_components(cluster, catalog)
     if intent is not None:
-        recipe.findings.extend(intent.findings)
-    overrides_mod.apply_overrides(cluster, recipe, components, catalog)
+        recipe = with_findings(recipe, intent.findings)
+    components = overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
-    recipe.findings.extend(
-        recipe_mod.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
-    )
-    scheduling_mod.apply_scheduling(cluster, recipe, components, catalog, resolved=resolved)
-    for name in list(components):
-        for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=components[name]):
-            if not isinstance(patch, Mapping):
-                raise PluginError(
-                    f"plugin '{plugin}' returned {type(patch).__name__} from gpucluster_adjust_values",
-                    cluster=cluster.name,
-                    component=name,
-                    allowed="a dict patch (deep-merged into the component's values) or None",
-                )
-            components[name].values = deep_merge(components[name].values, patch)
+    components, conditional = recipe_mod.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
+    recipe = with_findings(recipe, conditional)
+    components = scheduling_mod.apply_scheduling(cluster, recipe, components, catalog, resolved=resolved)
+    components = adjusted_values(cluster, recipe, components, pm=pm)
     findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog, resolved=resolved)
     if intent is not None:
         from gpucluster.recipes import recipe_result
@@ -249,13 +239,14 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
             problems.append(Problem(id=f.id, message=f.message, file=file, cluster=f.cluster, component=f.component, key=key, fix=f.fix))
         raise GpuclusterError(problems=problems)
     # values for the chart version each release installs (after policy, which reads the catalog's keys)
-    findings += chart_versions_mod.apply_chart_versions(
+    components, versioned = chart_versions_mod.apply_chart_versions(
         cluster, recipe, components, catalog, locate=lambda comp, path: locate_finding(cluster, recipe, resolved, Finding("VERSION-VALUES", "error", cluster.name, comp, path, "", "")))
-    gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
+    findings += versioned
+    components = gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
     objects: dict[tuple[str, str, str, str], str] = {}
     manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog, objects=objects)
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)
-    supplied = _supply_gate_objects(cluster, recipe, components, gate_specs, objects)
+    components, supplied = _supply_gate_objects(cluster, recipe, components, gate_specs, objects)
     if supplied:  # a platform's manifest renders what a gate waits for: render the manifests again with it
         findings += supplied
         objects.clear()
@@ -283,10 +274,49 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     )
 
 
-def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates, objects) -> list[Finding]:
-    """Add each gate's ``supplied_by`` manifest to its component when no release renders the
-    object the gate waits for (:func:`gpucluster.charts.gates.gate_object_providers`); info
-    ``GATE-OBJECT-SUPPLIED`` per manifest added, naming the RecipeResult key."""
+def with_findings(recipe: Recipe, findings: Sequence[Finding]) -> Recipe:
+    """``recipe`` with ``findings`` appended to ``recipe.findings`` (a new Recipe; ``recipe`` is left as it is)."""
+    return dataclasses.replace(recipe, findings=[*recipe.findings, *findings]) if findings else recipe
+
+
+def adjusted_values(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], *,
+                    pm=None) -> dict[str, Component]:
+    """The components with every plugin's ``gpucluster_adjust_values`` patch deep-merged into
+    their values, in hook call order (:func:`gpucluster.values.deep_merge`); ``components`` is
+    left as it is.
+
+    Returns:
+        a new ``{name: Component}`` in the same order (a component no plugin patches is the
+        input's own object).
+
+    Raises:
+        PluginError: a plugin returned something other than a mapping or None (names the plugin
+            and the component), or changed its read-only arguments
+            (:func:`gpucluster.plugins.call_hook_attributed`).
+    """
+    out: dict[str, Component] = {}
+    for name, comp in components.items():
+        values = comp.values
+        for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=comp):
+            if not isinstance(patch, Mapping):
+                raise PluginError(
+                    f"plugin '{plugin}' returned {type(patch).__name__} from gpucluster_adjust_values",
+                    cluster=cluster.name,
+                    component=name,
+                    allowed="a dict patch (deep-merged into the component's values) or None",
+                )
+            values = deep_merge(values, patch)
+        out[name] = comp if values is comp.values else dataclasses.replace(comp, values=values)
+    return out
+
+
+def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates,
+                         objects) -> tuple[dict[str, Component], list[Finding]]:
+    """The components with each gate's ``supplied_by`` manifest added to its component's
+    manifests when no release renders the object the gate waits for
+    (:func:`gpucluster.charts.gates.gate_object_providers`), and an info ``GATE-OBJECT-SUPPLIED`` per
+    manifest added, naming the RecipeResult key; ``components`` is left as it is."""
+    components = dict(components)
     out = []
     for spec in gates:
         comp = components.get(spec.component)
@@ -294,7 +324,8 @@ def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mappi
             continue
         if spec.supplied_by in comp.ref.manifest_files:
             continue
-        comp.ref.manifest_files = [*comp.ref.manifest_files, spec.supplied_by]
+        ref = dataclasses.replace(comp.ref, manifest_files=[*comp.ref.manifest_files, spec.supplied_by])
+        components[spec.component] = dataclasses.replace(comp, ref=ref)
         key = f"{recipe.ref_keys[spec.component]}.manifestFiles" if recipe.file and spec.component in recipe.ref_keys else "manifestFiles"
         out.append(Finding(
             "GATE-OBJECT-SUPPLIED", "info", cluster.name, spec.component, key,
@@ -302,7 +333,7 @@ def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mappi
             f"{spec.supplied_by} is installed with {spec.component} (the catalog recipe for these criteria has it)",
             f"none needed; list {spec.supplied_by.removesuffix('.j2')} in {spec.component}'s manifestFiles to make it explicit",
             file=recipe.file or ""))
-    return out
+    return components, out
 
 
 def build_plans(clusters: Sequence[ClusterSpec]) -> list[RuntimePlan]:

@@ -43,6 +43,18 @@ def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any] | None, *, keep
     return out
 
 
+def deep_copy(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of plain ``values`` (a dict): made with :mod:`pickle` (several times faster
+    than :func:`copy.deepcopy` on YAML-shaped data), or :func:`copy.deepcopy` for a value pickle
+    cannot hold."""
+    import pickle
+
+    try:
+        return pickle.loads(pickle.dumps(dict(values), pickle.HIGHEST_PROTOCOL))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return copy.deepcopy(dict(values))
+
+
 def _strip_nones(value: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (_strip_nones(v) if isinstance(v, Mapping) else copy.deepcopy(v)) for k, v in value.items() if v is not None}
 

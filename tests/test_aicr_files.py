@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -376,25 +377,27 @@ def test_conditional_value(component, path):
     # our own recipe: a provider is installed and ordered first, the catalog value holds
     assert get_path(comps[component].values, path) == cv.value
     assert any(p in comps and p in comps[component].ref.dependency_refs for p in cv.providers)
-    assert recipe_mod.resolve_conditional_values(copy.deepcopy(comps), catalog) == []
+    before = pickle.dumps(comps)
+    assert recipe_mod.resolve_conditional_values(comps, catalog) == (comps, [])
+    assert pickle.dumps(comps) == before  # the input is left as it is
     # a provider present but not ordered first: the edge is added
     provider = next(p for p in cv.providers if p in comps)
     lone = copy.deepcopy(comps)
     for c in lone.values():
         c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d not in cv.providers or c.name != component]
-    found = recipe_mod.resolve_conditional_values(lone, catalog, cluster="c")
+    lone, found = recipe_mod.resolve_conditional_values(lone, catalog, cluster="c")
     assert [(f.id, f.component) for f in found] == [("ORDER-ADDED", component)]
     assert provider in lone[component].ref.dependency_refs
     # no provider: the chart keeps its bundled one
     gone = {n: c for n, c in copy.deepcopy(comps).items() if n not in cv.providers}
     for c in gone.values():
         c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d in gone]
-    found = recipe_mod.resolve_conditional_values(gone, catalog, cluster="c")
+    gone, found = recipe_mod.resolve_conditional_values(gone, catalog, cluster="c")
     assert get_path(gone[component].values, path) == cv.otherwise
     assert ("CONDITIONAL-VALUE", "info", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
     # ... unless a user override set it: kept, with a warning
     kept = {n: c for n, c in copy.deepcopy(comps).items() if n not in cv.providers}
-    found = recipe_mod.resolve_conditional_values(kept, catalog, cluster="c", user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None)
+    kept, found = recipe_mod.resolve_conditional_values(kept, catalog, cluster="c", user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None)
     assert get_path(kept[component].values, path) == cv.value
     assert ("CONDITIONAL-VALUE", "warning", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
 

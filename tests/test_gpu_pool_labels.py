@@ -73,8 +73,8 @@ def test_derived_selector_injected_at_the_accelerated_paths(tmp_path):
     recipe = make_recipe()
     components = make_components(recipe)
     cluster = make_cluster(pools=[NodePool(name="s", vm_size="x", gpu=False), NodePool(name="g", vm_size="y", labels=GPU_LABEL)])
-    apply_overrides(cluster, recipe, components, catalog)
-    apply_scheduling(cluster, recipe, components, catalog)
+    components = apply_overrides(cluster, recipe, components, catalog)
+    components = apply_scheduling(cluster, recipe, components, catalog)
     assert components["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["nodeSelector"] == GPU_LABEL
     assert components["nodewright-customizations"].values["acceleratedNodeSelector"] == GPU_LABEL
 

@@ -21,7 +21,7 @@ def run(catalog, raw, *, recipe=None, values=None, file="cluster.yaml"):
     recipe = recipe or make_recipe()
     components = make_components(recipe, values)
     cluster = make_cluster(overrides=parse_overrides(raw, file=file, cluster="c1"), source=file)
-    apply_overrides(cluster, recipe, components, catalog)
+    components = apply_overrides(cluster, recipe, components, catalog)
     return components
 
 

@@ -27,7 +27,7 @@ def check(catalog, *, values=None, recipe=None, overrides=None, scheduling=None,
         scheduling=scheduling,
         **cluster_kw,
     )
-    apply_overrides(cluster, recipe, components, catalog)
+    components = apply_overrides(cluster, recipe, components, catalog)
     return evaluate(cluster, recipe, components, catalog)
 
 

@@ -32,8 +32,8 @@ def aks(catalog, *, values=None, recipe=None, overrides=None, scheduling=None, *
         scheduling=scheduling,
         **cluster_kw,
     )
-    apply_overrides(cluster, recipe, components, catalog)
-    apply_scheduling(cluster, recipe, components, catalog)
+    components = apply_overrides(cluster, recipe, components, catalog)
+    components = apply_scheduling(cluster, recipe, components, catalog)
     return gpucluster_policy_checks(cluster=cluster, recipe=recipe, components=components)
 
 

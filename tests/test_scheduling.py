@@ -26,8 +26,8 @@ def inject(catalog, *, scheduling=None, recipe=None, overrides=None, **cluster_k
         overrides=parse_overrides(overrides, file="c.yaml", cluster="c1") if overrides else None,
         **cluster_kw,
     )
-    apply_overrides(cluster, recipe, components, catalog)
-    apply_scheduling(cluster, recipe, components, catalog)
+    components = apply_overrides(cluster, recipe, components, catalog)
+    components = apply_scheduling(cluster, recipe, components, catalog)
     return components
 
 
@@ -208,7 +208,7 @@ def test_no_pools_no_defaults(catalog):
     recipe = make_recipe()
     components = make_components(recipe)
     cluster = make_cluster(pools=[])
-    apply_scheduling(cluster, recipe, components, catalog)
+    components = apply_scheduling(cluster, recipe, components, catalog)
     assert components["nodewright-operator"].values["estimatedNodeCount"] == 0
     assert "acceleratedTolerations" not in components["nodewright-customizations"].values
 

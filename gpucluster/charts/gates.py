@@ -639,8 +639,10 @@ def driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -
             "gpuPools": pools}, ()
 
 
-def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> None:
-    """Annotate the DRA kubelet plugin's pod template with the driver identity (in place).
+def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> dict[str, Component]:
+    """The components with the DRA kubelet plugin's pod template annotated with the driver
+    identity; ``components`` is left as it is (a new ``{name: Component}``, in the same order,
+    whose ``nvidia-dra-driver-gpu`` is a new Component; the others are the input's objects).
 
     Sets ``kubeletPlugin.podAnnotations["gpucluster/driver-identity"]`` of
     ``nvidia-dra-driver-gpu`` to a hash of :func:`driver_identity`, so the plugin pods are
@@ -648,20 +650,19 @@ def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Compone
     inputs where the host owns the driver) and never otherwise. When Terraform variables feed
     the identity (``variables: {"gpuoperator:driver.version": gpu_driver_version}``), the value is a
     :class:`~gpucluster.model.VariableHash` Terraform computes at plan time (the values hold its
-    value at the defaults). No-op without the DRA driver.
+    value at the defaults). Without the DRA driver: the components as they are (a new dict).
     """
     dra = components.get(DRA_COMPONENT)
     if dra is None:
-        return
+        return dict(components)
     identity, variables = driver_identity(cluster, components)
     vh = VariableHash(base=fingerprint(identity), variables=variables)
     annotations = dict(get_path(dra.values, "kubeletPlugin.podAnnotations") or {})
     annotations[DRIVER_IDENTITY_ANNOTATION] = evaluate_variable_hash(vh) if variables else vh.base
     plugin = dict(dra.values.get("kubeletPlugin") or {})
     plugin["podAnnotations"] = dict(sorted(annotations.items()))
-    dra.values = {**dra.values, "kubeletPlugin": plugin}
-    if variables:
-        dra.variable_hashes = {**dra.variable_hashes, DRIVER_IDENTITY_PATH: vh}
+    hashes = {**dra.variable_hashes, DRIVER_IDENTITY_PATH: vh} if variables else dra.variable_hashes
+    return {**components, DRA_COMPONENT: dataclasses.replace(dra, values={**dra.values, "kubeletPlugin": plugin}, variable_hashes=hashes)}
 
 
 def gate_object_providers(spec: GateSpec, components: Mapping[str, Component],

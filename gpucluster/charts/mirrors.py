@@ -124,7 +124,8 @@ def mirrored(repository: str, mirrors: ChartMirrors | None) -> str:
 
 def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cluster: str, file: str) -> list[PlanNode]:
     """``nodes`` with every remote chart (``kind == "chart"``) and CRD step source fetched through
-    ``mirrors`` (:func:`mirrored`); the nodes are updated in place and returned.
+    ``mirrors`` (:func:`mirrored`): a new list, a node whose source changes replaced by a new
+    PlanNode; ``nodes`` are left as they are.
 
     Raises:
         GpuclusterError: two charts of the same name from different upstream repositories would
@@ -145,10 +146,13 @@ def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cl
                     fix="give one of the upstream repositories its own entry in charts.mirrors")
         return target
 
+    out = []
     for node in nodes:
+        changes: dict[str, object] = {}
         if node.kind == "chart" and node.repository:
-            node.repository = through(node.repository, node.chart)
+            changes["repository"] = through(node.repository, node.chart)
         if node.crd_source is not None and node.crd_source.repository:
-            node.crd_source = dataclasses.replace(node.crd_source,
-                                                  repository=through(node.crd_source.repository, node.crd_source.chart))
-    return list(nodes)
+            changes["crd_source"] = dataclasses.replace(node.crd_source,
+                                                        repository=through(node.crd_source.repository, node.crd_source.chart))
+        out.append(dataclasses.replace(node, **changes) if changes else node)
+    return out

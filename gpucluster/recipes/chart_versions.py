@@ -22,6 +22,7 @@ reader refuses the pin, or installs the catalog's version when the cluster says
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -154,12 +155,15 @@ def values_for_version(cv: ChartVersionValues, values: Mapping[str, Any]) -> tup
 
 
 def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog: Catalog,
-                         *, locate: Any = None) -> list[Finding]:
-    """Rewrite every installed component's final values for the chart version it installs
-    (:func:`values_for_version`), in place; runs after every other values layer and policy.
+                         *, locate: Any = None) -> tuple[dict[str, Component], list[Finding]]:
+    """Every installed component's final values rewritten for the chart version it installs
+    (:func:`values_for_version`); runs after every other values layer and policy. ``components``
+    is left as it is.
 
     Returns:
-        one info finding ``VALUES-FOR-VERSION`` per component whose values changed.
+        ``(components, findings)``: a new ``{name: Component}`` in the same order (a component
+        whose values need no change is the input's own object), and one info finding
+        ``VALUES-FOR-VERSION`` per component whose values changed.
 
     Raises:
         GpuclusterError: a value the installed version cannot take (one problem each, naming the
@@ -168,6 +172,7 @@ def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mappi
     """
     findings: list[Finding] = []
     problems: list[Problem] = []
+    out = dict(components)
     for name, comp in components.items():
         entry = catalog.components.get(name)
         if entry is None or comp.ref.type != "Helm" or not entry.chart_versions:
@@ -184,7 +189,7 @@ def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mappi
                 file=file or cluster.source, cluster=cluster.name, component=name, key=key or path,
                 fix=f"install a version of {describe(entry)}, or remove the value"))
         if changes and not refusals:
-            comp.values = values
+            out[name] = dataclasses.replace(comp, values=values)
             at = f"{recipe.ref_keys[name]}.version" if recipe.file and name in recipe.ref_keys else ""
             findings.append(Finding(
                 "VALUES-FOR-VERSION", "info", cluster.name, name, at,
@@ -193,7 +198,7 @@ def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mappi
                 "none needed", file=recipe.file or ""))
     if problems:
         raise GpuclusterError(problems=problems)
-    return findings
+    return out, findings
 
 
 def check_registry(entries: Iterable[RegistryEntry]) -> None:

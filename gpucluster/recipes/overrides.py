@@ -506,14 +506,17 @@ def source_of(cluster: ClusterSpec, catalog, component: str, path: str) -> str |
     return resolved_overrides(cluster, catalog).source_of(component, path)
 
 
-def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog) -> None:
-    """Apply ``cluster.overrides`` to ``components`` in place (all-or-nothing).
+def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> dict[str, Component]:
+    """The components with ``cluster.overrides`` applied (all-or-nothing); ``components`` is
+    left as it is.
 
-    Effects: set/values change ``Component.values``; ``enabled=false`` removes the component
-    from ``components`` and drops the dependency edges other components declare on it (as
-    AICR's bundler prunes edges to disabled components) — except the edges of manifest-only
-    components, whose manifests are custom resources of the operator they depend on;
-    variables fill ``Component.terraform_variables``.
+    Returns:
+        a new ``{name: Component}`` in the order of ``components``: set/values give a component
+        new ``values``; ``enabled=false`` leaves the component out and drops the dependency edges
+        other components declare on it (as AICR's bundler prunes edges to disabled components)
+        -- except the edges of manifest-only components, whose manifests are custom resources of
+        the operator they depend on; variables fill ``terraform_variables``. A component no
+        override touches is the input's own (unchanged) object.
 
     Raises:
         GpuclusterError: every problem found (unknown or disabled components, non-boolean or
@@ -522,7 +525,7 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
             dependency edges), one Problem each, naming file, cluster, component and key.
     """
     if not cluster.overrides:
-        return
+        return dict(components)
     run = _OverrideRun(cluster, recipe, components, catalog)
     run.resolve_components()
     run.check_enabled_toggles()
@@ -532,13 +535,13 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: dict[str, 
     run.check_dependency_edges()
     if run.problems:
         raise GpuclusterError(problems=run.problems)
-    run.commit()
+    return run.result()
 
 
 class _OverrideRun:
     """One :func:`apply_overrides` call: its steps, in order, collecting every problem."""
 
-    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog):
+    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog):
         self.cluster, self.recipe, self.components, self.catalog = cluster, recipe, components, catalog
         self.problems: list[Problem] = []
         self.refs = {ref.name: ref for ref in recipe.component_refs}
@@ -553,7 +556,7 @@ class _OverrideRun:
         )
 
     def values_of(self, name: str) -> dict[str, Any]:
-        """The working copy of ``name``'s values (commit writes it back)."""
+        """The working copy of ``name``'s values (:meth:`result` gives it to the new component)."""
         if name not in self.work:
             self.work[name] = deep_merge(self.components[name].values, None)
         return self.work[name]
@@ -768,18 +771,23 @@ class _OverrideRun:
                     )
         self.problems.extend(edge_problems)
 
-    def commit(self) -> None:
-        """Write values and variable bindings; drop disabled components and the edges to them."""
-        for name, values in self.work.items():
-            self.components[name].values = values
-        for name, binding in self.variables.items():
-            self.components[name].terraform_variables = dict(sorted({**self.components[name].terraform_variables, **binding}.items()))
-        for name in self.disabled:
-            self.components.pop(name, None)
+    def result(self) -> dict[str, Component]:
+        """The new components: values and variable bindings written, disabled components and
+        the edges to them dropped (unchanged components are the input's objects)."""
+        out: dict[str, Component] = {}
         for name, comp in self.components.items():
+            if name in self.disabled:
+                continue
+            changes: dict[str, Any] = {}
+            if name in self.work:
+                changes["values"] = self.work[name]
+            if name in self.variables:
+                changes["terraform_variables"] = dict(sorted({**comp.terraform_variables, **self.variables[name]}.items()))
             kept = [d for d in comp.ref.dependency_refs if d not in self.disabled]
             if kept != comp.ref.dependency_refs:
-                comp.ref = dataclasses.replace(comp.ref, dependency_refs=kept)
+                changes["ref"] = dataclasses.replace(comp.ref, dependency_refs=kept)
+            out[name] = dataclasses.replace(comp, **changes) if changes else comp
+        return out
 
 
 def _is_manifest_only(ref, catalog) -> bool:

@@ -34,6 +34,7 @@ The domain core never imports cdktf.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import heapq
 import re
 from pathlib import Path
@@ -952,7 +953,8 @@ def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Componen
         if ref.type != "Manifest":
             own.dependency_refs = [d for d in ref.dependency_refs if d not in disabled]
         out[ref.name] = Component(ref=own, values=component_values(ref, recipe, catalog))
-    _add_findings(recipe, resolve_conditional_values(out, catalog))
+    out, found = resolve_conditional_values(out, catalog)
+    _add_findings(recipe, found)
     return out
 
 
@@ -982,14 +984,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def resolve_conditional_values(
-    components: dict[str, Component],
+    components: Mapping[str, Component],
     catalog: Catalog,
     *,
     cluster: str = "",
     user_set: Callable[[str, str], str | None] | None = None,
-) -> list[Finding]:
-    """Apply the registry's ``conditionalValues`` to ``components`` in place (see
+) -> tuple[dict[str, Component], list[Finding]]:
+    """The components with the registry's ``conditionalValues`` applied (see
     :class:`gpucluster.recipes.catalog.ConditionalValue`): the enabled component set is the truth.
+    ``components`` is left as it is.
 
     For each conditional value whose current value at ``path`` is the one that assumes a
     provider:
@@ -1005,17 +1008,20 @@ def resolve_conditional_values(
     (recipe-level component set) and again in the pipeline after user overrides (final set).
 
     Args:
-        components: enabled components by name (values and ``ref.dependency_refs`` edited).
+        components: enabled components by name.
         catalog: registry with the conditional values.
         cluster: cluster name for the findings.
         user_set: ``(component, path) -> source`` of a user override that set the path, or None.
 
     Returns:
-        findings, in component then path order.
+        ``(components, findings)``: a new ``{name: Component}`` in the order of ``components``
+        (a component given a new value or ``dependencyRef`` is a new Component, the others the
+        input's objects), and the findings, in component then path order.
     """
-    from gpucluster.values import get_path, set_path
+    from gpucluster.values import deep_copy, get_path, set_path
 
     findings: list[Finding] = []
+    components = dict(components)
     for name in sorted(components):
         comp = components[name]
         entry = catalog.components.get(name)
@@ -1035,7 +1041,9 @@ def resolve_conditional_values(
                         f"one ({cv.path}: {_scalar(cv.otherwise)})",
                     ))
                     continue
-                set_path(comp.values, cv.path, cv.otherwise)
+                values = deep_copy(comp.values)
+                set_path(values, cv.path, cv.otherwise)
+                comp = components[name] = dataclasses.replace(comp, values=values)
                 findings.append(Finding(
                     "CONDITIONAL-VALUE", "info", cluster, name, cv.path,
                     f"{shown} assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}, and the recipe installs "
@@ -1054,14 +1062,15 @@ def resolve_conditional_values(
                     f"remove the dependencyRef of '{provider}' on '{name}', or set {cv.path}: {_scalar(cv.otherwise)}",
                 ))
                 continue
-            comp.ref.dependency_refs = sorted(set(comp.ref.dependency_refs) | {provider})
+            ref = dataclasses.replace(comp.ref, dependency_refs=sorted(set(comp.ref.dependency_refs) | {provider}))
+            comp = components[name] = dataclasses.replace(comp, ref=ref)
             findings.append(Finding(
                 "ORDER-ADDED", "info", cluster, name, "dependencyRefs",
                 f"{shown} assumes '{provider}' provides {cv.why or 'it'} at install time; '{name}' now installs "
                 f"after '{provider}' (the recipe had no such edge)",
                 f"none needed; add '{provider}' to the dependencyRefs of '{name}' in the recipe to make it explicit",
             ))
-    return findings
+    return components, findings
 
 
 _NOT_SET = object()

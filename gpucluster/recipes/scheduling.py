@@ -37,13 +37,14 @@ default.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Mapping
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
 from gpucluster.recipes.overrides import ResolvedOverrides, resolved_overrides
-from gpucluster.values import get_path, leaf_paths, set_path, split_path
+from gpucluster.values import deep_copy, get_path, leaf_paths, set_path, split_path
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 """Taint effects Kubernetes accepts."""
@@ -363,12 +364,17 @@ def _put(values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec,
         ) from None
 
 
-def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], catalog, *,
-                     resolved: ResolvedOverrides | None = None) -> None:
-    """Inject node scheduling inputs into ``components`` in place (see module docstring).
+def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog, *,
+                     resolved: ResolvedOverrides | None = None) -> dict[str, Component]:
+    """The components with the node scheduling inputs injected (see module docstring);
+    ``components`` is left as it is.
 
     ``resolved``: the cluster's overrides as the pipeline resolved them once (default: resolved
     here from ``cluster.overrides``).
+
+    Returns:
+        a new ``{name: Component}`` in the order of ``components``; a component whose values
+        receive nothing is the input's own (unchanged) object.
 
     Raises:
         GpuclusterError: a registry path runs through a non-mapping value.
@@ -377,63 +383,82 @@ def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: dict[str,
     if resolved is None:
         resolved = resolved_overrides(cluster, catalog)
     user_lists = _user_list_paths(resolved) if resolved else {}
-    for name in list(components):
+    out: dict[str, Component] = {}
+    for name, comp in components.items():
         entry = catalog.components.get(name)
         if entry is None:
+            out[name] = comp
             continue
-        paths = entry.scheduling
-        comp = components[name]
-        values = comp.values
-        recipe_overrides = comp.ref.overrides or {}
-        user = user_lists.get(name, {})
+        values = _Injection(cluster, comp, user_lists.get(name, {})).run(entry.scheduling, inputs)
+        out[name] = comp if values is comp.values else dataclasses.replace(comp, values=values)
+    return out
 
-        def mode(path: str) -> str:
-            if path in comp.terraform_variables:
-                return "skip"  # bound to an install-time variable
-            sentinel = object()
-            mine = get_path(recipe_overrides, path, sentinel)
-            if mine is not sentinel:
-                if mine in (None, [], {}):
-                    return "skip"
-                return "append"
-            theirs = user.get(path, sentinel)
-            if theirs is not sentinel and isinstance(theirs, list) and theirs:
-                return "append"
-            return "replace"
 
-        def tolerations_at(path_list, tolerations: list[Toleration]) -> None:
-            if not tolerations:
-                return
-            rendered = [t.as_dict() for t in tolerations]
-            for path in path_list:
-                m = mode(path)
-                if m == "skip":
-                    continue
-                if m == "append":
-                    existing = get_path(values, path)
-                    merged = list(existing) if isinstance(existing, list) else []
-                    merged.extend(t for t in rendered if t not in merged)
-                    _put(values, path, merged, cluster=cluster, component=name)
-                else:
-                    _put(values, path, rendered, cluster=cluster, component=name)
+class _Injection:
+    """One component's injection: which paths it skips or appends to, and its new values (a
+    copy of the component's, made at the first write)."""
 
-        def selector_at(path_list, selector: dict[str, str]) -> None:
-            if not selector:
-                return
-            for path in path_list:
-                if mode(path) == "skip":
-                    continue
-                _put(values, path, dict(selector), cluster=cluster, component=name)
+    def __init__(self, cluster: ClusterSpec, comp: Component, user: Mapping[str, Any]):
+        self.cluster, self.comp, self.user = cluster, comp, user
+        self.values = comp.values
 
-        selector_at(paths.system_node_selector, inputs.system_node_selector)
-        tolerations_at(paths.system_tolerations, inputs.system_tolerations)
-        selector_at(paths.accelerated_node_selector, inputs.accelerated_node_selector)
-        tolerations_at(paths.accelerated_tolerations, inputs.accelerated_tolerations)
+    def mode(self, path: str) -> str:
+        """``skip`` (bound to an install-time variable, or the recipe's own empty value),
+        ``append`` (a non-empty list of the recipe or the user) or ``replace``."""
+        if path in self.comp.terraform_variables:
+            return "skip"  # bound to an install-time variable
+        sentinel = object()
+        mine = get_path(self.comp.ref.overrides or {}, path, sentinel)
+        if mine is not sentinel:
+            if mine in (None, [], {}):
+                return "skip"
+            return "append"
+        theirs = self.user.get(path, sentinel)
+        if theirs is not sentinel and isinstance(theirs, list) and theirs:
+            return "append"
+        return "replace"
+
+    def put(self, path: str, value: Any) -> None:
+        if self.values is self.comp.values:
+            self.values = deep_copy(self.comp.values)
+        _put(self.values, path, value, cluster=self.cluster, component=self.comp.name)
+
+    def tolerations_at(self, path_list, tolerations: list[Toleration]) -> None:
+        if not tolerations:
+            return
+        rendered = [t.as_dict() for t in tolerations]
+        for path in path_list:
+            m = self.mode(path)
+            if m == "skip":
+                continue
+            if m == "append":
+                existing = get_path(self.values, path)
+                merged = list(existing) if isinstance(existing, list) else []
+                merged.extend(t for t in rendered if t not in merged)
+                self.put(path, merged)
+            else:
+                self.put(path, rendered)
+
+    def selector_at(self, path_list, selector: dict[str, str]) -> None:
+        if not selector:
+            return
+        for path in path_list:
+            if self.mode(path) != "skip":
+                self.put(path, dict(selector))
+
+    def run(self, paths, inputs: NodeScheduling) -> dict[str, Any]:
+        """The values with every input written at the registry's ``paths``; the component's
+        own values object when nothing was written."""
+        self.selector_at(paths.system_node_selector, inputs.system_node_selector)
+        self.tolerations_at(paths.system_tolerations, inputs.system_tolerations)
+        self.selector_at(paths.accelerated_node_selector, inputs.accelerated_node_selector)
+        self.tolerations_at(paths.accelerated_tolerations, inputs.accelerated_tolerations)
         if inputs.workload_gate_taint is not None:
             for path in paths.accelerated_taint_str:
-                if path not in comp.terraform_variables:
-                    _put(values, path, taint_string(inputs.workload_gate_taint), cluster=cluster, component=name)
+                if path not in self.comp.terraform_variables:
+                    self.put(path, taint_string(inputs.workload_gate_taint))
         if inputs.node_count is not None:
             for path in paths.node_count:
-                if path not in comp.terraform_variables:
-                    _put(values, path, int(inputs.node_count), cluster=cluster, component=name)
+                if path not in self.comp.terraform_variables:
+                    self.put(path, int(inputs.node_count))
+        return self.values
