@@ -24,15 +24,21 @@ or, with the fixture (``pytest_plugins = ["gpucluster.sdk.testing"]`` in ``conft
 included, plus the given modules) and puts the previous one back afterwards, whatever the test
 did; ``GPUCLUSTER_PLUGINS``/``GPUCLUSTER_DISABLE_PLUGINS`` of the environment are ignored inside.
 The :class:`PluginKit` it yields builds plans with the real pipeline, synthesizes with the real
-stacks (needs the ``cdk`` extra) and runs the real CLI in-process.
+stacks (needs the ``cdk`` extra) and runs the real CLI in-process. :meth:`PluginKit.record`
+records the hook calls (:class:`HookRecorder`, pytester's ``HookRecorder``) and
+:attr:`CliResult.stdout` / :attr:`CliResult.stderr` match printed lines (:class:`LineMatcher`,
+pytest's ``LineMatcher``); docs/testing.md is their reference.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import functools
 import io
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +49,7 @@ import pluggy
 from gpucluster import plugins as _plugins
 from gpucluster.model import ClusterSpec, RuntimePlan
 
-__all__ = ["CliResult", "PluginKit", "Synth", "registered", "gpucluster_kit"]
+__all__ = ["CliResult", "HookCall", "HookRecorder", "LineMatcher", "PluginKit", "Synth", "registered", "gpucluster_kit"]
 
 ClusterDocument = Mapping[str, Any]
 """One ``clusters:`` entry of a cluster file, as a mapping (``{"name": ..., "criteria": {...}}``)."""
@@ -61,6 +67,16 @@ class CliResult:
     code: int
     out: str
     err: str
+
+    @property
+    def stdout(self) -> "LineMatcher":
+        """The lines of :attr:`out` to match (``result.stdout.fnmatch_lines([...])``; pytester's ``RunResult.stdout``)."""
+        return LineMatcher(self.out.splitlines())
+
+    @property
+    def stderr(self) -> "LineMatcher":
+        """The lines of :attr:`err` to match (``result.stderr.fnmatch_lines(["error[[]input]*"])``)."""
+        return LineMatcher(self.err.splitlines())
 
 
 @dataclass
@@ -119,6 +135,31 @@ class PluginKit:
     def unregister(self, plugin: object | None = None, *, name: str | None = None) -> None:
         """Remove a plugin (by object or by plugin name, e.g. a built-in ``"oke"``) for the rest of the test."""
         self.pm.unregister(plugin, name=name)
+
+    @contextlib.contextmanager
+    def record(self) -> Iterator["HookRecorder"]:
+        """Record every hook implementation called inside the block (see :class:`HookRecorder`)::
+
+            with kit.record() as calls:
+                kit.plan(CLUSTER)
+            assert calls.plugins("gpucluster_gates") == ["gpucluster_example", "aks"]
+
+        The implementations of the plugins registered when the block starts are recorded; the
+        originals are back when it ends, whatever happened inside.
+        """
+        recorder = HookRecorder()
+        wrapped: list[tuple[Any, Any]] = []
+        try:
+            for caller in list(self.pm.hook.__dict__.values()):
+                if not isinstance(caller, pluggy.HookCaller):
+                    continue
+                for impl in caller.get_hookimpls():
+                    wrapped.append((impl, impl.function))
+                    impl.function = recorder._wrap(caller.name, impl.plugin_name, impl.function, tuple(impl.argnames))
+            yield recorder
+        finally:
+            for impl, function in reversed(wrapped):
+                impl.function = function
 
     # ------------------------------------------------------------------ plans
 
@@ -208,6 +249,224 @@ class PluginKit:
         out, err = io.StringIO(), io.StringIO()
         code = cli.main(list(argv), stdout=out, stderr=err)
         return CliResult(code=code, out=out.getvalue(), err=err.getvalue())
+
+
+# ---------------------------------------------------------------------- hook-call recorder
+
+
+@dataclass(frozen=True)
+class HookCall:
+    """One call of one plugin's implementation of a hook, as :class:`HookRecorder` saw it.
+
+    Attributes:
+        hook: the hook name (``"gpucluster_gates"``).
+        plugin: the plugin's name (``"aks"``, ``"gpucluster_example"``; as ``gpucluster plugins`` lists it).
+        kwargs: the arguments the implementation received, by name (only those it declares;
+            the objects themselves, not copies).
+        result: what it returned (``None`` included); ``None`` when it raised.
+        error: the exception it raised, else ``None`` (the recorder re-raises it unchanged).
+
+    An argument is also an attribute: ``call.cluster`` is ``call.kwargs["cluster"]`` (pytester's
+    ``ParsedCall``).
+    """
+
+    hook: str
+    plugin: str
+    kwargs: Mapping[str, Any]
+    result: Any = None
+    error: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        kwargs = self.__dict__.get("kwargs", {})
+        if name in kwargs:
+            return kwargs[name]
+        raise AttributeError(f"{self.hook} call of plugin '{self.plugin}' has no argument '{name}' "
+                             f"(it received: {', '.join(kwargs) or 'none'})")
+
+
+class HookRecorder:
+    """Every hook implementation called while recording, in call order (pytester's ``HookRecorder``).
+
+    Made by :meth:`PluginKit.record`: it wraps each registered plugin's hook implementations
+    (those registered when recording starts) and puts the originals back when the block ends.
+    Calls made by the pipeline, the CLI and the stacks are all seen, whichever way the core calls
+    the hook; an implementation the core does not call (another service's plugin for a
+    service-scoped hook, the rest of a ``firstresult`` hook) is not recorded.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[HookCall] = []
+        """Every call, in the order the implementations ran."""
+
+    def getcalls(self, names: str | Sequence[str] | None = None, *, plugin: str | None = None) -> list[HookCall]:
+        """The calls of the hooks ``names`` (one name, space-separated names or a sequence; ``None``:
+        every hook), of ``plugin`` only when given, in call order."""
+        wanted = set(names.split() if isinstance(names, str) else names) if names is not None else None
+        return [c for c in self.calls if (wanted is None or c.hook in wanted) and (plugin is None or c.plugin == plugin)]
+
+    def hooks(self, plugin: str | None = None) -> list[str]:
+        """The hook names in call order, each run of repeated calls of one hook as one name
+        (``["gpucluster_prepare_cluster", "gpucluster_adjust_values", ...]``); of ``plugin`` only when given."""
+        names: list[str] = []
+        for call in self.getcalls(plugin=plugin):
+            if not names or names[-1] != call.hook:
+                names.append(call.hook)
+        return names
+
+    def plugins(self, hook: str) -> list[str]:
+        """The plugins whose implementation of ``hook`` ran, in call order, each once."""
+        return list(dict.fromkeys(c.plugin for c in self.getcalls(hook)))
+
+    def getcall(self, name: str, *, plugin: str | None = None) -> HookCall:
+        """The one call of ``name`` (of ``plugin`` when given).
+
+        Raises:
+            AssertionError: none or more than one such call (names how many and of which plugins).
+        """
+        __tracebackhide__ = True
+        calls = self.getcalls(name, plugin=plugin)
+        if len(calls) != 1:
+            who = ", ".join(c.plugin for c in calls) or "none"
+            raise AssertionError(f"expected one call of {name}{f' by {plugin}' if plugin else ''}, got "
+                                 f"{len(calls)} (plugins: {who})")
+        return calls[0]
+
+    def assert_called_in_order(self, *names: str, plugin: str | None = None) -> None:
+        """Each hook of ``names`` was called, in this order (other hooks may come between).
+
+        Raises:
+            AssertionError: a hook was not called after the previous one (names it and the order seen).
+        """
+        __tracebackhide__ = True
+        seen = self.hooks(plugin)
+        at = 0
+        for name in names:
+            try:
+                at = seen.index(name, at) + 1
+            except ValueError:
+                raise AssertionError(f"{name} was not called after {names[names.index(name) - 1] if names.index(name) else 'the start'}"
+                                     f" (calls in order: {', '.join(seen) or 'none'})") from None
+
+    def _wrap(self, hook: str, plugin: str, function: Any, argnames: tuple[str, ...]) -> Any:
+        @functools.wraps(function)
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            received = {**dict(zip(argnames, args)), **kwargs}  # pluggy passes them by position, the core by name
+            try:
+                result = function(*args, **kwargs)
+            except BaseException as exc:
+                self.calls.append(HookCall(hook, plugin, received, None, exc))
+                raise
+            self.calls.append(HookCall(hook, plugin, received, result))
+            return result
+
+        return recorded
+
+
+# ---------------------------------------------------------------------- output line matcher
+
+
+class LineMatcher:
+    """Lines of output to match against patterns, in order (pytest's ``LineMatcher``).
+
+    ``fnmatch_lines`` matches with :func:`fnmatch.fnmatchcase` (``*`` any text, ``?`` one
+    character, ``[seq]`` one of; ``[`` itself is ``[[]``, so write ``error[[]input]*``), and
+    ``re_match_lines`` with :func:`re.match` (anchored at the start of the line). Each pattern
+    must match a line after the line the previous pattern matched (other lines may come between,
+    unless ``consecutive``); a line equal to the pattern always matches.
+
+    Made by :attr:`CliResult.stdout` / :attr:`CliResult.stderr`, or ``LineMatcher(text.splitlines())``.
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        if isinstance(lines, str):
+            raise TypeError("LineMatcher takes a list of lines: LineMatcher(text.splitlines())")
+        self.lines: list[str] = list(lines)
+        """The lines, without their line ends."""
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def str(self) -> str:
+        """The lines joined with ``\\n`` (pytest's ``LineMatcher.str``)."""
+        return "\n".join(self.lines)
+
+    def fnmatch_lines(self, patterns: str | Sequence[str], *, consecutive: bool = False) -> None:
+        """Every pattern (fnmatch, see the class) matches a line, in order.
+
+        Args:
+            patterns: one pattern or a sequence; a string with line ends is one pattern per line.
+            consecutive: the matching lines follow each other with none between.
+
+        Raises:
+            AssertionError: a pattern matched no line after the previous match; the message shows
+                what each pattern matched and every line it was tried against.
+        """
+        __tracebackhide__ = True
+        self._match_lines(patterns, fnmatch.fnmatchcase, "fnmatch", consecutive=consecutive)
+
+    def re_match_lines(self, patterns: str | Sequence[str], *, consecutive: bool = False) -> None:
+        """Every regular expression matches (:func:`re.match`) a line, in order (see :meth:`fnmatch_lines`)."""
+        __tracebackhide__ = True
+        self._match_lines(patterns, lambda line, pattern: re.match(pattern, line) is not None, "re.match",
+                          consecutive=consecutive)
+
+    def no_fnmatch_line(self, pattern: str) -> None:
+        """No line matches the fnmatch ``pattern``.
+
+        Raises:
+            AssertionError: a line matches (names it).
+        """
+        __tracebackhide__ = True
+        self._no_match_line(pattern, fnmatch.fnmatchcase, "fnmatch")
+
+    def no_re_match_line(self, pattern: str) -> None:
+        """No line matches (:func:`re.match`) the regular expression ``pattern``."""
+        __tracebackhide__ = True
+        self._no_match_line(pattern, lambda line, p: re.match(p, line) is not None, "re.match")
+
+    def get_lines_after(self, pattern: str) -> list[str]:
+        """The lines after the first line matching the fnmatch ``pattern``.
+
+        Raises:
+            ValueError: no line matches.
+        """
+        for i, line in enumerate(self.lines):
+            if line == pattern or fnmatch.fnmatchcase(line, pattern):
+                return self.lines[i + 1:]
+        raise ValueError(f"no line matches {pattern!r}")
+
+    def _match_lines(self, patterns: str | Sequence[str], match: Any, how: str, *, consecutive: bool) -> None:
+        __tracebackhide__ = True
+        wanted = patterns.splitlines() if isinstance(patterns, str) else list(patterns)
+        log: list[str] = []
+        lines = list(self.lines)
+        started = False
+        for pattern in wanted:
+            said_nomatch = False
+            while lines:
+                line = lines.pop(0)
+                if line == pattern or match(line, pattern):
+                    log.append(f"{'exact match' if line == pattern else how}: {pattern!r}")
+                    log.append(f"   with: {line!r}")
+                    started = True
+                    break
+                if consecutive and started:
+                    log.append(f"no consecutive match: {pattern!r}")
+                    log.append(f"   with: {line!r}")
+                    raise AssertionError("\n".join(log))
+                if not said_nomatch:
+                    log.append(f"nomatch: {pattern!r}")
+                    said_nomatch = True
+                log.append(f"    and: {line!r}")
+            else:
+                log.append(f"remains unmatched: {pattern!r}")
+                raise AssertionError("\n".join(log))
+
+    def _no_match_line(self, pattern: str, match: Any, how: str) -> None:
+        __tracebackhide__ = True
+        for line in self.lines:
+            if line == pattern or match(line, pattern):
+                raise AssertionError(f"{how}: {pattern!r}\n   with: {line!r}")
 
 
 @contextlib.contextmanager
