@@ -126,6 +126,7 @@ def test_the_cycle_finder_finds_cycles():
 
 LEAVES = ("gpucluster.model", "gpucluster.errors", "gpucluster.values", "gpucluster.versions", "gpucluster.hashing",
           "gpucluster.schemas", "gpucluster.yamlsafe", "gpucluster.diskcache", "gpucluster.dataclass_code", "gpucluster.policy_keys",
+          "gpucluster.fields",
           "gpucluster.outfolder", "gpucluster.hookspecs", "gpucluster.plugins")
 """The root modules every concern package may use (gpucluster.plugins: the hook calls)."""
 CONCERNS = ("gpucluster.recipes", "gpucluster.charts", "gpucluster.inputs")

@@ -57,7 +57,7 @@ def test_pf_name_alone_selects_a_rail():
     [
         ({"rails": []}, "settings.rails", "non-empty list"),
         ({"rails": [{"name": "mlx5_0", "rootDevice": "03:00.0"}]}, "settings.rails[0].rootDevice", "is not a PCI address"),
-        ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "pci": 1}]}, "settings.rails[0].pci", "unknown NVKE setting"),
+        ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "pci": 1}]}, "settings.rails[0].pci", "unknown key"),
         ({"rails": [{"name": "mlx5 0", "rootDevice": "0000:03:00.0"}]}, "settings.rails[0].name", "not an RDMA device name"),
         ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "subnet": "10.255.0.1/22"}]}, "settings.rails[0].subnet", "not a network CIDR"),
         ({"rails": rails()[:1] + rails()[:1]}, "settings.rails", "rail name given twice: mlx5_0"),
@@ -68,7 +68,7 @@ def test_pf_name_alone_selects_a_rail():
         ({"rails": rails(), "networkNamespace": "Default"}, "settings.networkNamespace", "not a namespace name"),
         ({"rails": rails(), "sriovNodeSelector": {}}, "settings.sriovNodeSelector", "must not be empty"),
         ({"rails": rails(), "rdmaModules": {"enabled": "no"}}, "settings.rdmaModules.enabled", "true or false"),
-        ({"rails": rails(), "rdmaModules": {"taint": True}}, "settings.rdmaModules.taint", "unknown NVKE setting"),
+        ({"rails": rails(), "rdmaModules": {"taint": True}}, "settings.rdmaModules.taint", "unknown key"),
         ({"rails": rails(), "rdmaModules": {"tolerations": [{"operator": "In"}]}}, "settings.rdmaModules.tolerations[0].operator", "unknown operator"),
         ({"rails": rails(), "teardown": {"timeoutSeconds": 5}}, "settings.teardown.timeoutSeconds", "at least 60"),
         ({"rails": rails(), "nicClusterPolicy": []}, "settings.nicClusterPolicy", "must be a mapping"),

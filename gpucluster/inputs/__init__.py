@@ -6,8 +6,9 @@ backends a cluster or fleet names (:mod:`gpucluster.inputs.backends`) and the fl
 its update groups and rollout (:mod:`gpucluster.inputs.fleet`).
 
 May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
-:mod:`gpucluster.yamlsafe`, ...), :mod:`gpucluster.plugins` (the platforms' declared inputs),
-and the parsers of the cluster-file sections other packages own (:mod:`gpucluster.recipes`:
-overrides, scheduling, a RecipeResult file; :mod:`gpucluster.charts`: chart mirrors). Never
-:mod:`gpucluster.pipeline`, :mod:`gpucluster.verify`, the commands or ``gpucluster.sdk``.
+:mod:`gpucluster.fields`, :mod:`gpucluster.yamlsafe`, ...), :mod:`gpucluster.plugins` (the
+platforms' declared inputs), and the parsers of the cluster-file sections other packages own
+(:mod:`gpucluster.recipes`: overrides, scheduling, a RecipeResult file; :mod:`gpucluster.charts`:
+chart mirrors). Never :mod:`gpucluster.pipeline`, :mod:`gpucluster.verify`, the commands or
+``gpucluster.sdk``.
 """

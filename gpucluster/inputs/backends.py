@@ -59,6 +59,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.fields import Fields, Where
 
 BACKEND_TYPES = ("local", "cloud", "azurerm")
 LOCAL_KEYS = ("type",)
@@ -105,14 +106,6 @@ _AZURE_CREDENTIALS_FIX = (
 )
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict[str, Any] | None:
     """Validate one ``backend`` mapping of the cluster file.
 
@@ -133,14 +126,8 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             HCP Terraform refuses.
     """
     w = {"file": file, "cluster": cluster}
-    if not isinstance(raw, dict):
-        raise GpuclusterError(
-            f"'{key}' must be a mapping, not {_type_name(raw)}",
-            key=key,
-            allowed="{type: local} or {type: cloud, organization: ORG, workspacePrefix: PREFIX}",
-            fix=_DOCS,
-            **w,
-        )
+    fields = Where(file, cluster).fields(
+        raw, key, allowed="{type: local} or {type: cloud, organization: ORG, workspacePrefix: PREFIX}", fix=_DOCS)
     secret = sorted(k for k in raw if k in CREDENTIAL_KEYS)
     if secret:
         raise GpuclusterError(
@@ -163,41 +150,18 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             "(an Azure Storage account)",
             **w,
         )
-    allowed_keys = KEYS[kind]
-    unknown = sorted(k for k in raw if k not in allowed_keys)
-    if unknown:
-        raise GpuclusterError(
-            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(str(u)) for u in unknown)} for backend type '{kind}'",
-            key=f"{key}.{unknown[0]}",
-            allowed=", ".join(allowed_keys),
-            fix=_DOCS,
-            **w,
-        )
+    fields.check_keys(KEYS[kind], context=f"for backend type '{kind}'", fix=_DOCS)
     if kind == "local":
         return None
 
     def text(name: str, *, required: bool, empty_ok: bool = False) -> str | None:
-        if raw.get(name) is None:
-            if required:
-                raise GpuclusterError(
-                    f"missing key '{key}.{name}' (required for backend type '{kind}')",
-                    key=f"{key}.{name}",
-                    fix=f"set {name} (see docs/cluster-file.md, backend)",
-                    **w,
-                )
-            return None
-        value = raw[name]
-        if not isinstance(value, str) or (not value and not empty_ok):
-            raise GpuclusterError(
-                f"'{key}.{name}' must be a {'' if empty_ok else 'non-empty '}string, not {_type_name(value)}",
-                key=f"{key}.{name}",
-                fix="quote the value",
-                **w,
-            )
-        return value
+        if required and fields.get(name) is None:
+            raise fields.error(name, f"missing key '{key}.{name}' (required for backend type '{kind}')",
+                               fix=f"set {name} (see docs/cluster-file.md, backend)")
+        return fields.get_str(name, empty_ok=empty_ok)
 
     if kind == "azurerm":
-        return _parse_azurerm(raw, text, key=key, w=w)
+        return _parse_azurerm(fields, text, key=key, w=w)
     organization = text("organization", required=True) or ""
     if not ORGANIZATION_NAME.fullmatch(organization):
         raise GpuclusterError(
@@ -239,7 +203,7 @@ _AZ_LIST = {"storageAccountName": "az storage account list --query [].name",
             "resourceGroupName": "az group list --query [].name"}
 
 
-def _parse_azurerm(raw: Mapping[str, Any], text: Any, *, key: str, w: Mapping[str, Any]) -> dict[str, Any]:
+def _parse_azurerm(raw: Fields, text: Any, *, key: str, w: Mapping[str, Any]) -> dict[str, Any]:
     """The ``azurerm`` fields of ``raw`` (``text``: :func:`parse_backend`'s string reader), each
     matched whole against its pattern (module docstring)."""
 
@@ -252,11 +216,7 @@ def _parse_azurerm(raw: Mapping[str, Any], text: Any, *, key: str, w: Mapping[st
         return value
 
     def flag(name: str) -> bool | None:
-        value = raw.get(name)
-        if value is not None and not isinstance(value, bool):
-            raise GpuclusterError(f"'{key}.{name}' must be true or false, not {_type_name(value)}", key=f"{key}.{name}",
-                                  fix="write true or false without quotes", **w)
-        return value
+        return raw.get_bool(name)
 
     account = checked("storageAccountName", STORAGE_ACCOUNT_NAME, "3 to 24 lowercase letters and digits (Azure storage "
                       "account names)", required=True)

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from gpucluster import yamlsafe
-from gpucluster.errors import GpuclusterError, did_you_mean
+from gpucluster.errors import GpuclusterError
+from gpucluster.fields import Where
 from gpucluster.model import (
     ANY,
     CLUSTER_KEYS,
@@ -201,18 +202,11 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
 def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
     if data is None:
         raise GpuclusterError("the cluster file is empty", file=source, fix="add a 'clusters:' list (see docs/cluster-file.md)")
-    _mapping(data, source, None, "")
-    _known_keys(data, TOP_KEYS, source, None, "")
+    Where(source).fields(data, fix="start the file with 'clusters:' (see docs/cluster-file.md)").check_keys(TOP_KEYS)
     if "clusters" not in data:
         raise GpuclusterError("missing key 'clusters'", file=source, key="clusters", fix="add a 'clusters:' list")
-    raw_clusters = data["clusters"]
-    if not isinstance(raw_clusters, list) or not raw_clusters:
-        raise GpuclusterError(
-            f"'clusters' must be a non-empty list, not {_type_name(raw_clusters)}",
-            file=source,
-            key="clusters",
-            fix="give at least one cluster as a list item ('- name: ...')",
-        )
+    raw_clusters = Where(source).check_list(data["clusters"], "clusters",
+                                            fix="give at least one cluster as a list item ('- name: ...')")
     from gpucluster.inputs import backends
 
     from gpucluster.charts import mirrors
@@ -258,33 +252,6 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
 # --------------------------------------------------------------------------- helpers
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _mapping(value: Any, file: str, cluster: str | None, key: str) -> dict:
-    if not isinstance(value, dict):
-        raise GpuclusterError(
-            f"{'the file' if not key else repr(key)} must be a mapping, not {_type_name(value)}",
-            file=file,
-            cluster=cluster,
-            key=key or None,
-            fix="start the file with 'clusters:' (see docs/cluster-file.md)"
-            if not key
-            else "write it as indented 'key: value' lines or {key: value} (see docs/cluster-file.md)",
-        )
-    return value
-
-
-def _wrong_type(key: str, expected: str, value: Any, w: dict, fix: str) -> GpuclusterError:
-    """The error for a value of the wrong YAML type at ``key`` (``expected``: 'an integer', ...)."""
-    return GpuclusterError(f"'{key}' must be {expected}, not {_type_name(value)}", key=key, fix=fix, **w)
-
-
 def suggest_cluster_name(name: str) -> str:
     """A valid cluster name close to ``name`` (lowercase, other characters as '-', at most
     :data:`CLUSTER_NAME_MAX` characters), or ``gpu-training`` when nothing is left."""
@@ -292,36 +259,13 @@ def suggest_cluster_name(name: str) -> str:
     return text if CLUSTER_NAME.fullmatch(text) else "gpu-training"
 
 
-def _known_keys(value: dict, allowed: tuple[str, ...], file: str, cluster: str | None, key: str) -> None:
-    unknown = sorted(k for k in value if k not in allowed)
-    if unknown:
-        where = f"{key}." if key else ""
-        raise GpuclusterError(
-            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}",
-            file=file,
-            cluster=cluster,
-            key=f"{where}{unknown[0]}",
-            allowed=", ".join(allowed),
-            fix=f"{did_you_mean(unknown[0], allowed)}remove or rename the key (see docs/cluster-file.md)",
-        )
-
-
-def _string(value: Any, file: str, cluster: str | None, key: str) -> str:
-    if not isinstance(value, str) or not value:
-        what = "an empty string" if value == "" else _type_name(value)
-        raise GpuclusterError(
-            f"'{key}' must be a non-empty string, not {what}", file=file, cluster=cluster, key=key, fix="quote the value"
-        )
-    return value
-
-
 def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     """One ``clusters[i]`` entry, validated step by step (each step raises the one-line
     :class:`GpuclusterError` naming ``clusters[i].<key>``)."""
     base = f"clusters[{i}]"
-    _mapping(raw, source, None, base)
+    Where(source).fields(raw, base)
     name = _cluster_name(raw, base, source)
-    _known_keys(raw, CLUSTER_KEYS, source, name, base)
+    Where(source, name).fields(raw, base).check_keys(CLUSTER_KEYS)
     w = {"file": source, "cluster": name}
     criteria, recipe_file = _cluster_criteria(raw, base, root, w)
     profile = _profile(raw, base, w)
@@ -332,7 +276,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     version_skew = _version_skew(raw, base, w)
     settings: dict[str, Any] = {}
     if raw.get("settings") is not None:
-        settings = dict(_mapping(raw["settings"], source, name, f"{base}.settings"))
+        settings = dict(Where(source, name).fields(raw["settings"], f"{base}.settings"))
     overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
     scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")
 
@@ -359,7 +303,7 @@ def _cluster_name(raw: dict, base: str, source: str) -> str:
     name_raw = raw.get("name")
     if name_raw is None:
         raise GpuclusterError("missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name")
-    name = _string(name_raw, source, None, f"{base}.name")
+    name = Where(source).check_str(name_raw, f"{base}.name")
     if not CLUSTER_NAME.fullmatch(name) or len(name) > CLUSTER_NAME_MAX:
         raise GpuclusterError(
             f"invalid cluster name '{name}'",
@@ -406,7 +350,7 @@ def _profile(raw: dict, base: str, w: dict) -> dict[str, str]:
     source, name = w["file"], w["cluster"]
     profile: dict[str, str] = {}
     if raw.get("profile") is not None:
-        pr = _mapping(raw["profile"], source, name, f"{base}.profile")
+        pr = Where(source, name).fields(raw["profile"], f"{base}.profile")
         for pname, pvalue in pr.items():
             if not PROFILE_IDENT.fullmatch(pname):
                 raise GpuclusterError(
@@ -416,7 +360,7 @@ def _profile(raw: dict, base: str, w: dict) -> dict[str, str]:
                     fix="use the profile name the recipe declares, e.g. gpuStack (docs/recipes.md)",
                     **w,
                 )
-            pvalue = _string(pvalue, source, name, f"{base}.profile.{pname}")
+            pvalue = pr.where.check_str(pvalue, pr.key_of(pname))
             if not PROFILE_IDENT.fullmatch(pvalue):
                 raise GpuclusterError(
                     f"invalid profile value '{pvalue}'",
@@ -435,7 +379,7 @@ def _region(raw: dict, base: str, w: dict) -> str | None:
     source, name = w["file"], w["cluster"]
     region = None
     if raw.get("region") is not None:
-        region = _string(raw["region"], source, name, f"{base}.region")
+        region = Where(source, name).check_str(raw["region"], f"{base}.region")
         if not re.fullmatch(r"^[a-z0-9-]+$", region):
             raise GpuclusterError(
                 f"invalid region '{region}'",
@@ -461,7 +405,7 @@ def _kubernetes_version(raw: dict, base: str, w: dict) -> str:
                 fix='quote it: kubernetesVersion: "1.34"',
                 **w,
             )
-        k8s = _string(kv, source, name, f"{base}.kubernetesVersion")
+        k8s = Where(source, name).check_str(kv, f"{base}.kubernetesVersion")
         if not K8S_MINOR.fullmatch(k8s):
             raise GpuclusterError(
                 f"kubernetesVersion '{k8s}' is not MAJOR.MINOR",
@@ -479,13 +423,10 @@ def _existing(raw: dict, base: str, w: dict, region: str | None) -> ExistingClus
     source, name = w["file"], w["cluster"]
     existing = None
     if raw.get("existing") is not None:
-        ex = _mapping(raw["existing"], source, name, f"{base}.existing")
-        _known_keys(ex, EXISTING_KEYS, source, name, f"{base}.existing")
-        existing = ExistingCluster()
-        if ex.get("kubeconfig") is not None:
-            existing.kubeconfig_path = _string(ex["kubeconfig"], source, name, f"{base}.existing.kubeconfig")
-        if ex.get("context") is not None:
-            existing.context = _string(ex["context"], source, name, f"{base}.existing.context")
+        ex = Where(source, name).fields(raw["existing"], f"{base}.existing")
+        ex.check_keys(EXISTING_KEYS)
+        existing = ExistingCluster(context=ex.get_str("context"))
+        existing.kubeconfig_path = ex.get_str("kubeconfig", existing.kubeconfig_path)
         check_existing(existing, file=source, cluster=name, key=f"{base}.existing")
         if region is not None:
             raise GpuclusterError(
@@ -511,15 +452,10 @@ def _pools(raw: dict, base: str, w: dict, existing: ExistingCluster | None) -> l
                 "create the cluster",
                 **w,
             )
-        if not isinstance(raw["pools"], list) or not raw["pools"]:
-            raise GpuclusterError(
-                f"'pools' must be a non-empty list, not {'an empty list' if raw['pools'] == [] else _type_name(raw['pools'])}",
-                key=f"{base}.pools",
-                fix="list the pools ('- {name: gpu, vmSize: Standard_ND96isr_H100_v5}'), or remove 'pools' for the "
-                "platform's default pools",
-                **w,
-            )
-        pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(raw["pools"])]
+        listed = Where(**w).check_list(raw["pools"], f"{base}.pools",
+                                       fix="list the pools ('- {name: gpu, vmSize: Standard_ND96isr_H100_v5}'), or remove "
+                                       "'pools' for the platform's default pools")
+        pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(listed)]
 
     return pools
 
@@ -589,8 +525,8 @@ def check_existing(existing: ExistingCluster, *, file: str | None, cluster: str 
 
 
 def _criteria(raw: Any, key: str, w: dict) -> Criteria:
-    data = _mapping(raw, w["file"], w["cluster"], key)
-    _known_keys(data, CRITERIA_FIELDS, w["file"], w["cluster"], key)
+    data = Where(**w).fields(raw, key)
+    data.check_keys(CRITERIA_FIELDS)
     if "service" not in data:
         raise GpuclusterError("missing key 'service'", key=f"{key}.service", fix="set service, e.g. aks", **w)
     values: dict[str, str] = {}
@@ -598,7 +534,7 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
         if data.get(f) is None:
             values[f] = ANY
             continue
-        v = _string(data[f], w["file"], w["cluster"], f"{key}.{f}")
+        v = data.require_str(f)
         if not CRITERIA_VALUE.fullmatch(v):
             raise GpuclusterError(
                 f"invalid {f} '{v}'",
@@ -612,7 +548,7 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
 
 
 def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
-    rel = _string(raw, w["file"], w["cluster"], key)
+    rel = Where(**w).check_str(raw, key)
     resolved = yamlsafe.resolve_user_path(rel, root, file=w["file"], cluster=w["cluster"], key=key, what="recipe file")
     try:
         resolved.relative_to(root.resolve())
@@ -635,8 +571,9 @@ def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
 
 
 def _pool(raw: Any, key: str, w: dict) -> NodePool:
-    data = _mapping(raw, w["file"], w["cluster"], key)
-    _known_keys(data, POOL_KEYS, w["file"], w["cluster"], key)
+    where = Where(**w)
+    data = where.fields(raw, key)
+    data.check_keys(POOL_KEYS)
     for required in ("name", "vmSize"):
         if required not in data:
             raise GpuclusterError(
@@ -645,8 +582,8 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                 fix=f"add {required}" + (", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8s_v5 (system)" if required == "vmSize" else ""),
                 **w,
             )
-    name = _string(data["name"], w["file"], w["cluster"], f"{key}.name")
-    vm = _string(data["vmSize"], w["file"], w["cluster"], f"{key}.vmSize")
+    name = where.check_str(data["name"], f"{key}.name")
+    vm = where.check_str(data["vmSize"], f"{key}.vmSize")
     if not VM_SIZE.fullmatch(vm):
         raise GpuclusterError(
             f"invalid vmSize '{vm}'",
@@ -655,18 +592,14 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             fix="write the size's name, e.g. vmSize: Standard_ND96isr_H100_v5 (AKS) or BM.GPU.H100.8 (OKE)",
             **w,
         )
-    count = data.get("nodeCount", 1)
-    if not isinstance(count, int) or isinstance(count, bool):
-        raise _wrong_type(f"{key}.nodeCount", "an integer", count, w, "write a whole number without quotes, e.g. nodeCount: 2")
-    gpu = data.get("gpu", True)
-    if not isinstance(gpu, bool):
-        raise _wrong_type(f"{key}.gpu", "true or false", gpu, w, "write gpu: true or gpu: false, without quotes")
-    managed = data.get("managedGpu", False)
-    if not isinstance(managed, bool):
-        raise _wrong_type(f"{key}.managedGpu", "true or false", managed, w, "remove managedGpu (AKS-managed GPU pools are refused by policy)")
+    count = where.check_int(data.get("nodeCount", 1), f"{key}.nodeCount",
+                            fix="write a whole number without quotes, e.g. nodeCount: 2")
+    gpu = where.check_bool(data.get("gpu", True), f"{key}.gpu", fix="write gpu: true or gpu: false, without quotes")
+    managed = where.check_bool(data.get("managedGpu", False), f"{key}.managedGpu",
+                               fix="remove managedGpu (AKS-managed GPU pools are refused by policy)")
     labels: dict[str, str] = {}
     if data.get("labels") is not None:
-        lab = _mapping(data["labels"], w["file"], w["cluster"], f"{key}.labels")
+        lab = where.fields(data["labels"], f"{key}.labels")
         for lk, lv in lab.items():
             try:
                 labels[check_label_key(lk, "label key")] = check_label_value(lv, "label value")
@@ -680,10 +613,9 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                 ) from None
     taints: list[Taint] = []
     if data.get("taints") is not None:
-        if not isinstance(data["taints"], list):
-            raise _wrong_type(f"{key}.taints", "a list", data["taints"], w, "write taints: ['key=value:Effect', ...]")
-        for j, t in enumerate(data["taints"]):
-            text = _string(t, w["file"], w["cluster"], f"{key}.taints[{j}]")
+        listed = where.check_list(data["taints"], f"{key}.taints", empty_ok=True, fix="write taints: ['key=value:Effect', ...]")
+        for j, t in enumerate(listed):
+            text = where.check_str(t, f"{key}.taints[{j}]")
             try:
                 taints.append(parse_taint(text))
             except ValueError as exc:
@@ -696,7 +628,7 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                 ) from None
     gpu_driver = None
     if data.get("gpuDriver") is not None:
-        gpu_driver = _string(data["gpuDriver"], w["file"], w["cluster"], f"{key}.gpuDriver")
+        gpu_driver = where.check_str(data["gpuDriver"], f"{key}.gpuDriver")
     return NodePool(
         name=name,
         vm_size=vm,

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.fields import Fields, Where
 
 FLEET_KEYS = (
     "name",
@@ -280,45 +281,26 @@ def barrier_stack_name(fleet: str, group: str) -> str:
 # --------------------------------------------------------------------------- parsing
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
+def _where(file: str, cluster: str | None = None) -> Where:
+    """Where a fleet value comes from: its errors have the id ``fleet`` and point to docs/fleets.md."""
+    return Where(file, cluster, id="fleet", docs="docs/fleets.md")
 
 
 def _err(message: str, *, file: str, key: str, fix: str, cluster: str | None = None, allowed: str | None = None) -> GpuclusterError:
-    return GpuclusterError(message, file=file, cluster=cluster, key=key, allowed=allowed, fix=fix, id="fleet")
+    return _where(file, cluster).error(key, message, allowed=allowed, fix=fix)
 
 
-def _mapping(value: Any, *, file: str, key: str, cluster: str | None = None, example: str = "") -> dict:
-    if not isinstance(value, dict):
-        raise _err(f"'{key}' must be a mapping, not {_type_name(value)}", file=file, key=key, cluster=cluster,
-                   fix=f"write it as indented 'key: value' lines{', e.g. ' + example if example else ''} ({_DOCS})")
-    return value
-
-
-def _known(value: dict, allowed: Sequence[str], *, file: str, key: str, cluster: str | None = None) -> None:
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        raise _err(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}", file=file,
-                   key=f"{key}.{unknown[0]}", cluster=cluster, allowed=", ".join(allowed),
-                   fix=f"remove or rename the key ({_DOCS})")
+def _mapping(value: Any, *, file: str, key: str, cluster: str | None = None, example: str = "") -> Fields:
+    return _where(file, cluster).fields(
+        value, key, fix=f"write it as indented 'key: value' lines{', e.g. ' + example if example else ''} ({_DOCS})")
 
 
 def _text(value: Any, *, file: str, key: str, cluster: str | None = None) -> str:
-    if not isinstance(value, str) or not value:
-        what = "an empty string" if value == "" else _type_name(value)
-        raise _err(f"'{key}' must be a non-empty string, not {what}", file=file, key=key, cluster=cluster, fix="quote the value")
-    return value
+    return _where(file, cluster).check_str(value, key)
 
 
 def _choice(value: Any, allowed: Sequence[str], *, file: str, key: str, what: str) -> str:
-    if value not in allowed:
-        raise _err(f"unknown {what} {value!r}", file=file, key=key, allowed=", ".join(allowed),
-                   fix=f"use one of the allowed values ({_DOCS})")
-    return value
+    return _where(file).check_choice(value, key, allowed, what=what)
 
 
 def _azure_name(value: Any, *, file: str, key: str, max_len: int, what: str) -> str:
@@ -332,17 +314,11 @@ def _azure_name(value: Any, *, file: str, key: str, max_len: int, what: str) -> 
 
 
 def _bool(value: Any, *, file: str, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _err(f"'{key}' must be true or false, not {_type_name(value)}", file=file, key=key,
-                   fix="write true or false without quotes")
-    return value
+    return _where(file).check_bool(value, key)
 
 
 def _list(value: Any, *, file: str, key: str, fix: str, allow_empty: bool = False) -> list:
-    if not isinstance(value, list) or (not value and not allow_empty):
-        what = "an empty list" if value == [] else _type_name(value)
-        raise _err(f"'{key}' must be a non-empty list, not {what}", file=file, key=key, fix=fix)
-    return value
+    return _where(file).check_list(value, key, empty_ok=allow_empty, fix=fix)
 
 
 def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
@@ -355,7 +331,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
             shape, an unknown placement component, an unpinned image, invalid module names.
     """
     data = _mapping(raw, file=file, key="fleet", example="{name: gpu-fleet, groups: [{name: canary}, {name: prod}]}")
-    _known(data, FLEET_KEYS, file=file, key="fleet")
+    data.check_keys(FLEET_KEYS)
     if "name" not in data:
         raise _err("missing key 'fleet.name'", file=file, key="fleet.name", fix="name the fleet, e.g. name: gpu-fleet")
     name = _azure_name(data["name"], file=file, key="fleet.name", max_len=FLEET_NAME_MAX, what="fleet name")
@@ -407,7 +383,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     for i, g in enumerate(raw_groups):
         key = f"fleet.groups[{i}]"
         g = _mapping(g, file=file, key=key, example="{name: canary, afterStageWaitSeconds: 3600}")
-        _known(g, GROUP_KEYS, file=file, key=key)
+        g.check_keys(GROUP_KEYS)
         if "name" not in g:
             raise _err(f"missing key '{key}.name'", file=file, key=f"{key}.name", fix="name the group, e.g. name: canary")
         gname = _text(g["name"], file=file, key=f"{key}.name")
@@ -435,7 +411,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     hub = None
     if data.get("hub") is not None:
         h = _mapping(data["hub"], file=file, key="fleet.hub", example=f"{{dnsPrefix: {name}-hub}}")
-        _known(h, HUB_KEYS, file=file, key="fleet.hub")
+        h.check_keys(HUB_KEYS)
         dns_prefix = None
         if h.get("dnsPrefix") is not None:
             dns_prefix = _text(h["dnsPrefix"], file=file, key="fleet.hub.dnsPrefix")
@@ -463,7 +439,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         for i, r in enumerate(raw_runs):
             key = f"fleet.updateRuns[{i}]"
             r = _mapping(r, file=file, key=key, example="{name: node-images, upgrade: NodeImageOnly}")
-            _known(r, RUN_KEYS, file=file, key=key)
+            r.check_keys(RUN_KEYS)
             for req in ("name", "upgrade"):
                 if req not in r:
                     raise _err(f"missing key '{key}.{req}'", file=file, key=f"{key}.{req}",
@@ -500,7 +476,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     auto = None
     if data.get("autoUpgrade") is not None:
         a = _mapping(data["autoUpgrade"], file=file, key="fleet.autoUpgrade", example="{channel: Stable}")
-        _known(a, AUTO_KEYS, file=file, key="fleet.autoUpgrade")
+        a.check_keys(AUTO_KEYS)
         if "channel" not in a:
             raise _err("missing key 'fleet.autoUpgrade.channel'", file=file, key="fleet.autoUpgrade.channel",
                        allowed=", ".join(AUTO_UPGRADE_CHANNELS), fix="set channel: Stable (Kubernetes + node images) or NodeImage")
@@ -525,7 +501,7 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         for i, p in enumerate(raw_pl):
             key = f"fleet.placements[{i}]"
             p = _mapping(p, file=file, key=key, example=f"{{component: {KERNEL_BLOCKLIST}}}")
-            _known(p, PLACEMENT_KEYS, file=file, key=key)
+            p.check_keys(PLACEMENT_KEYS)
             if "component" not in p:
                 raise _err(f"missing key '{key}.component'", file=file, key=f"{key}.component",
                            allowed=", ".join(PLACEMENT_COMPONENTS), fix=f"set component: {KERNEL_BLOCKLIST}")
@@ -579,7 +555,7 @@ def parse_member(raw: Any, *, file: str, cluster: str, key: str) -> MemberSpec:
             labels, or a label that sets the fleet's group label (the group does that).
     """
     data = _mapping(raw, file=file, key=key, cluster=cluster, example="{group: canary}")
-    _known(data, MEMBER_KEYS, file=file, key=key, cluster=cluster)
+    data.check_keys(MEMBER_KEYS)
     if data.get("group") is None:
         raise _err(f"missing key '{key}.group'", file=file, key=f"{key}.group", cluster=cluster,
                    fix="name the cluster's update group, e.g. fleet: {group: canary}")

@@ -11,7 +11,8 @@ policy checks (:mod:`gpucluster.recipes.policy`), the per-chart-version values
 
 May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
 :mod:`gpucluster.values`, :mod:`gpucluster.versions`, :mod:`gpucluster.schemas`,
-:mod:`gpucluster.yamlsafe`, :mod:`gpucluster.diskcache`, :mod:`gpucluster.policy_keys`) and
+:mod:`gpucluster.yamlsafe`, :mod:`gpucluster.fields`, :mod:`gpucluster.diskcache`,
+:mod:`gpucluster.policy_keys`) and
 :mod:`gpucluster.plugins` (the catalog, adjust-values and policy hooks). Nothing from
 :mod:`gpucluster.inputs`, :mod:`gpucluster.charts`, :mod:`gpucluster.pipeline`,
 :mod:`gpucluster.verify` or ``gpucluster.sdk``.

@@ -52,6 +52,7 @@ import yaml
 from gpucluster import yamlsafe
 from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.fields import Where
 from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, absolute_key
 from gpucluster.recipes.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
@@ -256,6 +257,20 @@ class _Report:
     def note(self, id: str, severity: str, component: str, key: str, message: str, fix: str) -> None:
         self.findings.append(Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file))  # type: ignore[arg-type]
 
+    def checked(self, check: Any, *args: Any, **kwargs: Any) -> Any:
+        """``check(*args, **kwargs)`` -- a typed reader of :class:`gpucluster.fields.Where` /
+        :class:`gpucluster.fields.Fields` -- with its error recorded instead of raised (every
+        problem of the file is reported together); ``None`` then."""
+        try:
+            return check(*args, **kwargs)
+        except GpuclusterError as err:
+            self.take(err)
+            return None
+
+    def where(self, component: str | None = None) -> Where:
+        """Where this file's values are, for the typed readers (:meth:`checked`)."""
+        return Where(self.file, self.cluster, component, docs="docs/recipes.md")
+
     def check(self) -> None:
         if self.problems:
             raise GpuclusterError(problems=list(self.problems))
@@ -326,8 +341,7 @@ def _criteria(data: Mapping[str, Any], rep: _Report) -> Criteria | None:
             continue
         if value in (None, ""):
             continue
-        if not isinstance(value, str):
-            rep.bad(f"criteria.{key} must be a string", key=f"criteria.{key}")
+        if rep.checked(rep.where().check_str, value, f"criteria.{key}") is None:
             continue
         values[key] = value.strip().lower()
     if values.get("service", ANY) == ANY:
@@ -354,9 +368,8 @@ def read_criteria(path: str, *, display: str | None = None, cluster: str | None 
 
 
 def _selected_profile(data: Mapping[str, Any], rep: _Report, cluster: ClusterSpec | None) -> dict[str, str]:
-    meta = data.get("metadata") or {}
-    if not isinstance(meta, dict):
-        rep.bad("'metadata' must be a mapping", key="metadata")
+    meta = rep.checked(rep.where().fields, data.get("metadata") or {}, "metadata")
+    if meta is None:
         return {}
     selection: dict[str, str] = {}
     sel = meta.get("selectedProfile")
@@ -705,10 +718,7 @@ class _FileReader:
         rep, catalog, renames, ours, data, name, cname = (self.rep, self.catalog, self.renames, self.ours, self.data,
                                                           self.name, self.cname)
         w = {"component": comp}
-        overrides_raw = raw.get("overrides") or {}
-        if not isinstance(overrides_raw, dict):
-            rep.bad("'overrides' must be a mapping", key=f"{key}.overrides", **w)
-            overrides_raw = {}
+        overrides_raw = rep.checked(rep.where(comp).fields, raw.get("overrides") or {}, f"{key}.overrides") or {}
         vf = _renamed_path(strings["valuesFile"], renames)
         values_files: list[str] = []
         if vf and not _inside_catalog(vf):
@@ -773,9 +783,7 @@ class _FileReader:
 
         check_profile_owned(overrides, "overrides")
         if "values" in raw and len(rep.problems) == problems_before:  # compared only when the rest of the ref is sound
-            if not isinstance(raw["values"], dict):
-                rep.bad("'values' must be a mapping", key=f"{key}.values", **w)
-            else:
+            if rep.checked(rep.where(comp).fields, raw["values"], f"{key}.values") is not None:
                 layered: dict[str, Any] = {}
                 for rel in values_files:
                     layered = deep_merge(layered, catalog.load_values(rel), keep_nulls=True)
@@ -809,15 +817,11 @@ class _FileReader:
         deps_at = self.deps_at
         lists: dict[str, list[Any]] = {}
         for field_name in ("dependencyRefs", "manifestFiles", "preManifestFiles"):
-            value = raw.get(field_name) or []
-            if not isinstance(value, list):
-                rep.bad(f"'{field_name}' must be a list", key=f"{key}.{field_name}", **w)
-                value = []
-            lists[field_name] = value
+            lists[field_name] = rep.checked(rep.where(comp).check_list, raw.get(field_name) or [], f"{key}.{field_name}",
+                                            empty_ok=True) or []
         deps = []
         for j, dep in enumerate(lists["dependencyRefs"]):
-            if not isinstance(dep, str):
-                rep.bad("dependencyRefs entries must be strings", key=f"{key}.dependencyRefs[{j}]", **w)
+            if rep.checked(rep.where(comp).check_str, dep, f"{key}.dependencyRefs[{j}]") is None:
                 continue
             mapped = renames[dep][0] if dep not in catalog.components and dep in renames else dep
             if comp in (dep, mapped) or dep == written:  # its own name, or its former / current AICR name
@@ -887,9 +891,8 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
     unused.extend(k for k in UNUSED_FIELDS if k in data)
     criteria = _criteria(data, rep)
     selection = _selected_profile(data, rep, cluster)
-    raw_refs = data.get("componentRefs")
-    if not isinstance(raw_refs, list) or not raw_refs:
-        rep.bad("'componentRefs' must be a non-empty list", key="componentRefs")
+    raw_refs = rep.checked(rep.where().check_list, data.get("componentRefs"), "componentRefs",
+                           fix="list the recipe's components (regenerate it with 'aicr recipe' or 'gpucluster recipe')")
     if criteria is None:
         rep.check()
     assert criteria is not None
@@ -917,10 +920,7 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
 
     constraints = ours.constraints
     if "constraints" in data:
-        raw_c = data.get("constraints") or []
-        if not isinstance(raw_c, list):
-            rep.bad("'constraints' must be a list", key="constraints")
-            raw_c = []
+        raw_c = rep.checked(rep.where().check_list, data.get("constraints") or [], "constraints", empty_ok=True) or []
         constraints = []
         for j, c in enumerate(raw_c):
             if not isinstance(c, dict) or not isinstance(c.get("name"), str) or "value" not in c:

@@ -30,6 +30,11 @@ Exports:
 * data files: :func:`load_data_file` (a plugin's own YAML, parsed and cached as catalog files are);
 * errors: :class:`GpuclusterError`, :class:`Problem`, :func:`allowed_list` (a key is relative to the
   cluster document, ``pools[1].gpu``; the core prints it absolute, ``clusters[3].pools[1].gpu``);
+* typed reading of YAML input (a plugin's ``settings``), with the core's one-line errors:
+  :class:`Where` (file, cluster, error id; ``check_str``/``check_int``/... of one value) and
+  :class:`Fields` (one mapping: ``get_str``/``require_str``/``get_int``/``get_bool``/
+  ``get_list``/``get_choice``/``get_fields``/``check_keys``), :func:`type_name`
+  (:mod:`gpucluster.fields`);
 * Helm-values helpers with the pipeline's semantics: :func:`get_path`, :func:`has_path`,
   :func:`deep_merge` (objects merge, lists/scalars replace, ``None`` deletes);
 * NVIDIA-stack gate constructors (``gpucluster.sdk.gates``): :func:`clusterpolicy_ready`,
@@ -47,6 +52,7 @@ import pluggy
 
 from gpucluster import SDK_API_VERSION
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
+from gpucluster.fields import Fields, Where, type_name
 from gpucluster.model import (
     ANY,
     CORE_SETTING_KEYS,
@@ -129,6 +135,7 @@ __all__ = [
     "Constraint",
     "Criteria",
     "ExistingCluster",
+    "Fields",
     "Finding",
     "GateSpec",
     "GpuclusterError",
@@ -144,6 +151,7 @@ __all__ = [
     "RuntimePlan",
     "Taint",
     "Toleration",
+    "Where",
     "allowed_list",
     "check_existing",
     "clusterpolicy_ready",
@@ -156,4 +164,5 @@ __all__ = [
     "image_tag",
     "load_data_file",
     "nicclusterpolicy_ready",
+    "type_name",
 ]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, GpuclusterError
+from gpucluster.sdk import CORE_SETTING_KEYS, ClusterSpec, Fields, GpuclusterError, Where
 
 __all__ = ["AksSettings", "PoolUpgrade", "parse_settings", "AKS_SETTING_KEYS", "SETTING_KEYS", "KUBELOGIN_SERVER_ID", "DEPLOYER_ROLE"]
 
@@ -113,32 +113,16 @@ def _err(cluster: ClusterSpec, key: str, message: str, fix: str, allowed: str | 
                            **({"allowed": allowed} if allowed else {}))
 
 
-def _bool(c, raw, key, default, at=""):
-    value = raw.get(key, default)
-    if not isinstance(value, bool):
-        raise _err(c, at + key, f"settings.{at}{key} must be true or false, not {value!r}", f"write {key}: true or {key}: false")
-    return value
+def _known(value: Fields, allowed: tuple[str, ...]) -> None:
+    value.check_keys(allowed, context="for service aks")
 
 
-def _choice(c, raw, key, default, allowed, at=""):
-    value = raw.get(key, default)
-    if value not in allowed:
-        raise _err(c, at + key, f"settings.{at}{key} is {value!r}", f"use one of {', '.join(allowed)}", ", ".join(allowed))
-    return value
+def _mapping_fix(key: str) -> str:
+    return f"write {key}: {{...}} (docs/cluster-file.md, AKS settings)"
 
 
-def _mapping(c, raw, key) -> dict:
-    value = raw.get(key) or {}
-    if not isinstance(value, dict):
-        raise _err(c, key, f"settings.{key} must be a mapping", f"write {key}: {{...}} (docs/cluster-file.md, AKS settings)")
-    return value
-
-
-def _known(c, value: Mapping, key: str, allowed: tuple[str, ...]) -> None:
-    for name in sorted(value, key=str):
-        if name not in allowed:
-            raise _err(c, f"{key}.{name}" if key else str(name), f"unknown setting '{f'{key}.' if key else ''}{name}' for service aks",
-                       "remove it or fix its spelling (AKS settings: docs/cluster-file.md)", ", ".join(allowed))
+def _choice_fix(allowed: tuple[str, ...]) -> str:
+    return f"use one of {', '.join(allowed)}"
 
 
 def _strings(c, raw, key, pattern_ok, what, example, at="") -> tuple[str, ...]:
@@ -181,15 +165,13 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
             naming ``settings.<key>``.
     """
     c = cluster
-    raw = dict(cluster.settings or {})
-    _known(c, raw, "", SETTING_KEYS)
+    raw = Where(c.source, c.name, docs="docs/cluster-file.md, AKS settings", null_is_missing=False).fields(dict(cluster.settings or {}), "settings")
+    _known(raw, SETTING_KEYS)
     d = AksSettings()
-    api = _mapping(c, raw, "apiServer")
-    _known(c, api, "apiServer", ("authorizedIpRanges", "private"))
+    api = raw.get_fields("apiServer", empty=True, fix=_mapping_fix("apiServer"))
+    _known(api, ("authorizedIpRanges", "private"))
     ranges = _strings(c, api, "authorizedIpRanges", _cidr, "CIDR ranges", '"203.0.113.0/24"', at="apiServer.")
-    private = api.get("private", not ranges)
-    if not isinstance(private, bool):
-        raise _err(c, "apiServer.private", "settings.apiServer.private must be true or false", "write private: true or private: false")
+    private = api.get_bool("private", not ranges, fix="write private: true or private: false")
     if private and ranges:
         raise _err(c, "apiServer", "a private API server has no authorized IP ranges (AKS refuses both)",
                    "remove authorizedIpRanges for a private cluster, or set private: false")
@@ -200,31 +182,27 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
     if not private and not ranges:
         raise _err(c, "apiServer", "a public API server without authorizedIpRanges is open to the whole internet",
                    'list the ranges that may reach it, e.g. authorizedIpRanges: ["203.0.113.0/24"], or keep the default private API server')
-    network = _mapping(c, raw, "network")
-    _known(c, network, "network", ("podCidr", "policy", "subnetId"))
-    upgrade = _mapping(c, raw, "upgrade")
-    _known(c, upgrade, "upgrade", ("channel", "maintenanceWindow", "nodeOsChannel"))
-    window = upgrade.get("maintenanceWindow") or {}
-    if not isinstance(window, dict):
-        raise _err(c, "upgrade.maintenanceWindow", "settings.upgrade.maintenanceWindow must be a mapping",
-                   "write maintenanceWindow: {day: Sunday, start: \"00:00\", hours: 4}")
-    _known(c, window, "upgrade.maintenanceWindow", ("day", "hours", "start", "utcOffset"))
-    hours = window.get("hours", d.maintenance_hours)
-    if not isinstance(hours, int) or isinstance(hours, bool) or not 4 <= hours <= 24:
-        raise _err(c, "upgrade.maintenanceWindow.hours", f"maintenance window hours {hours!r}", "use 4..24 (AKS minimum 4)", "4..24")
+    network = raw.get_fields("network", empty=True, fix=_mapping_fix("network"))
+    _known(network, ("podCidr", "policy", "subnetId"))
+    upgrade = raw.get_fields("upgrade", empty=True, fix=_mapping_fix("upgrade"))
+    _known(upgrade, ("channel", "maintenanceWindow", "nodeOsChannel"))
+    window = upgrade.get_fields("maintenanceWindow", empty=True, fix='write maintenanceWindow: {day: Sunday, start: "00:00", hours: 4}')
+    _known(window, ("day", "hours", "start", "utcOffset"))
+    hours = window.get_int("hours", d.maintenance_hours, minimum=4, maximum=24, fix="use 4..24 (AKS minimum 4)")
     for key, pattern, example in (("start", _TIME, '"00:00"'), ("utcOffset", _OFFSET, '"+01:00"')):
         if key in window and not (isinstance(window[key], str) and re.fullmatch(pattern, window[key])):
             raise _err(c, f"upgrade.maintenanceWindow.{key}", f"maintenance window {key} {window[key]!r}", f"write e.g. {key}: {example}")
     monitoring = raw.get("monitoring", True)
     workspace = None
     if isinstance(monitoring, dict):
-        _known(c, monitoring, "monitoring", ("logAnalyticsWorkspaceId",))
+        monitoring = raw.require_fields("monitoring")
+        _known(monitoring, ("logAnalyticsWorkspaceId",))
         workspace = _resource_id(c, monitoring, "logAnalyticsWorkspaceId", "microsoft.operationalinsights/workspaces", at="monitoring.")
         monitoring = True
     elif not isinstance(monitoring, bool):
         raise _err(c, "monitoring", "settings.monitoring must be true, false or {logAnalyticsWorkspaceId: ...}",
                    "write monitoring: true (a new workspace) or monitoring: {logAnalyticsWorkspaceId: <id>}")
-    defender = _bool(c, raw, "defender", d.defender)
+    defender = raw.get_bool("defender", d.defender, fix="write defender: true or defender: false")
     if defender and not monitoring:
         raise _err(c, "defender", "Defender for Containers sends its data to the monitoring Log Analytics workspace",
                    "keep monitoring on, or set defender: false")
@@ -233,57 +211,57 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
     if kv is False:
         rotation = None
     elif isinstance(kv, dict):
-        _known(c, kv, "keyVaultSecretsProvider", ("rotationInterval",))
+        kv = raw.get_fields("keyVaultSecretsProvider", empty=True)
+        _known(kv, ("rotationInterval",))
         rotation = kv.get("rotationInterval", rotation)
         if not isinstance(rotation, str) or not re.fullmatch(_INTERVAL, rotation):
             raise _err(c, "keyVaultSecretsProvider.rotationInterval", f"rotation interval {rotation!r}", 'write e.g. rotationInterval: "2m"')
     else:
         raise _err(c, "keyVaultSecretsProvider", "settings.keyVaultSecretsProvider must be a mapping or false",
                    'write keyVaultSecretsProvider: {rotationInterval: "2m"} or false')
-    max_pods = raw.get("maxPods", d.max_pods)
-    if not isinstance(max_pods, int) or isinstance(max_pods, bool) or not 50 <= max_pods <= 250:
-        raise _err(c, "maxPods", f"settings.maxPods is {max_pods!r}", "use 50..250 (AKS allows 10..250; checkov CKV_AZURE_168 wants >= 50)", "50..250")
+    max_pods = raw.get_int("maxPods", d.max_pods, minimum=50, maximum=250,
+                           fix="use 50..250 (AKS allows 10..250; checkov CKV_AZURE_168 wants >= 50)")
     zones = _strings(c, raw, "zones", lambda z: z in ("1", "2", "3"), 'zone names "1", "2", "3"', '"1", "2", "3"')
     rg = raw.get("existingResourceGroup")
     if rg is not None and not (isinstance(rg, str) and re.fullmatch(_RG_NAME, rg)):
         raise _err(c, "existingResourceGroup", f"settings.existingResourceGroup {rg!r} is not a resource group name",
                    "write the name of the existing resource group (letters, digits, '-', '_', '.', '(', ')')")
     pool_upgrade = _pool_upgrade(c, raw)
-    login = _mapping(c, raw, "kubelogin")
-    _known(c, login, "kubelogin", ("env", "login"))
+    login = raw.get_fields("kubelogin", empty=True, fix=_mapping_fix("kubelogin"))
+    _known(login, ("env", "login"))
     env = login.get("env") or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and re.fullmatch(_ENV_NAME, k) and isinstance(v, str) for k, v in env.items()):
         raise _err(c, "kubelogin.env", "settings.kubelogin.env must map variable names to strings",
                    "write e.g. env: {AZURE_FEDERATED_TOKEN_FILE: /var/run/secrets/azure/tokens/azure-identity-token}")
     return AksSettings(
-        sku_tier=_choice(c, raw, "skuTier", d.sku_tier, SKU_TIERS),
-        local_accounts=_bool(c, raw, "localAccounts", d.local_accounts),
+        sku_tier=raw.get_choice("skuTier", SKU_TIERS, d.sku_tier, fix=_choice_fix(SKU_TIERS)),
+        local_accounts=raw.get_bool("localAccounts", d.local_accounts, fix="write localAccounts: true or localAccounts: false"),
         admin_group_object_ids=_strings(c, raw, "adminGroupObjectIds", lambda v: bool(re.fullmatch(_GUID, v)), "Entra group object IDs",
                                         '"00000000-0000-0000-0000-000000000000"'),
         private_cluster=private,
         authorized_ip_ranges=ranges,
-        network_policy=_choice(c, network, "policy", d.network_policy, NETWORK_POLICIES, at="network."),
+        network_policy=network.get_choice("policy", NETWORK_POLICIES, d.network_policy, fix=_choice_fix(NETWORK_POLICIES)),
         pod_cidr=_pod_cidr(c, network),
         subnet_id=_resource_id(c, network, "subnetId", "microsoft.network/virtualnetworks", at="network."),
         existing_resource_group=rg,
-        upgrade_channel=_choice(c, upgrade, "channel", d.upgrade_channel, UPGRADE_CHANNELS, at="upgrade."),
-        node_os_channel=_choice(c, upgrade, "nodeOsChannel", d.node_os_channel, NODE_OS_CHANNELS, at="upgrade."),
-        maintenance_day=_choice(c, window, "day", d.maintenance_day, DAYS, at="upgrade.maintenanceWindow."),
+        upgrade_channel=upgrade.get_choice("channel", UPGRADE_CHANNELS, d.upgrade_channel, fix=_choice_fix(UPGRADE_CHANNELS)),
+        node_os_channel=upgrade.get_choice("nodeOsChannel", NODE_OS_CHANNELS, d.node_os_channel, fix=_choice_fix(NODE_OS_CHANNELS)),
+        maintenance_day=window.get_choice("day", DAYS, d.maintenance_day, fix=_choice_fix(DAYS)),
         maintenance_start=window.get("start", d.maintenance_start),
         maintenance_hours=hours,
         maintenance_utc_offset=window.get("utcOffset", d.maintenance_utc_offset),
-        azure_policy=_bool(c, raw, "azurePolicy", d.azure_policy),
+        azure_policy=raw.get_bool("azurePolicy", d.azure_policy, fix="write azurePolicy: true or azurePolicy: false"),
         defender=defender,
         monitoring=monitoring,
         log_analytics_workspace_id=workspace,
-        host_encryption=_bool(c, raw, "hostEncryption", d.host_encryption),
+        host_encryption=raw.get_bool("hostEncryption", d.host_encryption, fix="write hostEncryption: true or hostEncryption: false"),
         disk_encryption_set_id=_resource_id(c, raw, "diskEncryptionSetId", "microsoft.compute/diskencryptionsets"),
         secret_rotation_interval=rotation,
-        ephemeral_os_disk=_bool(c, raw, "ephemeralOsDisk", d.ephemeral_os_disk),
+        ephemeral_os_disk=raw.get_bool("ephemeralOsDisk", d.ephemeral_os_disk, fix="write ephemeralOsDisk: true or ephemeralOsDisk: false"),
         zones=zones,
         max_pods=max_pods,
         pool_upgrade=pool_upgrade,
-        kubelogin_login=_choice(c, login, "login", d.kubelogin_login, KUBELOGIN_LOGINS, at="kubelogin."),
+        kubelogin_login=login.get_choice("login", KUBELOGIN_LOGINS, d.kubelogin_login, fix=_choice_fix(KUBELOGIN_LOGINS)),
         kubelogin_env=dict(sorted(env.items())),
     )
 
@@ -298,7 +276,7 @@ def _pod_cidr(c, network) -> str | None:
 
 
 def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
-    value = _mapping(c, raw, "poolUpgrade")
+    value = raw.get_fields("poolUpgrade", empty=True, fix=_mapping_fix("poolUpgrade"))
     names = {p.name for p in c.pools}
     system_name = next((p.name for p in c.pools if not p.gpu), None)  # platform.system_pool_index
     out: dict[str, PoolUpgrade] = {}
@@ -307,10 +285,8 @@ def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
         if name not in names:
             raise _err(c, key, f"settings.poolUpgrade names pool '{name}', which the cluster does not have",
                        "use a pool name from pools", ", ".join(sorted(names)) or None)
-        entry = value[name]
-        if not isinstance(entry, dict):
-            raise _err(c, key, f"settings.{key} must be a mapping", 'write e.g. {maxSurge: "0", maxUnavailable: "1"}')
-        _known(c, entry, key, ("drainTimeoutMinutes", "maxSurge", "maxUnavailable"))
+        entry = value.where.fields(value[name], value.key_of(name), fix='write e.g. {maxSurge: "0", maxUnavailable: "1"}')
+        _known(entry, ("drainTimeoutMinutes", "maxSurge", "maxUnavailable"))
         # a key not given keeps the pool's own default (GPU_POOL_UPGRADE / CPU_POOL_UPGRADE)
         base = GPU_POOL_UPGRADE if next(p for p in c.pools if p.name == name).gpu else CPU_POOL_UPGRADE
         if name == system_name and "maxUnavailable" in entry:
@@ -325,8 +301,6 @@ def _pool_upgrade(c, raw) -> dict[str, PoolUpgrade]:
         if surge in ("0", "0%") and unavailable in (None, "0", "0%"):
             raise _err(c, key, "maxSurge 0 with maxUnavailable 0 can never upgrade a node",
                        'set maxUnavailable: "1" (in place, one node at a time) or a maxSurge above 0')
-        drain = entry.get("drainTimeoutMinutes")
-        if drain is not None and (not isinstance(drain, int) or isinstance(drain, bool) or not 1 <= drain <= 1440):
-            raise _err(c, f"{key}.drainTimeoutMinutes", f"drainTimeoutMinutes {drain!r}", "use 1..1440", "1..1440")
+        drain = entry.get_int("drainTimeoutMinutes", minimum=1, maximum=1440, fix="use 1..1440")
         out[name] = PoolUpgrade(surge, unavailable, drain)
     return out

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpucluster.sdk import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, GpuclusterError, image_tag
+from gpucluster.sdk import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, Fields, GpuclusterError, Where, image_tag
 
 SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
@@ -189,6 +189,7 @@ class _Ctx:
     def __init__(self, file: str | None, cluster: str | None):
         self.file = file
         self.cluster = cluster
+        self.where = Where(file, cluster, id="input.nvke-settings", docs="docs/nvke.md, settings")
 
     def error(self, key: str, message: str, *, allowed: str | None = None, fix: str | None = None) -> GpuclusterError:
         return GpuclusterError(
@@ -202,52 +203,17 @@ class _Ctx:
         )
 
 
-def _check_keys(ctx: _Ctx, raw: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
-    for key in raw:
-        if key not in allowed:
-            where = f"{prefix}.{key}" if prefix else str(key)
-            raise ctx.error(
-                where,
-                f"unknown NVKE setting '{key}'",
-                allowed=", ".join(sorted(allowed)),
-                fix="remove it or fix its spelling",
-            )
+def _str(fields: Fields, key: str) -> str | None:
+    """A string setting, surrounding spaces removed; missing or null: ``None``; blank: refused."""
+    value = fields.get_str(key)
+    if value is not None and not value.strip():
+        raise fields.error(key, f"'{fields.key_of(key)}' is blank", fix="write a value, or remove the key for the default")
+    return None if value is None else value.strip()
 
 
-def _int(ctx: _Ctx, raw: Mapping[str, Any], key: str, default: int, *, minimum: int, prefix: str = "") -> int:
-    where = f"{prefix}.{key}" if prefix else key
-    if key not in raw:
-        return default
-    value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ctx.error(where, f"must be an integer, not {value!r}", allowed=f"integer >= {minimum}")
-    if value < minimum:
-        raise ctx.error(where, f"must be at least {minimum}, not {value}", allowed=f"integer >= {minimum}")
-    return value
-
-
-def _bool(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> bool | None:
-    if key not in raw:
-        return None
-    value = raw[key]
-    if not isinstance(value, bool):
-        raise ctx.error(f"{prefix}.{key}", f"must be true or false, not {value!r}", allowed="true, false")
-    return value
-
-
-def _str(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str = "") -> str | None:
-    where = f"{prefix}.{key}" if prefix else key
-    if key not in raw or raw[key] is None:
-        return None
-    value = raw[key]
-    if not isinstance(value, str) or not value.strip():
-        raise ctx.error(where, f"must be a non-empty string, not {value!r}")
-    return value.strip()
-
-
-def _image(ctx: _Ctx, raw: Mapping[str, Any], key: str, prefix: str) -> str | None:
+def _image(ctx: _Ctx, raw: Fields, key: str, prefix: str) -> str | None:
     """An image reference with a tag or a sha256 digest (``registry/repo:tag``, ``repo@sha256:…``)."""
-    image = _str(ctx, raw, key, prefix)
+    image = _str(raw, key)
     if image is None:
         return None
     match = re.fullmatch(_PINNED_IMAGE, image)
@@ -302,8 +268,7 @@ def _tolerations(ctx: _Ctx, value: Any, where: str) -> tuple[dict[str, Any], ...
 def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
     if raw is None:
         raw = list(DEFAULT_RAILS)
-    if not isinstance(raw, list) or not raw:
-        raise ctx.error("rails", "must be a non-empty list of rails (one per InfiniBand PF)")
+    raw = ctx.where.check_list(raw, "settings.rails", fix="list the rails, one per InfiniBand PF (docs/nvke.md, settings)")
     rails: list[Rail] = []
     for i, entry in enumerate(raw):
         where = f"rails[{i}]"
@@ -311,15 +276,16 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
             entry = {"name": entry}
         if not isinstance(entry, Mapping):
             raise ctx.error(where, "must be a rail name or a mapping with name and rootDevice")
-        _check_keys(ctx, entry, RAIL_KEYS, where)
-        name = _str(ctx, entry, "name", where) or f"rail{i}"
+        entry = ctx.where.fields(dict(entry), f"settings.{where}")
+        entry.check_keys(sorted(RAIL_KEYS))
+        name = _str(entry, "name") or f"rail{i}"
         if not re.fullmatch(_RDMA_DEVICE, name):
             raise ctx.error(f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0")
-        root = _str(ctx, entry, "rootDevice", where)
+        root = _str(entry, "rootDevice")
         if root is not None and not re.fullmatch(_PCI_ADDRESS, root):
             raise ctx.error(f"{where}.rootDevice", f"'{root}' is not a PCI address",
                             allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0")
-        pf = _str(ctx, entry, "pfName", where)
+        pf = _str(entry, "pfName")
         if pf is not None and not re.fullmatch(_NETDEV, pf):
             raise ctx.error(f"{where}.pfName", f"'{pf}' is not a network interface name")
         if root is None and pf is None:
@@ -331,7 +297,7 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
                 fix=f"set settings.rails[{i}].rootDevice to the output of "
                 f"`basename $(readlink -f /sys/class/infiniband/{name}/device)` on a GPU node",
             )
-        subnet_raw = _str(ctx, entry, "subnet", where)
+        subnet_raw = _str(entry, "subnet")
         if subnet_raw is None:
             try:
                 subnet_raw = default_rail_subnet(i)
@@ -367,17 +333,15 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
             an unparsable CIDR (key ``settings.<path>``).
     """
     ctx = _Ctx(file, cluster)
-    if raw is not None and not isinstance(raw, Mapping):
-        raise ctx.error("", f"must be a mapping, not {type(raw).__name__}")
-    raw = dict(raw or {})
+    raw = ctx.where.fields({} if raw is None else raw, "settings")
 
-    pod_network = _str(ctx, raw, "podNetwork") or DEFAULT_POD_NETWORK
+    pod_network = _str(raw, "podNetwork") or DEFAULT_POD_NETWORK
     try:
         pod_network = str(ipaddress.ip_network(pod_network, strict=False))
     except ValueError as exc:
         raise ctx.error("podNetwork", f"'{pod_network}' is not a network CIDR: {exc}", allowed="e.g. 192.168.0.0/16") from exc
 
-    namespace = _str(ctx, raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
+    namespace = _str(raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
     if not re.fullmatch(_DNS_LABEL, namespace) or len(namespace) > 63:
         raise ctx.error("networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label")
 
@@ -386,26 +350,21 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         raise ctx.error("sriovNodeSelector", "must not be empty: the SR-IOV policies would select every node",
                         fix=f"select nodes by {RDMA_AVAILABLE_LABEL}=true")
 
-    ncp = {} if raw.get("nicClusterPolicy") is None else raw["nicClusterPolicy"]
-    if not isinstance(ncp, Mapping):
-        raise ctx.error("nicClusterPolicy", "must be a mapping deep-merged over the NicClusterPolicy spec")
+    ncp = raw.get_fields("nicClusterPolicy", empty=True,
+                         fix="write a mapping deep-merged over the NicClusterPolicy spec (docs/nvke.md, settings)")
 
-    rdma = {} if raw.get("rdmaModules") is None else raw["rdmaModules"]
-    if not isinstance(rdma, Mapping):
-        raise ctx.error("rdmaModules", "must be a mapping", allowed=", ".join(RDMA_MODULES_KEYS))
-    _check_keys(ctx, rdma, RDMA_MODULES_KEYS, "rdmaModules")
-    enabled = _bool(ctx, rdma, "enabled", "rdmaModules")
-    auto_taint = _bool(ctx, rdma, "autoTaintNewNodes", "rdmaModules")
+    rdma = raw.get_fields("rdmaModules", empty=True)
+    rdma.check_keys(sorted(RDMA_MODULES_KEYS))
+    enabled = rdma.get_bool("enabled")
+    auto_taint = rdma.get_bool("autoTaintNewNodes")
     node_selector = _labels(ctx, rdma["nodeSelector"], "rdmaModules.nodeSelector") if "nodeSelector" in rdma else {}
     tolerations = _tolerations(ctx, rdma["tolerations"], "rdmaModules.tolerations") if "tolerations" in rdma else ()
 
-    teardown = {} if raw.get("teardown") is None else raw["teardown"]
-    if not isinstance(teardown, Mapping):
-        raise ctx.error("teardown", "must be a mapping", allowed=", ".join(TEARDOWN_KEYS))
-    _check_keys(ctx, teardown, TEARDOWN_KEYS, "teardown")
+    teardown = raw.get_fields("teardown", empty=True)
+    teardown.check_keys(sorted(TEARDOWN_KEYS))
 
     rails = _rails(ctx, raw.get("rails"))
-    block = _int(ctx, raw, "perNodeBlockSize", DEFAULT_PER_NODE_BLOCK_SIZE, minimum=2)
+    block = raw.get_int("perNodeBlockSize", DEFAULT_PER_NODE_BLOCK_SIZE, minimum=2)
     for rail in rails:
         hosts = ip_pool_host_count(rail.subnet)
         if hosts < block:
@@ -418,8 +377,8 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
             )
     return NvkeSettings(
         rails=rails,
-        firmware_num_vfs=_int(ctx, raw, "firmwareNumVfs", DEFAULT_FIRMWARE_NUM_VFS, minimum=1),
-        num_vfs=_int(ctx, raw, "numVfs", DEFAULT_NUM_VFS, minimum=1),
+        firmware_num_vfs=raw.get_int("firmwareNumVfs", DEFAULT_FIRMWARE_NUM_VFS, minimum=1),
+        num_vfs=raw.get_int("numVfs", DEFAULT_NUM_VFS, minimum=1),
         pod_network=pod_network,
         network_namespace=namespace,
         per_node_block_size=block,
@@ -430,7 +389,7 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         rdma_modules_node_selector=node_selector,
         rdma_modules_tolerations=tolerations,
         teardown_image=_image(ctx, teardown, "image", "teardown") or DEFAULT_TEARDOWN_IMAGE,
-        teardown_timeout_seconds=_int(ctx, teardown, "timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60, prefix="teardown"),
+        teardown_timeout_seconds=teardown.get_int("timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60),
     )
 
 
