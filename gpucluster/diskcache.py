@@ -21,7 +21,8 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
   (:mod:`gpucluster.dataclass_code`, CPython 3.11), keyed by the Python version and bytecode
   format, one entry mapping each method's source text to its compiled code;
 * ``synth-cluster``: a cluster's synthesized stacks (:mod:`gpucluster_cdk.stacks.reuse`), keyed by
-  its plan, the code and the installed CDK distributions and bindings.
+  its plan, the code and the installed CDK distributions and bindings, and used only while the
+  modules the building process had loaded are unchanged.
 
 Every key is a sha256 of everything the result depends on, so an entry is never stale: changed
 content is a different key. Every read is checked (header, key, sha256 of the payload) and

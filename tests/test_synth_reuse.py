@@ -240,3 +240,90 @@ def test_manifest_writer_matches_cdktf():
     assert reuse.check_manifest_text(collapsed)[1] == "safe-stable-stringify"  # cdktn 0.24
     with pytest.raises(RuntimeError):
         reuse.check_manifest_text('{"stacks": {}, "version": "0.21.0"}')
+
+
+NAMESPACE_PLUGIN = '''
+from gpucluster.sdk import hookimpl
+
+
+def marker():
+    return "MARK"
+
+
+@hookimpl(tryfirst=True)
+def gpucluster_cluster_stack(scope, cluster, recipe):
+    from gpucluster_cdk.constructs_lib.cdk import TerraformOutput
+    from acme_gpu_lib import lib_marker  # a helper of another top-level package, imported when the hook runs
+
+    TerraformOutput(scope, "plugin_marker", value=marker())
+    TerraformOutput(scope, "lib_marker", value=lib_marker())
+    return None
+'''
+
+
+def test_code_the_build_ran_outside_the_hooks_package(tmp_path):
+    """A plugin in a namespace package (no ``__init__.py``, so no package folder to hash) whose hook
+    calls a helper of its own module and one of another top-level package imported inside the hook:
+    editing either, or putting another copy of the helper first on ``PYTHONPATH``, rebuilds (was:
+    the previous entry was reused, ``first`` instead of ``second``)."""
+    plugins, other = tmp_path / "plugins", tmp_path / "other"
+    (plugins / "acme").mkdir(parents=True)
+    other.mkdir()
+    hook_module = plugins / "acme" / "gpu_hook.py"
+    hook_module.write_text(NAMESPACE_PLUGIN.replace("MARK", "first"))
+    (plugins / "acme_gpu_lib.py").write_text("def lib_marker():\n    return 'first'\n")
+    write_clusters(tmp_path)
+    settings = dict(GPUCLUSTER_PLUGINS="acme.gpu_hook")
+
+    def markers(out: Path) -> tuple[str, str]:
+        import json
+
+        document = json.loads((out / "stacks" / "train-cluster" / "cdk.tf.json").read_text())
+        return document["output"]["plugin_marker"]["value"], document["output"]["lib_marker"]["value"]
+
+    run_main(tmp_path, tmp_path / "a" / "cdktf.out", **settings)
+    assert markers(tmp_path / "a" / "cdktf.out") == ("first", "first")
+    assert len(entries(tmp_path / "cache")) == 3
+
+    hook_module.write_text(NAMESPACE_PLUGIN.replace("MARK", "second"))  # the hook's own bytecode is unchanged
+    run_main(tmp_path, tmp_path / "b" / "cdktf.out", **settings)
+    assert markers(tmp_path / "b" / "cdktf.out") == ("second", "first")
+
+    (plugins / "acme_gpu_lib.py").write_text("def lib_marker():\n    return 'second'\n")
+    run_main(tmp_path, tmp_path / "c" / "cdktf.out", **settings)
+    assert markers(tmp_path / "c" / "cdktf.out") == ("second", "second")
+
+    (other / "acme_gpu_lib.py").write_text("def lib_marker():\n    return 'third'\n")  # another copy, found first
+    run_main(tmp_path, tmp_path / "d" / "cdktf.out", PYTHONPATH=f"{other}{os.pathsep}{plugins}", **settings)
+    assert markers(tmp_path / "d" / "cdktf.out") == ("second", "third")
+    run_main(tmp_path, tmp_path / "e" / "cdktf.out", PYTHONPATH=f"{other}{os.pathsep}{plugins}", GPUCLUSTER_CACHE_DIR="off",
+             **settings)
+    assert tree(tmp_path / "d" / "cdktf.out") == tree(tmp_path / "e" / "cdktf.out")
+
+
+def test_loaded_code_record():
+    """The record holds installed libraries (PyYAML writes the values documents) and the plugins,
+    not the standard library nor the two packages whose file contents are in the key; a changed
+    identity or a record of another shape is not unchanged."""
+    import json as stdlib_json
+
+    import gpucluster_aks
+    import yaml
+
+    from gpucluster_cdk.stacks import reuse
+
+    record = reuse.loaded_code()
+    names = {name for name, _, _ in record}
+    assert "yaml" in names and "gpucluster_aks" in names and "pluggy" in names
+    assert not names & {"json", "os", "gpucluster", "gpucluster.diskcache", "gpucluster_cdk.stacks.reuse", "__main__"}
+    assert stdlib_json and gpucluster_aks and yaml.__file__ in {path for _, path, _ in record}
+    reuse.synth_identity()  # a new synth: nothing remembered
+    assert reuse.code_unchanged(record)
+    yaml_at = next(i for i, (name, _, _) in enumerate(record) if name == "yaml")
+    changed = [list(item) for item in record]
+    changed[yaml_at][2] = "0 0 0 0"  # another install of PyYAML
+    assert not reuse.code_unchanged(changed)
+    moved = [list(item) for item in record]
+    moved[yaml_at][1] = str(Path(yaml.__file__).with_name("elsewhere.py"))
+    assert not reuse.code_unchanged(moved)
+    assert not reuse.code_unchanged("not a record") and not reuse.code_unchanged([["yaml", yaml.__file__]])

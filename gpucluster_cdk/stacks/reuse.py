@@ -27,8 +27,13 @@ and, for a ``cloud`` backend (cdktf runs ``terraform version`` for it), which Te
 ``PATH``. A plan that cannot be pickled is not cached.
 
 **Entry** (:func:`store` / :func:`load`): every file below ``stacks/<stack>/`` of the cluster's
-stacks (``cdk.tf.json``, ``assets/...``), their ``manifest.json`` entries and the ids a fleet
-build needs of them (:data:`EXPORT_KEYS`). Reads go through :func:`gpucluster.diskcache.get`
+stacks (``cdk.tf.json``, ``assets/...``), their ``manifest.json`` entries, the ids a fleet
+build needs of them (:data:`EXPORT_KEYS`) and the code the building process had loaded
+(:func:`loaded_code`: every module outside the standard library and the two hashed packages,
+with its file's identity). An entry is used only while that code is unchanged and still the
+copy this process would import (:func:`code_unchanged`): a plugin's helper in another package,
+a plugin in a namespace package (no folder to hash), a module imported inside a hook, PyYAML
+writing the values documents -- none of them is in the key, all of them are checked. Reads go through :func:`gpucluster.diskcache.get`
 (ownership and permission rules, sha256 of the payload); anything unexpected in the payload
 (format, stack names, a path leaving the stack folder, sizes) is a miss. Entries are written
 only after the output passed every check (:func:`gpucluster_cdk.stacks.synthesis.synth`).
@@ -56,7 +61,7 @@ from gpucluster import diskcache
 KIND = "synth-cluster"
 """Cache kind (folder) of the entries."""
 
-FORMAT = 1
+FORMAT = 2
 """Payload format of an entry (a change makes every entry a miss)."""
 
 MANIFEST_STYLES = ("json-stable-stringify", "safe-stable-stringify")
@@ -179,6 +184,9 @@ def synth_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     import gpucluster_cdk
 
     env = os.environ if env is None else env
+    _IDENTITIES.clear()  # a new synth: files and import locations are examined again
+    _LOCATIONS.clear()
+    _CHECKED.clear()
     base = diskcache.digest([
         f"{KIND} {FORMAT}", gpucluster.__version__, sys.version,
         tree_digest(os.path.dirname(gpucluster.__file__)), tree_digest(os.path.dirname(gpucluster_cdk.__file__)),
@@ -186,6 +194,128 @@ def synth_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
         *(f"{name}={env.get(name)!r}" for name in _SYNTH_ENV),
     ])
     return base, diskcache.digest([base, *plugin_identity()])
+
+
+_IDENTITIES: dict[str, str] = {}
+_LOCATIONS: dict[str, tuple[str, ...] | None] = {}
+_CHECKED: dict[tuple, bool] = {}
+
+
+def _file_identity(path: str) -> str:
+    """A file's size, mtime, inode and ctime (a rewrite in place changes the ctime, which no user
+    can set back), remembered until the next :func:`synth_identity`; ``"absent"`` when it cannot
+    be examined."""
+    hit = _IDENTITIES.get(path)
+    if hit is None:
+        try:
+            st = os.stat(path)
+            hit = f"{st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_ctime_ns}"
+        except (OSError, ValueError):
+            hit = "absent"
+        _IDENTITIES[path] = hit
+    return hit
+
+
+def _folders(paths: Iterable[str | None]) -> tuple[str, ...]:
+    """``paths`` as absolute and real folder prefixes (ending in the separator), sorted."""
+    return tuple(sorted({os.path.join(f(p), "") for p in paths if p for f in (os.path.abspath, os.path.realpath)}))
+
+
+def _skipped(path: str) -> bool:
+    """Whether :func:`loaded_code` leaves the module file ``path`` out: the standard library (the
+    Python version is in the key; its folder is the one ``os`` comes from, the installation's, not
+    a virtual environment's) unless in a ``site-packages`` folder below it, and the
+    ``gpucluster``/``gpucluster_cdk`` packages (their files' contents are in the key, :func:`synth_identity`)."""
+    import site
+    import sysconfig
+
+    import gpucluster
+    import gpucluster_cdk
+
+    if not _ROOTS:
+        user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+        sites = [*getattr(site, "getsitepackages", lambda: [])(), user, sysconfig.get_path("purelib"),
+                 sysconfig.get_path("platlib"), *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))]
+        _ROOTS.extend([_folders([os.path.dirname(os.__file__)]), _folders(sites),
+                       _folders([os.path.dirname(gpucluster.__file__), os.path.dirname(gpucluster_cdk.__file__)])])
+    stdlib, sites, ours = _ROOTS
+    return path.startswith(ours) or (path.startswith(stdlib) and not path.startswith(sites))
+
+
+_ROOTS: list[tuple[str, ...]] = []
+
+
+def loaded_code(modules: Mapping[str, Any] | None = None) -> list[list[str]]:
+    """The code a build in this process may have run besides what the key holds: per module of
+    ``modules`` (default ``sys.modules``) with an absolute ``__file__`` outside
+    :func:`_skipped`, ``[module name, file, identity]`` (:func:`_file_identity`), sorted.
+    The script that started the process (``__main__``: ``main.py``, the ``gpucluster`` command)
+    builds nothing and is left out, so either finds the other's entries."""
+    modules = sys.modules if modules is None else modules
+    out = []
+    for name, module in list(modules.items()):
+        path = getattr(module, "__file__", None)
+        if (name in ("__main__", "__mp_main__") or not isinstance(path, str) or not os.path.isabs(path)
+                or _skipped(path)):
+            continue
+        out.append([name, path, _file_identity(path)])
+    return sorted(out)
+
+
+def _locations(top: str) -> tuple[str, ...] | None:
+    """Where top-level module ``top`` is (loaded) or would be imported from (not imported here):
+    its package folders or its file; None when it is not found. Remembered until the next
+    :func:`synth_identity` once found without being loaded."""
+    if top in _LOCATIONS:
+        return _LOCATIONS[top]
+    module = sys.modules.get(top)
+    if module is not None:
+        folders = getattr(module, "__path__", None)
+        if folders is not None:
+            return tuple(folders)
+        path = getattr(module, "__file__", None)
+        return (path,) if isinstance(path, str) else None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    found = None
+    if spec is not None and spec.submodule_search_locations is not None:
+        found = tuple(spec.submodule_search_locations)
+    elif spec is not None and spec.origin:
+        found = (spec.origin,)
+    _LOCATIONS[top] = found
+    return found
+
+
+def code_unchanged(record: Any) -> bool:
+    """Whether every module of a :func:`loaded_code` record still has the same file identity and
+    is still the copy this process has loaded, or would import (the same file, or a file inside the
+    folders its top-level package is found in); False for anything else (a malformed record too)."""
+    if not isinstance(record, list) or not all(
+            isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item) for item in record):
+        return False
+    memo = tuple(tuple(item) for item in record)  # entries stored by one process share their record
+    if memo not in _CHECKED:
+        _CHECKED[memo] = _code_unchanged(record)
+    return _CHECKED[memo]
+
+
+def _code_unchanged(record: list[list[str]]) -> bool:
+    for name, path, identity in record:
+        if _file_identity(path) != identity:
+            return False
+        module = sys.modules.get(name)
+        if module is not None:
+            if getattr(module, "__file__", None) != path:
+                return False
+            continue
+        found = _locations(name.partition(".")[0])
+        if found is None or not any(path == f or path.startswith(os.path.join(f, "")) for f in found if f):
+            return False
+    return True
 
 
 def fleet_context(fleet: Any, plans: Sequence[Any]) -> dict[str, tuple]:
@@ -294,10 +424,12 @@ def read_stack_files(folder: Path) -> list[tuple[str, bytes]]:
 
 
 def encode_entry(version: str, stacks: Sequence[tuple[str, Mapping[str, Any], Sequence[tuple[str, bytes]]]],
-                 exports: Mapping[str, Any], style: str = MANIFEST_STYLES[0]) -> bytes:
+                 exports: Mapping[str, Any], style: str = MANIFEST_STYLES[0], code: list[list[str]] | None = None) -> bytes:
     """An entry's payload: one JSON header line (format, framework version, manifest style, per stack
-    its name, manifest entry and ``[path, size]`` of each file; the exports), then the files' bytes."""
+    its name, manifest entry and ``[path, size]`` of each file; the exports; ``code``, default
+    :func:`loaded_code` of this process), then the files' bytes."""
     header = {"format": FORMAT, "version": version, "style": style, "exports": dict(exports),
+              "code": loaded_code() if code is None else code,
               "stacks": [{"name": name, "manifest": dict(manifest), "files": [[rel, len(data)] for rel, data in files]}
                          for name, manifest, files in stacks]}
     body = b"".join(data for _, _, files in stacks for _, data in files)
@@ -307,7 +439,7 @@ def encode_entry(version: str, stacks: Sequence[tuple[str, Mapping[str, Any], Se
 def decode_entry(payload: bytes, expected: Sequence[str]) -> dict[str, Any] | None:
     """The entry of :func:`encode_entry` if it is whole and holds exactly the stacks ``expected``
     (names in order), each manifest entry naming its stack with no annotations, safe paths and sizes
-    adding up; else None. Returns ``{"version", "style", "exports", "stacks": [(name, manifest, [(rel, bytes)])]}``."""
+    adding up, and its code record is unchanged (:func:`code_unchanged`); else None. Returns ``{"version", "style", "exports", "stacks": [(name, manifest, [(rel, bytes)])]}``."""
     head, sep, body = payload.partition(b"\n")
     if not sep:
         return None
@@ -316,7 +448,7 @@ def decode_entry(payload: bytes, expected: Sequence[str]) -> dict[str, Any] | No
     except (UnicodeDecodeError, ValueError):
         return None
     if (not isinstance(header, dict) or header.get("format") != FORMAT or not isinstance(header.get("version"), str)
-            or header.get("style") not in MANIFEST_STYLES):
+            or header.get("style") not in MANIFEST_STYLES or not code_unchanged(header.get("code"))):
         return None
     exports, entries = header.get("exports"), header.get("stacks")
     if not isinstance(exports, dict) or not isinstance(entries, list) or [e.get("name") if isinstance(e, dict) else None
