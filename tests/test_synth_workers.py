@@ -143,3 +143,27 @@ def test_bad_worker_count_is_one_error_line(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error[")]
     assert len(errors) == 1 and errors[0].startswith("error[config] key=GPUCLUSTER_SYNTH_WORKERS:"), result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name, value", [
+    ("GPUCLUSTER_SYNTH_WORKERS", "\u0662"), ("GPUCLUSTER_SYNTH_WORKERS", "+2"), ("GPUCLUSTER_SYNTH_WORKERS", "1_0"),
+    ("GPUCLUSTER_SYNTH_WORKERS", "99999999999999999999"), ("GPUCLUSTER_SYNTH_WORKERS", "0"),
+    ("GPUCLUSTER_SYNTH_CACHE", "of"), ("GPUCLUSTER_SYNTH_CACHE", "disabled"), ("GPUCLUSTER_SYNTH_CACHE", "off\n"),
+])
+def test_a_bad_variable_is_one_config_line_and_nothing_written(tmp_path, name, value):
+    """The variables follow the flags' rules (``--workers``: 1 to 999 in decimal digits, as the
+    flag; the cache switch: on/off, 1/0, yes/no, true/false): anything else is one error[config]
+    line naming it, exit 2, nothing written (was: a sign, an underscore, a non-ASCII digit or 20
+    digits were taken as a count, and a misspelt cache switch kept the cache on)."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text("clusters:\n  - name: lab\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+                      "    existing: {kubeconfig: /etc/kube/lab}\n"
+                      "    scheduling: {accelerated: {tolerations: [\"nvidia.com/gpu:NoSchedule\"]}}\n")
+    out = tmp_path / "out"
+    env = main_env(outdir=out, config=config, GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"), **{name: value})
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    [line] = [x for x in proc.stderr.splitlines() if not x.startswith(("warning[", "info["))]
+    assert line.startswith(f"error[config] key={name}: ") and " fix: " in line
+    assert not out.exists() and not (tmp_path / "cache" / "synth-cluster").exists()

@@ -90,11 +90,28 @@ _HOOKS = ("gpucluster_cluster_stack", "gpucluster_platforms")
 """Plugin hooks whose implementations' code is part of the key (the ones synthesis calls)."""
 
 
+SYNTH_CACHE_VALUES = {"on": True, "1": True, "yes": True, "true": True, "off": False, "0": False, "no": False,
+                      "false": False}
+"""What ``GPUCLUSTER_SYNTH_CACHE`` may be (any case; empty or unset: on)."""
+
+
 def cache_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """False when ``GPUCLUSTER_SYNTH_CACHE`` is ``off``/``0``/``no``/``false`` or the per-user cache
-    is disabled (``GPUCLUSTER_CACHE_DIR=off``, no home folder)."""
+    """False when ``GPUCLUSTER_SYNTH_CACHE`` is ``off``/``0``/``no``/``false`` (any case) or the
+    per-user cache is disabled (``GPUCLUSTER_CACHE_DIR=off``, no home folder).
+
+    Raises:
+        GpuclusterError: ``error[config] key=GPUCLUSTER_SYNTH_CACHE`` for a value not in
+            :data:`SYNTH_CACHE_VALUES` (a misspelt ``off`` never keeps the cache on).
+    """
+    from gpucluster.errors import GpuclusterError
+
     env = os.environ if env is None else env
-    if env.get(SYNTH_CACHE_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+    raw = env.get(SYNTH_CACHE_ENV, "")
+    if raw and raw.lower() not in SYNTH_CACHE_VALUES:
+        raise GpuclusterError(f"{SYNTH_CACHE_ENV}={raw!r} is not a cache switch", key=SYNTH_CACHE_ENV, id="config",
+                              allowed=", ".join(SYNTH_CACHE_VALUES),
+                              fix=f"set {SYNTH_CACHE_ENV}=off to synthesize every cluster, or unset it")
+    if raw and not SYNTH_CACHE_VALUES[raw.lower()]:
         return False
     return diskcache.cache_dir(env) is not None
 

@@ -72,25 +72,26 @@ def stack_names(plan: RuntimePlan) -> list[str]:
 
 
 def worker_count(requested: int | None = None, env: Mapping[str, str] | None = None) -> int:
-    """The most worker processes a synth may use: ``requested``, else ``GPUCLUSTER_SYNTH_WORKERS``,
-    else the CPUs this process may run on (``os.sched_getaffinity``) capped at :data:`MAX_DEFAULT_WORKERS`.
+    """The most worker processes a synth may use: ``requested``, else ``GPUCLUSTER_SYNTH_WORKERS``
+    (:func:`gpucluster.cli.is_worker_count`, the flag's rule; empty: unset), else the CPUs this process may run on
+    (``os.sched_getaffinity``) capped at :data:`MAX_DEFAULT_WORKERS`.
 
     Raises:
-        GpuclusterError: ``error[config] key=GPUCLUSTER_SYNTH_WORKERS`` for a value that is not an
-            integer >= 1.
+        GpuclusterError: ``error[config] key=GPUCLUSTER_SYNTH_WORKERS`` for a value that is not a
+            worker count.
     """
     env = os.environ if env is None else env
     if requested is None:
-        raw = env.get(WORKERS_ENV, "").strip()
+        raw = env.get(WORKERS_ENV, "")
         if raw:
-            try:
-                requested = int(raw)
-            except ValueError:
-                requested = 0
-            if requested < 1:
+            from gpucluster.cli import is_worker_count
+
+            if not is_worker_count(raw):
                 raise GpuclusterError(f"{WORKERS_ENV}={raw!r} is not a worker count", key=WORKERS_ENV, id="config",
-                                      allowed="an integer >= 1", fix=f"set {WORKERS_ENV}=1 (this process only) or more, "
-                                                                     "or unset it (the CPU count)")
+                                      allowed="an integer from 1 to 999 in decimal digits",
+                                      fix=f"set {WORKERS_ENV}=1 (this process only) or more, "
+                                          "or unset it (the CPU count)")
+            requested = int(raw)
     if requested is None:
         try:
             cpus = len(os.sched_getaffinity(0))
