@@ -327,3 +327,25 @@ def test_loaded_code_record():
     moved[yaml_at][1] = str(Path(yaml.__file__).with_name("elsewhere.py"))
     assert not reuse.code_unchanged(moved)
     assert not reuse.code_unchanged("not a record") and not reuse.code_unchanged([["yaml", yaml.__file__]])
+
+
+@pytest.mark.parametrize("extra", ["again", "below"])
+def test_an_entry_whose_files_collide_is_a_miss(tmp_path, cache, extra):
+    """An entry under a valid checksum listing a file twice, or a file below another file, is a
+    miss like any other unexpected payload (was: error[output] 'File exists', exit 2, on every run
+    until the cache was cleared)."""
+    from gpucluster_cdk.stacks import reuse
+
+    config = write_clusters(tmp_path)
+    synth(config, tmp_path / "first" / "cdktf.out", cache=True)
+    for path in entries(cache):
+        key = path.name
+        payload = diskcache.get(reuse.KIND, key)
+        names = [s["name"] for s in __import__("json").loads(payload.partition(b"\n")[0])["stacks"]]
+        entry = reuse.decode_entry(payload, names)
+        stacks = [(name, manifest, list(files)) for name, manifest, files in entry["stacks"]]
+        name, manifest, files = stacks[-1]
+        files.append(files[0] if extra == "again" else (files[0][0] + "/inner", b"{}"))
+        stacks[-1] = (name, manifest, files)
+        assert diskcache.put(reuse.KIND, key, reuse.encode_entry(entry["version"], stacks, entry["exports"], entry["style"]))
+    assert sorted(assert_same_as_full(config, tmp_path, "collide").values()) == ["synthesized"] * 3

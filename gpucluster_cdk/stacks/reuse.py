@@ -455,8 +455,8 @@ def encode_entry(version: str, stacks: Sequence[tuple[str, Mapping[str, Any], Se
 
 def decode_entry(payload: bytes, expected: Sequence[str]) -> dict[str, Any] | None:
     """The entry of :func:`encode_entry` if it is whole and holds exactly the stacks ``expected``
-    (names in order), each manifest entry naming its stack with no annotations, safe paths and sizes
-    adding up, and its code record is unchanged (:func:`code_unchanged`); else None. Returns ``{"version", "style", "exports", "stacks": [(name, manifest, [(rel, bytes)])]}``."""
+    (names in order), each manifest entry naming its stack with no annotations, safe paths (none
+    twice, none below another file) and sizes adding up, and its code record is unchanged (:func:`code_unchanged`); else None. Returns ``{"version", "style", "exports", "stacks": [(name, manifest, [(rel, bytes)])]}``."""
     head, sep, body = payload.partition(b"\n")
     if not sep:
         return None
@@ -479,10 +479,17 @@ def decode_entry(payload: bytes, expected: Sequence[str]) -> dict[str, Any] | No
                 or not isinstance(files, list)):
             return None
         out = []
+        paths: set[str] = set()
+        folders: set[str] = set()
         for item in files:
             if (not isinstance(item, list) or len(item) != 2 or not _safe_rel(item[0]) or type(item[1]) is not int
                     or item[1] < 0 or offset + item[1] > len(body)):
                 return None
+            parents = {"/".join(item[0].split("/")[:i]) for i in range(1, item[0].count("/") + 1)}
+            if item[0] in paths or item[0] in folders or parents & paths:  # a file twice, or a file in a file's place
+                return None
+            paths.add(item[0])
+            folders |= parents
             out.append((item[0], body[offset:offset + item[1]]))
             offset += item[1]
         stacks.append((entry["name"], manifest, out))
