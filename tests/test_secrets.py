@@ -82,3 +82,23 @@ def test_keys_ending_in_key_that_are_credentials_are_found(key):
     accessKey too, so they were never reported."""
     assert credential_paths({key: "x"}) == [(key,)]
     assert credential_paths({"passwordKey": "x", "secretKey": "y"}) == []
+
+
+def test_a_credential_in_the_cluster_settings_is_private_and_never_cached(tmp_path):
+    """A literal secret in a platform setting (kubelogin's service principal secret, which the
+    runtime stack's Helm provider passes to kubelogin) is in cdk.tf.json as the user wrote it, so
+    the output is the owner's only and the cluster's stacks are not put into the per-user cache,
+    as for a values credential (was: 0644 files and a synth-cluster entry holding it)."""
+    (tmp_path / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: spn\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+        "    settings:\n      kubelogin:\n        login: spn\n"
+        "        env: {AAD_SERVICE_PRINCIPAL_CLIENT_ID: 00000000-0000-0000-0000-000000000001,"
+        " AAD_SERVICE_PRINCIPAL_CLIENT_SECRET: hunter2-literal}\n")
+    out, cache = tmp_path / "cdktf.out", tmp_path / "cache"
+    result = _support.run_main(cwd=tmp_path, outdir=out, config=tmp_path / "gpucluster.yaml",
+                               GPUCLUSTER_CACHE_DIR=str(cache))
+    assert result.returncode == 0, result.stderr
+    assert "hunter2-literal" in (out / "stacks" / "spn-runtime" / "cdk.tf.json").read_text()  # kept, as decided
+    assert _modes(out) == {("d", 0o700), ("f", 0o600)}
+    kind = cache / "synth-cluster"
+    assert not kind.is_dir() or not any(b"hunter2-literal" in p.read_bytes() for p in kind.iterdir())

@@ -126,9 +126,10 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after every stack
     was written and checked. Any exception (construct validation error, plugin error, a stop
-    signal) leaves a previous ``outdir`` byte-identical. When a release's values hold a literal
-    credential (:func:`gpucluster.values.credential_paths`, the ``VALUES-CREDENTIAL`` warning), the
-    output's folders are written 0700 and its files 0600, and that cluster is never cached.
+    signal) leaves a previous ``outdir`` byte-identical. When a release's values (the
+    ``VALUES-CREDENTIAL`` warning) or a cluster's platform ``settings`` (kubelogin's ``env``) hold a
+    literal credential (:func:`gpucluster.values.credential_paths`), the output's folders are
+    written 0700 and its files 0600, and that cluster is never cached.
 
     Args:
         fleet: the cluster file's validated ``fleet:`` section, or None.
@@ -152,7 +153,8 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 
     final = Path(outdir).absolute()
     max_workers = worker_count(workers)
-    secret = {plan.cluster.name for plan in plans if any(credential_paths(node.values) for node in plan.nodes)}
+    secret = {plan.cluster.name for plan in plans  # a literal credential in its values or its platform settings
+              if credential_paths(plan.cluster.settings or {}) or any(credential_paths(node.values) for node in plan.nodes)}
     private = bool(secret)  # VALUES-CREDENTIAL: the output is the owner's only (staged_outdir)
     use_cache = (reuse.cache_enabled() if cache is None else bool(cache)) and reuse.diskcache.cache_dir() is not None
     clusters = [_Cluster(plan, stack_names(plan)) for plan in plans]
