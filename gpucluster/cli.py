@@ -291,6 +291,7 @@ def _command_in(argv: Sequence[str]) -> str | None:
 
 def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes import layering
     from gpucluster.recipes import recipe_result
     from gpucluster.recipes.catalog import load_catalog
     from gpucluster.plugins import platform_for
@@ -308,7 +309,7 @@ def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     )
     catalog = load_catalog()
     recipe = recipe_mod.resolve(criteria, catalog, profile=profile, file="<command line>")
-    components = recipe_mod.effective_components(recipe, catalog)
+    components = layering.effective_components(recipe, catalog)
     out.write(recipe_result.dump_yaml(recipe_result.to_document(recipe, components)))
 
 

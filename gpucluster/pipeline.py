@@ -23,6 +23,7 @@ from gpucluster.recipes import overrides as overrides_mod
 from gpucluster.recipes import policy as policy_mod
 from gpucluster.charts import mirrors as mirrors_mod
 from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import layering
 from gpucluster.recipes import scheduling as scheduling_mod
 from gpucluster.charts import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
@@ -158,7 +159,7 @@ _RESOLVED: dict[tuple, tuple] = {}
 
 
 def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> tuple[Recipe, dict[str, Component]]:
-    """:func:`recipe_for_cluster` and :func:`gpucluster.recipes.recipe.effective_components` of ``cluster``.
+    """:func:`recipe_for_cluster` and :func:`gpucluster.recipes.layering.effective_components` of ``cluster``.
 
     A recipe resolved from criteria is a pure function of (catalog, loaded plugins, criteria,
     profile): it is resolved once per process and every cluster gets its own deep copy (a fleet of
@@ -173,7 +174,7 @@ def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> t
     """
     if cluster.recipe_file:
         recipe = recipe_for_cluster(cluster, catalog)
-        return recipe, recipe_mod.effective_components(recipe, catalog)
+        return recipe, layering.effective_components(recipe, catalog)
     pm = get_plugin_manager()
     key = (id(catalog), id(pm), tuple(sorted(id(p) for p in pm.get_plugins())), cluster.criteria,
            tuple(sorted(cluster.profile.items())))
@@ -181,11 +182,11 @@ def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> t
         hit = _RESOLVED.get(key)
     except TypeError:  # an unhashable criteria or profile value: resolve (and refuse) it as it is
         recipe = recipe_for_cluster(cluster, catalog)
-        return recipe, recipe_mod.effective_components(recipe, catalog)
+        return recipe, layering.effective_components(recipe, catalog)
     if hit is not None and hit[0] is catalog and hit[1] is pm:
         return pickle.loads(hit[2])
     recipe = recipe_for_cluster(cluster, catalog)
-    components = recipe_mod.effective_components(recipe, catalog)
+    components = layering.effective_components(recipe, catalog)
     try:
         snapshot = pickle.dumps((recipe, components), pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):  # e.g. a plugin's value holding a lambda
@@ -222,7 +223,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         recipe = with_findings(recipe, intent.findings)
     components = overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
-    components, conditional = recipe_mod.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
+    components, conditional = layering.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
     recipe = with_findings(recipe, conditional)
     components = scheduling_mod.apply_scheduling(cluster, recipe, components, catalog, resolved=resolved)
     components = adjusted_values(cluster, recipe, components, pm=pm)

@@ -32,6 +32,7 @@ import yaml
 
 from _support import ancestors
 from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import layering
 from gpucluster.recipes import recipe_result
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.inputs.config import load_clusters
@@ -352,7 +353,7 @@ def _components(criteria_intent: str, platform: str = "any") -> dict[str, Compon
 
     catalog = load_catalog()
     r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent=criteria_intent, platform=platform), catalog)
-    return recipe_mod.effective_components(r, catalog)
+    return layering.effective_components(r, catalog)
 
 
 CONDITIONAL_CASES = {
@@ -378,26 +379,26 @@ def test_conditional_value(component, path):
     assert get_path(comps[component].values, path) == cv.value
     assert any(p in comps and p in comps[component].ref.dependency_refs for p in cv.providers)
     before = pickle.dumps(comps)
-    assert recipe_mod.resolve_conditional_values(comps, catalog) == (comps, [])
+    assert layering.resolve_conditional_values(comps, catalog) == (comps, [])
     assert pickle.dumps(comps) == before  # the input is left as it is
     # a provider present but not ordered first: the edge is added
     provider = next(p for p in cv.providers if p in comps)
     lone = copy.deepcopy(comps)
     for c in lone.values():
         c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d not in cv.providers or c.name != component]
-    lone, found = recipe_mod.resolve_conditional_values(lone, catalog, cluster="c")
+    lone, found = layering.resolve_conditional_values(lone, catalog, cluster="c")
     assert [(f.id, f.component) for f in found] == [("ORDER-ADDED", component)]
     assert provider in lone[component].ref.dependency_refs
     # no provider: the chart keeps its bundled one
     gone = {n: c for n, c in copy.deepcopy(comps).items() if n not in cv.providers}
     for c in gone.values():
         c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d in gone]
-    gone, found = recipe_mod.resolve_conditional_values(gone, catalog, cluster="c")
+    gone, found = layering.resolve_conditional_values(gone, catalog, cluster="c")
     assert get_path(gone[component].values, path) == cv.otherwise
     assert ("CONDITIONAL-VALUE", "info", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
     # ... unless a user override set it: kept, with a warning
     kept = {n: c for n, c in copy.deepcopy(comps).items() if n not in cv.providers}
-    kept, found = recipe_mod.resolve_conditional_values(kept, catalog, cluster="c", user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None)
+    kept, found = layering.resolve_conditional_values(kept, catalog, cluster="c", user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None)
     assert get_path(kept[component].values, path) == cv.value
     assert ("CONDITIONAL-VALUE", "warning", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
 

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from gpucluster.recipes import recipe
+from gpucluster.recipes import overlays
 from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
 from gpucluster.plugins import platforms
 from gpucluster_aks.platform import CATALOG_DIR as AKS_DIR
@@ -120,7 +120,7 @@ def test_scheduling_paths_and_policy_keys(catalog):
 
 
 def test_every_overlay_and_mixin_validates(catalog):
-    index = recipe._index(catalog)
+    index = overlays.overlay_index(catalog)
     assert set(index.overlays) == {
         "base", "h100-any", "monitoring-hpa", "aks", "aks-training", "aks-inference", "h100-aks-training",
         "h100-aks-inference", "h100-aks-ubuntu-training", "h100-aks-ubuntu-training-kubeflow",

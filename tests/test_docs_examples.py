@@ -49,6 +49,7 @@ def _recipe_criteria(path: str) -> Criteria:
 
 def _write_referenced_files(data: dict, folder: Path) -> None:
     from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes import layering
     from gpucluster.recipes import recipe_result
     from gpucluster.recipes.catalog import load_catalog
 
@@ -56,7 +57,7 @@ def _write_referenced_files(data: dict, folder: Path) -> None:
         if "recipe" in cluster:
             catalog = load_catalog()
             recipe = recipe_mod.resolve(_recipe_criteria(cluster["recipe"]), catalog, profile={}, file="test")
-            doc = recipe_result.to_document(recipe, recipe_mod.effective_components(recipe, catalog))
+            doc = recipe_result.to_document(recipe, layering.effective_components(recipe, catalog))
             target = folder / cluster["recipe"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(recipe_result.dump_yaml(doc))

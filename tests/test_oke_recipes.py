@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import layering
+from gpucluster.recipes import overlays
 from gpucluster.recipes import recipe_result
 from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
 from gpucluster.errors import GpuclusterError
@@ -117,7 +119,7 @@ def resolve(catalog, leaf: str, profile: str | None = None):
 
 
 def values(catalog, recipe, name):
-    return recipe_mod.component_values(recipe.component(name), recipe, catalog)
+    return layering.component_values(recipe.component(name), recipe, catalog)
 
 
 # --------------------------------------------------------------------------- overlays and components
@@ -271,7 +273,7 @@ def test_inference_and_dynamo_components(catalog):
 
 def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path):
     recipe = resolve(catalog, "gb200-oke-ubuntu-training-kubeflow")
-    components = recipe_mod.effective_components(recipe, catalog)
+    components = layering.effective_components(recipe, catalog)
     doc = recipe_result.to_document(recipe, components)
     assert doc["metadata"]["selectedProfile"]["value"] == "oci-managed"
     assert "devicePlugin.enabled" in doc["metadata"]["selectedProfile"]["ownedPaths"]["gpu-operator"]
@@ -280,14 +282,14 @@ def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path
     again = recipe_result.recipe_from_file(str(path), catalog)
     assert again.advertiser == "external"
     assert [r.name for r in again.component_refs] == [r.name for r in recipe.component_refs]
-    assert recipe_result.to_document(again, recipe_mod.effective_components(again, catalog)) == doc
+    assert recipe_result.to_document(again, layering.effective_components(again, catalog)) == doc
 
 
 # --------------------------------------------------------------------------- catalog integrity
 
 
 def test_every_oke_overlay_validates_and_names_are_the_reference_family(catalog):
-    index = recipe_mod._index(catalog)
+    index = overlays.overlay_index(catalog)
     oke = {n for n, p in catalog.overlay_files.items() if p.parent.parent == OKE_DIR}
     assert oke == {
         "oke-ol", "oke-ol-training", "oke-ol-inference", "gb200-any", "a100-any", "l40s-any",
@@ -365,6 +367,6 @@ def test_the_oke_profile_schema_refuses_an_unknown_advertiser(tmp_path):
     path = copy / "overlays" / "oke-ol.yaml"
     path.write_text(path.read_text().replace("advertiser: external", "advertiser: both"))
     with pytest.raises(GpuclusterError) as exc:
-        recipe_mod._index(load_catalog((CORE_CATALOG_DIR, copy)))
+        overlays.overlay_index(load_catalog((CORE_CATALOG_DIR, copy)))
     assert "spec.profile.values.oci-managed.advertiser" in str(exc.value)
     assert str(path) in str(exc.value)

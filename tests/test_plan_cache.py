@@ -128,11 +128,11 @@ def core_copy(tmp_path, monkeypatch):
 
 
 def _load_and_index(d: Path):
-    from gpucluster.recipes import recipe
+    from gpucluster.recipes import overlays
 
     catalog_mod._load_catalog.cache_clear()
     cat = catalog_mod.load_catalog((d,))
-    recipe._index(cat)
+    overlays.overlay_index(cat)
     return cat
 
 

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from gpucluster.recipes import recipe
+from gpucluster.recipes import layering
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
@@ -209,7 +210,7 @@ def test_enabled_false_override_disables_component(tmp_path):
     cat = make_catalog(tmp_path, [overlay("base", refs=[{"name": "a"}, {"name": "b", "overrides": {"enabled": False, "x": 1}}]), SVC])
     r = recipe.resolve(Criteria(service="aks"), cat)
     assert r.component("b").enabled is False and r.component("b").overrides == {"x": 1}
-    assert list(recipe.effective_components(r, cat)) == ["a"]
+    assert list(layering.effective_components(r, cat)) == ["a"]
 
 
 def test_values_file_layering_with_base_values(tmp_path):
@@ -220,4 +221,4 @@ def test_values_file_layering_with_base_values(tmp_path):
     )
     r = recipe.resolve(Criteria(service="aks"), cat)
     assert r.component("a").values_files == ["components/a/values.yaml", "components/a/values-aks.yaml"]
-    assert recipe.effective_components(r, cat)["a"].values == {"x": 1, "y": 3, "z": {"k": 1, "j": 2}}
+    assert layering.effective_components(r, cat)["a"].values == {"x": 1, "y": 3, "z": {"k": 1, "j": 2}}

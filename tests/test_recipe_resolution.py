@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucluster.recipes import recipe
+from gpucluster.recipes import layering
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
@@ -73,7 +74,7 @@ def test_training_components_in_topological_order(catalog):
 
 def values_of(catalog, criteria, profile=None):
     r = recipe.resolve(criteria, catalog, profile=profile)
-    return r, recipe.effective_components(r, catalog)
+    return r, layering.effective_components(r, catalog)
 
 
 def test_gpu_operator_azure_managed_values(catalog):
@@ -133,7 +134,7 @@ def test_profile_values_layer_over_recipe_overrides(catalog):
     # aks overlay overrides nvidiaDriverRoot "/" ; the operator-managed profile value wins
     r = recipe.resolve(aks("training"), catalog, profile={"gpuStack": "operator-managed"})
     assert r.component("nvidia-dra-driver-gpu").overrides["nvidiaDriverRoot"] == "/"
-    comps = recipe.effective_components(r, catalog)
+    comps = layering.effective_components(r, catalog)
     assert comps["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
 
 
@@ -142,7 +143,7 @@ def test_values_file_of_later_overlay_replaces_earlier(catalog):
     inference = recipe.resolve(aks("inference"), catalog).component("gpu-operator")
     assert training.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
     assert inference.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks.yaml"]
-    comps = recipe.effective_components(recipe.resolve(aks("training"), catalog), catalog)
+    comps = layering.effective_components(recipe.resolve(aks("training"), catalog), catalog)
     assert comps["gpu-operator"].values["cdi"] == {"enabled": True}  # training file (chart v26.7 has no cdi.default)
     assert comps["gpu-operator"].values["driver"]["rdma"]["enabled"] is True  # training file
     assert comps["gpu-operator"].values["nfd"] == {"enabled": False}  # base values.yaml
@@ -259,7 +260,7 @@ def test_uncovered_criteria_combination(catalog):
 def test_malformed_mixin_error_names_its_real_file(tmp_path):
     """A schema error in a mixin names the file it was read from (not a made-up relative path)."""
     from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
-    from gpucluster.recipes.recipe import _index
+    from gpucluster.recipes.overlays import overlay_index
 
     extra = tmp_path / "catalog"
     (extra / "mixins").mkdir(parents=True)
@@ -267,5 +268,5 @@ def test_malformed_mixin_error_names_its_real_file(tmp_path):
     bad.write_text("kind: RecipeMixin\napiVersion: x/v1\nmetadata: {name: broken}\nspec: {componentRefs: 7}\n")
     cat = load_catalog(dirs=(CORE_CATALOG_DIR, extra))
     with pytest.raises(GpuclusterError) as exc:
-        _index(cat)
+        overlay_index(cat)
     assert f"file={bad}" in exc.value.render()

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from gpucluster.recipes import recipe, recipe_result
+from gpucluster.recipes import layering
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ClusterSpec, Criteria
@@ -33,7 +34,7 @@ def aks(intent, platform="any"):
 
 def test_document_fields(catalog):
     r = recipe.resolve(aks("training"), catalog)
-    comps = recipe.effective_components(r, catalog)
+    comps = layering.effective_components(r, catalog)
     doc = recipe_result.to_document(r, comps)
     assert list(doc) == ["kind", "apiVersion", "metadata", "criteria", "constraints", "componentRefs", "deploymentOrder"]
     assert doc["kind"] == "RecipeResult" and doc["apiVersion"] == "aicr.run/v1beta2"
@@ -60,19 +61,19 @@ def test_yaml_is_deterministic(catalog):
     texts = set()
     for _ in range(2):
         r = recipe.resolve(aks("inference", "dynamo"), catalog)
-        texts.add(recipe_result.dump_yaml(recipe_result.to_document(r, recipe.effective_components(r, catalog))))
+        texts.add(recipe_result.dump_yaml(recipe_result.to_document(r, layering.effective_components(r, catalog))))
     assert len(texts) == 1
 
 
 @pytest.mark.parametrize("intent, platform, profile", [("training", "any", "azure-managed"), ("training", "kubeflow", "operator-managed"), ("inference", "dynamo", "operator-managed")])
 def test_round_trip(tmp_path, catalog, intent, platform, profile):
     r = recipe.resolve(aks(intent, platform), catalog, profile={"gpuStack": profile})
-    comps = recipe.effective_components(r, catalog)
+    comps = layering.effective_components(r, catalog)
     text = recipe_result.dump_yaml(recipe_result.to_document(r, comps))
     path = tmp_path / "recipe.yaml"
     path.write_text(text)
     r2 = recipe_result.recipe_from_file(str(path), catalog)
-    comps2 = recipe.effective_components(r2, catalog)
+    comps2 = layering.effective_components(r2, catalog)
     assert list(comps2) == list(comps)
     assert {n: c.values for n, c in comps2.items()} == {n: c.values for n, c in comps.items()}
     assert r2.profile == r.profile and r2.profile_owned == r.profile_owned
@@ -82,14 +83,14 @@ def test_round_trip(tmp_path, catalog, intent, platform, profile):
 
 def test_edited_values_are_taken_as_complete_values(tmp_path, catalog):
     r = recipe.resolve(aks("training"), catalog)
-    doc = recipe_result.to_document(r, recipe.effective_components(r, catalog))
+    doc = recipe_result.to_document(r, layering.effective_components(r, catalog))
     cert = next(c for c in doc["componentRefs"] if c["name"] == "cert-manager")
     cert["values"] = {"crds": {"enabled": True}, "replicaCount": 2}
     path = tmp_path / "r.yaml"
     path.write_text(recipe_result.dump_yaml(doc))
     r2 = recipe_result.recipe_from_file(str(path), catalog)
     assert r2.component("cert-manager").values_files == []
-    assert recipe.effective_components(r2, catalog)["cert-manager"].values == {"crds": {"enabled": True}, "replicaCount": 2}
+    assert layering.effective_components(r2, catalog)["cert-manager"].values == {"crds": {"enabled": True}, "replicaCount": 2}
 
 
 def test_aicr_written_recipe_maps_onto_catalog(catalog):
@@ -101,8 +102,8 @@ def test_aicr_written_recipe_maps_onto_catalog(catalog):
     assert nwc.manifest_files == ["components/nodewright-customizations/manifests/tuning.yaml.j2"]
     assert r.component("network-operator").manifest_files[1] == "components/network-operator/manifests/nic-cluster-policy-aks.yaml.j2"
     assert r.component("gpu-operator").values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
-    comps = recipe.effective_components(r, catalog)
-    ours_comps = recipe.effective_components(ours, catalog)
+    comps = layering.effective_components(r, catalog)
+    ours_comps = layering.effective_components(ours, catalog)
     # AICR's file still passes storageSpec.emptyDir: null, which gpucluster's catalog dropped: it renders as
     # null into the Prometheus CR, which its CRD does not allow (gpucluster lint, docs/catalog-sources.md).
     storage = comps["kube-prometheus-stack"].values["prometheus"]["prometheusSpec"]["storageSpec"]
@@ -120,7 +121,7 @@ def test_legacy_api_version_with_pin_prefix_and_overrides(tmp_path, catalog):
     assert (gpu.chart, gpu.version, gpu.namespace) == ("gpu-operator", "v25.10.1", "gpu-operator")  # prefix dropped, pin kept
     dra = r.component("nvidia-dra-driver-gpu")
     assert (dra.source, dra.chart, dra.version) == ("https://helm.ngc.nvidia.com/nvidia", "nvidia-dra-driver-gpu", "25.12.0")
-    comps = recipe.effective_components(r, catalog)
+    comps = layering.effective_components(r, catalog)
     assert comps["gpu-operator"].values["gdrcopy"] == {"enabled": True}  # the file's overrides
     assert comps["gpu-operator"].values["driver"]["enabled"] is False  # default profile (azure-managed) applied
     assert comps["nvidia-dra-driver-gpu"].values["controller"]["affinity"] == {"nodeAffinity": None}
@@ -196,7 +197,7 @@ def test_cluster_profile_applies_when_file_has_none(tmp_path, catalog):
     cluster = ClusterSpec(name="c", criteria=aks("training"), profile={"gpuStack": "operator-managed"}, source="g.yaml")
     r = recipe_result.recipe_from_file(str(AICR_LEGACY), catalog, cluster=cluster)
     assert r.profile == ("gpuStack", "operator-managed")
-    comps = recipe.effective_components(r, catalog)
+    comps = layering.effective_components(r, catalog)
     assert comps["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert comps["gpu-operator"].values["driver"]["enabled"] is True
 def write(tmp_path, text):

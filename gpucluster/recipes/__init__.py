@@ -1,8 +1,9 @@
 """The recipes: which components a cluster gets and with which values.
 
 Owns: the catalog (registry, overlays, mixins and values files, :mod:`gpucluster.recipes.catalog`;
-the data folder itself is ``gpucluster/catalog/``), recipe resolution and values layering
-(:mod:`gpucluster.recipes.recipe`), reading and writing an AICR RecipeResult
+the data folder itself is ``gpucluster/catalog/``), the overlay index
+(:mod:`gpucluster.recipes.overlays`), recipe resolution (:mod:`gpucluster.recipes.recipe`), values
+layering (:mod:`gpucluster.recipes.layering`), reading and writing an AICR RecipeResult
 (:mod:`gpucluster.recipes.recipe_result`), the user's overrides and scheduling
 (:mod:`gpucluster.recipes.overrides`, :mod:`gpucluster.recipes.scheduling`), the fail-closed core
 policy checks (:mod:`gpucluster.recipes.policy`), the per-chart-version values

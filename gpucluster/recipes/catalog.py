@@ -147,7 +147,7 @@ class ConditionalValue:
     ``conditionalValues``): e.g. gpu-operator ``nfd.enabled: false`` because the ``nfd`` release
     runs Node Feature Discovery.
 
-    Resolution (:func:`gpucluster.recipes.recipe.effective_components`), for every recipe -- catalog
+    Resolution (:func:`gpucluster.recipes.layering.effective_components`), for every recipe -- catalog
     recipes and RecipeResult files alike: when the component's recipe-level value at ``path``
     equals ``value`` and none of ``providers`` is an enabled component of the recipe, the value
     becomes ``otherwise`` (the chart default that keeps the bundled subchart/CRDs) with an info
@@ -270,7 +270,7 @@ class Catalog:
     Attributes:
         dirs: catalog directories, core first.
         components: registry entries by canonical name.
-        overlays / mixins: raw documents by name (validated by :mod:`gpucluster.recipes.recipe`).
+        overlays / mixins: raw documents by name (validated by :mod:`gpucluster.recipes.overlays`).
     """
 
     dirs: list[Path]
@@ -721,14 +721,14 @@ def shipped_catalog_dirs() -> frozenset[Path]:
     return frozenset(dirs)
 
 
-SCHEMA_SOURCES = ("recipes/catalog.py", "recipes/recipe.py", "schemas.py", "model.py")
+SCHEMA_SOURCES = ("recipes/catalog.py", "recipes/overlays.py", "schemas.py", "model.py")
 """The gpucluster modules that define the catalog's JSON Schemas (:data:`REGISTRY_SCHEMA`,
-``gpucluster.recipes.recipe.OVERLAY_SCHEMA`` and ``MIXIN_SCHEMA``, the constants they use) and apply them."""
+``gpucluster.recipes.overlays.OVERLAY_SCHEMA`` and ``MIXIN_SCHEMA``, the constants they use) and apply them."""
 
 
 def _schema_identity() -> list[str | bytes] | None:
     """What a schema check's outcome depends on besides the files: the source bytes of
-    :data:`SCHEMA_SOURCES` (read, not imported: recipe imports this module), the gpucluster and
+    :data:`SCHEMA_SOURCES` (read, not imported: overlays imports this module), the gpucluster and
     Python versions and which jsonschema is installed, with the two libraries its checks rely on
     (``referencing``, ``jsonschema_specifications``; :func:`gpucluster.diskcache.module_identity`).
     None when a source cannot be read (an install without sources): then nothing is vouched for."""

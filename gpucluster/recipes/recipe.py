@@ -21,7 +21,7 @@ metadata.go, criteria.go, profile.go); see docs/recipes.md for the full descript
    applied after all chains; a mixin constraint whose name is already present is an error.
 6. **Profile**: at most one declaration among the merged overlays (AKS: ``gpuStack``);
    the chosen value (``cluster.profile`` or the declared default) adds its constraints and
-   its component values, which layer last (see :func:`effective_components`), and may declare
+   its component values, which layer last (see :func:`gpucluster.recipes.layering.layer_values`), and may declare
    ``advertiser: external`` (``Recipe.advertiser``: a platform add-on advertises the GPUs).
 7. **Coverage**: every criteria field the query states (not ``any``) must be honoured by at
    least one merged overlay, else no recipe exists for it (AICR coverage post-condition).
@@ -34,153 +34,24 @@ The domain core never imports cdktf.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import heapq
-import re
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from gpucluster import schemas
 from gpucluster.recipes.catalog import Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
     ANY,
     CRITERIA_FIELDS,
     ClusterSpec,
-    Component,
     ComponentRef,
     Constraint,
     Criteria,
-    Finding,
     Recipe,
 )
+from gpucluster.recipes.overlays import BASE_OVERLAY, COMPONENT_TYPES, Overlay, OverlayIndex, overlay_index
 from gpucluster.values import deep_merge
-
-if TYPE_CHECKING:
-    import jsonschema
-
-BASE_OVERLAY = "base"
-CATALOG_API_VERSION = "gpucluster/v1alpha1"
-COMPONENT_TYPES = ("Helm", "Manifest")
-ADVERTISERS = ("external",)
-"""Values of a profile value's ``advertiser`` (AICR): ``external`` = a platform add-on outside the
-recipe advertises whole GPUs (``Recipe.advertiser``; see :func:`gpucluster.recipes.policy.check_advertiser`)."""
-_IDENT = re.compile(r"^[A-Za-z0-9._-]+\Z")
-
-# --------------------------------------------------------------------------- catalog document schemas
-
-_CONSTRAINT = {
-    "type": "object",
-    "required": ["name", "value"],
-    "additionalProperties": False,
-    "properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string", "minLength": 1}},
-}
-_STR_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
-_COMPONENT_REF = {
-    "type": "object",
-    "required": ["name"],
-    "additionalProperties": False,
-    "properties": {
-        "name": {"type": "string", "minLength": 1},
-        "type": {"enum": list(COMPONENT_TYPES)},
-        "source": {"type": "string"},
-        "chart": {"type": "string"},
-        "version": {"type": "string"},
-        "namespace": {"type": "string"},
-        "valuesFile": {"type": "string"},
-        "overrides": {"type": "object"},
-        "manifestFiles": _STR_LIST,
-        "preManifestFiles": _STR_LIST,
-        "dependencyRefs": _STR_LIST,
-        "chartVersions": {"type": "string", "minLength": 1},
-    },
-}
-_CRITERIA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {f: {"type": "string", "minLength": 1} for f in CRITERIA_FIELDS},
-}
-_PROFILE = {
-    "type": "object",
-    "required": ["name", "default", "values"],
-    "additionalProperties": False,
-    "properties": {
-        "name": {"type": "string", "pattern": _IDENT.pattern},
-        "description": {"type": "string"},
-        "default": {"type": "string", "pattern": _IDENT.pattern},
-        "values": {
-            "type": "object",
-            "minProperties": 1,
-            "propertyNames": {"pattern": _IDENT.pattern},
-            "additionalProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "constraints": {"type": "array", "items": _CONSTRAINT},
-                    "advertiser": {"enum": list(ADVERTISERS)},
-                    "componentRefs": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "overrides"],
-                            "additionalProperties": False,
-                            "properties": {"name": {"type": "string"}, "overrides": {"type": "object", "minProperties": 1}},
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
-OVERLAY_SCHEMA = {
-    "type": "object",
-    "required": ["kind", "apiVersion", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "kind": {"const": "RecipeOverlay"},
-        "apiVersion": {"const": CATALOG_API_VERSION},
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "additionalProperties": False,
-            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"}},
-        },
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "base": {"type": "string", "minLength": 1},
-                "criteria": _CRITERIA,
-                "mixins": _STR_LIST,
-                "constraints": {"type": "array", "items": _CONSTRAINT},
-                "profile": _PROFILE,
-                "componentRefs": {"type": "array", "items": _COMPONENT_REF},
-            },
-        },
-    },
-}
-"""JSON Schema of an overlay document (``overlays/<name>.yaml``)."""
-
-MIXIN_SCHEMA = {
-    "type": "object",
-    "required": ["kind", "apiVersion", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "kind": {"const": "RecipeMixin"},
-        "apiVersion": {"const": CATALOG_API_VERSION},
-        "metadata": OVERLAY_SCHEMA["properties"]["metadata"],
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "constraints": {"type": "array", "items": _CONSTRAINT},
-                "componentRefs": {"type": "array", "items": _COMPONENT_REF},
-            },
-        },
-    },
-}
-"""JSON Schema of a mixin document (``mixins/<name>.yaml``)."""
 
 
 # --------------------------------------------------------------------------- internal data
@@ -237,165 +108,12 @@ class _Ref:
             self.chart_versions = " ".join(c for c in (self.chart_versions, other.chart_versions) if c)
 
 
-@dataclass
-class _Overlay:
-    name: str
-    file: str
-    base: str | None
-    criteria: dict[str, str] | None
-    mixins: list[str]
-    constraints: list[Constraint]
-    profile: dict[str, Any] | None
-    refs: list[dict[str, Any]]
-
-
-@dataclass
-class _Mixin:
-    name: str
-    file: str
-    constraints: list[Constraint]
-    refs: list[dict[str, Any]]
-
-
-@dataclass
-class _Index:
-    overlays: dict[str, _Overlay]
-    mixins: dict[str, _Mixin]
-
-
 def _union(a: Iterable[str], b: Iterable[str]) -> list[str]:
     out = list(a)
     for item in b:
         if item not in out:
             out.append(item)
     return out
-
-
-def _schema_error(exc: jsonschema.ValidationError, file: str, what: str) -> GpuclusterError:
-    key = ".".join(str(p) for p in exc.absolute_path) or None
-    return GpuclusterError(
-        f"invalid {what}: {exc.message}",
-        file=file,
-        key=key,
-        fix=f"make the {what} match the catalog format described in docs/recipes.md",
-    )
-
-
-def _check_schema(doc: Any, schema: dict[str, Any], file: str, what: str) -> None:
-    """Validate one catalog document (jsonschema is imported only here, when a check runs).
-
-    Raises:
-        GpuclusterError: see :func:`_schema_error`.
-    """
-    import jsonschema
-
-    try:
-        schemas.validate(doc, schema)
-    except jsonschema.ValidationError as exc:
-        raise _schema_error(exc, file, what) from None
-
-
-def _index(catalog: Catalog) -> _Index:
-    """Validate and index the catalog's overlays and mixins (cached on the catalog object)."""
-    cached = getattr(catalog, "_gpucluster_recipe_index", None)
-    if cached is not None:
-        return cached
-    overlays: dict[str, _Overlay] = {}
-    for name, doc in sorted(catalog.overlays.items()):
-        file = str(catalog.overlay_files.get(name, f"overlays/{name}.yaml"))
-        if not catalog.schema_checked_already(catalog.overlay_files.get(name)):
-            _check_schema(doc, OVERLAY_SCHEMA, file, "overlay")
-        spec = doc.get("spec") or {}
-        overlays[name] = _Overlay(
-            name=name,
-            file=file,
-            base=spec.get("base"),
-            criteria=dict(spec["criteria"]) if "criteria" in spec else None,
-            mixins=list(spec.get("mixins") or []),
-            constraints=[Constraint(c["name"], c["value"]) for c in spec.get("constraints") or []],
-            profile=copy.deepcopy(spec.get("profile")),
-            refs=list(spec.get("componentRefs") or []),
-        )
-    mixins: dict[str, _Mixin] = {}
-    for name, doc in sorted(catalog.mixins.items()):
-        file = str(catalog.mixin_files.get(name, f"mixins/{name}.yaml"))
-        if not catalog.schema_checked_already(catalog.mixin_files.get(name)):
-            _check_schema(doc, MIXIN_SCHEMA, file, "mixin")
-        spec = doc.get("spec") or {}
-        mixins[name] = _Mixin(
-            name=name,
-            file=file,
-            constraints=[Constraint(c["name"], c["value"]) for c in spec.get("constraints") or []],
-            refs=list(spec.get("componentRefs") or []),
-        )
-    catalog.record_schema_checked()  # every shipped file passed: markers for the next process
-    if BASE_OVERLAY not in overlays:
-        raise GpuclusterError(
-            "the catalog has no 'base' overlay",
-            allowed=", ".join(str(d) for d in catalog.dirs),
-            fix="add overlays/base.yaml to the core catalog",
-        )
-    if overlays[BASE_OVERLAY].criteria is not None or overlays[BASE_OVERLAY].base:
-        raise GpuclusterError(
-            "the 'base' overlay must have neither criteria nor a base",
-            file=overlays[BASE_OVERLAY].file,
-            key="spec",
-        )
-    for ov in overlays.values():
-        if ov.base and ov.base not in overlays:
-            raise GpuclusterError(
-                f"overlay '{ov.name}' has base '{ov.base}', which is not an overlay",
-                file=ov.file,
-                key="spec.base",
-                allowed=allowed_list(overlays),
-            )
-        for m in ov.mixins:
-            if m not in mixins:
-                raise GpuclusterError(
-                    f"overlay '{ov.name}' names mixin '{m}', which does not exist",
-                    file=ov.file,
-                    key="spec.mixins",
-                    allowed=allowed_list(mixins),
-                )
-        if ov.profile is not None:
-            _check_profile(ov)
-    for ov in overlays.values():
-        path = [ov.name]
-        current = ov.base
-        while current and current != BASE_OVERLAY:
-            if current in path:
-                raise GpuclusterError(
-                    f"overlay inheritance cycle: {' -> '.join(path[path.index(current):] + [current])}",
-                    file=overlays[current].file,
-                    key="spec.base",
-                    fix="remove one spec.base in the cycle",
-                )
-            path.append(current)
-            current = overlays[current].base
-    index = _Index(overlays=overlays, mixins=mixins)
-    setattr(catalog, "_gpucluster_recipe_index", index)
-    return index
-
-
-def _check_profile(ov: _Overlay) -> None:
-    profile = ov.profile or {}
-    values = profile["values"]
-    if profile["default"] not in values:
-        raise GpuclusterError(
-            f"profile '{profile['name']}' default '{profile['default']}' is not one of its values",
-            file=ov.file,
-            key="spec.profile.default",
-            allowed=allowed_list(values),
-        )
-    lowered: dict[str, str] = {}
-    for vname in values:
-        if vname.lower() in lowered:
-            raise GpuclusterError(
-                f"profile '{profile['name']}' values '{lowered[vname.lower()]}' and '{vname}' differ only by case",
-                file=ov.file,
-                key="spec.profile.values",
-            )
-        lowered[vname.lower()] = vname
 
 
 # --------------------------------------------------------------------------- criteria
@@ -438,7 +156,7 @@ def allowed_criteria(catalog: Catalog) -> dict[str, list[str]]:
         allowed["os"].update(plat.oses)
         allowed["intent"].update(plat.intents)
         allowed["platform"].update(plat.platforms)
-    for ov in _index(catalog).overlays.values():
+    for ov in overlay_index(catalog).overlays.values():
         for f, v in (ov.criteria or {}).items():
             allowed[f].add(v)
     return {f: sorted(v) for f, v in allowed.items()}
@@ -504,9 +222,9 @@ class _Where:
     cluster: str | None
 
 
-def _chain(index: _Index, name: str) -> list[_Overlay]:
-    """Overlays from the root (excluding base) down to ``name`` (cycles are rejected by _index)."""
-    chain: list[_Overlay] = []
+def _chain(index: OverlayIndex, name: str) -> list[Overlay]:
+    """Overlays from the root (excluding base) down to ``name`` (cycles are rejected by overlay_index)."""
+    chain: list[Overlay] = []
     current: str | None = name
     while current and current != BASE_OVERLAY:
         ov = index.overlays[current]
@@ -515,9 +233,9 @@ def _chain(index: _Index, name: str) -> list[_Overlay]:
     return list(reversed(chain))
 
 
-def select_overlays(index_or_catalog: Catalog | _Index, criteria: Criteria) -> list[str]:
+def select_overlays(index_or_catalog: Catalog | OverlayIndex, criteria: Criteria) -> list[str]:
     """Leaf overlays a query selects, least specific first (before chain expansion)."""
-    index = index_or_catalog if isinstance(index_or_catalog, _Index) else _index(index_or_catalog)
+    index = index_or_catalog if isinstance(index_or_catalog, OverlayIndex) else overlay_index(index_or_catalog)
     matches = [
         ov
         for ov in index.overlays.values()
@@ -558,7 +276,7 @@ def resolve(
             dependency cycle (names the component and ``dependencyRefs``).
     """
     where = _Where(file, cluster)
-    index = _index(catalog)
+    index = overlay_index(catalog)
     validate_criteria(criteria, catalog, file=file, cluster=cluster)
 
     merged: dict[str, _Ref] = {}
@@ -566,7 +284,7 @@ def resolve(
     applied: list[str] = []
     mixin_names: list[str] = []
 
-    def merge_overlay(ov: _Overlay) -> None:
+    def merge_overlay(ov: Overlay) -> None:
         applied.append(ov.name)
         for c in ov.constraints:
             _put_constraint(constraints, c)
@@ -619,7 +337,7 @@ def resolve(
     )
 
 
-def _profile_advertiser(index: _Index, applied: list[str], chosen: tuple[str, str] | None) -> str | None:
+def _profile_advertiser(index: OverlayIndex, applied: list[str], chosen: tuple[str, str] | None) -> str | None:
     """The chosen profile value's ``advertiser`` (``external``), or None."""
     if chosen is None:
         return None
@@ -641,7 +359,7 @@ def profile_values_owned(recipe: Recipe, catalog: Catalog) -> dict[str, dict[str
     if recipe.profile is None:
         return {}
     try:
-        index = _index(catalog)
+        index = overlay_index(catalog)
     except GpuclusterError:
         return {}
     decls = [
@@ -668,7 +386,7 @@ def _put_constraint(constraints: list[Constraint], c: Constraint) -> None:
     constraints.append(Constraint(c.name, c.value))
 
 
-def _check_coverage(index: _Index, criteria: Criteria, applied: list[str], where: _Where) -> None:
+def _check_coverage(index: OverlayIndex, criteria: Criteria, applied: list[str], where: _Where) -> None:
     problems = []
     for f in CRITERIA_FIELDS:
         want = getattr(criteria, f)
@@ -701,7 +419,7 @@ def _check_coverage(index: _Index, criteria: Criteria, applied: list[str], where
 
 
 def _apply_profile(
-    index: _Index,
+    index: OverlayIndex,
     applied: list[str],
     selection: Mapping[str, str],
     merged: dict[str, _Ref],
@@ -917,166 +635,3 @@ def recipe_display(cluster: ClusterSpec) -> str:
     except (ValueError, OSError):
         return str(recipe)
 
-
-def component_values(ref: ComponentRef, recipe: Recipe, catalog: Catalog) -> dict[str, Any]:
-    """Recipe-level values of one component.
-
-    Layering (later wins; objects merge, lists and scalars replace, explicit nulls kept so
-    Helm drops chart defaults): ``values_files`` in order (component base ``values.yaml``,
-    then the recipe's values file) <- ``overrides`` (overlays and mixins) <- the chosen
-    profile's values for the component.
-    """
-    values: dict[str, Any] = {}
-    for rel in ref.values_files:
-        values = deep_merge(values, catalog.load_values(rel), keep_nulls=True)
-    values = deep_merge(values, ref.overrides, keep_nulls=True)
-    return deep_merge(values, recipe.profile_owned.get(ref.name), keep_nulls=True)
-
-
-def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Component]:
-    """Layer values of every enabled component (see :func:`component_values`).
-
-    Returns:
-        ``{name: Component}`` in recipe order; components whose recipe overrides set
-        ``enabled: false`` are left out. Each Component holds a copy of its ComponentRef, whose
-        ``dependency_refs`` no longer name components the recipe disables (AICR's bundler prunes
-        those edges; policy reports them as ``DEPENDENCY-PRUNED``) -- except for manifest-only
-        components, whose custom resources need the operator they depend on (the graph refuses
-        those edges, naming both).
-    """
-    disabled = {ref.name for ref in recipe.component_refs if not ref.enabled}
-    out: dict[str, Component] = {}
-    for ref in recipe.component_refs:
-        if not ref.enabled:
-            continue
-        own = copy.deepcopy(ref)
-        if ref.type != "Manifest":
-            own.dependency_refs = [d for d in ref.dependency_refs if d not in disabled]
-        out[ref.name] = Component(ref=own, values=component_values(ref, recipe, catalog))
-    out, found = resolve_conditional_values(out, catalog)
-    _add_findings(recipe, found)
-    return out
-
-
-def _add_findings(recipe: Recipe, findings: Iterable[Finding]) -> None:
-    for f in findings:
-        if f not in recipe.findings:
-            recipe.findings.append(f)
-
-
-def _depends_on(components: Mapping[str, Component], start: str, target: str) -> bool:
-    """Whether ``start`` reaches ``target`` through dependencyRefs (transitively)."""
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        node = stack.pop()
-        if node == target:
-            return True
-        if node in seen or node not in components:
-            continue
-        seen.add(node)
-        stack.extend(components[node].ref.dependency_refs)
-    return False
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def resolve_conditional_values(
-    components: Mapping[str, Component],
-    catalog: Catalog,
-    *,
-    cluster: str = "",
-    user_set: Callable[[str, str], str | None] | None = None,
-) -> tuple[dict[str, Component], list[Finding]]:
-    """The components with the registry's ``conditionalValues`` applied (see
-    :class:`gpucluster.recipes.catalog.ConditionalValue`): the enabled component set is the truth.
-    ``components`` is left as it is.
-
-    For each conditional value whose current value at ``path`` is the one that assumes a
-    provider:
-
-    * no provider among ``components``: the value becomes ``otherwise`` (the chart keeps its
-      bundled subchart/CRDs; info ``CONDITIONAL-VALUE``) -- unless ``user_set(component, path)``
-      names a user override that set it, which is kept and reported as a warning;
-    * a provider present but the component not ordered after any present provider: a
-      dependencyRef on the first present provider is added (info ``ORDER-ADDED``); if that
-      provider itself depends on the component, error ``CONDITIONAL-VALUE``.
-
-    Idempotent (a resolved value no longer matches). Runs in :func:`effective_components`
-    (recipe-level component set) and again in the pipeline after user overrides (final set).
-
-    Args:
-        components: enabled components by name.
-        catalog: registry with the conditional values.
-        cluster: cluster name for the findings.
-        user_set: ``(component, path) -> source`` of a user override that set the path, or None.
-
-    Returns:
-        ``(components, findings)``: a new ``{name: Component}`` in the order of ``components``
-        (a component given a new value or ``dependencyRef`` is a new Component, the others the
-        input's objects), and the findings, in component then path order.
-    """
-    from gpucluster.values import deep_copy, get_path, set_path
-
-    findings: list[Finding] = []
-    components = dict(components)
-    for name in sorted(components):
-        comp = components[name]
-        entry = catalog.components.get(name)
-        for cv in entry.conditional_values if entry is not None else ():
-            if not _same(get_path(comp.values, cv.path, _NOT_SET), cv.value):
-                continue
-            present = [p for p in cv.providers if p in components and p != name]
-            shown = f"{cv.path}: {_scalar(cv.value)}"
-            if not present:
-                source = user_set(name, cv.path) if user_set is not None else None
-                if source:
-                    findings.append(Finding(
-                        "CONDITIONAL-VALUE", "warning", cluster, name, cv.path,
-                        f"{source} sets {shown}, which assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}; "
-                        "none of them is installed by this cluster's recipe",
-                        f"add {cv.providers[0]} to the recipe, or remove the override so the chart keeps its bundled "
-                        f"one ({cv.path}: {_scalar(cv.otherwise)})",
-                    ))
-                    continue
-                values = deep_copy(comp.values)
-                set_path(values, cv.path, cv.otherwise)
-                comp = components[name] = dataclasses.replace(comp, values=values)
-                findings.append(Finding(
-                    "CONDITIONAL-VALUE", "info", cluster, name, cv.path,
-                    f"{shown} assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}, and the recipe installs "
-                    f"none of them, so '{name}' keeps the chart's own ({cv.path}: {_scalar(cv.otherwise)})",
-                    f"none needed; add {cv.providers[0]} to the recipe to use a separate release instead",
-                ))
-                continue
-            if any(_depends_on(components, name, p) for p in present):
-                continue
-            provider = present[0]
-            if _depends_on(components, provider, name):
-                findings.append(Finding(
-                    "CONDITIONAL-VALUE", "error", cluster, name, cv.path,
-                    f"{shown} needs '{provider}' ({cv.why or 'its provider'}) installed first, but '{provider}' "
-                    f"depends on '{name}'",
-                    f"remove the dependencyRef of '{provider}' on '{name}', or set {cv.path}: {_scalar(cv.otherwise)}",
-                ))
-                continue
-            ref = dataclasses.replace(comp.ref, dependency_refs=sorted(set(comp.ref.dependency_refs) | {provider}))
-            comp = components[name] = dataclasses.replace(comp, ref=ref)
-            findings.append(Finding(
-                "ORDER-ADDED", "info", cluster, name, "dependencyRefs",
-                f"{shown} assumes '{provider}' provides {cv.why or 'it'} at install time; '{name}' now installs "
-                f"after '{provider}' (the recipe had no such edge)",
-                f"none needed; add '{provider}' to the dependencyRefs of '{name}' in the recipe to make it explicit",
-            ))
-    return components, findings
-
-
-_NOT_SET = object()
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -54,7 +54,9 @@ from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.fields import Where
 from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, absolute_key
-from gpucluster.recipes.recipe import COMPONENT_TYPES, order_components, resolve, values_files_for
+from gpucluster.recipes.layering import layer_values
+from gpucluster.recipes.overlays import COMPONENT_TYPES
+from gpucluster.recipes.recipe import order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
 
 _MISSING = object()
@@ -784,11 +786,7 @@ class _FileReader:
         check_profile_owned(overrides, "overrides")
         if "values" in raw and len(rep.problems) == problems_before:  # compared only when the rest of the ref is sound
             if rep.checked(rep.where(comp).fields, raw["values"], f"{key}.values") is not None:
-                layered: dict[str, Any] = {}
-                for rel in values_files:
-                    layered = deep_merge(layered, catalog.load_values(rel), keep_nulls=True)
-                layered = deep_merge(layered, overrides, keep_nulls=True)
-                layered = deep_merge(layered, ours.profile_owned.get(comp), keep_nulls=True)
+                layered = layer_values(values_files, overrides, ours.profile_owned.get(comp), catalog)
                 if layered != raw["values"]:
                     if overrides:
                         # values and overrides disagree: one of them was edited, and which one cannot be told
