@@ -292,7 +292,7 @@ def _command_in(argv: Sequence[str]) -> str | None:
 def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     from gpucluster.recipes import recipe as recipe_mod
     from gpucluster.recipes import layering
-    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes import recipe_result_writer
     from gpucluster.recipes.catalog import load_catalog
     from gpucluster.plugins import platform_for
 
@@ -310,7 +310,7 @@ def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
     catalog = load_catalog()
     recipe = recipe_mod.resolve(criteria, catalog, profile=profile, file="<command line>")
     components = layering.effective_components(recipe, catalog)
-    out.write(recipe_result.dump_yaml(recipe_result.to_document(recipe, components)))
+    out.write(recipe_result_writer.dump_yaml(recipe_result_writer.to_document(recipe, components)))
 
 
 def _plans(config: str | None, sets: Sequence[str] = ()) -> list[RuntimePlan]:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.recipes import recipe, recipe_result
+from gpucluster.recipes import recipe
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes import layering
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.cli import main as cli_main
@@ -34,7 +35,7 @@ def catalog():
 @pytest.fixture(scope="module")
 def aks_recipe_doc(catalog):
     r = recipe.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog)
-    return recipe_result.to_document(r, layering.effective_components(r, catalog))
+    return recipe_result_writer.to_document(r, layering.effective_components(r, catalog))
 
 
 def _ref(doc, name):

@@ -210,13 +210,13 @@ def test_values_file_that_is_a_directory(tmp_path):
 def recipe_doc(tmp_path) -> dict:
     """A RecipeResult written by gpucluster for the default AKS training cluster."""
     from gpucluster.recipes import recipe as recipe_mod
-    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes import recipe_result_writer
     from gpucluster.recipes.catalog import load_catalog
     from gpucluster.pipeline import prepare_cluster, recipe_for_cluster
 
     f = cluster_file(tmp_path, "", name="seed.yaml")
     cluster = prepare_cluster(load_clusters(str(f))[0])
-    return recipe_result.to_document(recipe_for_cluster(cluster, load_catalog()))
+    return recipe_result_writer.to_document(recipe_for_cluster(cluster, load_catalog()))
 
 
 def recipe_cluster(tmp_path, content: bytes | str) -> Path:

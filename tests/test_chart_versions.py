@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.recipes import chart_versions, recipe as recipe_mod, recipe_result
+from gpucluster.recipes import chart_versions, recipe as recipe_mod
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.verify import lint
 from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
 from gpucluster.inputs.config import parse_clusters
@@ -64,11 +65,11 @@ def _aks_recipe_file(tmp_path: Path, pins: dict[str, str], profile: str = "azure
     catalog = load_catalog()
     r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog,
                            profile={"gpuStack": profile})
-    doc = recipe_result.to_document(r)
+    doc = recipe_result_writer.to_document(r)
     for ref in doc["componentRefs"]:
         if ref["name"] in pins:
             ref["version"] = pins[ref["name"]]
-    (tmp_path / "recipe.yaml").write_text(recipe_result.dump_yaml(doc))
+    (tmp_path / "recipe.yaml").write_text(recipe_result_writer.dump_yaml(doc))
     cluster = {"name": "c", "recipe": "recipe.yaml"}
     if skew:
         cluster["versionSkew"] = skew
@@ -189,11 +190,11 @@ def _recipe_case(tmp_path: Path, doc: dict, pins: dict[str, tuple[str, str]]):
     chart and version of each component in ``pins`` replaced."""
     (spec,) = parse_clusters({"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)
     r, _ = pipeline.resolved_components(pipeline.prepare_cluster(spec), load_catalog())
-    rdoc = recipe_result.to_document(r)
+    rdoc = recipe_result_writer.to_document(r)
     for ref in rdoc["componentRefs"]:
         if ref["name"] in pins:
             ref["chart"], ref["version"] = pins[ref["name"]]
-    (tmp_path / "recipe.yaml").write_text(recipe_result.dump_yaml(rdoc))
+    (tmp_path / "recipe.yaml").write_text(recipe_result_writer.dump_yaml(rdoc))
     cluster = {k: v for k, v in doc.items() if k != "criteria"}
     cluster["recipe"] = "recipe.yaml"
     (spec,) = parse_clusters({"clusters": [cluster]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)

@@ -50,17 +50,17 @@ def _recipe_criteria(path: str) -> Criteria:
 def _write_referenced_files(data: dict, folder: Path) -> None:
     from gpucluster.recipes import recipe as recipe_mod
     from gpucluster.recipes import layering
-    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes import recipe_result_writer
     from gpucluster.recipes.catalog import load_catalog
 
     for cluster in data["clusters"]:
         if "recipe" in cluster:
             catalog = load_catalog()
             recipe = recipe_mod.resolve(_recipe_criteria(cluster["recipe"]), catalog, profile={}, file="test")
-            doc = recipe_result.to_document(recipe, layering.effective_components(recipe, catalog))
+            doc = recipe_result_writer.to_document(recipe, layering.effective_components(recipe, catalog))
             target = folder / cluster["recipe"]
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(recipe_result.dump_yaml(doc))
+            target.write_text(recipe_result_writer.dump_yaml(doc))
         for entry in (cluster.get("overrides") or {}).get("values") or []:
             if "file" in entry:
                 target = folder / entry["file"]

@@ -19,7 +19,8 @@ import yaml
 
 from gpucluster import pipeline
 from gpucluster.verify import lint
-from gpucluster.recipes import recipe as recipe_mod, recipe_result
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
@@ -75,12 +76,12 @@ def _written(profile: str, edit=None) -> str:
     catalog = load_catalog()
     r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog,
                            profile={"gpuStack": profile})
-    doc = recipe_result.to_document(r)
+    doc = recipe_result_writer.to_document(r)
     del doc["metadata"]["selectedProfile"]
     for ref in doc["componentRefs"]:
         if edit:
             edit(ref)
-    return recipe_result.dump_yaml(doc)
+    return recipe_result_writer.dump_yaml(doc)
 
 
 def test_overrides_that_say_who_owns_the_driver_select_the_profile(tmp_path):

@@ -18,7 +18,7 @@ import yaml
 from gpucluster.charts import gates as gates_mod
 from gpucluster import pipeline
 from gpucluster.verify import lint
-from gpucluster.recipes import recipe_result
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.inputs.config import load_clusters, parse_clusters
 from gpucluster.errors import GpuclusterError
 from gpucluster.verify.render import ChartSources, Renderer, render_plans
@@ -33,10 +33,10 @@ def _recipe_project(tmp_path: Path, doc: dict, edit) -> Path:
     from gpucluster.recipes.catalog import load_catalog
 
     r, _ = pipeline.resolved_components(pipeline.prepare_cluster(spec), load_catalog())
-    rdoc = recipe_result.to_document(r)
+    rdoc = recipe_result_writer.to_document(r)
     for ref in rdoc["componentRefs"]:
         edit(ref)
-    (tmp_path / "recipe.yaml").write_text(recipe_result.dump_yaml(rdoc))
+    (tmp_path / "recipe.yaml").write_text(recipe_result_writer.dump_yaml(rdoc))
     cluster = {k: v for k, v in doc.items() if k != "criteria"}
     cluster["recipe"] = "recipe.yaml"
     (tmp_path / "gpucluster.yaml").write_text(yaml.safe_dump({"clusters": [cluster]}))

@@ -274,9 +274,9 @@ def test_rdma_modules_disabled_by_setting(tmp_path):
 
 
 def test_rdma_modules_disabled_in_the_recipe_file(tmp_path):
-    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes import recipe_result_writer
 
-    doc = recipe_result.to_document(build(tmp_path).recipe)
+    doc = recipe_result_writer.to_document(build(tmp_path).recipe)
     for ref in doc["componentRefs"]:
         if ref["name"] == "rdma-modules":
             ref.setdefault("overrides", {})["enabled"] = False
@@ -352,9 +352,9 @@ def test_refuses_dra_below_0_5_1_by_image_tag(tmp_path):
 
 
 def test_refuses_dra_below_0_5_1_by_recipe_pin(tmp_path):
-    from gpucluster.recipes import recipe_result
+    from gpucluster.recipes import recipe_result_writer
 
-    doc = recipe_result.to_document(build(tmp_path).recipe)
+    doc = recipe_result_writer.to_document(build(tmp_path).recipe)
     for ref in doc["componentRefs"]:
         if ref["name"] == "nvidia-dra-driver-gpu":
             ref["version"] = "0.5.0"

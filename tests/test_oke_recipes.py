@@ -13,6 +13,7 @@ from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes import layering
 from gpucluster.recipes import overlays
 from gpucluster.recipes import recipe_result
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
@@ -274,7 +275,7 @@ def test_inference_and_dynamo_components(catalog):
 def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path):
     recipe = resolve(catalog, "gb200-oke-ubuntu-training-kubeflow")
     components = layering.effective_components(recipe, catalog)
-    doc = recipe_result.to_document(recipe, components)
+    doc = recipe_result_writer.to_document(recipe, components)
     assert doc["metadata"]["selectedProfile"]["value"] == "oci-managed"
     assert "devicePlugin.enabled" in doc["metadata"]["selectedProfile"]["ownedPaths"]["gpu-operator"]
     path = tmp_path / "oke.yaml"
@@ -282,7 +283,7 @@ def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path
     again = recipe_result.recipe_from_file(str(path), catalog)
     assert again.advertiser == "external"
     assert [r.name for r in again.component_refs] == [r.name for r in recipe.component_refs]
-    assert recipe_result.to_document(again, layering.effective_components(again, catalog)) == doc
+    assert recipe_result_writer.to_document(again, layering.effective_components(again, catalog)) == doc
 
 
 # --------------------------------------------------------------------------- catalog integrity

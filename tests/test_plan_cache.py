@@ -53,7 +53,7 @@ PLAN_AND_MODULES = (
     "print(*sorted(m for m in sys.modules if m.partition('.')[0] in sys.argv[1:])); print(out.getvalue(), end='')"
 )
 NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "gpucluster_cdk", "helm_python",
-                  "kubernetes_validate", "gpucluster.recipes.recipe_result", "gpucluster.verify.render", "gpucluster.verify.lint")
+                  "kubernetes_validate", "gpucluster.recipes.recipe_result", "gpucluster.recipes.recipe_result_writer", "gpucluster.verify.render", "gpucluster.verify.lint")
 """Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
 Helm's engine and the lint and RecipeResult modules are for other commands)."""
 

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from gpucluster.recipes import recipe, recipe_result
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes import layering
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
@@ -35,7 +36,7 @@ def aks(intent, platform="any"):
 def test_document_fields(catalog):
     r = recipe.resolve(aks("training"), catalog)
     comps = layering.effective_components(r, catalog)
-    doc = recipe_result.to_document(r, comps)
+    doc = recipe_result_writer.to_document(r, comps)
     assert list(doc) == ["kind", "apiVersion", "metadata", "criteria", "constraints", "componentRefs", "deploymentOrder"]
     assert doc["kind"] == "RecipeResult" and doc["apiVersion"] == "aicr.run/v1beta2"
     assert doc["metadata"]["appliedOverlays"][-1] == "h100-aks-ubuntu-training"
@@ -61,7 +62,7 @@ def test_yaml_is_deterministic(catalog):
     texts = set()
     for _ in range(2):
         r = recipe.resolve(aks("inference", "dynamo"), catalog)
-        texts.add(recipe_result.dump_yaml(recipe_result.to_document(r, layering.effective_components(r, catalog))))
+        texts.add(recipe_result_writer.dump_yaml(recipe_result_writer.to_document(r, layering.effective_components(r, catalog))))
     assert len(texts) == 1
 
 
@@ -69,7 +70,7 @@ def test_yaml_is_deterministic(catalog):
 def test_round_trip(tmp_path, catalog, intent, platform, profile):
     r = recipe.resolve(aks(intent, platform), catalog, profile={"gpuStack": profile})
     comps = layering.effective_components(r, catalog)
-    text = recipe_result.dump_yaml(recipe_result.to_document(r, comps))
+    text = recipe_result_writer.dump_yaml(recipe_result_writer.to_document(r, comps))
     path = tmp_path / "recipe.yaml"
     path.write_text(text)
     r2 = recipe_result.recipe_from_file(str(path), catalog)
@@ -78,16 +79,16 @@ def test_round_trip(tmp_path, catalog, intent, platform, profile):
     assert {n: c.values for n, c in comps2.items()} == {n: c.values for n, c in comps.items()}
     assert r2.profile == r.profile and r2.profile_owned == r.profile_owned
     assert [vars(c) for c in r2.constraints] == [vars(c) for c in r.constraints]
-    assert recipe_result.dump_yaml(recipe_result.to_document(r2, comps2)) == text
+    assert recipe_result_writer.dump_yaml(recipe_result_writer.to_document(r2, comps2)) == text
 
 
 def test_edited_values_are_taken_as_complete_values(tmp_path, catalog):
     r = recipe.resolve(aks("training"), catalog)
-    doc = recipe_result.to_document(r, layering.effective_components(r, catalog))
+    doc = recipe_result_writer.to_document(r, layering.effective_components(r, catalog))
     cert = next(c for c in doc["componentRefs"] if c["name"] == "cert-manager")
     cert["values"] = {"crds": {"enabled": True}, "replicaCount": 2}
     path = tmp_path / "r.yaml"
-    path.write_text(recipe_result.dump_yaml(doc))
+    path.write_text(recipe_result_writer.dump_yaml(doc))
     r2 = recipe_result.recipe_from_file(str(path), catalog)
     assert r2.component("cert-manager").values_files == []
     assert layering.effective_components(r2, catalog)["cert-manager"].values == {"crds": {"enabled": True}, "replicaCount": 2}

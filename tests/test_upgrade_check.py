@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpucluster import cli
-from gpucluster.recipes import recipe_result
+from gpucluster.recipes import recipe_result_writer
 from gpucluster.verify import upgrade_check
 from gpucluster.errors import GpuclusterError
 
@@ -52,7 +52,7 @@ def rules_of(ch: dict) -> set[str]:
 
 
 def test_dra_050_to_051_on_nvke_is_manual(tmp_path):
-    doc = recipe_result.to_document(_nvke_recipe(tmp_path))
+    doc = recipe_result_writer.to_document(_nvke_recipe(tmp_path))
     new = write(tmp_path / "new.recipe.yaml", doc)
     for ref in doc["componentRefs"]:
         if ref["name"] == "nvidia-dra-driver-gpu":
@@ -140,7 +140,7 @@ def test_an_uncovered_version_bump_is_unknown_and_names_the_crd_step(tmp_path):
     from gpucluster.inputs import config
 
     plan = pipeline.build_plan(config.load_clusters()[0])
-    doc = recipe_result.to_document(plan.recipe)
+    doc = recipe_result_writer.to_document(plan.recipe)
     new = write(tmp_path / "new.yaml", doc)
     for ref in doc["componentRefs"]:
         if ref["name"] == "nfd":
@@ -158,7 +158,7 @@ def test_gpu_operator_patch_with_a_record_is_safe(tmp_path):
     from gpucluster import pipeline
     from gpucluster.inputs import config
 
-    doc = recipe_result.to_document(pipeline.build_plan(config.load_clusters()[0]).recipe)
+    doc = recipe_result_writer.to_document(pipeline.build_plan(config.load_clusters()[0]).recipe)
     new = write(tmp_path / "new.yaml", doc)
     for ref in doc["componentRefs"]:
         if ref["name"] == "gpu-operator":

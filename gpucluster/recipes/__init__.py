@@ -4,7 +4,7 @@ Owns: the catalog (registry, overlays, mixins and values files, :mod:`gpucluster
 the data folder itself is ``gpucluster/catalog/``), the overlay index
 (:mod:`gpucluster.recipes.overlays`), recipe resolution (:mod:`gpucluster.recipes.recipe`), values
 layering (:mod:`gpucluster.recipes.layering`), reading and writing an AICR RecipeResult
-(:mod:`gpucluster.recipes.recipe_result`), the user's overrides and scheduling
+(:mod:`gpucluster.recipes.recipe_result`, :mod:`gpucluster.recipes.recipe_result_writer`), the user's overrides and scheduling
 (:mod:`gpucluster.recipes.overrides`, :mod:`gpucluster.recipes.scheduling`), the fail-closed core
 policy checks (:mod:`gpucluster.recipes.policy`), the per-chart-version values
 (:mod:`gpucluster.recipes.chart_versions`) and the catalog's upgrade rules
