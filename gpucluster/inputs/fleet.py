@@ -324,6 +324,11 @@ def _list(value: Any, *, file: str, key: str, fix: str, allow_empty: bool = Fals
 def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     """Validate the top-level ``fleet:`` mapping (members are added by :func:`parse_member`).
 
+    One reader per section, in this order (the first bad key is the one reported): the fleet's
+    own fields (:func:`_parse_fleet_fields`), ``groups`` (:func:`_parse_groups`), ``hub``
+    (:func:`_parse_hub`), ``updateRuns`` (:func:`_parse_update_runs`), ``autoUpgrade``
+    (:func:`_parse_auto_upgrade`) and ``placements`` (:func:`_parse_placements`).
+
     Raises:
         GpuclusterError: (id ``fleet``) not a mapping, unknown keys, invalid names, no groups,
             duplicate group names, a wait that is not a whole number of seconds, ``approval`` on
@@ -332,6 +337,33 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     """
     data = _mapping(raw, file=file, key="fleet", example="{name: gpu-fleet, groups: [{name: canary}, {name: prod}]}")
     data.check_keys(FLEET_KEYS)
+    fields = _parse_fleet_fields(data, file=file)
+    name, existing_id = fields["name"], fields["existing_id"]
+    groups = _parse_groups(data, file=file)
+    hub = _parse_hub(data["hub"], name=name, existing_id=existing_id, file=file) if data.get("hub") is not None else None
+    runs = _parse_update_runs(data["updateRuns"], file=file) if data.get("updateRuns") is not None else []
+    auto = _parse_auto_upgrade(data["autoUpgrade"], name=name, file=file) if data.get("autoUpgrade") is not None else None
+    placements = (_parse_placements(data["placements"], name=name, hub=hub, file=file)
+                  if data.get("placements") is not None else [])
+    return FleetSpec(
+        name=name,
+        groups=groups,
+        resource_group=fields["resource_group"],
+        location=fields["location"],
+        existing_id=existing_id,
+        hub=hub,
+        group_label=fields["group_label"],
+        update_runs=runs,
+        auto_upgrade=auto,
+        placements=placements,
+        source=file,
+    )
+
+
+def _parse_fleet_fields(data: Fields, *, file: str) -> dict[str, Any]:
+    """``fleet.name``, ``existing``, ``resourceGroup``, ``location`` and ``groupLabel``:
+    ``{"name", "existing_id", "resource_group", "location", "group_label"}`` (defaults: no
+    existing fleet, no resource group, :data:`DEFAULT_LOCATION`, :data:`DEFAULT_GROUP_LABEL`)."""
     if "name" not in data:
         raise _err("missing key 'fleet.name'", file=file, key="fleet.name", fix="name the fleet, e.g. name: gpu-fleet")
     name = _azure_name(data["name"], file=file, key="fleet.name", max_len=FLEET_NAME_MAX, what="fleet name")
@@ -369,7 +401,13 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         if not LABEL_KEY.fullmatch(group_label) or len(group_label) > 253:
             raise _err(f"invalid label key {group_label!r}", file=file, key="fleet.groupLabel",
                        allowed="a Kubernetes label key ([prefix/]name)", fix=f"e.g. groupLabel: {DEFAULT_GROUP_LABEL}")
+    return {"name": name, "existing_id": existing_id, "resource_group": resource_group, "location": location,
+            "group_label": group_label}
 
+
+def _parse_groups(data: Fields, *, file: str) -> list[UpdateGroup]:
+    """``fleet.groups``: the update groups in rollout order (1 to :data:`MAX_GROUPS`, unique names,
+    no ``approval`` on the last one)."""
     if "groups" not in data:
         raise _err("missing key 'fleet.groups'", file=file, key="fleet.groups",
                    fix="list the update groups in rollout order, e.g. groups: [{name: canary}, {name: prod}]")
@@ -407,144 +445,153 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
         raise _err(f"'fleet.groups[{len(groups) - 1}].approval' is set on the last group '{last.name}': no group follows it",
                    file=file, key=f"fleet.groups[{len(groups) - 1}].approval",
                    fix="put approval: true on the group whose rollout must be approved before the next group starts")
+    return groups
 
-    hub = None
-    if data.get("hub") is not None:
-        h = _mapping(data["hub"], file=file, key="fleet.hub", example=f"{{dnsPrefix: {name}-hub}}")
-        h.check_keys(HUB_KEYS)
-        dns_prefix = None
-        if h.get("dnsPrefix") is not None:
-            dns_prefix = _text(h["dnsPrefix"], file=file, key="fleet.hub.dnsPrefix")
-            if not re.fullmatch(r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,52}[a-zA-Z0-9])?$", dns_prefix):
-                raise _err(f"invalid hub dnsPrefix {dns_prefix!r}", file=file, key="fleet.hub.dnsPrefix",
-                           allowed="1-54 letters, digits and '-', starting and ending alphanumeric", fix=f"e.g. dnsPrefix: {name}-hub")
-        if existing_id is None and dns_prefix is None:
-            dns_prefix = f"{name}-hub"
-        if existing_id is not None and dns_prefix is not None:
-            raise _err("'fleet.hub.dnsPrefix' creates a hub with the fleet, but the fleet is existing", file=file,
-                       key="fleet.hub.dnsPrefix", fix="remove dnsPrefix; an existing fleet's hub is reached through fleet.hub.kubeconfig")
-        kubeconfig = _text(h["kubeconfig"], file=file, key="fleet.hub.kubeconfig") if h.get("kubeconfig") is not None else "~/.kube/config"
-        context = _text(h["context"], file=file, key="fleet.hub.context") if h.get("context") is not None else None
-        for k, v in (("kubeconfig", kubeconfig), ("context", context or "")):
-            if "${" in v or "%{" in v:
-                raise _err(f"'fleet.hub.{k}' contains a Terraform template sequence", file=file, key=f"fleet.hub.{k}",
-                           fix="remove '${' / '%{' from the value")
-        hub = HubSpec(dns_prefix=dns_prefix, kubeconfig_path=kubeconfig, context=context)
 
+def _parse_hub(raw: Any, *, name: str, existing_id: str | None, file: str) -> HubSpec:
+    """``fleet.hub``: a hub created with the fleet (``dnsPrefix``, default ``<fleet>-hub``) or an
+    existing fleet's hub reached through ``kubeconfig`` (default ``~/.kube/config``) / ``context``."""
+    h = _mapping(raw, file=file, key="fleet.hub", example=f"{{dnsPrefix: {name}-hub}}")
+    h.check_keys(HUB_KEYS)
+    dns_prefix = None
+    if h.get("dnsPrefix") is not None:
+        dns_prefix = _text(h["dnsPrefix"], file=file, key="fleet.hub.dnsPrefix")
+        if not re.fullmatch(r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,52}[a-zA-Z0-9])?$", dns_prefix):
+            raise _err(f"invalid hub dnsPrefix {dns_prefix!r}", file=file, key="fleet.hub.dnsPrefix",
+                       allowed="1-54 letters, digits and '-', starting and ending alphanumeric", fix=f"e.g. dnsPrefix: {name}-hub")
+    if existing_id is None and dns_prefix is None:
+        dns_prefix = f"{name}-hub"
+    if existing_id is not None and dns_prefix is not None:
+        raise _err("'fleet.hub.dnsPrefix' creates a hub with the fleet, but the fleet is existing", file=file,
+                   key="fleet.hub.dnsPrefix", fix="remove dnsPrefix; an existing fleet's hub is reached through fleet.hub.kubeconfig")
+    kubeconfig = _text(h["kubeconfig"], file=file, key="fleet.hub.kubeconfig") if h.get("kubeconfig") is not None else "~/.kube/config"
+    context = _text(h["context"], file=file, key="fleet.hub.context") if h.get("context") is not None else None
+    for k, v in (("kubeconfig", kubeconfig), ("context", context or "")):
+        if "${" in v or "%{" in v:
+            raise _err(f"'fleet.hub.{k}' contains a Terraform template sequence", file=file, key=f"fleet.hub.{k}",
+                       fix="remove '${' / '%{' from the value")
+    return HubSpec(dns_prefix=dns_prefix, kubeconfig_path=kubeconfig, context=context)
+
+
+def _parse_update_runs(raw: Any, *, file: str) -> list[UpdateRunSpec]:
+    """``fleet.updateRuns``: each run's unique name and upgrade (see :func:`_parse_update_run`)."""
+    raw_runs = _list(raw, file=file, key="fleet.updateRuns", allow_empty=True,
+                     fix="list runs, e.g. updateRuns: [{name: node-images, upgrade: NodeImageOnly}]")
     runs: list[UpdateRunSpec] = []
-    if data.get("updateRuns") is not None:
-        raw_runs = _list(data["updateRuns"], file=file, key="fleet.updateRuns", allow_empty=True,
-                         fix="list runs, e.g. updateRuns: [{name: node-images, upgrade: NodeImageOnly}]")
-        names: dict[str, int] = {}
-        for i, r in enumerate(raw_runs):
-            key = f"fleet.updateRuns[{i}]"
-            r = _mapping(r, file=file, key=key, example="{name: node-images, upgrade: NodeImageOnly}")
-            r.check_keys(RUN_KEYS)
-            for req in ("name", "upgrade"):
-                if req not in r:
-                    raise _err(f"missing key '{key}.{req}'", file=file, key=f"{key}.{req}",
-                               fix="give name and upgrade, e.g. {name: k8s-1-35, upgrade: Full, kubernetesVersion: \"1.35\"}")
-            rname = _azure_name(r["name"], file=file, key=f"{key}.name", max_len=50, what="update run name")
-            if rname in names:
-                raise _err(f"update run '{rname}' is declared twice (fleet.updateRuns[{names[rname]}] and {key})", file=file,
-                           key=f"{key}.name", fix="give every update run a unique name")
-            names[rname] = i
-            upgrade = _choice(r["upgrade"], UPGRADE_TYPES, file=file, key=f"{key}.upgrade", what="upgrade type")
-            version = None
-            if upgrade == "NodeImageOnly":
-                if r.get("kubernetesVersion") is not None:
-                    raise _err("a NodeImageOnly update run takes no kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
-                               fix="remove kubernetesVersion, or use upgrade: Full to upgrade Kubernetes and node images")
-            else:
-                kv = r.get("kubernetesVersion")
-                if kv is None:
-                    raise _err(f"a {upgrade} update run needs kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
-                               fix='add the target, e.g. kubernetesVersion: "1.35"')
-                if isinstance(kv, float):
-                    raise _err(f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3", file=file,
-                               key=f"{key}.kubernetesVersion", fix='quote it: kubernetesVersion: "1.35"')
-                version = _text(kv, file=file, key=f"{key}.kubernetesVersion")
-                if not K8S_VERSION.fullmatch(version):
-                    raise _err(f"kubernetesVersion '{version}' is not 1.MINOR or 1.MINOR.PATCH", file=file,
-                               key=f"{key}.kubernetesVersion", allowed='e.g. "1.35" or "1.35.2"', fix='write e.g. kubernetesVersion: "1.35"')
-            selection = "Latest"
-            if r.get("nodeImageSelection") is not None:
-                selection = _choice(r["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key=f"{key}.nodeImageSelection",
-                                    what="node image selection")
-            runs.append(UpdateRunSpec(name=rname, upgrade=upgrade, kubernetes_version=version, node_image_selection=selection, key=key))
+    names: dict[str, int] = {}
+    for i, r in enumerate(raw_runs):
+        runs.append(_parse_update_run(r, file=file, key=f"fleet.updateRuns[{i}]", index=i, seen=names))
+    return runs
 
-    auto = None
-    if data.get("autoUpgrade") is not None:
-        a = _mapping(data["autoUpgrade"], file=file, key="fleet.autoUpgrade", example="{channel: Stable}")
-        a.check_keys(AUTO_KEYS)
-        if "channel" not in a:
-            raise _err("missing key 'fleet.autoUpgrade.channel'", file=file, key="fleet.autoUpgrade.channel",
-                       allowed=", ".join(AUTO_UPGRADE_CHANNELS), fix="set channel: Stable (Kubernetes + node images) or NodeImage")
-        channel = _choice(a["channel"], AUTO_UPGRADE_CHANNELS, file=file, key="fleet.autoUpgrade.channel", what="auto-upgrade channel")
-        aname = _azure_name(a.get("name", f"{name}-auto"), file=file, key="fleet.autoUpgrade.name", max_len=50,
-                            what="auto-upgrade profile name")
-        sel = None
-        if a.get("nodeImageSelection") is not None:
-            sel = _choice(a["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key="fleet.autoUpgrade.nodeImageSelection",
-                          what="node image selection")
-        disabled = _bool(a["disabled"], file=file, key="fleet.autoUpgrade.disabled") if a.get("disabled") is not None else False
-        auto = AutoUpgradeSpec(name=aname, channel=channel, node_image_selection=sel, disabled=disabled)
 
-    placements: list[PlacementSpec] = []
-    if data.get("placements") is not None:
-        raw_pl = _list(data["placements"], file=file, key="fleet.placements", allow_empty=True,
-                       fix=f"list placements, e.g. placements: [{{component: {KERNEL_BLOCKLIST}}}]")
-        if raw_pl and hub is None:
-            raise _err("placements need a hub cluster (ClusterResourcePlacement lives on the hub)", file=file,
-                       key="fleet.placements", fix=f"add fleet.hub (e.g. hub: {{dnsPrefix: {name}-hub}}), or remove placements")
-        pnames: dict[str, int] = {}
-        for i, p in enumerate(raw_pl):
-            key = f"fleet.placements[{i}]"
-            p = _mapping(p, file=file, key=key, example=f"{{component: {KERNEL_BLOCKLIST}}}")
-            p.check_keys(PLACEMENT_KEYS)
-            if "component" not in p:
-                raise _err(f"missing key '{key}.component'", file=file, key=f"{key}.component",
-                           allowed=", ".join(PLACEMENT_COMPONENTS), fix=f"set component: {KERNEL_BLOCKLIST}")
-            comp = _choice(p["component"], PLACEMENT_COMPONENTS, file=file, key=f"{key}.component", what="placement component")
-            pname = _azure_name(p.get("name", comp), file=file, key=f"{key}.name", max_len=40, what="placement name")
-            if pname in pnames:
-                raise _err(f"placement name '{pname}' is used twice (fleet.placements[{pnames[pname]}] and {key})", file=file,
-                           key=f"{key}.name", fix="give every placement its own name")
-            pnames[pname] = i
-            modules = DEFAULT_BLOCKED_MODULES
-            if p.get("modules") is not None:
-                mods = _list(p["modules"], file=file, key=f"{key}.modules", fix="list module names, e.g. modules: [algif_aead, esp4]")
-                for j, m in enumerate(mods):
-                    if not isinstance(m, str) or not MODULE_NAME.fullmatch(m):
-                        raise _err(f"invalid kernel module name {m!r}", file=file, key=f"{key}.modules[{j}]",
-                                   allowed="1-56 lowercase letters, digits and '_' (the name modprobe and /proc/modules use)",
-                                   fix="write the module name as lsmod shows it, e.g. algif_aead")
-                if len(set(mods)) != len(mods):
-                    dup = next(m for m in mods if mods.count(m) > 1)
-                    raise _err(f"kernel module '{dup}' is listed twice", file=file, key=f"{key}.modules", fix="list each module once")
-                modules = tuple(mods)
-            image = DEFAULT_BLOCKLIST_IMAGE
-            if p.get("image") is not None:
-                image = _text(p["image"], file=file, key=f"{key}.image")
-                if not IMAGE_REF.fullmatch(image):
-                    raise _err(f"image {image!r} is not pinned by digest", file=file, key=f"{key}.image",
-                               allowed="registry/repository[:tag]@sha256:<64 hex> of an image with /bin/sh, grep, chroot and modprobe",
-                               fix=f"pin it, e.g. {DEFAULT_BLOCKLIST_IMAGE}")
-            placements.append(PlacementSpec(component=comp, name=pname, modules=modules, image=image))
+def _parse_update_run(raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]) -> UpdateRunSpec:
+    """One update run (``fleet.updateRuns[index]``): ``name`` (not one of ``seen``, name -> index
+    of the runs before it; this one is added), ``upgrade`` (:data:`UPGRADE_TYPES`),
+    ``kubernetesVersion`` (a quoted ``1.MINOR[.PATCH]``, for every upgrade but ``NodeImageOnly``)
+    and ``nodeImageSelection`` (default ``Latest``)."""
+    r = _mapping(raw, file=file, key=key, example="{name: node-images, upgrade: NodeImageOnly}")
+    r.check_keys(RUN_KEYS)
+    for req in ("name", "upgrade"):
+        if req not in r:
+            raise _err(f"missing key '{key}.{req}'", file=file, key=f"{key}.{req}",
+                       fix="give name and upgrade, e.g. {name: k8s-1-35, upgrade: Full, kubernetesVersion: \"1.35\"}")
+    rname = _azure_name(r["name"], file=file, key=f"{key}.name", max_len=50, what="update run name")
+    if rname in seen:
+        raise _err(f"update run '{rname}' is declared twice (fleet.updateRuns[{seen[rname]}] and {key})", file=file,
+                   key=f"{key}.name", fix="give every update run a unique name")
+    seen[rname] = index
+    upgrade = _choice(r["upgrade"], UPGRADE_TYPES, file=file, key=f"{key}.upgrade", what="upgrade type")
+    version = None
+    if upgrade == "NodeImageOnly":
+        if r.get("kubernetesVersion") is not None:
+            raise _err("a NodeImageOnly update run takes no kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
+                       fix="remove kubernetesVersion, or use upgrade: Full to upgrade Kubernetes and node images")
+    else:
+        kv = r.get("kubernetesVersion")
+        if kv is None:
+            raise _err(f"a {upgrade} update run needs kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
+                       fix='add the target, e.g. kubernetesVersion: "1.35"')
+        if isinstance(kv, float):
+            raise _err(f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3", file=file,
+                       key=f"{key}.kubernetesVersion", fix='quote it: kubernetesVersion: "1.35"')
+        version = _text(kv, file=file, key=f"{key}.kubernetesVersion")
+        if not K8S_VERSION.fullmatch(version):
+            raise _err(f"kubernetesVersion '{version}' is not 1.MINOR or 1.MINOR.PATCH", file=file,
+                       key=f"{key}.kubernetesVersion", allowed='e.g. "1.35" or "1.35.2"', fix='write e.g. kubernetesVersion: "1.35"')
+    selection = "Latest"
+    if r.get("nodeImageSelection") is not None:
+        selection = _choice(r["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key=f"{key}.nodeImageSelection",
+                            what="node image selection")
+    return UpdateRunSpec(name=rname, upgrade=upgrade, kubernetes_version=version, node_image_selection=selection, key=key)
 
-    return FleetSpec(
-        name=name,
-        groups=groups,
-        resource_group=resource_group,
-        location=location,
-        existing_id=existing_id,
-        hub=hub,
-        group_label=group_label,
-        update_runs=runs,
-        auto_upgrade=auto,
-        placements=placements,
-        source=file,
-    )
+
+def _parse_auto_upgrade(raw: Any, *, name: str, file: str) -> AutoUpgradeSpec:
+    """``fleet.autoUpgrade``: ``channel`` (:data:`AUTO_UPGRADE_CHANNELS`, required), ``name``
+    (default ``<fleet>-auto``), ``nodeImageSelection`` and ``disabled`` (default false)."""
+    a = _mapping(raw, file=file, key="fleet.autoUpgrade", example="{channel: Stable}")
+    a.check_keys(AUTO_KEYS)
+    if "channel" not in a:
+        raise _err("missing key 'fleet.autoUpgrade.channel'", file=file, key="fleet.autoUpgrade.channel",
+                   allowed=", ".join(AUTO_UPGRADE_CHANNELS), fix="set channel: Stable (Kubernetes + node images) or NodeImage")
+    channel = _choice(a["channel"], AUTO_UPGRADE_CHANNELS, file=file, key="fleet.autoUpgrade.channel", what="auto-upgrade channel")
+    aname = _azure_name(a.get("name", f"{name}-auto"), file=file, key="fleet.autoUpgrade.name", max_len=50,
+                        what="auto-upgrade profile name")
+    sel = None
+    if a.get("nodeImageSelection") is not None:
+        sel = _choice(a["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key="fleet.autoUpgrade.nodeImageSelection",
+                      what="node image selection")
+    disabled = _bool(a["disabled"], file=file, key="fleet.autoUpgrade.disabled") if a.get("disabled") is not None else False
+    return AutoUpgradeSpec(name=aname, channel=channel, node_image_selection=sel, disabled=disabled)
+
+
+def _parse_placements(raw: Any, *, name: str, hub: HubSpec | None, file: str) -> list[PlacementSpec]:
+    """``fleet.placements`` (each: :func:`_parse_placement`); a non-empty list needs ``fleet.hub``."""
+    raw_pl = _list(raw, file=file, key="fleet.placements", allow_empty=True,
+                   fix=f"list placements, e.g. placements: [{{component: {KERNEL_BLOCKLIST}}}]")
+    if raw_pl and hub is None:
+        raise _err("placements need a hub cluster (ClusterResourcePlacement lives on the hub)", file=file,
+                   key="fleet.placements", fix=f"add fleet.hub (e.g. hub: {{dnsPrefix: {name}-hub}}), or remove placements")
+    pnames: dict[str, int] = {}
+    return [_parse_placement(p, file=file, key=f"fleet.placements[{i}]", index=i, seen=pnames) for i, p in enumerate(raw_pl)]
+
+
+def _parse_placement(raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]) -> PlacementSpec:
+    """One placement (``fleet.placements[index]``): ``component`` (:data:`PLACEMENT_COMPONENTS`),
+    ``name`` (default the component; not one of ``seen``, name -> index of the placements before
+    it; this one is added), ``modules`` (kernel module names, default
+    :data:`DEFAULT_BLOCKED_MODULES`) and ``image`` (pinned by digest, default
+    :data:`DEFAULT_BLOCKLIST_IMAGE`)."""
+    p = _mapping(raw, file=file, key=key, example=f"{{component: {KERNEL_BLOCKLIST}}}")
+    p.check_keys(PLACEMENT_KEYS)
+    if "component" not in p:
+        raise _err(f"missing key '{key}.component'", file=file, key=f"{key}.component",
+                   allowed=", ".join(PLACEMENT_COMPONENTS), fix=f"set component: {KERNEL_BLOCKLIST}")
+    comp = _choice(p["component"], PLACEMENT_COMPONENTS, file=file, key=f"{key}.component", what="placement component")
+    pname = _azure_name(p.get("name", comp), file=file, key=f"{key}.name", max_len=40, what="placement name")
+    if pname in seen:
+        raise _err(f"placement name '{pname}' is used twice (fleet.placements[{seen[pname]}] and {key})", file=file,
+                   key=f"{key}.name", fix="give every placement its own name")
+    seen[pname] = index
+    modules = DEFAULT_BLOCKED_MODULES
+    if p.get("modules") is not None:
+        mods = _list(p["modules"], file=file, key=f"{key}.modules", fix="list module names, e.g. modules: [algif_aead, esp4]")
+        for j, m in enumerate(mods):
+            if not isinstance(m, str) or not MODULE_NAME.fullmatch(m):
+                raise _err(f"invalid kernel module name {m!r}", file=file, key=f"{key}.modules[{j}]",
+                           allowed="1-56 lowercase letters, digits and '_' (the name modprobe and /proc/modules use)",
+                           fix="write the module name as lsmod shows it, e.g. algif_aead")
+        if len(set(mods)) != len(mods):
+            dup = next(m for m in mods if mods.count(m) > 1)
+            raise _err(f"kernel module '{dup}' is listed twice", file=file, key=f"{key}.modules", fix="list each module once")
+        modules = tuple(mods)
+    image = DEFAULT_BLOCKLIST_IMAGE
+    if p.get("image") is not None:
+        image = _text(p["image"], file=file, key=f"{key}.image")
+        if not IMAGE_REF.fullmatch(image):
+            raise _err(f"image {image!r} is not pinned by digest", file=file, key=f"{key}.image",
+                       allowed="registry/repository[:tag]@sha256:<64 hex> of an image with /bin/sh, grep, chroot and modprobe",
+                       fix=f"pin it, e.g. {DEFAULT_BLOCKLIST_IMAGE}")
+    return PlacementSpec(component=comp, name=pname, modules=modules, image=image)
 
 
 def parse_member(raw: Any, *, file: str, cluster: str, key: str) -> MemberSpec:
