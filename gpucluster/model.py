@@ -515,8 +515,8 @@ class GateSpec:
             ``{.status.state}`` == ``ready``). ``namespace`` None means the type is
             cluster-scoped.
           * ``crd-established``: CRD ``name_of_object`` (``ippools.nv-ipam.nvidia.com``) is
-            created within ``create_timeout_seconds`` (default 600), then Established within
-            ``timeout_seconds`` (default 120). Source: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup).
+            created within ``create_timeout_seconds``, then Established within
+            ``timeout_seconds``. Source: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup).
           * ``rollout``: DaemonSet/Deployment ``kind_name``/``name_of_object`` in ``namespace``
             rolled out: observed generation current, every desired pod updated and available,
             and at least ``min_ready`` pods desired (guards a vacuous pass on zero nodes).
@@ -527,8 +527,8 @@ class GateSpec:
         resource: plural resource name used for RBAC and ``kubectl get`` (``clusterpolicies``).
         kind_name: Kind, for messages (``ClusterPolicy``); ``DaemonSet``/``Deployment`` for
             rollout and min-version.
-        timeout_seconds: wait budget of the condition in seconds; None = kind default
-            (crd-established 120, others 600).
+        timeout_seconds: wait budget of the condition in seconds; None = the kind's default
+            (:data:`gpucluster.charts.gates.DEFAULT_TIMEOUTS`).
         create_timeout_seconds: crd-established only: budget for the CRD to appear (seconds).
         min_ready: rollout/min-version: minimum desired pods (default 1; 0 accepts none).
         poll_seconds: seconds between checks (default 10).

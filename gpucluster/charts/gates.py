@@ -47,8 +47,11 @@ from gpucluster.values import get_path, has_path
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
 DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
-"""Seconds per kind when ``GateSpec.timeout_seconds`` is None (CRD: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), 2 min
-Established after a 10 min create budget)."""
+"""Seconds per kind when ``GateSpec.timeout_seconds`` is None: the one place gate wait defaults
+are decided (``GateSpec.create_timeout_seconds``, 600, is a crd-established gate's create budget;
+docs/gates.md's table is checked against both). CRD: AICR's NVKE GB200 Setup guide
+(docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), 2 min Established after a 10 min create
+budget."""
 
 JOB_START_MARGIN_SECONDS = 60
 """``activeDeadlineSeconds`` = wait budget + this (scheduling and image pull). The release's Helm
@@ -75,7 +78,7 @@ _VERSION = re.compile(r"^v?[0-9]+(\.[0-9]+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.
 
 def effective_timeout(spec: GateSpec) -> int:
     """The condition's wait budget in seconds (``timeout_seconds`` or the kind default)."""
-    return spec.timeout_seconds if spec.timeout_seconds is not None else DEFAULT_TIMEOUTS.get(spec.kind, 600)
+    return spec.timeout_seconds if spec.timeout_seconds is not None else DEFAULT_TIMEOUTS[spec.kind]
 
 
 def gate_budget_seconds(spec: GateSpec) -> int:
@@ -245,7 +248,7 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
         from gpucluster.charts.gate_helpers import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
 
-        spec = clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_DEFAULT_TIMEOUT)
+        spec = clusterpolicy_ready()  # its default budget, CLUSTERPOLICY_DEFAULT_TIMEOUT
         if spec.name in owners:
             raise _gate_error(
                 owners[spec.name], spec, cluster, "name",

@@ -37,12 +37,7 @@ from gpucluster.sdk import (
     nicclusterpolicy_ready,
 )
 
-__all__ = ["gpucluster_gates", "CLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_MANIFEST", "DRA_ROLLOUT_TIMEOUT"]
-
-
-CLUSTERPOLICY_TIMEOUT = 1800
-"""30 min: GPU nodes may still be rebooting for nodewright host setup, and under the
-operator-managed gpuStack the driver container builds and loads the driver first."""
+__all__ = ["gpucluster_gates", "NICCLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_MANIFEST", "DRA_ROLLOUT_TIMEOUT"]
 
 NICCLUSTERPOLICY_TIMEOUT = 2400
 """40 min: the DOCA OFED driver container compiles and loads its modules on every IB node
@@ -63,7 +58,7 @@ def gpucluster_gates(cluster, recipe, components):
     """The AKS readiness gates for the enabled components."""
     gates = []
     if "gpu-operator" in components:
-        gates.append(clusterpolicy_ready(timeout_seconds=CLUSTERPOLICY_TIMEOUT))
+        gates.append(clusterpolicy_ready())  # CLUSTERPOLICY_DEFAULT_TIMEOUT: nodewright reboots, driver builds
     if "network-operator" in components:
         gpu = components.get("gpu-operator")
         before = None

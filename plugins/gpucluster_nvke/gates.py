@@ -14,7 +14,7 @@ DaemonSet rolled out with every ``compute-domains`` image at >= 0.5.1, before Co
 workloads (``kubeflow-trainer``) and the driver's other dependents.
 
 On ``gpu-operator``: ClusterPolicy ``cluster-policy`` ``status.state == ready``
-(:data:`CLUSTERPOLICY_TIMEOUT`). On NVKE the GPU Operator installs the driver, toolkit and GDRCopy
+(:data:`gpucluster.sdk.gates.CLUSTERPOLICY_DEFAULT_TIMEOUT`). On NVKE the GPU Operator installs the driver, toolkit and GDRCopy
 on untainted bare-metal trays (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke-gb-200-setup), "Cluster prerequisites"), so its chart
 being installed says nothing about the GPUs; the gate is gpu-operator's ready handle, so the DRA
 driver (whose kubelet plugin needs the driver loaded) and every other dependent waits for it.
@@ -45,10 +45,6 @@ GATE_MULTUS = "network-operator-multus-rollout"
 GATE_DRA = "nvidia-dra-driver-gpu-kubelet-plugin-version"
 GATE_CLUSTERPOLICY = "gpu-operator-clusterpolicy-ready"
 
-CLUSTERPOLICY_TIMEOUT = 1800
-"""30 min: the driver container builds and loads the driver for the ``-nvidia-64k`` kernel on each
-GB200 tray (bare metal boots slowly after a reload); the same budget as AKS and OKE."""
-
 
 def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
     """The NVKE gates for the enabled ``components`` (see module docstring)."""
@@ -56,8 +52,7 @@ def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
     if "gpu-operator" in components:
         gates.append(
             clusterpolicy_ready(
-                name=GATE_CLUSTERPOLICY,
-                timeout_seconds=CLUSTERPOLICY_TIMEOUT,
+                name=GATE_CLUSTERPOLICY,  # CLUSTERPOLICY_DEFAULT_TIMEOUT: the -nvidia-64k driver build per tray
                 description="ClusterPolicy cluster-policy is ready (driver, toolkit, GDRCopy up on the GB200 trays)",
             )
         )

@@ -43,7 +43,6 @@ __all__ = [
     "GATE_CLUSTERPOLICY",
     "GATE_NICCLUSTERPOLICY",
     "GATE_DRA",
-    "CLUSTERPOLICY_TIMEOUT",
     "NICCLUSTERPOLICY_TIMEOUT",
     "DRA_ROLLOUT_TIMEOUT",
 ]
@@ -51,10 +50,6 @@ __all__ = [
 GATE_CLUSTERPOLICY = "gpu-operator-clusterpolicy-ready"
 GATE_NICCLUSTERPOLICY = "network-operator-nicclusterpolicy-ready"
 GATE_DRA = "nvidia-dra-driver-gpu-kubelet-plugin-rollout"
-
-CLUSTERPOLICY_TIMEOUT = 1800
-"""30 min: under gpuStack operator-managed the driver container builds and loads the driver on
-every GPU node first (bare-metal GB200/A100 shapes boot slowly after a driver reload)."""
 
 NICCLUSTERPOLICY_TIMEOUT = 900
 """15 min: no OFED driver container on OKE (host MOFED); only the RDMA shared device plugin
@@ -69,8 +64,7 @@ def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec
     gates: list[GateSpec] = []
     if "gpu-operator" in components:
         gates.append(
-            clusterpolicy_ready(
-                timeout_seconds=CLUSTERPOLICY_TIMEOUT,
+            clusterpolicy_ready(  # CLUSTERPOLICY_DEFAULT_TIMEOUT: bare-metal shapes boot slowly after a driver reload
                 description="ClusterPolicy cluster-policy is ready (GPU stack up on the GPU nodes)",
             )
         )
