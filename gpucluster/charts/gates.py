@@ -338,25 +338,26 @@ def _get_args(spec: GateSpec, jsonpath: str, name: str | None) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def gate_script(spec: GateSpec) -> str:
-    """The POSIX ``sh`` script the gate Job runs (``spec`` validated by :func:`validate_gate`).
+def _wait_and_report(timeout: int) -> str:
+    """The end of a single-budget gate script: wait up to ``timeout`` s for ``check``, then log
+    ``ready`` and exit 0, or ``FAILED`` with the last observation and exit 1."""
+    return f"""\
+log "waiting up to {timeout}s for $what"
+if wait_until {timeout}; then
+  log "ready: $what (saw: $seen)"
+  exit 0
+fi
+log "FAILED: $what was not reached within {timeout}s; last seen: $seen"
+exit 1
+"""
 
-    Contract: prints ``gate <name>: waiting up to <n>s for <what>`` first; then either
-    ``gate <name>: ready: <what> (saw: ...)`` and exits 0, or
-    ``gate <name>: FAILED: ... last seen: <observation>`` and exits 1 (the Job's
-    podFailurePolicy fails the Job at once on exit code 1). ``kubectl`` errors (API not
-    reachable, object not found yet) are retried every ``poll_seconds`` until the deadline.
-    Time comes from ``date +%s``; waits use ``sleep``.
-    """
-    timeout = effective_timeout(spec)
-    what = spec.description or describe(spec)
-    lines = [_PRELUDE.format(gate=shlex.quote(spec.name), poll=spec.poll_seconds)]
-    lines.append(f"what={shlex.quote(what)}\n")
-    if spec.kind == "resource-condition":
-        row = "{.metadata.name}=" + spec.jsonpath + "{\"\\n\"}"
-        jsonpath = row if spec.name_of_object else "{range .items[*]}" + row + "{end}"
-        lines.append(f"want={shlex.quote(spec.value)}\n")
-        lines.append(f"""\
+
+def _resource_condition_script(spec: GateSpec, timeout: int) -> str:
+    """``resource-condition``: the named object (or every object of the type, at least one) has
+    ``jsonpath`` equal to ``value``."""
+    row = "{.metadata.name}=" + spec.jsonpath + "{\"\\n\"}"
+    jsonpath = row if spec.name_of_object else "{range .items[*]}" + row + "{end}"
+    return f"want={shlex.quote(spec.value)}\n" + f"""\
 check() {{
   if ! get {_get_args(spec, jsonpath, spec.name_of_object)}; then
     seen="kubectl get failed: $err"
@@ -376,18 +377,15 @@ EOF
   seen="${{pairs# }}"
   [ "$bad" -eq 0 ]
 }}
-log "waiting up to {timeout}s for $what"
-if wait_until {timeout}; then
-  log "ready: $what (saw: $seen)"
-  exit 0
-fi
-log "FAILED: $what was not reached within {timeout}s; last seen: $seen"
-exit 1
-""")
-    elif spec.kind == "crd-established":
-        create = spec.create_timeout_seconds
-        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
-        lines.append(f"""\
+""" + _wait_and_report(timeout)
+
+
+def _crd_established_script(spec: GateSpec, timeout: int) -> str:
+    """``crd-established``: the CRD is created within ``create_timeout_seconds``, then
+    Established within ``timeout``."""
+    create = spec.create_timeout_seconds
+    jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+    return f"""\
 phase=created
 check() {{
   if ! get {_get_args(spec, jsonpath, spec.name_of_object)}; then
@@ -410,16 +408,22 @@ if ! wait_until {timeout}; then
 fi
 log "ready: $what (saw: $seen)"
 exit 0
-""")
-    else:
-        if spec.kind_name == "DaemonSet":
-            fields = "{.metadata.generation}|{.status.observedGeneration}|{.status.desiredNumberScheduled}|{.status.updatedNumberScheduled}|{.status.numberAvailable}|{.status.currentNumberScheduled}"
-        else:
-            fields = "{.metadata.generation}|{.status.observedGeneration}|{.spec.replicas}|{.status.updatedReplicas}|{.status.availableReplicas}|{.status.replicas}"
-        version_check = ""
-        if spec.kind == "min-version":
-            fields += '|{.spec.template.spec.containers[?(@.name=="' + spec.container + '")].image}'
-            version_check = f"""\
+"""
+
+
+_ROLLOUT_FIELDS = {
+    "DaemonSet": "{.metadata.generation}|{.status.observedGeneration}|{.status.desiredNumberScheduled}|{.status.updatedNumberScheduled}|{.status.numberAvailable}|{.status.currentNumberScheduled}",
+    "Deployment": "{.metadata.generation}|{.status.observedGeneration}|{.spec.replicas}|{.status.updatedReplicas}|{.status.availableReplicas}|{.status.replicas}",
+}
+"""What a rollout gate reads of each workload kind: generation, observed generation, desired,
+updated, available and current pods (``|``-separated, in that order)."""
+
+
+def _min_version_check(spec: GateSpec) -> tuple[str, str]:
+    """``(shell before check(), lines inside check())`` of a ``min-version`` gate: the image tag
+    of container ``spec.container`` is at least ``spec.value``."""
+    setup = f"minimum={shlex.quote(spec.value)}\n" + _VERSION_GE
+    inside = f"""\
   ref=${{image%%@*}}; last=${{ref##*/}}
   case "$last" in *:*) tag=${{last##*:}} ;; *) tag='' ;; esac
   if [ -z "$image" ]; then seen="$seen; no container {spec.container} in the pod template"; return 1; fi
@@ -428,11 +432,19 @@ exit 0
   seen="$seen; image $image"
   [ "$rc" -eq 0 ] || return 1
 """
-            lines.append(f"minimum={shlex.quote(spec.value)}\n")
-            lines.append(_VERSION_GE)
-        lines.append(_NUMBERS)
-        lines.append(f"min_ready={spec.min_ready}\n")
-        lines.append(f"""\
+    return setup, inside
+
+
+def _rollout_script(spec: GateSpec, timeout: int) -> str:
+    """``rollout`` and ``min-version``: the workload rolled out (observed generation current,
+    every desired pod updated, available and current, at least ``min_ready`` desired), and for
+    ``min-version`` its container image at least the version."""
+    fields = _ROLLOUT_FIELDS["DaemonSet" if spec.kind_name == "DaemonSet" else "Deployment"]
+    setup, version_check = "", ""
+    if spec.kind == "min-version":
+        fields += '|{.spec.template.spec.containers[?(@.name=="' + spec.container + '")].image}'
+        setup, version_check = _min_version_check(spec)
+    return setup + _NUMBERS + f"min_ready={spec.min_ready}\n" + f"""\
 check() {{
   if ! get {_get_args(spec, fields, spec.name_of_object)}; then
     seen="kubectl get failed: $err"
@@ -449,15 +461,32 @@ EOF
   [ "$updated" -eq "$desired" ] && [ "$available" -eq "$desired" ] && [ "$current" -eq "$desired" ] || return 1
 {version_check}  return 0
 }}
-log "waiting up to {timeout}s for $what"
-if wait_until {timeout}; then
-  log "ready: $what (saw: $seen)"
-  exit 0
-fi
-log "FAILED: $what was not reached within {timeout}s; last seen: $seen"
-exit 1
-""")
-    script = "".join(lines)
+""" + _wait_and_report(timeout)
+
+
+_SCRIPTS = {
+    "resource-condition": _resource_condition_script,
+    "crd-established": _crd_established_script,
+    "rollout": _rollout_script,
+    "min-version": _rollout_script,
+}
+"""Gate kind -> the function writing its ``check`` and wait (after the common prelude)."""
+
+
+def gate_script(spec: GateSpec) -> str:
+    """The POSIX ``sh`` script the gate Job runs (``spec`` validated by :func:`validate_gate`).
+
+    Contract: prints ``gate <name>: waiting up to <n>s for <what>`` first; then either
+    ``gate <name>: ready: <what> (saw: ...)`` and exits 0, or
+    ``gate <name>: FAILED: ... last seen: <observation>`` and exits 1 (the Job's
+    podFailurePolicy fails the Job at once on exit code 1). ``kubectl`` errors (API not
+    reachable, object not found yet) are retried every ``poll_seconds`` until the deadline.
+    Time comes from ``date +%s``; waits use ``sleep``. The common prelude (``log``, ``get``,
+    ``wait_until``) is followed by the kind's own part (:data:`_SCRIPTS`).
+    """
+    what = spec.description or describe(spec)
+    script = (_PRELUDE.format(gate=shlex.quote(spec.name), poll=spec.poll_seconds) + f"what={shlex.quote(what)}\n"
+              + _SCRIPTS[spec.kind](spec, effective_timeout(spec)))
     if "{{" in script:  # validate_gate keeps user text free of '{{'
         raise AssertionError("gate script contains '{{'")
     return script
