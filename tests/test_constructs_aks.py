@@ -193,3 +193,15 @@ def test_pool_named_like_the_rotation_pool_is_refused():
         synth(props(pools=(NodePoolProps(name="systemtmp", vm_size="x"),)))
     assert ("pools[0] 'systemtmp': the name is the system pool's temporary_name_for_rotation; rename the pool"
             in str(info.value))
+
+
+def test_a_node_pool_is_its_own_construct_at_the_path_the_cluster_gave_it(default_doc):
+    from gpucluster_cdk.constructs_lib import AksNodePool
+
+    (logical_id, pool), = default_doc["resource"]["azurerm_kubernetes_cluster_node_pool"].items()
+    stack = TerraformStack(CdkTesting.app(), "stack")
+    cluster = AksGpuCluster(stack, "aks", props(pools=()))
+    alone = AksNodePool(cluster, "pool-gpu", GPU, cluster_id=cluster.cluster.id, kubernetes_version="1.34", tags={})
+    doc = json.loads(CdkTesting.synth(stack, True))
+    assert doc["resource"]["azurerm_kubernetes_cluster_node_pool"] == {logical_id: pool}
+    assert alone.props is GPU and alone.resource.node.path == "stack/aks/pool-gpu"  # no construct level of its own

@@ -5,13 +5,15 @@ sensible defaults and validation through ``node.add_validation`` (problems surfa
 prefixed with the construct path). The framework itself is imported only by
 :mod:`gpucluster_cdk.constructs_lib.cdk`.
 
-* :class:`AksGpuCluster` (:mod:`gpucluster_cdk.constructs_lib.aks`) -- AKS cluster rendered from its props.
+* :class:`AksGpuCluster` (:mod:`gpucluster_cdk.constructs_lib.aks`) -- AKS cluster rendered from its props;
+  :class:`AksNodePool` -- one of its user node pools.
 * :class:`HelmComponent`, :class:`LocalChartRelease` (:mod:`gpucluster_cdk.constructs_lib.helm`) -- Helm releases.
 """
 
 from gpucluster_cdk.constructs_lib.aks import (
     AksGpuCluster,
     AksGpuClusterProps,
+    AksNodePool,
     NodePoolProps,
     ensure_azurerm_provider,
     validate_props,
@@ -29,6 +31,7 @@ from gpucluster_cdk.constructs_lib.helm import (
 __all__ = [
     "AksGpuCluster",
     "AksGpuClusterProps",
+    "AksNodePool",
     "NodePoolProps",
     "ensure_azurerm_provider",
     "validate_props",

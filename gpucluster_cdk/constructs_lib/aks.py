@@ -321,45 +321,72 @@ class AksGpuCluster(Construct):
     Validation errors surface at synth with this construct's path.
 
     Attributes:
-        resource_group, cluster, node_pools (dict name -> resource).
+        resource_group, cluster, node_pools (dict name -> ``KubernetesClusterNodePool``, each made
+        by :class:`AksNodePool`), log_analytics_workspace and deployer_role_assignment (or None).
     """
 
     def __init__(self, scope: Construct, id: str, props: AksGpuClusterProps):
         super().__init__(scope, id)
         self.props = props
         add_validation(self, lambda: validate_props(props))
-        az = azurerm()
-        stack = TerraformStack.of(self)
-        ensure_azurerm_provider(stack)
+        ensure_azurerm_provider(TerraformStack.of(self))
         # Every literal string below passes literal() (gpucluster_cdk.constructs_lib.tfstring): Terraform reads resource
         # arguments and object keys as templates, so an unescaped ${ in a name would be evaluated at plan.
         tags = literal_tree(dict(sorted(props.tags.items())))
-        version = props.kubernetes_version
+        self.resource_group = self._resource_group(tags)
+        workspace_id = self._log_analytics_workspace(tags)
+        self.cluster = self._cluster(tags, workspace_id)
+        _skip(self.cluster, {**props.system_pool.checkov_skips, **props.checkov_skips})
+        self.deployer_role_assignment = self._deployer_role_assignment()
+        self.node_pools = {}
+        for pool in props.pools:
+            self.node_pools[pool.name] = AksNodePool(self, f"pool-{pool.name}", pool, cluster_id=self.cluster.id,
+                                                     kubernetes_version=props.kubernetes_version, tags=tags).resource
+        for output_id, value, description in (
+            ("kubernetes_version", self.cluster.current_kubernetes_version,
+             "Kubernetes version the control plane runs (live, patch level)"),
+            ("oidc_issuer_url", self.cluster.oidc_issuer_url, "OIDC issuer of the cluster (workload identity federation)"),
+        ):
+            TerraformOutput(self, output_id, value=value, description=description).override_logical_id(output_id)
+
+    def _resource_group(self, tags):
+        """The cluster's resource group (``resource-group``): read when it exists, else created."""
+        az, props = azurerm(), self.props
         if props.existing_resource_group:
-            self.resource_group = az.DataAzurermResourceGroup(self, "resource-group", name=literal(props.resource_group_name))
-        else:
-            self.resource_group = az.ResourceGroup(
-                self,
-                "resource-group",
-                name=literal(props.resource_group_name),
-                location=literal(props.location),
-                tags=tags or None,
-            )
-        workspace_id = literal(props.log_analytics_workspace_id) if props.log_analytics_workspace_id else None
+            return az.DataAzurermResourceGroup(self, "resource-group", name=literal(props.resource_group_name))
+        return az.ResourceGroup(
+            self,
+            "resource-group",
+            name=literal(props.resource_group_name),
+            location=literal(props.location),
+            tags=tags or None,
+        )
+
+    def _log_analytics_workspace(self, tags):
+        """The Log Analytics workspace id the cluster's agents report to (``props``' own, or a
+        new workspace ``logs`` when asked for, kept in ``self.log_analytics_workspace``), or None."""
+        props = self.props
         self.log_analytics_workspace = None
-        if workspace_id is None and props.create_log_analytics_workspace:
-            self.log_analytics_workspace = az.LogAnalyticsWorkspace(
-                self,
-                "logs",
-                name=literal(f"{props.name}-logs"),
-                location=literal(props.location),
-                resource_group_name=self.resource_group.name,
-                sku="PerGB2018",
-                retention_in_days=props.log_retention_days,
-                tags=tags or None,
-            )
-            workspace_id = self.log_analytics_workspace.id
-        sys_pool = props.system_pool
+        if props.log_analytics_workspace_id:
+            return literal(props.log_analytics_workspace_id)
+        if not props.create_log_analytics_workspace:
+            return None
+        self.log_analytics_workspace = azurerm().LogAnalyticsWorkspace(
+            self,
+            "logs",
+            name=literal(f"{props.name}-logs"),
+            location=literal(props.location),
+            resource_group_name=self.resource_group.name,
+            sku="PerGB2018",
+            retention_in_days=props.log_retention_days,
+            tags=tags or None,
+        )
+        return self.log_analytics_workspace.id
+
+    def _cluster(self, tags, workspace_id):
+        """The ``kubernetes_cluster`` (``cluster``) with its system pool and the no-minor-skip postcondition."""
+        az, props = azurerm(), self.props
+        version = props.kubernetes_version
         condition, message = upgrade_skip_condition(version)
         # azurerm 5.x requires node_provisioning_profile (5.0 upgrade guide); "Manual" is AKS's default:
         # the node pools declared here, no node auto-provisioning (Karpenter). azurerm 4.x has no such block.
@@ -367,8 +394,7 @@ class AksGpuCluster(Construct):
                     if AZURERM_MAJOR >= 5 else {})
         entra = props.entra_id
         window = props.maintenance_window
-        network = props.network
-        self.cluster = az.KubernetesCluster(
+        return az.KubernetesCluster(
             self,
             "cluster",
             name=literal(props.name),
@@ -388,15 +414,7 @@ class AksGpuCluster(Construct):
             api_server_access_profile=az.KubernetesClusterApiServerAccessProfile(
                 authorized_ip_ranges=literal_tree(list(props.authorized_ip_ranges))
             ) if props.authorized_ip_ranges else None,
-            network_profile=az.KubernetesClusterNetworkProfile(
-                network_plugin=literal(network.network_plugin),
-                network_plugin_mode=_opt(network.network_plugin_mode),
-                network_policy=_opt(network.network_policy),
-                network_data_plane=_opt(network.network_data_plane),
-                pod_cidr=_opt(network.pod_cidr),
-                service_cidr=_opt(network.service_cidr),
-                dns_service_ip=_opt(network.dns_service_ip),
-            ) if network else None,
+            network_profile=_network_profile(props.network),
             automatic_upgrade_channel=_opt(props.automatic_upgrade_channel),
             node_os_upgrade_channel=_opt(props.node_os_upgrade_channel),
             maintenance_window_auto_upgrade=az.KubernetesClusterMaintenanceWindowAutoUpgrade(
@@ -414,78 +432,29 @@ class AksGpuCluster(Construct):
             ) if props.secret_rotation_interval else None,
             identity=az.KubernetesClusterIdentity(type="SystemAssigned"),
             **by_major,
-            default_node_pool=az.KubernetesClusterDefaultNodePool(
-                name=literal(sys_pool.name),
-                vm_size=literal(sys_pool.vm_size),
-                node_count=sys_pool.node_count,
-                orchestrator_version=literal(version),
-                os_sku=literal(sys_pool.os_sku),
-                node_labels=literal_tree(dict(sorted(sys_pool.labels.items()))) or None,
-                only_critical_addons_enabled=sys_pool.only_critical_addons or None,
-                temporary_name_for_rotation=literal(sys_pool.temporary_name_for_rotation) if sys_pool.temporary_name_for_rotation else None,
-                os_disk_type=_opt(sys_pool.os_disk_type),
-                zones=literal_tree(list(sys_pool.zones)) or None,
-                max_pods=sys_pool.max_pods,
-                host_encryption_enabled=sys_pool.host_encryption,
-                vnet_subnet_id=_opt(sys_pool.vnet_subnet_id),
-                upgrade_settings=az.KubernetesClusterDefaultNodePoolUpgradeSettings(
-                    max_surge=literal(sys_pool.upgrade.max_surge),
-                    drain_timeout_in_minutes=sys_pool.upgrade.drain_timeout_in_minutes,
-                ) if sys_pool.upgrade else None,
-            ),
+            default_node_pool=_default_node_pool(props.system_pool, version),
             tags=tags or None,
             lifecycle=TerraformResourceLifecycle(
                 postcondition=[Postcondition(condition=condition, error_message=message)]
             ),
         )
-        _skip(self.cluster, {**sys_pool.checkov_skips, **props.checkov_skips})
-        self.deployer_role_assignment = None
-        if entra is not None and entra.deployer_role:
-            client = az.DataAzurermClientConfig(self, "deployer")
-            self.deployer_role_assignment = az.RoleAssignment(
-                self,
-                "deployer-role",
-                scope=self.cluster.id,
-                role_definition_name=literal(entra.deployer_role),
-                principal_id=client.object_id,
-                description=literal(f"gpucluster: the identity that runs Terraform manages {props.name} (runtime stack)"),
-            )
-        self.node_pools = {}
-        for pool in props.pools:
-            taints = list(dict.fromkeys(pool.taints))
-            self.node_pools[pool.name] = az.KubernetesClusterNodePool(
-                self,
-                f"pool-{pool.name}",
-                name=literal(pool.name),
-                kubernetes_cluster_id=self.cluster.id,
-                vm_size=literal(pool.vm_size),
-                node_count=pool.node_count,
-                mode="User",
-                os_type="Linux",
-                os_sku=literal(pool.os_sku),
-                orchestrator_version=literal(version),
-                gpu_driver=pool.gpu_driver,
-                node_labels=literal_tree(dict(sorted(pool.labels.items()))) or None,
-                node_taints=literal_tree(taints) or None,
-                os_disk_type=_opt(pool.os_disk_type),
-                zones=literal_tree(list(pool.zones)) or None,
-                max_pods=pool.max_pods,
-                host_encryption_enabled=pool.host_encryption,
-                vnet_subnet_id=_opt(pool.vnet_subnet_id),
-                upgrade_settings=az.KubernetesClusterNodePoolUpgradeSettings(
-                    max_surge=literal(pool.upgrade.max_surge),
-                    max_unavailable=_opt(pool.upgrade.max_unavailable),
-                    drain_timeout_in_minutes=pool.upgrade.drain_timeout_in_minutes,
-                ) if pool.upgrade else None,
-                tags=tags or None,
-            )
-            _skip(self.node_pools[pool.name], pool.checkov_skips)
-        for output_id, value, description in (
-            ("kubernetes_version", self.cluster.current_kubernetes_version,
-             "Kubernetes version the control plane runs (live, patch level)"),
-            ("oidc_issuer_url", self.cluster.oidc_issuer_url, "OIDC issuer of the cluster (workload identity federation)"),
-        ):
-            TerraformOutput(self, output_id, value=value, description=description).override_logical_id(output_id)
+
+    def _deployer_role_assignment(self):
+        """The Azure RBAC role of the identity that runs Terraform on the cluster
+        (``entra_id.deployer_role``; ids ``deployer``, ``deployer-role``), or None."""
+        az, props = azurerm(), self.props
+        entra = props.entra_id
+        if entra is None or not entra.deployer_role:
+            return None
+        client = az.DataAzurermClientConfig(self, "deployer")
+        return az.RoleAssignment(
+            self,
+            "deployer-role",
+            scope=self.cluster.id,
+            role_definition_name=literal(entra.deployer_role),
+            principal_id=client.object_id,
+            description=literal(f"gpucluster: the identity that runs Terraform manages {props.name} (runtime stack)"),
+        )
 
     def connection(self) -> ClusterConnection:
         """How the runtime stack reaches the API server: host and CA (tokens) plus
@@ -515,6 +484,100 @@ class AksGpuCluster(Construct):
             client_key=Fn.base64decode(kube.client_key),
             cluster_ca_certificate=Fn.base64decode(kube.cluster_ca_certificate),
         )
+
+
+class AksNodePool:
+    """One user node pool of an AKS cluster: a ``kubernetes_cluster_node_pool`` rendered from its
+    :class:`NodePoolProps` (mode ``User``, Linux, taints de-duplicated in order, the pool's
+    checkov skips). :class:`AksGpuCluster` makes one per ``props.pools`` entry; a stack that adds
+    a pool to a cluster it declares elsewhere can make one itself.
+
+    Construct-shaped (``AksNodePool(scope, id, props, ...)``) but no construct level of its own:
+    the resource is ``scope``'s child ``id``, so a pool's construct path (``<stack>/aks/pool-gpu``)
+    and logical id are what they were when the cluster construct rendered it inline.
+
+    Args:
+        scope: the construct the pool resource belongs to (the :class:`AksGpuCluster`).
+        id: the resource's construct id (:class:`AksGpuCluster`: ``pool-<name>``).
+        props: the pool.
+        cluster_id: the cluster's ``id`` (a token).
+        kubernetes_version: ``orchestrator_version`` of the pool (the cluster's, ``"1.34"``).
+        tags: Azure tags (already passed through :func:`literal_tree`); empty: none.
+
+    Attributes:
+        resource: the ``KubernetesClusterNodePool``; props: the pool's props.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: NodePoolProps, *, cluster_id: str, kubernetes_version: str,
+                 tags: Mapping[str, str]):
+        az = azurerm()
+        pool = self.props = props
+        self.resource = az.KubernetesClusterNodePool(
+            scope,
+            id,
+            name=literal(pool.name),
+            kubernetes_cluster_id=cluster_id,
+            vm_size=literal(pool.vm_size),
+            node_count=pool.node_count,
+            mode="User",
+            os_type="Linux",
+            os_sku=literal(pool.os_sku),
+            orchestrator_version=literal(kubernetes_version),
+            gpu_driver=pool.gpu_driver,
+            node_labels=literal_tree(dict(sorted(pool.labels.items()))) or None,
+            node_taints=literal_tree(list(dict.fromkeys(pool.taints))) or None,
+            os_disk_type=_opt(pool.os_disk_type),
+            zones=literal_tree(list(pool.zones)) or None,
+            max_pods=pool.max_pods,
+            host_encryption_enabled=pool.host_encryption,
+            vnet_subnet_id=_opt(pool.vnet_subnet_id),
+            upgrade_settings=az.KubernetesClusterNodePoolUpgradeSettings(
+                max_surge=literal(pool.upgrade.max_surge),
+                max_unavailable=_opt(pool.upgrade.max_unavailable),
+                drain_timeout_in_minutes=pool.upgrade.drain_timeout_in_minutes,
+            ) if pool.upgrade else None,
+            tags=tags or None,
+        )
+        _skip(self.resource, pool.checkov_skips)
+
+
+def _default_node_pool(sys_pool: NodePoolProps, version: str):
+    """The cluster's ``default_node_pool`` block (the system pool)."""
+    az = azurerm()
+    return az.KubernetesClusterDefaultNodePool(
+        name=literal(sys_pool.name),
+        vm_size=literal(sys_pool.vm_size),
+        node_count=sys_pool.node_count,
+        orchestrator_version=literal(version),
+        os_sku=literal(sys_pool.os_sku),
+        node_labels=literal_tree(dict(sorted(sys_pool.labels.items()))) or None,
+        only_critical_addons_enabled=sys_pool.only_critical_addons or None,
+        temporary_name_for_rotation=literal(sys_pool.temporary_name_for_rotation) if sys_pool.temporary_name_for_rotation else None,
+        os_disk_type=_opt(sys_pool.os_disk_type),
+        zones=literal_tree(list(sys_pool.zones)) or None,
+        max_pods=sys_pool.max_pods,
+        host_encryption_enabled=sys_pool.host_encryption,
+        vnet_subnet_id=_opt(sys_pool.vnet_subnet_id),
+        upgrade_settings=az.KubernetesClusterDefaultNodePoolUpgradeSettings(
+            max_surge=literal(sys_pool.upgrade.max_surge),
+            drain_timeout_in_minutes=sys_pool.upgrade.drain_timeout_in_minutes,
+        ) if sys_pool.upgrade else None,
+    )
+
+
+def _network_profile(network: NetworkProps | None):
+    """The cluster's ``network_profile`` block, or None (AKS defaults)."""
+    if network is None:
+        return None
+    return azurerm().KubernetesClusterNetworkProfile(
+        network_plugin=literal(network.network_plugin),
+        network_plugin_mode=_opt(network.network_plugin_mode),
+        network_policy=_opt(network.network_policy),
+        network_data_plane=_opt(network.network_data_plane),
+        pod_cidr=_opt(network.pod_cidr),
+        service_cidr=_opt(network.service_cidr),
+        dns_service_ip=_opt(network.dns_service_ip),
+    )
 
 
 def _skip(resource, skips: Mapping[str, str]) -> None:
