@@ -215,101 +215,90 @@ def parse_overrides(
             allowed="keys " + ", ".join(OVERRIDE_SECTIONS),
             fix="write e.g. overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=false']}",
         )
-    problems: list[Problem] = []
-    unknown = sorted(str(k) for k in raw if k not in OVERRIDE_SECTIONS)
-    for k in unknown:
-        problems.append(
-            Problem(
-                f"unknown overrides key '{k}'",
-                file=file,
-                cluster=cluster,
-                key=f"{base}.{k}",
-                allowed=", ".join(OVERRIDE_SECTIONS),
-                fix="rename it to set, values or variables (docs/overrides.md)",
-            )
-        )
-    result: list[Override] = []
+    run = _OverridesParse(file=file, cluster=cluster, base=base)
+    for k in sorted(str(k) for k in raw if k not in OVERRIDE_SECTIONS):
+        run.problem(f"unknown overrides key '{k}'", k, allowed=", ".join(OVERRIDE_SECTIONS),
+                    fix="rename it to set, values or variables (docs/overrides.md)")
+    run.sets(raw.get("set"))
+    run.values(raw.get("values"), root)
+    run.variables(raw.get("variables"))
+    if run.problems:
+        raise GpuclusterError(problems=run.problems)
+    return run.result
 
-    def attempt(fn, *args, fix: str, **kwargs):
+
+class _OverridesParse:
+    """One :func:`parse_overrides` call: a method per section, every problem collected."""
+
+    def __init__(self, *, file: str, cluster: str, base: str):
+        self.file, self.cluster, self.base = file, cluster, base
+        self.problems: list[Problem] = []
+        self.result: list[Override] = []
+
+    def problem(self, message: str, key: str, **kw: Any) -> None:
+        """A problem at ``<base>.<key>``."""
+        self.problems.append(Problem(message, file=self.file, cluster=self.cluster, key=f"{self.base}.{key}", **kw))
+
+    def attempt(self, fn, *args, fix: str, **kwargs) -> None:
+        """Add ``fn(...)``'s Override, or its problems (with ``fix`` where they have none)."""
         try:
-            return fn(*args, **kwargs)
+            made = fn(*args, **kwargs)
         except GpuclusterError as err:
             for p in err.problems:
-                problems.append(dataclasses.replace(p, cluster=p.cluster or cluster, fix=p.fix or fix))
-            return None
+                self.problems.append(dataclasses.replace(p, cluster=p.cluster or self.cluster, fix=p.fix or fix))
+            return
+        if made is not None:
+            self.result.append(made)
 
-    sets = raw.get("set")
-    if sets is not None:
+    def sets(self, sets: Any) -> None:
+        """``set``: ``component:path=value`` strings, as written."""
+        if sets is None:
+            return
         if not isinstance(sets, list):
-            problems.append(
-                Problem(
-                    f"overrides.set must be a list of strings, not a {type(sets).__name__}",
-                    file=file,
-                    cluster=cluster,
-                    key=f"{base}.set",
-                    fix="write set: ['component:path=value', ...]",
-                )
-            )
-        else:
-            for i, entry in enumerate(sets):
-                o = attempt(parse_set, entry, source=file, key=f"{base}.set[{i}]", fix="write 'component:path=value'")
-                if o is not None:
-                    result.append(o)
+            self.problem(f"overrides.set must be a list of strings, not a {type(sets).__name__}", "set",
+                         fix="write set: ['component:path=value', ...]")
+            return
+        for i, entry in enumerate(sets):
+            self.attempt(parse_set, entry, source=self.file, key=f"{self.base}.set[{i}]", fix="write 'component:path=value'")
 
-    values = raw.get("values")
-    if values is not None:
+    def values(self, values: Any, root: str | Path | None) -> None:
+        """``values``: structured values or a values file per entry, as written (values files
+        stay inside ``root``, default the cluster file's folder)."""
+        if values is None:
+            return
         if not isinstance(values, list):
-            problems.append(
-                Problem(
-                    f"overrides.values must be a list, not a {type(values).__name__}",
-                    file=file,
-                    cluster=cluster,
-                    key=f"{base}.values",
-                    fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]",
-                )
+            self.problem(f"overrides.values must be a list, not a {type(values).__name__}", "values",
+                         fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]")
+            return
+        project = _project_root(self.file, root)
+        for i, entry in enumerate(values):
+            self.attempt(
+                _parse_values_entry,
+                entry,
+                file=self.file,
+                cluster=self.cluster,
+                key=f"{self.base}.values[{i}]",
+                root=project,
+                fix="write {component: <name>, values: {...}} or {component: <name>, file: <path.yaml>} (docs/overrides.md)",
             )
-        else:
-            project = _project_root(file, root)
-            for i, entry in enumerate(values):
-                o = attempt(
-                    _parse_values_entry,
-                    entry,
-                    file=file,
-                    cluster=cluster,
-                    key=f"{base}.values[{i}]",
-                    root=project,
-                    fix="write {component: <name>, values: {...}} or {component: <name>, file: <path.yaml>} (docs/overrides.md)",
-                )
-                if o is not None:
-                    result.append(o)
 
-    variables = raw.get("variables")
-    if variables is not None:
+    def variables(self, variables: Any) -> None:
+        """``variables``: ``component:path`` -> Terraform variable name, sorted by target."""
+        if variables is None:
+            return
         if not isinstance(variables, Mapping):
-            problems.append(
-                Problem(
-                    f"overrides.variables must be a mapping, not a {type(variables).__name__}",
-                    file=file,
-                    cluster=cluster,
-                    key=f"{base}.variables",
-                    fix="write variables: {'component:path': terraform_variable_name}",
-                )
+            self.problem(f"overrides.variables must be a mapping, not a {type(variables).__name__}", "variables",
+                         fix="write variables: {'component:path': terraform_variable_name}")
+            return
+        for target in sorted(variables, key=str):
+            self.attempt(
+                _parse_variable,
+                target,
+                variables[target],
+                file=self.file,
+                key=f"{self.base}.variables.{target}",
+                fix="write 'component:path': variable_name, e.g. 'gpuoperator:driver.version': gpu_driver_version",
             )
-        else:
-            for target in sorted(variables, key=str):
-                o = attempt(
-                    _parse_variable,
-                    target,
-                    variables[target],
-                    file=file,
-                    key=f"{base}.variables.{target}",
-                    fix="write 'component:path': variable_name, e.g. 'gpuoperator:driver.version': gpu_driver_version",
-                )
-                if o is not None:
-                    result.append(o)
-    if problems:
-        raise GpuclusterError(problems=problems)
-    return result
 
 
 def _parse_values_entry(entry: Any, *, file: str, cluster: str, key: str, root: Path | None) -> Override:

@@ -307,91 +307,86 @@ def check_driver_roots(c: _Checks) -> None:
     * with ``driver.enabled=false`` it must not be ``/run/nvidia/driver``: nothing populates that
       path, the signature of a recipe generated before the preinstalled-driver default flip.
     """
-    install_dir: str | None = None
-    driver_enabled: bool | None = None
-    if GPU_OPERATOR in c.components:
-        values = c.values(GPU_OPERATOR) or {}
-        raw, problem = lookup(values, "hostPaths.driverInstallDir")
-        fix_dir = f"set gpuoperator:hostPaths.driverInstallDir={OPERATOR_CONTAINER_DRIVER_ROOT} (the chart default) or another absolute directory"
-        if problem is not None:
-            c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", problem, fix_dir)
-        elif raw is _ABSENT:
-            install_dir = OPERATOR_CONTAINER_DRIVER_ROOT
-        elif not isinstance(raw, str) or not raw:
-            c.add(
-                "GPU-DRIVER-ROOT",
-                "error",
-                GPU_OPERATOR,
-                "hostPaths.driverInstallDir",
-                f"hostPaths.driverInstallDir is {_show(raw) if raw != '' else 'empty'}; the ClusterPolicy needs an absolute directory",
-                fix_dir,
-            )
-        elif not raw.startswith("/"):
-            c.add(
-                "GPU-DRIVER-ROOT",
-                "error",
-                GPU_OPERATOR,
-                "hostPaths.driverInstallDir",
-                f"hostPaths.driverInstallDir '{raw}' is a relative path; host-path mounts need absolute paths",
-                fix_dir,
-            )
-        elif ".." in raw.split("/"):
-            c.add(
-                "GPU-DRIVER-ROOT",
-                "error",
-                GPU_OPERATOR,
-                "hostPaths.driverInstallDir",
-                f"hostPaths.driverInstallDir '{raw}' contains a '..' segment; Kubernetes refuses hostPath volumes whose "
-                "path contains '..', so the operator's driver and validator pods are never created",
-                fix_dir,
-            )
-        elif _clean_root(raw) == "/":
-            c.add(
-                "GPU-DRIVER-ROOT",
-                "error",
-                GPU_OPERATOR,
-                "hostPaths.driverInstallDir",
-                "hostPaths.driverInstallDir is '/': the operator-validator bind-mounts it as a container's root and "
-                "runc refuses a mount destination of '/', so nvidia-operator-validator crash-loops",
-                fix_dir,
-            )
-        else:
-            install_dir = _clean_root(raw)
-        driver_enabled = c.toggle(GPU_OPERATOR, "driver.enabled")
+    install_dir, driver_enabled = _operator_driver_root(c) if GPU_OPERATOR in c.components else (None, None)
     if DRA_DRIVER not in c.components:
         return
+    valid, root = _dra_driver_root(c)
+    if not valid or driver_enabled is None or install_dir is None:
+        return  # an invalid DRA root (reported), the operator disabled, or its values already reported
+    _check_roots_lockstep(c, driver_enabled, install_dir, root)
+
+
+def _operator_driver_root(c: _Checks) -> tuple[str | None, bool | None]:
+    """``(driverInstallDir, driver.enabled)`` of gpu-operator; ``driverInstallDir`` None when it
+    is not a usable absolute directory (reported as GPU-DRIVER-ROOT here)."""
+    install_dir: str | None = None
+    values = c.values(GPU_OPERATOR) or {}
+    raw, problem = lookup(values, "hostPaths.driverInstallDir")
+    fix_dir = f"set gpuoperator:hostPaths.driverInstallDir={OPERATOR_CONTAINER_DRIVER_ROOT} (the chart default) or another absolute directory"
+    if problem is not None:
+        c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", problem, fix_dir)
+    elif raw is _ABSENT:
+        install_dir = OPERATOR_CONTAINER_DRIVER_ROOT
+    else:
+        why = _install_dir_problem(raw)
+        if why is not None:
+            c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", why, fix_dir)
+        else:
+            install_dir = _clean_root(raw)
+    return install_dir, c.toggle(GPU_OPERATOR, "driver.enabled")
+
+
+def _install_dir_problem(raw: Any) -> str | None:
+    """Why a set ``hostPaths.driverInstallDir`` cannot be the operator's driver root, or None."""
+    if not isinstance(raw, str) or not raw:
+        return f"hostPaths.driverInstallDir is {_show(raw) if raw != '' else 'empty'}; the ClusterPolicy needs an absolute directory"
+    if not raw.startswith("/"):
+        return f"hostPaths.driverInstallDir '{raw}' is a relative path; host-path mounts need absolute paths"
+    if ".." in raw.split("/"):
+        return (f"hostPaths.driverInstallDir '{raw}' contains a '..' segment; Kubernetes refuses hostPath volumes whose "
+                "path contains '..', so the operator's driver and validator pods are never created")
+    if _clean_root(raw) == "/":
+        return ("hostPaths.driverInstallDir is '/': the operator-validator bind-mounts it as a container's root and "
+                "runc refuses a mount destination of '/', so nvidia-operator-validator crash-loops")
+    return None
+
+
+def _dra_driver_root(c: _Checks) -> tuple[bool, str | None]:
+    """``(valid, nvidiaDriverRoot)`` of the DRA driver (root None when not set); an invalid root
+    is reported as GPU-DRIVER-ROOT here."""
     values = c.values(DRA_DRIVER) or {}
     raw = values.get("nvidiaDriverRoot", _ABSENT)
+    if raw is _ABSENT:
+        return True, None
+    if isinstance(raw, str) and raw != "" and raw.startswith("/") and ".." not in raw.split("/"):
+        return True, _clean_root(raw)
+    if raw == "":
+        what = "empty"
+    elif not isinstance(raw, str):
+        what = _show(raw)
+    elif raw.startswith("/"):
+        what = f"'{raw}', with a '..' segment (Kubernetes refuses hostPath volumes whose path contains '..')"
+    else:
+        what = f"the relative path '{raw}'"
     fix_root = (
         f"set dradriver:nvidiaDriverRoot to the driver owner's root: '/' for a host/platform-installed driver, "
         f"the gpu-operator hostPaths.driverInstallDir ({OPERATOR_CONTAINER_DRIVER_ROOT}) when the operator installs it"
     )
-    root: str | None
-    if raw is _ABSENT:
-        root = None
-    elif not isinstance(raw, str) or raw == "" or not raw.startswith("/") or ".." in raw.split("/"):
-        if raw == "":
-            what = "empty"
-        elif not isinstance(raw, str):
-            what = _show(raw)
-        elif raw.startswith("/"):
-            what = f"'{raw}', with a '..' segment (Kubernetes refuses hostPath volumes whose path contains '..')"
-        else:
-            what = f"the relative path '{raw}'"
-        c.add(
-            "GPU-DRIVER-ROOT",
-            "error",
-            DRA_DRIVER,
-            "nvidiaDriverRoot",
-            f"nvidiaDriverRoot is {what}; the DRA kubelet plugin mounts it from the host and needs an absolute path "
-            "without '..'",
-            fix_root,
-        )
-        return
-    else:
-        root = _clean_root(raw)
-    if driver_enabled is None or install_dir is None:
-        return  # operator disabled, or its values already reported
+    c.add(
+        "GPU-DRIVER-ROOT",
+        "error",
+        DRA_DRIVER,
+        "nvidiaDriverRoot",
+        f"nvidiaDriverRoot is {what}; the DRA kubelet plugin mounts it from the host and needs an absolute path "
+        "without '..'",
+        fix_root,
+    )
+    return False, None
+
+
+def _check_roots_lockstep(c: _Checks, driver_enabled: bool, install_dir: str, root: str | None) -> None:
+    """The DRA driver's root follows the driver owner: the operator's ``driverInstallDir`` when
+    it installs the driver, never the operator's root when it does not."""
     if driver_enabled:
         effective = root if root is not None else DRA_CHART_DEFAULT_ROOT
         if effective != install_dir:
