@@ -159,13 +159,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
     use_cache = (reuse.cache_enabled() if cache is None else bool(cache)) and reuse.diskcache.cache_dir() is not None
     clusters = [_Cluster(plan, stack_names(plan)) for plan in plans]
     if use_cache and clusters:
-        identity = reuse.synth_identity()
-        contexts = reuse.fleet_context(fleet, plans)
-        for c in clusters:
-            if c.plan.cluster.name in secret:
-                continue  # a literal credential in its values: never copied into the cache
-            c.key = reuse.cluster_key(c.plan, identity=identity, context=contexts.get(c.plan.cluster.name),
-                                      provisions=len(c.stacks) == 2)
+        _key_clusters(clusters, plans, fleet=fleet, secret=secret)
     with staged_outdir(outdir, warnings=warnings, private=private) as staged:
         stacks_dir = staged / "stacks"
         built = _Built()
@@ -204,26 +198,7 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
         whole = not reused and not elsewhere  # one App holds every stack: cdktf's manifest.json as it is
         built_here: list[_Cluster] = []
         if todo or fleet is not None or not clusters:
-            from gpucluster_cdk.stacks.app import synth_app  # imports cdktf (or cdktn) only now
-
-            result = synth_app(plans, staged, final=final, fleet=fleet,
-                               real=None if whole else {c.plan.cluster.name for c in todo}, exports=built.exports)
-            built.exports.update(result["exports"])
-            text = (staged / "manifest.json").read_text(encoding="utf-8")
-            try:
-                manifest, style = reuse.check_manifest_text(text)
-            except RuntimeError:
-                if not whole:
-                    raise
-                manifest, style = json.loads(text), None  # written as it is; nothing is stored (no style)
-            built.version = built.version or manifest["version"]
-            built.style = built.style or style
-            keep = set(result["stacks"])
-            for name, entry in manifest["stacks"].items():
-                if name in keep:
-                    built.manifest[name] = entry
-                else:  # a stand-in (its output is not the stack's)
-                    shutil.rmtree(stacks_dir / name)
+            _build_in_process(plans, todo, staged, final=final, fleet=fleet, whole=whole, built=built)
             built_here = todo
             for c in todo:
                 report(c)
@@ -256,6 +231,47 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
                 store_cluster(c.key, c.stacks, stacks_dir, built.manifest, built.version,
                               built.exports.get(c.plan.cluster.name, {}), built.style)
         return sorted(p.name for p in stacks_dir.iterdir())
+
+
+def _key_clusters(clusters: Sequence[_Cluster], plans: Sequence[RuntimePlan], *, fleet: "FleetSpec | None",
+                  secret: set[str]) -> None:
+    """Give every cluster but those in ``secret`` (a literal credential in its values: never
+    copied into the cache) its cache key (:func:`gpucluster_cdk.stacks.reuse.cluster_key`)."""
+    identity = reuse.synth_identity()
+    contexts = reuse.fleet_context(fleet, plans)
+    for c in clusters:
+        if c.plan.cluster.name in secret:
+            continue
+        c.key = reuse.cluster_key(c.plan, identity=identity, context=contexts.get(c.plan.cluster.name),
+                                  provisions=len(c.stacks) == 2)
+
+
+def _build_in_process(plans: Sequence[RuntimePlan], todo: Sequence[_Cluster], staged: Path, *, final: Path,
+                      fleet: "FleetSpec | None", whole: bool, built: _Built) -> None:
+    """Build ``todo``'s stacks (and the fleet's) in one App in this process, into ``staged``; add
+    their manifest entries, exports, manifest version and style to ``built``. With ``whole`` the
+    App holds every stack and its manifest.json is kept as the framework wrote it; otherwise the
+    stand-ins of clusters built elsewhere are removed."""
+    from gpucluster_cdk.stacks.app import synth_app  # imports cdktf (or cdktn) only now
+
+    result = synth_app(plans, staged, final=final, fleet=fleet,
+                       real=None if whole else {c.plan.cluster.name for c in todo}, exports=built.exports)
+    built.exports.update(result["exports"])
+    text = (staged / "manifest.json").read_text(encoding="utf-8")
+    try:
+        manifest, style = reuse.check_manifest_text(text)
+    except RuntimeError:
+        if not whole:
+            raise
+        manifest, style = json.loads(text), None  # written as it is; nothing is stored (no style)
+    built.version = built.version or manifest["version"]
+    built.style = built.style or style
+    keep = set(result["stacks"])
+    for name, entry in manifest["stacks"].items():
+        if name in keep:
+            built.manifest[name] = entry
+        else:  # a stand-in (its output is not the stack's)
+            shutil.rmtree(staged / "stacks" / name)
 
 
 def _chunks(todo: Sequence[_Cluster], n: int) -> list[list[str]]:
