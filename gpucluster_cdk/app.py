@@ -64,14 +64,37 @@ def _mute_kernel_output() -> None:
         mute()
 
 
+def _would_be_ignored(frame) -> bool:
+    """True when an exception raised in ``frame`` would not propagate but be printed as "Exception
+    ignored in ..." with a traceback: a weak-reference callback of the import system (CPython's
+    ``_get_module_lock.<locals>.cb``, run when a module lock is collected) or a ``__del__``."""
+    code = getattr(frame, "f_code", None)
+    if code is None:
+        return False
+    return code.co_name == "__del__" or (code.co_name == "cb" and code.co_filename.startswith("<frozen importlib"))
+
+
+def _raise_stop(signum: int, frame, received: list[int]) -> None:
+    """Raise :class:`_Stopped` for the first stop signal -- unless ``frame`` would swallow it
+    (:func:`_would_be_ignored`): then it is forgotten and sent to this process again, to be
+    handled (and raised) at the next instruction outside that callback."""
+    if len(received) != 1:
+        return
+    if _would_be_ignored(frame):
+        received.clear()
+        os.kill(os.getpid(), signum)
+        return
+    raise _Stopped(signum)
+
+
 def _on_stop_signal(signum, frame):
     """Record ``signum``; raise :class:`_Stopped` for the first one only (cleanup runs to its end),
     and only once the script is inside its ``try`` (before that, module-level imports are running
     and :func:`_script` stops as soon as it starts)."""
     _mute_kernel_output()
     _received.append(signum)
-    if len(_received) == 1 and _armed:
-        raise _Stopped(signum)
+    if _armed:
+        _raise_stop(signum, frame, _received)
 
 
 def install_stop_handlers() -> None:
@@ -110,8 +133,7 @@ def _stop_signals_raise(received: list[int]) -> Iterator[None]:
     def stop(signum, frame):
         _mute_kernel_output()
         received.append(signum)
-        if len(received) == 1:
-            raise _Stopped(signum)
+        _raise_stop(signum, frame, received)
 
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:

@@ -118,8 +118,11 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
     env.update(GPUCLUSTER_PLUGINS="gpucluster_test_slow_plan", PYTHONPATH=str(tmp_path / "plugins"),
                SLOW_MARKER=str(marker), GPUCLUSTER_CACHE_DIR="off")
+    # Ctrl-C's disposition as a terminal's foreground job has it: a job started with `&` by a
+    # non-interactive shell (a CI script) inherits SIGINT ignored, and Python then keeps it ignored.
     proc = subprocess.Popen([sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(_exist(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:

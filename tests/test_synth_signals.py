@@ -181,3 +181,36 @@ def test_signals_to_the_process_group_at_any_moment_never_print_a_traceback(tmp_
         assert sorted(p.name for p in tmp.iterdir()) == [], where
         outcomes.append(code)
     assert any(outcomes), "no run was stopped by its signal"
+
+
+def _frame(name: str, filename: str):
+    import types
+
+    return types.SimpleNamespace(f_code=types.SimpleNamespace(co_name=name, co_filename=filename))
+
+
+@pytest.mark.parametrize("name, filename, swallowed", [
+    ("cb", "<frozen importlib._bootstrap>", True),  # _get_module_lock.<locals>.cb, a weakref callback
+    ("__del__", "/x/y.py", True),
+    ("cb", "/site-packages/other.py", False),
+    ("_find_and_load", "<frozen importlib._bootstrap>", False),  # an import itself: raising there is fine
+    ("_run", "/x/gpucluster_cdk/app.py", False),
+])
+def test_a_stop_signal_is_never_raised_where_python_would_print_it_as_ignored(monkeypatch, name, filename, swallowed):
+    """A SIGTERM raised inside the import system's weakref callback printed "Exception ignored in
+    <function _get_module_lock.<locals>.cb>" with a traceback (seen once in the any-moment test
+    above): there the signal is sent again, to be raised once out of the callback."""
+    from gpucluster_cdk import app
+
+    sent = []
+    monkeypatch.setattr(app.os, "kill", lambda pid, signum: sent.append((pid, signum)))
+    received = [signal.SIGTERM]
+    if swallowed:
+        app._raise_stop(signal.SIGTERM, _frame(name, filename), received)
+        assert sent == [(os.getpid(), signal.SIGTERM)] and received == []
+    else:
+        with pytest.raises(app._Stopped):
+            app._raise_stop(signal.SIGTERM, _frame(name, filename), received)
+        assert sent == [] and received == [signal.SIGTERM]
+    received = [signal.SIGTERM, signal.SIGINT]  # a second signal: recorded only, never raised
+    app._raise_stop(signal.SIGINT, _frame(name, filename), received)
