@@ -8,8 +8,8 @@ of a warm ``gpucluster plan`` (about 180 M of 564 M instructions, docs/synth.md 
 
 :func:`install` (called by ``gpucluster/__init__.py``) wraps ``dataclasses._create_fn``: the
 source text is made exactly as the standard library makes it, and the code object compiled
-from that text is taken from one cache entry (kind ``dataclass-code``) when it holds one for
-that exact text, else compiled as before and added to the entry when the process exits. The
+from that text is taken from one cache entry (kind ``dataclass-code``, keyed by ``sys.version``,
+the bytecode magic number and this module's bytes) when it holds one for that exact text, else compiled as before and added to the entry when the process exits. The
 functions made are the same: the same text compiled by the same interpreter (the key holds
 ``sys.version`` and the bytecode magic number), run with the same globals and closure values.
 
@@ -49,7 +49,12 @@ def _key() -> str:
 
     from gpucluster.diskcache import digest
 
-    return digest([f"{KIND} 1", sys.version, MAGIC_NUMBER, sys.implementation.cache_tag or ""])
+    try:  # this module's own bytes: a change of how it compiles is another key
+        with open(__file__, "rb") as f:
+            source = f.read()
+    except OSError:
+        source = b"unreadable"
+    return digest([f"{KIND} 1", sys.version, MAGIC_NUMBER, sys.implementation.cache_tag or "", source])
 
 
 def _load(key: str) -> dict[str, types.CodeType]:

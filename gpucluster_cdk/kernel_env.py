@@ -52,14 +52,16 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
 
 
 def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
-    """Refuse, before the jsii kernel starts, the two environment variables whose bad values
+    """Refuse, before the jsii kernel starts, the environment variables whose bad values
     otherwise end in an unexpected error: a ``JSII_NODE`` that names no program (jsii's
-    ``FileNotFoundError``) and a ``CDKTF_CONTEXT_JSON`` that is not a JSON object (cdktf's
-    ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf CLI
-    sets ``CDKTF_CONTEXT_JSON`` itself (``cdktf.json``'s ``context``).
+    ``FileNotFoundError``), a ``SYNTH_HCL_OUTPUT`` of ``true``/``1`` (cdktf then writes
+    ``cdk.tf``, HCL, where the injection check and the reuse cache read ``cdk.tf.json``: an
+    ``error[output] ... No such file``) and a ``CDKTF_CONTEXT_JSON`` that is not a JSON object
+    (cdktf's ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf
+    CLI sets ``CDKTF_CONTEXT_JSON`` itself (``cdktf.json``'s ``context``).
 
     Raises:
-        GpuclusterError: ``key=JSII_NODE`` or ``key=CDKTF_CONTEXT_JSON``.
+        GpuclusterError: ``key=JSII_NODE``, ``key=SYNTH_HCL_OUTPUT`` or ``key=CDKTF_CONTEXT_JSON``.
     """
     environ = os.environ if environ is None else environ
     from gpucluster.errors import GpuclusterError
@@ -72,6 +74,13 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
             raise GpuclusterError(f"JSII_NODE={node!r} names no program that can be run", key="JSII_NODE",
                                   allowed="the path or name of a Node.js executable (Node 20+)",
                                   fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable")
+    hcl = environ.get("SYNTH_HCL_OUTPUT")
+    if hcl in ("true", "1"):  # cdktf 0.21 lib/terraform-stack.js: === "true" || === "1"
+        raise GpuclusterError(f"SYNTH_HCL_OUTPUT={hcl} asks cdktf for HCL (cdk.tf) instead of JSON (cdk.tf.json); "
+                              "gpucluster writes, checks and reuses cdk.tf.json only", key="SYNTH_HCL_OUTPUT",
+                              allowed="unset, or any value but true and 1",
+                              fix="unset SYNTH_HCL_OUTPUT (`cdktf synth` without --hcl); Terraform reads cdk.tf.json "
+                                  "as it is")
     context = environ.get("CDKTF_CONTEXT_JSON")
     if context is not None:
         import json

@@ -133,3 +133,14 @@ def test_not_installed_on_another_python_signature_or_without_a_cache(monkeypatc
     before = dataclasses._create_fn
     assert dataclass_code.install() is False
     assert dataclasses._create_fn is before
+
+
+def test_the_key_holds_the_module_bytes(monkeypatch, tmp_path):
+    """A change of how the methods are compiled (this module's code) is another entry."""
+    from gpucluster import dataclass_code
+
+    key = dataclass_code._key()
+    other = tmp_path / "dataclass_code.py"
+    other.write_bytes(open(dataclass_code.__file__, "rb").read() + b"\n# changed\n")
+    monkeypatch.setattr(dataclass_code, "__file__", str(other))
+    assert dataclass_code._key() != key

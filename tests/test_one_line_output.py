@@ -162,6 +162,8 @@ def test_a_values_file_under_an_unknown_users_home_is_one_error_line(tmp_path):
     ("JSII_NODE", "/nonexistent/node", "error[input] key=JSII_NODE: JSII_NODE='/nonexistent/node' names no program"),
     ("CDKTF_CONTEXT_JSON", "{bad", "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is not JSON ("),
     ("CDKTF_CONTEXT_JSON", "[1]", "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is a JSON list, not an object"),
+    ("SYNTH_HCL_OUTPUT", "true", "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=true asks cdktf for HCL"),
+    ("SYNTH_HCL_OUTPUT", "1", "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=1 asks cdktf for HCL"),
 ])
 def test_a_bad_cdk_environment_is_one_input_error_not_exit_70(tmp_path, name, value, said):
     _exist(tmp_path)
