@@ -3,6 +3,8 @@
 #   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default, without the notice) into cdktf.out/ (replaced atomically).
+#   make lint    ruff check, ruff format --check and mypy, configured in pyproject.toml (part of
+#                `make test`, first: a finding fails it).
 #   make test    set-up, then pytest in parallel worker processes (pytest-xdist, PYTEST_WORKERS; includes
 #                the end-to-end `cdktf synth` test, marker synth), with test-cdktn alongside.
 #   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
@@ -57,7 +59,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: setup synth test test-cdktn cdktn bench fuzz clean checkov-setup
+.PHONY: setup synth lint test test-cdktn cdktn bench fuzz clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -99,9 +101,22 @@ $(CHECKOV_STAMP): tools/checkov-requirements.txt
 synth: setup
 	GPUCLUSTER_EMBEDDED_DEFAULT=1 $(CDKTF) synth
 
+# Until the tree is formatted once in a commit of its own, the format check covers the files that
+# are formatted already.
+RUFF_FORMAT_PATHS := main.py gpucluster/__init__.py gpucluster/sdk/__init__.py gpucluster/sdk/gates.py \
+	gpucluster/sdk/hookspecs.py gpucluster/verify/__init__.py gpucluster/policy_keys.py gpucluster/schemas.py \
+	gpucluster_cdk/__init__.py gpucluster_cdk/__main__.py gpucluster_cdk/stacks/__init__.py \
+	gpucluster_cdk/constructs_lib/__init__.py plugins/gpucluster_aks/__init__.py plugins/gpucluster_oke/__init__.py \
+	examples/example_plugin/conftest.py tests/test_yaml_fast_path.py
+
+# The linter, the formatter's check and the type checker, as configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check $(RUFF_FORMAT_PATHS)
+
 # test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
 # finish); its output is printed after the main run's, and either failing fails `make test`.
-test: setup cdktn checkov-setup
+test: setup cdktn checkov-setup lint
 	@cdktn_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-cdktn > "$$cdktn_log" 2>&1 & cdktn_pid=$$!; \
 	main_rc=0; $(PY) -m pytest $(PYTEST_ARGS) || main_rc=$$?; \

@@ -134,7 +134,7 @@ def without_paths(values: Mapping[str, Any], paths: Iterable[str]) -> dict[str, 
             chain.append(nxt)
         else:
             chain[-1].pop(parts[-1], None)
-            for parent, key, child in zip(reversed(chain[:-1]), reversed(parts[:-1]), reversed(chain[1:])):
+            for parent, key, child in zip(reversed(chain[:-1]), reversed(parts[:-1]), reversed(chain[1:]), strict=True):
                 if child:
                     break
                 parent.pop(key, None)

@@ -62,7 +62,7 @@ def _code_constants(path: Path) -> list[tuple[int, object]]:
         if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys) and all(
             isinstance(v, ast.Constant) for v in node.values
         ):
-            out.append((node.lineno, tuple(sorted((k.value, v.value) for k, v in zip(node.keys, node.values)))))
+            out.append((node.lineno, tuple(sorted((k.value, v.value) for k, v in zip(node.keys, node.values, strict=True)))))
     return out
 
 

@@ -339,7 +339,7 @@ def test_profile_owned_value_must_keep_its_type(tmp_path):
 def test_driver_roots_with_dotdot_are_refused(tmp_path, sets, component, key):
     """Kubernetes refuses hostPath volumes whose path contains '..'; normalizing hid that.
     (NVKE: the operator owns the driver and no profile owns the roots.)"""
-    cfg = _cluster_file(tmp_path, NVKE_RAILS + "    overrides: {set: %r}\n" % sets, NVKE_CRITERIA)
+    cfg = _cluster_file(tmp_path, NVKE_RAILS + f"    overrides: {{set: {sets!r}}}\n", NVKE_CRITERIA)
     problems = [p for p in _problems(cfg) if p.id == "GPU-DRIVER-ROOT"]
     assert [(p.component, p.key) for p in problems] == [(component, key)]
     assert "'..'" in problems[0].message

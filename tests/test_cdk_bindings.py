@@ -176,9 +176,7 @@ print(json.dumps({"watching": bool(cdk._WAKEUP_READ_FD), "before": before, "usr1
 def test_a_binding_class_not_in_the_table_is_named():
     from gpucluster_cdk.constructs_lib import cdk
 
-    try:
-        cdk.helm().NoSuchClass
-    except AttributeError as err:
-        assert "NoSuchClass is not in the class table" in str(err) and "gpucluster_cdk/constructs_lib/cdk.py" in str(err)
-    else:
-        raise AssertionError("an unknown class must raise AttributeError")
+    with pytest.raises(AttributeError) as err:
+        _ = cdk.helm().NoSuchClass
+    assert "NoSuchClass is not in the class table" in str(err.value)
+    assert "gpucluster_cdk/constructs_lib/cdk.py" in str(err.value)

@@ -161,7 +161,7 @@ def test_identical_local_charts_are_staged_once_and_shipped_into_every_stack(tmp
     outdir = tmp_path / "out"
     app = App(outdir=str(outdir), context={"gpucluster:stagingDir": str(tmp_path / "staging")})
     stacks = [TerraformStack(app, name) for name in ("one", "two", "three")]
-    for stack, each in zip(stacks, (chart, chart, other)):
+    for stack, each in zip(stacks, (chart, chart, other), strict=True):
         LocalChartRelease(stack, "c", LocalChartReleaseProps(release_name="c", namespace="default", chart=each))
     staged = sorted(p.parent.name for p in (tmp_path / "staging").rglob("Chart.yaml"))
     assert staged == sorted({chart_files_key(chart.files), chart_files_key(other.files)})

@@ -115,7 +115,7 @@ def test_synthesized_data_source_and_sets(runtime):
         "dra-driver-nvidia-gpu", "oci://registry.k8s.io/dra-driver-nvidia/charts", "0.5.0", True, True)
     rel = runtime["resource"]["helm_release"][STEP]
     sets = {s["name"]: s["value"] for s in rel["set"]}
-    assert sets["crdsGz"] == '${base64gzip(join("\\n---\\n", data.helm_template.%s.crds))}' % STEP
+    assert sets["crdsGz"] == f'${{base64gzip(join("\\n---\\n", data.helm_template.{STEP}.crds))}}'
     assert sets["crdsHash"].startswith("${sha256(join(")
     assert rel["wait_for_jobs"] is True
     assert f"helm_release.{STEP}" in runtime["resource"]["helm_release"][DRA]["depends_on"]

@@ -281,7 +281,7 @@ def test_manifest_content_change_changes_the_gate(plan):
 
 def test_charts_are_self_contained_and_deterministic(plan):
     again = pipeline.build_plan(config.load_clusters()[0])
-    for node, node2 in zip(plan.nodes, again.nodes):
+    for node, node2 in zip(plan.nodes, again.nodes, strict=True):
         assert node.id == node2.id and node.values == node2.values
         if node.local_chart is None:
             continue

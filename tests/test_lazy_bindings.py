@@ -98,7 +98,7 @@ def test_binding_js_packages_name_the_installed_assemblies():
 
     from gpucluster_cdk.constructs_lib import cdk
 
-    for package, npm in zip((cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages):
+    for package, npm in zip((cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages, strict=True):
         spec = importlib.util.find_spec(package)
         text = (Path(spec.submodule_search_locations[0]) / "_jsii" / "__init__.py").read_text()
         assert f'"{npm}"' in text, (package, npm)

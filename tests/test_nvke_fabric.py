@@ -33,7 +33,7 @@ def test_rail_objects_per_rail(settings):
     docs = fabric.rail_objects(settings, NS)
     pools, policies, nets = by_kind(docs, "IPPool"), by_kind(docs, "SriovNetworkNodePolicy"), by_kind(docs, "SriovIBNetwork")
     assert len(pools) == len(policies) == len(nets) == 4
-    for n, (pool, pol, net) in enumerate(zip(pools, policies, nets)):
+    for n, (pool, pol, net) in enumerate(zip(pools, policies, nets, strict=True)):
         assert pool["spec"]["subnet"] == f"10.255.{4 * n}.0/22"
         assert pool["metadata"]["namespace"] == NS
         assert pool["spec"]["nodeSelector"] == {

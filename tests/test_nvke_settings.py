@@ -16,7 +16,7 @@ ROOTS = ["0000:03:00.0", "0002:03:00.0", "0010:03:00.0", "0012:03:00.0"]
 
 
 def rails(names=("mlx5_0", "mlx5_1", "mlx5_3", "mlx5_4")):
-    return [{"name": n, "rootDevice": r} for n, r in zip(names, ROOTS)]
+    return [{"name": n, "rootDevice": r} for n, r in zip(names, ROOTS, strict=False)]
 
 
 def err(raw) -> GpuclusterError:

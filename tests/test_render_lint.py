@@ -381,13 +381,13 @@ def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_ov
 def test_render_uses_the_target_clusters_capabilities(tmp_path):
     """Kubernetes 1.34's version and API versions (prometheus-adapter renders a v1 APIService on
     1.34; Helm's defaults gave v1beta1), and the CRDs of the releases a release depends on."""
-    caps_chart = write_chart(tmp_path, "caps", "1.0.0", "{}", {"cm.yaml": (
+    write_chart(tmp_path, "caps", "1.0.0", "{}", {"cm.yaml": (
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caps}\ndata:\n"
         "  kube: {{ .Capabilities.KubeVersion.GitVersion | quote }}\n"
         "  aggregator: {{ .Capabilities.APIVersions.Has \"apiregistration.k8s.io/v1\" | quote }}\n"
         "  dra: {{ .Capabilities.APIVersions.Has \"resource.k8s.io/v1/DeviceClass\" | quote }}\n"
         "  thing: {{ .Capabilities.APIVersions.Has \"example.com/v1/Thing\" | quote }}\n")})
-    crd_chart = write_chart(tmp_path, "thing-crds", "1.0.0", "{}", {"crd.yaml": (
+    write_chart(tmp_path, "thing-crds", "1.0.0", "{}", {"crd.yaml": (
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n"
         "spec: {group: example.com, scope: Cluster, names: {kind: Thing, plural: things},\n"
         "  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n")})

@@ -123,7 +123,7 @@ def test_every_rendered_object_validates(plans, recipe, profile):
     objects = rendered_objects(plans[(recipe, profile)])
     assert objects
     used = {}
-    for release, path, doc in objects:
+    for release, _path, doc in objects:
         if doc["kind"] == "ClusterTrainingRuntime":
             validate_training_runtime(doc)
             used[(release, doc["kind"])] = "shape + batch/v1 Job template"

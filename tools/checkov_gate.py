@@ -126,7 +126,7 @@ def scan_all(paths: list[Path], checkov: Path) -> list[tuple[list[str], int]]:
             i = owner(str(reported))
             for j in range(len(paths)) if i is None else (i,):
                 parse_errors[j].append(str(reported))
-    return [_lines(path, doc, records[i], parse_errors[i], version) for i, (path, doc) in enumerate(zip(paths, docs))]
+    return [_lines(path, doc, records[i], parse_errors[i], version) for i, (path, doc) in enumerate(zip(paths, docs, strict=True))]
 
 
 def _lines(path: Path, doc: dict, records: dict[str, list[dict]], parse_errors: list[str], version: str) -> tuple[list[str], int]:

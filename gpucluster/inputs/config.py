@@ -245,7 +245,7 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             )
         seen[spec.name] = i
         clusters.append(spec)
-    backends.check_unique_workspaces(((c.name, c.backend, k) for c, k in zip(clusters, backend_keys)), file=source)
+    backends.check_unique_workspaces(((c.name, c.backend, k) for c, k in zip(clusters, backend_keys, strict=True)), file=source)
     return clusters
 
 

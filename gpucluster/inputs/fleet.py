@@ -62,6 +62,7 @@ Facts and their sources:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -910,7 +911,7 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
     if cluster_ws:
         triggers.append({"workspace": fleet_ws, "sources": cluster_ws[:MAX_RUN_TRIGGER_SOURCES]})
     order = stages(fleet)
-    for (group, names), nxt in zip(order, order[1:]):
+    for (group, names), nxt in itertools.pairwise(order):
         barrier = ws(barrier_stack_name(fleet.name, group.name))
         workspaces.append(barrier)
         sources = [ws(f"{n}-runtime") for n in names]

@@ -492,7 +492,7 @@ class _FileReader:
         """Unknown and unsupported keys, the type, and the chart facts: ``(type, source, chart,
         version, namespace, the file's strings)`` -- the catalog's for a renamed component
         (``RECIPE-RENAMED``), the file's pins otherwise (``VERSION-SKEW`` when they differ)."""
-        rep, unknown, ref_unused, skew_severity = self.rep, self.unknown, self.ref_unused, self.skew_severity
+        rep, unknown, ref_unused = self.rep, self.unknown, self.ref_unused
         w = {"component": comp}
         _unknown_keys(raw, AICR_REF_KEYS, USED_REF_KEYS, f"{key}.", rep, unknown, comp)
         for k in UNUSED_FIELDS:
@@ -1042,7 +1042,7 @@ def advertiser_changes(intent: FileIntent, components: Mapping[str, Component], 
     ``gpuResourcesEnabledOverride``) the file states and the installed values differ from,
     naming the file's key and the value installed."""
     out = []
-    for comp, (key, vals, where) in sorted(intent.stated.items()):
+    for comp, (_key, vals, where) in sorted(intent.stated.items()):
         entry = catalog.components.get(comp)
         if entry is None or comp not in components:
             continue

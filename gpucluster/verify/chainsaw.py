@@ -137,7 +137,7 @@ def _strict_equality_hazard(node: Mapping[str, Any]) -> str | None:
     if node.get("type") == "comparator" and node.get("value") in ("eq", "ne"):
         kinds = [c.get("type") for c in node["children"]]
         values = [c.get("value") for c in node["children"]]
-        for i, child in enumerate(node["children"]):
+        for i in range(len(node["children"])):
             other = node["children"][1 - i]
             if (kinds[i] == "literal" and isinstance(values[i], (int, float)) and not isinstance(values[i], bool)
                     and other.get("type") != "literal"):
@@ -240,7 +240,7 @@ def _match(expected: Any, actual: Any) -> bool:
     if isinstance(expected, list):
         if not isinstance(actual, list):
             raise EngineError(f"invalid actual value, must be a slice, found {_type_name(actual)}")
-        return len(expected) == len(actual) and all(_match(e, a) for e, a in zip(expected, actual))
+        return len(expected) == len(actual) and all(_match(e, a) for e, a in zip(expected, actual, strict=True))
     if isinstance(expected, Mapping):
         if not isinstance(actual, Mapping):
             raise EngineError(f"invalid actual value, must be a map, found {_type_name(actual)}")
@@ -284,7 +284,7 @@ class _Slice(_Node):
         elif len(value) != len(self.items):
             errs.append(FieldError(path, f"Invalid value: {_shown(value)}: lengths of slices don't match"))
         else:
-            for i, (node, item) in enumerate(zip(self.items, value)):
+            for i, (node, item) in enumerate(zip(self.items, value, strict=True)):
                 node.check(f"{path}[{i}]", item, errs)
 
 

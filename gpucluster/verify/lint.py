@@ -313,7 +313,7 @@ def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, 
     out: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
     for scope, folder in scopes.items():
         refs: set[tuple[str, ...]] = set()
-        for dirpath, dirnames, filenames in os.walk(folder / "templates", followlinks=True):
+        for dirpath, _dirnames, filenames in os.walk(folder / "templates", followlinks=True):
             for name in filenames:
                 try:
                     text = (Path(dirpath) / name).read_text(encoding="utf-8")
@@ -565,7 +565,7 @@ def _walk_with_config(doc: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...],
 def check_runtime_classes(ctx: _Ctx) -> None:
     """``lint.runtimeclass`` (module docstring)."""
     provided: dict[str, str] = {}
-    for release, path, doc in iter_objects(ctx.releases):
+    for release, _path, doc in iter_objects(ctx.releases):
         if doc.get("kind") == "RuntimeClass":
             provided.setdefault(str((doc.get("metadata") or {}).get("name")), f"RuntimeClass of release {release.name}")
         if doc.get("kind") == "ClusterPolicy" and _group(doc) == "nvidia.com":
@@ -605,7 +605,7 @@ def check_nfd_rules(ctx: _Ctx) -> None:
     from gpucluster.verify.render import load_documents
 
     hidden: list[tuple[RenderedRelease, str, str]] = []
-    for release, path, doc in iter_objects(ctx.releases):
+    for release, _path, doc in iter_objects(ctx.releases):
         if doc.get("kind") != "ConfigMap":
             continue
         for name, text in sorted((doc.get("data") or {}).items()):
@@ -620,7 +620,7 @@ def check_nfd_rules(ctx: _Ctx) -> None:
                     hidden.append((release, _obj_key(doc), str(pattern)))
     if not hidden:
         return
-    for release, path, doc in iter_objects(ctx.releases):
+    for release, _path, doc in iter_objects(ctx.releases):
         if doc.get("kind") != "NodeFeatureRule":
             continue
         for rule, feature in _rule_features(doc):

@@ -150,7 +150,7 @@ def _folder_version(name: str) -> str:
 
 def _distance(a: str, b: str) -> tuple[int, ...]:
     ka, kb = _version_key(a) + (0, 0, 0), _version_key(b) + (0, 0, 0)
-    return tuple(abs(x - y) for x, y in zip(ka[:3], kb[:3]))
+    return tuple(abs(x - y) for x, y in zip(ka[:3], kb[:3], strict=True))
 
 
 @dataclass(frozen=True)

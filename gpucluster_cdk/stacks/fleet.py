@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
@@ -173,7 +174,7 @@ def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *,
     markers = {name: rollout_marker(runtime_stacks[name], digests[name], list(runtime_stacks[name].releases.values()))
                for name in fleet.members}
     order = fleet_mod.stages(fleet)
-    for (group, names), (_, next_names) in zip(order, order[1:]):
+    for (group, names), (_, next_names) in itertools.pairwise(order):
         gdigest = fleet_mod.group_digest((n, digests[n]) for n in names)
         b_name = fleet_mod.barrier_stack_name(fleet.name, group.name)
         barrier = BarrierStack(app, b_name, group=group, group_digest=gdigest,

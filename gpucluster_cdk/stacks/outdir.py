@@ -228,7 +228,7 @@ def _checked_target(final: Path) -> Path:
 
 def _make_private(folder: Path) -> None:
     """Folders 0700 and files 0600 below ``folder`` (itself included): readable by the owner only."""
-    for dirpath, dirnames, filenames in os.walk(folder):
+    for dirpath, _dirnames, filenames in os.walk(folder):
         os.chmod(dirpath, 0o700)
         for name in filenames:
             path = os.path.join(dirpath, name)
