@@ -433,7 +433,7 @@ def read_stack_files(folder: Path) -> list[tuple[str, bytes]]:
                 raise OSError(f"{path} is not a regular file")
             with open(path, "rb") as f:
                 files.append((Path(os.path.relpath(path, folder)).as_posix(), f.read()))
-    for root, dirs, names in os.walk(folder):
+    for root, dirs, _names in os.walk(folder):
         for d in dirs:
             if os.path.islink(os.path.join(root, d)):
                 raise OSError(f"{os.path.join(root, d)} is a link")

@@ -280,7 +280,7 @@ def _chunks(todo: Sequence[_Cluster], n: int) -> list[list[str]]:
     total = sum(weights)
     shares: list[list[str]] = [[] for _ in range(n)]
     acc = 0
-    for c, w in zip(todo, weights):
+    for c, w in zip(todo, weights, strict=True):
         index = min(n - 1, (acc * n) // total)
         shares[index].append(c.plan.cluster.name)
         acc += w
