@@ -9,6 +9,7 @@ severity tag (``error[``), the ``fix:`` part of the line, or a severity expressi
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
         for field in ("body", "orelse", "finalbody"):
             stmts = getattr(node, field, None)
             if isinstance(stmts, list):
-                for prev, stmt in zip(stmts, stmts[1:]):
+                for prev, stmt in itertools.pairwise(stmts):
                     if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
                             and isinstance(prev, (ast.Assign, ast.AnnAssign))):
                         ids.add(id(stmt.value))
@@ -83,7 +84,7 @@ def hand_formatted(source: str, path: str) -> list[str]:
                 hit(node, f"the fix: part in {node.value[:60]!r}")
         elif isinstance(node, ast.JoinedStr):
             pieces = _pieces(node)
-            for (kind, value), (next_kind, next_value) in zip(pieces, pieces[1:]):
+            for (kind, value), (next_kind, next_value) in itertools.pairwise(pieces):
                 if (kind == "value" and next_kind == "text" and str(next_value).startswith("[")
                         and SEVERITY_NAME.search(str(value))):
                     hit(node, f"{{{value}}}[ in an f-string")
