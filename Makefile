@@ -105,6 +105,7 @@ synth: setup
 # format check is added with the commit that formats the whole tree.)
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
 # finish); its output is printed after the main run's, and either failing fails `make test`.

@@ -55,7 +55,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import Callable, Sequence, TextIO, cast
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped, format_line
 from gpucluster.model import ANY, Criteria, RuntimePlan
@@ -249,13 +249,13 @@ class _Parser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are one ``error[usage] ... fix: ...`` line (raised
     as :class:`UsageError`) instead of argparse's usage line plus ``gpucluster: error: ...``."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         command = _command_in(self._argv) if getattr(self, "_argv", None) is not None else None
         prog = f"gpucluster {command}" if command and self.prog == "gpucluster" else self.prog
         raise UsageError(f"{message} (usage: {' '.join(self.format_usage().split()[1:])})", id="usage",
                          fix=f"run '{prog} --help' for the arguments it takes")
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         self._argv = list(sys.argv[1:] if args is None else args)  # the command a top-level error is about
         return super().parse_args(args, namespace)
 
@@ -717,7 +717,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         return EXIT_INVALID_INPUT
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _main(argv, _Guarded(out), err)
+        return _main(argv, cast(TextIO, _Guarded(out)), err)  # _Guarded is a TextIO by duck typing
     except KeyboardInterrupt:  # Ctrl-C: quietly, with the shell's code for SIGINT
         _discard_output(out)
         return EXIT_INTERRUPTED
@@ -779,11 +779,11 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         _discard_output(out, err)
         return EXIT_OUTPUT_CLOSED
     except _StreamError as failed:
-        exc = failed.error
+        error = failed.error
         _discard_output(out)
         with contextlib.suppress(OSError, ValueError):
             err.write(Problem(
-                message=f"writing the output failed: {exc.strerror or exc} (errno {errno.errorcode.get(exc.errno, exc.errno)})",
+                message=f"writing the output failed: {error.strerror or error} (errno {errno.errorcode.get(error.errno or 0, error.errno)})",
                 key="stdout", id="output",
                 fix="free space where the output goes, or redirect it to another file (df -h)").render() + "\n")
             err.flush()

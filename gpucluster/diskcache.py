@@ -398,4 +398,4 @@ def get_plain(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> o
 def put_plain(kind: str, key: str, value: object, *, env: Mapping[str, str] | None = None) -> bool:
     """Store ``value`` as ``marshal`` (version 2) under ``(kind, key)`` if it is plain data
     (:func:`is_plain`: it reads back exactly); False when it is not or cannot be written."""
-    return is_plain(value) and put(kind, key, marshal.dumps(value, 2), env=env)
+    return is_plain(value) and put(kind, key, marshal.dumps(value, 2), env=env)  # type: ignore[arg-type]  # is_plain: marshallable

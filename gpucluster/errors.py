@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 EXIT_INVALID_INPUT = 2
 """Process exit code for invalid input (cluster file, RecipeResult, overrides, policy errors)."""
@@ -144,11 +144,14 @@ def format_line(
 class GpuclusterError(Exception):
     """Invalid user input; carries one or more :class:`Problem` s.
 
-    Raise it with keyword arguments for a single problem, or with ``problems=[...]``.
-    ``str(err)`` renders every problem, one per line.
+    Raise it with keyword arguments for a single problem (the message, then the fields of
+    :class:`Problem` by name), or with ``problems=[...]``. ``str(err)`` renders every problem, one
+    per line. ``TypeError`` when neither a message nor problems is given.
     """
 
-    def __init__(self, message: str | None = None, *, problems: Sequence[Problem] | None = None, **where):
+    def __init__(self, message: str | None = None, /, **where: Any) -> None:
+        # ``problems`` travels in ``where``: a ``**w`` of location strings then type-checks.
+        problems: Sequence[Problem] | None = where.pop("problems", None)
         if problems is None:
             if message is None:
                 raise TypeError("GpuclusterError needs a message or problems")

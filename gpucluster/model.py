@@ -18,7 +18,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from gpucluster.errors import Problem
 
 # --------------------------------------------------------------------------- criteria
 
@@ -370,7 +373,7 @@ document (:func:`absolute_key`); no catalog component's values start with one (a
 
 _KEY_ROOT = re.compile(r"[^.\[]*")
 
-_Located = TypeVar("_Located")
+_Located = TypeVar("_Located", bound="Problem | Finding")
 
 
 def absolute_key(cluster: ClusterSpec, key: str | None, *, file: str | None = None) -> str | None:
@@ -388,7 +391,8 @@ def absolute_key(cluster: ClusterSpec, key: str | None, *, file: str | None = No
     """
     if not key or cluster.index is None or file not in (None, "", cluster.source):
         return key
-    if _KEY_ROOT.match(key).group() not in CLUSTER_KEYS:
+    root = _KEY_ROOT.match(key)  # always matches (possibly empty)
+    if root is None or root.group() not in CLUSTER_KEYS:
         return key
     return f"clusters[{cluster.index}].{key}"
 
@@ -401,8 +405,11 @@ def absolute_keys(cluster: ClusterSpec, located: Sequence[_Located]) -> list[_Lo
     for item in located:
         file = getattr(item, "file", None)
         key = absolute_key(cluster, getattr(item, "key", None), file=file)
-        if key != item.key:
-            item = dataclasses.replace(item, key=key, **({} if file or isinstance(item, Finding) else {"file": cluster.source}))
+        if key is not None and key != item.key:
+            if file or isinstance(item, Finding):
+                item = dataclasses.replace(item, key=key)
+            else:
+                item = dataclasses.replace(item, key=key, file=cluster.source)
         out.append(item)
     return out
 

@@ -219,7 +219,7 @@ def load_entry_points(pm: pluggy.PluginManager, group: str) -> int:
             continue
         plugin = _load_value(value)
         pm.register(plugin, name=name)
-        pm._plugin_distinfo.append((plugin, dist))  # type: ignore[attr-defined]
+        pm._plugin_distinfo.append((plugin, dist))
         count += 1
     return count
 

@@ -33,7 +33,7 @@ def version_in_range(version: str, spec: str | None) -> bool:
     for clause in str(spec).split():
         m = _CLAUSE.fullmatch(clause)
         want = parse_version(m.group(2)) if m else None
-        if want is None:
+        if m is None or want is None:
             return False
         op = m.group(1) or "="
         ok = {">=": have >= want, ">": have > want, "<=": have <= want, "<": have < want,

@@ -40,7 +40,7 @@ def _strict_loader() -> type[yaml.SafeLoader]:
     import yaml
 
     class _StrictLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[override]
+        def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
                 raise yaml.composer.ComposerError(
@@ -48,7 +48,7 @@ def _strict_loader() -> type[yaml.SafeLoader]:
                 )
             return super().compose_node(parent, index)
 
-        def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        def construct_mapping(self, node, deep=False):
             if not isinstance(node, yaml.MappingNode):
                 return super().construct_mapping(node, deep=deep)
             seen: dict[Any, Any] = {}
@@ -75,7 +75,7 @@ def _strict_loader() -> type[yaml.SafeLoader]:
                 seen[key] = key_node.start_mark
             return super().construct_mapping(node, deep=deep)
 
-        def construct_yaml_int(self, node):  # type: ignore[override]
+        def construct_yaml_int(self, node):
             text = self.construct_scalar(node)
             digits = str(text).replace("_", "").lstrip("+-")
             if len(digits) > _INT_TEXT_LIMIT:  # before int(): Python refuses > 4300 decimal digits with a ValueError

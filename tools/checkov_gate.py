@@ -116,15 +116,15 @@ def scan_all(paths: list[Path], checkov: Path) -> list[tuple[list[str], int]]:
         records: list[dict[str, list[dict]]] = [{"failed": [], "passed": []} for _ in paths]
         for kind in ("failed", "passed"):
             for record in results.get(f"{kind}_checks", []):
-                i = owner(record.get("file_abs_path") or record.get("file_path") or "")
-                if i is None:
+                at = owner(record.get("file_abs_path") or record.get("file_path") or "")
+                if at is None:
                     return [([f"{path}: checkov reported a result of a file it was not given: {record.get('file_path')}"], 1)
                             for path in paths]
-                records[i][kind].append(record)
+                records[at][kind].append(record)
         parse_errors: list[list[str]] = [[] for _ in paths]
         for reported in results.get("parsing_errors") or []:
-            i = owner(str(reported))
-            for j in range(len(paths)) if i is None else (i,):
+            at = owner(str(reported))
+            for j in range(len(paths)) if at is None else (at,):
                 parse_errors[j].append(str(reported))
     return [_lines(path, doc, records[i], parse_errors[i], version) for i, (path, doc) in enumerate(zip(paths, docs, strict=True))]
 

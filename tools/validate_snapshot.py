@@ -191,7 +191,7 @@ def _pod(owner: Mapping[str, Any], template: Mapping[str, Any], name: str, node:
     init = [{"name": c["name"], "ready": True, "restartCount": 0, "image": c.get("image", ""), "imageID": "",
              "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": TIME, "finishedAt": TIME}}}
             for c in spec.get("initContainers") or []]
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {**_meta("Pod", name, owner["metadata"]["namespace"], labels=meta.get("labels")),
                      **({"annotations": dict(meta["annotations"])} if meta.get("annotations") else {}),

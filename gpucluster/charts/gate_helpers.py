@@ -244,7 +244,7 @@ def dra_kubelet_plugin_rollout(
         name_of_object=dra_kubelet_plugin_name(component.values),
         namespace=component.ref.namespace,
         container=container if versioned else "",
-        value=min_version if versioned else "",
+        value=min_version if min_version is not None else "",
         min_ready=min_ready,
         timeout_seconds=timeout_seconds,
         after=list(after),

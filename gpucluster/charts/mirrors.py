@@ -79,7 +79,7 @@ def parse_charts(raw: Any, *, file: str, cluster: str | None, key: str) -> Chart
             or ``oci://`` with a host and plain path segments, a URL with user info (credentials),
             an upstream given twice (``https://x/`` and ``https://x``) or mapped to itself.
     """
-    w = {"file": file, "cluster": cluster}
+    w: dict[str, Any] = {"file": file, "cluster": cluster}
     if not isinstance(raw, dict):
         raise GpuclusterError(f"'{key}' must be a mapping", key=key, allowed="mirror: URL, mirrors: {UPSTREAM: URL}",
                               fix=_DOCS, **w)

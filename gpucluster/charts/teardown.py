@@ -59,7 +59,7 @@ def _plural_of(kind: str, group: str, owned: Sequence[str]) -> str | None:
 def custom_resources(node: PlanNode, owners: Mapping[str, str]) -> list[dict[str, str]]:
     """The custom resources a manifest release applies: ``{kind, group, version, plural, name,
     namespace}`` per object whose group has a CRD owned in the stack (sorted)."""
-    out = []
+    out: list[dict[str, str]] = []
     if node.local_chart is None:
         return out
     for doc in grouped_objects(node.local_chart):

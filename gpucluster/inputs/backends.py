@@ -324,6 +324,7 @@ def check_unique_workspaces(entries: Iterable[tuple[str, Mapping[str, Any] | Non
             in the same storage account and container, naming the later cluster.
     """
     seen: dict[tuple[str, ...], str] = {}
+    where: tuple[str, ...]
     for cluster, backend, key in entries:
         if backend is None:
             continue

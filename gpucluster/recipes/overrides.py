@@ -787,7 +787,7 @@ def _is_manifest_only(ref, catalog) -> bool:
 
 def pruned_edges(recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, str]]:
     """``(component, dependency)`` recipe edges dropped because the dependency is disabled."""
-    out = []
+    out: list[tuple[str, str]] = []
     for ref in recipe.component_refs:
         if ref.name in components:
             out.extend((ref.name, d) for d in ref.dependency_refs if d not in components)

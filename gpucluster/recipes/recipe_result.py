@@ -352,7 +352,7 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def _values_files_known(comp: str, catalog: Catalog) -> list[str]:
-    found = set()
+    found: set[str] = set()
     for d in catalog.dirs:
         folder = d / "components" / comp
         if folder.is_dir():
@@ -961,7 +961,7 @@ def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: s
             n = r["name"]
             n = renames[n][0] if n not in catalog.components and n in renames else n
             raw[n] = {k: r.get(k) for k in ("overrides", "values") if isinstance(r.get(k), dict)}
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    meta: dict[str, Any] = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
     try:
         ours = resolve(criteria, catalog, profile=dict(cluster.profile), file=name, cluster=cluster.name)
     except GpuclusterError:

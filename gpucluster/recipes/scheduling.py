@@ -102,6 +102,10 @@ def parse_toleration(spec: Any) -> Toleration:
     Raises:
         ValueError: malformed spec, invalid key/value/effect, or an inconsistent operator.
     """
+    key: Any  # the input's, checked below
+    value: Any
+    effect: Any
+    operator: Any
     if isinstance(spec, str):
         body, colon, effect = spec.rpartition(":")
         if not colon or not body:
@@ -149,6 +153,9 @@ def parse_taint(spec: Any) -> Taint:
     Raises:
         ValueError: malformed or invalid key/value/effect.
     """
+    key: Any  # the input's, checked below
+    value: Any
+    effect: Any
     if isinstance(spec, str):
         body, colon, effect = spec.rpartition(":")
         if not colon or not body:

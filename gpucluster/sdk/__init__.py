@@ -48,6 +48,9 @@ Exports:
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pluggy
 
 from gpucluster import SDK_API_VERSION
@@ -89,7 +92,7 @@ from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image
 from gpucluster.values import deep_merge, get_path, has_path
 
 
-def load_data_file(path):
+def load_data_file(path: Path) -> Any:
     """A YAML data file the plugin ships (``Path(__file__).parent / "sizes.yaml"``), parsed like
     the catalog's files: ``yaml.safe_load`` of the text, by libyaml, kept in gpucluster's per-user
     cache keyed by the text (a warm ``gpucluster plan`` neither parses it again nor imports PyYAML).
@@ -99,7 +102,8 @@ def load_data_file(path):
     return core_load(path)
 
 
-def check_existing(existing, *, file=None, cluster=None, key: str = "existing") -> None:
+def check_existing(existing: ExistingCluster, *, file: str | None = None, cluster: str | None = None,
+                   key: str = "existing") -> None:
     """The core's check of an ``existing: {kubeconfig, context}`` (every platform; see
     :func:`gpucluster.inputs.config.check_existing`). Platforms that default ``existing`` may re-check it."""
     from gpucluster.inputs.config import check_existing as core_check

@@ -99,11 +99,13 @@ class Synth:
         """
         if stack not in self.stacks:
             raise KeyError(f"no stack '{stack}' (written: {', '.join(self.stacks)})")
-        return json.loads((self.outdir / "stacks" / stack / "cdk.tf.json").read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads((self.outdir / "stacks" / stack / "cdk.tf.json").read_text(encoding="utf-8"))
+        return doc
 
     def releases(self, stack: str) -> dict[str, dict[str, Any]]:
         """The ``helm_release`` resources of ``stack`` by release id (``{}`` when there is none)."""
-        return self.terraform(stack).get("resource", {}).get("helm_release", {})
+        releases: dict[str, dict[str, Any]] = self.terraform(stack).get("resource", {}).get("helm_release", {})
+        return releases
 
 
 class PluginKit:
@@ -163,7 +165,7 @@ class PluginKit:
 
     # ------------------------------------------------------------------ plans
 
-    def clusters(self, document: Mapping[str, Any] | str, *, root: str | os.PathLike | None = None,
+    def clusters(self, document: Mapping[str, Any] | str, *, root: str | os.PathLike[str] | None = None,
                  source: str = "clusters.yaml") -> list[ClusterSpec]:
         """Parse and validate a cluster file's content (``{"clusters": [...]}`` or YAML text).
 
@@ -213,7 +215,7 @@ class PluginKit:
 
     # ------------------------------------------------------------------ synthesis
 
-    def synth(self, document: Mapping[str, Any] | str | Sequence[RuntimePlan], outdir: str | os.PathLike) -> Synth:
+    def synth(self, document: Mapping[str, Any] | str | Sequence[RuntimePlan], outdir: str | os.PathLike[str]) -> Synth:
         """Synthesize a cluster file (or plans) into ``outdir`` with the real stacks, in-process.
 
         Needs the ``cdk`` extra (cdktf and the provider bindings) and the repository's
@@ -505,7 +507,7 @@ def registered(*plugins: object, entry_points: bool = True, disable: Sequence[st
 try:  # the fixture, for ``pytest_plugins = ["gpucluster.sdk.testing"]``
     import pytest as _pytest
 except ImportError:  # pragma: no cover - pytest is only needed to use the fixture
-    _pytest = None
+    _pytest = None  # type: ignore[assignment]
 
 if _pytest is not None:
 

@@ -343,7 +343,7 @@ def _shown(value: Any) -> str:
 
 def _parse_key(key: Any) -> tuple[str, _Projection]:
     if not isinstance(key, str):
-        return str(key), _Projection(key=key)  # type: ignore[arg-type]
+        return str(key), _Projection(key=key)
     text = key
     foreach = False
     match = _FOREACH.match(text)
@@ -560,7 +560,7 @@ def _first_field(errs: Sequence[FieldError]) -> str:
 
 def run_operation(op: Operation, source: ObjectSource) -> OperationResult:
     """Evaluate one ``assert``/``error`` against ``source`` (module docstring for the semantics)."""
-    base = dict(step=op.step, index=op.index, op=op.op)
+    base: dict[str, Any] = {"step": op.step, "index": op.index, "op": op.op}
     if op.problem:
         return OperationResult(**base, lookup="-", verdict="unsupported", reason=op.problem)
     resource = op.resource

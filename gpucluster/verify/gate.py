@@ -66,7 +66,7 @@ def validation_enabled(cluster: ClusterSpec) -> bool:
     return value
 
 
-def _q(text: str) -> str:
+def _q(text: object) -> str:
     return shlex.quote(str(text))
 
 

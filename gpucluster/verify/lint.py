@@ -158,9 +158,9 @@ def placement_of(plan: RuntimePlan) -> Placement:
                 if t.effect != "PreferNoSchedule" and (t.key, t.value, t.effect) not in taints:
                     taints.append((t.key, t.value, t.effect))
     else:
-        for t in cluster.scheduling.accelerated_tolerations:
-            if t.key and t.effect in ("NoSchedule", "NoExecute"):
-                entry = (t.key, t.value or "", t.effect)
+        for tol in cluster.scheduling.accelerated_tolerations:
+            if tol.key and tol.effect in ("NoSchedule", "NoExecute"):
+                entry = (tol.key, tol.value or "", tol.effect)
                 if entry not in taints:
                     taints.append(entry)
     labels = gpu_pool_node_selector(cluster) or dict(cluster.scheduling.accelerated_node_selector)
@@ -466,8 +466,8 @@ def check_placement(ctx: _Ctx) -> None:
             pod = _pod_spec(doc) or {}
             selector, tolerations, affinity = pod.get("nodeSelector") or {}, pod.get("tolerations"), _required_affinity_labels(pod)
         elif gk in SCHEDULED_RESOURCES:
-            tol_path, sel_path = SCHEDULED_RESOURCES[gk]
-            selector, tolerations, affinity = _get(doc, sel_path) or {}, _get(doc, tol_path), []
+            scheduled_tol, scheduled_sel = SCHEDULED_RESOURCES[gk]
+            selector, tolerations, affinity = _get(doc, scheduled_sel) or {}, _get(doc, scheduled_tol), []
         else:
             continue
         unmet = [f"{k}={v}" for k, v in sorted(system.items())

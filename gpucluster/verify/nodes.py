@@ -76,7 +76,7 @@ def gpu_node_groups(cluster: ClusterSpec) -> list[GpuNodeGroup]:
     return [GpuNodeGroup(name="gpu-nodes", selector=selector, exclude=(CONTROL_PLANE_LABEL,))]
 
 
-def _expression_holds(labels: Mapping[str, Any], expr: Mapping[str, Any]) -> bool:
+def _expression_holds(labels: Mapping[Any, Any], expr: Mapping[str, Any]) -> bool:
     key, op, values = expr.get("key"), expr.get("operator"), list(expr.get("values") or [])
     if op == "In":
         return key in labels and labels[key] in values

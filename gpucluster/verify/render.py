@@ -371,6 +371,8 @@ class RenderedRelease:
         vals = copy.deepcopy(dict(values))
         for path in self.disabled_conditions:
             set_path(vals, path, False)
+        if self.chart is None:
+            raise ValueError(f"release {self.node.id} has no chart to render")
         if self.renderer is not None and not fresh:
             return self.renderer.render_chart(self.chart, vals, self.node, self.capabilities)
         return _render_chart(self.chart, vals, self.node, self.capabilities)
@@ -523,12 +525,11 @@ def parse_objects(manifests: Mapping[str, str], cache: dict[str, list[Any]] | No
     """
     out: list[tuple[str, dict[str, Any]]] = []
     for path, text in manifests.items():
-        if cache is None:
+        docs = None if cache is None else cache.get(text)
+        if docs is None:
             docs = load_documents(text)
-        else:
-            docs = cache.get(text)
-            if docs is None:
-                docs = cache[text] = load_documents(text)
+            if cache is not None:
+                cache[text] = docs
         for doc in docs:
             if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
                 out += [(path, d) for d in doc["items"] if isinstance(d, dict)]
@@ -583,7 +584,7 @@ class Renderer:
         self._parsed: dict[str, list[Any]] = {}
         self._defaults: dict[Path, dict[str, Any]] = {}
         self.schema_memo: dict[int, tuple[Any, str, list[str], list[str]]] = {}
-        self._rendered: dict[tuple[str, str, str, str], dict[str, str]] = {}
+        self._rendered: dict[tuple[str, str, str, str, Capabilities | None], dict[str, str]] = {}
         """lint's schema results of shared (parse-cached) objects, for this renderer's lifetime."""
 
     def close(self) -> None:
@@ -678,11 +679,12 @@ class Renderer:
                     target = folder / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(text, encoding="utf-8")
-            chart = read_chart_dir(folder)
-            if chart is None:
+            generated = read_chart_dir(folder)
+            if generated is None:
                 findings.append(LintFinding("render.local-chart-invalid", "error", "the generated chart has no readable Chart.yaml",
                                             fix="report this as a gpucluster bug", **where))
                 return RenderedRelease(cluster, node, None), findings
+            chart = generated
         values, value_findings = helm_values(node)
         findings += value_findings
         present = _present_subcharts(chart)

@@ -600,7 +600,7 @@ def _bare_package(package: str) -> ModuleType:
         except ModuleNotFoundError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
 
-    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
     sys.modules[package] = module
     jsii_module = importlib.import_module(f"{package}._jsii")  # loads the assembly once
     assembly = jsii_module.__jsii_assembly__.name  # e.g. "@cdktf/provider-azurerm"

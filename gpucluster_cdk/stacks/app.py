@@ -157,7 +157,7 @@ def _construct_problem(message: str, plans: Sequence[RuntimePlan]) -> Problem:
     for plan in plans:
         if path[0] == runtime_stack_name(plan.cluster.name):
             node = next((n for n in plan.nodes if len(path) > 1 and n.id == path[1]), None)
-            return Problem(message=message, cluster=plan.cluster.name, component=node and node.component, id="construct",
+            return Problem(message=message, cluster=plan.cluster.name, component=node.component if node else None, id="construct",
                            fix=_CONSTRUCT_FIX)
         if path[0] == cluster_stack_name(plan.cluster.name):
             return Problem(message=message, cluster=plan.cluster.name, id="construct", fix=_CONSTRUCT_FIX)

@@ -99,6 +99,8 @@ class HubStack(TerraformStack):
         super().__init__(scope, id)
         use_backend(self, owner)
         hub = fleet.hub
+        if hub is None:
+            raise ValueError(f"fleet {fleet.name} has no hub: its hub stack cannot be built")
         path_var = stack_variable(self, "kubeconfig_path", default=hub.kubeconfig_path,
                                   description="kubeconfig of the Fleet hub (`az fleet get-credentials`)")
         stack_variable(self, "kube_context", default=hub.context or "",

@@ -195,7 +195,7 @@ def output_error(err: OSError, final: Path, doing: str) -> GpuclusterError:
         fix = f"{final} is on a read-only file system; {_ELSEWHERE}"
     else:
         fix = f"check {final} and its file system, or {_ELSEWHERE}"
-    return _output_error(f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code, code)}); "
+    return _output_error(f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code or 0, code)}); "
                          "the previous output is unchanged", fix)
 
 

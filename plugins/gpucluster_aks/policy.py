@@ -22,7 +22,7 @@ validations (CheckWildcardAcceleratedToleration, CheckHostMofedWithoutNetworkOpe
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
 from gpucluster_aks.platform import AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
@@ -111,7 +111,7 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _finding(cluster: ClusterSpec, id: str, severity: str, component: str, key: str, message: str, fix: str) -> Finding:
+def _finding(cluster: ClusterSpec, id: str, severity: Literal["error", "warning", "info"], component: str, key: str, message: str, fix: str) -> Finding:
     return Finding(id=id, severity=severity, cluster=cluster.name, component=component, key=key, message=message, fix=fix)
 
 

@@ -408,7 +408,7 @@ def ip_pool_host_count(subnet: str) -> int:
 
 def _prefix_for(block: int, subnet: str) -> int:
     net = ipaddress.ip_network(subnet, strict=False)
-    prefix = net.max_prefixlen
+    prefix: int = net.max_prefixlen
     while prefix > 0 and ip_pool_host_count(f"{net.network_address}/{prefix}") < block:
         prefix -= 1
     return prefix

@@ -27,7 +27,7 @@ owner to guard against.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, hookimpl
 
@@ -60,7 +60,7 @@ def _get(values: Any, path: str) -> Any:
     return node
 
 
-def _finding(cluster: ClusterSpec, id: str, severity: str, component: str, key: str, message: str, fix: str) -> Finding:
+def _finding(cluster: ClusterSpec, id: str, severity: Literal["error", "warning", "info"], component: str, key: str, message: str, fix: str) -> Finding:
     return Finding(id=id, severity=severity, cluster=cluster.name, component=component, key=key, message=message, fix=fix)
 
 
