@@ -3,8 +3,10 @@
 #   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default, without the notice) into cdktf.out/ (replaced atomically).
-#   make lint    ruff check, ruff format --check and mypy, configured in pyproject.toml (part of
-#                `make test`, first: a finding fails it).
+#   make lint    ruff check, ruff format --check and mypy, configured in pyproject.toml, and
+#                cog --check of the docs' generated text (part of `make test`, first: a finding
+#                fails it).
+#   make docs    rewrite the docs' text generated from the code (cog blocks, tools/docs_cog.py).
 #   make test    set-up, then pytest in parallel worker processes (pytest-xdist, PYTEST_WORKERS; includes
 #                the end-to-end `cdktf synth` test, marker synth), with test-cdktn alongside.
 #   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
@@ -59,7 +61,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: setup synth lint test test-cdktn cdktn bench fuzz clean checkov-setup
+.PHONY: setup synth lint docs test test-cdktn cdktn bench fuzz clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -106,6 +108,12 @@ synth: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/cog --check -I tools $(COG_FILES)
+
+# The docs' cog blocks: text generated from the code (usage lines, quoted tests).
+COG_FILES := docs/cli.md docs/plugins.md
+docs: setup
+	$(VENV)/bin/cog -r -I tools $(COG_FILES)
 
 # test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
 # finish); its output is printed after the main run's, and either failing fails `make test`.

@@ -47,9 +47,14 @@ besides ``Platform.settings``. Re-exported as :data:`gpucluster.sdk.CORE_SETTING
 class Criteria:
     """What a recipe is selected by (AICR criteria).
 
-    Values as AICR uses them: service ``aks|nvke|oke|...``; accelerator ``h100|gb200|...``;
-    os ``ubuntu|...``; intent ``training|inference``; platform ``any|kubeflow|dynamo|...``.
-    ``"any"`` is a wildcard on an overlay and "unspecified" on a query.
+    ``"any"`` (the default of each) is a wildcard on an overlay and "unspecified" on a query.
+
+    Attributes:
+        service: the platform, ``aks|nvke|oke|...`` (a :class:`Platform`'s ``service``).
+        accelerator: the GPU, ``h100|gb200|...``.
+        os: the node OS, ``ubuntu|...``.
+        intent: ``training|inference``.
+        platform: the ML platform on top, ``any|kubeflow|dynamo|...``.
     """
 
     service: str = ANY
@@ -106,7 +111,12 @@ class ComponentRef:
 
 @dataclass
 class Constraint:
-    """A recipe constraint, e.g. ``K8s.server.version >= 1.34``."""
+    """A recipe constraint, e.g. ``K8s.server.version >= 1.34``.
+
+    Attributes:
+        name: what is constrained, an AICR measurement path (``K8s.server.version``).
+        value: the condition, an operator and a value (``>= 1.34``).
+    """
 
     name: str
     value: str
@@ -159,6 +169,14 @@ class Recipe:
 
 @dataclass
 class Taint:
+    """A Kubernetes node taint (``key=value:Effect``; ``str()`` writes that form).
+
+    Attributes:
+        key: the taint key, a label key (``nvidia.com/gpu``).
+        value: the taint value, a label value ("" for ``key=:Effect``).
+        effect: ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
+    """
+
     key: str
     value: str
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -204,6 +222,15 @@ class NodePool:
 
 @dataclass
 class Toleration:
+    """A Kubernetes pod toleration (``as_dict()`` is the pod spec form).
+
+    Attributes:
+        key: the taint key tolerated; None (with ``Exists``) tolerates every taint.
+        operator: ``Exists`` (any value) or ``Equal`` (``value`` only).
+        value: the taint value for ``Equal``; None for ``Exists``.
+        effect: the effect tolerated; None tolerates every effect.
+    """
+
     key: str | None = None
     operator: Literal["Exists", "Equal"] = "Exists"
     value: str | None = None
@@ -234,6 +261,15 @@ class NodeScheduling:
     pool taints).
 
     Attributes:
+        accelerated_node_selector: labels GPU components' pods select (AICR
+            ``--accelerated-node-selector``), written into the registry's accelerated
+            ``nodeSelectorPaths``.
+        accelerated_tolerations: tolerations of GPU components' pods (AICR
+            ``--accelerated-node-toleration``), written into the accelerated ``tolerationPaths``.
+        system_node_selector: labels the other components' pods select (AICR
+            ``--system-node-selector``), written into the system ``nodeSelectorPaths``.
+        system_tolerations: tolerations of the other components' pods (AICR
+            ``--system-node-toleration``), written into the system ``tolerationPaths``.
         workload_gate_taint: taint rendered as ``key=value:Effect`` into the registry's
             ``taintStrPaths`` (AICR ``--workload-gate``); None leaves the chart default.
         node_count: estimated accelerated node count for ``nodeCountPaths`` (AICR
@@ -259,6 +295,10 @@ class Override:
     Attributes:
         component: component name or alias exactly as the user wrote it (resolved against
             the catalog by :func:`gpucluster.recipes.overrides.apply_overrides`).
+        kind: ``set``, ``values`` or ``variable`` (above).
+        path: dotted values path (``driver.enabled``) of ``set`` and ``variable``; "" for ``values``.
+        value: the scalar (``set``), the mapping (``values``) or the Terraform variable name
+            (``variable``).
         source: the file the override came from (cluster file or values file), or ``--set``.
         key: where inside that input, e.g. ``overrides.set[3]`` (used in error messages).
     """
@@ -273,7 +313,12 @@ class Override:
 
 @dataclass
 class ExistingCluster:
-    """How the runtime stack reaches a cluster gpucluster does not create."""
+    """How the runtime stack reaches a cluster gpucluster does not create.
+
+    Attributes:
+        kubeconfig_path: the kubeconfig file (absolute or ``~/``), default ``~/.kube/config``.
+        context: the kubeconfig context; None uses its current context.
+    """
 
     kubeconfig_path: str = "~/.kube/config"
     context: str | None = None
@@ -440,8 +485,14 @@ class VariableHash:
 class Component:
     """A component with its final effective values (after overrides, scheduling, plugins).
 
-    ``variable_hashes``: dotted values path -> :class:`VariableHash` for values Terraform
-    computes from variables of this or another component (the DRA driver-identity annotation).
+    Attributes:
+        ref: the recipe's reference (chart, version, namespace, dependencies).
+        values: the Helm values installed.
+        terraform_variables: dotted values path -> name of the Terraform variable bound there
+            (``variable`` overrides).
+        variable_hashes: dotted values path -> :class:`VariableHash` for values Terraform
+            computes from variables of this or another component (the DRA driver-identity
+            annotation).
     """
 
     ref: ComponentRef
@@ -534,6 +585,14 @@ class GateSpec:
         resource: plural resource name used for RBAC and ``kubectl get`` (``clusterpolicies``).
         kind_name: Kind, for messages (``ClusterPolicy``); ``DaemonSet``/``Deployment`` for
             rollout and min-version.
+        name_of_object: the object waited for (``cluster-policy``); None: every object of the type
+            (resource-condition only).
+        namespace: the object's namespace; None for a cluster-scoped type.
+        jsonpath: resource-condition: the ``kubectl get -o jsonpath`` expression read
+            (``{.status.state}``).
+        value: resource-condition: the value ``jsonpath`` must equal (``ready``); min-version: the
+            lowest image version (``0.5.1``).
+        container: min-version: the container whose image tag is compared.
         timeout_seconds: wait budget of the condition in seconds; None = the kind's default
             (:data:`gpucluster.charts.gates.DEFAULT_TIMEOUTS`).
         create_timeout_seconds: crd-established only: budget for the CRD to appear (seconds).
@@ -577,9 +636,12 @@ class GateSpec:
 class LocalChart:
     """A generated Helm chart (manifest chart or gate chart), fully rendered, as files.
 
-    ``files`` maps a chart-relative path (``Chart.yaml``, ``templates/000-foo.yaml``) to text.
-    ``content_hash`` is the sha256 of the sorted files; it is fed into release values so
-    ``helm_release`` changes when content changes.
+    Attributes:
+        name: the chart's name (``Chart.yaml`` ``name``).
+        version: the chart's version (``Chart.yaml`` ``version``).
+        files: chart-relative path (``Chart.yaml``, ``templates/000-foo.yaml``) -> text.
+        content_hash: the sha256 of the sorted files; it is fed into release values so
+            ``helm_release`` changes when content changes.
     """
 
     name: str
@@ -654,8 +716,14 @@ class PlanNode:
 class RuntimePlan:
     """Everything the runtime stack of one cluster installs, as plain data.
 
-    ``nodes`` are in deterministic order; ``depends_on`` edges form a DAG.
-    ``findings`` holds the warnings/info that did not stop synthesis.
+    Attributes:
+        cluster: the prepared cluster.
+        recipe: the resolved recipe.
+        components: component name -> :class:`Component` (effective values).
+        nodes: the releases to install, in deterministic order; their ``depends_on`` edges form a
+            DAG (``node(id)`` finds one).
+        gates: the readiness gates of the plan (each also a node).
+        findings: the warnings and info that did not stop synthesis.
     """
 
     cluster: ClusterSpec
@@ -775,6 +843,16 @@ class ClusterConnection:
     ``host``/``cluster_ca_certificate``/``token``/certificates are Terraform expressions (tokens)
     or strings, typically cross-stack references to the cluster stack's outputs. Values are
     opaque to the core; :meth:`auth` names the credential shape.
+
+    Attributes:
+        kubeconfig_path: a kubeconfig file (existing clusters).
+        context: its context; None uses the current one.
+        host: the API server URL.
+        client_certificate: PEM client certificate (with ``client_key``).
+        client_key: PEM client key (with ``client_certificate``).
+        cluster_ca_certificate: PEM CA bundle of the API server.
+        token: a bearer token.
+        exec: an exec credential plugin (:class:`ExecAuth`).
     """
 
     kubeconfig_path: str | None = None

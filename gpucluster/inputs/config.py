@@ -579,7 +579,7 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             raise GpuclusterError(
                 f"missing key '{required}'",
                 key=f"{key}.{required}",
-                fix=f"add {required}" + (", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8s_v5 (system)" if required == "vmSize" else ""),
+                fix=f"add {required}" + (", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8ds_v5 (system)" if required == "vmSize" else ""),
                 **w,
             )
     name = where.check_str(data["name"], f"{key}.name")

@@ -14,7 +14,7 @@ Usage::
 
     cluster = AksGpuCluster(stack, "aks", AksGpuClusterProps(
         name="h100", location="westus3", kubernetes_version="1.34", resource_group_name="h100-rg",
-        system_pool=NodePoolProps(name="system", vm_size="Standard_D8s_v5", node_count=2),
+        system_pool=NodePoolProps(name="system", vm_size="Standard_D8ds_v5", node_count=2),
         pools=(NodePoolProps(name="gpu", vm_size="Standard_ND96isr_H100_v5", gpu_driver="Install",
                              taints=("nvidia.com/gpu=present:NoSchedule",)),)))
     connection = cluster.connection()   # tokens for the runtime stack's Helm provider
@@ -68,6 +68,14 @@ class NodePoolProps:
             pool ``CriticalAddonsOnly=true:NoSchedule``).
         temporary_name_for_rotation: system pool only: the temporary System pool name azurerm uses
             to change ``vm_size``/``os_sku`` of the default pool; must not be another pool's name.
+        os_disk_type: ``os_disk_type`` (``Ephemeral`` | ``Managed``); None leaves the AKS default.
+        zones: availability zones of the pool's nodes (``["1", "2"]``); empty: no zone pinning.
+        max_pods: ``max_pods`` per node, 10..250; None leaves the AKS default.
+        host_encryption: ``host_encryption_enabled`` (encryption at host); None leaves it out.
+        vnet_subnet_id: the subnet the pool's nodes join; None: the AKS-managed network.
+        upgrade: ``upgrade_settings`` (:class:`PoolUpgradeProps`); None leaves the AKS default.
+        checkov_skips: check id -> reason, written into the pool resource's ``//`` metadata
+            (``checkov.skip``; the system pool's go on the cluster resource).
     """
 
     name: str
@@ -140,7 +148,18 @@ class EntraIdProps:
 
 @dataclass(frozen=True)
 class NetworkProps:
-    """``network_profile``: plugin, mode, policy, data plane, pod CIDR (None: AKS default)."""
+    """``network_profile`` of the cluster (azurerm ``azurerm_kubernetes_cluster``); None leaves
+    a field out (the AKS default).
+
+    Attributes:
+        network_plugin: ``azure`` | ``kubenet`` | ``none``.
+        network_plugin_mode: ``overlay`` (Azure CNI Overlay) or None.
+        network_policy: ``azure`` | ``calico`` | ``cilium``, or None.
+        network_data_plane: ``azure`` | ``cilium``, or None.
+        pod_cidr: the pods' CIDR (overlay and kubenet).
+        service_cidr: the services' CIDR.
+        dns_service_ip: the cluster DNS service's address, inside ``service_cidr``.
+    """
 
     network_plugin: str
     network_plugin_mode: str | None = None
@@ -175,8 +194,10 @@ class AksGpuClusterProps:
         maintenance_window: window of both upgrade channels (:class:`MaintenanceWindowProps`).
         azure_policy / defender: add-ons (Defender needs a Log Analytics workspace).
         log_analytics_workspace_id: existing workspace for the monitoring add-on (``oms_agent``)
-            and Defender; ``create_log_analytics_workspace`` creates ``<name>-logs`` instead
-            (``log_retention_days``).
+            and Defender.
+        create_log_analytics_workspace: without ``log_analytics_workspace_id``: create the
+            workspace ``<name>-logs`` for them.
+        log_retention_days: retention of the created workspace in days (default 30).
         disk_encryption_set_id: customer-managed key for OS and data disks.
         secret_rotation_interval: Key Vault secrets provider with rotation (e.g. ``2m``); None: off.
         connection_exec: how the runtime stack authenticates (:class:`ExecAuth`, e.g. kubelogin);

@@ -46,7 +46,13 @@ DIGEST_DISPLAY = 16
 
 @dataclass(frozen=True)
 class FleetMemberProps:
-    """One member: the cluster name (member name), its group and its AKS resource id (token)."""
+    """One fleet member.
+
+    Attributes:
+        name: the member name (the cluster's name).
+        group: its update group (a stage of the update strategy).
+        cluster_id: the AKS cluster's resource id (a token of its cluster stack).
+    """
 
     name: str
     group: str
@@ -55,7 +61,12 @@ class FleetMemberProps:
 
 @dataclass(frozen=True)
 class FleetStage:
-    """One update-strategy stage (= one update group), waits in seconds (None = none)."""
+    """One update-strategy stage (= one update group).
+
+    Attributes:
+        name: the stage's name, which is its group's name.
+        after_stage_wait_seconds: wait after the stage in seconds; None: no wait.
+    """
 
     name: str
     after_stage_wait_seconds: int | None = None
@@ -63,7 +74,14 @@ class FleetStage:
 
 @dataclass(frozen=True)
 class FleetUpdateRunProps:
-    """A declared update run; ``kubernetes_version`` None for NodeImageOnly."""
+    """A declared update run (``azurerm_kubernetes_fleet_update_run``).
+
+    Attributes:
+        name: the run's name.
+        upgrade: ``Full`` | ``ControlPlaneOnly`` | ``NodeImageOnly``.
+        kubernetes_version: the target version; None for ``NodeImageOnly``.
+        node_image_selection: ``Latest`` (default) | ``Consistent``.
+    """
 
     name: str
     upgrade: str
@@ -73,7 +91,14 @@ class FleetUpdateRunProps:
 
 @dataclass(frozen=True)
 class FleetAutoUpgradeProps:
-    """Auto-upgrade profile: channel Stable | Rapid | NodeImage, optional node image selection."""
+    """The fleet's auto-upgrade profile.
+
+    Attributes:
+        name: the profile's name.
+        channel: ``Stable`` | ``Rapid`` | ``NodeImage``.
+        node_image_selection: ``Latest`` | ``Consistent``; None leaves it out.
+        disabled: the profile exists but triggers no runs.
+    """
 
     name: str
     channel: str
@@ -86,7 +111,8 @@ class FleetManagerProps:
     """Props of :class:`FleetManager`.
 
     Attributes:
-        name: fleet name; ``existing_id`` set = reference that fleet instead of creating one.
+        name: fleet name.
+        existing_id: the resource id of an existing fleet to reference instead of creating one.
         resource_group / location: of a created fleet (resource group created too).
         hub_dns_prefix: create the fleet with a hub cluster (``hub_profile.dns_prefix``).
         members / stages / update_runs / auto_upgrade: as in :mod:`gpucluster.inputs.fleet`.
@@ -227,7 +253,13 @@ def rollout_marker(stack: TerraformStack, digest: str, releases: Sequence[Any]) 
 
 @dataclass(frozen=True)
 class BarrierSource:
-    """One runtime stack the barrier waits for: cluster name, its ``terraform_data.rollout`` and expected digest."""
+    """One runtime stack the barrier waits for.
+
+    Attributes:
+        cluster: the cluster's name.
+        marker: its runtime stack's ``terraform_data.rollout`` (:func:`rollout_marker`).
+        digest: the digest the marker must carry.
+    """
 
     cluster: str
     marker: DataResource

@@ -243,9 +243,13 @@ class ReleaseOptions:
 
 @dataclass(frozen=True)
 class HelmComponentProps(ReleaseOptions):
-    """A remote chart release: ``chart`` from ``repository`` at pinned ``version``.
+    """A remote chart release: ``chart`` from ``repository`` at pinned ``version`` (the other
+    attributes are :class:`ReleaseOptions`').
 
-    ``repository`` is ``https://…`` or ``oci://registry/path`` (see :func:`chart_source`).
+    Attributes:
+        chart: the chart's name in the repository.
+        repository: ``https://…`` or ``oci://registry/path`` (see :func:`chart_source`).
+        version: one exact chart version.
     """
 
     chart: str = ""
@@ -255,7 +259,11 @@ class HelmComponentProps(ReleaseOptions):
 
 @dataclass(frozen=True)
 class LocalChartReleaseProps(ReleaseOptions):
-    """A generated chart release; ``chart.files`` are written out and shipped as an asset."""
+    """A generated chart release (the other attributes are :class:`ReleaseOptions`').
+
+    Attributes:
+        chart: the generated chart; its ``files`` are written out and shipped as an asset.
+    """
 
     chart: LocalChart | None = None
 

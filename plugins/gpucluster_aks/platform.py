@@ -120,8 +120,8 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
     * ``profile``: ``gpuStack`` defaults to ``azure-managed``; names and values are checked by the
       core against ``Platform.profiles`` (and ``settings`` keys against ``Platform.settings``)
       before this hook runs, which the core calls for AKS clusters only.
-    * ``pools``: default ``system`` (``Standard_D8s_v5`` x2) + ``gpu``
-      (``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
+    * ``pools``: default ``system`` (:data:`SYSTEM_VM_SIZE` ``Standard_D8ds_v5`` x2) + ``gpu``
+      (:data:`GPU_VM_SIZE` ``Standard_ND96isr_H100_v5`` x1) for clusters gpucluster creates. GPU pools get the
       ``nvidia.com/gpu=present:NoSchedule`` taint, the ``nvidia.com/gpu.present: "true"`` label
       (:data:`GPU_LABELS`) and ``gpu_driver`` derived from gpuStack (``Install``/``None``) when
       not given. Names must be AKS pool names and unique (and not the system pool's
