@@ -102,7 +102,7 @@ def test_a_cpu_size_without_gpu_false_is_a_cpu_pool():
 
 
 @pytest.mark.parametrize("size", ["Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5"])
-def test_every_h100_size_of_the_seed_is_a_gpu_pool(size):
+def test_every_h100_size_of_the_aks_gpu_setup_guide_is_a_gpu_pool(size):
     c = prepare_cluster(spec(pools=_pools("Standard_D8ds_v5", size)))
     assert c.pools[1].gpu and c.pools[1].gpu_driver == "Install"
 
@@ -135,14 +135,14 @@ def test_an_explicit_gpu_that_agrees_with_the_size_is_fine():
     assert [p.gpu for p in c.pools] == [False, True]
 
 
-def test_the_data_file_lists_the_h100_sizes_of_the_seed(shared_dir):
+def test_the_data_file_lists_the_h100_sizes_of_the_aks_gpu_setup_guide(shared_dir):
     from gpucluster_aks.platform import vm_sizes
 
-    seed = (shared_dir / "seeds" / "aks-gpu-setup.txt").read_text()
+    guide = (shared_dir / "seeds" / "aks-gpu-setup.txt").read_text()  # AICR's AKS GPU Setup guide
     import re
 
-    in_seed = set(re.findall(r"Standard_N\w+_H100_v5", seed))
-    assert in_seed and in_seed == set(vm_sizes()["accelerators"]["h100"])
+    in_guide = set(re.findall(r"Standard_N\w+_H100_v5", guide))
+    assert in_guide and in_guide == set(vm_sizes()["accelerators"]["h100"])
 
 
 # ------------------------------------------------------------------ settings: secure defaults and each input

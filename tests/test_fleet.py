@@ -251,7 +251,7 @@ def hub_objects():
     return fleet, [*fleet_mod.placement_objects(fleet, fleet.placements[0]), fleet_mod.staged_strategy(fleet)]
 
 
-def test_hub_objects_follow_the_seed_and_the_groups():
+def test_hub_objects_follow_the_groups():
     fleet, objects = hub_objects()
     kinds = [o["kind"] for o in objects]
     assert kinds == ["Namespace", "DaemonSet", "ClusterResourcePlacement", "ClusterStagedUpdateRun", "ClusterStagedUpdateStrategy"]

@@ -25,7 +25,7 @@ def err(raw) -> GpuclusterError:
     return exc.value
 
 
-def test_defaults_follow_the_seed():
+def test_default_rail_addresses_and_names():
     s = parse_settings({"rails": rails()}, file="f", cluster="c")
     assert [r.name for r in s.rails] == ["mlx5_0", "mlx5_1", "mlx5_3", "mlx5_4"]
     assert [r.subnet for r in s.rails] == ["10.255.0.0/22", "10.255.4.0/22", "10.255.8.0/22", "10.255.12.0/22"]

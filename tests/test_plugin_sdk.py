@@ -61,7 +61,7 @@ def _private_plugin_manager(monkeypatch):
     yield
     plugins_mod.swap_plugin_manager(saved)
     for name in set(sys.modules) - before:
-        if name.startswith((EXAMPLE, "h7_")):
+        if name.startswith((EXAMPLE, "probe_")):
             del sys.modules[name]
 
 
@@ -148,17 +148,17 @@ def gpucluster_policy_checks(cluster, recipe, components):
 
 
 def test_service_scoped_hooks_reach_only_the_plugin_serving_the_cluster(monkeypatch, tmp_path):
-    write_plugin(tmp_path, "h7_scoped", SCOPED)
-    write_plugin(tmp_path, "h7_unscoped", UNSCOPED)
-    load(monkeypatch, EXAMPLE, "h7_scoped", "h7_unscoped", extra_path=tmp_path)
-    plan = pipeline.build_plan(cluster_spec(tmp_path))  # h7_scoped serves other-k8s only: never called
+    write_plugin(tmp_path, "probe_scoped", SCOPED)
+    write_plugin(tmp_path, "probe_unscoped", UNSCOPED)
+    load(monkeypatch, EXAMPLE, "probe_scoped", "probe_unscoped", extra_path=tmp_path)
+    plan = pipeline.build_plan(cluster_spec(tmp_path))  # probe_scoped serves other-k8s only: never called
     assert [g.name for g in plan.gates] == ["example-clusterpolicy-ready"]
     # a plugin declaring no platform is called for every cluster
-    assert sys.modules["h7_unscoped"].CALLS == ["example-k8s"]
+    assert sys.modules["probe_unscoped"].CALLS == ["example-k8s"]
     assert [f.id for f in plan.findings] == ["ORG-NOTE"]
     # for its own service it is called
     other = cluster_spec(tmp_path, criteria={"service": "other-k8s", "accelerator": "h100"})
-    with pytest.raises(PluginError, match="plugin 'h7_scoped' failed in hook gpucluster_prepare_cluster: RuntimeError: called for other-k8s"):
+    with pytest.raises(PluginError, match="plugin 'probe_scoped' failed in hook gpucluster_prepare_cluster: RuntimeError: called for other-k8s"):
         pipeline.build_plan(other)
 
 
@@ -278,34 +278,34 @@ RAISING = {
 @pytest.mark.parametrize("hook", sorted(RAISING))
 def test_a_raising_hook_is_reported_with_the_plugin_name(hook, monkeypatch, tmp_path):
     body = RAISING[hook] if RAISING[hook].startswith("@") else "@hookimpl\n" + RAISING[hook]
-    write_plugin(tmp_path, "h7_boom", body)
-    load(monkeypatch, EXAMPLE, "h7_boom", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_boom", body)
+    load(monkeypatch, EXAMPLE, "probe_boom", extra_path=tmp_path)
     code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
     assert code == 2 and out == ""
-    assert f"plugin 'h7_boom' failed in hook {hook}: " in err and "kaput" in err
+    assert f"plugin 'probe_boom' failed in hook {hook}: " in err and "kaput" in err
     assert "Traceback" not in err
 
 
 WRONG_SHAPE = {
-    "gpucluster_platforms": ("def gpucluster_platforms():\n    return ['example-k8s']\n", "plugin 'h7_bad' returned str from gpucluster_platforms"),
-    "gpucluster_catalog_dirs": ("def gpucluster_catalog_dirs():\n    return '/srv/catalog'\n", "plugin 'h7_bad' returned str from gpucluster_catalog_dirs"),
+    "gpucluster_platforms": ("def gpucluster_platforms():\n    return ['example-k8s']\n", "plugin 'probe_bad' returned str from gpucluster_platforms"),
+    "gpucluster_catalog_dirs": ("def gpucluster_catalog_dirs():\n    return '/srv/catalog'\n", "plugin 'probe_bad' returned str from gpucluster_catalog_dirs"),
     "gpucluster_catalog_dirs-missing": (
         "def gpucluster_catalog_dirs():\n    return ['/nonexistent/h7/catalog']\n",
-        "plugin 'h7_bad' returned catalog directory '/nonexistent/h7/catalog', which does not exist",
+        "plugin 'probe_bad' returned catalog directory '/nonexistent/h7/catalog', which does not exist",
     ),
     "gpucluster_prepare_cluster": (
         "@hookimpl(tryfirst=True)\ndef gpucluster_prepare_cluster(cluster):\n    return {'name': cluster.name}\n",
-        "plugin 'h7_bad' returned dict from gpucluster_prepare_cluster",
+        "plugin 'probe_bad' returned dict from gpucluster_prepare_cluster",
     ),
     "gpucluster_adjust_values": (
         "def gpucluster_adjust_values(cluster, recipe, component):\n    return ['driver.enabled=false']\n",
-        "component=cert-manager: plugin 'h7_bad' returned list from gpucluster_adjust_values",
+        "component=cert-manager: plugin 'probe_bad' returned list from gpucluster_adjust_values",
     ),
-    "gpucluster_manifests": ("def gpucluster_manifests(cluster, recipe, components):\n    return 'kind: ConfigMap'\n", "plugin 'h7_bad' returned str from gpucluster_manifests"),
-    "gpucluster_gates": ("def gpucluster_gates(cluster, recipe, components):\n    return {'name': 'x'}\n", "plugin 'h7_bad' returned dict from gpucluster_gates"),
+    "gpucluster_manifests": ("def gpucluster_manifests(cluster, recipe, components):\n    return 'kind: ConfigMap'\n", "plugin 'probe_bad' returned str from gpucluster_manifests"),
+    "gpucluster_gates": ("def gpucluster_gates(cluster, recipe, components):\n    return {'name': 'x'}\n", "plugin 'probe_bad' returned dict from gpucluster_gates"),
     "gpucluster_policy_checks": (
         "def gpucluster_policy_checks(cluster, recipe, components):\n    return ['error: no']\n",
-        "plugin 'h7_bad' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)",
+        "plugin 'probe_bad' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)",
     ),
 }
 
@@ -313,47 +313,47 @@ WRONG_SHAPE = {
 @pytest.mark.parametrize("case", sorted(WRONG_SHAPE))
 def test_a_wrong_return_shape_is_reported_with_the_plugin_name(case, monkeypatch, tmp_path):
     body, expected = WRONG_SHAPE[case]
-    write_plugin(tmp_path, "h7_bad", body if body.startswith("@") else "@hookimpl\n" + body)
-    load(monkeypatch, EXAMPLE, "h7_bad", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_bad", body if body.startswith("@") else "@hookimpl\n" + body)
+    load(monkeypatch, EXAMPLE, "probe_bad", extra_path=tmp_path)
     code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
     assert code == 2 and out == ""
     assert expected in err and "Traceback" not in err
 
 
 def test_a_raising_cluster_stack_hook_names_the_plugin(monkeypatch, tmp_path):
-    write_plugin(tmp_path, "h7_boom", "@hookimpl\ndef gpucluster_cluster_stack(scope, cluster, recipe):\n    raise KeyError('host')\n")
-    load(monkeypatch, "h7_boom", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_boom", "@hookimpl\ndef gpucluster_cluster_stack(scope, cluster, recipe):\n    raise KeyError('host')\n")
+    load(monkeypatch, "probe_boom", extra_path=tmp_path)
     spec = cluster_spec(tmp_path)
     with pytest.raises(PluginError) as exc:
         plugins_mod.call_hook("gpucluster_cluster_stack", scope=None, cluster=spec, recipe=None)
-    assert "plugin 'h7_boom' failed in hook gpucluster_cluster_stack: KeyError: 'host'" in exc.value.render()
-    assert "GPUCLUSTER_DISABLE_PLUGINS=h7_boom" in exc.value.render()
+    assert "plugin 'probe_boom' failed in hook gpucluster_cluster_stack: KeyError: 'host'" in exc.value.render()
+    assert "GPUCLUSTER_DISABLE_PLUGINS=probe_boom" in exc.value.render()
 
 
 def test_a_raising_hook_exits_2_without_traceback_in_a_real_process(tmp_path):
-    write_plugin(tmp_path, "h7_boom", "@hookimpl\ndef gpucluster_gates(cluster, recipe, components):\n    return {}['missing']\n")
-    env = subprocess_env(PYTHONPATH=os.pathsep.join([str(EXAMPLE_DIST), str(tmp_path)]), GPUCLUSTER_PLUGINS=f"{EXAMPLE},h7_boom")
+    write_plugin(tmp_path, "probe_boom", "@hookimpl\ndef gpucluster_gates(cluster, recipe, components):\n    return {}['missing']\n")
+    env = subprocess_env(PYTHONPATH=os.pathsep.join([str(EXAMPLE_DIST), str(tmp_path)]), GPUCLUSTER_PLUGINS=f"{EXAMPLE},probe_boom")
     res = run_subprocess(["plan", "--config", cluster_file(tmp_path)], env, tmp_path)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip() == (
-        "error[input] cluster=ex1: plugin 'h7_boom' failed in hook gpucluster_gates: KeyError: 'missing' "
-        "fix: fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS=h7_boom)"
+        "error[input] cluster=ex1: plugin 'probe_boom' failed in hook gpucluster_gates: KeyError: 'missing' "
+        "fix: fix or disable the plugin (GPUCLUSTER_DISABLE_PLUGINS=probe_boom)"
     )
 
 
 INVALID = {
     "typo": (
         "@hookimpl\ndef gpucluster_gatez(cluster, recipe, components):\n    return None\n",
-        "error[input]: plugin 'h7_invalid' is invalid: unknown hook 'gpucluster_gatez'",
+        "error[input]: plugin 'probe_invalid' is invalid: unknown hook 'gpucluster_gatez'",
     ),
     "signature": (
         "@hookimpl\ndef gpucluster_gates(cluster, recipe, components, extra):\n    return None\n",
-        "error[input] key=GPUCLUSTER_PLUGINS: plugin 'h7_invalid' from GPUCLUSTER_PLUGINS is invalid: Plugin 'h7_invalid' for hook "
+        "error[input] key=GPUCLUSTER_PLUGINS: plugin 'probe_invalid' from GPUCLUSTER_PLUGINS is invalid: Plugin 'probe_invalid' for hook "
         "'gpucluster_gates'; hookimpl definition: gpucluster_gates(cluster, recipe, components, extra); Argument(s) {'extra'}",
     ),
     "wrapper": (
         "@hookimpl(hookwrapper=True)\ndef gpucluster_gates(cluster, recipe, components):\n    yield\n",
-        "error[input]: plugin 'h7_invalid' implements gpucluster_gates as a hook wrapper, which gpucluster does not support",
+        "error[input]: plugin 'probe_invalid' implements gpucluster_gates as a hook wrapper, which gpucluster does not support",
     ),
 }
 
@@ -361,21 +361,21 @@ INVALID = {
 @pytest.mark.parametrize("case", sorted(INVALID))
 def test_an_invalid_hook_implementation_is_named(case, monkeypatch, tmp_path):
     body, expected = INVALID[case]
-    write_plugin(tmp_path, "h7_invalid", body)
+    write_plugin(tmp_path, "probe_invalid", body)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_invalid")
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "probe_invalid")
     code, out, err = run_cli(["plugins"])
     assert code == 2 and out == ""
     assert err.startswith(expected) and err.count("\n") == 1
 
 
 def test_a_plugin_that_fails_to_import_is_named(monkeypatch, tmp_path):
-    (tmp_path / "h7_broken.py").write_text("import cdktf_provider_that_is_not_installed\n", encoding="utf-8")
+    (tmp_path / "probe_broken.py").write_text("import cdktf_provider_that_is_not_installed\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_broken")
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "probe_broken")
     with pytest.raises(PluginError) as exc:
         plugins_mod.get_plugin_manager(reload=True)
-    assert "plugin module 'h7_broken' from GPUCLUSTER_PLUGINS failed to import: ModuleNotFoundError" in exc.value.render()
+    assert "plugin module 'probe_broken' from GPUCLUSTER_PLUGINS failed to import: ModuleNotFoundError" in exc.value.render()
 
 
 # --------------------------------------------------------------------------- duplicate services, disabling
@@ -389,13 +389,13 @@ def gpucluster_platforms():
 
 
 def test_two_plugins_declaring_one_service_are_both_named(monkeypatch, tmp_path):
-    write_plugin(tmp_path, "h7_dup", DUPLICATE)
-    load(monkeypatch, EXAMPLE, "h7_dup", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_dup", DUPLICATE)
+    load(monkeypatch, EXAMPLE, "probe_dup", extra_path=tmp_path)
     with pytest.raises(PluginError) as exc:
         plugins_mod.platforms()
     text = exc.value.render()
-    assert re.search(r"service 'example-k8s' is declared by both plugin '(h7_dup|gpucluster_example)' and plugin '(h7_dup|gpucluster_example)'", text)
-    assert "'h7_dup'" in text and "'gpucluster_example'" in text
+    assert re.search(r"service 'example-k8s' is declared by both plugin '(probe_dup|gpucluster_example)' and plugin '(probe_dup|gpucluster_example)'", text)
+    assert "'probe_dup'" in text and "'gpucluster_example'" in text
     assert "fix: disable one of them with GPUCLUSTER_DISABLE_PLUGINS" in text
     code, out, err = run_cli(["plan", "--config", cluster_file(tmp_path)])
     assert code == 2 and "is declared by both plugin" in err
@@ -405,13 +405,13 @@ def test_two_plugins_declaring_one_service_are_both_named(monkeypatch, tmp_path)
     assert "  platform example-k8s: Another example (existing clusters)" in out
     assert "  platform example-k8s: Example Kubernetes (existing clusters)\n" in out  # the kind once
     assert "(existing clusters) (existing clusters)" not in out
-    assert "'h7_dup'" in err and "'gpucluster_example'" in err
+    assert "'probe_dup'" in err and "'gpucluster_example'" in err
 
 
 def test_disable_plugins_blocks_one_plugin(monkeypatch, tmp_path):
-    write_plugin(tmp_path, "h7_dup", DUPLICATE)
-    pm = load(monkeypatch, EXAMPLE, "h7_dup", disable=("h7_dup",), extra_path=tmp_path)
-    assert pm.get_plugin("h7_dup") is None and pm.is_blocked("h7_dup")
+    write_plugin(tmp_path, "probe_dup", DUPLICATE)
+    pm = load(monkeypatch, EXAMPLE, "probe_dup", disable=("probe_dup",), extra_path=tmp_path)
+    assert pm.get_plugin("probe_dup") is None and pm.is_blocked("probe_dup")
     assert plugins_mod.platforms()["example-k8s"].display_name == "Example Kubernetes"
     assert pipeline.build_plan(cluster_spec(tmp_path)).recipe.applied_overlays[-1] == "h100-example-k8s-ubuntu-training"
 
@@ -459,22 +459,22 @@ def test_plugins_command_lists_builtins_with_hooks_and_platforms():
 
 
 def test_plugins_command_marks_gpucluster_plugins_and_tryfirst(monkeypatch, tmp_path):
-    write_plugin(tmp_path, "h7_first", "@hookimpl(tryfirst=True)\ndef gpucluster_gates(cluster, recipe, components):\n    return None\n"
+    write_plugin(tmp_path, "probe_first", "@hookimpl(tryfirst=True)\ndef gpucluster_gates(cluster, recipe, components):\n    return None\n"
                  "@hookimpl(trylast=True)\ndef gpucluster_policy_checks(cluster, recipe, components):\n    return None\n")
-    load(monkeypatch, EXAMPLE, "h7_first", extra_path=tmp_path)
+    load(monkeypatch, EXAMPLE, "probe_first", extra_path=tmp_path)
     code, out, err = run_cli(["plugins"])
     assert code == 0, err
-    assert "h7_first: module h7_first (GPUCLUSTER_PLUGINS)\n  hooks: gpucluster_gates (tryfirst), gpucluster_policy_checks (trylast)\n" in out
+    assert "probe_first: module probe_first (GPUCLUSTER_PLUGINS)\n  hooks: gpucluster_gates (tryfirst), gpucluster_policy_checks (trylast)\n" in out
     assert "gpucluster_example: module gpucluster_example (GPUCLUSTER_PLUGINS)\n  platform example-k8s: " in out
 
 
 def test_tryfirst_runs_before_later_registered_plugins(monkeypatch, tmp_path):
     """Call order as documented: later-registered first, tryfirst before, trylast after."""
-    write_plugin(tmp_path, "h7_order_a", "@hookimpl(tryfirst=True)\ndef gpucluster_catalog_dirs():\n    return ['a-tryfirst']\n")
-    write_plugin(tmp_path, "h7_order_b", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['b-plain']\n")
-    write_plugin(tmp_path, "h7_order_c", "@hookimpl(trylast=True)\ndef gpucluster_catalog_dirs():\n    return ['c-trylast']\n")
-    write_plugin(tmp_path, "h7_order_d", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['d-plain-registered-last']\n")
-    load(monkeypatch, "h7_order_c", "h7_order_a", "h7_order_b", "h7_order_d", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_order_a", "@hookimpl(tryfirst=True)\ndef gpucluster_catalog_dirs():\n    return ['a-tryfirst']\n")
+    write_plugin(tmp_path, "probe_order_b", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['b-plain']\n")
+    write_plugin(tmp_path, "probe_order_c", "@hookimpl(trylast=True)\ndef gpucluster_catalog_dirs():\n    return ['c-trylast']\n")
+    write_plugin(tmp_path, "probe_order_d", "@hookimpl\ndef gpucluster_catalog_dirs():\n    return ['d-plain-registered-last']\n")
+    load(monkeypatch, "probe_order_c", "probe_order_a", "probe_order_b", "probe_order_d", extra_path=tmp_path)
     batches = plugins_mod.call_hook("gpucluster_catalog_dirs")
     order = [str(batch[0]) if isinstance(batch[0], str) else Path(batch[0]).parent.name for batch in batches]
     assert order == ["a-tryfirst", "d-plain-registered-last", "b-plain", "gpucluster_oke", "gpucluster_nvke", "gpucluster_aks", "c-trylast"]
@@ -652,7 +652,7 @@ def test_registered_restores_the_previous_manager_whatever_happens():
 def test_registered_ignores_the_environment_and_blocks_by_name(monkeypatch):
     from gpucluster.sdk.testing import registered
 
-    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "h7_not_importable")
+    monkeypatch.setenv("GPUCLUSTER_PLUGINS", "probe_not_importable")
     with registered(disable=("oke",)) as kit:
         assert sorted(plugins_mod.platforms()) == ["aks", "nvke"]
         kit.unregister(name="nvke")
@@ -662,13 +662,13 @@ def test_registered_ignores_the_environment_and_blocks_by_name(monkeypatch):
 def test_the_kit_refuses_an_invalid_plugin_like_the_loader(tmp_path, monkeypatch):
     from gpucluster.sdk.testing import registered
 
-    write_plugin(tmp_path, "h7_kit_invalid", "@hookimpl\ndef gpucluster_gatez(cluster, recipe, components):\n    return None\n")
+    write_plugin(tmp_path, "probe_kit_invalid", "@hookimpl\ndef gpucluster_gatez(cluster, recipe, components):\n    return None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    import h7_kit_invalid
+    import probe_kit_invalid
 
     with registered() as kit:
-        with pytest.raises(PluginError, match="plugin 'h7_kit_invalid' is invalid: unknown hook 'gpucluster_gatez'"):
-            kit.register(h7_kit_invalid)
+        with pytest.raises(PluginError, match="plugin 'probe_kit_invalid' is invalid: unknown hook 'gpucluster_gatez'"):
+            kit.register(probe_kit_invalid)
 
 
 def test_the_kit_plans_whole_cluster_files_from_yaml_text():
@@ -738,9 +738,9 @@ def test_hookspecs_and_docs_are_typed_and_in_call_order(monkeypatch, tmp_path):
         annotations = inspect.get_annotations(spec)
         assert set(annotations) == {*inspect.signature(spec).parameters, "return"}, name
     # the pipeline meets them in that order (cluster_stack: at synth only)
-    write_plugin(tmp_path, "h7_recorder", RECORDER)
-    load(monkeypatch, "h7_recorder", extra_path=tmp_path)
+    write_plugin(tmp_path, "probe_recorder", RECORDER)
+    load(monkeypatch, "probe_recorder", extra_path=tmp_path)
     pipeline.build_plan(cluster_spec(tmp_path, criteria={"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
                                      existing=None))
-    calls = sys.modules["h7_recorder"].CALLS
+    calls = sys.modules["probe_recorder"].CALLS
     assert list(dict.fromkeys(calls)) == list(hookspecs.HOOK_ORDER[:-1])

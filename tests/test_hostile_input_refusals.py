@@ -1,4 +1,4 @@
-"""Regression tests for defects found by an adversarial review (bad input and policy holes).
+"""Hostile input is refused: bad input and policy holes, one test per attack.
 
 Each test drives the public entry points (cluster file -> ``load_clusters`` -> ``build_plans``,
 RecipeResult files, the CLI) with one hostile input and asserts the exact refusal: exit code 2 /
@@ -594,7 +594,7 @@ def test_recipe_result_edited_overrides_with_stale_values_are_refused(tmp_path, 
         assert "remove 'values'" in p.fix and p.file.endswith("recipe.yaml")
 
 
-def test_recipe_result_seed_dra_only_overlay_applies_without_values(tmp_path, aks_recipe_doc):
+def test_recipe_result_dra_only_overlay_applies_without_values(tmp_path, aks_recipe_doc):
     doc = copy.deepcopy(aks_recipe_doc)
     dra = _ref(doc, "nvidia-dra-driver-gpu")
     dra["overrides"]["gpuResourcesEnabledOverride"] = True
