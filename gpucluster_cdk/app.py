@@ -112,7 +112,8 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Iterator, TextIO  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from typing import TextIO  # noqa: E402
 
 DEFAULT_OUTDIR = "cdktf.out"
 EXIT_INTERNAL = 70

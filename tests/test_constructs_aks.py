@@ -154,8 +154,11 @@ def test_upgrade_skip_postcondition_fails_terraform_plan_when_live_version_is_kn
     }
     (tmp_path / "main.tf.json").write_text(json.dumps(config))
     env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null", CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1")
-    tf = lambda *args: subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,  # noqa: E731
-                                      capture_output=True, text=True, timeout=120)
+
+    def tf(*args):
+        return subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
     assert tf("init").returncode == 0
     plan = tf("plan", f"-var=live={live}")
     assert (plan.returncode == 0) is plan_ok, plan.stdout + plan.stderr

@@ -65,8 +65,11 @@ def test_terraform_plan_refuses_values_helm_would_split(doc, tmp_path, value, ok
               "output": {"v": {"value": "${var.gpu_driver_version}"}}}
     (tmp_path / "main.tf.json").write_text(json.dumps(config))
     env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null", CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1")
-    tf = lambda *args: subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,  # noqa: E731
-                                      capture_output=True, text=True, timeout=120)
+
+    def tf(*args):
+        return subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
     assert tf("init").returncode == 0
     plan = tf("plan", f"-var=gpu_driver_version={value}")
     assert (plan.returncode == 0) is ok, plan.stdout + plan.stderr

@@ -276,7 +276,10 @@ def test_findings(plans, leaf, profile):
 def test_deterministic(tmp_path, plans):
     again = build(tmp_path, "gb200-oke-ubuntu-training-kubeflow", "oci-managed")
     first = plans[("gb200-oke-ubuntu-training-kubeflow", "oci-managed")]
-    key = lambda p: [(n.id, n.depends_on, n.values, n.local_chart and n.local_chart.content_hash) for n in p.nodes]  # noqa: E731
+
+    def key(p):
+        return [(n.id, n.depends_on, n.values, n.local_chart and n.local_chart.content_hash) for n in p.nodes]
+
     assert key(again) == key(first)
 
 

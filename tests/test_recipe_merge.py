@@ -175,7 +175,9 @@ def test_mixins_accumulate_and_conflicting_constraint_is_error(tmp_path):
 
 
 def test_two_profile_declarations_are_an_error(tmp_path):
-    prof = lambda n: {"name": n, "default": "x", "values": {"x": {"componentRefs": [{"name": "a", "overrides": {"k": 1}}]}}}  # noqa: E731
+    def prof(n):
+        return {"name": n, "default": "x", "values": {"x": {"componentRefs": [{"name": "a", "overrides": {"k": 1}}]}}}
+
     cat = make_catalog(
         tmp_path,
         [
