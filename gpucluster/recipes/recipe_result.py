@@ -54,7 +54,7 @@ from gpucluster import yamlsafe
 from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.fields import Where
-from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, absolute_key
+from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, Severity, absolute_key
 from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
 from gpucluster.recipes.recipe import order_components, resolve, values_files_for
@@ -164,8 +164,8 @@ class _Report:
     def take(self, err: GpuclusterError) -> None:
         self.problems.extend(err.problems)
 
-    def note(self, id: str, severity: str, component: str, key: str, message: str, fix: str) -> None:
-        self.findings.append(Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file))  # type: ignore[arg-type]
+    def note(self, id: str, severity: Severity, component: str, key: str, message: str, fix: str) -> None:
+        self.findings.append(Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file))
 
     def checked(self, check: Any, *args: Any, **kwargs: Any) -> Any:
         """``check(*args, **kwargs)`` -- a typed reader of :class:`gpucluster.fields.Where` /
