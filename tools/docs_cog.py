@@ -46,7 +46,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 def quote(path: str, names: list[str]) -> str:
     """The top-level imports of the Python file ``path`` (relative to the repository root) and
     its definitions named ``names`` (functions with their decorators, classes, assignments), in
-    the file's order, exactly as written there; definitions separated by one blank line.
+    the file's order, exactly as written there; definitions separated by two blank lines (as the
+    formatter wants them in a Python block of a Markdown file too).
 
     Raises:
         KeyError: a name the file does not define at its top level.
@@ -81,4 +82,4 @@ def quote(path: str, names: list[str]) -> str:
         parts.append("\n".join(lines[imports[0].lineno - 1 : imports[-1].end_lineno]))
     chosen = sorted({id(found[n]): found[n] for n in names}.values(), key=lambda n: n.lineno)
     parts.extend(source(node) for node in chosen)
-    return "\n\n".join(parts)
+    return "\n\n\n".join(parts)
