@@ -19,7 +19,7 @@ A leaf: imports only :mod:`gpucluster.errors`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence, overload
 
 from gpucluster.errors import GpuclusterError, did_you_mean
 
@@ -274,6 +274,12 @@ class Fields(Mapping[str, Any]):
         if value is _MISSING:
             return default
         return self.where.check_choice(value, self.key_of(name), allowed, what=what or name, fix=fix)
+
+    @overload
+    def get_fields(self, name: str, *, empty: Literal[True], fix: str | None = None) -> "Fields": ...
+
+    @overload
+    def get_fields(self, name: str, *, empty: bool = False, fix: str | None = None) -> "Fields | None": ...
 
     def get_fields(self, name: str, *, empty: bool = False, fix: str | None = None) -> "Fields | None":
         """Field ``name`` as :class:`Fields` (:meth:`Where.fields`); when missing or null ``None``,

@@ -83,7 +83,7 @@ def test_recorded_arguments_and_order():
     assert calls.getcalls("gpucluster_gates gpucluster_policy_checks", plugin="aks") == [
         c for c in calls.calls if c.plugin == "aks" and c.hook in ("gpucluster_gates", "gpucluster_policy_checks")]
     with pytest.raises(AttributeError, match="has no argument 'scope'"):
-        gates.scope
+        _ = gates.scope
     with pytest.raises(AssertionError, match=r"gpucluster_prepare_cluster was not called after gpucluster_gates"):
         calls.assert_called_in_order("gpucluster_gates", "gpucluster_prepare_cluster")
     with pytest.raises(AssertionError, match=r"expected one call of gpucluster_platforms, got [0-9]{2}|expected one call of gpucluster_platforms, got [2-9] "):

@@ -148,7 +148,7 @@ def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cl
 
     out = []
     for node in nodes:
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         if node.kind == "chart" and node.repository:
             changes["repository"] = through(node.repository, node.chart)
         if node.crd_source is not None and node.crd_source.repository:

@@ -810,7 +810,7 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         raise  # pragma: no cover - check() raised
     rep.check()
     reader = _FileReader(data, catalog, rep, ours, name=name, cname=cname, skew_severity=skew_severity, unknown=unknown)
-    for i, raw in enumerate(raw_refs):  # type: ignore[arg-type]
+    for i, raw in enumerate(raw_refs):
         reader.component(i, raw)
     refs, ref_keys, ref_unused, seen, deps_at = reader.refs, reader.ref_keys, reader.ref_unused, reader.seen, reader.deps_at
     present = {r.name for r in refs}

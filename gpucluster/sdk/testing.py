@@ -32,6 +32,7 @@ pytest's ``LineMatcher``); docs/testing.md is their reference.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fnmatch
 import functools
@@ -157,7 +158,8 @@ class PluginKit:
                     continue
                 for impl in caller.get_hookimpls():
                     wrapped.append((impl, impl.function))
-                    impl.function = recorder._wrap(caller.name, impl.plugin_name, impl.function, tuple(impl.argnames))
+                    wrapper = recorder._wrap(caller.name, impl.plugin_name, impl.function, tuple(impl.argnames))
+                    impl.function = wrapper  # type: ignore[misc]  # pluggy's Final; restored below
             yield recorder
         finally:
             for impl, function in reversed(wrapped):
@@ -352,7 +354,7 @@ class HookRecorder:
     def _wrap(self, hook: str, plugin: str, function: Any, argnames: tuple[str, ...]) -> Any:
         @functools.wraps(function)
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            received = {**dict(zip(argnames, args)), **kwargs}  # pluggy passes them by position, the core by name
+            received = {**dict(zip(argnames, args, strict=False)), **kwargs}  # pluggy passes them by position, the core by name
             try:
                 result = function(*args, **kwargs)
             except BaseException as exc:
@@ -392,7 +394,7 @@ class LineMatcher:
         """The lines joined with ``\\n`` (pytest's ``LineMatcher.str``)."""
         return "\n".join(self.lines)
 
-    def fnmatch_lines(self, patterns: str | Sequence[str], *, consecutive: bool = False) -> None:
+    def fnmatch_lines(self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False) -> None:
         """Every pattern (fnmatch, see the class) matches a line, in order.
 
         Args:
@@ -406,13 +408,13 @@ class LineMatcher:
         __tracebackhide__ = True
         self._match_lines(patterns, fnmatch.fnmatchcase, "fnmatch", consecutive=consecutive)
 
-    def re_match_lines(self, patterns: str | Sequence[str], *, consecutive: bool = False) -> None:
+    def re_match_lines(self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False) -> None:
         """Every regular expression matches (:func:`re.match`) a line, in order (see :meth:`fnmatch_lines`)."""
         __tracebackhide__ = True
         self._match_lines(patterns, lambda line, pattern: re.match(pattern, line) is not None, "re.match",
                           consecutive=consecutive)
 
-    def no_fnmatch_line(self, pattern: str) -> None:
+    def no_fnmatch_line(self, pattern: builtins.str) -> None:
         """No line matches the fnmatch ``pattern``.
 
         Raises:
@@ -421,12 +423,12 @@ class LineMatcher:
         __tracebackhide__ = True
         self._no_match_line(pattern, fnmatch.fnmatchcase, "fnmatch")
 
-    def no_re_match_line(self, pattern: str) -> None:
+    def no_re_match_line(self, pattern: builtins.str) -> None:
         """No line matches (:func:`re.match`) the regular expression ``pattern``."""
         __tracebackhide__ = True
         self._no_match_line(pattern, lambda line, p: re.match(p, line) is not None, "re.match")
 
-    def get_lines_after(self, pattern: str) -> list[str]:
+    def get_lines_after(self, pattern: builtins.str) -> list[builtins.str]:
         """The lines after the first line matching the fnmatch ``pattern``.
 
         Raises:
@@ -437,7 +439,7 @@ class LineMatcher:
                 return self.lines[i + 1:]
         raise ValueError(f"no line matches {pattern!r}")
 
-    def _match_lines(self, patterns: str | Sequence[str], match: Any, how: str, *, consecutive: bool) -> None:
+    def _match_lines(self, patterns: builtins.str | Sequence[builtins.str], match: Any, how: builtins.str, *, consecutive: bool) -> None:
         __tracebackhide__ = True
         wanted = patterns.splitlines() if isinstance(patterns, str) else list(patterns)
         log: list[str] = []
@@ -464,7 +466,7 @@ class LineMatcher:
                 log.append(f"remains unmatched: {pattern!r}")
                 raise AssertionError("\n".join(log))
 
-    def _no_match_line(self, pattern: str, match: Any, how: str) -> None:
+    def _no_match_line(self, pattern: builtins.str, match: Any, how: builtins.str) -> None:
         __tracebackhide__ = True
         for line in self.lines:
             if line == pattern or match(line, pattern):
