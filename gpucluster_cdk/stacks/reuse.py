@@ -251,9 +251,9 @@ def _skipped(path: str) -> bool:
 
     if not _ROOTS:
         user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-        sites = [*getattr(site, "getsitepackages", lambda: [])(), user, sysconfig.get_path("purelib"),
+        site_dirs = [*getattr(site, "getsitepackages", lambda: [])(), user, sysconfig.get_path("purelib"),
                  sysconfig.get_path("platlib"), *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))]
-        _ROOTS.extend([_folders([os.path.dirname(os.__file__)]), _folders(sites),
+        _ROOTS.extend([_folders([os.path.dirname(os.__file__)]), _folders(site_dirs),
                        _folders([os.path.dirname(gpucluster.__file__), os.path.dirname(gpucluster_cdk.__file__)])])
     stdlib, sites, ours = _ROOTS
     return path.startswith(ours) or (path.startswith(stdlib) and not path.startswith(sites))
