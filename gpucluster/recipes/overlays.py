@@ -117,7 +117,7 @@ _PROFILE = {
 }
 
 
-OVERLAY_SCHEMA = {
+OVERLAY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["kind", "apiVersion", "metadata", "spec"],
     "additionalProperties": False,
