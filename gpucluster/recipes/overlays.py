@@ -311,7 +311,7 @@ def overlay_index(catalog: Catalog) -> OverlayIndex:
             path.append(current)
             current = overlays[current].base
     index = OverlayIndex(overlays=overlays, mixins=mixins)
-    setattr(catalog, "_gpucluster_recipe_index", index)
+    setattr(catalog, "_gpucluster_recipe_index", index)  # noqa: B010 -- a memo Catalog does not declare
     return index
 
 
