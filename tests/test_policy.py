@@ -9,7 +9,8 @@ import pytest
 
 from gpucluster.model import NodeScheduling, Taint, Toleration
 from gpucluster.recipes.overrides import apply_overrides, parse_overrides
-from gpucluster.recipes.policy import ALLOCATION_POLICY_KEYS, evaluate, policy_owned_paths, tolerates
+from gpucluster.policy_keys import policy_owned_paths
+from gpucluster.recipes.policy import ALLOCATION_POLICY_KEYS, evaluate, tolerates
 from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
 
 
