@@ -1,18 +1,20 @@
-"""Issue 12: Entra ID + Azure RBAC without local accounts, kubelogin exec in the runtime stack,
+"""Entra ID + Azure RBAC without local accounts, kubelogin exec in the runtime stack,
 typed production settings with secure defaults, pools whose GPU-ness follows from the VM size,
 and the SDK's ClusterConnection auth shapes."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Criteria, NodePool
-from gpucluster.pipeline import prepare_cluster
-from gpucluster.sdk import ClusterConnection, ExecAuth
+from gpucluster.sdk import ClusterConnection, ClusterSpec, Criteria, ExecAuth, GpuclusterError, NodePool
+from gpucluster.sdk.testing import registered
+
+
+def prepare_cluster(spec: ClusterSpec) -> ClusterSpec:
+    with registered() as kit:
+        return kit.prepare(spec)
 
 
 def spec(settings=None, pools=None, **kw) -> ClusterSpec:
@@ -56,28 +58,6 @@ def test_cluster_connection_auth_shapes(connection, auth):
 def test_cluster_connection_refuses_ambiguous_credentials(connection, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         connection.auth()
-
-
-@pytest.mark.parametrize(
-    "connection, expected",
-    [
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", exec=EXEC),
-         {"host": "h", "cluster_ca_certificate": "ca", "exec": {
-             "api_version": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
-             "args": ["get-token", "--login", "azurecli"], "env": {"A": "1", "B": "2"}}}),
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", token="tok"), {"host": "h", "cluster_ca_certificate": "ca", "token": "tok"}),
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", client_certificate="c", client_key="k"),
-         {"host": "h", "cluster_ca_certificate": "ca", "client_certificate": "c", "client_key": "k"}),
-    ],
-)
-def test_helm_provider_renders_each_auth_shape(connection, expected):
-    from gpucluster_cdk.constructs_lib.cdk import TerraformStack, Testing
-    from gpucluster_cdk.stacks.runtime import connect_helm_provider
-
-    stack = TerraformStack(Testing.app(), "s")
-    connect_helm_provider(stack, connection)
-    (provider,) = json.loads(Testing.synth(stack))["provider"]["helm"]
-    assert provider["kubernetes"] == expected
 
 
 # ------------------------------------------------------------------ pools: GPU-ness from the VM size

@@ -13,7 +13,6 @@ whatever synth refuses.
 from __future__ import annotations
 
 import ast
-import io
 import textwrap
 from pathlib import Path
 
@@ -163,11 +162,11 @@ BAD_INPUTS = [
 
 
 def _plan_line(path: Path) -> tuple[int, str]:
-    from gpucluster import cli
+    from gpucluster.sdk.testing import registered
 
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["plan", "--config", str(path)], stdout=out, stderr=err)
-    return code, err.getvalue()
+    with registered() as kit:
+        result = kit.cli("plan", "--config", str(path))
+    return result.code, result.err
 
 
 def _synth_line(path: Path, monkeypatch, capsys) -> tuple[int, str, list]:
@@ -212,12 +211,12 @@ GOOD_INPUTS = [
 @pytest.mark.parametrize("extra", GOOD_INPUTS)
 def test_props_of_every_accepted_input_pass_the_construct_validation(extra, tmp_path, monkeypatch):
     from gpucluster_cdk.constructs_lib import validate_props
-    from gpucluster.inputs.config import load_clusters
-    from gpucluster.pipeline import build_plans
+    from gpucluster.sdk.testing import registered
     from gpucluster_aks.cluster import cluster_props
 
     path = tmp_path / "gpucluster.yaml"
     path.write_text(BASE + textwrap.indent(extra + "\n", "    "))
     monkeypatch.chdir(tmp_path)
-    (plan,) = build_plans(load_clusters(str(path), env={}))
+    with registered() as kit:
+        (plan,) = [kit.plan(c) for c in kit.load(path)]
     assert validate_props(cluster_props(plan.cluster)) == []

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool, Taint
-from gpucluster.pipeline import prepare_cluster
-from gpucluster.plugins import platforms
+from gpucluster.sdk import ClusterSpec, Criteria, ExistingCluster, GpuclusterError, NodePool, Taint
+from gpucluster.sdk.testing import registered
 from gpucluster_aks import platform as aks_platform
+
+
+def prepare_cluster(spec: ClusterSpec) -> ClusterSpec:
+    with registered() as kit:
+        return kit.prepare(spec)
+
+
+def platforms():
+    with registered() as kit:
+        return kit.platforms()
 
 
 def spec(**kw) -> ClusterSpec:

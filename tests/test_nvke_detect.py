@@ -1,116 +1,47 @@
-"""`gpucluster detect`: providerID -> service, from a NodeList fixture or a (faked) kubectl."""
+"""`gpucluster detect` names NVKE from its nodes' providerIDs (the plugin's ``nico://``), through the
+test kit's CLI."""
 
 from __future__ import annotations
 
-import io
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from gpucluster.verify import detect
-from gpucluster.cli import main
-from gpucluster.errors import GpuclusterError
+from gpucluster.sdk.testing import registered
 
 FIXTURE = Path(__file__).parent / "data" / "nvke" / "nodes-nvke.json"
-PREFIXES = {"aks": "azure://", "nvke": "nico://"}
 
 
-def nodes(*pairs):
-    return {"items": [{"metadata": {"name": n}, "spec": ({"providerID": p} if p else {})} for n, p in pairs]}
+@pytest.fixture
+def kit():
+    with registered() as kit:
+        yield kit
 
 
-def test_nvke_fixture_maps_to_nvke():
-    result = detect.detect(json.loads(FIXTURE.read_text()), PREFIXES)
-    assert result.service == "nvke"
-    assert result.nodes == {"nvke": ["gb200-tray-01", "gb200-tray-02", "nvke-cp-0"]}
-    assert result.unmatched == []
+def test_the_prefix_comes_from_the_plugin(kit):
+    assert kit.platforms()["nvke"].provider_id_prefix == "nico://"
 
 
-def test_unclaimed_nodes_do_not_block_detection():
-    result = detect.detect(nodes(("a", "nico://x"), ("b", "")), PREFIXES)
-    assert result.service == "nvke" and result.unmatched == [("b", "")]
-
-
-def test_no_claimed_node_is_an_error_listing_known_prefixes():
-    with pytest.raises(GpuclusterError) as exc:
-        detect.detect(nodes(("a", "kind://docker/kind/a"), ("b", "")), PREFIXES, source="nodes.json")
-    text = str(exc.value)
-    assert "no node has a providerID a platform plugin declares (seen: <none>, kind://)" in text
-    assert "azure:// -> aks, nico:// -> nvke" in text and "file=nodes.json" in text
-
-
-def test_mixed_platforms_are_an_error():
-    with pytest.raises(GpuclusterError, match=r"several platforms \(aks: a; nvke: b\)"):
-        detect.detect(nodes(("a", "azure:///subscriptions/x"), ("b", "nico://y")), PREFIXES)
-
-
-def test_not_a_node_list():
-    with pytest.raises(GpuclusterError, match="not a Kubernetes NodeList"):
-        detect.detect({"kind": "Node"}, PREFIXES)
-
-
-def test_provider_prefixes_come_from_the_plugins():
-    from gpucluster.plugins import platforms
-
-    got = detect.provider_prefixes(platforms())
-    assert got["nvke"] == "nico://" and got["aks"] == "azure://"
-
-
-class FakeKubectl:
-    def __init__(self, returncode=0, stdout="", stderr=""):
-        self.calls = []
-        self.result = subprocess.CompletedProcess([], returncode, stdout, stderr)
-
-    def __call__(self, cmd, **kw):
-        self.calls.append(cmd)
-        return self.result
-
-
-def test_kubectl_is_run_with_kubeconfig_and_context():
-    fake = FakeKubectl(stdout=FIXTURE.read_text())
-    doc, label = detect.load_nodes(kubeconfig="/tmp/kc", context="tenant", run=fake, which=lambda _: "/usr/bin/kubectl")
-    assert fake.calls == [["/usr/bin/kubectl", "get", "nodes", "-o", "json", "--request-timeout=60s", "--kubeconfig=/tmp/kc", "--context=tenant"]]
-    assert len(doc["items"]) == 3 and "context tenant" in label
-
-
-def test_kubectl_failure_is_reported():
-    fake = FakeKubectl(returncode=1, stderr="E1\nerror: context \"x\" does not exist\n")
-    with pytest.raises(GpuclusterError) as exc:
-        detect.load_nodes(context="x", run=fake, which=lambda _: "kubectl")
-    assert 'context "x" does not exist' in str(exc.value)
-
-
-def test_no_kubectl_and_no_file():
-    with pytest.raises(GpuclusterError) as exc:
-        detect.load_nodes(run=FakeKubectl(), which=lambda _: None)
-    assert "kubectl is not on PATH" in str(exc.value) and "--nodes-json" in str(exc.value)
-
-
-def run_cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def test_cli_detect_text_and_json():
-    code, out, err = run_cli("detect", "--nodes-json", str(FIXTURE), "--context", "tenant")
-    assert code == 0, err
-    assert out.startswith("service: nvke\n")
-    assert "nvke: 3 node(s)" in out and "    service: nvke" in out and "    context: tenant" in out
-    code, out, _ = run_cli("detect", "--nodes-json", str(FIXTURE), "--format", "json")
-    assert code == 0
-    assert json.loads(out) == {
+def test_cli_detect_text_and_json(kit):
+    result = kit.cli("detect", "--nodes-json", str(FIXTURE), "--context", "tenant")
+    assert result.code == 0, result.err
+    result.stdout.fnmatch_lines(["service: nvke", "  nvke: 3 node(s): gb200-tray-01, gb200-tray-02, nvke-cp-0", "",
+                                 "cluster file snippet:", "  criteria:", "    service: nvke", "  existing:",
+                                 "    context: tenant"], consecutive=True)
+    result = kit.cli("detect", "--nodes-json", str(FIXTURE), "--format", "json")
+    assert result.code == 0
+    assert json.loads(result.out) == {
         "service": "nvke",
         "nodes": {"nvke": ["gb200-tray-01", "gb200-tray-02", "nvke-cp-0"]},
         "unmatched": [],
     }
 
 
-def test_cli_detect_bad_file_exits_2(tmp_path):
+def test_cli_detect_bad_file_exits_2(kit, tmp_path):
     bad = tmp_path / "nodes.json"
     bad.write_text("{not json")
-    code, out, err = run_cli("detect", "--nodes-json", str(bad))
-    assert code == 2 and out == ""
-    assert "the nodes file is not JSON" in err and "key=--nodes-json" in err
+    result = kit.cli("detect", "--nodes-json", str(bad))
+    assert result.code == 2 and result.out == ""
+    result.stderr.fnmatch_lines(["error[[]*] file=* key=--nodes-json: *the nodes file is not JSON*"])
+    assert len(result.stderr.lines) == 1

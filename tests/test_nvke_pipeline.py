@@ -1,4 +1,4 @@
-"""Both NVKE recipes through gpucluster.pipeline.build_plan: releases, values, manifests
+"""Both NVKE recipes through the pipeline (the test kit's plan): releases, values, manifests
 (schema-valid), gates, edges, teardown, and every NVKE refusal with its message."""
 
 from __future__ import annotations
@@ -11,10 +11,20 @@ import pytest
 import yaml
 
 from _support import ancestors
-from gpucluster import pipeline
-from gpucluster.inputs.config import parse_clusters
-from gpucluster.errors import GpuclusterError
+from gpucluster.sdk import GpuclusterError
+from gpucluster.sdk.testing import PluginKit, registered
 from nvke_crds import validate
+
+KIT: PluginKit | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kit():
+    """One plugin manager (the installed plugins) for the module's plans."""
+    global KIT
+    with registered() as KIT:
+        yield
+    KIT = None
 
 RAILS = [
     {"name": "mlx5_0", "rootDevice": "0000:03:00.0"},
@@ -41,8 +51,12 @@ def cluster_doc(platform: str = "any", **extra: Any) -> dict[str, Any]:
 
 
 def build(tmp_path: Path, platform: str = "any", **extra: Any):
-    (spec,) = parse_clusters({"clusters": [cluster_doc(platform, **extra)]}, source="clusters.yaml", root=tmp_path)
-    return pipeline.build_plan(spec)
+    if KIT is None:  # called from another test module: a plugin manager of its own
+        with registered() as kit:
+            (spec,) = kit.clusters({"clusters": [cluster_doc(platform, **extra)]}, source="clusters.yaml", root=tmp_path)
+            return kit.plan(spec)
+    (spec,) = KIT.clusters({"clusters": [cluster_doc(platform, **extra)]}, source="clusters.yaml", root=tmp_path)
+    return KIT.plan(spec)
 
 
 def refused(tmp_path: Path, platform: str = "any", **extra: Any) -> str:
@@ -274,9 +288,7 @@ def test_rdma_modules_disabled_by_setting(tmp_path):
 
 
 def test_rdma_modules_disabled_in_the_recipe_file(tmp_path):
-    from gpucluster.recipes import recipe_result_writer
-
-    doc = recipe_result_writer.to_document(build(tmp_path).recipe)
+    doc = KIT.recipe_document(build(tmp_path))
     for ref in doc["componentRefs"]:
         if ref["name"] == "rdma-modules":
             ref.setdefault("overrides", {})["enabled"] = False
@@ -284,8 +296,8 @@ def test_rdma_modules_disabled_in_the_recipe_file(tmp_path):
     doc2 = cluster_doc()
     doc2["recipe"] = "recipe.yaml"
     del doc2["criteria"]
-    (spec,) = parse_clusters({"clusters": [doc2]}, source="clusters.yaml", root=tmp_path)
-    plan = pipeline.build_plan(spec)
+    (spec,) = KIT.clusters({"clusters": [doc2]}, source="clusters.yaml", root=tmp_path)
+    plan = KIT.plan(spec)
     assert plan.recipe.component("rdma-modules").enabled is False
     assert "rdma-modules-manifests" not in {n.id for n in plan.nodes}
 
@@ -352,9 +364,7 @@ def test_refuses_dra_below_0_5_1_by_image_tag(tmp_path):
 
 
 def test_refuses_dra_below_0_5_1_by_recipe_pin(tmp_path):
-    from gpucluster.recipes import recipe_result_writer
-
-    doc = recipe_result_writer.to_document(build(tmp_path).recipe)
+    doc = KIT.recipe_document(build(tmp_path))
     for ref in doc["componentRefs"]:
         if ref["name"] == "nvidia-dra-driver-gpu":
             ref["version"] = "0.5.0"
@@ -362,9 +372,9 @@ def test_refuses_dra_below_0_5_1_by_recipe_pin(tmp_path):
     doc2 = cluster_doc()
     doc2["recipe"] = "recipe.yaml"
     del doc2["criteria"]
-    (spec,) = parse_clusters({"clusters": [doc2]}, source="clusters.yaml", root=tmp_path)
+    (spec,) = KIT.clusters({"clusters": [doc2]}, source="clusters.yaml", root=tmp_path)
     with pytest.raises(GpuclusterError) as exc:
-        pipeline.build_plan(spec)
+        KIT.plan(spec)
     text = str(exc.value)
     assert "error[NVKE-DRA-VERSION]" in text and "key=version" in text and "nvidia-dra-driver-gpu 0.5.0 is older than 0.5.1" in text
 
@@ -451,9 +461,7 @@ def test_operator_init_container_settings_are_not_an_ofed_driver(tmp_path):
 
 
 def test_other_platforms_get_nothing_from_the_nvke_plugin():
-    from gpucluster.inputs.config import load_clusters
-
-    (aks,) = [pipeline.build_plan(c) for c in load_clusters(None, env={})]
+    (aks,) = [KIT.plan(c) for c in KIT.load()]
     assert aks.cluster.criteria.service == "aks"
     ids = {n.id for n in aks.nodes}
     assert not ids & {"sriov-ib-networks-manifests", "rdma-modules-manifests", "gpu-operator-pre", DRA_GATE,

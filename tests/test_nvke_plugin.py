@@ -10,9 +10,8 @@ import pytest
 from _support import imports as _imports
 
 import gpucluster_nvke
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool, NodeScheduling, Toleration
-from gpucluster.plugins import get_plugin_manager, platforms
+from gpucluster.sdk import ClusterSpec, Criteria, ExistingCluster, GpuclusterError, NodePool, NodeScheduling, Toleration
+from gpucluster.sdk.testing import registered
 from gpucluster_nvke.platform import PLATFORM, prepare
 
 PLUGIN_DIR = Path(gpucluster_nvke.__file__).parent
@@ -46,7 +45,8 @@ def test_the_import_check_sees_a_core_import(tmp_path):
 
 
 def test_registered_through_the_entry_point_group():
-    pm = get_plugin_manager()
+    with registered() as kit:
+        pm = kit.pm
     assert pm.get_plugin("nvke") is gpucluster_nvke
     hooks = {impl.function.__name__ for caller in pm.hook.__dict__.values() if hasattr(caller, "get_hookimpls")
              for impl in caller.get_hookimpls() if impl.plugin is gpucluster_nvke}
@@ -62,7 +62,8 @@ def test_registered_through_the_entry_point_group():
 
 
 def test_platform_declaration():
-    p = platforms()["nvke"]
+    with registered() as kit:
+        p = kit.platforms()["nvke"]
     assert p is PLATFORM or p == PLATFORM
     assert p.provisions_cluster is False
     assert p.provider_id_prefix == "nico://"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.sdk import GpuclusterError
 from gpucluster_nvke.settings import (
     default_rail_subnet,
     parse_settings,
@@ -83,14 +83,14 @@ def test_refusals_name_file_cluster_and_key(raw, key, fragment):
 
 def test_unknown_top_level_settings_are_refused_by_the_core():
     """Top-level keys are checked once, by the core, against ``Platform.settings``."""
-    from gpucluster.model import ClusterSpec, Criteria
-    from gpucluster.pipeline import prepare_cluster
+    from gpucluster.sdk import ClusterSpec, Criteria
+    from gpucluster.sdk.testing import registered
     from gpucluster_nvke.settings import SETTINGS_KEYS
 
     spec = ClusterSpec(name="nvke-a", criteria=Criteria(service="nvke", accelerator="gb200", os="ubuntu", intent="training"),
                        source="clusters.yaml", settings={"railz": [], "rails": rails()})
-    with pytest.raises(GpuclusterError) as exc:
-        prepare_cluster(spec)
+    with registered() as kit, pytest.raises(GpuclusterError) as exc:
+        kit.prepare(spec)
     text = str(exc.value)
     assert "file=clusters.yaml cluster=nvke-a key=settings.railz: unknown setting 'railz' for service nvke" in text
     assert f"(allowed: {', '.join(SETTINGS_KEYS)}, gateImage, validate)" in text

@@ -1,4 +1,4 @@
-"""Every OKE recipe through gpucluster.pipeline.build_plan: releases, edges, gates, findings,
+"""Every OKE recipe through the pipeline (the test kit's plan): releases, edges, gates, findings,
 schema-valid rendered objects (manifest charts and gate charts), determinism, and the
 OKE refusals with their messages."""
 
@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpucluster import pipeline
-from gpucluster.charts.graph import chart_values
-from gpucluster.inputs.config import parse_clusters
-from gpucluster.errors import GpuclusterError
+from gpucluster.sdk import GpuclusterError
+from gpucluster.sdk.testing import PluginKit, registered
 from render_cases import OKE as OKE_LEAVES
 from k8s_schema import validate_object
 from test_schemas import checked_gate_conditions, rendered_objects, validate_training_runtime
@@ -44,9 +42,25 @@ def cluster_doc(leaf: str, profile: str | None = None, **extra: Any) -> dict[str
     return doc
 
 
+KIT: PluginKit | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kit():
+    """One plugin manager (the installed plugins) for the module's plans."""
+    global KIT
+    with registered() as KIT:
+        yield
+    KIT = None
+
+
 def build(root: Path, leaf: str, profile: str | None = None, **extra: Any):
-    (spec,) = parse_clusters({"clusters": [cluster_doc(leaf, profile, **extra)]}, source="clusters.yaml", root=root)
-    return pipeline.build_plan(spec)
+    if KIT is None:  # called from another test module: a plugin manager of its own
+        with registered() as kit:
+            (spec,) = kit.clusters({"clusters": [cluster_doc(leaf, profile, **extra)]}, source="clusters.yaml", root=root)
+            return kit.plan(spec)
+    (spec,) = KIT.clusters({"clusters": [cluster_doc(leaf, profile, **extra)]}, source="clusters.yaml", root=root)
+    return KIT.plan(spec)
 
 
 def refused(root: Path, leaf: str, profile: str | None = None, **extra: Any) -> str:
@@ -56,7 +70,7 @@ def refused(root: Path, leaf: str, profile: str | None = None, **extra: Any) -> 
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory):
+def plans(tmp_path_factory, _kit):
     root = tmp_path_factory.mktemp("oke")
     return {(leaf, profile): build(root, leaf, profile) for leaf, profile in CASES}
 
@@ -96,7 +110,7 @@ def test_releases(plans, leaf, profile):
     assert plan.cluster.pools == [] and plan.cluster.region is None
     for node in plan.nodes:
         if node.kind == "chart":
-            assert node.values == chart_values(plan.components[node.component])  # manifestValues stay out
+            assert node.values == KIT.chart_values(plan, node.component)  # manifestValues stay out
             assert node.namespace == plan.components[node.component].ref.namespace
 
 
@@ -284,9 +298,7 @@ def test_deterministic(tmp_path, plans):
 
 
 def test_runtime_only(plans):
-    from gpucluster.plugins import platform_for
-
-    assert platform_for("oke").provisions_cluster is False
+    assert KIT.platforms()["oke"].provisions_cluster is False
 
 
 # --------------------------------------------------------------------------- refusals through the pipeline
@@ -372,11 +384,8 @@ def test_dra_controller_affinity_check(tmp_path, path):
 
 def test_other_platforms_get_nothing_from_the_oke_plugin():
     """The plugin manager scopes OKE's cluster hooks to OKE clusters (no per-hook service check)."""
-    from gpucluster.inputs import config
-    from gpucluster.plugins import call_hook_attributed
-
-    aks = config.load_clusters()[0]
+    aks = KIT.load()[0]
     assert aks.criteria.service == "aks"
-    assert [plugin for plugin, _ in call_hook_attributed("gpucluster_gates", cluster=aks, recipe=None, components={})] == ["aks"]
-    (plugin, _), = call_hook_attributed("gpucluster_prepare_cluster", cluster=aks)
+    assert [plugin for plugin, _ in KIT.call_hook("gpucluster_gates", cluster=aks, recipe=None, components={})] == ["aks"]
+    (plugin, _), = KIT.call_hook("gpucluster_prepare_cluster", cluster=aks)
     assert plugin == "aks"

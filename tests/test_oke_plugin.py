@@ -4,6 +4,7 @@ declaration, cluster preparation (existing cluster, refusals), detection by prov
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -12,11 +13,8 @@ import pytest
 from _support import imports as _imports
 
 import gpucluster_oke
-from gpucluster.verify import detect
-from gpucluster.inputs.config import parse_clusters
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool
-from gpucluster.plugins import get_plugin_manager, platforms
+from gpucluster.sdk import ClusterSpec, Criteria, ExistingCluster, GpuclusterError, NodePool
+from gpucluster.sdk.testing import registered
 from gpucluster_oke.platform import OKE_PLATFORM, prepare, recipe_leaves
 
 PLUGIN_DIR = Path(gpucluster_oke.__file__).parent
@@ -58,7 +56,8 @@ def test_the_import_check_sees_core_relative_and_dynamic_imports(tmp_path):
 
 
 def test_registered_through_the_entry_point_group():
-    pm = get_plugin_manager()
+    with registered() as kit:
+        pm, platforms = kit.pm, kit.platforms()
     assert pm.get_plugin("oke") is gpucluster_oke
     hooks = {impl.function.__name__ for caller in pm.hook.__dict__.values() if hasattr(caller, "get_hookimpls")
              for impl in caller.get_hookimpls() if impl.plugin is gpucluster_oke}
@@ -69,7 +68,7 @@ def test_registered_through_the_entry_point_group():
         "gpucluster_gates",
         "gpucluster_policy_checks",
     }
-    assert platforms()["oke"] is OKE_PLATFORM
+    assert platforms["oke"] is OKE_PLATFORM
 
 
 def test_platform_declaration():
@@ -166,10 +165,8 @@ def test_prepare_refuses_pools_and_region():
 )
 def test_prepare_refuses_unknown_profiles(profile, key, message):
     # profile names/values are checked by the core against Platform.profiles, before the hook
-    from gpucluster.pipeline import prepare_cluster
-
-    with pytest.raises(GpuclusterError) as exc:
-        prepare_cluster(cluster(profile=profile))
+    with registered() as kit, pytest.raises(GpuclusterError) as exc:
+        kit.prepare(cluster(profile=profile))
     text = str(exc.value)
     assert "file=clusters.yaml cluster=oke-a" in text
     assert f"key={key}" in text and message in text
@@ -178,10 +175,8 @@ def test_prepare_refuses_unknown_profiles(profile, key, message):
 def test_prepare_settings():
     assert prepare(cluster(settings={"nvidiaGpuPluginAddon": "absent"})).settings == {"nvidiaGpuPluginAddon": "absent"}
     # setting names are checked by the core against Platform.settings, before the hook
-    from gpucluster.pipeline import prepare_cluster
-
-    with pytest.raises(GpuclusterError) as exc:
-        prepare_cluster(cluster(settings={"rails": []}))
+    with registered() as kit, pytest.raises(GpuclusterError) as exc:
+        kit.prepare(cluster(settings={"rails": []}))
     text = str(exc.value)
     assert "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke" in text
     assert "(allowed: nvidiaGpuPluginAddon, gateImage, validate)" in text
@@ -212,8 +207,8 @@ def test_cluster_file_errors_name_the_file_and_key(tmp_path):
     doc = {"clusters": [{"name": "oke-a", "criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu",
                                                         "intent": "training"},
                          "existing": {"kubeconfig": "oke.kubeconfig"}}]}
-    with pytest.raises(GpuclusterError) as exc:  # the core refuses it for every platform, while parsing
-        parse_clusters(doc, source="gpucluster.yaml", root=tmp_path)
+    with registered() as kit, pytest.raises(GpuclusterError) as exc:  # the core refuses it for every platform, while parsing
+        kit.clusters(doc, source="gpucluster.yaml", root=tmp_path)
     assert str(exc.value).startswith("error[input] file=gpucluster.yaml cluster=oke-a key=clusters[0].existing.kubeconfig:")
 
 
@@ -224,24 +219,35 @@ def node(name: str, provider_id: str) -> dict:
     return {"metadata": {"name": name}, "spec": {"providerID": provider_id} if provider_id else {}}
 
 
-def prefixes() -> dict[str, str]:
-    return {s: p.provider_id_prefix for s, p in platforms().items() if p.provider_id_prefix}
+def detect(tmp_path: Path, nodes: dict):
+    """``gpucluster detect --nodes-json`` of ``nodes``, as JSON (code 0) or the error line (code 2)."""
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(nodes))
+    with registered() as kit:
+        result = kit.cli("detect", "--nodes-json", str(path), "--format", "json")
+    return json.loads(result.out) if result.code == 0 else result
 
 
-def test_detect_maps_instance_ocids_to_oke():
+def test_the_platforms_declare_distinct_provider_prefixes():
+    with registered() as kit:
+        prefixes = {s: p.provider_id_prefix for s, p in kit.platforms().items() if p.provider_id_prefix}
+    assert prefixes == {"aks": "azure://", "nvke": "nico://", "oke": "ocid1."}
+
+
+def test_detect_maps_instance_ocids_to_oke(tmp_path):
     nodes = {"items": [
         node("10.0.10.12", "ocid1.instance.oc1.iad.anuwcljt5example1"),
         node("10.0.10.13", "ocid1.instance.oc1.iad.anuwcljt5example2"),
         node("virtual-node-1", ""),
     ]}
-    found = detect.detect(nodes, prefixes())
-    assert found.service == "oke"
-    assert found.nodes == {"oke": ["10.0.10.12", "10.0.10.13"]}
-    assert found.unmatched == [("virtual-node-1", "")]
+    found = detect(tmp_path, nodes)
+    assert found["service"] == "oke"
+    assert found["nodes"] == {"oke": ["10.0.10.12", "10.0.10.13"]}
+    assert found["unmatched"] == [{"node": "virtual-node-1", "providerID": ""}]
 
 
-def test_detect_refuses_mixed_platforms():
+def test_detect_refuses_mixed_platforms(tmp_path):
     nodes = {"items": [node("a", "ocid1.instance.oc1.phx.x"), node("b", "azure:///subscriptions/s/vm/b")]}
-    with pytest.raises(GpuclusterError) as exc:
-        detect.detect(nodes, prefixes())
-    assert "nodes belong to several platforms (aks: b; oke: a)" in str(exc.value)
+    result = detect(tmp_path, nodes)
+    assert result.code == 2 and result.out == ""
+    result.stderr.fnmatch_lines(["error[[]*: nodes belong to several platforms (aks: b; oke: a)*"])

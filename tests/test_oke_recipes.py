@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.recipes import recipe as recipe_mod
-from gpucluster.recipes import layering
-from gpucluster.recipes import overlays
-from gpucluster.recipes import recipe_result
-from gpucluster.recipes import recipe_result_writer
-from gpucluster.recipes.catalog import CORE_CATALOG_DIR, load_catalog
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import Criteria
-from gpucluster.plugins import platforms
+from gpucluster.sdk import Criteria, GpuclusterError, hookimpl
+from gpucluster.sdk.testing import PluginKit, registered
 from gpucluster_oke.platform import CATALOG_DIR as OKE_DIR
 from gpucluster_oke.platform import OKE_PLATFORM, recipe_leaves
 
@@ -108,19 +101,30 @@ DEVICE_PLUGIN_ENV = [
 ]
 
 
+KIT: PluginKit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kit():
+    """The installed plugins (the OKE catalog on top of the core's, beside the other platforms')."""
+    global KIT
+    with registered() as KIT:
+        yield
+
+
 @pytest.fixture(scope="module")
-def catalog():
-    return load_catalog((CORE_CATALOG_DIR, OKE_DIR))
+def catalog(_kit):
+    return KIT.catalog()
 
 
 def resolve(catalog, leaf: str, profile: str | None = None):
     (acc, os_, intent, platform), *_ = RECIPES[leaf]
     crit = Criteria(service="oke", accelerator=acc, os=os_, intent=intent, platform=platform)
-    return recipe_mod.resolve(crit, catalog, profile={"gpuStack": profile} if profile else None)
+    return KIT.resolve(crit, profile={"gpuStack": profile} if profile else None)
 
 
 def values(catalog, recipe, name):
-    return layering.component_values(recipe.component(name), recipe, catalog)
+    return KIT.component_values(recipe, name)
 
 
 # --------------------------------------------------------------------------- overlays and components
@@ -274,31 +278,32 @@ def test_inference_and_dynamo_components(catalog):
 
 def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path):
     recipe = resolve(catalog, "gb200-oke-ubuntu-training-kubeflow")
-    components = layering.effective_components(recipe, catalog)
-    doc = recipe_result_writer.to_document(recipe, components)
+    components = KIT.components(recipe)
+    doc = KIT.recipe_document(recipe, components)
     assert doc["metadata"]["selectedProfile"]["value"] == "oci-managed"
     assert "devicePlugin.enabled" in doc["metadata"]["selectedProfile"]["ownedPaths"]["gpu-operator"]
     path = tmp_path / "oke.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    again = recipe_result.recipe_from_file(str(path), catalog)
+    again = KIT.read_recipe(path)
     assert again.advertiser == "external"
     assert [r.name for r in again.component_refs] == [r.name for r in recipe.component_refs]
-    assert recipe_result_writer.to_document(again, layering.effective_components(again, catalog)) == doc
+    assert KIT.recipe_document(again, KIT.components(again)) == doc
 
 
 # --------------------------------------------------------------------------- catalog integrity
 
 
 def test_every_oke_overlay_validates_and_names_are_the_reference_family(catalog):
-    index = overlays.overlay_index(catalog)
+    names = KIT.check_catalog()
     oke = {n for n, p in catalog.overlay_files.items() if p.parent.parent == OKE_DIR}
+    core = {n for n, p in catalog.overlay_files.items() if p.parent.parent == catalog.dirs[0]}
     assert oke == {
         "oke-ol", "oke-ol-training", "oke-ol-inference", "gb200-any", "a100-any", "l40s-any",
         "gb200-oke-training", "gb200-oke-inference", "gb200-oke-ubuntu-training", "gb200-oke-ubuntu-training-kubeflow",
         "gb200-oke-ubuntu-inference", "gb200-oke-ubuntu-inference-dynamo", "a100-oke-training",
         "a100-oke-ubuntu-training", "a100-oke-ubuntu-training-kubeflow", "l40s-oke-training", "l40s-oke-inference",
     }
-    assert set(index.overlays) == oke | {"base", "h100-any", "monitoring-hpa"}
+    assert core == {"base", "h100-any", "monitoring-hpa"} and oke | core <= set(names)
 
 
 def test_every_plugin_catalog_file_is_referenced(catalog):
@@ -333,11 +338,11 @@ def test_platform_declaration_matches_the_catalog(catalog):
     assert set(OKE_PLATFORM.platforms) == {leaf[3] for leaf in leaves}
     assert len(leaves) == len(RECIPES)
     declared = catalog.overlays["oke-ol"]["spec"]["profile"]
-    default, allowed = platforms()["oke"].profiles[declared["name"]]
+    default, allowed = KIT.platforms()["oke"].profiles[declared["name"]]
     assert default == declared["default"] == "oci-managed"
     assert sorted(allowed) == sorted(declared["values"])
-    assert platforms()["oke"].provisions_cluster is False
-    assert platforms()["oke"].provider_id_prefix == "ocid1."
+    assert KIT.platforms()["oke"].provisions_cluster is False
+    assert KIT.platforms()["oke"].provider_id_prefix == "ocid1."
 
 
 # --------------------------------------------------------------------------- what has no recipe
@@ -346,7 +351,7 @@ def test_platform_declaration_matches_the_catalog(catalog):
 def test_no_recipe_for_uncovered_platform(catalog):
     crit = Criteria(service="oke", accelerator="gb200", os="ubuntu", intent="training", platform="dynamo")
     with pytest.raises(GpuclusterError) as exc:
-        recipe_mod.resolve(crit, catalog)
+        KIT.resolve(crit)
     text = str(exc.value)
     assert "no recipe covers platform 'dynamo'" in text and "key=criteria.platform" in text
     assert "gb200-oke-ubuntu-training" in text  # the service's recipes are listed
@@ -355,7 +360,7 @@ def test_no_recipe_for_uncovered_platform(catalog):
 def test_unknown_profile_value(catalog):
     crit = Criteria(service="oke", accelerator="a100", os="ubuntu", intent="training")
     with pytest.raises(GpuclusterError) as exc:
-        recipe_mod.resolve(crit, catalog, profile={"gpuStack": "azure-managed"})
+        KIT.resolve(crit, profile={"gpuStack": "azure-managed"})
     assert "unknown value 'azure-managed' for profile 'gpuStack'" in str(exc.value)
     assert "oci-managed, operator-managed" in str(exc.value)
 
@@ -367,7 +372,13 @@ def test_the_oke_profile_schema_refuses_an_unknown_advertiser(tmp_path):
     shutil.copytree(OKE_DIR, copy)
     path = copy / "overlays" / "oke-ol.yaml"
     path.write_text(path.read_text().replace("advertiser: external", "advertiser: both"))
-    with pytest.raises(GpuclusterError) as exc:
-        overlays.overlay_index(load_catalog((CORE_CATALOG_DIR, copy)))
+    class EditedCopy:
+        @hookimpl
+        def gpucluster_catalog_dirs(self):
+            return [copy]
+
+    with registered(entry_points=False) as kit, pytest.raises(GpuclusterError) as exc:
+        kit.register(EditedCopy(), name="oke-copy")
+        kit.check_catalog()
     assert "spec.profile.values.oci-managed.advertiser" in str(exc.value)
     assert str(path) in str(exc.value)

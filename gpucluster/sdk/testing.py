@@ -48,7 +48,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import pluggy
 
 from gpucluster import plugins as _plugins
-from gpucluster.model import ClusterSpec, RuntimePlan
+from gpucluster.model import ClusterSpec, Component, Criteria, Platform, Recipe, RuntimePlan
 
 __all__ = ["CliResult", "HookCall", "HookRecorder", "LineMatcher", "PluginKit", "Synth", "registered", "gpucluster_kit"]
 
@@ -165,6 +165,46 @@ class PluginKit:
             for impl, function in reversed(wrapped):
                 impl.function = function
 
+    # ------------------------------------------------------------------ hooks
+
+    def platforms(self) -> dict[str, Platform]:
+        """Every declared :class:`~gpucluster.sdk.Platform` by service (``kit.platforms()["aks"]``).
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: two plugins declare one service, or a plugin returns
+                something other than Platforms (names the plugin).
+        """
+        return _plugins.platforms(self.pm)
+
+    def call_hook(self, name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call hook ``name`` as the core does: ``[(plugin name, result), ...]`` in call order,
+        ``None`` results left out, a ``firstresult`` hook stopped at the first; a service-scoped
+        hook (one with a ``cluster`` argument) reaches a platform plugin only for its services.
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: what a plugin raised (keys made absolute for a cluster
+                hook), or any other exception as one naming the plugin and the hook.
+        """
+        return _plugins.call_hook_attributed(name, pm=self.pm, **kwargs)
+
+    def prepare(self, doc: ClusterDocument | ClusterSpec, **kwargs: Any) -> ClusterSpec:
+        """The cluster as its platform prepared it (defaults and validation of
+        ``gpucluster_prepare_cluster``, after the core's check of ``profile`` and ``settings``
+        against the :class:`~gpucluster.sdk.Platform`): what every later hook receives.
+
+        Args:
+            doc: a ``clusters:`` entry (parsed with :meth:`cluster`, ``kwargs`` passed on) or a
+                :class:`ClusterSpec` (not changed).
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: an unknown service, a profile or setting the platform
+                does not declare, or the plugin's own refusal (keys as the user reads them).
+        """
+        from gpucluster.pipeline import prepare_cluster
+
+        spec = doc if isinstance(doc, ClusterSpec) else self.cluster(doc, **kwargs)
+        return prepare_cluster(spec)
+
     # ------------------------------------------------------------------ plans
 
     def clusters(self, document: Mapping[str, Any] | str, *, root: str | os.PathLike[str] | None = None,
@@ -209,11 +249,109 @@ class PluginKit:
         spec = doc if isinstance(doc, ClusterSpec) else self.cluster(doc, **kwargs)
         return build_plan(spec)
 
+    def load(self, path: str | os.PathLike | None = None) -> list[ClusterSpec]:
+        """The clusters of the cluster file at ``path`` (as ``gpucluster plan --config PATH`` reads
+        it: recipe paths relative to its folder); ``None``: the built-in example cluster that a
+        folder without a cluster file gets. ``GPUCLUSTER_CONFIG`` is ignored.
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: what ``gpucluster plan`` would refuse.
+        """
+        from gpucluster.inputs.config import load_clusters
+
+        return load_clusters(None if path is None else str(path), env={})
+
     def plans(self, document: Mapping[str, Any] | str, **kwargs: Any) -> list[RuntimePlan]:
         """Every cluster of a whole cluster file, planned (see :meth:`clusters`)."""
         from gpucluster.pipeline import build_plans
 
         return build_plans(self.clusters(document, **kwargs))
+
+    def chart_values(self, plan: RuntimePlan, component: str) -> dict[str, Any]:
+        """The values ``component``'s chart receives in ``plan``: its effective values without the
+        paths its registry entry declares manifest-only (``manifestValues``), i.e. what the
+        chart's ``helm_release`` gets.
+
+        Raises:
+            KeyError: ``component`` is not in the plan.
+        """
+        from gpucluster.charts.graph import chart_values
+
+        return chart_values(plan.components[component])
+
+    # ------------------------------------------------------------------ recipes and the catalog
+
+    def catalog(self) -> Any:
+        """The catalog the plans read: the core's directory and every plugin's
+        ``gpucluster_catalog_dirs``, loaded and merged (read-only; ``.overlays`` and ``.mixins``:
+        name -> parsed document, ``.overlay_files``: name -> path, ``.components``: the registry
+        by component name, ``.dirs``: the directories in order).
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: a malformed registry, overlay or mixin file, or a name
+                defined twice.
+        """
+        from gpucluster.recipes.catalog import load_catalog
+
+        return load_catalog()
+
+    def check_catalog(self) -> list[str]:
+        """Validate every overlay of :meth:`catalog` as a recipe resolution does (schema, base
+        chains, mixins, ``spec.profile``) and return the overlay names, sorted.
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: the first invalid overlay (names its file and key).
+        """
+        from gpucluster.recipes.overlays import overlay_index
+
+        return sorted(overlay_index(self.catalog()).overlays)
+
+    def resolve(self, criteria: Criteria, *, profile: Mapping[str, str] | None = None) -> Recipe:
+        """The recipe ``criteria`` resolve to in :meth:`catalog` (``gpucluster recipe``'s work:
+        overlays applied, mixins, the ``profile`` choices, e.g. ``{"gpuStack": "operator-managed"}``).
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: no recipe covers the criteria, or an unknown profile.
+        """
+        from gpucluster.recipes.recipe import resolve
+
+        return resolve(criteria, self.catalog(), profile=profile)
+
+    def component_values(self, recipe: Recipe, name: str) -> dict[str, Any]:
+        """Component ``name``'s values in ``recipe`` before any cluster's overrides: its values
+        files, the recipe's overrides and the profile's values, layered.
+
+        Raises:
+            KeyError: ``name`` is not in the recipe.
+        """
+        from gpucluster.recipes.layering import component_values
+
+        return component_values(recipe.component(name), recipe, self.catalog())
+
+    def components(self, recipe: Recipe) -> dict[str, Component]:
+        """Every enabled component of ``recipe`` with its values (:meth:`component_values`), by name."""
+        from gpucluster.recipes.layering import effective_components
+
+        return effective_components(recipe, self.catalog())
+
+    def recipe_document(self, recipe: Recipe | RuntimePlan, components: Mapping[str, Component] | None = None
+                        ) -> dict[str, Any]:
+        """The RecipeResult ``gpucluster recipe`` writes for ``recipe`` (or a plan's recipe), with
+        the hydrated values of ``components`` when given: a mapping that, dumped with
+        ``yaml.safe_dump``, is a file a cluster's ``recipe:`` can name."""
+        from gpucluster.recipes.recipe_result_writer import to_document
+
+        return to_document(recipe.recipe if isinstance(recipe, RuntimePlan) else recipe, components)
+
+    def read_recipe(self, path: str | os.PathLike) -> Recipe:
+        """A RecipeResult file read as a cluster's ``recipe:`` is (against :meth:`catalog`).
+
+        Raises:
+            gpucluster.sdk.GpuclusterError: every problem of the file, one line each.
+        """
+        from gpucluster.recipes.recipe_result import recipe_from_file
+
+        return recipe_from_file(str(path), self.catalog())
 
     # ------------------------------------------------------------------ synthesis
 
