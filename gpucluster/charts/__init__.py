@@ -11,7 +11,7 @@ chart cache (:mod:`gpucluster.charts.chartcache`), ``gpucluster charts pull``
 
 May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucluster.errors`,
 :mod:`gpucluster.values`, :mod:`gpucluster.hashing`, :mod:`gpucluster.versions`,
-:mod:`gpucluster.diskcache`), :mod:`gpucluster.plugins` (the manifest and gate hooks) and
+:mod:`gpucluster.diskcache`, :mod:`gpucluster.fields`), :mod:`gpucluster.plugins` (the manifest and gate hooks) and
 :mod:`gpucluster.recipes` (the catalog and the scheduling inputs). Nothing from
 :mod:`gpucluster.inputs`, :mod:`gpucluster.pipeline`, :mod:`gpucluster.verify` or ``gpucluster.sdk``.
 """

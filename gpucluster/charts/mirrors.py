@@ -32,6 +32,7 @@ import re
 from typing import Any, Sequence
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.fields import Where
 from gpucluster.model import ChartMirrors, PlanNode
 
 KEYS = ("mirror", "mirrors")
@@ -80,20 +81,12 @@ def parse_charts(raw: Any, *, file: str, cluster: str | None, key: str) -> Chart
             an upstream given twice (``https://x/`` and ``https://x``) or mapped to itself.
     """
     w: dict[str, Any] = {"file": file, "cluster": cluster}
-    if not isinstance(raw, dict):
-        raise GpuclusterError(f"'{key}' must be a mapping", key=key, allowed="mirror: URL, mirrors: {UPSTREAM: URL}",
-                              fix=_DOCS, **w)
-    unknown = sorted(str(k) for k in raw if k not in KEYS)
-    if unknown:
-        raise GpuclusterError(f"unknown key {unknown[0]!r} in '{key}'", key=f"{key}.{unknown[0]}", allowed=", ".join(KEYS),
-                              fix=_DOCS, **w)
+    fields = Where(file, cluster).fields(raw, key, allowed="mirror: URL, mirrors: {UPSTREAM: URL}", fix=_DOCS)
+    fields.check_keys(KEYS, context=f"in '{key}'", fix=_DOCS)
     default = None if raw.get("mirror") is None else _url(raw["mirror"], key=f"{key}.mirror", **w)
     by_upstream: dict[str, str] = {}
-    table = raw.get("mirrors")
+    table = fields.get_fields("mirrors", fix=f"map each upstream repository URL to its mirror URL; {_DOCS}")
     if table is not None:
-        if not isinstance(table, dict):
-            raise GpuclusterError(f"'{key}.mirrors' must be a mapping of upstream repository URL to mirror URL",
-                                  key=f"{key}.mirrors", fix=_DOCS, **w)
         for upstream_raw, mirror_raw in table.items():
             upstream = _url(upstream_raw, key=f"{key}.mirrors", **w)
             where = f"{key}.mirrors[{upstream_raw}]"

@@ -37,8 +37,8 @@ import json
 import shlex
 from typing import Any, Sequence
 
-from gpucluster.errors import GpuclusterError
 from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
+from gpucluster.fields import Where
 from gpucluster.model import VALIDATE_SETTING, ClusterSpec, Component, PlanNode, Recipe, absolute_key
 from gpucluster.verify.checks import DEVICE_PLUGIN_RESOURCE, DRA_GPU_DRIVER, DRIVER_VERSION_LABEL, advertiser
 from gpucluster.verify.nodes import GPU_COUNT_LABEL, gpu_node_groups
@@ -58,12 +58,9 @@ def validation_enabled(cluster: ClusterSpec) -> bool:
     Raises:
         GpuclusterError: ``clusters[<i>].settings.validate`` is not a YAML boolean.
     """
-    value = (cluster.settings or {}).get(VALIDATE_SETTING, False)
-    if not isinstance(value, bool):
-        raise GpuclusterError(f"settings.{VALIDATE_SETTING} must be true or false, not {value!r}", file=cluster.source,
-                              cluster=cluster.name, key=absolute_key(cluster, f"settings.{VALIDATE_SETTING}"), allowed="true, false",
-                              fix="write validate: true to add the validation gate (docs/validate.md), or remove the key")
-    return value
+    return Where(cluster.source, cluster.name).check_bool(
+        (cluster.settings or {}).get(VALIDATE_SETTING, False), absolute_key(cluster, f"settings.{VALIDATE_SETTING}"),
+        fix="write validate: true to add the validation gate (docs/validate.md), or remove the key")
 
 
 def _q(text: object) -> str:
