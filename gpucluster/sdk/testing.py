@@ -249,7 +249,7 @@ class PluginKit:
         spec = doc if isinstance(doc, ClusterSpec) else self.cluster(doc, **kwargs)
         return build_plan(spec)
 
-    def load(self, path: str | os.PathLike | None = None) -> list[ClusterSpec]:
+    def load(self, path: str | os.PathLike[str] | None = None) -> list[ClusterSpec]:
         """The clusters of the cluster file at ``path`` (as ``gpucluster plan --config PATH`` reads
         it: recipe paths relative to its folder); ``None``: the built-in example cluster that a
         folder without a cluster file gets. ``GPUCLUSTER_CONFIG`` is ignored.
@@ -343,7 +343,7 @@ class PluginKit:
 
         return to_document(recipe.recipe if isinstance(recipe, RuntimePlan) else recipe, components)
 
-    def read_recipe(self, path: str | os.PathLike) -> Recipe:
+    def read_recipe(self, path: str | os.PathLike[str]) -> Recipe:
         """A RecipeResult file read as a cluster's ``recipe:`` is (against :meth:`catalog`).
 
         Raises:

@@ -59,7 +59,8 @@ def validation_enabled(cluster: ClusterSpec) -> bool:
         GpuclusterError: ``clusters[<i>].settings.validate`` is not a YAML boolean.
     """
     return Where(cluster.source, cluster.name).check_bool(
-        (cluster.settings or {}).get(VALIDATE_SETTING, False), absolute_key(cluster, f"settings.{VALIDATE_SETTING}"),
+        (cluster.settings or {}).get(VALIDATE_SETTING, False),
+        absolute_key(cluster, f"settings.{VALIDATE_SETTING}") or f"settings.{VALIDATE_SETTING}",
         fix="write validate: true to add the validation gate (docs/validate.md), or remove the key")
 
 
