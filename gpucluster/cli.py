@@ -48,14 +48,15 @@ traceback (``GPUCLUSTER_DEBUG=1`` prints the traceback too). Output is determini
 from __future__ import annotations
 
 import argparse
-import re
 import contextlib
 import errno
 import json
 import os
+import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence, TextIO, cast
+from typing import TextIO, cast
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped, format_line
 from gpucluster.model import ANY, Criteria, RuntimePlan
@@ -64,7 +65,9 @@ from gpucluster.model import ANY, Criteria, RuntimePlan
 def _profile_arg(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name or not value or "=" in value:
-        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=VALUE (e.g. gpuStack=operator-managed)")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not NAME=VALUE (e.g. gpuStack=operator-managed)"
+        )
     return name, value
 
 
@@ -78,7 +81,9 @@ def is_worker_count(text: str) -> bool:
 def _worker_count(text: str) -> int:
     """``--workers N``: :func:`is_worker_count`."""
     if not is_worker_count(text):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a worker count (an integer from 1 to 999)")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a worker count (an integer from 1 to 999)"
+        )
     return int(text)
 
 
@@ -92,96 +97,220 @@ def _recipe_arguments(rec: argparse.ArgumentParser) -> None:
     rec.add_argument("--intent", default=ANY, help="training or inference (default any)")
     rec.add_argument("--platform", default=ANY, help="e.g. kubeflow, dynamo (default any)")
     rec.add_argument(
-        "--profile", action="append", type=_profile_arg, default=[], metavar="NAME=VALUE", help="profile choice, e.g. gpuStack=operator-managed (repeatable)"
+        "--profile",
+        action="append",
+        type=_profile_arg,
+        default=[],
+        metavar="NAME=VALUE",
+        help="profile choice, e.g. gpuStack=operator-managed (repeatable)",
     )
 
 
 def _findings_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(FINDINGS_FLAG, choices=("summary", "all"), default="summary",
-                        help="a RecipeResult cluster's findings: one line per kind (summary, default) or every one (all)")
+    parser.add_argument(
+        FINDINGS_FLAG,
+        choices=("summary", "all"),
+        default="summary",
+        help="a RecipeResult cluster's findings: one line per kind (summary, default) or every one (all)",
+    )
 
 
 def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     _findings_argument(plan)
-    plan.add_argument("--config", help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)")
+    plan.add_argument(
+        "--config",
+        help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)",
+    )
     plan.add_argument("--format", choices=("text", "json"), default="text")
-    plan.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+    plan.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="COMPONENT:PATH=VALUE",
+        help=_SET_HELP,
+    )
 
 
 def _graph_arguments(graph: argparse.ArgumentParser) -> None:
     graph.add_argument("--config", help="cluster file (as for plan)")
     graph.add_argument("--format", choices=("dot",), default="dot")
-    graph.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+    graph.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="COMPONENT:PATH=VALUE",
+        help=_SET_HELP,
+    )
 
 
 def _detect_arguments(det: argparse.ArgumentParser) -> None:
     det.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: kubectl's)")
     det.add_argument("--context", help="kubeconfig context (default: the current one)")
-    det.add_argument("--nodes-json", help="read `kubectl get nodes -o json` output from this file instead of running kubectl")
+    det.add_argument(
+        "--nodes-json",
+        help="read `kubectl get nodes -o json` output from this file instead of running kubectl",
+    )
     det.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
-    upg.add_argument("--from", dest="old", required=True, metavar="OLD",
-                     help="cluster file or RecipeResult, or a git revision: REV:path, or REV (the --to file at REV)")
-    upg.add_argument("--to", dest="new", required=True, metavar="NEW", help="cluster file or RecipeResult (or REV / REV:path)")
+    upg.add_argument(
+        "--from",
+        dest="old",
+        required=True,
+        metavar="OLD",
+        help="cluster file or RecipeResult, or a git revision: REV:path, or REV (the --to file at REV)",
+    )
+    upg.add_argument(
+        "--to",
+        dest="new",
+        required=True,
+        metavar="NEW",
+        help="cluster file or RecipeResult (or REV / REV:path)",
+    )
     upg.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
     _findings_argument(r)
     r.add_argument("--config", help="cluster file (as for plan)")
-    r.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
-    r.add_argument("--charts", action="append", default=[], metavar="DIR",
-                   help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)")
-    r.add_argument("--cache", metavar="DIR", help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)")
-    r.add_argument("--pull", action="store_true", help="pull charts missing from --charts and the cache (HTTP or OCI)")
-    r.add_argument("--require-charts", action="store_true",
-                   help="a chart or subchart that cannot be had is an error (default: a warning naming what was not checked)")
-    r.add_argument("--allow-missing", action="append", default=[], metavar="NAME",
-                   help="with --require-charts: component or subchart whose chart may be unavailable (stays a warning)")
-    r.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+    r.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this cluster (repeatable; default: all)",
+    )
+    r.add_argument(
+        "--charts",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder of unpacked charts (repeatable; default: $GPUCLUSTER_CHARTS, os.pathsep separated)",
+    )
+    r.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)",
+    )
+    r.add_argument(
+        "--pull",
+        action="store_true",
+        help="pull charts missing from --charts and the cache (HTTP or OCI)",
+    )
+    r.add_argument(
+        "--require-charts",
+        action="store_true",
+        help="a chart or subchart that cannot be had is an error (default: a warning naming what was not checked)",
+    )
+    r.add_argument(
+        "--allow-missing",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --require-charts: component or subchart whose chart may be unavailable (stays a warning)",
+    )
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="COMPONENT:PATH=VALUE",
+        help=_SET_HELP,
+    )
 
 
 def _render_arguments(r: argparse.ArgumentParser) -> None:
     _render_lint_arguments(r)
-    r.add_argument("--out", default="gpucluster.render", metavar="DIR", help="output folder (replaced; default gpucluster.render)")
+    r.add_argument(
+        "--out",
+        default="gpucluster.render",
+        metavar="DIR",
+        help="output folder (replaced; default gpucluster.render)",
+    )
 
 
 def _lint_arguments(r: argparse.ArgumentParser) -> None:
     _render_lint_arguments(r)
-    r.add_argument("--crds", action="append", default=[], metavar="DIR", help="extra folder of CRDs to validate custom resources against")
+    r.add_argument(
+        "--crds",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra folder of CRDs to validate custom resources against",
+    )
 
 
 def _charts_arguments(ch: argparse.ArgumentParser) -> None:
     sub = ch.add_subparsers(dest="charts_command", required=True, metavar="ACTION")
-    pull = sub.add_parser("pull", help="pull every chart the runtime stacks pin into the chart cache (HTTP or OCI)")
+    pull = sub.add_parser(
+        "pull", help="pull every chart the runtime stacks pin into the chart cache (HTTP or OCI)"
+    )
     pull.add_argument("--config", help="cluster file (as for plan)")
-    pull.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only this cluster (repeatable; default: all)")
-    pull.add_argument("--cache", metavar="DIR",
-                      help="chart cache (default: $GPUCLUSTER_CHART_CACHE, else $XDG_CACHE_HOME/gpucluster/charts or ~/.cache/gpucluster/charts)")
-    pull.add_argument("--refresh", action="store_true", help="pull again charts the cache already holds")
-    pull.add_argument("--set", action="append", default=[], dest="sets", metavar="COMPONENT:PATH=VALUE", help=_SET_HELP)
+    pull.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this cluster (repeatable; default: all)",
+    )
+    pull.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="chart cache (default: $GPUCLUSTER_CHART_CACHE, else $XDG_CACHE_HOME/gpucluster/charts or ~/.cache/gpucluster/charts)",
+    )
+    pull.add_argument(
+        "--refresh", action="store_true", help="pull again charts the cache already holds"
+    )
+    pull.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="COMPONENT:PATH=VALUE",
+        help=_SET_HELP,
+    )
 
 
 def _cluster_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--config", help="cluster file (as for plan)")
-    c.add_argument("--cluster", action="append", default=[], metavar="NAME", help="the cluster of the file (needed when it has several)")
-    c.add_argument("--kubeconfig", help="kubeconfig of the live cluster (read-only: get/list; docs/validate.md, RBAC)")
+    c.add_argument(
+        "--cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the cluster of the file (needed when it has several)",
+    )
+    c.add_argument(
+        "--kubeconfig",
+        help="kubeconfig of the live cluster (read-only: get/list; docs/validate.md, RBAC)",
+    )
     c.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def _snapshot_arguments(c: argparse.ArgumentParser) -> None:
     _cluster_arguments(c)
-    c.add_argument("--out", metavar="FILE", help="write the snapshot here (default: standard output)")
+    c.add_argument(
+        "--out", metavar="FILE", help="write the snapshot here (default: standard output)"
+    )
 
 
 def _validate_arguments(c: argparse.ArgumentParser) -> None:
     _cluster_arguments(c)
-    c.add_argument("--snapshot", metavar="FILE", help="a snapshot file (gpucluster snapshot, or kubectl get -o json) instead of --kubeconfig")
+    c.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="a snapshot file (gpucluster snapshot, or kubectl get -o json) instead of --kubeconfig",
+    )
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
-    c.add_argument("--wait", metavar="DURATION", help="live cluster: re-read until every check passes or DURATION (e.g. 10m) is spent")
+    c.add_argument(
+        "--wait",
+        metavar="DURATION",
+        help="live cluster: re-read until every check passes or DURATION (e.g. 10m) is spent",
+    )
 
 
 def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
@@ -190,26 +319,60 @@ def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
 
 def _synth_arguments(syn: argparse.ArgumentParser) -> None:
     syn.add_argument("--config", help="cluster file (as for plan)")
-    syn.add_argument("--out", metavar="DIR", help="output folder (replaced atomically; default: $CDKTF_OUTDIR, else cdktf.out)")
-    syn.add_argument("--no-cache", action="store_true",
-                     help="build every cluster's stacks; reuse none from the cache (as GPUCLUSTER_SYNTH_CACHE=off)")
-    syn.add_argument("--workers", type=_worker_count, metavar="N",
-                     help="most worker processes building clusters (default: $GPUCLUSTER_SYNTH_WORKERS, else the "
-                          "CPUs, at most 8; 1: this process only)")
+    syn.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (replaced atomically; default: $CDKTF_OUTDIR, else cdktf.out)",
+    )
+    syn.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="build every cluster's stacks; reuse none from the cache (as GPUCLUSTER_SYNTH_CACHE=off)",
+    )
+    syn.add_argument(
+        "--workers",
+        type=_worker_count,
+        metavar="N",
+        help="most worker processes building clusters (default: $GPUCLUSTER_SYNTH_WORKERS, else the "
+        "CPUs, at most 8; 1: this process only)",
+    )
 
 
 def _init_arguments(ini: argparse.ArgumentParser) -> None:
     from gpucluster import init as init_mod
 
     d = init_mod.DEFAULTS
-    ini.add_argument("dir", nargs="?", default=".", metavar="DIR", help="project folder, made when missing (default: this one)")
-    ini.add_argument("--service", default=d["service"], metavar="SERVICE",
-                     help=f"platform: {', '.join(init_mod.SERVICES)} (default {d['service']})")
-    ini.add_argument("--intent", default=d["intent"], metavar="INTENT",
-                     help=f"{', '.join(init_mod.INTENTS)} (default {d['intent']}; the platform must have recipes for it)")
-    ini.add_argument("--backend", default=d["backend"], metavar="BACKEND",
-                     help=f"Terraform state: {', '.join(init_mod.BACKENDS)} (default {d['backend']})")
-    ini.add_argument("--ci", default=d["ci"], metavar="CI", help=f"CI workflow: {', '.join(init_mod.CI_PROVIDERS)} (default {d['ci']})")
+    ini.add_argument(
+        "dir",
+        nargs="?",
+        default=".",
+        metavar="DIR",
+        help="project folder, made when missing (default: this one)",
+    )
+    ini.add_argument(
+        "--service",
+        default=d["service"],
+        metavar="SERVICE",
+        help=f"platform: {', '.join(init_mod.SERVICES)} (default {d['service']})",
+    )
+    ini.add_argument(
+        "--intent",
+        default=d["intent"],
+        metavar="INTENT",
+        help=f"{', '.join(init_mod.INTENTS)} (default {d['intent']}; the platform must have recipes for it)",
+    )
+    ini.add_argument(
+        "--backend",
+        default=d["backend"],
+        metavar="BACKEND",
+        help=f"Terraform state: {', '.join(init_mod.BACKENDS)} (default {d['backend']})",
+    )
+    ini.add_argument(
+        "--ci",
+        default=d["ci"],
+        metavar="CI",
+        help=f"CI workflow: {', '.join(init_mod.CI_PROVIDERS)} (default {d['ci']})",
+    )
     ini.add_argument("--name", help="cluster name (default <service>-<intent>)")
 
 
@@ -217,22 +380,49 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "recipe": ("print the resolved recipe (RecipeResult YAML)", _recipe_arguments),
     "plan": ("print each cluster's release graph (node, kind, depends_on)", _plan_arguments),
     "graph": ("print the release graph", _graph_arguments),
-    "detect": ("name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs", _detect_arguments),
+    "detect": (
+        "name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs",
+        _detect_arguments,
+    ),
     "upgrade-check": (
         "what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
         "(exit 0 safe, 3 manual, 4 unknown; docs/upgrading.md)",
         _upgrade_check_arguments,
     ),
-    "render": ("render every helm_release of the runtime stacks with Helm's own engine (offline)", _render_arguments),
-    "lint": ("render, then check the rendered objects (docs/cli.md: gpucluster lint)", _lint_arguments),
-    "charts": ("charts pull: fetch every chart the stacks pin into the chart cache render and lint read", _charts_arguments),
-    "plugins": ("list the loaded plugins with their hooks and platforms (docs/plugins.md)", _plugins_arguments),
-    "synth": ("write every cluster's Terraform (CDK for Terraform JSON) into cdktf.out, as `cdktf synth` does, "
-              "without the cdktf CLI", _synth_arguments),
-    "init": ("create a project folder you own: cdktf.json, gpucluster.yaml, requirements.txt, .gitignore, README.md, "
-             "optionally a CI workflow (never overwrites a file)", _init_arguments),
-    "snapshot": ("read what validate checks from a live cluster into one kubectl List (read-only)", _snapshot_arguments),
-    "validate": ("check a live cluster or a snapshot against its plan (exit 0 passed, 1 failed; docs/validate.md)", _validate_arguments),
+    "render": (
+        "render every helm_release of the runtime stacks with Helm's own engine (offline)",
+        _render_arguments,
+    ),
+    "lint": (
+        "render, then check the rendered objects (docs/cli.md: gpucluster lint)",
+        _lint_arguments,
+    ),
+    "charts": (
+        "charts pull: fetch every chart the stacks pin into the chart cache render and lint read",
+        _charts_arguments,
+    ),
+    "plugins": (
+        "list the loaded plugins with their hooks and platforms (docs/plugins.md)",
+        _plugins_arguments,
+    ),
+    "synth": (
+        "write every cluster's Terraform (CDK for Terraform JSON) into cdktf.out, as `cdktf synth` does, "
+        "without the cdktf CLI",
+        _synth_arguments,
+    ),
+    "init": (
+        "create a project folder you own: cdktf.json, gpucluster.yaml, requirements.txt, .gitignore, README.md, "
+        "optionally a CI workflow (never overwrites a file)",
+        _init_arguments,
+    ),
+    "snapshot": (
+        "read what validate checks from a live cluster into one kubectl List (read-only)",
+        _snapshot_arguments,
+    ),
+    "validate": (
+        "check a live cluster or a snapshot against its plan (exit 0 passed, 1 failed; docs/validate.md)",
+        _validate_arguments,
+    ),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
 
@@ -252,11 +442,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         command = _command_in(self._argv) if getattr(self, "_argv", None) is not None else None
         prog = f"gpucluster {command}" if command and self.prog == "gpucluster" else self.prog
-        raise UsageError(f"{message} (usage: {' '.join(self.format_usage().split()[1:])})", id="usage",
-                         fix=f"run '{prog} --help' for the arguments it takes")
+        raise UsageError(
+            f"{message} (usage: {' '.join(self.format_usage().split()[1:])})",
+            id="usage",
+            fix=f"run '{prog} --help' for the arguments it takes",
+        )
 
     def parse_args(self, args=None, namespace=None):
-        self._argv = list(sys.argv[1:] if args is None else args)  # the command a top-level error is about
+        self._argv = list(
+            sys.argv[1:] if args is None else args
+        )  # the command a top-level error is about
         return super().parse_args(args, namespace)
 
 
@@ -271,9 +466,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         command: build the arguments of this subcommand only (the others get their name and help
             line, so ``gpucluster --help`` and every error read the same); None: all of them.
     """
-    parser = _Parser(prog="gpucluster", description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).")
-    parser.add_argument("--version", action="version", version=version_text(),
-                        help="print the tool's version and the plugin SDK's API version, then exit")
+    parser = _Parser(
+        prog="gpucluster",
+        description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_text(),
+        help="print the tool's version and the plugin SDK's API version, then exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, add_arguments) in _COMMANDS.items():
         subparser = sub.add_parser(name, help=text)
@@ -290,22 +492,27 @@ def _command_in(argv: Sequence[str]) -> str | None:
 
 
 def _cmd_recipe(args: argparse.Namespace, out: TextIO) -> None:
-    from gpucluster.recipes import recipe as recipe_mod
-    from gpucluster.recipes import layering
-    from gpucluster.recipes import recipe_result_writer
-    from gpucluster.recipes.catalog import load_catalog
     from gpucluster.plugins import platform_for
+    from gpucluster.recipes import layering, recipe_result_writer
+    from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.recipes.catalog import load_catalog
 
     platform_for(args.service, key="--service")
     profile: dict[str, str] = {}
     for name, value in args.profile:
         if name in profile and profile[name] != value:
             raise GpuclusterError(
-                f"profile '{name}' is given twice with different values", key="--profile", fix=f"give --profile {name}=... once"
+                f"profile '{name}' is given twice with different values",
+                key="--profile",
+                fix=f"give --profile {name}=... once",
             )
         profile[name] = value
     criteria = Criteria(
-        service=args.service, accelerator=args.accelerator, os=args.os, intent=args.intent, platform=args.platform
+        service=args.service,
+        accelerator=args.accelerator,
+        os=args.os,
+        intent=args.intent,
+        platform=args.platform,
     )
     catalog = load_catalog()
     recipe = recipe_mod.resolve(criteria, catalog, profile=profile, file="<command line>")
@@ -319,8 +526,8 @@ def _plans(config: str | None, sets: Sequence[str] = ()) -> list[RuntimePlan]:
 
 def _plans_and_fleet(config: str | None, sets: Sequence[str] = ()):
     from gpucluster.inputs.config import load_config
-    from gpucluster.recipes.overrides import parse_set
     from gpucluster.pipeline import build_plans
+    from gpucluster.recipes.overrides import parse_set
 
     extra = [parse_set(text, source="--set", key=f"--set[{i}]") for i, text in enumerate(sets)]
     clusters, fleet = load_config(config)
@@ -338,8 +545,11 @@ def _warn_findings(plans: list[RuntimePlan], err: TextIO, detail: str = "summary
     kind (:func:`summarize_findings`) unless ``detail`` is ``all``; other clusters every line."""
     for plan in plans:
         findings = plan.findings
-        lines = ([f.render() for f in findings] if detail == "all" or not plan.recipe.file
-                 else summarize_findings(findings, how=f"add {FINDINGS_FLAG} all to the command"))
+        lines = (
+            [f.render() for f in findings]
+            if detail == "all" or not plan.recipe.file
+            else summarize_findings(findings, how=f"add {FINDINGS_FLAG} all to the command")
+        )
         for line in lines:
             err.write(line + "\n")
 
@@ -365,19 +575,25 @@ def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[
             out.append(items[0].render())
             continue
         first = items[0]
-        at = " ".join(f"{k}={v}" for k, v in (("component", first.component), ("key", first.key)) if v)
+        at = " ".join(
+            f"{k}={v}" for k, v in (("component", first.component), ("key", first.key)) if v
+        )
         message = " ".join(first.message.split())
         if len(message) > example_chars:
             message = message[: example_chars - 3].rstrip() + "..."
         components = sorted({f.component for f in items if f.component})
-        out.append(format_line(
-            severity, fid,
-            f"{len(items)} findings" + (f" ({', '.join(components)})" if components else "")
-            + f"; first: {at + ': ' if at else ''}{message}; all {len(items)}: {how}",
-            where=(("file", first.file), ("cluster", first.cluster)),
-            fix=" ".join(first.fix.split()) or None,
-            message_limit=2000,
-        ))
+        out.append(
+            format_line(
+                severity,
+                fid,
+                f"{len(items)} findings"
+                + (f" ({', '.join(components)})" if components else "")
+                + f"; first: {at + ': ' if at else ''}{message}; all {len(items)}: {how}",
+                where=(("file", first.file), ("cluster", first.cluster)),
+                fix=" ".join(first.fix.split()) or None,
+                message_limit=2000,
+            )
+        )
     return out
 
 
@@ -388,7 +604,7 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     if notice:
         err.write(notice + "\n")
     plans, fleet = _plans_and_fleet(args.config, args.sets)
-    _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
+    _warn_findings(plans, err, getattr(args, "findings", "summary"))
     rollout = _fleet_rollout(fleet, plans) if fleet is not None else None
     if args.format == "json":
         doc = [
@@ -396,7 +612,15 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 "cluster": p.cluster.name,
                 "appliedOverlays": p.recipe.applied_overlays,
                 "profile": dict([p.recipe.profile]) if p.recipe.profile else {},
-                "nodes": [{"id": n.id, "kind": n.kind, "component": n.component, "dependsOn": list(n.depends_on)} for n in p.nodes],
+                "nodes": [
+                    {
+                        "id": n.id,
+                        "kind": n.kind,
+                        "component": n.component,
+                        "dependsOn": list(n.depends_on),
+                    }
+                    for n in p.nodes
+                ],
                 **({"fleet": rollout["clusters"][p.cluster.name]} if rollout else {}),
             }
             for p in plans
@@ -408,15 +632,25 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     for i, p in enumerate(plans):
         if i:
             out.write("\n")
-        leaf = escaped(p.recipe.applied_overlays[-1]) if p.recipe.applied_overlays else "-"  # a RecipeResult's own text
-        prof = f" profile {escaped(p.recipe.profile[0])}={escaped(p.recipe.profile[1])}" if p.recipe.profile else ""
-        out.write(f"cluster {escaped(p.cluster.name)}: recipe {leaf}{prof}, {len(p.nodes)} releases\n")
+        leaf = (
+            escaped(p.recipe.applied_overlays[-1]) if p.recipe.applied_overlays else "-"
+        )  # a RecipeResult's own text
+        prof = (
+            f" profile {escaped(p.recipe.profile[0])}={escaped(p.recipe.profile[1])}"
+            if p.recipe.profile
+            else ""
+        )
+        out.write(
+            f"cluster {escaped(p.cluster.name)}: recipe {leaf}{prof}, {len(p.nodes)} releases\n"
+        )
         width_id = max((len(n.id) for n in p.nodes), default=4)
         width_kind = max((len(n.kind) for n in p.nodes), default=4)
         out.write(f"  {'NODE'.ljust(width_id)}  {'KIND'.ljust(width_kind)}  DEPENDS ON\n")
         for n in p.nodes:
             deps = escaped(", ".join(n.depends_on)) if n.depends_on else "-"
-            out.write(f"  {escaped(n.id).ljust(width_id)}  {escaped(n.kind).ljust(width_kind)}  {deps}\n")
+            out.write(
+                f"  {escaped(n.id).ljust(width_id)}  {escaped(n.kind).ljust(width_kind)}  {deps}\n"
+            )
 
 
 def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
@@ -430,23 +664,35 @@ def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
     stages, clusters = [], {}
     previous_barrier = None
     for index, (group, names) in enumerate(order):
-        barrier = fleet_mod.barrier_stack_name(fleet.name, group.name) if index + 1 < len(order) else None
+        barrier = (
+            fleet_mod.barrier_stack_name(fleet.name, group.name) if index + 1 < len(order) else None
+        )
         gdigest = fleet_mod.group_digest((n, digests[n]) for n in names)
-        stages.append({
-            "stage": index + 1,
-            "group": group.name,
-            "clusters": names,
-            "runtimeStacks": [f"{n}-runtime" for n in names],
-            "afterStageWaitSeconds": group.after_stage_wait_seconds,
-            "approval": f"approve_{group.name} = {gdigest[:16]}" if group.approval else None,
-            "barrierStack": barrier,
-        })
+        stages.append(
+            {
+                "stage": index + 1,
+                "group": group.name,
+                "clusters": names,
+                "runtimeStacks": [f"{n}-runtime" for n in names],
+                "afterStageWaitSeconds": group.after_stage_wait_seconds,
+                "approval": f"approve_{group.name} = {gdigest[:16]}" if group.approval else None,
+                "barrierStack": barrier,
+            }
+        )
         for n in names:
-            clusters[n] = {"fleet": fleet.name, "group": group.name, "stage": index + 1, "waitsFor": previous_barrier,
-                           "rolloutDigest": digests[n]}
+            clusters[n] = {
+                "fleet": fleet.name,
+                "group": group.name,
+                "stage": index + 1,
+                "waitsFor": previous_barrier,
+                "rolloutDigest": digests[n],
+            }
         previous_barrier = barrier
-    provisioned = {p.cluster.name: bool(platform_for(p.cluster.criteria.service).provisions_cluster) and p.cluster.existing is None
-                   for p in plans}
+    provisioned = {
+        p.cluster.name: bool(platform_for(p.cluster.criteria.service).provisions_cluster)
+        and p.cluster.existing is None
+        for p in plans
+    }
     rg, fleet_name = fleet.resource_group or f"{fleet.name}-rg", fleet.name
     if fleet.existing_id:
         parts = fleet.existing_id.split("/")
@@ -454,24 +700,36 @@ def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
     return {
         "fleet": fleet.name,
         "stacks": [fleet_mod.fleet_stack_name(fleet.name)]
-        + ([fleet_mod.hub_stack_name(fleet.name)] if fleet.hub is not None and fleet.placements else []),
+        + (
+            [fleet_mod.hub_stack_name(fleet.name)]
+            if fleet.hub is not None and fleet.placements
+            else []
+        ),
         "stages": stages,
         "clusters": clusters,
         "updateRuns": [
-            {"name": r.name, "upgrade": r.upgrade, "kubernetesVersion": r.kubernetes_version,
-             "start": f"az fleet updaterun start --resource-group {rg} --fleet-name {fleet_name} --name {r.name}"}
+            {
+                "name": r.name,
+                "upgrade": r.upgrade,
+                "kubernetesVersion": r.kubernetes_version,
+                "start": f"az fleet updaterun start --resource-group {rg} --fleet-name {fleet_name} --name {r.name}",
+            }
             for r in fleet.update_runs
         ],
         "placements": [p.name for p in fleet.placements],
         "memberLabels": {n: fleet.member_labels(n) for n in fleet.members},
-        "terraformCloud": fleet_mod.tfc_topology(fleet, [p.cluster for p in plans], provisioned=provisioned),
+        "terraformCloud": fleet_mod.tfc_topology(
+            fleet, [p.cluster for p in plans], provisioned=provisioned
+        ),
         "clusterStacks": [f"{n}-cluster" for n, ok in provisioned.items() if ok],
     }
 
 
 def _write_rollout(rollout: dict, out: TextIO) -> None:
-    out.write(f"fleet {rollout['fleet']}: {len(rollout['stages'])} update groups, {len(rollout['clusters'])} members, "
-              f"stacks {', '.join(rollout['stacks'])}\n")
+    out.write(
+        f"fleet {rollout['fleet']}: {len(rollout['stages'])} update groups, {len(rollout['clusters'])} members, "
+        f"stacks {', '.join(rollout['stacks'])}\n"
+    )
     out.write("  STAGE  GROUP  RUNTIME STACKS  THEN\n")
     for st in rollout["stages"]:
         then = []
@@ -481,16 +739,24 @@ def _write_rollout(rollout: dict, out: TextIO) -> None:
             then.append(f"approval ({st['approval']})")
         if st["barrierStack"]:
             then.append(f"barrier {st['barrierStack']}")
-        out.write(f"  {st['stage']}  {st['group']}  {', '.join(st['runtimeStacks'])}  {'; '.join(then) or '-'}\n")
+        out.write(
+            f"  {st['stage']}  {st['group']}  {', '.join(st['runtimeStacks'])}  {'; '.join(then) or '-'}\n"
+        )
     for run in rollout["updateRuns"]:
         target = f" {run['kubernetesVersion']}" if run["kubernetesVersion"] else ""
-        out.write(f"  update run {run['name']} ({run['upgrade']}{target}): created, not started; start: {run['start']}\n")
+        out.write(
+            f"  update run {run['name']} ({run['upgrade']}{target}): created, not started; start: {run['start']}\n"
+        )
     for name in rollout["placements"]:
-        out.write(f"  placement {name}: hub ClusterResourcePlacement (External) + ClusterStagedUpdateRun over the groups\n")
+        out.write(
+            f"  placement {name}: hub ClusterResourcePlacement (External) + ClusterStagedUpdateRun over the groups\n"
+        )
     tfc = rollout["terraformCloud"]
     if tfc:
-        out.write(f"  terraform cloud: organization {tfc['organization']}, project {tfc['project']}, "
-                  f"{len(tfc['workspaces'])} workspaces (one per stack)\n")
+        out.write(
+            f"  terraform cloud: organization {tfc['organization']}, project {tfc['project']}, "
+            f"{len(tfc['workspaces'])} workspaces (one per stack)\n"
+        )
         for t in tfc["runTriggers"]:
             out.write(f"    run trigger: {t['workspace']} <- {', '.join(t['sources'])}\n")
         for c in tfc["remoteStateConsumers"]:
@@ -503,13 +769,15 @@ _DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "ga
 
 def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     plans = _plans(args.config, args.sets)
-    _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
+    _warn_findings(plans, err, getattr(args, "findings", "summary"))
     out.write("digraph gpucluster {\n  rankdir=LR;\n")
     for p in plans:
         cid = p.cluster.name
         out.write(f'  subgraph "cluster_{cid}" {{\n    label="{cid}";\n')
         for n in p.nodes:
-            out.write(f'    "{cid}/{n.id}" [label="{n.id}", shape={_DOT_SHAPES.get(n.kind, "box")}];\n')
+            out.write(
+                f'    "{cid}/{n.id}" [label="{n.id}", shape={_DOT_SHAPES.get(n.kind, "box")}];\n'
+            )
         for n in p.nodes:
             for d in n.depends_on:
                 out.write(f'    "{cid}/{d}" -> "{cid}/{n.id}";\n')
@@ -524,16 +792,23 @@ def _selected_plans(args: argparse.Namespace) -> list[RuntimePlan]:
         known = [p.cluster.name for p in plans]
         unknown = [c for c in args.cluster if c not in known]
         if unknown:
-            raise GpuclusterError(f"no cluster named '{unknown[0]}' in the cluster file", key="--cluster",
-                                  allowed=", ".join(known), fix="name one of the file's clusters")
+            raise GpuclusterError(
+                f"no cluster named '{unknown[0]}' in the cluster file",
+                key="--cluster",
+                allowed=", ".join(known),
+                fix="name one of the file's clusters",
+            )
         plans = [p for p in plans if p.cluster.name in args.cluster]
     return plans
 
 
 def _cache_arg(args: argparse.Namespace) -> Path | None:
     if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
-        raise GpuclusterError(f"chart cache '{args.cache}' is a file, not a folder", key="--cache",
-                              fix="name a folder for pulled charts (created when missing), or leave --cache out")
+        raise GpuclusterError(
+            f"chart cache '{args.cache}' is a file, not a folder",
+            key="--cache",
+            fix="name a folder for pulled charts (created when missing), or leave --cache out",
+        )
     return Path(args.cache) if args.cache else None
 
 
@@ -544,7 +819,9 @@ def _rendered(args: argparse.Namespace):
     folders = render_mod.chart_folders_from(args.charts)
     sources = render_mod.ChartSources(folders, cache_dir=_cache_arg(args), pull=args.pull)
     render_mod.helm()
-    return plans, render_mod.render_plans(plans, sources, allow_missing=args.allow_missing, require_charts=args.require_charts)
+    return plans, render_mod.render_plans(
+        plans, sources, allow_missing=args.allow_missing, require_charts=args.require_charts
+    )
 
 
 def _report(findings, out: TextIO, err: TextIO, *, not_checked: Sequence[str] = ()) -> int:
@@ -562,8 +839,8 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``charts pull``: one line per chart on stdout, one error line per chart that cannot be had."""
     from gpucluster.charts import pull as charts
     from gpucluster.charts.chartcache import default_cache_dir
-    from gpucluster.errors import one_line
     from gpucluster.charts.helmsdk import helm
+    from gpucluster.errors import one_line
     from gpucluster.verify.render import LintFinding
 
     plans = _selected_plans(args)
@@ -577,27 +854,40 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
             continue
         cluster, release = p.users[0]
-        err.write(LintFinding(
-            "charts.unavailable", "error",
-            f"chart {p.chart} {p.version} from {p.repository} cannot be pulled: {one_line(r.reason)}",
-            fix=charts.PULL_FIX,
-            cluster=cluster, component=release, release=release).render() + "\n")
+        err.write(
+            LintFinding(
+                "charts.unavailable",
+                "error",
+                f"chart {p.chart} {p.version} from {p.repository} cannot be pulled: {one_line(r.reason)}",
+                fix=charts.PULL_FIX,
+                cluster=cluster,
+                component=release,
+                release=release,
+            ).render()
+            + "\n"
+        )
     failed = sum(1 for r in results if r.path is None)
-    out.write(f"{len(results)} chart(s): {sum(1 for r in results if r.how == 'pulled')} pulled, "
-              f"{sum(1 for r in results if r.how == 'cached')} already cached, {failed} unavailable; cache {cache}\n")
+    out.write(
+        f"{len(results)} chart(s): {sum(1 for r in results if r.how == 'pulled')} pulled, "
+        f"{sum(1 for r in results if r.how == 'cached')} already cached, {failed} unavailable; cache {cache}\n"
+    )
     return EXIT_INVALID_INPUT if failed else 0
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.verify.render import check_output_folder, unverified, write_output
 
-    check_output_folder(Path(args.out))  # before the (slow) render: a folder that is not ours is refused first
+    check_output_folder(
+        Path(args.out)
+    )  # before the (slow) render: a folder that is not ours is refused first
     plans, result = _rendered(args)
     try:
-        _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
+        _warn_findings(plans, err, getattr(args, "findings", "summary"))
         write_output(result, Path(args.out))
         rendered = sum(1 for r in result.releases if r.manifests)
-        out.write(f"rendered {rendered} of {len(result.releases)} releases into {escaped(args.out)}\n")
+        out.write(
+            f"rendered {rendered} of {len(result.releases)} releases into {escaped(args.out)}\n"
+        )
         return _report(result.findings, out, err, not_checked=unverified(result))
     finally:
         result.renderer.close()
@@ -609,20 +899,34 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     for folder in args.crds:
         if not Path(folder).is_dir():
-            raise GpuclusterError(f"CRD folder '{folder}' does not exist", key="--crds", fix="name a folder of CRD YAML files")
+            raise GpuclusterError(
+                f"CRD folder '{folder}' does not exist",
+                key="--crds",
+                fix="name a folder of CRD YAML files",
+            )
     plans, result = _rendered(args)
     try:
-        _warn_findings(plans, err, getattr(args, 'findings', 'summary'))
-        return _report(lint_result(result, extra_crds=load_crd_folders(args.crds)), out, err, not_checked=unverified(result))
+        _warn_findings(plans, err, getattr(args, "findings", "summary"))
+        return _report(
+            lint_result(result, extra_crds=load_crd_folders(args.crds)),
+            out,
+            err,
+            not_checked=unverified(result),
+        )
     finally:
         result.renderer.close()
 
 
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
-    from gpucluster.verify import detect
     from gpucluster.plugins import platforms
+    from gpucluster.verify import detect
 
-    result = detect.run_detect(kubeconfig=args.kubeconfig, context=args.context, nodes_json=args.nodes_json, platforms=platforms())
+    result = detect.run_detect(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        nodes_json=args.nodes_json,
+        platforms=platforms(),
+    )
     if args.format == "json":
         out.write(json.dumps(result.as_dict(), indent=2, sort_keys=True) + "\n")
     else:
@@ -634,7 +938,11 @@ def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
     from gpucluster.verify import upgrade_check
 
     report = upgrade_check.run(args.old, args.new)
-    out.write(upgrade_check.render_json(report) if args.format == "json" else upgrade_check.render_text(report))
+    out.write(
+        upgrade_check.render_json(report)
+        if args.format == "json"
+        else upgrade_check.render_text(report)
+    )
     return report.exit_code
 
 
@@ -658,7 +966,9 @@ def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> None:
                 kind = "provisions clusters" if p["provisionsCluster"] else "existing clusters"
                 out.write(escaped(f"  platform {p['service']}: {p['displayName']} ({kind})") + "\n")
             hooks = [
-                hook + "".join(f" ({flag})" for flag in ("tryfirst", "trylast") if hook in entry[flag]) for hook in entry["hooks"]
+                hook
+                + "".join(f" ({flag})" for flag in ("tryfirst", "trylast") if hook in entry[flag])
+                for hook in entry["hooks"]
             ]
             out.write(f"  hooks: {', '.join(hooks) or '-'}\n")
         for name in inventory["blocked"]:
@@ -672,15 +982,23 @@ def _cmd_synth(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ``cdktf synth``, the same files); imported here only, so no other command loads cdktf."""
     from gpucluster_cdk.app import synth_command
 
-    return synth_command(config=args.config, outdir=args.out, out=out, err=err,
-                         cache=False if args.no_cache else None, workers=args.workers)
+    return synth_command(
+        config=args.config,
+        outdir=args.out,
+        out=out,
+        err=err,
+        cache=False if args.no_cache else None,
+        workers=args.workers,
+    )
 
 
 def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
     """Create the project (:func:`gpucluster.init.init_project`) and name the files and the next command."""
     from gpucluster import init as init_mod
 
-    options = init_mod.InitOptions(service=args.service, intent=args.intent, backend=args.backend, ci=args.ci, name=args.name)
+    options = init_mod.InitOptions(
+        service=args.service, intent=args.intent, backend=args.backend, ci=args.ci, name=args.name
+    )
     written = init_mod.init_project(args.dir, options)
     root = Path(args.dir)
     out.write(f"created {root.resolve()}: {', '.join(str(p.relative_to(root)) for p in written)}\n")
@@ -700,7 +1018,9 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return verify_cli.validate_command(args, out, err)
 
 
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     """Run the CLI.
 
     Returns:
@@ -712,8 +1032,15 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     if err is None:  # stderr closed (2>&-): no line can be printed
         err = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
     if out is None:  # stdout closed (>&-): say so instead of an AttributeError traceback
-        err.write(Problem(message="standard output is closed, so nothing can be printed", key="stdout", id="output",
-                          fix="run the command with its output on a terminal, a file or a pipe (not >&-)").render() + "\n")
+        err.write(
+            Problem(
+                message="standard output is closed, so nothing can be printed",
+                key="stdout",
+                id="output",
+                fix="run the command with its output on a terminal, a file or a pipe (not >&-)",
+            ).render()
+            + "\n"
+        )
         return EXIT_INVALID_INPUT
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -735,7 +1062,9 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     code = 0
     try:
         try:
-            parser = build_parser(_command_in(argv))  # only the given command's arguments: less work per run
+            parser = build_parser(
+                _command_in(argv)
+            )  # only the given command's arguments: less work per run
             try:
                 args = parser.parse_args(argv)
             except SystemExit as exc:  # --help printed its text
@@ -782,10 +1111,15 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         error = failed.error
         _discard_output(out)
         with contextlib.suppress(OSError, ValueError):
-            err.write(Problem(
-                message=f"writing the output failed: {error.strerror or error} (errno {errno.errorcode.get(error.errno or 0, error.errno)})",
-                key="stdout", id="output",
-                fix="free space where the output goes, or redirect it to another file (df -h)").render() + "\n")
+            err.write(
+                Problem(
+                    message=f"writing the output failed: {error.strerror or error} (errno {errno.errorcode.get(error.errno or 0, error.errno)})",
+                    key="stdout",
+                    id="output",
+                    fix="free space where the output goes, or redirect it to another file (df -h)",
+                ).render()
+                + "\n"
+            )
             err.flush()
         return EXIT_INVALID_INPUT
     except (KeyboardInterrupt, SystemExit):
@@ -838,9 +1172,15 @@ def _internal_error(exc: BaseException, err: TextIO) -> int:
 
         traceback.print_exception(exc, file=err)
     with contextlib.suppress(OSError, ValueError):
-        err.write(Problem(message=f"unexpected {type(exc).__name__}: {exc}", id="internal",
-                          fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with "
-                              "the command and its input files").render() + "\n")
+        err.write(
+            Problem(
+                message=f"unexpected {type(exc).__name__}: {exc}",
+                id="internal",
+                fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with "
+                "the command and its input files",
+            ).render()
+            + "\n"
+        )
         err.flush()
     return EXIT_INTERNAL
 

@@ -45,7 +45,9 @@ def compiled_here() -> int:
 
 
 def _key() -> str:
-    from importlib._bootstrap_external import MAGIC_NUMBER  # the bytecode format (importlib.util's own)
+    from importlib._bootstrap_external import (
+        MAGIC_NUMBER,
+    )  # the bytecode format (importlib.util's own)
 
     from gpucluster.diskcache import digest
 
@@ -54,7 +56,9 @@ def _key() -> str:
             source = f.read()
     except OSError:
         source = b"unreadable"
-    return digest([f"{KIND} 1", sys.version, MAGIC_NUMBER, sys.implementation.cache_tag or "", source])
+    return digest(
+        [f"{KIND} 1", sys.version, MAGIC_NUMBER, sys.implementation.cache_tag or "", source]
+    )
 
 
 def _load(key: str) -> dict[str, types.CodeType]:
@@ -67,7 +71,9 @@ def _load(key: str) -> dict[str, types.CodeType]:
         table = marshal.loads(payload)
     except Exception:  # noqa: BLE001 - any failure of the decode is a miss
         return {}
-    if type(table) is not dict or not all(type(k) is str and type(v) is types.CodeType for k, v in table.items()):
+    if type(table) is not dict or not all(
+        type(k) is str and type(v) is types.CodeType for k, v in table.items()
+    ):
         return {}
     return table
 
@@ -85,8 +91,12 @@ def install() -> bool:
     if getattr(original, "_gpucluster_cached", False):
         return True
     code = getattr(original, "__code__", None)
-    if (sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11) or code is None
-            or code.co_varnames[:code.co_argcount + code.co_kwonlyargcount] != _SIGNATURE):
+    if (
+        sys.implementation.name != "cpython"
+        or sys.version_info[:2] != (3, 11)
+        or code is None
+        or code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] != _SIGNATURE
+    ):
         return False
     from gpucluster import diskcache
 
@@ -113,11 +123,15 @@ def install() -> bool:
         txt = f"def __create_fn__({local_vars}):\n{txt}\n return {name}"
         compiled = table.get(txt)
         if compiled is None:
-            compiled = added[txt] = compile(txt, "<string>", "exec", dont_inherit=True)  # no __future__ flags of this module
+            compiled = added[txt] = compile(
+                txt, "<string>", "exec", dont_inherit=True
+            )  # no __future__ flags of this module
             if len(added) == 1:
                 atexit.register(_store)
         ns: dict[str, object] = {}
-        exec(compiled, module_globals if globals is None else globals, ns)  # None: as exec inside dataclasses
+        exec(
+            compiled, module_globals if globals is None else globals, ns
+        )  # None: as exec inside dataclasses
         return ns["__create_fn__"](**locals)
 
     def _store() -> None:

@@ -57,8 +57,8 @@ import marshal
 import os
 import stat
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 CACHE_DIR_ENV = "GPUCLUSTER_CACHE_DIR"
 """Environment variable: the cache folder (``off``: no cache)."""
@@ -126,7 +126,9 @@ def _trusted(st: os.stat_result, *, folder: bool) -> bool:
     return uid is None or (st.st_uid == uid and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def trusted_path(path: str | os.PathLike[str], *, folder: bool, follow_symlinks: bool = True) -> bool:
+def trusted_path(
+    path: str | os.PathLike[str], *, folder: bool, follow_symlinks: bool = True
+) -> bool:
     """Whether ``path`` is a folder (``folder=True``) or a regular file owned by the current user
     and writable by neither group nor others: this cache's rule (module docstring), which the
     chart cache (:mod:`gpucluster.charts.chartcache`) applies to its folders and files too. False when it
@@ -141,7 +143,9 @@ def trusted_path(path: str | os.PathLike[str], *, folder: bool, follow_symlinks:
 def _trusted_folders(folder: str, kind: str) -> bool:
     """Whether ``folder`` and ``folder/kind`` (symlinks followed) exist and are :func:`_trusted`."""
     try:
-        return _trusted(os.stat(folder), folder=True) and _trusted(os.stat(os.path.join(folder, kind)), folder=True)
+        return _trusted(os.stat(folder), folder=True) and _trusted(
+            os.stat(os.path.join(folder, kind)), folder=True
+        )
     except (OSError, ValueError):
         return False
 
@@ -149,7 +153,12 @@ def _trusted_folders(folder: str, kind: str) -> bool:
 MAX_ENTRY_BYTES = 64 << 20
 """Largest entry read (64 MiB); a larger file is a miss."""
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def open_regular(path: str | os.PathLike[str]) -> int | None:
@@ -207,8 +216,11 @@ def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes |
     head = _MAGIC + key.encode("ascii") + b"\n"
     if not data.startswith(head) or len(data) < len(head) + 65:
         return None
-    check, payload = data[len(head):len(head) + 64], data[len(head) + 65:]
-    if data[len(head) + 64:len(head) + 65] != b"\n" or hashlib.sha256(payload).hexdigest().encode("ascii") != check:
+    check, payload = data[len(head) : len(head) + 64], data[len(head) + 65 :]
+    if (
+        data[len(head) + 64 : len(head) + 65] != b"\n"
+        or hashlib.sha256(payload).hexdigest().encode("ascii") != check
+    ):
         return None
     return payload
 
@@ -221,12 +233,21 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
         return False
     target = folder / kind / key
     tmp = target.with_name(f".{key}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    data = _MAGIC + key.encode("ascii") + b"\n" + hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+    data = (
+        _MAGIC
+        + key.encode("ascii")
+        + b"\n"
+        + hashlib.sha256(payload).hexdigest().encode("ascii")
+        + b"\n"
+        + payload
+    )
     try:
         # the cache folder and its kind subfolder each made 0700 (mkdir's parents=True would make
         # the cache folder with the umask's mode, group-writable under umask 002)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _trusted(os.stat(folder), folder=True):  # nothing created in a folder others can write
+        if not _trusted(
+            os.stat(folder), folder=True
+        ):  # nothing created in a folder others can write
             return False
         target.parent.mkdir(exist_ok=True, mode=0o700)
         if not _trusted_folders(str(folder), kind):
@@ -244,7 +265,9 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
     return True
 
 
-def code_identity(tag: str, source: str | os.PathLike[str], modules: Iterable[str] = ()) -> str | None:
+def code_identity(
+    tag: str, source: str | os.PathLike[str], modules: Iterable[str] = ()
+) -> str | None:
     """Digest of the code a cached result depends on besides its input: ``tag`` (the kind and its
     format version), the gpucluster and Python versions, the bytes of ``source`` (the module that
     makes the result: ``__file__``, read, so a checkout's edit without a version bump is another
@@ -256,7 +279,9 @@ def code_identity(tag: str, source: str | os.PathLike[str], modules: Iterable[st
         code = Path(source).read_bytes()
     except OSError:
         return None
-    return digest([tag, __version__, sys.version, code, *(module_identity(name) for name in modules)])
+    return digest(
+        [tag, __version__, sys.version, code, *(module_identity(name) for name in modules)]
+    )
 
 
 _DISTRIBUTIONS = {"yaml": "pyyaml"}
@@ -286,8 +311,16 @@ def module_identity(name: str) -> str:
         package = Path(origin).parent
         site = package.parent if package.name == name else package
         prefix = _DISTRIBUTIONS.get(name, name).replace("-", "_").lower() + "-"
-        metadata = sorted(e for e in os.listdir(site) if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info")))
-        files = sorted(e for e in os.listdir(package) if e != "__pycache__") if package.name == name else []
+        metadata = sorted(
+            e
+            for e in os.listdir(site)
+            if e.lower().startswith(prefix) and e.endswith((".dist-info", ".egg-info"))
+        )
+        files = (
+            sorted(e for e in os.listdir(package) if e != "__pycache__")
+            if package.name == name
+            else []
+        )
     except OSError:
         return f"{name} at {origin} unreadable"
     return f"{name} {origin} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_ctime_ns} {' '.join(metadata)} [{' '.join(files)}]"
@@ -338,7 +371,9 @@ def _bounded_marshal(data: bytes) -> bool:
     claiming 2**31 items asks for 16 GiB. Checked first, a decode allocates at most about eight
     times the entry's size (a list item takes at least one byte). Walked without recursion."""
     n, pos = len(data), 0
-    frames: list[list] = [["list", 1]]  # ["list", items left] or ["dict", True when a key comes next]
+    frames: list[list] = [
+        ["list", 1]
+    ]  # ["list", items left] or ["dict", True when a key comes next]
     while frames:
         top = frames[-1]
         if top[0] == "list" and top[1] == 0:
@@ -367,9 +402,11 @@ def _bounded_marshal(data: bytes) -> bool:
         if code == 0x7B:  # '{'
             frames.append(["dict", True])
             continue
-        if code not in (0x6C, 0x75, 0x74, 0x5B) or pos + 4 > n:  # 'l' long, 'u' 't' strings, '[' list
+        if (
+            code not in (0x6C, 0x75, 0x74, 0x5B) or pos + 4 > n
+        ):  # 'l' long, 'u' 't' strings, '[' list
             return False
-        size = int.from_bytes(data[pos:pos + 4], "little", signed=True)
+        size = int.from_bytes(data[pos : pos + 4], "little", signed=True)
         pos += 4
         length = abs(size) * 2 if code == 0x6C else size  # a long: |size| 15-bit digits of 2 bytes
         if length < 0 or length > n - pos:

@@ -9,8 +9,9 @@ it*. The CLI and ``main.py`` print :meth:`GpuclusterError.render` and exit with
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 EXIT_INVALID_INPUT = 2
 """Process exit code for invalid input (cluster file, RecipeResult, overrides, policy errors)."""
@@ -23,7 +24,9 @@ FIELD_LIMIT = 160
 TEXT_LIMIT = 480
 """Longest message, ``allowed`` or ``fix`` printed (characters); longer ones are cut in the middle."""
 
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff\ufeff\ufff9-\ufffb]")
+_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff\ufeff\ufff9-\ufffb]"
+)
 """Characters that would break or forge a one-line message, or act on the terminal: C0/C1 control
 characters (newline, carriage return, ESC of terminal escape sequences), line/paragraph separators,
 zero-width and bidirectional formatting characters (Trojan Source, CVE-2021-42574), and lone
@@ -48,7 +51,7 @@ def one_line(text: object, limit: int = TEXT_LIMIT) -> str:
     if len(text) > limit:
         cut = len(text) - limit
         head = limit * 2 // 3
-        text = f"{text[:head]}…({cut} characters cut)…{text[len(text) - (limit - head):]}"
+        text = f"{text[:head]}…({cut} characters cut)…{text[len(text) - (limit - head) :]}"
     return text
 
 
@@ -95,7 +98,12 @@ class Problem:
             severity,
             self.id,
             self.message,
-            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key)),
+            where=(
+                ("file", self.file),
+                ("cluster", self.cluster),
+                ("component", self.component),
+                ("key", self.key),
+            ),
             allowed=self.allowed or None,
             fix=self.fix or DEFAULT_FIX,
         )

@@ -18,8 +18,9 @@ A leaf: imports only :mod:`gpucluster.errors`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Mapping, Sequence, overload
+from typing import Any, Literal, overload
 
 from gpucluster.errors import GpuclusterError, did_you_mean
 
@@ -27,8 +28,14 @@ __all__ = ["Fields", "Where", "type_name"]
 
 _MISSING = object()
 
-_TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-               float: "a number"}
+_TYPE_NAMES = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+}
 
 
 def type_name(value: Any) -> str:
@@ -65,12 +72,24 @@ class Where:
     docs: str = "docs/cluster-file.md"
     null_is_missing: bool = True
 
-    def error(self, key: str | None, message: str, *, allowed: str | None = None, fix: str | None = None) -> GpuclusterError:
+    def error(
+        self, key: str | None, message: str, *, allowed: str | None = None, fix: str | None = None
+    ) -> GpuclusterError:
         """A :class:`GpuclusterError` at ``key`` here (``raise where.error(...)``)."""
-        return GpuclusterError(message, file=self.file, cluster=self.cluster, component=self.component, key=key or None,
-                               allowed=allowed, fix=fix, id=self.id)
+        return GpuclusterError(
+            message,
+            file=self.file,
+            cluster=self.cluster,
+            component=self.component,
+            key=key or None,
+            allowed=allowed,
+            fix=fix,
+            id=self.id,
+        )
 
-    def fields(self, value: Any, key: str = "", *, allowed: str | None = None, fix: str | None = None) -> "Fields":
+    def fields(
+        self, value: Any, key: str = "", *, allowed: str | None = None, fix: str | None = None
+    ) -> Fields:
         """``value`` as :class:`Fields` at ``key`` (``""``: the document itself); ``allowed``: what
         the error's ``(allowed: ...)`` shows.
 
@@ -79,11 +98,18 @@ class Where:
                 document: ``the file must be a mapping, ...``).
         """
         if not isinstance(value, dict):
-            raise self.error(key, f"{repr(key) if key else 'the file'} must be a mapping, not {type_name(value)}",
-                             allowed=allowed, fix=fix or f"write it as indented 'key: value' lines or {{key: value}} (see {self.docs})")
+            raise self.error(
+                key,
+                f"{repr(key) if key else 'the file'} must be a mapping, not {type_name(value)}",
+                allowed=allowed,
+                fix=fix
+                or f"write it as indented 'key: value' lines or {{key: value}} (see {self.docs})",
+            )
         return Fields(value, key=key, where=self)
 
-    def check_str(self, value: Any, key: str, *, empty_ok: bool = False, fix: str | None = None) -> str:
+    def check_str(
+        self, value: Any, key: str, *, empty_ok: bool = False, fix: str | None = None
+    ) -> str:
         """``value`` if it is a string (non-empty unless ``empty_ok``).
 
         Raises:
@@ -91,8 +117,11 @@ class Where:
         """
         if not isinstance(value, str) or (not value and not empty_ok):
             what = "an empty string" if value == "" else type_name(value)
-            raise self.error(key, f"'{key}' must be a {'' if empty_ok else 'non-empty '}string, not {what}",
-                             fix=fix or "quote the value")
+            raise self.error(
+                key,
+                f"'{key}' must be a {'' if empty_ok else 'non-empty '}string, not {what}",
+                fix=fix or "quote the value",
+            )
         return value
 
     def check_bool(self, value: Any, key: str, *, fix: str | None = None) -> bool:
@@ -102,12 +131,22 @@ class Where:
             GpuclusterError: ``'<key>' must be true or false, not <type>``.
         """
         if not isinstance(value, bool):
-            raise self.error(key, f"'{key}' must be true or false, not {type_name(value)}",
-                             fix=fix or "write true or false without quotes")
+            raise self.error(
+                key,
+                f"'{key}' must be true or false, not {type_name(value)}",
+                fix=fix or "write true or false without quotes",
+            )
         return value
 
-    def check_int(self, value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
-            fix: str | None = None) -> int:
+    def check_int(
+        self,
+        value: Any,
+        key: str,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        fix: str | None = None,
+    ) -> int:
         """``value`` if it is an integer (not a boolean) within ``minimum``..``maximum`` (inclusive, when given).
 
         Raises:
@@ -115,19 +154,37 @@ class Where:
                 least/at most N, not V`` (allowed: the range).
         """
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, f"'{key}' must be an integer, not {type_name(value)}",
-                             fix=fix or "write a whole number without quotes")
-        span = (f"{minimum} to {maximum}" if minimum is not None and maximum is not None
-                else f">= {minimum}" if minimum is not None else f"<= {maximum}")
+            raise self.error(
+                key,
+                f"'{key}' must be an integer, not {type_name(value)}",
+                fix=fix or "write a whole number without quotes",
+            )
+        span = (
+            f"{minimum} to {maximum}"
+            if minimum is not None and maximum is not None
+            else f">= {minimum}"
+            if minimum is not None
+            else f"<= {maximum}"
+        )
         if minimum is not None and value < minimum:
-            raise self.error(key, f"'{key}' must be at least {minimum}, not {value}", allowed=f"an integer {span}",
-                             fix=fix or f"write a whole number {span}")
+            raise self.error(
+                key,
+                f"'{key}' must be at least {minimum}, not {value}",
+                allowed=f"an integer {span}",
+                fix=fix or f"write a whole number {span}",
+            )
         if maximum is not None and value > maximum:
-            raise self.error(key, f"'{key}' must be at most {maximum}, not {value}", allowed=f"an integer {span}",
-                             fix=fix or f"write a whole number {span}")
+            raise self.error(
+                key,
+                f"'{key}' must be at most {maximum}, not {value}",
+                allowed=f"an integer {span}",
+                fix=fix or f"write a whole number {span}",
+            )
         return value
 
-    def check_list(self, value: Any, key: str, *, empty_ok: bool = False, fix: str | None = None) -> list:
+    def check_list(
+        self, value: Any, key: str, *, empty_ok: bool = False, fix: str | None = None
+    ) -> list:
         """``value`` if it is a list (non-empty unless ``empty_ok``).
 
         Raises:
@@ -135,19 +192,34 @@ class Where:
         """
         if not isinstance(value, list) or (not value and not empty_ok):
             what = "an empty list" if value == [] else type_name(value)
-            raise self.error(key, f"'{key}' must be a {'' if empty_ok else 'non-empty '}list, not {what}",
-                             fix=fix or f"write a YAML list: '- item' lines or [a, b] (see {self.docs})")
+            raise self.error(
+                key,
+                f"'{key}' must be a {'' if empty_ok else 'non-empty '}list, not {what}",
+                fix=fix or f"write a YAML list: '- item' lines or [a, b] (see {self.docs})",
+            )
         return value
 
-    def check_choice(self, value: Any, key: str, allowed: Sequence[Any], *, what: str = "value", fix: str | None = None) -> Any:
+    def check_choice(
+        self,
+        value: Any,
+        key: str,
+        allowed: Sequence[Any],
+        *,
+        what: str = "value",
+        fix: str | None = None,
+    ) -> Any:
         """``value`` if it is one of ``allowed``.
 
         Raises:
             GpuclusterError: ``unknown <what> <value>`` (allowed: the choices).
         """
         if isinstance(value, (dict, list)) or value not in allowed:
-            raise self.error(key, f"unknown {what} {value!r}", allowed=", ".join(str(a) for a in allowed),
-                             fix=fix or f"use one of the allowed values (see {self.docs})")
+            raise self.error(
+                key,
+                f"unknown {what} {value!r}",
+                allowed=", ".join(str(a) for a in allowed),
+                fix=fix or f"use one of the allowed values (see {self.docs})",
+            )
         return value
 
 
@@ -191,19 +263,29 @@ class Fields(Mapping[str, Any]):
         """The whole key path of field ``name`` (``clusters[0].pools[1].nodeCount``)."""
         return f"{self.key}.{name}" if self.key else str(name)
 
-    def error(self, name: str | None, message: str, *, allowed: str | None = None, fix: str | None = None) -> GpuclusterError:
+    def error(
+        self, name: str | None, message: str, *, allowed: str | None = None, fix: str | None = None
+    ) -> GpuclusterError:
         """A :class:`GpuclusterError` at field ``name`` (``None``: the mapping itself)."""
-        return self.where.error(self.key_of(name) if name is not None else self.key, message, allowed=allowed, fix=fix)
+        return self.where.error(
+            self.key_of(name) if name is not None else self.key, message, allowed=allowed, fix=fix
+        )
 
     def _value(self, name: str, required: bool, fix: str | None) -> Any:
         value = self._data.get(name, _MISSING)
         if value is _MISSING or (value is None and self.where.null_is_missing):
             if required:
-                raise self.error(name, f"missing key '{self.key_of(name)}'", fix=fix or f"set {name} (see {self.where.docs})")
+                raise self.error(
+                    name,
+                    f"missing key '{self.key_of(name)}'",
+                    fix=fix or f"set {name} (see {self.where.docs})",
+                )
             return _MISSING
         return value
 
-    def check_keys(self, allowed: Sequence[str], *, context: str = "", fix: str | None = None) -> None:
+    def check_keys(
+        self, allowed: Sequence[str], *, context: str = "", fix: str | None = None
+    ) -> None:
         """Refuse a field not in ``allowed``.
 
         Args:
@@ -222,66 +304,138 @@ class Fields(Mapping[str, Any]):
                 f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}"
                 + (f" {context}" if context else ""),
                 allowed=", ".join(allowed),
-                fix=fix or f"{did_you_mean(unknown[0], allowed)}remove or rename the key (see {self.where.docs})",
+                fix=fix
+                or f"{did_you_mean(unknown[0], allowed)}remove or rename the key (see {self.where.docs})",
             )
 
-    def get_str(self, name: str, default: Any = None, *, empty_ok: bool = False, fix: str | None = None) -> Any:
+    def get_str(
+        self, name: str, default: Any = None, *, empty_ok: bool = False, fix: str | None = None
+    ) -> Any:
         """Field ``name`` as a string (:meth:`Where.check_str`), ``default`` when missing or null."""
         value = self._value(name, False, fix)
-        return default if value is _MISSING else self.where.check_str(value, self.key_of(name), empty_ok=empty_ok, fix=fix)
+        return (
+            default
+            if value is _MISSING
+            else self.where.check_str(value, self.key_of(name), empty_ok=empty_ok, fix=fix)
+        )
 
-    def require_str(self, name: str, *, empty_ok: bool = False, fix: str | None = None, missing_fix: str | None = None) -> str:
+    def require_str(
+        self,
+        name: str,
+        *,
+        empty_ok: bool = False,
+        fix: str | None = None,
+        missing_fix: str | None = None,
+    ) -> str:
         """Field ``name`` as a string; missing or null: ``missing key '<key>'`` (fix ``missing_fix``)."""
-        return self.where.check_str(self._value(name, True, missing_fix), self.key_of(name), empty_ok=empty_ok, fix=fix)
+        return self.where.check_str(
+            self._value(name, True, missing_fix), self.key_of(name), empty_ok=empty_ok, fix=fix
+        )
 
     def get_bool(self, name: str, default: Any = None, *, fix: str | None = None) -> Any:
         """Field ``name`` as ``true``/``false`` (:meth:`Where.check_bool`), ``default`` when missing or null."""
         value = self._value(name, False, fix)
-        return default if value is _MISSING else self.where.check_bool(value, self.key_of(name), fix=fix)
+        return (
+            default
+            if value is _MISSING
+            else self.where.check_bool(value, self.key_of(name), fix=fix)
+        )
 
-    def require_bool(self, name: str, *, fix: str | None = None, missing_fix: str | None = None) -> bool:
+    def require_bool(
+        self, name: str, *, fix: str | None = None, missing_fix: str | None = None
+    ) -> bool:
         """Field ``name`` as ``true``/``false``; missing or null refused."""
-        return self.where.check_bool(self._value(name, True, missing_fix), self.key_of(name), fix=fix)
+        return self.where.check_bool(
+            self._value(name, True, missing_fix), self.key_of(name), fix=fix
+        )
 
-    def get_int(self, name: str, default: Any = None, *, minimum: int | None = None, maximum: int | None = None,
-                fix: str | None = None) -> Any:
+    def get_int(
+        self,
+        name: str,
+        default: Any = None,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        fix: str | None = None,
+    ) -> Any:
         """Field ``name`` as an integer in range (:meth:`Where.check_int`), ``default`` when missing or null."""
         value = self._value(name, False, fix)
         if value is _MISSING:
             return default
-        return self.where.check_int(value, self.key_of(name), minimum=minimum, maximum=maximum, fix=fix)
+        return self.where.check_int(
+            value, self.key_of(name), minimum=minimum, maximum=maximum, fix=fix
+        )
 
-    def require_int(self, name: str, *, minimum: int | None = None, maximum: int | None = None, fix: str | None = None,
-                    missing_fix: str | None = None) -> int:
+    def require_int(
+        self,
+        name: str,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        fix: str | None = None,
+        missing_fix: str | None = None,
+    ) -> int:
         """Field ``name`` as an integer in range; missing or null refused."""
-        return self.where.check_int(self._value(name, True, missing_fix), self.key_of(name), minimum=minimum,
-                              maximum=maximum, fix=fix)
+        return self.where.check_int(
+            self._value(name, True, missing_fix),
+            self.key_of(name),
+            minimum=minimum,
+            maximum=maximum,
+            fix=fix,
+        )
 
-    def get_list(self, name: str, default: Any = None, *, empty_ok: bool = False, fix: str | None = None) -> Any:
+    def get_list(
+        self, name: str, default: Any = None, *, empty_ok: bool = False, fix: str | None = None
+    ) -> Any:
         """Field ``name`` as a list (:meth:`Where.check_list`), ``default`` when missing or null."""
         value = self._value(name, False, fix)
-        return default if value is _MISSING else self.where.check_list(value, self.key_of(name), empty_ok=empty_ok, fix=fix)
+        return (
+            default
+            if value is _MISSING
+            else self.where.check_list(value, self.key_of(name), empty_ok=empty_ok, fix=fix)
+        )
 
-    def require_list(self, name: str, *, empty_ok: bool = False, fix: str | None = None,
-                     missing_fix: str | None = None) -> list:
+    def require_list(
+        self,
+        name: str,
+        *,
+        empty_ok: bool = False,
+        fix: str | None = None,
+        missing_fix: str | None = None,
+    ) -> list:
         """Field ``name`` as a list; missing or null refused."""
-        return self.where.check_list(self._value(name, True, missing_fix), self.key_of(name), empty_ok=empty_ok, fix=fix)
+        return self.where.check_list(
+            self._value(name, True, missing_fix), self.key_of(name), empty_ok=empty_ok, fix=fix
+        )
 
-    def get_choice(self, name: str, allowed: Sequence[Any], default: Any = None, *, what: str | None = None,
-                   fix: str | None = None) -> Any:
+    def get_choice(
+        self,
+        name: str,
+        allowed: Sequence[Any],
+        default: Any = None,
+        *,
+        what: str | None = None,
+        fix: str | None = None,
+    ) -> Any:
         """Field ``name`` if one of ``allowed`` (:meth:`Where.check_choice`), ``default`` when missing or null."""
         value = self._value(name, False, fix)
         if value is _MISSING:
             return default
-        return self.where.check_choice(value, self.key_of(name), allowed, what=what or name, fix=fix)
+        return self.where.check_choice(
+            value, self.key_of(name), allowed, what=what or name, fix=fix
+        )
 
     @overload
-    def get_fields(self, name: str, *, empty: Literal[True], fix: str | None = None) -> "Fields": ...
+    def get_fields(self, name: str, *, empty: Literal[True], fix: str | None = None) -> Fields: ...
 
     @overload
-    def get_fields(self, name: str, *, empty: bool = False, fix: str | None = None) -> "Fields | None": ...
+    def get_fields(
+        self, name: str, *, empty: bool = False, fix: str | None = None
+    ) -> Fields | None: ...
 
-    def get_fields(self, name: str, *, empty: bool = False, fix: str | None = None) -> "Fields | None":
+    def get_fields(
+        self, name: str, *, empty: bool = False, fix: str | None = None
+    ) -> Fields | None:
         """Field ``name`` as :class:`Fields` (:meth:`Where.fields`); when missing or null ``None``,
         or with ``empty`` an empty :class:`Fields` at that key (its readers return their defaults)."""
         value = self._value(name, False, fix)
@@ -289,6 +443,8 @@ class Fields(Mapping[str, Any]):
             return Fields({}, key=self.key_of(name), where=self.where) if empty else None
         return self.where.fields(value, self.key_of(name), fix=fix)
 
-    def require_fields(self, name: str, *, fix: str | None = None, missing_fix: str | None = None) -> "Fields":
+    def require_fields(
+        self, name: str, *, fix: str | None = None, missing_fix: str | None = None
+    ) -> Fields:
         """Field ``name`` as :class:`Fields`; missing or null refused."""
         return self.where.fields(self._value(name, True, missing_fix), self.key_of(name), fix=fix)

@@ -21,7 +21,13 @@ def fingerprint(data: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-_TF_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_TF_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def terraform_jsonencode(value: Any) -> str:

@@ -44,13 +44,23 @@ at synth only: ``gpucluster_cluster_stack``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:  # annotations only: this module imports nothing from gpucluster at run time
-    from gpucluster.model import ClusterConnection, ClusterSpec, Component, Finding, GateSpec, Manifest, Platform, Recipe
+    from gpucluster.model import (
+        ClusterConnection,
+        ClusterSpec,
+        Component,
+        Finding,
+        GateSpec,
+        Manifest,
+        Platform,
+        Recipe,
+    )
 
 HOOK_ORDER = (
     "gpucluster_platforms",
@@ -141,7 +151,9 @@ def gpucluster_catalog_dirs() -> list[Path] | None:
 
 
 @hookspec
-def gpucluster_adjust_values(cluster: ClusterSpec, recipe: Recipe, component: Component) -> dict[str, Any] | None:
+def gpucluster_adjust_values(
+    cluster: ClusterSpec, recipe: Recipe, component: Component
+) -> dict[str, Any] | None:
     """Adjust one component's values after overrides and node scheduling are applied.
 
     Called once per enabled component, in recipe order, before the policy checks.
@@ -161,7 +173,9 @@ def gpucluster_adjust_values(cluster: ClusterSpec, recipe: Recipe, component: Co
 
 
 @hookspec
-def gpucluster_policy_checks(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[Finding] | None:
+def gpucluster_policy_checks(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]
+) -> list[Finding] | None:
     """Check the final effective values; fail closed on known-broken combinations.
 
     Called once per cluster after the core checks, before anything is rendered.
@@ -181,7 +195,9 @@ def gpucluster_policy_checks(cluster: ClusterSpec, recipe: Recipe, components: M
 
 
 @hookspec
-def gpucluster_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[Manifest] | None:
+def gpucluster_manifests(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]
+) -> list[Manifest] | None:
     """Render extra Kubernetes objects (beyond the catalog's manifest templates).
 
     Called once per cluster after the policy checks passed, after the catalog templates.
@@ -200,7 +216,9 @@ def gpucluster_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mappi
 
 
 @hookspec
-def gpucluster_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec] | None:
+def gpucluster_gates(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]
+) -> list[GateSpec] | None:
     """Declare readiness gates for the enabled components (docs/gates.md).
 
     Called once per cluster, after the manifests.
@@ -218,7 +236,9 @@ def gpucluster_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[s
 
 
 @hookspec(firstresult=True)
-def gpucluster_cluster_stack(scope: Any, cluster: ClusterSpec, recipe: Recipe) -> ClusterConnection | None:
+def gpucluster_cluster_stack(
+    scope: Any, cluster: ClusterSpec, recipe: Recipe
+) -> ClusterConnection | None:
     """Create the cluster resources inside the ``<name>-cluster`` stack.
 
     Called at synth only, for platforms with ``provisions_cluster=True`` and clusters without

@@ -25,9 +25,9 @@ A write that fails half-way removes what this run wrote.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from gpucluster.errors import GpuclusterError, Problem
 
@@ -89,11 +89,25 @@ class CiChoice:
 SERVICES: dict[str, ServiceChoice] = {
     s.service: s
     for s in (
-        ServiceChoice("aks", "clusters/aks.yaml.j2", "an AKS cluster with an H100 GPU pool, which gpucluster creates, and "
-                      "NVIDIA's GPU stack on it", provisions=True),
-        ServiceChoice("nvke", "clusters/nvke.yaml.j2", "NVIDIA's GPU and network stack on an existing NVKE GB200 cluster",
-                      provisions=False),
-        ServiceChoice("oke", "clusters/oke.yaml.j2", "NVIDIA's GPU stack on an existing OKE GB200 cluster", provisions=False),
+        ServiceChoice(
+            "aks",
+            "clusters/aks.yaml.j2",
+            "an AKS cluster with an H100 GPU pool, which gpucluster creates, and "
+            "NVIDIA's GPU stack on it",
+            provisions=True,
+        ),
+        ServiceChoice(
+            "nvke",
+            "clusters/nvke.yaml.j2",
+            "NVIDIA's GPU and network stack on an existing NVKE GB200 cluster",
+            provisions=False,
+        ),
+        ServiceChoice(
+            "oke",
+            "clusters/oke.yaml.j2",
+            "NVIDIA's GPU stack on an existing OKE GB200 cluster",
+            provisions=False,
+        ),
     )
 }
 """``--service`` choices, in ``--help`` order."""
@@ -101,12 +115,19 @@ SERVICES: dict[str, ServiceChoice] = {
 BACKENDS: dict[str, BackendChoice] = {
     b.name: b
     for b in (
-        BackendChoice("local", "backends/local.yaml.j2",
-                      "`terraform.<stack>.tfstate` files in this folder (backend `local`, git-ignored): keep them, "
-                      "they are the only record of what Terraform created; a team uses a shared backend."),
-        BackendChoice("cloud", "backends/cloud.yaml.j2",
-                      "HCP Terraform workspaces, one per stack (backend `cloud`); `terraform login` or "
-                      "`TF_TOKEN_app_terraform_io` signs Terraform in.", synth_needs_terraform=True),
+        BackendChoice(
+            "local",
+            "backends/local.yaml.j2",
+            "`terraform.<stack>.tfstate` files in this folder (backend `local`, git-ignored): keep them, "
+            "they are the only record of what Terraform created; a team uses a shared backend.",
+        ),
+        BackendChoice(
+            "cloud",
+            "backends/cloud.yaml.j2",
+            "HCP Terraform workspaces, one per stack (backend `cloud`); `terraform login` or "
+            "`TF_TOKEN_app_terraform_io` signs Terraform in.",
+            synth_needs_terraform=True,
+        ),
     )
 }
 """``--backend`` choices (the cluster file's ``backend.type``), in ``--help`` order."""
@@ -115,8 +136,12 @@ CI_PROVIDERS: dict[str, CiChoice] = {
     c.name: c
     for c in (
         CiChoice("none", "no CI"),
-        CiChoice("github", "GitHub Actions", ".github/workflows/gpucluster.yml", "ci/github.yml.j2"),
-        CiChoice("azure-pipelines", "Azure Pipelines", "azure-pipelines.yml", "ci/azure-pipelines.yml.j2"),
+        CiChoice(
+            "github", "GitHub Actions", ".github/workflows/gpucluster.yml", "ci/github.yml.j2"
+        ),
+        CiChoice(
+            "azure-pipelines", "Azure Pipelines", "azure-pipelines.yml", "ci/azure-pipelines.yml.j2"
+        ),
     )
 }
 """``--ci`` choices, in ``--help`` order."""
@@ -153,21 +178,35 @@ def check_options(options: InitOptions) -> None:
     from gpucluster.inputs.config import CLUSTER_NAME, CLUSTER_NAME_MAX
     from gpucluster.plugins import platform_for
 
-    for key, value, table in (("--service", options.service, SERVICES), ("--backend", options.backend, BACKENDS),
-                              ("--ci", options.ci, CI_PROVIDERS)):
+    for key, value, table in (
+        ("--service", options.service, SERVICES),
+        ("--backend", options.backend, BACKENDS),
+        ("--ci", options.ci, CI_PROVIDERS),
+    ):
         if value not in table:
-            raise GpuclusterError(f"unknown {key[2:]} '{value}'", key=key, allowed=", ".join(table),
-                                  fix=f"choose one of the {key[2:]} values gpucluster init knows")
+            raise GpuclusterError(
+                f"unknown {key[2:]} '{value}'",
+                key=key,
+                allowed=", ".join(table),
+                fix=f"choose one of the {key[2:]} values gpucluster init knows",
+            )
     platform = platform_for(options.service, key="--service")
     intents = tuple(platform.intents or INTENTS)
     if options.intent not in intents:
-        raise GpuclusterError(f"service '{options.service}' has no recipes for intent '{options.intent}'", key="--intent",
-                              allowed=", ".join(intents), fix=f"use one of the intents the {options.service} platform declares")
+        raise GpuclusterError(
+            f"service '{options.service}' has no recipes for intent '{options.intent}'",
+            key="--intent",
+            allowed=", ".join(intents),
+            fix=f"use one of the intents the {options.service} platform declares",
+        )
     name = options.cluster_name
     if not CLUSTER_NAME.fullmatch(name) or len(name) > CLUSTER_NAME_MAX:
-        raise GpuclusterError(f"cluster name {name!r} is not a DNS label of at most {CLUSTER_NAME_MAX} characters", key="--name",
-                              allowed="lowercase letters, digits and '-', starting with a letter, not ending in '-'",
-                              fix="give --name a name such as research or gpu-training")
+        raise GpuclusterError(
+            f"cluster name {name!r} is not a DNS label of at most {CLUSTER_NAME_MAX} characters",
+            key="--name",
+            allowed="lowercase letters, digits and '-', starting with a letter, not ending in '-'",
+            fix="give --name a name such as research or gpu-training",
+        )
 
 
 def render_project(options: InitOptions, title: str) -> dict[str, str]:
@@ -181,15 +220,33 @@ def render_project(options: InitOptions, title: str) -> dict[str, str]:
 
     from gpucluster import __version__
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    service, backend, ci = SERVICES[options.service], BACKENDS[options.backend], CI_PROVIDERS[options.ci]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    service, backend, ci = (
+        SERVICES[options.service],
+        BACKENDS[options.backend],
+        CI_PROVIDERS[options.ci],
+    )
     name = options.cluster_name
     stacks = [f"{name}-cluster", f"{name}-runtime"] if service.provisions else [f"{name}-runtime"]
     context = {
-        "version": __version__, "service": options.service, "intent": options.intent, "name": name, "title": title,
-        "summary": service.summary, "backend": backend, "ci": ci, "project_id": f"gpucluster-{name}",
-        "backend_template": backend.template, "cluster_template": service.template,
+        "version": __version__,
+        "service": options.service,
+        "intent": options.intent,
+        "name": name,
+        "title": title,
+        "summary": service.summary,
+        "backend": backend,
+        "ci": ci,
+        "project_id": f"gpucluster-{name}",
+        "backend_template": backend.template,
+        "cluster_template": service.template,
         "stacks": stacks,
     }
     files = {
@@ -215,17 +272,28 @@ def init_project(folder: str | os.PathLike, options: InitOptions) -> list[Path]:
     check_options(options)
     root = Path(folder)
     if root.exists() and not root.is_dir():
-        raise GpuclusterError(f"'{root}' is not a folder", file=str(root), id="init.folder", key="DIR",
-                              fix="name a new or existing folder for the project")
+        raise GpuclusterError(
+            f"'{root}' is not a folder",
+            file=str(root),
+            id="init.folder",
+            key="DIR",
+            fix="name a new or existing folder for the project",
+        )
     absolute = root.resolve()
     files = render_project(options, absolute.name or "gpucluster project")
     existing = [rel for rel in files if os.path.lexists(root / rel)]
     if existing:
-        raise GpuclusterError(problems=[Problem(
-            message=f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {absolute}; "
+        raise GpuclusterError(
+            problems=[
+                Problem(
+                    message=f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {absolute}; "
                     "gpucluster init never overwrites a file, so it wrote nothing",
-            file=str(root / existing[0]), id="init.exists",
-            fix="run gpucluster init in a new or empty folder (gpucluster init DIR), or move those files away first")])
+                    file=str(root / existing[0]),
+                    id="init.exists",
+                    fix="run gpucluster init in a new or empty folder (gpucluster init DIR), or move those files away first",
+                )
+            ]
+        )
     return _write_all(root, files)
 
 
@@ -251,9 +319,20 @@ def _write_all(root: Path, files: Mapping[str, str]) -> list[Path]:
                 path.rmdir()
             except OSError:
                 pass
-        what = "already exists" if isinstance(err, FileExistsError) else (err.strerror or type(err).__name__)
-        raise GpuclusterError(problems=[Problem(
-            message=f"could not write {err.filename or root}: {what}; gpucluster init removed what it had written",
-            file=str(err.filename or root), id="output", key="DIR",
-            fix="make the folder writable (or free space), or choose another folder")]) from None
+        what = (
+            "already exists"
+            if isinstance(err, FileExistsError)
+            else (err.strerror or type(err).__name__)
+        )
+        raise GpuclusterError(
+            problems=[
+                Problem(
+                    message=f"could not write {err.filename or root}: {what}; gpucluster init removed what it had written",
+                    file=str(err.filename or root),
+                    id="output",
+                    key="DIR",
+                    fix="make the folder writable (or free space), or choose another folder",
+                )
+            ]
+        ) from None
     return written

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
     from gpucluster.errors import Problem
@@ -153,7 +154,7 @@ class Recipe:
     profile: tuple[str, str] | None = None
     profile_owned: dict[str, dict[str, Any]] = field(default_factory=dict)
     advertiser: str | None = None
-    findings: list["Finding"] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     file: str = ""
     ref_keys: dict[str, str] = field(default_factory=dict)
 
@@ -497,7 +498,9 @@ class Component:
 
     ref: ComponentRef
     values: dict[str, Any]
-    terraform_variables: dict[str, str] = field(default_factory=dict)  # dotted path -> tf variable name
+    terraform_variables: dict[str, str] = field(
+        default_factory=dict
+    )  # dotted path -> tf variable name
     variable_hashes: dict[str, VariableHash] = field(default_factory=dict)
 
     @property
@@ -543,7 +546,12 @@ class Finding:
             self.severity,
             self.id,
             self.message,
-            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component), ("key", self.key)),
+            where=(
+                ("file", self.file),
+                ("cluster", self.cluster),
+                ("component", self.component),
+                ("key", self.key),
+            ),
             fix=self.fix,
         )
 
@@ -871,13 +879,24 @@ class ClusterConnection:
             ValueError: more than one credential, an ``exec`` that is not an :class:`ExecAuth`, or
                 a certificate without its key (the message names the fields).
         """
-        given = [name for name, value in (("kubeconfig", self.kubeconfig_path), ("exec", self.exec),
-                                         ("token", self.token), ("client_certificate", self.client_certificate))
-                 if value is not None and value != ""]
+        given = [
+            name
+            for name, value in (
+                ("kubeconfig", self.kubeconfig_path),
+                ("exec", self.exec),
+                ("token", self.token),
+                ("client_certificate", self.client_certificate),
+            )
+            if value is not None and value != ""
+        ]
         if len(given) > 1:
-            raise ValueError(f"ClusterConnection has more than one credential ({', '.join(given)}); give exactly one")
+            raise ValueError(
+                f"ClusterConnection has more than one credential ({', '.join(given)}); give exactly one"
+            )
         if self.exec is not None and not isinstance(self.exec, ExecAuth):
-            raise ValueError(f"ClusterConnection.exec must be an ExecAuth, not {type(self.exec).__name__}")
+            raise ValueError(
+                f"ClusterConnection.exec must be an ExecAuth, not {type(self.exec).__name__}"
+            )
         if (self.client_certificate is None) != (self.client_key is None):
             raise ValueError("ClusterConnection.client_certificate and client_key go together")
         return given[0] if given else "none"  # type: ignore[return-value]

@@ -26,16 +26,18 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from gpucluster.errors import GpuclusterError
 
 MARKER = ".gpucluster-output"
 """Name of the marker file written at the top of every output folder."""
 
-MARKER_TEXT = ("This folder is written by gpucluster and replaced as a whole by its next run "
-               "(synth or render): do not keep your own files here.\n")
+MARKER_TEXT = (
+    "This folder is written by gpucluster and replaced as a whole by its next run "
+    "(synth or render): do not keep your own files here.\n"
+)
 """The marker's exact text (constant: the output stays byte-identical for the same input)."""
 
 STAGING_PREFIX = ".gpucluster-staging."
@@ -80,8 +82,14 @@ def _is_dir(path: Path) -> bool:
 
 
 def _legacy_synth(folder: Path, names: set[str]) -> bool:
-    return ("stacks" in names and names <= _SYNTH_LEGACY and _is_dir(folder / "stacks")
-            and ("manifest.json" not in names or stat.S_ISREG(os.lstat(folder / "manifest.json").st_mode)))
+    return (
+        "stacks" in names
+        and names <= _SYNTH_LEGACY
+        and _is_dir(folder / "stacks")
+        and (
+            "manifest.json" not in names or stat.S_ISREG(os.lstat(folder / "manifest.json").st_mode)
+        )
+    )
 
 
 def _legacy_render(folder: Path, names: set[str]) -> bool:
@@ -90,8 +98,11 @@ def _legacy_render(folder: Path, names: set[str]) -> bool:
             return False
         for release in os.listdir(folder / cluster):
             values = folder / cluster / release / "values.yaml"
-            if not _is_dir(folder / cluster / release) or not os.path.lexists(values) \
-                    or not stat.S_ISREG(os.lstat(values).st_mode):
+            if (
+                not _is_dir(folder / cluster / release)
+                or not os.path.lexists(values)
+                or not stat.S_ISREG(os.lstat(values).st_mode)
+            ):
                 return False
     return bool(names)
 
@@ -144,9 +155,12 @@ def check_replaceable(final: str | os.PathLike, *, kind: str, key: str, fix_else
         shown = str(final) if target == final else f"{final} (-> {target})"
         raise GpuclusterError(
             f"the output folder {shown} {why}; replacing it would delete files that are not gpucluster's",
-            key=key, id="outdir", allowed="a missing or empty folder, or an earlier gpucluster output",
+            key=key,
+            id="outdir",
+            allowed="a missing or empty folder, or an earlier gpucluster output",
             fix=f"{fix_elsewhere}: a folder of its own, e.g. "
-                f"{final / ('cdktf.out' if kind == 'synth' else 'gpucluster.render')}")
+            f"{final / ('cdktf.out' if kind == 'synth' else 'gpucluster.render')}",
+        )
     try:
         if not target.is_dir():
             return  # absent (created), or a file: the caller refuses that with its own words
@@ -155,9 +169,12 @@ def check_replaceable(final: str | os.PathLike, *, kind: str, key: str, fix_else
         if mounts:
             raise GpuclusterError(
                 f"the output folder {final} holds the mount point {target / mounts[0]}; replacing the folder would "
-                "move the mounted volume", key=key, id="outdir",
+                "move the mounted volume",
+                key=key,
+                id="outdir",
                 allowed="a missing or empty folder, or an earlier gpucluster output",
-                fix=f"{fix_elsewhere}: the mount point itself, or a folder of its own inside it")
+                fix=f"{fix_elsewhere}: the mount point itself, or a folder of its own inside it",
+            )
         if not names or (MARKER in names and _is_marker(target / MARKER)):
             return
         if (_legacy_synth if kind == "synth" else _legacy_render)(target, names):
@@ -167,9 +184,15 @@ def check_replaceable(final: str | os.PathLike, *, kind: str, key: str, fix_else
             return
         raise GpuclusterError(
             f"cannot tell whether the output folder {final} is an earlier gpucluster output: {err.strerror or err}",
-            key=key, id="outdir", fix=f"make it readable, or {fix_elsewhere}") from None
+            key=key,
+            id="outdir",
+            fix=f"make it readable, or {fix_elsewhere}",
+        ) from None
     raise GpuclusterError(
         f"the output folder {final} is not an earlier gpucluster output (it holds {_listing(names)}, and no "
         f"{MARKER} marker); replacing it would delete those files",
-        key=key, id="outdir", allowed="a missing or empty folder, or one gpucluster wrote (it carries " + MARKER + ")",
-        fix=f"{fix_elsewhere}, or move those files away if they are not needed")
+        key=key,
+        id="outdir",
+        allowed="a missing or empty folder, or one gpucluster wrote (it carries " + MARKER + ")",
+        fix=f"{fix_elsewhere}, or move those files away if they are not needed",
+    )

@@ -11,24 +11,35 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from gpucluster.recipes import catalog as catalog_mod
-from gpucluster.recipes import chart_versions as chart_versions_mod
 from gpucluster.charts import crds as crds_mod
 from gpucluster.charts import gates as gates_mod
 from gpucluster.charts import graph
 from gpucluster.charts import manifests as manifests_mod
-from gpucluster.recipes import overrides as overrides_mod
-from gpucluster.recipes import policy as policy_mod
 from gpucluster.charts import mirrors as mirrors_mod
-from gpucluster.recipes import recipe as recipe_mod
-from gpucluster.recipes import layering
-from gpucluster.recipes import scheduling as scheduling_mod
 from gpucluster.charts import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
-from gpucluster.model import CORE_SETTING_KEYS, VALIDATE_SETTING, ClusterSpec, Component, Finding, Platform, Recipe, RuntimePlan, absolute_key, absolute_keys
+from gpucluster.model import (
+    CORE_SETTING_KEYS,
+    VALIDATE_SETTING,
+    ClusterSpec,
+    Component,
+    Finding,
+    Platform,
+    Recipe,
+    RuntimePlan,
+    absolute_key,
+    absolute_keys,
+)
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
+from gpucluster.recipes import catalog as catalog_mod
+from gpucluster.recipes import chart_versions as chart_versions_mod
+from gpucluster.recipes import layering
+from gpucluster.recipes import overrides as overrides_mod
+from gpucluster.recipes import policy as policy_mod
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes import scheduling as scheduling_mod
 from gpucluster.values import deep_merge
 
 
@@ -60,8 +71,10 @@ def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
             raise GpuclusterError(
                 f"unknown profile '{name}' for service {platform.service}",
                 key=absolute_key(cluster, f"profile.{name}"),
-                allowed=allowed_list(platform.profiles) or "none (this platform declares no profile)",
-                fix="remove it" + (f", or set {', '.join(sorted(platform.profiles))}" if platform.profiles else ""),
+                allowed=allowed_list(platform.profiles)
+                or "none (this platform declares no profile)",
+                fix="remove it"
+                + (f", or set {', '.join(sorted(platform.profiles))}" if platform.profiles else ""),
                 **where,
             )
         default, allowed = platform.profiles[name]
@@ -106,11 +119,15 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
             allowed="a gpucluster.sdk.ClusterSpec, or None for clusters of other services",
         )
     prepared.index, prepared.backend_key = cluster.index, cluster.backend_key
-    prepared.chart_mirrors = cluster.chart_mirrors  # where charts are fetched from is the cluster file's choice only
+    prepared.chart_mirrors = (
+        cluster.chart_mirrors
+    )  # where charts are fetched from is the cluster file's choice only
     return prepared
 
 
-def locate_finding(cluster: ClusterSpec, recipe, resolved: overrides_mod.ResolvedOverrides, f: Finding) -> tuple[str, str]:
+def locate_finding(
+    cluster: ClusterSpec, recipe, resolved: overrides_mod.ResolvedOverrides, f: Finding
+) -> tuple[str, str]:
     """``(file, key)`` an error finding is reported at: the finding's own file (RecipeResult
     findings), else the user override that wrote the key, else -- for a recipe read from a
     RecipeResult file whose ``componentRefs[i].overrides`` set the key -- that file and
@@ -145,9 +162,20 @@ def recipe_for_cluster(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> Re
     if cluster.recipe_file:
         from gpucluster.recipes import recipe_result
 
-        return recipe_result.recipe_from_file(cluster.recipe_file, catalog, cluster=cluster, display=recipe_mod.recipe_display(cluster))
+        return recipe_result.recipe_from_file(
+            cluster.recipe_file,
+            catalog,
+            cluster=cluster,
+            display=recipe_mod.recipe_display(cluster),
+        )
     try:
-        return recipe_mod.resolve(cluster.criteria, catalog, profile=cluster.profile, file=cluster.source, cluster=cluster.name)
+        return recipe_mod.resolve(
+            cluster.criteria,
+            catalog,
+            profile=cluster.profile,
+            file=cluster.source,
+            cluster=cluster.name,
+        )
     except GpuclusterError as err:
         err.problems = absolute_keys(cluster, err.problems)
         err.args = (err.render(),)
@@ -158,7 +186,9 @@ _RESOLVED: dict[tuple, tuple] = {}
 """Per-process memo of :func:`resolved_components` for criteria-resolved recipes."""
 
 
-def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> tuple[Recipe, dict[str, Component]]:
+def resolved_components(
+    cluster: ClusterSpec, catalog: catalog_mod.Catalog
+) -> tuple[Recipe, dict[str, Component]]:
     """:func:`recipe_for_cluster` and :func:`gpucluster.recipes.layering.effective_components` of ``cluster``.
 
     A recipe resolved from criteria is a pure function of (catalog, loaded plugins, criteria,
@@ -176,8 +206,13 @@ def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> t
         recipe = recipe_for_cluster(cluster, catalog)
         return recipe, layering.effective_components(recipe, catalog)
     pm = get_plugin_manager()
-    key = (id(catalog), id(pm), tuple(sorted(id(p) for p in pm.get_plugins())), cluster.criteria,
-           tuple(sorted(cluster.profile.items())))
+    key = (
+        id(catalog),
+        id(pm),
+        tuple(sorted(id(p) for p in pm.get_plugins())),
+        cluster.criteria,
+        tuple(sorted(cluster.profile.items())),
+    )
     try:
         hit = _RESOLVED.get(key)
     except TypeError:  # an unhashable criteria or profile value: resolve (and refuse) it as it is
@@ -189,7 +224,11 @@ def resolved_components(cluster: ClusterSpec, catalog: catalog_mod.Catalog) -> t
     components = layering.effective_components(recipe, catalog)
     try:
         snapshot = pickle.dumps((recipe, components), pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError):  # e.g. a plugin's value holding a lambda
+    except (
+        pickle.PicklingError,
+        TypeError,
+        AttributeError,
+    ):  # e.g. a plugin's value holding a lambda
         return recipe, components
     if len(_RESOLVED) >= 64:
         _RESOLVED.clear()
@@ -212,8 +251,12 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     if cluster.recipe_file:  # the file's values choose the profile when the cluster does not (before the platform reads it)
         from gpucluster.recipes import recipe_result
 
-        intent = recipe_result.file_intent(cluster.recipe_file, catalog_mod.load_catalog(), cluster=cluster,
-                                           display=recipe_mod.recipe_display(cluster))
+        intent = recipe_result.file_intent(
+            cluster.recipe_file,
+            catalog_mod.load_catalog(),
+            cluster=cluster,
+            display=recipe_mod.recipe_display(cluster),
+        )
         if intent.selection:
             cluster = dataclasses.replace(cluster, profile={**cluster.profile, **intent.selection})
     cluster = prepare_cluster(cluster)
@@ -222,49 +265,97 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     if intent is not None:
         recipe = with_findings(recipe, intent.findings)
     components = overrides_mod.apply_overrides(cluster, recipe, components, catalog)
-    resolved = overrides_mod.resolved_overrides(cluster, catalog)  # once; conditional values, scheduling, policy, error mapping
-    components, conditional = layering.resolve_conditional_values(components, catalog, cluster=cluster.name, user_set=resolved.source_of)
+    resolved = overrides_mod.resolved_overrides(
+        cluster, catalog
+    )  # once; conditional values, scheduling, policy, error mapping
+    components, conditional = layering.resolve_conditional_values(
+        components, catalog, cluster=cluster.name, user_set=resolved.source_of
+    )
     recipe = with_findings(recipe, conditional)
-    components = scheduling_mod.apply_scheduling(cluster, recipe, components, catalog, resolved=resolved)
+    components = scheduling_mod.apply_scheduling(
+        cluster, recipe, components, catalog, resolved=resolved
+    )
     components = adjusted_values(cluster, recipe, components, pm=pm)
-    findings: list[Finding] = policy_mod.evaluate(cluster, recipe, components, catalog, resolved=resolved)
+    findings: list[Finding] = policy_mod.evaluate(
+        cluster, recipe, components, catalog, resolved=resolved
+    )
     if intent is not None:
         from gpucluster.recipes import recipe_result
 
-        findings += recipe_result.advertiser_changes(intent, components, catalog, cluster.name, recipe.file or "")
+        findings += recipe_result.advertiser_changes(
+            intent, components, catalog, cluster.name, recipe.file or ""
+        )
     errors = [f for f in findings if f.severity == "error"]
     if errors and strict:
         problems = []
         for f in errors:
             file, key = locate_finding(cluster, recipe, resolved, f)
-            problems.append(Problem(id=f.id, message=f.message, file=file, cluster=f.cluster, component=f.component, key=key, fix=f.fix))
+            problems.append(
+                Problem(
+                    id=f.id,
+                    message=f.message,
+                    file=file,
+                    cluster=f.cluster,
+                    component=f.component,
+                    key=key,
+                    fix=f.fix,
+                )
+            )
         raise GpuclusterError(problems=problems)
     # values for the chart version each release installs (after policy, which reads the catalog's keys)
     components, versioned = chart_versions_mod.apply_chart_versions(
-        cluster, recipe, components, catalog, locate=lambda comp, path: locate_finding(cluster, recipe, resolved, Finding("VERSION-VALUES", "error", cluster.name, comp, path, "", "")))
+        cluster,
+        recipe,
+        components,
+        catalog,
+        locate=lambda comp, path: locate_finding(
+            cluster,
+            recipe,
+            resolved,
+            Finding("VERSION-VALUES", "error", cluster.name, comp, path, "", ""),
+        ),
+    )
     findings += versioned
-    components = gates_mod.apply_driver_identity(cluster, components)  # DRA kubelet plugin re-rolls with the driver
+    components = gates_mod.apply_driver_identity(
+        cluster, components
+    )  # DRA kubelet plugin re-rolls with the driver
     objects: dict[tuple[str, str, str, str], str] = {}
-    manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog, objects=objects)
+    manifest_charts = manifests_mod.render_manifest_charts(
+        cluster, recipe, components, catalog, objects=objects
+    )
     gate_specs = gates_mod.collect_gates(cluster, recipe, components)
     components, supplied = _supply_gate_objects(cluster, recipe, components, gate_specs, objects)
-    if supplied:  # a platform's manifest renders what a gate waits for: render the manifests again with it
+    if (
+        supplied
+    ):  # a platform's manifest renders what a gate waits for: render the manifests again with it
         findings += supplied
         objects.clear()
-        manifest_charts = manifests_mod.render_manifest_charts(cluster, recipe, components, catalog, objects=objects)
-    gate_charts = [(spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs]
+        manifest_charts = manifests_mod.render_manifest_charts(
+            cluster, recipe, components, catalog, objects=objects
+        )
+    gate_charts = [
+        (spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs
+    ]
     crd_steps = crds_mod.crd_steps(cluster, components, catalog)
-    nodes = graph.build_nodes(cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps)
-    gates_mod.check_gate_objects(cluster, gate_specs, components, objects, recipe=recipe)  # after the graph's name checks
+    nodes = graph.build_nodes(
+        cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps
+    )
+    gates_mod.check_gate_objects(
+        cluster, gate_specs, components, objects, recipe=recipe
+    )  # after the graph's name checks
     owners = crds_mod.crd_owners(components, catalog)
     crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
     if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
-        from gpucluster.verify import gate as validation_gate  # only for clusters that set settings.validate
+        from gpucluster.verify import (
+            gate as validation_gate,
+        )  # only for clusters that set settings.validate
 
         if validation_gate.validation_enabled(cluster):
             nodes = nodes + [validation_gate.validation_node(cluster, recipe, components, nodes)]
-    nodes = mirrors_mod.apply_mirrors(nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source)
+    nodes = mirrors_mod.apply_mirrors(
+        nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source
+    )
     return RuntimePlan(
         cluster=cluster,
         recipe=recipe,
@@ -277,11 +368,14 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
 
 def with_findings(recipe: Recipe, findings: Sequence[Finding]) -> Recipe:
     """``recipe`` with ``findings`` appended to ``recipe.findings`` (a new Recipe; ``recipe`` is left as it is)."""
-    return dataclasses.replace(recipe, findings=[*recipe.findings, *findings]) if findings else recipe
+    return (
+        dataclasses.replace(recipe, findings=[*recipe.findings, *findings]) if findings else recipe
+    )
 
 
-def adjusted_values(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], *,
-                    pm=None) -> dict[str, Component]:
+def adjusted_values(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], *, pm=None
+) -> dict[str, Component]:
     """The components with every plugin's ``gpucluster_adjust_values`` patch deep-merged into
     their values, in hook call order (:func:`gpucluster.values.deep_merge`); ``components`` is
     left as it is.
@@ -298,7 +392,9 @@ def adjusted_values(cluster: ClusterSpec, recipe: Recipe, components: Mapping[st
     out: dict[str, Component] = {}
     for name, comp in components.items():
         values = comp.values
-        for plugin, patch in call_hook_attributed("gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=comp):
+        for plugin, patch in call_hook_attributed(
+            "gpucluster_adjust_values", pm=pm, cluster=cluster, recipe=recipe, component=comp
+        ):
             if not isinstance(patch, Mapping):
                 raise PluginError(
                     f"plugin '{plugin}' returned {type(patch).__name__} from gpucluster_adjust_values",
@@ -311,8 +407,9 @@ def adjusted_values(cluster: ClusterSpec, recipe: Recipe, components: Mapping[st
     return out
 
 
-def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates,
-                         objects) -> tuple[dict[str, Component], list[Finding]]:
+def _supply_gate_objects(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], gates, objects
+) -> tuple[dict[str, Component], list[Finding]]:
     """The components with each gate's ``supplied_by`` manifest added to its component's
     manifests when no release renders the object the gate waits for
     (:func:`gpucluster.charts.gates.gate_object_providers`), and an info ``GATE-OBJECT-SUPPLIED`` per
@@ -321,19 +418,36 @@ def _supply_gate_objects(cluster: ClusterSpec, recipe: Recipe, components: Mappi
     out = []
     for spec in gates:
         comp = components.get(spec.component)
-        if not spec.supplied_by or comp is None or gates_mod.gate_object_providers(spec, components, objects):
+        if (
+            not spec.supplied_by
+            or comp is None
+            or gates_mod.gate_object_providers(spec, components, objects)
+        ):
             continue
         if spec.supplied_by in comp.ref.manifest_files:
             continue
-        ref = dataclasses.replace(comp.ref, manifest_files=[*comp.ref.manifest_files, spec.supplied_by])
+        ref = dataclasses.replace(
+            comp.ref, manifest_files=[*comp.ref.manifest_files, spec.supplied_by]
+        )
         components[spec.component] = dataclasses.replace(comp, ref=ref)
-        key = f"{recipe.ref_keys[spec.component]}.manifestFiles" if recipe.file and spec.component in recipe.ref_keys else "manifestFiles"
-        out.append(Finding(
-            "GATE-OBJECT-SUPPLIED", "info", cluster.name, spec.component, key,
-            f"no release of this stack creates the {spec.kind_name} gate {spec.name} waits for; the platform's "
-            f"{spec.supplied_by} is installed with {spec.component} (the catalog recipe for these criteria has it)",
-            f"none needed; list {spec.supplied_by.removesuffix('.j2')} in {spec.component}'s manifestFiles to make it explicit",
-            file=recipe.file or ""))
+        key = (
+            f"{recipe.ref_keys[spec.component]}.manifestFiles"
+            if recipe.file and spec.component in recipe.ref_keys
+            else "manifestFiles"
+        )
+        out.append(
+            Finding(
+                "GATE-OBJECT-SUPPLIED",
+                "info",
+                cluster.name,
+                spec.component,
+                key,
+                f"no release of this stack creates the {spec.kind_name} gate {spec.name} waits for; the platform's "
+                f"{spec.supplied_by} is installed with {spec.component} (the catalog recipe for these criteria has it)",
+                f"none needed; list {spec.supplied_by.removesuffix('.j2')} in {spec.component}'s manifestFiles to make it explicit",
+                file=recipe.file or "",
+            )
+        )
     return components, out
 
 

@@ -19,14 +19,14 @@ import os
 import pickle
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pluggy
 
-from gpucluster import diskcache
+from gpucluster import diskcache, hookspecs
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
-from gpucluster import hookspecs
 from gpucluster.model import ClusterSpec, Platform, absolute_keys
 
 ENTRY_POINT_GROUP = "gpucluster"
@@ -80,9 +80,17 @@ def _search_path_fingerprint() -> list[str | bytes] | None:
     import importlib.machinery
 
     for finder in sys.meta_path:
-        if getattr(finder, "find_distributions", None) is not None and finder is not importlib.machinery.PathFinder:
+        if (
+            getattr(finder, "find_distributions", None) is not None
+            and finder is not importlib.machinery.PathFinder
+        ):
             return None
-    parts: list[str | bytes] = [ENTRY_POINT_CACHE_KIND + " 2", _scan_identity(), sys.version, sys.executable]
+    parts: list[str | bytes] = [
+        ENTRY_POINT_CACHE_KIND + " 2",
+        _scan_identity(),
+        sys.version,
+        sys.executable,
+    ]
     for entry in sys.path:
         root = os.path.abspath(entry or ".")
         parts.append("path " + root)
@@ -204,7 +212,10 @@ def load_entry_points(pm: pluggy.PluginManager, group: str) -> int:
     if payload is not None:
         try:
             listed = json.loads(payload)
-            if isinstance(listed, list) and all(isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r) for r in listed):
+            if isinstance(listed, list) and all(
+                isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)
+                for r in listed
+            ):
                 records = [(name, value, _LazyDistribution(path)) for name, value, path in listed]
         except ValueError:
             records = None
@@ -267,13 +278,21 @@ def new_plugin_manager(
                 key="GPUCLUSTER_PLUGINS",
                 fix="fix the module or remove it from GPUCLUSTER_PLUGINS",
             ) from exc
-        register_plugin(pm, module, name=modname, origin="from GPUCLUSTER_PLUGINS ", key="GPUCLUSTER_PLUGINS")
+        register_plugin(
+            pm, module, name=modname, origin="from GPUCLUSTER_PLUGINS ", key="GPUCLUSTER_PLUGINS"
+        )
     check_hookimpls(pm)
     return pm
 
 
-def register_plugin(pm: pluggy.PluginManager, plugin: object, *, name: str | None = None, origin: str = "",
-                    key: str | None = None) -> None:
+def register_plugin(
+    pm: pluggy.PluginManager,
+    plugin: object,
+    *,
+    name: str | None = None,
+    origin: str = "",
+    key: str | None = None,
+) -> None:
     """Register ``plugin`` unless it is registered already (e.g. through its entry point).
 
     Raises:
@@ -333,7 +352,12 @@ def _plugin_platforms(pm: pluggy.PluginManager) -> list[tuple[str, object, Platf
     Raises:
         PluginError: a plugin raises, returns a non-list or a non-Platform (names the plugin).
     """
-    return [(impl.plugin_name, impl.plugin, platform) for impl, platform in _list_items(pm, "gpucluster_platforms", Platform, "gpucluster.sdk.Platform", {})]
+    return [
+        (impl.plugin_name, impl.plugin, platform)
+        for impl, platform in _list_items(
+            pm, "gpucluster_platforms", Platform, "gpucluster.sdk.Platform", {}
+        )
+    ]
 
 
 def _services_of_plugins(pm: pluggy.PluginManager) -> dict[int, frozenset[str]]:
@@ -366,7 +390,11 @@ def _scoped_impls(pm: pluggy.PluginManager, hook_name: str, kwargs: dict[str, An
     if criteria is None:
         return impls
     services = _services_of_plugins(pm)
-    return [impl for impl in impls if criteria.service in services.get(id(impl.plugin), (criteria.service,))]
+    return [
+        impl
+        for impl in impls
+        if criteria.service in services.get(id(impl.plugin), (criteria.service,))
+    ]
 
 
 _COPY_ERRORS = (pickle.PicklingError, TypeError, AttributeError)
@@ -413,7 +441,9 @@ def _differs(copied: Any, original: Any, blob: bytes | None) -> bool:
     if blob is None:
         return True
     try:
-        return pickle.dumps(copied, pickle.HIGHEST_PROTOCOL) != pickle.dumps(pickle.loads(blob), pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(copied, pickle.HIGHEST_PROTOCOL) != pickle.dumps(
+            pickle.loads(blob), pickle.HIGHEST_PROTOCOL
+        )
     except _COPY_ERRORS:  # the plugin put something unpicklable in it
         return True
 
@@ -497,13 +527,15 @@ class _ReadOnlyCopies:
     def error(self, plugin_name: str, argument: str, component: Any = None) -> PluginError:
         """The one error of ``plugin_name`` having changed ``argument`` (names the cluster and,
         for ``component``/``components``, the component)."""
-        cluster = self.snapshots.get(SERVICE_SCOPED_ARG, (self.kwargs.get(SERVICE_SCOPED_ARG), None))[0]
+        cluster = self.snapshots.get(
+            SERVICE_SCOPED_ARG, (self.kwargs.get(SERVICE_SCOPED_ARG), None)
+        )[0]
         return PluginError(
             f"plugin '{plugin_name}' changed its read-only argument '{argument}' in hook {self.hook_name}",
             cluster=getattr(cluster, "name", None),
             component=str(component) if component is not None else None,
             fix="leave the hook's arguments as they are and return the change instead (docs/plugins.md, "
-                "Read-only arguments)",
+            "Read-only arguments)",
         )
 
     def check(self, plugin_name: str) -> None:
@@ -521,10 +553,16 @@ class _ReadOnlyCopies:
             elif name in self.snapshots:
                 original, blob = self.snapshots[name]
                 if _differs(value, original, blob):
-                    raise self.error(plugin_name, name, getattr(original, "name", None) if name == "component" else None)
+                    raise self.error(
+                        plugin_name,
+                        name,
+                        getattr(original, "name", None) if name == "component" else None,
+                    )
 
 
-def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+def _call(
+    pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: dict[str, Any]
+) -> list[tuple[Any, Any]]:
     """``[(hookimpl, result), ...]`` of the scoped implementations, None results skipped.
 
     The read-only arguments (:data:`gpucluster.hookspecs.READ_ONLY_ARGS`) reach the
@@ -533,7 +571,11 @@ def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: d
     """
     results: list[tuple[Any, Any]] = []
     impls = _scoped_impls(pm, hook_name, kwargs)
-    guard = _ReadOnlyCopies(hook_name, kwargs) if impls and hook_name in hookspecs.READ_ONLY_ARGS else None
+    guard = (
+        _ReadOnlyCopies(hook_name, kwargs)
+        if impls and hook_name in hookspecs.READ_ONLY_ARGS
+        else None
+    )
     call_kwargs = guard.kwargs if guard is not None else kwargs
     for impl in impls:
         args = {name: call_kwargs[name] for name in impl.argnames}
@@ -544,7 +586,9 @@ def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: d
             raise guard.error(impl.plugin_name, change.argument, change.key) from None
         except GpuclusterError as err:
             cluster = kwargs.get(SERVICE_SCOPED_ARG)
-            if isinstance(cluster, ClusterSpec):  # the plugin's keys are relative to the cluster document
+            if isinstance(
+                cluster, ClusterSpec
+            ):  # the plugin's keys are relative to the cluster document
                 err.problems = absolute_keys(cluster, err.problems)
                 err.args = (err.render(),)
             raise
@@ -565,7 +609,11 @@ def _call(pm: pluggy.PluginManager, hook_name: str, firstresult: bool, kwargs: d
 
 
 def call_hook_attributed(
-    hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any
+    hook_name: str,
+    *,
+    pm: pluggy.PluginManager | None = None,
+    firstresult: bool | None = None,
+    **kwargs: Any,
 ) -> list[tuple[str, Any]]:
     """Call a hook and keep who returned what: ``[(plugin name, result), ...]``.
 
@@ -585,10 +633,18 @@ def call_hook_attributed(
     caller = getattr(pm.hook, hook_name)
     if firstresult is None:
         firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-    return [(impl.plugin_name, result) for impl, result in _call(pm, hook_name, firstresult, kwargs)]
+    return [
+        (impl.plugin_name, result) for impl, result in _call(pm, hook_name, firstresult, kwargs)
+    ]
 
 
-def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstresult: bool | None = None, **kwargs: Any) -> Any:
+def call_hook(
+    hook_name: str,
+    *,
+    pm: pluggy.PluginManager | None = None,
+    firstresult: bool | None = None,
+    **kwargs: Any,
+) -> Any:
     """Call a hook, naming the plugin when one raises (see :func:`call_hook_attributed`).
 
     Returns:
@@ -602,13 +658,18 @@ def call_hook(hook_name: str, *, pm: pluggy.PluginManager | None = None, firstre
     caller = getattr(pm.hook, hook_name)
     if firstresult is None:
         firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-    results = [result for _, result in call_hook_attributed(hook_name, pm=pm, firstresult=firstresult, **kwargs)]
+    results = [
+        result
+        for _, result in call_hook_attributed(hook_name, pm=pm, firstresult=firstresult, **kwargs)
+    ]
     if firstresult:
         return results[0] if results else None
     return results
 
 
-def _list_items(pm: pluggy.PluginManager, hook_name: str, item_type: Any, what: str, kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+def _list_items(
+    pm: pluggy.PluginManager, hook_name: str, item_type: Any, what: str, kwargs: dict[str, Any]
+) -> list[tuple[Any, Any]]:
     out: list[tuple[Any, Any]] = []
     cluster = getattr(kwargs.get(SERVICE_SCOPED_ARG), "name", None)
     for impl, batch in _call(pm, hook_name, False, kwargs):
@@ -630,7 +691,12 @@ def _list_items(pm: pluggy.PluginManager, hook_name: str, item_type: Any, what: 
 
 
 def call_list_hook(
-    hook_name: str, item_type: type | tuple[type, ...], *, what: str, pm: pluggy.PluginManager | None = None, **kwargs: Any
+    hook_name: str,
+    item_type: type | tuple[type, ...],
+    *,
+    what: str,
+    pm: pluggy.PluginManager | None = None,
+    **kwargs: Any,
 ) -> list[tuple[str, Any]]:
     """Call a hook returning lists and type-check every item: ``[(plugin name, item), ...]``.
 
@@ -648,7 +714,10 @@ def call_list_hook(
         GpuclusterError: re-raised from a plugin as-is.
     """
     pm = pm or get_plugin_manager()
-    return [(impl.plugin_name, item) for impl, item in _list_items(pm, hook_name, item_type, what, kwargs)]
+    return [
+        (impl.plugin_name, item)
+        for impl, item in _list_items(pm, hook_name, item_type, what, kwargs)
+    ]
 
 
 def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
@@ -672,7 +741,9 @@ def platforms(pm: pluggy.PluginManager | None = None) -> dict[str, Platform]:
     return dict(sorted(found.items()))
 
 
-def platform_for(service: str, *, file: str | None = None, key: str = "criteria.service") -> Platform:
+def platform_for(
+    service: str, *, file: str | None = None, key: str = "criteria.service"
+) -> Platform:
     """The :class:`Platform` serving ``service``.
 
     Raises:
@@ -708,7 +779,9 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
     """
     pm = pm or get_plugin_manager()
     dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
-    env_names = {s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(",") if s.strip()}
+    env_names = {
+        s.strip() for s in os.environ.get("GPUCLUSTER_PLUGINS", "").split(",") if s.strip()
+    }
     plugins_out = []
     blocked = []
     declared_all = _plugin_platforms(pm)
@@ -717,7 +790,13 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
             blocked.append(name)
             continue
         dist = dists.get(id(plugin))
-        source = "entry-point" if dist is not None else "GPUCLUSTER_PLUGINS" if name in env_names else "registered"
+        source = (
+            "entry-point"
+            if dist is not None
+            else "GPUCLUSTER_PLUGINS"
+            if name in env_names
+            else "registered"
+        )
         hooks: list[str] = []
         order: dict[str, list[str]] = {"tryfirst": [], "trylast": []}
         declared = [p for _, owner, p in declared_all if owner is plugin]
@@ -734,11 +813,17 @@ def plugin_inventory(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
                 "name": name,
                 "module": getattr(plugin, "__name__", type(plugin).__name__),
                 "source": source,
-                "distribution": {"name": dist.project_name, "version": dist.version} if dist is not None else None,
+                "distribution": {"name": dist.project_name, "version": dist.version}
+                if dist is not None
+                else None,
                 "hooks": hooks,
                 **order,
                 "platforms": [
-                    {"service": p.service, "displayName": p.display_name, "provisionsCluster": p.provisions_cluster}
+                    {
+                        "service": p.service,
+                        "displayName": p.display_name,
+                        "provisionsCluster": p.provisions_cluster,
+                    }
                     for p in sorted(declared, key=lambda p: p.service)
                 ],
             }

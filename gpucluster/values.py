@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from gpucluster.model import scalar_type
 
@@ -18,7 +19,9 @@ PATH_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MISSING = object()
 
 
-def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any] | None, *, keep_nulls: bool = False) -> dict[str, Any]:
+def deep_merge(
+    base: Mapping[str, Any], patch: Mapping[str, Any] | None, *, keep_nulls: bool = False
+) -> dict[str, Any]:
     """Return ``base`` with ``patch`` merged in (objects merge, lists/scalars replace, None deletes).
 
     With ``keep_nulls=True`` a ``None`` in ``patch`` is kept as an explicit null instead of
@@ -56,7 +59,11 @@ def deep_copy(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _strip_nones(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (_strip_nones(v) if isinstance(v, Mapping) else copy.deepcopy(v)) for k, v in value.items() if v is not None}
+    return {
+        k: (_strip_nones(v) if isinstance(v, Mapping) else copy.deepcopy(v))
+        for k, v in value.items()
+        if v is not None
+    }
 
 
 def split_path(path: str) -> list[str]:
@@ -112,7 +119,9 @@ def set_path(values: dict[str, Any], path: str | list[str], value: Any) -> None:
                 return
             nxt = node[part] = {}
         elif not isinstance(nxt, dict):
-            raise TypeError(f"'{'.'.join(parts[: i + 1])}' holds a {type(nxt).__name__}, not an object")
+            raise TypeError(
+                f"'{'.'.join(parts[: i + 1])}' holds a {type(nxt).__name__}, not an object"
+            )
         node = nxt
     if value is None:
         node.pop(parts[-1], None)
@@ -134,7 +143,9 @@ def without_paths(values: Mapping[str, Any], paths: Iterable[str]) -> dict[str, 
             chain.append(nxt)
         else:
             chain[-1].pop(parts[-1], None)
-            for parent, key, child in zip(reversed(chain[:-1]), reversed(parts[:-1]), reversed(chain[1:]), strict=True):
+            for parent, key, child in zip(
+                reversed(chain[:-1]), reversed(parts[:-1]), reversed(chain[1:]), strict=True
+            ):
                 if child:
                     break
                 parent.pop(key, None)
@@ -158,11 +169,14 @@ def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[st
 # and ``gpucluster render`` use, so what is rendered is what ``terraform apply`` installs.
 
 
-CREDENTIAL_KEY = re.compile(r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE)
+CREDENTIAL_KEY = re.compile(
+    r"(password|passwd|secret|token|apikey|api_key|accesskey|privatekey)$", re.IGNORECASE
+)
 """A values key that names a credential (``adminPassword``, ``apiToken``, ``clientSecret``)."""
 NOT_A_CREDENTIAL = re.compile(
     r"(^existing.*|name|ref|(?<!private)(?<!access)(?<!api)(?<!api_)key|file|path|enabled|mount|dir|annotations|labels)$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 """Keys that name a Secret or a key in one (``existingSecret``, ``passwordKey``, ``secretName``), not a
 credential; ``privateKey``, ``accessKey`` and ``apiKey`` are credentials."""
 
@@ -179,8 +193,13 @@ def credential_paths(values: Mapping[str, Any]) -> list[tuple[str, ...]]:
         prefix, value = stack.pop()
         if isinstance(value, Mapping):
             stack.extend(((*prefix, str(k)), v) for k, v in value.items())
-        elif prefix and isinstance(value, str) and value and CREDENTIAL_KEY.search(prefix[-1]) \
-                and not NOT_A_CREDENTIAL.search(prefix[-1]):
+        elif (
+            prefix
+            and isinstance(value, str)
+            and value
+            and CREDENTIAL_KEY.search(prefix[-1])
+            and not NOT_A_CREDENTIAL.search(prefix[-1])
+        ):
             found.append(prefix)
     return sorted(found)
 
@@ -193,10 +212,14 @@ def values_yaml(values: Mapping[str, Any]) -> str:
     """
     import yaml
 
-    return yaml.safe_dump(dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096)
+    return yaml.safe_dump(
+        dict(values), sort_keys=True, default_flow_style=False, allow_unicode=True, width=4096
+    )
 
 
-def set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> list[tuple[str, str, Any, str]]:
+def set_entries(
+    values: Mapping[str, Any], terraform_variables: Mapping[str, str]
+) -> list[tuple[str, str, Any, str]]:
     """The ``helm_release.set`` entries of a release, sorted by values path.
 
     Each Terraform-variable-bound values path (``terraform_variables``: dotted path -> variable

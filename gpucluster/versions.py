@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_VERSION = re.compile(
+    r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
+)
 
 
 def parse_version(text: str) -> tuple[int, int, int, tuple[int, Any]] | None:
@@ -16,7 +18,12 @@ def parse_version(text: str) -> tuple[int, int, int, tuple[int, Any]] | None:
     if not m:
         return None
     pre = m.group(4)
-    return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0), ((0, pre) if pre else (1, ""))
+    return (
+        int(m.group(1)),
+        int(m.group(2) or 0),
+        int(m.group(3) or 0),
+        ((0, pre) if pre else (1, "")),
+    )
 
 
 _CLAUSE = re.compile(r"^(>=|<=|>|<|=|==)?\s*(\S+)$")
@@ -36,8 +43,14 @@ def version_in_range(version: str, spec: str | None) -> bool:
         if m is None or want is None:
             return False
         op = m.group(1) or "="
-        ok = {">=": have >= want, ">": have > want, "<=": have <= want, "<": have < want,
-              "=": have == want, "==": have == want}[op]
+        ok = {
+            ">=": have >= want,
+            ">": have > want,
+            "<=": have <= want,
+            "<": have < want,
+            "=": have == want,
+            "==": have == want,
+        }[op]
         if not ok:
             return False
     return True

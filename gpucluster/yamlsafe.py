@@ -44,7 +44,10 @@ def _strict_loader() -> type[yaml.SafeLoader]:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
                 raise yaml.composer.ComposerError(
-                    None, None, "YAML aliases (*name) are not allowed in gpucluster input; write the value out", event.start_mark
+                    None,
+                    None,
+                    "YAML aliases (*name) are not allowed in gpucluster input; write the value out",
+                    event.start_mark,
                 )
             return super().compose_node(parent, index)
 
@@ -55,7 +58,10 @@ def _strict_loader() -> type[yaml.SafeLoader]:
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise yaml.constructor.ConstructorError(
-                        None, None, "YAML merge keys (<<) are not allowed in gpucluster input", key_node.start_mark
+                        None,
+                        None,
+                        "YAML merge keys (<<) are not allowed in gpucluster input",
+                        key_node.start_mark,
                     )
                 key = self.construct_object(key_node, deep=True)
                 if not isinstance(key, str):
@@ -78,7 +84,9 @@ def _strict_loader() -> type[yaml.SafeLoader]:
         def construct_yaml_int(self, node):
             text = self.construct_scalar(node)
             digits = str(text).replace("_", "").lstrip("+-")
-            if len(digits) > _INT_TEXT_LIMIT:  # before int(): Python refuses > 4300 decimal digits with a ValueError
+            if (
+                len(digits) > _INT_TEXT_LIMIT
+            ):  # before int(): Python refuses > 4300 decimal digits with a ValueError
                 return OutOfRange(str(text))
             value = super().construct_yaml_int(node)
             return value if INT_MIN <= value <= INT_MAX else OutOfRange(str(text))
@@ -107,7 +115,11 @@ class OutOfRange:
 
     def shown(self) -> str:
         """The literal for a message: up to 24 characters, longer ones cut with their length."""
-        return self.text if len(self.text) <= 24 else f"{self.text[:12]}…{self.text[-6:]} ({len(self.text)} characters)"
+        return (
+            self.text
+            if len(self.text) <= 24
+            else f"{self.text[:12]}…{self.text[-6:]} ({len(self.text)} characters)"
+        )
 
 
 def _mark_text(exc: yaml.YAMLError) -> str:
@@ -115,8 +127,10 @@ def _mark_text(exc: yaml.YAMLError) -> str:
 
     if isinstance(exc, yaml.reader.ReaderError):
         char = chr(exc.character) if isinstance(exc.character, int) else str(exc.character)
-        return (f"character {char!r} (U+{ord(char[:1] or ' '):04X}) at position {exc.position} is not allowed in YAML "
-                f"({exc.reason or 'special characters are not allowed'})")
+        return (
+            f"character {char!r} (U+{ord(char[:1] or ' '):04X}) at position {exc.position} is not allowed in YAML "
+            f"({exc.reason or 'special characters are not allowed'})"
+        )
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     if mark is not None:
@@ -130,9 +144,15 @@ def _fix_for(exc: yaml.YAMLError) -> str:
     import yaml
 
     if isinstance(exc, yaml.reader.ReaderError):
-        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
-        return ("remove the control character, or write it escaped inside a double-quoted string "
-                f"(\"\\x{code:02x}\")" if code < 0x100 else f"(\"\\u{code:04x}\")")
+        code = (
+            exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
+        )
+        return (
+            "remove the control character, or write it escaped inside a double-quoted string "
+            f'("\\x{code:02x}")'
+            if code < 0x100
+            else f'("\\u{code:04x}")'
+        )
     problem = str(getattr(exc, "problem", None) or exc)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -158,8 +178,9 @@ PATH_MAX_BYTES = 4095
 """Longest path (bytes) the kernel accepts (``PATH_MAX`` - 1)."""
 
 
-def resolve_user_path(text: str, base: Path, *, file: str, key: str, cluster: str | None = None,
-                      what: str = "file") -> Path:
+def resolve_user_path(
+    text: str, base: Path, *, file: str, key: str, cluster: str | None = None, what: str = "file"
+) -> Path:
     """``base / text`` resolved, for a path the user wrote (``recipe:``, ``overrides.values[].file``).
 
     Refused with one line each, before any file system call can raise: a NUL byte, a name
@@ -171,7 +192,11 @@ def resolve_user_path(text: str, base: Path, *, file: str, key: str, cluster: st
     """
     where = {"file": file, "cluster": cluster, "key": key}
     if "\x00" in text:
-        raise GpuclusterError(f"the {what} path {text!r} holds a NUL byte", fix="remove the NUL byte from the path", **where)
+        raise GpuclusterError(
+            f"the {what} path {text!r} holds a NUL byte",
+            fix="remove the NUL byte from the path",
+            **where,
+        )
     encoded = os.fsencode(text)
     longest = max((len(part) for part in encoded.split(b"/")), default=0)
     if longest > NAME_MAX_BYTES or len(encoded) > PATH_MAX_BYTES:
@@ -184,14 +209,20 @@ def resolve_user_path(text: str, base: Path, *, file: str, key: str, cluster: st
     try:
         path = Path(text).expanduser() if text.startswith("~") else Path(text)
     except RuntimeError:  # ~nouser/...: "Could not determine home directory"
-        raise GpuclusterError(f"the {what} path {text!r} names the home folder of a user this system does not know",
-                              fix="write the path without ~user (relative to the cluster file, or absolute)", **where) from None
+        raise GpuclusterError(
+            f"the {what} path {text!r} names the home folder of a user this system does not know",
+            fix="write the path without ~user (relative to the cluster file, or absolute)",
+            **where,
+        ) from None
     try:
         return (path if path.is_absolute() else base / path).resolve()
     except (RuntimeError, OSError) as exc:  # "Symlink loop from ...", ELOOP
         reason = getattr(exc, "strerror", None) or "a symbolic link loop"
-        raise GpuclusterError(f"the {what} path {text!r} cannot be resolved: {reason}",
-                              fix="point it at a regular file (check the symbolic links on the way)", **where) from None
+        raise GpuclusterError(
+            f"the {what} path {text!r} cannot be resolved: {reason}",
+            fix="point it at a regular file (check the symbolic links on the way)",
+            **where,
+        ) from None
 
 
 MAX_DEPTH = 64
@@ -199,7 +230,9 @@ MAX_DEPTH = 64
 much deeper documents would exhaust Python's recursion limit in merging and hashing)."""
 
 
-def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = None, _depth: int = 0) -> None:
+def check_plain(
+    data: Any, *, file: str, key: str = "", cluster: str | None = None, _depth: int = 0
+) -> None:
     """Ensure ``data`` is plain YAML data Helm understands.
 
     Allowed: mappings with string keys, lists, strings, 64-bit ints (:data:`INT_MIN`..:data:`INT_MAX`;
@@ -211,7 +244,10 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
     """
     if _depth > MAX_DEPTH and isinstance(data, (dict, list)):
         raise GpuclusterError(
-            f"values nest deeper than {MAX_DEPTH} levels", file=file, cluster=cluster, key=(key[:200] or None),
+            f"values nest deeper than {MAX_DEPTH} levels",
+            file=file,
+            cluster=cluster,
+            key=(key[:200] or None),
             fix="flatten the document (Helm values nest a few levels)",
         )
     if isinstance(data, dict):
@@ -224,7 +260,9 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
                     key=key or None,
                     fix="quote the key",
                 )
-            check_plain(v, file=file, key=f"{key}.{k}" if key else k, cluster=cluster, _depth=_depth + 1)
+            check_plain(
+                v, file=file, key=f"{key}.{k}" if key else k, cluster=cluster, _depth=_depth + 1
+            )
     elif isinstance(data, list):
         for i, v in enumerate(data):
             check_plain(v, file=file, key=f"{key}[{i}]", cluster=cluster, _depth=_depth + 1)
@@ -233,8 +271,11 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
     elif isinstance(data, OutOfRange) or (isinstance(data, int) and not INT_MIN <= data <= INT_MAX):
         shown = data.shown() if isinstance(data, OutOfRange) else f"of {data.bit_length()} bits"
         raise GpuclusterError(
-            f"integer {shown} is outside the 64-bit range Helm and Kubernetes read", file=file, cluster=cluster,
-            key=key or None, allowed=f"integers from {INT_MIN} to {INT_MAX}",
+            f"integer {shown} is outside the 64-bit range Helm and Kubernetes read",
+            file=file,
+            cluster=cluster,
+            key=key or None,
+            allowed=f"integers from {INT_MIN} to {INT_MAX}",
             fix="use a number in that range, or quote it if it is meant as text",
         )
     elif isinstance(data, int):
@@ -242,7 +283,11 @@ def check_plain(data: Any, *, file: str, key: str = "", cluster: str | None = No
     elif isinstance(data, float):
         if not math.isfinite(data):
             raise GpuclusterError(
-                f"value {data!r} is not a finite number", file=file, cluster=cluster, key=key or None, fix="quote it or use a number"
+                f"value {data!r} is not a finite number",
+                file=file,
+                cluster=cluster,
+                key=key or None,
+                fix="quote it or use a number",
             )
     else:
         raise GpuclusterError(
@@ -295,21 +340,35 @@ def _parse_text(text: str, *, file: str, cluster: str | None) -> Any:
     try:
         docs = list(yaml.load_all(text, Loader=_strict_loader()))
     except yaml.YAMLError as exc:
-        raise GpuclusterError(f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster, fix=_fix_for(exc)) from None
+        raise GpuclusterError(
+            f"invalid YAML: {_mark_text(exc)}", file=file, cluster=cluster, fix=_fix_for(exc)
+        ) from None
     except RecursionError:
         raise GpuclusterError(
-            "YAML nesting is too deep", file=file, cluster=cluster, fix="flatten the document (Helm values nest a few levels)"
+            "YAML nesting is too deep",
+            file=file,
+            cluster=cluster,
+            fix="flatten the document (Helm values nest a few levels)",
         ) from None
     if len(docs) > 1:
         raise GpuclusterError(
-            f"holds {len(docs)} YAML documents; exactly one is allowed", file=file, cluster=cluster, fix="remove the '---' separators"
+            f"holds {len(docs)} YAML documents; exactly one is allowed",
+            file=file,
+            cluster=cluster,
+            fix="remove the '---' separators",
         )
     data = docs[0] if docs else None
     check_plain(data, file=file, cluster=cluster)
     return data
 
 
-def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | None = None, max_bytes: int = MAX_INPUT_BYTES) -> Any:
+def load_yaml_file(
+    path: Path,
+    *,
+    display: str | None = None,
+    cluster: str | None = None,
+    max_bytes: int = MAX_INPUT_BYTES,
+) -> Any:
     """Read and strictly parse a user YAML file.
 
     Args:
@@ -325,17 +384,26 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
         info = path.stat()
         size = info.st_size
     except FileNotFoundError:
-        raise GpuclusterError("file not found", file=name, cluster=cluster, fix="check the path") from None
+        raise GpuclusterError(
+            "file not found", file=name, cluster=cluster, fix="check the path"
+        ) from None
     except ValueError:  # "embedded null byte"
-        raise GpuclusterError("the file name holds a NUL byte", file=name, cluster=cluster, fix="remove the NUL byte") from None
+        raise GpuclusterError(
+            "the file name holds a NUL byte", file=name, cluster=cluster, fix="remove the NUL byte"
+        ) from None
     except OSError as exc:
         raise GpuclusterError(
-            f"cannot read file: {exc.strerror}", file=name, cluster=cluster, fix="check the file's permissions and path"
+            f"cannot read file: {exc.strerror}",
+            file=name,
+            cluster=cluster,
+            fix="check the file's permissions and path",
         ) from None
     import stat as stat_mod
 
     if not stat_mod.S_ISREG(info.st_mode):
-        raise GpuclusterError("is not a regular file", file=name, cluster=cluster, fix="point to a YAML file")
+        raise GpuclusterError(
+            "is not a regular file", file=name, cluster=cluster, fix="point to a YAML file"
+        )
     if size > max_bytes:
         raise GpuclusterError(
             f"file is {size} bytes; the limit is {max_bytes} bytes",
@@ -345,10 +413,15 @@ def load_yaml_file(path: Path, *, display: str | None = None, cluster: str | Non
         )
     try:
         with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)  # st_size can be 0 for /proc-style files: limit what is read
+            raw = fh.read(
+                max_bytes + 1
+            )  # st_size can be 0 for /proc-style files: limit what is read
     except OSError as exc:
         raise GpuclusterError(
-            f"cannot read file: {exc.strerror}", file=name, cluster=cluster, fix="check the file's permissions and path"
+            f"cannot read file: {exc.strerror}",
+            file=name,
+            cluster=cluster,
+            fix="check the file's permissions and path",
         ) from None
     if len(raw) > max_bytes:
         raise GpuclusterError(

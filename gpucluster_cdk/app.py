@@ -71,7 +71,9 @@ def _would_be_ignored(frame) -> bool:
     code = getattr(frame, "f_code", None)
     if code is None:
         return False
-    return code.co_name == "__del__" or (code.co_name == "cb" and code.co_filename.startswith("<frozen importlib"))
+    return code.co_name == "__del__" or (
+        code.co_name == "cb" and code.co_filename.startswith("<frozen importlib")
+    )
 
 
 def _raise_stop(signum: int, frame, received: list[int]) -> None:
@@ -111,8 +113,8 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import TextIO  # noqa: E402
 
 DEFAULT_OUTDIR = "cdktf.out"
@@ -149,9 +151,17 @@ def _stack_dirs(outdir: Path) -> set[str]:
     return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
 
 
-def main(argv: list[str] | None = None, received: list[int] | None = None, *, config: str | None = None,
-         outdir: str | os.PathLike | None = None, progress: TextIO | None = None, written: list[str] | None = None,
-         cache: bool | None = None, workers: int | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    received: list[int] | None = None,
+    *,
+    config: str | None = None,
+    outdir: str | os.PathLike | None = None,
+    progress: TextIO | None = None,
+    written: list[str] | None = None,
+    cache: bool | None = None,
+    workers: int | None = None,
+) -> int:
     """Run the app (see the module docstring); returns the exit code.
 
     Args:
@@ -169,11 +179,20 @@ def main(argv: list[str] | None = None, received: list[int] | None = None, *, co
     received = [] if received is None else received
     try:
         with _stop_signals_raise(received):
-            return _run(config=config, outdir=outdir, progress=progress, written=written, cache=cache, workers=workers)
+            return _run(
+                config=config,
+                outdir=outdir,
+                progress=progress,
+                written=written,
+                cache=cache,
+                workers=workers,
+            )
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:
-        if received:  # the signal also reached the jsii kernel (process group) and broke a call first
+        if (
+            received
+        ):  # the signal also reached the jsii kernel (process group) and broke a call first
             return _interrupted(received[0])
         return _internal_error(err)
 
@@ -184,24 +203,36 @@ def _internal_error(err: BaseException) -> int:
 
     if os.environ.get("GPUCLUSTER_DEBUG") == "1":
         traceback.print_exception(err, file=sys.stderr)
-    problem = Problem(message=f"unexpected {type(err).__name__}: {err}", id="internal",
-                      fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the "
-                          "cluster file")
+    problem = Problem(
+        message=f"unexpected {type(err).__name__}: {err}",
+        id="internal",
+        fix="this is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the "
+        "cluster file",
+    )
     print(problem.render(), file=sys.stderr)
     return EXIT_INTERNAL
 
 
 def _interrupted(signum: int) -> int:
-    print(f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
-          "new output, never a mix",
-          file=sys.stderr)
+    print(
+        f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
+        "new output, never a mix",
+        file=sys.stderr,
+    )
     return 128 + signum
 
 
-def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, progress: TextIO | None = None,
-         written: list[str] | None = None, cache: bool | None = None, workers: int | None = None) -> int:
-    from gpucluster.inputs.config import embedded_default_notice, load_config
+def _run(
+    *,
+    config: str | None = None,
+    outdir: str | os.PathLike | None = None,
+    progress: TextIO | None = None,
+    written: list[str] | None = None,
+    cache: bool | None = None,
+    workers: int | None = None,
+) -> int:
     from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem
+    from gpucluster.inputs.config import embedded_default_notice, load_config
     from gpucluster.pipeline import build_plans
 
     findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
@@ -235,12 +266,23 @@ def _run(*, config: str | None = None, outdir: str | os.PathLike | None = None, 
         previous = set()  # stacks.synth reports the folder's problem as error[output]
     warnings: list[Problem] = []
     try:
-        from gpucluster_cdk import stacks  # cdktf (or cdktn: GPUCLUSTER_CDK) is imported only when a stack is built here
+        from gpucluster_cdk import (
+            stacks,
+        )  # cdktf (or cdktn: GPUCLUSTER_CDK) is imported only when a stack is built here
 
         reused: list[str] = []
-        names = stacks.synth(plans, outdir, fleet=fleet, warnings=warnings, cache=cache, workers=workers, reused=reused,
-                             progress=_progress_printer(progress, reused) if progress is not None and len(plans) > 1
-                             else None)
+        names = stacks.synth(
+            plans,
+            outdir,
+            fleet=fleet,
+            warnings=warnings,
+            cache=cache,
+            workers=workers,
+            reused=reused,
+            progress=_progress_printer(progress, reused)
+            if progress is not None and len(plans) > 1
+            else None,
+        )
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT
@@ -263,14 +305,24 @@ def _progress_printer(stream: TextIO, reused: list[str]):
 
     def report(index: int, total: int, cluster: str, stacks: list[str]) -> None:
         how = "reused" if cluster in reused else "built"
-        print(f"gpucluster: cluster {index}/{total} {cluster}: stacks {', '.join(stacks)} {how}", file=stream,
-              flush=True)
+        print(
+            f"gpucluster: cluster {index}/{total} {cluster}: stacks {', '.join(stacks)} {how}",
+            file=stream,
+            flush=True,
+        )
 
     return report
 
 
-def synth_command(*, config: str | None, outdir: str | None, out: TextIO, err: TextIO, cache: bool | None = None,
-                  workers: int | None = None) -> int:
+def synth_command(
+    *,
+    config: str | None,
+    outdir: str | None,
+    out: TextIO,
+    err: TextIO,
+    cache: bool | None = None,
+    workers: int | None = None,
+) -> int:
     """``gpucluster synth``: the app in this process (:func:`main`, the code path ``cdktf synth``
     runs), a progress line per cluster on ``err`` for a multi-cluster file (``built`` or
     ``reused``), then one line on ``out`` naming the stacks written; returns the exit code (0, 2
@@ -284,10 +336,16 @@ def synth_command(*, config: str | None, outdir: str | None, out: TextIO, err: T
             the CPUs, at most 8.
     """
     names: list[str] = []
-    code = main([], config=config, outdir=outdir, progress=err, written=names, cache=cache, workers=workers)
+    code = main(
+        [], config=config, outdir=outdir, progress=err, written=names, cache=cache, workers=workers
+    )
     if code == 0:
         target = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
-        print(f"synthesized {len(names)} stacks into {target}: {', '.join(names)}", file=out, flush=True)
+        print(
+            f"synthesized {len(names)} stacks into {target}: {', '.join(names)}",
+            file=out,
+            flush=True,
+        )
     return code
 
 
@@ -338,7 +396,9 @@ def _script() -> int:
     """The script's run: the exit code; never raises (see the module docstring, 4 to 6)."""
     code = 0
     final: list[int] = []
-    atexit.register(lambda: _exit_after_late_signal(final[0] if final else 1))  # registered first: runs last
+    atexit.register(
+        lambda: _exit_after_late_signal(final[0] if final else 1)
+    )  # registered first: runs last
     try:
         _armed.append(True)
         if _received:  # a signal while the module was being imported

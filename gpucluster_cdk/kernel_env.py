@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 
 def check_node_options(environ: Mapping[str, str] | None = None) -> None:
@@ -32,8 +32,15 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     import subprocess
 
     try:
-        result = subprocess.run([environ.get("JSII_NODE", "node"), "-e", ""], env=dict(environ), stdin=subprocess.DEVNULL,
-                                capture_output=True, text=True, errors="replace", timeout=120)
+        result = subprocess.run(
+            [environ.get("JSII_NODE", "node"), "-e", ""],
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=120,
+        )
     except (OSError, subprocess.SubprocessError):
         return
     if result.returncode == 0:
@@ -41,13 +48,19 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     from gpucluster.errors import GpuclusterError
 
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    said = next((line for line in lines if line.startswith("node: ") or re.match(r"[A-Za-z]*Error\b", line)),
-                lines[-1] if lines else f"node exited with code {result.returncode}")
+    said = next(
+        (
+            line
+            for line in lines
+            if line.startswith("node: ") or re.match(r"[A-Za-z]*Error\b", line)
+        ),
+        lines[-1] if lines else f"node exited with code {result.returncode}",
+    )
     raise GpuclusterError(
         f"Node.js (which runs the jsii kernel) refuses NODE_OPTIONS={value!r}: {said}",
         key="NODE_OPTIONS",
         fix="unset NODE_OPTIONS, or keep in it only options Node.js allows there (the Node.js CLI documentation, "
-            "NODE_OPTIONS, lists them)",
+        "NODE_OPTIONS, lists them)",
     )
 
 
@@ -71,16 +84,22 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
         import shutil
 
         if not node.strip() or shutil.which(node, path=environ.get("PATH")) is None:
-            raise GpuclusterError(f"JSII_NODE={node!r} names no program that can be run", key="JSII_NODE",
-                                  allowed="the path or name of a Node.js executable (Node 20+)",
-                                  fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable")
+            raise GpuclusterError(
+                f"JSII_NODE={node!r} names no program that can be run",
+                key="JSII_NODE",
+                allowed="the path or name of a Node.js executable (Node 20+)",
+                fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable",
+            )
     hcl = environ.get("SYNTH_HCL_OUTPUT")
     if hcl in ("true", "1"):  # cdktf 0.21 lib/terraform-stack.js: === "true" || === "1"
-        raise GpuclusterError(f"SYNTH_HCL_OUTPUT={hcl} asks cdktf for HCL (cdk.tf) instead of JSON (cdk.tf.json); "
-                              "gpucluster writes, checks and reuses cdk.tf.json only", key="SYNTH_HCL_OUTPUT",
-                              allowed="unset, or any value but true and 1",
-                              fix="unset SYNTH_HCL_OUTPUT (`cdktf synth` without --hcl); Terraform reads cdk.tf.json "
-                                  "as it is")
+        raise GpuclusterError(
+            f"SYNTH_HCL_OUTPUT={hcl} asks cdktf for HCL (cdk.tf) instead of JSON (cdk.tf.json); "
+            "gpucluster writes, checks and reuses cdk.tf.json only",
+            key="SYNTH_HCL_OUTPUT",
+            allowed="unset, or any value but true and 1",
+            fix="unset SYNTH_HCL_OUTPUT (`cdktf synth` without --hcl); Terraform reads cdk.tf.json "
+            "as it is",
+        )
     context = environ.get("CDKTF_CONTEXT_JSON")
     if context is not None:
         import json
@@ -90,11 +109,18 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
         except (ValueError, RecursionError) as exc:
             parsed = exc
         if not isinstance(parsed, dict):
-            reason = f"not JSON ({parsed})" if isinstance(parsed, Exception) else f"a JSON {type(parsed).__name__}, not an object"
-            raise GpuclusterError(f"CDKTF_CONTEXT_JSON is {reason}", key="CDKTF_CONTEXT_JSON",
-                                  allowed='a JSON object, e.g. {"excludeStackIdFromLogicalIds": "true"}',
-                                  fix="unset CDKTF_CONTEXT_JSON (the cdktf CLI sets it from cdktf.json's context), or "
-                                      "make it a JSON object")
+            reason = (
+                f"not JSON ({parsed})"
+                if isinstance(parsed, Exception)
+                else f"a JSON {type(parsed).__name__}, not an object"
+            )
+            raise GpuclusterError(
+                f"CDKTF_CONTEXT_JSON is {reason}",
+                key="CDKTF_CONTEXT_JSON",
+                allowed='a JSON object, e.g. {"excludeStackIdFromLogicalIds": "true"}',
+                fix="unset CDKTF_CONTEXT_JSON (the cdktf CLI sets it from cdktf.json's context), or "
+                "make it a JSON object",
+            )
 
 
 def check_all(environ: Mapping[str, str] | None = None) -> None:

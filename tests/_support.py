@@ -19,8 +19,8 @@ import ast
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN = ROOT / "main.py"
@@ -53,19 +53,31 @@ def main_env(*, outdir: Path, config: Path | None = None, **extra: str) -> dict[
     ``make test-cdktn`` sets it), then ``GPUCLUSTER_CONFIG`` (``config``; None: main.py looks for
     ``./gpucluster.yaml``, then the embedded default), ``CDKTF_OUTDIR`` (``outdir``),
     ``JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20`` and ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GPUCLUSTER_", "CDKTF_")) or k == "GPUCLUSTER_CDK"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GPUCLUSTER_", "CDKTF_")) or k == "GPUCLUSTER_CDK"
+    }
     if config is not None:
         env["GPUCLUSTER_CONFIG"] = str(config)
-    env.update(CDKTF_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", **extra)
+    env.update(
+        CDKTF_OUTDIR=str(outdir), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", **extra
+    )
     return env
 
 
-def run_main(*, cwd: Path, outdir: Path, config: Path | None = None, timeout: float = 300,
-             **extra: str) -> subprocess.CompletedProcess:
+def run_main(
+    *, cwd: Path, outdir: Path, config: Path | None = None, timeout: float = 300, **extra: str
+) -> subprocess.CompletedProcess:
     """``python main.py`` in ``cwd`` with :func:`main_env`; output captured as text."""
-    return subprocess.run([sys.executable, str(MAIN)], cwd=cwd, env=main_env(outdir=outdir, config=config, **extra),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(MAIN)],
+        cwd=cwd,
+        env=main_env(outdir=outdir, config=config, **extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 AKS_CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
@@ -88,7 +100,9 @@ def load_cluster_text(folder: Path, text: str):
 
 def tree(root: Path) -> dict[str, bytes]:
     """Every file below ``root``: ``{relative path: bytes}``, in sorted order."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def make(root: Path, files: dict[str, str]) -> Path:
@@ -121,5 +135,9 @@ def imports(path: Path) -> Iterator[tuple[int, str]]:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
             yield node.lineno, ("." * node.level) + (node.module or "")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "__import__"
+        ):
             yield node.lineno, "__import__()"

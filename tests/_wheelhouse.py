@@ -32,7 +32,9 @@ def requirements_of(meta: email.message.Message, extras: set[str]) -> list[Requi
     found = []
     for text in meta.get_all("Requires-Dist") or []:
         req = Requirement(text)
-        envs = [dict(default_environment(), extra=e) for e in (extras or {""})] + [dict(default_environment(), extra="")]
+        envs = [dict(default_environment(), extra=e) for e in (extras or {""})] + [
+            dict(default_environment(), extra="")
+        ]
         if req.marker is None or any(req.marker.evaluate(env) for env in envs):
             found.append(req)
     return found
@@ -57,8 +59,11 @@ def closure(roots: list[Requirement]) -> list[metadata.Distribution]:
             seen[name] = dist
             todo.extend(requirements_of(dist.metadata, set()))
         if req.extras:
-            todo.extend(r for r in requirements_of(dist.metadata, set(req.extras))
-                        if r.marker is not None and "extra" in str(r.marker))
+            todo.extend(
+                r
+                for r in requirements_of(dist.metadata, set(req.extras))
+                if r.marker is not None and "extra" in str(r.marker)
+            )
     return [seen[n] for n in sorted(seen)]
 
 
@@ -68,7 +73,9 @@ def _hash(data: bytes) -> str:
 
 def repack(dist: metadata.Distribution, out: Path) -> Path:
     """One wheel of ``dist`` in ``out`` (stored, not compressed: these are copied once)."""
-    info = next(f for f in dist.files if f.parts[0].endswith(".dist-info") and f.name == "METADATA").parts[0]
+    info = next(
+        f for f in dist.files if f.parts[0].endswith(".dist-info") and f.name == "METADATA"
+    ).parts[0]
     wheel_meta = email.message_from_string((dist.locate_file(info) / "WHEEL").read_text())
     tags = wheel_meta.get_all("Tag")
     py, abi, plat = (".".join(sorted({t.split("-")[i] for t in tags})) for i in range(3))

@@ -24,7 +24,9 @@ def shared_dir() -> Path:
     """``../shared`` (or ``$GPUCLUSTER_SHARED``); skips the test when it is absent."""
     path = _shared()
     if not (path / "reference").is_dir():
-        pytest.skip(f"needs the shared reference data at {path} (absent; CI lays it beside the checkout)")
+        pytest.skip(
+            f"needs the shared reference data at {path} (absent; CI lays it beside the checkout)"
+        )
     return path
 
 
@@ -37,8 +39,17 @@ def reference_charts(shared_dir: Path) -> Path:
     return path
 
 
-SLOW_FILES_FIRST = ("test_synth_signals.py", "test_checkov_aks.py", "test_distribution.py", "test_render_lint.py",
-                    "test_synth_e2e.py", "test_cdk_bindings.py", "test_plan_memo.py", "test_crd_ownership.py", "test_synth_findings.py")
+SLOW_FILES_FIRST = (
+    "test_synth_signals.py",
+    "test_checkov_aks.py",
+    "test_distribution.py",
+    "test_render_lint.py",
+    "test_synth_e2e.py",
+    "test_cdk_bindings.py",
+    "test_plan_memo.py",
+    "test_crd_ownership.py",
+    "test_synth_findings.py",
+)
 """Test files started first (the longest, by ``pytest --durations``): under ``make test`` pytest-xdist
 hands out whole files (``--dist loadfile``) in collection order, so a long file collected last
 would run alone at the end while the other worker idles. Only the order changes."""
@@ -46,4 +57,6 @@ would run alone at the end while the other worker idles. Only the order changes.
 
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(rank))
+    )  # stable: each file's tests keep their order

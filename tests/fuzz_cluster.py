@@ -28,16 +28,14 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from gpucluster.inputs import config
-
 PROBE = "gpucluster_probe"
 """Marker inside every Terraform/shell payload (never a real Terraform name or command)."""
 
 TERRAFORM_PAYLOADS = [
-    "${file(\"/etc/passwd\")}",
+    '${file("/etc/passwd")}',
     "${" + PROBE + "}",
     "${var." + PROBE + "}",
-    "${file(pathexpand(\"~/.terraform.d/credentials.tfrc.json\"))}" + PROBE,
+    '${file(pathexpand("~/.terraform.d/credentials.tfrc.json"))}' + PROBE,
     "%{ if true }" + PROBE + "%{ endif }",
     "$${" + PROBE + "}",
     "$$${" + PROBE + "}",
@@ -63,9 +61,23 @@ CONTROL_PAYLOADS = [
     "\ufeffbom",
 ]
 PATH_PAYLOADS = [
-    "loop", "loop/values.yaml", "fifo", "folder", "a\x00b.yaml", "x" * 256 + ".yaml", "d/" * 300 + "v.yaml",
-    "../" * 40 + "etc/passwd", "/etc/passwd", "/dev/zero", "/proc/self/environ", "~/values.yaml", ".", "..",
-    "values/gpu-operator.yaml\n", "values/../values/gpu-operator.yaml", "values/" + "é" * 130 + ".yaml",
+    "loop",
+    "loop/values.yaml",
+    "fifo",
+    "folder",
+    "a\x00b.yaml",
+    "x" * 256 + ".yaml",
+    "d/" * 300 + "v.yaml",
+    "../" * 40 + "etc/passwd",
+    "/etc/passwd",
+    "/dev/zero",
+    "/proc/self/environ",
+    "~/values.yaml",
+    ".",
+    "..",
+    "values/gpu-operator.yaml\n",
+    "values/../values/gpu-operator.yaml",
+    "values/" + "é" * 130 + ".yaml",
 ]
 """File names for ``recipe`` and ``overrides.values[].file``; the fuzz folder holds a symbolic link
 loop ``loop``, a FIFO ``fifo``, a folder ``folder`` and ``values/gpu-operator.yaml`` (see
@@ -74,16 +86,25 @@ DEEP_SETS = [
     "gpuoperator:" + ".".join(["k"] * 1000) + "=1",
     "gpuoperator:" + ".".join(["k"] * 200) + "=x",
     "gpuoperator:" + "a" * 5000 + "=1",
-    "gpuoperator:driver.version=" + "${file(\"/etc/passwd\")}",
+    "gpuoperator:driver.version=" + '${file("/etc/passwd")}',
     "gpuoperator:driver.version=%{ if true }x%{ endif }",
     "gpuoperator:driver\\.x=\x1b[2J",
 ]
 UNICODE_PAYLOADS = ["ünïcødé", "名前", "🚀" * 8, "\U0010ffff", "a" * 256, "é" * 200]
 
 hostile_strings = st.one_of(
-    st.sampled_from(TERRAFORM_PAYLOADS + SHELL_PAYLOADS + CONTROL_PAYLOADS + UNICODE_PAYLOADS + PATH_PAYLOADS + DEEP_SETS),
+    st.sampled_from(
+        TERRAFORM_PAYLOADS
+        + SHELL_PAYLOADS
+        + CONTROL_PAYLOADS
+        + UNICODE_PAYLOADS
+        + PATH_PAYLOADS
+        + DEEP_SETS
+    ),
     st.text(min_size=0, max_size=40),
-    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=20).map(lambda s: "${" + s + "}"),
+    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=20).map(
+        lambda s: "${" + s + "}"
+    ),
     st.integers(min_value=1_000, max_value=60_000).map(lambda n: "A" * n),  # huge
     st.text(alphabet=st.sampled_from("${}%\\\"'`;|&\n\t\x1b\x00:=,./~*"), min_size=1, max_size=30),
 )
@@ -104,8 +125,20 @@ names = st.from_regex(r"\A[a-z][a-z0-9]{0,6}(-[a-z0-9]{1,5})?\Z")
 AKS_CRITERIA = [
     {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
     {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "inference"},
-    {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training", "platform": "kubeflow"},
-    {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "inference", "platform": "dynamo"},
+    {
+        "service": "aks",
+        "accelerator": "h100",
+        "os": "ubuntu",
+        "intent": "training",
+        "platform": "kubeflow",
+    },
+    {
+        "service": "aks",
+        "accelerator": "h100",
+        "os": "ubuntu",
+        "intent": "inference",
+        "platform": "dynamo",
+    },
 ]
 SAFE_SETS = [
     "gpuoperator:dcgmExporter.serviceMonitor.interval=60s",
@@ -117,30 +150,64 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
     "criteria": st.sampled_from(AKS_CRITERIA),
     "recipe": st.nothing(),  # a path to a RecipeResult file; covered by mutations and the walk test
     "versionSkew": st.nothing(),  # warning | error, with recipe only: reached by mutations
-    "profile": st.sampled_from([{}, {"gpuStack": "azure-managed"}, {"gpuStack": "operator-managed"}]),
+    "profile": st.sampled_from(
+        [{}, {"gpuStack": "azure-managed"}, {"gpuStack": "operator-managed"}]
+    ),
     "region": st.sampled_from(["eastus", "westus3", "swedencentral"]),
     "kubernetesVersion": st.sampled_from(["1.34", "1.35"]),
-    "pools": st.just([
-        {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
-        {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1, "labels": {"example.com/team": "ml"}},
-    ]),
-    "existing": st.fixed_dictionaries({"kubeconfig": st.sampled_from(["/etc/kube/config", "~/.kube/config"])},
-                                      optional={"context": st.sampled_from(["prod", "admin@aks"])}),
-    "overrides": st.fixed_dictionaries({}, optional={
-        "set": st.lists(st.sampled_from(SAFE_SETS), max_size=2, unique=True),
-        "values": st.lists(st.one_of(
-            st.fixed_dictionaries({
-                "component": st.just("gpu-operator"),
-                "values": st.fixed_dictionaries({"gpucluster_fuzz": st.sampled_from(TERRAFORM_PAYLOADS + SHELL_PAYLOADS)}),
-            }),
-            st.just({"component": "gpu-operator", "file": "values/gpu-operator.yaml"}),
-        ), max_size=2),
-    }),
+    "pools": st.just(
+        [
+            {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
+            {
+                "name": "gpu",
+                "vmSize": "Standard_ND96isr_H100_v5",
+                "nodeCount": 1,
+                "labels": {"example.com/team": "ml"},
+            },
+        ]
+    ),
+    "existing": st.fixed_dictionaries(
+        {"kubeconfig": st.sampled_from(["/etc/kube/config", "~/.kube/config"])},
+        optional={"context": st.sampled_from(["prod", "admin@aks"])},
+    ),
+    "overrides": st.fixed_dictionaries(
+        {},
+        optional={
+            "set": st.lists(st.sampled_from(SAFE_SETS), max_size=2, unique=True),
+            "values": st.lists(
+                st.one_of(
+                    st.fixed_dictionaries(
+                        {
+                            "component": st.just("gpu-operator"),
+                            "values": st.fixed_dictionaries(
+                                {
+                                    "gpucluster_fuzz": st.sampled_from(
+                                        TERRAFORM_PAYLOADS + SHELL_PAYLOADS
+                                    )
+                                }
+                            ),
+                        }
+                    ),
+                    st.just({"component": "gpu-operator", "file": "values/gpu-operator.yaml"}),
+                ),
+                max_size=2,
+            ),
+        },
+    ),
     "scheduling": st.just({}),
     "settings": st.just({}),
     "backend": st.just({"type": "local"}),
-    "charts": st.sampled_from([{}, {"mirror": "oci://myacr.azurecr.io/helm"},
-                               {"mirrors": {"https://helm.ngc.nvidia.com/nvidia": "https://mirror.example.com/nvidia"}}]),
+    "charts": st.sampled_from(
+        [
+            {},
+            {"mirror": "oci://myacr.azurecr.io/helm"},
+            {
+                "mirrors": {
+                    "https://helm.ngc.nvidia.com/nvidia": "https://mirror.example.com/nvidia"
+                }
+            },
+        ]
+    ),
     "fleet": st.nothing(),  # a fleet group name; needs a top-level fleet: section (docs/fleets.md): mutations only
 }
 """Valid AKS values of every cluster key (``recipe`` and ``existing`` exclude others: see below)."""
@@ -148,8 +215,20 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
 
 @st.composite
 def valid_aks_cluster(draw) -> dict[str, Any]:
-    cluster: dict[str, Any] = {"name": draw(names), "criteria": copy.deepcopy(draw(CLUSTER_FIELDS["criteria"]))}
-    for key in ("profile", "region", "kubernetesVersion", "overrides", "scheduling", "settings", "backend", "charts"):
+    cluster: dict[str, Any] = {
+        "name": draw(names),
+        "criteria": copy.deepcopy(draw(CLUSTER_FIELDS["criteria"])),
+    }
+    for key in (
+        "profile",
+        "region",
+        "kubernetesVersion",
+        "overrides",
+        "scheduling",
+        "settings",
+        "backend",
+        "charts",
+    ):
         if draw(st.booleans()):
             cluster[key] = copy.deepcopy(draw(CLUSTER_FIELDS[key]))
     if draw(st.booleans()):
@@ -164,7 +243,13 @@ def valid_aks_cluster(draw) -> dict[str, Any]:
 
 OKE_CLUSTER = {
     "name": "oke-gb200",
-    "criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu", "intent": "training", "platform": "kubeflow"},
+    "criteria": {
+        "service": "oke",
+        "accelerator": "gb200",
+        "os": "ubuntu",
+        "intent": "training",
+        "platform": "kubeflow",
+    },
     "profile": {"gpuStack": "oci-managed"},
     "kubernetesVersion": "1.34",
     "existing": {"kubeconfig": "/etc/kube/oke.yaml", "context": "oke-admin"},
@@ -172,15 +257,23 @@ OKE_CLUSTER = {
 }
 NVKE_CLUSTER = {
     "name": "nvke-a",
-    "criteria": {"service": "nvke", "accelerator": "gb200", "os": "ubuntu", "intent": "training", "platform": "kubeflow"},
+    "criteria": {
+        "service": "nvke",
+        "accelerator": "gb200",
+        "os": "ubuntu",
+        "intent": "training",
+        "platform": "kubeflow",
+    },
     "kubernetesVersion": "1.34",
     "existing": {"kubeconfig": "/etc/kube/nvke.yaml", "context": "tenant-a"},
-    "settings": {"rails": [
-        {"name": "mlx5_0", "rootDevice": "0000:03:00.0"},
-        {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
-        {"name": "mlx5_3", "rootDevice": "0010:03:00.0"},
-        {"name": "mlx5_4", "rootDevice": "0012:03:00.0"},
-    ]},
+    "settings": {
+        "rails": [
+            {"name": "mlx5_0", "rootDevice": "0000:03:00.0"},
+            {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
+            {"name": "mlx5_3", "rootDevice": "0010:03:00.0"},
+            {"name": "mlx5_4", "rootDevice": "0012:03:00.0"},
+        ]
+    },
 }
 
 
@@ -206,7 +299,9 @@ def lay_out_project(folder) -> None:
 
     folder = Path(folder)
     (folder / "values").mkdir()
-    (folder / "values" / "gpu-operator.yaml").write_text("gpucluster_fuzz_file: '${file(\"/etc/passwd\")}'\n")
+    (folder / "values" / "gpu-operator.yaml").write_text(
+        "gpucluster_fuzz_file: '${file(\"/etc/passwd\")}'\n"
+    )
     (folder / "folder").mkdir()
     (folder / "loop").symlink_to("loop")
     os.mkfifo(folder / "fifo")
@@ -288,13 +383,20 @@ YAML_ATTACKS = [
     lambda text: text.replace("clusters:", "clusters: !!python/object/new:dict", 1),
     lambda text: text.replace("name:", "name: !!binary aGVsbG8=\n    x:", 1),
     lambda text: text.replace("name:", "name: !custom", 1),
-    lambda text: "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n" + text,
-    lambda text: text.replace("criteria:", "criteria: &crit", 1) + "  - name: copy\n    criteria: *crit\n",
-    lambda text: "base: &base {service: aks}\n" + text.replace("criteria:", "criteria:\n      <<: *base\n     ", 1),
+    lambda text: (
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n" + text
+    ),
+    lambda text: (
+        text.replace("criteria:", "criteria: &crit", 1) + "  - name: copy\n    criteria: *crit\n"
+    ),
+    lambda text: (
+        "base: &base {service: aks}\n"
+        + text.replace("criteria:", "criteria:\n      <<: *base\n     ", 1)
+    ),
     lambda text: text + "clusters: []\n",  # duplicate key
     lambda text: text.replace("  ", "\t", 1),
     lambda text: text.replace("name: ", "name: \x07\x1b[2J", 1),
-    lambda text: text.replace("name: ", "name: \"\\x00\\u202e\"  # ", 1),
+    lambda text: text.replace("name: ", 'name: "\\x00\\u202e"  # ', 1),
     lambda text: text + "---\nclusters: []\n",
     lambda text: "clusters:\n" + "  " + "[" * 5000 + "]" * 5000 + "\n",
     lambda text: "clusters:\n  - " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",
@@ -319,7 +421,19 @@ def yaml_texts(draw) -> str:
 
 # --------------------------------------------------------------------------- newlines, numbers, options
 
-CONTROL_CHARACTERS = ["\n", "\r\n", "\r", "\t", "\x00", "\x1b[31m", "\x7f", "\x85", "\u2028", "\x0b", "\x0c"]
+CONTROL_CHARACTERS = [
+    "\n",
+    "\r\n",
+    "\r",
+    "\t",
+    "\x00",
+    "\x1b[31m",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\x0b",
+    "\x0c",
+]
 """What a string of the cluster file may end in, start with or hold that no name, region, version
 or label may: a trailing newline first (``name: |`` adds one)."""
 
@@ -330,7 +444,9 @@ class _BlockDumper(_NoAliasDumper):
 
 
 def _block_string(dumper, data: str):
-    if "\n" in data and not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]", data.replace("\n", "")):
+    if "\n" in data and not re.search(
+        r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]", data.replace("\n", "")
+    ):
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
     return dumper.represent_str(data)
 
@@ -379,24 +495,51 @@ INT_PLACEHOLDER = "gpucluster_fuzz_int_placeholder"
 
 
 def _digits(alphabet: str, lead: str, low: int, high: int) -> st.SearchStrategy[str]:
-    return st.tuples(st.sampled_from(lead), st.text(alphabet=alphabet, min_size=low - 1, max_size=high - 1)).map("".join)
+    return st.tuples(
+        st.sampled_from(lead), st.text(alphabet=alphabet, min_size=low - 1, max_size=high - 1)
+    ).map("".join)
 
 
 out_of_range_integers = st.one_of(
-    _digits("0123456789", "123456789", 20, 6000),                         # >= 10**19 > 2**63 - 1
+    _digits("0123456789", "123456789", 20, 6000),  # >= 10**19 > 2**63 - 1
     _digits("0123456789", "123456789", 20, 6000).map(lambda s: "-" + s),  # < -2**63
-    _digits("0123456789abcdefABCDEF", "123456789abcdef", 17, 5000).map(lambda s: "0x" + s),  # >= 16**16
-    _digits("01234567", "1234567", 22, 5000).map(lambda s: "0" + s),      # YAML 1.1 octal, >= 8**21 = 2**63
-    _digits("01", "1", 64, 5000).map(lambda s: "0b" + s),                 # >= 2**63
-    _digits("0123456789", "123456789", 20, 400).map(lambda s: "_".join(s[i:i + 3] for i in range(0, len(s), 3))),
+    _digits("0123456789abcdefABCDEF", "123456789abcdef", 17, 5000).map(
+        lambda s: "0x" + s
+    ),  # >= 16**16
+    _digits("01234567", "1234567", 22, 5000).map(
+        lambda s: "0" + s
+    ),  # YAML 1.1 octal, >= 8**21 = 2**63
+    _digits("01", "1", 64, 5000).map(lambda s: "0b" + s),  # >= 2**63
+    _digits("0123456789", "123456789", 20, 400).map(
+        lambda s: "_".join(s[i : i + 3] for i in range(0, len(s), 3))
+    ),
 )
 """Integer literals YAML reads as integers outside int64, in every base PyYAML knows (decimal past
 Python's 4,300-digit limit included), built as text: no Python int of 6,000 digits is formatted."""
 
 option_like_arguments = st.one_of(
-    st.sampled_from(["--output=VICTIM", "--remote=/nonexistent", "--exec=touch VICTIM", "-oVICTIM", "--end-of-options",
-                     "--", "-", "--format=zip", "--prefix=../", "-h", "--help", "--version", "-v"]),
-    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(lambda s: "-" + s),
-    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(lambda s: "--" + s),
+    st.sampled_from(
+        [
+            "--output=VICTIM",
+            "--remote=/nonexistent",
+            "--exec=touch VICTIM",
+            "-oVICTIM",
+            "--end-of-options",
+            "--",
+            "-",
+            "--format=zip",
+            "--prefix=../",
+            "-h",
+            "--help",
+            "--version",
+            "-v",
+        ]
+    ),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(
+        lambda s: "-" + s
+    ),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00:"), max_size=30).map(
+        lambda s: "--" + s
+    ),
 )
 """``--from``/``--to`` revisions that look like options of git (``VICTIM``: a file the test owns)."""

@@ -64,12 +64,22 @@ class Run:
         return [line for line in self.stdout.splitlines() if line.strip()]
 
 
-def run_script(script: str, responses: list[tuple[str, str, int]], tmp: Path, *, shell: str = "sh",
-               clock_step: int = 1) -> Run:
+def run_script(
+    script: str,
+    responses: list[tuple[str, str, int]],
+    tmp: Path,
+    *,
+    shell: str = "sh",
+    clock_step: int = 1,
+) -> Run:
     """Run ``script`` with ``shell -c`` and the fakes; returns what happened."""
     stub = tmp / "stub"
     stub.mkdir(parents=True, exist_ok=True)
-    for name, text in (("kubectl", _KUBECTL.format(python=sys.executable)), ("date", _DATE), ("sleep", _SLEEP)):
+    for name, text in (
+        ("kubectl", _KUBECTL.format(python=sys.executable)),
+        ("date", _DATE),
+        ("sleep", _SLEEP),
+    ):
         path = stub / name
         path.write_text(text)
         path.chmod(0o755)
@@ -83,13 +93,23 @@ def run_script(script: str, responses: list[tuple[str, str, int]], tmp: Path, *,
         "HOME": str(tmp),
         "LC_ALL": "C",
     }
-    proc = subprocess.run([shell, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [shell, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     calls_file = stub / "calls.jsonl"
-    calls = [json.loads(line) for line in calls_file.read_text().splitlines()] if calls_file.exists() else []
+    calls = (
+        [json.loads(line) for line in calls_file.read_text().splitlines()]
+        if calls_file.exists()
+        else []
+    )
     sleeps_file = stub / "sleeps"
     sleeps = sleeps_file.read_text().split() if sleeps_file.exists() else []
     return Run(proc.returncode, proc.stdout, proc.stderr, calls, sleeps)
 
 
-SHELLS = [s for s in ("dash", "bash") if any(os.access(os.path.join(p, s), os.X_OK) for p in ("/bin", "/usr/bin"))]
+SHELLS = [
+    s
+    for s in ("dash", "bash")
+    if any(os.access(os.path.join(p, s), os.X_OK) for p in ("/bin", "/usr/bin"))
+]
 """POSIX shells to run the scripts under (the kubectl image's /bin/sh is dash)."""

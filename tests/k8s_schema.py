@@ -42,7 +42,11 @@ _read_schema_files_once()
 
 K8S_VERSION = "1.34.0"
 CRD_DIR = Path(__file__).parent / "data" / "crds"
-CATALOG_CRD_MANIFESTS = sorted((Path(__file__).parent.parent / "gpucluster" / "catalog" / "components").glob("*/manifests/*-crds.yaml.j2"))
+CATALOG_CRD_MANIFESTS = sorted(
+    (Path(__file__).parent.parent / "gpucluster" / "catalog" / "components").glob(
+        "*/manifests/*-crds.yaml.j2"
+    )
+)
 """CRDs gpucluster itself installs as manifests (agentgateway-crds: Gateway API, Inference
 Extension; plain YAML, no template syntax): custom resources are validated against exactly the
 CRDs the stack installs."""
@@ -74,7 +78,13 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 
 def schema_set_dir() -> Path:
     """The kubernetes-validate directory holding the strict 1.34.0 schemas."""
-    return Path(str(resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{K8S_VERSION}-local-strict")))
+    return Path(
+        str(
+            resources.files("kubernetes_validate").joinpath(
+                "kubernetes-json-schema", f"v{K8S_VERSION}-local-strict"
+            )
+        )
+    )
 
 
 openapi_to_jsonschema = _openapi_to_jsonschema
@@ -86,7 +96,9 @@ def crd_index() -> dict[tuple[str, str, str], dict[str, Any]]:
     """``(group, version, kind)`` -> ``{"schema", "scope", "file", "plural"}`` of every saved CRD."""
     index: dict[tuple[str, str, str], dict[str, Any]] = {}
     for path in sorted(CRD_DIR.rglob("*.yaml")) + CATALOG_CRD_MANIFESTS:
-        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        for doc in yaml.load_all(
+            path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        ):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]
@@ -98,12 +110,16 @@ def crd_index() -> dict[tuple[str, str, str], dict[str, Any]]:
                 props.setdefault("metadata", {"type": "object"})
                 root.setdefault("additionalProperties", False)
                 key = (spec["group"], version["name"], spec["names"]["kind"])
-                assert key not in index, f"{key} defined twice ({index.get(key, {}).get('file')} and {path})"
+                assert key not in index, (
+                    f"{key} defined twice ({index.get(key, {}).get('file')} and {path})"
+                )
                 index[key] = {
                     "schema": root,
                     "raw": version["schema"]["openAPIV3Schema"],
                     "scope": spec["scope"],
-                    "file": str(path.relative_to(CRD_DIR)) if path.is_relative_to(CRD_DIR) else f"catalog {path.name}",
+                    "file": str(path.relative_to(CRD_DIR))
+                    if path.is_relative_to(CRD_DIR)
+                    else f"catalog {path.name}",
                     "plural": spec["names"]["plural"],
                 }
     return index
@@ -112,14 +128,22 @@ def crd_index() -> dict[tuple[str, str, str], dict[str, Any]]:
 def _check_metadata(doc: dict[str, Any], scope: str) -> None:
     meta = doc["metadata"]
     name = meta.get("name", "")
-    assert _DNS_SUBDOMAIN.match(name), f"{doc['kind']}: metadata.name '{name}' is not a DNS-1123 subdomain"
+    assert _DNS_SUBDOMAIN.match(name), (
+        f"{doc['kind']}: metadata.name '{name}' is not a DNS-1123 subdomain"
+    )
     for field in ("labels", "annotations"):
         for k, v in (meta.get(field) or {}).items():
-            assert isinstance(k, str) and isinstance(v, str), f"{doc['kind']} {name}: {field} {k!r}: {v!r} must be strings"
+            assert isinstance(k, str) and isinstance(v, str), (
+                f"{doc['kind']} {name}: {field} {k!r}: {v!r} must be strings"
+            )
     if scope == "Cluster":
-        assert "namespace" not in meta, f"{doc['kind']} {name} is cluster-scoped but sets metadata.namespace"
+        assert "namespace" not in meta, (
+            f"{doc['kind']} {name} is cluster-scoped but sets metadata.namespace"
+        )
     else:
-        assert meta.get("namespace"), f"{doc['kind']} {name} is namespaced and must set metadata.namespace explicitly"
+        assert meta.get("namespace"), (
+            f"{doc['kind']} {name} is namespaced and must set metadata.namespace explicitly"
+        )
 
 
 def validate_object(doc: dict[str, Any]) -> str:
@@ -135,7 +159,10 @@ def validate_object(doc: dict[str, Any]) -> str:
     if key in crds:
         entry = crds[key]
         _check_metadata(doc, entry["scope"])
-        errors = sorted(jsonschema.Draft202012Validator(entry["schema"]).iter_errors(doc), key=lambda e: list(e.path))
+        errors = sorted(
+            jsonschema.Draft202012Validator(entry["schema"]).iter_errors(doc),
+            key=lambda e: list(e.path),
+        )
         assert not errors, f"{kind} {doc['metadata'].get('name')}: " + "; ".join(
             f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors[:5]
         )
@@ -143,10 +170,16 @@ def validate_object(doc: dict[str, Any]) -> str:
     try:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     except SchemaNotFoundError:
-        raise AssertionError(f"no schema for {api_version} {kind} (neither Kubernetes {K8S_VERSION} nor tests/data/crds)") from None
+        raise AssertionError(
+            f"no schema for {api_version} {kind} (neither Kubernetes {K8S_VERSION} nor tests/data/crds)"
+        ) from None
     except kubernetes_validate.ValidationError as exc:
-        raise AssertionError(f"{kind} {doc['metadata'].get('name')}: {'.'.join(map(str, exc.path))}: {exc.message}") from None
-    assert (group, kind) in BUILTIN_SCOPE, f"add the scope of {group or 'core'}/{kind} to BUILTIN_SCOPE"
+        raise AssertionError(
+            f"{kind} {doc['metadata'].get('name')}: {'.'.join(map(str, exc.path))}: {exc.message}"
+        ) from None
+    assert (group, kind) in BUILTIN_SCOPE, (
+        f"add the scope of {group or 'core'}/{kind} to BUILTIN_SCOPE"
+    )
     _check_metadata(doc, BUILTIN_SCOPE[(group, kind)])
     return f"kubernetes {K8S_VERSION[:4]}"
 

@@ -42,8 +42,12 @@ def _tighten(node: Any) -> Any:
 @lru_cache(maxsize=1)
 def _crds() -> tuple[dict[str, Any], ...]:
     """Every CustomResourceDefinition under tests/data/crds, in file order, parsed once (read only)."""
-    return tuple(doc for path in sorted(CRD_DIR.rglob("*.yaml")) for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
-                 if doc and doc.get("kind") == "CustomResourceDefinition")
+    return tuple(
+        doc
+        for path in sorted(CRD_DIR.rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -77,17 +81,22 @@ def validate(doc: dict[str, Any]) -> None:
     """
     key = (doc["apiVersion"], doc["kind"])
     name = f"{doc['kind']} {doc.get('metadata', {}).get('name')}"
-    if "." in doc["apiVersion"].split("/")[0] and "/" in doc["apiVersion"] and not doc["apiVersion"].startswith(
-        ("rbac.authorization.k8s.io/", "apps/", "batch/")
+    if (
+        "." in doc["apiVersion"].split("/")[0]
+        and "/" in doc["apiVersion"]
+        and not doc["apiVersion"].startswith(("rbac.authorization.k8s.io/", "apps/", "batch/"))
     ):
         schema = crd_schemas().get(key)
         assert schema is not None, f"no CRD for {key} in {CRD_DIR}"
-        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
-        assert not errors, f"{name}: " + "; ".join(f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors)
+        errors = sorted(
+            jsonschema.Draft7Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)
+        )
+        assert not errors, f"{name}: " + "; ".join(
+            f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors
+        )
         return
-    import kubernetes_validate
-
     import k8s_schema  # noqa: F401  (kubernetes_validate reads its schema files once per process)
+    import kubernetes_validate
 
     try:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)

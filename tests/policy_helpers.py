@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from gpucluster.recipes.catalog import load_catalog
 from gpucluster.model import (
     ClusterSpec,
     Component,
@@ -22,6 +21,7 @@ from gpucluster.model import (
     Recipe,
     Taint,
 )
+from gpucluster.recipes.catalog import load_catalog
 
 REGISTRY = textwrap.dedent(
     """
@@ -97,14 +97,28 @@ EDGES = {
 }
 
 AZURE_MANAGED = {
-    "gpu-operator": {"driver": {"enabled": False}, "toolkit": {"enabled": False}, "operator": {"runtimeClass": "nvidia-container-runtime"}},
+    "gpu-operator": {
+        "driver": {"enabled": False},
+        "toolkit": {"enabled": False},
+        "operator": {"runtimeClass": "nvidia-container-runtime"},
+    },
     "nvidia-dra-driver-gpu": {"nvidiaDriverRoot": "/"},
-    "nvsentinel": {"labeler": {"assumeDriverInstalled": True}, "metadata-collector": {"runtimeClassName": "nvidia-container-runtime"}},
+    "nvsentinel": {
+        "labeler": {"assumeDriverInstalled": True},
+        "metadata-collector": {"runtimeClassName": "nvidia-container-runtime"},
+    },
 }
 OPERATOR_MANAGED = {
-    "gpu-operator": {"driver": {"enabled": True}, "toolkit": {"enabled": True}, "operator": {"runtimeClass": "nvidia"}},
+    "gpu-operator": {
+        "driver": {"enabled": True},
+        "toolkit": {"enabled": True},
+        "operator": {"runtimeClass": "nvidia"},
+    },
     "nvidia-dra-driver-gpu": {"nvidiaDriverRoot": "/run/nvidia/driver"},
-    "nvsentinel": {"labeler": {"assumeDriverInstalled": False}, "metadata-collector": {"runtimeClassName": "nvidia"}},
+    "nvsentinel": {
+        "labeler": {"assumeDriverInstalled": False},
+        "metadata-collector": {"runtimeClassName": "nvidia"},
+    },
 }
 PROFILES = {"azure-managed": AZURE_MANAGED, "operator-managed": OPERATOR_MANAGED}
 
@@ -174,12 +188,16 @@ def make_recipe(
     )
 
 
-def make_components(recipe: Recipe, values: dict[str, dict[str, Any]] | None = None) -> dict[str, Component]:
+def make_components(
+    recipe: Recipe, values: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Component]:
     values = values if values is not None else base_values()
     out = {}
     for ref in recipe.component_refs:
         if ref.enabled:
-            out[ref.name] = Component(ref=copy.deepcopy(ref), values=copy.deepcopy(values.get(ref.name, {})))
+            out[ref.name] = Component(
+                ref=copy.deepcopy(ref), values=copy.deepcopy(values.get(ref.name, {}))
+            )
     return out
 
 
@@ -202,7 +220,9 @@ def make_cluster(
                 vm_size="Standard_ND96isr_H100_v5",
                 node_count=3,
                 gpu=True,
-                taints=list(taints) if taints is not None else [Taint("nvidia.com/gpu", "present", "NoSchedule")],
+                taints=list(taints)
+                if taints is not None
+                else [Taint("nvidia.com/gpu", "present", "NoSchedule")],
                 gpu_driver=gpu_driver,
             ),
         ]

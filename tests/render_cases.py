@@ -34,11 +34,23 @@ OKE = {
     "l40s-oke-inference": ("l40s", "ol", "inference", "any"),
 }
 VARIANTS = ("plain", "system", "taint")
-SYSTEM = {"nodeSelector": {"kubernetes.azure.com/mode": "system"}, "tolerations": ["CriticalAddonsOnly:NoSchedule"]}
+SYSTEM = {
+    "nodeSelector": {"kubernetes.azure.com/mode": "system"},
+    "tolerations": ["CriticalAddonsOnly:NoSchedule"],
+}
 EXTRA_TAINT = "dedicated=ml:NoSchedule"
 
-UNAVAILABLE = ("nvsentinel", "grove", "dynamo-platform", "agentgateway", "agentgateway-crds",
-               "grafana", "kube-state-metrics", "prometheus-node-exporter", "prometheus-windows-exporter")
+UNAVAILABLE = (
+    "nvsentinel",
+    "grove",
+    "dynamo-platform",
+    "agentgateway",
+    "agentgateway-crds",
+    "grafana",
+    "kube-state-metrics",
+    "prometheus-node-exporter",
+    "prometheus-windows-exporter",
+)
 """Charts ../shared/reference/charts does not carry (SOURCES.md "Not available offline"; the
 kube-prometheus-stack subcharts are absent from its charts/ folder): ``--allow-missing``."""
 
@@ -56,17 +68,33 @@ def cluster_doc(platform: str, leaf: str, profile: str, variant: str) -> dict[st
     doc: dict[str, Any] = {"name": "lint", "kubernetesVersion": "1.34"}
     if platform == "aks":
         intent, plat = AKS[leaf]
-        doc["criteria"] = {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": intent}
+        doc["criteria"] = {
+            "service": "aks",
+            "accelerator": "h100",
+            "os": "ubuntu",
+            "intent": intent,
+        }
         if plat != "any":
             doc["criteria"]["platform"] = plat
         doc["profile"] = {"gpuStack": profile}
         if variant == "taint":
             doc["pools"] = [
                 {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
-                {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1, "gpu": True, "taints": [EXTRA_TAINT]},
+                {
+                    "name": "gpu",
+                    "vmSize": "Standard_ND96isr_H100_v5",
+                    "nodeCount": 1,
+                    "gpu": True,
+                    "taints": [EXTRA_TAINT],
+                },
             ]
     elif platform == "nvke":
-        doc["criteria"] = {"service": "nvke", "accelerator": "gb200", "os": "ubuntu", "intent": "training"}
+        doc["criteria"] = {
+            "service": "nvke",
+            "accelerator": "gb200",
+            "os": "ubuntu",
+            "intent": "training",
+        }
         if NVKE[leaf] != "any":
             doc["criteria"]["platform"] = NVKE[leaf]
         doc["settings"] = {"rails": NVKE_RAILS}

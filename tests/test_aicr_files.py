@@ -29,16 +29,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from _support import ancestors
-from gpucluster.recipes import recipe as recipe_mod
-from gpucluster.recipes import layering
-from gpucluster.recipes import recipe_result
-from gpucluster.recipes.catalog import load_catalog
-from gpucluster.inputs.config import load_clusters
+
 from gpucluster.errors import GpuclusterError
-from gpucluster.model import Component, ComponentRef
+from gpucluster.inputs.config import load_clusters
+from gpucluster.model import Component
 from gpucluster.pipeline import build_plan, build_plans
+from gpucluster.recipes import layering, recipe_result
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.values import get_path
 
 DATA = Path(__file__).parent / "data"
@@ -53,7 +52,11 @@ DEPLOY_SH = V0111 / "bundle-h100-aks-training" / "deploy.sh"
 
 RENAMES = {
     "training": {"skyhook-operator": "nodewright-operator"},
-    "inference": {"skyhook-operator": "nodewright-operator", "kgateway": "agentgateway", "kgateway-crds": "agentgateway-crds"},
+    "inference": {
+        "skyhook-operator": "nodewright-operator",
+        "kgateway": "agentgateway",
+        "kgateway-crds": "agentgateway-crds",
+    },
     "inference-dynamo": {
         "skyhook-operator": "nodewright-operator",
         "kgateway": "agentgateway",
@@ -61,7 +64,15 @@ RENAMES = {
         "dynamo-crds": "grove",
     },
 }
-SKEWED = {"cert-manager", "gpu-operator", "kai-scheduler", "kube-prometheus-stack", "network-operator", "nvidia-dra-driver-gpu", "nvsentinel"}
+SKEWED = {
+    "cert-manager",
+    "gpu-operator",
+    "kai-scheduler",
+    "kube-prometheus-stack",
+    "network-operator",
+    "nvidia-dra-driver-gpu",
+    "nvsentinel",
+}
 AKS_REVERSED = {("gpu-operator", "network-operator")}
 """deploy.sh installs gpu-operator before network-operator; on AKS gpucluster installs it after the
 NicClusterPolicy gate, whether or not the recipe has the edge (the OFED / GPU driver race, AICR#2499)."""
@@ -102,7 +113,9 @@ def installs_after(plan, later: str, earlier: str) -> bool:
     Gates and teardown guards are not install steps: a teardown guard is applied after its
     component (so that Terraform destroys it first) and nothing waits for it.
     """
-    before = {n.id for n in plan.nodes if n.component == earlier and n.kind not in ("gate", "teardown")}
+    before = {
+        n.id for n in plan.nodes if n.component == earlier and n.kind not in ("gate", "teardown")
+    }
     return all(before <= ancestors(plan, n.id) for n in plan.nodes if n.component == later)
 
 
@@ -125,8 +138,12 @@ def test_real_file_synthesizes_unchanged(plans, name):
     renamed = {f.key: f for f in plan.findings if f.id == "RECIPE-RENAMED"}
     assert {f.component for f in renamed.values()} == set(RENAMES[name].values())
     for f in renamed.values():
-        assert f.file.endswith(f"recipes/{FILES[name].name}") and re.fullmatch(r"componentRefs\[\d+\]\.name", f.key)
-    assert {f.component for f in plan.findings if f.id == "VERSION-SKEW"} == SKEWED | ({"dynamo-platform"} if name == "inference-dynamo" else set())
+        assert f.file.endswith(f"recipes/{FILES[name].name}") and re.fullmatch(
+            r"componentRefs\[\d+\]\.name", f.key
+        )
+    assert {f.component for f in plan.findings if f.id == "VERSION-SKEW"} == SKEWED | (
+        {"dynamo-platform"} if name == "inference-dynamo" else set()
+    )
     assert [f.key for f in plan.findings if f.id == "RECIPE-MANIFEST-RETIRED"] == [
         f"componentRefs[{[r['name'] for r in file_refs(name)].index('gpu-operator')}].manifestFiles[0]"
     ]
@@ -139,9 +156,18 @@ def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["plan", "--config", "gpucluster.yaml", "--findings", "all"]) == 0
     err = capsys.readouterr().err
-    assert "info[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=gpu-operator key=componentRefs[1].version" in err
-    assert "warning[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=nvsentinel" in err
-    assert "info[RECIPE-RENAMED] file=recipes/h100-aks-ubuntu-inference-dynamo.recipe.yaml cluster=inference-dynamo component=grove key=componentRefs[1].name: 'dynamo-crds' is now 'grove'" in err
+    assert (
+        "info[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=gpu-operator key=componentRefs[1].version"
+        in err
+    )
+    assert (
+        "warning[VERSION-SKEW] file=recipes/h100-aks-ubuntu-training.recipe.yaml cluster=training component=nvsentinel"
+        in err
+    )
+    assert (
+        "info[RECIPE-RENAMED] file=recipes/h100-aks-ubuntu-inference-dynamo.recipe.yaml cluster=inference-dynamo component=grove key=componentRefs[1].name: 'dynamo-crds' is now 'grove'"
+        in err
+    )
     assert "error[" not in err
 
 
@@ -167,16 +193,24 @@ def test_every_assumed_provider_is_installed_first(plans, name):
             have = get_path(comp.values, cv.path)
             present = [p for p in cv.providers if p in plan.components]
             if have == cv.value and type(have) is type(cv.value):
-                assert present, f"{comp_name} {cv.path}={have} but none of {cv.providers} is installed"
-                assert any(installs_after(plan, comp_name, p) for p in present), f"{comp_name} installs before its {cv.path} provider"
+                assert present, (
+                    f"{comp_name} {cv.path}={have} but none of {cv.providers} is installed"
+                )
+                assert any(installs_after(plan, comp_name, p) for p in present), (
+                    f"{comp_name} installs before its {cv.path} provider"
+                )
             else:
                 assert have == cv.otherwise and not present[:0]
             checked += 1
-    assert checked >= 3  # gpu-operator and network-operator nfd.enabled, kube-prometheus-stack crds.enabled
+    assert (
+        checked >= 3
+    )  # gpu-operator and network-operator nfd.enabled, kube-prometheus-stack crds.enabled
     # the v0.11.1 files have neither nfd nor prometheus-operator-crds: the charts keep their bundled ones
     assert plan.components["kube-prometheus-stack"].values["crds"]["enabled"] is True
     assert plan.components["network-operator"].values["nfd"]["enabled"] is True
-    assert plan.components["gpu-operator"].values["nfd"]["enabled"] is False  # network-operator's NFD serves it
+    assert (
+        plan.components["gpu-operator"].values["nfd"]["enabled"] is False
+    )  # network-operator's NFD serves it
     assert installs_after(plan, "gpu-operator", "network-operator")
 
 
@@ -199,16 +233,26 @@ def deploy_order(text: str) -> list[str]:
 def test_deploy_sh_order_holds_in_the_dag(plans):
     order = deploy_order(DEPLOY_SH.read_text())
     assert order == [
-        "cert-manager", "kube-prometheus-stack", "gpu-operator", "k8s-ephemeral-storage-metrics", "kai-scheduler",
-        "network-operator", "nvidia-dra-driver-gpu", "nvsentinel", "prometheus-adapter", "skyhook-operator",
+        "cert-manager",
+        "kube-prometheus-stack",
+        "gpu-operator",
+        "k8s-ephemeral-storage-metrics",
+        "kai-scheduler",
+        "network-operator",
+        "nvidia-dra-driver-gpu",
+        "nvsentinel",
+        "prometheus-adapter",
+        "skyhook-operator",
     ]
     plan = plans["training"]
     # deploy.sh applies gpu-operator's manifests after its chart; the DRA kubelet plugin is restarted
     # and awaited after the DRA chart: here the rollout gate
-    assert "nvidia-dra-driver-gpu" in ancestors(plan, "nvidia-dra-driver-gpu-kubelet-plugin-rollout")
+    assert "nvidia-dra-driver-gpu" in ancestors(
+        plan, "nvidia-dra-driver-gpu-kubelet-plugin-rollout"
+    )
     reversed_pairs = set()
     for i, earlier in enumerate(order):
-        for later in order[i + 1:]:
+        for later in order[i + 1 :]:
             a, b = mapped("training", later), mapped("training", earlier)
             if installs_after(plan, b, a):
                 reversed_pairs.add((b, a))
@@ -216,7 +260,10 @@ def test_deploy_sh_order_holds_in_the_dag(plans):
     # network-operator that need gpu-operator (kai-scheduler) now come after network-operator too
     assert AKS_REVERSED <= reversed_pairs
     for later, earlier in reversed_pairs - AKS_REVERSED:
-        assert earlier == "network-operator" and installs_after(plan, later, "gpu-operator"), (later, earlier)
+        assert earlier == "network-operator" and installs_after(plan, later, "gpu-operator"), (
+            later,
+            earlier,
+        )
     # and the reversal is the platform's gate, not an accident: gpu-operator waits for the NicClusterPolicy
     assert "network-operator-nicclusterpolicy-ready" in ancestors(plan, "gpu-operator")
 
@@ -227,16 +274,22 @@ def test_aks_gate_orders_gpu_operator_without_the_recipe_edge(tmp_path):
     path = project(tmp_path, ["training"])
     recipe_file = tmp_path / "recipes" / FILES["training"].name
     doc = yaml.safe_load(recipe_file.read_text())
-    doc["componentRefs"].append({"name": "nfd", "type": "Helm", "valuesFile": "components/nfd/values.yaml"})
+    doc["componentRefs"].append(
+        {"name": "nfd", "type": "Helm", "valuesFile": "components/nfd/values.yaml"}
+    )
     gpu = next(r for r in doc["componentRefs"] if r["name"] == "gpu-operator")
     gpu["dependencyRefs"].append("nfd")
     assert "network-operator" not in gpu["dependencyRefs"]
     recipe_file.write_text(yaml.safe_dump(doc))
     [plan] = build_plans(load_clusters(str(path), env={}))
     assert "network-operator" not in plan.components["gpu-operator"].ref.dependency_refs
-    assert {f.component for f in plan.findings if f.id == "ORDER-ADDED"} == {"network-operator"}  # NodeFeatureRules need nfd
+    assert {f.component for f in plan.findings if f.id == "ORDER-ADDED"} == {
+        "network-operator"
+    }  # NodeFeatureRules need nfd
     assert "network-operator-nicclusterpolicy-ready" in plan.node("gpu-operator").depends_on
-    assert "network-operator-nicclusterpolicy-ready" in ancestors(plan, "gpu-operator-clusterpolicy-ready")
+    assert "network-operator-nicclusterpolicy-ready" in ancestors(
+        plan, "gpu-operator-clusterpolicy-ready"
+    )
 
 
 # --------------------------------------------------------------------------- v1alpha3
@@ -250,14 +303,25 @@ def test_v1alpha3_documented_format_is_accepted(tmp_path):
     [plan] = build_plans(load_clusters(str(project(tmp_path, ["v1alpha3"])), env={}))
     assert [f.id for f in plan.findings] == ["RECIPE-FIELDS-UNUSED"]
     [info] = plan.findings
-    assert info.severity == "info" and "componentRefs[*].healthCheckAsserts (12 components)" in info.message
+    assert (
+        info.severity == "info"
+        and "componentRefs[*].healthCheckAsserts (12 components)" in info.message
+    )
     assert {"agentgateway-crds-manifests", "agentgateway-manifests"} <= {n.id for n in plan.nodes}
     # CRDs before CRs, Established: CRD manifests -> established gates -> agentgateway chart -> Gateway
     up = ancestors(plan, "agentgateway-manifests")
-    assert {"agentgateway-crds", "agentgateway-crds-manifests", "agentgateway-crds-gateways-established",
-            "agentgateway-crds-agentgatewayparameters-established", "agentgateway"} <= up
+    assert {
+        "agentgateway-crds",
+        "agentgateway-crds-manifests",
+        "agentgateway-crds-gateways-established",
+        "agentgateway-crds-agentgatewayparameters-established",
+        "agentgateway",
+    } <= up
     gate = next(g for g in plan.gates if g.name == "agentgateway-crds-gateways-established")
-    assert (gate.kind, gate.name_of_object) == ("crd-established", "gateways.gateway.networking.k8s.io")
+    assert (gate.kind, gate.name_of_object) == (
+        "crd-established",
+        "gateways.gateway.networking.k8s.io",
+    )
     assert plan.recipe.profile == ("gpuStack", "azure-managed")
 
 
@@ -319,18 +383,26 @@ def test_rename(tmp_path, old):
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc))
     r = recipe_result.recipe_from_file(str(tmp_path / "r.yaml"), catalog, display="r.yaml")
     [finding] = [f for f in r.findings if f.id == "RECIPE-RENAMED" and f.component == new]
-    assert (finding.severity, finding.file, finding.key) == ("info", "r.yaml", f"componentRefs[{index}].name")
+    assert (finding.severity, finding.file, finding.key) == (
+        "info",
+        "r.yaml",
+        f"componentRefs[{index}].name",
+    )
     assert f"'{old}' is now '{new}'" in finding.message and note in finding.message
     ref = r.component(new)
     entry = catalog.components[new]
     ours = {c.name: c for c in recipe_mod.resolve(r.criteria, catalog).component_refs}
     want = ours.get(new)
-    assert (ref.chart, ref.version) == ((want.chart, want.version) if want else (entry.chart, entry.version))  # the chart the values are written for
+    assert (ref.chart, ref.version) == (
+        (want.chart, want.version) if want else (entry.chart, entry.version)
+    )  # the chart the values are written for
     assert old not in {d for c in r.component_refs for d in c.dependency_refs}
     for f in ref.values_files + ref.manifest_files:
         assert f"components/{new}/" in f
     if old == "skyhook-customizations":
-        assert ref.manifest_files == ["components/nodewright-customizations/manifests/tuning.yaml.j2"]
+        assert ref.manifest_files == [
+            "components/nodewright-customizations/manifests/tuning.yaml.j2"
+        ]
         assert ref.dependency_refs == ["nodewright-operator"] and ref.type == "Manifest"
     if old == "dynamo-crds":
         assert "grove" in r.component("dynamo-platform").dependency_refs
@@ -342,7 +414,10 @@ def test_old_and_new_name_together_is_listed_twice(tmp_path):
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc))
     with pytest.raises(GpuclusterError) as exc:
         recipe_result.recipe_from_file(str(tmp_path / "r.yaml"), load_catalog(), display="r.yaml")
-    assert "component 'nodewright-operator' is listed twice (componentRefs[9] and componentRefs[10])" in exc.value.render()
+    assert (
+        "component 'nodewright-operator' is listed twice (componentRefs[9] and componentRefs[10])"
+        in exc.value.render()
+    )
 
 
 # --------------------------------------------------------------------------- conditional values (registry conditionalValues)
@@ -352,7 +427,16 @@ def _components(criteria_intent: str, platform: str = "any") -> dict[str, Compon
     from gpucluster.model import Criteria
 
     catalog = load_catalog()
-    r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent=criteria_intent, platform=platform), catalog)
+    r = recipe_mod.resolve(
+        Criteria(
+            service="aks",
+            accelerator="h100",
+            os="ubuntu",
+            intent=criteria_intent,
+            platform=platform,
+        ),
+        catalog,
+    )
     return layering.effective_components(r, catalog)
 
 
@@ -367,7 +451,9 @@ CONDITIONAL_CASES = {
 
 def test_conditional_cases_cover_the_registry():
     catalog = load_catalog()
-    assert set(CONDITIONAL_CASES) == {(e.name, c.path) for e in catalog.components.values() for c in e.conditional_values}
+    assert set(CONDITIONAL_CASES) == {
+        (e.name, c.path) for e in catalog.components.values() for c in e.conditional_values
+    }
 
 
 @pytest.mark.parametrize("component, path", sorted(CONDITIONAL_CASES))
@@ -385,7 +471,9 @@ def test_conditional_value(component, path):
     provider = next(p for p in cv.providers if p in comps)
     lone = copy.deepcopy(comps)
     for c in lone.values():
-        c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d not in cv.providers or c.name != component]
+        c.ref.dependency_refs = [
+            d for d in c.ref.dependency_refs if d not in cv.providers or c.name != component
+        ]
     lone, found = layering.resolve_conditional_values(lone, catalog, cluster="c")
     assert [(f.id, f.component) for f in found] == [("ORDER-ADDED", component)]
     assert provider in lone[component].ref.dependency_refs
@@ -395,12 +483,21 @@ def test_conditional_value(component, path):
         c.ref.dependency_refs = [d for d in c.ref.dependency_refs if d in gone]
     gone, found = layering.resolve_conditional_values(gone, catalog, cluster="c")
     assert get_path(gone[component].values, path) == cv.otherwise
-    assert ("CONDITIONAL-VALUE", "info", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
+    assert ("CONDITIONAL-VALUE", "info", component, path) in {
+        (f.id, f.severity, f.component, f.key) for f in found
+    }
     # ... unless a user override set it: kept, with a warning
     kept = {n: c for n, c in copy.deepcopy(comps).items() if n not in cv.providers}
-    kept, found = layering.resolve_conditional_values(kept, catalog, cluster="c", user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None)
+    kept, found = layering.resolve_conditional_values(
+        kept,
+        catalog,
+        cluster="c",
+        user_set=lambda c, p: "g.yaml" if (c, p) == (component, path) else None,
+    )
     assert get_path(kept[component].values, path) == cv.value
-    assert ("CONDITIONAL-VALUE", "warning", component, path) in {(f.id, f.severity, f.component, f.key) for f in found}
+    assert ("CONDITIONAL-VALUE", "warning", component, path) in {
+        (f.id, f.severity, f.component, f.key) for f in found
+    }
 
 
 def test_disabling_the_provider_by_override_restores_the_bundled_one(tmp_path):
@@ -411,7 +508,9 @@ def test_disabling_the_provider_by_override_restores_the_bundled_one(tmp_path):
     [cluster] = load_clusters(str(tmp_path / "gpucluster.yaml"), env={})
     plan = build_plan(cluster)
     assert plan.components["kube-prometheus-stack"].values["crds"]["enabled"] is True
-    assert ("CONDITIONAL-VALUE", "kube-prometheus-stack") in {(f.id, f.component) for f in plan.findings}
+    assert ("CONDITIONAL-VALUE", "kube-prometheus-stack") in {
+        (f.id, f.component) for f in plan.findings
+    }
 
 
 def test_version_skew_error_option_fails_synth(tmp_path):
@@ -433,4 +532,7 @@ def test_file_override_error_names_the_file_and_its_path(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         build_plans(load_clusters(str(path), env={}))
     [p] = [p for p in exc.value.problems if p.id == "GPU-ADVERTISER"]
-    assert p.file.endswith("recipes/h100-aks-ubuntu-training.recipe.yaml") and p.key == "componentRefs[1].overrides.devicePlugin.enabled"
+    assert (
+        p.file.endswith("recipes/h100-aks-ubuntu-training.recipe.yaml")
+        and p.key == "componentRefs[1].overrides.devicePlugin.enabled"
+    )

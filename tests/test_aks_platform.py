@@ -27,7 +27,12 @@ def spec(**kw) -> ClusterSpec:
 def test_platform_declaration():
     p = platforms()["aks"]
     assert p.provisions_cluster is True and p.provider_id_prefix == "azure://"
-    assert (p.accelerators, p.oses, p.intents, p.platforms) == (("h100",), ("ubuntu",), ("training", "inference"), ("any", "kubeflow", "dynamo"))
+    assert (p.accelerators, p.oses, p.intents, p.platforms) == (
+        ("h100",),
+        ("ubuntu",),
+        ("training", "inference"),
+        ("any", "kubeflow", "dynamo"),
+    )
     assert p.profiles == {"gpuStack": ("azure-managed", ("azure-managed", "operator-managed"))}
     assert p.min_kubernetes == "1.34"
 
@@ -58,7 +63,12 @@ def test_operator_managed_profile_sets_gpu_driver_none():
 def test_user_pools_get_taint_and_driver_but_keep_given_values():
     pools = [
         NodePool(name="sys", vm_size="Standard_D4s_v5", gpu=False),
-        NodePool(name="gpua", vm_size="Standard_ND96isr_H100_v5", node_count=4, taints=[Taint("nvidia.com/gpu", "true", "NoSchedule")]),
+        NodePool(
+            name="gpua",
+            vm_size="Standard_ND96isr_H100_v5",
+            node_count=4,
+            taints=[Taint("nvidia.com/gpu", "true", "NoSchedule")],
+        ),
         NodePool(name="gpub", vm_size="Standard_ND96isr_H100_v5", gpu_driver="Install"),
     ]
     c = prepare_cluster(spec(pools=pools))
@@ -81,16 +91,76 @@ def test_input_is_not_mutated():
 @pytest.mark.parametrize(
     "kw, key, message",
     [
-        ({"profile": {"gpuStack": "managed"}}, "profile.gpuStack", "unknown value 'managed' for profile gpuStack (allowed: azure-managed, operator-managed)"),
-        ({"profile": {"driver": "x"}}, "profile.driver", "unknown profile 'driver' for service aks (allowed: gpuStack)"),
-        ({"pools": [NodePool("System_1", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5")]}, "pools[0].name", "node pool name 'System_1' is not a valid AKS pool name"),
-        ({"pools": [NodePool("abcdefghijklm", "Standard_D8s_v5", gpu=False)]}, "pools[0].name", "is not a valid AKS pool name"),
-        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("sys", "Standard_ND96isr_H100_v5")]}, "pools[1].name", "node pool name 'sys' is used twice"),
-        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, node_count=0)]}, "pools[0].nodeCount", "node pool 'sys' has nodeCount 0 (allowed: 1..1000)"),
-        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5", node_count=1001)]}, "pools[1].nodeCount", "nodeCount 1001"),
-        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False), NodePool("gpu", "Standard_ND96isr_H100_v5", gpu_driver="Managed")]}, "pools[1].gpuDriver", "has gpuDriver 'Managed' (allowed: Install, None)"),
-        ({"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, gpu_driver="Install")]}, "pools[0].gpuDriver", "is not a GPU pool but sets gpuDriver"),
-        ({"pools": [NodePool("gpu", "Standard_ND96isr_H100_v5")]}, "pools", "every node pool is a GPU pool"),
+        (
+            {"profile": {"gpuStack": "managed"}},
+            "profile.gpuStack",
+            "unknown value 'managed' for profile gpuStack (allowed: azure-managed, operator-managed)",
+        ),
+        (
+            {"profile": {"driver": "x"}},
+            "profile.driver",
+            "unknown profile 'driver' for service aks (allowed: gpuStack)",
+        ),
+        (
+            {
+                "pools": [
+                    NodePool("System_1", "Standard_D8s_v5", gpu=False),
+                    NodePool("gpu", "Standard_ND96isr_H100_v5"),
+                ]
+            },
+            "pools[0].name",
+            "node pool name 'System_1' is not a valid AKS pool name",
+        ),
+        (
+            {"pools": [NodePool("abcdefghijklm", "Standard_D8s_v5", gpu=False)]},
+            "pools[0].name",
+            "is not a valid AKS pool name",
+        ),
+        (
+            {
+                "pools": [
+                    NodePool("sys", "Standard_D8s_v5", gpu=False),
+                    NodePool("sys", "Standard_ND96isr_H100_v5"),
+                ]
+            },
+            "pools[1].name",
+            "node pool name 'sys' is used twice",
+        ),
+        (
+            {"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, node_count=0)]},
+            "pools[0].nodeCount",
+            "node pool 'sys' has nodeCount 0 (allowed: 1..1000)",
+        ),
+        (
+            {
+                "pools": [
+                    NodePool("sys", "Standard_D8s_v5", gpu=False),
+                    NodePool("gpu", "Standard_ND96isr_H100_v5", node_count=1001),
+                ]
+            },
+            "pools[1].nodeCount",
+            "nodeCount 1001",
+        ),
+        (
+            {
+                "pools": [
+                    NodePool("sys", "Standard_D8s_v5", gpu=False),
+                    NodePool("gpu", "Standard_ND96isr_H100_v5", gpu_driver="Managed"),
+                ]
+            },
+            "pools[1].gpuDriver",
+            "has gpuDriver 'Managed' (allowed: Install, None)",
+        ),
+        (
+            {"pools": [NodePool("sys", "Standard_D8s_v5", gpu=False, gpu_driver="Install")]},
+            "pools[0].gpuDriver",
+            "is not a GPU pool but sets gpuDriver",
+        ),
+        (
+            {"pools": [NodePool("gpu", "Standard_ND96isr_H100_v5")]},
+            "pools",
+            "every node pool is a GPU pool",
+        ),
     ],
 )
 def test_validation_errors(kw, key, message):
@@ -109,4 +179,7 @@ def test_profile_check_is_the_core_one_driven_by_platform_profiles():
         prepare_cluster(spec(profile={"gpuStack": "managed"}))
     assert "fix: use one of the allowed values (default: azure-managed" in exc.value.render()
     # the hook itself accepts whatever the core let through
-    assert aks_platform.gpucluster_prepare_cluster(spec(profile={"gpuStack": "operator-managed"})) is not None
+    assert (
+        aks_platform.gpucluster_prepare_cluster(spec(profile={"gpuStack": "operator-managed"}))
+        is not None
+    )

@@ -13,7 +13,9 @@ PATH = re.compile(r"(?<![\w/.-])((?:plugins/)?gpucluster\w*/(?:[\w]+/)*[\w]+\.py
 
 
 def modules() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+    return sorted(
+        str(p.relative_to(ROOT)) for package in PACKAGES for p in (ROOT / package).rglob("*.py")
+    )
 
 
 def named_paths(text: str) -> set[str]:

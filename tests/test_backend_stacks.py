@@ -8,24 +8,35 @@ pipeline (catalog, gates, local charts).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path, PurePosixPath
 
 import pytest
-
 from _support import tree
-
-from gpucluster_cdk import stacks
-from gpucluster.inputs.backends import parse_backend
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import ExistingCluster
 from plan_factory import make_plan
 
-ACME = parse_backend({"type": "cloud", "organization": "acme", "workspacePrefix": "gpu-", "project": "GPU Platform"},
-                     file="t", cluster=None, key="backend")
-TFE = parse_backend({"type": "cloud", "organization": "edge-org", "workspacePrefix": "", "hostname": "tfe.example.com"},
-                    file="t", cluster=None, key="backend")
+from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.backends import parse_backend
+from gpucluster.model import ExistingCluster
+from gpucluster_cdk import stacks
+
+ACME = parse_backend(
+    {"type": "cloud", "organization": "acme", "workspacePrefix": "gpu-", "project": "GPU Platform"},
+    file="t",
+    cluster=None,
+    key="backend",
+)
+TFE = parse_backend(
+    {
+        "type": "cloud",
+        "organization": "edge-org",
+        "workspacePrefix": "",
+        "hostname": "tfe.example.com",
+    },
+    file="t",
+    cluster=None,
+    key="backend",
+)
 
 
 def load(outdir: Path, stack: str) -> dict:
@@ -43,7 +54,13 @@ def cloud_plans():
 @pytest.fixture(scope="module")
 def outdir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cloud") / "cdktf.out"
-    assert stacks.synth(cloud_plans(), out) == ["edge-runtime", "lab-cluster", "lab-runtime", "loc-cluster", "loc-runtime"]
+    assert stacks.synth(cloud_plans(), out) == [
+        "edge-runtime",
+        "lab-cluster",
+        "lab-runtime",
+        "loc-cluster",
+        "loc-runtime",
+    ]
     return out
 
 
@@ -62,7 +79,10 @@ def test_each_stack_has_a_cloud_block_with_its_own_workspace(outdir):
     }
     for stack in ("loc-cluster", "loc-runtime"):  # a local cluster in the same app is unchanged
         terraform = load(outdir, stack)["terraform"]
-        assert terraform["backend"] == {"local": {"path": f"../../../terraform.{stack}.tfstate"}} and "cloud" not in terraform
+        assert (
+            terraform["backend"] == {"local": {"path": f"../../../terraform.{stack}.tfstate"}}
+            and "cloud" not in terraform
+        )
 
 
 def test_no_token_in_the_output(outdir):
@@ -75,28 +95,41 @@ def test_runtime_reads_cluster_outputs_from_the_cluster_workspace(outdir):
     assert runtime["data"]["terraform_remote_state"] == {
         "cross-stack-reference-input-lab-cluster": {
             "backend": "remote",
-            "config": {"hostname": "app.terraform.io", "organization": "acme", "workspaces": {"name": "gpu-lab-cluster"}},
+            "config": {
+                "hostname": "app.terraform.io",
+                "organization": "acme",
+                "workspaces": {"name": "gpu-lab-cluster"},
+            },
         }
     }
     (provider,) = runtime["provider"]["helm"]
     source = "data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs.cross-stack-output-"
     assert provider["kubernetes"]["host"].startswith("${" + source)
     assert provider["kubernetes"]["cluster_ca_certificate"].startswith("${base64decode(" + source)
-    assert provider["kubernetes"]["exec"]["command"] == "kubelogin"  # Entra ID: no credential in the workspace outputs
+    assert (
+        provider["kubernetes"]["exec"]["command"] == "kubelogin"
+    )  # Entra ID: no credential in the workspace outputs
     assert not {"client_certificate", "client_key", "token"} & set(provider["kubernetes"])
     outputs = load(outdir, "lab-cluster")["output"]
-    referenced = {provider["kubernetes"][k].split(".outputs.", 1)[1].rstrip("})") for k in ("host", "cluster_ca_certificate")}
+    referenced = {
+        provider["kubernetes"][k].split(".outputs.", 1)[1].rstrip("})")
+        for k in ("host", "cluster_ca_certificate")
+    }
     assert len(referenced) == 2 and referenced <= set(outputs)
     manifest = json.loads((outdir / "manifest.json").read_text())
     assert manifest["stacks"]["lab-runtime"]["dependencies"] == ["lab-cluster"]
-    assert "data" not in load(outdir, "edge-runtime")  # existing cluster: kubeconfig variables, no remote state
+    assert "data" not in load(
+        outdir, "edge-runtime"
+    )  # existing cluster: kubeconfig variables, no remote state
 
 
 def assert_charts_travel_with_the_stack(outdir: Path, stack: str) -> int:
     """Every local chart path is relative and resolves inside a copy of the stack folder alone."""
     upload = outdir.parent / "upload" / stack
     shutil.rmtree(upload, ignore_errors=True)
-    shutil.copytree(outdir / "stacks" / stack, upload)  # what a remote run gets: the stack folder only
+    shutil.copytree(
+        outdir / "stacks" / stack, upload
+    )  # what a remote run gets: the stack folder only
     releases = json.loads((upload / "cdk.tf.json").read_text())["resource"]["helm_release"]
     local = 0
     for name, release in releases.items():
@@ -106,7 +139,10 @@ def assert_charts_travel_with_the_stack(outdir: Path, stack: str) -> int:
         chart = PurePosixPath(release["chart"])
         assert not chart.is_absolute() and ".." not in chart.parts, (name, release["chart"])
         folder = (upload / chart).resolve()
-        assert folder.is_relative_to(upload.resolve()) and (folder / "Chart.yaml").is_file(), (name, release["chart"])
+        assert folder.is_relative_to(upload.resolve()) and (folder / "Chart.yaml").is_file(), (
+            name,
+            release["chart"],
+        )
         local += 1
     text = (upload / "cdk.tf.json").read_text()
     assert str(outdir) not in text and str(outdir.parent) not in text
@@ -114,7 +150,9 @@ def assert_charts_travel_with_the_stack(outdir: Path, stack: str) -> int:
 
 
 def test_local_charts_travel_inside_the_stack_folder(outdir):
-    assert assert_charts_travel_with_the_stack(outdir, "lab-runtime") == 2  # manifests + gate of the factory plan
+    assert (
+        assert_charts_travel_with_the_stack(outdir, "lab-runtime") == 2
+    )  # manifests + gate of the factory plan
     assert assert_charts_travel_with_the_stack(outdir, "edge-runtime") == 2
 
 
@@ -133,7 +171,10 @@ def test_cloud_backend_without_terraform_cli_is_an_input_error(tmp_path, monkeyp
     with pytest.raises(GpuclusterError) as info:
         stacks.synth(cloud_plans()[:1], out)
     text = info.value.render()
-    assert "file=tests/plan_factory.py cluster=lab key=backend.type: backend type 'cloud' needs the Terraform CLI" in text
+    assert (
+        "file=tests/plan_factory.py cluster=lab key=backend.type: backend type 'cloud' needs the Terraform CLI"
+        in text
+    )
     assert "'terraform' is not on PATH" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]  # nothing written, staging removed
 
@@ -166,17 +207,34 @@ def test_main_with_a_cloud_cluster_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CDKTF_OUTDIR", str(out))
     monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
     assert main.main([]) == 0, capsys.readouterr().err
-    assert sorted(p.name for p in (out / "stacks").iterdir()) == ["attached-runtime", "gpu-training-cluster", "gpu-training-runtime"]
+    assert sorted(p.name for p in (out / "stacks").iterdir()) == [
+        "attached-runtime",
+        "gpu-training-cluster",
+        "gpu-training-runtime",
+    ]
     for stack in ("gpu-training-cluster", "gpu-training-runtime"):
         assert load(out, stack)["terraform"]["cloud"] == {
-            "hostname": "app.terraform.io", "organization": "acme", "workspaces": {"name": f"gpu-{stack}"}}
+            "hostname": "app.terraform.io",
+            "organization": "acme",
+            "workspaces": {"name": f"gpu-{stack}"},
+        }
     runtime = load(out, "gpu-training-runtime")
-    assert runtime["data"]["terraform_remote_state"]["cross-stack-reference-input-gpu-training-cluster"] == {
+    assert runtime["data"]["terraform_remote_state"][
+        "cross-stack-reference-input-gpu-training-cluster"
+    ] == {
         "backend": "remote",
-        "config": {"hostname": "app.terraform.io", "organization": "acme", "workspaces": {"name": "gpu-gpu-training-cluster"}},
+        "config": {
+            "hostname": "app.terraform.io",
+            "organization": "acme",
+            "workspaces": {"name": "gpu-gpu-training-cluster"},
+        },
     }
-    assert load(out, "attached-runtime")["terraform"]["backend"] == {"local": {"path": "../../../terraform.attached-runtime.tfstate"}}
-    gates = [n for n, r in runtime["resource"]["helm_release"].items() if r["wait_for_jobs"] is True]
+    assert load(out, "attached-runtime")["terraform"]["backend"] == {
+        "local": {"path": "../../../terraform.attached-runtime.tfstate"}
+    }
+    gates = [
+        n for n, r in runtime["resource"]["helm_release"].items() if r["wait_for_jobs"] is True
+    ]
     assert gates  # readiness gates are ordinary releases: they block a remote apply the same way
     assert assert_charts_travel_with_the_stack(out, "gpu-training-runtime") >= len(gates)
     assert assert_charts_travel_with_the_stack(out, "attached-runtime") >= 1

@@ -6,7 +6,6 @@ line), and never in another exception type.
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
@@ -16,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import load_clusters
 from gpucluster.pipeline import build_plans
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +25,12 @@ CRITERIA = "criteria: {service: aks, accelerator: h100, os: ubuntu, intent: trai
 
 def cluster_file(tmp_path: Path, body: str, *, name: str = "gpucluster.yaml") -> Path:
     f = tmp_path / name
-    f.write_text("clusters:\n  - name: c1\n    " + CRITERIA + "\n" + textwrap.indent(textwrap.dedent(body), "    "))
+    f.write_text(
+        "clusters:\n  - name: c1\n    "
+        + CRITERIA
+        + "\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+    )
     return f
 
 
@@ -80,15 +84,39 @@ def test_duplicate_keys_in_cluster_file(tmp_path):
 @pytest.mark.parametrize(
     "body,needles",
     [
-        ("overrides: [gpuoperator:driver.enabled=true]\n", ["overrides must be a mapping, not a list", "key=clusters[0].overrides"]),
-        ("overrides:\n  sets: []\n", ["unknown overrides key 'sets'", "key=clusters[0].overrides.sets"]),
+        (
+            "overrides: [gpuoperator:driver.enabled=true]\n",
+            ["overrides must be a mapping, not a list", "key=clusters[0].overrides"],
+        ),
+        (
+            "overrides:\n  sets: []\n",
+            ["unknown overrides key 'sets'", "key=clusters[0].overrides.sets"],
+        ),
         ("overrides:\n  set: gpuoperator:x=1\n", ["overrides.set must be a list of strings"]),
-        ("overrides:\n  set:\n    - gpuoperator: x\n", ["a set entry must be a string, not a dict", "key=clusters[0].overrides.set[0]"]),
-        ("overrides:\n  set: [gpuoperator:driver/enabled=true]\n", ["path segment 'driver/enabled'", "key=clusters[0].overrides.set[0]"]),
-        ("scheduling:\n  accelerated:\n    tolerations: nvidia.com/gpu:NoSchedule\n", ["tolerations must be a list", "key=clusters[0].scheduling.accelerated.tolerations"]),
-        ("scheduling:\n  accelerated:\n    tolerations: [nvidia.com/gpu]\n", ["has no ':Effect'", "key=clusters[0].scheduling.accelerated.tolerations[0]"]),
-        ("scheduling:\n  system:\n    nodeSelector: {pool: 1}\n", ["label values are strings", "key=clusters[0].scheduling.system.nodeSelector.pool"]),
-        ("overrides:\n  variables: {'gpuoperator:driver.version': 'count'}\n", ["reserved by Terraform"]),
+        (
+            "overrides:\n  set:\n    - gpuoperator: x\n",
+            ["a set entry must be a string, not a dict", "key=clusters[0].overrides.set[0]"],
+        ),
+        (
+            "overrides:\n  set: [gpuoperator:driver/enabled=true]\n",
+            ["path segment 'driver/enabled'", "key=clusters[0].overrides.set[0]"],
+        ),
+        (
+            "scheduling:\n  accelerated:\n    tolerations: nvidia.com/gpu:NoSchedule\n",
+            ["tolerations must be a list", "key=clusters[0].scheduling.accelerated.tolerations"],
+        ),
+        (
+            "scheduling:\n  accelerated:\n    tolerations: [nvidia.com/gpu]\n",
+            ["has no ':Effect'", "key=clusters[0].scheduling.accelerated.tolerations[0]"],
+        ),
+        (
+            "scheduling:\n  system:\n    nodeSelector: {pool: 1}\n",
+            ["label values are strings", "key=clusters[0].scheduling.system.nodeSelector.pool"],
+        ),
+        (
+            "overrides:\n  variables: {'gpuoperator:driver.version': 'count'}\n",
+            ["reserved by Terraform"],
+        ),
     ],
 )
 def test_wrong_types_and_shapes(tmp_path, body, needles):
@@ -151,7 +179,9 @@ def values_ref(tmp_path: Path, content: bytes | str, *, ref: str = "values/gpu.y
         target.write_text(content)
     else:
         target.write_bytes(content)
-    return cluster_file(tmp_path, f"overrides:\n  values:\n    - {{component: gpuoperator, file: {ref}}}\n")
+    return cluster_file(
+        tmp_path, f"overrides:\n  values:\n    - {{component: gpuoperator, file: {ref}}}\n"
+    )
 
 
 def test_values_file_is_applied(tmp_path):
@@ -185,7 +215,9 @@ def test_huge_values_file(tmp_path):
 
 
 def test_missing_values_file(tmp_path):
-    f = cluster_file(tmp_path, "overrides:\n  values:\n    - {component: gpuoperator, file: nope.yaml}\n")
+    f = cluster_file(
+        tmp_path, "overrides:\n  values:\n    - {component: gpuoperator, file: nope.yaml}\n"
+    )
     assert "file not found" in fails(f)
 
 
@@ -193,14 +225,21 @@ def test_values_file_escaping_project_folder(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (tmp_path / "up.yaml").write_text("a: 1\n")
-    f = cluster_file(project, "overrides:\n  values:\n    - {component: gpuoperator, file: ../up.yaml}\n")
+    f = cluster_file(
+        project, "overrides:\n  values:\n    - {component: gpuoperator, file: ../up.yaml}\n"
+    )
     text = fails(f)
-    assert "resolves outside the project folder" in text and "key=clusters[0].overrides.values[0].file" in text
+    assert (
+        "resolves outside the project folder" in text
+        and "key=clusters[0].overrides.values[0].file" in text
+    )
 
 
 def test_values_file_that_is_a_directory(tmp_path):
     (tmp_path / "values").mkdir()
-    f = cluster_file(tmp_path, "overrides:\n  values:\n    - {component: gpuoperator, file: values}\n")
+    f = cluster_file(
+        tmp_path, "overrides:\n  values:\n    - {component: gpuoperator, file: values}\n"
+    )
     assert "is not a regular file" in fails(f)
 
 
@@ -209,10 +248,9 @@ def test_values_file_that_is_a_directory(tmp_path):
 
 def recipe_doc(tmp_path) -> dict:
     """A RecipeResult written by gpucluster for the default AKS training cluster."""
-    from gpucluster.recipes import recipe as recipe_mod
+    from gpucluster.pipeline import prepare_cluster, recipe_for_cluster
     from gpucluster.recipes import recipe_result_writer
     from gpucluster.recipes.catalog import load_catalog
-    from gpucluster.pipeline import prepare_cluster, recipe_for_cluster
 
     f = cluster_file(tmp_path, "", name="seed.yaml")
     cluster = prepare_cluster(load_clusters(str(f))[0])
@@ -269,11 +307,19 @@ def test_stale_pre_flip_recipe_result_rejected(tmp_path):
         if ref["name"] == "gpu-operator":
             ref["overrides"] = {}
     text = fails(recipe_cluster(tmp_path, yaml.safe_dump(doc)))
-    assert "recipe.yaml" in text and "component=nvidia-dra-driver-gpu" in text and "nvidiaDriverRoot" in text
+    assert (
+        "recipe.yaml" in text
+        and "component=nvidia-dra-driver-gpu" in text
+        and "nvidiaDriverRoot" in text
+    )
 
 
 def test_stale_driver_root_override_rejected_naming_the_profile(tmp_path):
-    text = fails(cluster_file(tmp_path, "overrides:\n  set: [dradriver:nvidiaDriverRoot=/run/nvidia/driver]\n"))
+    text = fails(
+        cluster_file(
+            tmp_path, "overrides:\n  set: [dradriver:nvidiaDriverRoot=/run/nvidia/driver]\n"
+        )
+    )
     # the user's override flips a profile-owned key: PROFILE-OWNED names the profile value that sets it,
     # and the stale-recipe diagnosis of the same key (which would contradict it) is not repeated
     assert "error[PROFILE-OWNED]" in text and "key=nvidiaDriverRoot" in text
@@ -295,14 +341,23 @@ def test_recipe_result_dual_advertiser_rejected(tmp_path):
 
 
 def run(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", **env_extra)
+    env = dict(
+        os.environ,
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+        CHECKPOINT_DISABLE="1",
+        **env_extra,
+    )
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_main_exits_2_without_traceback_and_writes_nothing(tmp_path):
     f = cluster_file(tmp_path, "overrides:\n  set: [gpuoperator:devicePlugin.enabled=false]\n")
     out = tmp_path / "out"
-    proc = run([sys.executable, str(REPO / "main.py")], tmp_path, {"GPUCLUSTER_CONFIG": str(f), "CDKTF_OUTDIR": str(out)})
+    proc = run(
+        [sys.executable, str(REPO / "main.py")],
+        tmp_path,
+        {"GPUCLUSTER_CONFIG": str(f), "CDKTF_OUTDIR": str(out)},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "error[GPU-ADVERTISER]" in proc.stderr and "cluster=c1" in proc.stderr
@@ -311,12 +366,18 @@ def test_main_exits_2_without_traceback_and_writes_nothing(tmp_path):
 
 def test_main_bad_values_file_exits_2(tmp_path):
     f = values_ref(tmp_path, b"\xff\xfe")
-    proc = run([sys.executable, str(REPO / "main.py")], tmp_path, {"GPUCLUSTER_CONFIG": str(f), "CDKTF_OUTDIR": str(tmp_path / "out")})
+    proc = run(
+        [sys.executable, str(REPO / "main.py")],
+        tmp_path,
+        {"GPUCLUSTER_CONFIG": str(f), "CDKTF_OUTDIR": str(tmp_path / "out")},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "is not UTF-8" in proc.stderr
 
 
 def test_cli_plan_exits_2_without_traceback(tmp_path):
-    f = cluster_file(tmp_path, "scheduling:\n  accelerated:\n    tolerations: [{operator: Exists}]\n")
+    f = cluster_file(
+        tmp_path, "scheduling:\n  accelerated:\n    tolerations: [{operator: Exists}]\n"
+    )
     proc = run([sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(f)], tmp_path, {})
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "error[AKS-WILDCARD-TOLERATION]" in proc.stderr

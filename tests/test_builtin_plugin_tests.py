@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-FILES = sorted(p for pattern in ("test_aks_*.py", "test_nvke_*.py", "test_oke_*.py") for p in TESTS.glob(pattern))
-SDK = {"gpucluster.sdk", "gpucluster.sdk.testing", "gpucluster.sdk.hookspecs", "gpucluster.sdk.gates"}
+FILES = sorted(
+    p
+    for pattern in ("test_aks_*.py", "test_nvke_*.py", "test_oke_*.py")
+    for p in TESTS.glob(pattern)
+)
+SDK = {
+    "gpucluster.sdk",
+    "gpucluster.sdk.testing",
+    "gpucluster.sdk.hookspecs",
+    "gpucluster.sdk.gates",
+}
 
 
 def core_imports(source: str) -> list[tuple[int, str]]:
@@ -22,7 +31,11 @@ def core_imports(source: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "gpucluster" else [])
+            modules = [node.module] + (
+                [f"{node.module}.{a.name}" for a in node.names]
+                if node.module == "gpucluster"
+                else []
+            )
         else:
             continue
         for module in modules:
@@ -46,8 +59,14 @@ def test_a_plugin_test_imports_only_the_sdk_and_the_kit(path):
 
 
 def test_the_scan_sees_core_imports():
-    source = ("from gpucluster.pipeline import prepare_cluster\nfrom gpucluster import recipe_result\nimport gpucluster.cli\n"
-              "from gpucluster_cdk.stacks.runtime import x\nfrom gpucluster.sdk import hookimpl\n"
-              "from gpucluster.sdk.testing import registered\nfrom gpucluster_cdk.constructs_lib import AksGpuCluster\n")
-    assert core_imports(source) == [(1, "gpucluster.pipeline"), (2, "gpucluster.recipe_result"), (3, "gpucluster.cli"),
-                                    (4, "gpucluster_cdk.stacks.runtime")]
+    source = (
+        "from gpucluster.pipeline import prepare_cluster\nfrom gpucluster import recipe_result\nimport gpucluster.cli\n"
+        "from gpucluster_cdk.stacks.runtime import x\nfrom gpucluster.sdk import hookimpl\n"
+        "from gpucluster.sdk.testing import registered\nfrom gpucluster_cdk.constructs_lib import AksGpuCluster\n"
+    )
+    assert core_imports(source) == [
+        (1, "gpucluster.pipeline"),
+        (2, "gpucluster.recipe_result"),
+        (3, "gpucluster.cli"),
+        (4, "gpucluster_cdk.stacks.runtime"),
+    ]

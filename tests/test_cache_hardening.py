@@ -9,7 +9,6 @@ and a FIFO named Chart.yaml is no chart, not a hang."""
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import subprocess
 import sys
@@ -28,8 +27,14 @@ def plant(folder: Path, kind: str, key: str, payload: bytes) -> Path:
     (folder / kind).mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.chmod(0o700)
     entry = folder / kind / key
-    entry.write_bytes(b"gpucluster-cache 1\n" + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode()
-                      + b"\n" + payload)
+    entry.write_bytes(
+        b"gpucluster-cache 1\n"
+        + key.encode()
+        + b"\n"
+        + hashlib.sha256(payload).hexdigest().encode()
+        + b"\n"
+        + payload
+    )
     entry.chmod(0o600)
     return entry
 
@@ -38,16 +43,45 @@ def test_a_fifo_as_an_entry_is_a_miss_without_blocking(tmp_path):
     (tmp_path / "c" / "k").mkdir(parents=True, mode=0o700)
     (tmp_path / "c").chmod(0o700)
     os.mkfifo(tmp_path / "c" / "k" / "key")
-    code = ("import sys; from gpucluster import diskcache; "
-            "print(diskcache.get('k', 'key', env={'GPUCLUSTER_CACHE_DIR': sys.argv[1]}))")
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], capture_output=True, text=True, timeout=60,
-                            cwd=ROOT)
+    code = (
+        "import sys; from gpucluster import diskcache; "
+        "print(diskcache.get('k', 'key', env={'GPUCLUSTER_CACHE_DIR': sys.argv[1]}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert result.returncode == 0 and result.stdout == "None\n", result.stderr
 
 
-@pytest.mark.parametrize("payload", [b"[\xff\xff\xff\x7f", b"u\xff\xff\xff\x7f", b"l\xff\xff\xff\x7f",
-                                     b"{u\xff\xff\xff\x7f", b"[\x02\x00\x00\x00N", b"N N", b"c", b"", b"\xdb"],
-                         ids=["list-2G", "str-2G", "long-2G", "dict-key-2G", "short-list", "trailing", "code", "empty", "ref"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[\xff\xff\xff\x7f",
+        b"u\xff\xff\xff\x7f",
+        b"l\xff\xff\xff\x7f",
+        b"{u\xff\xff\xff\x7f",
+        b"[\x02\x00\x00\x00N",
+        b"N N",
+        b"c",
+        b"",
+        b"\xdb",
+    ],
+    ids=[
+        "list-2G",
+        "str-2G",
+        "long-2G",
+        "dict-key-2G",
+        "short-list",
+        "trailing",
+        "code",
+        "empty",
+        "ref",
+    ],
+)
 def test_a_crafted_entry_is_a_miss_without_decoding_it(tmp_path, monkeypatch, payload):
     env = {"GPUCLUSTER_CACHE_DIR": str(tmp_path / "c")}
     plant(tmp_path / "c", "yaml-strict", "k", payload)
@@ -58,8 +92,22 @@ def test_a_crafted_entry_is_a_miss_without_decoding_it(tmp_path, monkeypatch, pa
     assert decoded == []  # refused before marshal.loads could allocate what the header claims
 
 
-@pytest.mark.parametrize("value", [None, 0, -(2**70), 1.5, "é", [], {}, [1, [2, {"a": [None, True]}]],
-                                   {"k": {"j": ["x"]}, "": ""}, list(range(300)), {str(i): [i] for i in range(40)}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        0,
+        -(2**70),
+        1.5,
+        "é",
+        [],
+        {},
+        [1, [2, {"a": [None, True]}]],
+        {"k": {"j": ["x"]}, "": ""},
+        list(range(300)),
+        {str(i): [i] for i in range(40)},
+    ],
+)
 def test_plain_data_round_trips_through_the_bounded_decode(tmp_path, value):
     env = {"GPUCLUSTER_CACHE_DIR": str(tmp_path / "c")}
     assert diskcache.put_plain("yaml-strict", "k", value, env=env)
@@ -77,9 +125,18 @@ def test_a_crafted_entry_does_not_fail_a_plan(tmp_path):
     for kind in os.listdir(tmp_path / "c"):
         for key in os.listdir(tmp_path / "c" / kind):
             plant(tmp_path / "c", kind, key, b"[\xff\xff\xff\x7f")
-    code = "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)); " \
-           "import sys; from gpucluster.cli import main; sys.exit(main(['plan']))"
-    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)); "
+        "import sys; from gpucluster.cli import main; sys.exit(main(['plan']))"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
 
 
@@ -114,8 +171,12 @@ def test_the_users_own_chart_cache_is_used(tmp_path):
 @pytest.mark.parametrize("where", ["root", "middle", "chart", "file"])
 def test_a_chart_cache_others_can_write_is_a_miss(tmp_path, where):
     chart = cached_chart(tmp_path / "cache")
-    target = {"root": tmp_path / "cache", "middle": chart.parent.parent, "chart": chart,
-              "file": chart / "templates" / "cm.yaml"}[where]
+    target = {
+        "root": tmp_path / "cache",
+        "middle": chart.parent.parent,
+        "chart": chart,
+        "file": chart / "templates" / "cm.yaml",
+    }[where]
     target.chmod(target.stat().st_mode | 0o022)
     assert locate(tmp_path / "cache").chart is None
 
@@ -134,23 +195,36 @@ def test_a_fifo_named_chart_yaml_is_no_chart_and_does_not_block(tmp_path):
     assert read_chart_dir(tmp_path / "c") is None
 
 
-def test_a_relative_cache_folder_disables_the_cache_and_writes_nothing_into_the_project(tmp_path, monkeypatch):
+def test_a_relative_cache_folder_disables_the_cache_and_writes_nothing_into_the_project(
+    tmp_path, monkeypatch
+):
     """GPUCLUSTER_CACHE_DIR=relcache wrote parsed cluster and values files (secrets included) into
     the working folder; a relative XDG_CACHE_HOME is ignored (XDG Base Directory Specification)."""
     assert diskcache.cache_dir({diskcache.CACHE_DIR_ENV: "relcache"}) is None
-    assert diskcache.cache_dir({diskcache.CACHE_DIR_ENV: "./c", "XDG_CACHE_HOME": str(tmp_path)}) is None
+    assert (
+        diskcache.cache_dir({diskcache.CACHE_DIR_ENV: "./c", "XDG_CACHE_HOME": str(tmp_path)})
+        is None
+    )
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     assert diskcache.cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster"
     from gpucluster.charts.chartcache import default_cache_dir
+
     assert default_cache_dir({"XDG_CACHE_HOME": "rel"}) == home / ".cache" / "gpucluster" / "charts"
     project = tmp_path / "proj"
     project.mkdir()
     (project / "gpucluster.yaml").write_text(
-        "clusters:\n  - name: r\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n")
+        "clusters:\n  - name: r\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+    )
     env = {**os.environ, "GPUCLUSTER_CACHE_DIR": "relcache"}
     env.pop("GPUCLUSTER_CONFIG", None)
-    result = subprocess.run([sys.executable, "-m", "gpucluster.cli", "plan"], capture_output=True, text=True, env=env,
-                            cwd=project, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpucluster.cli", "plan"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in project.iterdir()) == ["gpucluster.yaml"]

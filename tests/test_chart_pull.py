@@ -35,9 +35,10 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.charts import chartcache, pull as charts
-from gpucluster.inputs import config
+from gpucluster.charts import chartcache
+from gpucluster.charts import pull as charts
 from gpucluster.cli import main
+from gpucluster.inputs import config
 from gpucluster.inputs.config import EMBEDDED_DEFAULT
 from gpucluster.verify.render import ChartSources
 
@@ -57,7 +58,10 @@ def cli(argv: list[str], monkeypatch) -> tuple[int, str, str]:
 def default_pins() -> list[tuple[str, str, str]]:
     """``(upstream repository, chart, version)`` of every chart release of the default stack."""
     (cluster,) = config.load_clusters(str(EMBEDDED_DEFAULT), env={})
-    return [(p.repository, p.chart, p.version) for p in charts.pinned_charts([pipeline.build_plan(cluster)])]
+    return [
+        (p.repository, p.chart, p.version)
+        for p in charts.pinned_charts([pipeline.build_plan(cluster)])
+    ]
 
 
 def package(source: Path, work: Path, dest: Path, *, name: str, version: str) -> Path:
@@ -104,12 +108,18 @@ def chart_repo(reference_charts, tmp_path_factory):
             continue
         try:
             package(found.chart.path, work, repo, name=chart, version=version)
-        except helm_python.HelmChartInvalidError:  # a dependency missing from its charts/ folder: Helm packages no such chart
+        except (
+            helm_python.HelmChartInvalidError
+        ):  # a dependency missing from its charts/ folder: Helm packages no such chart
             continue
         served.append(chart)
-    helm_python.repo_index_generate(str(repo))  # relative archive URLs: the repository works at any address
+    helm_python.repo_index_generate(
+        str(repo)
+    )  # relative archive URLs: the repository works at any address
     handler = type("Files", (QuietFiles,), {"served": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root / "site")))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(root / "site"))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/mirror", served, handler
     server.shutdown()
@@ -145,21 +155,33 @@ def test_charts_pull_fetches_every_pin_through_the_mirror(pulled, chart_repo):
     config_file, cache, (code, out, err) = pulled
     assert code == 2  # charts the repository does not hold cannot be had
     lines = out.strip().splitlines()
-    assert sorted(line.split()[1] for line in lines[:-1] if line.startswith("pulled ")) == sorted(served)
+    assert sorted(line.split()[1] for line in lines[:-1] if line.startswith("pulled ")) == sorted(
+        served
+    )
     assert all(line.endswith(f" from {url}") for line in lines[:-1]), out
     n = len(served) + len(UNSERVED)
-    assert lines[-1] == f"{n} chart(s): {len(served)} pulled, 0 already cached, {len(UNSERVED)} unavailable; cache {cache}"
+    assert (
+        lines[-1]
+        == f"{n} chart(s): {len(served)} pulled, 0 already cached, {len(UNSERVED)} unavailable; cache {cache}"
+    )
     errors = err.strip().splitlines()
     assert sorted(e.split(" component=")[1].split(" ")[0] for e in errors) == sorted(UNSERVED)
     nvsentinel = next(e for e in errors if "component=nvsentinel " in e)
-    assert nvsentinel.startswith("error[charts.unavailable] cluster=gpu-training component=nvsentinel release=nvsentinel: "
-                                 f"chart nvsentinel v1.25.0 from {url} cannot be pulled: ")
+    assert nvsentinel.startswith(
+        "error[charts.unavailable] cluster=gpu-training component=nvsentinel release=nvsentinel: "
+        f"chart nvsentinel v1.25.0 from {url} cannot be pulled: "
+    )
     assert "not found" in nvsentinel and "charts.mirror" in nvsentinel and "--charts" in nvsentinel
     pins = [(chart, version) for _, chart, version in default_pins() if chart in served]
-    assert sorted(handler.served) == sorted(f"/mirror/{chart}-{version}.tgz" for chart, version in pins)  # each once
+    assert sorted(handler.served) == sorted(
+        f"/mirror/{chart}-{version}.tgz" for chart, version in pins
+    )  # each once
     for chart, version in pins:
         folder = chartcache.lookup(cache, url, chart, version)
-        assert folder is not None and str(yaml.safe_load((folder / "Chart.yaml").read_text())["version"]) == version
+        assert (
+            folder is not None
+            and str(yaml.safe_load((folder / "Chart.yaml").read_text())["version"]) == version
+        )
 
 
 def test_cache_entries_are_private(pulled):
@@ -168,7 +190,7 @@ def test_cache_entries_are_private(pulled):
     assert len(entries) > 100
     for path in [cache, *entries]:
         mode = stat.S_IMODE(path.lstat().st_mode)
-        assert (mode == 0o700 if path.is_dir() else mode == 0o600), (path, oct(mode))
+        assert mode == 0o700 if path.is_dir() else mode == 0o600, (path, oct(mode))
     assert not [p for p in entries if p.name.startswith(".pull-") or p.suffix == ".tgz"]
 
 
@@ -176,41 +198,99 @@ def test_a_second_pull_uses_the_cache(pulled, chart_repo, monkeypatch):
     config_file, cache, _ = pulled
     _, served, handler = chart_repo
     before = len(handler.served)
-    code, out, err = cli(["charts", "pull", "--config", str(config_file), "--cache", str(cache)], monkeypatch)
+    code, out, err = cli(
+        ["charts", "pull", "--config", str(config_file), "--cache", str(cache)], monkeypatch
+    )
     assert code == 2 and len(handler.served) == before  # no archive downloaded again
-    assert out.strip().splitlines()[-1].startswith(
-        f"{len(served) + len(UNSERVED)} chart(s): 0 pulled, {len(served)} already cached, {len(UNSERVED)} unavailable")
+    assert (
+        out.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"{len(served) + len(UNSERVED)} chart(s): 0 pulled, {len(served)} already cached, {len(UNSERVED)} unavailable"
+        )
+    )
 
 
-def test_lint_and_render_run_from_the_cache_without_allow_missing(pulled, shared_dir, tmp_path, monkeypatch):
+def test_lint_and_render_run_from_the_cache_without_allow_missing(
+    pulled, shared_dir, tmp_path, monkeypatch
+):
     config_file, cache, _ = pulled
     common = ["--config", str(config_file), "--cache", str(cache)]
-    code, out, err = cli(["lint", *common, "--crds", str(shared_dir / "reference" / "crds")], monkeypatch)
+    code, out, err = cli(
+        ["lint", *common, "--crds", str(shared_dir / "reference" / "crds")], monkeypatch
+    )
     assert code == 0, err
     assert not [line for line in err.splitlines() if line.startswith("error[")], err
     unavailable = [line for line in err.splitlines() if "[render.chart-unavailable]" in line]
-    assert sorted(line.split(" component=")[1].split(" ")[0] for line in unavailable) == sorted(UNSERVED)
-    assert all(line.startswith("warning[render.chart-unavailable] cluster=gpu-training ") for line in unavailable)
+    assert sorted(line.split(" component=")[1].split(" ")[0] for line in unavailable) == sorted(
+        UNSERVED
+    )
+    assert all(
+        line.startswith("warning[render.chart-unavailable] cluster=gpu-training ")
+        for line in unavailable
+    )
     assert all("gpucluster charts pull" in line for line in unavailable)
     assert "render.chart-nearest" not in err  # every other chart is the pinned one, from the cache
-    assert out.strip().splitlines()[-1] == ("not checked (chart unavailable): gpu-training/kube-prometheus-stack; "
-                                            "gpu-training/nvsentinel"), out
+    assert out.strip().splitlines()[-1] == (
+        "not checked (chart unavailable): gpu-training/kube-prometheus-stack; "
+        "gpu-training/nvsentinel"
+    ), out
     code, out, err = cli(["render", *common, "--out", str(tmp_path / "out")], monkeypatch)
     assert code == 0, err
     rendered = {p.name for p in (tmp_path / "out" / "gpu-training").iterdir()}
-    assert {"gpu-operator", "network-operator", "cert-manager", "kai-scheduler", "prometheus-adapter"} <= rendered
-    assert (tmp_path / "out" / "gpu-training" / "gpu-operator" / "gpu-operator" / "templates" / "clusterpolicy.yaml").is_file()
+    assert {
+        "gpu-operator",
+        "network-operator",
+        "cert-manager",
+        "kai-scheduler",
+        "prometheus-adapter",
+    } <= rendered
+    assert (
+        tmp_path
+        / "out"
+        / "gpu-training"
+        / "gpu-operator"
+        / "gpu-operator"
+        / "templates"
+        / "clusterpolicy.yaml"
+    ).is_file()
     code, _, err = cli(["lint", *common, "--require-charts"], monkeypatch)
-    assert code == 2 and "error[render.chart-unavailable] cluster=gpu-training component=nvsentinel" in err
+    assert (
+        code == 2
+        and "error[render.chart-unavailable] cluster=gpu-training component=nvsentinel" in err
+    )
 
 
-def test_a_chart_missing_from_the_cache_is_reported_with_how_to_get_it(pulled, tmp_path, monkeypatch):
+def test_a_chart_missing_from_the_cache_is_reported_with_how_to_get_it(
+    pulled, tmp_path, monkeypatch
+):
     config_file, _, _ = pulled
-    code, out, err = cli(["render", "--config", str(config_file), "--cache", str(tmp_path / "empty"), "--out",
-                          str(tmp_path / "out"), "--cluster", "gpu-training"], monkeypatch)
+    code, out, err = cli(
+        [
+            "render",
+            "--config",
+            str(config_file),
+            "--cache",
+            str(tmp_path / "empty"),
+            "--out",
+            str(tmp_path / "out"),
+            "--cluster",
+            "gpu-training",
+        ],
+        monkeypatch,
+    )
     assert code == 0
-    line = next(line for line in err.splitlines() if "component=cert-manager" in line and "chart-unavailable" in line)
-    assert "not checked" in line and "fix: run `gpucluster charts pull`" in line and "charts.mirror" in line and "--charts" in line
+    line = next(
+        line
+        for line in err.splitlines()
+        if "component=cert-manager" in line and "chart-unavailable" in line
+    )
+    assert (
+        "not checked" in line
+        and "fix: run `gpucluster charts pull`" in line
+        and "charts.mirror" in line
+        and "--charts" in line
+    )
 
 
 # --------------------------------------------------------------------------- OCI registry on 127.0.0.1
@@ -226,17 +306,26 @@ def free_port() -> int:
 def oci_registry(tmp_path_factory):
     """``docker-registry serve`` on 127.0.0.1 with its own storage: the ``host:port``."""
     if not os.access(REGISTRY, os.X_OK):
-        pytest.skip(f"needs Debian's docker-registry at {REGISTRY} (apt-get install docker-registry; .ci/run installs it)")
+        pytest.skip(
+            f"needs Debian's docker-registry at {REGISTRY} (apt-get install docker-registry; .ci/run installs it)"
+        )
     root = tmp_path_factory.mktemp("registry")
     port = free_port()
     (root / "config.yml").write_text(
         "version: 0.1\nlog: {level: error, accesslog: {disabled: true}}\n"
-        f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n")
-    proc = subprocess.Popen([REGISTRY, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        f"storage: {{filesystem: {{rootdirectory: {root / 'storage'}}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n"
+    )
+    proc = subprocess.Popen(
+        [REGISTRY, "serve", str(root / "config.yml")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         for _ in range(200):  # until it answers the distribution API's base endpoint
             if proc.poll() is not None:
-                pytest.fail(f"docker-registry exited: {proc.stderr.read().decode(errors='replace')}")
+                pytest.fail(
+                    f"docker-registry exited: {proc.stderr.read().decode(errors='replace')}"
+                )
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1) as answer:
                     if answer.status == 200:
@@ -252,18 +341,43 @@ def oci_registry(tmp_path_factory):
 
 
 def test_charts_pull_through_an_oci_mirror(oci_registry, reference_charts, tmp_path, monkeypatch):
-    archive = package(reference_charts / "cert-manager", tmp_path, tmp_path, name="cert-manager", version="v1.20.2")
+    archive = package(
+        reference_charts / "cert-manager",
+        tmp_path,
+        tmp_path,
+        name="cert-manager",
+        version="v1.20.2",
+    )
     helm_python.push(str(archive), f"oci://{oci_registry}/helm", plain_http=True)
     config_file = tmp_path / "gpucluster.yaml"
     mirror = f"oci://{oci_registry}/helm"
-    config_file.write_text(f"charts:\n  mirrors:\n    https://charts.jetstack.io: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+    config_file.write_text(
+        f"charts:\n  mirrors:\n    https://charts.jetstack.io: {mirror}\n"
+        + EMBEDDED_DEFAULT.read_text()
+    )
     cache = tmp_path / "cache"
-    code, out, err = cli(["charts", "pull", "--config", str(config_file), "--cache", str(cache)], monkeypatch)
+    code, out, err = cli(
+        ["charts", "pull", "--config", str(config_file), "--cache", str(cache)], monkeypatch
+    )
     assert f"pulled  cert-manager v1.20.2 from {mirror}\n" in out, (out, err)
-    assert code == 2 and "cluster=gpu-training component=cert-manager" not in err  # the others have no network here
+    assert (
+        code == 2 and "cluster=gpu-training component=cert-manager" not in err
+    )  # the others have no network here
     found = ChartSources([], cache_dir=cache).locate(mirror, "cert-manager", "v1.20.2")
-    assert found.how == "cached" and found.chart.version == "v1.20.2" and found.chart.path.is_relative_to(cache)
-    assert cache / "oci" / f"127.0.0.1_{oci_registry.split(':')[1]}" / "helm" / "cert-manager" / "v1.20.2" in found.chart.path.parents
+    assert (
+        found.how == "cached"
+        and found.chart.version == "v1.20.2"
+        and found.chart.path.is_relative_to(cache)
+    )
+    assert (
+        cache
+        / "oci"
+        / f"127.0.0.1_{oci_registry.split(':')[1]}"
+        / "helm"
+        / "cert-manager"
+        / "v1.20.2"
+        in found.chart.path.parents
+    )
 
 
 # --------------------------------------------------------------------------- who may write the cache
@@ -272,7 +386,9 @@ def test_charts_pull_through_an_oci_mirror(oci_registry, reference_charts, tmp_p
 def fake_fetch(folder: Path, *, name: str = "demo") -> None:
     (folder / name / "templates").mkdir(parents=True)
     (folder / name / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: 1.0.0\n")
-    (folder / name / "templates" / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    (folder / name / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
+    )
     (folder / f"{name}-1.0.0.tgz").write_bytes(b"archive")
 
 
@@ -293,7 +409,10 @@ def test_store_writes_private_entries_and_lookup_finds_them(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
 
-@pytest.mark.parametrize("spoil", ["group-writable cache", "world-writable entry folder", "loose file", "link in the entry"])
+@pytest.mark.parametrize(
+    "spoil",
+    ["group-writable cache", "world-writable entry folder", "loose file", "link in the entry"],
+)
 def test_an_entry_others_could_have_written_is_never_used(tmp_path, spoil):
     cache = tmp_path / "cache"
     folder = stored(cache)
@@ -345,14 +464,23 @@ def test_an_untrusted_entry_is_replaced_not_used(tmp_path):
     (folder / "templates" / "cm.yaml").write_text("planted\n")
     (folder / "templates" / "cm.yaml").chmod(0o666)
     again = stored(cache)
-    assert again == folder and (folder / "templates" / "cm.yaml").read_text().startswith("apiVersion: v1")
+    assert again == folder and (folder / "templates" / "cm.yaml").read_text().startswith(
+        "apiVersion: v1"
+    )
     assert chartcache.lookup(cache, REPO, "demo", "1.0.0") == folder
 
 
-@pytest.mark.parametrize("repository, plain", [
-    ("oci://127.0.0.1:5000/helm", True), ("oci://127.8.9.10/helm", True), ("oci://[::1]:5000/helm", True),
-    ("oci://localhost:5000/helm", True), ("oci://myacr.azurecr.io/helm", False), ("oci://10.0.0.5:5000/helm", False),
-    ("oci://127.0.0.1.example.com/helm", False),
-])
+@pytest.mark.parametrize(
+    "repository, plain",
+    [
+        ("oci://127.0.0.1:5000/helm", True),
+        ("oci://127.8.9.10/helm", True),
+        ("oci://[::1]:5000/helm", True),
+        ("oci://localhost:5000/helm", True),
+        ("oci://myacr.azurecr.io/helm", False),
+        ("oci://10.0.0.5:5000/helm", False),
+        ("oci://127.0.0.1.example.com/helm", False),
+    ],
+)
 def test_plain_http_only_for_loopback_registries(repository, plain):
     assert charts.is_loopback(repository) is plain

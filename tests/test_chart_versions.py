@@ -16,38 +16,56 @@ from pathlib import Path
 
 import pytest
 import yaml
+from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
 from gpucluster import pipeline
-from gpucluster.recipes import chart_versions, recipe as recipe_mod
-from gpucluster.recipes import recipe_result_writer
-from gpucluster.verify import lint
-from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
-from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import parse_clusters
 from gpucluster.model import Criteria
-from gpucluster.versions import version_in_range
+from gpucluster.recipes import chart_versions, recipe_result_writer
+from gpucluster.recipes import recipe as recipe_mod
+from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
+from gpucluster.verify import lint
 from gpucluster.verify.render import ChartSources, Renderer, render_plans, scan_folders
-from render_cases import AKS, NVKE, OKE, UNAVAILABLE, VARIANTS, base_cases, cluster_doc
+from gpucluster.versions import version_in_range
 
 # --------------------------------------------------------------------------- rules (no ../shared)
 
 
 def test_rename_moves_the_value_to_the_key_that_version_reads():
-    cv = ChartVersionValues(versions=">=0.13.0 <0.15.0", checked=("v0.13.0",),
-                            rename=(("admission.gpuFractionRuntimeClassName", "admission.gpuPodRuntimeClassName"),))
-    values, changes, refusals = chart_versions.values_for_version(cv, {"admission": {"gpuFractionRuntimeClassName": "x"}, "a": 1})
-    assert values == {"admission": {"gpuPodRuntimeClassName": "x"}, "a": 1} and changes and not refusals
+    cv = ChartVersionValues(
+        versions=">=0.13.0 <0.15.0",
+        checked=("v0.13.0",),
+        rename=(("admission.gpuFractionRuntimeClassName", "admission.gpuPodRuntimeClassName"),),
+    )
+    values, changes, refusals = chart_versions.values_for_version(
+        cv, {"admission": {"gpuFractionRuntimeClassName": "x"}, "a": 1}
+    )
+    assert (
+        values == {"admission": {"gpuPodRuntimeClassName": "x"}, "a": 1}
+        and changes
+        and not refusals
+    )
     _, _, refusals = chart_versions.values_for_version(
-        cv, {"admission": {"gpuFractionRuntimeClassName": "x", "gpuPodRuntimeClassName": "y"}})
+        cv, {"admission": {"gpuFractionRuntimeClassName": "x", "gpuPodRuntimeClassName": "y"}}
+    )
     assert [p for p, _ in refusals] == ["admission.gpuPodRuntimeClassName"]
 
 
 def test_drop_only_the_value_the_version_behaves_as_and_refuse_any_other():
-    cv = ChartVersionValues(versions=">=25.10.0 <25.11.0", checked=("v25.10.1",),
-                            drop=(("kataSandboxDevicePlugin.enabled", False),), unsupported=("x.y",))
-    values, changes, refusals = chart_versions.values_for_version(cv, {"kataSandboxDevicePlugin": {"enabled": False}, "b": 2})
+    cv = ChartVersionValues(
+        versions=">=25.10.0 <25.11.0",
+        checked=("v25.10.1",),
+        drop=(("kataSandboxDevicePlugin.enabled", False),),
+        unsupported=("x.y",),
+    )
+    values, changes, refusals = chart_versions.values_for_version(
+        cv, {"kataSandboxDevicePlugin": {"enabled": False}, "b": 2}
+    )
     assert values == {"b": 2} and len(changes) == 1 and not refusals
-    _, _, refusals = chart_versions.values_for_version(cv, {"kataSandboxDevicePlugin": {"enabled": True}, "x": {"y": 1}})
+    _, _, refusals = chart_versions.values_for_version(
+        cv, {"kataSandboxDevicePlugin": {"enabled": True}, "x": {"y": 1}}
+    )
     assert sorted(p for p, _ in refusals) == ["kataSandboxDevicePlugin.enabled", "x.y"]
 
 
@@ -55,16 +73,24 @@ def test_every_registry_pin_is_covered_and_checked_versions_are_named():
     catalog = load_catalog()
     for entry in catalog.components.values():
         if entry.chart_versions and entry.type == "Helm":
-            assert chart_versions.judge_pin(entry, entry.chart, entry.version).verdict == chart_versions.COVERED, entry.name
+            assert (
+                chart_versions.judge_pin(entry, entry.chart, entry.version).verdict
+                == chart_versions.COVERED
+            ), entry.name
             for cv in entry.chart_versions:
                 assert cv.checked, entry.name
 
 
-def _aks_recipe_file(tmp_path: Path, pins: dict[str, str], profile: str = "azure-managed", skew: str | None = None) -> Path:
+def _aks_recipe_file(
+    tmp_path: Path, pins: dict[str, str], profile: str = "azure-managed", skew: str | None = None
+) -> Path:
     """A RecipeResult gpucluster writes for the AKS training recipe, with chart versions replaced."""
     catalog = load_catalog()
-    r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog,
-                           profile={"gpuStack": profile})
+    r = recipe_mod.resolve(
+        Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        catalog,
+        profile={"gpuStack": profile},
+    )
     doc = recipe_result_writer.to_document(r)
     for ref in doc["componentRefs"]:
         if ref["name"] in pins:
@@ -90,7 +116,10 @@ def test_kai_v0141_pin_gets_the_key_that_version_reads_and_a_finding(tmp_path):
     assert kai.ref.version == "v0.14.1"
     assert kai.values["admission"] == {"gpuPodRuntimeClassName": "nvidia-container-runtime"}
     (f,) = [f for f in plan.findings if f.id == "VALUES-FOR-VERSION"]
-    assert f.severity == "info" and "admission.gpuFractionRuntimeClassName -> admission.gpuPodRuntimeClassName" in f.message
+    assert (
+        f.severity == "info"
+        and "admission.gpuFractionRuntimeClassName -> admission.gpuPodRuntimeClassName" in f.message
+    )
     assert f.file.endswith("recipe.yaml") and f.key.endswith(".version")
     skew = [f for f in plan.findings if f.id == "VERSION-SKEW" and f.component == "kai-scheduler"]
     assert skew and skew[0].severity == "info"
@@ -112,7 +141,10 @@ def test_version_skew_upgrade_installs_the_catalog_version_and_shows_the_change(
     plan = _plan(_aks_recipe_file(tmp_path, {"kai-scheduler": "v0.12.0"}, skew="upgrade"))
     assert plan.components["kai-scheduler"].ref.version == "v0.16.9"
     (f,) = [f for f in plan.findings if f.id == "VERSION-UPGRADED"]
-    assert f.severity == "warning" and "kai-scheduler: version v0.12.0 -> v0.16.9 [unknown]" in f.message
+    assert (
+        f.severity == "warning"
+        and "kai-scheduler: version v0.12.0 -> v0.16.9 [unknown]" in f.message
+    )
     node = plan.node("kai-scheduler")
     assert node.version == "v0.16.9"
 
@@ -153,19 +185,37 @@ def test_every_reference_chart_version_is_checked(reference_charts):
             for chart in cv.charts or (entry.chart,):
                 for version in cv.checked:
                     found = sources.locate(entry.repository, chart, version)
-                    if found.chart is None or found.how not in ("exact", "folder", "app-version", "nearest"):
+                    if found.chart is None or found.how not in (
+                        "exact",
+                        "folder",
+                        "app-version",
+                        "nearest",
+                    ):
                         missing.append(f"{entry.name} {chart} {version}")
                     else:
                         located[found.chart.path] = entry.name
     assert not missing, missing
-    charts = {cv_chart for e in catalog.components.values() for cv in e.chart_versions for cv_chart in (cv.charts or (e.chart,))}
-    unrendered = [c.path.name for c in scan_folders([reference_charts]) if c.name in charts and c.path not in located]
+    charts = {
+        cv_chart
+        for e in catalog.components.values()
+        for cv in e.chart_versions
+        for cv_chart in (cv.charts or (e.chart,))
+    }
+    unrendered = [
+        c.path.name
+        for c in scan_folders([reference_charts])
+        if c.name in charts and c.path not in located
+    ]
     assert not unrendered, f"reference charts no chartVersions entry checks: {unrendered}"
 
 
-SCHEDULING_CASES = {("aks", "h100-aks-ubuntu-training", "azure-managed"), ("aks", "h100-aks-ubuntu-inference-dynamo", "operator-managed"),
-                    ("nvke", "gb200-nvke-ubuntu-training-kubeflow", ""), ("oke", "gb200-oke-ubuntu-training", ""),
-                    ("oke", "l40s-oke-inference", "")}
+SCHEDULING_CASES = {
+    ("aks", "h100-aks-ubuntu-training", "azure-managed"),
+    ("aks", "h100-aks-ubuntu-inference-dynamo", "operator-managed"),
+    ("nvke", "gb200-nvke-ubuntu-training-kubeflow", ""),
+    ("oke", "gb200-oke-ubuntu-training", ""),
+    ("oke", "l40s-oke-inference", ""),
+}
 """The recipes rendered with ``scheduling.system`` and with an extra GPU taint too: together they hold
 every component (every built-in recipe is rendered plain)."""
 
@@ -173,8 +223,12 @@ CANNOT_TAKE = {("grove", "v0.1.0-alpha.8", "system")}
 """Versions refused for the values of a variant: grove v0.1.0-alpha.8 reads no nodeSelector, so
 ``scheduling.system`` cannot place its operator (registry ``unsupported``)."""
 
-CASES = [(p, leaf, prof, v) for p, leaf, prof in base_cases() for v in VARIANTS
-         if v == "plain" or (p, leaf, prof) in SCHEDULING_CASES]
+CASES = [
+    (p, leaf, prof, v)
+    for p, leaf, prof in base_cases()
+    for v in VARIANTS
+    if v == "plain" or (p, leaf, prof) in SCHEDULING_CASES
+]
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +242,9 @@ def versioned(reference_charts, shared_dir):
 def _recipe_case(tmp_path: Path, doc: dict, pins: dict[str, tuple[str, str]]):
     """The cluster ``doc`` given as the RecipeResult gpucluster writes for its recipe, with the
     chart and version of each component in ``pins`` replaced."""
-    (spec,) = parse_clusters({"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)
+    (spec,) = parse_clusters(
+        {"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path
+    )
     r, _ = pipeline.resolved_components(pipeline.prepare_cluster(spec), load_catalog())
     rdoc = recipe_result_writer.to_document(r)
     for ref in rdoc["componentRefs"]:
@@ -197,22 +253,39 @@ def _recipe_case(tmp_path: Path, doc: dict, pins: dict[str, tuple[str, str]]):
     (tmp_path / "recipe.yaml").write_text(recipe_result_writer.dump_yaml(rdoc))
     cluster = {k: v for k, v in doc.items() if k != "criteria"}
     cluster["recipe"] = "recipe.yaml"
-    (spec,) = parse_clusters({"clusters": [cluster]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)
+    (spec,) = parse_clusters(
+        {"clusters": [cluster]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path
+    )
     return spec
 
 
-def _version_sets(versions: dict[str, list[tuple[str, str]]], plan) -> list[dict[str, tuple[str, str]]]:
+def _version_sets(
+    versions: dict[str, list[tuple[str, str]]], plan
+) -> list[dict[str, tuple[str, str]]]:
     """Pins of the components of ``plan``: set k pins every component at its k-th reference version
     other than the one the recipe installs (components with fewer keep the recipe's)."""
-    others = {c: [(ch, v) for ch, v in pins if (ch, v) != (plan.components[c].ref.chart, plan.components[c].ref.version)
-                  and v.removeprefix("v") != plan.components[c].ref.version.removeprefix("v")]
-              for c, pins in versions.items() if c in plan.components}
+    others = {
+        c: [
+            (ch, v)
+            for ch, v in pins
+            if (ch, v) != (plan.components[c].ref.chart, plan.components[c].ref.version)
+            and v.removeprefix("v") != plan.components[c].ref.version.removeprefix("v")
+        ]
+        for c, pins in versions.items()
+        if c in plan.components
+    }
     depth = max((len(v) for v in others.values()), default=0)
     return [{c: v[k] for c, v in others.items() if k < len(v)} for k in range(depth)]
 
 
-@pytest.mark.parametrize("platform,leaf,profile,variant", CASES, ids=[f"{c[1]}-{c[2] or 'default'}-{c[3]}" for c in CASES])
-def test_every_component_at_every_reference_version_renders_and_lints_clean(versioned, tmp_path, platform, leaf, profile, variant):
+@pytest.mark.parametrize(
+    "platform,leaf,profile,variant",
+    CASES,
+    ids=[f"{c[1]}-{c[2] or 'default'}-{c[3]}" for c in CASES],
+)
+def test_every_component_at_every_reference_version_renders_and_lints_clean(
+    versioned, tmp_path, platform, leaf, profile, variant
+):
     """Each version set is one RecipeResult (as a user hands over a file of an older AICR: every
     component at another version); a pin the recipe's values are not written for must be refused
     with one line naming the component and version, and is then put back to the recipe's."""
@@ -233,20 +306,42 @@ def test_every_component_at_every_reference_version_renders_and_lints_clean(vers
                 lines = [p.render() for p in err.problems]
                 # one line per refused pin, naming the component and the version; other lines only
                 # about a refused component (a platform policy on the same pin, NVKE-DRA-VERSION)
-                hits = {c for line in lines for c, (_, v) in pins.items()
-                        if line.startswith(("error[VERSION-UNCOVERED]", "error[VERSION-VALUES]"))
-                        and f"component={c} " in line and f" {v} " in line}
-                assert hits and all(any(f"component={c} " in line for c in hits) for line in lines), "\n".join(lines)
+                hits = {
+                    c
+                    for line in lines
+                    for c, (_, v) in pins.items()
+                    if line.startswith(("error[VERSION-UNCOVERED]", "error[VERSION-VALUES]"))
+                    and f"component={c} " in line
+                    and f" {v} " in line
+                }
+                assert hits and all(
+                    any(f"component={c} " in line for c in hits) for line in lines
+                ), "\n".join(lines)
                 refused += [f"{c} {pins.pop(c)[1]}" for c in sorted(hits)]
         for c, (chart, version) in pins.items():
-            assert (plan.components[c].ref.chart, plan.components[c].ref.version) == (chart, version)
+            assert (plan.components[c].ref.chart, plan.components[c].ref.version) == (
+                chart,
+                version,
+            )
         rendered += [f"{c} {v}" for c, (_, v) in pins.items()]
         result = render_plans([plan], sources, renderer=renderer)
-        failures += [f.render() for f in lint.lint_result(result, extra_crds=crds) if f.severity == "error"]
+        failures += [
+            f.render() for f in lint.lint_result(result, extra_crds=crds) if f.severity == "error"
+        ]
     assert not failures, "\n".join(failures)
     assert rendered, "no component rendered at another version"
-    expected = sorted(f"{c} {v}" for k, pins in enumerate(_version_sets(versions, base_plan)) for c, (_, v) in pins.items()
-                      if not version_in_range(v, base_plan.components[c].ref.chart_versions))
-    expected += [f"{c} {v}" for (c, v, var) in CANNOT_TAKE if var == variant and any(
-        p.get(c, ("", ""))[1] == v for p in _version_sets(versions, base_plan))]
-    assert sorted(refused) == sorted(expected)  # exactly where the recipe says its values are for other versions
+    expected = sorted(
+        f"{c} {v}"
+        for k, pins in enumerate(_version_sets(versions, base_plan))
+        for c, (_, v) in pins.items()
+        if not version_in_range(v, base_plan.components[c].ref.chart_versions)
+    )
+    expected += [
+        f"{c} {v}"
+        for (c, v, var) in CANNOT_TAKE
+        if var == variant
+        and any(p.get(c, ("", ""))[1] == v for p in _version_sets(versions, base_plan))
+    ]
+    assert sorted(refused) == sorted(
+        expected
+    )  # exactly where the recipe says its values are for other versions

@@ -16,14 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_docs_examples import BLOCKS, _write_referenced_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 GATE = ROOT / "tools" / "checkov_gate.py"
 
-needs_checkov = pytest.mark.skipif(not CHECKOV.exists(), reason="checkov not installed: run `make checkov-setup` (make test does)")
+needs_checkov = pytest.mark.skipif(
+    not CHECKOV.exists(), reason="checkov not installed: run `make checkov-setup` (make test does)"
+)
 
 AKS_BLOCKS = [(where, text) for where, text in BLOCKS if "service: aks" in text]
 CASES = [("default", None)] + AKS_BLOCKS
@@ -60,7 +61,12 @@ def synthesized(tmp_path_factory):
 
 def _gate(*paths: Path, checkov: Path | None = None) -> subprocess.CompletedProcess:
     extra = ["--checkov", str(checkov)] if checkov else []
-    return subprocess.run([sys.executable, str(GATE), *extra, *map(str, paths)], capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(GATE), *extra, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def _sections(stdout: str, files: list[Path]) -> dict[Path, list[str]]:
@@ -84,15 +90,19 @@ def _tampered(synthesized, folder: Path) -> tuple[Path, Path]:
     accounts on (CKV_AZURE_117, 232 and 141 fail), ``b`` with a stale skip and one without reason."""
     (cluster,) = [p for p in synthesized["default"].iterdir() if p.name.endswith("-cluster")]
     doc = json.loads((cluster / "cdk.tf.json").read_text())
-    (name, aks), = doc["resource"]["azurerm_kubernetes_cluster"].items()
+    ((name, aks),) = doc["resource"]["azurerm_kubernetes_cluster"].items()
     del aks["//"]["checkov"]  # the justified skips gone: CKV_AZURE_117 and CKV_AZURE_232 fail
     aks["local_account_disabled"] = False
     (folder / "a").mkdir()
     (folder / "a" / "cdk.tf.json").write_text(json.dumps(doc))
     aks["local_account_disabled"] = True
-    aks["//"]["checkov"] = {"skip": [{"id": "CKV_AZURE_141", "comment": "no longer true"},
-                                     {"id": "CKV_AZURE_117", "comment": "platform keys"},
-                                     {"id": "CKV_AZURE_232", "comment": ""}]}
+    aks["//"]["checkov"] = {
+        "skip": [
+            {"id": "CKV_AZURE_141", "comment": "no longer true"},
+            {"id": "CKV_AZURE_117", "comment": "platform keys"},
+            {"id": "CKV_AZURE_232", "comment": ""},
+        ]
+    }
     (folder / "b").mkdir()
     (folder / "b" / "cdk.tf.json").write_text(json.dumps(doc))
     return folder / "a" / "cdk.tf.json", folder / "b" / "cdk.tf.json"
@@ -104,8 +114,12 @@ def gated(synthesized, tmp_path_factory):
     copies: ``(exit status, {cdk.tf.json: its lines}, {case: its cluster files}, (a, b))``."""
     if not CHECKOV.exists():
         pytest.skip("checkov not installed: run `make checkov-setup` (make test does)")
-    per_case = {where: sorted(p / "cdk.tf.json" for p in synthesized[where].iterdir() if p.name.endswith("-cluster"))
-                for where, _ in CASES}
+    per_case = {
+        where: sorted(
+            p / "cdk.tf.json" for p in synthesized[where].iterdir() if p.name.endswith("-cluster")
+        )
+        for where, _ in CASES
+    }
     tampered = _tampered(synthesized, tmp_path_factory.mktemp("tampered"))
     files = [f for where, _ in CASES for f in per_case[where]] + list(tampered)
     run = _gate(*files)
@@ -125,7 +139,9 @@ def test_checkov_passes_every_check_of_the_cluster_stacks(gated, where):
     for file in per_case[where]:
         text = "\n".join(sections[file])
         assert " passed, 0 failed" in sections[file][-1], text
-        assert not [line for line in sections[file] if line.startswith(("FAILED", "STALE", "NOREASON"))], text
+        assert not [
+            line for line in sections[file] if line.startswith(("FAILED", "STALE", "NOREASON"))
+        ], text
         assert "PASSED  CKV_AZURE_141" in text  # checkov's results of this very file
 
 
@@ -137,17 +153,29 @@ def test_entra_id_no_local_accounts_kubelogin_and_no_secret_output(synthesized, 
         if stack.name.endswith("-cluster"):
             (aks,) = doc["resource"]["azurerm_kubernetes_cluster"].values()
             assert aks["local_account_disabled"] is True
-            assert aks["azure_active_directory_role_based_access_control"]["azure_rbac_enabled"] is True
+            assert (
+                aks["azure_active_directory_role_based_access_control"]["azure_rbac_enabled"]
+                is True
+            )
             (role,) = doc["resource"]["azurerm_role_assignment"].values()
             assert role["principal_id"].startswith("${data.azurerm_client_config.")
             assert role["role_definition_name"] == "Azure Kubernetes Service RBAC Cluster Admin"
             outputs = json.dumps(doc.get("output", {}))
-            for secret in ("client_key", "client_certificate", "kube_admin_config", "password", "raw_kube_config"):
+            for secret in (
+                "client_key",
+                "client_certificate",
+                "kube_admin_config",
+                "password",
+                "raw_kube_config",
+            ):
                 assert secret not in outputs, (stack.name, secret)
         elif stack.name.endswith("-runtime") and "terraform_remote_state" in doc.get("data", {}):
             (provider,) = doc["provider"]["helm"]
             kube = provider["kubernetes"]
-            assert kube["exec"]["command"] == "kubelogin" and kube["exec"]["args"][:2] == ["get-token", "--login"]
+            assert kube["exec"]["command"] == "kubelogin" and kube["exec"]["args"][:2] == [
+                "get-token",
+                "--login",
+            ]
             assert not {"client_certificate", "client_key", "token"} & set(kube)
 
 
@@ -158,12 +186,17 @@ def test_the_gate_fails_on_an_unjustified_failure_and_on_a_stale_skip(gated):
     code, sections, _, (a, b) = gated
     assert code == 1
     assert {line.split()[1] for line in sections[a] if line.startswith("FAILED")} == {
-        "CKV_AZURE_117", "CKV_AZURE_232", "CKV_AZURE_141"}
+        "CKV_AZURE_117",
+        "CKV_AZURE_232",
+        "CKV_AZURE_141",
+    }
     text = "\n".join(sections[b])
     assert "STALE   CKV_AZURE_141" in text and "NOREASON CKV_AZURE_232" in text
     assert "SKIPPED CKV_AZURE_117" in text
     # a skip without a reason covers nothing: its check fails as well
-    assert [line.split()[1] for line in sections[b] if line.startswith("FAILED")] == ["CKV_AZURE_232"]
+    assert [line.split()[1] for line in sections[b] if line.startswith("FAILED")] == [
+        "CKV_AZURE_232"
+    ]
 
 
 FAKE_CHECKOV = '''#!{python}
@@ -191,16 +224,32 @@ def test_the_gate_attributes_every_result_to_its_file_and_exits_0_when_all_are_j
     fake.chmod(0o755)
     skip = {"checkov": {"skip": [{"id": "CKV_FAKE_1", "comment": "justified here"}]}}
     files = []
-    for name, body in (("x", {"fake_fail": True, "//": skip}), ("y", {"fake_fail": True}), ("z", {})):
+    for name, body in (
+        ("x", {"fake_fail": True, "//": skip}),
+        ("y", {"fake_fail": True}),
+        ("z", {}),
+    ):
         (tmp_path / name).mkdir()
         files.append(tmp_path / name / "cdk.tf.json")
-        files[-1].write_text(json.dumps({"terraform": {"required_version": ">= 1.4"}, "resource": {"t": {"r": body}}}))
+        files[-1].write_text(
+            json.dumps(
+                {"terraform": {"required_version": ">= 1.4"}, "resource": {"t": {"r": body}}}
+            )
+        )
     run = _gate(*files, checkov=fake)
     assert run.returncode == 1, run.stderr
     sections = _sections(run.stdout, files)
-    assert sections[files[0]] == ["SKIPPED CKV_FAKE_1 t.r: justified here",
-                                  f"{files[0]}: 0 passed, 0 failed, 1 skipped with a reason (checkov fake)"]
-    assert sections[files[1]] == ["FAILED  CKV_FAKE_1 t.r: fake", f"{files[1]}: 0 passed, 1 failed, 0 skipped with a reason (checkov fake)"]
-    assert sections[files[2]] == ["PASSED  CKV_FAKE_1 t.r", f"{files[2]}: 1 passed, 0 failed, 0 skipped with a reason (checkov fake)"]
+    assert sections[files[0]] == [
+        "SKIPPED CKV_FAKE_1 t.r: justified here",
+        f"{files[0]}: 0 passed, 0 failed, 1 skipped with a reason (checkov fake)",
+    ]
+    assert sections[files[1]] == [
+        "FAILED  CKV_FAKE_1 t.r: fake",
+        f"{files[1]}: 0 passed, 1 failed, 0 skipped with a reason (checkov fake)",
+    ]
+    assert sections[files[2]] == [
+        "PASSED  CKV_FAKE_1 t.r",
+        f"{files[2]}: 1 passed, 0 failed, 0 skipped with a reason (checkov fake)",
+    ]
     run = _gate(files[0], tmp_path / "z", checkov=fake)  # a folder names its cdk.tf.json
     assert run.returncode == 0, run.stdout + run.stderr

@@ -21,7 +21,19 @@ def run(argv):
 
 
 def test_recipe_prints_recipe_result():
-    code, out, err = run(["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training"])
+    code, out, err = run(
+        [
+            "recipe",
+            "--service",
+            "aks",
+            "--accelerator",
+            "h100",
+            "--os",
+            "ubuntu",
+            "--intent",
+            "training",
+        ]
+    )
     assert code == 0, err
     doc = yaml.safe_load(out)
     assert doc["kind"] == "RecipeResult"
@@ -34,7 +46,21 @@ def test_recipe_prints_recipe_result():
 
 def test_recipe_platform_and_profile():
     code, out, _ = run(
-        ["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training", "--platform", "kubeflow", "--profile", "gpuStack=operator-managed"]
+        [
+            "recipe",
+            "--service",
+            "aks",
+            "--accelerator",
+            "h100",
+            "--os",
+            "ubuntu",
+            "--intent",
+            "training",
+            "--platform",
+            "kubeflow",
+            "--profile",
+            "gpuStack=operator-managed",
+        ]
     )
     assert code == 0
     doc = yaml.safe_load(out)
@@ -45,7 +71,19 @@ def test_recipe_platform_and_profile():
 
 
 def test_recipe_output_is_byte_identical():
-    argv = ["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "inference", "--platform", "dynamo"]
+    argv = [
+        "recipe",
+        "--service",
+        "aks",
+        "--accelerator",
+        "h100",
+        "--os",
+        "ubuntu",
+        "--intent",
+        "inference",
+        "--platform",
+        "dynamo",
+    ]
     assert run(argv)[1] == run(argv)[1]
 
 
@@ -53,8 +91,36 @@ def test_recipe_output_is_byte_identical():
     "argv, message",
     [
         (["recipe", "--service", "gke"], "error[input] key=--service: unknown service 'gke'"),
-        (["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training", "--profile", "gpuStack=x"], "unknown value 'x' for profile 'gpuStack'"),
-        (["recipe", "--service", "aks", "--accelerator", "h100", "--intent", "training", "--platform", "dynamo"], "no recipe covers platform 'dynamo'"),
+        (
+            [
+                "recipe",
+                "--service",
+                "aks",
+                "--accelerator",
+                "h100",
+                "--os",
+                "ubuntu",
+                "--intent",
+                "training",
+                "--profile",
+                "gpuStack=x",
+            ],
+            "unknown value 'x' for profile 'gpuStack'",
+        ),
+        (
+            [
+                "recipe",
+                "--service",
+                "aks",
+                "--accelerator",
+                "h100",
+                "--intent",
+                "training",
+                "--platform",
+                "dynamo",
+            ],
+            "no recipe covers platform 'dynamo'",
+        ),
         (
             ["recipe", "--service", "aks", "--profile", "gpuStack=a", "--profile", "gpuStack=b"],
             "profile 'gpuStack' is given twice with different values",
@@ -81,7 +147,8 @@ def test_bad_profile_syntax_is_a_usage_error():
     assert code == 2 and out == ""
     [line] = err.splitlines()
     assert line.startswith("error[usage]: argument --profile: ") and line.endswith(
-        " fix: run 'gpucluster recipe --help' for the arguments it takes"), line
+        " fix: run 'gpucluster recipe --help' for the arguments it takes"
+    ), line
 
 
 def test_plan_default_cluster(tmp_path, monkeypatch):
@@ -90,7 +157,10 @@ def test_plan_default_cluster(tmp_path, monkeypatch):
     code, out, err = run(["plan"])
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == f"cluster gpu-training: recipe h100-aks-ubuntu-training profile gpuStack=azure-managed, {len(lines) - 2} releases"
+    assert (
+        lines[0]
+        == f"cluster gpu-training: recipe h100-aks-ubuntu-training profile gpuStack=azure-managed, {len(lines) - 2} releases"
+    )
     assert lines[1].split() == ["NODE", "KIND", "DEPENDS", "ON"]
     rows = {line.split()[0]: line.split(None, 2) for line in lines[2:]}
     assert rows["cert-manager"][1:] == ["chart", "-"]
@@ -132,7 +202,9 @@ def test_graph_dot(tmp_path, monkeypatch):
 
 def test_console_script_entry_point(tmp_path):
     exe = Path(sys.executable).parent / "gpucluster"
-    proc = subprocess.run([str(exe), "recipe", "--service", "nope"], capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(exe), "recipe", "--service", "nope"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 2
     assert "unknown service 'nope'" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -140,7 +212,10 @@ def test_console_script_entry_point(tmp_path):
 def _help_texts(parser) -> dict[str, str]:
     """The top-level ``--help`` and each subcommand's ``--help`` of ``parser``."""
     (subparsers,) = parser._subparsers._group_actions
-    return {"": parser.format_help(), **{name: p.format_help() for name, p in subparsers.choices.items()}}
+    return {
+        "": parser.format_help(),
+        **{name: p.format_help() for name, p in subparsers.choices.items()},
+    }
 
 
 @pytest.mark.parametrize("command", list(cli._COMMANDS))
@@ -154,13 +229,20 @@ def test_a_parser_built_for_one_command_reads_as_the_whole_one(command):
     assert cli._command_in(["-h"]) is None and cli._command_in(["plna"]) is None
 
 
-@pytest.mark.parametrize("argv, needle, command", [
-    (["plna"], "argument COMMAND: invalid choice: 'plna'", ""),
-    (["plan", "--bogus"], "unrecognized arguments: --bogus", " plan"),
-    ([], "the following arguments are required: COMMAND", ""),
-    (["upgrade-check", "--from", "a"], "the following arguments are required: --to", " upgrade-check"),
-    (["render", "--out"], "argument --out: expected one argument", " render"),
-])
+@pytest.mark.parametrize(
+    "argv, needle, command",
+    [
+        (["plna"], "argument COMMAND: invalid choice: 'plna'", ""),
+        (["plan", "--bogus"], "unrecognized arguments: --bogus", " plan"),
+        ([], "the following arguments are required: COMMAND", ""),
+        (
+            ["upgrade-check", "--from", "a"],
+            "the following arguments are required: --to",
+            " upgrade-check",
+        ),
+        (["render", "--out"], "argument --out: expected one argument", " render"),
+    ],
+)
 def test_a_usage_error_is_one_error_usage_line_with_a_fix(capsys, argv, needle, command):
     """Was argparse's two lines (usage, then 'gpucluster: error: ...') without a fix:."""
     code = cli.main(argv)

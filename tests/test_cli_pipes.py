@@ -17,7 +17,11 @@ GPUCLUSTER = Path(sys.executable).parent / "gpucluster"
 
 def without_default_notice(stderr: str) -> str:
     """stderr without the info line announcing the embedded default cluster (config.embedded_default_notice)."""
-    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("info[input.default] "))
+    return "".join(
+        line
+        for line in stderr.splitlines(keepends=True)
+        if not line.startswith("info[input.default] ")
+    )
 
 
 def run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -26,29 +30,49 @@ def run_into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProc
     os.close(read_end)  # every write now fails with EPIPE, deterministically
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
     try:
-        return subprocess.run([str(GPUCLUSTER), *args], stdout=write_end, stderr=subprocess.PIPE, cwd=cwd, env=env,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [str(GPUCLUSTER), *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
 
 
-@pytest.mark.parametrize("args", [["plan"], ["graph", "--format", "dot"], ["plugins"], ["recipe", "--service", "aks"]])
+@pytest.mark.parametrize(
+    "args", [["plan"], ["graph", "--format", "dot"], ["plugins"], ["recipe", "--service", "aks"]]
+)
 def test_closed_output_pipe_exits_1_without_traceback(args, tmp_path):
     result = run_into_closed_pipe(args, tmp_path)
     assert result.returncode == 1
-    assert without_default_notice(result.stderr) == ""  # no traceback, no "Exception ignored ... BrokenPipeError" at shutdown
+    assert (
+        without_default_notice(result.stderr) == ""
+    )  # no traceback, no "Exception ignored ... BrokenPipeError" at shutdown
 
 
 def test_input_errors_still_exit_2_on_a_closed_pipe(tmp_path):
-    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: Bad_Name\n    criteria: {service: aks}\n")
+    (tmp_path / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: Bad_Name\n    criteria: {service: aks}\n"
+    )
     result = run_into_closed_pipe(["plan"], tmp_path)
     assert result.returncode == 2 and result.stderr.startswith("error[input] ")
 
 
 def test_head_of_plan_in_a_shell_pipeline(tmp_path):
-    shell = f"set -o pipefail; {GPUCLUSTER} plan | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2"
+    shell = f'set -o pipefail; {GPUCLUSTER} plan | head -1; echo "status=${{PIPESTATUS[0]}}" >&2'
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
-    result = subprocess.run(["bash", "-c", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.stdout.startswith("cluster gpu-training: recipe ") and result.stdout.count("\n") == 1
+    result = subprocess.run(
+        ["bash", "-c", shell], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (
+        result.stdout.startswith("cluster gpu-training: recipe ") and result.stdout.count("\n") == 1
+    )
     assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
-    assert without_default_notice(result.stderr).strip() in ("status=0", "status=1")  # 0 when head read everything before exiting
+    assert without_default_notice(result.stderr).strip() in (
+        "status=0",
+        "status=1",
+    )  # 0 when head read everything before exiting

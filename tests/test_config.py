@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.inputs import config
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs import config
 from gpucluster.model import Criteria
 
 DATA = Path(__file__).parent / "data" / "recipes"
@@ -60,7 +60,10 @@ def test_full_file(tmp_path):
         ("gpu", "Standard_ND96isr_H100_v5", 2, True),
     ]
     assert a.pools[0].labels == {"tier": "system"}
-    assert [str(t) for t in a.pools[1].taints] == ["nvidia.com/gpu=present:NoSchedule", "dedicated=:NoExecute"]
+    assert [str(t) for t in a.pools[1].taints] == [
+        "nvidia.com/gpu=present:NoSchedule",
+        "dedicated=:NoExecute",
+    ]
     assert a.pools[1].gpu_driver == "None"
     assert a.settings == {"note": "kept"}
     assert b.criteria.platform == "any" and b.pools == []
@@ -83,17 +86,24 @@ def test_working_folder_file_then_env(tmp_path, monkeypatch):
     assert [c.name for c in config.load_clusters(env={})] == ["train-a", "infer-b"]
     other = write(tmp_path, GOOD.replace("train-a", "from-env"), "other.yaml")
     assert config.load_clusters(env={"GPUCLUSTER_CONFIG": other})[0].name == "from-env"
-    assert config.load_clusters("gpucluster.yaml", env={"GPUCLUSTER_CONFIG": other})[0].name == "train-a"
+    assert (
+        config.load_clusters("gpucluster.yaml", env={"GPUCLUSTER_CONFIG": other})[0].name
+        == "train-a"
+    )
 
 
 def test_env_pointing_to_missing_file(tmp_path):
-    with pytest.raises(GpuclusterError, match="GPUCLUSTER_CONFIG names a cluster file that does not exist"):
+    with pytest.raises(
+        GpuclusterError, match="GPUCLUSTER_CONFIG names a cluster file that does not exist"
+    ):
         config.load_clusters(env={"GPUCLUSTER_CONFIG": str(tmp_path / "nope.yaml")})
 
 
 def test_recipe_file_reference(tmp_path):
     (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "r.yaml").write_text((DATA / "aicr-h100-aks-ubuntu-training.yaml").read_text())
+    (tmp_path / "recipes" / "r.yaml").write_text(
+        (DATA / "aicr-h100-aks-ubuntu-training.yaml").read_text()
+    )
     path = write(tmp_path, "clusters:\n  - name: from-recipe\n    recipe: recipes/r.yaml\n")
     (c,) = config.load_clusters(path, env={})
     assert c.recipe_file == str((tmp_path / "recipes" / "r.yaml").resolve())
@@ -120,7 +130,13 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         "clusters:\n  - name: c1\n    criteria: {service: aks}\n    overrides: {set: [x]}\n    scheduling: {accelerated: {}}\n",
     )
     config.load_clusters(path, env={})
-    assert seen["overrides"] == ({"set": ["x"]}, path, "c1", tmp_path.resolve(), "clusters[0].overrides")
+    assert seen["overrides"] == (
+        {"set": ["x"]},
+        path,
+        "c1",
+        tmp_path.resolve(),
+        "clusters[0].overrides",
+    )
     assert seen["scheduling"] == ({"accelerated": {}}, path, "c1", "clusters[0].scheduling")
 
 
@@ -136,44 +152,116 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters: []\n", "'clusters' must be a non-empty list, not an empty list"),
         ("clusters: [3]\n", "'clusters[0]' must be a mapping, not an integer"),
         ("clusters:\n  - criteria: {service: aks}\n", "key=clusters[0].name: missing key 'name'"),
-        ("clusters:\n  - name: Bad_Name\n    criteria: {service: aks}\n", "invalid cluster name 'Bad_Name'"),
-        ("clusters:\n  - name: " + "a" * 41 + "\n    criteria: {service: aks}\n", "at most 40 characters"),
-        ("clusters:\n  - name: 7\n    criteria: {service: aks}\n", "'clusters[0].name' must be a non-empty string, not an integer"),
+        (
+            "clusters:\n  - name: Bad_Name\n    criteria: {service: aks}\n",
+            "invalid cluster name 'Bad_Name'",
+        ),
+        (
+            "clusters:\n  - name: " + "a" * 41 + "\n    criteria: {service: aks}\n",
+            "at most 40 characters",
+        ),
+        (
+            "clusters:\n  - name: 7\n    criteria: {service: aks}\n",
+            "'clusters[0].name' must be a non-empty string, not an integer",
+        ),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    nodepools: []\n",
             "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, backend, charts, fleet)",
         ),
         ("clusters:\n  - name: c\n", "missing key 'criteria' (or 'recipe')"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: r.yaml\n", "give either 'criteria' or 'recipe', not both"),
-        ("clusters:\n  - name: c\n    criteria: aks\n", "'clusters[0].criteria' must be a mapping, not a string"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks, gpu: h100}\n", "unknown key 'gpu' (allowed: service, accelerator, os, intent, platform)"),
-        ("clusters:\n  - name: c\n    criteria: {accelerator: h100}\n", "key=clusters[0].criteria.service: missing key 'service'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks, intent: [training]}\n", "'clusters[0].criteria.intent' must be a non-empty string, not a list"),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: r.yaml\n",
+            "give either 'criteria' or 'recipe', not both",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: aks\n",
+            "'clusters[0].criteria' must be a mapping, not a string",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks, gpu: h100}\n",
+            "unknown key 'gpu' (allowed: service, accelerator, os, intent, platform)",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {accelerator: h100}\n",
+            "key=clusters[0].criteria.service: missing key 'service'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks, intent: [training]}\n",
+            "'clusters[0].criteria.intent' must be a non-empty string, not a list",
+        ),
         ("clusters:\n  - name: c\n    criteria: {service: AKS}\n", "invalid service 'AKS'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    profile: [gpuStack]\n", "'clusters[0].profile' must be a mapping"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    profile: {gpuStack: 'a b'}\n", "invalid profile value 'a b'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    region: East US\n", "invalid region 'East US'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    kubernetesVersion: 1.30\n", "kubernetesVersion 1.3 is a number; YAML reads 1.30 as 1.3"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    kubernetesVersion: v1.34.2\n", "kubernetesVersion 'v1.34.2' is not MAJOR.MINOR"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    existing: {path: x}\n", "unknown key 'path' (allowed: kubeconfig, context)"),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    profile: [gpuStack]\n",
+            "'clusters[0].profile' must be a mapping",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    profile: {gpuStack: 'a b'}\n",
+            "invalid profile value 'a b'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    region: East US\n",
+            "invalid region 'East US'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    kubernetesVersion: 1.30\n",
+            "kubernetesVersion 1.3 is a number; YAML reads 1.30 as 1.3",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    kubernetesVersion: v1.34.2\n",
+            "kubernetesVersion 'v1.34.2' is not MAJOR.MINOR",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    existing: {path: x}\n",
+            "unknown key 'path' (allowed: kubeconfig, context)",
+        ),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    existing: {}\n    pools: [{name: a, vmSize: x}]\n",
             "'pools' cannot be combined with 'existing'",
         ),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: {}\n", "'clusters[0].pools' must be a non-empty list, not a mapping"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a}]\n", "key=clusters[0].pools[0].vmSize: missing key 'vmSize'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodeCount: '2'}]\n", "nodeCount' must be an integer, not a string"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, gpu: 'yes'}]\n", "gpu' must be true or false, not a string"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, taints: ['gpu']}]\n", "invalid taint 'gpu'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, labels: {a: 1}}]\n", "label value 1 is a int; label values are strings (quote it)"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, size: 3}]\n", "unknown key 'size'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    settings: [1]\n", "'clusters[0].settings' must be a mapping"),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: {}\n",
+            "'clusters[0].pools' must be a non-empty list, not a mapping",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a}]\n",
+            "key=clusters[0].pools[0].vmSize: missing key 'vmSize'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodeCount: '2'}]\n",
+            "nodeCount' must be an integer, not a string",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, gpu: 'yes'}]\n",
+            "gpu' must be true or false, not a string",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, taints: ['gpu']}]\n",
+            "invalid taint 'gpu'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, labels: {a: 1}}]\n",
+            "label value 1 is a int; label values are strings (quote it)",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, size: 3}]\n",
+            "unknown key 'size'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    settings: [1]\n",
+            "'clusters[0].settings' must be a mapping",
+        ),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n  - name: c\n    criteria: {service: aks}\n",
             "cluster name 'c' is used twice (clusters[0] and clusters[1])",
         ),
-        ("clusters:\n  - name: c\n    name: d\n    criteria: {service: aks}\n", "duplicate key 'name'"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: missing.yaml\n", "give either"),
+        (
+            "clusters:\n  - name: c\n    name: d\n    criteria: {service: aks}\n",
+            "duplicate key 'name'",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    recipe: missing.yaml\n",
+            "give either",
+        ),
     ],
 )
 def test_errors(tmp_path, text, expected):
@@ -194,7 +282,15 @@ def test_recipe_missing(tmp_path):
 
 def test_recipe_outside_project(tmp_path):
     (tmp_path / "proj").mkdir()
-    (tmp_path / "outside.yaml").write_text((Path(__file__).parent / "data" / "aicr" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml").read_text())
+    (tmp_path / "outside.yaml").write_text(
+        (
+            Path(__file__).parent
+            / "data"
+            / "aicr"
+            / "v0.11.1"
+            / "h100-aks-ubuntu-training.recipe.yaml"
+        ).read_text()
+    )
     path = write(tmp_path / "proj", "clusters:\n  - name: c\n    recipe: ../outside.yaml\n")
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(path, env={})
@@ -206,14 +302,22 @@ def test_recipe_of_wrong_kind(tmp_path):
     path = write(tmp_path, "clusters:\n  - name: c\n    recipe: r.yaml\n")
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(path, env={})
-    assert "file=r.yaml cluster=c key=kind: kind is 'Snapshot', not RecipeResult" in exc.value.render()
+    assert (
+        "file=r.yaml cluster=c key=kind: kind is 'Snapshot', not RecipeResult" in exc.value.render()
+    )
 
 
 @pytest.mark.parametrize(
     "text, fix",
     [
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    regoin: westus3\n", "did you mean 'region'?"),
-        ("clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodCount: 2}]\n", "did you mean 'nodeCount'?"),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    regoin: westus3\n",
+            "did you mean 'region'?",
+        ),
+        (
+            "clusters:\n  - name: c\n    criteria: {service: aks}\n    pools: [{name: a, vmSize: x, nodCount: 2}]\n",
+            "did you mean 'nodeCount'?",
+        ),
         ("clsters: []\n", "did you mean 'clusters'?"),
     ],
 )
@@ -238,7 +342,9 @@ def test_a_missing_gpucluster_config_file_names_the_variable(tmp_path, monkeypat
     """A stale GPUCLUSTER_CONFIG in the shell made `gpucluster plan` say only 'file not found';
     the line names the variable, and how to fall back to ./gpucluster.yaml."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: c\n    criteria: {service: aks}\n")
+    (tmp_path / "gpucluster.yaml").write_text(
+        "clusters:\n  - name: c\n    criteria: {service: aks}\n"
+    )
     with pytest.raises(GpuclusterError) as exc:
         config.load_clusters(env={"GPUCLUSTER_CONFIG": str(tmp_path / "old.yaml")})
     (problem,) = exc.value.problems

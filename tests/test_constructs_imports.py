@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FRAMEWORK = ("cdktf", "constructs", "jsii", "cdktf_cdktf_provider_azurerm", "cdktf_cdktf_provider_helm", "cdktn",
-             "cdktn_provider_azurerm", "cdktn_provider_helm")
+FRAMEWORK = (
+    "cdktf",
+    "constructs",
+    "jsii",
+    "cdktf_cdktf_provider_azurerm",
+    "cdktf_cdktf_provider_helm",
+    "cdktn",
+    "cdktn_provider_azurerm",
+    "cdktn_provider_helm",
+)
 SKIP = {".venv", ".venv-checkov", "node_modules", "cdktf.out", ".git", "build"}
 
 
@@ -27,7 +35,9 @@ def imported_modules(path: Path) -> set[str]:
 def project_files():
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if not SKIP.intersection(rel.parts) and not rel.parts[0].startswith((".cdktf.out", ".venv")):
+        if not SKIP.intersection(rel.parts) and not rel.parts[0].startswith(
+            (".cdktf.out", ".venv")
+        ):
             yield rel, path
 
 
@@ -42,7 +52,10 @@ def test_only_cdk_module_imports_the_framework():
 
 TEST_KIT = "gpucluster/sdk/testing.py"
 """The plugin authors' test kit: ``PluginKit.synth`` runs the stacks (imported inside the method)."""
-LAZY_CDK = {TEST_KIT: ("synth", "gpucluster_cdk", "stacks"), "gpucluster/cli.py": ("_cmd_synth", "gpucluster_cdk.app", "synth_command")}
+LAZY_CDK = {
+    TEST_KIT: ("synth", "gpucluster_cdk", "stacks"),
+    "gpucluster/cli.py": ("_cmd_synth", "gpucluster_cdk.app", "synth_command"),
+}
 """Core modules that import the cdktf layer, each only inside one function: file -> (function,
 module, name) of its one ``from module import name``."""
 
@@ -60,21 +73,44 @@ def test_domain_core_never_imports_constructs_or_stacks():
 def test_the_test_kit_and_the_synth_command_import_the_stacks_only_inside_one_function(rel):
     function, module, name = LAZY_CDK[rel]
     tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
-    module_level = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
-    module_level |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    module_level = {
+        alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names
+    }
+    module_level |= {
+        node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert not {m for m in module_level if m.split(".")[0] in ("gpucluster_cdk", *FRAMEWORK)}
-    everywhere = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-                  and n.module.split(".")[0] == "gpucluster_cdk" for a in n.names}
-    inside = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
-    assert {(n.module, a.name) for n in ast.walk(inside) if isinstance(n, ast.ImportFrom) for a in n.names
-            if n.module and n.module.split(".")[0] == "gpucluster_cdk"} == everywhere == {(module, name)}
+    everywhere = {
+        (n.module, a.name)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] == "gpucluster_cdk"
+        for a in n.names
+    }
+    inside = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function
+    )
+    assert (
+        {
+            (n.module, a.name)
+            for n in ast.walk(inside)
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+            if n.module and n.module.split(".")[0] == "gpucluster_cdk"
+        }
+        == everywhere
+        == {(module, name)}
+    )
 
 
 def test_the_helm_constructs_know_no_plan():
     """gpucluster_cdk/constructs_lib/helm.py renders the props it is given: plain types only (the LocalChart it
     ships); values documents, set entries and the CRD bundle's limit are computed by the
     PlanNode -> props mapping in gpucluster_cdk/stacks/runtime.py."""
-    imported = {m for m in imported_modules(ROOT / "gpucluster_cdk" / "constructs_lib" / "helm.py") if m.split(".")[0] == "gpucluster"}
+    imported = {
+        m
+        for m in imported_modules(ROOT / "gpucluster_cdk" / "constructs_lib" / "helm.py")
+        if m.split(".")[0] == "gpucluster"
+    }
     assert imported <= {"gpucluster.model"}
     text = (ROOT / "gpucluster_cdk" / "constructs_lib" / "helm.py").read_text(encoding="utf-8")
     assert "PlanNode" not in text and "from_plan_node" not in text

@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "gpucluster"
 
+
 def core_modules() -> dict[str, Path]:
     modules = {}
     for path in sorted(CORE.rglob("*.py")):
@@ -30,7 +31,11 @@ def imports_of(path: Path, *, lazy: bool) -> set[str]:
     found: set[str] = set()
 
     def visit(node: ast.AST, in_function: bool) -> None:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             return
         if lazy or not in_function:
             if isinstance(node, ast.Import):
@@ -57,7 +62,9 @@ def import_graph(*, lazy: bool) -> dict[str, set[str]]:
             if imported:
                 parts = imported.split(".")
                 targets.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-        graph[name] = {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+        graph[name] = {
+            t for t in targets if t in modules and t != name and not name.startswith(t + ".")
+        }
     return graph
 
 
@@ -124,16 +131,34 @@ def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": set()}) == set()
 
 
-LEAVES = ("gpucluster.model", "gpucluster.errors", "gpucluster.values", "gpucluster.versions", "gpucluster.hashing",
-          "gpucluster.schemas", "gpucluster.yamlsafe", "gpucluster.diskcache", "gpucluster.dataclass_code", "gpucluster.policy_keys",
-          "gpucluster.fields",
-          "gpucluster.outfolder", "gpucluster.hookspecs", "gpucluster.plugins")
+LEAVES = (
+    "gpucluster.model",
+    "gpucluster.errors",
+    "gpucluster.values",
+    "gpucluster.versions",
+    "gpucluster.hashing",
+    "gpucluster.schemas",
+    "gpucluster.yamlsafe",
+    "gpucluster.diskcache",
+    "gpucluster.dataclass_code",
+    "gpucluster.policy_keys",
+    "gpucluster.fields",
+    "gpucluster.outfolder",
+    "gpucluster.hookspecs",
+    "gpucluster.plugins",
+)
 """The root modules every concern package may use (gpucluster.plugins: the hook calls)."""
 CONCERNS = ("gpucluster.recipes", "gpucluster.charts", "gpucluster.inputs")
 """The concern packages in layer order: each may import the leaves and the packages before it,
 never one after it, nor gpucluster.pipeline, gpucluster.verify, the commands or gpucluster.sdk
 (each package's __init__ docstring says so)."""
-ABOVE = ("gpucluster.pipeline", "gpucluster.verify", "gpucluster.cli", "gpucluster.init", "gpucluster.sdk")
+ABOVE = (
+    "gpucluster.pipeline",
+    "gpucluster.verify",
+    "gpucluster.cli",
+    "gpucluster.init",
+    "gpucluster.sdk",
+)
 
 
 def _package(name: str) -> str:
@@ -150,12 +175,14 @@ def test_no_import_up_a_layer():
     graph = import_graph(lazy=True)
     allowed = {leaf: set(LEAVES) for leaf in LEAVES}
     for i, package in enumerate(CONCERNS):
-        allowed[package] = {*LEAVES, *CONCERNS[:i + 1]}
+        allowed[package] = {*LEAVES, *CONCERNS[: i + 1]}
     offenders = {}
     for name, targets in graph.items():
         layer = _package(name)
         if layer in allowed:
-            bad = sorted(t for t in targets if _package(t) not in allowed[layer] and t != "gpucluster")
+            bad = sorted(
+                t for t in targets if _package(t) not in allowed[layer] and t != "gpucluster"
+            )
             if bad:
                 offenders[name] = bad
     assert offenders == {}

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.recipes import catalog
-from gpucluster.inputs import config
 from gpucluster.charts import crds
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs import config
+from gpucluster.recipes import catalog
 
 CD = "computedomains.resource.nvidia.com"
 
@@ -24,9 +24,13 @@ def plan():
 
 def test_computedomains_owned_by_the_dra_driver(plan):
     owners = crds.crd_owners(plan.components)
-    assert owners[CD] == owners["computedomaincliques.resource.nvidia.com"] == "nvidia-dra-driver-gpu"
+    assert (
+        owners[CD] == owners["computedomaincliques.resource.nvidia.com"] == "nvidia-dra-driver-gpu"
+    )
     assert owners["clusterpolicies.nvidia.com"] == "gpu-operator"
-    assert owners["nodefeaturerules.nfd.k8s-sigs.io"] == "nfd"  # gpu-operator and network-operator only ship them
+    assert (
+        owners["nodefeaturerules.nfd.k8s-sigs.io"] == "nfd"
+    )  # gpu-operator and network-operator only ship them
 
 
 def test_without_the_dra_driver_gpu_operator_ships_the_only_copy(plan):
@@ -36,24 +40,49 @@ def test_without_the_dra_driver_gpu_operator_ships_the_only_copy(plan):
     gpu = old["gpu-operator"]
     import dataclasses
 
-    old["gpu-operator"] = dataclasses.replace(gpu, ref=dataclasses.replace(gpu.ref, version="v25.10.0"))
+    old["gpu-operator"] = dataclasses.replace(
+        gpu, ref=dataclasses.replace(gpu.ref, version="v25.10.0")
+    )
     assert CD not in crds.crd_owners(old)  # older charts ship no ComputeDomain CRD
 
 
 def test_a_doubly_owned_crd_is_refused(tmp_path):
-    (tmp_path / "registry.yaml").write_text(yaml.safe_dump({
-        "kind": "ComponentRegistry", "apiVersion": "gpucluster/v1alpha1",
-        "components": [{"name": "my-dra", "type": "Helm",
-                        "helm": {"repository": "https://example.com/charts", "chart": "my-dra", "version": "1.0.0", "namespace": "x"},
-                        "crds": {"upgrade": "gpucluster", "owns": [CD]}}]}))
+    (tmp_path / "registry.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "kind": "ComponentRegistry",
+                "apiVersion": "gpucluster/v1alpha1",
+                "components": [
+                    {
+                        "name": "my-dra",
+                        "type": "Helm",
+                        "helm": {
+                            "repository": "https://example.com/charts",
+                            "chart": "my-dra",
+                            "version": "1.0.0",
+                            "namespace": "x",
+                        },
+                        "crds": {"upgrade": "gpucluster", "owns": [CD]},
+                    }
+                ],
+            }
+        )
+    )
     with pytest.raises(GpuclusterError) as exc:
         catalog.load_catalog((catalog.CORE_CATALOG_DIR, tmp_path))
     text = str(exc.value)
-    assert f"CRD '{CD}' is owned by two components: 'nvidia-dra-driver-gpu'" in text and "'my-dra'" in text
+    assert (
+        f"CRD '{CD}' is owned by two components: 'nvidia-dra-driver-gpu'" in text
+        and "'my-dra'" in text
+    )
     assert "alsoShips" in text  # the fix
     # listing it as shipped, not owned, is accepted
     doc = yaml.safe_load((tmp_path / "registry.yaml").read_text())
-    doc["components"][0]["crds"] = {"upgrade": "gpucluster", "owns": [], "alsoShips": [{"name": CD}]}
+    doc["components"][0]["crds"] = {
+        "upgrade": "gpucluster",
+        "owns": [],
+        "alsoShips": [{"name": CD}],
+    }
     (tmp_path / "registry.yaml").write_text(yaml.safe_dump(doc))
     assert "my-dra" in catalog.load_catalog((catalog.CORE_CATALOG_DIR, tmp_path)).components
 
@@ -76,13 +105,22 @@ def _chart_crds(chart: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("component, folder", [
-    ("nvidia-dra-driver-gpu", "dra-driver-nvidia-gpu"), ("gpu-operator", "gpu-operator"), ("kai-scheduler", "kai-scheduler"),
-    ("kubeflow-trainer", "kubeflow-trainer"), ("nfd", "node-feature-discovery"), ("network-operator", "network-operator"),
-])
+@pytest.mark.parametrize(
+    "component, folder",
+    [
+        ("nvidia-dra-driver-gpu", "dra-driver-nvidia-gpu"),
+        ("gpu-operator", "gpu-operator"),
+        ("kai-scheduler", "kai-scheduler"),
+        ("kubeflow-trainer", "kubeflow-trainer"),
+        ("nfd", "node-feature-discovery"),
+        ("network-operator", "network-operator"),
+    ],
+)
 def test_owned_crds_are_the_charts_crds(reference_charts, component, folder):
     entry = catalog.load_catalog().components[component]
-    shipped = _chart_crds(reference_charts / folder / "crds") | _chart_crds(reference_charts / folder / "charts")
+    shipped = _chart_crds(reference_charts / folder / "crds") | _chart_crds(
+        reference_charts / folder / "charts"
+    )
     declared = set(entry.crds.owns) | {name for name, _ in entry.crds.also_ships}
     assert set(entry.crds.owns) <= shipped
     # every CRD in the chart's crds/ folders is either owned or declared as shipped

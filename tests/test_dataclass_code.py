@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PROBE = r'''
+PROBE = r"""
 import dataclasses, json, sys
 import gpucluster
 from gpucluster import dataclass_code
@@ -49,38 +49,53 @@ print(json.dumps({
     "init": str(__import__("inspect").signature(P.__init__)),
     "plan": [plan.cluster.name for plan in build_plans(__import__("gpucluster.inputs.config", fromlist=["x"]).load_config(None)[0])],
 }))
-'''
+"""
 
 
 def probe(cache: str, *args: str) -> dict:
     env = {**os.environ, "GPUCLUSTER_CACHE_DIR": cache, "GPUCLUSTER_EMBEDDED_DEFAULT": "1"}
-    run = subprocess.run([sys.executable, *args, "-c", PROBE], env=env, capture_output=True, text=True, cwd=ROOT,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, *args, "-c", PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
 
 def entries(cache: Path) -> list[Path]:
-    return sorted((cache / "dataclass-code").glob("*")) if (cache / "dataclass-code").is_dir() else []
+    return (
+        sorted((cache / "dataclass-code").glob("*")) if (cache / "dataclass-code").is_dir() else []
+    )
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cache wraps CPython 3.11's dataclasses only")
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="the cache wraps CPython 3.11's dataclasses only"
+)
 def test_a_warm_run_compiles_no_method_and_makes_the_same_functions(tmp_path):
     cache = tmp_path / "cache"
     off = probe("off")
     assert off["installed"] is False and off["compiled_here"] == 0
     cold = probe(str(cache))
-    assert cold["installed"] is True and cold["compiled_here"] > 100  # every method of every class imported
+    assert (
+        cold["installed"] is True and cold["compiled_here"] > 100
+    )  # every method of every class imported
     assert len(entries(cache)) == 1
     warm = probe(str(cache))
     assert warm["compiled_here"] == 0
     for result in (cold, warm):
-        assert {k: v for k, v in result.items() if k not in ("installed", "compiled_here")} == \
-            {k: v for k, v in off.items() if k not in ("installed", "compiled_here")}
+        assert {k: v for k, v in result.items() if k not in ("installed", "compiled_here")} == {
+            k: v for k, v in off.items() if k not in ("installed", "compiled_here")
+        }
     assert off["order"] == [True, True, True, False] and off["frozen"] is True
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the cache wraps CPython 3.11's dataclasses only")
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="the cache wraps CPython 3.11's dataclasses only"
+)
 @pytest.mark.parametrize("damage", ["flip", "truncate", "not-code", "empty"])
 def test_a_damaged_entry_is_a_miss(tmp_path, damage):
     import marshal
@@ -98,9 +113,13 @@ def test_a_damaged_entry_is_a_miss(tmp_path, damage):
     else:  # a well-formed entry (right header and checksum) whose values are not code objects
         from gpucluster import diskcache
 
-        payload = marshal.dumps({"def __create_fn__():\n def f():\n  pass\n return f": "print('forged')"})
+        payload = marshal.dumps(
+            {"def __create_fn__():\n def f():\n  pass\n return f": "print('forged')"}
+        )
         key = entry.name
-        assert diskcache.put("dataclass-code", key, payload, env={"GPUCLUSTER_CACHE_DIR": str(cache)})
+        assert diskcache.put(
+            "dataclass-code", key, payload, env={"GPUCLUSTER_CACHE_DIR": str(cache)}
+        )
         data = entry.read_bytes()
     entry.write_bytes(data)
     os.chmod(entry, 0o600)
@@ -122,8 +141,11 @@ def test_not_installed_on_another_python_signature_or_without_a_cache(monkeypatc
     if case == "version":
         monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
     elif case == "implementation":
-        monkeypatch.setattr(sys, "implementation", types.SimpleNamespace(name="pypy", cache_tag=None))
+        monkeypatch.setattr(
+            sys, "implementation", types.SimpleNamespace(name="pypy", cache_tag=None)
+        )
     elif case == "signature":
+
         def other(name, args, body, *, globals=None, locals=None):  # 3.12's had no return_type...
             return stdlib(name, args, body, globals=globals, locals=locals)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from gate_harness import SHELLS, run_script
+
 from gpucluster import pipeline
 from gpucluster.charts import gates
 from gpucluster.inputs.config import parse_clusters
@@ -23,9 +23,16 @@ ONE_POD = "1|1|1|1|1|1"
 
 
 def existing_aks(tmp_path: Path):
-    doc = {"clusters": [{"name": "aks-existing", "criteria": {"service": "aks", "accelerator": "h100", "intent": "training"},
-                         "existing": {"kubeconfig": "~/.kube/config"},
-                         "scheduling": {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}}}]}
+    doc = {
+        "clusters": [
+            {
+                "name": "aks-existing",
+                "criteria": {"service": "aks", "accelerator": "h100", "intent": "training"},
+                "existing": {"kubeconfig": "~/.kube/config"},
+                "scheduling": {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}},
+            }
+        ]
+    }
     (spec,) = parse_clusters(doc, source="clusters.yaml", root=tmp_path)
     return pipeline.build_plan(spec)
 
@@ -51,7 +58,9 @@ def test_existing_aks_cluster_expects_gpu_nodes(existing_plan):
 @pytest.mark.parametrize("shell", SHELLS)
 def test_dra_gate_fails_at_zero_pods_on_an_existing_cluster(existing_plan, tmp_path, shell):
     script = job_script(existing_plan, DRA_GATE)
-    failed = run_script(script, [(ZERO_PODS, "", 0)], tmp_path / "zero", shell=shell, clock_step=300)
+    failed = run_script(
+        script, [(ZERO_PODS, "", 0)], tmp_path / "zero", shell=shell, clock_step=300
+    )
     assert failed.returncode == 1
     assert "FAILED" in failed.lines[-1] and "desired 0" in failed.lines[-1]
     ok = run_script(script, [(ZERO_PODS, "", 0), (ONE_POD, "", 0)], tmp_path / "one", shell=shell)
@@ -63,7 +72,9 @@ def test_gpu_nodes_expected():
         return ClusterSpec(name="c", criteria=Criteria(service="aks"), **kw)
 
     assert gpu_nodes_expected(spec())  # existing cluster / platform without pools
-    assert gpu_nodes_expected(spec(pools=[NodePool("sys", "x", gpu=False), NodePool("gpu", "y", gpu=True)]))
+    assert gpu_nodes_expected(
+        spec(pools=[NodePool("sys", "x", gpu=False), NodePool("gpu", "y", gpu=True)])
+    )
     assert not gpu_nodes_expected(spec(pools=[NodePool("sys", "x", gpu=False)]))
 
 
@@ -72,8 +83,21 @@ def test_nvke_has_its_clusterpolicy_gate(tmp_path):
 
     plan = build(tmp_path)
     gate = next(g for g in plan.gates if g.name == CP_GATE)
-    assert (gate.kind, gate.resource, gate.name_of_object, gate.jsonpath, gate.value, gate.timeout_seconds) == (
-        "resource-condition", "clusterpolicies", "cluster-policy", "{.status.state}", "ready", 1800)
+    assert (
+        gate.kind,
+        gate.resource,
+        gate.name_of_object,
+        gate.jsonpath,
+        gate.value,
+        gate.timeout_seconds,
+    ) == (
+        "resource-condition",
+        "clusterpolicies",
+        "cluster-policy",
+        "{.status.state}",
+        "ready",
+        1800,
+    )
     assert plan.node(CP_GATE).depends_on == ["gpu-operator"]
     # gpu-operator's ready handle: the DRA driver (whose plugin needs the driver loaded) waits for it
     assert CP_GATE in plan.node("nvidia-dra-driver-gpu").depends_on
@@ -82,9 +106,20 @@ def test_nvke_has_its_clusterpolicy_gate(tmp_path):
 
 def test_a_platform_without_a_clusterpolicy_gate_gets_the_core_default():
     cluster = ClusterSpec(name="c", criteria=Criteria(service="myk8s"), source="c.yaml")
-    recipe = Recipe(criteria=cluster.criteria, applied_overlays=[], constraints=[], component_refs=[])
-    comps = {"gpu-operator": Component(ref=ComponentRef(name="gpu-operator", namespace="gpu-operator"), values={})}
+    recipe = Recipe(
+        criteria=cluster.criteria, applied_overlays=[], constraints=[], component_refs=[]
+    )
+    comps = {
+        "gpu-operator": Component(
+            ref=ComponentRef(name="gpu-operator", namespace="gpu-operator"), values={}
+        )
+    }
     (gate,) = gates.collect_gates(cluster, recipe, comps)
     assert (gate.name, gate.component, gate.resource, gate.value, gate.timeout_seconds) == (
-        CP_GATE, "gpu-operator", "clusterpolicies", "ready", 1800)
+        CP_GATE,
+        "gpu-operator",
+        "clusterpolicies",
+        "ready",
+        1800,
+    )
     assert gates.collect_gates(cluster, recipe, {}) == []  # no GPU Operator, no gate

@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from gpucluster.verify import detect
 from gpucluster.errors import GpuclusterError
+from gpucluster.verify import detect
 
 FIXTURE = Path(__file__).parent / "data" / "nvke" / "nodes-nvke.json"
 PREFIXES = {"aks": "azure://", "nvke": "nico://"}
 
 
 def nodes(*pairs):
-    return {"items": [{"metadata": {"name": n}, "spec": ({"providerID": p} if p else {})} for n, p in pairs]}
+    return {
+        "items": [
+            {"metadata": {"name": n}, "spec": ({"providerID": p} if p else {})} for n, p in pairs
+        ]
+    }
 
 
 def test_nvke_fixture_maps_to_nvke():
@@ -35,7 +39,9 @@ def test_unclaimed_nodes_do_not_block_detection():
 
 def test_no_claimed_node_is_an_error_listing_known_prefixes():
     with pytest.raises(GpuclusterError) as exc:
-        detect.detect(nodes(("a", "kind://docker/kind/a"), ("b", "")), PREFIXES, source="nodes.json")
+        detect.detect(
+            nodes(("a", "kind://docker/kind/a"), ("b", "")), PREFIXES, source="nodes.json"
+        )
     text = str(exc.value)
     assert "no node has a providerID a platform plugin declares (seen: <none>, kind://)" in text
     assert "azure:// -> aks, nico:// -> nvke" in text and "file=nodes.json" in text
@@ -63,13 +69,26 @@ class FakeKubectl:
 
 def test_kubectl_is_run_with_kubeconfig_and_context():
     fake = FakeKubectl(stdout=FIXTURE.read_text())
-    doc, label = detect.load_nodes(kubeconfig="/tmp/kc", context="tenant", run=fake, which=lambda _: "/usr/bin/kubectl")
-    assert fake.calls == [["/usr/bin/kubectl", "get", "nodes", "-o", "json", "--request-timeout=60s", "--kubeconfig=/tmp/kc", "--context=tenant"]]
+    doc, label = detect.load_nodes(
+        kubeconfig="/tmp/kc", context="tenant", run=fake, which=lambda _: "/usr/bin/kubectl"
+    )
+    assert fake.calls == [
+        [
+            "/usr/bin/kubectl",
+            "get",
+            "nodes",
+            "-o",
+            "json",
+            "--request-timeout=60s",
+            "--kubeconfig=/tmp/kc",
+            "--context=tenant",
+        ]
+    ]
     assert len(doc["items"]) == 3 and "context tenant" in label
 
 
 def test_kubectl_failure_is_reported():
-    fake = FakeKubectl(returncode=1, stderr="E1\nerror: context \"x\" does not exist\n")
+    fake = FakeKubectl(returncode=1, stderr='E1\nerror: context "x" does not exist\n')
     with pytest.raises(GpuclusterError) as exc:
         detect.load_nodes(context="x", run=fake, which=lambda _: "kubectl")
     assert 'context "x" does not exist' in str(exc.value)

@@ -60,18 +60,31 @@ def _dataclasses() -> list[type]:
     for name in DOCUMENTED_MODULES:
         module = importlib.import_module(name)
         for attr, obj in vars(module).items():
-            if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == name and not attr.startswith("_"):
+            if (
+                inspect.isclass(obj)
+                and dataclasses.is_dataclass(obj)
+                and obj.__module__ == name
+                and not attr.startswith("_")
+            ):
                 out.append(obj)
     return out
 
 
 @pytest.mark.parametrize("cls", _dataclasses(), ids=lambda c: f"{c.__module__}.{c.__qualname__}")
 def test_every_dataclass_documents_the_fields_it_declares(cls):
-    own = [f.name for f in dataclasses.fields(cls) if f.name in cls.__dict__.get("__annotations__", {})]
+    own = [
+        f.name for f in dataclasses.fields(cls) if f.name in cls.__dict__.get("__annotations__", {})
+    ]
     documented = attribute_names(inspect.getdoc(cls) or "")
-    assert documented is not None, f"{cls.__qualname__} has no Attributes: section (fields: {', '.join(own)})"
-    assert [f for f in own if f not in documented] == [], f"{cls.__qualname__}: fields without an Attributes entry"
-    assert sorted(documented - set(own)) == [], f"{cls.__qualname__}: Attributes entries of no field"
+    assert documented is not None, (
+        f"{cls.__qualname__} has no Attributes: section (fields: {', '.join(own)})"
+    )
+    assert [f for f in own if f not in documented] == [], (
+        f"{cls.__qualname__}: fields without an Attributes entry"
+    )
+    assert sorted(documented - set(own)) == [], (
+        f"{cls.__qualname__}: Attributes entries of no field"
+    )
 
 
 # A file the docs name that is not in this repository, with the reason.
@@ -84,7 +97,14 @@ NOT_OURS = {
 def test_the_files_the_docs_name_exist():
     missing = []
     for doc in DOCS:
-        for path in sorted(set(re.findall(r"\b(?:tests|examples|tools|gpucluster\w*|plugins)/[\w./-]+\.(?:py|md|yaml|cjs)\b", doc.read_text(encoding="utf-8")))):
+        for path in sorted(
+            set(
+                re.findall(
+                    r"\b(?:tests|examples|tools|gpucluster\w*|plugins)/[\w./-]+\.(?:py|md|yaml|cjs)\b",
+                    doc.read_text(encoding="utf-8"),
+                )
+            )
+        ):
             if path not in NOT_OURS and not (ROOT / path).exists():
                 missing.append(f"{doc.relative_to(ROOT)}: {path}")
     assert missing == []
@@ -104,7 +124,9 @@ def test_the_platform_table_lists_every_field():
 
     text = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
     table = text[text.index("`Platform` fields:\n") :].split("\n\n", 2)[1]
-    listed = [name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])]
+    listed = [
+        name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])
+    ]
     assert sorted(listed) == sorted(f.name for f in dataclasses.fields(Platform))
     assert len(listed) == len(set(listed))
 

@@ -48,16 +48,19 @@ def _recipe_criteria(path: str) -> Criteria:
 
 
 def _write_referenced_files(data: dict, folder: Path) -> None:
+    from gpucluster.recipes import layering, recipe_result_writer
     from gpucluster.recipes import recipe as recipe_mod
-    from gpucluster.recipes import layering
-    from gpucluster.recipes import recipe_result_writer
     from gpucluster.recipes.catalog import load_catalog
 
     for cluster in data["clusters"]:
         if "recipe" in cluster:
             catalog = load_catalog()
-            recipe = recipe_mod.resolve(_recipe_criteria(cluster["recipe"]), catalog, profile={}, file="test")
-            doc = recipe_result_writer.to_document(recipe, layering.effective_components(recipe, catalog))
+            recipe = recipe_mod.resolve(
+                _recipe_criteria(cluster["recipe"]), catalog, profile={}, file="test"
+            )
+            doc = recipe_result_writer.to_document(
+                recipe, layering.effective_components(recipe, catalog)
+            )
             target = folder / cluster["recipe"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(recipe_result_writer.dump_yaml(doc))
@@ -81,7 +84,9 @@ def test_cluster_file_in_the_docs_is_accepted(where, text, tmp_path, monkeypatch
         plans = build_plans(load_clusters("gpucluster.yaml", env={}))
     except GpuclusterError as err:
         pytest.fail(f"{where}: the documented cluster file is refused:\n{err.render()}")
-    assert [p.cluster.name for p in plans] == [c["name"] for c in yamlsafe.load_yaml_file(path, display="x")["clusters"]]
+    assert [p.cluster.name for p in plans] == [
+        c["name"] for c in yamlsafe.load_yaml_file(path, display="x")["clusters"]
+    ]
 
 
 def readme_user_path() -> list[str]:
@@ -92,7 +97,11 @@ def readme_user_path() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Use gpucluster from your own repository", 1)[1]
     block = re.search(r"^```bash\n(.*?)^```", section, re.S | re.M).group(1)
-    return [" ".join(shlex.split(line, comments=True)) for line in block.splitlines() if shlex.split(line, comments=True)]
+    return [
+        " ".join(shlex.split(line, comments=True))
+        for line in block.splitlines()
+        if shlex.split(line, comments=True)
+    ]
 
 
 def test_the_readme_user_path_commands_exist():

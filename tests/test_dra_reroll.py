@@ -22,9 +22,21 @@ helm_python = pytest.importorskip("helm_python")
 DRA = "nvidia-dra-driver-gpu"
 
 
-def plan_for(tmp_path: Path, *, stack: str = "operator-managed", sets=(), k8s: str = "1.34", existing: bool = False):
-    doc = {"name": "lab", "criteria": {"service": "aks", "accelerator": "h100", "intent": "training"},
-           "profile": {"gpuStack": stack}, "kubernetesVersion": k8s, "overrides": {"set": list(sets)}}
+def plan_for(
+    tmp_path: Path,
+    *,
+    stack: str = "operator-managed",
+    sets=(),
+    k8s: str = "1.34",
+    existing: bool = False,
+):
+    doc = {
+        "name": "lab",
+        "criteria": {"service": "aks", "accelerator": "h100", "intent": "training"},
+        "profile": {"gpuStack": stack},
+        "kubernetesVersion": k8s,
+        "overrides": {"set": list(sets)},
+    }
     if existing:
         doc["existing"] = {"kubeconfig": "~/.kube/config"}
         doc["scheduling"] = {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}}
@@ -33,16 +45,24 @@ def plan_for(tmp_path: Path, *, stack: str = "operator-managed", sets=(), k8s: s
 
 
 def identity(plan) -> str:
-    return plan.components[DRA].values["kubeletPlugin"]["podAnnotations"][gates.DRIVER_IDENTITY_ANNOTATION]
+    return plan.components[DRA].values["kubeletPlugin"]["podAnnotations"][
+        gates.DRIVER_IDENTITY_ANNOTATION
+    ]
 
 
 def rendered_pod_annotations(chart_dir: Path, plan) -> dict:
     node = plan.node(DRA)
-    out = helm_python.Chart.load(str(chart_dir)).render(node.values, name=node.id, namespace=node.namespace, is_install=True)
+    out = helm_python.Chart.load(str(chart_dir)).render(
+        node.values, name=node.id, namespace=node.namespace, is_install=True
+    )
     texts = out.values() if isinstance(out, dict) else [out]
     for text in texts:
         for doc in yaml.safe_load_all(text):
-            if doc and doc.get("kind") == "DaemonSet" and doc["metadata"]["name"].endswith("-kubelet-plugin"):
+            if (
+                doc
+                and doc.get("kind") == "DaemonSet"
+                and doc["metadata"]["name"].endswith("-kubelet-plugin")
+            ):
                 return doc["spec"]["template"]["metadata"].get("annotations") or {}
     raise AssertionError("no kubelet plugin DaemonSet rendered")
 
@@ -61,21 +81,29 @@ def test_driver_version_change_rerolls_the_plugin(base, tmp_path, reference_char
     bumped = plan_for(tmp_path, sets=["gpuoperator:driver.version=600.10.01"])
     assert identity(bumped) != identity(base)
     assert rendered_pod_annotations(reference_charts / "dra-driver-nvidia-gpu", bumped)[
-        gates.DRIVER_IDENTITY_ANNOTATION] == identity(bumped)
+        gates.DRIVER_IDENTITY_ANNOTATION
+    ] == identity(bumped)
 
 
-@pytest.mark.parametrize("unrelated", [
-    "gpuoperator:dcgmExporter.serviceMonitor.interval=90s",
-    "dradriver:controller.priorityClassName=system-cluster-critical",
-    "gpuoperator:driver.maxParallelUpgrades=2",
-])
+@pytest.mark.parametrize(
+    "unrelated",
+    [
+        "gpuoperator:dcgmExporter.serviceMonitor.interval=90s",
+        "dradriver:controller.priorityClassName=system-cluster-critical",
+        "gpuoperator:driver.maxParallelUpgrades=2",
+    ],
+)
 def test_other_changes_do_not_reroll(base, tmp_path, unrelated):
     assert identity(plan_for(tmp_path, sets=[unrelated])) == identity(base)
 
 
 def test_driver_image_and_module_type_are_part_of_the_identity(base, tmp_path):
-    assert identity(plan_for(tmp_path, sets=["gpuoperator:driver.repository=myacr.azurecr.io/nvidia"])) != identity(base)
-    assert identity(plan_for(tmp_path, sets=["gpuoperator:driver.kernelModuleType=proprietary"])) != identity(base)
+    assert identity(
+        plan_for(tmp_path, sets=["gpuoperator:driver.repository=myacr.azurecr.io/nvidia"])
+    ) != identity(base)
+    assert identity(
+        plan_for(tmp_path, sets=["gpuoperator:driver.kernelModuleType=proprietary"])
+    ) != identity(base)
 
 
 def test_aks_owned_driver_follows_the_node_image_inputs(tmp_path):
@@ -84,9 +112,17 @@ def test_aks_owned_driver_follows_the_node_image_inputs(tmp_path):
     managed = plan_for(tmp_path, stack="azure-managed")
     ident, variables = gates.driver_identity(managed.cluster, managed.components)
     assert ident["owner"] == "host" and variables == ()
-    assert ident["gpuPools"] == [{"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "gpuDriver": "Install"}]
+    assert ident["gpuPools"] == [
+        {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "gpuDriver": "Install"}
+    ]
     assert identity(plan_for(tmp_path, stack="azure-managed", k8s="1.35")) != identity(managed)
-    assert identity(plan_for(tmp_path, stack="azure-managed", sets=["gpuoperator:dcgmExporter.serviceMonitor.interval=90s"])) == identity(managed)
+    assert identity(
+        plan_for(
+            tmp_path,
+            stack="azure-managed",
+            sets=["gpuoperator:dcgmExporter.serviceMonitor.interval=90s"],
+        )
+    ) == identity(managed)
     # flipping the owner (gpuStack) is a driver change
     assert identity(plan_for(tmp_path, stack="operator-managed")) != identity(managed)
 

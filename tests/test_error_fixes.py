@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import load_clusters
 from gpucluster.pipeline import build_plans
 
 NVKE = "clusters:\n  - name: c1\n    criteria: {service: nvke, accelerator: gb200, os: ubuntu, intent: training}\n    existing: {}\n"
@@ -68,17 +68,21 @@ BAD = {
     "pool-not-mapping": HEAD + "    pools: [a]\n",
     "pool-unknown-key": HEAD + "    pools: [{name: a, vmSize: b, count: 2}]\n",
     "pool-missing-vmsize": HEAD + "    pools: [{name: a}]\n",
-    "pool-nodecount-string": HEAD + "    pools: [{name: s, vmSize: x, gpu: false, nodeCount: '2'}, {name: g, vmSize: y}]\n",
+    "pool-nodecount-string": HEAD
+    + "    pools: [{name: s, vmSize: x, gpu: false, nodeCount: '2'}, {name: g, vmSize: y}]\n",
     "pool-gpu-string": HEAD + "    pools: [{name: s, vmSize: x, gpu: 'no'}]\n",
     "pool-managed-string": HEAD + "    pools: [{name: s, vmSize: x, managedGpu: 'no'}]\n",
     "pool-labels-not-mapping": HEAD + "    pools: [{name: s, vmSize: x, labels: [a]}]\n",
     "pool-label-bad": HEAD + "    pools: [{name: s, vmSize: x, labels: {'a b': c}}]\n",
     "pool-taints-not-list": HEAD + "    pools: [{name: s, vmSize: x, taints: 'a:NoSchedule'}]\n",
     "pool-taint-bad": HEAD + "    pools: [{name: s, vmSize: x, taints: ['a']}]\n",
-    "pool-name-aks": HEAD + "    pools: [{name: System_1, vmSize: x, gpu: false}, {name: g, vmSize: y}]\n",
+    "pool-name-aks": HEAD
+    + "    pools: [{name: System_1, vmSize: x, gpu: false}, {name: g, vmSize: y}]\n",
     "pool-all-gpu": HEAD + "    pools: [{name: g, vmSize: y}]\n",
-    "pool-count-zero": HEAD + "    pools: [{name: s, vmSize: x, gpu: false, nodeCount: 0}, {name: g, vmSize: y}]\n",
-    "pool-gpudriver": HEAD + "    pools: [{name: s, vmSize: x, gpu: false}, {name: g, vmSize: y, gpuDriver: Managed}]\n",
+    "pool-count-zero": HEAD
+    + "    pools: [{name: s, vmSize: x, gpu: false, nodeCount: 0}, {name: g, vmSize: y}]\n",
+    "pool-gpudriver": HEAD
+    + "    pools: [{name: s, vmSize: x, gpu: false}, {name: g, vmSize: y, gpuDriver: Managed}]\n",
     # overrides
     "overrides-not-mapping": HEAD + "    overrides: [a]\n",
     "overrides-unknown-key": HEAD + "    overrides: {sett: ['gpuoperator:x=1']}\n",
@@ -88,16 +92,20 @@ BAD = {
     "set-bad-path": HEAD + "    overrides: {set: ['gpuoperator:a..b=1']}\n",
     "set-not-string": HEAD + "    overrides: {set: [3]}\n",
     "set-unknown-component": HEAD + "    overrides: {set: ['gpuoprator:x=1']}\n",
-    "set-conflict": HEAD + "    overrides: {set: ['gpuoperator:dcgm=off', 'gpuoperator:dcgm.enabled=true']}\n",
+    "set-conflict": HEAD
+    + "    overrides: {set: ['gpuoperator:dcgm=off', 'gpuoperator:dcgm.enabled=true']}\n",
     "values-bad-entry": HEAD + "    overrides: {values: [{component: nvsentinel}]}\n",
-    "values-missing-file": HEAD + "    overrides: {values: [{component: nvsentinel, file: nothere.yaml}]}\n",
-    "variables-bad-name": HEAD + "    overrides: {variables: {'gpuoperator:driver.version': '1x'}}\n",
+    "values-missing-file": HEAD
+    + "    overrides: {values: [{component: nvsentinel, file: nothere.yaml}]}\n",
+    "variables-bad-name": HEAD
+    + "    overrides: {variables: {'gpuoperator:driver.version': '1x'}}\n",
     "enable-string": HEAD + "    overrides: {set: ['gpuoperator:enabled=no']}\n",
     # scheduling
     "scheduling-not-mapping": HEAD + "    scheduling: [a]\n",
     "scheduling-unknown": HEAD + "    scheduling: {gpu: {}}\n",
     "scheduling-section-unknown": HEAD + "    scheduling: {system: {selector: {}}}\n",
-    "scheduling-tolerations-not-list": HEAD + "    scheduling: {accelerated: {tolerations: 'a:NoSchedule'}}\n",
+    "scheduling-tolerations-not-list": HEAD
+    + "    scheduling: {accelerated: {tolerations: 'a:NoSchedule'}}\n",
     "scheduling-toleration-bad": HEAD + "    scheduling: {accelerated: {tolerations: ['a']}}\n",
     "scheduling-selector-bool": HEAD + "    scheduling: {system: {nodeSelector: {pool: true}}}\n",
     "scheduling-selector-list": HEAD + "    scheduling: {system: {nodeSelector: [a]}}\n",
@@ -120,11 +128,15 @@ BAD = {
     "recipe-api": RECIPE + "|kind: RecipeResult\napiVersion: x/v1\n",
     "recipe-unknown-key": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\nfoo: 1\n",
     "recipe-no-criteria": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\n",
-    "recipe-no-service": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {accelerator: h100}\n",
-    "recipe-no-refs": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n",
-    "recipe-bad-metadata": RECIPE + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\nmetadata: [1]\n",
+    "recipe-no-service": RECIPE
+    + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {accelerator: h100}\n",
+    "recipe-no-refs": RECIPE
+    + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n",
+    "recipe-bad-metadata": RECIPE
+    + "|kind: RecipeResult\napiVersion: aicr.run/v1beta2\ncriteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\nmetadata: [1]\n",
     # policy
-    "policy-wildcard": HEAD + "    scheduling: {accelerated: {tolerations: [{operator: Exists}]}}\n",
+    "policy-wildcard": HEAD
+    + "    scheduling: {accelerated: {tolerations: [{operator: Exists}]}}\n",
     "policy-profile-owned": HEAD + "    overrides: {set: ['gpuoperator:driver.enabled=true']}\n",
 }
 
@@ -148,7 +160,16 @@ def test_every_error_line_has_a_fix(name, tmp_path, monkeypatch):
             assert " cluster=" in line, line
 
 
-@pytest.mark.parametrize("entry", ["gpuoperator:x", "gpuoperator=x", "gpuoperator:a..b=1", "gpuoprator:x=1", "gpuoperator:enabled=no"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "gpuoperator:x",
+        "gpuoperator=x",
+        "gpuoperator:a..b=1",
+        "gpuoprator:x=1",
+        "gpuoperator:enabled=no",
+    ],
+)
 def test_cli_set_errors_have_a_fix_and_name_set(entry, tmp_path, monkeypatch):
     from gpucluster import cli
 
@@ -156,7 +177,14 @@ def test_cli_set_errors_have_a_fix_and_name_set(entry, tmp_path, monkeypatch):
     monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
     err = io.StringIO()
     assert cli.main(["plan", "--set", entry], stdout=io.StringIO(), stderr=err) == 2
-    lines = [line for line in err.getvalue().splitlines() if not line.startswith("info[input.default]")]
+    lines = [
+        line for line in err.getvalue().splitlines() if not line.startswith("info[input.default]")
+    ]
     assert lines
     for line in lines:
-        assert line.startswith("error[") and " fix: " in line and "file=--set" in line and "key=--set[0]" in line, line
+        assert (
+            line.startswith("error[")
+            and " fix: " in line
+            and "file=--set" in line
+            and "key=--set[0]" in line
+        ), line

@@ -14,19 +14,16 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-import yaml
+from render_cases import UNAVAILABLE
 
 from gpucluster import pipeline
-from gpucluster.verify import lint
+from gpucluster.inputs.config import load_clusters
+from gpucluster.model import Criteria
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes.catalog import load_catalog
-from gpucluster.inputs.config import load_clusters
-from gpucluster.errors import GpuclusterError
-from gpucluster.model import Criteria
+from gpucluster.verify import lint
 from gpucluster.verify.render import ChartSources, Renderer, render_plans
-from render_cases import UNAVAILABLE
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
 TRAINING = AICR / "h100-aks-ubuntu-training.recipe.yaml"
@@ -51,16 +48,26 @@ def test_the_v0111_file_selects_the_operator_managed_profile_and_says_so(tmp_pat
     (spec,) = _project(tmp_path, {"training": TRAINING})
     plan = pipeline.build_plan(spec)
     assert plan.recipe.profile == ("gpuStack", "operator-managed")
-    assert {p.gpu_driver for p in plan.cluster.pools if p.gpu} == {"None"}  # the pools follow the file's driver owner
+    assert {p.gpu_driver for p in plan.cluster.pools if p.gpu} == {
+        "None"
+    }  # the pools follow the file's driver owner
     (f,) = [f for f in plan.findings if f.id == "PROFILE-FROM-FILE"]
-    assert f.severity == "info" and "gpuStack=operator-managed" in f.message and "driver.enabled: true" in f.message
+    assert (
+        f.severity == "info"
+        and "gpuStack=operator-managed" in f.message
+        and "driver.enabled: true" in f.message
+    )
     gpu = plan.components["gpu-operator"].values
     assert gpu["driver"]["enabled"] is True and gpu["operator"]["runtimeClass"] == "nvidia"
     # KAI v0.13.0 (the file's pin) gets the runtime class under the key it reads, and it is the profile's
-    assert plan.components["kai-scheduler"].values["admission"] == {"gpuPodRuntimeClassName": "nvidia"}
+    assert plan.components["kai-scheduler"].values["admission"] == {
+        "gpuPodRuntimeClassName": "nvidia"
+    }
     (adv,) = [f for f in plan.findings if f.id == "ADVERTISER-CHANGED"]
     assert adv.severity == "warning" and adv.component == "nvidia-dra-driver-gpu"
-    assert adv.key == "componentRefs[6].valuesFile" and "resources.gpus.enabled: false" in adv.message
+    assert (
+        adv.key == "componentRefs[6].valuesFile" and "resources.gpus.enabled: false" in adv.message
+    )
 
 
 def test_a_cluster_profile_against_the_file_is_a_finding_with_the_file_key_and_new_value(tmp_path):
@@ -74,8 +81,11 @@ def test_a_cluster_profile_against_the_file_is_a_finding_with_the_file_key_and_n
 
 def _written(profile: str, edit=None) -> str:
     catalog = load_catalog()
-    r = recipe_mod.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog,
-                           profile={"gpuStack": profile})
+    r = recipe_mod.resolve(
+        Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        catalog,
+        profile={"gpuStack": profile},
+    )
     doc = recipe_result_writer.to_document(r)
     del doc["metadata"]["selectedProfile"]
     for ref in doc["componentRefs"]:
@@ -97,12 +107,18 @@ def test_values_that_agree_with_no_profile_are_refused_with_one_line(tmp_path, c
 
     def host_root(ref):
         if ref["name"] == "nvidia-dra-driver-gpu":
-            ref["overrides"]["nvidiaDriverRoot"] = "/"  # the host's driver root, with the operator's driver
+            ref["overrides"]["nvidiaDriverRoot"] = (
+                "/"  # the host's driver root, with the operator's driver
+            )
 
     _project(tmp_path, {"c": _written("operator-managed", host_root)})
     assert main(["plan", "--config", str(tmp_path / "gpucluster.yaml")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("error[PROFILE-CONFLICT]") and "c.recipe.yaml" in line and "nvidiaDriverRoot" in line
+    assert (
+        line.startswith("error[PROFILE-CONFLICT]")
+        and "c.recipe.yaml" in line
+        and "nvidiaDriverRoot" in line
+    )
     assert ".overrides." in line and " fix: " in line
 
 
@@ -112,15 +128,24 @@ def test_values_that_agree_with_no_profile_are_refused_with_one_line(tmp_path, c
 def _kai_v0141_file() -> str:
     """An AKS RecipeResult as an AICR of the KAI v0.14 era would pin it (no profile, operator-owned
     driver stated in its overrides)."""
+
     def edit(ref):
         if ref["name"] == "kai-scheduler":
             ref["version"] = "v0.14.1"
+
     return _written("operator-managed", edit)
 
 
-def test_real_files_render_with_every_runtime_class_they_name(reference_charts, shared_dir, tmp_path):
-    specs = _project(tmp_path, {**{p.name.split(".")[0]: p for p in sorted(AICR.glob("*.recipe.yaml"))},
-                                "kai-v0141": _kai_v0141_file()})
+def test_real_files_render_with_every_runtime_class_they_name(
+    reference_charts, shared_dir, tmp_path
+):
+    specs = _project(
+        tmp_path,
+        {
+            **{p.name.split(".")[0]: p for p in sorted(AICR.glob("*.recipe.yaml"))},
+            "kai-v0141": _kai_v0141_file(),
+        },
+    )
     plans = pipeline.build_plans(specs)
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
     crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
@@ -130,12 +155,16 @@ def test_real_files_render_with_every_runtime_class_they_name(reference_charts, 
         findings = lint.lint_result(result, extra_crds=crds)
     errors = [f.render() for f in findings if f.severity == "error"]
     assert not errors, "\n".join(errors)
-    assert plans[-1].components["kai-scheduler"].values["admission"] == {"gpuPodRuntimeClassName": "nvidia"}
+    assert plans[-1].components["kai-scheduler"].values["admission"] == {
+        "gpuPodRuntimeClassName": "nvidia"
+    }
     for plan in plans:
         assert plan.recipe.profile == ("gpuStack", "operator-managed")
 
 
-def test_a_recipe_clusters_findings_are_one_line_per_kind_unless_all_are_asked(tmp_path, capsys, monkeypatch):
+def test_a_recipe_clusters_findings_are_one_line_per_kind_unless_all_are_asked(
+    tmp_path, capsys, monkeypatch
+):
     from gpucluster.cli import main
 
     _project(tmp_path, {"training": TRAINING})
@@ -149,4 +178,6 @@ def test_a_recipe_clusters_findings_are_one_line_per_kind_unless_all_are_asked(t
     skew = [line for line in summary if line.startswith("info[VERSION-SKEW]")]
     assert len(skew) == 1 and " findings (" in skew[0] and "; first: component=" in skew[0]
     assert "all 6: add --findings all to the command" in skew[0] and " fix: " in skew[0]
-    assert all(re.match(r"^(error|warning|info)\[[A-Z0-9.-]+\] .* fix: ", line) for line in summary), summary
+    assert all(
+        re.match(r"^(error|warning|info)\[[A-Z0-9.-]+\] .* fix: ", line) for line in summary
+    ), summary

@@ -18,10 +18,10 @@ import jsonschema
 import pytest
 import yaml
 
-from gpucluster.inputs import fleet as fleet_mod
 from gpucluster.cli import main as cli_main
-from gpucluster.inputs.config import load_config, parse_config
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs import fleet as fleet_mod
+from gpucluster.inputs.config import load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fleet-canary-prod.yaml"
@@ -33,15 +33,29 @@ def doc(**fleet_changes) -> dict:
         "fleet": {
             "name": "gpu-fleet",
             "hub": {"dnsPrefix": "gpu-fleet-hub"},
-            "groups": [{"name": "canary", "afterStageWaitSeconds": 3600, "approval": True}, {"name": "prod"}],
-            "updateRuns": [{"name": "node-images", "upgrade": "NodeImageOnly"},
-                           {"name": "k8s-1-35", "upgrade": "Full", "kubernetesVersion": "1.35"}],
+            "groups": [
+                {"name": "canary", "afterStageWaitSeconds": 3600, "approval": True},
+                {"name": "prod"},
+            ],
+            "updateRuns": [
+                {"name": "node-images", "upgrade": "NodeImageOnly"},
+                {"name": "k8s-1-35", "upgrade": "Full", "kubernetesVersion": "1.35"},
+            ],
             "autoUpgrade": {"channel": "Stable", "nodeImageSelection": "Latest"},
-            "placements": [{"component": "kernel-module-blocklist", "modules": ["algif_aead", "esp4", "esp6", "rxrpc"]}],
+            "placements": [
+                {
+                    "component": "kernel-module-blocklist",
+                    "modules": ["algif_aead", "esp4", "esp6", "rxrpc"],
+                }
+            ],
         },
         "clusters": [
             {"name": "canary-1", "criteria": dict(AKS), "fleet": {"group": "canary"}},
-            {"name": "prod-1", "criteria": dict(AKS), "fleet": {"group": "prod", "labels": {"region": "westus3"}}},
+            {
+                "name": "prod-1",
+                "criteria": dict(AKS),
+                "fleet": {"group": "prod", "labels": {"region": "westus3"}},
+            },
             {"name": "prod-2", "criteria": dict(AKS), "fleet": {"group": "prod"}},
             {"name": "prod-3", "criteria": dict(AKS), "fleet": {"group": "prod"}},
         ],
@@ -72,11 +86,15 @@ def test_two_group_fleet_parses_in_order():
     assert [g.name for g in fleet.groups] == ["canary", "prod"]
     assert fleet.groups[0].after_stage_wait_seconds == 3600 and fleet.groups[0].approval
     assert [(g.name, names) for g, names in fleet_mod.stages(fleet)] == [
-        ("canary", ["canary-1"]), ("prod", ["prod-1", "prod-2", "prod-3"])]
+        ("canary", ["canary-1"]),
+        ("prod", ["prod-1", "prod-2", "prod-3"]),
+    ]
     assert fleet.member_labels("prod-1") == {"region": "westus3", "upgroup": "prod"}
     assert fleet.hub.dns_prefix == "gpu-fleet-hub"
     assert [(r.name, r.upgrade, r.kubernetes_version) for r in fleet.update_runs] == [
-        ("node-images", "NodeImageOnly", None), ("k8s-1-35", "Full", "1.35")]
+        ("node-images", "NodeImageOnly", None),
+        ("k8s-1-35", "Full", "1.35"),
+    ]
 
 
 def test_without_fleet_section_nothing_changes():
@@ -92,7 +110,9 @@ def test_refuses_a_cluster_in_no_group():
     data = doc()
     del data["clusters"][2]["fleet"]
     text = refusal(data)
-    assert "cluster=prod-2 key=clusters[2].fleet.group: cluster 'prod-2' is in no update group" in text
+    assert (
+        "cluster=prod-2 key=clusters[2].fleet.group: cluster 'prod-2' is in no update group" in text
+    )
     assert "(allowed: canary, prod)" in text
 
 
@@ -100,14 +120,24 @@ def test_refuses_an_unknown_group():
     data = doc()
     data["clusters"][1]["fleet"]["group"] = "staging"
     text = refusal(data)
-    assert "cluster=prod-1 key=clusters[1].fleet.group: cluster 'prod-1' names unknown update group 'staging'" in text
+    assert (
+        "cluster=prod-1 key=clusters[1].fleet.group: cluster 'prod-1' names unknown update group 'staging'"
+        in text
+    )
 
 
 def test_refuses_a_non_aks_member():
     data = doc()
-    data["clusters"][3]["criteria"] = {"service": "oke", "accelerator": "h100", "os": "ubuntu", "intent": "training"}
+    data["clusters"][3]["criteria"] = {
+        "service": "oke",
+        "accelerator": "h100",
+        "os": "ubuntu",
+        "intent": "training",
+    }
     text = refusal(data)
-    assert "cluster=prod-3 key=clusters[3].criteria.service" in text and "not an AKS cluster" in text
+    assert (
+        "cluster=prod-3 key=clusters[3].criteria.service" in text and "not an AKS cluster" in text
+    )
 
 
 def test_refuses_a_kubernetes_minor_skip_in_an_update_run():
@@ -119,7 +149,11 @@ def test_refuses_a_kubernetes_minor_skip_in_an_update_run():
 
 
 def test_minor_skip_is_judged_per_cluster():
-    data = doc(updateRuns=[{"name": "k8s-1-36", "upgrade": "ControlPlaneOnly", "kubernetesVersion": "1.36"}])
+    data = doc(
+        updateRuns=[
+            {"name": "k8s-1-36", "upgrade": "ControlPlaneOnly", "kubernetesVersion": "1.36"}
+        ]
+    )
     for c in data["clusters"]:
         c["kubernetesVersion"] = "1.35"
     parse(data)  # every member on 1.35: one minor up is fine
@@ -130,20 +164,57 @@ def test_minor_skip_is_judged_per_cluster():
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"updateRuns": [{"name": "old", "upgrade": "Full", "kubernetesVersion": "1.33"}]}, "below the AKS floor 1.34"),
-        ({"updateRuns": [{"name": "n", "upgrade": "NodeImageOnly", "kubernetesVersion": "1.35"}]}, "takes no kubernetesVersion"),
-        ({"updateRuns": [{"name": "n", "upgrade": "Full"}]}, "a Full update run needs kubernetesVersion"),
-        ({"updateRuns": [{"name": "n", "upgrade": "Full", "kubernetesVersion": 1.35}]}, "is a number"),
+        (
+            {"updateRuns": [{"name": "old", "upgrade": "Full", "kubernetesVersion": "1.33"}]},
+            "below the AKS floor 1.34",
+        ),
+        (
+            {
+                "updateRuns": [
+                    {"name": "n", "upgrade": "NodeImageOnly", "kubernetesVersion": "1.35"}
+                ]
+            },
+            "takes no kubernetesVersion",
+        ),
+        (
+            {"updateRuns": [{"name": "n", "upgrade": "Full"}]},
+            "a Full update run needs kubernetesVersion",
+        ),
+        (
+            {"updateRuns": [{"name": "n", "upgrade": "Full", "kubernetesVersion": 1.35}]},
+            "is a number",
+        ),
         ({"updateRuns": [{"name": "n", "upgrade": "Patch"}]}, "unknown upgrade type 'Patch'"),
-        ({"groups": [{"name": "canary"}, {"name": "prod", "approval": True}]}, "is set on the last group 'prod'"),
-        ({"groups": [{"name": "canary"}, {"name": "prod-eu"}]}, "invalid update group name 'prod-eu'"),
+        (
+            {"groups": [{"name": "canary"}, {"name": "prod", "approval": True}]},
+            "is set on the last group 'prod'",
+        ),
+        (
+            {"groups": [{"name": "canary"}, {"name": "prod-eu"}]},
+            "invalid update group name 'prod-eu'",
+        ),
         ({"groups": [{"name": "canary"}, {"name": "canary"}]}, "declared twice"),
         ({"groups": []}, "must be a non-empty list, not an empty list"),
-        ({"groups": [{"name": "canary"}, {"name": "prod"}, {"name": "late"}]}, "update group 'late' has no cluster"),
-        ({"groups": [{"name": "canary", "afterStageWaitSeconds": "1h"}, {"name": "prod"}]}, "whole number of seconds"),
-        ({"placements": [{"component": "kernel-module-blocklist", "image": "busybox:1.36"}]}, "is not pinned by digest"),
-        ({"placements": [{"component": "kernel-module-blocklist", "modules": ["esp4", "esp4"]}]}, "listed twice"),
-        ({"placements": [{"component": "kernel-module-blocklist", "modules": ["esp4; reboot"]}]}, "invalid kernel module name"),
+        (
+            {"groups": [{"name": "canary"}, {"name": "prod"}, {"name": "late"}]},
+            "update group 'late' has no cluster",
+        ),
+        (
+            {"groups": [{"name": "canary", "afterStageWaitSeconds": "1h"}, {"name": "prod"}]},
+            "whole number of seconds",
+        ),
+        (
+            {"placements": [{"component": "kernel-module-blocklist", "image": "busybox:1.36"}]},
+            "is not pinned by digest",
+        ),
+        (
+            {"placements": [{"component": "kernel-module-blocklist", "modules": ["esp4", "esp4"]}]},
+            "listed twice",
+        ),
+        (
+            {"placements": [{"component": "kernel-module-blocklist", "modules": ["esp4; reboot"]}]},
+            "invalid kernel module name",
+        ),
         ({"placements": [{"component": "sshd"}]}, "unknown placement component 'sshd'"),
         ({"hub": None}, "placements need a hub cluster"),
         ({"autoUpgrade": {"channel": "Fast"}}, "unknown auto-upgrade channel 'Fast'"),
@@ -162,13 +233,19 @@ def test_refuses_an_existing_cluster_member_and_a_stray_fleet_key():
     assert "key=clusters[1].existing" in refusal(data)
     data = doc()
     del data["fleet"]
-    assert "key=clusters[0].fleet: the cluster names a fleet group, but the file has no top-level 'fleet:'" in refusal(data)
+    assert (
+        "key=clusters[0].fleet: the cluster names a fleet group, but the file has no top-level 'fleet:'"
+        in refusal(data)
+    )
 
 
 def test_cloud_group_larger_than_the_run_trigger_fan_in_is_refused():
     data = doc(groups=[{"name": "canary"}, {"name": "prod"}], placements=[])
     data["backend"] = {"type": "cloud", "organization": "acme", "workspacePrefix": "gpu-"}
-    data["clusters"][0:1] = [{"name": f"canary-{i}", "criteria": dict(AKS), "fleet": {"group": "canary"}} for i in range(21)]
+    data["clusters"][0:1] = [
+        {"name": f"canary-{i}", "criteria": dict(AKS), "fleet": {"group": "canary"}}
+        for i in range(21)
+    ]
     text = refusal(data)
     assert "update group 'canary' has 21 clusters" in text and "allows 20" in text
 
@@ -181,27 +258,49 @@ def test_example_file_plan_shows_the_stage_order():
     assert cli_main(["plan", "--config", str(EXAMPLE)], stdout=out, stderr=err) == 0
     text = out.getvalue()
     lines = text.splitlines()
-    assert lines[0] == "fleet gpu-fleet: 2 update groups, 4 members, stacks gpu-fleet-fleet, gpu-fleet-hub"
-    assert lines[2].startswith("  1  canary  canary-eastus-runtime  wait 3600s; approval (approve_canary = ")
+    assert (
+        lines[0]
+        == "fleet gpu-fleet: 2 update groups, 4 members, stacks gpu-fleet-fleet, gpu-fleet-hub"
+    )
+    assert lines[2].startswith(
+        "  1  canary  canary-eastus-runtime  wait 3600s; approval (approve_canary = "
+    )
     assert lines[2].endswith("barrier gpu-fleet-after-canary")
-    assert lines[3] == "  2  prod  prod-eastus-runtime, prod-westus3-runtime, prod-swedencentral-runtime  -"
-    assert ("start: az fleet updaterun start --resource-group gpu-fleet-rg --fleet-name gpu-fleet --name k8s-1-35"
-            in text)
+    assert (
+        lines[3]
+        == "  2  prod  prod-eastus-runtime, prod-westus3-runtime, prod-swedencentral-runtime  -"
+    )
+    assert (
+        "start: az fleet updaterun start --resource-group gpu-fleet-rg --fleet-name gpu-fleet --name k8s-1-35"
+        in text
+    )
     out = io.StringIO()
-    assert cli_main(["plan", "--config", str(EXAMPLE), "--format", "json"], stdout=out, stderr=err) == 0
+    assert (
+        cli_main(["plan", "--config", str(EXAMPLE), "--format", "json"], stdout=out, stderr=err)
+        == 0
+    )
     by_cluster = {entry["cluster"]: entry["fleet"] for entry in json.loads(out.getvalue())}
-    assert by_cluster["canary-eastus"]["stage"] == 1 and by_cluster["canary-eastus"]["waitsFor"] is None
-    assert {v["waitsFor"] for k, v in by_cluster.items() if k != "canary-eastus"} == {"gpu-fleet-after-canary"}
+    assert (
+        by_cluster["canary-eastus"]["stage"] == 1
+        and by_cluster["canary-eastus"]["waitsFor"] is None
+    )
+    assert {v["waitsFor"] for k, v in by_cluster.items() if k != "canary-eastus"} == {
+        "gpu-fleet-after-canary"
+    }
 
 
 def test_rollout_digest_follows_the_release_set():
     from plan_factory import make_plan
 
     a, b = make_plan("a"), make_plan("b")
-    assert fleet_mod.rollout_digest(a) == fleet_mod.rollout_digest(b)  # same releases, any cluster name
+    assert fleet_mod.rollout_digest(a) == fleet_mod.rollout_digest(
+        b
+    )  # same releases, any cluster name
     b.nodes[1].values = {**b.nodes[1].values, "driver": {"enabled": True}}
     assert fleet_mod.rollout_digest(a) != fleet_mod.rollout_digest(b)
-    assert fleet_mod.group_digest([("x", "1"), ("y", "2")]) == fleet_mod.group_digest([("y", "2"), ("x", "1")])
+    assert fleet_mod.group_digest([("x", "1"), ("y", "2")]) == fleet_mod.group_digest(
+        [("y", "2"), ("x", "1")]
+    )
 
 
 def test_terraform_cloud_topology_workspaces_and_run_triggers():
@@ -211,7 +310,10 @@ def test_terraform_cloud_topology_workspaces_and_run_triggers():
     assert {c.backend["project"] for c in clusters} == {"gpu-fleet"}  # one project per fleet
     topo = fleet_mod.tfc_topology(fleet, clusters, provisioned={c.name: True for c in clusters})
     assert topo["project"] == "gpu-fleet" and topo["organization"] == "acme"
-    assert "gpu-gpu-fleet-fleet" in topo["workspaces"] and "gpu-gpu-fleet-after-canary" in topo["workspaces"]
+    assert (
+        "gpu-gpu-fleet-fleet" in topo["workspaces"]
+        and "gpu-gpu-fleet-after-canary" in topo["workspaces"]
+    )
     assert len(topo["workspaces"]) == len(set(topo["workspaces"])) == 4 * 2 + 3
     triggers = {t["workspace"]: t["sources"] for t in topo["runTriggers"]}
     assert triggers["gpu-gpu-fleet-after-canary"] == ["gpu-canary-1-runtime"]
@@ -220,7 +322,11 @@ def test_terraform_cloud_topology_workspaces_and_run_triggers():
     assert triggers["gpu-gpu-fleet-hub"] == ["gpu-gpu-fleet-fleet"]
     assert all(len(s) <= fleet_mod.MAX_RUN_TRIGGER_SOURCES for s in triggers.values())
     consumers = {c["workspace"]: c["consumers"] for c in topo["remoteStateConsumers"]}
-    assert consumers["gpu-gpu-fleet-after-canary"] == ["gpu-prod-1-runtime", "gpu-prod-2-runtime", "gpu-prod-3-runtime"]
+    assert consumers["gpu-gpu-fleet-after-canary"] == [
+        "gpu-prod-1-runtime",
+        "gpu-prod-2-runtime",
+        "gpu-prod-3-runtime",
+    ]
     assert consumers["gpu-canary-1-runtime"] == ["gpu-gpu-fleet-after-canary"]
 
 
@@ -233,8 +339,10 @@ def _fleet_crd_schemas(shared_dir: Path) -> dict:
     folder = shared_dir / "reference" / "crds" / "placement.kubernetes-fleet.io"
     files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
     if not files:
-        pytest.skip(f"no Fleet CRDs in {folder} (Azure/fleet config/crd/bases/placement.kubernetes-fleet.io_"
-                    "{clusterresourceplacements,clusterstagedupdatestrategies,clusterstagedupdateruns}.yaml)")
+        pytest.skip(
+            f"no Fleet CRDs in {folder} (Azure/fleet config/crd/bases/placement.kubernetes-fleet.io_"
+            "{clusterresourceplacements,clusterstagedupdatestrategies,clusterstagedupdateruns}.yaml)"
+        )
     index = {}
     for path in files:
         for crd in yaml.safe_load_all(path.read_text()):
@@ -248,34 +356,57 @@ def _fleet_crd_schemas(shared_dir: Path) -> dict:
 
 def hub_objects():
     _, fleet = parse(doc())
-    return fleet, [*fleet_mod.placement_objects(fleet, fleet.placements[0]), fleet_mod.staged_strategy(fleet)]
+    return fleet, [
+        *fleet_mod.placement_objects(fleet, fleet.placements[0]),
+        fleet_mod.staged_strategy(fleet),
+    ]
 
 
 def test_hub_objects_follow_the_groups():
     fleet, objects = hub_objects()
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["Namespace", "DaemonSet", "ClusterResourcePlacement", "ClusterStagedUpdateRun", "ClusterStagedUpdateStrategy"]
+    assert kinds == [
+        "Namespace",
+        "DaemonSet",
+        "ClusterResourcePlacement",
+        "ClusterStagedUpdateRun",
+        "ClusterStagedUpdateStrategy",
+    ]
     ds = objects[1]["spec"]["template"]["spec"]
     container = ds["containers"][0]
     assert container["securityContext"] == {"privileged": True} and ds["hostPID"] is True
     assert "@sha256:" in container["image"]
-    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
+    assert container["resources"] == {
+        "requests": {"cpu": "10m", "memory": "16Mi"},
+        "limits": {"memory": "32Mi"},
+    }
     assert 'MODULES="algif_aead esp4 esp6 rxrpc"' in container["command"][2]
     assert "install %s /bin/false\\nblacklist %s\\n" in container["command"][2]
     crp = objects[2]
     assert crp["apiVersion"] == "placement.kubernetes-fleet.io/v1"
     assert crp["spec"]["strategy"] == {"type": "External"}
-    assert crp["spec"]["resourceSelectors"] == [{"group": "", "version": "v1", "kind": "Namespace", "name": "kernel-module-blocklist"}]
+    assert crp["spec"]["resourceSelectors"] == [
+        {"group": "", "version": "v1", "kind": "Namespace", "name": "kernel-module-blocklist"}
+    ]
     run = objects[3]
-    assert run["spec"] == {"placementName": "kernel-module-blocklist", "stagedRolloutStrategyName": "gpu-fleet-stages", "state": "Run"}
+    assert run["spec"] == {
+        "placementName": "kernel-module-blocklist",
+        "stagedRolloutStrategyName": "gpu-fleet-stages",
+        "state": "Run",
+    }
     assert objects[4]["spec"]["stages"] == [
-        {"name": "canary", "labelSelector": {"matchLabels": {"upgroup": "canary"}},
-         "afterStageTasks": [{"type": "TimedWait", "waitTime": "3600s"}, {"type": "Approval"}]},
+        {
+            "name": "canary",
+            "labelSelector": {"matchLabels": {"upgroup": "canary"}},
+            "afterStageTasks": [{"type": "TimedWait", "waitTime": "3600s"}, {"type": "Approval"}],
+        },
         {"name": "prod", "labelSelector": {"matchLabels": {"upgroup": "prod"}}},
     ]
     other = copy.deepcopy(fleet.placements[0])
     other = fleet_mod.PlacementSpec(component=other.component, name=other.name, modules=("rxrpc",))
-    assert fleet_mod.placement_objects(fleet, other)[3]["metadata"]["name"] != run["metadata"]["name"]  # new content, new run
+    assert (
+        fleet_mod.placement_objects(fleet, other)[3]["metadata"]["name"] != run["metadata"]["name"]
+    )  # new content, new run
 
 
 def test_hub_builtin_objects_validate_against_kubernetes_1_34():
@@ -295,7 +426,11 @@ def test_hub_custom_resources_validate_against_the_fleet_crds(shared_dir):
         assert not errors, (obj["kind"], errors)
     bad = copy.deepcopy(objects[4])
     bad["spec"]["stages"][0]["name"] = "prod-eu"  # why group names have no '-'
-    assert list(jsonschema.Draft202012Validator(index[("placement.kubernetes-fleet.io", "v1", "ClusterStagedUpdateStrategy")]).iter_errors(bad))
+    assert list(
+        jsonschema.Draft202012Validator(
+            index[("placement.kubernetes-fleet.io", "v1", "ClusterStagedUpdateStrategy")]
+        ).iter_errors(bad)
+    )
 
 
 # --------------------------------------------------------------------------- synthesized stacks
@@ -307,8 +442,8 @@ CANARY, PROD = "canary-eastus", ("prod-eastus", "prod-westus3", "prod-swedencent
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
     """The example file (canary 1 cluster, prod 3) through the real pipeline and stacks.synth."""
-    from gpucluster_cdk import stacks
     from gpucluster.pipeline import build_plans
+    from gpucluster_cdk import stacks
 
     clusters, fleet = load_config(str(EXAMPLE))
     plans = build_plans(clusters)
@@ -323,7 +458,11 @@ def load(out: Path, stack: str) -> dict:
 
 def test_fleet_stacks_are_synthesized(synthesized):
     _, names, _, _ = synthesized
-    assert "gpu-fleet-fleet" in names and "gpu-fleet-hub" in names and "gpu-fleet-after-canary" in names
+    assert (
+        "gpu-fleet-fleet" in names
+        and "gpu-fleet-hub" in names
+        and "gpu-fleet-after-canary" in names
+    )
     assert "gpu-fleet-after-prod" not in names  # nothing follows the last group
     assert len(names) == 4 * 2 + 3
 
@@ -333,12 +472,18 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
     tf = load(out, "gpu-fleet-fleet")
     res = tf["resource"]
     (manager,) = res["azurerm_kubernetes_fleet_manager"].values()
-    assert manager["name"] == "gpu-fleet" and manager["hub_profile"] == {"dns_prefix": "gpu-fleet-hub"}
+    assert manager["name"] == "gpu-fleet" and manager["hub_profile"] == {
+        "dns_prefix": "gpu-fleet-hub"
+    }
     members = {m["name"]: m for m in res["azurerm_kubernetes_fleet_member"].values()}
-    assert {n: m["group"] for n, m in members.items()} == {CANARY: "canary", **{p: "prod" for p in PROD}}
+    assert {n: m["group"] for n, m in members.items()} == {
+        CANARY: "canary",
+        **{p: "prod" for p in PROD},
+    }
     for name, member in members.items():  # the AKS id comes from the cluster stack's outputs
         assert member["kubernetes_cluster_id"].startswith(
-            f"${{data.terraform_remote_state.cross-stack-reference-input-{name}-cluster.outputs.")
+            f"${{data.terraform_remote_state.cross-stack-reference-input-{name}-cluster.outputs."
+        )
     (strategy,) = res["azurerm_kubernetes_fleet_update_strategy"].values()
     assert strategy["name"] == "gpu-fleet-stages"
     assert strategy["stage"] == [
@@ -347,14 +492,24 @@ def test_fleet_stack_holds_manager_members_strategy_runs_and_auto_upgrade(synthe
     ]
     runs = {r["name"]: r for r in res["azurerm_kubernetes_fleet_update_run"].values()}
     assert runs["k8s-1-35"]["managed_cluster_update"] == {
-        "upgrade": {"type": "Full", "kubernetes_version": "1.35"}, "node_image_selection": {"type": "Latest"}}
+        "upgrade": {"type": "Full", "kubernetes_version": "1.35"},
+        "node_image_selection": {"type": "Latest"},
+    }
     assert runs["node-images"]["managed_cluster_update"]["upgrade"] == {"type": "NodeImageOnly"}
-    assert all(r["fleet_update_strategy_id"].startswith("${azurerm_kubernetes_fleet_update_strategy.") for r in runs.values())
+    assert all(
+        r["fleet_update_strategy_id"].startswith("${azurerm_kubernetes_fleet_update_strategy.")
+        for r in runs.values()
+    )
     (auto,) = res["azapi_resource"].values()
     assert auto["type"] == "Microsoft.ContainerService/fleets/autoUpgradeProfiles@2025-03-01"
     assert auto["body"]["properties"]["channel"] == "Stable"
-    assert auto["body"]["properties"]["updateStrategyId"].startswith("${azurerm_kubernetes_fleet_update_strategy.")
-    assert tf["terraform"]["required_providers"]["azapi"] == {"source": "Azure/azapi", "version": "~> 2.0"}
+    assert auto["body"]["properties"]["updateStrategyId"].startswith(
+        "${azurerm_kubernetes_fleet_update_strategy."
+    )
+    assert tf["terraform"]["required_providers"]["azapi"] == {
+        "source": "Azure/azapi",
+        "version": "~> 2.0",
+    }
     from gpucluster_cdk.constructs_lib.cdk import AZURERM_PROVIDER_VERSION
 
     assert tf["terraform"]["required_providers"]["azurerm"]["version"] == AZURERM_PROVIDER_VERSION
@@ -375,27 +530,47 @@ def test_runtime_stacks_roll_out_canary_then_prod(synthesized):
     barrier = load(out, "gpu-fleet-after-canary")
     (pre,) = barrier["resource"]["terraform_data"]["promotion"]["lifecycle"]["precondition"]
     assert f"cross-stack-reference-input-{CANARY}-runtime" in pre["condition"]
-    assert fleet_mod.rollout_digest(plans[0]) in pre["condition"] and "var.approve_canary ==" in pre["condition"]
+    assert (
+        fleet_mod.rollout_digest(plans[0]) in pre["condition"]
+        and "var.approve_canary ==" in pre["condition"]
+    )
     assert barrier["variable"]["approve_canary"]["default"] == ""
     gdigest = barrier["resource"]["terraform_data"]["promotion"]["input"]["digest"]
     for n in PROD:
         gate = load(out, f"{n}-runtime")["resource"]["terraform_data"]["promotion_gate"]
         (cond,) = gate["lifecycle"]["precondition"]
-        assert "cross-stack-reference-input-gpu-fleet-after-canary" in cond["condition"] and gdigest in cond["condition"]
+        assert (
+            "cross-stack-reference-input-gpu-fleet-after-canary" in cond["condition"]
+            and gdigest in cond["condition"]
+        )
 
 
 def test_hub_stack_places_the_blocklist_through_helm(synthesized):
     out, _, _, _ = synthesized
     tf = load(out, "gpu-fleet-hub")
     releases = tf["resource"]["helm_release"]
-    assert set(releases) == {"gpu-fleet-stages", "kernel-module-blocklist", "kernel-module-blocklist-run"}
-    assert releases["kernel-module-blocklist-run"]["depends_on"] == ["helm_release.kernel-module-blocklist"]
+    assert set(releases) == {
+        "gpu-fleet-stages",
+        "kernel-module-blocklist",
+        "kernel-module-blocklist-run",
+    }
+    assert releases["kernel-module-blocklist-run"]["depends_on"] == [
+        "helm_release.kernel-module-blocklist"
+    ]
     assert tf["variable"]["kubeconfig_path"]["default"] == "~/.kube/config"
     chart = out / "stacks" / "gpu-fleet-hub" / releases["kernel-module-blocklist"]["chart"]
-    docs = [d for f in sorted((chart / "templates").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())]
+    docs = [
+        d
+        for f in sorted((chart / "templates").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+    ]
     assert [d["kind"] for d in docs] == ["Namespace", "DaemonSet", "ClusterResourcePlacement"]
     run_chart = out / "stacks" / "gpu-fleet-hub" / releases["kernel-module-blocklist-run"]["chart"]
-    (run,) = [d for f in (run_chart / "templates").glob("*.yaml") for d in yaml.safe_load_all(f.read_text())]
+    (run,) = [
+        d
+        for f in (run_chart / "templates").glob("*.yaml")
+        for d in yaml.safe_load_all(f.read_text())
+    ]
     assert run["kind"] == "ClusterStagedUpdateRun" and run["spec"]["state"] == "Run"
 
 
@@ -406,14 +581,25 @@ def test_example_file_loads():
 
 def _fake_state(outputs: dict) -> str:
     """A Terraform v4 state file holding only ``outputs`` (what terraform_remote_state reads)."""
-    return json.dumps({
-        "version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "00000000-0000-0000-0000-000000000000",
-        "outputs": {k: {"value": v, "type": ["object", {"digest": "string"}], "sensitive": True} for k, v in outputs.items()},
-        "resources": [], "check_results": None,
-    })
+    return json.dumps(
+        {
+            "version": 4,
+            "terraform_version": "1.11.4",
+            "serial": 1,
+            "lineage": "00000000-0000-0000-0000-000000000000",
+            "outputs": {
+                k: {"value": v, "type": ["object", {"digest": "string"}], "sensitive": True}
+                for k, v in outputs.items()
+            },
+            "resources": [],
+            "check_results": None,
+        }
+    )
 
 
-@pytest.mark.skipif(__import__("shutil").which("terraform") is None, reason="terraform CLI not installed")
+@pytest.mark.skipif(
+    __import__("shutil").which("terraform") is None, reason="terraform CLI not installed"
+)
 def test_barrier_holds_until_canary_applied_and_approved_real_terraform(synthesized, tmp_path):
     """``terraform plan``/``apply`` (1.11, no provider download: terraform_data and terraform_remote_state
     are built in) of the synthesized barrier stack against a canary runtime state file: shut while
@@ -425,18 +611,29 @@ def test_barrier_holds_until_canary_applied_and_approved_real_terraform(synthesi
 
     out, _, _, plans = synthesized
     root = tmp_path / "work"
-    shutil.copytree(out / "stacks" / "gpu-fleet-after-canary", root / "cdktf.out" / "stacks" / "gpu-fleet-after-canary")
+    shutil.copytree(
+        out / "stacks" / "gpu-fleet-after-canary",
+        root / "cdktf.out" / "stacks" / "gpu-fleet-after-canary",
+    )
     stack = root / "cdktf.out" / "stacks" / "gpu-fleet-after-canary"
     doc_ = json.loads((stack / "cdk.tf.json").read_text())
     gdigest = doc_["resource"]["terraform_data"]["promotion"]["input"]["digest"]
-    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+    env = {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": "/dev/null",
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+    }
 
     def tf(*args):
-        return subprocess.run(["terraform", *args, "-no-color"], cwd=stack, env=env, capture_output=True, text=True)
+        return subprocess.run(
+            ["terraform", *args, "-no-color"], cwd=stack, env=env, capture_output=True, text=True
+        )
 
     def canary_reports(digest: str) -> None:
         (root / f"terraform.{CANARY}-runtime.tfstate").write_text(
-            _fake_state({"cross-stack-output-terraform_datarolloutoutput": {"digest": digest}}))
+            _fake_state({"cross-stack-output-terraform_datarolloutoutput": {"digest": digest}})
+        )
 
     assert tf("init", "-input=false").returncode == 0
     canary_reports("0" * 64)  # an older rollout
@@ -444,8 +641,12 @@ def test_barrier_holds_until_canary_applied_and_approved_real_terraform(synthesi
     assert shut.returncode != 0 and "has not finished this rollout" in " ".join(shut.stderr.split())
     canary_reports(fleet_mod.rollout_digest(plans[0]))
     unapproved = tf("plan", "-input=false")
-    assert unapproved.returncode != 0 and f'approve_canary = "{gdigest[:16]}"' in " ".join(unapproved.stderr.split())
+    assert unapproved.returncode != 0 and f'approve_canary = "{gdigest[:16]}"' in " ".join(
+        unapproved.stderr.split()
+    )
     applied = tf("apply", "-auto-approve", "-input=false", f"-var=approve_canary={gdigest[:16]}")
     assert applied.returncode == 0, applied.stderr
     state = json.loads((root / "terraform.gpu-fleet-after-canary.tfstate").read_text())
-    assert state["outputs"]["cross-stack-output-terraform_datapromotionoutput"]["value"] == {"digest": gdigest}
+    assert state["outputs"]["cross-stack-output-terraform_datapromotionoutput"]["value"] == {
+        "digest": gdigest
+    }

@@ -16,12 +16,16 @@ TOLERATION = '    scheduling:\n      accelerated: {tolerations: ["nvidia.com/gpu
 def plan(tmp_path, text: str, *args: str) -> tuple[int, str, str]:
     (tmp_path / "gpucluster.yaml").write_bytes(text.encode("utf-8", "surrogatepass"))
     out, err = io.StringIO(), io.StringIO()
-    code = cli_main(["plan", "--config", str(tmp_path / "gpucluster.yaml"), *args], stdout=out, stderr=err)
+    code = cli_main(
+        ["plan", "--config", str(tmp_path / "gpucluster.yaml"), *args], stdout=out, stderr=err
+    )
     return code, out.getvalue(), err.getvalue()
 
 
 def test_a_newline_in_a_name_cannot_forge_a_second_error_line():
-    rendered = Problem(message="invalid cluster name 'a\nerror[forged] key=x: all good fix: none'", cluster="a\nb").render()
+    rendered = Problem(
+        message="invalid cluster name 'a\nerror[forged] key=x: all good fix: none'", cluster="a\nb"
+    ).render()
     assert "\n" not in rendered and rendered.startswith("error[input] ")
     assert "\\nerror[forged]" in rendered
 
@@ -41,50 +45,77 @@ def test_pyyaml_control_character_error_is_one_line_with_a_fix(tmp_path):
     code, _, err = plan(tmp_path, f"clusters:\n  - name: lab\x07\n    criteria: {AKS}\n")
     assert code == 2
     [line] = err.splitlines()
-    assert line.startswith("error[input] ") and "'\\x07'" in line and "fix: remove the control character" in line
+    assert (
+        line.startswith("error[input] ")
+        and "'\\x07'" in line
+        and "fix: remove the control character" in line
+    )
 
 
 def test_a_1000_key_set_path_is_refused_in_one_line(tmp_path):
-    code, _, err = plan(tmp_path, f"clusters:\n  - name: lab\n    criteria: {AKS}\n",
-                        "--set", "gpuoperator:" + ".".join(["k"] * 1000) + "=1")
+    code, _, err = plan(
+        tmp_path,
+        f"clusters:\n  - name: lab\n    criteria: {AKS}\n",
+        "--set",
+        "gpuoperator:" + ".".join(["k"] * 1000) + "=1",
+    )
     assert code == 2
     [line] = err.splitlines()
     assert "the values path has 1000 keys; at most 64 are allowed" in line and " fix: " in line
 
 
-@pytest.mark.parametrize("kubeconfig, message", [
-    ("kube.yaml", "is a relative path"),
-    ("./kube.yaml", "is a relative path"),
-    ("/etc/kube\x1b[2J", "control characters"),
-    (" /etc/kube", "surrounding whitespace"),
-])
+@pytest.mark.parametrize(
+    "kubeconfig, message",
+    [
+        ("kube.yaml", "is a relative path"),
+        ("./kube.yaml", "is a relative path"),
+        ("/etc/kube\x1b[2J", "control characters"),
+        (" /etc/kube", "surrounding whitespace"),
+    ],
+)
 def test_existing_kubeconfig_is_checked_by_the_core_on_aks(tmp_path, kubeconfig, message):
     quoted = kubeconfig.replace("\x1b", "\\e")
-    code, _, err = plan(tmp_path, f'clusters:\n  - name: lab\n    criteria: {AKS}\n    existing: {{kubeconfig: "{quoted}"}}\n'
-                        + TOLERATION)
+    code, _, err = plan(
+        tmp_path,
+        f'clusters:\n  - name: lab\n    criteria: {AKS}\n    existing: {{kubeconfig: "{quoted}"}}\n'
+        + TOLERATION,
+    )
     assert code == 2
     [line] = err.splitlines()
     assert "key=clusters[0].existing.kubeconfig" in line and message in line and "\x1b" not in line
 
 
 def test_region_with_existing_is_refused(tmp_path):
-    code, _, err = plan(tmp_path, f"clusters:\n  - name: lab\n    criteria: {AKS}\n    region: westus3\n"
-                        "    existing: {kubeconfig: /etc/kube/config}\n" + TOLERATION)
+    code, _, err = plan(
+        tmp_path,
+        f"clusters:\n  - name: lab\n    criteria: {AKS}\n    region: westus3\n"
+        "    existing: {kubeconfig: /etc/kube/config}\n" + TOLERATION,
+    )
     assert code == 2 and "key=clusters[0].region" in err and "has no effect with 'existing'" in err
 
 
 def test_existing_with_a_cloud_backend_warns_that_a_remote_run_cannot_read_the_kubeconfig(tmp_path):
-    code, _, err = plan(tmp_path, "backend: {type: cloud, organization: acme, workspacePrefix: gpu-}\n"
-                        f"clusters:\n  - name: lab\n    criteria: {AKS}\n    existing: {{kubeconfig: /etc/kube/config}}\n"
-                        + TOLERATION)
+    code, _, err = plan(
+        tmp_path,
+        "backend: {type: cloud, organization: acme, workspacePrefix: gpu-}\n"
+        f"clusters:\n  - name: lab\n    criteria: {AKS}\n    existing: {{kubeconfig: /etc/kube/config}}\n"
+        + TOLERATION,
+    )
     assert code == 0, err
     [line] = [line for line in err.splitlines() if "EXISTING-REMOTE-KUBECONFIG" in line]
-    assert line.startswith("warning[EXISTING-REMOTE-KUBECONFIG] ") and "remote run" in line and " fix: " in line
+    assert (
+        line.startswith("warning[EXISTING-REMOTE-KUBECONFIG] ")
+        and "remote run" in line
+        and " fix: " in line
+    )
 
 
 def test_a_bad_name_override_is_blamed_on_the_users_key(tmp_path):
-    code, _, err = plan(tmp_path, f"clusters:\n  - name: lab\n    criteria: {AKS}\n"
-                        "    overrides:\n      set: ['nvidia-dra-driver-gpu:nameOverride=Bad_Name!']\n")
+    code, _, err = plan(
+        tmp_path,
+        f"clusters:\n  - name: lab\n    criteria: {AKS}\n"
+        "    overrides:\n      set: ['nvidia-dra-driver-gpu:nameOverride=Bad_Name!']\n",
+    )
     assert code == 2
     [line] = err.splitlines()
     assert line.startswith("error[HELM-NAME-OVERRIDE] file=") and "key=nameOverride" in line
@@ -97,10 +128,14 @@ def test_the_embedded_default_is_announced(tmp_path, monkeypatch):
     out, err = io.StringIO(), io.StringIO()
     assert cli_main(["plan"], stdout=out, stderr=err) == 0
     [line] = [line for line in err.getvalue().splitlines() if line.startswith("info[")]
-    assert line.startswith(f"info[input.default] file=<embedded default>: no cluster file in {tmp_path} (GPUCLUSTER_CONFIG "
-                           "is not set and there is no gpucluster.yaml); using the built-in example cluster gpu-training")
-    assert line.endswith(" fix: `gpucluster init` creates a project with its own gpucluster.yaml in this folder; or point "
-                         "GPUCLUSTER_CONFIG at your cluster file (docs/cluster-file.md)")
+    assert line.startswith(
+        f"info[input.default] file=<embedded default>: no cluster file in {tmp_path} (GPUCLUSTER_CONFIG "
+        "is not set and there is no gpucluster.yaml); using the built-in example cluster gpu-training"
+    )
+    assert line.endswith(
+        " fix: `gpucluster init` creates a project with its own gpucluster.yaml in this folder; or point "
+        "GPUCLUSTER_CONFIG at your cluster file (docs/cluster-file.md)"
+    )
 
 
 def test_the_embedded_default_is_quiet_where_it_is_intended(tmp_path, monkeypatch):

@@ -40,14 +40,14 @@ import tempfile
 import traceback
 from pathlib import Path
 
+import fuzz_cluster as fc
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-import fuzz_cluster as fc
-from gpucluster.recipes import catalog as catalog_mod
-from gpucluster.inputs import config
 from gpucluster.cli import main as cli_main
+from gpucluster.inputs import config
+from gpucluster.recipes import catalog as catalog_mod
 
 SEED = 20261201
 FAST_EXAMPLES = int(os.environ.get("GPUCLUSTER_FUZZ_FAST_EXAMPLES", "60"))
@@ -55,14 +55,26 @@ LONG = os.environ.get("GPUCLUSTER_FUZZ") == "long"
 EXAMPLES = int(os.environ.get("GPUCLUSTER_FUZZ_EXAMPLES", "2000")) if LONG else FAST_EXAMPLES
 
 settings.register_profile(
-    "gpucluster-fuzz", max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-                           HealthCheck.large_base_example],
+    "gpucluster-fuzz",
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.large_base_example,
+    ],
 )
 FUZZ = settings.get_profile("gpucluster-fuzz")
-FUZZ_VALID = settings(FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_VALID_EXAMPLES", max(EXAMPLES // 4, 10))))
+FUZZ_VALID = settings(
+    FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_VALID_EXAMPLES", max(EXAMPLES // 4, 10)))
+)
 """Valid documents plan fully (~0.7 s each): a quarter of the budget (GPUCLUSTER_FUZZ_VALID_EXAMPLES)."""
-FUZZ_SETS = settings(FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_SET_EXAMPLES", max(EXAMPLES // 2, 10))))
+FUZZ_SETS = settings(
+    FUZZ, max_examples=int(os.environ.get("GPUCLUSTER_FUZZ_SET_EXAMPLES", max(EXAMPLES // 2, 10)))
+)
 
 LINE = re.compile(r"^(error|warning|info)\[[A-Za-z0-9._-]+\][^\n]*: [^\n]* fix: \S[^\n]*$")
 """One contract line: ``severity[id] ...: message ... fix: ...`` with no control characters."""
@@ -81,7 +93,9 @@ def catalog_parsed_once():
     catalog_mod._load_yaml = original
 
 
-def run_plan(text: str, sets: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
+def run_plan(
+    text: str, sets: tuple[str, ...] = (), extra: tuple[str, ...] = ()
+) -> tuple[int, str, str]:
     """``gpucluster plan --config <file with text> [--set ...]`` in-process: (exit code, stdout, stderr).
 
     The cluster file's folder is laid out by :func:`fuzz_cluster.lay_out_project`. An exception
@@ -95,7 +109,9 @@ def run_plan(text: str, sets: tuple[str, ...] = (), extra: tuple[str, ...] = ())
         try:
             code = cli_main(argv, stdout=out, stderr=err)
         except BaseException as exc:  # noqa: BLE001
-            pytest.fail(f"exception escaped the CLI: {''.join(traceback.format_exception(exc))}\n--- input ---\n{text[:2000]}")
+            pytest.fail(
+                f"exception escaped the CLI: {''.join(traceback.format_exception(exc))}\n--- input ---\n{text[:2000]}"
+            )
     STATS["cases"] += 1
     STATS[f"exit{code}"] = STATS.get(f"exit{code}", 0) + 1
     return code, out.getvalue(), err.getvalue()
@@ -122,7 +138,9 @@ def check_contract(code: int, out: str, err: str, text: str, *, plan_text: bool 
 def test_schema_strategies_cover_every_cluster_key():
     """A key added to the cluster file gets a strategy here, or this fails."""
     assert set(fc.CLUSTER_FIELDS) == set(config.CLUSTER_KEYS)
-    assert {"clusters", "backend", "charts", "fleet"} == set(config.TOP_KEYS)  # fleet: tests/test_fleet*.py
+    assert {"clusters", "backend", "charts", "fleet"} == set(
+        config.TOP_KEYS
+    )  # fleet: tests/test_fleet*.py
 
 
 @FUZZ_VALID
@@ -155,8 +173,14 @@ def test_yaml_level_attacks_keep_the_contract(text):
 
 @FUZZ_SETS
 @seed(SEED + 3)
-@given(fc.valid_documents(), st.lists(st.one_of(st.sampled_from(fc.DEEP_SETS + fc.SAFE_SETS), fc.hostile_strings),
-                                      min_size=1, max_size=3))
+@given(
+    fc.valid_documents(),
+    st.lists(
+        st.one_of(st.sampled_from(fc.DEEP_SETS + fc.SAFE_SETS), fc.hostile_strings),
+        min_size=1,
+        max_size=3,
+    ),
+)
 def test_set_arguments_keep_the_contract(doc, sets):
     text = fc.dump(doc)
     code, out, err = run_plan(text, tuple(sets))
@@ -223,19 +247,27 @@ def test_an_integer_outside_64_bits_in_any_base_is_one_error_naming_its_key(doc,
         key = f"clusters[0].pools[{len(pools) - 1}].nodeCount"
     else:
         entries = cluster.setdefault("overrides", {}).setdefault("values", [])
-        entries.append({"component": "gpu-operator", "values": {"gpuclusterFuzz": fc.INT_PLACEHOLDER}})
+        entries.append(
+            {"component": "gpu-operator", "values": {"gpuclusterFuzz": fc.INT_PLACEHOLDER}}
+        )
         key = f"clusters[0].overrides.values[{len(entries) - 1}].values.gpuclusterFuzz"
     text = fc.dump(doc).replace(fc.INT_PLACEHOLDER, literal)
     code, out, err = run_plan(text)
     check_contract(code, out, err, text[:3000])
     assert code == 2, err
-    assert any(f"key={key}: integer " in line and "outside the 64-bit range" in line for line in err.splitlines()), err[:3000]
+    assert any(
+        f"key={key}: integer " in line and "outside the 64-bit range" in line
+        for line in err.splitlines()
+    ), err[:3000]
 
 
 @settings(FUZZ, max_examples=max(EXAMPLES // 4, 10))
 @seed(SEED + 6)
-@given(st.binary(max_size=64), st.sampled_from([b"[", b"{", b"u", b"l", b"t", b"", b"i", b"g"]),
-       st.integers(min_value=-(2**31), max_value=2**31 - 1))
+@given(
+    st.binary(max_size=64),
+    st.sampled_from([b"[", b"{", b"u", b"l", b"t", b"", b"i", b"g"]),
+    st.integers(min_value=-(2**31), max_value=2**31 - 1),
+)
 def test_any_cache_entry_is_plain_data_or_a_miss_within_bounded_memory(tail, code, declared):
     """Whatever bytes an entry holds under a valid header and checksum (a declared length of up to
     2**31 included), reading it gives plain data or a miss: no exception, and no allocation beyond
@@ -250,7 +282,12 @@ def test_any_cache_entry_is_plain_data_or_a_miss_within_bounded_memory(tail, cod
         env = {diskcache.CACHE_DIR_ENV: folder}
         os.mkdir(os.path.join(folder, "k"), 0o700)
         with open(os.path.join(folder, "k", "e"), "wb") as f:
-            f.write(b"gpucluster-cache 1\ne\n" + __import__("hashlib").sha256(payload).hexdigest().encode() + b"\n" + payload)
+            f.write(
+                b"gpucluster-cache 1\ne\n"
+                + __import__("hashlib").sha256(payload).hexdigest().encode()
+                + b"\n"
+                + payload
+            )
         tracemalloc.start()
         try:
             value = diskcache.get_plain("k", "e", env=env)
@@ -258,7 +295,9 @@ def test_any_cache_entry_is_plain_data_or_a_miss_within_bounded_memory(tail, cod
         finally:
             tracemalloc.stop()
     assert value is diskcache.MISS or diskcache.is_plain(value)
-    assert peak < 8 << 20, f"{peak} bytes for a {len(payload)}-byte entry"  # the 1 MiB read buffer, not GiBs
+    assert peak < 8 << 20, (
+        f"{peak} bytes for a {len(payload)}-byte entry"
+    )  # the 1 MiB read buffer, not GiBs
 
 
 @pytest.fixture(scope="module")
@@ -269,9 +308,14 @@ def git_project(tmp_path_factory):
     root = tmp_path_factory.mktemp("revisions")
     repo = root / "repo"
     repo.mkdir()
-    (repo / "gpucluster.yaml").write_text(fc.dump({"clusters": [{"name": "lab", "criteria": dict(fc.AKS_CRITERIA[0])}]}))
-    for args in (["init", "-q"], ["add", "gpucluster.yaml"],
-                 ["-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "one"]):
+    (repo / "gpucluster.yaml").write_text(
+        fc.dump({"clusters": [{"name": "lab", "criteria": dict(fc.AKS_CRITERIA[0])}]})
+    )
+    for args in (
+        ["init", "-q"],
+        ["add", "gpucluster.yaml"],
+        ["-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "one"],
+    ):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
     (root / "victim.txt").write_text("important\n")
     return root
@@ -291,7 +335,11 @@ def test_an_option_like_revision_is_one_error_line_and_touches_nothing(git_proje
     os.chdir(git_project / "repo")
     try:
         out, err = io.StringIO(), io.StringIO()
-        code = cli_main(["upgrade-check", f"{flag}={revision}:gpucluster.yaml", other, "gpucluster.yaml"], stdout=out, stderr=err)
+        code = cli_main(
+            ["upgrade-check", f"{flag}={revision}:gpucluster.yaml", other, "gpucluster.yaml"],
+            stdout=out,
+            stderr=err,
+        )
     finally:
         os.chdir(cwd)
     lines = err.getvalue().splitlines()
@@ -303,9 +351,27 @@ def test_an_option_like_revision_is_one_error_line_and_touches_nothing(git_proje
 
 @settings(FUZZ, max_examples=max(EXAMPLES // 4, 10))
 @seed(SEED + 8)
-@given(st.dictionaries(st.sampled_from(["notes.txt", "gpucluster.yaml", "values", ".env", "README.md", "main.tf",
-                                        "manifest.json", "stacks", "x.yaml", ".gpucluster-outputs"]),
-                       st.sampled_from(["file", "folder"]), min_size=1, max_size=5))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "notes.txt",
+                "gpucluster.yaml",
+                "values",
+                ".env",
+                "README.md",
+                "main.tf",
+                "manifest.json",
+                "stacks",
+                "x.yaml",
+                ".gpucluster-outputs",
+            ]
+        ),
+        st.sampled_from(["file", "folder"]),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_a_folder_with_a_user_file_and_no_marker_is_never_replaced(layout):
     """Any folder holding at least one entry that is not an earlier output's (``stacks/`` and at most
     ``manifest.json``) and no ``.gpucluster-output`` marker is refused with one error[outdir] line,
@@ -313,8 +379,11 @@ def test_a_folder_with_a_user_file_and_no_marker_is_never_replaced(layout):
     from gpucluster.errors import GpuclusterError
     from gpucluster_cdk.stacks.outdir import staged_outdir
 
-    legacy = set(layout) <= {"manifest.json", "stacks"} and layout.get("stacks") == "folder" \
+    legacy = (
+        set(layout) <= {"manifest.json", "stacks"}
+        and layout.get("stacks") == "folder"
         and layout.get("manifest.json", "file") == "file"
+    )
     with tempfile.TemporaryDirectory() as top:
         out = Path(top) / "out"
         out.mkdir()
@@ -327,7 +396,10 @@ def test_a_folder_with_a_user_file_and_no_marker_is_never_replaced(layout):
             replaced = True
         except GpuclusterError as exc:
             replaced = False
-            assert exc.render().startswith("error[outdir] key=CDKTF_OUTDIR: ") and "\n" not in exc.render()
+            assert (
+                exc.render().startswith("error[outdir] key=CDKTF_OUTDIR: ")
+                and "\n" not in exc.render()
+            )
         assert replaced == legacy, layout
         if not replaced:
             assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
@@ -337,5 +409,7 @@ def test_a_folder_with_a_user_file_and_no_marker_is_never_replaced(layout):
 def test_zz_report_figures(capsys):
     """Print how many cases ran (``make fuzz`` quotes it)."""
     with capsys.disabled():
-        print(f"\nfuzz cases in-process: {STATS['cases']} (exit 0: {STATS['exit0']}, exit 2: {STATS['exit2']}, "
-              f"profile {'long' if LONG else 'fast'}, {EXAMPLES} examples per strategy, seed {SEED})")
+        print(
+            f"\nfuzz cases in-process: {STATS['cases']} (exit 0: {STATS['exit0']}, exit 2: {STATS['exit2']}, "
+            f"profile {'long' if LONG else 'fast'}, {EXAMPLES} examples per strategy, seed {SEED})"
+        )

@@ -20,40 +20,63 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
-
 import fuzz_cluster as fc
 from _support import run_main, tree
-from gpucluster_cdk.constructs_lib.tfstring import template_sequences
-from gpucluster.inputs import config
-from gpucluster.errors import GpuclusterError
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 from test_fuzz_cluster_file import LINE, LONG, SEED
+
+from gpucluster.errors import GpuclusterError
+from gpucluster.inputs import config
+from gpucluster_cdk.constructs_lib.tfstring import template_sequences
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_EXAMPLES = int(os.environ.get("GPUCLUSTER_FUZZ_MAIN_EXAMPLES", "60" if LONG else "6"))
 
 BASE = {
-    "backend": {"type": "cloud", "organization": "acme", "workspacePrefix": "gpu-", "hostname": "app.terraform.io",
-                "project": "GPU Platform"},
+    "backend": {
+        "type": "cloud",
+        "organization": "acme",
+        "workspacePrefix": "gpu-",
+        "hostname": "app.terraform.io",
+        "project": "GPU Platform",
+    },
     "clusters": [
         {
             "name": "lab",
-            "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training", "platform": "any"},
+            "criteria": {
+                "service": "aks",
+                "accelerator": "h100",
+                "os": "ubuntu",
+                "intent": "training",
+                "platform": "any",
+            },
             "profile": {"gpuStack": "operator-managed"},
             "region": "westus3",
             "kubernetesVersion": "1.34",
             "pools": [
-                {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False,
-                 "labels": {"example.com/tier": "system"}},
-                {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1, "gpuDriver": "None",
-                 "labels": {"example.com/team": "ml"}, "taints": ["nvidia.com/gpu=present:NoSchedule"]},
+                {
+                    "name": "system",
+                    "vmSize": "Standard_D8s_v5",
+                    "nodeCount": 2,
+                    "gpu": False,
+                    "labels": {"example.com/tier": "system"},
+                },
+                {
+                    "name": "gpu",
+                    "vmSize": "Standard_ND96isr_H100_v5",
+                    "nodeCount": 1,
+                    "gpuDriver": "None",
+                    "labels": {"example.com/team": "ml"},
+                    "taints": ["nvidia.com/gpu=present:NoSchedule"],
+                },
             ],
             "overrides": {
                 "set": ["gpuoperator:dcgmExporter.serviceMonitor.interval=60s"],
-                "values": [{"component": "gpu-operator", "values": {"gpucluster_fuzz": "plain"}},
-                           {"component": "gpu-operator", "file": "values/gpu-operator.yaml"}],
+                "values": [
+                    {"component": "gpu-operator", "values": {"gpucluster_fuzz": "plain"}},
+                    {"component": "gpu-operator", "file": "values/gpu-operator.yaml"},
+                ],
                 "variables": {"gpuoperator:driver.version": "gpu_driver_version"},
             },
             "scheduling": {"system": {"nodeSelector": {"example.com/tier": "system"}}},
@@ -61,7 +84,12 @@ BASE = {
         },
         {
             "name": "edge",
-            "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "inference"},
+            "criteria": {
+                "service": "aks",
+                "accelerator": "h100",
+                "os": "ubuntu",
+                "intent": "inference",
+            },
             "existing": {"kubeconfig": "/etc/kube/config", "context": "edge-admin"},
             "scheduling": {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}},
         },
@@ -69,15 +97,27 @@ BASE = {
 }
 
 STRING_FIELDS: list[tuple] = [
-    ("backend", "organization"), ("backend", "workspacePrefix"), ("backend", "hostname"), ("backend", "project"),
+    ("backend", "organization"),
+    ("backend", "workspacePrefix"),
+    ("backend", "hostname"),
+    ("backend", "project"),
     ("backend", "type"),
     ("clusters", 0, "name"),
-    *[("clusters", 0, "criteria", k) for k in ("service", "accelerator", "os", "intent", "platform")],
-    ("clusters", 0, "profile", "gpuStack"), ("clusters", 0, "region"), ("clusters", 0, "kubernetesVersion"),
-    ("clusters", 0, "pools", 1, "name"), ("clusters", 0, "pools", 1, "vmSize"), ("clusters", 0, "pools", 1, "gpuDriver"),
-    ("clusters", 0, "pools", 1, "labels", "example.com/team"), ("clusters", 0, "pools", 1, "labels", "<key>"),
+    *[
+        ("clusters", 0, "criteria", k)
+        for k in ("service", "accelerator", "os", "intent", "platform")
+    ],
+    ("clusters", 0, "profile", "gpuStack"),
+    ("clusters", 0, "region"),
+    ("clusters", 0, "kubernetesVersion"),
+    ("clusters", 0, "pools", 1, "name"),
+    ("clusters", 0, "pools", 1, "vmSize"),
+    ("clusters", 0, "pools", 1, "gpuDriver"),
+    ("clusters", 0, "pools", 1, "labels", "example.com/team"),
+    ("clusters", 0, "pools", 1, "labels", "<key>"),
     ("clusters", 0, "pools", 1, "taints", 0),
-    ("clusters", 0, "overrides", "set", 0), ("clusters", 0, "overrides", "values", 0, "component"),
+    ("clusters", 0, "overrides", "set", 0),
+    ("clusters", 0, "overrides", "values", 0, "component"),
     ("clusters", 0, "overrides", "values", 0, "values", "gpucluster_fuzz"),
     ("clusters", 0, "overrides", "values", 0, "values", "<key>"),
     ("clusters", 0, "overrides", "values", 1, "file"),
@@ -85,7 +125,8 @@ STRING_FIELDS: list[tuple] = [
     ("clusters", 0, "overrides", "variables", "<key>"),
     ("clusters", 0, "scheduling", "system", "nodeSelector", "example.com/tier"),
     ("clusters", 0, "settings", "gateImage"),
-    ("clusters", 1, "existing", "kubeconfig"), ("clusters", 1, "existing", "context"),
+    ("clusters", 1, "existing", "kubeconfig"),
+    ("clusters", 1, "existing", "context"),
     ("clusters", 1, "scheduling", "accelerated", "tolerations", 0),
     ("clusters", 0, "recipe"),
     ("clusters", 0, "versionSkew"),
@@ -128,11 +169,14 @@ def plan_or_error(doc: dict, folder: Path):
 
 def test_string_fields_cover_the_schema():
     """Every string-valued key of the schema tables is walked (a new string key must be added)."""
-    walked = {p[-1] for p in STRING_FIELDS} | {p[-2] for p in STRING_FIELDS if p[-1] == "<key>" or isinstance(p[-1], int)}
+    walked = {p[-1] for p in STRING_FIELDS} | {
+        p[-2] for p in STRING_FIELDS if p[-1] == "<key>" or isinstance(p[-1], int)
+    }
     for key in ("name", "recipe", "region", "kubernetesVersion"):
         assert key in walked and key in config.CLUSTER_KEYS
-    assert {"vmSize", "name", "gpuDriver", "labels", "taints"} <= walked and set(config.POOL_KEYS) - walked <= {
-        "nodeCount", "gpu", "managedGpu"}
+    assert {"vmSize", "name", "gpuDriver", "labels", "taints"} <= walked and set(
+        config.POOL_KEYS
+    ) - walked <= {"nodeCount", "gpu", "managedGpu"}
     assert set(config.EXISTING_KEYS) <= walked
 
 
@@ -166,15 +210,25 @@ def test_every_string_field_of_the_schema_arrives_escaped(tmp_path):
     for stack in sorted((out / "stacks").iterdir()):
         document = json.loads((stack / "cdk.tf.json").read_text())
         strings += list(_strings(document))
-        evaluated += [f"{stack.name}:{where}={text}" for where, text in _evaluated_strings(document)]
+        evaluated += [
+            f"{stack.name}:{where}={text}" for where, text in _evaluated_strings(document)
+        ]
     text = "\n".join(strings)
     for i, path in accepted:
         marker = f"{fc.PROBE}_{i}"
-        unescaped = [s for s in evaluated for seq in template_sequences(s.split("=", 1)[1]) if marker in seq]
-        assert unescaped == [], f"{'.'.join(map(str, path))} reached Terraform unescaped: {unescaped[:2]}"
-        assert marker in text, f"{'.'.join(map(str, path))} was accepted but its value never reached Terraform"
-    print(f"\nstring fields: {len(STRING_FIELDS)}; refused with one line: {len(refused)}; accepted and escaped: "
-          f"{len(accepted)} ({', '.join('.'.join(map(str, p)) for _, p in accepted)})")
+        unescaped = [
+            s for s in evaluated for seq in template_sequences(s.split("=", 1)[1]) if marker in seq
+        ]
+        assert unescaped == [], (
+            f"{'.'.join(map(str, path))} reached Terraform unescaped: {unescaped[:2]}"
+        )
+        assert marker in text, (
+            f"{'.'.join(map(str, path))} was accepted but its value never reached Terraform"
+        )
+    print(
+        f"\nstring fields: {len(STRING_FIELDS)}; refused with one line: {len(refused)}; accepted and escaped: "
+        f"{len(accepted)} ({', '.join('.'.join(map(str, p)) for _, p in accepted)})"
+    )
 
 
 def _evaluated_strings(value, path=()):
@@ -205,8 +259,12 @@ def _strings(value):
             yield from _strings(v)
 
 
-@settings(max_examples=MAIN_EXAMPLES, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=MAIN_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @seed(SEED + 10)
 @given(fc.mutated_documents())
 def test_main_py_keeps_the_contract(doc):
@@ -221,7 +279,13 @@ def test_main_py_keeps_the_contract(doc):
         (out / "stacks" / "old-runtime" / "cdk.tf.json").write_text('{"old": true}')
         (out / "manifest.json").write_text('{"stacks": {}}')
         before = tree(out)
-        proc = run_main(cwd=folder, outdir=out, config=folder / "gpucluster.yaml", timeout=600, TMPDIR=str(folder))
+        proc = run_main(
+            cwd=folder,
+            outdir=out,
+            config=folder / "gpucluster.yaml",
+            timeout=600,
+            TMPDIR=str(folder),
+        )
         where = f"\n--- input ---\n{fc.dump(doc)[:2000]}\n--- stderr ---\n{proc.stderr[:3000]}"
         assert "Traceback" not in proc.stderr, where
         assert proc.returncode in (0, 2), where
@@ -229,17 +293,31 @@ def test_main_py_keeps_the_contract(doc):
             assert LINE.match(line), f"{line[:300]!r}{where}"
         if proc.returncode == 2:
             assert tree(out) == before, where
-            assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".cdktf.out")) == [], where
+            assert (
+                sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".cdktf.out"))
+                == []
+            ), where
         else:
             for stack in (out / "stacks").iterdir():
                 document = json.loads((stack / "cdk.tf.json").read_text())
-                bad = [s for s in _strings(document) for seq in template_sequences(s) if fc.PROBE in seq]
+                bad = [
+                    s
+                    for s in _strings(document)
+                    for seq in template_sequences(s)
+                    if fc.PROBE in seq
+                ]
                 assert bad == [], f"{bad[:2]}{where}"
-        assert not re.search(r"gpucluster_probe", " ".join(os.listdir("/tmp"))), "a shell payload ran"
+        assert not re.search(r"gpucluster_probe", " ".join(os.listdir("/tmp"))), (
+            "a shell payload ran"
+        )
 
 
-@settings(max_examples=max(MAIN_EXAMPLES // 2, 3), deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=max(MAIN_EXAMPLES // 2, 3),
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @seed(SEED + 11)
 @given(st.data())
 def test_main_py_never_writes_a_control_character_outside_values(data):
@@ -257,9 +335,19 @@ def test_main_py_never_writes_a_control_character_outside_values(data):
         folder = Path(name)
         (folder / "gpucluster.yaml").write_text(text, encoding="utf-8")
         out = folder / "cdktf.out"
-        proc = run_main(cwd=folder, outdir=out, config=folder / "gpucluster.yaml", timeout=600, TMPDIR=str(folder))
+        proc = run_main(
+            cwd=folder,
+            outdir=out,
+            config=folder / "gpucluster.yaml",
+            timeout=600,
+            TMPDIR=str(folder),
+        )
         where = f"\n--- input ---\n{text[:2000]}\n--- stderr ---\n{proc.stderr[:3000]}"
-        assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr and "error[internal]" not in proc.stderr, where
+        assert (
+            proc.returncode in (0, 2)
+            and "Traceback" not in proc.stderr
+            and "error[internal]" not in proc.stderr
+        ), where
         for line in proc.stderr.splitlines():
             assert LINE.match(line), f"{line[:300]!r}{where}"
         if proc.returncode == 0:

@@ -12,24 +12,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
-
-from gpucluster.charts import gates as gates_mod
-from gpucluster import pipeline
-from gpucluster.verify import lint
-from gpucluster.recipes import recipe_result_writer
-from gpucluster.inputs.config import load_clusters, parse_clusters
-from gpucluster.errors import GpuclusterError
-from gpucluster.verify.render import ChartSources, Renderer, render_plans
 from render_cases import UNAVAILABLE, base_cases, cluster_doc
+
+from gpucluster import pipeline
+from gpucluster.charts import gates as gates_mod
+from gpucluster.inputs.config import load_clusters, parse_clusters
+from gpucluster.recipes import recipe_result_writer
+from gpucluster.verify.render import ChartSources, Renderer, render_plans
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
 
 
 def _recipe_project(tmp_path: Path, doc: dict, edit) -> Path:
     """A project whose one cluster is given by the RecipeResult of ``doc``'s recipe, edited by ``edit``."""
-    (spec,) = parse_clusters({"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path)
+    (spec,) = parse_clusters(
+        {"clusters": [doc]}, source=str(tmp_path / "gpucluster.yaml"), root=tmp_path
+    )
     from gpucluster.recipes.catalog import load_catalog
 
     r, _ = pipeline.resolved_components(pipeline.prepare_cluster(spec), load_catalog())
@@ -52,20 +51,35 @@ def test_a_gate_whose_object_no_release_renders_is_refused_with_one_line(tmp_pat
     """OKE GB200: the NicClusterPolicy comes only from the recipe's manifest; OKE supplies none."""
     from gpucluster.cli import main
 
-    path = _recipe_project(tmp_path, cluster_doc("oke", "gb200-oke-ubuntu-training", "", "plain"), _drop_network_manifests)
+    path = _recipe_project(
+        tmp_path,
+        cluster_doc("oke", "gb200-oke-ubuntu-training", "", "plain"),
+        _drop_network_manifests,
+    )
     assert main(["plan", "--config", str(path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error[GATE-NO-OBJECT]") and "component=network-operator" in line
-    assert "network-operator-nicclusterpolicy-ready waits for every NicClusterPolicy" in line and " fix: " in line
+    assert (
+        "network-operator-nicclusterpolicy-ready waits for every NicClusterPolicy" in line
+        and " fix: " in line
+    )
     assert "recipe.yaml" in line and ".manifestFiles" in line
 
 
 def test_the_aks_platform_supplies_its_nicclusterpolicy(tmp_path):
-    path = _recipe_project(tmp_path, cluster_doc("aks", "h100-aks-ubuntu-training", "azure-managed", "plain"), _drop_network_manifests)
+    path = _recipe_project(
+        tmp_path,
+        cluster_doc("aks", "h100-aks-ubuntu-training", "azure-managed", "plain"),
+        _drop_network_manifests,
+    )
     (spec,) = load_clusters(str(path), env={})
     plan = pipeline.build_plan(spec)
     (f,) = [f for f in plan.findings if f.id == "GATE-OBJECT-SUPPLIED"]
-    assert f.severity == "info" and f.component == "network-operator" and f.key.endswith(".manifestFiles")
+    assert (
+        f.severity == "info"
+        and f.component == "network-operator"
+        and f.key.endswith(".manifestFiles")
+    )
     chart = plan.node("network-operator-manifests").local_chart
     assert any("kind: NicClusterPolicy" in text for text in chart.files.values())
 
@@ -78,7 +92,9 @@ def test_real_aicr_v0111_files_get_the_nicclusterpolicy_their_gate_waits_for(tmp
     (tmp_path / "gpucluster.yaml").write_text("\n".join(lines) + "\n")
     plans = pipeline.build_plans(load_clusters(str(tmp_path / "gpucluster.yaml"), env={}))
     for plan in plans:
-        assert [f.component for f in plan.findings if f.id == "GATE-OBJECT-SUPPLIED"] == ["network-operator"]
+        assert [f.component for f in plan.findings if f.id == "GATE-OBJECT-SUPPLIED"] == [
+            "network-operator"
+        ]
 
 
 # --------------------------------------------------------------------------- real charts
@@ -87,7 +103,11 @@ def test_real_aicr_v0111_files_get_the_nicclusterpolicy_their_gate_waits_for(tmp
 def _stacks(tmp_path: Path):
     out = []
     for platform, leaf, profile in base_cases():
-        (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, profile, "plain")]}, source="x.yaml", root=tmp_path)
+        (spec,) = parse_clusters(
+            {"clusters": [cluster_doc(platform, leaf, profile, "plain")]},
+            source="x.yaml",
+            root=tmp_path,
+        )
         out.append(pipeline.build_plan(spec))
     lines = ["clusters:"]
     for src in sorted(AICR.glob("*.recipe.yaml")):
@@ -108,11 +128,17 @@ def _matches(spec, doc) -> bool:
     api = str(doc.get("apiVersion", ""))
     meta = doc.get("metadata") or {}
     if spec.kind == "crd-established":
-        return doc.get("kind") == "CustomResourceDefinition" and meta.get("name") == spec.name_of_object
+        return (
+            doc.get("kind") == "CustomResourceDefinition"
+            and meta.get("name") == spec.name_of_object
+        )
     group = spec.api_version.split("/")[0] if "/" in spec.api_version else ""
-    return ((api.split("/")[0] if "/" in api else "") == group and doc.get("kind") == spec.kind_name
-            and spec.name_of_object in (None, meta.get("name"))
-            and (spec.namespace is None or meta.get("namespace", spec.namespace) == spec.namespace))
+    return (
+        (api.split("/")[0] if "/" in api else "") == group
+        and doc.get("kind") == spec.kind_name
+        and spec.name_of_object in (None, meta.get("name"))
+        and (spec.namespace is None or meta.get("namespace", spec.namespace) == spec.namespace)
+    )
 
 
 def test_every_gate_object_is_rendered_by_a_release_the_plan_names(reference_charts, tmp_path):
@@ -127,16 +153,24 @@ def test_every_gate_object_is_rendered_by_a_release_the_plan_names(reference_cha
                     docs = [o for _, o in release.objects] + [o for _, o in release.crds]
                     for doc in docs:
                         if _matches(spec, doc):
-                            where = "manifests" if release.node.kind in ("manifests", "pre-manifests") else "chart"
+                            where = (
+                                "manifests"
+                                if release.node.kind in ("manifests", "pre-manifests")
+                                else "chart"
+                            )
                             objects.setdefault(f"{release.node.component} {where}", release.name)
                 providers = gates_mod.gate_object_providers(spec, plan.components, {})
                 if not objects and any(p.endswith(" operator") for p in providers):
                     continue  # a CRD the operator creates while it reconciles (registry createsAtRuntime: nv-ipam)
                 if not objects and spec.name in OPERATOR_WORKLOADS:
                     continue
-                assert objects, f"{plan.cluster.name}: gate {spec.name} waits for an object no release renders"
+                assert objects, (
+                    f"{plan.cluster.name}: gate {spec.name} waits for an object no release renders"
+                )
                 # the plan's providers (registry data, or manifests) are among the releases that render it
                 named = [p for p in objects if p in providers or p.endswith(" manifests")]
-                assert named, f"{plan.cluster.name}: gate {spec.name}: rendered by {sorted(objects)}, plan names {providers}"
+                assert named, (
+                    f"{plan.cluster.name}: gate {spec.name}: rendered by {sorted(objects)}, plan names {providers}"
+                )
                 checked += 1
     assert checked > 50

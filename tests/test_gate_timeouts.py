@@ -20,18 +20,37 @@ from gpucluster.sdk.testing import registered
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "gates.md"
 EXISTING = {"kubeconfig": "~/.kube/config"}
 CLUSTERS = {
-    "aks": {"name": "a1", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}},
-    "oke": {"name": "o1", "criteria": {"service": "oke", "accelerator": "a100", "os": "ubuntu", "intent": "training"},
-            "profile": {"gpuStack": "operator-managed"}},
-    "nvke": {"name": "n1", "criteria": {"service": "nvke", "accelerator": "gb200", "os": "ubuntu", "intent": "training",
-                                        "platform": "kubeflow"}, "existing": EXISTING,
-             "settings": {"rails": [{"name": f"mlx5_{i}", "rootDevice": f"000{i}:03:00.0"} for i in range(4)]}},
+    "aks": {
+        "name": "a1",
+        "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+    },
+    "oke": {
+        "name": "o1",
+        "criteria": {"service": "oke", "accelerator": "a100", "os": "ubuntu", "intent": "training"},
+        "profile": {"gpuStack": "operator-managed"},
+    },
+    "nvke": {
+        "name": "n1",
+        "criteria": {
+            "service": "nvke",
+            "accelerator": "gb200",
+            "os": "ubuntu",
+            "intent": "training",
+            "platform": "kubeflow",
+        },
+        "existing": EXISTING,
+        "settings": {
+            "rails": [{"name": f"mlx5_{i}", "rootDevice": f"000{i}:03:00.0"} for i in range(4)]
+        },
+    },
 }
 
 
 def test_the_docs_table_states_the_kind_defaults():
     text = DOCS.read_text(encoding="utf-8")
-    table = re.search(r"^\| kind \| passes when \| default timeout \|\n(.*?)\n\n", text, re.S | re.M).group(1)
+    table = re.search(
+        r"^\| kind \| passes when \| default timeout \|\n(.*?)\n\n", text, re.S | re.M
+    ).group(1)
     rows = dict(re.findall(r"^\| `([a-z-]+)` \| .*\| ([^|]+) \|$", table, re.M))
     assert set(rows) == set(GATE_KINDS)
     create = GateSpec.__dataclass_fields__["create_timeout_seconds"].default
@@ -53,4 +72,8 @@ def test_every_builtin_clusterpolicy_gate_waits_the_one_budget(service):
     with registered() as kit:
         plan = kit.plan(CLUSTERS[service])
     (gate,) = [g for g in plan.gates if g.name == GATE_CLUSTERPOLICY_READY]
-    assert gate.timeout_seconds == CLUSTERPOLICY_DEFAULT_TIMEOUT == clusterpolicy_ready().timeout_seconds
+    assert (
+        gate.timeout_seconds
+        == CLUSTERPOLICY_DEFAULT_TIMEOUT
+        == clusterpolicy_ready().timeout_seconds
+    )

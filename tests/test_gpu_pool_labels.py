@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 from gpucluster.model import ClusterSpec, Criteria, ExistingCluster, NodePool
 from gpucluster.pipeline import build_plan, prepare_cluster
 from gpucluster.recipes.scheduling import effective_inputs, gpu_pool_node_selector, parse_scheduling
-from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 GPU_LABEL = {"nvidia.com/gpu.present": "true"}
 
@@ -33,34 +33,58 @@ def test_user_gpu_pools_get_the_label_but_keep_their_own_value_and_labels():
     pools = [
         NodePool(name="sys", vm_size="Standard_D4s_v5", gpu=False, labels={"role": "sys"}),
         NodePool(name="gpua", vm_size="Standard_ND96isr_H100_v5", labels={"team": "a"}),
-        NodePool(name="gpub", vm_size="Standard_ND96isr_H100_v5", labels={"nvidia.com/gpu.present": "yes"}),
+        NodePool(
+            name="gpub",
+            vm_size="Standard_ND96isr_H100_v5",
+            labels={"nvidia.com/gpu.present": "yes"},
+        ),
     ]
     c = prepare_cluster(spec(pools=pools))
     assert c.pools[0].labels == {"role": "sys"}  # CPU pools get nothing
     assert c.pools[1].labels == {"team": "a", **GPU_LABEL}
-    assert c.pools[2].labels == {"nvidia.com/gpu.present": "yes"}  # the user's value of that key wins
+    assert c.pools[2].labels == {
+        "nvidia.com/gpu.present": "yes"
+    }  # the user's value of that key wins
     assert pools[1].labels == {"team": "a"}  # the input is not mutated
 
 
 def test_selector_is_the_labels_common_to_all_gpu_pools():
-    c = make_cluster(pools=[
-        NodePool(name="sys", vm_size="x", gpu=False, labels={"team": "a", "zone": "1"}),
-        NodePool(name="g1", vm_size="y", labels={"team": "a", "zone": "1", **GPU_LABEL}),
-        NodePool(name="g2", vm_size="y", labels={"team": "a", "zone": "2", **GPU_LABEL}),
-    ])
-    assert gpu_pool_node_selector(c) == {"nvidia.com/gpu.present": "true", "team": "a"}  # zone differs: not common
-    assert effective_inputs(c).accelerated_node_selector == {"nvidia.com/gpu.present": "true", "team": "a"}
+    c = make_cluster(
+        pools=[
+            NodePool(name="sys", vm_size="x", gpu=False, labels={"team": "a", "zone": "1"}),
+            NodePool(name="g1", vm_size="y", labels={"team": "a", "zone": "1", **GPU_LABEL}),
+            NodePool(name="g2", vm_size="y", labels={"team": "a", "zone": "2", **GPU_LABEL}),
+        ]
+    )
+    assert gpu_pool_node_selector(c) == {
+        "nvidia.com/gpu.present": "true",
+        "team": "a",
+    }  # zone differs: not common
+    assert effective_inputs(c).accelerated_node_selector == {
+        "nvidia.com/gpu.present": "true",
+        "team": "a",
+    }
 
 
 def test_no_gpu_pools_no_selector():
     assert gpu_pool_node_selector(make_cluster(pools=[])) == {}
-    assert gpu_pool_node_selector(make_cluster(pools=[NodePool(name="s", vm_size="x", gpu=False, labels={"a": "b"})])) == {}
+    assert (
+        gpu_pool_node_selector(
+            make_cluster(pools=[NodePool(name="s", vm_size="x", gpu=False, labels={"a": "b"})])
+        )
+        == {}
+    )
 
 
 def test_user_selector_wins_over_the_derived_one():
     c = make_cluster(
-        pools=[NodePool(name="s", vm_size="x", gpu=False), NodePool(name="g", vm_size="y", labels=GPU_LABEL)],
-        scheduling=parse_scheduling({"accelerated": {"nodeSelector": {"pool": "gpu"}}}, file="c.yaml", cluster="c1"),
+        pools=[
+            NodePool(name="s", vm_size="x", gpu=False),
+            NodePool(name="g", vm_size="y", labels=GPU_LABEL),
+        ],
+        scheduling=parse_scheduling(
+            {"accelerated": {"nodeSelector": {"pool": "gpu"}}}, file="c.yaml", cluster="c1"
+        ),
     )
     assert effective_inputs(c).accelerated_node_selector == {"pool": "gpu"}
 
@@ -72,7 +96,12 @@ def test_derived_selector_injected_at_the_accelerated_paths(tmp_path):
     catalog = make_catalog(tmp_path)
     recipe = make_recipe()
     components = make_components(recipe)
-    cluster = make_cluster(pools=[NodePool(name="s", vm_size="x", gpu=False), NodePool(name="g", vm_size="y", labels=GPU_LABEL)])
+    cluster = make_cluster(
+        pools=[
+            NodePool(name="s", vm_size="x", gpu=False),
+            NodePool(name="g", vm_size="y", labels=GPU_LABEL),
+        ]
+    )
     components = apply_overrides(cluster, recipe, components, catalog)
     components = apply_scheduling(cluster, recipe, components, catalog)
     assert components["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["nodeSelector"] == GPU_LABEL
@@ -90,7 +119,13 @@ def test_default_aks_plan_targets_gpu_only_components_to_gpu_nodes(default_plan)
     assert comps["nodewright-customizations"].values["acceleratedNodeSelector"] == GPU_LABEL
     # the Skyhook CR selects GPU nodes only (AICR CheckAcceleratedSelectorMissing: else every node)
     (node,) = [n for n in default_plan.nodes if n.id == "nodewright-customizations-manifests"]
-    docs = [d for k, v in node.local_chart.files.items() if k.startswith("templates/") for d in yaml.safe_load_all(v) if d]
+    docs = [
+        d
+        for k, v in node.local_chart.files.items()
+        if k.startswith("templates/")
+        for d in yaml.safe_load_all(v)
+        if d
+    ]
     (skyhook,) = [d for d in docs if d["kind"] == "Skyhook"]
     assert skyhook["spec"]["nodeSelectors"] == {"matchLabels": GPU_LABEL}
     # system components keep no accelerated selector
@@ -105,27 +140,53 @@ def test_kubeflow_runtime_gets_the_derived_selector():
     plan = build_plan(spec(criteria=Criteria("aks", "h100", "ubuntu", "training", "kubeflow")))
     assert "acceleratedNodeSelector" not in plan.components["kubeflow-trainer"].values
     chart = plan.node("kubeflow-trainer-manifests").local_chart
-    docs = [d for p, t in sorted(chart.files.items()) if p.startswith("templates/") for d in yaml.safe_load_all(t) if d]
+    docs = [
+        d
+        for p, t in sorted(chart.files.items())
+        if p.startswith("templates/")
+        for d in yaml.safe_load_all(t)
+        if d
+    ]
     (runtime,) = [d for d in docs if d["kind"] == "ClusterTrainingRuntime"]
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "spec"
+    ]
     assert pod["nodeSelector"] == GPU_LABEL
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
 
 
 def test_user_selector_wins_in_the_plan():
-    c = spec(scheduling=parse_scheduling({"accelerated": {"nodeSelector": {"example.com/pool": "h100"}}}, file="g.yaml", cluster="c1"))
+    c = spec(
+        scheduling=parse_scheduling(
+            {"accelerated": {"nodeSelector": {"example.com/pool": "h100"}}},
+            file="g.yaml",
+            cluster="c1",
+        )
+    )
     plan = build_plan(c)
-    assert plan.components["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["nodeSelector"] == {"example.com/pool": "h100"}
+    assert plan.components["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["nodeSelector"] == {
+        "example.com/pool": "h100"
+    }
 
 
 def test_existing_cluster_gets_no_derived_selector():
     from gpucluster.recipes.scheduling import parse_scheduling as ps
 
-    c = spec(existing=ExistingCluster(kubeconfig_path="k"),
-             scheduling=ps({"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}}, file="g.yaml", cluster="c1"))
+    c = spec(
+        existing=ExistingCluster(kubeconfig_path="k"),
+        scheduling=ps(
+            {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}},
+            file="g.yaml",
+            cluster="c1",
+        ),
+    )
     plan = build_plan(c)
     assert plan.cluster.pools == []
-    assert "nodeSelector" not in plan.components["nvidia-dra-driver-gpu"].values.get("kubeletPlugin", {})
+    assert "nodeSelector" not in plan.components["nvidia-dra-driver-gpu"].values.get(
+        "kubeletPlugin", {}
+    )
     assert "acceleratedNodeSelector" not in plan.components["nodewright-customizations"].values
 
 

@@ -9,19 +9,42 @@ import pytest
 
 from gpucluster.sdk import ClusterConnection, ExecAuth
 
-EXEC = ExecAuth(command="kubelogin", args=("get-token", "--login", "azurecli"), env={"B": "2", "A": "1"})
+EXEC = ExecAuth(
+    command="kubelogin", args=("get-token", "--login", "azurecli"), env={"B": "2", "A": "1"}
+)
 
 
 @pytest.mark.parametrize(
     "connection, expected",
     [
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", exec=EXEC),
-         {"host": "h", "cluster_ca_certificate": "ca", "exec": {
-             "api_version": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
-             "args": ["get-token", "--login", "azurecli"], "env": {"A": "1", "B": "2"}}}),
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", token="tok"), {"host": "h", "cluster_ca_certificate": "ca", "token": "tok"}),
-        (ClusterConnection(host="h", cluster_ca_certificate="ca", client_certificate="c", client_key="k"),
-         {"host": "h", "cluster_ca_certificate": "ca", "client_certificate": "c", "client_key": "k"}),
+        (
+            ClusterConnection(host="h", cluster_ca_certificate="ca", exec=EXEC),
+            {
+                "host": "h",
+                "cluster_ca_certificate": "ca",
+                "exec": {
+                    "api_version": "client.authentication.k8s.io/v1beta1",
+                    "command": "kubelogin",
+                    "args": ["get-token", "--login", "azurecli"],
+                    "env": {"A": "1", "B": "2"},
+                },
+            },
+        ),
+        (
+            ClusterConnection(host="h", cluster_ca_certificate="ca", token="tok"),
+            {"host": "h", "cluster_ca_certificate": "ca", "token": "tok"},
+        ),
+        (
+            ClusterConnection(
+                host="h", cluster_ca_certificate="ca", client_certificate="c", client_key="k"
+            ),
+            {
+                "host": "h",
+                "cluster_ca_certificate": "ca",
+                "client_certificate": "c",
+                "client_key": "k",
+            },
+        ),
     ],
 )
 def test_helm_provider_renders_each_auth_shape(connection, expected):

@@ -13,21 +13,35 @@ import shutil
 import subprocess
 
 import pytest
+from test_constructs_helm import releases, synth
 
 from gpucluster_cdk.constructs_lib.helm import HelmComponent, HelmComponentProps
 from gpucluster_cdk.stacks.runtime import values_props
-from test_constructs_helm import releases, synth
 
 
 @pytest.fixture(scope="module")
 def doc() -> dict:
     def build(stack):
-        HelmComponent(stack, "op", HelmComponentProps(
-            release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
-            repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
-            **values_props({"driver": {"version": "580.126.09"}, "dcgm": {"enabled": True}, "replicas": 2},
-                           {"driver.version": "gpu_driver_version", "dcgm.enabled": "dcgm_enabled",
-                            "replicas": "replicas", "nodeName": "node_name"})))
+        HelmComponent(
+            stack,
+            "op",
+            HelmComponentProps(
+                release_name="gpu-operator",
+                namespace="gpu-operator",
+                chart="gpu-operator",
+                repository="https://helm.ngc.nvidia.com/nvidia",
+                version="v26.7.1",
+                **values_props(
+                    {"driver": {"version": "580.126.09"}, "dcgm": {"enabled": True}, "replicas": 2},
+                    {
+                        "driver.version": "gpu_driver_version",
+                        "dcgm.enabled": "dcgm_enabled",
+                        "replicas": "replicas",
+                        "nodeName": "node_name",
+                    },
+                ),
+            ),
+        )
 
     return synth(build)
 
@@ -36,7 +50,10 @@ def test_string_variables_validate_their_value(doc):
     for name in ("gpu_driver_version", "node_name"):  # with and without a default
         (validation,) = doc["variable"][name]["validation"]
         assert "regexall" in validation["condition"] and f"var.{name}" in validation["condition"]
-        assert "comma" in validation["error_message"] and "overrides.values" in validation["error_message"]
+        assert (
+            "comma" in validation["error_message"]
+            and "overrides.values" in validation["error_message"]
+        )
 
 
 def test_bool_and_number_variables_have_no_validation(doc):
@@ -47,28 +64,45 @@ def test_bool_and_number_variables_have_no_validation(doc):
 def test_set_entries_keep_the_string_type(doc):
     rel = releases(doc)["gpu-operator"]
     assert {s["name"]: s["type"] for s in rel["set"]} == {
-        "dcgm.enabled": "auto", "driver.version": "string", "nodeName": "string", "replicas": "auto"}
+        "dcgm.enabled": "auto",
+        "driver.version": "string",
+        "nodeName": "string",
+        "replicas": "auto",
+    }
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform CLI not installed")
-@pytest.mark.parametrize("value, ok", [
-    ("580.126.09", True),
-    ("registry.example.com/driver:580", True),
-    ("a=b", True),
-    ("580,581", False),
-    ("a\\b", False),
-    ("{a}", False),
-])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("580.126.09", True),
+        ("registry.example.com/driver:580", True),
+        ("a=b", True),
+        ("580,581", False),
+        ("a\\b", False),
+        ("{a}", False),
+    ],
+)
 def test_terraform_plan_refuses_values_helm_would_split(doc, tmp_path, value, ok):
     """Real Terraform (no provider download): the synthesized variable block alone."""
-    config = {"variable": {"gpu_driver_version": doc["variable"]["gpu_driver_version"]},
-              "output": {"v": {"value": "${var.gpu_driver_version}"}}}
+    config = {
+        "variable": {"gpu_driver_version": doc["variable"]["gpu_driver_version"]},
+        "output": {"v": {"value": "${var.gpu_driver_version}"}},
+    }
     (tmp_path / "main.tf.json").write_text(json.dumps(config))
-    env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null", CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1")
+    env = dict(
+        os.environ, TF_CLI_CONFIG_FILE="/dev/null", CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1"
+    )
 
     def tf(*args):
-        return subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            ["terraform", *args, "-input=false", "-no-color"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     assert tf("init").returncode == 0
     plan = tf("plan", f"-var=gpu_driver_version={value}")
@@ -81,13 +115,24 @@ def test_a_default_helm_would_split_fails_synth():
     from gpucluster_cdk.constructs_lib.cdk import validation_errors
 
     def build(stack):
-        HelmComponent(stack, "op", HelmComponentProps(
-            release_name="gpu-operator", namespace="gpu-operator", chart="gpu-operator",
-            repository="https://helm.ngc.nvidia.com/nvidia", version="v26.7.1",
-            **values_props({"driver": {"args": "a,b"}}, {"driver.args": "driver_args"})))
+        HelmComponent(
+            stack,
+            "op",
+            HelmComponentProps(
+                release_name="gpu-operator",
+                namespace="gpu-operator",
+                chart="gpu-operator",
+                repository="https://helm.ngc.nvidia.com/nvidia",
+                version="v26.7.1",
+                **values_props({"driver": {"args": "a,b"}}, {"driver.args": "driver_args"}),
+            ),
+        )
 
     with pytest.raises(Exception) as exc:
         synth(build)
     text = " ".join(validation_errors(exc.value) or [str(exc.value)])
-    assert "values path 'driver.args' of release 'gpu-operator' is bound to Terraform variable 'driver_args'" in text
+    assert (
+        "values path 'driver.args' of release 'gpu-operator' is bound to Terraform variable 'driver_args'"
+        in text
+    )
     assert "'a,b' has a comma" in text

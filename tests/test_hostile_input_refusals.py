@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.recipes import recipe
-from gpucluster.recipes import recipe_result_writer
-from gpucluster.recipes import layering
-from gpucluster.recipes.catalog import load_catalog
 from gpucluster.cli import main as cli_main
-from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import load_clusters
 from gpucluster.model import Criteria
 from gpucluster.pipeline import build_plans
+from gpucluster.recipes import layering, recipe, recipe_result_writer
+from gpucluster.recipes.catalog import load_catalog
 
 AKS_CRITERIA = "{service: aks, accelerator: h100, os: ubuntu, intent: training}"
 
@@ -34,7 +32,9 @@ def catalog():
 
 @pytest.fixture(scope="module")
 def aks_recipe_doc(catalog):
-    r = recipe.resolve(Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog)
+    r = recipe.resolve(
+        Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"), catalog
+    )
     return recipe_result_writer.to_document(r, layering.effective_components(r, catalog))
 
 
@@ -82,7 +82,9 @@ def test_recipe_result_enabled_must_be_boolean(tmp_path, aks_recipe_doc, value):
 def test_recipe_result_catalog_paths_cannot_escape(tmp_path, aks_recipe_doc, field, value):
     """``..``/absolute catalog references used to fail later with a message naming nothing."""
     outside = tmp_path / "evil.yaml.j2"
-    outside.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: evil, namespace: default}\n")
+    outside.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: evil, namespace: default}\n"
+    )
     core = Path(recipe.__file__).parent / "catalog"
     if value == "ESCAPE":
         value = [os.path.relpath(tmp_path / "evil.yaml", core)]
@@ -119,7 +121,9 @@ def test_recipe_result_profile_message_uses_yaml_spelling(tmp_path, aks_recipe_d
     doc = copy.deepcopy(aks_recipe_doc)
     doc["metadata"]["selectedProfile"]["value"] = "operator-managed"
     problems = _problems(_write_recipe_cluster(tmp_path, doc))
-    assert "driver.enabled=false" in problems[0].message and "owns it as true" in problems[0].message
+    assert (
+        "driver.enabled=false" in problems[0].message and "owns it as true" in problems[0].message
+    )
 
 
 # --------------------------------------------------------------------------- Terraform variables
@@ -146,7 +150,10 @@ def test_one_terraform_variable_cannot_bind_two_values(tmp_path):
 
 @pytest.mark.parametrize("name", ["kubeconfig_path", "kube_context"])
 def test_runtime_stack_variable_names_are_reserved(tmp_path, name):
-    cfg = _cluster_file(tmp_path, f"    overrides:\n      variables:\n        'gpuoperator:driver.version': {name}\n")
+    cfg = _cluster_file(
+        tmp_path,
+        f"    overrides:\n      variables:\n        'gpuoperator:driver.version': {name}\n",
+    )
     with pytest.raises(GpuclusterError) as exc:
         load_clusters(str(cfg))
     [p] = exc.value.problems
@@ -166,7 +173,11 @@ NVKE_RAILS = (
 @pytest.mark.parametrize("tag", ["0.5.1-rc1", "v0.5.1-rc.2", "0.5.1-alpha"])
 def test_nvke_refuses_dra_prerelease_of_the_minimum(tmp_path, tag):
     """0.5.1-rc1 sorts before 0.5.1: policy passed it while the min-version gate waits forever."""
-    cfg = _cluster_file(tmp_path, NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n", NVKE_CRITERIA)
+    cfg = _cluster_file(
+        tmp_path,
+        NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n",
+        NVKE_CRITERIA,
+    )
     [p] = _problems(cfg)
     assert (p.id, p.component, p.key) == ("NVKE-DRA-VERSION", "nvidia-dra-driver-gpu", "image.tag")
     assert tag in p.message
@@ -174,20 +185,30 @@ def test_nvke_refuses_dra_prerelease_of_the_minimum(tmp_path, tag):
 
 @pytest.mark.parametrize("tag", ["0.5.1", "v0.5.1", "0.5.1+build.7", "0.5.2-rc1", "0.6.0"])
 def test_nvke_accepts_dra_at_or_above_the_minimum(tmp_path, tag):
-    cfg = _cluster_file(tmp_path, NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n", NVKE_CRITERIA)
+    cfg = _cluster_file(
+        tmp_path,
+        NVKE_RAILS + f"    overrides: {{set: ['dradriver:image.tag={tag}']}}\n",
+        NVKE_CRITERIA,
+    )
     [plan] = build_plans(load_clusters(str(cfg)))
     assert plan.components["nvidia-dra-driver-gpu"].values["image"]["tag"] == tag
 
 
 def test_nvke_numvfs_boundary(tmp_path):
-    ok = _cluster_file(tmp_path, NVKE_RAILS + "      numVfs: 8\n      firmwareNumVfs: 8\n", NVKE_CRITERIA)
+    ok = _cluster_file(
+        tmp_path, NVKE_RAILS + "      numVfs: 8\n      firmwareNumVfs: 8\n", NVKE_CRITERIA
+    )
     build_plans(load_clusters(str(ok)))
-    bad = _cluster_file(tmp_path, NVKE_RAILS + "      numVfs: 9\n      firmwareNumVfs: 8\n", NVKE_CRITERIA)
+    bad = _cluster_file(
+        tmp_path, NVKE_RAILS + "      numVfs: 9\n      firmwareNumVfs: 8\n", NVKE_CRITERIA
+    )
     [p] = _problems(bad)
     assert (p.id, p.key) == ("NVKE-SRIOV-NUMVFS", "clusters[0].settings.numVfs")
 
 
-@pytest.mark.parametrize("subnet,block", [("10.255.0.0/32", 16), ("10.255.0.0/30", 16), ("10.255.0.0/28", 16)])
+@pytest.mark.parametrize(
+    "subnet,block", [("10.255.0.0/32", 16), ("10.255.0.0/30", 16), ("10.255.0.0/28", 16)]
+)
 def test_nvke_rail_subnet_must_hold_a_node_block(tmp_path, subnet, block):
     """A rail IPPool smaller than one node's block (plus network and gateway) gives no node an address."""
     body = (
@@ -211,10 +232,16 @@ def test_nvke_rail_subnet_exactly_large_enough(tmp_path):
 
 def test_nvke_accepts_the_core_gate_image_setting(tmp_path):
     """settings.gateImage is a core setting (every platform's gate Jobs); NVKE refused it as unknown."""
-    cfg = _cluster_file(tmp_path, NVKE_RAILS + "      gateImage: myregistry.example.com/kubectl:v1.34.1\n", NVKE_CRITERIA)
+    cfg = _cluster_file(
+        tmp_path,
+        NVKE_RAILS + "      gateImage: myregistry.example.com/kubectl:v1.34.1\n",
+        NVKE_CRITERIA,
+    )
     [plan] = build_plans(load_clusters(str(cfg)))
     gates = [n for n in plan.nodes if n.kind == "gate"]
-    assert gates and all(n.values["image"] == "myregistry.example.com/kubectl:v1.34.1" for n in gates)
+    assert gates and all(
+        n.values["image"] == "myregistry.example.com/kubectl:v1.34.1" for n in gates
+    )
 
 
 def test_nvke_cluster_level_findings_use_component_dash(tmp_path):
@@ -275,9 +302,14 @@ def test_pool_taints_and_labels_are_kubernetes_valid(tmp_path, pool, key):
 
 
 def test_pool_taint_key_only_form_still_parses(tmp_path):
-    cfg = _cluster_file(tmp_path, POOLS % "taints: ['dedicated:NoSchedule', 'nvidia.com/gpu=present:NoSchedule']")
+    cfg = _cluster_file(
+        tmp_path, POOLS % "taints: ['dedicated:NoSchedule', 'nvidia.com/gpu=present:NoSchedule']"
+    )
     [c] = load_clusters(str(cfg))
-    assert [str(t) for t in c.pools[1].taints] == ["dedicated=:NoSchedule", "nvidia.com/gpu=present:NoSchedule"]
+    assert [str(t) for t in c.pools[1].taints] == [
+        "dedicated=:NoSchedule",
+        "nvidia.com/gpu=present:NoSchedule",
+    ]
 
 
 def test_empty_string_message(tmp_path):
@@ -292,13 +324,18 @@ def test_aks_refuses_unknown_settings(tmp_path):
     """A misspelt setting (gateImages) was silently ignored on AKS."""
     cfg = _cluster_file(tmp_path, "    settings: {gateImages: myacr.azurecr.io/kubectl:v1.34.1}\n")
     [p] = _problems(cfg)
-    assert (p.cluster, p.key) == ("lab", "clusters[0].settings.gateImages") and "gateImage" in p.allowed
+    assert (p.cluster, p.key) == (
+        "lab",
+        "clusters[0].settings.gateImages",
+    ) and "gateImage" in p.allowed
 
 
 def test_aks_accepts_gate_image_setting(tmp_path):
     cfg = _cluster_file(tmp_path, "    settings: {gateImage: myacr.azurecr.io/kubectl:v1.34.1}\n")
     [plan] = build_plans(load_clusters(str(cfg)))
-    assert {n.values["image"] for n in plan.nodes if n.kind == "gate"} == {"myacr.azurecr.io/kubectl:v1.34.1"}
+    assert {n.values["image"] for n in plan.nodes if n.kind == "gate"} == {
+        "myacr.azurecr.io/kubectl:v1.34.1"
+    }
 
 
 @pytest.mark.parametrize(
@@ -323,17 +360,31 @@ def test_detect_bad_nodes_file_exits_2_without_traceback(tmp_path, capsys, conte
 
 def test_profile_owned_value_must_keep_its_type(tmp_path):
     """1 == True in Python; a profile-owned boolean overridden with the integer 1 is a different value."""
-    cfg = _cluster_file(tmp_path, "    overrides: {set: ['nvsentinel:labeler.assumeDriverInstalled=1']}\n")
+    cfg = _cluster_file(
+        tmp_path, "    overrides: {set: ['nvsentinel:labeler.assumeDriverInstalled=1']}\n"
+    )
     problems = _problems(cfg)
-    assert [(p.id, p.component, p.key) for p in problems] == [("PROFILE-OWNED", "nvsentinel", "labeler.assumeDriverInstalled")]
+    assert [(p.id, p.component, p.key) for p in problems] == [
+        ("PROFILE-OWNED", "nvsentinel", "labeler.assumeDriverInstalled")
+    ]
 
 
 @pytest.mark.parametrize(
     "sets,component,key",
     [
-        (["gpuoperator:hostPaths.driverInstallDir=/run/nvidia/driver/../x", "dradriver:nvidiaDriverRoot=/run/nvidia/x"],
-         "gpu-operator", "hostPaths.driverInstallDir"),
-        (["dradriver:nvidiaDriverRoot=/run/nvidia/../nvidia/driver"], "nvidia-dra-driver-gpu", "nvidiaDriverRoot"),
+        (
+            [
+                "gpuoperator:hostPaths.driverInstallDir=/run/nvidia/driver/../x",
+                "dradriver:nvidiaDriverRoot=/run/nvidia/x",
+            ],
+            "gpu-operator",
+            "hostPaths.driverInstallDir",
+        ),
+        (
+            ["dradriver:nvidiaDriverRoot=/run/nvidia/../nvidia/driver"],
+            "nvidia-dra-driver-gpu",
+            "nvidiaDriverRoot",
+        ),
     ],
 )
 def test_driver_roots_with_dotdot_are_refused(tmp_path, sets, component, key):
@@ -346,21 +397,31 @@ def test_driver_roots_with_dotdot_are_refused(tmp_path, sets, component, key):
 
 
 def test_nvke_ofed_driver_below_operator_section_is_refused(tmp_path):
-    body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {extra: {ofedDriver: {deploy: true}}}}}]}\n"
+    body = (
+        NVKE_RAILS
+        + "    overrides: {values: [{component: networkoperator, values: {operator: {extra: {ofedDriver: {deploy: true}}}}}]}\n"
+    )
     [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
     assert (p.id, p.key) == ("NVKE-OFED-DRIVER", "operator.extra.ofedDriver")
 
 
 def test_nvke_operator_ofed_driver_init_container_settings_pass(tmp_path):
-    body = NVKE_RAILS + "    overrides: {values: [{component: networkoperator, values: {operator: {ofedDriver: {initContainer: {enable: false}}}}}]}\n"
+    body = (
+        NVKE_RAILS
+        + "    overrides: {values: [{component: networkoperator, values: {operator: {ofedDriver: {initContainer: {enable: false}}}}}]}\n"
+    )
     [plan] = build_plans(load_clusters(str(_cluster_file(tmp_path, body, NVKE_CRITERIA))))
-    assert plan.components["network-operator"].values["operator"]["ofedDriver"] == {"initContainer": {"enable": False}}
+    assert plan.components["network-operator"].values["operator"]["ofedDriver"] == {
+        "initContainer": {"enable": False}
+    }
 
 
 # --------------------------------------------------------------------------- plugin failures name the cluster
 
 
-@pytest.mark.parametrize("hook", ["gpucluster_gates", "gpucluster_manifests", "gpucluster_policy_checks"])
+@pytest.mark.parametrize(
+    "hook", ["gpucluster_gates", "gpucluster_manifests", "gpucluster_policy_checks"]
+)
 def test_plugin_failure_in_a_cluster_hook_names_plugin_and_cluster(tmp_path, monkeypatch, hook):
     import sys
     import types
@@ -418,9 +479,15 @@ def test_cluster_file_refuses_aks_with_an_accelerator_aks_does_not_declare(tmp_p
 def test_nodewright_tuning_toggle_must_be_boolean(tmp_path, value):
     """The Skyhook template reads tuningEnabled with not_false: 'no', 'off' or 0 rendered nvidia-tuned
     (a rebooting tuning profile the AKS recipes turn off) while the user meant to turn it off."""
-    cfg = _cluster_file(tmp_path, f"    overrides: {{set: [\"nodewrightcustomizations:tuningEnabled={value}\"]}}\n")
+    cfg = _cluster_file(
+        tmp_path, f'    overrides: {{set: ["nodewrightcustomizations:tuningEnabled={value}"]}}\n'
+    )
     [p] = _problems(cfg)
-    assert (p.id, p.component, p.key) == ("GPU-TOGGLE-TYPE", "nodewright-customizations", "tuningEnabled")
+    assert (p.id, p.component, p.key) == (
+        "GPU-TOGGLE-TYPE",
+        "nodewright-customizations",
+        "tuningEnabled",
+    )
 
 
 def test_nodewright_toggles_as_booleans_pass(tmp_path):
@@ -445,13 +512,19 @@ def test_aks_operator_managed_host_mofed_breaks_peermem(tmp_path):
         "    profile: {gpuStack: operator-managed}\n    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n",
     )
     [p] = _problems(cfg)
-    assert (p.id, p.component, p.key) == ("AKS-HOST-MOFED", "gpu-operator", "driver.rdma.useHostMofed")
+    assert (p.id, p.component, p.key) == (
+        "AKS-HOST-MOFED",
+        "gpu-operator",
+        "driver.rdma.useHostMofed",
+    )
     assert "nvidia-peermem" in p.message and "useHostMofed=false" in p.fix
 
 
 def test_aks_azure_managed_host_mofed_is_a_warning(tmp_path):
     """Inert while AKS owns the driver, but revives the bug on a switch to operator-managed."""
-    cfg = _cluster_file(tmp_path, "    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n")
+    cfg = _cluster_file(
+        tmp_path, "    overrides: {set: ['gpuoperator:driver.rdma.useHostMofed=true']}\n"
+    )
     [plan] = build_plans(load_clusters(str(cfg)))
     assert [(f.id, f.severity) for f in plan.findings] == [("AKS-HOST-MOFED", "warning")]
 
@@ -464,7 +537,10 @@ def test_nvke_rdma_modules_enabled_twice_with_different_values(tmp_path, alias):
         f"    overrides: {{set: ['{alias}:enabled=true']}}\n"
     )
     [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
-    assert (p.cluster, p.key) == ("lab", "clusters[0].settings.rdmaModules.enabled") and "clusters[0].overrides.set[0]" in p.message
+    assert (p.cluster, p.key) == (
+        "lab",
+        "clusters[0].settings.rdmaModules.enabled",
+    ) and "clusters[0].overrides.set[0]" in p.message
 
 
 def test_nvke_rdma_modules_disabled_both_ways_agrees(tmp_path):
@@ -485,24 +561,38 @@ def test_nvke_toolkit_env_value_must_be_a_string(tmp_path):
         "                - {name: ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED, value: false}\n"
     )
     [p] = _problems(_cluster_file(tmp_path, body, NVKE_CRITERIA))
-    assert (p.id, p.key) == ("NVKE-GPU-STACK", "toolkit.env.ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")
+    assert (p.id, p.key) == (
+        "NVKE-GPU-STACK",
+        "toolkit.env.ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED",
+    )
 
 
 def test_unknown_service_names_the_cluster(tmp_path):
     [p] = _problems(_cluster_file(tmp_path, "", "{service: gke}"))
-    assert (p.file, p.cluster, p.key) == (str(tmp_path / "gpucluster.yaml"), "lab", "clusters[0].criteria.service")
+    assert (p.file, p.cluster, p.key) == (
+        str(tmp_path / "gpucluster.yaml"),
+        "lab",
+        "clusters[0].criteria.service",
+    )
     assert p.allowed == "aks, nvke, oke"
 
 
 def test_terraform_variable_on_a_manifest_only_component_is_refused(tmp_path):
     """Manifest-only components are rendered at synth: the binding was recorded and then dropped."""
-    cfg = _cluster_file(tmp_path, "    overrides: {variables: {'nodewrightcustomizations:tuningEnabled': tune}}\n")
+    cfg = _cluster_file(
+        tmp_path, "    overrides: {variables: {'nodewrightcustomizations:tuningEnabled': tune}}\n"
+    )
     [p] = _problems(cfg)
-    assert (p.component, p.key) == ("nodewright-customizations", "clusters[0].overrides.variables.nodewrightcustomizations:tuningEnabled")
+    assert (p.component, p.key) == (
+        "nodewright-customizations",
+        "clusters[0].overrides.variables.nodewrightcustomizations:tuningEnabled",
+    )
     assert "manifest-only" in p.message
 
 
-@pytest.mark.parametrize("image", ["not an image; rm -rf /", "alpine/kubectl", "docker.io/alpine/kubectl:"])
+@pytest.mark.parametrize(
+    "image", ["not an image; rm -rf /", "alpine/kubectl", "docker.io/alpine/kubectl:"]
+)
 def test_nvke_teardown_image_must_be_a_pinned_reference(tmp_path, image):
     """The teardown Job runs on terraform destroy; an unpullable image would hold the destroy until timeout."""
     body = NVKE_RAILS + f"      teardown: {{image: '{image}'}}\n"
@@ -527,15 +617,26 @@ def test_recipe_result_rdma_opt_out_prunes_edges(tmp_path, aks_recipe_doc):
     gpu["overrides"].setdefault("driver", {}).setdefault("rdma", {})["useHostMofed"] = False
     gpu.pop("values", None)
     [plan] = build_plans(load_clusters(str(_write_recipe_cluster(tmp_path, doc))))
-    assert "network-operator" not in plan.components and "nodewright-customizations" not in plan.components
+    assert (
+        "network-operator" not in plan.components
+        and "nodewright-customizations" not in plan.components
+    )
     gpu_node = plan.node("gpu-operator")
-    assert not {"network-operator-nicclusterpolicy-ready", "nodewright-customizations-manifests"} & set(gpu_node.depends_on)
+    assert not {
+        "network-operator-nicclusterpolicy-ready",
+        "nodewright-customizations-manifests",
+    } & set(gpu_node.depends_on)
     pruned = sorted((f.component, f.message) for f in plan.findings if f.id == "DEPENDENCY-PRUNED")
     assert [c for c, _ in pruned] == ["gpu-operator", "gpu-operator"]
-    assert all(not any(d in ("network-operator", "nodewright-customizations") for d in n.depends_on) for n in plan.nodes)
+    assert all(
+        not any(d in ("network-operator", "nodewright-customizations") for d in n.depends_on)
+        for n in plan.nodes
+    )
 
 
-def test_recipe_result_disabling_the_operator_of_a_manifest_only_component_is_refused(tmp_path, aks_recipe_doc):
+def test_recipe_result_disabling_the_operator_of_a_manifest_only_component_is_refused(
+    tmp_path, aks_recipe_doc
+):
     doc = copy.deepcopy(aks_recipe_doc)
     _ref(doc, "nodewright-operator").setdefault("overrides", {})["enabled"] = False
     [p] = _problems(_write_recipe_cluster(tmp_path, doc))
@@ -564,7 +665,14 @@ def test_gate_named_like_a_release_is_refused(tmp_path, monkeypatch):
 
     @hookimpl
     def gpucluster_gates(cluster, recipe, components):
-        return [GateSpec(name="nfd", component="gpu-operator", kind="crd-established", name_of_object="x.example.com")]
+        return [
+            GateSpec(
+                name="nfd",
+                component="gpu-operator",
+                kind="crd-established",
+                name_of_object="x.example.com",
+            )
+        ]
 
     mod.gpucluster_gates = gpucluster_gates
     monkeypatch.setitem(sys.modules, "b1_clashing_gate", mod)
@@ -605,8 +713,13 @@ def test_recipe_result_dra_only_overlay_applies_without_values(tmp_path, aks_rec
     [plan] = build_plans(load_clusters(str(_write_recipe_cluster(tmp_path, doc))))
     assert plan.components["gpu-operator"].values["devicePlugin"]["enabled"] is False
     dra_values = plan.components["nvidia-dra-driver-gpu"].values
-    assert dra_values["gpuResourcesEnabledOverride"] is True and dra_values["resources"]["gpus"]["enabled"] is True
-    assert not [f for f in plan.findings if f.id == "POLICY-KEY-OVERRIDE"]  # recipe-level, not a deployment override
+    assert (
+        dra_values["gpuResourcesEnabledOverride"] is True
+        and dra_values["resources"]["gpus"]["enabled"] is True
+    )
+    assert not [
+        f for f in plan.findings if f.id == "POLICY-KEY-OVERRIDE"
+    ]  # recipe-level, not a deployment override
 
 
 def test_size_limit_holds_for_files_that_report_size_zero(tmp_path, monkeypatch):
@@ -623,7 +736,9 @@ def test_size_limit_holds_for_files_that_report_size_zero(tmp_path, monkeypatch)
         if self == big:
             import os as _os
 
-            return _os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 0, 0, 0, 0))
+            return _os.stat_result(
+                (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 0, 0, 0, 0)
+            )
         return st
 
     monkeypatch.setattr(Path, "stat", fake_stat)

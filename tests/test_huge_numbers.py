@@ -38,20 +38,31 @@ CLUSTER = """clusters:
 def plan(tmp_path, text, *args):
     (tmp_path / "gpucluster.yaml").write_text(text)
     out, err = io.StringIO(), io.StringIO()
-    code = cli_main(["plan", "--config", str(tmp_path / "gpucluster.yaml"), *args], stdout=out, stderr=err)
+    code = cli_main(
+        ["plan", "--config", str(tmp_path / "gpucluster.yaml"), *args], stdout=out, stderr=err
+    )
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("where, key", [("NODES", "clusters[0].pools[1].nodeCount"),
-                                        ("VALUE", "clusters[0].overrides.values[0].values.x")])
+@pytest.mark.parametrize(
+    "where, key",
+    [
+        ("NODES", "clusters[0].pools[1].nodeCount"),
+        ("VALUE", "clusters[0].overrides.values[0].values.x"),
+    ],
+)
 @pytest.mark.parametrize("name", sorted(LITERALS))
-def test_an_integer_outside_64_bits_is_one_error_naming_its_key(tmp_path, monkeypatch, name, where, key):
+def test_an_integer_outside_64_bits_is_one_error_naming_its_key(
+    tmp_path, monkeypatch, name, where, key
+):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
     text = CLUSTER.replace(where, LITERALS[name]).replace("NODES", "1").replace("VALUE", "1")
     code, out, err = plan(tmp_path, text)
     assert code == 2 and out == "", err
     [line] = err.splitlines()
-    assert line.startswith(f"error[input] file={tmp_path / 'gpucluster.yaml'} key={key}: integer "), line
+    assert line.startswith(
+        f"error[input] file={tmp_path / 'gpucluster.yaml'} key={key}: integer "
+    ), line
     assert "is outside the 64-bit range Helm and Kubernetes read" in line and len(line) < 600, line
 
 
@@ -65,21 +76,39 @@ def test_the_int64_bounds_themselves_are_accepted(tmp_path, monkeypatch):
 def test_a_huge_values_file_integer_names_the_values_file(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
     (tmp_path / "v.yaml").write_text("driver:\n  version: 0x" + "f" * 5000 + "\n")
-    text = CLUSTER.replace("NODES", "1").replace("{component: gpu-operator, values: {x: VALUE}}",
-                                                 "{component: gpu-operator, file: v.yaml}")
+    text = CLUSTER.replace("NODES", "1").replace(
+        "{component: gpu-operator, values: {x: VALUE}}", "{component: gpu-operator, file: v.yaml}"
+    )
     code, _, err = plan(tmp_path, text)
     assert code == 2, err
     [line] = err.splitlines()
-    assert line.startswith("error[input] file=") and "v.yaml cluster=lab key=driver.version: integer 0x" in line, line
+    assert (
+        line.startswith("error[input] file=")
+        and "v.yaml cluster=lab key=driver.version: integer 0x" in line
+    ), line
 
 
-@pytest.mark.parametrize("text, value", [("9" * 4301, "9" * 4301), (str(2**63), str(2**63)), (str(2**63 - 1), 2**63 - 1),
-                                         ("-" + "9" * 19, "-" + "9" * 19), ("-9223372036854775808", -(2**63)), ("12", 12)])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("9" * 4301, "9" * 4301),
+        (str(2**63), str(2**63)),
+        (str(2**63 - 1), 2**63 - 1),
+        ("-" + "9" * 19, "-" + "9" * 19),
+        ("-9223372036854775808", -(2**63)),
+        ("12", 12),
+    ],
+)
 def test_a_set_value_is_an_int_only_within_64_bits(text, value):
     assert parse_scalar(text) == value
 
 
 def test_a_huge_set_value_plans(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
-    code, out, err = plan(tmp_path, CLUSTER.replace("NODES", "1").replace("VALUE", "1"), "--set", "gpuoperator:x=" + "9" * 4301)
+    code, out, err = plan(
+        tmp_path,
+        CLUSTER.replace("NODES", "1").replace("VALUE", "1"),
+        "--set",
+        "gpuoperator:x=" + "9" * 4301,
+    )
     assert code == 0 and "Traceback" not in err, err

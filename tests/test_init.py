@@ -50,25 +50,39 @@ def run_init(*argv: str) -> tuple[int, str, str]:
 
 
 def listing(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>")
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def test_every_choice_is_offered():
     assert len(COMBINATIONS) == (2 + 1 + 2) * len(init_mod.BACKENDS) * len(init_mod.CI_PROVIDERS)
-    assert set(init_mod.SERVICES) == {"aks", "nvke", "oke"} and {"local", "cloud"} <= set(init_mod.BACKENDS)
+    assert set(init_mod.SERVICES) == {"aks", "nvke", "oke"} and {"local", "cloud"} <= set(
+        init_mod.BACKENDS
+    )
     assert set(init_mod.CI_PROVIDERS) == {"none", "github", "azure-pipelines"}
 
 
-@pytest.mark.parametrize("options", COMBINATIONS, ids=[f"{o.service}-{o.intent}-{o.backend}-{o.ci}" for o in COMBINATIONS])
+@pytest.mark.parametrize(
+    "options",
+    COMBINATIONS,
+    ids=[f"{o.service}-{o.intent}-{o.backend}-{o.ci}" for o in COMBINATIONS],
+)
 def test_every_combination_plans(options, tmp_path, monkeypatch):
     written = init_mod.init_project(tmp_path / "proj", options)
     ci = init_mod.CI_PROVIDERS[options.ci]
-    assert [str(p.relative_to(tmp_path / "proj")) for p in written] == BASE_FILES + ([ci.path] if ci.path else [])
+    assert [str(p.relative_to(tmp_path / "proj")) for p in written] == BASE_FILES + (
+        [ci.path] if ci.path else []
+    )
     monkeypatch.chdir(tmp_path / "proj")
     clusters, fleet = load_config(env={})
     [plan] = build_plans(clusters)
     assert fleet is None and plan.cluster.name == f"{options.service}-{options.intent}"
-    assert (plan.cluster.criteria.service, plan.cluster.criteria.intent) == (options.service, options.intent)
+    assert (plan.cluster.criteria.service, plan.cluster.criteria.intent) == (
+        options.service,
+        options.intent,
+    )
     assert plan.cluster.source == "gpucluster.yaml"
     assert (plan.cluster.backend or {"type": "local"})["type"] == options.backend
     assert not [f for f in plan.findings if f.severity == "error"]
@@ -77,11 +91,18 @@ def test_every_combination_plans(options, tmp_path, monkeypatch):
 def test_the_project_runs_the_installed_app(tmp_path):
     init_mod.init_project(tmp_path, init_mod.InitOptions())
     config = json.loads((tmp_path / "cdktf.json").read_text())
-    assert config["app"] == "python -m gpucluster_cdk" and config["output"] == "cdktf.out" and config["language"] == "python"
+    assert (
+        config["app"] == "python -m gpucluster_cdk"
+        and config["output"] == "cdktf.out"
+        and config["language"] == "python"
+    )
     assert config["terraformProviders"] == [] and config["context"] == {}
     assert (Path(__import__("gpucluster_cdk").__file__).parent / "__main__.py").is_file()
-    [requirement] = [Requirement(line) for line in (tmp_path / "requirements.txt").read_text().splitlines()
-                     if line and not line.startswith("#")]
+    [requirement] = [
+        Requirement(line)
+        for line in (tmp_path / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert requirement.name == "gpucluster" and requirement.extras == {"cdk", "render"}
     assert str(requirement.specifier) == f"=={gpucluster.__version__}"
     ignored = (tmp_path / ".gitignore").read_text().splitlines()
@@ -92,13 +113,17 @@ def test_the_cli_names_the_files_and_the_next_command(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_init("proj", "--ci", "github")
     assert (code, err) == (0, "")
-    assert out == (f"created {tmp_path / 'proj'}: {', '.join(BASE_FILES)}, .github/workflows/gpucluster.yml\n"
-                   "next: cd proj && gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
+    assert out == (
+        f"created {tmp_path / 'proj'}: {', '.join(BASE_FILES)}, .github/workflows/gpucluster.yml\n"
+        "next: cd proj && gpucluster plan   (README.md: set up, lint, synth, deploy)\n"
+    )
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
     code, out, _ = run_init("--service", "oke", "--intent", "inference")
-    assert code == 0 and out == (f"created {tmp_path / 'here'}: {', '.join(BASE_FILES)}\n"
-                                 "next: gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
+    assert code == 0 and out == (
+        f"created {tmp_path / 'here'}: {', '.join(BASE_FILES)}\n"
+        "next: gpucluster plan   (README.md: set up, lint, synth, deploy)\n"
+    )
 
 
 @pytest.mark.parametrize("existing", ["gpucluster.yaml", ".gitignore", "README.md"])
@@ -108,15 +133,19 @@ def test_an_existing_file_is_never_overwritten_and_nothing_is_written(existing, 
     before = listing(tmp_path)
     code, out, err = run_init(str(tmp_path), "--ci", "azure-pipelines")
     assert (code, out) == (2, "")
-    assert err == (f"error[init.exists] file={tmp_path / existing}: {existing} already exists in {tmp_path}; gpucluster "
-                   "init never overwrites a file, so it wrote nothing fix: run gpucluster init in a new or empty folder "
-                   "(gpucluster init DIR), or move those files away first\n")
+    assert err == (
+        f"error[init.exists] file={tmp_path / existing}: {existing} already exists in {tmp_path}; gpucluster "
+        "init never overwrites a file, so it wrote nothing fix: run gpucluster init in a new or empty folder "
+        "(gpucluster init DIR), or move those files away first\n"
+    )
     assert listing(tmp_path) == before
 
 
 def test_every_existing_target_is_named_in_one_line(tmp_path):
     init_mod.init_project(tmp_path, init_mod.InitOptions())
-    (tmp_path / "azure-pipelines.yml").symlink_to(tmp_path / "nowhere")  # a dangling link counts as existing
+    (tmp_path / "azure-pipelines.yml").symlink_to(
+        tmp_path / "nowhere"
+    )  # a dangling link counts as existing
     before = listing(tmp_path)
     code, _, err = run_init(str(tmp_path), "--ci", "azure-pipelines")
     assert code == 2 and len(err.splitlines()) == 1
@@ -129,19 +158,24 @@ def test_a_write_that_fails_half_way_leaves_nothing_behind(tmp_path):
     code, out, err = run_init(str(tmp_path), "--ci", "github")
     assert (code, out) == (2, "")
     workflows = tmp_path / ".github" / "workflows"
-    assert err == (f"error[output] file={workflows} key=DIR: could not write {workflows}: Not a directory; gpucluster init "
-                   "removed what it had written fix: make the folder writable (or free space), or choose another folder\n")
+    assert err == (
+        f"error[output] file={workflows} key=DIR: could not write {workflows}: Not a directory; gpucluster init "
+        "removed what it had written fix: make the folder writable (or free space), or choose another folder\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == [".github"]
 
 
-@pytest.mark.parametrize("argv, key, allowed", [
-    (["--service", "nvke", "--intent", "inference"], "--intent", "training"),
-    (["--service", "eks"], "--service", "aks, nvke, oke"),
-    (["--backend", "s3"], "--backend", ", ".join(init_mod.BACKENDS)),
-    (["--ci", "jenkins"], "--ci", "none, github, azure-pipelines"),
-    (["--name", "Bad_Name"], "--name", None),
-    (["--name", "a" * 41], "--name", None),
-])
+@pytest.mark.parametrize(
+    "argv, key, allowed",
+    [
+        (["--service", "nvke", "--intent", "inference"], "--intent", "training"),
+        (["--service", "eks"], "--service", "aks, nvke, oke"),
+        (["--backend", "s3"], "--backend", ", ".join(init_mod.BACKENDS)),
+        (["--ci", "jenkins"], "--ci", "none, github, azure-pipelines"),
+        (["--name", "Bad_Name"], "--name", None),
+        (["--name", "a" * 41], "--name", None),
+    ],
+)
 def test_bad_choices_are_one_line_and_write_nothing(argv, key, allowed, tmp_path):
     code, out, err = run_init(str(tmp_path / "proj"), *argv)
     assert (code, out) == (2, "") and len(err.splitlines()) == 1
@@ -159,7 +193,10 @@ def test_a_file_as_the_folder_is_refused(tmp_path):
 
 def test_the_same_choices_give_the_same_files(tmp_path):
     for n in (1, 2):
-        init_mod.init_project(tmp_path / str(n) / "proj", init_mod.InitOptions(ci="github", backend="cloud", name="lab"))
+        init_mod.init_project(
+            tmp_path / str(n) / "proj",
+            init_mod.InitOptions(ci="github", backend="cloud", name="lab"),
+        )
     assert listing(tmp_path / "1" / "proj") == listing(tmp_path / "2" / "proj")
 
 
@@ -174,7 +211,11 @@ def _commands(lines) -> list[list[str]]:
 
 
 def _bash_lines(markdown: str) -> list[str]:
-    return [line for block in re.findall(r"^```bash\n(.*?)^```", markdown, re.S | re.M) for line in block.splitlines()]
+    return [
+        line
+        for block in re.findall(r"^```bash\n(.*?)^```", markdown, re.S | re.M)
+        for line in block.splitlines()
+    ]
 
 
 @pytest.mark.parametrize("ci", [c for c in init_mod.CI_PROVIDERS if init_mod.CI_PROVIDERS[c].path])
@@ -193,37 +234,58 @@ def test_workflows_run_plan_lint_and_synth_and_keep_the_output(ci, tmp_path):
         assert "pip install -r requirements.txt" in scripts
         artifact = steps[-1]["with"] if ci == "github" else steps[-1]["inputs"]
         assert artifact.get("path", artifact.get("targetPath")) == "cdktf.out"
-        installs_terraform = "hashicorp/setup-terraform" in text or "apt-get install -y terraform" in text
+        installs_terraform = (
+            "hashicorp/setup-terraform" in text or "apt-get install -y terraform" in text
+        )
         assert installs_terraform == init_mod.BACKENDS[backend].synth_needs_terraform
 
 
 def test_workflows_match_the_ci_systems_schemas(tmp_path):
     """check-jsonschema's vendored SchemaStore schemas of GitHub workflows and Azure Pipelines."""
-    check = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+    check = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which(
+        "check-jsonschema"
+    )
     if check is None:
-        pytest.fail("check-jsonschema is missing: it is in the test extra (pip install -e '.[test]')")
+        pytest.fail(
+            "check-jsonschema is missing: it is in the test extra (pip install -e '.[test]')"
+        )
     files: dict[str, list[str]] = {"vendor.github-workflows": [], "vendor.azure-pipelines": []}
     for backend in init_mod.BACKENDS:
-        for ci, schema in (("github", "vendor.github-workflows"), ("azure-pipelines", "vendor.azure-pipelines")):
+        for ci, schema in (
+            ("github", "vendor.github-workflows"),
+            ("azure-pipelines", "vendor.azure-pipelines"),
+        ):
             root = tmp_path / f"{backend}-{ci}"
             init_mod.init_project(root, init_mod.InitOptions(ci=ci, backend=backend))
             files[schema].append(str(root / init_mod.CI_PROVIDERS[ci].path))
     for schema, paths in files.items():
-        proc = subprocess.run([check, "--regex-variant", "python", "--builtin-schema", schema, *paths], capture_output=True,
-                              text=True, timeout=120,
-                              env={**os.environ, "NO_COLOR": "1"})
+        proc = subprocess.run(
+            [check, "--regex-variant", "python", "--builtin-schema", schema, *paths],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_the_schema_check_fails_a_broken_workflow(tmp_path):
-    check = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+    check = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which(
+        "check-jsonschema"
+    )
     if check is None:
-        pytest.fail("check-jsonschema is missing: it is in the test extra (pip install -e '.[test]')")
+        pytest.fail(
+            "check-jsonschema is missing: it is in the test extra (pip install -e '.[test]')"
+        )
     init_mod.init_project(tmp_path, init_mod.InitOptions(ci="github"))
     path = tmp_path / ".github" / "workflows" / "gpucluster.yml"
     path.write_text(path.read_text().replace("runs-on:", "runs_on:"))
-    proc = subprocess.run([check, "--builtin-schema", "vendor.github-workflows", str(path)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [check, "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
 
 
@@ -235,7 +297,14 @@ def test_the_readme_commands_parse(service, tmp_path):
     assert [c[0] for c in commands] == ["plan", "charts", "lint", "synth"]
     for argv in commands:
         cli.build_parser(argv[0]).parse_args(argv)
-    assert "CHECKPOINT_DISABLE=1" in text and "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20" in text
+    assert (
+        "CHECKPOINT_DISABLE=1" in text
+        and "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20" in text
+    )
     assert ".github/workflows/gpucluster.yml" in text
-    stacks = [f"{service}-training-cluster", f"{service}-training-runtime"] if service == "aks" else [f"{service}-training-runtime"]
+    stacks = (
+        [f"{service}-training-cluster", f"{service}-training-runtime"]
+        if service == "aks"
+        else [f"{service}-training-runtime"]
+    )
     assert all(f"`{s}`" in text or f"stacks/{s} " in text for s in stacks)

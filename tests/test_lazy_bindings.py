@@ -57,8 +57,12 @@ def _node(tmp_path: Path, index: Path, packages: str) -> subprocess.CompletedPro
         pytest.skip("node is not on PATH (the jsii kernel needs it too)")
     script = tmp_path / "probe.js"
     script.write_text(SCRIPT)
-    env = dict(os.environ, NODE_OPTIONS=f'--require "{PRELOAD}"', GPUCLUSTER_LAZY_JS_PACKAGES=packages)
-    return subprocess.run([node, str(script), str(index)], env=env, capture_output=True, text=True, timeout=60)
+    env = dict(
+        os.environ, NODE_OPTIONS=f'--require "{PRELOAD}"', GPUCLUSTER_LAZY_JS_PACKAGES=packages
+    )
+    return subprocess.run(
+        [node, str(script), str(index)], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_listed_package_requires_each_module_on_first_use(tmp_path):
@@ -80,12 +84,19 @@ def test_unlisted_package_is_compiled_unchanged(tmp_path):
 
 
 def test_kernel_environment_is_restored_after_start():
-    code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); os.environ['NODE_OPTIONS'] = '--no-warnings'\n"
-            "import gpucluster_cdk.constructs_lib.cdk as cdk\n"
-            "print(os.environ.get('NODE_OPTIONS'), os.environ.get('GPUCLUSTER_LAZY_JS_PACKAGES'), "
-            "','.join(cdk.DIST.binding_js_packages))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"))
+    code = (
+        f"import os, sys; sys.path.insert(0, {str(ROOT)!r}); os.environ['NODE_OPTIONS'] = '--no-warnings'\n"
+        "import gpucluster_cdk.constructs_lib.cdk as cdk\n"
+        "print(os.environ.get('NODE_OPTIONS'), os.environ.get('GPUCLUSTER_LAZY_JS_PACKAGES'), "
+        "','.join(cdk.DIST.binding_js_packages))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
+    )
     assert result.returncode == 0, result.stderr
     options, packages, expected = result.stdout.split()
     assert (options, packages) == ("--no-warnings", "None")
@@ -98,7 +109,9 @@ def test_binding_js_packages_name_the_installed_assemblies():
 
     from gpucluster_cdk.constructs_lib import cdk
 
-    for package, npm in zip((cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages, strict=True):
+    for package, npm in zip(
+        (cdk.DIST.azurerm_package, cdk.DIST.helm_package), cdk.DIST.binding_js_packages, strict=True
+    ):
         spec = importlib.util.find_spec(package)
         text = (Path(spec.submodule_search_locations[0]) / "_jsii" / "__init__.py").read_text()
         assert f'"{npm}"' in text, (package, npm)
@@ -128,12 +141,16 @@ def test_terraform_version_runs_once_per_kernel(tmp_path):
     script.write_text(ONCE_SCRIPT)
     command = f"{fake} version"
     env = dict(os.environ, NODE_OPTIONS=f'--require "{PRELOAD}"', GPUCLUSTER_ONCE_COMMAND=command)
-    result = subprocess.run([node, str(script), command], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [node, str(script), command], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["a"] == out["b"] == "Terraform v1.11.0\n" and out["other"] == "other\n"
     assert counter.read_text().count("x") == 1
     env.pop("GPUCLUSTER_ONCE_COMMAND")
     counter.unlink()
-    result = subprocess.run([node, str(script), command], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [node, str(script), command], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and counter.read_text().count("x") == 2

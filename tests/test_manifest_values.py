@@ -9,16 +9,24 @@ import pytest
 import yaml
 
 from gpucluster import pipeline
-from gpucluster.recipes.catalog import load_catalog
-from gpucluster.inputs.config import parse_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import parse_clusters
+from gpucluster.recipes.catalog import load_catalog
 from gpucluster.values import without_paths
 
 RFC1918 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
 
 
 def inference_plan(tmp_path, **overrides):
-    doc = {"name": "serve", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "inference"}}
+    doc = {
+        "name": "serve",
+        "criteria": {
+            "service": "aks",
+            "accelerator": "h100",
+            "os": "ubuntu",
+            "intent": "inference",
+        },
+    }
     if overrides:
         doc["overrides"] = overrides
     (spec,) = parse_clusters({"clusters": [doc]}, source="c.yaml", root=tmp_path)
@@ -27,7 +35,13 @@ def inference_plan(tmp_path, **overrides):
 
 def gateway_ranges(plan) -> list[str]:
     (node,) = [n for n in plan.nodes if n.id == "agentgateway-manifests"]
-    docs = [d for path, text in node.local_chart.files.items() if path.startswith("templates/") for d in yaml.safe_load_all(text) if d]
+    docs = [
+        d
+        for path, text in node.local_chart.files.items()
+        if path.startswith("templates/")
+        for d in yaml.safe_load_all(text)
+        if d
+    ]
     (params,) = [d for d in docs if d["kind"] == "AgentgatewayParameters"]
     return params["spec"]["service"]["spec"]["loadBalancerSourceRanges"]
 
@@ -49,7 +63,10 @@ def test_manifest_values_reach_the_manifest_not_the_chart(tmp_path):
 
 
 def test_an_override_of_a_manifest_value_reaches_the_manifest(tmp_path):
-    plan = inference_plan(tmp_path, values=[{"component": "agentgateway", "values": {"allowedSourceRanges": ["10.1.0.0/16"]}}])
+    plan = inference_plan(
+        tmp_path,
+        values=[{"component": "agentgateway", "values": {"allowedSourceRanges": ["10.1.0.0/16"]}}],
+    )
     assert gateway_ranges(plan) == ["10.1.0.0/16"]
     assert "allowedSourceRanges" not in chart_values(plan, "agentgateway")
 

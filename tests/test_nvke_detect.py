@@ -26,9 +26,19 @@ def test_the_prefix_comes_from_the_plugin(kit):
 def test_cli_detect_text_and_json(kit):
     result = kit.cli("detect", "--nodes-json", str(FIXTURE), "--context", "tenant")
     assert result.code == 0, result.err
-    result.stdout.fnmatch_lines(["service: nvke", "  nvke: 3 node(s): gb200-tray-01, gb200-tray-02, nvke-cp-0", "",
-                                 "cluster file snippet:", "  criteria:", "    service: nvke", "  existing:",
-                                 "    context: tenant"], consecutive=True)
+    result.stdout.fnmatch_lines(
+        [
+            "service: nvke",
+            "  nvke: 3 node(s): gb200-tray-01, gb200-tray-02, nvke-cp-0",
+            "",
+            "cluster file snippet:",
+            "  criteria:",
+            "    service: nvke",
+            "  existing:",
+            "    context: tenant",
+        ],
+        consecutive=True,
+    )
     result = kit.cli("detect", "--nodes-json", str(FIXTURE), "--format", "json")
     assert result.code == 0
     assert json.loads(result.out) == {
@@ -43,5 +53,7 @@ def test_cli_detect_bad_file_exits_2(kit, tmp_path):
     bad.write_text("{not json")
     result = kit.cli("detect", "--nodes-json", str(bad))
     assert result.code == 2 and result.out == ""
-    result.stderr.fnmatch_lines(["error[[]*] file=* key=--nodes-json: *the nodes file is not JSON*"])
+    result.stderr.fnmatch_lines(
+        ["error[[]*] file=* key=--nodes-json: *the nodes file is not JSON*"]
+    )
     assert len(result.stderr.lines) == 1

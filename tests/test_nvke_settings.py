@@ -28,7 +28,12 @@ def err(raw) -> GpuclusterError:
 def test_default_rail_addresses_and_names():
     s = parse_settings({"rails": rails()}, file="f", cluster="c")
     assert [r.name for r in s.rails] == ["mlx5_0", "mlx5_1", "mlx5_3", "mlx5_4"]
-    assert [r.subnet for r in s.rails] == ["10.255.0.0/22", "10.255.4.0/22", "10.255.8.0/22", "10.255.12.0/22"]
+    assert [r.subnet for r in s.rails] == [
+        "10.255.0.0/22",
+        "10.255.4.0/22",
+        "10.255.8.0/22",
+        "10.255.12.0/22",
+    ]
     assert [r.gateway for r in s.rails] == ["10.255.0.1", "10.255.4.1", "10.255.8.1", "10.255.12.1"]
     assert [r.resource_name for r in s.rails] == [f"sriov_resource_rail_{i}" for i in range(4)]
     assert [r.network_name for r in s.rails] == [f"sriov-network-rail-{i}" for i in range(4)]
@@ -56,22 +61,78 @@ def test_pf_name_alone_selects_a_rail():
     "raw, key, fragment",
     [
         ({"rails": []}, "settings.rails", "non-empty list"),
-        ({"rails": [{"name": "mlx5_0", "rootDevice": "03:00.0"}]}, "settings.rails[0].rootDevice", "is not a PCI address"),
-        ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "pci": 1}]}, "settings.rails[0].pci", "unknown key"),
-        ({"rails": [{"name": "mlx5 0", "rootDevice": "0000:03:00.0"}]}, "settings.rails[0].name", "not an RDMA device name"),
-        ({"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "subnet": "10.255.0.1/22"}]}, "settings.rails[0].subnet", "not a network CIDR"),
+        (
+            {"rails": [{"name": "mlx5_0", "rootDevice": "03:00.0"}]},
+            "settings.rails[0].rootDevice",
+            "is not a PCI address",
+        ),
+        (
+            {"rails": [{"name": "mlx5_0", "rootDevice": "0000:03:00.0", "pci": 1}]},
+            "settings.rails[0].pci",
+            "unknown key",
+        ),
+        (
+            {"rails": [{"name": "mlx5 0", "rootDevice": "0000:03:00.0"}]},
+            "settings.rails[0].name",
+            "not an RDMA device name",
+        ),
+        (
+            {
+                "rails": [
+                    {"name": "mlx5_0", "rootDevice": "0000:03:00.0", "subnet": "10.255.0.1/22"}
+                ]
+            },
+            "settings.rails[0].subnet",
+            "not a network CIDR",
+        ),
         ({"rails": rails()[:1] + rails()[:1]}, "settings.rails", "rail name given twice: mlx5_0"),
         ({"rails": rails(), "numVfs": "16"}, "settings.numVfs", "must be an integer"),
         ({"rails": rails(), "numVfs": 0}, "settings.numVfs", "at least 1"),
-        ({"rails": rails(), "firmwareNumVfs": True}, "settings.firmwareNumVfs", "must be an integer"),
-        ({"rails": rails(), "podNetwork": "192.168.0.0/33"}, "settings.podNetwork", "not a network CIDR"),
-        ({"rails": rails(), "networkNamespace": "Default"}, "settings.networkNamespace", "not a namespace name"),
-        ({"rails": rails(), "sriovNodeSelector": {}}, "settings.sriovNodeSelector", "must not be empty"),
-        ({"rails": rails(), "rdmaModules": {"enabled": "no"}}, "settings.rdmaModules.enabled", "true or false"),
-        ({"rails": rails(), "rdmaModules": {"taint": True}}, "settings.rdmaModules.taint", "unknown key"),
-        ({"rails": rails(), "rdmaModules": {"tolerations": [{"operator": "In"}]}}, "settings.rdmaModules.tolerations[0].operator", "unknown operator"),
-        ({"rails": rails(), "teardown": {"timeoutSeconds": 5}}, "settings.teardown.timeoutSeconds", "at least 60"),
-        ({"rails": rails(), "nicClusterPolicy": []}, "settings.nicClusterPolicy", "must be a mapping"),
+        (
+            {"rails": rails(), "firmwareNumVfs": True},
+            "settings.firmwareNumVfs",
+            "must be an integer",
+        ),
+        (
+            {"rails": rails(), "podNetwork": "192.168.0.0/33"},
+            "settings.podNetwork",
+            "not a network CIDR",
+        ),
+        (
+            {"rails": rails(), "networkNamespace": "Default"},
+            "settings.networkNamespace",
+            "not a namespace name",
+        ),
+        (
+            {"rails": rails(), "sriovNodeSelector": {}},
+            "settings.sriovNodeSelector",
+            "must not be empty",
+        ),
+        (
+            {"rails": rails(), "rdmaModules": {"enabled": "no"}},
+            "settings.rdmaModules.enabled",
+            "true or false",
+        ),
+        (
+            {"rails": rails(), "rdmaModules": {"taint": True}},
+            "settings.rdmaModules.taint",
+            "unknown key",
+        ),
+        (
+            {"rails": rails(), "rdmaModules": {"tolerations": [{"operator": "In"}]}},
+            "settings.rdmaModules.tolerations[0].operator",
+            "unknown operator",
+        ),
+        (
+            {"rails": rails(), "teardown": {"timeoutSeconds": 5}},
+            "settings.teardown.timeoutSeconds",
+            "at least 60",
+        ),
+        (
+            {"rails": rails(), "nicClusterPolicy": []},
+            "settings.nicClusterPolicy",
+            "must be a mapping",
+        ),
     ],
 )
 def test_refusals_name_file_cluster_and_key(raw, key, fragment):
@@ -87,12 +148,19 @@ def test_unknown_top_level_settings_are_refused_by_the_core():
     from gpucluster.sdk.testing import registered
     from gpucluster_nvke.settings import SETTINGS_KEYS
 
-    spec = ClusterSpec(name="nvke-a", criteria=Criteria(service="nvke", accelerator="gb200", os="ubuntu", intent="training"),
-                       source="clusters.yaml", settings={"railz": [], "rails": rails()})
+    spec = ClusterSpec(
+        name="nvke-a",
+        criteria=Criteria(service="nvke", accelerator="gb200", os="ubuntu", intent="training"),
+        source="clusters.yaml",
+        settings={"railz": [], "rails": rails()},
+    )
     with registered() as kit, pytest.raises(GpuclusterError) as exc:
         kit.prepare(spec)
     text = str(exc.value)
-    assert "file=clusters.yaml cluster=nvke-a key=settings.railz: unknown setting 'railz' for service nvke" in text
+    assert (
+        "file=clusters.yaml cluster=nvke-a key=settings.railz: unknown setting 'railz' for service nvke"
+        in text
+    )
     assert f"(allowed: {', '.join(SETTINGS_KEYS)}, gateImage, validate)" in text
 
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from _support import NVKE_EXISTING, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +20,13 @@ CLUSTER_FILE = "clusters:\n" + NVKE_EXISTING
 def synthesized(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("nvke-synth")
     (work / "gpucluster.yaml").write_text(CLUSTER_FILE)
-    proc = run_main(cwd=ROOT, outdir=work / "cdktf.out", config=work / "gpucluster.yaml", timeout=600, CHECKPOINT_DISABLE="1")
+    proc = run_main(
+        cwd=ROOT,
+        outdir=work / "cdktf.out",
+        config=work / "gpucluster.yaml",
+        timeout=600,
+        CHECKPOINT_DISABLE="1",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return work / "cdktf.out"
 
@@ -42,7 +47,10 @@ def test_fabric_releases_and_edges(synthesized):
         "helm_release.network-operator-multus-rollout",
         "helm_release.network-operator-nicclusterpolicy-ready",
     ]
-    assert "helm_release.nvidia-dra-driver-gpu-kubelet-plugin-version" in rel["kubeflow-trainer"]["depends_on"]
+    assert (
+        "helm_release.nvidia-dra-driver-gpu-kubelet-plugin-version"
+        in rel["kubeflow-trainer"]["depends_on"]
+    )
     assert rel["nvidia-dra-driver-gpu"]["version"] == "0.5.1"
     # the teardown wait is a post-delete hook: hooks must not be disabled on its release
     assert not rel["sriov-ib-networks-manifests"].get("disable_webhooks", False)

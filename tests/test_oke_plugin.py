@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _support import imports as _imports
 
 import gpucluster_oke
@@ -50,8 +49,12 @@ def test_the_import_check_sees_core_relative_and_dynamic_imports(tmp_path):
         "import gpucluster_cdk.constructs_lib\n__import__('os')\nimport importlib\nfrom gpucluster.sdk import hookimpl\nimport json\n"
     )
     assert _bad_imports([probe]) == [
-        "probe.py:1: gpucluster.values", "probe.py:2: gpucluster.recipes.recipe", "probe.py:3: .",
-        "probe.py:4: gpucluster_cdk.constructs_lib", "probe.py:5: __import__()", "probe.py:6: importlib",
+        "probe.py:1: gpucluster.values",
+        "probe.py:2: gpucluster.recipes.recipe",
+        "probe.py:3: .",
+        "probe.py:4: gpucluster_cdk.constructs_lib",
+        "probe.py:5: __import__()",
+        "probe.py:6: importlib",
     ]
 
 
@@ -59,8 +62,13 @@ def test_registered_through_the_entry_point_group():
     with registered() as kit:
         pm, platforms = kit.pm, kit.platforms()
     assert pm.get_plugin("oke") is gpucluster_oke
-    hooks = {impl.function.__name__ for caller in pm.hook.__dict__.values() if hasattr(caller, "get_hookimpls")
-             for impl in caller.get_hookimpls() if impl.plugin is gpucluster_oke}
+    hooks = {
+        impl.function.__name__
+        for caller in pm.hook.__dict__.values()
+        if hasattr(caller, "get_hookimpls")
+        for impl in caller.get_hookimpls()
+        if impl.plugin is gpucluster_oke
+    }
     assert hooks == {
         "gpucluster_platforms",
         "gpucluster_catalog_dirs",
@@ -75,7 +83,9 @@ def test_platform_declaration():
     assert OKE_PLATFORM.service == "oke"
     assert OKE_PLATFORM.provisions_cluster is False
     assert OKE_PLATFORM.provider_id_prefix == "ocid1."
-    assert OKE_PLATFORM.profiles == {"gpuStack": ("oci-managed", ("oci-managed", "operator-managed"))}
+    assert OKE_PLATFORM.profiles == {
+        "gpuStack": ("oci-managed", ("oci-managed", "operator-managed"))
+    }
     assert recipe_leaves() == (
         ("a100", "ol", "training", "any"),
         ("a100", "ubuntu", "training", "any"),
@@ -146,7 +156,10 @@ def test_prepare_refuses_bad_kubeconfig_paths(path, message):
 @pytest.mark.parametrize("context", ["", "  ", "oke\tprod", " oke"])
 def test_prepare_refuses_bad_contexts(context):
     text = refusal(existing=ExistingCluster(context=context))
-    assert "key=existing.context" in text and "is empty or has surrounding whitespace or control characters" in text
+    assert (
+        "key=existing.context" in text
+        and "is empty or has surrounding whitespace or control characters" in text
+    )
 
 
 def test_prepare_refuses_pools_and_region():
@@ -159,7 +172,11 @@ def test_prepare_refuses_pools_and_region():
 @pytest.mark.parametrize(
     "profile, key, message",
     [
-        ({"gpuStack": "azure-managed"}, "profile.gpuStack", "unknown value 'azure-managed' for profile gpuStack"),
+        (
+            {"gpuStack": "azure-managed"},
+            "profile.gpuStack",
+            "unknown value 'azure-managed' for profile gpuStack",
+        ),
         ({"driverMode": "x"}, "profile.driverMode", "unknown profile 'driverMode' for service oke"),
     ],
 )
@@ -173,12 +190,17 @@ def test_prepare_refuses_unknown_profiles(profile, key, message):
 
 
 def test_prepare_settings():
-    assert prepare(cluster(settings={"nvidiaGpuPluginAddon": "absent"})).settings == {"nvidiaGpuPluginAddon": "absent"}
+    assert prepare(cluster(settings={"nvidiaGpuPluginAddon": "absent"})).settings == {
+        "nvidiaGpuPluginAddon": "absent"
+    }
     # setting names are checked by the core against Platform.settings, before the hook
     with registered() as kit, pytest.raises(GpuclusterError) as exc:
         kit.prepare(cluster(settings={"rails": []}))
     text = str(exc.value)
-    assert "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke" in text
+    assert (
+        "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke"
+        in text
+    )
     assert "(allowed: nvidiaGpuPluginAddon, gateImage, validate)" in text
     text = refusal(settings={"nvidiaGpuPluginAddon": "UPDATING"})
     assert "key=settings.nvidiaGpuPluginAddon" in text and "allowed: installed, absent" in text
@@ -187,16 +209,28 @@ def test_prepare_settings():
 @pytest.mark.parametrize(
     "criteria, key, message",
     [
-        (dict(accelerator="h100"), "criteria.accelerator", "OKE recipes exist for accelerator a100, gb200, l40s only, not 'h100'"),
+        (
+            dict(accelerator="h100"),
+            "criteria.accelerator",
+            "OKE recipes exist for accelerator a100, gb200, l40s only, not 'h100'",
+        ),
         (dict(os="rhel"), "criteria.os", "OKE recipes exist for os ol, ubuntu only, not 'rhel'"),
-        (dict(accelerator="a100", os="ol", intent="inference"), "criteria",
-         "there is no OKE recipe for accelerator a100, os ol, intent inference"),
-        (dict(accelerator="l40s", os="ubuntu", intent="training"), "criteria",
-         "there is no OKE recipe for accelerator l40s, os ubuntu, intent training"),
+        (
+            dict(accelerator="a100", os="ol", intent="inference"),
+            "criteria",
+            "there is no OKE recipe for accelerator a100, os ol, intent inference",
+        ),
+        (
+            dict(accelerator="l40s", os="ubuntu", intent="training"),
+            "criteria",
+            "there is no OKE recipe for accelerator l40s, os ubuntu, intent training",
+        ),
     ],
 )
 def test_prepare_refuses_criteria_without_an_oke_recipe(criteria, key, message):
-    crit = dataclasses.replace(Criteria(service="oke", accelerator="gb200", os="ubuntu", intent="training"), **criteria)
+    crit = dataclasses.replace(
+        Criteria(service="oke", accelerator="gb200", os="ubuntu", intent="training"), **criteria
+    )
     text = refusal(criteria=crit)
     assert f"key={key}:" in text and message in text
     if key == "criteria":
@@ -204,12 +238,28 @@ def test_prepare_refuses_criteria_without_an_oke_recipe(criteria, key, message):
 
 
 def test_cluster_file_errors_name_the_file_and_key(tmp_path):
-    doc = {"clusters": [{"name": "oke-a", "criteria": {"service": "oke", "accelerator": "gb200", "os": "ubuntu",
-                                                        "intent": "training"},
-                         "existing": {"kubeconfig": "oke.kubeconfig"}}]}
-    with registered() as kit, pytest.raises(GpuclusterError) as exc:  # the core refuses it for every platform, while parsing
+    doc = {
+        "clusters": [
+            {
+                "name": "oke-a",
+                "criteria": {
+                    "service": "oke",
+                    "accelerator": "gb200",
+                    "os": "ubuntu",
+                    "intent": "training",
+                },
+                "existing": {"kubeconfig": "oke.kubeconfig"},
+            }
+        ]
+    }
+    with (
+        registered() as kit,
+        pytest.raises(GpuclusterError) as exc,
+    ):  # the core refuses it for every platform, while parsing
         kit.clusters(doc, source="gpucluster.yaml", root=tmp_path)
-    assert str(exc.value).startswith("error[input] file=gpucluster.yaml cluster=oke-a key=clusters[0].existing.kubeconfig:")
+    assert str(exc.value).startswith(
+        "error[input] file=gpucluster.yaml cluster=oke-a key=clusters[0].existing.kubeconfig:"
+    )
 
 
 # --------------------------------------------------------------------------- detect
@@ -230,16 +280,20 @@ def detect(tmp_path: Path, nodes: dict):
 
 def test_the_platforms_declare_distinct_provider_prefixes():
     with registered() as kit:
-        prefixes = {s: p.provider_id_prefix for s, p in kit.platforms().items() if p.provider_id_prefix}
+        prefixes = {
+            s: p.provider_id_prefix for s, p in kit.platforms().items() if p.provider_id_prefix
+        }
     assert prefixes == {"aks": "azure://", "nvke": "nico://", "oke": "ocid1."}
 
 
 def test_detect_maps_instance_ocids_to_oke(tmp_path):
-    nodes = {"items": [
-        node("10.0.10.12", "ocid1.instance.oc1.iad.anuwcljt5example1"),
-        node("10.0.10.13", "ocid1.instance.oc1.iad.anuwcljt5example2"),
-        node("virtual-node-1", ""),
-    ]}
+    nodes = {
+        "items": [
+            node("10.0.10.12", "ocid1.instance.oc1.iad.anuwcljt5example1"),
+            node("10.0.10.13", "ocid1.instance.oc1.iad.anuwcljt5example2"),
+            node("virtual-node-1", ""),
+        ]
+    }
     found = detect(tmp_path, nodes)
     assert found["service"] == "oke"
     assert found["nodes"] == {"oke": ["10.0.10.12", "10.0.10.13"]}
@@ -247,7 +301,9 @@ def test_detect_maps_instance_ocids_to_oke(tmp_path):
 
 
 def test_detect_refuses_mixed_platforms(tmp_path):
-    nodes = {"items": [node("a", "ocid1.instance.oc1.phx.x"), node("b", "azure:///subscriptions/s/vm/b")]}
+    nodes = {
+        "items": [node("a", "ocid1.instance.oc1.phx.x"), node("b", "azure:///subscriptions/s/vm/b")]
+    }
     result = detect(tmp_path, nodes)
     assert result.code == 2 and result.out == ""
     result.stderr.fnmatch_lines(["error[[]*: nodes belong to several platforms (aks: b; oke: a)*"])

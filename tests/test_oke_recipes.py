@@ -4,8 +4,6 @@ key values each recipe takes from AICR's OKE recipe data (docs/catalog-sources.m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -15,8 +13,17 @@ from gpucluster_oke.platform import CATALOG_DIR as OKE_DIR
 from gpucluster_oke.platform import OKE_PLATFORM, recipe_leaves
 
 BASE_COMPONENTS = {
-    "cert-manager", "gpu-operator", "k8s-ephemeral-storage-metrics", "kai-scheduler", "kube-prometheus-stack", "nfd",
-    "nodewright-operator", "nvidia-dra-driver-gpu", "nvsentinel", "prometheus-adapter", "prometheus-operator-crds",
+    "cert-manager",
+    "gpu-operator",
+    "k8s-ephemeral-storage-metrics",
+    "kai-scheduler",
+    "kube-prometheus-stack",
+    "nfd",
+    "nodewright-operator",
+    "nvidia-dra-driver-gpu",
+    "nvsentinel",
+    "prometheus-adapter",
+    "prometheus-operator-crds",
 }
 INFERENCE = {"agentgateway", "agentgateway-crds"}
 
@@ -24,74 +31,156 @@ INFERENCE = {"agentgateway", "agentgateway-crds"}
 RECIPES = {
     "gb200-oke-ubuntu-training": (
         ("gb200", "ubuntu", "training", "any"),
-        ["gb200-any", "oke-ol", "oke-ol-training", "gb200-oke-training", "gb200-oke-ubuntu-training"],
-        {"network-operator"}, ">= 1.34", "ubuntu",
+        [
+            "gb200-any",
+            "oke-ol",
+            "oke-ol-training",
+            "gb200-oke-training",
+            "gb200-oke-ubuntu-training",
+        ],
+        {"network-operator"},
+        ">= 1.34",
+        "ubuntu",
     ),
     "gb200-oke-ubuntu-training-kubeflow": (
         ("gb200", "ubuntu", "training", "kubeflow"),
-        ["gb200-any", "oke-ol", "oke-ol-training", "gb200-oke-training", "gb200-oke-ubuntu-training",
-         "gb200-oke-ubuntu-training-kubeflow"],
-        {"network-operator", "kubeflow-trainer"}, ">= 1.34", "ubuntu",
+        [
+            "gb200-any",
+            "oke-ol",
+            "oke-ol-training",
+            "gb200-oke-training",
+            "gb200-oke-ubuntu-training",
+            "gb200-oke-ubuntu-training-kubeflow",
+        ],
+        {"network-operator", "kubeflow-trainer"},
+        ">= 1.34",
+        "ubuntu",
     ),
     "gb200-oke-ubuntu-inference": (
         ("gb200", "ubuntu", "inference", "any"),
-        ["gb200-any", "oke-ol", "oke-ol-inference", "gb200-oke-inference", "gb200-oke-ubuntu-inference"],
-        INFERENCE, ">= 1.32.4", "ubuntu",
+        [
+            "gb200-any",
+            "oke-ol",
+            "oke-ol-inference",
+            "gb200-oke-inference",
+            "gb200-oke-ubuntu-inference",
+        ],
+        INFERENCE,
+        ">= 1.32.4",
+        "ubuntu",
     ),
     "gb200-oke-ubuntu-inference-dynamo": (
         ("gb200", "ubuntu", "inference", "dynamo"),
-        ["gb200-any", "oke-ol", "oke-ol-inference", "gb200-oke-inference", "gb200-oke-ubuntu-inference",
-         "gb200-oke-ubuntu-inference-dynamo"],
-        INFERENCE | {"grove", "dynamo-platform"}, ">= 1.34", "ubuntu",
+        [
+            "gb200-any",
+            "oke-ol",
+            "oke-ol-inference",
+            "gb200-oke-inference",
+            "gb200-oke-ubuntu-inference",
+            "gb200-oke-ubuntu-inference-dynamo",
+        ],
+        INFERENCE | {"grove", "dynamo-platform"},
+        ">= 1.34",
+        "ubuntu",
     ),
     "a100-oke-ubuntu-training": (
         ("a100", "ubuntu", "training", "any"),
         ["a100-any", "oke-ol", "oke-ol-training", "a100-oke-training", "a100-oke-ubuntu-training"],
-        set(), ">= 1.32", "ubuntu",
+        set(),
+        ">= 1.32",
+        "ubuntu",
     ),
     "a100-oke-ubuntu-training-kubeflow": (
         ("a100", "ubuntu", "training", "kubeflow"),
-        ["a100-any", "oke-ol", "oke-ol-training", "a100-oke-training", "a100-oke-ubuntu-training",
-         "a100-oke-ubuntu-training-kubeflow"],
-        {"kubeflow-trainer"}, ">= 1.32", "ubuntu",
+        [
+            "a100-any",
+            "oke-ol",
+            "oke-ol-training",
+            "a100-oke-training",
+            "a100-oke-ubuntu-training",
+            "a100-oke-ubuntu-training-kubeflow",
+        ],
+        {"kubeflow-trainer"},
+        ">= 1.32",
+        "ubuntu",
     ),
     "gb200-oke-training": (
         ("gb200", "ol", "training", "any"),
         ["gb200-any", "oke-ol", "oke-ol-training", "gb200-oke-training"],
-        {"network-operator"}, ">= 1.34", None,
+        {"network-operator"},
+        ">= 1.34",
+        None,
     ),
     "gb200-oke-inference": (
         ("gb200", "ol", "inference", "any"),
         ["gb200-any", "oke-ol", "oke-ol-inference", "gb200-oke-inference"],
-        INFERENCE, ">= 1.32.4", None,
+        INFERENCE,
+        ">= 1.32.4",
+        None,
     ),
     "a100-oke-training": (
         ("a100", "ol", "training", "any"),
         ["a100-any", "oke-ol", "oke-ol-training", "a100-oke-training"],
-        set(), ">= 1.30", None,
+        set(),
+        ">= 1.30",
+        None,
     ),
     "l40s-oke-training": (
         ("l40s", "ol", "training", "any"),
         ["l40s-any", "oke-ol", "oke-ol-training", "l40s-oke-training"],
-        set(), ">= 1.30", None,
+        set(),
+        ">= 1.30",
+        None,
     ),
     "l40s-oke-inference": (
         ("l40s", "ol", "inference", "any"),
         ["l40s-any", "oke-ol", "oke-ol-inference", "l40s-oke-inference"],
-        INFERENCE, ">= 1.30", None,
+        INFERENCE,
+        ">= 1.30",
+        None,
     ),
 }
 
 CHARTS = {
-    "gpu-operator": ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.1", "gpu-operator"),
-    "network-operator": ("https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1", "nvidia-network-operator"),
-    "nvidia-dra-driver-gpu": ("oci://registry.k8s.io/dra-driver-nvidia/charts", "dra-driver-nvidia-gpu", "0.5.0", "nvidia-dra-driver"),
-    "nfd": ("https://kubernetes-sigs.github.io/node-feature-discovery/charts", "node-feature-discovery", "0.19.0", "node-feature-discovery"),
-    "kube-prometheus-stack": ("https://prometheus-community.github.io/helm-charts", "kube-prometheus-stack", "84.4.0", "monitoring"),
+    "gpu-operator": (
+        "https://helm.ngc.nvidia.com/nvidia",
+        "gpu-operator",
+        "v26.7.1",
+        "gpu-operator",
+    ),
+    "network-operator": (
+        "https://helm.ngc.nvidia.com/nvidia",
+        "network-operator",
+        "26.4.1",
+        "nvidia-network-operator",
+    ),
+    "nvidia-dra-driver-gpu": (
+        "oci://registry.k8s.io/dra-driver-nvidia/charts",
+        "dra-driver-nvidia-gpu",
+        "0.5.0",
+        "nvidia-dra-driver",
+    ),
+    "nfd": (
+        "https://kubernetes-sigs.github.io/node-feature-discovery/charts",
+        "node-feature-discovery",
+        "0.19.0",
+        "node-feature-discovery",
+    ),
+    "kube-prometheus-stack": (
+        "https://prometheus-community.github.io/helm-charts",
+        "kube-prometheus-stack",
+        "84.4.0",
+        "monitoring",
+    ),
     "nvsentinel": ("oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0", "nvsentinel"),
     "kubeflow-trainer": ("oci://ghcr.io/kubeflow/charts", "kubeflow-trainer", "2.2.0", "kubeflow"),
     "grove": ("oci://ghcr.io/ai-dynamo/grove", "grove-charts", "v0.1.0-alpha.13", "dynamo-system"),
-    "dynamo-platform": ("https://helm.ngc.nvidia.com/nvidia/ai-dynamo", "dynamo-platform", "1.4.2", "dynamo-system"),
+    "dynamo-platform": (
+        "https://helm.ngc.nvidia.com/nvidia/ai-dynamo",
+        "dynamo-platform",
+        "1.4.2",
+        "dynamo-system",
+    ),
 }
 
 DEVICE_PLUGIN_ENV = [
@@ -162,7 +251,13 @@ def test_dependency_edges(catalog, leaf):
     if "network-operator" in deps:
         assert deps["network-operator"] == ["cert-manager", "nfd"]
     if "dynamo-platform" in deps:
-        assert deps["dynamo-platform"] == ["cert-manager", "gpu-operator", "grove", "kai-scheduler", "kube-prometheus-stack"]
+        assert deps["dynamo-platform"] == [
+            "cert-manager",
+            "gpu-operator",
+            "grove",
+            "kai-scheduler",
+            "kube-prometheus-stack",
+        ]
     if "kubeflow-trainer" in deps:
         assert deps["kubeflow-trainer"] == ["cert-manager", "gpu-operator", "kube-prometheus-stack"]
     order = [ref.name for ref in recipe.component_refs]
@@ -178,10 +273,14 @@ def test_gpu_operator_values(catalog, leaf):
     recipe = resolve(catalog, leaf)
     intent = RECIPES[leaf][0][2]
     ref = recipe.component("gpu-operator")
-    expected_file = f"components/gpu-operator/values-oke{'-training' if intent == 'training' else ''}.yaml"
+    expected_file = (
+        f"components/gpu-operator/values-oke{'-training' if intent == 'training' else ''}.yaml"
+    )
     assert ref.values_files == ["components/gpu-operator/values.yaml", expected_file]
     v = values(catalog, recipe, "gpu-operator")
-    assert v["cdi"] == {"enabled": True}  # chart v26.7 has no cdi.default (gpucluster lint: dead value)
+    assert v["cdi"] == {
+        "enabled": True
+    }  # chart v26.7 has no cdi.default (gpucluster lint: dead value)
     assert v["driver"]["enabled"] is False and "useOpenKernelModules" not in v["driver"]
     assert v["driver"]["upgradePolicy"] == {"maxParallelUpgrades": 5}
     assert v["toolkit"]["enabled"] is False
@@ -191,7 +290,9 @@ def test_gpu_operator_values(catalog, leaf):
     gb200_training = leaf.startswith("gb200") and intent == "training"
     if gb200_training:
         assert v["driver"]["kernelModuleConfig"] == {"name": "nvidia-kernel-module-params"}
-        assert ref.pre_manifest_files == ["components/gpu-operator/manifests/kernel-module-params.yaml.j2"]
+        assert ref.pre_manifest_files == [
+            "components/gpu-operator/manifests/kernel-module-params.yaml.j2"
+        ]
     else:
         assert "kernelModuleConfig" not in v["driver"]
         assert ref.pre_manifest_files == []
@@ -203,10 +304,14 @@ def test_dra_nfd_prometheus_and_nvsentinel_values(catalog, leaf):
     recipe = resolve(catalog, leaf)
     dra = values(catalog, recipe, "nvidia-dra-driver-gpu")
     assert recipe.component("nvidia-dra-driver-gpu").values_files == [
-        "components/nvidia-dra-driver-gpu/values.yaml", "components/nvidia-dra-driver-gpu/values-oke.yaml"]
+        "components/nvidia-dra-driver-gpu/values.yaml",
+        "components/nvidia-dra-driver-gpu/values-oke.yaml",
+    ]
     assert dra["nvidiaDriverRoot"] == "/"
     assert dra["fullnameOverride"] == "nvidia-dra-driver-gpu"
-    assert dra["controller"]["affinity"] == {"nodeAffinity": None}  # explicit null: Helm drops the chart default
+    assert dra["controller"]["affinity"] == {
+        "nodeAffinity": None
+    }  # explicit null: Helm drops the chart default
     assert dra["resources"] == {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}}
     assert dra["gpuResourcesEnabledOverride"] is False
     nfd = values(catalog, recipe, "nfd")
@@ -214,11 +319,18 @@ def test_dra_nfd_prometheus_and_nvsentinel_values(catalog, leaf):
     custom = (nfd["worker"]["config"].get("sources") or {}).get("custom")
     if "network-operator" in {r.name for r in recipe.component_refs}:
         assert custom[0]["labels"] == {"feature.node.kubernetes.io/pci-15b3.present": "true"}
-        assert custom[0]["matchFeatures"][0]["matchExpressions"]["class"] == {"op": "In", "value": ["0200", "0207"]}
+        assert custom[0]["matchFeatures"][0]["matchExpressions"]["class"] == {
+            "op": "In",
+            "value": ["0200", "0207"],
+        }
     else:
         assert custom is None
-    storage = values(catalog, recipe, "kube-prometheus-stack")["prometheus"]["prometheusSpec"]["storageSpec"]
-    assert "emptyDir" not in storage  # a null would render into the Prometheus CR (schema: not nullable)
+    storage = values(catalog, recipe, "kube-prometheus-stack")["prometheus"]["prometheusSpec"][
+        "storageSpec"
+    ]
+    assert (
+        "emptyDir" not in storage
+    )  # a null would render into the Prometheus CR (schema: not nullable)
     assert storage["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "50Gi"
     sentinel = values(catalog, recipe, "nvsentinel")
     assert sentinel["labeler"] == {"assumeDriverInstalled": True}
@@ -230,12 +342,22 @@ def test_dra_nfd_prometheus_and_nvsentinel_values(catalog, leaf):
 def test_gb200_training_network_operator(catalog, leaf):
     recipe = resolve(catalog, leaf)
     ref = recipe.component("network-operator")
-    assert ref.values_files == ["components/network-operator/values.yaml", "components/network-operator/values-oke-gb200.yaml"]
-    assert ref.manifest_files == ["components/network-operator/manifests/nic-cluster-policy-oke-gb200.yaml.j2"]
+    assert ref.values_files == [
+        "components/network-operator/values.yaml",
+        "components/network-operator/values-oke-gb200.yaml",
+    ]
+    assert ref.manifest_files == [
+        "components/network-operator/manifests/nic-cluster-policy-oke-gb200.yaml.j2"
+    ]
     v = values(catalog, recipe, "network-operator")
-    assert not {"deployCR", "nvIpam", "secondaryNetwork", "nicClusterPolicy"} & set(v)  # keys chart 26.4.1 does not read
+    assert not {"deployCR", "nvIpam", "secondaryNetwork", "nicClusterPolicy"} & set(
+        v
+    )  # keys chart 26.4.1 does not read
     assert v["nfd"]["enabled"] is False
-    assert v["operator"]["resources"] == {"limits": {"cpu": "1", "memory": "2Gi"}, "requests": {"cpu": "500m", "memory": "2Gi"}}
+    assert v["operator"]["resources"] == {
+        "limits": {"cpu": "1", "memory": "2Gi"},
+        "requests": {"cpu": "500m", "memory": "2Gi"},
+    }
 
 
 def test_operator_managed_profile(catalog):
@@ -247,10 +369,20 @@ def test_operator_managed_profile(catalog):
         assert constraints["K8s.oke-addons.nvidia-gpu-plugin"] == "absent"
         assert constraints["K8s.oke-legacy-plugin.nvidia-gpu-device-plugin"] == "none"
         gpu = values(catalog, recipe, "gpu-operator")
-        assert (gpu["driver"]["enabled"], gpu["toolkit"]["enabled"], gpu["devicePlugin"]["enabled"]) == (True, True, True)
-        assert "useOpenKernelModules" not in gpu["driver"] and gpu["driver"]["kernelModuleType"] == "open"  # core value
+        assert (
+            gpu["driver"]["enabled"],
+            gpu["toolkit"]["enabled"],
+            gpu["devicePlugin"]["enabled"],
+        ) == (True, True, True)
+        assert (
+            "useOpenKernelModules" not in gpu["driver"]
+            and gpu["driver"]["kernelModuleType"] == "open"
+        )  # core value
         assert gpu["devicePlugin"]["env"] == DEVICE_PLUGIN_ENV
-        assert values(catalog, recipe, "nvidia-dra-driver-gpu")["nvidiaDriverRoot"] == "/run/nvidia/driver"
+        assert (
+            values(catalog, recipe, "nvidia-dra-driver-gpu")["nvidiaDriverRoot"]
+            == "/run/nvidia/driver"
+        )
         assert values(catalog, recipe, "nvsentinel")["labeler"] == {"assumeDriverInstalled": False}
 
 
@@ -270,10 +402,15 @@ def test_oci_managed_profile_declares_an_external_advertiser_and_owns_the_tuple(
 def test_inference_and_dynamo_components(catalog):
     inference = resolve(catalog, "gb200-oke-ubuntu-inference")
     assert "network-operator" not in {r.name for r in inference.component_refs}
-    assert inference.component("agentgateway").dependency_refs == ["agentgateway-crds", "cert-manager"]
+    assert inference.component("agentgateway").dependency_refs == [
+        "agentgateway-crds",
+        "cert-manager",
+    ]
     dynamo = resolve(catalog, "gb200-oke-ubuntu-inference-dynamo")
     assert dynamo.component("grove").values_files == ["components/grove/values.yaml"]
-    assert dynamo.component("dynamo-platform").values_files == ["components/dynamo-platform/values.yaml"]
+    assert dynamo.component("dynamo-platform").values_files == [
+        "components/dynamo-platform/values.yaml"
+    ]
 
 
 def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path):
@@ -281,7 +418,9 @@ def test_recipe_result_round_trip_keeps_profile_and_advertiser(catalog, tmp_path
     components = KIT.components(recipe)
     doc = KIT.recipe_document(recipe, components)
     assert doc["metadata"]["selectedProfile"]["value"] == "oci-managed"
-    assert "devicePlugin.enabled" in doc["metadata"]["selectedProfile"]["ownedPaths"]["gpu-operator"]
+    assert (
+        "devicePlugin.enabled" in doc["metadata"]["selectedProfile"]["ownedPaths"]["gpu-operator"]
+    )
     path = tmp_path / "oke.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     again = KIT.read_recipe(path)
@@ -298,10 +437,23 @@ def test_every_oke_overlay_validates_and_names_are_the_reference_family(catalog)
     oke = {n for n, p in catalog.overlay_files.items() if p.parent.parent == OKE_DIR}
     core = {n for n, p in catalog.overlay_files.items() if p.parent.parent == catalog.dirs[0]}
     assert oke == {
-        "oke-ol", "oke-ol-training", "oke-ol-inference", "gb200-any", "a100-any", "l40s-any",
-        "gb200-oke-training", "gb200-oke-inference", "gb200-oke-ubuntu-training", "gb200-oke-ubuntu-training-kubeflow",
-        "gb200-oke-ubuntu-inference", "gb200-oke-ubuntu-inference-dynamo", "a100-oke-training",
-        "a100-oke-ubuntu-training", "a100-oke-ubuntu-training-kubeflow", "l40s-oke-training", "l40s-oke-inference",
+        "oke-ol",
+        "oke-ol-training",
+        "oke-ol-inference",
+        "gb200-any",
+        "a100-any",
+        "l40s-any",
+        "gb200-oke-training",
+        "gb200-oke-inference",
+        "gb200-oke-ubuntu-training",
+        "gb200-oke-ubuntu-training-kubeflow",
+        "gb200-oke-ubuntu-inference",
+        "gb200-oke-ubuntu-inference-dynamo",
+        "a100-oke-training",
+        "a100-oke-ubuntu-training",
+        "a100-oke-ubuntu-training-kubeflow",
+        "l40s-oke-training",
+        "l40s-oke-inference",
     }
     assert core == {"base", "h100-any", "monitoring-hpa"} and oke | core <= set(names)
 
@@ -313,7 +465,9 @@ def test_every_plugin_catalog_file_is_referenced(catalog):
             referenced.add(ref.get("valuesFile"))
             referenced.update(ref.get("manifestFiles") or [])
             referenced.update(ref.get("preManifestFiles") or [])
-    shipped = {str(p.relative_to(OKE_DIR)) for p in (OKE_DIR / "components").rglob("*") if p.is_file()}
+    shipped = {
+        str(p.relative_to(OKE_DIR)) for p in (OKE_DIR / "components").rglob("*") if p.is_file()
+    }
     assert shipped == {
         "components/gpu-operator/values-oke.yaml",
         "components/gpu-operator/values-oke-training.yaml",
@@ -349,7 +503,9 @@ def test_platform_declaration_matches_the_catalog(catalog):
 
 
 def test_no_recipe_for_uncovered_platform(catalog):
-    crit = Criteria(service="oke", accelerator="gb200", os="ubuntu", intent="training", platform="dynamo")
+    crit = Criteria(
+        service="oke", accelerator="gb200", os="ubuntu", intent="training", platform="dynamo"
+    )
     with pytest.raises(GpuclusterError) as exc:
         KIT.resolve(crit)
     text = str(exc.value)
@@ -372,6 +528,7 @@ def test_the_oke_profile_schema_refuses_an_unknown_advertiser(tmp_path):
     shutil.copytree(OKE_DIR, copy)
     path = copy / "overlays" / "oke-ol.yaml"
     path.write_text(path.read_text().replace("advertiser: external", "advertiser: both"))
+
     class EditedCopy:
         @hookimpl
         def gpucluster_catalog_dirs(self):

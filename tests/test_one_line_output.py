@@ -17,17 +17,18 @@ import sys
 import time
 from pathlib import Path
 
+import _support
 import pytest
 import yaml
-
-import _support
 from _support import EXISTING_AKS
 
 from gpucluster.cli import main as cli_main
 from gpucluster.verify.render import LintFinding
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+RAW = re.compile(
+    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 FORGED = "base\nerror[forged] key=x: forged fix: none\x1b[31m\u202e"
 LINE = re.compile(r"(error|warning|info)\[[A-Za-z0-9._-]+\]( [a-z]+=\S+)*: .* fix: \S.*")
 
@@ -39,7 +40,19 @@ def cli(argv, **kw):
 
 
 def test_a_recipe_results_overlay_names_are_printed_escaped(tmp_path):
-    code, text, _ = cli(["recipe", "--service", "aks", "--accelerator", "h100", "--os", "ubuntu", "--intent", "training"])
+    code, text, _ = cli(
+        [
+            "recipe",
+            "--service",
+            "aks",
+            "--accelerator",
+            "h100",
+            "--os",
+            "ubuntu",
+            "--intent",
+            "training",
+        ]
+    )
     doc = yaml.safe_load(text)
     doc["metadata"]["appliedOverlays"] = [FORGED]
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc))
@@ -47,48 +60,92 @@ def test_a_recipe_results_overlay_names_are_printed_escaped(tmp_path):
     code, out, err = cli(["plan", "--config", str(tmp_path / "c.yaml")])
     assert code == 0, err
     first = out.splitlines()[0]
-    assert first.startswith(r"cluster r: recipe base\nerror[forged] key=x: forged fix: none\x1b[31m\u202e profile "), first
+    assert first.startswith(
+        r"cluster r: recipe base\nerror[forged] key=x: forged fix: none\x1b[31m\u202e profile "
+    ), first
     assert not RAW.search(out) and not any(line.startswith("error[") for line in out.splitlines())
 
 
 def test_node_names_and_provider_ids_from_the_cluster_are_printed_escaped(tmp_path):
-    nodes = {"items": [{"metadata": {"name": "n1" + FORGED}, "spec": {"providerID": "azure:///x"}},
-                       {"metadata": {"name": "\udc80lone"}, "spec": {"providerID": "azure:///y"}},
-                       {"metadata": {"name": "n3"}, "spec": {"providerID": "other://\x1b]0;title\x07"}}]}
+    nodes = {
+        "items": [
+            {"metadata": {"name": "n1" + FORGED}, "spec": {"providerID": "azure:///x"}},
+            {"metadata": {"name": "\udc80lone"}, "spec": {"providerID": "azure:///y"}},
+            {"metadata": {"name": "n3"}, "spec": {"providerID": "other://\x1b]0;title\x07"}},
+        ]
+    }
     (tmp_path / "nodes.json").write_text(json.dumps(nodes))
     code, out, err = cli(["detect", "--nodes-json", str(tmp_path / "nodes.json")])
     assert code == 0, err
     assert not RAW.search(out), out
-    assert r"n1base\nerror[forged]" in out and r"\udc80lone" in out and r"other://\x1b]0;title\x07" in out
+    assert (
+        r"n1base\nerror[forged]" in out
+        and r"\udc80lone" in out
+        and r"other://\x1b]0;title\x07" in out
+    )
     assert not any(line.startswith("error[") for line in out.splitlines())
     code, out, _ = cli(["detect", "--nodes-json", str(tmp_path / "nodes.json"), "--format", "json"])
     assert code == 0 and out.isascii() and json.loads(out)["nodes"]["aks"][0] == "n1" + FORGED
 
 
 def test_a_lint_finding_is_one_line_whatever_its_parts():
-    finding = LintFinding(id="lint.dead-value", severity="error", message="values path '" + FORGED + "' is dead",
-                          fix="remove\nit", cluster="c", component="gpu-operator", release="r", key=FORGED)
+    finding = LintFinding(
+        id="lint.dead-value",
+        severity="error",
+        message="values path '" + FORGED + "' is dead",
+        fix="remove\nit",
+        cluster="c",
+        component="gpu-operator",
+        release="r",
+        key=FORGED,
+    )
     line = finding.render()
     assert "\n" not in line and not RAW.search(line) and LINE.fullmatch(line), line
 
 
 def run_cli(*args: str, stdin=None, **popen) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
-    return subprocess.run([sys.executable, "-m", "gpucluster.cli", *args], capture_output="stdout" not in popen,
-                          text=True, timeout=300, env=env, **popen)
+    return subprocess.run(
+        [sys.executable, "-m", "gpucluster.cli", *args],
+        capture_output="stdout" not in popen,
+        text=True,
+        timeout=300,
+        env=env,
+        **popen,
+    )
 
 
 def test_a_full_standard_output_is_one_error_line(tmp_path):
     with open("/dev/full", "w") as full:
-        result = run_cli("plan", "--config", str(_exist(tmp_path)), stdout=full, stderr=subprocess.PIPE)
+        result = run_cli(
+            "plan", "--config", str(_exist(tmp_path)), stdout=full, stderr=subprocess.PIPE
+        )
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
-    assert line.startswith("error[output] key=stdout: writing the output failed: No space left on device (errno ENOSPC)"), line
+    assert line.startswith(
+        "error[output] key=stdout: writing the output failed: No space left on device (errno ENOSPC)"
+    ), line
 
 
 def test_a_closed_standard_output_is_one_error_line(tmp_path):
-    result = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "gpucluster.cli", "plan", "--config",
-                             str(_exist(tmp_path))], capture_output=False, stderr=subprocess.PIPE, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'exec "$@" >&-',
+            "sh",
+            sys.executable,
+            "-m",
+            "gpucluster.cli",
+            "plan",
+            "--config",
+            str(_exist(tmp_path)),
+        ],
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith("error[output] key=stdout: standard output is closed"), line
@@ -99,7 +156,7 @@ def _exist(tmp_path: Path) -> Path:
     return tmp_path / "gpucluster.yaml"
 
 
-SLOW_PLUGIN = '''
+SLOW_PLUGIN = """
 import os, time
 from pathlib import Path
 from gpucluster.sdk import hookimpl
@@ -108,7 +165,7 @@ from gpucluster.sdk import hookimpl
 def gpucluster_prepare_cluster(cluster):
     Path(os.environ["SLOW_MARKER"]).write_text("inside")
     time.sleep(300)
-'''
+"""
 
 
 def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
@@ -116,13 +173,22 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     (tmp_path / "plugins" / "gpucluster_test_slow_plan.py").write_text(SLOW_PLUGIN)
     marker = tmp_path / "marker"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
-    env.update(GPUCLUSTER_PLUGINS="gpucluster_test_slow_plan", PYTHONPATH=str(tmp_path / "plugins"),
-               SLOW_MARKER=str(marker), GPUCLUSTER_CACHE_DIR="off")
+    env.update(
+        GPUCLUSTER_PLUGINS="gpucluster_test_slow_plan",
+        PYTHONPATH=str(tmp_path / "plugins"),
+        SLOW_MARKER=str(marker),
+        GPUCLUSTER_CACHE_DIR="off",
+    )
     # Ctrl-C's disposition as a terminal's foreground job has it: a job started with `&` by a
     # non-interactive shell (a CI script) inherits SIGINT ignored, and Python then keeps it ignored.
-    proc = subprocess.Popen([sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(_exist(tmp_path))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(_exist(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -136,12 +202,24 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     assert out == "" and err == "", err
 
 
-@pytest.mark.parametrize("argv, starts", [
-    (["detect", "--nodes-json", "/dev/zero"], "error[input] file=/dev/zero key=--nodes-json: the nodes file is larger than"),
-    (["detect", "--nodes-json", "~nosuchuser9/nodes.json"], "error[input] file=~nosuchuser9/nodes.json key=--nodes-json: "),
-    (["detect", "--kubeconfig", "~nosuchuser9/config"], "error[input] file=~nosuchuser9/config key=--kubeconfig: "),
-    (["plan", "--config", "x" * 300 + ".yaml"], "error[input] file="),
-])
+@pytest.mark.parametrize(
+    "argv, starts",
+    [
+        (
+            ["detect", "--nodes-json", "/dev/zero"],
+            "error[input] file=/dev/zero key=--nodes-json: the nodes file is larger than",
+        ),
+        (
+            ["detect", "--nodes-json", "~nosuchuser9/nodes.json"],
+            "error[input] file=~nosuchuser9/nodes.json key=--nodes-json: ",
+        ),
+        (
+            ["detect", "--kubeconfig", "~nosuchuser9/config"],
+            "error[input] file=~nosuchuser9/config key=--kubeconfig: ",
+        ),
+        (["plan", "--config", "x" * 300 + ".yaml"], "error[input] file="),
+    ],
+)
 def test_odd_paths_are_one_error_line(argv, starts):
     code, out, err = cli(argv)
     assert code == 2 and out == "", err
@@ -150,21 +228,49 @@ def test_odd_paths_are_one_error_line(argv, starts):
 
 
 def test_a_values_file_under_an_unknown_users_home_is_one_error_line(tmp_path):
-    (tmp_path / "c.yaml").write_text(EXISTING_AKS + "    overrides:\n      values:\n"
-                                     "        - {component: gpu-operator, file: '~nosuchuser9/v.yaml'}\n")
+    (tmp_path / "c.yaml").write_text(
+        EXISTING_AKS + "    overrides:\n      values:\n"
+        "        - {component: gpu-operator, file: '~nosuchuser9/v.yaml'}\n"
+    )
     code, _, err = cli(["plan", "--config", str(tmp_path / "c.yaml")])
     assert code == 2, err
     [line] = err.splitlines()
-    assert "key=clusters[0].overrides.values[0].file: the values file path '~nosuchuser9/v.yaml' names the home folder" in line
+    assert (
+        "key=clusters[0].overrides.values[0].file: the values file path '~nosuchuser9/v.yaml' names the home folder"
+        in line
+    )
 
 
-@pytest.mark.parametrize("name, value, said", [
-    ("JSII_NODE", "/nonexistent/node", "error[input] key=JSII_NODE: JSII_NODE='/nonexistent/node' names no program"),
-    ("CDKTF_CONTEXT_JSON", "{bad", "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is not JSON ("),
-    ("CDKTF_CONTEXT_JSON", "[1]", "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is a JSON list, not an object"),
-    ("SYNTH_HCL_OUTPUT", "true", "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=true asks cdktf for HCL"),
-    ("SYNTH_HCL_OUTPUT", "1", "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=1 asks cdktf for HCL"),
-])
+@pytest.mark.parametrize(
+    "name, value, said",
+    [
+        (
+            "JSII_NODE",
+            "/nonexistent/node",
+            "error[input] key=JSII_NODE: JSII_NODE='/nonexistent/node' names no program",
+        ),
+        (
+            "CDKTF_CONTEXT_JSON",
+            "{bad",
+            "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is not JSON (",
+        ),
+        (
+            "CDKTF_CONTEXT_JSON",
+            "[1]",
+            "error[input] key=CDKTF_CONTEXT_JSON: CDKTF_CONTEXT_JSON is a JSON list, not an object",
+        ),
+        (
+            "SYNTH_HCL_OUTPUT",
+            "true",
+            "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=true asks cdktf for HCL",
+        ),
+        (
+            "SYNTH_HCL_OUTPUT",
+            "1",
+            "error[input] key=SYNTH_HCL_OUTPUT: SYNTH_HCL_OUTPUT=1 asks cdktf for HCL",
+        ),
+    ],
+)
 def test_a_bad_cdk_environment_is_one_input_error_not_exit_70(tmp_path, name, value, said):
     _exist(tmp_path)
     result = _support.run_main(cwd=tmp_path, outdir=tmp_path / "cdktf.out", **{name: value})

@@ -15,9 +15,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import _support
+import pytest
 from _support import EXISTING_AKS, make, tree
 
 from gpucluster.outfolder import MARKER, MARKER_TEXT
@@ -35,8 +34,11 @@ def mount(tmp_path):
 
     def do(target: Path, size: str = "16m") -> Path:
         target.mkdir(parents=True, exist_ok=True)
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
         mounted.append(target)
@@ -62,23 +64,37 @@ def test_mount_point_output_folder_is_filled_in_place(tmp_path, mount):
     assert os.path.ismount(out)
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["lab-runtime"]
     assert '"old"' not in (out / "manifest.json").read_text()
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "manifest.json", "stacks"]  # no staging folder left
+    assert sorted(p.name for p in out.iterdir()) == [
+        MARKER,
+        "manifest.json",
+        "stacks",
+    ]  # no staging folder left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "gpucluster.yaml"]
 
 
 def test_full_disk_is_one_output_error_and_keeps_the_previous_output(tmp_path, mount):
     disk = mount(tmp_path / "disk", size="48k")
-    out = make(disk / "cdktf.out", {"manifest.json": '{"old": true}', "stacks/old-runtime/cdk.tf.json": "{}"})
+    out = make(
+        disk / "cdktf.out",
+        {"manifest.json": '{"old": true}', "stacks/old-runtime/cdk.tf.json": "{}"},
+    )
     before = tree(out)
     result = run_main(tmp_path, out)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     errors = [line for line in lines if line.startswith("error[")]
-    assert len(errors) == 1 and errors[0].startswith("error[output] key=CDKTF_OUTDIR: "), result.stderr
-    assert "No space left on device" in errors[0] and " fix: free space on the file system of " in errors[0]
+    assert len(errors) == 1 and errors[0].startswith("error[output] key=CDKTF_OUTDIR: "), (
+        result.stderr
+    )
+    assert (
+        "No space left on device" in errors[0]
+        and " fix: free space on the file system of " in errors[0]
+    )
     assert all(line.startswith(("error[", "warning[", "info[")) for line in lines), result.stderr
     assert tree(out) == before
-    assert sorted(p.name for p in disk.iterdir()) == ["cdktf.out"]  # nothing half-written next to it
+    assert sorted(p.name for p in disk.iterdir()) == [
+        "cdktf.out"
+    ]  # nothing half-written next to it
 
 
 @pytest.fixture
@@ -107,7 +123,9 @@ def _readable_copy() -> Path:
 
         top = Path(tempfile.mkdtemp(prefix="gpucluster-src-", dir="/tmp"))
         atexit.register(shutil.rmtree, top, True)
-        shutil.copytree(ROOT / "gpucluster", top / "gpucluster", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / "gpucluster", top / "gpucluster", ignore=shutil.ignore_patterns("__pycache__")
+        )
         (top / "stacks").mkdir()
         shutil.copy2(ROOT / "gpucluster_cdk" / "stacks" / "outdir.py", top / "stacks" / "outdir.py")
         for path in [top, *top.rglob("*")]:
@@ -126,8 +144,21 @@ def _as_nobody(code: str, cwd: Path) -> subprocess.CompletedProcess:
         outdir = importlib.util.module_from_spec(spec); spec.loader.exec_module(outdir)
         from gpucluster.errors import GpuclusterError
     """)
-    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", SYSTEM_PYTHON, "-c",
-                           prelude + textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            SYSTEM_PYTHON,
+            "-c",
+            prelude + textwrap.dedent(code),
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_previous_output_owned_by_root_is_replaced_with_a_warning(open_dir):
@@ -137,20 +168,27 @@ def test_previous_output_owned_by_root_is_replaced_with_a_warning(open_dir):
         pytest.skip("needs /usr/bin/python3 and setpriv")
     project = open_dir / "project"
     project.mkdir()
-    out = make(project / "cdktf.out", {"manifest.json": "old", "stacks/old-runtime/cdk.tf.json": "{}"})
+    out = make(
+        project / "cdktf.out", {"manifest.json": "old", "stacks/old-runtime/cdk.tf.json": "{}"}
+    )
     os.chown(project, NOBODY, NOBODY)  # the user's folder; cdktf.out and its contents stay root's
-    result = _as_nobody("""
+    result = _as_nobody(
+        """
         warnings = []
         with outdir.staged_outdir("cdktf.out", warnings=warnings) as staged:
             (staged / "manifest.json").write_text("new")
         for w in warnings:
             print(w.render("warning"))
-    """, project)
+    """,
+        project,
+    )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     [line] = result.stdout.splitlines()
-    assert line.startswith("warning[output] key=CDKTF_OUTDIR: the new output is in place, but the previous one could "
-                           "not be removed from ")
+    assert line.startswith(
+        "warning[output] key=CDKTF_OUTDIR: the new output is in place, but the previous one could "
+        "not be removed from "
+    )
     assert " fix: remove it as its owner (e.g. sudo rm -rf " in line
     assert (out / "manifest.json").read_text() == "new"
     leftovers = [p for p in project.iterdir() if p.name != "cdktf.out"]
@@ -161,17 +199,24 @@ def test_unwritable_folder_is_one_output_error(open_dir):
     if not Path(SYSTEM_PYTHON).exists() or shutil.which("setpriv") is None:
         pytest.skip("needs /usr/bin/python3 and setpriv")
     project = open_dir / "project"
-    out = make(project / "cdktf.out", {"manifest.json": "old", "stacks/a/cdk.tf.json": "{}"})  # root's, 0755: nobody cannot write
-    result = _as_nobody("""
+    out = make(
+        project / "cdktf.out", {"manifest.json": "old", "stacks/a/cdk.tf.json": "{}"}
+    )  # root's, 0755: nobody cannot write
+    result = _as_nobody(
+        """
         try:
             with outdir.staged_outdir("cdktf.out") as staged:
                 print("synth ran")
         except GpuclusterError as err:
             print(err.render())
-    """, project)
+    """,
+        project,
+    )
     assert result.returncode == 0, result.stderr
     [line] = result.stdout.splitlines()
-    assert line.startswith("error[output] key=CDKTF_OUTDIR: cannot create the staging folder next to ")
+    assert line.startswith(
+        "error[output] key=CDKTF_OUTDIR: cannot create the staging folder next to "
+    )
     assert "Permission denied fix: make " in line
     assert tree(out) == {"manifest.json": b"old", "stacks/a/cdk.tf.json": b"{}"}
 
@@ -185,16 +230,24 @@ def test_non_owned_output_in_a_sticky_folder_is_swapped_child_by_child(open_dir)
     shared.mkdir()
     shared.chmod(0o1777)
     out = make(shared / "cdktf.out", {"manifest.json": "old"})
-    (out / "stacks").mkdir(mode=0o777)  # an earlier output (manifest.json and stacks/): ours to replace
+    (out / "stacks").mkdir(
+        mode=0o777
+    )  # an earlier output (manifest.json and stacks/): ours to replace
     (out / "stacks").chmod(0o777)
     out.chmod(0o777)
     (out / "manifest.json").chmod(0o666)
-    result = _as_nobody("""
+    result = _as_nobody(
+        """
         with outdir.staged_outdir("cdktf.out") as staged:
             (staged / "manifest.json").write_text("new")
             (staged / "stacks").mkdir()
-    """, shared)
+    """,
+        shared,
+    )
     assert result.returncode == 0, result.stderr
     assert out.stat().st_uid == 0  # the same folder, filled in place
-    assert tree(out) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new"} and (out / "stacks").is_dir()
+    assert (
+        tree(out) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new"}
+        and (out / "stacks").is_dir()
+    )
     assert sorted(p.name for p in shared.iterdir()) == ["cdktf.out"]

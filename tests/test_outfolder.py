@@ -9,9 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import _support
+import pytest
 from _support import EXISTING_AKS, make, tree
 
 from gpucluster import outfolder
@@ -29,7 +28,11 @@ def check(path, kind="synth"):
 USER_FOLDERS = {
     "project": {"gpucluster.yaml": "clusters: []\n", "notes.txt": "precious"},
     "values": {"values/gpu-operator.yaml": "a: 1\n"},
-    "legacy-plus-a-file": {"manifest.json": "{}", "stacks/a/cdk.tf.json": "{}", "notes.txt": "precious"},
+    "legacy-plus-a-file": {
+        "manifest.json": "{}",
+        "stacks/a/cdk.tf.json": "{}",
+        "notes.txt": "precious",
+    },
     "manifest-only": {"manifest.json": "{}"},
     "stacks-and-more": {"stacks/a/cdk.tf.json": "{}", "main.tf": ""},
     "stacks-is-a-file": {"manifest.json": "{}", "stacks": "not a folder"},
@@ -45,20 +48,32 @@ def test_a_folder_of_user_files_is_refused_and_left_alone(tmp_path, name):
         with staged_outdir(folder):
             pytest.fail("the synthesis must not start")
     line = info.value.render()
-    assert line.startswith(f"error[outdir] key=CDKTF_OUTDIR: the output folder {folder} is not an earlier gpucluster "
-                           "output (it holds "), line
-    assert " fix: synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py), or move those files" in line
+    assert line.startswith(
+        f"error[outdir] key=CDKTF_OUTDIR: the output folder {folder} is not an earlier gpucluster "
+        "output (it holds "
+    ), line
+    assert (
+        " fix: synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py), or move those files"
+        in line
+    )
     assert "\n" not in line
     assert tree(folder) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder either
 
 
-@pytest.mark.parametrize("files", [
-    {},
-    {"manifest.json": '{"stacks": {}}', "stacks/old-runtime/cdk.tf.json": "{}"},  # cdktf synth's layout
-    {"stacks/stale-runtime/cdk.tf.json": "{}"},  # its stacks/ without a manifest
-    {MARKER: MARKER_TEXT, "manifest.json": "{}", "stacks/x/cdk.tf.json": "{}", "stray": "x"},
-], ids=["empty", "earlier-cdktf-output", "stacks-only", "marked"])
+@pytest.mark.parametrize(
+    "files",
+    [
+        {},
+        {
+            "manifest.json": '{"stacks": {}}',
+            "stacks/old-runtime/cdk.tf.json": "{}",
+        },  # cdktf synth's layout
+        {"stacks/stale-runtime/cdk.tf.json": "{}"},  # its stacks/ without a manifest
+        {MARKER: MARKER_TEXT, "manifest.json": "{}", "stacks/x/cdk.tf.json": "{}", "stray": "x"},
+    ],
+    ids=["empty", "earlier-cdktf-output", "stacks-only", "marked"],
+)
 def test_an_earlier_output_or_an_empty_folder_is_replaced_and_marked(tmp_path, files):
     folder = tmp_path / "out"
     folder.mkdir()
@@ -75,19 +90,30 @@ def test_absent_folder_is_created_with_the_marker(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["cwd", "parent-of-cwd", "dot", "dotdot", "link-to-cwd"])
-def test_the_working_folder_and_its_parents_are_never_output_folders_even_when_marked(tmp_path, monkeypatch, where):
+def test_the_working_folder_and_its_parents_are_never_output_folders_even_when_marked(
+    tmp_path, monkeypatch, where
+):
     project = make(tmp_path / "proj", {"gpucluster.yaml": "x", MARKER: MARKER_TEXT})
     (project / "sub").mkdir()
     monkeypatch.chdir(project / "sub" if where in ("parent-of-cwd", "dotdot") else project)
-    target = {"cwd": project, "parent-of-cwd": project, "dot": Path("."), "dotdot": Path(".."),
-              "link-to-cwd": tmp_path / "link"}[where]
+    target = {
+        "cwd": project,
+        "parent-of-cwd": project,
+        "dot": Path("."),
+        "dotdot": Path(".."),
+        "link-to-cwd": tmp_path / "link",
+    }[where]
     (tmp_path / "link").symlink_to(project)
     before = tree(project)
     with pytest.raises(GpuclusterError) as info:
         check(target)
     line = info.value.render()
     assert line.startswith("error[outdir] key=CDKTF_OUTDIR: the output folder "), line
-    assert ("is the working folder" in line) if where in ("cwd", "dot", "link-to-cwd") else ("holds the working folder" in line)
+    assert (
+        ("is the working folder" in line)
+        if where in ("cwd", "dot", "link-to-cwd")
+        else ("holds the working folder" in line)
+    )
     assert tree(project) == before
 
 
@@ -105,7 +131,9 @@ def test_a_symbolic_link_is_judged_by_the_folder_it_names(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     user = make(tmp_path / "data", {"notes.txt": "precious"})
     (tmp_path / "out").symlink_to(user)
-    with pytest.raises(GpuclusterError, match=r"is not an earlier gpucluster output \(it holds notes.txt,"):
+    with pytest.raises(
+        GpuclusterError, match=r"is not an earlier gpucluster output \(it holds notes.txt,"
+    ):
         check(tmp_path / "out")
     assert tree(user) == {"notes.txt": b"precious"}
 
@@ -132,10 +160,17 @@ def test_a_folder_that_becomes_foreign_during_the_synthesis_is_refused_at_the_sw
 def test_a_folder_holding_a_mount_point_is_refused(tmp_path):
     folder = make(tmp_path / "out", {MARKER: MARKER_TEXT})
     (folder / "vol").mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder / "vol")]).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder / "vol")]
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here")
     try:
-        with pytest.raises(GpuclusterError, match=r"holds the mount point .*/vol; replacing the folder would move"):
+        with pytest.raises(
+            GpuclusterError, match=r"holds the mount point .*/vol; replacing the folder would move"
+        ):
             check(folder)
     finally:
         subprocess.run(["umount", "-l", str(folder / "vol")], check=False)
@@ -152,7 +187,9 @@ def test_main_py_with_cdktf_outdir_dot_keeps_every_file_of_the_project(tmp_path)
     result = _support.run_main(cwd=project, outdir=Path("."))
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"error[outdir] key=CDKTF_OUTDIR: the output folder {project} is the working folder; "), line
+    assert line.startswith(
+        f"error[outdir] key=CDKTF_OUTDIR: the output folder {project} is the working folder; "
+    ), line
     assert " fix: synthesize elsewhere " in line
     assert tree(project) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]
@@ -164,8 +201,10 @@ def test_main_py_refuses_a_folder_of_user_files(tmp_path):
     result = _support.run_main(cwd=tmp_path, outdir=values)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"error[outdir] key=CDKTF_OUTDIR: the output folder {values} is not an earlier gpucluster "
-                           "output (it holds gpu-operator.yaml, and no .gpucluster-output marker)"), line
+    assert line.startswith(
+        f"error[outdir] key=CDKTF_OUTDIR: the output folder {values} is not an earlier gpucluster "
+        "output (it holds gpu-operator.yaml, and no .gpucluster-output marker)"
+    ), line
     assert tree(values) == {"gpu-operator.yaml": b"a: 1\n"}
 
 
@@ -181,7 +220,10 @@ def test_render_out_refuses_the_working_folder_before_rendering(tmp_path, monkey
         err = capsys.readouterr().err
         assert code == 2, err
         [line] = err.splitlines()
-        assert line.startswith("error[outdir] key=--out: the output folder ") and "is the working folder" in line, line
+        assert (
+            line.startswith("error[outdir] key=--out: the output folder ")
+            and "is the working folder" in line
+        ), line
         assert " fix: render elsewhere (--out NEW_FOLDER): " in line
         assert tree(project) == before
 
@@ -193,8 +235,16 @@ def _result(*clusters: str) -> RenderResult:
         def __init__(self, id):
             self.id = id
 
-    releases = [RenderedRelease(cluster=c, node=Node("rel"), chart=None, values={"a": 1}, manifests={"t/x.yaml": "k: v\n"})
-                for c in clusters]
+    releases = [
+        RenderedRelease(
+            cluster=c,
+            node=Node("rel"),
+            chart=None,
+            values={"a": 1},
+            manifests={"t/x.yaml": "k: v\n"},
+        )
+        for c in clusters
+    ]
     return RenderResult(releases=releases, findings=[], plans=[], renderer=None)
 
 
@@ -202,7 +252,11 @@ def test_render_output_is_marked_and_replaces_its_previous_or_a_pre_marker_rende
     out = tmp_path / "render"
     make(out, {"old-cluster/rel/values.yaml": "a: 0\n"})  # an earlier render, before the marker
     write_output(_result("c1"), out)
-    assert tree(out) == {MARKER: MARKER_TEXT.encode(), "c1/rel/values.yaml": b"a: 1\n", "c1/rel/t/x.yaml": b"k: v\n"}
+    assert tree(out) == {
+        MARKER: MARKER_TEXT.encode(),
+        "c1/rel/values.yaml": b"a: 1\n",
+        "c1/rel/t/x.yaml": b"k: v\n",
+    }
     write_output(_result("c2"), out)
     assert sorted(tree(out)) == [MARKER, "c2/rel/t/x.yaml", "c2/rel/values.yaml"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["render"]
@@ -210,7 +264,9 @@ def test_render_output_is_marked_and_replaces_its_previous_or_a_pre_marker_rende
 
 def test_render_out_refuses_user_files_and_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     out = make(tmp_path / "render", {"notes.txt": "precious"})
-    with pytest.raises(GpuclusterError, match=r"error\[outdir\] key=--out: the output folder .* is not an earlier"):
+    with pytest.raises(
+        GpuclusterError, match=r"error\[outdir\] key=--out: the output folder .* is not an earlier"
+    ):
         write_output(_result("c1"), out)
     assert tree(out) == {"notes.txt": b"precious"}
 
@@ -219,6 +275,11 @@ def test_render_out_refuses_user_files_and_a_failed_write_leaves_nothing(tmp_pat
 
     monkeypatch.setattr(outfolder, "write_marker", full)
     fresh = tmp_path / "fresh"
-    with pytest.raises(GpuclusterError, match=r"error\[output\] key=--out: cannot write the rendered releases .*No space"):
+    with pytest.raises(
+        GpuclusterError,
+        match=r"error\[output\] key=--out: cannot write the rendered releases .*No space",
+    ):
         write_output(_result("c1"), fresh)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["render"]  # no staging folder left (was: .fresh.XXXX)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "render"
+    ]  # no staging folder left (was: .fresh.XXXX)

@@ -6,10 +6,10 @@ import copy
 import os
 
 import pytest
+from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.recipes.overrides import apply_overrides, parse_overrides, parse_scalar
-from policy_helpers import base_values, make_catalog, make_cluster, make_components, make_recipe
 
 
 @pytest.fixture
@@ -61,7 +61,12 @@ def test_parse_scalar_types_like_aicr_set(text, expected):
 def test_set_by_alias_and_by_name_changes_values(catalog):
     comps = run(
         catalog,
-        {"set": ["gpuoperator:driver.rdma.useHostMofed=true", "nvidia-dra-driver-gpu:controller.priorityClassName=high"]},
+        {
+            "set": [
+                "gpuoperator:driver.rdma.useHostMofed=true",
+                "nvidia-dra-driver-gpu:controller.priorityClassName=high",
+            ]
+        },
     )
     assert comps["gpu-operator"].values["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
     assert comps["nvidia-dra-driver-gpu"].values["controller"] == {"priorityClassName": "high"}
@@ -96,13 +101,17 @@ def test_scalar_on_parent_and_child_path_rejected(catalog):
     with pytest.raises(GpuclusterError) as exc:
         run(catalog, {"set": ["gpuoperator:dcgm=off", "gpuoperator:dcgm.enabled=true"]})
     text = error_text(exc)
-    assert "overrides.set[1]" in text and "overrides.set[0] sets 'dcgm'" in text and "below it" in text
+    assert (
+        "overrides.set[1]" in text and "overrides.set[0] sets 'dcgm'" in text and "below it" in text
+    )
     assert "component=gpu-operator" in text
 
 
 def test_parent_child_conflict_detected_across_aliases(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        run(catalog, {"set": ["gpu-operator:driver.rdma.enabled=true", "gpuoperator:driver.rdma=x"]})
+        run(
+            catalog, {"set": ["gpu-operator:driver.rdma.enabled=true", "gpuoperator:driver.rdma=x"]}
+        )
     assert "conflicting overrides" in error_text(exc)
 
 
@@ -110,7 +119,11 @@ def test_set_below_existing_scalar_rejected(catalog):
     with pytest.raises(GpuclusterError) as exc:
         run(catalog, {"set": ["gpuoperator:devicePlugin.enabled.x=1"]})
     text = error_text(exc)
-    assert "cannot set 'devicePlugin.enabled.x'" in text and "holds a bool" in text and "key=overrides.set[0]" in text
+    assert (
+        "cannot set 'devicePlugin.enabled.x'" in text
+        and "holds a bool" in text
+        and "key=overrides.set[0]" in text
+    )
 
 
 @pytest.mark.parametrize(
@@ -129,7 +142,12 @@ def test_malformed_set_entries_rejected_at_parse(entry, needle):
     with pytest.raises(GpuclusterError) as exc:
         parse_overrides({"set": [entry]}, file="cluster.yaml", cluster="c1")
     text = error_text(exc)
-    assert needle in text and "file=cluster.yaml" in text and "cluster=c1" in text and "key=overrides.set[0]" in text
+    assert (
+        needle in text
+        and "file=cluster.yaml" in text
+        and "cluster=c1" in text
+        and "key=overrides.set[0]" in text
+    )
 
 
 def test_unknown_component_lists_allowed_names(catalog):
@@ -163,7 +181,9 @@ def test_all_problems_reported_and_nothing_applied(catalog):
     before = copy.deepcopy({n: c.values for n, c in components.items()})
     cluster = make_cluster(
         overrides=parse_overrides(
-            {"set": ["gpuoperator:dcgm.enabled=false", "nosuch:x=1", "extra:y=2"]}, file="cluster.yaml", cluster="c1"
+            {"set": ["gpuoperator:dcgm.enabled=false", "nosuch:x=1", "extra:y=2"]},
+            file="cluster.yaml",
+            cluster="c1",
         )
     )
     with pytest.raises(GpuclusterError) as exc:
@@ -211,9 +231,15 @@ def test_structured_values_apply_after_scalar_sets(catalog):
 def test_values_file_relative_to_cluster_file(catalog, tmp_path):
     project = tmp_path / "project"
     (project / "values").mkdir(parents=True)
-    (project / "values" / "gpu.yaml").write_text("dcgm:\n  enabled: false\nmigManager:\n  enabled: true\n")
+    (project / "values" / "gpu.yaml").write_text(
+        "dcgm:\n  enabled: false\nmigManager:\n  enabled: true\n"
+    )
     cluster_file = project / "gpucluster.yaml"
-    comps = run(catalog, {"values": [{"component": "gpu-operator", "file": "values/gpu.yaml"}]}, file=str(cluster_file))
+    comps = run(
+        catalog,
+        {"values": [{"component": "gpu-operator", "file": "values/gpu.yaml"}]},
+        file=str(cluster_file),
+    )
     assert comps["gpu-operator"].values["dcgm"] == {"enabled": False}
     assert comps["gpu-operator"].values["migManager"] == {"enabled": True}
 
@@ -229,7 +255,10 @@ def test_values_file_escaping_project_folder_rejected(tmp_path):
             cluster="c1",
         )
     text = error_text(exc)
-    assert "'../outside.yaml' resolves outside the project folder" in text and "key=overrides.values[0].file" in text
+    assert (
+        "'../outside.yaml' resolves outside the project folder" in text
+        and "key=overrides.values[0].file" in text
+    )
 
 
 def test_values_file_symlink_escaping_project_folder_rejected(tmp_path):
@@ -238,14 +267,20 @@ def test_values_file_symlink_escaping_project_folder_rejected(tmp_path):
     (tmp_path / "secret.yaml").write_text("a: 1\n")
     os.symlink(tmp_path / "secret.yaml", project / "link.yaml")
     with pytest.raises(GpuclusterError) as exc:
-        parse_overrides({"values": [{"component": "gpuoperator", "file": "link.yaml"}]}, file=str(project / "c.yaml"), cluster="c1")
+        parse_overrides(
+            {"values": [{"component": "gpuoperator", "file": "link.yaml"}]},
+            file=str(project / "c.yaml"),
+            cluster="c1",
+        )
     assert "resolves outside the project folder" in error_text(exc)
 
 
 def test_values_file_absolute_path_rejected(tmp_path):
     with pytest.raises(GpuclusterError) as exc:
         parse_overrides(
-            {"values": [{"component": "gpuoperator", "file": str(tmp_path / "x.yaml")}]}, file=str(tmp_path / "c.yaml"), cluster="c1"
+            {"values": [{"component": "gpuoperator", "file": str(tmp_path / "x.yaml")}]},
+            file=str(tmp_path / "c.yaml"),
+            cluster="c1",
         )
     assert "is an absolute path" in error_text(exc)
 
@@ -260,7 +295,10 @@ def test_values_entry_needs_exactly_one_of_values_and_file():
 
 
 def test_enabled_false_removes_component_and_prunes_ordering_edges(catalog):
-    comps = run(catalog, {"set": ["networkoperator:enabled=false", "nodewrightcustomizations:enabled=false"]})
+    comps = run(
+        catalog,
+        {"set": ["networkoperator:enabled=false", "nodewrightcustomizations:enabled=false"]},
+    )
     assert "network-operator" not in comps and "nodewright-customizations" not in comps
     assert comps["gpu-operator"].ref.dependency_refs == ["nfd"]
 
@@ -275,7 +313,9 @@ def test_disabling_operator_of_manifest_only_component_names_the_edge(catalog):
 
 
 def test_disabling_both_ends_of_an_edge_is_accepted(catalog):
-    comps = run(catalog, {"set": ["nodewright:enabled=false", "skyhookcustomizations:enabled=false"]})
+    comps = run(
+        catalog, {"set": ["nodewright:enabled=false", "skyhookcustomizations:enabled=false"]}
+    )
     assert "nodewright-operator" not in comps and "nodewright-customizations" not in comps
 
 
@@ -293,21 +333,36 @@ def test_enabled_must_be_boolean(catalog):
 
 def test_enabled_via_structured_values_rejected():
     with pytest.raises(GpuclusterError) as exc:
-        parse_overrides({"values": [{"component": "networkoperator", "values": {"enabled": False}}]}, file="c.yaml", cluster="c1")
+        parse_overrides(
+            {"values": [{"component": "networkoperator", "values": {"enabled": False}}]},
+            file="c.yaml",
+            cluster="c1",
+        )
     text = error_text(exc)
-    assert "'enabled' cannot be given as a structured value" in text and "networkoperator:enabled=false" in text
+    assert (
+        "'enabled' cannot be given as a structured value" in text
+        and "networkoperator:enabled=false" in text
+    )
 
 
 def test_enabling_component_the_recipe_disabled_rejected(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        run(catalog, {"set": ["nvsentinel:enabled=true"]}, recipe=make_recipe(disabled=("nvsentinel",)))
+        run(
+            catalog,
+            {"set": ["nvsentinel:enabled=true"]},
+            recipe=make_recipe(disabled=("nvsentinel",)),
+        )
     text = error_text(exc)
     assert "the recipe disables component 'nvsentinel'" in text and "not supported" in text
 
 
 def test_override_on_component_the_recipe_disabled_rejected(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        run(catalog, {"set": ["nv-sentinel:global.x=1"]}, recipe=make_recipe(disabled=("nvsentinel",)))
+        run(
+            catalog,
+            {"set": ["nv-sentinel:global.x=1"]},
+            recipe=make_recipe(disabled=("nvsentinel",)),
+        )
     assert "'nvsentinel' (alias 'nv-sentinel') is disabled by the recipe" in error_text(exc)
 
 
@@ -315,14 +370,25 @@ def test_disable_plus_other_override_on_same_component_conflicts(catalog):
     with pytest.raises(GpuclusterError) as exc:
         run(catalog, {"set": ["networkoperator:enabled=false", "network-operator:operator.x=1"]})
     text = error_text(exc)
-    assert "conflicting overrides: overrides.set[0] disables 'network-operator'" in text and "key=overrides.set[1]" in text
+    assert (
+        "conflicting overrides: overrides.set[0] disables 'network-operator'" in text
+        and "key=overrides.set[1]" in text
+    )
 
 
 # --------------------------------------------------------------------------- terraform variables
 
 
 def test_variables_recorded_on_component(catalog):
-    comps = run(catalog, {"variables": {"gpuoperator:driver.version": "gpu_driver_version", "nv-sentinel:global.image.tag": "nvs_tag"}})
+    comps = run(
+        catalog,
+        {
+            "variables": {
+                "gpuoperator:driver.version": "gpu_driver_version",
+                "nv-sentinel:global.image.tag": "nvs_tag",
+            }
+        },
+    )
     assert comps["gpu-operator"].terraform_variables == {"driver.version": "gpu_driver_version"}
     assert comps["nvsentinel"].terraform_variables == {"global.image.tag": "nvs_tag"}
 
@@ -360,14 +426,31 @@ def test_variable_on_mapping_rejected(catalog):
 
 def test_variable_and_set_on_same_path_conflict(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        run(catalog, {"set": ["gpuoperator:driver.version=1"], "variables": {"gpuoperator:driver.version": "v"}})
-    assert "is bound to a Terraform variable and also changed by overrides.set[0]" in error_text(exc)
+        run(
+            catalog,
+            {
+                "set": ["gpuoperator:driver.version=1"],
+                "variables": {"gpuoperator:driver.version": "v"},
+            },
+        )
+    assert "is bound to a Terraform variable and also changed by overrides.set[0]" in error_text(
+        exc
+    )
 
 
-@pytest.mark.parametrize("name,needle", [("1abc", "is not a Terraform variable name"), ("count", "reserved by Terraform"), (3, "is not a Terraform")])
+@pytest.mark.parametrize(
+    "name,needle",
+    [
+        ("1abc", "is not a Terraform variable name"),
+        ("count", "reserved by Terraform"),
+        (3, "is not a Terraform"),
+    ],
+)
 def test_invalid_variable_names_rejected(name, needle):
     with pytest.raises(GpuclusterError) as exc:
-        parse_overrides({"variables": {"gpuoperator:driver.version": name}}, file="c.yaml", cluster="c1")
+        parse_overrides(
+            {"variables": {"gpuoperator:driver.version": name}}, file="c.yaml", cluster="c1"
+        )
     assert needle in error_text(exc)
 
 
@@ -383,8 +466,14 @@ def test_invalid_variable_names_rejected(name, needle):
         ({"set": [{"gpuoperator": "x"}]}, "a set entry must be a string, not a dict"),
         ({"values": {"component": "x"}}, "overrides.values must be a list"),
         ({"values": ["x"]}, "a values entry must be a mapping"),
-        ({"values": [{"component": "gpuoperator", "values": [1]}]}, "structured values must be a mapping"),
-        ({"values": [{"component": "gpuoperator", "values": {}, "extra": 1}]}, "unknown key(s) 'extra'"),
+        (
+            {"values": [{"component": "gpuoperator", "values": [1]}]},
+            "structured values must be a mapping",
+        ),
+        (
+            {"values": [{"component": "gpuoperator", "values": {}, "extra": 1}]},
+            "unknown key(s) 'extra'",
+        ),
         ({"variables": ["a"]}, "overrides.variables must be a mapping"),
     ],
 )
@@ -415,9 +504,9 @@ def test_parse_order_sets_then_values_then_variables():
 
 def test_the_pipeline_resolves_the_overrides_once(monkeypatch, tmp_path):
     """Scheduling, policy and the error-file mapping share one ResolvedOverrides value."""
-    from gpucluster.recipes import overrides as overrides_mod
     from gpucluster import pipeline
     from gpucluster.inputs.config import parse_clusters
+    from gpucluster.recipes import overrides as overrides_mod
 
     calls = []
     real = overrides_mod.resolved_overrides
@@ -429,9 +518,26 @@ def test_the_pipeline_resolves_the_overrides_once(monkeypatch, tmp_path):
     monkeypatch.setattr(overrides_mod, "resolved_overrides", counting)
     monkeypatch.setattr("gpucluster.recipes.scheduling.resolved_overrides", counting)
     monkeypatch.setattr("gpucluster.recipes.policy.resolved_overrides", counting)
-    doc = {"clusters": [{"name": "lab", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
-                         "overrides": {"set": ["gpuoperator:devicePlugin.enabled=false", "dradriver:resources.gpus.enabled=true",
-                                               "dradriver:gpuResourcesEnabledOverride=true"]}}]}
+    doc = {
+        "clusters": [
+            {
+                "name": "lab",
+                "criteria": {
+                    "service": "aks",
+                    "accelerator": "h100",
+                    "os": "ubuntu",
+                    "intent": "training",
+                },
+                "overrides": {
+                    "set": [
+                        "gpuoperator:devicePlugin.enabled=false",
+                        "dradriver:resources.gpus.enabled=true",
+                        "dradriver:gpuResourcesEnabledOverride=true",
+                    ]
+                },
+            }
+        ]
+    }
     (spec,) = parse_clusters(doc, source="clusters.yaml", root=tmp_path)
     plan = pipeline.build_plan(spec)
     assert calls == ["lab"]

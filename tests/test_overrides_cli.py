@@ -29,7 +29,11 @@ def test_plan_set_rdma_opt_out_removes_releases(monkeypatch, tmp_path):
     )
     assert code == 0, err
     ids = {n["id"] for n in json.loads(out)[0]["nodes"]}
-    assert "gpu-operator" in ids and "network-operator" not in ids and "nodewright-customizations" not in ids
+    assert (
+        "gpu-operator" in ids
+        and "network-operator" not in ids
+        and "nodewright-customizations" not in ids
+    )
     assert "info[DEPENDENCY-PRUNED]" in err
 
 
@@ -44,7 +48,9 @@ def test_graph_set_malformed_names_the_flag(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     code, _, err = run("graph", "--set", "gpuoperator:driver.enabled")
     assert code == 2
-    assert "error[input] file=--set key=--set[0]: 'gpuoperator:driver.enabled' has no '=value'" in err
+    assert (
+        "error[input] file=--set key=--set[0]: 'gpuoperator:driver.enabled' has no '=value'" in err
+    )
 
 
 def test_plan_set_deprecation_warning_names_the_flag(monkeypatch, tmp_path):
@@ -59,4 +65,7 @@ def test_plan_set_deprecation_warning_names_the_flag(monkeypatch, tmp_path):
         "gpuoperator:devicePlugin.enabled=false",
     )
     assert code == 0, err
-    assert err.count("warning[POLICY-KEY-OVERRIDE]") == 3 and "--set[2] overrides the allocation-policy key 'devicePlugin.enabled'" in err
+    assert (
+        err.count("warning[POLICY-KEY-OVERRIDE]") == 3
+        and "--set[2] overrides the allocation-policy key 'devicePlugin.enabled'" in err
+    )

@@ -26,10 +26,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpucluster.recipes import catalog as catalog_mod
-from gpucluster import cli, diskcache, plugins as plugins_mod
+from gpucluster import cli, diskcache
+from gpucluster import plugins as plugins_mod
 from gpucluster.charts import manifests
 from gpucluster.errors import GpuclusterError
+from gpucluster.recipes import catalog as catalog_mod
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,8 +53,21 @@ PLAN_AND_MODULES = (
     "print(rc, *[m in sys.modules for m in ('jsonschema', 'importlib.metadata', 'jinja2', 'yaml')]); "
     "print(*sorted(m for m in sys.modules if m.partition('.')[0] in sys.argv[1:])); print(out.getvalue(), end='')"
 )
-NEVER_IMPORTED = ("difflib", "traceback", "cdktf", "cdktn", "constructs", "jsii", "gpucluster_cdk", "helm_python",
-                  "kubernetes_validate", "gpucluster.recipes.recipe_result", "gpucluster.recipes.recipe_result_writer", "gpucluster.verify.render", "gpucluster.verify.lint")
+NEVER_IMPORTED = (
+    "difflib",
+    "traceback",
+    "cdktf",
+    "cdktn",
+    "constructs",
+    "jsii",
+    "gpucluster_cdk",
+    "helm_python",
+    "kubernetes_validate",
+    "gpucluster.recipes.recipe_result",
+    "gpucluster.recipes.recipe_result_writer",
+    "gpucluster.verify.render",
+    "gpucluster.verify.lint",
+)
 """Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
 Helm's engine and the lint and RecipeResult modules are for other commands)."""
 
@@ -61,12 +75,20 @@ Helm's engine and the lint and RecipeResult modules are for other commands)."""
 def _plan_subprocess(cache_dir, cwd) -> tuple[str, str]:
     """(first line ``rc jsonschema-imported importlib.metadata-imported jinja2-imported yaml-imported``,
     plan output) of a fresh process; asserts that it imported none of :data:`NEVER_IMPORTED`."""
-    res = subprocess.run([sys.executable, "-c", PLAN_AND_MODULES, *{m.partition(".")[0] for m in NEVER_IMPORTED}],
-                         env=_env(cache_dir), cwd=cwd, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", PLAN_AND_MODULES, *{m.partition(".")[0] for m in NEVER_IMPORTED}],
+        env=_env(cache_dir),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     first, _, rest = res.stdout.partition("\n")
     imported, _, rest = rest.partition("\n")
-    unwanted = [m for m in imported.split() if m in NEVER_IMPORTED or m.partition(".")[0] in NEVER_IMPORTED]
+    unwanted = [
+        m for m in imported.split() if m in NEVER_IMPORTED or m.partition(".")[0] in NEVER_IMPORTED
+    ]
     assert not unwanted, f"a plan imported {unwanted}"
     return first, rest
 
@@ -146,7 +168,11 @@ def test_a_marker_vouches_only_for_the_bytes_it_was_written_for(cache, core_copy
     warm = _load_and_index(core_copy)
     assert core_copy / "registry.yaml" in warm.schema_vouched
     assert core_copy / "overlays" / "base.yaml" in warm.schema_vouched
-    assert warm.components == cold.components and warm.overlays == cold.overlays and warm.mixins == cold.mixins
+    assert (
+        warm.components == cold.components
+        and warm.overlays == cold.overlays
+        and warm.mixins == cold.mixins
+    )
     # an overlay changed into one its schema refuses: no marker matches, the error line is today's
     overlay = core_copy / "overlays" / "base.yaml"
     doc = overlay.read_text()
@@ -170,16 +196,24 @@ def test_an_invalid_registry_is_refused_with_a_warm_cache(cache, core_copy):
     assert "invalid registry" in err.value.render()
 
 
-def test_a_corrupt_or_stale_marker_is_ignored_and_the_catalog_validated_again(cache, core_copy, monkeypatch):
+def test_a_corrupt_or_stale_marker_is_ignored_and_the_catalog_validated_again(
+    cache, core_copy, monkeypatch
+):
     _load_and_index(core_copy)
     (marker,) = _markers(cache)
     marker.write_bytes(marker.read_bytes().replace(b"valid", b"vilad"))
     calls = []
     original = catalog_mod.validate_registry
-    monkeypatch.setattr(catalog_mod, "validate_registry", lambda data, file: (calls.append(file), original(data, file)))
+    monkeypatch.setattr(
+        catalog_mod,
+        "validate_registry",
+        lambda data, file: (calls.append(file), original(data, file)),
+    )
     again = _load_and_index(core_copy)
     assert again.schema_vouched == frozenset() and calls == [str(core_copy / "registry.yaml")]
-    assert diskcache.get(catalog_mod.VALID_MARKER_KIND, marker.name) == b"valid\n"  # rewritten whole
+    assert (
+        diskcache.get(catalog_mod.VALID_MARKER_KIND, marker.name) == b"valid\n"
+    )  # rewritten whole
     # another gpucluster version (or schema source, or jsonschema) is another key: validated again
     monkeypatch.setattr("gpucluster.__version__", "0.0.0-other")
     calls.clear()
@@ -204,7 +238,11 @@ def test_a_third_party_catalog_folder_is_validated_on_every_load(cache, tmp_path
 def test_the_shipped_plugin_packages_are_the_entry_points_gpucluster_declares():
     text = (REPO / "pyproject.toml").read_text()
     section = text.split("[project.entry-points.gpucluster]", 1)[1].split("\n[", 1)[0]
-    modules = sorted(line.split("=", 1)[1].strip().strip('"') for line in section.strip().splitlines() if "=" in line)
+    modules = sorted(
+        line.split("=", 1)[1].strip().strip('"')
+        for line in section.strip().splitlines()
+        if "=" in line
+    )
     assert modules == sorted(catalog_mod.SHIPPED_PLUGIN_PACKAGES)
 
 
@@ -222,11 +260,15 @@ def test_cached_entry_points_register_what_pluggy_registers(cache, monkeypatch):
     reference.add_hookspecs(plugins_mod.hookspecs)
     reference.load_setuptools_entrypoints(plugins_mod.ENTRY_POINT_GROUP)
     expected = _registered(reference)
-    expected_dists = [(p.__name__, d.project_name, d.version) for p, d in reference.list_plugin_distinfo()]
+    expected_dists = [
+        (p.__name__, d.project_name, d.version) for p, d in reference.list_plugin_distinfo()
+    ]
     for _ in range(2):  # cold (scan, write), then warm (read)
         pm = plugins_mod.new_plugin_manager(env={})
         assert _registered(pm) == expected
-        assert [(p.__name__, d.project_name, d.version) for p, d in pm.list_plugin_distinfo()] == expected_dists
+        assert [
+            (p.__name__, d.project_name, d.version) for p, d in pm.list_plugin_distinfo()
+        ] == expected_dists
     assert len(list((cache / plugins_mod.ENTRY_POINT_CACHE_KIND).glob("*"))) == 1
     # a corrupt list is a miss: scanned again
     (entry,) = (cache / plugins_mod.ENTRY_POINT_CACHE_KIND).glob("*")
@@ -234,7 +276,9 @@ def test_cached_entry_points_register_what_pluggy_registers(cache, monkeypatch):
     assert _registered(plugins_mod.new_plugin_manager(env={})) == expected
 
 
-def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tmp_path, monkeypatch):
+def test_a_distribution_installed_after_the_cache_was_written_is_found(
+    cache, tmp_path, monkeypatch
+):
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
@@ -244,15 +288,21 @@ def test_a_distribution_installed_after_the_cache_was_written_is_found(cache, tm
     )
     info = site / "gpucluster_cachetest-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[gpucluster]\ncachetest = gpucluster_cachetest_plugin\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[gpucluster]\ncachetest = gpucluster_cachetest_plugin\n"
+    )
     try:
         pm = plugins_mod.new_plugin_manager(env={})
         assert ("cachetest", "gpucluster_cachetest_plugin") in _registered(pm)
         assert len(_registered(pm)) == len(before) + 1
         dists = {p.__name__: (d.project_name, d.version) for p, d in pm.list_plugin_distinfo()}
         assert dists["gpucluster_cachetest_plugin"] == ("gpucluster-cachetest", "1.0")
-        (info / "entry_points.txt").write_text("[gpucluster]\n")  # changed in place: not registered any more
+        (info / "entry_points.txt").write_text(
+            "[gpucluster]\n"
+        )  # changed in place: not registered any more
         assert _registered(plugins_mod.new_plugin_manager(env={})) == before
     finally:
         sys.modules.pop("gpucluster_cachetest_plugin", None)
@@ -262,7 +312,9 @@ def test_an_edit_of_the_scanning_code_is_another_entry_point_key(cache, tmp_path
     """A checkout whose plugins.py changed (no version bump) must not reuse a list the old code made."""
     scans = []
     real_scan = plugins_mod._scan_entry_points
-    monkeypatch.setattr(plugins_mod, "_scan_entry_points", lambda group: scans.append(group) or real_scan(group))
+    monkeypatch.setattr(
+        plugins_mod, "_scan_entry_points", lambda group: scans.append(group) or real_scan(group)
+    )
     plugins_mod.new_plugin_manager(env={})
     plugins_mod.new_plugin_manager(env={})
     assert len(scans) == 1  # warm: read from the cache
@@ -278,27 +330,38 @@ def test_an_edit_of_the_scanning_code_is_another_entry_point_key(cache, tmp_path
     assert len(scans) == 2
 
 
-def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_again(cache, tmp_path, monkeypatch):
+def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_again(
+    cache, tmp_path, monkeypatch
+):
     """An editable install's metadata rewritten in place: same name, same size, mtime put back
     (os.utime, or a coarse-mtime file system): the cached list must not be reused."""
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     for name in ("gpucluster_cachetest_a", "gpucluster_cachetest_b"):
-        (site / f"{name}.py").write_text("from gpucluster.sdk import hookimpl\n\n@hookimpl\ndef gpucluster_catalog_dirs():\n    return None\n")
+        (site / f"{name}.py").write_text(
+            "from gpucluster.sdk import hookimpl\n\n@hookimpl\ndef gpucluster_catalog_dirs():\n    return None\n"
+        )
     info = site / "gpucluster_cachetest-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: gpucluster-cachetest\nVersion: 1.0\n"
+    )
     eps = info / "entry_points.txt"
     eps.write_text("[gpucluster]\ncachetest = gpucluster_cachetest_a\n")
     try:
-        assert ("cachetest", "gpucluster_cachetest_a") in _registered(plugins_mod.new_plugin_manager(env={}))
+        assert ("cachetest", "gpucluster_cachetest_a") in _registered(
+            plugins_mod.new_plugin_manager(env={})
+        )
         st = eps.stat()
         eps.write_text("[gpucluster]\ncachetest = gpucluster_cachetest_b\n")
         os.utime(eps, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert eps.stat().st_size == st.st_size and eps.stat().st_mtime_ns == st.st_mtime_ns
         registered = _registered(plugins_mod.new_plugin_manager(env={}))
-        assert ("cachetest", "gpucluster_cachetest_b") in registered and ("cachetest", "gpucluster_cachetest_a") not in registered
+        assert ("cachetest", "gpucluster_cachetest_b") in registered and (
+            "cachetest",
+            "gpucluster_cachetest_a",
+        ) not in registered
     finally:
         sys.modules.pop("gpucluster_cachetest_a", None)
         sys.modules.pop("gpucluster_cachetest_b", None)
@@ -307,10 +370,14 @@ def test_an_entry_point_file_rewritten_with_the_same_size_and_mtime_is_read_agai
 # --------------------------------------------------------------------------- the whole plan, as a process
 
 
-def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_jinja2_nor_yaml(tmp_path):
+def test_a_warm_default_plan_imports_neither_jsonschema_importlib_metadata_jinja2_nor_yaml(
+    tmp_path,
+):
     cache_dir = tmp_path / "cache"
     cold, cold_out = _plan_subprocess(cache_dir, tmp_path)
-    assert cold == "0 True True True True"  # nothing cached: validated, distributions scanned, templates rendered, parsed
+    assert (
+        cold == "0 True True True True"
+    )  # nothing cached: validated, distributions scanned, templates rendered, parsed
     warm, warm_out = _plan_subprocess(cache_dir, tmp_path)
     assert warm == "0 False False False False"
     off, off_out = _plan_subprocess("off", tmp_path)
@@ -342,24 +409,34 @@ def test_a_cli_plan_is_the_same_with_an_unwritable_cache(tmp_path, monkeypatch):
 
 
 WHERE = {"source": "components/x/manifests/cm.yaml.j2", "cluster": "lab", "component": "x"}
-CM = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}\ndata:\n  k: '{{ values.k }}'\n"
+CM = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ name }}\ndata:\n  k: '{{ values.k }}'\n"
+)
 
 
 def _renderings(cache: Path) -> list[Path]:
     return sorted((cache / manifests.RENDER_CACHE_KIND).glob("*"))
 
 
-def test_a_cached_rendering_is_the_rendered_objects_and_a_corrupt_one_is_rendered_again(cache, monkeypatch):
+def test_a_cached_rendering_is_the_rendered_objects_and_a_corrupt_one_is_rendered_again(
+    cache, monkeypatch
+):
     context = {"name": "cm", "values": {"k": "v", "n": [1, 2.5, None, True]}}
     rendered = manifests.render_template(CM, context, **WHERE)
-    assert manifests.render_shipped_template(CM, context, **WHERE) == rendered  # cold: rendered, kept
+    assert (
+        manifests.render_shipped_template(CM, context, **WHERE) == rendered
+    )  # cold: rendered, kept
     (entry,) = _renderings(cache)
     calls = []
     monkeypatch.setattr(manifests, "render_template", lambda *a, **k: calls.append(1) or rendered)
     warm = manifests.render_shipped_template(CM, context, **WHERE)
     assert warm == rendered and calls == []
-    assert warm is not manifests.render_shipped_template(CM, context, **WHERE)  # every caller its own copy
-    other = manifests.render_shipped_template(CM, {**context, "name": "other"}, **WHERE)  # another context: rendered
+    assert warm is not manifests.render_shipped_template(
+        CM, context, **WHERE
+    )  # every caller its own copy
+    other = manifests.render_shipped_template(
+        CM, {**context, "name": "other"}, **WHERE
+    )  # another context: rendered
     assert calls == [1] and other == rendered
     entry.write_bytes(entry.read_bytes()[:-2] + b"xx")
     assert manifests.render_shipped_template(CM, context, **WHERE) == rendered and calls == [1, 1]
@@ -405,7 +482,10 @@ def test_a_rendering_that_changes_its_context_or_has_no_plain_key_is_not_cached(
     assert _renderings(cache) == []
     shared = {"a": 1}  # an object twice in the objects: not plain (YAML would write an alias)
     docs = manifests.render_shipped_template(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: &d {k: v}\nbinaryData: *d\n", {}, **WHERE)
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: &d {k: v}\nbinaryData: *d\n",
+        {},
+        **WHERE,
+    )
     assert docs[0]["data"] is docs[0]["binaryData"] and _renderings(cache) == [] and shared
 
 
@@ -413,9 +493,13 @@ def test_only_templates_of_the_shipped_catalog_are_cached(tmp_path):
     third = tmp_path / "third-party"
     (third / "components" / "x" / "manifests").mkdir(parents=True)
     (third / "components" / "x" / "manifests" / "cm.yaml.j2").write_text(CM)
-    cat = catalog_mod.Catalog(dirs=[catalog_mod.CORE_CATALOG_DIR, third], components={}, overlays={}, mixins={})
+    cat = catalog_mod.Catalog(
+        dirs=[catalog_mod.CORE_CATALOG_DIR, third], components={}, overlays={}, mixins={}
+    )
     assert manifests._shipped(cat, "components/x/manifests/cm.yaml.j2") is False
-    shipped = next(catalog_mod.CORE_CATALOG_DIR.glob("components/*/manifests/*.j2")).relative_to(catalog_mod.CORE_CATALOG_DIR)
+    shipped = next(catalog_mod.CORE_CATALOG_DIR.glob("components/*/manifests/*.j2")).relative_to(
+        catalog_mod.CORE_CATALOG_DIR
+    )
     assert manifests._shipped(cat, shipped.as_posix()) is True
 
 
@@ -437,7 +521,9 @@ def test_every_catalog_file_parses_alike_from_the_cache_and_a_corrupt_entry_is_p
     for entry in entries:
         entry.write_bytes(entry.read_bytes()[:-1])
     path = files[0]
-    assert repr(catalog_mod._parse_yaml(path.read_text(), path)) == repr(catalog_mod._parse_yaml_text(path.read_text(), path))
+    assert repr(catalog_mod._parse_yaml(path.read_text(), path)) == repr(
+        catalog_mod._parse_yaml_text(path.read_text(), path)
+    )
 
 
 def test_a_parse_entry_with_a_good_checksum_but_not_plain_data_is_a_miss(cache):
@@ -459,7 +545,9 @@ def test_a_parse_entry_with_a_good_checksum_but_not_plain_data_is_a_miss(cache):
         assert repr(catalog_mod._parse_yaml(text, path)) == repr(reference)
 
 
-def test_a_user_file_parses_alike_from_the_cache_and_its_errors_are_never_cached(cache, tmp_path, monkeypatch):
+def test_a_user_file_parses_alike_from_the_cache_and_its_errors_are_never_cached(
+    cache, tmp_path, monkeypatch
+):
     """yamlsafe keeps what a strict parse gave (a warm plan reads the cluster file's data without
     PyYAML); a corrupt entry is parsed again; a refused text raises the same line every time."""
     from gpucluster import yamlsafe
@@ -484,8 +572,20 @@ def test_a_user_file_parses_alike_from_the_cache_and_its_errors_are_never_cached
 
 
 def test_chart_texts_parse_alike_from_the_cache(cache):
-    docs = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "0.10", "n": "{{ x }}"}},
-            {"apiVersion": "example.com/v1", "kind": "X", "metadata": {"name": "b"}, "spec": {"n": [1, 2.5, None, True]}}]
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "a"},
+            "data": {"k": "0.10", "n": "{{ x }}"},
+        },
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "X",
+            "metadata": {"name": "b"},
+            "spec": {"n": [1, 2.5, None, True]},
+        },
+    ]
     text = manifests.dump_documents(docs)
     manifests._PARSED.clear()
     cold = manifests.chart_documents(text)
@@ -501,11 +601,18 @@ def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
         with pytest.raises(GpuclusterError) as err:
             catalog_mod._parse_yaml("a: [\n", bad)
         assert "invalid YAML" in err.value.render()
-    assert catalog_mod._parse_yaml("when: 2024-01-01\n", bad) == catalog_mod._parse_yaml_text("when: 2024-01-01\n", bad)
+    assert catalog_mod._parse_yaml("when: 2024-01-01\n", bad) == catalog_mod._parse_yaml_text(
+        "when: 2024-01-01\n", bad
+    )
     shared = catalog_mod._parse_yaml("a: &x {k: v}\nb: *x\n", bad)
     assert shared["a"] is shared["b"]
-    assert not (cache / catalog_mod.PARSE_CACHE_KIND).exists() or list((cache / catalog_mod.PARSE_CACHE_KIND).glob("*")) == []
-    assert diskcache.is_plain({"a": [1, 2.0, None, True, "s"], 1: {}}) and not diskcache.is_plain({"a": (1,)})
+    assert (
+        not (cache / catalog_mod.PARSE_CACHE_KIND).exists()
+        or list((cache / catalog_mod.PARSE_CACHE_KIND).glob("*")) == []
+    )
+    assert diskcache.is_plain({"a": [1, 2.0, None, True, "s"], 1: {}}) and not diskcache.is_plain(
+        {"a": (1,)}
+    )
 
 
 # --------------------------------------------------------------------------- dumped documents
@@ -513,8 +620,18 @@ def test_yaml_errors_and_non_plain_results_are_not_cached(cache, tmp_path):
 
 def test_a_cached_dump_is_the_dump_and_a_corrupt_one_is_dumped_again(cache):
     docs = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"script": "set -e\necho {{x}}\n", "n": "1.0"}},
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "labels": {"a": "é"}}, "stringData": {"k": "yes"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm"},
+            "data": {"script": "set -e\necho {{x}}\n", "n": "1.0"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s", "labels": {"a": "é"}},
+            "stringData": {"k": "yes"},
+        },
     ]
     expected = [yaml_dump(d) for d in docs]
     for _ in range(2):  # cold (dumped, kept), then warm (read)
@@ -523,14 +640,15 @@ def test_a_cached_dump_is_the_dump_and_a_corrupt_one_is_dumped_again(cache):
     entries = sorted((cache / manifests.DUMP_CACHE_KIND).glob("*"))
     assert len(entries) == 2
     for entry in entries:
-        entry.write_bytes(entry.read_bytes().replace(b"ConfigMap", b"ConfigMaq").replace(b"Secret", b"Secreu"))
+        entry.write_bytes(
+            entry.read_bytes().replace(b"ConfigMap", b"ConfigMaq").replace(b"Secret", b"Secreu")
+        )
     manifests._DUMPED.clear()
     assert [manifests._dump_one(d, manifests._DOCUMENT_OPTIONS)[0] for d in docs] == expected
     manifests._DUMPED.clear()
 
 
 def yaml_dump(doc):
-    import yaml
 
     return manifests._yaml_dump(doc, manifests._DOCUMENT_OPTIONS)
 
@@ -544,7 +662,14 @@ def _plant(folder: Path, kind: str, key: str, payload: bytes) -> Path:
 
     (folder / kind).mkdir(parents=True, exist_ok=True)
     path = folder / kind / key
-    path.write_bytes(diskcache._MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    path.write_bytes(
+        diskcache._MAGIC
+        + key.encode()
+        + b"\n"
+        + hashlib.sha256(payload).hexdigest().encode()
+        + b"\n"
+        + payload
+    )
     return path
 
 
@@ -591,11 +716,19 @@ def test_a_cache_owned_by_another_user_is_not_trusted(planted, monkeypatch):
 
     def fake_stat(path, *a, **kw):
         st = real_stat(path, *a, **kw)
-        return _Other(st) if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev) else st
+        return (
+            _Other(st)
+            if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev)
+            else st
+        )
 
     def fake_fstat(fd):
         st = real_fstat(fd)
-        return _Other(st) if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev) else st
+        return (
+            _Other(st)
+            if (st.st_ino, st.st_dev) == (real_stat(owner).st_ino, real_stat(owner).st_dev)
+            else st
+        )
 
     monkeypatch.setattr(diskcache.os, "stat", fake_stat)
     monkeypatch.setattr(diskcache.os, "fstat", fake_fstat)
@@ -622,15 +755,23 @@ def test_a_forged_parse_entry_in_a_shared_folder_does_not_change_the_catalog(tmp
     assert repr(catalog_mod._parse_yaml(text, path)) == repr(honest)
 
 
-def test_a_forged_valid_marker_in_a_shared_folder_does_not_skip_validation(tmp_path, core_copy, monkeypatch):
+def test_a_forged_valid_marker_in_a_shared_folder_does_not_skip_validation(
+    tmp_path, core_copy, monkeypatch
+):
     folder = tmp_path / "shared"
     folder.mkdir()
     folder.chmod(0o777)
     monkeypatch.setenv(diskcache.CACHE_DIR_ENV, str(folder))
     reg = core_copy / "registry.yaml"
     reg.write_text(reg.read_text().replace("components:", "bogus: 1\ncomponents:", 1))
-    files = [(p.relative_to(core_copy).as_posix(), p.read_bytes()) for p in
-             [reg, *sorted((core_copy / "overlays").glob("*.yaml")), *sorted((core_copy / "mixins").glob("*.yaml"))]]
+    files = [
+        (p.relative_to(core_copy).as_posix(), p.read_bytes())
+        for p in [
+            reg,
+            *sorted((core_copy / "overlays").glob("*.yaml")),
+            *sorted((core_copy / "mixins").glob("*.yaml")),
+        ]
+    ]
     _plant(folder, catalog_mod.VALID_MARKER_KIND, catalog_mod.schema_marker_key(files), b"valid\n")
     with pytest.raises(GpuclusterError) as err:
         _load_and_index(core_copy)
@@ -648,8 +789,15 @@ def test_nothing_is_created_in_a_world_writable_cache_folder(tmp_path, monkeypat
     assert list(folder.iterdir()) == []
 
 
-@pytest.mark.parametrize("module, distribution", [("yaml", "pyyaml-"), ("jsonschema", "jsonschema-"), ("jinja2", "jinja2-"),
-                                                  ("referencing", "referencing-")])
+@pytest.mark.parametrize(
+    "module, distribution",
+    [
+        ("yaml", "pyyaml-"),
+        ("jsonschema", "jsonschema-"),
+        ("jinja2", "jinja2-"),
+        ("referencing", "referencing-"),
+    ],
+)
 def test_an_install_identity_names_the_distribution_and_its_version(module, distribution):
     """A cache key changes on an upgrade: the identity holds the installed distribution's
     ``<name>-<version>.dist-info`` (PyYAML's distribution is not named like its module)."""

@@ -24,12 +24,15 @@ from gpucluster.inputs.config import load_clusters
 
 CLUSTERS = """\
 clusters:
-""" + "".join(f"""\
+""" + "".join(
+    f"""\
   - name: {name}
     criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}
     profile: {{gpuStack: azure-managed}}
     kubernetesVersion: "1.34"
-""" for name in ("one", "two", "three"))
+"""
+    for name in ("one", "two", "three")
+)
 
 
 def _clear_memos() -> None:
@@ -102,8 +105,24 @@ def _reference(doc) -> str:
 
 def test_memoized_dump_tells_apart_what_yaml_writes_differently():
     manifests._DUMPED.clear()
-    docs = [{"v": True}, {"v": 1}, {"v": 1.0}, {"v": "1"}, {"v": None}, {"v": "true"}, {"v": [1]}, {"v": {"1": 1}},
-            {"v": -0.0}, {"v": 0.0}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, {1: "a"}, {True: "a"}, {None: "a"}, ["1"]]
+    docs = [
+        {"v": True},
+        {"v": 1},
+        {"v": 1.0},
+        {"v": "1"},
+        {"v": None},
+        {"v": "true"},
+        {"v": [1]},
+        {"v": {"1": 1}},
+        {"v": -0.0},
+        {"v": 0.0},
+        {"a": 1, "b": 2},
+        {"b": 2, "a": 1},
+        {1: "a"},
+        {True: "a"},
+        {None: "a"},
+        ["1"],
+    ]
     texts = [manifests.dump_documents([d]) for d in docs]
     assert texts == [_reference(d) for d in docs]
     assert len(set(texts)) == len(texts)
@@ -129,24 +148,38 @@ def test_rendered_documents_are_the_callers_own():
     first[0]["data"]["k"] = "mutated"
     first[0]["metadata"]["labels"] = {"mutated": "yes"}
     again = manifests.render_template(text, {"name": "cm"}, **where)
-    assert again == [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}]
+    assert again == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "v"}}
+    ]
 
 
 # --------------------------------------------------------------------------- libyaml's emitter
+
 
 def _texts(pieces: list[str], max_size: int) -> st.SearchStrategy[str]:
     return st.lists(st.sampled_from(pieces), max_size=max_size).map("".join)
 
 
 ASCII = [chr(c) for c in range(32, 127)] + ["\n", "\n", " ", " "]
-TEXT = _texts(ASCII + ["\t", "\r", "\x85", "\u2028", "\xa0", "é", "\U0001F600", "\x7f", "{{"], 30)
+TEXT = _texts(ASCII + ["\t", "\r", "\x85", "\u2028", "\xa0", "é", "\U0001f600", "\x7f", "{{"], 30)
 ASCII_TEXT = _texts(ASCII + ["{{", ": ", "- ", "#", "\n  ", "  \n"], 40)
 
 
-def _documents(text: st.SearchStrategy[str], keys: st.SearchStrategy[str]) -> st.SearchStrategy[dict]:
+def _documents(
+    text: st.SearchStrategy[str], keys: st.SearchStrategy[str]
+) -> st.SearchStrategy[dict]:
     scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), text)
-    return st.dictionaries(keys, st.recursive(scalars, lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)), max_leaves=25), max_size=5)
+    return st.dictionaries(
+        keys,
+        st.recursive(
+            scalars,
+            lambda inner: st.one_of(
+                st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)
+            ),
+            max_leaves=25,
+        ),
+        max_size=5,
+    )
 
 
 LONG_KEYS = st.builds(lambda s, n: (s or "k") * n, ASCII_TEXT, st.integers(1, 12))
@@ -183,9 +216,19 @@ def test_the_libyaml_emitter_is_used_for_the_stacks_documents(monkeypatch):
     assert ("Job", True) in seen and ("ClusterRole", True) in seen
 
 
-@pytest.mark.parametrize("doc", [
-    {"": 1}, {"k" * 125: 1}, {"a\nb": 1}, {"k": "a\n\n"}, {"k": "\n"}, {"k": "\U0001F600"}, {"k": "a\x85b"}, {"k": "\t"},
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"": 1},
+        {"k" * 125: 1},
+        {"a\nb": 1},
+        {"k": "a\n\n"},
+        {"k": "\n"},
+        {"k": "\U0001f600"},
+        {"k": "a\x85b"},
+        {"k": "\t"},
+    ],
+)
 def test_documents_libyaml_writes_otherwise_take_the_pure_python_emitter(doc):
     assert not manifests._plain_key(doc)[1]
     manifests._DUMPED.clear()
@@ -211,4 +254,6 @@ def test_static_catalog_templates_parse_alike_with_libyaml_and_pyyaml():
     assert static, "no static template in the catalog"
     for path in static:
         text = path.read_text(encoding="utf-8")
-        assert repr(list(yaml.load_all(text, Loader=yaml.CSafeLoader))) == repr(list(yaml.safe_load_all(text))), path
+        assert repr(list(yaml.load_all(text, Loader=yaml.CSafeLoader))) == repr(
+            list(yaml.safe_load_all(text))
+        ), path

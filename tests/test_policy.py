@@ -6,12 +6,20 @@ The cluster's service is ``testsvc`` so no platform plugin adds findings.
 from __future__ import annotations
 
 import pytest
+from policy_helpers import (
+    base_values,
+    by_id,
+    ids,
+    make_catalog,
+    make_cluster,
+    make_components,
+    make_recipe,
+)
 
-from gpucluster.model import NodeScheduling, Taint, Toleration
-from gpucluster.recipes.overrides import apply_overrides, parse_overrides
+from gpucluster.model import NodeScheduling, Toleration
 from gpucluster.policy_keys import policy_owned_paths
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 from gpucluster.recipes.policy import ALLOCATION_POLICY_KEYS, evaluate, tolerates
-from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
 
 
 @pytest.fixture
@@ -19,7 +27,16 @@ def catalog(tmp_path):
     return make_catalog(tmp_path)
 
 
-def check(catalog, *, values=None, recipe=None, overrides=None, scheduling=None, profile="azure-managed", **cluster_kw):
+def check(
+    catalog,
+    *,
+    values=None,
+    recipe=None,
+    overrides=None,
+    scheduling=None,
+    profile="azure-managed",
+    **cluster_kw,
+):
     recipe = recipe or make_recipe(profile=profile, service="testsvc")
     components = make_components(recipe, values)
     cluster = make_cluster(
@@ -62,34 +79,65 @@ def test_dra_only_through_overrides_accepted_with_deprecation_warnings(catalog):
     findings = check(
         catalog,
         overrides={
-            "set": ["dradriver:resources.gpus.enabled=true", "dradriver:gpuResourcesEnabledOverride=true", "gpuoperator:devicePlugin.enabled=false"]
+            "set": [
+                "dradriver:resources.gpus.enabled=true",
+                "dradriver:gpuResourcesEnabledOverride=true",
+                "gpuoperator:devicePlugin.enabled=false",
+            ]
         },
     )
     assert ids(findings, "error") == []
     warnings = by_id(findings, "POLICY-KEY-OVERRIDE")
-    assert sorted(f.key for f in warnings) == ["devicePlugin.enabled", "gpuResourcesEnabledOverride", "resources.gpus.enabled"]
-    assert all(f.severity == "warning" and "deprecated" in f.message and "recipe overlay" in f.fix for f in warnings)
+    assert sorted(f.key for f in warnings) == [
+        "devicePlugin.enabled",
+        "gpuResourcesEnabledOverride",
+        "resources.gpus.enabled",
+    ]
+    assert all(
+        f.severity == "warning" and "deprecated" in f.message and "recipe overlay" in f.fix
+        for f in warnings
+    )
 
 
 def test_dual_advertisement_rejected(catalog):
     findings = check(
         catalog,
-        values=with_values({("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True, ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}),
+        values=with_values(
+            {
+                ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+                ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True,
+            }
+        ),
     )
     [f] = by_id(findings, "GPU-ADVERTISER")
-    assert f.severity == "error" and "dual advertisement" in f.message and "double-allocate" in f.message
+    assert (
+        f.severity == "error"
+        and "dual advertisement" in f.message
+        and "double-allocate" in f.message
+    )
     assert f.component == "nvidia-dra-driver-gpu" and f.key == "resources.gpus.enabled"
 
 
 def test_partial_flip_gpus_without_waiver_rejected(catalog):
-    findings = check(catalog, values=with_values({("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True, ("gpu-operator", "devicePlugin.enabled"): False}))
+    findings = check(
+        catalog,
+        values=with_values(
+            {
+                ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+                ("gpu-operator", "devicePlugin.enabled"): False,
+            }
+        ),
+    )
     [f] = by_id(findings, "GPU-ADVERTISER")
     assert "partial flip" in f.message and f.key == "gpuResourcesEnabledOverride"
     assert "set all three keys together" in f.fix
 
 
 def test_inert_waiver_rejected(catalog):
-    findings = check(catalog, values=with_values({("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}))
+    findings = check(
+        catalog,
+        values=with_values({("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}),
+    )
     [f] = by_id(findings, "GPU-ADVERTISER")
     assert "inert waiver" in f.message
 
@@ -119,13 +167,18 @@ def test_disabling_gpu_operator_leaves_no_advertiser(catalog):
     [f] = by_id(findings, "GPU-ADVERTISER")
     assert "gpu-operator is disabled" in f.message
     [w] = by_id(findings, "POLICY-KEY-OVERRIDE")
-    assert "disables 'gpu-operator'" in w.message and "changes the whole-GPU allocation policy" in w.message
+    assert (
+        "disables 'gpu-operator'" in w.message
+        and "changes the whole-GPU allocation policy" in w.message
+    )
 
 
 def test_disabling_gpu_operator_with_dra_only_is_accepted(catalog):
     recipe = make_recipe(profile=None, service="testsvc")
     values = with_values(DRA_ONLY)
-    findings = check(catalog, recipe=recipe, values=values, overrides={"set": ["gpuoperator:enabled=false"]})
+    findings = check(
+        catalog, recipe=recipe, values=values, overrides={"set": ["gpuoperator:enabled=false"]}
+    )
     assert "GPU-ADVERTISER" not in ids(findings)
 
 
@@ -133,7 +186,9 @@ def test_disabling_gpu_operator_with_dra_only_is_accepted(catalog):
 
 
 def test_string_false_toggle_rejected(catalog):
-    findings = check(catalog, profile=None, overrides={"set": ["gpuoperator:devicePlugin.enabled='false'"]})
+    findings = check(
+        catalog, profile=None, overrides={"set": ["gpuoperator:devicePlugin.enabled='false'"]}
+    )
     [f] = by_id(findings, "GPU-TOGGLE-TYPE")
     assert f.key == "devicePlugin.enabled" and "the string 'false', not a boolean" in f.message
     assert "YAML boolean without quotes" in f.fix
@@ -165,19 +220,39 @@ def operator_managed_values(extra=None):
 
 
 def test_operator_managed_lockstep_accepted(catalog):
-    assert check(catalog, profile="operator-managed", values=operator_managed_values() | {"nvsentinel": {"labeler": {"assumeDriverInstalled": False}, "metadata-collector": {"runtimeClassName": "nvidia"}}}) == []
+    assert (
+        check(
+            catalog,
+            profile="operator-managed",
+            values=operator_managed_values()
+            | {
+                "nvsentinel": {
+                    "labeler": {"assumeDriverInstalled": False},
+                    "metadata-collector": {"runtimeClassName": "nvidia"},
+                }
+            },
+        )
+        == []
+    )
 
 
 def test_operator_managed_trailing_slash_is_the_same_root(catalog):
-    values = operator_managed_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver/"})
+    values = operator_managed_values(
+        {("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver/"}
+    )
     assert "GPU-DRIVER-ROOT" not in ids(check(catalog, profile=None, values=values))
 
 
 def test_operator_managed_root_mismatch_rejected(catalog):
     values = operator_managed_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/"})
     [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
-    assert "hostPaths.driverInstallDir=/run/nvidia/driver" in f.message and "ContainerCreating" in f.message
-    assert f.fix == "set dradriver:nvidiaDriverRoot=/run/nvidia/driver (both roots move in lockstep)"
+    assert (
+        "hostPaths.driverInstallDir=/run/nvidia/driver" in f.message
+        and "ContainerCreating" in f.message
+    )
+    assert (
+        f.fix == "set dradriver:nvidiaDriverRoot=/run/nvidia/driver (both roots move in lockstep)"
+    )
 
 
 def test_operator_managed_root_unset_rejected(catalog):
@@ -188,11 +263,16 @@ def test_operator_managed_root_unset_rejected(catalog):
 
 
 def test_moved_install_dir_needs_matching_root(catalog):
-    values = operator_managed_values({("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver"})
+    values = operator_managed_values(
+        {("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver"}
+    )
     [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
     assert "nvidiaDriverRoot=/opt/nvidia/driver" in f.fix
     values = operator_managed_values(
-        {("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver", ("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/opt/nvidia/driver"}
+        {
+            ("gpu-operator", "hostPaths.driverInstallDir"): "/opt/nvidia/driver",
+            ("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/opt/nvidia/driver",
+        }
     )
     assert "GPU-DRIVER-ROOT" not in ids(check(catalog, profile=None, values=values))
 
@@ -210,10 +290,21 @@ def test_moved_install_dir_needs_matching_root(catalog):
 def test_bad_driver_install_dir_rejected(catalog, install_dir, needle):
     values = with_values({("gpu-operator", "hostPaths.driverInstallDir"): install_dir})
     [f] = by_id(check(catalog, values=values), "GPU-DRIVER-ROOT")
-    assert f.component == "gpu-operator" and f.key == "hostPaths.driverInstallDir" and needle in f.message
+    assert (
+        f.component == "gpu-operator"
+        and f.key == "hostPaths.driverInstallDir"
+        and needle in f.message
+    )
 
 
-@pytest.mark.parametrize("root,needle", [("", "is empty"), ("run/nvidia/driver", "the relative path 'run/nvidia/driver'"), (False, "false (bool)")])
+@pytest.mark.parametrize(
+    "root,needle",
+    [
+        ("", "is empty"),
+        ("run/nvidia/driver", "the relative path 'run/nvidia/driver'"),
+        (False, "false (bool)"),
+    ],
+)
 def test_bad_dra_root_rejected(catalog, root, needle):
     values = with_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): root})
     findings = check(catalog, profile=None, values=values)
@@ -224,7 +315,9 @@ def test_bad_dra_root_rejected(catalog, root, needle):
 def test_stale_pre_flip_recipe_rejected(catalog):
     values = with_values({("nvidia-dra-driver-gpu", "nvidiaDriverRoot"): "/run/nvidia/driver"})
     [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-STALE-RECIPE")
-    assert f.severity == "error" and "stale recipe" in f.message and "nothing populates" in f.message
+    assert (
+        f.severity == "error" and "stale recipe" in f.message and "nothing populates" in f.message
+    )
     assert "regenerate the recipe" in f.fix
 
 
@@ -236,7 +329,10 @@ def test_host_driver_with_host_root_accepted(catalog):
 
 
 def test_profile_owned_same_value_accepted(catalog):
-    findings = check(catalog, overrides={"set": ["gpuoperator:driver.enabled=false", "dradriver:nvidiaDriverRoot=/"]})
+    findings = check(
+        catalog,
+        overrides={"set": ["gpuoperator:driver.enabled=false", "dradriver:nvidiaDriverRoot=/"]},
+    )
     assert "PROFILE-OWNED" not in ids(findings)
 
 
@@ -244,7 +340,10 @@ def test_profile_owned_different_value_rejected(catalog):
     findings = check(catalog, overrides={"set": ["gpuoperator:operator.runtimeClass=nvidia"]})
     [f] = by_id(findings, "PROFILE-OWNED")
     assert f.key == "operator.runtimeClass"
-    assert "owned by the gpuStack profile 'azure-managed', which sets 'nvidia-container-runtime'" in f.message
+    assert (
+        "owned by the gpuStack profile 'azure-managed', which sets 'nvidia-container-runtime'"
+        in f.message
+    )
     assert "effective value is 'nvidia'" in f.message
     assert "choose the other gpuStack profile value" in f.fix
 
@@ -275,21 +374,39 @@ def test_policy_owned_paths_union():
     owned = policy_owned_paths("gpu-operator", recipe, Cat())
     assert owned["devicePlugin.enabled"] == "a whole-GPU allocation-policy key"
     assert owned["operator.runtimeClass"] == "owned by the gpuStack profile 'azure-managed'"
-    assert ALLOCATION_POLICY_KEYS["nvidia-dra-driver-gpu"] == ("resources.gpus.enabled", "gpuResourcesEnabledOverride")
+    assert ALLOCATION_POLICY_KEYS["nvidia-dra-driver-gpu"] == (
+        "resources.gpus.enabled",
+        "gpuResourcesEnabledOverride",
+    )
 
 
 # --------------------------------------------------------------------------- SCHED-GPU-TAINT
 
 
 def test_user_toleration_not_matching_gpu_taint_rejected(catalog):
-    findings = check(catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key="other", operator="Exists")]))
+    findings = check(
+        catalog,
+        scheduling=NodeScheduling(
+            accelerated_tolerations=[Toleration(key="other", operator="Exists")]
+        ),
+    )
     [f] = by_id(findings, "SCHED-GPU-TAINT")
-    assert "tainted nvidia.com/gpu=present:NoSchedule" in f.message and "'nvidia.com/gpu:NoSchedule'" in f.fix
+    assert (
+        "tainted nvidia.com/gpu=present:NoSchedule" in f.message
+        and "'nvidia.com/gpu:NoSchedule'" in f.fix
+    )
 
 
 def test_user_toleration_matching_gpu_taint_accepted(catalog):
     findings = check(
-        catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key="nvidia.com/gpu", operator="Equal", value="present", effect="NoSchedule")])
+        catalog,
+        scheduling=NodeScheduling(
+            accelerated_tolerations=[
+                Toleration(
+                    key="nvidia.com/gpu", operator="Equal", value="present", effect="NoSchedule"
+                )
+            ]
+        ),
     )
     assert "SCHED-GPU-TAINT" not in ids(findings)
 
@@ -313,9 +430,18 @@ def test_tolerates(tol, ok):
 
 
 def test_structured_values_touching_policy_key_warn(catalog):
-    findings = check(catalog, overrides={"values": [{"component": "gpuoperator", "values": {"devicePlugin": {"enabled": True}}}]})
+    findings = check(
+        catalog,
+        overrides={
+            "values": [{"component": "gpuoperator", "values": {"devicePlugin": {"enabled": True}}}]
+        },
+    )
     [w] = by_id(findings, "POLICY-KEY-OVERRIDE")
-    assert w.severity == "warning" and w.key == "devicePlugin.enabled" and "overrides.values[0]" in w.message
+    assert (
+        w.severity == "warning"
+        and w.key == "devicePlugin.enabled"
+        and "overrides.values[0]" in w.message
+    )
 
 
 def test_unrelated_override_does_not_warn(catalog):
@@ -325,13 +451,19 @@ def test_unrelated_override_does_not_warn(catalog):
 def test_pruned_edges_reported_as_info(catalog):
     findings = check(catalog, overrides={"set": ["networkoperator:enabled=false"]})
     [f] = by_id(findings, "DEPENDENCY-PRUNED")
-    assert f.severity == "info" and f.component == "gpu-operator" and "no longer waits for 'network-operator'" in f.message
+    assert (
+        f.severity == "info"
+        and f.component == "gpu-operator"
+        and "no longer waits for 'network-operator'" in f.message
+    )
 
 
 def test_findings_sorted_errors_first(catalog):
     findings = check(
         catalog,
-        overrides={"set": ["networkoperator:enabled=false", "gpuoperator:devicePlugin.enabled=false"]},
+        overrides={
+            "set": ["networkoperator:enabled=false", "gpuoperator:devicePlugin.enabled=false"]
+        },
     )
     severities = [f.severity for f in findings]
     assert severities == sorted(severities, key=["error", "warning", "info"].index)
@@ -352,7 +484,10 @@ def test_plugin_returning_junk_is_a_plugin_error(catalog):
         kit.register(Junk(), name="junk-policy-test")
         with pytest.raises(PluginError) as exc:
             check(catalog)
-    assert "plugin 'junk-policy-test' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)" in exc.value.render()
+    assert (
+        "plugin 'junk-policy-test' returned str from gpucluster_policy_checks (allowed: gpucluster.sdk.Finding instances)"
+        in exc.value.render()
+    )
 
 
 def test_plugin_raising_is_a_plugin_error_naming_it(catalog):
@@ -370,7 +505,10 @@ def test_plugin_raising_is_a_plugin_error_naming_it(catalog):
         with pytest.raises(PluginError) as exc:
             check(catalog)
     text = exc.value.render()
-    assert "plugin 'boom-policy-test' failed in hook gpucluster_policy_checks: ValueError: kaput" in text
+    assert (
+        "plugin 'boom-policy-test' failed in hook gpucluster_policy_checks: ValueError: kaput"
+        in text
+    )
     assert "GPUCLUSTER_DISABLE_PLUGINS=boom-policy-test" in text
 
 
@@ -390,7 +528,14 @@ def test_nvsentinel_runtime_class_both_unset_accepted(catalog):
 
 def test_nvsentinel_runtime_class_mismatch_rejected(catalog):
     values = base_values()
-    del values["nvsentinel"]["metadata-collector"]  # chart default 'nvidia' vs operator 'nvidia-container-runtime'
+    del values["nvsentinel"][
+        "metadata-collector"
+    ]  # chart default 'nvidia' vs operator 'nvidia-container-runtime'
     [f] = by_id(check(catalog, profile=None, values=values), "NVSENTINEL-RUNTIMECLASS")
-    assert f.key == "metadata-collector.runtimeClassName" and "rejects every metadata-collector pod" in f.message
-    assert f.fix.startswith("set nvsentinel:metadata-collector.runtimeClassName=nvidia-container-runtime")
+    assert (
+        f.key == "metadata-collector.runtimeClassName"
+        and "rejects every metadata-collector pod" in f.message
+    )
+    assert f.fix.startswith(
+        "set nvsentinel:metadata-collector.runtimeClassName=nvidia-container-runtime"
+    )

@@ -6,17 +6,24 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from policy_helpers import (
+    base_values,
+    by_id,
+    ids,
+    make_catalog,
+    make_cluster,
+    make_components,
+    make_recipe,
+)
 
-from gpucluster.inputs.config import load_clusters
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.config import load_clusters
 from gpucluster.model import NodePool, NodeScheduling, Taint, Toleration
-from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 from gpucluster.pipeline import build_plans
-from gpucluster.recipes.policy import evaluate
+from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 from gpucluster.recipes.scheduling import apply_scheduling
 from gpucluster.values import set_path
 from gpucluster_aks.policy import gpucluster_policy_checks, minor_upgrade_steps
-from policy_helpers import base_values, by_id, ids, make_catalog, make_cluster, make_components, make_recipe
 
 
 @pytest.fixture
@@ -62,7 +69,12 @@ def test_azure_managed_default_passes(catalog):
 @pytest.mark.parametrize("version", ["1.33", "1.32.4", "one"])
 def test_kubernetes_below_134_rejected(catalog, version):
     [f] = by_id(aks(catalog, kubernetes_version=version), "AKS-K8S-VERSION")
-    assert f.severity == "error" and "DRA" in f.message and "1.34" in f.message and f.key == "kubernetesVersion"
+    assert (
+        f.severity == "error"
+        and "DRA" in f.message
+        and "1.34" in f.message
+        and f.key == "kubernetesVersion"
+    )
     assert "one minor version at a time" in f.fix
 
 
@@ -77,10 +89,19 @@ def test_kubernetes_134_and_later_accepted(catalog, version):
 def test_managed_gpu_pool_rejected(catalog):
     pools = [
         NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
-        NodePool(name="gpu", vm_size="Standard_ND96isr_H100_v5", taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")], gpu_driver="Install", managed_gpu=True),
+        NodePool(
+            name="gpu",
+            vm_size="Standard_ND96isr_H100_v5",
+            taints=[Taint("nvidia.com/gpu", "present", "NoSchedule")],
+            gpu_driver="Install",
+            managed_gpu=True,
+        ),
     ]
     [f] = by_id(aks(catalog, pools=pools), "AKS-MANAGED-GPU")
-    assert f.key == "pools[1].managedGpu" and "duplicate and conflict with the GPU Operator" in f.message
+    assert (
+        f.key == "pools[1].managedGpu"
+        and "duplicate and conflict with the GPU Operator" in f.message
+    )
 
 
 # --------------------------------------------------------------------------- AKS-GPU-DRIVER
@@ -88,7 +109,9 @@ def test_managed_gpu_pool_rejected(catalog):
 
 def test_operator_managed_tuple_with_none_pools_accepted(catalog):
     recipe = make_recipe(profile="operator-managed")
-    assert aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="None") == []
+    assert (
+        aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="None") == []
+    )
 
 
 def test_none_pool_with_azure_managed_profile_rejected(catalog):
@@ -99,7 +122,10 @@ def test_none_pool_with_azure_managed_profile_rejected(catalog):
 
 def test_install_pool_with_operator_managed_profile_rejected(catalog):
     recipe = make_recipe(profile="operator-managed")
-    [f] = by_id(aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="Install"), "AKS-GPU-DRIVER")
+    [f] = by_id(
+        aks(catalog, recipe=recipe, values=values_with(OPERATOR_MANAGED), gpu_driver="Install"),
+        "AKS-GPU-DRIVER",
+    )
     assert "conflict with the driver AKS preinstalls" in f.message
 
 
@@ -126,20 +152,35 @@ def test_none_pool_with_toolkit_disabled_rejected_without_profile(catalog):
 
 def test_azure_managed_with_operator_driver_rejected(catalog):
     recipe = make_recipe(profile=None)
-    findings = aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): True}))
+    findings = aks(
+        catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): True})
+    )
     [f] = by_id(findings, "AKS-GPU-DRIVER")
-    assert f.key == "driver.enabled" and "driver.enabled is true" in f.message and "needs false" in f.message
+    assert (
+        f.key == "driver.enabled"
+        and "driver.enabled is true" in f.message
+        and "needs false" in f.message
+    )
 
 
 def test_azure_managed_runtime_class_must_match_node_image(catalog):
     recipe = make_recipe(profile=None)
-    [f] = by_id(aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "operator.runtimeClass"): "nvidia"})), "AKS-GPU-DRIVER")
+    [f] = by_id(
+        aks(
+            catalog,
+            recipe=recipe,
+            values=values_with({("gpu-operator", "operator.runtimeClass"): "nvidia"}),
+        ),
+        "AKS-GPU-DRIVER",
+    )
     assert "nvidia-container-runtime" in f.message
 
 
 def test_string_toggle_left_to_core_check(catalog):
     recipe = make_recipe(profile=None)
-    findings = aks(catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): "false"}))
+    findings = aks(
+        catalog, recipe=recipe, values=values_with({("gpu-operator", "driver.enabled"): "false"})
+    )
     assert "AKS-GPU-DRIVER" not in ids(findings)
 
 
@@ -151,15 +192,26 @@ def test_keyed_default_toleration_accepted(catalog):
 
 
 def test_wildcard_accelerated_toleration_rejected(catalog):
-    findings = aks(catalog, scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key=None, operator="Exists")]))
+    findings = aks(
+        catalog,
+        scheduling=NodeScheduling(
+            accelerated_tolerations=[Toleration(key=None, operator="Exists")]
+        ),
+    )
     [f] = by_id(findings, "AKS-WILDCARD-TOLERATION")
     assert f.component == "nodewright-customizations" and f.key == "acceleratedTolerations"
-    assert "AKS admission collapses" in f.message and "nodewright#296" in f.message and "drain exemption" in f.message
+    assert (
+        "AKS admission collapses" in f.message
+        and "nodewright#296" in f.message
+        and "drain exemption" in f.message
+    )
     assert "nvidia.com/gpu:NoSchedule" in f.fix
 
 
 def test_missing_tolerations_fall_back_to_wildcard_and_are_rejected(catalog):
-    findings = aks(catalog, taints=[])  # untainted GPU pool: nothing derived, template renders the wildcard
+    findings = aks(
+        catalog, taints=[]
+    )  # untainted GPU pool: nothing derived, template renders the wildcard
     [f] = by_id(findings, "AKS-WILDCARD-TOLERATION")
     assert "falls back to the wildcard" in f.message
 
@@ -167,7 +219,9 @@ def test_missing_tolerations_fall_back_to_wildcard_and_are_rejected(catalog):
 def test_wildcard_allowed_when_nodewright_customizations_disabled(catalog):
     findings = aks(
         catalog,
-        scheduling=NodeScheduling(accelerated_tolerations=[Toleration(key=None, operator="Exists")]),
+        scheduling=NodeScheduling(
+            accelerated_tolerations=[Toleration(key=None, operator="Exists")]
+        ),
         overrides={"set": ["nodewrightcustomizations:enabled=false"]},
     )
     assert "AKS-WILDCARD-TOLERATION" not in ids(findings)
@@ -177,7 +231,12 @@ def test_wildcard_allowed_when_nodewright_customizations_disabled(catalog):
 
 
 def test_network_operator_disabled_with_host_mofed_warns(catalog):
-    findings = aks(catalog, overrides={"set": ["networkoperator:enabled=false", "gpuoperator:driver.rdma.useHostMofed=true"]})
+    findings = aks(
+        catalog,
+        overrides={
+            "set": ["networkoperator:enabled=false", "gpuoperator:driver.rdma.useHostMofed=true"]
+        },
+    )
     [f] = by_id(findings, "AKS-HOST-MOFED")
     assert f.severity == "warning" and "driver.rdma.useHostMofed is true" in f.message
     assert f.fix == "add gpuoperator:driver.rdma.useHostMofed=false to overrides.set"
@@ -193,7 +252,13 @@ def test_network_operator_disabled_with_mofed_unset_warns(catalog):
 def test_rdma_opt_out_is_accepted(catalog):
     findings = aks(
         catalog,
-        overrides={"set": ["networkoperator:enabled=false", "gpuoperator:driver.rdma.useHostMofed=false", "nodewrightcustomizations:enabled=false"]},
+        overrides={
+            "set": [
+                "networkoperator:enabled=false",
+                "gpuoperator:driver.rdma.useHostMofed=false",
+                "nodewrightcustomizations:enabled=false",
+            ]
+        },
     )
     assert findings == []
 
@@ -217,7 +282,12 @@ CRITERIA = "criteria: {service: aks, accelerator: h100, os: ubuntu, intent: trai
 
 def plan(tmp_path, body: str):
     f = tmp_path / "gpucluster.yaml"
-    f.write_text("clusters:\n  - name: c1\n    " + CRITERIA + "\n" + textwrap.indent(textwrap.dedent(body), "    "))
+    f.write_text(
+        "clusters:\n  - name: c1\n    "
+        + CRITERIA
+        + "\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+    )
     return build_plans(load_clusters(str(f)))[0]
 
 
@@ -246,7 +316,9 @@ def test_e2e_rdma_opt_out_accepted(tmp_path):
             - nodewrightcustomizations:enabled=false
         """,
     )
-    assert "network-operator" not in p.components and "nodewright-customizations" not in p.components
+    assert (
+        "network-operator" not in p.components and "nodewright-customizations" not in p.components
+    )
     assert [f.id for f in p.findings if f.severity != "info"] == []
     assert {n.id for n in p.nodes}.isdisjoint({"network-operator", "nodewright-customizations"})
 
@@ -278,18 +350,26 @@ def test_e2e_dra_only_via_overrides_warns(tmp_path):
 
 def test_e2e_partial_flip_rejected(tmp_path):
     text = plan_error(tmp_path, "overrides:\n  set: [dradriver:resources.gpus.enabled=true]\n")
-    assert "error[GPU-ADVERTISER]" in text and "cluster=c1" in text and "component=nvidia-dra-driver-gpu" in text
+    assert (
+        "error[GPU-ADVERTISER]" in text
+        and "cluster=c1" in text
+        and "component=nvidia-dra-driver-gpu" in text
+    )
 
 
 def test_e2e_single_profile_key_flip_rejected(tmp_path):
     text = plan_error(tmp_path, "overrides:\n  set: [gpuoperator:toolkit.enabled=true]\n")
     assert "error[PROFILE-OWNED]" in text and "key=toolkit.enabled" in text
     assert "choose profile: {gpuStack: operator-managed}" in text
-    assert "error[AKS-GPU-DRIVER]" not in text  # the profile owns the key: one answer, from PROFILE-OWNED
+    assert (
+        "error[AKS-GPU-DRIVER]" not in text
+    )  # the profile owns the key: one answer, from PROFILE-OWNED
 
 
 def test_e2e_wildcard_rejected(tmp_path):
-    text = plan_error(tmp_path, "scheduling:\n  accelerated:\n    tolerations: [{operator: Exists}]\n")
+    text = plan_error(
+        tmp_path, "scheduling:\n  accelerated:\n    tolerations: [{operator: Exists}]\n"
+    )
     assert "error[AKS-WILDCARD-TOLERATION]" in text and "error[SCHED-GPU-TAINT]" not in text
 
 
@@ -302,7 +382,11 @@ def test_e2e_none_pool_with_default_profile_rejected(tmp_path):
           - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 1, gpu: true, gpuDriver: "None"}
         """,
     )
-    assert "error[AKS-GPU-DRIVER]" in text and "key=clusters[0].pools[1].gpuDriver" in text and "driverless" in text
+    assert (
+        "error[AKS-GPU-DRIVER]" in text
+        and "key=clusters[0].pools[1].gpuDriver" in text
+        and "driverless" in text
+    )
 
 
 def test_e2e_managed_gpu_pool_rejected(tmp_path):

@@ -25,7 +25,10 @@ from gpucluster.sdk.testing import registered
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "plugins.md"
 PLUGIN = "mutating_plugin"
-CLUSTER = {"name": "c1", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}}
+CLUSTER = {
+    "name": "c1",
+    "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+}
 
 
 class _AdjustComponent:
@@ -80,11 +83,26 @@ class _GatesCluster:
 
 
 CASES = {
-    "adjust_values-component": (_AdjustComponent, "gpucluster_adjust_values", "component", "gpu-operator"),
+    "adjust_values-component": (
+        _AdjustComponent,
+        "gpucluster_adjust_values",
+        "component",
+        "gpu-operator",
+    ),
     "adjust_values-cluster": (_AdjustCluster, "gpucluster_adjust_values", "cluster", None),
     "adjust_values-recipe": (_AdjustRecipe, "gpucluster_adjust_values", "recipe", None),
-    "policy_checks-nested-value": (_PolicyNested, "gpucluster_policy_checks", "components", "gpu-operator"),
-    "policy_checks-removed-component": (_PolicyDrop, "gpucluster_policy_checks", "components", "cert-manager"),
+    "policy_checks-nested-value": (
+        _PolicyNested,
+        "gpucluster_policy_checks",
+        "components",
+        "gpu-operator",
+    ),
+    "policy_checks-removed-component": (
+        _PolicyDrop,
+        "gpucluster_policy_checks",
+        "components",
+        "cert-manager",
+    ),
     "manifests-recipe": (_ManifestsRecipe, "gpucluster_manifests", "recipe", None),
     "gates-component-ref": (_GatesRef, "gpucluster_gates", "components", "gpu-operator"),
     "gates-cluster": (_GatesCluster, "gpucluster_gates", "cluster", None),
@@ -102,11 +120,16 @@ def test_a_hook_that_changes_a_read_only_argument_fails_naming_the_plugin(case, 
             kit.plan(CLUSTER)
         result = kit.cli("plan", "--config", str(path))
     (problem,) = exc.value.problems
-    assert problem.message.startswith(f"plugin '{PLUGIN}' changed its read-only argument '{argument}' in hook {hook}")
+    assert problem.message.startswith(
+        f"plugin '{PLUGIN}' changed its read-only argument '{argument}' in hook {hook}"
+    )
     assert (problem.cluster, problem.component) == ("c1", component)
     assert result.code == 2 and result.out == "" and "Traceback" not in result.err
     (line,) = result.err.strip().splitlines()
-    assert line.startswith("error[input] ") and f"plugin '{PLUGIN}' changed its read-only argument '{argument}'" in line
+    assert (
+        line.startswith("error[input] ")
+        and f"plugin '{PLUGIN}' changed its read-only argument '{argument}'" in line
+    )
     assert " fix: " in line
 
 
@@ -119,8 +142,13 @@ def test_a_cluster_stack_hook_that_changes_the_cluster_fails_naming_the_plugin()
     with registered() as kit:
         kit.register(_Stack(), name=PLUGIN)
         plan = kit.plan(CLUSTER)
-        with pytest.raises(PluginError, match=f"plugin '{PLUGIN}' changed its read-only argument 'cluster' in hook gpucluster_cluster_stack"):
-            call_hook("gpucluster_cluster_stack", scope=None, cluster=plan.cluster, recipe=plan.recipe)
+        with pytest.raises(
+            PluginError,
+            match=f"plugin '{PLUGIN}' changed its read-only argument 'cluster' in hook gpucluster_cluster_stack",
+        ):
+            call_hook(
+                "gpucluster_cluster_stack", scope=None, cluster=plan.cluster, recipe=plan.recipe
+            )
         assert plan.cluster.pools  # the caller's objects are untouched
 
 
@@ -142,7 +170,9 @@ def test_hooks_receive_copies_and_the_plan_keeps_the_core_objects():
     assert seen["cluster"] == plan.cluster and seen["cluster"] is not plan.cluster
     assert seen["recipe"] == plan.recipe and seen["recipe"] is not plan.recipe
     assert seen["components"] == plan.components and seen["components"] is not plan.components
-    assert plan.components["cert-manager"].values["reader"] == {"saw": "cert-manager"}  # returned patches still apply
+    assert plan.components["cert-manager"].values["reader"] == {
+        "saw": "cert-manager"
+    }  # returned patches still apply
 
 
 def _spec_args(hook: str) -> list[str]:
@@ -153,7 +183,10 @@ def test_every_hook_argument_is_read_only_except_the_two_that_are_not():
     every = {(hook, arg) for hook in hookspecs.HOOK_ORDER for arg in _spec_args(hook)}
     read_only = {(hook, arg) for hook, args in hookspecs.READ_ONLY_ARGS.items() for arg in args}
     assert read_only <= every
-    assert every - read_only == {("gpucluster_prepare_cluster", "cluster"), ("gpucluster_cluster_stack", "scope")}
+    assert every - read_only == {
+        ("gpucluster_prepare_cluster", "cluster"),
+        ("gpucluster_cluster_stack", "scope"),
+    }
 
 
 def test_hookspecs_and_docs_say_which_arguments_are_read_only():
@@ -161,7 +194,9 @@ def test_hookspecs_and_docs_say_which_arguments_are_read_only():
     for hook in hookspecs.HOOK_ORDER:
         args = hookspecs.READ_ONLY_ARGS.get(hook, ())
         doc = inspect.getdoc(getattr(hookspecs, hook))
-        section = re.search(rf"^### `{hook}\(.*?\)`\n(.*?)(?=^### |^## )", text, re.S | re.M).group(1)
+        section = re.search(rf"^### `{hook}\(.*?\)`\n(.*?)(?=^### |^## )", text, re.S | re.M).group(
+            1
+        )
         arguments = re.search(r"^\*\*Arguments:\*\*(.*?)(?=\n\n)", section, re.S | re.M)
         if not args:
             assert "read-only" not in doc.lower(), hook
@@ -181,4 +216,6 @@ def test_the_docs_table_of_read_only_arguments_is_the_hookspecs_one():
     text = DOCS.read_text(encoding="utf-8")
     section = re.search(r"^### Read-only arguments\n(.*?)(?=^#)", text, re.S | re.M).group(1)
     rows = re.findall(r"^\| `(gpucluster_\w+)` \| (.*?) \|$", section, re.M)
-    assert {hook: tuple(re.findall(r"`(\w+)`", args)) for hook, args in rows} == sdk_hookspecs.READ_ONLY_ARGS
+    assert {
+        hook: tuple(re.findall(r"`(\w+)`", args)) for hook, args in rows
+    } == sdk_hookspecs.READ_ONLY_ARGS

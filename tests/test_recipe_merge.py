@@ -7,15 +7,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucluster.recipes import recipe
-from gpucluster.recipes import layering
-from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
+from gpucluster.recipes import layering, recipe
+from gpucluster.recipes.catalog import load_catalog
 
 REGISTRY = {
     "components": [
-        {"name": n, "helm": {"repository": "https://charts.example", "chart": n, "version": "1.0.0", "namespace": n}}
+        {
+            "name": n,
+            "helm": {
+                "repository": "https://charts.example",
+                "chart": n,
+                "version": "1.0.0",
+                "namespace": n,
+            },
+        }
         for n in ("a", "b", "c", "d")
     ]
 }
@@ -34,14 +41,24 @@ def overlay(name, criteria=None, base=None, refs=(), constraints=(), mixins=(), 
     if profile:
         spec["profile"] = profile
     spec["componentRefs"] = list(refs)
-    return {"kind": "RecipeOverlay", "apiVersion": "gpucluster/v1alpha1", "metadata": {"name": name}, "spec": spec}
+    return {
+        "kind": "RecipeOverlay",
+        "apiVersion": "gpucluster/v1alpha1",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def mixin(name, refs=(), constraints=()):
     spec = {"componentRefs": list(refs)}
     if constraints:
         spec["constraints"] = [{"name": k, "value": v} for k, v in constraints]
-    return {"kind": "RecipeMixin", "apiVersion": "gpucluster/v1alpha1", "metadata": {"name": name}, "spec": spec}
+    return {
+        "kind": "RecipeMixin",
+        "apiVersion": "gpucluster/v1alpha1",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def make_catalog(tmp_path: Path, overlays, mixins=(), registry=REGISTRY, values=None):
@@ -67,16 +84,46 @@ def test_field_merge_scalars_overrides_and_lists(tmp_path):
     cat = make_catalog(
         tmp_path,
         [
-            overlay("base", refs=[{"name": "a", "overrides": {"x": {"p": 1, "q": 2}, "l": [1, 2]}, "manifestFiles": ["m1.j2"]}, {"name": "b"}]),
-            overlay("svc", {"service": "aks"}, refs=[{"name": "a", "version": "2.0.0", "overrides": {"x": {"q": 3, "gone": None}, "l": [9]}, "dependencyRefs": ["b"], "manifestFiles": ["m2.j2", "m1.j2"]}]),
-            overlay("leaf", {"service": "aks", "accelerator": "h100"}, base="svc", refs=[{"name": "a", "namespace": "", "dependencyRefs": ["b"]}]),
+            overlay(
+                "base",
+                refs=[
+                    {
+                        "name": "a",
+                        "overrides": {"x": {"p": 1, "q": 2}, "l": [1, 2]},
+                        "manifestFiles": ["m1.j2"],
+                    },
+                    {"name": "b"},
+                ],
+            ),
+            overlay(
+                "svc",
+                {"service": "aks"},
+                refs=[
+                    {
+                        "name": "a",
+                        "version": "2.0.0",
+                        "overrides": {"x": {"q": 3, "gone": None}, "l": [9]},
+                        "dependencyRefs": ["b"],
+                        "manifestFiles": ["m2.j2", "m1.j2"],
+                    }
+                ],
+            ),
+            overlay(
+                "leaf",
+                {"service": "aks", "accelerator": "h100"},
+                base="svc",
+                refs=[{"name": "a", "namespace": "", "dependencyRefs": ["b"]}],
+            ),
         ],
     )
     r = recipe.resolve(Criteria(service="aks", accelerator="h100"), cat)
     a = r.component("a")
     assert a.version == "2.0.0"  # later non-empty scalar wins
     assert a.namespace == "a"  # empty scalar does not override (registry default)
-    assert a.overrides == {"x": {"p": 1, "q": 3, "gone": None}, "l": [9]}  # deep merge, lists replace, null kept
+    assert a.overrides == {
+        "x": {"p": 1, "q": 3, "gone": None},
+        "l": [9],
+    }  # deep merge, lists replace, null kept
     assert a.manifest_files == ["m1.j2", "m2.j2"]  # union, first occurrence order
     assert a.dependency_refs == ["b"]
     assert r.applied_overlays == ["base", "svc", "leaf"]
@@ -95,7 +142,10 @@ def test_query_any_matches_only_overlays_leaving_field_any(tmp_path):
     generic = Criteria(service="aks")
     assert recipe.select_overlays(cat, generic) == ["everything", "svc"]
     assert recipe.resolve(generic, cat).applied_overlays == ["base", "everything", "svc"]
-    assert recipe.select_overlays(cat, Criteria(service="aks", accelerator="h100")) == ["everything", "svc-h100"]
+    assert recipe.select_overlays(cat, Criteria(service="aks", accelerator="h100")) == [
+        "everything",
+        "svc-h100",
+    ]
 
 
 def test_ancestors_dropped_and_order_by_specificity_then_name(tmp_path):
@@ -106,7 +156,11 @@ def test_ancestors_dropped_and_order_by_specificity_then_name(tmp_path):
             overlay("zz-svc", {"service": "aks"}),
             overlay("aa-accel", {"accelerator": "h100"}),
             overlay("mid", {"service": "aks", "intent": "training"}, base="zz-svc"),
-            overlay("leaf", {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}, base="mid"),
+            overlay(
+                "leaf",
+                {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+                base="mid",
+            ),
         ],
     )
     assert recipe.select_overlays(cat, Q) == ["aa-accel", "leaf"]
@@ -114,7 +168,9 @@ def test_ancestors_dropped_and_order_by_specificity_then_name(tmp_path):
 
 
 def test_unknown_dependency_ref_names_component_and_key(tmp_path):
-    cat = make_catalog(tmp_path, [overlay("base", refs=[{"name": "a", "dependencyRefs": ["nope"]}]), SVC])
+    cat = make_catalog(
+        tmp_path, [overlay("base", refs=[{"name": "a", "dependencyRefs": ["nope"]}]), SVC]
+    )
     with pytest.raises(GpuclusterError) as exc:
         recipe.resolve(Criteria(service="aks"), cat, file="f.yaml", cluster="c1")
     text = exc.value.render()
@@ -125,7 +181,18 @@ def test_unknown_dependency_ref_names_component_and_key(tmp_path):
 def test_dependency_cycle_is_reported(tmp_path):
     cat = make_catalog(
         tmp_path,
-        [overlay("base", refs=[{"name": "a", "dependencyRefs": ["b"]}, {"name": "b", "dependencyRefs": ["c"]}, {"name": "c", "dependencyRefs": ["a"]}, {"name": "d"}]), SVC],
+        [
+            overlay(
+                "base",
+                refs=[
+                    {"name": "a", "dependencyRefs": ["b"]},
+                    {"name": "b", "dependencyRefs": ["c"]},
+                    {"name": "c", "dependencyRefs": ["a"]},
+                    {"name": "d"},
+                ],
+            ),
+            SVC,
+        ],
     )
     with pytest.raises(GpuclusterError) as exc:
         recipe.resolve(Criteria(service="aks"), cat)
@@ -154,9 +221,14 @@ def test_mixins_accumulate_and_conflicting_constraint_is_error(tmp_path):
         [
             overlay("base", refs=[{"name": "a"}]),
             overlay("svc", {"service": "aks"}, mixins=["m1"]),
-            overlay("leaf", {"service": "aks", "accelerator": "h100"}, base="svc", mixins=["m1", "m2"]),
+            overlay(
+                "leaf", {"service": "aks", "accelerator": "h100"}, base="svc", mixins=["m1", "m2"]
+            ),
         ],
-        mixins=[mixin("m1", refs=[{"name": "a", "overrides": {"k": 1}}]), mixin("m2", refs=[{"name": "b"}], constraints=[("OS.release.ID", "ubuntu")])],
+        mixins=[
+            mixin("m1", refs=[{"name": "a", "overrides": {"k": 1}}]),
+            mixin("m2", refs=[{"name": "b"}], constraints=[("OS.release.ID", "ubuntu")]),
+        ],
     )
     r = recipe.resolve(Criteria(service="aks", accelerator="h100"), cat)
     assert r.component("a").overrides == {"k": 1}
@@ -167,7 +239,10 @@ def test_mixins_accumulate_and_conflicting_constraint_is_error(tmp_path):
     tmp2.mkdir()
     cat2 = make_catalog(
         tmp2,
-        [overlay("base", constraints=[("OS.release.ID", "rhel")]), overlay("svc", {"service": "aks"}, mixins=["m2"])],
+        [
+            overlay("base", constraints=[("OS.release.ID", "rhel")]),
+            overlay("svc", {"service": "aks"}, mixins=["m2"]),
+        ],
         mixins=[mixin("m2", constraints=[("OS.release.ID", "ubuntu")])],
     )
     with pytest.raises(GpuclusterError, match="mixin 'm2' constraint 'OS.release.ID' conflicts"):
@@ -176,14 +251,20 @@ def test_mixins_accumulate_and_conflicting_constraint_is_error(tmp_path):
 
 def test_two_profile_declarations_are_an_error(tmp_path):
     def prof(n):
-        return {"name": n, "default": "x", "values": {"x": {"componentRefs": [{"name": "a", "overrides": {"k": 1}}]}}}
+        return {
+            "name": n,
+            "default": "x",
+            "values": {"x": {"componentRefs": [{"name": "a", "overrides": {"k": 1}}]}},
+        }
 
     cat = make_catalog(
         tmp_path,
         [
             overlay("base", refs=[{"name": "a"}]),
             overlay("svc", {"service": "aks"}, profile=prof("one")),
-            overlay("leaf", {"service": "aks", "accelerator": "h100"}, base="svc", profile=prof("two")),
+            overlay(
+                "leaf", {"service": "aks", "accelerator": "h100"}, base="svc", profile=prof("two")
+            ),
         ],
     )
     with pytest.raises(GpuclusterError, match="more than one profile: one, two"):
@@ -193,7 +274,14 @@ def test_two_profile_declarations_are_an_error(tmp_path):
 def test_profile_default_must_be_a_value(tmp_path):
     cat = make_catalog(
         tmp_path,
-        [overlay("base", refs=[{"name": "a"}]), overlay("svc", {"service": "aks"}, profile={"name": "p", "default": "nope", "values": {"x": {}}})],
+        [
+            overlay("base", refs=[{"name": "a"}]),
+            overlay(
+                "svc",
+                {"service": "aks"},
+                profile={"name": "p", "default": "nope", "values": {"x": {}}},
+            ),
+        ],
     )
     with pytest.raises(GpuclusterError, match="default 'nope' is not one of its values"):
         recipe.resolve(Criteria(service="aks"), cat)
@@ -209,7 +297,15 @@ def test_overlay_schema_error_names_file_and_key(tmp_path):
 
 
 def test_enabled_false_override_disables_component(tmp_path):
-    cat = make_catalog(tmp_path, [overlay("base", refs=[{"name": "a"}, {"name": "b", "overrides": {"enabled": False, "x": 1}}]), SVC])
+    cat = make_catalog(
+        tmp_path,
+        [
+            overlay(
+                "base", refs=[{"name": "a"}, {"name": "b", "overrides": {"enabled": False, "x": 1}}]
+            ),
+            SVC,
+        ],
+    )
     r = recipe.resolve(Criteria(service="aks"), cat)
     assert r.component("b").enabled is False and r.component("b").overrides == {"x": 1}
     assert list(layering.effective_components(r, cat)) == ["a"]
@@ -218,9 +314,32 @@ def test_enabled_false_override_disables_component(tmp_path):
 def test_values_file_layering_with_base_values(tmp_path):
     cat = make_catalog(
         tmp_path,
-        [overlay("base", refs=[{"name": "a", "valuesFile": "components/a/values.yaml"}]), overlay("svc", {"service": "aks"}, refs=[{"name": "a", "valuesFile": "components/a/values-aks.yaml", "overrides": {"y": 3}}])],
-        values={"components/a/values.yaml": {"x": 1, "y": 1, "z": {"k": 1}}, "components/a/values-aks.yaml": {"y": 2, "z": {"j": 2}}},
+        [
+            overlay("base", refs=[{"name": "a", "valuesFile": "components/a/values.yaml"}]),
+            overlay(
+                "svc",
+                {"service": "aks"},
+                refs=[
+                    {
+                        "name": "a",
+                        "valuesFile": "components/a/values-aks.yaml",
+                        "overrides": {"y": 3},
+                    }
+                ],
+            ),
+        ],
+        values={
+            "components/a/values.yaml": {"x": 1, "y": 1, "z": {"k": 1}},
+            "components/a/values-aks.yaml": {"y": 2, "z": {"j": 2}},
+        },
     )
     r = recipe.resolve(Criteria(service="aks"), cat)
-    assert r.component("a").values_files == ["components/a/values.yaml", "components/a/values-aks.yaml"]
-    assert layering.effective_components(r, cat)["a"].values == {"x": 1, "y": 3, "z": {"k": 1, "j": 2}}
+    assert r.component("a").values_files == [
+        "components/a/values.yaml",
+        "components/a/values-aks.yaml",
+    ]
+    assert layering.effective_components(r, cat)["a"].values == {
+        "x": 1,
+        "y": 3,
+        "z": {"k": 1, "j": 2},
+    }

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpucluster.recipes import recipe
-from gpucluster.recipes import layering
-from gpucluster.recipes.catalog import load_catalog
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Criteria
+from gpucluster.recipes import layering, recipe
+from gpucluster.recipes.catalog import load_catalog
 
 
 @pytest.fixture(scope="module")
@@ -17,21 +16,63 @@ def catalog():
 
 
 def aks(intent: str, platform: str = "any") -> Criteria:
-    return Criteria(service="aks", accelerator="h100", os="ubuntu", intent=intent, platform=platform)
+    return Criteria(
+        service="aks", accelerator="h100", os="ubuntu", intent=intent, platform=platform
+    )
 
 
 @pytest.mark.parametrize(
     "criteria, overlays",
     [
-        (aks("training"), ["base", "monitoring-hpa", "h100-any", "aks", "aks-training", "h100-aks-training", "h100-aks-ubuntu-training"]),
+        (
+            aks("training"),
+            [
+                "base",
+                "monitoring-hpa",
+                "h100-any",
+                "aks",
+                "aks-training",
+                "h100-aks-training",
+                "h100-aks-ubuntu-training",
+            ],
+        ),
         (
             aks("training", "kubeflow"),
-            ["base", "monitoring-hpa", "h100-any", "aks", "aks-training", "h100-aks-training", "h100-aks-ubuntu-training", "h100-aks-ubuntu-training-kubeflow"],
+            [
+                "base",
+                "monitoring-hpa",
+                "h100-any",
+                "aks",
+                "aks-training",
+                "h100-aks-training",
+                "h100-aks-ubuntu-training",
+                "h100-aks-ubuntu-training-kubeflow",
+            ],
         ),
-        (aks("inference"), ["base", "monitoring-hpa", "h100-any", "aks", "aks-inference", "h100-aks-inference", "h100-aks-ubuntu-inference"]),
+        (
+            aks("inference"),
+            [
+                "base",
+                "monitoring-hpa",
+                "h100-any",
+                "aks",
+                "aks-inference",
+                "h100-aks-inference",
+                "h100-aks-ubuntu-inference",
+            ],
+        ),
         (
             aks("inference", "dynamo"),
-            ["base", "monitoring-hpa", "h100-any", "aks", "aks-inference", "h100-aks-inference", "h100-aks-ubuntu-inference", "h100-aks-ubuntu-inference-dynamo"],
+            [
+                "base",
+                "monitoring-hpa",
+                "h100-any",
+                "aks",
+                "aks-inference",
+                "h100-aks-inference",
+                "h100-aks-ubuntu-inference",
+                "h100-aks-ubuntu-inference-dynamo",
+            ],
         ),
     ],
 )
@@ -94,7 +135,9 @@ def test_gpu_operator_azure_managed_values(catalog):
     assert v["hostPaths"]["driverInstallDir"] == "/run/nvidia/driver"
     assert v["driver"]["rdma"] == {"enabled": True, "useHostMofed": False}
     assert r.profile == ("gpuStack", "azure-managed")
-    assert {"name": "K8s.aks-gpu-pools.gpu-driver", "value": "Install"} in [vars(c) for c in r.constraints]
+    assert {"name": "K8s.aks-gpu-pools.gpu-driver", "value": "Install"} in [
+        vars(c) for c in r.constraints
+    ]
 
 
 def test_dra_driver_values(catalog):
@@ -116,16 +159,27 @@ def test_dra_driver_values(catalog):
 def test_operator_managed_profile_values(catalog):
     r, comps = values_of(catalog, aks("inference"), {"gpuStack": "operator-managed"})
     gpu = comps["gpu-operator"].values
-    assert (gpu["driver"]["enabled"], gpu["toolkit"]["enabled"], gpu["operator"]["runtimeClass"]) == (True, True, "nvidia")
+    assert (
+        gpu["driver"]["enabled"],
+        gpu["toolkit"]["enabled"],
+        gpu["operator"]["runtimeClass"],
+    ) == (True, True, "nvidia")
     assert comps["nvidia-dra-driver-gpu"].values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert comps["nvsentinel"].values["labeler"]["assumeDriverInstalled"] is False
     assert comps["nvsentinel"].values["metadata-collector"]["runtimeClassName"] == "nvidia"
     assert r.profile == ("gpuStack", "operator-managed")
     assert r.profile_owned == {
-        "gpu-operator": {"driver": {"enabled": True}, "toolkit": {"enabled": True}, "operator": {"runtimeClass": "nvidia"}},
+        "gpu-operator": {
+            "driver": {"enabled": True},
+            "toolkit": {"enabled": True},
+            "operator": {"runtimeClass": "nvidia"},
+        },
         "kai-scheduler": {"admission": {"gpuFractionRuntimeClassName": "nvidia"}},
         "nvidia-dra-driver-gpu": {"nvidiaDriverRoot": "/run/nvidia/driver"},
-        "nvsentinel": {"labeler": {"assumeDriverInstalled": False}, "metadata-collector": {"runtimeClassName": "nvidia"}},
+        "nvsentinel": {
+            "labeler": {"assumeDriverInstalled": False},
+            "metadata-collector": {"runtimeClassName": "nvidia"},
+        },
     }
     assert [c.value for c in r.constraints if c.name == "K8s.aks-gpu-pools.gpu-driver"] == ["None"]
 
@@ -141,10 +195,18 @@ def test_profile_values_layer_over_recipe_overrides(catalog):
 def test_values_file_of_later_overlay_replaces_earlier(catalog):
     training = recipe.resolve(aks("training"), catalog).component("gpu-operator")
     inference = recipe.resolve(aks("inference"), catalog).component("gpu-operator")
-    assert training.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks-training.yaml"]
-    assert inference.values_files == ["components/gpu-operator/values.yaml", "components/gpu-operator/values-aks.yaml"]
+    assert training.values_files == [
+        "components/gpu-operator/values.yaml",
+        "components/gpu-operator/values-aks-training.yaml",
+    ]
+    assert inference.values_files == [
+        "components/gpu-operator/values.yaml",
+        "components/gpu-operator/values-aks.yaml",
+    ]
     comps = layering.effective_components(recipe.resolve(aks("training"), catalog), catalog)
-    assert comps["gpu-operator"].values["cdi"] == {"enabled": True}  # training file (chart v26.7 has no cdi.default)
+    assert comps["gpu-operator"].values["cdi"] == {
+        "enabled": True
+    }  # training file (chart v26.7 has no cdi.default)
     assert comps["gpu-operator"].values["driver"]["rdma"]["enabled"] is True  # training file
     assert comps["gpu-operator"].values["nfd"] == {"enabled": False}  # base values.yaml
 
@@ -152,10 +214,15 @@ def test_values_file_of_later_overlay_replaces_earlier(catalog):
 def test_layering_order_base_file_then_overlay_file_then_overrides(catalog):
     _, comps = values_of(catalog, aks("training"))
     nfd = comps["nfd"]
-    assert nfd.ref.values_files == ["components/nfd/values.yaml", "components/nfd/values-nvidia-nics-aks.yaml"]
+    assert nfd.ref.values_files == [
+        "components/nfd/values.yaml",
+        "components/nfd/values-nvidia-nics-aks.yaml",
+    ]
     assert nfd.values["topologyUpdater"]["enable"] is True  # override beats values.yaml's false
     assert nfd.values["topologyUpdater"]["createCRDs"] is True  # kept from values.yaml
-    assert nfd.values["worker"]["config"]["sources"]["custom"][0]["name"] == "nvidia-ib-vfs"  # AKS file
+    assert (
+        nfd.values["worker"]["config"]["sources"]["custom"][0]["name"] == "nvidia-ib-vfs"
+    )  # AKS file
     assert nfd.values["worker"]["config"]["core"]["noPublishFeatures"][0] == "cpu.*"  # base file
 
 
@@ -165,7 +232,9 @@ def test_kube_prometheus_stack_aks_pin_and_storage(catalog):
     assert kps.ref.version == "83.7.0"  # aks overlay pin beats the registry's 84.4.0
     assert catalog.components["kube-prometheus-stack"].version == "84.4.0"
     storage = kps.values["prometheus"]["prometheusSpec"]["storageSpec"]
-    assert "emptyDir" not in storage  # a null would render into the Prometheus CR (schema: not nullable)
+    assert (
+        "emptyDir" not in storage
+    )  # a null would render into the Prometheus CR (schema: not nullable)
     assert storage["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "50Gi"
 
 
@@ -183,19 +252,28 @@ def test_mixin_overrides_accumulate(catalog):
     ]  # os-ubuntu from the inherited h100-aks-ubuntu-inference overlay
 
 
-@pytest.mark.parametrize("intent, expected", [("training", "multiNodeTraining"), ("inference", "inference")])
+@pytest.mark.parametrize(
+    "intent, expected", [("training", "multiNodeTraining"), ("inference", "inference")]
+)
 def test_nodewright_customizations_is_manifest_only(catalog, intent, expected):
     ref = recipe.resolve(aks(intent), catalog).component("nodewright-customizations")
     assert (ref.type, ref.source, ref.chart, ref.namespace) == ("Manifest", "", "", "nodewright")
     assert ref.values_files == []
-    assert ref.overrides == {"service": "aks", "accelerator": "h100", "intent": expected, "tuningEnabled": False}
+    assert ref.overrides == {
+        "service": "aks",
+        "accelerator": "h100",
+        "intent": expected,
+        "tuningEnabled": False,
+    }
     assert ref.manifest_files == ["components/nodewright-customizations/manifests/tuning.yaml.j2"]
     assert ref.dependency_refs == ["nodewright-operator"]
 
 
 def test_manifest_references(catalog):
     r = recipe.resolve(aks("training", "kubeflow"), catalog)
-    assert r.component("gpu-operator").manifest_files == ["components/gpu-operator/manifests/nvidia-toolkit-hardening-aks.yaml.j2"]
+    assert r.component("gpu-operator").manifest_files == [
+        "components/gpu-operator/manifests/nvidia-toolkit-hardening-aks.yaml.j2"
+    ]
     assert r.component("network-operator").manifest_files == [
         "components/network-operator/manifests/nfd-network-rule.yaml.j2",
         "components/network-operator/manifests/nic-cluster-policy-aks.yaml.j2",
@@ -204,7 +282,11 @@ def test_manifest_references(catalog):
     assert r.component("kubeflow-trainer").manifest_files == [
         "components/kubeflow-trainer/manifests/torch-distributed-cluster-training-runtime.yaml.j2"
     ]
-    assert r.component("kubeflow-trainer").dependency_refs == ["cert-manager", "gpu-operator", "kube-prometheus-stack"]
+    assert r.component("kubeflow-trainer").dependency_refs == [
+        "cert-manager",
+        "gpu-operator",
+        "kube-prometheus-stack",
+    ]
 
 
 def test_inference_components(catalog):
@@ -212,8 +294,17 @@ def test_inference_components(catalog):
     assert {"agentgateway", "agentgateway-crds", "grove", "dynamo-platform"} <= names
     assert "kubeflow-trainer" not in names
     dyn = recipe.resolve(aks("inference", "dynamo"), catalog).component("dynamo-platform")
-    assert dyn.dependency_refs == ["cert-manager", "grove", "kai-scheduler", "kube-prometheus-stack"]
-    assert (dyn.source, dyn.chart, dyn.version) == ("https://helm.ngc.nvidia.com/nvidia/ai-dynamo", "dynamo-platform", "1.4.2")
+    assert dyn.dependency_refs == [
+        "cert-manager",
+        "grove",
+        "kai-scheduler",
+        "kube-prometheus-stack",
+    ]
+    assert (dyn.source, dyn.chart, dyn.version) == (
+        "https://helm.ngc.nvidia.com/nvidia/ai-dynamo",
+        "dynamo-platform",
+        "1.4.2",
+    )
     plain = {c.name for c in recipe.resolve(aks("inference"), catalog).component_refs}
     assert "dynamo-platform" not in plain and "agentgateway" in plain
 
@@ -229,7 +320,9 @@ def test_constraints_later_overlay_replaces_same_name(catalog):
 
 def test_unknown_profile_value_lists_allowed(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        recipe.resolve(aks("training"), catalog, profile={"gpuStack": "managed"}, file="c.yaml", cluster="x")
+        recipe.resolve(
+            aks("training"), catalog, profile={"gpuStack": "managed"}, file="c.yaml", cluster="x"
+        )
     text = exc.value.render()
     assert "unknown value 'managed' for profile 'gpuStack'" in text
     assert "allowed: azure-managed, operator-managed" in text
@@ -237,13 +330,17 @@ def test_unknown_profile_value_lists_allowed(catalog):
 
 
 def test_unknown_profile_name(catalog):
-    with pytest.raises(GpuclusterError, match=r"unknown profile 'driver' for this recipe \(allowed: gpuStack\)"):
+    with pytest.raises(
+        GpuclusterError, match=r"unknown profile 'driver' for this recipe \(allowed: gpuStack\)"
+    ):
         recipe.resolve(aks("training"), catalog, profile={"driver": "x"})
 
 
 def test_unknown_criteria_value_lists_allowed(catalog):
     with pytest.raises(GpuclusterError) as exc:
-        recipe.resolve(Criteria(service="aks", accelerator="h200", os="ubuntu", intent="training"), catalog)
+        recipe.resolve(
+            Criteria(service="aks", accelerator="h200", os="ubuntu", intent="training"), catalog
+        )
     assert "unknown accelerator 'h200'" in exc.value.render()
     assert "key=criteria.accelerator" in exc.value.render()
     assert "h100" in exc.value.problems[0].allowed
@@ -254,7 +351,9 @@ def test_uncovered_criteria_combination(catalog):
         recipe.resolve(aks("training", "dynamo"), catalog)
     text = exc.value.render()
     assert "no recipe covers platform 'dynamo'" in text
-    assert "h100-aks-ubuntu-inference-dynamo" in text and "h100-aks-ubuntu-training-kubeflow" in text
+    assert (
+        "h100-aks-ubuntu-inference-dynamo" in text and "h100-aks-ubuntu-training-kubeflow" in text
+    )
 
 
 def test_malformed_mixin_error_names_its_real_file(tmp_path):
@@ -265,7 +364,9 @@ def test_malformed_mixin_error_names_its_real_file(tmp_path):
     extra = tmp_path / "catalog"
     (extra / "mixins").mkdir(parents=True)
     bad = extra / "mixins" / "broken.yaml"
-    bad.write_text("kind: RecipeMixin\napiVersion: x/v1\nmetadata: {name: broken}\nspec: {componentRefs: 7}\n")
+    bad.write_text(
+        "kind: RecipeMixin\napiVersion: x/v1\nmetadata: {name: broken}\nspec: {componentRefs: 7}\n"
+    )
     cat = load_catalog(dirs=(CORE_CATALOG_DIR, extra))
     with pytest.raises(GpuclusterError) as exc:
         overlay_index(cat)

@@ -10,37 +10,56 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
-from gpucluster.verify import lint
 from gpucluster.cli import main
 from gpucluster.inputs.config import parse_clusters
-from gpucluster.model import ClusterSpec, Criteria, LocalChart, NodePool, NodeScheduling, Override, PlanNode, RuntimePlan, Recipe, Taint, Toleration
+from gpucluster.model import (
+    ClusterSpec,
+    Criteria,
+    NodePool,
+    NodeScheduling,
+    Override,
+    PlanNode,
+    Recipe,
+    RuntimePlan,
+    Taint,
+    Toleration,
+)
+from gpucluster.verify import lint
 from gpucluster.verify.render import (
     ChartSources,
     RenderedRelease,
-    RenderResult,
     Renderer,
+    RenderResult,
     cache_key,
     helm_values,
     render_plans,
     split_documents,
     unverified,
 )
-from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
 # --------------------------------------------------------------------------- helpers
 
 
-def write_chart(root: Path, name: str, version: str, values: str, templates: dict[str, str], app_version: str = "") -> Path:
+def write_chart(
+    root: Path,
+    name: str,
+    version: str,
+    values: str,
+    templates: dict[str, str],
+    app_version: str = "",
+) -> Path:
     folder = root / f"{name}-{version}"
     (folder / "templates").mkdir(parents=True)
     (folder / "Chart.yaml").write_text(
-        f"apiVersion: v2\nname: {name}\nversion: {version}\n" + (f"appVersion: {app_version}\n" if app_version else ""))
+        f"apiVersion: v2\nname: {name}\nversion: {version}\n"
+        + (f"appVersion: {app_version}\n" if app_version else "")
+    )
     (folder / "values.yaml").write_text(values)
     for rel, text in templates.items():
         (folder / "templates" / rel).write_text(text)
@@ -49,27 +68,57 @@ def write_chart(root: Path, name: str, version: str, values: str, templates: dic
 
 def aks_cluster(*, taints=(), system: dict[str, str] | None = None, overrides=()) -> ClusterSpec:
     return ClusterSpec(
-        name="unit", criteria=Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
-        pools=[NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
-               NodePool(name="gpu", vm_size="Standard_ND96isr_H100_v5", gpu=True, labels={"nvidia.com/gpu.present": "true"},
-                        taints=[Taint("nvidia.com/gpu", "present", "NoSchedule"), *taints])],
-        scheduling=NodeScheduling(system_node_selector=dict(system or {}),
-                                  system_tolerations=[Toleration("CriticalAddonsOnly", "Exists", None, "NoSchedule")] if system else []),
-        overrides=list(overrides), source="unit.yaml")
+        name="unit",
+        criteria=Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        pools=[
+            NodePool(name="system", vm_size="Standard_D8s_v5", gpu=False),
+            NodePool(
+                name="gpu",
+                vm_size="Standard_ND96isr_H100_v5",
+                gpu=True,
+                labels={"nvidia.com/gpu.present": "true"},
+                taints=[Taint("nvidia.com/gpu", "present", "NoSchedule"), *taints],
+            ),
+        ],
+        scheduling=NodeScheduling(
+            system_node_selector=dict(system or {}),
+            system_tolerations=[Toleration("CriticalAddonsOnly", "Exists", None, "NoSchedule")]
+            if system
+            else [],
+        ),
+        overrides=list(overrides),
+        source="unit.yaml",
+    )
 
 
 def plan_of(cluster: ClusterSpec, nodes: list[PlanNode] = ()) -> RuntimePlan:
-    recipe = Recipe(criteria=cluster.criteria, applied_overlays=["base"], constraints=[], component_refs=[])
+    recipe = Recipe(
+        criteria=cluster.criteria, applied_overlays=["base"], constraints=[], component_refs=[]
+    )
     return RuntimePlan(cluster=cluster, recipe=recipe, components={}, nodes=list(nodes))
 
 
-def release_of(objects: list[dict[str, Any]], *, name: str = "unit", component: str = "gpu-operator", values=None) -> RenderedRelease:
-    node = PlanNode(id=name, kind="manifests", component=component, namespace="unit", values=values or {})
-    return RenderedRelease("unit", node, None, objects=[(f"{name}/templates/x.yaml", o) for o in objects])
+def release_of(
+    objects: list[dict[str, Any]],
+    *,
+    name: str = "unit",
+    component: str = "gpu-operator",
+    values=None,
+) -> RenderedRelease:
+    node = PlanNode(
+        id=name, kind="manifests", component=component, namespace="unit", values=values or {}
+    )
+    return RenderedRelease(
+        "unit", node, None, objects=[(f"{name}/templates/x.yaml", o) for o in objects]
+    )
 
 
-def lint_objects(cluster: ClusterSpec, objects: list[dict[str, Any]], **kw) -> list[lint.LintFinding]:
-    result = RenderResult(releases=[release_of(objects, **kw)], findings=[], plans=[plan_of(cluster)])
+def lint_objects(
+    cluster: ClusterSpec, objects: list[dict[str, Any]], **kw
+) -> list[lint.LintFinding]:
+    result = RenderResult(
+        releases=[release_of(objects, **kw)], findings=[], plans=[plan_of(cluster)]
+    )
     return [f for f in lint.lint_result(result) if f.severity != "info"]
 
 
@@ -83,12 +132,20 @@ def daemonset(name: str, tolerations=None, node_selector=None) -> dict[str, Any]
         pod["tolerations"] = tolerations
     if node_selector is not None:
         pod["nodeSelector"] = node_selector
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "unit"},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "unit"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+        },
+    }
 
 
-def deployment(name: str, node_selector=None, tolerations=None, image="registry.example/app:1.0") -> dict[str, Any]:
+def deployment(
+    name: str, node_selector=None, tolerations=None, image="registry.example/app:1.0"
+) -> dict[str, Any]:
     doc = daemonset(name, tolerations, node_selector)
     doc["kind"] = "Deployment"
     doc["spec"]["template"]["spec"]["containers"][0]["image"] = image
@@ -104,10 +161,12 @@ CRITICAL = {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSche
 
 
 def test_cache_key_is_repository_chart_version_and_never_leaves_the_cache():
-    assert cache_key("oci://registry.k8s.io/nfd/charts", "node-feature-discovery", "0.19.0") == Path(
-        "oci/registry.k8s.io/nfd/charts/node-feature-discovery/0.19.0")
+    assert cache_key(
+        "oci://registry.k8s.io/nfd/charts", "node-feature-discovery", "0.19.0"
+    ) == Path("oci/registry.k8s.io/nfd/charts/node-feature-discovery/0.19.0")
     assert cache_key("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.1") == Path(
-        "https/helm.ngc.nvidia.com/nvidia/gpu-operator/v26.7.1")
+        "https/helm.ngc.nvidia.com/nvidia/gpu-operator/v26.7.1"
+    )
     hostile = cache_key("https://h/../../etc", "..", "../x y")
     assert ".." not in hostile.parts and not hostile.is_absolute()
     assert cache_key("https://a/b", "c", "1") != cache_key("oci://a/b", "c", "1")
@@ -121,7 +180,11 @@ def test_sources_match_name_and_version_and_report_a_substitute(tmp_path):
     exact = src.locate("https://x", "foo", "v1.4.0")
     assert exact.how == "exact" and exact.chart.version == "1.4.0" and not exact.note
     near = src.locate("https://x", "foo", "1.2.5")
-    assert near.how == "nearest" and near.chart.version == "1.2.0" and "stands in for foo 1.2.5" in near.note
+    assert (
+        near.how == "nearest"
+        and near.chart.version == "1.2.0"
+        and "stands in for foo 1.2.5" in near.note
+    )
     app = src.locate("https://x", "bar", "0.19.0")
     assert app.how == "app-version" and "appVersion v0.19.0" in app.note
     assert src.locate("https://x", "missing", "1.0.0").chart is None
@@ -133,7 +196,9 @@ def test_pulled_chart_is_read_from_its_cache_folder(tmp_path):
     cache = tmp_path / "cache"
     folder = cache / cache_key("oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0")
     write_chart(folder, "nvsentinel", "v1.25.0", "{}", {}).rename(folder / "nvsentinel")
-    found = ChartSources([], cache_dir=cache).locate("oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0")
+    found = ChartSources([], cache_dir=cache).locate(
+        "oci://ghcr.io/nvidia", "nvsentinel", "v1.25.0"
+    )
     assert found.how == "cached" and found.chart.path == folder / "nvsentinel"
 
 
@@ -143,9 +208,14 @@ def test_documents_split_like_helm():
 
 
 def test_helm_values_apply_set_entries_like_terraform():
-    node = PlanNode(id="r", kind="chart", component="gpu-operator", namespace="n",
-                    values={"driver": {"version": "580.1", "enabled": True}, "x": "${HOME}"},
-                    terraform_variables={"driver.version": "v", "driver.enabled": "e", "missing.path": "m"})
+    node = PlanNode(
+        id="r",
+        kind="chart",
+        component="gpu-operator",
+        namespace="n",
+        values={"driver": {"version": "580.1", "enabled": True}, "x": "${HOME}"},
+        terraform_variables={"driver.version": "v", "driver.enabled": "e", "missing.path": "m"},
+    )
     values, findings = helm_values(node)
     assert values == {"driver": {"version": "580.1", "enabled": True}, "x": "${HOME}"}
     assert [f.id for f in findings] == ["render.variable-required"]
@@ -154,20 +224,38 @@ def test_helm_values_apply_set_entries_like_terraform():
 def test_missing_chart_is_reported_with_how_to_get_it_and_required_only_on_request(tmp_path):
     """A chart that cannot be had is a warning naming it, what was not checked and how to get it;
     with require_charts an error, unless allowed by name."""
-    node = PlanNode(id="nvsentinel", kind="chart", component="nvsentinel", namespace="n",
-                    repository="oci://ghcr.io/nvidia", chart="nvsentinel", version="v1.25.0")
+    node = PlanNode(
+        id="nvsentinel",
+        kind="chart",
+        component="nvsentinel",
+        namespace="n",
+        repository="oci://ghcr.io/nvidia",
+        chart="nvsentinel",
+        version="v1.25.0",
+    )
     plan = plan_of(aks_cluster(), [node])
     src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
     with Renderer(src) as r:
         result = render_plans([plan], src, renderer=r)
     (f,) = result.findings
-    assert f.severity == "warning" and f.id == "render.chart-unavailable" and "nvsentinel v1.25.0" in f.message
-    assert "not checked" in f.message and "gpucluster charts pull" in f.fix and "charts.mirror" in f.fix and "--charts" in f.fix
+    assert (
+        f.severity == "warning"
+        and f.id == "render.chart-unavailable"
+        and "nvsentinel v1.25.0" in f.message
+    )
+    assert (
+        "not checked" in f.message
+        and "gpucluster charts pull" in f.fix
+        and "charts.mirror" in f.fix
+        and "--charts" in f.fix
+    )
     assert unverified(result) == ["unit/nvsentinel"]
     with Renderer(src, require_charts=True) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
     assert f.severity == "error"
-    assert "never rendered with a real chart of any version (unverified" in f.message  # no chartVersions: said out loud
+    assert (
+        "never rendered with a real chart of any version (unverified" in f.message
+    )  # no chartVersions: said out loud
     with Renderer(src, require_charts=True, allow_missing=["nvsentinel"]) as r:
         (f,) = render_plans([plan], src, renderer=r).findings
     assert f.severity == "warning"
@@ -176,22 +264,32 @@ def test_missing_chart_is_reported_with_how_to_get_it_and_required_only_on_reque
 # --------------------------------------------------------------------------- dead values (real Helm, small chart)
 
 
-DEAD_CHART_VALUES = "image: {tag: '1.0'}\nupgrade: {policy: {maxParallel: 1}}\nnodeSelector: {}\nextra: {}\n"
+DEAD_CHART_VALUES = (
+    "image: {tag: '1.0'}\nupgrade: {policy: {maxParallel: 1}}\nnodeSelector: {}\nextra: {}\n"
+)
 DEAD_CHART_TEMPLATES = {
     "cm.yaml": (
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n  namespace: {{ .Release.Namespace }}\n"
         "data:\n  parallel: {{ .Values.upgrade.policy.maxParallel | quote }}\n  tag: {{ .Values.image.tag | quote }}\n"
         "  selector: {{ toJson .Values.nodeSelector | quote }}\n"
         "  wholesale: {{ toJson .Values.extra | quote }}\n"
-        "  direct: {{ .Values.notDeclared | default \"\" | quote }}\n"
+        '  direct: {{ .Values.notDeclared | default "" | quote }}\n'
     ),
 }
 
 
 def _dead(tmp_path, values: dict[str, Any], overrides=()) -> list[lint.LintFinding]:
     write_chart(tmp_path, "cert-manager", "v1.0.0", DEAD_CHART_VALUES, DEAD_CHART_TEMPLATES)
-    node = PlanNode(id="cert-manager", kind="chart", component="cert-manager", namespace="n",
-                    repository="https://x", chart="cert-manager", version="v1.0.0", values=values)
+    node = PlanNode(
+        id="cert-manager",
+        kind="chart",
+        component="cert-manager",
+        namespace="n",
+        repository="https://x",
+        chart="cert-manager",
+        version="v1.0.0",
+        values=values,
+    )
     plan = plan_of(aks_cluster(overrides=overrides), [node])
     src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
     with Renderer(src) as r:
@@ -202,15 +300,28 @@ def _dead(tmp_path, values: dict[str, Any], overrides=()) -> list[lint.LintFindi
 
 
 def test_dead_value_misplaced_key_is_an_error(tmp_path):
-    findings = _dead(tmp_path, {"upgrade": {"maxParallel": 5, "policy": {"maxParallel": 2}},
-                                "nodeSelector": {"a": "b"}, "extra": {"free": 1}, "notDeclared": "x"})
+    findings = _dead(
+        tmp_path,
+        {
+            "upgrade": {"maxParallel": 5, "policy": {"maxParallel": 2}},
+            "nodeSelector": {"a": "b"},
+            "extra": {"free": 1},
+            "notDeclared": "x",
+        },
+    )
     assert [(f.severity, f.key) for f in findings] == [("error", "upgrade.maxParallel")]
     assert "neither in the defaults of chart cert-manager v1.0.0" in findings[0].message
 
 
 def test_dead_value_from_a_user_override_is_a_warning_naming_the_closest_key(tmp_path):
-    override = Override(component="cert-manager", kind="set", path="upgrade.policy.maxParalel", value=3, source="unit.yaml",
-                        key="overrides.set[0]")
+    override = Override(
+        component="cert-manager",
+        kind="set",
+        path="upgrade.policy.maxParalel",
+        value=3,
+        source="unit.yaml",
+        key="overrides.set[0]",
+    )
     findings = _dead(tmp_path, {"upgrade": {"policy": {"maxParalel": 3}}}, overrides=[override])
     assert [(f.severity, f.key) for f in findings] == [("warning", "upgrade.policy.maxParalel")]
     assert "closest existing key: upgrade.policy.maxParallel" in findings[0].message
@@ -228,7 +339,12 @@ def test_agent_without_the_extra_gpu_taint_toleration_is_an_error():
 
 
 def test_operator_resources_that_become_daemonsets_must_tolerate_gpu_taints():
-    ncp = {"apiVersion": "mellanox.com/v1alpha1", "kind": "NicClusterPolicy", "metadata": {"name": "nic-cluster-policy"}, "spec": {}}
+    ncp = {
+        "apiVersion": "mellanox.com/v1alpha1",
+        "kind": "NicClusterPolicy",
+        "metadata": {"name": "nic-cluster-policy"},
+        "spec": {},
+    }
     assert ids(lint_objects(aks_cluster(), [ncp])) == ["lint.placement-gpu"]
     ncp["spec"]["tolerations"] = [GPU_TOL]
     assert ids(lint_objects(aks_cluster(), [ncp])) == []
@@ -249,7 +365,9 @@ def test_agent_pinned_to_system_nodes_is_an_error():
 def test_with_scheduling_system_every_deployment_lands_on_system_nodes():
     cluster = aks_cluster(system=SYSTEM)
     assert ids(lint_objects(cluster, [deployment("op")])) == ["lint.placement-system"]
-    assert ids(lint_objects(cluster, [deployment("op", dict(SYSTEM))])) == ["lint.placement-system"]  # taint not tolerated
+    assert ids(lint_objects(cluster, [deployment("op", dict(SYSTEM))])) == [
+        "lint.placement-system"
+    ]  # taint not tolerated
     assert ids(lint_objects(cluster, [deployment("op", dict(SYSTEM), [CRITICAL])])) == []
     assert ids(lint_objects(aks_cluster(), [deployment("op")])) == []
 
@@ -258,8 +376,15 @@ def test_with_scheduling_system_every_deployment_lands_on_system_nodes():
 
 
 def _cluster_policy(runtime_class: str) -> dict[str, Any]:
-    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-            "spec": {"operator": {"runtimeClass": runtime_class}, "daemonsets": {"tolerations": [GPU_TOL]}}}
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {
+            "operator": {"runtimeClass": runtime_class},
+            "daemonsets": {"tolerations": [GPU_TOL]},
+        },
+    }
 
 
 def test_runtime_class_must_exist_in_the_stack():
@@ -272,34 +397,85 @@ def test_runtime_class_must_exist_in_the_stack():
 
 def test_runtime_class_in_operator_config_carried_by_a_configmap():
     """KAI's admission configuration reaches the operator as YAML inside a ConfigMap."""
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kai-config", "namespace": "unit"},
-          "data": {"config.yaml": "spec:\n  admission:\n    gpuFractionRuntimeClassName: \"nvidia\"\n"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kai-config", "namespace": "unit"},
+        "data": {"config.yaml": 'spec:\n  admission:\n    gpuFractionRuntimeClassName: "nvidia"\n'},
+    }
     found = lint_objects(aks_cluster(), [_cluster_policy("nvidia-container-runtime"), cm])
     assert ids(found) == ["lint.runtimeclass"] and "gpuFractionRuntimeClassName" in found[0].key
 
 
-@pytest.mark.parametrize("image,ok", [("nginx", False), ("nginx:latest", False), ("registry:5000/nginx", False),
-                                      ("nginx:1.27", True), ("nginx@sha256:" + "a" * 64, True)])
+@pytest.mark.parametrize(
+    "image,ok",
+    [
+        ("nginx", False),
+        ("nginx:latest", False),
+        ("registry:5000/nginx", False),
+        ("nginx:1.27", True),
+        ("nginx@sha256:" + "a" * 64, True),
+    ],
+)
 def test_images_must_be_pinned(image, ok):
-    assert ids(lint_objects(aks_cluster(), [deployment("app", image=image)])) == ([] if ok else ["lint.image-unpinned"])
+    assert ids(lint_objects(aks_cluster(), [deployment("app", image=image)])) == (
+        [] if ok else ["lint.image-unpinned"]
+    )
 
 
 def test_no_literal_credentials_in_values():
-    values = {"grafana": {"adminPassword": "admin", "admin": {"existingSecret": "", "passwordKey": "admin-password"}}}
+    values = {
+        "grafana": {
+            "adminPassword": "admin",
+            "admin": {"existingSecret": "", "passwordKey": "admin-password"},
+        }
+    }
     found = lint_objects(aks_cluster(), [], values=values)
     assert ids(found) == ["lint.credential"] and found[0].key == "grafana.adminPassword"
-    assert ids(lint_objects(aks_cluster(), [], values={"grafana": {"admin": {"existingSecret": "s"}}})) == []
+    assert (
+        ids(lint_objects(aks_cluster(), [], values={"grafana": {"admin": {"existingSecret": "s"}}}))
+        == []
+    )
 
 
 def test_schema_check_refuses_unknown_fields_and_wrong_types():
     bad = deployment("app")
     bad["spec"]["replica"] = 2  # misspelt
     assert ids(lint_objects(aks_cluster(), [bad])) == ["lint.schema"]
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "things.example.com"},
-           "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Thing", "plural": "things"},
-                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                        "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}
-    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"size": "big"}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"size": {"type": "integer"}},
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    thing = {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": "t"},
+        "spec": {"size": "big"},
+    }
     found = lint_objects(aks_cluster(), [crd, thing])
     assert ids(found) == ["lint.schema"] and "spec.size" in found[0].message
     thing["spec"]["size"] = 3
@@ -311,20 +487,55 @@ def test_schema_check_reads_objects_as_the_api_server_stores_them():
     with a schema default is filled (no finding): Kubernetes docs, "Defaulting and Nullable".
     AICR's storageSpec.emptyDir: null renders spec.storage.emptyDir: null into the Prometheus CR;
     gpu-operator v25.10's ClusterPolicy CRD requires operator.defaultRuntime (default docker)."""
-    schema = {"type": "object", "properties": {"spec": {"type": "object", "required": ["runtime"], "properties": {
-        "runtime": {"type": "string", "default": "docker"}, "emptyDir": {"type": "object"},
-        "keep": {"type": "object", "nullable": True}}}}}
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "things.example.com"},
-           "spec": {"group": "example.com", "scope": "Cluster", "names": {"kind": "Thing", "plural": "things"},
-                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]}}
-    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"emptyDir": None, "keep": None}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["runtime"],
+                "properties": {
+                    "runtime": {"type": "string", "default": "docker"},
+                    "emptyDir": {"type": "object"},
+                    "keep": {"type": "object", "nullable": True},
+                },
+            }
+        },
+    }
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+    thing = {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": "t"},
+        "spec": {"emptyDir": None, "keep": None},
+    }
     found = lint_objects(aks_cluster(), [crd, thing])
-    assert ids(found) == [] and [(f.id, f.severity) for f in found] == [("lint.schema-pruned", "warning")]
+    assert ids(found) == [] and [(f.id, f.severity) for f in found] == [
+        ("lint.schema-pruned", "warning")
+    ]
     assert "spec.emptyDir" in found[0].message and "spec.keep" not in found[0].message
     del thing["spec"]["emptyDir"]
     assert lint_objects(aks_cluster(), [crd, thing]) == []
     schema["properties"]["spec"]["properties"]["runtime"].pop("default")
-    crd["metadata"]["name"] = "things.example.com"  # same CRD, no default now: the required field is missing
+    crd["metadata"]["name"] = (
+        "things.example.com"  # same CRD, no default now: the required field is missing
+    )
     assert ids(lint_objects(aks_cluster(), [crd, thing])) == ["lint.schema"]
 
 
@@ -338,16 +549,28 @@ CASES = [(p, leaf, prof, v) for p, leaf, prof in base_cases() for v in VARIANTS]
 def stack(reference_charts, shared_dir):
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
     crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
-    with Renderer(sources, allow_missing=UNAVAILABLE, require_charts=True) as renderer:  # only those may be missing
+    with Renderer(
+        sources, allow_missing=UNAVAILABLE, require_charts=True
+    ) as renderer:  # only those may be missing
         yield sources, renderer, crds
 
 
-@pytest.mark.parametrize("platform,leaf,profile,variant", CASES, ids=[f"{c[1]}-{c[2] or 'default'}-{c[3]}" for c in CASES])
-def test_every_builtin_recipe_renders_and_lints_clean(stack, tmp_path, platform, leaf, profile, variant):
+@pytest.mark.parametrize(
+    "platform,leaf,profile,variant",
+    CASES,
+    ids=[f"{c[1]}-{c[2] or 'default'}-{c[3]}" for c in CASES],
+)
+def test_every_builtin_recipe_renders_and_lints_clean(
+    stack, tmp_path, platform, leaf, profile, variant
+):
     from gpucluster import pipeline
 
     sources, renderer, crds = stack
-    (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, profile, variant)]}, source="lint.yaml", root=tmp_path)
+    (spec,) = parse_clusters(
+        {"clusters": [cluster_doc(platform, leaf, profile, variant)]},
+        source="lint.yaml",
+        root=tmp_path,
+    )
     plan = pipeline.build_plan(spec)
     result = render_plans([plan], sources, renderer=renderer)
     findings = lint.lint_result(result, extra_crds=crds)
@@ -359,7 +582,9 @@ def test_every_builtin_recipe_renders_and_lints_clean(stack, tmp_path, platform,
     assert any(o.get("kind") == "ClusterPolicy" for r in result.releases for _, o in r.objects)
 
 
-def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_override(reference_charts, shared_dir, tmp_path, capsys):
+def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_override(
+    reference_charts, shared_dir, tmp_path, capsys
+):
     out = tmp_path / "out"
     allow = ["--require-charts", *(a for name in UNAVAILABLE for a in ("--allow-missing", name))]
     code = main(["render", "--charts", str(reference_charts), "--out", str(out), *allow])
@@ -369,39 +594,97 @@ def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_ov
     assert "gpu-operator" in folders and "gpu-operator-clusterpolicy-ready" in folders
     values = (out / "gpu-training" / "gpu-operator" / "values.yaml").read_text()
     assert "\ncdi:\n  enabled: true\n" in values and "maxParallelUpgrades: 5" in values
-    assert (out / "gpu-training" / "gpu-operator" / "gpu-operator" / "templates" / "clusterpolicy.yaml").is_file()
+    assert (
+        out / "gpu-training" / "gpu-operator" / "gpu-operator" / "templates" / "clusterpolicy.yaml"
+    ).is_file()
     assert "warning[render.chart-unavailable]" in captured.err and "nvsentinel" in captured.err
-    code = main(["lint", "--charts", str(reference_charts), "--crds", str(shared_dir / "reference" / "crds"), *allow,
-                 "--set", "gpuoperator:driver.upgradePolicy.maxParalelUpgrades=3"])
+    code = main(
+        [
+            "lint",
+            "--charts",
+            str(reference_charts),
+            "--crds",
+            str(shared_dir / "reference" / "crds"),
+            *allow,
+            "--set",
+            "gpuoperator:driver.upgradePolicy.maxParalelUpgrades=3",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
-    assert "warning[lint.dead-value]" in err and "closest existing key: driver.upgradePolicy.maxParallelUpgrades" in err
+    assert (
+        "warning[lint.dead-value]" in err
+        and "closest existing key: driver.upgradePolicy.maxParallelUpgrades" in err
+    )
 
 
 def test_render_uses_the_target_clusters_capabilities(tmp_path):
     """Kubernetes 1.34's version and API versions (prometheus-adapter renders a v1 APIService on
     1.34; Helm's defaults gave v1beta1), and the CRDs of the releases a release depends on."""
-    write_chart(tmp_path, "caps", "1.0.0", "{}", {"cm.yaml": (
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caps}\ndata:\n"
-        "  kube: {{ .Capabilities.KubeVersion.GitVersion | quote }}\n"
-        "  aggregator: {{ .Capabilities.APIVersions.Has \"apiregistration.k8s.io/v1\" | quote }}\n"
-        "  dra: {{ .Capabilities.APIVersions.Has \"resource.k8s.io/v1/DeviceClass\" | quote }}\n"
-        "  thing: {{ .Capabilities.APIVersions.Has \"example.com/v1/Thing\" | quote }}\n")})
-    write_chart(tmp_path, "thing-crds", "1.0.0", "{}", {"crd.yaml": (
-        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n"
-        "spec: {group: example.com, scope: Cluster, names: {kind: Thing, plural: things},\n"
-        "  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n")})
-    crds = PlanNode(id="thing-crds", kind="chart", component="cert-manager", namespace="n", repository="https://x",
-                    chart="thing-crds", version="1.0.0")
-    user = PlanNode(id="caps", kind="chart", component="cert-manager", namespace="n", repository="https://x",
-                    chart="caps", version="1.0.0", depends_on=["thing-crds"])
-    alone = PlanNode(id="alone", kind="chart", component="cert-manager", namespace="n", repository="https://x",
-                     chart="caps", version="1.0.0")
+    write_chart(
+        tmp_path,
+        "caps",
+        "1.0.0",
+        "{}",
+        {
+            "cm.yaml": (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caps}\ndata:\n"
+                "  kube: {{ .Capabilities.KubeVersion.GitVersion | quote }}\n"
+                '  aggregator: {{ .Capabilities.APIVersions.Has "apiregistration.k8s.io/v1" | quote }}\n'
+                '  dra: {{ .Capabilities.APIVersions.Has "resource.k8s.io/v1/DeviceClass" | quote }}\n'
+                '  thing: {{ .Capabilities.APIVersions.Has "example.com/v1/Thing" | quote }}\n'
+            )
+        },
+    )
+    write_chart(
+        tmp_path,
+        "thing-crds",
+        "1.0.0",
+        "{}",
+        {
+            "crd.yaml": (
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n"
+                "spec: {group: example.com, scope: Cluster, names: {kind: Thing, plural: things},\n"
+                "  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}\n"
+            )
+        },
+    )
+    crds = PlanNode(
+        id="thing-crds",
+        kind="chart",
+        component="cert-manager",
+        namespace="n",
+        repository="https://x",
+        chart="thing-crds",
+        version="1.0.0",
+    )
+    user = PlanNode(
+        id="caps",
+        kind="chart",
+        component="cert-manager",
+        namespace="n",
+        repository="https://x",
+        chart="caps",
+        version="1.0.0",
+        depends_on=["thing-crds"],
+    )
+    alone = PlanNode(
+        id="alone",
+        kind="chart",
+        component="cert-manager",
+        namespace="n",
+        repository="https://x",
+        chart="caps",
+        version="1.0.0",
+    )
     src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
     with Renderer(src) as r:
         result = render_plans([plan_of(aks_cluster(), [user, crds, alone])], src, renderer=r)
-    data = {rel.name: next(o for _, o in rel.objects if o.get("kind") == "ConfigMap")["data"] for rel in result.releases
-            if rel.name != "thing-crds"}
+    data = {
+        rel.name: next(o for _, o in rel.objects if o.get("kind") == "ConfigMap")["data"]
+        for rel in result.releases
+        if rel.name != "thing-crds"
+    }
     assert data["caps"] == {"kube": "v1.34.0", "aggregator": "true", "dra": "true", "thing": "true"}
     assert data["alone"]["thing"] == "false"  # the CRD's release is not installed before it
 
@@ -414,8 +697,13 @@ def test_prometheus_adapter_renders_the_api_service_a_134_cluster_serves(referen
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
     with Renderer(sources, allow_missing=UNAVAILABLE) as r:
         result = render_plans([plan], sources, renderer=r)
-    services = [o for rel in result.releases if rel.node.component == "prometheus-adapter" for _, o in rel.objects
-                if o.get("kind") == "APIService"]
+    services = [
+        o
+        for rel in result.releases
+        if rel.node.component == "prometheus-adapter"
+        for _, o in rel.objects
+        if o.get("kind") == "APIService"
+    ]
     assert services and {o["apiVersion"] for o in services} == {"apiregistration.k8s.io/v1"}
 
 
@@ -426,15 +714,43 @@ def test_cli_render_unknown_chart_folder_is_one_error_line(tmp_path, capsys):
 
 
 def test_node_feature_rule_on_a_hidden_feature_can_never_match():
-    worker = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nfd-worker-conf", "namespace": "unit"},
-              "data": {"nfd-worker.conf": "core:\n  noPublishFeatures:\n  - cpu.*\n  - pci.*\n"}}
-    rule = {"apiVersion": "nfd.k8s-sigs.io/v1alpha1", "kind": "NodeFeatureRule", "metadata": {"name": "nics"},
-            "spec": {"rules": [{"name": "mellanox", "labels": {"x": "true"},
-                                "matchFeatures": [{"feature": "pci.device", "matchExpressions": {"vendor": {"op": "In", "value": ["15b3"]}}}]}]}}
-    found = [f for f in lint_objects(aks_cluster(), [worker, rule]) if f.id == "lint.nfd-rule-unmatchable"]
+    worker = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "nfd-worker-conf", "namespace": "unit"},
+        "data": {"nfd-worker.conf": "core:\n  noPublishFeatures:\n  - cpu.*\n  - pci.*\n"},
+    }
+    rule = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeatureRule",
+        "metadata": {"name": "nics"},
+        "spec": {
+            "rules": [
+                {
+                    "name": "mellanox",
+                    "labels": {"x": "true"},
+                    "matchFeatures": [
+                        {
+                            "feature": "pci.device",
+                            "matchExpressions": {"vendor": {"op": "In", "value": ["15b3"]}},
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+    found = [
+        f
+        for f in lint_objects(aks_cluster(), [worker, rule])
+        if f.id == "lint.nfd-rule-unmatchable"
+    ]
     assert len(found) == 1 and "pci.device" in found[0].message
     worker["data"]["nfd-worker.conf"] = "core:\n  noPublishFeatures:\n  - cpu.*\n"
-    assert not [f for f in lint_objects(aks_cluster(), [worker, rule]) if f.id == "lint.nfd-rule-unmatchable"]
+    assert not [
+        f
+        for f in lint_objects(aks_cluster(), [worker, rule])
+        if f.id == "lint.nfd-rule-unmatchable"
+    ]
 
 
 def test_pull_into_a_cache_that_is_a_file_is_a_note_not_a_traceback(tmp_path):
@@ -442,8 +758,14 @@ def test_pull_into_a_cache_that_is_a_file_is_a_note_not_a_traceback(tmp_path):
     pull's error handling); the pull failure is reported on the release like any other."""
     cache = tmp_path / "cache"
     cache.write_text("not a folder\n")
-    found = ChartSources([], cache_dir=cache, pull=True).locate("https://charts.jetstack.io", "cert-manager", "v1.17.2")
-    assert found.chart is None and "pull of cert-manager v1.17.2" in found.note and "failed" in found.note
+    found = ChartSources([], cache_dir=cache, pull=True).locate(
+        "https://charts.jetstack.io", "cert-manager", "v1.17.2"
+    )
+    assert (
+        found.chart is None
+        and "pull of cert-manager v1.17.2" in found.note
+        and "failed" in found.note
+    )
 
 
 def test_cli_cache_or_charts_that_are_files_are_one_error_line(tmp_path, capsys):
@@ -451,8 +773,12 @@ def test_cli_cache_or_charts_that_are_files_are_one_error_line(tmp_path, capsys)
     a_file = tmp_path / "f.txt"
     a_file.write_text("x\n")
     for flag in ("--cache", "--charts"):
-        argv = ["render", "--pull", flag, str(a_file)] + (["--charts", str(tmp_path)] if flag == "--cache" else [])
+        argv = ["render", "--pull", flag, str(a_file)] + (
+            ["--charts", str(tmp_path)] if flag == "--cache" else []
+        )
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("error[input] ") and f"key={flag}:" in err[0], err
+        assert len(err) == 1 and err[0].startswith("error[input] ") and f"key={flag}:" in err[0], (
+            err
+        )
         assert "is a file, not a folder" in err[0] and " fix: " in err[0], err

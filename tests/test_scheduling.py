@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.model import NodeScheduling, Taint, Toleration
+from gpucluster.model import Taint, Toleration
 from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 from gpucluster.recipes.scheduling import apply_scheduling, parse_scheduling, parse_toleration
-from policy_helpers import make_catalog, make_cluster, make_components, make_recipe
 
 GPU_TOL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -22,7 +22,9 @@ def inject(catalog, *, scheduling=None, recipe=None, overrides=None, **cluster_k
     recipe = recipe or make_recipe()
     components = make_components(recipe)
     cluster = make_cluster(
-        scheduling=parse_scheduling(scheduling, file="c.yaml", cluster="c1") if scheduling is not None else None,
+        scheduling=parse_scheduling(scheduling, file="c.yaml", cluster="c1")
+        if scheduling is not None
+        else None,
         overrides=parse_overrides(overrides, file="c.yaml", cluster="c1") if overrides else None,
         **cluster_kw,
     )
@@ -37,10 +39,19 @@ def inject(catalog, *, scheduling=None, recipe=None, overrides=None, **cluster_k
 @pytest.mark.parametrize(
     "spec,expected",
     [
-        ("nvidia.com/gpu:NoSchedule", Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")),
-        ("dedicated=gpu:NoExecute", Toleration(key="dedicated", operator="Equal", value="gpu", effect="NoExecute")),
+        (
+            "nvidia.com/gpu:NoSchedule",
+            Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
+        ),
+        (
+            "dedicated=gpu:NoExecute",
+            Toleration(key="dedicated", operator="Equal", value="gpu", effect="NoExecute"),
+        ),
         ({"key": "a", "operator": "Exists"}, Toleration(key="a", operator="Exists")),
-        ({"key": "a", "value": "b", "effect": "PreferNoSchedule"}, Toleration(key="a", operator="Equal", value="b", effect="PreferNoSchedule")),
+        (
+            {"key": "a", "value": "b", "effect": "PreferNoSchedule"},
+            Toleration(key="a", operator="Equal", value="b", effect="PreferNoSchedule"),
+        ),
         ({"operator": "Exists"}, Toleration(key=None, operator="Exists")),
     ],
 )
@@ -75,8 +86,14 @@ def test_parse_toleration_rejects(spec, needle):
 def test_parse_scheduling_full():
     s = parse_scheduling(
         {
-            "accelerated": {"nodeSelector": {"nvidia.com/gpu.present": "true"}, "tolerations": ["nvidia.com/gpu:NoSchedule"]},
-            "system": {"nodeSelector": {"kubernetes.azure.com/mode": "system"}, "tolerations": ["CriticalAddonsOnly:NoSchedule"]},
+            "accelerated": {
+                "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                "tolerations": ["nvidia.com/gpu:NoSchedule"],
+            },
+            "system": {
+                "nodeSelector": {"kubernetes.azure.com/mode": "system"},
+                "tolerations": ["CriticalAddonsOnly:NoSchedule"],
+            },
             "workloadGateTaint": "nodewright.nvidia.com/runtime-required=true:NoSchedule",
             "nodeCount": 4,
         },
@@ -84,8 +101,12 @@ def test_parse_scheduling_full():
         cluster="c1",
     )
     assert s.accelerated_node_selector == {"nvidia.com/gpu.present": "true"}
-    assert s.system_tolerations == [Toleration(key="CriticalAddonsOnly", operator="Exists", effect="NoSchedule")]
-    assert s.workload_gate_taint == Taint("nodewright.nvidia.com/runtime-required", "true", "NoSchedule")
+    assert s.system_tolerations == [
+        Toleration(key="CriticalAddonsOnly", operator="Exists", effect="NoSchedule")
+    ]
+    assert s.workload_gate_taint == Taint(
+        "nodewright.nvidia.com/runtime-required", "true", "NoSchedule"
+    )
     assert s.node_count == 4
 
 
@@ -93,10 +114,26 @@ def test_parse_scheduling_full():
     "raw,key,needle",
     [
         ({"gpu": {}}, "scheduling.gpu", "unknown scheduling key 'gpu'"),
-        ({"accelerated": {"tolerations": "nvidia.com/gpu:NoSchedule"}}, "scheduling.accelerated.tolerations", "tolerations must be a list"),
-        ({"accelerated": {"tolerations": ["x"]}}, "scheduling.accelerated.tolerations[0]", "has no ':Effect'"),
-        ({"system": {"nodeSelector": {"pool": True}}}, "scheduling.system.nodeSelector.pool", "label values are strings (quote it)"),
-        ({"system": {"nodeSelector": ["a"]}}, "scheduling.system.nodeSelector", "must be a mapping"),
+        (
+            {"accelerated": {"tolerations": "nvidia.com/gpu:NoSchedule"}},
+            "scheduling.accelerated.tolerations",
+            "tolerations must be a list",
+        ),
+        (
+            {"accelerated": {"tolerations": ["x"]}},
+            "scheduling.accelerated.tolerations[0]",
+            "has no ':Effect'",
+        ),
+        (
+            {"system": {"nodeSelector": {"pool": True}}},
+            "scheduling.system.nodeSelector.pool",
+            "label values are strings (quote it)",
+        ),
+        (
+            {"system": {"nodeSelector": ["a"]}},
+            "scheduling.system.nodeSelector",
+            "must be a mapping",
+        ),
         ({"system": {"selector": {}}}, "scheduling.system.selector", "unknown key 'selector'"),
         ({"nodeCount": 0}, "scheduling.nodeCount", "positive integer"),
         ({"nodeCount": True}, "scheduling.nodeCount", "positive integer"),
@@ -108,7 +145,9 @@ def test_parse_scheduling_rejects_with_key(raw, key, needle):
     with pytest.raises(GpuclusterError) as exc:
         parse_scheduling(raw, file="c.yaml", cluster="c1")
     text = exc.value.render()
-    assert needle in text and f"key={key}" in text and "file=c.yaml" in text and "cluster=c1" in text
+    assert (
+        needle in text and f"key={key}" in text and "file=c.yaml" in text and "cluster=c1" in text
+    )
 
 
 # --------------------------------------------------------------------------- injection
@@ -116,7 +155,9 @@ def test_parse_scheduling_rejects_with_key(raw, key, needle):
 
 def test_default_accelerated_toleration_derived_from_gpu_pool_taint(catalog):
     comps = inject(catalog)
-    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [GPU_TOL]  # replaced, old entry gone
+    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [
+        GPU_TOL
+    ]  # replaced, old entry gone
     assert comps["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["tolerations"] == [GPU_TOL]
     assert comps["nodewright-customizations"].values["acceleratedTolerations"] == [GPU_TOL]
     assert "tolerations" not in comps["gpu-operator"].values["operator"]  # system path untouched
@@ -133,11 +174,18 @@ def test_default_toleration_follows_the_pool_taint_not_a_constant(catalog):
 def test_no_default_without_tainted_gpu_pools(catalog):
     comps = inject(catalog, taints=[])
     assert "acceleratedTolerations" not in comps["nodewright-customizations"].values
-    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [{"key": "old", "operator": "Exists"}]
+    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [
+        {"key": "old", "operator": "Exists"}
+    ]
 
 
 def test_user_tolerations_replace_the_default(catalog):
-    comps = inject(catalog, scheduling={"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule", "dedicated=ml:NoSchedule"]}})
+    comps = inject(
+        catalog,
+        scheduling={
+            "accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule", "dedicated=ml:NoSchedule"]}
+        },
+    )
     assert comps["nvidia-dra-driver-gpu"].values["kubeletPlugin"]["tolerations"] == [
         GPU_TOL,
         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
@@ -149,34 +197,56 @@ def test_selectors_and_system_tolerations_go_to_their_paths(catalog):
         catalog,
         scheduling={
             "accelerated": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
-            "system": {"nodeSelector": {"agentpool": "system"}, "tolerations": ["CriticalAddonsOnly:NoSchedule"]},
+            "system": {
+                "nodeSelector": {"agentpool": "system"},
+                "tolerations": ["CriticalAddonsOnly:NoSchedule"],
+            },
         },
     )
     dra = comps["nvidia-dra-driver-gpu"].values
     assert dra["kubeletPlugin"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert dra["controller"] == {
         "nodeSelector": {"agentpool": "system"},
-        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [
+            {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}
+        ],
     }
-    assert comps["network-operator"].values["operator"]["nodeSelector"] == {"a": "b"}  # no registry paths: untouched
-    assert comps["nodewright-customizations"].values["acceleratedNodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert comps["network-operator"].values["operator"]["nodeSelector"] == {
+        "a": "b"
+    }  # no registry paths: untouched
+    assert comps["nodewright-customizations"].values["acceleratedNodeSelector"] == {
+        "nvidia.com/gpu.present": "true"
+    }
 
 
 def test_path_in_system_and_accelerated_gets_accelerated(catalog):
-    comps = inject(catalog, scheduling={"system": {"tolerations": ["CriticalAddonsOnly:NoSchedule"]}})
+    comps = inject(
+        catalog, scheduling={"system": {"tolerations": ["CriticalAddonsOnly:NoSchedule"]}}
+    )
     nfd = comps["nfd"].values
-    assert nfd["master"]["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}]
+    assert nfd["master"]["tolerations"] == [
+        {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     assert nfd["worker"]["tolerations"] == [GPU_TOL]
 
 
 def test_recipe_list_at_toleration_path_appends(catalog):
-    recipe = make_recipe(ref_overrides={"gpu-operator": {"daemonsets": {"tolerations": [{"key": "old", "operator": "Exists"}]}}})
+    recipe = make_recipe(
+        ref_overrides={
+            "gpu-operator": {"daemonsets": {"tolerations": [{"key": "old", "operator": "Exists"}]}}
+        }
+    )
     comps = inject(catalog, recipe=recipe)
-    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [{"key": "old", "operator": "Exists"}, GPU_TOL]
+    assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [
+        {"key": "old", "operator": "Exists"},
+        GPU_TOL,
+    ]
 
 
 def test_recipe_empty_list_opts_the_path_out(catalog):
-    recipe = make_recipe(ref_overrides={"nvidia-dra-driver-gpu": {"kubeletPlugin": {"tolerations": []}}})
+    recipe = make_recipe(
+        ref_overrides={"nvidia-dra-driver-gpu": {"kubeletPlugin": {"tolerations": []}}}
+    )
     comps = inject(catalog, recipe=recipe)
     assert "kubeletPlugin" not in comps["nvidia-dra-driver-gpu"].values
     assert comps["gpu-operator"].values["daemonsets"]["tolerations"] == [GPU_TOL]
@@ -185,20 +255,41 @@ def test_recipe_empty_list_opts_the_path_out(catalog):
 def test_user_list_at_toleration_path_appends_without_duplicates(catalog):
     comps = inject(
         catalog,
-        overrides={"values": [{"component": "nodewrightcustomizations", "values": {"acceleratedTolerations": [{"key": "extra", "operator": "Exists"}, GPU_TOL]}}]},
+        overrides={
+            "values": [
+                {
+                    "component": "nodewrightcustomizations",
+                    "values": {
+                        "acceleratedTolerations": [{"key": "extra", "operator": "Exists"}, GPU_TOL]
+                    },
+                }
+            ]
+        },
     )
-    assert comps["nodewright-customizations"].values["acceleratedTolerations"] == [{"key": "extra", "operator": "Exists"}, GPU_TOL]
+    assert comps["nodewright-customizations"].values["acceleratedTolerations"] == [
+        {"key": "extra", "operator": "Exists"},
+        GPU_TOL,
+    ]
 
 
 def test_workload_gate_taint_and_node_count(catalog):
-    comps = inject(catalog, scheduling={"workloadGateTaint": "nodewright.nvidia.com/runtime-required=true:NoSchedule"})
+    comps = inject(
+        catalog,
+        scheduling={"workloadGateTaint": "nodewright.nvidia.com/runtime-required=true:NoSchedule"},
+    )
     v = comps["nodewright-operator"].values
-    assert v["controllerManager"]["manager"]["env"]["runtimeRequiredTaint"] == "nodewright.nvidia.com/runtime-required=true:NoSchedule"
+    assert (
+        v["controllerManager"]["manager"]["env"]["runtimeRequiredTaint"]
+        == "nodewright.nvidia.com/runtime-required=true:NoSchedule"
+    )
     assert v["estimatedNodeCount"] == 3  # the GPU pool's node count
 
 
 def test_explicit_node_count_and_taint_without_value(catalog):
-    comps = inject(catalog, scheduling={"nodeCount": 7, "workloadGateTaint": {"key": "gate", "effect": "NoSchedule"}})
+    comps = inject(
+        catalog,
+        scheduling={"nodeCount": 7, "workloadGateTaint": {"key": "gate", "effect": "NoSchedule"}},
+    )
     v = comps["nodewright-operator"].values
     assert v["estimatedNodeCount"] == 7
     assert v["controllerManager"]["manager"]["env"]["runtimeRequiredTaint"] == "gate:NoSchedule"
@@ -220,20 +311,32 @@ def test_injection_through_a_scalar_is_an_error(catalog):
     with pytest.raises(GpuclusterError) as exc:
         apply_scheduling(make_cluster(), recipe, components, catalog)
     text = exc.value.render()
-    assert "cannot inject node scheduling at 'daemonsets.tolerations'" in text and "component=gpu-operator" in text
+    assert (
+        "cannot inject node scheduling at 'daemonsets.tolerations'" in text
+        and "component=gpu-operator" in text
+    )
 
 
-@pytest.mark.parametrize("platform,leaf", [("oke", "gb200-oke-ubuntu-training"), ("nvke", "gb200-nvke-ubuntu-training"),
-                                           ("oke", "l40s-oke-inference")])
+@pytest.mark.parametrize(
+    "platform,leaf",
+    [
+        ("oke", "gb200-oke-ubuntu-training"),
+        ("nvke", "gb200-nvke-ubuntu-training"),
+        ("oke", "l40s-oke-inference"),
+    ],
+)
 def test_nfd_tolerates_the_gpu_taint_like_the_other_gpu_daemonsets(platform, leaf, tmp_path):
     """Without declared accelerated tolerations, the NFD worker and topology updater tolerate
     nvidia.com/gpu:NoSchedule, as gpu-operator's daemonsets and the DRA kubelet plugin do by their
     charts' defaults: a tainted GPU node is labelled."""
-    from gpucluster import pipeline
-    from gpucluster.inputs.config import parse_clusters
     from render_cases import cluster_doc
 
-    (spec,) = parse_clusters({"clusters": [cluster_doc(platform, leaf, "", "plain")]}, source="x.yaml", root=tmp_path)
+    from gpucluster import pipeline
+    from gpucluster.inputs.config import parse_clusters
+
+    (spec,) = parse_clusters(
+        {"clusters": [cluster_doc(platform, leaf, "", "plain")]}, source="x.yaml", root=tmp_path
+    )
     plan = pipeline.build_plan(spec)
     want = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     nfd = plan.components["nfd"].values

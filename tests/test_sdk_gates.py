@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpucluster import sdk
-from gpucluster.errors import GpuclusterError
 from gpucluster.charts.gates import validate_gate
+from gpucluster.errors import GpuclusterError
 from gpucluster.sdk import (
     Component,
     ComponentRef,
@@ -24,15 +24,35 @@ def _dra(values, namespace="nvidia-dra-driver"):
 
 def test_clusterpolicy_ready_fields():
     g = clusterpolicy_ready(timeout_seconds=1800, before=("kai-scheduler",))
-    assert (g.name, g.component, g.kind) == ("gpu-operator-clusterpolicy-ready", "gpu-operator", "resource-condition")
-    assert (g.api_version, g.resource, g.kind_name) == ("nvidia.com/v1", "clusterpolicies", "ClusterPolicy")
-    assert (g.name_of_object, g.namespace, g.jsonpath, g.value) == ("cluster-policy", None, "{.status.state}", "ready")
+    assert (g.name, g.component, g.kind) == (
+        "gpu-operator-clusterpolicy-ready",
+        "gpu-operator",
+        "resource-condition",
+    )
+    assert (g.api_version, g.resource, g.kind_name) == (
+        "nvidia.com/v1",
+        "clusterpolicies",
+        "ClusterPolicy",
+    )
+    assert (g.name_of_object, g.namespace, g.jsonpath, g.value) == (
+        "cluster-policy",
+        None,
+        "{.status.state}",
+        "ready",
+    )
     assert g.timeout_seconds == 1800 and g.before == ["kai-scheduler"] and g.after == []
 
 
 def test_nicclusterpolicy_ready_waits_for_every_object():
-    g = nicclusterpolicy_ready(timeout_seconds=900, name="ncp", after=["network-operator-ippool-crd"])
-    assert (g.name, g.component, g.api_version, g.resource) == ("ncp", "network-operator", "mellanox.com/v1alpha1", "nicclusterpolicies")
+    g = nicclusterpolicy_ready(
+        timeout_seconds=900, name="ncp", after=["network-operator-ippool-crd"]
+    )
+    assert (g.name, g.component, g.api_version, g.resource) == (
+        "ncp",
+        "network-operator",
+        "mellanox.com/v1alpha1",
+        "nicclusterpolicies",
+    )
     assert g.name_of_object is None and g.before is None
     assert g.after == ["network-operator-ippool-crd"]
 
@@ -40,7 +60,10 @@ def test_nicclusterpolicy_ready_waits_for_every_object():
 @pytest.mark.parametrize(
     "values, expected",
     [
-        ({"nameOverride": "nvidia-dra-driver-gpu", "fullnameOverride": "nvidia-dra-driver-gpu"}, "nvidia-dra-driver-gpu-kubelet-plugin"),
+        (
+            {"nameOverride": "nvidia-dra-driver-gpu", "fullnameOverride": "nvidia-dra-driver-gpu"},
+            "nvidia-dra-driver-gpu-kubelet-plugin",
+        ),
         # fullnameOverride does not name the DaemonSet (the chart's name helper does)
         ({"fullnameOverride": "custom"}, "dra-driver-nvidia-gpu-kubelet-plugin"),
         ({}, "dra-driver-nvidia-gpu-kubelet-plugin"),
@@ -54,11 +77,24 @@ def test_dra_kubelet_plugin_name(values, expected):
 def test_dra_rollout_and_min_version():
     dra = _dra({"nameOverride": "nvidia-dra-driver-gpu"})
     r = dra_kubelet_plugin_rollout(dra, min_ready=0, timeout_seconds=900)
-    assert (r.name, r.kind, r.component) == ("nvidia-dra-driver-gpu-kubelet-plugin-rollout", "rollout", "nvidia-dra-driver-gpu")
-    assert (r.kind_name, r.name_of_object, r.namespace) == ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin", "nvidia-dra-driver")
+    assert (r.name, r.kind, r.component) == (
+        "nvidia-dra-driver-gpu-kubelet-plugin-rollout",
+        "rollout",
+        "nvidia-dra-driver-gpu",
+    )
+    assert (r.kind_name, r.name_of_object, r.namespace) == (
+        "DaemonSet",
+        "nvidia-dra-driver-gpu-kubelet-plugin",
+        "nvidia-dra-driver",
+    )
     assert (r.min_ready, r.container, r.value) == (0, "", "")
     v = dra_kubelet_plugin_rollout(dra, min_version="0.5.1", timeout_seconds=600)
-    assert (v.name, v.kind, v.container, v.value) == ("nvidia-dra-driver-gpu-kubelet-plugin-version", "min-version", "compute-domains", "0.5.1")
+    assert (v.name, v.kind, v.container, v.value) == (
+        "nvidia-dra-driver-gpu-kubelet-plugin-version",
+        "min-version",
+        "compute-domains",
+        "0.5.1",
+    )
 
 
 def test_constructed_gates_pass_core_validation():
@@ -77,5 +113,10 @@ def test_constructed_gates_pass_core_validation():
 
 
 def test_exported_from_sdk():
-    for name in ("clusterpolicy_ready", "nicclusterpolicy_ready", "dra_kubelet_plugin_rollout", "dra_kubelet_plugin_name"):
+    for name in (
+        "clusterpolicy_ready",
+        "nicclusterpolicy_ready",
+        "dra_kubelet_plugin_rollout",
+        "dra_kubelet_plugin_name",
+    ):
         assert name in sdk.__all__ and getattr(sdk, name).__doc__

@@ -11,13 +11,13 @@ import types
 from pathlib import Path
 
 import pytest
+from plan_factory import make_plan
 
-from gpucluster_cdk import stacks
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import ExistingCluster, NodeScheduling, Toleration
 from gpucluster.sdk import Platform, hookimpl
 from gpucluster.sdk.testing import registered
-from plan_factory import make_plan
+from gpucluster_cdk import stacks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,9 @@ def load(outdir: Path, stack: str) -> dict:
 def plans():
     return [
         make_plan("lab"),
-        make_plan("edge", existing=ExistingCluster(kubeconfig_path="~/.kube/edge", context="edge-admin")),
+        make_plan(
+            "edge", existing=ExistingCluster(kubeconfig_path="~/.kube/edge", context="edge-admin")
+        ),
     ]
 
 
@@ -54,12 +56,18 @@ def test_one_release_per_plan_node_with_plan_edges(outdir, plans):
         assert sorted(releases) == sorted(n.id for n in plan.nodes)
         for node in plan.nodes:
             rel = releases[node.id]
-            assert sorted(rel.get("depends_on", [])) == [f"helm_release.{d}" for d in node.depends_on]
+            assert sorted(rel.get("depends_on", [])) == [
+                f"helm_release.{d}" for d in node.depends_on
+            ]
             assert rel["name"] == node.id and rel["namespace"] == node.namespace
             assert rel["wait_for_jobs"] is node.wait_for_jobs
             assert rel["timeout"] == node.timeout_seconds
             if node.kind == "chart":
-                assert (rel["repository"], rel["chart"], rel["version"]) == (node.repository, node.chart, node.version)
+                assert (rel["repository"], rel["chart"], rel["version"]) == (
+                    node.repository,
+                    node.chart,
+                    node.version,
+                )
             else:
                 shipped = outdir / "stacks" / stack / rel["chart"]
                 assert (shipped / "Chart.yaml").read_text() == node.local_chart.files["Chart.yaml"]
@@ -72,19 +80,37 @@ def test_runtime_helm_provider_uses_cluster_stack_outputs(outdir):
     assert remote["config"]["path"] == "../../../terraform.lab-cluster.tfstate"
     (provider,) = runtime["provider"]["helm"]
     kube = provider["kubernetes"]
-    assert kube["host"].startswith("${data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs.")
-    assert kube["cluster_ca_certificate"].startswith("${base64decode(data.terraform_remote_state.cross-stack-reference-input-lab-cluster")
+    assert kube["host"].startswith(
+        "${data.terraform_remote_state.cross-stack-reference-input-lab-cluster.outputs."
+    )
+    assert kube["cluster_ca_certificate"].startswith(
+        "${base64decode(data.terraform_remote_state.cross-stack-reference-input-lab-cluster"
+    )
     # Entra ID, no local accounts: kubelogin runs on the Terraform machine; no credential crosses stacks
     assert kube["exec"] == {
-        "api_version": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
-        "args": ["get-token", "--login", "azurecli", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]}
+        "api_version": "client.authentication.k8s.io/v1beta1",
+        "command": "kubelogin",
+        "args": [
+            "get-token",
+            "--login",
+            "azurecli",
+            "--server-id",
+            "6dae42f8-4368-4678-94ff-3960e28e3630",
+        ],
+    }
     assert not {"client_certificate", "client_key", "token"} & set(kube)
     cluster = load(outdir, "lab-cluster")
     cross = {k: v for k, v in cluster["output"].items() if k.startswith("cross-stack-output-")}
     assert sorted(k.rsplit("0", 1)[1] for k in cross) == ["cluster_ca_certificate", "host"]
     assert all(".kube_config[0]." in v["value"] for v in cross.values())
-    assert not any(word in json.dumps(cluster["output"]) for word in ("client_key", "client_certificate", "kube_admin_config", "password"))
-    referenced = {v.split(".outputs.", 1)[1].rstrip("})") for v in (kube["host"], kube["cluster_ca_certificate"])}
+    assert not any(
+        word in json.dumps(cluster["output"])
+        for word in ("client_key", "client_certificate", "kube_admin_config", "password")
+    )
+    referenced = {
+        v.split(".outputs.", 1)[1].rstrip("})")
+        for v in (kube["host"], kube["cluster_ca_certificate"])
+    }
     assert referenced == set(cross)
 
 
@@ -103,7 +129,9 @@ def test_existing_cluster_runtime_uses_kubeconfig_variables(outdir):
 
 def test_every_stack_has_a_relative_local_backend(outdir):
     for stack in ("lab-cluster", "lab-runtime", "edge-runtime"):
-        assert load(outdir, stack)["terraform"]["backend"] == {"local": {"path": f"../../../terraform.{stack}.tfstate"}}
+        assert load(outdir, stack)["terraform"]["backend"] == {
+            "local": {"path": f"../../../terraform.{stack}.tfstate"}
+        }
 
 
 def test_cluster_stack_built_by_aks_plugin(outdir):
@@ -120,17 +148,24 @@ def test_aks_cluster_props_mapping():
 
     plan = make_plan("lab", gpu_stack="operator-managed")
     plan.cluster.scheduling = NodeScheduling(
-        accelerated_node_selector={"nodepool-role": "gpu", "kubernetes.azure.com/accelerator": "nvidia"},
+        accelerated_node_selector={
+            "nodepool-role": "gpu",
+            "kubernetes.azure.com/accelerator": "nvidia",
+        },
         accelerated_tolerations=[Toleration(key="nvidia.com/gpu", effect="NoSchedule")],
         system_node_selector={"nodepool-role": "system"},
     )
     props = cluster_props(plan.cluster)
     assert props.location == "eastus" and props.resource_group_name == "lab-rg"
-    assert props.system_pool.name == "system" and props.system_pool.labels == {"nodepool-role": "system"}
+    assert props.system_pool.name == "system" and props.system_pool.labels == {
+        "nodepool-role": "system"
+    }
     assert props.system_pool.temporary_name_for_rotation == "systemtmp"
     (gpu,) = props.pools
     assert gpu.gpu_driver == "None"
-    assert gpu.labels == {"nodepool-role": "gpu"}  # AKS-reserved kubernetes.azure.com/ label left to AKS
+    assert gpu.labels == {
+        "nodepool-role": "gpu"
+    }  # AKS-reserved kubernetes.azure.com/ label left to AKS
     assert gpu.taints == ("nvidia.com/gpu=present:NoSchedule",)
 
 
@@ -157,13 +192,19 @@ def fake_platform():
 def test_platform_that_provisions_without_cluster_hook_is_an_input_error(tmp_path, fake_platform):
     fake_platform()
     with pytest.raises(GpuclusterError) as info:
-        stacks.build_app([make_plan("fake", service="fakecloud")], tmp_path / "out", staging_dir=tmp_path / "staging")
+        stacks.build_app(
+            [make_plan("fake", service="fakecloud")],
+            tmp_path / "out",
+            staging_dir=tmp_path / "staging",
+        )
     text = info.value.render()
     assert "cluster=fake" in text and "no plugin built the cluster stack" in text
     assert "file=tests/plan_factory.py" in text
 
 
-def test_provisioning_platform_without_cluster_hook_names_the_recipe_file_of_a_recipe_cluster(tmp_path, fake_platform):
+def test_provisioning_platform_without_cluster_hook_names_the_recipe_file_of_a_recipe_cluster(
+    tmp_path, fake_platform
+):
     """A cluster given by ``recipe:`` has no ``criteria`` in the cluster file: the error names the
     RecipeResult and its own key, not ``clusters[<i>].criteria.service`` of the cluster file."""
     fake_platform()
@@ -191,7 +232,11 @@ def test_cluster_hook_returning_no_connection_is_an_input_error(tmp_path, fake_p
 
     fake_platform(gpucluster_cluster_stack)
     with pytest.raises(GpuclusterError, match="returned dict without a host or kubeconfig_path"):
-        stacks.build_app([make_plan("fake", service="fakecloud")], tmp_path / "out", staging_dir=tmp_path / "staging")
+        stacks.build_app(
+            [make_plan("fake", service="fakecloud")],
+            tmp_path / "out",
+            staging_dir=tmp_path / "staging",
+        )
 
 
 def test_cluster_hook_with_kubeconfig_connection_feeds_runtime_variables(tmp_path, fake_platform):
@@ -204,7 +249,10 @@ def test_cluster_hook_with_kubeconfig_connection_feeds_runtime_variables(tmp_pat
 
     fake_platform(gpucluster_cluster_stack)
     out = tmp_path / "cdktf.out"
-    assert stacks.synth([make_plan("fake", service="fakecloud")], out) == ["fake-cluster", "fake-runtime"]
+    assert stacks.synth([make_plan("fake", service="fakecloud")], out) == [
+        "fake-cluster",
+        "fake-runtime",
+    ]
     runtime = load(out, "fake-runtime")
     assert runtime["variable"]["kubeconfig_path"]["default"] == "~/.kube/fake"
     assert runtime["variable"]["kube_context"]["default"] == "fake-admin"
@@ -237,8 +285,12 @@ def test_runtime_only_app_does_not_import_azurerm(tmp_path):
         f"stacks.synth([make_plan('edge', existing=ExistingCluster())], {str(tmp_path / 'out')!r})\n"
         "print(sorted(m for m in sys.modules if '_provider_' in m))\n"
     )
-    env = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", GPUCLUSTER_SYNTH_CACHE="off")  # built here
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = dict(
+        os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", GPUCLUSTER_SYNTH_CACHE="off"
+    )  # built here
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     loaded = result.stdout.strip().splitlines()[-1]
     assert "_provider_helm" in loaded and "azurerm" not in loaded
@@ -252,15 +304,27 @@ def test_main_prints_findings_and_writes_output(tmp_path, monkeypatch, capsys, p
     from gpucluster.model import Finding
 
     plan = make_plan("warned", existing=ExistingCluster())
-    plan.findings = [Finding(id="GPU-TEST", severity="warning", cluster="warned", component="gpu-operator",
-                             key="driver.version", message="example warning", fix="none needed")]
+    plan.findings = [
+        Finding(
+            id="GPU-TEST",
+            severity="warning",
+            cluster="warned",
+            component="gpu-operator",
+            key="driver.version",
+            message="example warning",
+            fix="none needed",
+        )
+    ]
     monkeypatch.setattr(config, "load_clusters", lambda *a, **k: [plan.cluster])
     monkeypatch.setattr(pipeline, "build_plans", lambda clusters: [plan])
     monkeypatch.setenv("CDKTF_OUTDIR", str(tmp_path / "cdktf.out"))
     monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
     assert main.main([]) == 0
     err = capsys.readouterr().err
-    assert "warning[GPU-TEST] cluster=warned component=gpu-operator key=driver.version: example warning" in err
+    assert (
+        "warning[GPU-TEST] cluster=warned component=gpu-operator key=driver.version: example warning"
+        in err
+    )
     assert (tmp_path / "cdktf.out" / "stacks" / "warned-runtime" / "cdk.tf.json").is_file()
 
 
@@ -277,7 +341,9 @@ def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
 
     plan = make_plan("lab")
     plan.cluster.pools[0].taints = [Taint("CriticalAddonsOnly", "true", "NoSchedule")]
-    plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", operator="Exists")])
+    plan.cluster.scheduling = NodeScheduling(
+        system_tolerations=[Toleration(key="CriticalAddonsOnly", operator="Exists")]
+    )
     system = _prepared_props(plan.cluster).system_pool
     assert system.only_critical_addons and system.taints == ()
     plan.cluster.pools[0].taints.append(Taint("dedicated", "infra", "NoSchedule"))
@@ -292,7 +358,9 @@ def test_aks_system_pool_taints_other_than_critical_addons_are_an_input_error():
     )
 
 
-def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(tmp_path, monkeypatch, capsys):
+def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(
+    tmp_path, monkeypatch, capsys
+):
     import main
     from gpucluster import pipeline
     from gpucluster.inputs import config
@@ -306,19 +374,28 @@ def test_main_reports_construct_validation_errors_in_one_line_each_and_exits_2(t
     monkeypatch.setenv("CDKTF_OUTDIR", str(out))
     monkeypatch.delenv("CDKTF_CONTINUE_SYNTH_ON_ERROR_ANNOTATIONS", raising=False)
     assert main.main([]) == 2
-    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("info[input.default]")]
-    fix = (" fix: change the value the message names in the cluster file (or its overrides); `gpucluster plan` shows "
-           "the resolved releases")
+    err = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if not line.startswith("info[input.default]")
+    ]
+    fix = (
+        " fix: change the value the message names in the cluster file (or its overrides); `gpucluster plan` shows "
+        "the resolved releases"
+    )
     assert err == [
         "error[construct] cluster=bad component=cert-manager: [bad-runtime/cert-manager] chart version '^1.0' of "
-        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty" + fix,
+        "release 'cert-manager' must be one exact version (e.g. v26.7.1 or 0.19.0), not a range or empty"
+        + fix,
         "error[construct] cluster=bad component=gpu-operator: [bad-runtime/gpu-operator] namespace 'Not A Namespace' "
         "of release 'gpu-operator' must be a DNS-1123 label" + fix,
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no staged folder
 
 
-@pytest.mark.parametrize("key", ["kubernetes.azure.com/scalesetpriority", "node-role.kubernetes.io/gpu", "k8s.io/team"])
+@pytest.mark.parametrize(
+    "key", ["kubernetes.azure.com/scalesetpriority", "node-role.kubernetes.io/gpu", "k8s.io/team"]
+)
 def test_aks_pool_labels_in_reserved_namespaces_are_an_input_error_not_dropped(key):
     plan = make_plan("lab")
     plan.cluster.pools[1].labels = {"team": "ml", key: "x"}
@@ -348,8 +425,12 @@ def test_aks_critical_addons_system_taint_needs_a_system_toleration_or_another_c
         "fix: add 'CriticalAddonsOnly:NoSchedule' to scheduling.system.tolerations, or add a pool with gpu: false "
         "and no taints"
     )
-    plan.cluster.scheduling = NodeScheduling(system_tolerations=[Toleration(key="CriticalAddonsOnly", effect="NoSchedule")])
+    plan.cluster.scheduling = NodeScheduling(
+        system_tolerations=[Toleration(key="CriticalAddonsOnly", effect="NoSchedule")]
+    )
     assert _prepared_props(plan.cluster).system_pool.only_critical_addons
     plan.cluster.scheduling = NodeScheduling()
-    plan.cluster.pools.append(NodePool(name="cpu", vm_size="Standard_D16s_v5", node_count=2, gpu=False))
+    plan.cluster.pools.append(
+        NodePool(name="cpu", vm_size="Standard_D16s_v5", node_count=2, gpu=False)
+    )
     assert _prepared_props(plan.cluster).system_pool.only_critical_addons

@@ -23,12 +23,18 @@ RICH = {
     "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
     "profile": {"gpuStack": "operator-managed"},
     "overrides": {
-        "set": ["gpuoperator:dcgmExporter.serviceMonitor.interval=60s", "networkoperator:enabled=false"],
+        "set": [
+            "gpuoperator:dcgmExporter.serviceMonitor.interval=60s",
+            "networkoperator:enabled=false",
+        ],
         "values": [{"component": "gpu-operator", "values": {"dcgmExporter": {"enabled": True}}}],
         "variables": {"gpuoperator:driver.version": "gpu_driver_version"},
     },
     "scheduling": {
-        "system": {"nodeSelector": {"kubernetes.azure.com/mode": "system"}, "tolerations": ["CriticalAddonsOnly:NoSchedule"]},
+        "system": {
+            "nodeSelector": {"kubernetes.azure.com/mode": "system"},
+            "tolerations": ["CriticalAddonsOnly:NoSchedule"],
+        },
         "workloadGateTaint": "nodewright.nvidia.com/runtime-required=true:NoSchedule",
         "nodeCount": 2,
     },
@@ -60,7 +66,9 @@ def test_overrides_return_new_components(stages):
     from gpucluster.recipes.overrides import apply_overrides
 
     _, cluster, catalog, recipe, components, _, _ = stages
-    out = _unchanged(lambda: apply_overrides(cluster, recipe, components, catalog), recipe, components)
+    out = _unchanged(
+        lambda: apply_overrides(cluster, recipe, components, catalog), recipe, components
+    )
     assert "network-operator" in components and "network-operator" not in out
     assert out["gpu-operator"].values["dcgmExporter"]["serviceMonitor"]["interval"] == "60s"
     assert out["gpu-operator"].terraform_variables == {"driver.version": "gpu_driver_version"}
@@ -73,7 +81,11 @@ def test_scheduling_returns_new_components(stages):
 
     _, cluster, catalog, recipe, components, resolved, _ = stages
     overridden = apply_overrides(cluster, recipe, components, catalog)
-    out = _unchanged(lambda: apply_scheduling(cluster, recipe, overridden, catalog, resolved=resolved), recipe, overridden)
+    out = _unchanged(
+        lambda: apply_scheduling(cluster, recipe, overridden, catalog, resolved=resolved),
+        recipe,
+        overridden,
+    )
     assert out != overridden
     changed = [n for n in out if out[n].values != overridden[n].values]
     assert changed and all(out[n] is overridden[n] for n in out if n not in changed)
@@ -91,10 +103,15 @@ def test_adjusted_values_return_new_components(stages):
 
     kit.register(_Patch(), name="patching_plugin")
     try:
-        out = _unchanged(lambda: pipeline.adjusted_values(cluster, recipe, components), recipe, components)
+        out = _unchanged(
+            lambda: pipeline.adjusted_values(cluster, recipe, components), recipe, components
+        )
     finally:
         kit.unregister(name="patching_plugin")
-    assert out["cert-manager"].values["patched"] is True and "patched" not in components["cert-manager"].values
+    assert (
+        out["cert-manager"].values["patched"] is True
+        and "patched" not in components["cert-manager"].values
+    )
 
 
 def test_chart_version_values_and_driver_identity_return_new_components(stages):
@@ -103,13 +120,28 @@ def test_chart_version_values_and_driver_identity_return_new_components(stages):
 
     _, cluster, catalog, recipe, components, _, plan = stages
     final = plan.components
-    out, _ = _unchanged(lambda: chart_versions.apply_chart_versions(cluster, recipe, final, catalog), final)
+    out, _ = _unchanged(
+        lambda: chart_versions.apply_chart_versions(cluster, recipe, final, catalog), final
+    )
     assert out.keys() == final.keys()
     dra = final["nvidia-dra-driver-gpu"]
-    bare = {**final, dra.name: dataclasses.replace(dra, values=without_paths(dra.values, ["kubeletPlugin.podAnnotations"]), variable_hashes={})}
+    bare = {
+        **final,
+        dra.name: dataclasses.replace(
+            dra,
+            values=without_paths(dra.values, ["kubeletPlugin.podAnnotations"]),
+            variable_hashes={},
+        ),
+    }
     out = _unchanged(lambda: gates.apply_driver_identity(cluster, bare), bare)
-    assert out[dra.name].values == dra.values and out[dra.name].variable_hashes == dra.variable_hashes != {}
-    assert "podAnnotations" not in bare[dra.name].values["kubeletPlugin"] and bare[dra.name].variable_hashes == {}
+    assert (
+        out[dra.name].values == dra.values
+        and out[dra.name].variable_hashes == dra.variable_hashes != {}
+    )
+    assert (
+        "podAnnotations" not in bare[dra.name].values["kubeletPlugin"]
+        and bare[dra.name].variable_hashes == {}
+    )
 
 
 def test_a_plan_is_the_same_twice_and_leaves_the_memoized_recipe_alone(stages):
@@ -121,8 +153,14 @@ def test_a_failing_stage_leaves_its_input_alone(stages):
     from gpucluster.recipes.overrides import apply_overrides, parse_overrides
 
     _, cluster, catalog, recipe, components, _, _ = stages
-    bad = dataclasses.replace(cluster, overrides=parse_overrides(
-        {"set": ["gpuoperator:driver.enabled=false", "gpuoperator:driver.enabled.x=1"]}, file="c.yaml", cluster="rich"))
+    bad = dataclasses.replace(
+        cluster,
+        overrides=parse_overrides(
+            {"set": ["gpuoperator:driver.enabled=false", "gpuoperator:driver.enabled.x=1"]},
+            file="c.yaml",
+            cluster="rich",
+        ),
+    )
     before = pickle.dumps(components)
     with pytest.raises(GpuclusterError):
         apply_overrides(bad, recipe, components, catalog)

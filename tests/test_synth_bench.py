@@ -14,14 +14,45 @@ import bench  # noqa: E402
 
 
 def test_plan_step_prints_rows_per_size_and_the_cost_per_extra_cluster():
-    result = subprocess.run([sys.executable, "tools/bench.py", "--runs", "1", "--steps", "floor,plan", "--sizes", "1,2",
-                             "--dists", "cdktf"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "tools/bench.py",
+            "--runs",
+            "1",
+            "--steps",
+            "floor,plan",
+            "--sizes",
+            "1,2",
+            "--dists",
+            "cdktf",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     header, columns, floor, plan1, plan2, per = result.stdout.strip().splitlines()
     assert header.startswith("gpucluster bench: default AKS cluster x N, 1 fresh processes per row")
     assert "CPUs" in header and "load average" in header
-    assert columns.split() == ["dist", "step", "clusters", "median", "s", "min", "s", "max", "s", "cpu", "s", "peak",
-                               "MiB", "x", "floor"]
+    assert columns.split() == [
+        "dist",
+        "step",
+        "clusters",
+        "median",
+        "s",
+        "min",
+        "s",
+        "max",
+        "s",
+        "cpu",
+        "s",
+        "peak",
+        "MiB",
+        "x",
+        "floor",
+    ]
     assert floor.split()[:3] == ["cdktf", "floor", "1"] and floor.split()[-1] == "-"
     for row, n in ((plan1, "1"), (plan2, "2")):
         dist, step, clusters, *numbers = row.split()
@@ -36,7 +67,9 @@ def test_cluster_files_repeat_the_default_aks_cluster(tmp_path):
     clusters = load_clusters(str(bench.cluster_file(tmp_path, 3)), env={})
     assert [c.name for c in clusters] == ["c01", "c02", "c03"]
     default = load_clusters(env={})[0]
-    assert {(c.criteria, c.kubernetes_version) for c in clusters} == {(default.criteria, default.kubernetes_version)}
+    assert {(c.criteria, c.kubernetes_version) for c in clusters} == {
+        (default.criteria, default.kubernetes_version)
+    }
 
 
 def test_steps_run_in_a_scratch_folder_not_the_project(tmp_path):
@@ -46,11 +79,14 @@ def test_steps_run_in_a_scratch_folder_not_the_project(tmp_path):
     config = json.loads((work / "cdktf.json").read_text())
     assert config["app"] == f"{sys.executable} {ROOT / 'main.py'}"
     assert {k: v for k, v in config.items() if k != "app"} == {
-        k: v for k, v in json.loads((ROOT / "cdktf.json").read_text()).items() if k != "app"}
+        k: v for k, v in json.loads((ROOT / "cdktf.json").read_text()).items() if k != "app"
+    }
 
 
 def test_failing_step_names_the_command_and_its_stderr(tmp_path):
-    code = "import sys; sys.stderr.write('x' * 200000 + 'END'); sys.exit(3)"  # more than a pipe buffer
+    code = (
+        "import sys; sys.stderr.write('x' * 200000 + 'END'); sys.exit(3)"  # more than a pipe buffer
+    )
     try:
         bench.measure([sys.executable, "-c", code], cwd=tmp_path, interval=0.01)
     except SystemExit as stop:
@@ -60,7 +96,6 @@ def test_failing_step_names_the_command_and_its_stderr(tmp_path):
     assert text.startswith(f"bench step failed (3): {sys.executable} -c ") and text.endswith("xEND")
 
 
-
 def test_fleet_step_synthesizes_a_two_group_fleet_of_n_clusters(tmp_path):
     from gpucluster.inputs.config import load_config
 
@@ -68,7 +103,11 @@ def test_fleet_step_synthesizes_a_two_group_fleet_of_n_clusters(tmp_path):
     cmd, env = bench.STEPS["fleet"].command(ctx, 10)
     assert cmd == [sys.executable, str(ROOT / "main.py")]
     clusters, fleet = load_config(env["GPUCLUSTER_CONFIG"])
-    assert len(clusters) == 10 and [g.name for g in fleet.groups] == ["canary", "prod"] and fleet.placements
+    assert (
+        len(clusters) == 10
+        and [g.name for g in fleet.groups] == ["canary", "prod"]
+        and fleet.placements
+    )
     assert [m.group for m in fleet.members.values()] == ["canary"] + ["prod"] * 9
     _, single = load_config(bench.STEPS["fleet"].command(ctx, 1)[1]["GPUCLUSTER_CONFIG"])
     assert [g.name for g in single.groups] == ["canary"]

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _support import EXISTING_AKS, NVKE_EXISTING, tree
+
 from gpucluster import cli
 from gpucluster import init as init_mod
 
@@ -30,11 +30,18 @@ def readme_env(**extra: str) -> dict[str, str]:
     environment's ``bin`` first on PATH (the README's activated virtual environment: ``python``
     and ``gpucluster`` are its own). A ``TF_CLI_CONFIG_FILE`` naming a missing file (this machine's
     setting, not the README's) is dropped: Terraform would warn about it on every run."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GPUCLUSTER_", "CDKTF_", "JSII_")) and k != "CHECKPOINT_DISABLE" or k == "GPUCLUSTER_CDK"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GPUCLUSTER_", "CDKTF_", "JSII_"))
+        and k != "CHECKPOINT_DISABLE"
+        or k == "GPUCLUSTER_CDK"
+    }
     if env.get("TF_CLI_CONFIG_FILE") and not Path(env["TF_CLI_CONFIG_FILE"]).exists():
         del env["TF_CLI_CONFIG_FILE"]
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", CHECKPOINT_DISABLE="1", CI="true", **extra)
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", CHECKPOINT_DISABLE="1", CI="true", **extra
+    )
     return env
 
 
@@ -49,20 +56,39 @@ def project(tmp_path_factory) -> Path:
 def test_gpucluster_synth_writes_what_cdktf_synth_writes(project):
     if not CDKTF.exists():
         pytest.fail(f"{CDKTF} missing: run `make setup` (npm ci installs the pinned cdktf-cli)")
-    ours = subprocess.run([str(BIN / "gpucluster"), "synth", "--out", "by-gpucluster"], cwd=project, env=readme_env(),
-                          capture_output=True, text=True, timeout=300)
+    ours = subprocess.run(
+        [str(BIN / "gpucluster"), "synth", "--out", "by-gpucluster"],
+        cwd=project,
+        env=readme_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ours.returncode == 0, ours.stderr
-    assert ours.stdout == ("synthesized 2 stacks into by-gpucluster: aks-training-cluster, aks-training-runtime\n")
+    assert ours.stdout == (
+        "synthesized 2 stacks into by-gpucluster: aks-training-cluster, aks-training-runtime\n"
+    )
     assert ours.stderr == ""  # one cluster: no progress line; a cluster file: no notice
-    theirs = subprocess.run([str(CDKTF), "synth", "--output", "by-cdktf"], cwd=project, env=readme_env(),
-                            capture_output=True, text=True, timeout=600)
+    theirs = subprocess.run(
+        [str(CDKTF), "synth", "--output", "by-cdktf"],
+        cwd=project,
+        env=readme_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert theirs.returncode == 0, theirs.stdout + theirs.stderr
     assert "Generated Terraform code for the stacks: aks-training-cluster" in theirs.stdout
     for text in (theirs.stdout, theirs.stderr):
-        assert "[ERROR]" not in text and "end-of-life" not in text and "checkpoint" not in text.lower()
+        assert (
+            "[ERROR]" not in text and "end-of-life" not in text and "checkpoint" not in text.lower()
+        )
     assert tree(project / "by-gpucluster") == tree(project / "by-cdktf")
     files = tree(project / "by-cdktf")
-    assert {f.split("/")[1] for f in files if f.startswith("stacks/")} == {"aks-training-cluster", "aks-training-runtime"}
+    assert {f.split("/")[1] for f in files if f.startswith("stacks/")} == {
+        "aks-training-cluster",
+        "aks-training-runtime",
+    }
     assert "manifest.json" in files and "stacks/aks-training-runtime/cdk.tf.json" in files
 
 
@@ -81,20 +107,34 @@ BUILT = "gpucluster: cluster 1/2 lab: stacks lab-runtime built\ngpucluster: clus
 def test_one_progress_line_per_cluster_of_a_multi_cluster_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "gpucluster.yaml").write_text(MULTI)
-    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"))
+    code, out, err = run_synth(
+        "--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out")
+    )
     assert code == 0, capsys.readouterr().err
     assert err == BUILT
     assert out == f"synthesized 2 stacks into {tmp_path / 'out'}: lab-runtime, nvke-a-runtime\n"
-    assert sorted(p.name for p in (tmp_path / "out" / "stacks").iterdir()) == ["lab-runtime", "nvke-a-runtime"]
+    assert sorted(p.name for p in (tmp_path / "out" / "stacks").iterdir()) == [
+        "lab-runtime",
+        "nvke-a-runtime",
+    ]
     first = tree(tmp_path / "out")
     # Again: both clusters come from the cache, and the line says so; the bytes are the same.
-    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"))
+    code, out, err = run_synth(
+        "--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out")
+    )
     assert code == 0, capsys.readouterr().err
     assert err == BUILT.replace(" built", " reused")
     assert tree(tmp_path / "out") == first
     # --no-cache builds both (and --workers 1 in this process) with the same bytes.
-    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"),
-                               "--no-cache", "--workers", "1")
+    code, out, err = run_synth(
+        "--config",
+        str(tmp_path / "gpucluster.yaml"),
+        "--out",
+        str(tmp_path / "out"),
+        "--no-cache",
+        "--workers",
+        "1",
+    )
     assert (code, err) == (0, BUILT), capsys.readouterr().err
     assert tree(tmp_path / "out") == first
 
@@ -116,7 +156,9 @@ def test_config_and_out_flags_win_over_the_environment(tmp_path, monkeypatch, ca
     code, out, err = run_synth("--config", "lab.yaml", "--out", "flagged")
     assert (code, err) == (0, ""), capsys.readouterr().err
     assert out == "synthesized 1 stacks into flagged: lab-runtime\n"
-    assert (tmp_path / "flagged" / "stacks" / "lab-runtime" / "cdk.tf.json").is_file() and not (tmp_path / "from-env").exists()
+    assert (tmp_path / "flagged" / "stacks" / "lab-runtime" / "cdk.tf.json").is_file() and not (
+        tmp_path / "from-env"
+    ).exists()
     monkeypatch.delenv("GPUCLUSTER_CONFIG")
     (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS)
     code, out, _ = run_synth()
@@ -125,8 +167,13 @@ def test_config_and_out_flags_win_over_the_environment(tmp_path, monkeypatch, ca
 
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):
     (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS.replace("name: lab", "name: Lab"))
-    code, out, err = run_synth("--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out"))
+    code, out, err = run_synth(
+        "--config", str(tmp_path / "gpucluster.yaml"), "--out", str(tmp_path / "out")
+    )
     assert (code, out, err) == (2, "", "")
     [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"error[input] file={tmp_path / 'gpucluster.yaml'} ") and "key=clusters[0].name" in line
+    assert (
+        line.startswith(f"error[input] file={tmp_path / 'gpucluster.yaml'} ")
+        and "key=clusters[0].name" in line
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpucluster.yaml"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from test_synth_e2e import run_cdktf_synth
 
 pytestmark = pytest.mark.synth
@@ -27,6 +26,8 @@ def test_successful_synth_shows_findings_without_the_error_prefix(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
     findings = [line for line in text.splitlines() if "[DEPENDENCY-PRUNED]" in line]
-    assert findings and all(line.startswith("info[DEPENDENCY-PRUNED] cluster=optout ") for line in findings), findings
+    assert findings and all(
+        line.startswith("info[DEPENDENCY-PRUNED] cluster=optout ") for line in findings
+    ), findings
     assert "[ERROR]" not in text
     assert "Generated Terraform code for the stacks: optout-cluster, optout-runtime" in text

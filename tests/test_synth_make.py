@@ -17,10 +17,26 @@ def dry_run_venv(tmp_path: Path, bin_dir: Path) -> subprocess.CompletedProcess:
     make = shutil.which("make")
     if make is None:
         pytest.fail("make is required (README: requirements)")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_BOOTSTRAP", "MAKEFLAGS", "MAKELEVEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHON_BOOTSTRAP", "MAKEFLAGS", "MAKELEVEL")
+    }
     env["PATH"] = str(bin_dir)
-    return subprocess.run([make, "-n", "--no-print-directory", f"VENV={tmp_path / 'venv'}", str(tmp_path / "venv" / "bin" / "python")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [
+            make,
+            "-n",
+            "--no-print-directory",
+            f"VENV={tmp_path / 'venv'}",
+            str(tmp_path / "venv" / "bin" / "python"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_python3_that_is_311_is_used_when_python311_is_not_on_path(tmp_path):
@@ -37,7 +53,9 @@ def test_python311_is_preferred(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "python3.11").symlink_to(sys.executable)
     (bin_dir / "python3").symlink_to(sys.executable)
-    assert dry_run_venv(tmp_path, bin_dir).stdout.strip() == f"python3.11 -m venv {tmp_path / 'venv'}"
+    assert (
+        dry_run_venv(tmp_path, bin_dir).stdout.strip() == f"python3.11 -m venv {tmp_path / 'venv'}"
+    )
 
 
 def test_no_python_311_is_a_clear_error(tmp_path):
@@ -48,7 +66,10 @@ def test_no_python_311_is_a_clear_error(tmp_path):
     other.chmod(0o755)
     result = dry_run_venv(tmp_path, bin_dir)
     assert result.returncode != 0
-    assert "Python 3.11 not found (tried python3.11 python3); set PYTHON_BOOTSTRAP=/path/to/python3.11" in result.stderr
+    assert (
+        "Python 3.11 not found (tried python3.11 python3); set PYTHON_BOOTSTRAP=/path/to/python3.11"
+        in result.stderr
+    )
 
 
 def test_make_synth_intends_the_embedded_default(tmp_path):
@@ -59,7 +80,13 @@ def test_make_synth_intends_the_embedded_default(tmp_path):
     if make is None:
         pytest.fail("make is required (README: requirements)")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
-    result = subprocess.run([make, "-n", "-o", "setup", "--no-print-directory", "synth"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [make, "-n", "-o", "setup", "--no-print-directory", "synth"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "GPUCLUSTER_EMBEDDED_DEFAULT=1 node_modules/.bin/cdktf synth"

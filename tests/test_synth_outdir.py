@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from _support import make, tree
 
 from gpucluster.errors import GpuclusterError
@@ -22,8 +21,14 @@ def test_staged_outdir_replaces_previous_output(tmp_path):
         assert list(staged.iterdir()) == []
         make(staged, {"manifest.json": "new", "stacks/a/cdk.tf.json": "{}"})
         assert tree(final)["manifest.json"] == b"old"  # untouched until the block succeeds
-    assert tree(final) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new", "stacks/a/cdk.tf.json": b"{}"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]  # no staged or old folders left
+    assert tree(final) == {
+        MARKER: MARKER_TEXT.encode(),
+        "manifest.json": b"new",
+        "stacks/a/cdk.tf.json": b"{}",
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cdktf.out"
+    ]  # no staged or old folders left
 
 
 def test_failure_inside_block_leaves_previous_output_untouched(tmp_path):
@@ -73,12 +78,16 @@ def test_refuses_to_replace_a_file_before_any_work(tmp_path):
 
 
 def test_symlinked_output_folder_replaces_the_target_and_keeps_the_link(tmp_path):
-    real = make(tmp_path / "disk" / "out", {"manifest.json": "old", "stacks/gone/cdk.tf.json": "{}"})
+    real = make(
+        tmp_path / "disk" / "out", {"manifest.json": "old", "stacks/gone/cdk.tf.json": "{}"}
+    )
     (tmp_path / "project").mkdir()
     link = tmp_path / "project" / "cdktf.out"
     link.symlink_to("../disk/out")
     with staged_outdir(link) as staged:
-        assert staged.parent == real.parent  # staged next to the target: the swap stays on one file system
+        assert (
+            staged.parent == real.parent
+        )  # staged next to the target: the swap stays on one file system
         make(staged, {"manifest.json": "new"})
     assert link.is_symlink() and os.readlink(link) == "../disk/out"
     assert tree(link) == {MARKER: MARKER_TEXT.encode(), "manifest.json": b"new"}
@@ -111,7 +120,9 @@ def test_unwritable_parent_is_an_error_naming_the_folder(tmp_path, monkeypatch):
     assert tree(final) == {"manifest.json": b"old", "stacks/a/cdk.tf.json": b"{}"}
 
 
-def test_output_created_by_a_concurrent_synth_between_check_and_rename_is_exchanged(tmp_path, monkeypatch):
+def test_output_created_by_a_concurrent_synth_between_check_and_rename_is_exchanged(
+    tmp_path, monkeypatch
+):
     final = tmp_path / "cdktf.out"
     new = make(tmp_path / ".cdktf.out.mine", {"manifest.json": "mine"})
     real_rename = os.rename

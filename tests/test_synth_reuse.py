@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _support import main_env, tree
+
 from gpucluster import diskcache
 from gpucluster.inputs.config import load_config
 from gpucluster.pipeline import build_plans
@@ -62,21 +62,33 @@ def synth(config: Path, out: Path, *, cache: bool) -> dict[str, str]:
     clusters, fleet = load_config(str(config))
     done: list[str] = []
     reused: list[str] = []
-    stacks.synth(build_plans(clusters), out, fleet=fleet, cache=cache, workers=1, reused=reused,
-                 progress=lambda i, n, name, names: done.append(name))
+    stacks.synth(
+        build_plans(clusters),
+        out,
+        fleet=fleet,
+        cache=cache,
+        workers=1,
+        reused=reused,
+        progress=lambda i, n, name, names: done.append(name),
+    )
     return {name: "reused" if name in reused else "synthesized" for name in done}
 
 
 def assert_same_as_full(config: Path, tmp_path: Path, name: str) -> dict[str, str]:
     """Cached synth of ``config`` == full synth, byte for byte; returns the cached run's progress."""
-    cached, full = tmp_path / f"{name}-cached" / "cdktf.out", tmp_path / f"{name}-full" / "cdktf.out"
+    cached, full = (
+        tmp_path / f"{name}-cached" / "cdktf.out",
+        tmp_path / f"{name}-full" / "cdktf.out",
+    )
     done = synth(config, cached, cache=True)
     synth(config, full, cache=False)
     assert tree(cached) == tree(full)
     return done
 
 
-def write_clusters(folder: Path, nodes: int = 1, shared: str = "dcgmExporter: {serviceMonitor: {interval: 30s}}\n") -> Path:
+def write_clusters(
+    folder: Path, nodes: int = 1, shared: str = "dcgmExporter: {serviceMonitor: {interval: 30s}}\n"
+) -> Path:
     (folder / "shared.yaml").write_text(shared)
     path = folder / "gpucluster.yaml"
     path.write_text(CLUSTERS.replace("NODES", str(nodes)))
@@ -90,15 +102,29 @@ def entries(cache_folder: Path) -> list[Path]:
 
 def test_edit_one_cluster_and_a_shared_values_file(tmp_path, cache):
     config = write_clusters(tmp_path)
-    assert synth(config, tmp_path / "first" / "cdktf.out", cache=True) == dict.fromkeys(["train", "lab", "edge"], "synthesized")
+    assert synth(config, tmp_path / "first" / "cdktf.out", cache=True) == dict.fromkeys(
+        ["train", "lab", "edge"], "synthesized"
+    )
     assert len(entries(cache)) == 3
-    assert assert_same_as_full(config, tmp_path, "warm") == dict.fromkeys(["train", "lab", "edge"], "reused")
+    assert assert_same_as_full(config, tmp_path, "warm") == dict.fromkeys(
+        ["train", "lab", "edge"], "reused"
+    )
 
     write_clusters(tmp_path, nodes=3)  # one cluster's pool
-    assert assert_same_as_full(config, tmp_path, "one") == {"train": "synthesized", "lab": "reused", "edge": "reused"}
+    assert assert_same_as_full(config, tmp_path, "one") == {
+        "train": "synthesized",
+        "lab": "reused",
+        "edge": "reused",
+    }
 
-    write_clusters(tmp_path, nodes=3, shared="dcgmExporter: {serviceMonitor: {interval: 60s}}\n")  # both users of it
-    assert assert_same_as_full(config, tmp_path, "shared") == {"train": "reused", "lab": "synthesized", "edge": "synthesized"}
+    write_clusters(
+        tmp_path, nodes=3, shared="dcgmExporter: {serviceMonitor: {interval: 60s}}\n"
+    )  # both users of it
+    assert assert_same_as_full(config, tmp_path, "shared") == {
+        "train": "reused",
+        "lab": "synthesized",
+        "edge": "synthesized",
+    }
 
 
 def test_tampered_and_deleted_entries_are_misses(tmp_path, cache):
@@ -121,7 +147,11 @@ def test_installed_binding_version_is_in_the_key(tmp_path, cache, monkeypatch):
     real = diskcache.module_identity
 
     def upgraded(name: str) -> str:
-        return real(name) + (" cdktf_cdktf_provider_helm-12.1.3.dist-info" if name == "cdktf_cdktf_provider_helm" else "")
+        return real(name) + (
+            " cdktf_cdktf_provider_helm-12.1.3.dist-info"
+            if name == "cdktf_cdktf_provider_helm"
+            else ""
+        )
 
     monkeypatch.setattr(diskcache, "module_identity", upgraded)
     assert sorted(assert_same_as_full(config, tmp_path, "upgraded").values()) == ["synthesized"] * 3
@@ -137,24 +167,45 @@ def test_fleet_member_and_fleet_section_edits(tmp_path, cache):
     synth(config, tmp_path / "first" / "cdktf.out", cache=True)
     assert sorted(assert_same_as_full(config, tmp_path, "warm").values()) == ["reused"] * 4
 
-    config.write_text(text.replace("region: westus3\n", "region: westus3\n    kubernetesVersion: \"1.35\"\n", 1))
+    config.write_text(
+        text.replace("region: westus3\n", 'region: westus3\n    kubernetesVersion: "1.35"\n', 1)
+    )
     done = assert_same_as_full(config, tmp_path, "member")  # a prod member: its own stacks only
-    assert done == {"canary-eastus": "reused", "prod-eastus": "reused", "prod-westus3": "synthesized",
-                    "prod-swedencentral": "reused"}
+    assert done == {
+        "canary-eastus": "reused",
+        "prod-eastus": "reused",
+        "prod-westus3": "synthesized",
+        "prod-swedencentral": "reused",
+    }
 
-    config.write_text(text.replace("name: canary-eastus\n    criteria: {service: aks, accelerator: h100, os: ubuntu, "
-                                   "intent: training}\n", "name: canary-eastus\n    criteria: {service: aks, accelerator: "
-                                   "h100, os: ubuntu, intent: training}\n    kubernetesVersion: \"1.35\"\n", 1))
-    done = assert_same_as_full(config, tmp_path, "canary")  # the canary's digest is the prod members' barrier digest
-    assert done == {"canary-eastus": "synthesized", "prod-eastus": "synthesized", "prod-westus3": "synthesized",
-                    "prod-swedencentral": "synthesized"}
+    config.write_text(
+        text.replace(
+            "name: canary-eastus\n    criteria: {service: aks, accelerator: h100, os: ubuntu, "
+            "intent: training}\n",
+            "name: canary-eastus\n    criteria: {service: aks, accelerator: "
+            'h100, os: ubuntu, intent: training}\n    kubernetesVersion: "1.35"\n',
+            1,
+        )
+    )
+    done = assert_same_as_full(
+        config, tmp_path, "canary"
+    )  # the canary's digest is the prod members' barrier digest
+    assert done == {
+        "canary-eastus": "synthesized",
+        "prod-eastus": "synthesized",
+        "prod-westus3": "synthesized",
+        "prod-swedencentral": "synthesized",
+    }
 
-    config.write_text(text.replace("afterStageWaitSeconds: 3600", "afterStageWaitSeconds: 7200")
-                      .replace("approval: true", "approval: false"))
+    config.write_text(
+        text.replace("afterStageWaitSeconds: 3600", "afterStageWaitSeconds: 7200").replace(
+            "approval: true", "approval: false"
+        )
+    )
     assert_same_as_full(config, tmp_path, "section")
 
 
-PLUGIN = '''
+PLUGIN = """
 from gpucluster.sdk import hookimpl
 
 @hookimpl(tryfirst=True)
@@ -162,15 +213,25 @@ def gpucluster_cluster_stack(scope, cluster, recipe):
     from gpucluster_cdk.constructs_lib.cdk import TerraformOutput
     TerraformOutput(scope, "plugin_marker", value="MARK")
     return None  # the AKS plugin builds the cluster
-'''
+"""
 
 
 def run_main(tmp_path: Path, out: Path, **extra: str) -> subprocess.CompletedProcess:
-    settings = dict(GPUCLUSTER_PLUGINS="gpucluster_test_marker", PYTHONPATH=str(tmp_path / "plugins"),
-                    GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"), GPUCLUSTER_SYNTH_WORKERS="1")
+    settings = dict(
+        GPUCLUSTER_PLUGINS="gpucluster_test_marker",
+        PYTHONPATH=str(tmp_path / "plugins"),
+        GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
+        GPUCLUSTER_SYNTH_WORKERS="1",
+    )
     env = main_env(outdir=out, config=tmp_path / "gpucluster.yaml", **{**settings, **extra})
-    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -184,20 +245,30 @@ def test_plugin_code_edit_and_switches(tmp_path):
     write_clusters(tmp_path)
     run_main(tmp_path, tmp_path / "a" / "cdktf.out")
     assert len(entries(tmp_path / "cache")) == 3
-    assert b'"first"' in (tmp_path / "a" / "cdktf.out" / "stacks" / "train-cluster" / "cdk.tf.json").read_bytes()
+    assert (
+        b'"first"'
+        in (tmp_path / "a" / "cdktf.out" / "stacks" / "train-cluster" / "cdk.tf.json").read_bytes()
+    )
 
     plugin.write_text(PLUGIN.replace("MARK", "second"))
     run_main(tmp_path, tmp_path / "b" / "cdktf.out")
     run_main(tmp_path, tmp_path / "c" / "cdktf.out", GPUCLUSTER_CACHE_DIR="off")
-    assert b'"second"' in (tmp_path / "b" / "cdktf.out" / "stacks" / "train-cluster" / "cdk.tf.json").read_bytes()
+    assert (
+        b'"second"'
+        in (tmp_path / "b" / "cdktf.out" / "stacks" / "train-cluster" / "cdk.tf.json").read_bytes()
+    )
     assert tree(tmp_path / "b" / "cdktf.out") == tree(tmp_path / "c" / "cdktf.out")
-    assert len(entries(tmp_path / "cache")) == 4  # the train cluster's new entry; lab and edge were reused
+    assert (
+        len(entries(tmp_path / "cache")) == 4
+    )  # the train cluster's new entry; lab and edge were reused
 
     for entry in entries(tmp_path / "cache"):
         entry.write_bytes(b"gpucluster-cache 1\nforged\n")
     run_main(tmp_path, tmp_path / "d" / "cdktf.out", GPUCLUSTER_SYNTH_CACHE="off")
     assert tree(tmp_path / "d" / "cdktf.out") == tree(tmp_path / "c" / "cdktf.out")
-    assert all(e.read_bytes() == b"gpucluster-cache 1\nforged\n" for e in entries(tmp_path / "cache"))  # not written
+    assert all(
+        e.read_bytes() == b"gpucluster-cache 1\nforged\n" for e in entries(tmp_path / "cache")
+    )  # not written
 
 
 def test_key_is_stable_across_processes(tmp_path):
@@ -218,9 +289,17 @@ def test_key_is_stable_across_processes(tmp_path):
     )
     keys = set()
     for seed in ("1", "2"):
-        env = dict(os.environ, PYTHONHASHSEED=seed, GPUCLUSTER_CACHE_DIR=str(tmp_path / f"cache-{seed}"))
-        out = subprocess.run([sys.executable, "-c", code, str(FLEET_EXAMPLE)], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=300)
+        env = dict(
+            os.environ, PYTHONHASHSEED=seed, GPUCLUSTER_CACHE_DIR=str(tmp_path / f"cache-{seed}")
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(FLEET_EXAMPLE)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         keys.add(out.stdout)
     assert len(keys) == 1 and "None" not in keys.pop()
@@ -229,20 +308,32 @@ def test_key_is_stable_across_processes(tmp_path):
 def test_manifest_writer_matches_cdktf():
     from gpucluster_cdk.stacks import reuse
 
-    text = reuse.manifest_text("0.21.0", {"b": {"dependencies": [], "name": "b", "annotations": []},
-                                          "a": {"dependencies": ["b"], "name": "a"}})
-    assert text == ('{\n  "stacks": {\n    "a": {\n      "dependencies": [\n        "b"\n      ],\n      "name": "a"\n'
-                    '    },\n    "b": {\n      "annotations": [\n      ],\n      "dependencies": [\n      ],\n'
-                    '      "name": "b"\n    }\n  },\n  "version": "0.21.0"\n}')
+    text = reuse.manifest_text(
+        "0.21.0",
+        {
+            "b": {"dependencies": [], "name": "b", "annotations": []},
+            "a": {"dependencies": ["b"], "name": "a"},
+        },
+    )
+    assert text == (
+        '{\n  "stacks": {\n    "a": {\n      "dependencies": [\n        "b"\n      ],\n      "name": "a"\n'
+        '    },\n    "b": {\n      "annotations": [\n      ],\n      "dependencies": [\n      ],\n'
+        '      "name": "b"\n    }\n  },\n  "version": "0.21.0"\n}'
+    )
     assert reuse.check_manifest_text(text)[1] == "json-stable-stringify"  # cdktf 0.21
-    collapsed = reuse.manifest_text("0.24.0", {"b": {"annotations": [], "name": "b"}}, "safe-stable-stringify")
-    assert collapsed == '{\n  "stacks": {\n    "b": {\n      "annotations": [],\n      "name": "b"\n    }\n  },\n  "version": "0.24.0"\n}'
+    collapsed = reuse.manifest_text(
+        "0.24.0", {"b": {"annotations": [], "name": "b"}}, "safe-stable-stringify"
+    )
+    assert (
+        collapsed
+        == '{\n  "stacks": {\n    "b": {\n      "annotations": [],\n      "name": "b"\n    }\n  },\n  "version": "0.24.0"\n}'
+    )
     assert reuse.check_manifest_text(collapsed)[1] == "safe-stable-stringify"  # cdktn 0.24
     with pytest.raises(RuntimeError):
         reuse.check_manifest_text('{"stacks": {}, "version": "0.21.0"}')
 
 
-NAMESPACE_PLUGIN = '''
+NAMESPACE_PLUGIN = """
 from gpucluster.sdk import hookimpl
 
 
@@ -258,7 +349,7 @@ def gpucluster_cluster_stack(scope, cluster, recipe):
     TerraformOutput(scope, "plugin_marker", value=marker())
     TerraformOutput(scope, "lib_marker", value=lib_marker())
     return None
-'''
+"""
 
 
 def test_code_the_build_ran_outside_the_hooks_package(tmp_path):
@@ -279,13 +370,17 @@ def test_code_the_build_ran_outside_the_hooks_package(tmp_path):
         import json
 
         document = json.loads((out / "stacks" / "train-cluster" / "cdk.tf.json").read_text())
-        return document["output"]["plugin_marker"]["value"], document["output"]["lib_marker"]["value"]
+        return document["output"]["plugin_marker"]["value"], document["output"]["lib_marker"][
+            "value"
+        ]
 
     run_main(tmp_path, tmp_path / "a" / "cdktf.out", **settings)
     assert markers(tmp_path / "a" / "cdktf.out") == ("first", "first")
     assert len(entries(tmp_path / "cache")) == 3
 
-    hook_module.write_text(NAMESPACE_PLUGIN.replace("MARK", "second"))  # the hook's own bytecode is unchanged
+    hook_module.write_text(
+        NAMESPACE_PLUGIN.replace("MARK", "second")
+    )  # the hook's own bytecode is unchanged
     run_main(tmp_path, tmp_path / "b" / "cdktf.out", **settings)
     assert markers(tmp_path / "b" / "cdktf.out") == ("second", "first")
 
@@ -293,11 +388,23 @@ def test_code_the_build_ran_outside_the_hooks_package(tmp_path):
     run_main(tmp_path, tmp_path / "c" / "cdktf.out", **settings)
     assert markers(tmp_path / "c" / "cdktf.out") == ("second", "second")
 
-    (other / "acme_gpu_lib.py").write_text("def lib_marker():\n    return 'third'\n")  # another copy, found first
-    run_main(tmp_path, tmp_path / "d" / "cdktf.out", PYTHONPATH=f"{other}{os.pathsep}{plugins}", **settings)
+    (other / "acme_gpu_lib.py").write_text(
+        "def lib_marker():\n    return 'third'\n"
+    )  # another copy, found first
+    run_main(
+        tmp_path,
+        tmp_path / "d" / "cdktf.out",
+        PYTHONPATH=f"{other}{os.pathsep}{plugins}",
+        **settings,
+    )
     assert markers(tmp_path / "d" / "cdktf.out") == ("second", "third")
-    run_main(tmp_path, tmp_path / "e" / "cdktf.out", PYTHONPATH=f"{other}{os.pathsep}{plugins}", GPUCLUSTER_CACHE_DIR="off",
-             **settings)
+    run_main(
+        tmp_path,
+        tmp_path / "e" / "cdktf.out",
+        PYTHONPATH=f"{other}{os.pathsep}{plugins}",
+        GPUCLUSTER_CACHE_DIR="off",
+        **settings,
+    )
     assert tree(tmp_path / "d" / "cdktf.out") == tree(tmp_path / "e" / "cdktf.out")
 
 
@@ -307,15 +414,22 @@ def test_loaded_code_record():
     identity or a record of another shape is not unchanged."""
     import json as stdlib_json
 
-    import gpucluster_aks
     import yaml
 
+    import gpucluster_aks
     from gpucluster_cdk.stacks import reuse
 
     record = reuse.loaded_code()
     names = {name for name, _, _ in record}
     assert "yaml" in names and "gpucluster_aks" in names and "pluggy" in names
-    assert not names & {"json", "os", "gpucluster", "gpucluster.diskcache", "gpucluster_cdk.stacks.reuse", "__main__"}
+    assert not names & {
+        "json",
+        "os",
+        "gpucluster",
+        "gpucluster.diskcache",
+        "gpucluster_cdk.stacks.reuse",
+        "__main__",
+    }
     assert stdlib_json and gpucluster_aks and yaml.__file__ in {path for _, path, _ in record}
     reuse.synth_identity()  # a new synth: nothing remembered
     assert reuse.code_unchanged(record)
@@ -326,7 +440,9 @@ def test_loaded_code_record():
     moved = [list(item) for item in record]
     moved[yaml_at][1] = str(Path(yaml.__file__).with_name("elsewhere.py"))
     assert not reuse.code_unchanged(moved)
-    assert not reuse.code_unchanged("not a record") and not reuse.code_unchanged([["yaml", yaml.__file__]])
+    assert not reuse.code_unchanged("not a record") and not reuse.code_unchanged(
+        [["yaml", yaml.__file__]]
+    )
 
 
 @pytest.mark.parametrize("extra", ["again", "below"])
@@ -347,5 +463,9 @@ def test_an_entry_whose_files_collide_is_a_miss(tmp_path, cache, extra):
         name, manifest, files = stacks[-1]
         files.append(files[0] if extra == "again" else (files[0][0] + "/inner", b"{}"))
         stacks[-1] = (name, manifest, files)
-        assert diskcache.put(reuse.KIND, key, reuse.encode_entry(entry["version"], stacks, entry["exports"], entry["style"]))
+        assert diskcache.put(
+            reuse.KIND,
+            key,
+            reuse.encode_entry(entry["version"], stacks, entry["exports"], entry["style"]),
+        )
     assert sorted(assert_same_as_full(config, tmp_path, "collide").values()) == ["synthesized"] * 3

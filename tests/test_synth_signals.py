@@ -19,12 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from _support import EXISTING_AKS, main_env, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PLUGIN = '''
+PLUGIN = """
 import os, time
 from pathlib import Path
 from gpucluster.sdk import ClusterConnection, hookimpl
@@ -34,30 +33,36 @@ def gpucluster_cluster_stack(scope, cluster, recipe):
     Path(os.environ["SIGNAL_TEST_MARKER"]).write_text("inside synth")
     time.sleep(300)
     return ClusterConnection(kubeconfig_path="~/.kube/config")
-'''
+"""
 
 
 def interrupted_line(signum: int) -> str:
     """The one line main.py prints when a stop signal ends it (main.py, docstring item 4)."""
-    return (f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
-            "new output, never a mix")
+    return (
+        f"gpucluster: interrupted by {signal.Signals(signum).name}; the output folder holds the previous or the "
+        "new output, never a mix"
+    )
 
 
 FINDING = re.compile(r"(info|warning)\[[A-Za-z0-9_.-]+\] \S.* fix: \S.*")
 """One notice or finding line of gpucluster (gpucluster.errors.Problem.render)."""
 
 
-def assert_stopped_stderr(stderr: str, signum: int, before: list[str] | None, where: str = "") -> None:
+def assert_stopped_stderr(
+    stderr: str, signum: int, before: list[str] | None, where: str = ""
+) -> None:
     """The stderr contract of a run a stop signal ended: first lines of what the run prints without a
     signal (``before``; None: any notice or finding lines of gpucluster), then exactly the one line;
     nothing else (no traceback, no ``Exception ignored``, no jsii kernel line such as
     ``b'Error on jsii API channel to child process: ... ECONNRESET'``)."""
     lines = stderr.splitlines()
-    assert stderr.endswith("\n") and lines and lines[-1] == interrupted_line(signum), where or stderr
+    assert stderr.endswith("\n") and lines and lines[-1] == interrupted_line(signum), (
+        where or stderr
+    )
     if before is None:
         assert all(FINDING.fullmatch(line) for line in lines[:-1]), where or stderr
     else:
-        assert lines[:-1] == before[:len(lines) - 1], where or stderr
+        assert lines[:-1] == before[: len(lines) - 1], where or stderr
 
 
 @pytest.mark.parametrize(
@@ -81,10 +86,22 @@ def test_signal_during_synth_keeps_previous_output_and_leaks_nothing(tmp_path, s
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     marker = tmp_path / "marker"
-    env = main_env(outdir=out, GPUCLUSTER_PLUGINS="gpucluster_test_slow", PYTHONPATH=str(tmp_path / "plugins"),
-                   SIGNAL_TEST_MARKER=str(marker), TMPDIR=str(tmp))
-    proc = subprocess.Popen([sys.executable, "main.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = main_env(
+        outdir=out,
+        GPUCLUSTER_PLUGINS="gpucluster_test_slow",
+        PYTHONPATH=str(tmp_path / "plugins"),
+        SIGNAL_TEST_MARKER=str(marker),
+        TMPDIR=str(tmp),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "main.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():  # wait until the plugin runs inside the synthesis
@@ -101,9 +118,13 @@ def test_signal_during_synth_keeps_previous_output_and_leaks_nothing(tmp_path, s
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signum, stderr
-    assert_stopped_stderr(stderr, signum, None)  # the embedded default's notice and findings, then the one line
+    assert_stopped_stderr(
+        stderr, signum, None
+    )  # the embedded default's notice and findings, then the one line
     assert tree(out) == before
-    assert sorted(p.name for p in out.parent.iterdir()) == ["cdktf.out"]  # no staged .cdktf.out.* folder
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "cdktf.out"
+    ]  # no staged .cdktf.out.* folder
     assert sorted(p.name for p in tmp.iterdir()) == []  # no chart staging or jsii folders left
 
 
@@ -119,17 +140,30 @@ def _handlers_installed(pid: int) -> bool:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return True
-    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    caught = int(
+        next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16
+    )
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
 def _run_main(tmp_path: Path, env: dict, signum: int | None, delay: float):
     """Run main.py; ``delay`` seconds after its stop-signal handlers are installed, signal its group."""
-    proc = subprocess.Popen([sys.executable, "main.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "main.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
-        while not _handlers_installed(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            not _handlers_installed(proc.pid)
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.002)
         if signum is not None:
             time.sleep(delay)
@@ -177,7 +211,11 @@ def test_signals_to_the_process_group_at_any_moment_never_print_a_traceback(tmp_
         else:  # done before the signal: exactly what a run without one prints
             assert stderr == normal, where
         assert tree(out) in (old, new), where
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out", "gpucluster.yaml", "tmp"], where
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "cdktf.out",
+            "gpucluster.yaml",
+            "tmp",
+        ], where
         assert sorted(p.name for p in tmp.iterdir()) == [], where
         outcomes.append(code)
     assert any(outcomes), "no run was stopped by its signal"
@@ -189,14 +227,27 @@ def _frame(name: str, filename: str):
     return types.SimpleNamespace(f_code=types.SimpleNamespace(co_name=name, co_filename=filename))
 
 
-@pytest.mark.parametrize("name, filename, swallowed", [
-    ("cb", "<frozen importlib._bootstrap>", True),  # _get_module_lock.<locals>.cb, a weakref callback
-    ("__del__", "/x/y.py", True),
-    ("cb", "/site-packages/other.py", False),
-    ("_find_and_load", "<frozen importlib._bootstrap>", False),  # an import itself: raising there is fine
-    ("_run", "/x/gpucluster_cdk/app.py", False),
-])
-def test_a_stop_signal_is_never_raised_where_python_would_print_it_as_ignored(monkeypatch, name, filename, swallowed):
+@pytest.mark.parametrize(
+    "name, filename, swallowed",
+    [
+        (
+            "cb",
+            "<frozen importlib._bootstrap>",
+            True,
+        ),  # _get_module_lock.<locals>.cb, a weakref callback
+        ("__del__", "/x/y.py", True),
+        ("cb", "/site-packages/other.py", False),
+        (
+            "_find_and_load",
+            "<frozen importlib._bootstrap>",
+            False,
+        ),  # an import itself: raising there is fine
+        ("_run", "/x/gpucluster_cdk/app.py", False),
+    ],
+)
+def test_a_stop_signal_is_never_raised_where_python_would_print_it_as_ignored(
+    monkeypatch, name, filename, swallowed
+):
     """A SIGTERM raised inside the import system's weakref callback printed "Exception ignored in
     <function _get_module_lock.<locals>.cb>" with a traceback (seen once in the any-moment test
     above): there the signal is sent again, to be raised once out of the callback."""

@@ -15,14 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from _support import main_env, tree
 from test_synth_signals import assert_stopped_stderr
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET_EXAMPLE = ROOT / "examples" / "fleet-canary-prod.yaml"
 
-PIDS_PLUGIN = '''
+PIDS_PLUGIN = """
 import os
 from gpucluster.sdk import hookimpl
 
@@ -34,28 +33,49 @@ def gpucluster_cluster_stack(scope, cluster, recipe):
         import time
         time.sleep(300)
     return None  # the AKS plugin builds the cluster
-'''
+"""
 
-MULTI = """\
+MULTI = (
+    """\
 clusters:
-""" + "".join(f"""  - name: m{i}
-    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: {'training' if i % 2 else 'inference'}}}
-""" for i in range(1, 6)) + """  - name: lab
+"""
+    + "".join(
+        f"""  - name: m{i}
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: {"training" if i % 2 else "inference"}}}
+"""
+        for i in range(1, 6)
+    )
+    + """  - name: lab
     criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
     existing: {kubeconfig: /etc/kube/lab}
     scheduling: {accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}}
 """
+)
 
 
 def start(tmp_path: Path, config: Path, out: Path, workers: str, **extra: str) -> subprocess.Popen:
     plugins = tmp_path / "plugins"
     plugins.mkdir(exist_ok=True)
     (plugins / "gpucluster_test_pids.py").write_text(PIDS_PLUGIN)
-    env = main_env(outdir=out, config=config, GPUCLUSTER_PLUGINS="gpucluster_test_pids", PYTHONPATH=str(plugins),
-                   GPUCLUSTER_SYNTH_WORKERS=workers, GPUCLUSTER_SYNTH_CACHE="off",
-                   PIDS_FILE=str(tmp_path / f"pids-{out.parent.name}"), **extra)
-    return subprocess.Popen([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = main_env(
+        outdir=out,
+        config=config,
+        GPUCLUSTER_PLUGINS="gpucluster_test_pids",
+        PYTHONPATH=str(plugins),
+        GPUCLUSTER_SYNTH_WORKERS=workers,
+        GPUCLUSTER_SYNTH_CACHE="off",
+        PIDS_FILE=str(tmp_path / f"pids-{out.parent.name}"),
+        **extra,
+    )
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def builders(tmp_path: Path, out: Path) -> dict[str, str]:
@@ -129,7 +149,9 @@ def test_a_stop_signal_ends_the_workers(tmp_path, signum, to_group):
         else:
             pytest.fail(f"worker {pid} outlived main.py")
     deadline = time.monotonic() + 30
-    while sorted(tmp.iterdir()) and time.monotonic() < deadline:  # a worker's jsii kernel ends when its pipe closes
+    while (
+        sorted(tmp.iterdir()) and time.monotonic() < deadline
+    ):  # a worker's jsii kernel ends when its pipe closes
         time.sleep(0.1)
     assert sorted(p.name for p in tmp.iterdir()) == []
 
@@ -137,32 +159,58 @@ def test_a_stop_signal_ends_the_workers(tmp_path, signum, to_group):
 def test_bad_worker_count_is_one_error_line(tmp_path):
     out = tmp_path / "cdktf.out"
     env = main_env(outdir=out, config=None, GPUCLUSTER_SYNTH_WORKERS="many")
-    result = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "main.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error[")]
-    assert len(errors) == 1 and errors[0].startswith("error[config] key=GPUCLUSTER_SYNTH_WORKERS:"), result.stderr
+    assert len(errors) == 1 and errors[0].startswith(
+        "error[config] key=GPUCLUSTER_SYNTH_WORKERS:"
+    ), result.stderr
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name, value", [
-    ("GPUCLUSTER_SYNTH_WORKERS", "\u0662"), ("GPUCLUSTER_SYNTH_WORKERS", "+2"), ("GPUCLUSTER_SYNTH_WORKERS", "1_0"),
-    ("GPUCLUSTER_SYNTH_WORKERS", "99999999999999999999"), ("GPUCLUSTER_SYNTH_WORKERS", "0"),
-    ("GPUCLUSTER_SYNTH_CACHE", "of"), ("GPUCLUSTER_SYNTH_CACHE", "disabled"), ("GPUCLUSTER_SYNTH_CACHE", "off\n"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("GPUCLUSTER_SYNTH_WORKERS", "\u0662"),
+        ("GPUCLUSTER_SYNTH_WORKERS", "+2"),
+        ("GPUCLUSTER_SYNTH_WORKERS", "1_0"),
+        ("GPUCLUSTER_SYNTH_WORKERS", "99999999999999999999"),
+        ("GPUCLUSTER_SYNTH_WORKERS", "0"),
+        ("GPUCLUSTER_SYNTH_CACHE", "of"),
+        ("GPUCLUSTER_SYNTH_CACHE", "disabled"),
+        ("GPUCLUSTER_SYNTH_CACHE", "off\n"),
+    ],
+)
 def test_a_bad_variable_is_one_config_line_and_nothing_written(tmp_path, name, value):
     """The variables follow the flags' rules (``--workers``: 1 to 999 in decimal digits, as the
     flag; the cache switch: on/off, 1/0, yes/no, true/false): anything else is one error[config]
     line naming it, exit 2, nothing written (was: a sign, an underscore, a non-ASCII digit or 20
     digits were taken as a count, and a misspelt cache switch kept the cache on)."""
     config = tmp_path / "gpucluster.yaml"
-    config.write_text("clusters:\n  - name: lab\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
-                      "    existing: {kubeconfig: /etc/kube/lab}\n"
-                      "    scheduling: {accelerated: {tolerations: [\"nvidia.com/gpu:NoSchedule\"]}}\n")
+    config.write_text(
+        "clusters:\n  - name: lab\n    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+        "    existing: {kubeconfig: /etc/kube/lab}\n"
+        '    scheduling: {accelerated: {tolerations: ["nvidia.com/gpu:NoSchedule"]}}\n'
+    )
     out = tmp_path / "out"
-    env = main_env(outdir=out, config=config, GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"), **{name: value})
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = main_env(
+        outdir=out, config=config, GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"), **{name: value}
+    )
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "main.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     [line] = [x for x in proc.stderr.splitlines() if not x.startswith(("warning[", "info["))]
     assert line.startswith(f"error[config] key={name}: ") and " fix: " in line

@@ -15,15 +15,22 @@ from gpucluster.sdk.testing import HookCall, LineMatcher, registered
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "testing.md"
 _TEXT = PAGE.read_text(encoding="utf-8")
-BLOCKS = ["\n" * _TEXT.count("\n", 0, m.start(1)) + m.group(1)  # tracebacks point at the page's lines
-          for m in re.finditer(r"^```python\n(.*?)^```", _TEXT, re.S | re.M)]
-CLUSTER = {"name": "c1", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}}
+BLOCKS = [
+    "\n" * _TEXT.count("\n", 0, m.start(1)) + m.group(1)  # tracebacks point at the page's lines
+    for m in re.finditer(r"^```python\n(.*?)^```", _TEXT, re.S | re.M)
+]
+CLUSTER = {
+    "name": "c1",
+    "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+}
 
 
 def _tests_of(block: str) -> list[tuple[str, object]]:
     namespace: dict[str, object] = {"__name__": "docs_testing_block"}
     exec(compile(block, str(PAGE), "exec"), namespace)
-    return [(name, fn) for name, fn in namespace.items() if name.startswith("test_") and callable(fn)]
+    return [
+        (name, fn) for name, fn in namespace.items() if name.startswith("test_") and callable(fn)
+    ]
 
 
 CASES = [(i, name) for i, block in enumerate(BLOCKS) for name, _ in _tests_of(block)]
@@ -31,7 +38,12 @@ CASES = [(i, name) for i, block in enumerate(BLOCKS) for name, _ in _tests_of(bl
 
 def test_the_page_has_examples_of_both():
     text = "\n".join(BLOCKS)
-    assert len(CASES) >= 5 and "kit.record()" in text and "fnmatch_lines" in text and "re_match_lines" in text
+    assert (
+        len(CASES) >= 5
+        and "kit.record()" in text
+        and "fnmatch_lines" in text
+        and "re_match_lines" in text
+    )
 
 
 @pytest.mark.parametrize("index, name", CASES, ids=[name for _, name in CASES])
@@ -57,12 +69,19 @@ def test_a_raising_implementation_is_recorded_and_the_error_passes_through():
             kit.plan(CLUSTER)
     call = calls.getcall("gpucluster_policy_checks", plugin="failing")
     assert call.error is err.value and call.result is None
-    assert err.value.problems[0].key == "clusters[0].settings.x"  # the core's handling still applies
+    assert (
+        err.value.problems[0].key == "clusters[0].settings.x"
+    )  # the core's handling still applies
 
 
 def test_the_original_implementations_are_back_after_the_block():
     with registered() as kit:
-        impls = [i for c in kit.pm.hook.__dict__.values() if hasattr(c, "get_hookimpls") for i in c.get_hookimpls()]
+        impls = [
+            i
+            for c in kit.pm.hook.__dict__.values()
+            if hasattr(c, "get_hookimpls")
+            for i in c.get_hookimpls()
+        ]
         before = [i.function for i in impls]
         with pytest.raises(RuntimeError), kit.record():
             assert [i.function for i in impls] != before
@@ -81,12 +100,20 @@ def test_recorded_arguments_and_order():
     assert set(gates.kwargs) <= {"cluster", "recipe", "components"} and gates.cluster.name == "c1"
     assert gates.recipe.criteria == plan.recipe.criteria
     assert calls.getcalls("gpucluster_gates gpucluster_policy_checks", plugin="aks") == [
-        c for c in calls.calls if c.plugin == "aks" and c.hook in ("gpucluster_gates", "gpucluster_policy_checks")]
+        c
+        for c in calls.calls
+        if c.plugin == "aks" and c.hook in ("gpucluster_gates", "gpucluster_policy_checks")
+    ]
     with pytest.raises(AttributeError, match="has no argument 'scope'"):
         _ = gates.scope
-    with pytest.raises(AssertionError, match=r"gpucluster_prepare_cluster was not called after gpucluster_gates"):
+    with pytest.raises(
+        AssertionError, match=r"gpucluster_prepare_cluster was not called after gpucluster_gates"
+    ):
         calls.assert_called_in_order("gpucluster_gates", "gpucluster_prepare_cluster")
-    with pytest.raises(AssertionError, match=r"expected one call of gpucluster_platforms, got [0-9]{2}|expected one call of gpucluster_platforms, got [2-9] "):
+    with pytest.raises(
+        AssertionError,
+        match=r"expected one call of gpucluster_platforms, got [0-9]{2}|expected one call of gpucluster_platforms, got [2-9] ",
+    ):
         calls.getcall("gpucluster_platforms")
 
 

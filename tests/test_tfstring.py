@@ -11,10 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree, template_sequences, unexpected_templates
+from gpucluster_cdk.constructs_lib.tfstring import (
+    literal,
+    literal_tree,
+    template_sequences,
+    unexpected_templates,
+)
 
 SAMPLES = [
-    "${file(\"/etc/hostname\")}",
+    '${file("/etc/hostname")}',
     "%{ if true }x%{ endif }",
     "$${already}",
     "$$${x}",
@@ -68,7 +73,10 @@ def test_template_sequences_scans_as_terraform_does(text):
 
 
 def test_literal_tree_escapes_keys_and_values():
-    assert literal_tree({"${k}": ["%{v}", 1, True], "n": None}) == {"$${k}": ["%%{v}", 1, True], "n": None}
+    assert literal_tree({"${k}": ["%{v}", 1, True], "n": None}) == {
+        "$${k}": ["%%{v}", 1, True],
+        "n": None,
+    }
 
 
 def test_literal_refuses_non_strings():
@@ -78,18 +86,26 @@ def test_literal_refuses_non_strings():
 
 def test_unexpected_templates_allows_generated_expressions_and_variable_defaults():
     doc = {
-        "variable": {"v": {"default": "${file(\"x\")}", "description": "%{ if }",
-                           "validation": [{"condition": "${length(regexall(\"a\", var.v)) == 0}"}]}},
+        "variable": {
+            "v": {
+                "default": '${file("x")}',
+                "description": "%{ if }",
+                "validation": [{"condition": '${length(regexall("a", var.v)) == 0}'}],
+            }
+        },
         "resource": {"helm_release": {"r": {"values": ["$${ok}"], "name": "${var.v}"}}},
         "output": {"o": {"value": "${azurerm_kubernetes_cluster.a.id}"}},
     }
     assert unexpected_templates(doc) == []
-    doc["resource"]["helm_release"]["r"]["chart"] = "${file(\"/etc/passwd\")}"
+    doc["resource"]["helm_release"]["r"]["chart"] = '${file("/etc/passwd")}'
     doc["resource"]["helm_release"]["r"]["set"] = [{"name": "%{ if true }"}]
     doc["resource"]["helm_release"]["r"]["tags"] = {"${k}": "v"}
     found = unexpected_templates(doc)
-    assert [p for p, _ in found] == ["resource.helm_release.r.chart", "resource.helm_release.r.set.0.name",
-                                     "resource.helm_release.r.tags.<key>"]
+    assert [p for p, _ in found] == [
+        "resource.helm_release.r.chart",
+        "resource.helm_release.r.set.0.name",
+        "resource.helm_release.r.tags.<key>",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform CLI not installed")
@@ -99,12 +115,22 @@ def test_terraform_reads_literal_back_unchanged(tmp_path):
     outputs = {f"o{i}": {"value": literal(t)} for i, t in enumerate(SAMPLES)}
     outputs["keys"] = {"value": {literal(t): str(i) for i, t in enumerate(SAMPLES)}}
     outputs["var"] = {"value": "${var.raw}"}
-    doc = {"variable": {"raw": {"type": "string", "default": SAMPLES[0] + SAMPLES[1]}}, "output": outputs}
+    doc = {
+        "variable": {"raw": {"type": "string", "default": SAMPLES[0] + SAMPLES[1]}},
+        "output": outputs,
+    }
     (tmp_path / "main.tf.json").write_text(json.dumps(doc), encoding="utf-8")
-    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+    env = {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": "/dev/null",
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+    }
 
     def tf(*args):
-        return subprocess.run(["terraform", *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+        return subprocess.run(
+            ["terraform", *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        )
 
     tf("init", "-input=false", "-no-color")
     tf("apply", "-auto-approve", "-input=false", "-no-color")

@@ -13,13 +13,17 @@ import pytest
 import yaml
 
 from gpucluster import cli
+from gpucluster.errors import GpuclusterError
 from gpucluster.recipes import recipe_result_writer
 from gpucluster.verify import upgrade_check
-from gpucluster.errors import GpuclusterError
 
 AKS = {"service": "aks", "accelerator": "h100", "intent": "training"}
-RAILS = [{"name": "mlx5_0", "rootDevice": "0000:03:00.0"}, {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
-         {"name": "mlx5_3", "rootDevice": "0010:03:00.0"}, {"name": "mlx5_4", "rootDevice": "0012:03:00.0"}]
+RAILS = [
+    {"name": "mlx5_0", "rootDevice": "0000:03:00.0"},
+    {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
+    {"name": "mlx5_3", "rootDevice": "0010:03:00.0"},
+    {"name": "mlx5_4", "rootDevice": "0012:03:00.0"},
+]
 
 
 def write(path: Path, doc) -> str:
@@ -34,8 +38,14 @@ def aks_file(path: Path, **extra) -> str:
 
 def run(tmp_path: Path, old: str, new: str, *, fmt: str = "json"):
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["upgrade-check", "--from", old, "--to", new, "--format", fmt], stdout=out, stderr=err)
-    return code, (json.loads(out.getvalue()) if fmt == "json" and out.getvalue() else out.getvalue()), err.getvalue()
+    code = cli.main(
+        ["upgrade-check", "--from", old, "--to", new, "--format", fmt], stdout=out, stderr=err
+    )
+    return (
+        code,
+        (json.loads(out.getvalue()) if fmt == "json" and out.getvalue() else out.getvalue()),
+        err.getvalue(),
+    )
 
 
 def change(report: dict, component: str, cluster: str | None = None) -> dict:
@@ -61,13 +71,34 @@ def test_dra_050_to_051_on_nvke_is_manual(tmp_path):
     old = write(tmp_path / "old.recipe.yaml", doc)
     files = []
     for label, recipe in (("a", old), ("b", new)):
-        files.append(write(tmp_path / f"{label}.yaml", {"clusters": [
-            {"name": "nvke-a", "recipe": Path(recipe).name, "kubernetesVersion": "1.34", "settings": {"rails": RAILS}}]}))
+        files.append(
+            write(
+                tmp_path / f"{label}.yaml",
+                {
+                    "clusters": [
+                        {
+                            "name": "nvke-a",
+                            "recipe": Path(recipe).name,
+                            "kubernetesVersion": "1.34",
+                            "settings": {"rails": RAILS},
+                        }
+                    ]
+                },
+            )
+        )
     code, report, _ = run(tmp_path, *files)
     dra = change(report, "nvidia-dra-driver-gpu")
-    assert (dra["change"], dra["from"], dra["to"], dra["verdict"]) == ("version", "0.5.0", "0.5.1", "manual")
+    assert (dra["change"], dra["from"], dra["to"], dra["verdict"]) == (
+        "version",
+        "0.5.0",
+        "0.5.1",
+        "manual",
+    )
     assert "nvke-dra-0.5.0-to-0.5.1" in rules_of(dra)
-    assert dra["crds"]["owned"] == ["computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"]
+    assert dra["crds"]["owned"] == [
+        "computedomaincliques.resource.nvidia.com",
+        "computedomains.resource.nvidia.com",
+    ]
     assert "nvidia-dra-driver-gpu-crds" in dra["crds"]["step"]
     assert code == upgrade_check.EXIT_MANUAL == 3
     # and back down: the version gate would refuse it
@@ -93,7 +124,9 @@ def test_gpustack_flip_recreates_gpu_pools(tmp_path):
 
 
 def test_turning_nodewright_tuning_off_is_not_a_revert(tmp_path):
-    old = aks_file(tmp_path / "a.yaml", overrides={"set": ["nodewrightcustomizations:tuningEnabled=true"]})
+    old = aks_file(
+        tmp_path / "a.yaml", overrides={"set": ["nodewrightcustomizations:tuningEnabled=true"]}
+    )
     new = aks_file(tmp_path / "b.yaml")
     code, report, _ = run(tmp_path, old, new)
     ch = change(report, "nodewright-customizations")
@@ -105,16 +138,23 @@ def test_turning_nodewright_tuning_off_is_not_a_revert(tmp_path):
     assert change(report, "nodewright-customizations")["verdict"] == "safe" and code == 0
 
 
-@pytest.mark.parametrize("new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "safe")])
+@pytest.mark.parametrize(
+    "new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "safe")]
+)
 def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
     from gpucluster import pipeline
     from gpucluster.inputs.config import parse_clusters
 
     def plan(version):
-        (spec,) = parse_clusters({"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34"}]},
-                                 source="c.yaml", root=tmp_path)
+        (spec,) = parse_clusters(
+            {"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34"}]},
+            source="c.yaml",
+            root=tmp_path,
+        )
         p = pipeline.build_plan(spec)
-        p.cluster.kubernetes_version = version  # policy refuses < 1.34 at synth; the comparison must still judge it
+        p.cluster.kubernetes_version = (
+            version  # policy refuses < 1.34 at synth; the comparison must still judge it
+        )
         return p
 
     report = upgrade_check.compare([plan("1.34")], [plan(new_version)], upgrade_check.load_rules())
@@ -129,7 +169,11 @@ def test_a_crd_owner_change_is_manual(tmp_path):
     code, report, _ = run(tmp_path, old, new)
     gpu = change(report, "gpu-operator")
     assert gpu["verdict"] == "manual" and "crd-owner-change" in rules_of(gpu)
-    assert {"crd": "computedomains.resource.nvidia.com", "from": "nvidia-dra-driver-gpu", "to": "gpu-operator"} in gpu["crds"]["ownerChanges"]
+    assert {
+        "crd": "computedomains.resource.nvidia.com",
+        "from": "nvidia-dra-driver-gpu",
+        "to": "gpu-operator",
+    } in gpu["crds"]["ownerChanges"]
     dra = change(report, "nvidia-dra-driver-gpu")
     assert dra["change"] == "removed" and "component-with-crds-removed" in rules_of(dra)
     assert code == 3
@@ -148,7 +192,12 @@ def test_an_uncovered_version_bump_is_unknown_and_names_the_crd_step(tmp_path):
     old = write(tmp_path / "old.yaml", doc)
     code, report, _ = run(tmp_path, old, new)
     nfd = change(report, "nfd")
-    assert (nfd["change"], nfd["from"], nfd["to"], nfd["verdict"]) == ("version", "0.18.3", "0.19.0", "unknown")
+    assert (nfd["change"], nfd["from"], nfd["to"], nfd["verdict"]) == (
+        "version",
+        "0.18.3",
+        "0.19.0",
+        "unknown",
+    )
     assert rules_of(nfd) == {"default-version-unknown"}
     assert "nfd-crds" in nfd["crds"]["step"] and "server-side" in nfd["crds"]["step"]
     assert code == upgrade_check.EXIT_UNKNOWN == 4
@@ -197,8 +246,16 @@ def test_git_revision_of_the_same_file(tmp_path, monkeypatch):
     assert code3 == 2 and err3.startswith("error[input]") and "nosuchrev" in err3
 
 
-@pytest.mark.parametrize("rev", ["--output={victim}", "--remote=/nonexistent", "--exec=touch {victim}.ran", "-o{victim}",
-                                 "--end-of-options"])
+@pytest.mark.parametrize(
+    "rev",
+    [
+        "--output={victim}",
+        "--remote=/nonexistent",
+        "--exec=touch {victim}.ran",
+        "-o{victim}",
+        "--end-of-options",
+    ],
+)
 def test_a_revision_is_never_an_option_of_git(tmp_path, monkeypatch, rev):
     """--from=--output=FILE:gpucluster.yaml made `git archive` truncate FILE (and --remote ran
     git-upload-archive): a revision is resolved by `git rev-parse --verify --end-of-options` and
@@ -216,11 +273,17 @@ def test_a_revision_is_never_an_option_of_git(tmp_path, monkeypatch, rev):
     monkeypatch.chdir(repo)
     rev = rev.format(victim=victim)
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["upgrade-check", f"--from={rev}:gpucluster.yaml", "--to", "gpucluster.yaml"], stdout=out, stderr=err)
+    code = cli.main(
+        ["upgrade-check", f"--from={rev}:gpucluster.yaml", "--to", "gpucluster.yaml"],
+        stdout=out,
+        stderr=err,
+    )
     out, err = out.getvalue(), err.getvalue()
     assert code == 2 and out == "", err
     [line] = err.splitlines()
-    assert line.startswith(f"error[input] key=--from/--to: '{rev}' is not a commit of the git repository "), line
+    assert line.startswith(
+        f"error[input] key=--from/--to: '{rev}' is not a commit of the git repository "
+    ), line
     assert " fix: name an existing revision" in line
     assert victim.read_text() == "important\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["important.txt", "repo"]
@@ -233,7 +296,10 @@ def test_text_output_and_no_change(tmp_path):
     assert text.splitlines()[-1] == "verdict: safe (exit 0)" and "no change" in text
     b = aks_file(tmp_path / "b.yaml", profile={"gpuStack": "operator-managed"})
     code, text, _ = run(tmp_path, a, b, fmt="text")
-    assert "manual [aks-gpustack-flip-recreates-gpu-pools]" in text and "do: drain GPU workloads" in text
+    assert (
+        "manual [aks-gpustack-flip-recreates-gpu-pools]" in text
+        and "do: drain GPU workloads" in text
+    )
     assert text.splitlines()[-1] == "verdict: manual (exit 3)"
 
 
@@ -241,7 +307,10 @@ def test_a_cluster_moved_in_the_file_keeps_its_policy_errors(tmp_path):
     """Finding keys are absolute (clusters[<i>].kubernetesVersion): a cluster that moved from
     clusters[1] to clusters[0] with the same policy error is not a cluster whose NEW fixes it."""
     lab = {"name": "lab", "criteria": AKS, "kubernetesVersion": "1.31"}
-    old = write(tmp_path / "old.yaml", {"clusters": [{"name": "other", "criteria": dict(AKS)}, dict(lab, criteria=dict(AKS))]})
+    old = write(
+        tmp_path / "old.yaml",
+        {"clusters": [{"name": "other", "criteria": dict(AKS)}, dict(lab, criteria=dict(AKS))]},
+    )
     new = write(tmp_path / "new.yaml", {"clusters": [lab]})
     code, report, err = run(tmp_path, old, new)
     ch = change(report, "policy", cluster="lab")
@@ -253,8 +322,15 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path):
     a = aks_file(tmp_path / "a.yaml")
     code, out, err = run(tmp_path, str(tmp_path / "missing.yaml"), a, fmt="text")
     assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("error[input] file=") and "does not exist" in err and "fix:" in err
-    bad = write(tmp_path / "bad.yaml", {"clusters": [{"name": "lab", "criteria": {"service": "nope"}}]})
+    assert (
+        err.count("\n") == 1
+        and err.startswith("error[input] file=")
+        and "does not exist" in err
+        and "fix:" in err
+    )
+    bad = write(
+        tmp_path / "bad.yaml", {"clusters": [{"name": "lab", "criteria": {"service": "nope"}}]}
+    )
     code, out, err = run(tmp_path, bad, a, fmt="text")
     assert code == 2 and out == "" and err.startswith("error[") and "Traceback" not in err
 
@@ -262,40 +338,70 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path):
 def test_rules_are_data_and_validated(tmp_path):
     rules = upgrade_check.load_rules()
     ids = {r.id for r in rules}
-    assert {"kubernetes-minor-skip", "nodewright-tuning-not-reverted", "crd-owner-change",
-            "aks-gpustack-flip-recreates-gpu-pools", "nvke-dra-0.5.0-to-0.5.1"} <= ids
-    assert next(r for r in rules if r.id == "nvke-dra-0.5.0-to-0.5.1").file.endswith("gpucluster_nvke/catalog/upgrades.yaml")
+    assert {
+        "kubernetes-minor-skip",
+        "nodewright-tuning-not-reverted",
+        "crd-owner-change",
+        "aks-gpustack-flip-recreates-gpu-pools",
+        "nvke-dra-0.5.0-to-0.5.1",
+    } <= ids
+    assert next(r for r in rules if r.id == "nvke-dra-0.5.0-to-0.5.1").file.endswith(
+        "gpucluster_nvke/catalog/upgrades.yaml"
+    )
     d1, d2 = tmp_path / "one", tmp_path / "two"
     d1.mkdir()
     d2.mkdir()
     rule = {"id": "x", "match": "kubernetesMinor", "verdict": "manual", "why": "w", "source": "s"}
-    write(d1 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]})
-    write(d2 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]})
+    write(
+        d1 / "upgrades.yaml",
+        {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]},
+    )
+    write(
+        d2 / "upgrades.yaml",
+        {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1", "rules": [rule]},
+    )
     with pytest.raises(GpuclusterError, match="defined twice"):
         upgrade_check.load_rules([d1, d2])
-    write(d2 / "upgrades.yaml", {"kind": "UpgradeRules", "apiVersion": "gpucluster/v1alpha1",
-                                 "rules": [{**rule, "id": "y", "verdict": "maybe"}]})
+    write(
+        d2 / "upgrades.yaml",
+        {
+            "kind": "UpgradeRules",
+            "apiVersion": "gpucluster/v1alpha1",
+            "rules": [{**rule, "id": "y", "verdict": "maybe"}],
+        },
+    )
     with pytest.raises(GpuclusterError, match="invalid upgrade rules"):
         upgrade_check.load_rules([d2])
 
 
-@pytest.mark.parametrize("version, spec, ok", [
-    ("0.5.0", "<0.5.1", True), ("0.5.1", "<0.5.1", False), ("v26.7.0", ">=26.7.0 <26.7.1", True),
-    ("26.7.1", "=26.7.1", True), ("0.5.1-rc.1", ">=0.5.1", False), ("x", ">=1", False), ("1.0.0", "*", True),
-])
+@pytest.mark.parametrize(
+    "version, spec, ok",
+    [
+        ("0.5.0", "<0.5.1", True),
+        ("0.5.1", "<0.5.1", False),
+        ("v26.7.0", ">=26.7.0 <26.7.1", True),
+        ("26.7.1", "=26.7.1", True),
+        ("0.5.1-rc.1", ">=0.5.1", False),
+        ("x", ">=1", False),
+        ("1.0.0", "*", True),
+    ],
+)
 def test_version_ranges(version, spec, ok):
     assert upgrade_check.version_in_range(version, spec) is ok
 
 
-@pytest.mark.parametrize("path, value, rule", [
-    ("cdi.enabled", "false", "gpu-operator-cdi-rolls-every-gpu-node"),
-    ("cdi.enabled", "true", "gpu-operator-cdi-rolls-every-gpu-node"),  # both directions
-    ("gdrcopy.enabled", "true", "gpu-operator-gdrcopy-reloads-every-node"),
-    ("gdrcopy.enabled", "false", "gpu-operator-gdrcopy-reloads-every-node"),
-    ("driver.rdma.enabled", "true", "gpu-operator-rdma-reloads-every-node"),
-    ("driver.kernelModuleType", "proprietary", "gpu-operator-kernel-modules-reload-every-node"),
-    ("driver.usePrecompiled", "true", "gpu-operator-precompiled-reloads-every-node"),
-])
+@pytest.mark.parametrize(
+    "path, value, rule",
+    [
+        ("cdi.enabled", "false", "gpu-operator-cdi-rolls-every-gpu-node"),
+        ("cdi.enabled", "true", "gpu-operator-cdi-rolls-every-gpu-node"),  # both directions
+        ("gdrcopy.enabled", "true", "gpu-operator-gdrcopy-reloads-every-node"),
+        ("gdrcopy.enabled", "false", "gpu-operator-gdrcopy-reloads-every-node"),
+        ("driver.rdma.enabled", "true", "gpu-operator-rdma-reloads-every-node"),
+        ("driver.kernelModuleType", "proprietary", "gpu-operator-kernel-modules-reload-every-node"),
+        ("driver.usePrecompiled", "true", "gpu-operator-precompiled-reloads-every-node"),
+    ],
+)
 def test_gpu_operator_settings_that_roll_every_gpu_node_are_not_safe(tmp_path, path, value, rule):
     """A values-only gpu-operator change that re-renders a DaemonSet on every GPU node (the
     ClusterPolicy's cdi / gdrcopy / driver settings the real chart passes on) is manual, exit 3
@@ -315,8 +421,16 @@ def test_gpu_operator_settings_that_roll_every_gpu_node_are_not_safe(tmp_path, p
 def test_the_rolling_gpu_operator_paths_are_read_by_the_real_chart(reference_charts):
     """Every valueChange rule of gpu-operator names a values path the real chart's ClusterPolicy
     template reads (a rule on a path the chart ignores would warn about nothing)."""
-    template = (reference_charts / "gpu-operator" / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8")
-    rules = [r for r in upgrade_check.load_rules() if r.match == "valueChange" and r.component == "gpu-operator"]
+    template = (reference_charts / "gpu-operator" / "templates" / "clusterpolicy.yaml").read_text(
+        encoding="utf-8"
+    )
+    rules = [
+        r
+        for r in upgrade_check.load_rules()
+        if r.match == "valueChange" and r.component == "gpu-operator"
+    ]
     assert len(rules) >= 6
     for r in rules:
-        assert f".Values.{r.path}" in template or f".Values.{r.path.rsplit('.', 1)[0]}" in template, r.id
+        assert (
+            f".Values.{r.path}" in template or f".Values.{r.path.rsplit('.', 1)[0]}" in template
+        ), r.id

@@ -7,16 +7,22 @@ from __future__ import annotations
 import copy
 import io
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 import xmlschema
+from validate_support import (
+    HEALTHY_DEFAULT,
+    NVKE,
+    find,
+    items_of,
+    mutate,
+    nvke_healthy,
+    write_snapshot,
+)
 
 from gpucluster.cli import main
 from gpucluster.verify import validate as validate_mod
-
-from validate_support import HEALTHY_DEFAULT, NVKE, find, items_of, mutate, nvke_healthy, write_snapshot
 
 GPU_NODE = "aks-gpu-12345678-vmss000000"
 
@@ -42,11 +48,24 @@ def test_healthy_default_passes(tmp_path):
     code, out, _ = run("--snapshot", str(HEALTHY_DEFAULT), "--format", "json")
     doc = json.loads(out)
     jsonschema.validate(doc, validate_mod.report_schema())
-    assert doc["result"] == "pass" and doc["summary"]["fail"] == 0 and doc["summary"]["checks"] == len(doc["checks"])
+    assert (
+        doc["result"] == "pass"
+        and doc["summary"]["fail"] == 0
+        and doc["summary"]["checks"] == len(doc["checks"])
+    )
     assert doc["cluster"]["identity"]["kubeSystemUid"] and len(doc["plan"]["fingerprint"]) == 64
-    assert {c["check"] for c in doc["checks"]} >= {"aicr-health", "gate", "gpu-advertiser", "gpu-count", "runtime-class", "placement"}
+    assert {c["check"] for c in doc["checks"]} >= {
+        "aicr-health",
+        "gate",
+        "gpu-advertiser",
+        "gpu-count",
+        "runtime-class",
+        "placement",
+    }
     skipped = [c for c in doc["checks"] if c["verdict"] == "skip"]
-    assert [c["id"] for c in skipped] == ["aicr-health/nodewright-operator"] and "skyhook" in skipped[0]["reason"]
+    assert [c["id"] for c in skipped] == [
+        "aicr-health/nodewright-operator"
+    ] and "skyhook" in skipped[0]["reason"]
     xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(junit))
 
 
@@ -68,20 +87,46 @@ def _fewer_gpus(o):
 
 
 def _dra_zero(o):
-    o["status"].update(desiredNumberScheduled=0, currentNumberScheduled=0, numberReady=0, numberAvailable=0, updatedNumberScheduled=0)
+    o["status"].update(
+        desiredNumberScheduled=0,
+        currentNumberScheduled=0,
+        numberReady=0,
+        numberAvailable=0,
+        updatedNumberScheduled=0,
+    )
 
 
 FAULTS = {
-    "clusterpolicy-not-ready": (lambda items: mutate(items, "ClusterPolicy", "cluster-policy", _set_state("notReady")),
-                                "gate", "nvidia.com/v1/ClusterPolicy/cluster-policy", "status.state"),
-    "both-advertisers": (_both_advertisers, "gpu-advertiser", f"v1/Node/{GPU_NODE}", "status.allocatable.nvidia.com/gpu"),
-    "fewer-gpus": (lambda items: mutate(items, "Node", GPU_NODE, _fewer_gpus), "gpu-count", f"v1/Node/{GPU_NODE}",
-                   "status.allocatable.nvidia.com/gpu"),
-    "runtimeclass-missing": (lambda items: [o for o in items if o["kind"] != "RuntimeClass"], "runtime-class",
-                             "node.k8s.io/v1/RuntimeClass/nvidia-container-runtime", "metadata.name"),
-    "dra-kubelet-plugin-zero": (lambda items: mutate(items, "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin", _dra_zero),
-                                "gate", "apps/v1/DaemonSet/nvidia-dra-driver/nvidia-dra-driver-gpu-kubelet-plugin",
-                                "status.desiredNumberScheduled"),
+    "clusterpolicy-not-ready": (
+        lambda items: mutate(items, "ClusterPolicy", "cluster-policy", _set_state("notReady")),
+        "gate",
+        "nvidia.com/v1/ClusterPolicy/cluster-policy",
+        "status.state",
+    ),
+    "both-advertisers": (
+        _both_advertisers,
+        "gpu-advertiser",
+        f"v1/Node/{GPU_NODE}",
+        "status.allocatable.nvidia.com/gpu",
+    ),
+    "fewer-gpus": (
+        lambda items: mutate(items, "Node", GPU_NODE, _fewer_gpus),
+        "gpu-count",
+        f"v1/Node/{GPU_NODE}",
+        "status.allocatable.nvidia.com/gpu",
+    ),
+    "runtimeclass-missing": (
+        lambda items: [o for o in items if o["kind"] != "RuntimeClass"],
+        "runtime-class",
+        "node.k8s.io/v1/RuntimeClass/nvidia-container-runtime",
+        "metadata.name",
+    ),
+    "dra-kubelet-plugin-zero": (
+        lambda items: mutate(items, "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin", _dra_zero),
+        "gate",
+        "apps/v1/DaemonSet/nvidia-dra-driver/nvidia-dra-driver-gpu-kubelet-plugin",
+        "status.desiredNumberScheduled",
+    ),
 }
 
 
@@ -93,11 +138,15 @@ def test_fault_fails_naming_check_object_and_field(tmp_path, fault):
     assert code == 1 and err == "" and "FAILED" in out
     rows = [line.split() for line in out.splitlines() if " FAIL " in line]
     assert any(r[0] == check and r[3] == obj and r[4] == fld for r in rows), rows
-    code, out, _ = run("--snapshot", str(path), "--format", "json", "--junit", str(tmp_path / "j.xml"))
+    code, out, _ = run(
+        "--snapshot", str(path), "--format", "json", "--junit", str(tmp_path / "j.xml")
+    )
     doc = json.loads(out)
     jsonschema.validate(doc, validate_mod.report_schema())
     assert code == 1 and doc["result"] == "fail"
-    assert any(c["check"] == check and c["object"] == obj and c["field"] == fld for c in _failing(doc)), _failing(doc)
+    assert any(
+        c["check"] == check and c["object"] == obj and c["field"] == fld for c in _failing(doc)
+    ), _failing(doc)
     xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(tmp_path / "j.xml"))
     assert 'type="fail"' in (tmp_path / "j.xml").read_text()
 
@@ -110,15 +159,25 @@ def test_nvke_rail_without_its_ippool(tmp_path, reference_charts):
     code, out, _ = run("--config", str(config), "--snapshot", str(good))
     assert code == 0, out
     assert out.count("rail-ippool ") == 4 and out.count("rail-resource ") == 4
-    broken = [o for o in items if not (o["kind"] == "IPPool" and o["metadata"]["name"] == "nv-ipam-pool-rail-2")]
+    broken = [
+        o
+        for o in items
+        if not (o["kind"] == "IPPool" and o["metadata"]["name"] == "nv-ipam-pool-rail-2")
+    ]
     path = write_snapshot(tmp_path / "no-ippool.json", broken)
     code, out, _ = run("--config", str(config), "--snapshot", str(path), "--format", "json")
     doc = json.loads(out)
     assert code == 1
     fails = {(c["check"], c["object"], c["field"]) for c in _failing(doc)}
-    assert ("rail-ippool", "nv-ipam.nvidia.com/v1alpha1/IPPool/nvidia-network-operator/nv-ipam-pool-rail-2", "metadata.name") in fails
+    assert (
+        "rail-ippool",
+        "nv-ipam.nvidia.com/v1alpha1/IPPool/nvidia-network-operator/nv-ipam-pool-rail-2",
+        "metadata.name",
+    ) in fails
     # the control-plane node carries GPU labels without a GPU: not counted as a GPU node
-    assert "nvke-cp-0" not in json.dumps([c["observed"] for c in doc["checks"] if c["check"] == "gpu-count"])
+    assert "nvke-cp-0" not in json.dumps(
+        [c["observed"] for c in doc["checks"] if c["check"] == "gpu-count"]
+    )
 
 
 def test_hostile_strings_from_the_cluster_are_escaped(tmp_path):
@@ -132,16 +191,19 @@ def test_hostile_strings_from_the_cluster_are_escaped(tmp_path):
     xmlschema.XMLSchema(validate_mod.junit_schema_text()).validate(str(tmp_path / "j.xml"))
 
 
-@pytest.mark.parametrize("args, key", [
-    ([], "--kubeconfig"),
-    (["--snapshot", "s.json", "--kubeconfig", "k"], "--snapshot"),
-    (["--snapshot", "s.json", "--wait", "10m"], "--wait"),
-    (["--kubeconfig", "k", "--wait", "forever"], "--wait"),
-    (["--kubeconfig", "k", "--wait", "0s"], "--wait"),
-    (["--snapshot", "missing.json"], None),
-    (["--snapshot", str(HEALTHY_DEFAULT), "--cluster", "nope"], "--cluster"),
-    (["--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
-])
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        ([], "--kubeconfig"),
+        (["--snapshot", "s.json", "--kubeconfig", "k"], "--snapshot"),
+        (["--snapshot", "s.json", "--wait", "10m"], "--wait"),
+        (["--kubeconfig", "k", "--wait", "forever"], "--wait"),
+        (["--kubeconfig", "k", "--wait", "0s"], "--wait"),
+        (["--snapshot", "missing.json"], None),
+        (["--snapshot", str(HEALTHY_DEFAULT), "--cluster", "nope"], "--cluster"),
+        (["--kubeconfig", "/nonexistent/kubeconfig"], "--kubeconfig"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, key):
     monkeypatch.chdir(tmp_path)
     code, out, err = run(*args)
@@ -152,9 +214,9 @@ def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, key):
 
 
 def test_every_check_of_the_built_in_plans_has_a_known_name(tmp_path):
-    from gpucluster.verify.checks import derive_checks
-
     from validate_support import DYNAMO, KUBEFLOW, OPERATOR_MANAGED, plan_of
+
+    from gpucluster.verify.checks import derive_checks
 
     names = validate_mod.report_schema()["$defs"]["check"]["properties"]["check"]["enum"]
     for text in (None, KUBEFLOW, DYNAMO, OPERATOR_MANAGED, NVKE):

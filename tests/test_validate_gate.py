@@ -15,13 +15,22 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from gate_harness import _DATE, _SLEEP, SHELLS
-from gpucluster.errors import GpuclusterError
-from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE
-from gpucluster.verify.gate import VALIDATION_NODE
+from validate_support import (
+    HEALTHY_DEFAULT,
+    NVKE,
+    find,
+    items_of,
+    mutate,
+    nvke_healthy,
+    plan_of,
+    tool,
+    write_snapshot,
+)
 
-from validate_support import HEALTHY_DEFAULT, NVKE, find, items_of, mutate, nvke_healthy, plan_of, tool, write_snapshot
+from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE
+from gpucluster.errors import GpuclusterError
+from gpucluster.verify.gate import VALIDATION_NODE
 
 VALIDATE = """clusters:
   - name: gpu-training
@@ -34,21 +43,40 @@ KUBECTL = Path(__file__).parent / "validate_kubectl.py"
 
 
 def _script(plan) -> str:
-    job = next(d for d in yaml.safe_load_all(plan.node(VALIDATION_NODE).local_chart.files["templates/002-job.yaml"]) if d)
+    job = next(
+        d
+        for d in yaml.safe_load_all(
+            plan.node(VALIDATION_NODE).local_chart.files["templates/002-job.yaml"]
+        )
+        if d
+    )
     return job["spec"]["template"]["spec"]["containers"][0]["command"][2]
 
 
 def run_gate(script: str, items: list[dict], tmp: Path, shell: str) -> subprocess.CompletedProcess:
     stub = tmp / "stub"
     stub.mkdir(exist_ok=True)
-    for name, text in (("kubectl", f"#!/bin/sh\nexec {sys.executable} {KUBECTL} \"$@\"\n"), ("date", _DATE), ("sleep", _SLEEP)):
+    for name, text in (
+        ("kubectl", f'#!/bin/sh\nexec {sys.executable} {KUBECTL} "$@"\n'),
+        ("date", _DATE),
+        ("sleep", _SLEEP),
+    ):
         (stub / name).write_text(text)
         (stub / name).chmod(0o755)
     (stub / "clock").write_text("1000000\n")
     snap = write_snapshot(tmp / "snapshot.json", items)
-    env = {"PATH": f"{stub}:/usr/bin:/bin", "GATE_STUB_DIR": str(stub), "VALIDATE_STUB_DIR": str(stub), "GATE_CLOCK_STEP": "400",
-           "VALIDATE_SNAPSHOT": str(snap), "HOME": str(tmp), "LC_ALL": "C"}
-    return subprocess.run([shell, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": f"{stub}:/usr/bin:/bin",
+        "GATE_STUB_DIR": str(stub),
+        "VALIDATE_STUB_DIR": str(stub),
+        "GATE_CLOCK_STEP": "400",
+        "VALIDATE_SNAPSHOT": str(snap),
+        "HOME": str(tmp),
+        "LC_ALL": "C",
+    }
+    return subprocess.run(
+        [shell, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_absent_unless_enabled(tmp_path):
@@ -56,7 +84,9 @@ def test_absent_unless_enabled(tmp_path):
     plan = plan_of(VALIDATE, tmp_path)
     node = plan.nodes[-1]
     assert node.id == VALIDATION_NODE and node.kind == "gate" and node.wait_for_jobs
-    assert set(node.depends_on) == {n.id for n in plan.nodes if n.kind != "teardown" and n.id != VALIDATION_NODE}
+    assert set(node.depends_on) == {
+        n.id for n in plan.nodes if n.kind != "teardown" and n.id != VALIDATION_NODE
+    }
     (tmp_path / "bad.yaml").write_text(VALIDATE.replace("validate: true", "validate: 'yes'"))
     from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
@@ -69,16 +99,38 @@ def test_absent_unless_enabled(tmp_path):
 def test_chart_is_a_gpucluster_job_chart_with_least_privilege(tmp_path):
     plan = plan_of(VALIDATE, tmp_path)
     files = plan.node(VALIDATION_NODE).local_chart.files
-    docs = [d for path, text in sorted(files.items()) if path.startswith("templates/") for d in yaml.safe_load_all(text) if d]
+    docs = [
+        d
+        for path, text in sorted(files.items())
+        if path.startswith("templates/")
+        for d in yaml.safe_load_all(text)
+        if d
+    ]
     kinds = {d["kind"]: d for d in docs}
-    assert set(kinds) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job", "NetworkPolicy"}
+    assert set(kinds) == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Job",
+        "NetworkPolicy",
+    }
     pod = kinds["Job"]["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == DEFAULT_KUBECTL_IMAGE and "@sha256:" in pod["containers"][0]["image"]
-    assert pod["securityContext"]["runAsNonRoot"] and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    assert (
+        pod["containers"][0]["image"] == DEFAULT_KUBECTL_IMAGE
+        and "@sha256:" in pod["containers"][0]["image"]
+    )
+    assert (
+        pod["securityContext"]["runAsNonRoot"]
+        and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    )
     rules = kinds["ClusterRole"]["rules"]
     assert all(r["verbs"] == ["get", "list"] for r in rules)
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
-    assert ("", "nodes") in granted and ("node.k8s.io", "runtimeclasses") in granted and ("", "secrets") not in granted
+    assert (
+        ("", "nodes") in granted
+        and ("node.k8s.io", "runtimeclasses") in granted
+        and ("", "secrets") not in granted
+    )
     assert kinds["NetworkPolicy"]["spec"]["ingress"] == []
     from k8s_schema import validate_object
 
@@ -92,7 +144,9 @@ def test_script_passes_on_the_healthy_cluster_and_reads_only(tmp_path, shell):
     result = run_gate(_script(plan), items_of(HEALTHY_DEFAULT.read_text()), tmp_path, shell)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED" in result.stdout
-    calls = [json.loads(line) for line in (tmp_path / "stub" / "calls.jsonl").read_text().splitlines()]
+    calls = [
+        json.loads(line) for line in (tmp_path / "stub" / "calls.jsonl").read_text().splitlines()
+    ]
     assert calls and all(c[0] == "get" for c in calls)
 
 
@@ -101,13 +155,29 @@ def _dra_slice(items):
 
 
 FAULTS = {
-    "both-advertisers": (_dra_slice, f"gpu-advertiser v1/Node/{GPU_NODE} status.allocatable.nvidia.com/gpu"),
-    "fewer-gpus": (lambda items: mutate(items, "Node", GPU_NODE, lambda o: o["status"]["allocatable"].update({"nvidia.com/gpu": "4"})),
-                   f"gpu-count v1/Node/{GPU_NODE} status.allocatable.nvidia.com/gpu"),
-    "runtimeclass-missing": (lambda items: [o for o in items if o["kind"] != "RuntimeClass"],
-                             "runtime-class node.k8s.io/v1/RuntimeClass/nvidia-container-runtime metadata.name"),
-    "gpu-node-not-ready": (lambda items: mutate(items, "Node", GPU_NODE, lambda o: o["status"]["conditions"][0].update(status="False")),
-                           "gpu-nodes gpu: 0 Ready node(s), the plan has 1"),
+    "both-advertisers": (
+        _dra_slice,
+        f"gpu-advertiser v1/Node/{GPU_NODE} status.allocatable.nvidia.com/gpu",
+    ),
+    "fewer-gpus": (
+        lambda items: mutate(
+            items,
+            "Node",
+            GPU_NODE,
+            lambda o: o["status"]["allocatable"].update({"nvidia.com/gpu": "4"}),
+        ),
+        f"gpu-count v1/Node/{GPU_NODE} status.allocatable.nvidia.com/gpu",
+    ),
+    "runtimeclass-missing": (
+        lambda items: [o for o in items if o["kind"] != "RuntimeClass"],
+        "runtime-class node.k8s.io/v1/RuntimeClass/nvidia-container-runtime metadata.name",
+    ),
+    "gpu-node-not-ready": (
+        lambda items: mutate(
+            items, "Node", GPU_NODE, lambda o: o["status"]["conditions"][0].update(status="False")
+        ),
+        "gpu-nodes gpu: 0 Ready node(s), the plan has 1",
+    ),
 }
 
 
@@ -115,19 +185,32 @@ FAULTS = {
 def test_script_fails_naming_check_object_and_field(tmp_path, fault):
     make, expected = FAULTS[fault]
     plan = plan_of(VALIDATE, tmp_path)
-    result = run_gate(_script(plan), make(items_of(HEALTHY_DEFAULT.read_text())), tmp_path, SHELLS[0])
-    assert result.returncode == 1 and f"FAILED: {expected}" in result.stdout, result.stdout + result.stderr
+    result = run_gate(
+        _script(plan), make(items_of(HEALTHY_DEFAULT.read_text())), tmp_path, SHELLS[0]
+    )
+    assert result.returncode == 1 and f"FAILED: {expected}" in result.stdout, (
+        result.stdout + result.stderr
+    )
 
 
 def test_nvke_rail_without_its_ippool_fails_the_gate(tmp_path, reference_charts):
-    plan = plan_of(NVKE.replace("    settings:\n", "    settings:\n      validate: true\n"), tmp_path)
+    plan = plan_of(
+        NVKE.replace("    settings:\n", "    settings:\n      validate: true\n"), tmp_path
+    )
     items = items_of(nvke_healthy(str(reference_charts)))
     script = _script(plan)
     assert run_gate(script, items, tmp_path, SHELLS[0]).returncode == 0
-    broken = [o for o in items if not (o["kind"] == "IPPool" and o["metadata"]["name"] == "nv-ipam-pool-rail-2")]
+    broken = [
+        o
+        for o in items
+        if not (o["kind"] == "IPPool" and o["metadata"]["name"] == "nv-ipam-pool-rail-2")
+    ]
     result = run_gate(script, broken, tmp_path, SHELLS[0])
     assert result.returncode == 1
-    assert "FAILED: manifest-object ippools.nv-ipam.nvidia.com nvidia-network-operator/nv-ipam-pool-rail-2 metadata.name" in result.stdout
+    assert (
+        "FAILED: manifest-object ippools.nv-ipam.nvidia.com nvidia-network-operator/nv-ipam-pool-rail-2 metadata.name"
+        in result.stdout
+    )
 
 
 FLEET = """fleet:
@@ -152,15 +235,16 @@ SETTINGS
 @pytest.fixture(scope="module")
 def fleets(tmp_path_factory):
     """The two-group fleet synthesized with and without ``settings.validate`` (real pipeline and stacks)."""
-    from gpucluster_cdk import stacks
-
     from gpucluster.inputs.config import load_config
     from gpucluster.pipeline import build_plans
+    from gpucluster_cdk import stacks
 
     out = {}
     for name, settings in (("with", "    settings: {validate: true}"), ("without", "")):
         folder = tmp_path_factory.mktemp(name)
-        (folder / "gpucluster.yaml").write_text(FLEET.replace("SETTINGS\n", settings + ("\n" if settings else "")))
+        (folder / "gpucluster.yaml").write_text(
+            FLEET.replace("SETTINGS\n", settings + ("\n" if settings else ""))
+        )
         clusters, fleet = load_config(str(folder / "gpucluster.yaml"))
         plans = build_plans(clusters)
         stacks.synth(plans, folder / "cdktf.out", fleet=fleet)
@@ -178,15 +262,22 @@ def test_synthesized_validation_gate_and_fleet_order(fleets):
         res = _stack(out, f"{cluster}-runtime")["resource"]
         gate = res["helm_release"][VALIDATION_NODE]
         assert gate["wait_for_jobs"] is True and gate["name"] == VALIDATION_NODE
-        others = {k for k in res["helm_release"] if k != VALIDATION_NODE and not k.endswith("-teardown")}
+        others = {
+            k for k in res["helm_release"] if k != VALIDATION_NODE and not k.endswith("-teardown")
+        }
         assert {d.split(".", 1)[1] for d in gate["depends_on"]} == others
     canary = _stack(out, "canary-eastus-runtime")["resource"]["terraform_data"]["rollout"]
-    assert f"helm_release.{VALIDATION_NODE}" in canary["depends_on"]  # the barrier reads this marker
+    assert (
+        f"helm_release.{VALIDATION_NODE}" in canary["depends_on"]
+    )  # the barrier reads this marker
     barrier = _stack(out, "gpu-fleet-after-canary")["resource"]["terraform_data"]["promotion"]
     (pre,) = barrier["lifecycle"]["precondition"]
     assert "cross-stack-reference-input-canary-eastus-runtime" in pre["condition"]
     prod = _stack(out, "prod-westus3-runtime")["resource"]["terraform_data"]
-    assert "cross-stack-reference-input-gpu-fleet-after-canary" in prod["promotion_gate"]["lifecycle"]["precondition"][0]["condition"]
+    assert (
+        "cross-stack-reference-input-gpu-fleet-after-canary"
+        in prod["promotion_gate"]["lifecycle"]["precondition"][0]["condition"]
+    )
 
 
 def test_no_validation_gate_without_the_setting(fleets):

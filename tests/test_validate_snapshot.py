@@ -6,11 +6,10 @@ import json
 import os
 
 import pytest
+from validate_support import HEALTHY_DEFAULT
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.verify.snapshot import load_snapshot_file, snapshot_document
-
-from validate_support import HEALTHY_DEFAULT
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}}
 
@@ -27,19 +26,45 @@ def _refused(path, **kw) -> str:
 def test_reads_the_healthy_example():
     snap = load_snapshot_file(HEALTHY_DEFAULT)
     assert snap.identity()["kubeSystemUid"] and snap.identity()["providers"] == ["azure"]
-    assert snap.scope("nvidia.com/v1", "ClusterPolicy") == "Cluster"  # served by the CRD in the snapshot
+    assert (
+        snap.scope("nvidia.com/v1", "ClusterPolicy") == "Cluster"
+    )  # served by the CRD in the snapshot
     assert snap.scope("nvidia.com/v2", "ClusterPolicy") is None
     assert snap.scope("apps/v1", "DaemonSet") == "Namespaced"
 
 
-@pytest.mark.parametrize("content, key", [
-    ({"apiVersion": "v1", "kind": "NodeList", "items": []}, "kind"),
-    ({"apiVersion": "v1", "kind": "List"}, "items"),
-    ({"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "a"}}]}, "items[0].apiVersion"),
-    ({"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {}}]}, "items[0].metadata.name"),
-    ({"apiVersion": "v1", "kind": "List", "items": [NODE, NODE]}, "items[1]"),
-    ({"apiVersion": "v1", "kind": "List", "items": [{**NODE, "metadata": {"name": "x", "labels": {"a": 1}}}]}, "items[0].metadata.labels"),
-])
+@pytest.mark.parametrize(
+    "content, key",
+    [
+        ({"apiVersion": "v1", "kind": "NodeList", "items": []}, "kind"),
+        ({"apiVersion": "v1", "kind": "List"}, "items"),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [{"kind": "Node", "metadata": {"name": "a"}}],
+            },
+            "items[0].apiVersion",
+        ),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {}}],
+            },
+            "items[0].metadata.name",
+        ),
+        ({"apiVersion": "v1", "kind": "List", "items": [NODE, NODE]}, "items[1]"),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [{**NODE, "metadata": {"name": "x", "labels": {"a": 1}}}],
+            },
+            "items[0].metadata.labels",
+        ),
+    ],
+)
 def test_refuses_what_is_not_a_list_of_objects(tmp_path, content, key):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(content))
@@ -67,26 +92,37 @@ def test_bounded_regular_utf8_files_only(tmp_path):
 
 def test_yaml_as_kubectl_writes_it(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text("apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Node\n    metadata: {name: n1}\n")
+    path.write_text(
+        "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Node\n    metadata: {name: n1}\n"
+    )
     assert load_snapshot_file(path).get("v1", "Node", None, "n1")["metadata"]["name"] == "n1"
 
 
 def test_document_is_sorted_and_strips_crd_schemas():
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b", "managedFields": [{}]},
-           "spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {}}}]}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "a.b", "managedFields": [{}]},
+        "spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {}}}]},
+    }
     doc = snapshot_document([NODE, crd])
     assert [o["kind"] for o in doc["items"]] == ["CustomResourceDefinition", "Node"]
-    assert "schema" not in doc["items"][0]["spec"]["versions"][0] and "managedFields" not in doc["items"][0]["metadata"]
+    assert (
+        "schema" not in doc["items"][0]["spec"]["versions"][0]
+        and "managedFields" not in doc["items"][0]["metadata"]
+    )
 
 
 def test_aks_pools_carry_their_node_selector_and_gpu_count():
-    from gpucluster_aks.platform import vm_sizes
-
     from validate_support import plan_of
+
+    from gpucluster_aks.platform import vm_sizes
 
     sizes = vm_sizes()
     for size in sizes["accelerators"]["h100"]:
         assert isinstance(sizes["gpus_per_vm"][size], int) and sizes["gpus_per_vm"][size] >= 1
     pools = {p.name: p for p in plan_of(None).cluster.pools}
-    assert pools["gpu"].gpus_per_node == 8 and pools["gpu"].node_selector == {"kubernetes.azure.com/agentpool": "gpu"}
+    assert pools["gpu"].gpus_per_node == 8 and pools["gpu"].node_selector == {
+        "kubernetes.azure.com/agentpool": "gpu"
+    }
     assert pools["system"].gpus_per_node is None

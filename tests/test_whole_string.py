@@ -11,32 +11,64 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-import yaml
-
 import _support
 import fuzz_cluster as fc
+import pytest
+import yaml
 from _support import EXISTING_AKS
 
-from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls
 from gpucluster.cli import main as cli_main
+from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
-AKS_FULL = {"clusters": [{
-    "name": "lab", "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
-    "region": "westus3", "kubernetesVersion": "1.34", "profile": {"gpuStack": "operator-managed"},
-    "pools": [{"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
-              {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1, "labels": {"example.com/team": "ml"}}],
-    "overrides": {"set": ["gpuoperator:dcgmExporter.serviceMonitor.interval=60s"],
-                  "variables": {"gpuoperator:driver.version": "gpu_driver_version"}},
-    "scheduling": {"system": {"nodeSelector": {"agentpool": "system"}, "tolerations": ["CriticalAddonsOnly:NoSchedule"]}},
-    "backend": {"type": "cloud", "organization": "acme", "workspacePrefix": "gpu-", "hostname": "app.terraform.io"},
-}]}
+AKS_FULL = {
+    "clusters": [
+        {
+            "name": "lab",
+            "criteria": {
+                "service": "aks",
+                "accelerator": "h100",
+                "os": "ubuntu",
+                "intent": "training",
+            },
+            "region": "westus3",
+            "kubernetesVersion": "1.34",
+            "profile": {"gpuStack": "operator-managed"},
+            "pools": [
+                {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
+                {
+                    "name": "gpu",
+                    "vmSize": "Standard_ND96isr_H100_v5",
+                    "nodeCount": 1,
+                    "labels": {"example.com/team": "ml"},
+                },
+            ],
+            "overrides": {
+                "set": ["gpuoperator:dcgmExporter.serviceMonitor.interval=60s"],
+                "variables": {"gpuoperator:driver.version": "gpu_driver_version"},
+            },
+            "scheduling": {
+                "system": {
+                    "nodeSelector": {"agentpool": "system"},
+                    "tolerations": ["CriticalAddonsOnly:NoSchedule"],
+                }
+            },
+            "backend": {
+                "type": "cloud",
+                "organization": "acme",
+                "workspacePrefix": "gpu-",
+                "hostname": "app.terraform.io",
+            },
+        }
+    ]
+}
 DOCUMENTS = {
     "aks": AKS_FULL,
-    "aks-existing": yaml.safe_load(EXISTING_AKS.replace("/etc/kube/config}", "/etc/kube/config, context: prod}")),
+    "aks-existing": yaml.safe_load(
+        EXISTING_AKS.replace("/etc/kube/config}", "/etc/kube/config, context: prod}")
+    ),
     "oke": {"clusters": [fc.OKE_CLUSTER]},
     "nvke": {"clusters": [fc.NVKE_CLUSTER]},
     "fleet": yaml.safe_load((ROOT / "examples" / "fleet-canary-prod.yaml").read_text()),
@@ -65,8 +97,12 @@ def plan_json(doc: dict, tmp_path: Path) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("name, path", CASES, ids=[f"{n}:{'.'.join(map(str, p))}" for n, p in CASES])
-def test_a_trailing_newline_in_any_string_is_refused_or_never_reaches_the_plan(tmp_path, monkeypatch, name, path):
+@pytest.mark.parametrize(
+    "name, path", CASES, ids=[f"{n}:{'.'.join(map(str, p))}" for n, p in CASES]
+)
+def test_a_trailing_newline_in_any_string_is_refused_or_never_reaches_the_plan(
+    tmp_path, monkeypatch, name, path
+):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
     doc = copy.deepcopy(DOCUMENTS[name])
     target = doc
@@ -75,11 +111,18 @@ def test_a_trailing_newline_in_any_string_is_refused_or_never_reaches_the_plan(t
     target[path[-1]] += "\n"
     code, out, err = plan_json(doc, tmp_path)
     if code == 2:
-        assert out == "" and len(err.splitlines()) == 1 and err.startswith("error[") and " fix: " in err, err
+        assert (
+            out == ""
+            and len(err.splitlines()) == 1
+            and err.startswith("error[")
+            and " fix: " in err
+        ), err
         return
     assert code == 0, err
     strings = [s for s in _leaves_values(json.loads(out))]
-    assert not [s for s in strings if CONTROL.search(s)], out  # e.g. a value that is stripped before use
+    assert not [s for s in strings if CONTROL.search(s)], (
+        out
+    )  # e.g. a value that is stripped before use
 
 
 def _leaves_values(value):
@@ -105,28 +148,57 @@ def test_a_block_scalar_name_is_one_error_line_in_plan_and_synth(tmp_path):
     text = EXISTING_AKS.replace("  - name: lab\n", "  - name: |\n      lab\n")
     (tmp_path / "gpucluster.yaml").write_text(text)
     out, err = io.StringIO(), io.StringIO()
-    assert cli_main(["plan", "--config", str(tmp_path / "gpucluster.yaml")], stdout=out, stderr=err) == 2
+    assert (
+        cli_main(["plan", "--config", str(tmp_path / "gpucluster.yaml")], stdout=out, stderr=err)
+        == 2
+    )
     [line] = err.getvalue().splitlines()
-    assert line.startswith("error[input] file=") and "key=clusters[0].name" in line and "'lab\\n'" in line, line
+    assert (
+        line.startswith("error[input] file=")
+        and "key=clusters[0].name" in line
+        and "'lab\\n'" in line
+    ), line
     result = _support.run_main(cwd=tmp_path, outdir=tmp_path / "cdktf.out")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines() == [line.replace(f"file={tmp_path / 'gpucluster.yaml'}", "file=gpucluster.yaml")] \
-        or len(result.stderr.splitlines()) == 1, result.stderr
+    assert (
+        result.stderr.splitlines()
+        == [line.replace(f"file={tmp_path / 'gpucluster.yaml'}", "file=gpucluster.yaml")]
+        or len(result.stderr.splitlines()) == 1
+    ), result.stderr
     assert "error[internal]" not in result.stderr and not (tmp_path / "cdktf.out").exists()
 
 
 def test_control_characters_are_found_everywhere_but_in_values_documents():
-    document = {"resource": {"azurerm_resource_group": {"rg": {"location": "westus3\n", "name": "ok"}},
-                             "helm_release": {"r": {"values": ["a: |\n  multi\n  line\n"], "name": "r\x1b",
-                                                    "set": [{"name": "x\u2028", "value": "1"}]}}},
-                "output": {"k\r": {"value": "v"}}}
+    document = {
+        "resource": {
+            "azurerm_resource_group": {"rg": {"location": "westus3\n", "name": "ok"}},
+            "helm_release": {
+                "r": {
+                    "values": ["a: |\n  multi\n  line\n"],
+                    "name": "r\x1b",
+                    "set": [{"name": "x\u2028", "value": "1"}],
+                }
+            },
+        },
+        "output": {"k\r": {"value": "v"}},
+    }
     found = [path for path, _ in unexpected_controls(document)]
-    assert found == ["resource.azurerm_resource_group.rg.location", "resource.helm_release.r.name",
-                     "resource.helm_release.r.set.0.name", "output.<key>"]
+    assert found == [
+        "resource.azurerm_resource_group.rg.location",
+        "resource.helm_release.r.name",
+        "resource.helm_release.r.set.0.name",
+        "output.<key>",
+    ]
 
 
-@pytest.mark.parametrize("pattern_file", sorted(str(p.relative_to(ROOT)) for d in ("gpucluster", "gpucluster_cdk", "plugins")
-                                                for p in (ROOT / d).rglob("*.py")))
+@pytest.mark.parametrize(
+    "pattern_file",
+    sorted(
+        str(p.relative_to(ROOT))
+        for d in ("gpucluster", "gpucluster_cdk", "plugins")
+        for p in (ROOT / d).rglob("*.py")
+    ),
+)
 def test_no_validation_pattern_is_matched_with_re_match(pattern_file):
     """Every pattern ending in ``$`` is checked with ``fullmatch`` (or ends in ``\\Z``): a ``.match(``
     of such a pattern accepts a trailing newline."""
@@ -134,8 +206,16 @@ def test_no_validation_pattern_is_matched_with_re_match(pattern_file):
     dollar_patterns = set(re.findall(r"^(\w+) = re\.compile\(r?\"\^[^\n]*\$\"", text, re.M))
     strings = set(re.findall(r"^(\w+) = r\"\^[^\n]*\$\"", text, re.M))
     for name in dollar_patterns:
-        assert not re.search(rf"\b{name}\.match\(", text), f"{pattern_file}: {name}.match( accepts a trailing newline"
+        assert not re.search(rf"\b{name}\.match\(", text), (
+            f"{pattern_file}: {name}.match( accepts a trailing newline"
+        )
     for name in strings:
-        assert not re.search(rf"re\.match\({name}\b", text), f"{pattern_file}: re.match({name} accepts a trailing newline"
-    assert not re.search(r"re\.match\(r\"\^[^\"]*\$\"", text), f"{pattern_file}: re.match(r\"^...$\") accepts a trailing newline"
-    assert not re.search(r"\"pattern\": \"\^[^\"]*\$\"", text), f"{pattern_file}: a JSON Schema pattern ending in $ (re.search)"
+        assert not re.search(rf"re\.match\({name}\b", text), (
+            f"{pattern_file}: re.match({name} accepts a trailing newline"
+        )
+    assert not re.search(r"re\.match\(r\"\^[^\"]*\$\"", text), (
+        f'{pattern_file}: re.match(r"^...$") accepts a trailing newline'
+    )
+    assert not re.search(r"\"pattern\": \"\^[^\"]*\$\"", text), (
+        f"{pattern_file}: a JSON Schema pattern ending in $ (re.search)"
+    )

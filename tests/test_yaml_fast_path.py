@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from gpucluster import yamlsafe
-from gpucluster.recipes.catalog import _load_yaml, catalog_dirs
 from gpucluster.errors import GpuclusterError
+from gpucluster.recipes.catalog import _load_yaml, catalog_dirs
 
 
 @pytest.mark.parametrize("text", ["a\t", "|#"])

@@ -15,8 +15,11 @@ import os
 import re
 import sys
 
-BUILTIN = {"nodes": ("v1", "Node", False), "runtimeclasses.node.k8s.io": ("node.k8s.io/v1", "RuntimeClass", False),
-           "resourceslices.resource.k8s.io": ("resource.k8s.io/v1", "ResourceSlice", False)}
+BUILTIN = {
+    "nodes": ("v1", "Node", False),
+    "runtimeclasses.node.k8s.io": ("node.k8s.io/v1", "RuntimeClass", False),
+    "resourceslices.resource.k8s.io": ("resource.k8s.io/v1", "ResourceSlice", False),
+}
 
 
 def resources(items):
@@ -25,7 +28,11 @@ def resources(items):
         if crd["kind"] == "CustomResourceDefinition":
             s = crd["spec"]
             version = next(v["name"] for v in s["versions"] if v.get("storage", True))
-            out[f"{s['names']['plural']}.{s['group']}"] = (f"{s['group']}/{version}", s["names"]["kind"], s["scope"] == "Namespaced")
+            out[f"{s['names']['plural']}.{s['group']}"] = (
+                f"{s['group']}/{version}",
+                s["names"]["kind"],
+                s["scope"] == "Namespaced",
+            )
     return out
 
 
@@ -46,7 +53,7 @@ def split_path(path: str) -> list[str]:
             if cur:
                 parts.append(cur)
             j = path.index("]", i)
-            parts.append(path[i:j + 1])
+            parts.append(path[i : j + 1])
             cur, i = "", j
         else:
             cur += ch
@@ -62,10 +69,20 @@ def evaluate(obj, path: str) -> list:
         nxt = []
         for v in values:
             if part == "[*]":
-                nxt += list(v) if isinstance(v, list) else list(v.values()) if isinstance(v, dict) else []
+                nxt += (
+                    list(v)
+                    if isinstance(v, list)
+                    else list(v.values())
+                    if isinstance(v, dict)
+                    else []
+                )
             elif part.startswith("[?("):
                 m = re.match(r'\[\?\(@\.(\w+)=="([^"]*)"\)\]', part)
-                nxt += [x for x in (v if isinstance(v, list) else []) if isinstance(x, dict) and str(x.get(m.group(1))) == m.group(2)]
+                nxt += [
+                    x
+                    for x in (v if isinstance(v, list) else [])
+                    if isinstance(x, dict) and str(x.get(m.group(1))) == m.group(2)
+                ]
             elif isinstance(v, dict) and part in v:
                 nxt.append(v[part])
         values = nxt
@@ -138,8 +155,13 @@ def main(argv):
         sys.stderr.write(f'error: the server doesn\'t have a resource type "{args[0]}"\n')
         return 1
     api_version, kind, namespaced = res[args[0]]
-    found = [o for o in items if o["apiVersion"] == api_version and o["kind"] == kind
-             and (not namespaced or namespace is None or o["metadata"].get("namespace") == namespace)]
+    found = [
+        o
+        for o in items
+        if o["apiVersion"] == api_version
+        and o["kind"] == kind
+        and (not namespaced or namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
     for term in [t for t in selector.split(",") if t]:
         labels = lambda o: o["metadata"].get("labels") or {}  # noqa: E731
         if term.startswith("!"):
@@ -159,7 +181,7 @@ def main(argv):
         for o in found:
             sys.stdout.write(f"{args[0]}/{o['metadata']['name']}\n")
         return 0
-    sys.stdout.write(render(output[len("jsonpath="):], target))
+    sys.stdout.write(render(output[len("jsonpath=") :], target))
     return 0
 
 

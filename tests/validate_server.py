@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpucluster.verify.snapshot import BUILTIN_KINDS
 
@@ -20,13 +21,21 @@ def _plurals(items: list[dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
     """``"<api prefix>/<plural>"`` -> (apiVersion, kind, scope)."""
     out = {}
     for (api_version, kind), (plural, scope) in BUILTIN_KINDS.items():
-        out[f"{'/api/v1' if api_version == 'v1' else '/apis/' + api_version}/{plural}"] = (api_version, kind, scope)
+        out[f"{'/api/v1' if api_version == 'v1' else '/apis/' + api_version}/{plural}"] = (
+            api_version,
+            kind,
+            scope,
+        )
     for crd in items:
         if crd["kind"] != "CustomResourceDefinition":
             continue
         spec = crd["spec"]
         for v in spec.get("versions") or []:
-            out[f"/apis/{spec['group']}/{v['name']}/{spec['names']['plural']}"] = (f"{spec['group']}/{v['name']}", spec["names"]["kind"], spec["scope"])
+            out[f"/apis/{spec['group']}/{v['name']}/{spec['names']['plural']}"] = (
+                f"{spec['group']}/{v['name']}",
+                spec["names"]["kind"],
+                spec["scope"],
+            )
     return out
 
 
@@ -34,7 +43,9 @@ class FakeApi:
     """``FakeApi(lambda: items)``: the objects served are ``items()`` at each request (so a test
     can change the cluster between readings). ``requests``: ``(method, path)`` of every request."""
 
-    def __init__(self, items: Callable[[], list[dict[str, Any]]], *, forbidden: tuple[str, ...] = ()):
+    def __init__(
+        self, items: Callable[[], list[dict[str, Any]]], *, forbidden: tuple[str, ...] = ()
+    ):
         self.items = items
         self.forbidden = forbidden
         self.requests: list[tuple[str, str]] = []
@@ -90,25 +101,47 @@ class FakeApi:
         if "namespaces" in parts[:-1]:
             i = parts.index("namespaces")
             namespace = parts[i + 1]
-            parts = parts[:i] + parts[i + 2:]
+            parts = parts[:i] + parts[i + 2 :]
         key = "/".join(parts)
         if key not in plurals:
             return 404, {"kind": "Status", "code": 404}
         api_version, kind, _scope = plurals[key]
-        found = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items
-                 if o["apiVersion"] == api_version and o["kind"] == kind and (namespace is None or o["metadata"].get("namespace") == namespace)]
-        return 200, {"apiVersion": api_version, "kind": f"{kind}List", "metadata": {"resourceVersion": "1"}, "items": found}
+        found = [
+            {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
+            for o in items
+            if o["apiVersion"] == api_version
+            and o["kind"] == kind
+            and (namespace is None or o["metadata"].get("namespace") == namespace)
+        ]
+        return 200, {
+            "apiVersion": api_version,
+            "kind": f"{kind}List",
+            "metadata": {"resourceVersion": "1"},
+            "items": found,
+        }
 
     def kubeconfig(self, path: Path, *, exec_command: list[str] | None = None) -> Path:
         user: dict[str, Any] = {"token": TOKEN}
         if exec_command:
-            user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": exec_command[0], "args": exec_command[1:],
-                             "interactiveMode": "Never"}}
-        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
-               "clusters": [{"name": "test", "cluster": {"server": self.url}}],
-               "users": [{"name": "test", "user": user}],
-               "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}},
-                            {"name": "other", "context": {"cluster": "test", "user": "test"}}]}
+            user = {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1beta1",
+                    "command": exec_command[0],
+                    "args": exec_command[1:],
+                    "interactiveMode": "Never",
+                }
+            }
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": user}],
+            "contexts": [
+                {"name": "test", "context": {"cluster": "test", "user": "test"}},
+                {"name": "other", "context": {"cluster": "test", "user": "test"}},
+            ],
+        }
         path.write_text(json.dumps(doc), encoding="utf-8")
         return path
 

@@ -8,15 +8,18 @@ import copy
 import functools
 import importlib.util
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from gpucluster.verify.snapshot import Snapshot, dump_snapshot, snapshot_document
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY_DEFAULT = ROOT / "examples" / "validate" / "healthy-default.json"
 
-_spec = importlib.util.spec_from_file_location("validate_snapshot_tool", ROOT / "tools" / "validate_snapshot.py")
+_spec = importlib.util.spec_from_file_location(
+    "validate_snapshot_tool", ROOT / "tools" / "validate_snapshot.py"
+)
 tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tool)  # type: ignore[union-attr]
 
@@ -58,9 +61,15 @@ def rendered(text: str | None, charts: str) -> tuple[str, tuple[dict[str, Any], 
         plan = plan_of(text, Path(tmp))
         result = tool.render_plan(plan, Path(charts))
         try:
-            crds = tuple(o for o in tool.rendered_objects(result.releases) if o["kind"] == "CustomResourceDefinition")
+            crds = tuple(
+                o
+                for o in tool.rendered_objects(result.releases)
+                if o["kind"] == "CustomResourceDefinition"
+            )
             nodes = nvke_nodes(plan) if plan.cluster.criteria.service == "nvke" else None
-            return dump_snapshot(snapshot_document(tool.healthy_items(plan, result.releases, nodes))), crds
+            return dump_snapshot(
+                snapshot_document(tool.healthy_items(plan, result.releases, nodes))
+            ), crds
         finally:
             result.renderer.close()
 
@@ -83,19 +92,32 @@ def write_snapshot(path: Path, items: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
-def find(items: list[dict[str, Any]], kind: str, name: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
-    return [o for o in items if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
-            and (namespace is None or o["metadata"].get("namespace") == namespace)]
+def find(
+    items: list[dict[str, Any]], kind: str, name: str | None = None, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in items
+        if o["kind"] == kind
+        and (name is None or o["metadata"]["name"] == name)
+        and (namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
 
 
-def mutate(items: list[dict[str, Any]], kind: str, name: str, change: Callable[[dict[str, Any]], Any],
-           namespace: str | None = None) -> list[dict[str, Any]]:
+def mutate(
+    items: list[dict[str, Any]],
+    kind: str,
+    name: str,
+    change: Callable[[dict[str, Any]], Any],
+    namespace: str | None = None,
+) -> list[dict[str, Any]]:
     """A copy of ``items`` with ``change`` applied to the one object of ``kind``/``name``."""
     out = copy.deepcopy(items)
     targets = find(out, kind, name, namespace)
     assert len(targets) == 1, (kind, name, namespace, len(targets))
     change(targets[0])
     return out
+
 
 NVKE = "clusters:\n" + __import__("_support").NVKE_EXISTING
 
@@ -105,19 +127,46 @@ def nvke_nodes(plan) -> list[dict[str, Any]]:
     GPU labels without a GPU (tests/data/nvke/nodes-nvke.json shapes)."""
     from gpucluster.verify.checks import SRIOV_RESOURCE_PREFIX_DEFAULT
 
-    rails = [o for c, o in __import__("gpucluster.verify.checks", fromlist=["x"])._manifest_objects(plan)
-             if o["kind"] == "SriovNetworkNodePolicy"]
+    rails = [
+        o
+        for c, o in __import__("gpucluster.verify.checks", fromlist=["x"])._manifest_objects(plan)
+        if o["kind"] == "SriovNetworkNodePolicy"
+    ]
     version = tool.operator_driver_version(plan)
-    tray = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4", "nvidia.com/gpu.product": "NVIDIA-GB200",
-            "feature.node.kubernetes.io/pci-15b3.present": "true", "feature.node.kubernetes.io/pci-10de.present": "true",
-            "feature.node.kubernetes.io/rdma.available": "true", **({"nvidia.com/cuda.driver-version.full": version} if version else {})}
-    alloc = {"nvidia.com/gpu": "4", **{f"{SRIOV_RESOURCE_PREFIX_DEFAULT}/{r['spec']['resourceName']}": "16" for r in rails}}
-    nodes = [tool.existing_node(f"gb200-tray-0{i}", tray, provider_id=f"nico://{tool.uid('tray', str(i))}", allocatable=alloc)
-             for i in (1, 2)]
-    nodes.append(tool.existing_node("nvke-cp-0", {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true",
-                                                  "feature.node.kubernetes.io/pci-15b3.present": "true",
-                                                  "node-role.kubernetes.io/control-plane": ""},
-                                    provider_id=f"nico://{tool.uid('cp', '0')}"))
+    tray = {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.count": "4",
+        "nvidia.com/gpu.product": "NVIDIA-GB200",
+        "feature.node.kubernetes.io/pci-15b3.present": "true",
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/rdma.available": "true",
+        **({"nvidia.com/cuda.driver-version.full": version} if version else {}),
+    }
+    alloc = {
+        "nvidia.com/gpu": "4",
+        **{f"{SRIOV_RESOURCE_PREFIX_DEFAULT}/{r['spec']['resourceName']}": "16" for r in rails},
+    }
+    nodes = [
+        tool.existing_node(
+            f"gb200-tray-0{i}",
+            tray,
+            provider_id=f"nico://{tool.uid('tray', str(i))}",
+            allocatable=alloc,
+        )
+        for i in (1, 2)
+    ]
+    nodes.append(
+        tool.existing_node(
+            "nvke-cp-0",
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.deploy.driver": "true",
+                "feature.node.kubernetes.io/pci-15b3.present": "true",
+                "node-role.kubernetes.io/control-plane": "",
+            },
+            provider_id=f"nico://{tool.uid('cp', '0')}",
+        )
+    )
     return nodes
 
 

@@ -54,9 +54,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -96,13 +96,17 @@ write_output(result, Path(sys.argv[2]) / 'render')
 result.renderer.close()
 assert sum(1 for r in result.releases if r.manifests) >= len(result.releases) // 2
 """
-CHARTS = Path(os.environ.get("GPUCLUSTER_CHARTS") or ROOT.parent / "shared" / "reference" / "charts")
+CHARTS = Path(
+    os.environ.get("GPUCLUSTER_CHARTS") or ROOT.parent / "shared" / "reference" / "charts"
+)
 
 
 def cluster_file(folder: Path, n: int) -> Path:
     """``<folder>/clusters-<n>.yaml``: the default AKS cluster ``n`` times (c01, c02, ...)."""
     path = folder / f"clusters-{n}.yaml"
-    path.write_text("clusters:\n" + "".join(CLUSTER.format(name=f"c{i:02d}") for i in range(1, n + 1)))
+    path.write_text(
+        "clusters:\n" + "".join(CLUSTER.format(name=f"c{i:02d}") for i in range(1, n + 1))
+    )
     return path
 
 
@@ -144,7 +148,14 @@ def _floor(ctx: Context, n: int):
 
 
 def _plan(ctx: Context, n: int):
-    return [ctx.python, "-m", "gpucluster.cli", "plan", "--config", str(cluster_file(ctx.scratch, n))], {}
+    return [
+        ctx.python,
+        "-m",
+        "gpucluster.cli",
+        "plan",
+        "--config",
+        str(cluster_file(ctx.scratch, n)),
+    ], {}
 
 
 def _bindings(ctx: Context, n: int):
@@ -158,8 +169,11 @@ workers; what the ``synth``, ``cli`` and ``fleet`` rows measure)."""
 
 def _synth(ctx: Context, n: int):
     out = ctx.scratch / f"out-{ctx.dist}-{n}"
-    return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
-                                                       "CDKTF_OUTDIR": str(out), **ONE_PROCESS}
+    return [ctx.python, str(ctx.project / "main.py")], {
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
+        "CDKTF_OUTDIR": str(out),
+        **ONE_PROCESS,
+    }
 
 
 def default_workers() -> int:
@@ -174,25 +188,37 @@ def default_workers() -> int:
 def _workers(ctx: Context, n: int):
     out = ctx.scratch / f"workers-out-{ctx.dist}-{n}"
     return [ctx.python, str(ctx.project / "main.py")], {
-        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "CDKTF_OUTDIR": str(out),
-        "GPUCLUSTER_SYNTH_CACHE": "off", "GPUCLUSTER_SYNTH_WORKERS": str(default_workers())}
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
+        "CDKTF_OUTDIR": str(out),
+        "GPUCLUSTER_SYNTH_CACHE": "off",
+        "GPUCLUSTER_SYNTH_WORKERS": str(default_workers()),
+    }
 
 
 def resynth_file(folder: Path, n: int, edit: int) -> Path:
     """``<folder>/resynth-<n>.yaml``: :func:`cluster_file`'s clusters, c01 with explicit pools whose GPU
     node count is ``edit + 1`` (each value another plan of c01 only)."""
-    text = cluster_file(folder, n).read_text().replace(
-        "- name: c01\n", "- name: c01\n    pools:\n      - {name: system, vmSize: Standard_D8ds_v5, nodeCount: 2, gpu: false}\n"
-        f"      - {{name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: {edit + 1}}}\n", 1)
+    text = (
+        cluster_file(folder, n)
+        .read_text()
+        .replace(
+            "- name: c01\n",
+            "- name: c01\n    pools:\n      - {name: system, vmSize: Standard_D8ds_v5, nodeCount: 2, gpu: false}\n"
+            f"      - {{name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: {edit + 1}}}\n",
+            1,
+        )
+    )
     path = folder / f"resynth-{n}.yaml"
     path.write_text(text)
     return path
 
 
 def _resynth_env(ctx: Context, n: int) -> dict[str, str]:
-    return {"GPUCLUSTER_CONFIG": str(ctx.scratch / f"resynth-{n}.yaml"),
-            "CDKTF_OUTDIR": str(ctx.scratch / f"resynth-out-{ctx.dist}-{n}"),
-            "GPUCLUSTER_CACHE_DIR": str(ctx.scratch / f"resynth-cache-{ctx.dist}")}
+    return {
+        "GPUCLUSTER_CONFIG": str(ctx.scratch / f"resynth-{n}.yaml"),
+        "CDKTF_OUTDIR": str(ctx.scratch / f"resynth-out-{ctx.dist}-{n}"),
+        "GPUCLUSTER_CACHE_DIR": str(ctx.scratch / f"resynth-cache-{ctx.dist}"),
+    }
 
 
 def _resynth_prepare(ctx: Context, n: int, run: int) -> None:
@@ -201,7 +227,12 @@ def _resynth_prepare(ctx: Context, n: int, run: int) -> None:
     if run == 0:
         resynth_file(ctx.scratch, n, 0)
         cmd, extra = _resynth(ctx, n)
-        measure(cmd, cwd=ctx.scratch, interval=1.0, env=bench_env(extra, dist=ctx.dist, project=ctx.project))
+        measure(
+            cmd,
+            cwd=ctx.scratch,
+            interval=1.0,
+            env=bench_env(extra, dist=ctx.dist, project=ctx.project),
+        )
     resynth_file(ctx.scratch, n, run + 1)
 
 
@@ -213,7 +244,10 @@ def _cli(ctx: Context, n: int):
     work = workdir(ctx.scratch, python=ctx.python, project=ctx.project)
     cdktf = str(ROOT / "node_modules" / ".bin" / "cdktf")
     return [cdktf, "synth", "--output", str(ctx.scratch / f"cli-out-{n}")], {
-        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)), "_BENCH_CWD": str(work), **ONE_PROCESS}
+        "GPUCLUSTER_CONFIG": str(cluster_file(ctx.scratch, n)),
+        "_BENCH_CWD": str(work),
+        **ONE_PROCESS,
+    }
 
 
 def fleet_file(folder: Path, n: int) -> Path:
@@ -221,18 +255,27 @@ def fleet_file(folder: Path, n: int) -> Path:
     text = cluster_file(folder, n).read_text()
     for i in range(1, n + 1):
         group = "canary" if i == 1 else "prod"
-        text = text.replace(f"- name: c{i:02d}\n", f"- name: c{i:02d}\n    fleet: {{group: {group}}}\n", 1)
-    groups = "    - {name: canary, afterStageWaitSeconds: 600}\n" + ("    - {name: prod}\n" if n > 1 else "")
+        text = text.replace(
+            f"- name: c{i:02d}\n", f"- name: c{i:02d}\n    fleet: {{group: {group}}}\n", 1
+        )
+    groups = "    - {name: canary, afterStageWaitSeconds: 600}\n" + (
+        "    - {name: prod}\n" if n > 1 else ""
+    )
     path = folder / f"fleet-{n}.yaml"
-    path.write_text("fleet:\n  name: bench\n  hub: {dnsPrefix: bench-hub}\n  autoUpgrade: {channel: Stable}\n"
-                    "  placements: [{component: kernel-module-blocklist}]\n  groups:\n" + groups + text)
+    path.write_text(
+        "fleet:\n  name: bench\n  hub: {dnsPrefix: bench-hub}\n  autoUpgrade: {channel: Stable}\n"
+        "  placements: [{component: kernel-module-blocklist}]\n  groups:\n" + groups + text
+    )
     return path
 
 
 def _fleet(ctx: Context, n: int):
     out = ctx.scratch / f"fleet-out-{ctx.dist}-{n}"
-    return [ctx.python, str(ctx.project / "main.py")], {"GPUCLUSTER_CONFIG": str(fleet_file(ctx.scratch, n)),
-                                                       "CDKTF_OUTDIR": str(out), **ONE_PROCESS}
+    return [ctx.python, str(ctx.project / "main.py")], {
+        "GPUCLUSTER_CONFIG": str(fleet_file(ctx.scratch, n)),
+        "CDKTF_OUTDIR": str(out),
+        **ONE_PROCESS,
+    }
 
 
 def _render(ctx: Context, n: int):
@@ -241,27 +284,57 @@ def _render(ctx: Context, n: int):
 
 STEPS: dict[str, Step] = {
     "floor": Step("floor", "import cdktf / cdktn: the least any synth costs", _floor, sizes=(1,)),
-    "plan": Step("plan", "gpucluster plan --config FILE (domain core, no CDK)", _plan, dists=("cdktf",)),
-    "bindings": Step("bindings", "framework + helm + azurerm binding classes used", _bindings, sizes=(1,)),
+    "plan": Step(
+        "plan", "gpucluster plan --config FILE (domain core, no CDK)", _plan, dists=("cdktf",)
+    ),
+    "bindings": Step(
+        "bindings", "framework + helm + azurerm binding classes used", _bindings, sizes=(1,)
+    ),
     "synth": Step("synth", "python main.py: the whole synthesis", _synth),
     "cli": Step("cli", "cdktf synth (the CLI runs main.py)", _cli, sizes=(1,), dists=("cdktf",)),
-    "render": Step("render", "gpucluster render of the default stack (Helm's engine)", _render, sizes=(1,),
-                   dists=("cdktf",), available=lambda: CHARTS.is_dir(),
-                   unavailable=f"no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)"),
-    "fleet": Step("fleet", "python main.py on a two-group fleet (fleet, barrier, hub stacks)", _fleet, dists=("cdktf",)),
-    "resynth": Step("resynth", "python main.py after editing one cluster (the others' stacks reused from the cache)",
-                    _resynth, sizes=(10, 50), dists=("cdktf",), prepare=_resynth_prepare),
-    "workers": Step("workers", f"python main.py, nothing reused, clusters built by {default_workers()} worker processes",
-                    _workers, sizes=(10, 50), dists=("cdktf",)),
+    "render": Step(
+        "render",
+        "gpucluster render of the default stack (Helm's engine)",
+        _render,
+        sizes=(1,),
+        dists=("cdktf",),
+        available=lambda: CHARTS.is_dir(),
+        unavailable=f"no chart folder at {CHARTS} (set GPUCLUSTER_CHARTS)",
+    ),
+    "fleet": Step(
+        "fleet",
+        "python main.py on a two-group fleet (fleet, barrier, hub stacks)",
+        _fleet,
+        dists=("cdktf",),
+    ),
+    "resynth": Step(
+        "resynth",
+        "python main.py after editing one cluster (the others' stacks reused from the cache)",
+        _resynth,
+        sizes=(10, 50),
+        dists=("cdktf",),
+        prepare=_resynth_prepare,
+    ),
+    "workers": Step(
+        "workers",
+        f"python main.py, nothing reused, clusters built by {default_workers()} worker processes",
+        _workers,
+        sizes=(10, 50),
+        dists=("cdktf",),
+    ),
 }
 """The steps, in the order they are printed."""
 
 VENVS = {"cdktf": ROOT / ".venv", "cdktn": ROOT / ".venv-cdktn"}
 
 
-def bench_env(extra: dict[str, str] | None = None, *, dist: str = "cdktf", project: Path = ROOT) -> dict[str, str]:
+def bench_env(
+    extra: dict[str, str] | None = None, *, dist: str = "cdktf", project: Path = ROOT
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))}
-    env.update(JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", CI="true")
+    env.update(
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", CHECKPOINT_DISABLE="1", CI="true"
+    )
     if dist != "cdktf":
         env["GPUCLUSTER_CDK"] = dist
     if project != ROOT:
@@ -293,7 +366,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(cmd: list[str], *, cwd: Path, interval: float, env: dict[str, str] | None = None) -> tuple[float, int, float]:
+def measure(
+    cmd: list[str], *, cwd: Path, interval: float, env: dict[str, str] | None = None
+) -> tuple[float, int, float]:
     """Run ``cmd`` in ``cwd``; return (wall seconds, peak tree RSS bytes, CPU seconds).
 
     CPU is user + system time of the process and of every descendant that was waited for
@@ -350,23 +425,33 @@ def machine() -> str:
     cpus = os.cpu_count() or 0
     mem = psutil.virtual_memory().total / 2**30
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{platform.machine()}, {cpus} CPUs, {mem:.0f} GiB, Python {platform.python_version()}, "
-            f"load average {load:.1f} at start; project bytecode compiled first")
+    return (
+        f"{platform.machine()}, {cpus} CPUs, {mem:.0f} GiB, Python {platform.python_version()}, "
+        f"load average {load:.1f} at start; project bytecode compiled first"
+    )
 
 
 def print_table(rows: list[Row], runs: int, interval: float) -> None:
     floors = {r.dist: r.wall for r in rows if r.step == "floor"}
-    print(f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row, peak RSS of the process tree "
-          f"sampled every {interval * 1000:.0f} ms; {machine()}")
-    print(f"{'dist':<6} {'step':<9} {'clusters':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} "
-          f"{'peak MiB':>9} {'x floor':>8}")
+    print(
+        f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row, peak RSS of the process tree "
+        f"sampled every {interval * 1000:.0f} ms; {machine()}"
+    )
+    print(
+        f"{'dist':<6} {'step':<9} {'clusters':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} "
+        f"{'peak MiB':>9} {'x floor':>8}"
+    )
     for r in rows:
         ratio = f"{r.wall / floors[r.dist]:.1f}" if r.dist in floors and r.step != "floor" else "-"
-        print(f"{r.dist:<6} {r.step:<9} {r.clusters:>8} {r.wall:>9.2f} {min(r.walls):>7.2f} {max(r.walls):>7.2f} "
-              f"{statistics.median(r.cpus):>7.2f} {statistics.median(r.peaks) / 2**20:>9.0f} {ratio:>8}")
+        print(
+            f"{r.dist:<6} {r.step:<9} {r.clusters:>8} {r.wall:>9.2f} {min(r.walls):>7.2f} {max(r.walls):>7.2f} "
+            f"{statistics.median(r.cpus):>7.2f} {statistics.median(r.peaks) / 2**20:>9.0f} {ratio:>8}"
+        )
     per = []
-    for (dist, step) in dict.fromkeys((r.dist, r.step) for r in rows):
-        sized = sorted((r for r in rows if (r.dist, r.step) == (dist, step)), key=lambda r: r.clusters)
+    for dist, step in dict.fromkeys((r.dist, r.step) for r in rows):
+        sized = sorted(
+            (r for r in rows if (r.dist, r.step) == (dist, step)), key=lambda r: r.clusters
+        )
         if len(sized) >= 2 and sized[-1].clusters > sized[0].clusters:
             lo, hi = sized[0], sized[-1]
             extra = hi.clusters - lo.clusters
@@ -395,11 +480,18 @@ def compile_project(project: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--interval", type=float, default=0.02, help="RSS sampling interval, seconds")
+    parser.add_argument(
+        "--interval", type=float, default=0.02, help="RSS sampling interval, seconds"
+    )
     parser.add_argument("--sizes", default="1,10,50", help="cluster counts, comma-separated")
     parser.add_argument("--dists", default="cdktf,cdktn")
     parser.add_argument("--steps", default=",".join(STEPS))
-    parser.add_argument("--project", type=Path, default=ROOT, help="gpucluster checkout to measure (default: this one)")
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=ROOT,
+        help="gpucluster checkout to measure (default: this one)",
+    )
     args = parser.parse_args(argv)
     wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in STEPS]
@@ -413,7 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpucluster-bench-") as scratch_name:
         scratch = Path(scratch_name)
         for dist in [d.strip() for d in args.dists.split(",") if d.strip()]:
-            python = PY if dist == "cdktf" else str(VENVS.get(dist, Path("/nonexistent")) / "bin" / "python")
+            python = (
+                PY
+                if dist == "cdktf"
+                else str(VENVS.get(dist, Path("/nonexistent")) / "bin" / "python")
+            )
             if not Path(python).exists():
                 notes.append(f"{dist}: skipped ({python} is missing; `make cdktn` creates it)")
                 continue
@@ -431,8 +527,12 @@ def main(argv: list[str] | None = None) -> int:
                         if step.prepare is not None:
                             step.prepare(ctx, n, run)
                         cmd, extra = step.command(ctx, n)
-                        wall, peak, cpu = measure(cmd, cwd=scratch, interval=args.interval,
-                                                  env=bench_env(extra, dist=dist, project=project))
+                        wall, peak, cpu = measure(
+                            cmd,
+                            cwd=scratch,
+                            interval=args.interval,
+                            env=bench_env(extra, dist=dist, project=project),
+                        )
                         row.walls.append(wall)
                         row.peaks.append(peak)
                         row.cpus.append(cpu)

@@ -49,7 +49,9 @@ def _skips(doc: dict) -> dict[str, dict[str, str]]:
             for name, body in resources.items():
                 entries = ((body.get("//") or {}).get("checkov") or {}).get("skip") or []
                 prefix = "data." if block == "data" else ""
-                out[f"{prefix}{rtype}.{name}"] = {e["id"]: str(e.get("comment") or "").strip() for e in entries}
+                out[f"{prefix}{rtype}.{name}"] = {
+                    e["id"]: str(e.get("comment") or "").strip() for e in entries
+                }
     return out
 
 
@@ -71,7 +73,10 @@ def _report(stdout: str) -> dict | None:
     except json.JSONDecodeError:
         return None
     if isinstance(report, list):
-        report = next((r for r in report if isinstance(r, dict) and r.get("check_type") == "terraform_json"), report[0] if report else None)
+        report = next(
+            (r for r in report if isinstance(r, dict) and r.get("check_type") == "terraform_json"),
+            report[0] if report else None,
+        )
     return report if isinstance(report, dict) else None
 
 
@@ -97,8 +102,22 @@ def scan_all(paths: list[Path], checkov: Path) -> list[tuple[list[str], int]]:
             targets.append(target)
         env = dict(os.environ, BC_SKIP_MAPPING="TRUE", CHECKOV_NO_OUTPUT_COLORS="1")
         files = [arg for target in targets for arg in ("-f", str(target))]
-        run = subprocess.run([str(checkov), *files, "--framework", "terraform_json", "-o", "json", "--skip-download"],
-                             capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
+        run = subprocess.run(
+            [
+                str(checkov),
+                *files,
+                "--framework",
+                "terraform_json",
+                "-o",
+                "json",
+                "--skip-download",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            cwd=tmp,
+        )
         index = {str(target.resolve()): i for i, target in enumerate(targets)}
 
         def owner(reported: str) -> int | None:
@@ -118,18 +137,30 @@ def scan_all(paths: list[Path], checkov: Path) -> list[tuple[list[str], int]]:
             for record in results.get(f"{kind}_checks", []):
                 at = owner(record.get("file_abs_path") or record.get("file_path") or "")
                 if at is None:
-                    return [([f"{path}: checkov reported a result of a file it was not given: {record.get('file_path')}"], 1)
-                            for path in paths]
+                    return [
+                        (
+                            [
+                                f"{path}: checkov reported a result of a file it was not given: {record.get('file_path')}"
+                            ],
+                            1,
+                        )
+                        for path in paths
+                    ]
                 records[at][kind].append(record)
         parse_errors: list[list[str]] = [[] for _ in paths]
         for reported in results.get("parsing_errors") or []:
             at = owner(str(reported))
             for j in range(len(paths)) if at is None else (at,):
                 parse_errors[j].append(str(reported))
-    return [_lines(path, doc, records[i], parse_errors[i], version) for i, (path, doc) in enumerate(zip(paths, docs, strict=True))]
+    return [
+        _lines(path, doc, records[i], parse_errors[i], version)
+        for i, (path, doc) in enumerate(zip(paths, docs, strict=True))
+    ]
 
 
-def _lines(path: Path, doc: dict, records: dict[str, list[dict]], parse_errors: list[str], version: str) -> tuple[list[str], int]:
+def _lines(
+    path: Path, doc: dict, records: dict[str, list[dict]], parse_errors: list[str], version: str
+) -> tuple[list[str], int]:
     """The lines and problem count of one file from its own results."""
     if parse_errors:
         return [f"{path}: checkov could not parse it: {parse_errors}"], 1
@@ -151,7 +182,9 @@ def _lines(path: Path, doc: dict, records: dict[str, list[dict]], parse_errors: 
         address, check = _address(record, doc), record["check_id"]
         if check in skips.get(address, {}):
             problems += 1
-            lines.append(f"STALE   {check} {address}: skipped but the check passes; remove the skip")
+            lines.append(
+                f"STALE   {check} {address}: skipped but the check passes; remove the skip"
+            )
         else:
             lines.append(f"PASSED  {check} {address}")
     for address, checks in skips.items():
@@ -159,8 +192,10 @@ def _lines(path: Path, doc: dict, records: dict[str, list[dict]], parse_errors: 
             if not reason:
                 problems += 1
                 lines.append(f"NOREASON {check} {address}: a skip needs a reason")
-    lines.append(f"{path}: {len(records['passed'])} passed, {len(records['failed']) - len(used)} failed, "
-                 f"{len(used)} skipped with a reason (checkov {version})")
+    lines.append(
+        f"{path}: {len(records['passed'])} passed, {len(records['failed']) - len(used)} failed, "
+        f"{len(used)} skipped with a reason (checkov {version})"
+    )
     return lines, problems
 
 
@@ -189,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         total += problems
     return 1 if total else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,8 +31,8 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from gpucluster.diskcache import trusted_path
 
@@ -51,7 +51,9 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     if env.get(CACHE_ENV):
         return Path(env[CACHE_ENV])
     base = env.get("XDG_CACHE_HOME")
-    if not base or not os.path.isabs(base):  # a relative one is ignored (XDG Base Directory Specification)
+    if not base or not os.path.isabs(
+        base
+    ):  # a relative one is ignored (XDG Base Directory Specification)
         base = str(Path.home() / ".cache")
     return Path(base) / "gpucluster" / "charts"
 
@@ -125,7 +127,9 @@ def _private_modes(root: Path) -> None:
             elif stat.S_ISREG(mode):
                 os.chmod(path, 0o600)
             else:
-                raise ChartCacheError(f"the fetched chart holds {path}, which is neither a folder nor a regular file")
+                raise ChartCacheError(
+                    f"the fetched chart holds {path}, which is neither a folder nor a regular file"
+                )
 
 
 def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
@@ -136,8 +140,10 @@ def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
     except OSError as exc:
         raise ChartCacheError(f"cache folder {cache_dir}: {exc.strerror or exc}") from None
     if not trusted_path(cache_dir, folder=True):
-        raise ChartCacheError(f"cache folder {cache_dir} is not yours alone (owned by another user, or writable by group or "
-                              "others); choose your own folder with --cache or GPUCLUSTER_CHART_CACHE")
+        raise ChartCacheError(
+            f"cache folder {cache_dir} is not yours alone (owned by another user, or writable by group or "
+            "others); choose your own folder with --cache or GPUCLUSTER_CHART_CACHE"
+        )
     folder = cache_dir
     for part in entry_parent.relative_to(cache_dir).parts:
         folder = folder / part
@@ -146,11 +152,15 @@ def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
         except OSError as exc:
             raise ChartCacheError(f"cache folder {folder}: {exc.strerror or exc}") from None
         if not trusted_path(folder, folder=True, follow_symlinks=False):
-            raise ChartCacheError(f"cache folder {folder} is not yours alone (a link, owned by another user, or writable by "
-                                  "group or others); remove it, or choose another cache folder")
+            raise ChartCacheError(
+                f"cache folder {folder} is not yours alone (a link, owned by another user, or writable by "
+                "group or others); remove it, or choose another cache folder"
+            )
 
 
-def store(cache_dir: Path, repository: str, chart: str, version: str, fetch: Callable[[Path], None]) -> Path:
+def store(
+    cache_dir: Path, repository: str, chart: str, version: str, fetch: Callable[[Path], None]
+) -> Path:
     """Put one chart into the cache and return its folder ``<entry>/<chart>``.
 
     Args:
@@ -178,10 +188,14 @@ def store(cache_dir: Path, repository: str, chart: str, version: str, fetch: Cal
     try:
         name = _clean(chart)
         if not (tmp / name / "Chart.yaml").is_file():
-            raise ChartCacheError(f"fetching {chart} {version} from {repository} gave no chart folder '{name}'")
+            raise ChartCacheError(
+                f"fetching {chart} {version} from {repository} gave no chart folder '{name}'"
+            )
         for extra in tmp.iterdir():
             if extra.name != name:
-                shutil.rmtree(extra) if extra.is_dir() and not extra.is_symlink() else extra.unlink()
+                shutil.rmtree(
+                    extra
+                ) if extra.is_dir() and not extra.is_symlink() else extra.unlink()
         _private_modes(tmp)
         if os.path.lexists(entry):
             found = lookup(cache_dir, repository, chart, version)

@@ -18,7 +18,8 @@ See docs/upgrading.md, "CRD ownership".
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart, sentinel
 from gpucluster.model import Component, LocalChart
@@ -80,8 +81,10 @@ def crd_upgrade_path(component: Component, old_version: str, new_version: str) -
         return f"the {component.ref.chart} chart's own pre-upgrade hook applies its CRDs of {new_version}"
     if mode == "templates":
         return f"the CRDs are templates of the {component.ref.chart} chart: helm upgrade updates them to {new_version}"
-    return (f"gpucluster's CRD step ({component.name}-crds) applies the crds/ of {component.ref.chart} {new_version} "
-            "server-side and waits for Established before the operator upgrades")
+    return (
+        f"gpucluster's CRD step ({component.name}-crds) applies the crds/ of {component.ref.chart} {new_version} "
+        "server-side and waits for Established before the operator upgrades"
+    )
 
 
 # --------------------------------------------------------------------------- the CRD step
@@ -108,7 +111,9 @@ MAX_CRDS_GZ_BYTES = 700_000
 CRDs with its jobset subchart (3.2 MB of YAML) are ~420 kB here, the largest in the catalog."""
 
 
-def crd_step_components(components: Mapping[str, Component], catalog: Any = None) -> dict[str, list[str]]:
+def crd_step_components(
+    components: Mapping[str, Component], catalog: Any = None
+) -> dict[str, list[str]]:
     """``component -> owned CRD names`` for every enabled Helm component whose CRDs only its
     ``crds/`` carries (registry ``crds.upgrade: gpucluster``) and that owns at least one CRD here."""
     catalog = catalog or _catalog()
@@ -116,15 +121,23 @@ def crd_step_components(components: Mapping[str, Component], catalog: Any = None
     out: dict[str, list[str]] = {}
     for name in sorted(components):
         entry = catalog.components.get(name)
-        if entry is None or entry.crds.upgrade != "gpucluster" or components[name].ref.type != "Helm":
+        if (
+            entry is None
+            or entry.crds.upgrade != "gpucluster"
+            or components[name].ref.type != "Helm"
+        ):
             continue
-        names = [crd for crd in owned_crds(name, owners) if crd not in entry.crds.creates_at_runtime]
+        names = [
+            crd for crd in owned_crds(name, owners) if crd not in entry.crds.creates_at_runtime
+        ]
         if names:
             out[name] = names
     return out
 
 
-def crd_step_script(component: str, names: list[str], *, timeout: int = CRD_ESTABLISHED_TIMEOUT, poll: int = 5) -> str:
+def crd_step_script(
+    component: str, names: list[str], *, timeout: int = CRD_ESTABLISHED_TIMEOUT, poll: int = 5
+) -> str:
     """POSIX shell of the step's Job: unpack the bundle, ``kubectl apply --server-side
     --force-conflicts`` it, then wait for every owned CRD to be Established.
 
@@ -182,34 +195,73 @@ def render_crd_step_chart(cluster: Any, component: Component, names: list[str]) 
     step = component.name + CRD_STEP_SUFFIX
     group = "apiextensions.k8s.io"
     job = HookJob(
-        name=step, namespace=component.ref.namespace, app="gpucluster-crds", rbac_name=f"gpucluster-crds-{component.name}",
-        rules=[{"apiGroups": [group], "resources": ["customresourcedefinitions"], "verbs": ["create"]},
-               {"apiGroups": [group], "resources": ["customresourcedefinitions"], "resourceNames": list(names),
-                "verbs": ["get", "patch"]}],
-        container="apply", script=crd_step_script(component.name, list(names)), image=sentinel("image"),
-        hook="post-install,post-upgrade", backoff_limit=2, active_deadline_seconds=CRD_STEP_DEADLINE,
+        name=step,
+        namespace=component.ref.namespace,
+        app="gpucluster-crds",
+        rbac_name=f"gpucluster-crds-{component.name}",
+        rules=[
+            {"apiGroups": [group], "resources": ["customresourcedefinitions"], "verbs": ["create"]},
+            {
+                "apiGroups": [group],
+                "resources": ["customresourcedefinitions"],
+                "resourceNames": list(names),
+                "verbs": ["get", "patch"],
+            },
+        ],
+        container="apply",
+        script=crd_step_script(component.name, list(names)),
+        image=sentinel("image"),
+        hook="post-install,post-upgrade",
+        backoff_limit=2,
+        active_deadline_seconds=CRD_STEP_DEADLINE,
         env=[{"name": "CHART_VERSION", "value": sentinel("chartVersion")}],
-        limits={"cpu": "500m", "memory": "256Mi"}, tmp_size="64Mi",
-        mounts=[{"name": "crds", "mountPath": "/crds", "readOnly": True}], volumes=[{"name": "crds", "configMap": {"name": step}}],
-        annotations={"gpucluster/crds-hash": sentinel("crdsHash")}, pod_annotations={"gpucluster/crds-hash": sentinel("crdsHash")},
+        limits={"cpu": "500m", "memory": "256Mi"},
+        tmp_size="64Mi",
+        mounts=[{"name": "crds", "mountPath": "/crds", "readOnly": True}],
+        volumes=[{"name": "crds", "configMap": {"name": step}}],
+        annotations={"gpucluster/crds-hash": sentinel("crdsHash")},
+        pod_annotations={"gpucluster/crds-hash": sentinel("crdsHash")},
     )
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": step, "namespace": job.namespace, "labels": job.labels},
-                 "binaryData": {"crds.yaml.gz": sentinel("crdsGz")}}
-    values = {"image": gate_image(cluster), "crdsGz": "", "crdsHash": "", "chartVersion": component.ref.version}
-    return render_job_chart(cluster, job, description=f"gpucluster CRD step: applies the CRDs of {component.ref.chart} server-side "
-                            "before it upgrades", before_job=[("configmap", [configmap])], values=values,
-                            app_version=component.ref.version)
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": step, "namespace": job.namespace, "labels": job.labels},
+        "binaryData": {"crds.yaml.gz": sentinel("crdsGz")},
+    }
+    values = {
+        "image": gate_image(cluster),
+        "crdsGz": "",
+        "crdsHash": "",
+        "chartVersion": component.ref.version,
+    }
+    return render_job_chart(
+        cluster,
+        job,
+        description=f"gpucluster CRD step: applies the CRDs of {component.ref.chart} server-side "
+        "before it upgrades",
+        before_job=[("configmap", [configmap])],
+        values=values,
+        app_version=component.ref.version,
+    )
 
 
-def crd_steps(cluster: Any, components: Mapping[str, Component], catalog: Any = None) -> dict[str, tuple[LocalChart, Any]]:
+def crd_steps(
+    cluster: Any, components: Mapping[str, Component], catalog: Any = None
+) -> dict[str, tuple[LocalChart, Any]]:
     """``component -> (chart, CrdSource)`` of every CRD step the stack needs (:func:`crd_step_components`)."""
     from gpucluster.model import CrdSource
 
     out = {}
     for name, names in crd_step_components(components, catalog).items():
         comp = components[name]
-        source = CrdSource(repository=comp.ref.source, chart=comp.ref.chart, version=comp.ref.version, values=comp.values,
-                           kube_version=f"{cluster.kubernetes_version}.0", names=tuple(names))
+        source = CrdSource(
+            repository=comp.ref.source,
+            chart=comp.ref.chart,
+            version=comp.ref.version,
+            values=comp.values,
+            kube_version=f"{cluster.kubernetes_version}.0",
+            names=tuple(names),
+        )
         out[name] = (render_crd_step_chart(cluster, comp, names), source)
     return out
 
@@ -269,13 +321,16 @@ def check_custom_resource_order(cluster_name: str, nodes: list, owners: Mapping[
             group = str(doc["apiVersion"]).split("/", 1)[0]
             for owner in sorted(by_group.get(group, ())):
                 ok = owner in components_before or (
-                    owner == node.component and (node.kind == "manifests" or own_step))
+                    owner == node.component and (node.kind == "manifests" or own_step)
+                )
                 if not ok:
                     raise GpuclusterError(
                         f"release '{node.id}' applies {doc.get('kind')} '{(doc.get('metadata') or {}).get('name')}' "
                         f"({group}) but does not wait for '{owner}', which owns its CRD: it could apply before the "
                         "CRD is Established",
-                        cluster=cluster_name, component=node.component, key="dependencyRefs",
+                        cluster=cluster_name,
+                        component=node.component,
+                        key="dependencyRefs",
                         fix=f"add '{owner}' to the dependencyRefs of '{node.component}' (or install the object as a "
                         "post manifest of its owner)",
                     )

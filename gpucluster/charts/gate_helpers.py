@@ -17,7 +17,8 @@ defaults (docs/gates.md). All arguments after the first are keyword-only.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpucluster.model import ClusterSpec, Component, GateSpec
 
@@ -85,8 +86,17 @@ def _list(items: Sequence[str] | None) -> list[str] | None:
     return list(items) if items is not None else None
 
 
-def _state_ready(target: tuple[str, str, str, str | None], *, name: str, component: str, timeout_seconds: int,
-                 description: str, after: Sequence[str], before: Sequence[str] | None, supplied_by: str = "") -> GateSpec:
+def _state_ready(
+    target: tuple[str, str, str, str | None],
+    *,
+    name: str,
+    component: str,
+    timeout_seconds: int,
+    description: str,
+    after: Sequence[str],
+    before: Sequence[str] | None,
+    supplied_by: str = "",
+) -> GateSpec:
     """``resource-condition`` gate on ``{.status.state}`` = ``ready`` of ``target``
     (api_version, plural resource, Kind, object name or None for every object)."""
     api_version, resource, kind_name, name_of_object = target
@@ -140,8 +150,12 @@ def clusterpolicy_ready(
     """
     return _state_ready(
         ("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", "cluster-policy"),
-        name=name, component=component, timeout_seconds=timeout_seconds,
-        description=description, after=after, before=before,
+        name=name,
+        component=component,
+        timeout_seconds=timeout_seconds,
+        description=description,
+        after=after,
+        before=before,
     )
 
 
@@ -177,8 +191,13 @@ def nicclusterpolicy_ready(
     """
     return _state_ready(
         ("mellanox.com/v1alpha1", "nicclusterpolicies", "NicClusterPolicy", None),
-        name=name, component=component, timeout_seconds=timeout_seconds,
-        description=description, after=after, before=before, supplied_by=supplied_by,
+        name=name,
+        component=component,
+        timeout_seconds=timeout_seconds,
+        description=description,
+        after=after,
+        before=before,
+        supplied_by=supplied_by,
     )
 
 
@@ -235,7 +254,8 @@ def dra_kubelet_plugin_rollout(
     """
     versioned = min_version is not None
     return GateSpec(
-        name=name or (GATE_DRA_KUBELET_PLUGIN_VERSION if versioned else GATE_DRA_KUBELET_PLUGIN_ROLLOUT),
+        name=name
+        or (GATE_DRA_KUBELET_PLUGIN_VERSION if versioned else GATE_DRA_KUBELET_PLUGIN_ROLLOUT),
         component=component.name,
         kind="min-version" if versioned else "rollout",
         api_version="apps/v1",

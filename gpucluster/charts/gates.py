@@ -30,10 +30,9 @@ import dataclasses
 import json
 import re
 import shlex
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from gpucluster.errors import GpuclusterError, PluginError, allowed_list
-from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.charts.jobchart import (
     HookJob,
     gate_image,
@@ -42,11 +41,18 @@ from gpucluster.charts.jobchart import (
     render_job_chart,
     sentinel,
 )
+from gpucluster.errors import GpuclusterError, PluginError, allowed_list
+from gpucluster.hashing import evaluate_variable_hash, fingerprint
 from gpucluster.model import ClusterSpec, Component, GateSpec, LocalChart, Recipe, VariableHash
 from gpucluster.values import get_path, has_path
 
 GATE_KINDS = ("resource-condition", "crd-established", "rollout", "min-version")
-DEFAULT_TIMEOUTS = {"resource-condition": 600, "crd-established": 120, "rollout": 600, "min-version": 600}
+DEFAULT_TIMEOUTS = {
+    "resource-condition": 600,
+    "crd-established": 120,
+    "rollout": 600,
+    "min-version": 600,
+}
 """Seconds per kind when ``GateSpec.timeout_seconds`` is None: the one place gate wait defaults
 are decided (``GateSpec.create_timeout_seconds``, 600, is a crd-established gate's create budget;
 docs/gates.md's table is checked against both). CRD: AICR's NVKE GB200 Setup guide
@@ -83,11 +89,20 @@ def effective_timeout(spec: GateSpec) -> int:
 
 def gate_budget_seconds(spec: GateSpec) -> int:
     """Total seconds the gate's script may wait (crd-established: create + Established budgets)."""
-    return effective_timeout(spec) + (spec.create_timeout_seconds if spec.kind == "crd-established" else 0)
+    return effective_timeout(spec) + (
+        spec.create_timeout_seconds if spec.kind == "crd-established" else 0
+    )
 
 
-def _gate_error(plugin: str, spec: GateSpec, cluster: ClusterSpec, field_name: str, message: str, allowed: str | None = None,
-                fix: str | None = None) -> PluginError:
+def _gate_error(
+    plugin: str,
+    spec: GateSpec,
+    cluster: ClusterSpec,
+    field_name: str,
+    message: str,
+    allowed: str | None = None,
+    fix: str | None = None,
+) -> PluginError:
     return PluginError(
         f"plugin '{plugin}', gate '{spec.name}': {message}",
         file=cluster.source,
@@ -115,60 +130,115 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
     err = lambda f, m, allowed=None: _gate_error(plugin, spec, cluster, f, m, allowed)  # noqa: E731
     if spec.kind not in GATE_KINDS:
         raise err("kind", f"unknown gate kind '{spec.kind}'", allowed_list(GATE_KINDS))
-    if not isinstance(spec.name, str) or not _DNS_LABEL.fullmatch(spec.name) or len(spec.name) > MAX_GATE_NAME:
-        raise err("name", f"gate name '{spec.name}' is not a DNS-1123 label of at most {MAX_GATE_NAME} characters",
-                  "lowercase letters, digits and '-'")
+    if (
+        not isinstance(spec.name, str)
+        or not _DNS_LABEL.fullmatch(spec.name)
+        or len(spec.name) > MAX_GATE_NAME
+    ):
+        raise err(
+            "name",
+            f"gate name '{spec.name}' is not a DNS-1123 label of at most {MAX_GATE_NAME} characters",
+            "lowercase letters, digits and '-'",
+        )
     if not spec.component:
         raise err("component", "no gated component")
     timeout = effective_timeout(spec)
     if not isinstance(timeout, int) or timeout < 1:
         raise err("timeout_seconds", f"timeout {timeout!r} is not a positive number of seconds")
     if not isinstance(spec.poll_seconds, int) or spec.poll_seconds < 1:
-        raise err("poll_seconds", f"poll interval {spec.poll_seconds!r} is not a positive number of seconds")
-    if spec.kind == "crd-established" and (not isinstance(spec.create_timeout_seconds, int) or spec.create_timeout_seconds < 1):
-        raise err("create_timeout_seconds", f"create timeout {spec.create_timeout_seconds!r} is not positive")
+        raise err(
+            "poll_seconds",
+            f"poll interval {spec.poll_seconds!r} is not a positive number of seconds",
+        )
+    if spec.kind == "crd-established" and (
+        not isinstance(spec.create_timeout_seconds, int) or spec.create_timeout_seconds < 1
+    ):
+        raise err(
+            "create_timeout_seconds",
+            f"create timeout {spec.create_timeout_seconds!r} is not positive",
+        )
     if spec.namespace is not None and not _DNS_LABEL.fullmatch(spec.namespace):
         raise err("namespace", f"namespace '{spec.namespace}' is not a DNS-1123 label")
     for field_name in ("name_of_object", "container", "value", "description"):
         text = getattr(spec, field_name) or ""
         if "\n" in text or "{{" in text:
             raise err(field_name, f"{field_name} must be one line without '{{{{'")
-    out = dataclasses.replace(spec, timeout_seconds=timeout, after=list(spec.after),
-                              before=list(spec.before) if spec.before is not None else None)
+    out = dataclasses.replace(
+        spec,
+        timeout_seconds=timeout,
+        after=list(spec.after),
+        before=list(spec.before) if spec.before is not None else None,
+    )
 
     if spec.kind == "resource-condition":
         if not _API_VERSION.fullmatch(spec.api_version or ""):
-            raise err("api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'")
+            raise err(
+                "api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'"
+            )
         if not _DNS_LABEL.fullmatch(spec.resource or ""):
-            raise err("resource", f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)")
+            raise err(
+                "resource",
+                f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)",
+            )
         if not spec.kind_name:
             raise err("kind_name", "kind_name (e.g. ClusterPolicy) is required")
         if not _JSONPATH.fullmatch(spec.jsonpath or ""):
-            raise err("jsonpath", f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression", "{.status.state}")
+            raise err(
+                "jsonpath",
+                f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression",
+                "{.status.state}",
+            )
         if spec.value == "":
             raise err("value", "the expected value is empty")
         if spec.name_of_object is not None and not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
-            raise err("name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain")
+            raise err(
+                "name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain"
+            )
     elif spec.kind == "crd-established":
-        if not spec.name_of_object or "." not in spec.name_of_object or not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
-            raise err("name_of_object", f"CRD name '{spec.name_of_object}' is not '<plural>.<group>'", "ippools.nv-ipam.nvidia.com")
-        out = dataclasses.replace(out, api_version="apiextensions.k8s.io/v1", resource="customresourcedefinitions",
-                                  kind_name="CustomResourceDefinition", namespace=None)
+        if (
+            not spec.name_of_object
+            or "." not in spec.name_of_object
+            or not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object)
+        ):
+            raise err(
+                "name_of_object",
+                f"CRD name '{spec.name_of_object}' is not '<plural>.<group>'",
+                "ippools.nv-ipam.nvidia.com",
+            )
+        out = dataclasses.replace(
+            out,
+            api_version="apiextensions.k8s.io/v1",
+            resource="customresourcedefinitions",
+            kind_name="CustomResourceDefinition",
+            namespace=None,
+        )
     else:  # rollout, min-version
         if spec.kind_name not in WORKLOAD_KINDS:
-            raise err("kind_name", f"workload kind '{spec.kind_name}' is not supported", allowed_list(WORKLOAD_KINDS))
+            raise err(
+                "kind_name",
+                f"workload kind '{spec.kind_name}' is not supported",
+                allowed_list(WORKLOAD_KINDS),
+            )
         if not spec.name_of_object or not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
-            raise err("name_of_object", f"workload name '{spec.name_of_object}' is missing or invalid")
+            raise err(
+                "name_of_object", f"workload name '{spec.name_of_object}' is missing or invalid"
+            )
         if not spec.namespace:
             raise err("namespace", "the workload's namespace is required")
         if not isinstance(spec.min_ready, int) or spec.min_ready < 0:
             raise err("min_ready", f"min_ready {spec.min_ready!r} is not a non-negative integer")
-        out = dataclasses.replace(out, api_version="apps/v1", resource=WORKLOAD_KINDS[spec.kind_name])
+        out = dataclasses.replace(
+            out, api_version="apps/v1", resource=WORKLOAD_KINDS[spec.kind_name]
+        )
         if spec.kind == "min-version":
             if not spec.container or not _DNS_LABEL.fullmatch(spec.container):
                 raise err("container", f"container name '{spec.container}' is missing or invalid")
             if not _VERSION.fullmatch(spec.value or ""):
-                raise err("value", f"minimum version '{spec.value}' is not a version like 0.5.1", "MAJOR[.MINOR[.PATCH]][-pre]")
+                raise err(
+                    "value",
+                    f"minimum version '{spec.value}' is not a version like 0.5.1",
+                    "MAJOR[.MINOR[.PATCH]][-pre]",
+                )
     if not out.description:
         out = dataclasses.replace(out, description=describe(out))
     return out
@@ -177,7 +247,11 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
 def describe(spec: GateSpec) -> str:
     """One line saying what the gate waits for (used in logs, Chart.yaml and docs)."""
     if spec.kind == "resource-condition":
-        target = f"{spec.kind_name} {spec.name_of_object}" if spec.name_of_object else f"every {spec.kind_name}"
+        target = (
+            f"{spec.kind_name} {spec.name_of_object}"
+            if spec.name_of_object
+            else f"every {spec.kind_name}"
+        )
         where = f" in {spec.namespace}" if spec.namespace else ""
         return f"{target}{where} has {spec.jsonpath} = {spec.value}"
     if spec.kind == "crd-established":
@@ -188,7 +262,9 @@ def describe(spec: GateSpec) -> str:
     return text
 
 
-def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[GateSpec]:
+def collect_gates(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]
+) -> list[GateSpec]:
     """The validated gates plugins declare (hook ``gpucluster_gates``) for enabled components.
 
     Gates whose ``component`` is disabled or not in the recipe are dropped. For every enabled
@@ -214,14 +290,22 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
     from gpucluster.plugins import call_list_hook
 
     for plugin, spec in call_list_hook(
-        "gpucluster_gates", GateSpec, what="gpucluster.sdk.GateSpec", cluster=cluster, recipe=recipe, components=components
+        "gpucluster_gates",
+        GateSpec,
+        what="gpucluster.sdk.GateSpec",
+        cluster=cluster,
+        recipe=recipe,
+        components=components,
     ):
         if spec.component not in components:
             continue
         checked = validate_gate(spec, plugin=plugin, cluster=cluster)
         if checked.name in owners:
             raise _gate_error(
-                plugin, spec, cluster, "name",
+                plugin,
+                spec,
+                cluster,
+                "name",
                 f"gate name '{spec.name}' is already declared by plugin '{owners[checked.name]}'",
                 fix="gate names must be unique per cluster; rename one of them",
             )
@@ -241,17 +325,27 @@ def collect_gates(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str,
                 description=f"CRD {crd} is Established (custom resources of it install next; registry waitEstablished)",
             )
             if spec.name in owners:
-                raise _gate_error(owners[spec.name], spec, cluster, "name",
-                                  f"gate name '{spec.name}' is reserved for the registry's waitEstablished gate",
-                                  fix="rename the plugin's gate")
+                raise _gate_error(
+                    owners[spec.name],
+                    spec,
+                    cluster,
+                    "name",
+                    f"gate name '{spec.name}' is reserved for the registry's waitEstablished gate",
+                    fix="rename the plugin's gate",
+                )
             gates.append(validate_gate(spec, plugin=CORE_GATE_OWNER, cluster=cluster))
     if "gpu-operator" in components and not any(g.resource == "clusterpolicies" for g in gates):
-        from gpucluster.charts.gate_helpers import CLUSTERPOLICY_DEFAULT_TIMEOUT, clusterpolicy_ready
+        from gpucluster.charts.gate_helpers import (
+            clusterpolicy_ready,
+        )
 
         spec = clusterpolicy_ready()  # its default budget, CLUSTERPOLICY_DEFAULT_TIMEOUT
         if spec.name in owners:
             raise _gate_error(
-                owners[spec.name], spec, cluster, "name",
+                owners[spec.name],
+                spec,
+                cluster,
+                "name",
                 f"gate name '{spec.name}' is reserved for the ClusterPolicy gate but plugin '{owners[spec.name]}' uses it "
                 "for another condition",
                 fix="rename that gate, or make it the ClusterPolicy gate (gpucluster.sdk.clusterpolicy_ready)",
@@ -355,9 +449,11 @@ exit 1
 def _resource_condition_script(spec: GateSpec, timeout: int) -> str:
     """``resource-condition``: the named object (or every object of the type, at least one) has
     ``jsonpath`` equal to ``value``."""
-    row = "{.metadata.name}=" + spec.jsonpath + "{\"\\n\"}"
+    row = "{.metadata.name}=" + spec.jsonpath + '{"\\n"}'
     jsonpath = row if spec.name_of_object else "{range .items[*]}" + row + "{end}"
-    return f"want={shlex.quote(spec.value)}\n" + f"""\
+    return (
+        f"want={shlex.quote(spec.value)}\n"
+        + f"""\
 check() {{
   if ! get {_get_args(spec, jsonpath, spec.name_of_object)}; then
     seen="kubectl get failed: $err"
@@ -377,7 +473,9 @@ EOF
   seen="${{pairs# }}"
   [ "$bad" -eq 0 ]
 }}
-""" + _wait_and_report(timeout)
+"""
+        + _wait_and_report(timeout)
+    )
 
 
 def _crd_established_script(spec: GateSpec, timeout: int) -> str:
@@ -444,7 +542,11 @@ def _rollout_script(spec: GateSpec, timeout: int) -> str:
     if spec.kind == "min-version":
         fields += '|{.spec.template.spec.containers[?(@.name=="' + spec.container + '")].image}'
         setup, version_check = _min_version_check(spec)
-    return setup + _NUMBERS + f"min_ready={spec.min_ready}\n" + f"""\
+    return (
+        setup
+        + _NUMBERS
+        + f"min_ready={spec.min_ready}\n"
+        + f"""\
 check() {{
   if ! get {_get_args(spec, fields, spec.name_of_object)}; then
     seen="kubectl get failed: $err"
@@ -461,7 +563,9 @@ EOF
   [ "$updated" -eq "$desired" ] && [ "$available" -eq "$desired" ] && [ "$current" -eq "$desired" ] || return 1
 {version_check}  return 0
 }}
-""" + _wait_and_report(timeout)
+"""
+        + _wait_and_report(timeout)
+    )
 
 
 _SCRIPTS = {
@@ -485,8 +589,11 @@ def gate_script(spec: GateSpec) -> str:
     ``wait_until``) is followed by the kind's own part (:data:`_SCRIPTS`).
     """
     what = spec.description or describe(spec)
-    script = (_PRELUDE.format(gate=shlex.quote(spec.name), poll=spec.poll_seconds) + f"what={shlex.quote(what)}\n"
-              + _SCRIPTS[spec.kind](spec, effective_timeout(spec)))
+    script = (
+        _PRELUDE.format(gate=shlex.quote(spec.name), poll=spec.poll_seconds)
+        + f"what={shlex.quote(what)}\n"
+        + _SCRIPTS[spec.kind](spec, effective_timeout(spec))
+    )
     if "{{" in script:  # validate_gate keeps user text free of '{{'
         raise AssertionError("gate script contains '{{'")
     return script
@@ -520,11 +627,22 @@ def gate_job(spec: GateSpec, namespace: str) -> HookJob:
     annotations are the release values ``image`` and ``gatedHash``."""
     rbac_ns, rules = rbac_rules(spec)
     return HookJob(
-        name=spec.name, namespace=namespace, app="gpucluster-gate", rbac_name=f"gpucluster-gate-{spec.name}",
-        rules=rules, rbac_namespace=rbac_ns, container="wait", script=gate_script(spec), image=sentinel("image"),
-        hook="post-install,post-upgrade", backoff_limit=2,
+        name=spec.name,
+        namespace=namespace,
+        app="gpucluster-gate",
+        rbac_name=f"gpucluster-gate-{spec.name}",
+        rules=rules,
+        rbac_namespace=rbac_ns,
+        container="wait",
+        script=gate_script(spec),
+        image=sentinel("image"),
+        hook="post-install,post-upgrade",
+        backoff_limit=2,
         active_deadline_seconds=gate_budget_seconds(spec) + JOB_START_MARGIN_SECONDS,
-        annotations={"gpucluster/gated-component": spec.component, GATED_HASH_ANNOTATION: sentinel("gatedHash")},
+        annotations={
+            "gpucluster/gated-component": spec.component,
+            GATED_HASH_ANNOTATION: sentinel("gatedHash"),
+        },
         pod_annotations={GATED_HASH_ANNOTATION: sentinel("gatedHash")},
     )
 
@@ -545,7 +663,9 @@ def gate_network_policy(spec: GateSpec, namespace: str) -> dict[str, Any]:
     return job_network_policy(gate_job(spec, namespace))
 
 
-def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[str, Component]) -> tuple[LocalChart, dict[str, Any]]:
+def render_gate_chart(
+    cluster: ClusterSpec, spec: GateSpec, components: Mapping[str, Component]
+) -> tuple[LocalChart, dict[str, Any]]:
     """The gate's chart and its release values.
 
     Args:
@@ -568,13 +688,19 @@ def render_gate_chart(cluster: ClusterSpec, spec: GateSpec, components: Mapping[
             cluster=cluster.name,
             component=spec.component,
         )
-    spec = validate_gate(spec, plugin="<unknown>", cluster=cluster) if spec.timeout_seconds is None or not spec.description else spec
+    spec = (
+        validate_gate(spec, plugin="<unknown>", cluster=cluster)
+        if spec.timeout_seconds is None or not spec.description
+        else spec
+    )
     namespace = components[spec.component].ref.namespace
     image = gate_image(cluster)
     chart = render_job_chart(
-        cluster, gate_job(spec, namespace),
+        cluster,
+        gate_job(spec, namespace),
         description=f"gpucluster readiness gate: waits until {spec.description}",
-        values={"image": image, "gatedHash": ""}, version=GATE_CHART_VERSION,
+        values={"image": image, "gatedHash": ""},
+        version=GATE_CHART_VERSION,
     )
     return chart, {"image": image}
 
@@ -634,7 +760,9 @@ DRIVER_IDENTITY_KEYS = ("repository", "image", "version", "usePrecompiled", "ker
 container image and the kernel module flavour it builds; chart values.yaml ``driver:``)."""
 
 
-def driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+def driver_identity(
+    cluster: ClusterSpec, components: Mapping[str, Component]
+) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
     """What identifies the GPU driver the DRA kubelet plugin talks to (NVML), and the Terraform
     variables that can change it.
 
@@ -656,22 +784,40 @@ def driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -
     """
     gpu = components.get("gpu-operator")
     if gpu is not None and get_path(gpu.values, "driver.enabled", True) is not False:
-        driver = {k: get_path(gpu.values, f"driver.{k}") for k in DRIVER_IDENTITY_KEYS if has_path(gpu.values, f"driver.{k}")}
+        driver = {
+            k: get_path(gpu.values, f"driver.{k}")
+            for k in DRIVER_IDENTITY_KEYS
+            if has_path(gpu.values, f"driver.{k}")
+        }
         identity: dict[str, Any] = {"owner": "gpu-operator", "driver": driver}
-        if "version" not in driver and not any(p == "driver.version" for p in gpu.terraform_variables):
+        if "version" not in driver and not any(
+            p == "driver.version" for p in gpu.terraform_variables
+        ):
             identity["chartVersion"] = gpu.ref.version
-        variables = tuple(sorted(
-            (var, get_path(gpu.values, path))
-            for path, var in gpu.terraform_variables.items()
-            if path in {f"driver.{k}" for k in DRIVER_IDENTITY_KEYS}
-        ))
+        variables = tuple(
+            sorted(
+                (var, get_path(gpu.values, path))
+                for path, var in gpu.terraform_variables.items()
+                if path in {f"driver.{k}" for k in DRIVER_IDENTITY_KEYS}
+            )
+        )
         return identity, variables
-    pools = [{"name": p.name, "vmSize": p.vm_size, "gpuDriver": p.gpu_driver} for p in cluster.pools if p.gpu]
-    return {"owner": "host", "service": cluster.criteria.service, "kubernetes": cluster.kubernetes_version,
-            "gpuPools": pools}, ()
+    pools = [
+        {"name": p.name, "vmSize": p.vm_size, "gpuDriver": p.gpu_driver}
+        for p in cluster.pools
+        if p.gpu
+    ]
+    return {
+        "owner": "host",
+        "service": cluster.criteria.service,
+        "kubernetes": cluster.kubernetes_version,
+        "gpuPools": pools,
+    }, ()
 
 
-def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Component]) -> dict[str, Component]:
+def apply_driver_identity(
+    cluster: ClusterSpec, components: Mapping[str, Component]
+) -> dict[str, Component]:
     """The components with the DRA kubelet plugin's pod template annotated with the driver
     identity; ``components`` is left as it is (a new ``{name: Component}``, in the same order,
     whose ``nvidia-dra-driver-gpu`` is a new Component; the others are the input's objects).
@@ -694,11 +840,19 @@ def apply_driver_identity(cluster: ClusterSpec, components: Mapping[str, Compone
     plugin = dict(dra.values.get("kubeletPlugin") or {})
     plugin["podAnnotations"] = dict(sorted(annotations.items()))
     hashes = {**dra.variable_hashes, DRIVER_IDENTITY_PATH: vh} if variables else dra.variable_hashes
-    return {**components, DRA_COMPONENT: dataclasses.replace(dra, values={**dra.values, "kubeletPlugin": plugin}, variable_hashes=hashes)}
+    return {
+        **components,
+        DRA_COMPONENT: dataclasses.replace(
+            dra, values={**dra.values, "kubeletPlugin": plugin}, variable_hashes=hashes
+        ),
+    }
 
 
-def gate_object_providers(spec: GateSpec, components: Mapping[str, Component],
-                          objects: Mapping[tuple[str, str, str, str], str]) -> list[str]:
+def gate_object_providers(
+    spec: GateSpec,
+    components: Mapping[str, Component],
+    objects: Mapping[tuple[str, str, str, str], str],
+) -> list[str]:
     """Which releases render the object ``spec`` waits for: ``<component> chart`` (registry
     ``renders``; for ``crd-established``: a component owning or shipping the CRD, registry
     ``crds``; ``<component> operator`` for a CRD its operator creates while reconciling, registry
@@ -714,23 +868,65 @@ def gate_object_providers(spec: GateSpec, components: Mapping[str, Component],
         return [f"{spec.component} chart"]
     if spec.kind == "crd-established":
         crd = spec.name_of_object or ""
-        out = [f"{n} chart" for n in sorted(components) if n in registry and crd in (
-            *registry[n].crds.owns, *(s for s, _ in registry[n].crds.also_ships),
-            *(name for _a, kind, name in registry[n].renders if kind == "CustomResourceDefinition"))]
-        out += [f"{n} operator" for n in sorted(components) if n in registry and crd in registry[n].crds.creates_at_runtime]
-        return out + sorted({f"{c} manifests" for (g, k, _ns, name), c in objects.items()
-                             if k == "CustomResourceDefinition" and name == crd})
+        out = [
+            f"{n} chart"
+            for n in sorted(components)
+            if n in registry
+            and crd
+            in (
+                *registry[n].crds.owns,
+                *(s for s, _ in registry[n].crds.also_ships),
+                *(
+                    name
+                    for _a, kind, name in registry[n].renders
+                    if kind == "CustomResourceDefinition"
+                ),
+            )
+        ]
+        out += [
+            f"{n} operator"
+            for n in sorted(components)
+            if n in registry and crd in registry[n].crds.creates_at_runtime
+        ]
+        return out + sorted(
+            {
+                f"{c} manifests"
+                for (g, k, _ns, name), c in objects.items()
+                if k == "CustomResourceDefinition" and name == crd
+            }
+        )
     group = spec.api_version.split("/")[0] if "/" in spec.api_version else ""
-    out = [f"{n} chart" for n in sorted(components) if n in registry and any(
-        api.split("/")[0] == group and kind == spec.kind_name and (spec.name_of_object in (None, name))
-        for api, kind, name in registry[n].renders)]
-    return out + sorted({f"{c} manifests" for (g, k, ns, name), c in objects.items()
-                         if g == group and k == spec.kind_name and spec.name_of_object in (None, name)
-                         and (spec.namespace is None or spec.namespace == ns)})
+    out = [
+        f"{n} chart"
+        for n in sorted(components)
+        if n in registry
+        and any(
+            api.split("/")[0] == group
+            and kind == spec.kind_name
+            and (spec.name_of_object in (None, name))
+            for api, kind, name in registry[n].renders
+        )
+    ]
+    return out + sorted(
+        {
+            f"{c} manifests"
+            for (g, k, ns, name), c in objects.items()
+            if g == group
+            and k == spec.kind_name
+            and spec.name_of_object in (None, name)
+            and (spec.namespace is None or spec.namespace == ns)
+        }
+    )
 
 
-def check_gate_objects(cluster: ClusterSpec, gates: Sequence[GateSpec], components: Mapping[str, Component],
-                       objects: Mapping[tuple[str, str, str, str], str], *, recipe: Recipe | None = None) -> None:
+def check_gate_objects(
+    cluster: ClusterSpec,
+    gates: Sequence[GateSpec],
+    components: Mapping[str, Component],
+    objects: Mapping[tuple[str, str, str, str], str],
+    *,
+    recipe: Recipe | None = None,
+) -> None:
     """Refuse a stack in which a gate waits for an object no release renders
     (:func:`gate_object_providers`): ``terraform apply`` would wait out the gate's timeout and
     nothing after it would install.
@@ -745,16 +941,27 @@ def check_gate_objects(cluster: ClusterSpec, gates: Sequence[GateSpec], componen
     for spec in gates:
         if gate_object_providers(spec, components, objects):
             continue
-        what = (f"CRD {spec.name_of_object}" if spec.kind == "crd-established" else
-                f"{spec.kind_name} {spec.name_of_object}" if spec.name_of_object else f"every {spec.kind_name} ({spec.api_version})")
+        what = (
+            f"CRD {spec.name_of_object}"
+            if spec.kind == "crd-established"
+            else f"{spec.kind_name} {spec.name_of_object}"
+            if spec.name_of_object
+            else f"every {spec.kind_name} ({spec.api_version})"
+        )
         file = recipe.file if recipe is not None and recipe.file else cluster.source
         key = recipe.ref_keys.get(spec.component, "") if recipe is not None and recipe.file else ""
-        problems.append(Problem(
-            id="GATE-NO-OBJECT",
-            message=f"gate {spec.name} waits for {what}, which no release of this stack renders: terraform apply would "
-                    f"wait {spec.timeout_seconds} s and fail, and nothing after {spec.component} would install",
-            file=file, cluster=cluster.name, component=spec.component, key=(f"{key}.manifestFiles" if key else "manifestFiles"),
-            fix=f"add the manifest that creates it to {spec.component}'s manifestFiles (the catalog recipe for these criteria "
-                "has one: gpucluster recipe ...), or remove the component"))
+        problems.append(
+            Problem(
+                id="GATE-NO-OBJECT",
+                message=f"gate {spec.name} waits for {what}, which no release of this stack renders: terraform apply would "
+                f"wait {spec.timeout_seconds} s and fail, and nothing after {spec.component} would install",
+                file=file,
+                cluster=cluster.name,
+                component=spec.component,
+                key=(f"{key}.manifestFiles" if key else "manifestFiles"),
+                fix=f"add the manifest that creates it to {spec.component}'s manifestFiles (the catalog recipe for these criteria "
+                "has one: gpucluster recipe ...), or remove the component",
+            )
+        )
     if problems:
         raise GpuclusterError(problems=problems)

@@ -30,12 +30,21 @@ operator that owns them is still running; only then is the operator's chart remo
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from gpucluster.errors import GpuclusterError
 from gpucluster.charts.gates import gate_budget_seconds
+from gpucluster.errors import GpuclusterError
 from gpucluster.hashing import evaluate_variable_hash, fingerprint
-from gpucluster.model import Component, CrdSource, GateSpec, LocalChart, PlanNode, Recipe, VariableHash
+from gpucluster.model import (
+    Component,
+    CrdSource,
+    GateSpec,
+    LocalChart,
+    PlanNode,
+    Recipe,
+    VariableHash,
+)
 from gpucluster.values import get_path, without_paths
 
 GATE_TIMEOUT_MARGIN_SECONDS = 120
@@ -68,13 +77,20 @@ def chart_values(component: Component) -> dict[str, Any]:
     return without_paths(component.values, paths) if paths else component.values
 
 
-def gated_hash(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> VariableHash:
+def gated_hash(
+    component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]
+) -> VariableHash:
     """The gate's ``gatedHash``: :func:`component_fingerprint` as the base, and every Terraform
     variable reaching the component (:func:`component_variables`), so a ``-var`` change re-runs it."""
-    return VariableHash(base=component_fingerprint(component, manifest_charts), variables=component_variables(component))
+    return VariableHash(
+        base=component_fingerprint(component, manifest_charts),
+        variables=component_variables(component),
+    )
 
 
-def component_fingerprint(component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]) -> str:
+def component_fingerprint(
+    component: Component, manifest_charts: Mapping[tuple[str, str], LocalChart]
+) -> str:
     """Content hash of what a component installs: chart, version, values, manifest charts.
 
     Fed into its gates' values so a gate re-runs whenever the gated component changes.
@@ -139,10 +155,14 @@ class _NodeBuilder:
     chart, post-manifests (each after the previous and after the dependencies' ready handles),
     then its gates."""
 
-    def __init__(self, cluster_name: str, components: Mapping[str, Component],
-                 manifest_charts: Mapping[tuple[str, str], LocalChart],
-                 gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
-                 crd_steps: Mapping[str, tuple[LocalChart, CrdSource]]) -> None:
+    def __init__(
+        self,
+        cluster_name: str,
+        components: Mapping[str, Component],
+        manifest_charts: Mapping[tuple[str, str], LocalChart],
+        gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
+        crd_steps: Mapping[str, tuple[LocalChart, CrdSource]],
+    ) -> None:
         self.cluster_name = cluster_name
         self.components = components
         self.manifest_charts = manifest_charts
@@ -172,7 +192,9 @@ class _NodeBuilder:
 
     def ready(self, name: str) -> list[str]:
         """The component's ready handle: its own gates (those without ``before``), else :meth:`main_node`."""
-        own = [spec.name for spec, _, _ in self.gates_by_component.get(name, []) if spec.before is None]
+        own = [
+            spec.name for spec, _, _ in self.gates_by_component.get(name, []) if spec.before is None
+        ]
         return own or [self.main_node(name)]
 
     def check_dependencies(self, order: list[str]) -> None:
@@ -192,7 +214,10 @@ class _NodeBuilder:
         """The releases of one component: install releases in order, then its gates."""
         comp = self.components[name]
         ref = comp.ref
-        dep_handles = sorted({h for dep in ref.dependency_refs for h in self.ready(dep)} | set(self.extra_before.get(name, [])))
+        dep_handles = sorted(
+            {h for dep in ref.dependency_refs for h in self.ready(dep)}
+            | set(self.extra_before.get(name, []))
+        )
         nodes: list[PlanNode] = []
         previous: list[str] = []
 
@@ -204,21 +229,61 @@ class _NodeBuilder:
         step = self.crd_steps.get(name)
         if step is not None:
             step_chart, source = step
-            add(PlanNode(id=f"{name}-crds", kind="crds", component=name, namespace=ref.namespace, local_chart=step_chart,
-                         values={"chartVersion": ref.version, "contentHash": step_chart.content_hash},
-                         depends_on=list(dep_handles), wait_for_jobs=True, crd_source=source))
+            add(
+                PlanNode(
+                    id=f"{name}-crds",
+                    kind="crds",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=step_chart,
+                    values={"chartVersion": ref.version, "contentHash": step_chart.content_hash},
+                    depends_on=list(dep_handles),
+                    wait_for_jobs=True,
+                    crd_source=source,
+                )
+            )
         pre = self.manifest_charts.get((name, "pre"))
         if pre is not None:
-            add(PlanNode(id=f"{name}-pre", kind="pre-manifests", component=name, namespace=ref.namespace, local_chart=pre,
-                         values={"contentHash": pre.content_hash}, depends_on=after()))
+            add(
+                PlanNode(
+                    id=f"{name}-pre",
+                    kind="pre-manifests",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=pre,
+                    values={"contentHash": pre.content_hash},
+                    depends_on=after(),
+                )
+            )
         if ref.type == "Helm":
-            add(PlanNode(id=name, kind="chart", component=name, namespace=ref.namespace, repository=ref.source,
-                         chart=ref.chart, version=ref.version, values=chart_values(comp), depends_on=after(),
-                         terraform_variables=dict(comp.terraform_variables), variable_hashes=dict(comp.variable_hashes)))
+            add(
+                PlanNode(
+                    id=name,
+                    kind="chart",
+                    component=name,
+                    namespace=ref.namespace,
+                    repository=ref.source,
+                    chart=ref.chart,
+                    version=ref.version,
+                    values=chart_values(comp),
+                    depends_on=after(),
+                    terraform_variables=dict(comp.terraform_variables),
+                    variable_hashes=dict(comp.variable_hashes),
+                )
+            )
         post = self.manifest_charts.get((name, "post"))
         if post is not None:
-            add(PlanNode(id=f"{name}-manifests", kind="manifests", component=name, namespace=ref.namespace,
-                         local_chart=post, values={"contentHash": post.content_hash}, depends_on=after()))
+            add(
+                PlanNode(
+                    id=f"{name}-manifests",
+                    kind="manifests",
+                    component=name,
+                    namespace=ref.namespace,
+                    local_chart=post,
+                    values={"contentHash": post.content_hash},
+                    depends_on=after(),
+                )
+            )
         if not previous:
             raise GpuclusterError(
                 f"component '{name}' installs nothing (type {ref.type} without a chart or manifests)",
@@ -233,14 +298,20 @@ class _NodeBuilder:
         ready handles of ``GateSpec.after``; values carry ``gatedHash`` (:func:`gated_hash`)."""
         comp = self.components[name]
         gate_hash = gated_hash(comp, self.manifest_charts)
-        gate_hash_value = evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.base
+        gate_hash_value = (
+            evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.base
+        )
         nodes = []
         for spec, chart, values in self.gates_by_component.get(name, []):
             after = set(previous)
             for other in spec.after:
                 if other in self.components:
                     after |= set(self.ready(other)) if other != name else set()
-                elif any(other == s.name for items in self.gates_by_component.values() for s, _, _ in items):
+                elif any(
+                    other == s.name
+                    for items in self.gates_by_component.values()
+                    for s, _, _ in items
+                ):
                     after.add(other)
             nodes.append(
                 PlanNode(
@@ -249,7 +320,11 @@ class _NodeBuilder:
                     component=name,
                     namespace=comp.ref.namespace,
                     local_chart=chart,
-                    values={**values, "gatedHash": gate_hash_value, "contentHash": chart.content_hash},
+                    values={
+                        **values,
+                        "gatedHash": gate_hash_value,
+                        "contentHash": chart.content_hash,
+                    },
                     depends_on=sorted(after - {spec.name}),
                     wait_for_jobs=True,
                     timeout_seconds=gate_budget_seconds(spec) + GATE_TIMEOUT_MARGIN_SECONDS,
@@ -274,7 +349,9 @@ def _check_graph(cluster_name: str, nodes: list[PlanNode]) -> None:
     for n in nodes:
         for d in n.depends_on:
             if d not in by_id:
-                raise GpuclusterError(f"release '{n.id}' depends on unknown release '{d}'", cluster=cluster_name)
+                raise GpuclusterError(
+                    f"release '{n.id}' depends on unknown release '{d}'", cluster=cluster_name
+                )
     state: dict[str, int] = {}
 
     def visit(node_id: str, stack: list[str]) -> None:
@@ -282,7 +359,7 @@ def _check_graph(cluster_name: str, nodes: list[PlanNode]) -> None:
         if mark == 2:
             return
         if mark == 1:
-            cycle = " -> ".join(stack[stack.index(node_id):] + [node_id])
+            cycle = " -> ".join(stack[stack.index(node_id) :] + [node_id])
             raise GpuclusterError(
                 f"dependency cycle: {cycle}",
                 cluster=cluster_name,

@@ -26,16 +26,15 @@ charts are byte-identical to the ones each module built by hand before.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from gpucluster.errors import GpuclusterError
 from gpucluster.charts.manifests import MANIFEST_CHART_VERSION, dump_documents, make_chart
+from gpucluster.errors import GpuclusterError
 from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, LocalChart, absolute_key
 
-DEFAULT_KUBECTL_IMAGE = (
-    "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
-)
+DEFAULT_KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1@sha256:59bafa07ff3a6d4b417e7633ddb9d79a9606ca98bf64bac080b3e65748669250"
 """Upstream Kubernetes kubectl image (kubernetes/kubernetes ``build/server-image/kubectl``:
 debian-base with ``/bin/sh``, bash, coreutils, grep, sed; entrypoint ``/bin/kubectl``, which
 the Job's ``command`` replaces). v1.34.1 matches the AKS 1.34 minimum (kubectl skew +-1) and is
@@ -45,7 +44,9 @@ projects. Override per cluster with ``settings.gateImage`` (e.g. an ACR mirror).
 RUN_AS_USER = 65532
 """UID and GID of every gpucluster Job's pod (the distroless ``nonroot`` user)."""
 
-MOVING_TAGS = frozenset({"latest", "stable", "edge", "main", "master", "nightly", "dev", "release", "current"})
+MOVING_TAGS = frozenset(
+    {"latest", "stable", "edge", "main", "master", "nightly", "dev", "release", "current"}
+)
 """Image tags that name a different image over time; refused for ``settings.gateImage``."""
 
 API_SERVER_PORTS = (443, 6443)
@@ -93,7 +94,11 @@ def gate_image(cluster: ClusterSpec) -> str:
             fix=f"pin a version and its digest, e.g. {DEFAULT_KUBECTL_IMAGE} or your mirror of it "
             "(`crane digest <image>` or `docker buildx imagetools inspect <image>` prints the digest)",
         )
-    if not isinstance(image, str) or not _IMAGE.fullmatch(image) or ("@" not in image and ":" not in last):
+    if (
+        not isinstance(image, str)
+        or not _IMAGE.fullmatch(image)
+        or ("@" not in image and ":" not in last)
+    ):
         raise GpuclusterError(
             f"settings.{GATE_IMAGE_SETTING} '{image}' is not a pinned image reference",
             file=cluster.source,
@@ -172,64 +177,123 @@ class HookJob:
     @property
     def labels(self) -> dict[str, str]:
         """The labels of every object of the chart."""
-        return {"app.kubernetes.io/name": self.app, "app.kubernetes.io/instance": self.name,
-                "app.kubernetes.io/part-of": "gpucluster"}
+        return {
+            "app.kubernetes.io/name": self.app,
+            "app.kubernetes.io/instance": self.name,
+            "app.kubernetes.io/part-of": "gpucluster",
+        }
 
 
 def job_objects(cluster: ClusterSpec, job: HookJob) -> list[dict[str, Any]]:
     """``[ServiceAccount, (Cluster)Role, (Cluster)RoleBinding, Job]`` of ``job`` (see the module
     docstring); the pod runs on the cluster's system nodes."""
     labels = job.labels
-    sa = {"apiVersion": "v1", "kind": "ServiceAccount",
-          "metadata": {"name": job.name, "namespace": job.namespace, "labels": dict(labels)},
-          "automountServiceAccountToken": True}
+    sa = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": job.name, "namespace": job.namespace, "labels": dict(labels)},
+        "automountServiceAccountToken": True,
+    }
     subject = {"kind": "ServiceAccount", "name": job.name, "namespace": job.namespace}
     role_kind = "ClusterRole" if job.rbac_namespace is None else "Role"
     rbac_meta: dict[str, Any] = {"name": job.rbac_name}
     if job.rbac_namespace is not None:
         rbac_meta["namespace"] = job.rbac_namespace
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind,
-            "metadata": {**rbac_meta, "labels": dict(labels)}, "rules": [dict(r) for r in job.rules]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind + "Binding",
-               "metadata": {**rbac_meta, "labels": dict(labels)},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": job.rbac_name},
-               "subjects": [subject]}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": role_kind,
+        "metadata": {**rbac_meta, "labels": dict(labels)},
+        "rules": [dict(r) for r in job.rules],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": role_kind + "Binding",
+        "metadata": {**rbac_meta, "labels": dict(labels)},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": job.rbac_name,
+        },
+        "subjects": [subject],
+    }
     pod: dict[str, Any] = {
-        "serviceAccountName": job.name, "automountServiceAccountToken": True, "restartPolicy": "Never",
+        "serviceAccountName": job.name,
+        "automountServiceAccountToken": True,
+        "restartPolicy": "Never",
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
     }
     if cluster.scheduling.system_node_selector:
         pod["nodeSelector"] = dict(cluster.scheduling.system_node_selector)
     tolerations = system_tolerations(cluster)
     if tolerations:
         pod["tolerations"] = tolerations
-    pod["containers"] = [{
-        "name": job.container, "image": job.image, "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", job.script],
-        "env": [{"name": "HOME", "value": "/tmp"}, *(dict(e) for e in job.env)],
-        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": dict(job.limits)},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(dict(m) for m in job.mounts)],
-    }]
-    pod["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": job.tmp_size}}, *(dict(v) for v in job.volumes)]
-    spec: dict[str, Any] = {"backoffLimit": job.backoff_limit, "activeDeadlineSeconds": job.active_deadline_seconds,
-                            "ttlSecondsAfterFinished": JOB_TTL_SECONDS}
+    pod["containers"] = [
+        {
+            "name": job.container,
+            "image": job.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["/bin/sh", "-c", job.script],
+            "env": [{"name": "HOME", "value": "/tmp"}, *(dict(e) for e in job.env)],
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": dict(job.limits)},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(dict(m) for m in job.mounts)],
+        }
+    ]
+    pod["volumes"] = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": job.tmp_size}},
+        *(dict(v) for v in job.volumes),
+    ]
+    spec: dict[str, Any] = {
+        "backoffLimit": job.backoff_limit,
+        "activeDeadlineSeconds": job.active_deadline_seconds,
+        "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+    }
     if job.fail_fast:
-        spec["podFailurePolicy"] = {"rules": [
-            {"action": "FailJob", "onExitCodes": {"containerName": job.container, "operator": "In", "values": [1]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+        spec["podFailurePolicy"] = {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {
+                        "containerName": job.container,
+                        "operator": "In",
+                        "values": [1],
+                    },
+                },
+                {
+                    "action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                },
+            ]
+        }
     template_meta: dict[str, Any] = {"labels": dict(labels)}
     if job.pod_annotations is not None:
         template_meta["annotations"] = dict(job.pod_annotations)
     spec["template"] = {"metadata": template_meta, "spec": pod}
     job_doc = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job.name, "namespace": job.namespace, "labels": dict(labels), "annotations": {
-            "helm.sh/hook": job.hook, "helm.sh/hook-weight": "0",
-            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded", **job.annotations}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": dict(labels),
+            "annotations": {
+                "helm.sh/hook": job.hook,
+                "helm.sh/hook-weight": "0",
+                "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+                **job.annotations,
+            },
+        },
         "spec": spec,
     }
     return [sa, role, binding, job_doc]
@@ -251,7 +315,12 @@ def job_network_policy(job: HookJob) -> dict[str, Any]:
         "kind": "NetworkPolicy",
         "metadata": {"name": job.rbac_name, "namespace": job.namespace, "labels": job.labels},
         "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": job.app, "app.kubernetes.io/instance": job.name}},
+            "podSelector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": job.app,
+                    "app.kubernetes.io/instance": job.name,
+                }
+            },
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": [{"ports": [{"protocol": "TCP", "port": port} for port in API_SERVER_PORTS]}],
@@ -259,10 +328,16 @@ def job_network_policy(job: HookJob) -> dict[str, Any]:
     }
 
 
-def render_job_chart(cluster: ClusterSpec, job: HookJob, *, description: str,
-                     before_job: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = (),
-                     values: Mapping[str, Any] | None = None,
-                     version: str = MANIFEST_CHART_VERSION, app_version: str = "") -> LocalChart:
+def render_job_chart(
+    cluster: ClusterSpec,
+    job: HookJob,
+    *,
+    description: str,
+    before_job: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = (),
+    values: Mapping[str, Any] | None = None,
+    version: str = MANIFEST_CHART_VERSION,
+    app_version: str = "",
+) -> LocalChart:
     """The chart of ``job``: templates ``serviceaccount``, ``rbac``, ``before_job`` (``(stem,
     objects)``, e.g. the CRD step's ConfigMap), ``job`` and ``networkpolicy``
     (:func:`job_network_policy`). The NetworkPolicy is a plain template, so it exists before the
@@ -288,8 +363,21 @@ def render_job_chart(cluster: ClusterSpec, job: HookJob, *, description: str,
         return text
 
     sa, role, binding, job_doc = job_objects(cluster, job)
-    templates = [("serviceaccount", dump([sa])), ("rbac", dump([role, binding])),
-                 *((stem, dump(objects)) for stem, objects in before_job), ("job", dump([job_doc])),
-                 ("networkpolicy", dump([job_network_policy(job)]))]
-    extra = None if values is None else {"values.yaml": dump_documents([dict(values)])[len("---\n"):]}
-    return make_chart(job.name, description, templates, version=version, app_version=app_version, extra_files=extra)
+    templates = [
+        ("serviceaccount", dump([sa])),
+        ("rbac", dump([role, binding])),
+        *((stem, dump(objects)) for stem, objects in before_job),
+        ("job", dump([job_doc])),
+        ("networkpolicy", dump([job_network_policy(job)])),
+    ]
+    extra = (
+        None if values is None else {"values.yaml": dump_documents([dict(values)])[len("---\n") :]}
+    )
+    return make_chart(
+        job.name,
+        description,
+        templates,
+        version=version,
+        app_version=app_version,
+        extra_files=extra,
+    )

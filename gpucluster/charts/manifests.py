@@ -34,7 +34,8 @@ import hashlib
 import json
 import marshal
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpucluster import diskcache
 from gpucluster.errors import GpuclusterError, PluginError
@@ -184,8 +185,13 @@ def plain_key(value: Any) -> Any:
     return _plain_key(value)[0]
 
 
-_DOCUMENT_OPTIONS = dict(sort_keys=False, default_flow_style=False, allow_unicode=True,
-                         width=1 << 30, explicit_start=True)
+_DOCUMENT_OPTIONS = dict(
+    sort_keys=False,
+    default_flow_style=False,
+    allow_unicode=True,
+    width=1 << 30,
+    explicit_start=True,
+)
 _CHART_YAML_OPTIONS = dict(sort_keys=False, default_flow_style=False, width=1 << 30)
 """``Chart.yaml`` and the templates' ``toyaml`` filter."""
 _MEMO_LIMIT = 4096
@@ -231,10 +237,19 @@ def _dump_plain(doc: Any, options: dict[str, Any], data: bytes) -> tuple[str, bo
     source, the PyYAML install). Whether libyaml's emitter may write it (:func:`_plain_key`) is
     decided only when it is dumped, and kept with the text."""
     identity = _render_identity()
-    key = None if identity is None else diskcache.digest([identity, "dump", _OPTION_NAMES[id(options)], data])
+    key = (
+        None
+        if identity is None
+        else diskcache.digest([identity, "dump", _OPTION_NAMES[id(options)], data])
+    )
     if key is not None:
         cached = diskcache.get_plain(DUMP_CACHE_KIND, key)
-        if type(cached) is list and len(cached) == 2 and type(cached[0]) is str and type(cached[1]) is bool:
+        if (
+            type(cached) is list
+            and len(cached) == 2
+            and type(cached[0]) is str
+            and type(cached[1]) is bool
+        ):
             return cached[0], cached[1]
     libyaml = _plain_key(doc)[1]
     text = _yaml_dump(doc, options, libyaml=libyaml)
@@ -288,8 +303,15 @@ def content_hash(files: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def make_chart(name: str, description: str, templates: list[tuple[str, str]], *, version: str = MANIFEST_CHART_VERSION,
-               app_version: str = "", extra_files: Mapping[str, str] | None = None) -> LocalChart:
+def make_chart(
+    name: str,
+    description: str,
+    templates: list[tuple[str, str]],
+    *,
+    version: str = MANIFEST_CHART_VERSION,
+    app_version: str = "",
+    extra_files: Mapping[str, str] | None = None,
+) -> LocalChart:
     """A :class:`LocalChart` with ``Chart.yaml`` and ``templates/NNN-<stem>.yaml`` files.
 
     Args:
@@ -313,7 +335,12 @@ def make_chart(name: str, description: str, templates: list[tuple[str, str]], *,
     for index, (stem, text) in enumerate(templates):
         files[f"templates/{index:03d}-{stem}.yaml"] = text
     files.update(extra_files or {})
-    return LocalChart(name=name, version=version, files=dict(sorted(files.items())), content_hash=content_hash(files))
+    return LocalChart(
+        name=name,
+        version=version,
+        files=dict(sorted(files.items())),
+        content_hash=content_hash(files),
+    )
 
 
 # --------------------------------------------------------------------------- template context
@@ -334,7 +361,9 @@ def _scheduling_dict(cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def template_context(cluster: ClusterSpec, recipe: Recipe, component: Component, phase: str) -> dict[str, Any]:
+def template_context(
+    cluster: ClusterSpec, recipe: Recipe, component: Component, phase: str
+) -> dict[str, Any]:
     """The names a manifest template sees (documented in docs/manifests.md).
 
     Returns:
@@ -365,7 +394,11 @@ def template_context(cluster: ClusterSpec, recipe: Recipe, component: Component,
             "chart": ref.chart,
             "version": ref.version,
         },
-        "release": {"name": release_name(ref.name, phase), "namespace": ref.namespace, "phase": phase},
+        "release": {
+            "name": release_name(ref.name, phase),
+            "namespace": ref.namespace,
+            "phase": phase,
+        },
         "cluster": {
             "name": cluster.name,
             "service": cluster.criteria.service,
@@ -376,7 +409,9 @@ def template_context(cluster: ClusterSpec, recipe: Recipe, component: Component,
         },
         "recipe": {
             "overlays": list(recipe.applied_overlays),
-            "profile": {"name": recipe.profile[0], "value": recipe.profile[1]} if recipe.profile else None,
+            "profile": {"name": recipe.profile[0], "value": recipe.profile[1]}
+            if recipe.profile
+            else None,
         },
     }
 
@@ -477,7 +512,11 @@ def chart_documents(text: str) -> tuple[Any, ...]:
     if docs is None:
         by_libyaml = text in _LIBYAML_TEXTS
         identity = _render_identity()
-        key = None if identity is None else diskcache.digest([identity, "parse", str(by_libyaml), text])
+        key = (
+            None
+            if identity is None
+            else diskcache.digest([identity, "parse", str(by_libyaml), text])
+        )
         cached = diskcache.MISS if key is None else diskcache.get_plain(PARSE_CACHE_KIND, key)
         if type(cached) is list:
             docs = tuple(cached)
@@ -497,7 +536,9 @@ def _parse_chart_text(text: str, by_libyaml: bool) -> tuple[Any, ...]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", None) if by_libyaml else None
-    return tuple(yaml.load_all(text, Loader=loader) if loader is not None else yaml.safe_load_all(text))
+    return tuple(
+        yaml.load_all(text, Loader=loader) if loader is not None else yaml.safe_load_all(text)
+    )
 
 
 def _load_documents(rendered: str) -> list[Any]:
@@ -505,7 +546,9 @@ def _load_documents(rendered: str) -> list[Any]:
     return copy.deepcopy(list(chart_documents(rendered)))
 
 
-def render_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:
+def render_template(
+    text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str
+) -> list[dict[str, Any]]:
     """Render one Jinja2 manifest template and parse it into objects.
 
     Returns:
@@ -530,13 +573,17 @@ def render_template(text: str, context: Mapping[str, Any], *, source: str, clust
             **where,
         ) from None
     except jinja2.TemplateSyntaxError as exc:
-        raise GpuclusterError(f"manifest template syntax error on line {exc.lineno}: {exc.message}", **where) from None
+        raise GpuclusterError(
+            f"manifest template syntax error on line {exc.lineno}: {exc.message}", **where
+        ) from None
     import yaml
 
     try:
         docs = [d for d in _load_documents(rendered) if d is not None]
     except yaml.YAMLError as exc:
-        raise GpuclusterError(f"manifest template did not render to valid YAML: {exc}", **where) from None
+        raise GpuclusterError(
+            f"manifest template did not render to valid YAML: {exc}", **where
+        ) from None
     for index, doc in enumerate(docs):
         check_object(doc, where=where, index=index)
     return docs
@@ -556,7 +603,9 @@ def _render_identity() -> str | None:
     return diskcache.code_identity("manifest-render 1", __file__, ["jinja2", "markupsafe", "yaml"])
 
 
-def render_shipped_template(text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str) -> list[dict[str, Any]]:
+def render_shipped_template(
+    text: str, context: Mapping[str, Any], *, source: str, cluster: str, component: str
+) -> list[dict[str, Any]]:
     """:func:`render_template` of a template of the shipped catalog, its result kept in the per-user
     cache (:mod:`gpucluster.diskcache`) keyed by the template text, the context and
     :func:`_render_identity`: the next process (a plan of the same cluster) reads the objects
@@ -577,14 +626,18 @@ def render_shipped_template(text: str, context: Mapping[str, Any], *, source: st
         before = marshal.dumps(dict(context), 2) if identity is not None else None
     except ValueError:  # not plain data: not a key
         before = None
-    key = diskcache.digest([identity, text, before]) if before is not None and identity is not None else None
+    key = (
+        diskcache.digest([identity, text, before])
+        if before is not None and identity is not None
+        else None
+    )
     if key is not None:
         docs = diskcache.get_plain(RENDER_CACHE_KIND, key)
         if type(docs) is list and all(type(d) is dict for d in docs):
-                where = {"file": source, "cluster": cluster, "component": component}
-                for index, doc in enumerate(docs):
-                    check_object(doc, where=where, index=index)
-                return docs
+            where = {"file": source, "cluster": cluster, "component": component}
+            for index, doc in enumerate(docs):
+                check_object(doc, where=where, index=index)
+            return docs
     docs = render_template(text, context, source=source, cluster=cluster, component=component)
     if key is not None and _plain_key(docs)[0] is not None:
         try:
@@ -668,13 +721,17 @@ def check_object(doc: Any, *, where: Mapping[str, Any], index: int = 0) -> None:
     """
     label = f"document {index}"
     if not isinstance(doc, dict):
-        raise GpuclusterError(f"{label} is a {type(doc).__name__}, not a Kubernetes object", **where)
+        raise GpuclusterError(
+            f"{label} is a {type(doc).__name__}, not a Kubernetes object", **where
+        )
     for key in ("apiVersion", "kind"):
         if not isinstance(doc.get(key), str) or not doc.get(key):
             raise GpuclusterError(f"{label} has no {key}", key=key, **where)
     meta = doc.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise GpuclusterError(f"{label} ({doc['kind']}) has no metadata.name", key="metadata.name", **where)
+        raise GpuclusterError(
+            f"{label} ({doc['kind']}) has no metadata.name", key="metadata.name", **where
+        )
     annotations = meta.get("annotations") or {}
     hook = annotations.get(HOOK_ANNOTATION_PREFIX)
     if hook is not None:
@@ -702,13 +759,20 @@ def object_key(doc: Mapping[str, Any]) -> tuple[str, str, str, str]:
 # --------------------------------------------------------------------------- plugin manifests
 
 
-def _plugin_manifests(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]) -> list[tuple[str, Any]]:
+def _plugin_manifests(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component]
+) -> list[tuple[str, Any]]:
     """``(plugin name, Manifest)`` from hook ``gpucluster_manifests``, in hook call order."""
     from gpucluster.plugins import call_list_hook
 
     out: list[tuple[str, Any]] = []
     for plugin, item in call_list_hook(
-        "gpucluster_manifests", Manifest, what="gpucluster.sdk.Manifest", cluster=cluster, recipe=recipe, components=components
+        "gpucluster_manifests",
+        Manifest,
+        what="gpucluster.sdk.Manifest",
+        cluster=cluster,
+        recipe=recipe,
+        components=components,
     ):
         if item.phase not in PHASES:
             raise PluginError(
@@ -739,8 +803,13 @@ def _stem_of(relpath: str) -> str:
     return base
 
 
-def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog,
-                           objects: dict[tuple[str, str, str, str], str] | None = None) -> dict[tuple[str, str], LocalChart]:
+def render_manifest_charts(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    catalog,
+    objects: dict[tuple[str, str, str, str], str] | None = None,
+) -> dict[tuple[str, str], LocalChart]:
     """Render every enabled component's pre- and post-manifests into local charts.
 
     Args:
@@ -762,7 +831,14 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
     by_component: dict[tuple[str, str], list[tuple[str, str]]] = {}
     seen: dict[tuple[str, str, str, str], str] = {}
 
-    def add(component: str, phase: str, stem: str, docs: list[dict[str, Any]], source: str, text: str | None = None) -> None:
+    def add(
+        component: str,
+        phase: str,
+        stem: str,
+        docs: list[dict[str, Any]],
+        source: str,
+        text: str | None = None,
+    ) -> None:
         for doc in docs:
             key = object_key(doc)
             if key in seen:
@@ -776,13 +852,18 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
             if objects is not None:
                 objects[key] = component
         if docs:
-            by_component.setdefault((component, phase), []).append((stem, text if text is not None else dump_documents(docs)))
+            by_component.setdefault((component, phase), []).append(
+                (stem, text if text is not None else dump_documents(docs))
+            )
 
     for ref in recipe.component_refs:
         comp = components.get(ref.name)
         if comp is None:
             continue
-        for phase, files in (("pre", comp.ref.pre_manifest_files), ("post", comp.ref.manifest_files)):
+        for phase, files in (
+            ("pre", comp.ref.pre_manifest_files),
+            ("post", comp.ref.manifest_files),
+        ):
             context = template_context(cluster, recipe, comp, phase)
             for relpath in files:
                 text = catalog.template_text(relpath)
@@ -794,20 +875,34 @@ def render_manifest_charts(cluster: ClusterSpec, recipe: Recipe, components: Map
                     add(ref.name, phase, _stem_of(relpath), docs, relpath, text=text)
                     continue
                 render = render_shipped_template if _shipped(catalog, relpath) else render_template
-                docs = render(text, context, source=relpath, cluster=cluster.name, component=ref.name)
+                docs = render(
+                    text, context, source=relpath, cluster=cluster.name, component=ref.name
+                )
                 add(ref.name, phase, _stem_of(relpath), docs, relpath)
 
     for plugin, manifest in _plugin_manifests(cluster, recipe, components):
         if manifest.component not in components:
             continue  # component disabled or not in this recipe
-        where = {"file": f"plugin {plugin}", "cluster": cluster.name, "component": manifest.component}
+        where = {
+            "file": f"plugin {plugin}",
+            "cluster": cluster.name,
+            "component": manifest.component,
+        }
         for index, doc in enumerate(manifest.documents):
             check_object(doc, where=where, index=index)
-        add(manifest.component, manifest.phase, manifest.name, list(manifest.documents), f"plugin {plugin} manifest '{manifest.name}'")
+        add(
+            manifest.component,
+            manifest.phase,
+            manifest.name,
+            list(manifest.documents),
+            f"plugin {plugin} manifest '{manifest.name}'",
+        )
 
     charts: dict[tuple[str, str], LocalChart] = {}
     order = {ref.name: i for i, ref in enumerate(recipe.component_refs)}
-    for (component, phase), templates in sorted(by_component.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][0], kv[0][1])):
+    for (component, phase), templates in sorted(
+        by_component.items(), key=lambda kv: (order.get(kv[0][0], 0), kv[0][0], kv[0][1])
+    ):
         stems = [s for s, _ in templates]
         dup = sorted({s for s in stems if stems.count(s) > 1})
         if dup:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.fields import Where
@@ -49,18 +50,33 @@ def normalize(url: str) -> str:
 
 def _url(value: Any, *, file: str, cluster: str | None, key: str) -> str:
     if not isinstance(value, str) or not value:
-        raise GpuclusterError(f"'{key}' must be a repository URL string", file=file, cluster=cluster, key=key,
-                              allowed="https://HOST/PATH, http://HOST/PATH or oci://HOST/PATH", fix="quote the URL")
+        raise GpuclusterError(
+            f"'{key}' must be a repository URL string",
+            file=file,
+            cluster=cluster,
+            key=key,
+            allowed="https://HOST/PATH, http://HOST/PATH or oci://HOST/PATH",
+            fix="quote the URL",
+        )
     if "@" in value.split("://", 1)[-1].split("/", 1)[0]:
         raise GpuclusterError(
-            f"'{key}': credentials do not belong in the cluster file", file=file, cluster=cluster, key=key,
+            f"'{key}': credentials do not belong in the cluster file",
+            file=file,
+            cluster=cluster,
+            key=key,
             fix="remove the user name and password from the URL; log in with `helm registry login HOST` (or `az acr login "
-                "--name REGISTRY`) on the machine that runs Terraform and `gpucluster charts pull`")
+            "--name REGISTRY`) on the machine that runs Terraform and `gpucluster charts pull`",
+        )
     if not re.fullmatch(URL, value):
-        raise GpuclusterError(f"invalid repository URL {value!r}", file=file, cluster=cluster, key=key,
-                              allowed="https://HOST[:PORT]/PATH, http://... or oci://..., without user, query or fragment",
-                              fix="write the mirror's URL as `helm repo add` or `helm push` takes it, e.g. "
-                                  "oci://myacr.azurecr.io/helm")
+        raise GpuclusterError(
+            f"invalid repository URL {value!r}",
+            file=file,
+            cluster=cluster,
+            key=key,
+            allowed="https://HOST[:PORT]/PATH, http://... or oci://..., without user, query or fragment",
+            fix="write the mirror's URL as `helm repo add` or `helm push` takes it, e.g. "
+            "oci://myacr.azurecr.io/helm",
+        )
     return normalize(value)
 
 
@@ -81,22 +97,34 @@ def parse_charts(raw: Any, *, file: str, cluster: str | None, key: str) -> Chart
             an upstream given twice (``https://x/`` and ``https://x``) or mapped to itself.
     """
     w: dict[str, Any] = {"file": file, "cluster": cluster}
-    fields = Where(file, cluster).fields(raw, key, allowed="mirror: URL, mirrors: {UPSTREAM: URL}", fix=_DOCS)
+    fields = Where(file, cluster).fields(
+        raw, key, allowed="mirror: URL, mirrors: {UPSTREAM: URL}", fix=_DOCS
+    )
     fields.check_keys(KEYS, context=f"in '{key}'", fix=_DOCS)
     default = None if raw.get("mirror") is None else _url(raw["mirror"], key=f"{key}.mirror", **w)
     by_upstream: dict[str, str] = {}
-    table = fields.get_fields("mirrors", fix=f"map each upstream repository URL to its mirror URL; {_DOCS}")
+    table = fields.get_fields(
+        "mirrors", fix=f"map each upstream repository URL to its mirror URL; {_DOCS}"
+    )
     if table is not None:
         for upstream_raw, mirror_raw in table.items():
             upstream = _url(upstream_raw, key=f"{key}.mirrors", **w)
             where = f"{key}.mirrors[{upstream_raw}]"
             mirror = _url(mirror_raw, key=where, **w)
             if upstream in by_upstream:
-                raise GpuclusterError(f"upstream repository {upstream!r} is given twice in '{key}.mirrors'", key=where,
-                                      fix="keep one entry per upstream repository", **w)
+                raise GpuclusterError(
+                    f"upstream repository {upstream!r} is given twice in '{key}.mirrors'",
+                    key=where,
+                    fix="keep one entry per upstream repository",
+                    **w,
+                )
             if mirror == upstream:
-                raise GpuclusterError(f"'{where}' mirrors a repository to itself", key=where,
-                                      fix="remove the entry (the upstream is used when no mirror matches)", **w)
+                raise GpuclusterError(
+                    f"'{where}' mirrors a repository to itself",
+                    key=where,
+                    fix="remove the entry (the upstream is used when no mirror matches)",
+                    **w,
+                )
             by_upstream[upstream] = mirror
     if default is None and not by_upstream:
         return None
@@ -115,7 +143,9 @@ def mirrored(repository: str, mirrors: ChartMirrors | None) -> str:
     return mirrors.default or repository
 
 
-def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cluster: str, file: str) -> list[PlanNode]:
+def apply_mirrors(
+    nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cluster: str, file: str
+) -> list[PlanNode]:
     """``nodes`` with every remote chart (``kind == "chart"``) and CRD step source fetched through
     ``mirrors`` (:func:`mirrored`): a new list, a node whose source changes replaced by a new
     PlanNode; ``nodes`` are left as they are.
@@ -135,8 +165,11 @@ def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cl
             if upstream != normalize(repository):
                 raise GpuclusterError(
                     f"chart '{chart}' of {upstream} and of {normalize(repository)} would both come from mirror {target}",
-                    file=file, cluster=cluster, key=f"{mirrors.key}.mirrors",
-                    fix="give one of the upstream repositories its own entry in charts.mirrors")
+                    file=file,
+                    cluster=cluster,
+                    key=f"{mirrors.key}.mirrors",
+                    fix="give one of the upstream repositories its own entry in charts.mirrors",
+                )
         return target
 
     out = []
@@ -145,7 +178,9 @@ def apply_mirrors(nodes: Sequence[PlanNode], mirrors: ChartMirrors | None, *, cl
         if node.kind == "chart" and node.repository:
             changes["repository"] = through(node.repository, node.chart)
         if node.crd_source is not None and node.crd_source.repository:
-            changes["crd_source"] = dataclasses.replace(node.crd_source,
-                                                        repository=through(node.crd_source.repository, node.crd_source.chart))
+            changes["crd_source"] = dataclasses.replace(
+                node.crd_source,
+                repository=through(node.crd_source.repository, node.crd_source.chart),
+            )
         out.append(dataclasses.replace(node, **changes) if changes else node)
     return out

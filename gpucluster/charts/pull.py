@@ -19,18 +19,20 @@ login``); none is read from the cluster file.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import urlsplit
 
 from gpucluster.charts import chartcache
 from gpucluster.charts.helmsdk import helm
 from gpucluster.model import RuntimePlan
 
-PULL_FIX = ("make the repository reachable from here, or name a mirror that holds the chart (charts.mirror or "
-            "charts.mirrors in the cluster file, docs/cluster-file.md); render and lint also read a chart unpacked into a "
-            "--charts folder")
+PULL_FIX = (
+    "make the repository reachable from here, or name a mirror that holds the chart (charts.mirror or "
+    "charts.mirrors in the cluster file, docs/cluster-file.md); render and lint also read a chart unpacked into a "
+    "--charts folder"
+)
 """The ``fix:`` of a chart ``charts pull`` cannot have."""
 
 
@@ -57,8 +59,13 @@ def pinned_charts(plans: Sequence[RuntimePlan]) -> list[PinnedChart]:
     for plan in plans:
         for node in plan.nodes:
             if node.kind == "chart" and node.repository:
-                found.setdefault((node.repository, node.chart, node.version), []).append((plan.cluster.name, node.id))
-    return [PinnedChart(repo, chart, version, tuple(users)) for (repo, chart, version), users in found.items()]
+                found.setdefault((node.repository, node.chart, node.version), []).append(
+                    (plan.cluster.name, node.id)
+                )
+    return [
+        PinnedChart(repo, chart, version, tuple(users))
+        for (repo, chart, version), users in found.items()
+    ]
 
 
 def is_loopback(repository: str) -> bool:
@@ -84,10 +91,23 @@ def fetch_chart(repository: str, chart: str, version: str, folder: Path) -> None
     """
     hp = helm()
     if repository.startswith("oci://"):
-        hp.pull(f"{repository.rstrip('/')}/{chart}", version=version, untar=True, untar_dir=folder, destination=folder,
-                plain_http=is_loopback(repository))
+        hp.pull(
+            f"{repository.rstrip('/')}/{chart}",
+            version=version,
+            untar=True,
+            untar_dir=folder,
+            destination=folder,
+            plain_http=is_loopback(repository),
+        )
     else:
-        hp.pull(chart, repo_url=repository, version=version, untar=True, untar_dir=folder, destination=folder)
+        hp.pull(
+            chart,
+            repo_url=repository,
+            version=version,
+            untar=True,
+            untar_dir=folder,
+            destination=folder,
+        )
 
 
 @dataclass(frozen=True)
@@ -107,7 +127,9 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def pull_one(pinned: PinnedChart | tuple[str, str, str], cache_dir: Path, *, refresh: bool = False) -> PullResult:
+def pull_one(
+    pinned: PinnedChart | tuple[str, str, str], cache_dir: Path, *, refresh: bool = False
+) -> PullResult:
     """Make sure one chart is in the cache (:func:`pull_all` for each).
 
     Args:
@@ -124,7 +146,13 @@ def pull_one(pinned: PinnedChart | tuple[str, str, str], cache_dir: Path, *, ref
         if found is not None:
             return PullResult(pinned, "cached", found)
     try:
-        path = chartcache.store(cache_dir, repo, chart, version, lambda folder: fetch_chart(repo, chart, version, folder))
+        path = chartcache.store(
+            cache_dir,
+            repo,
+            chart,
+            version,
+            lambda folder: fetch_chart(repo, chart, version, folder),
+        )
     except Exception as exc:  # HelmError, ChartCacheError: reported with the chart, never raised
         from gpucluster.errors import GpuclusterError
 
@@ -134,6 +162,8 @@ def pull_one(pinned: PinnedChart | tuple[str, str, str], cache_dir: Path, *, ref
     return PullResult(pinned, "pulled", path)
 
 
-def pull_all(plans: Sequence[RuntimePlan], cache_dir: Path, *, refresh: bool = False) -> list[PullResult]:
+def pull_all(
+    plans: Sequence[RuntimePlan], cache_dir: Path, *, refresh: bool = False
+) -> list[PullResult]:
     """:func:`pull_one` for every :func:`pinned_charts` of ``plans``, in that order."""
     return [pull_one(p, cache_dir, refresh=refresh) for p in pinned_charts(plans)]

@@ -27,7 +27,8 @@ NotFound). Nothing runs on install or upgrade.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpucluster.charts.crds import grouped_objects
 from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
@@ -71,8 +72,16 @@ def custom_resources(node: PlanNode, owners: Mapping[str, str]) -> list[dict[str
         if plural is None:
             continue
         meta = doc.get("metadata") or {}
-        out.append({"kind": str(doc["kind"]), "group": group, "version": version, "plural": plural,
-                    "name": str(meta.get("name", "")), "namespace": str(meta.get("namespace") or "")})
+        out.append(
+            {
+                "kind": str(doc["kind"]),
+                "group": group,
+                "version": version,
+                "plural": plural,
+                "name": str(meta.get("name", "")),
+                "namespace": str(meta.get("namespace") or ""),
+            }
+        )
     return sorted(out, key=lambda o: (o["group"], o["kind"], o["namespace"], o["name"]))
 
 
@@ -85,11 +94,19 @@ recovery (docs/upgrading.md, "Teardown"): the operators that own these finalizer
   kubectl uncordon <node>                               # a node a NodeMaintenance left cordoned"""
 
 
-def teardown_script(guard: str, objects: Sequence[Mapping[str, str]], *, node_maintenance: bool,
-                    timeout: int = TEARDOWN_TIMEOUT, poll: int = 10) -> str:
+def teardown_script(
+    guard: str,
+    objects: Sequence[Mapping[str, str]],
+    *,
+    node_maintenance: bool,
+    timeout: int = TEARDOWN_TIMEOUT,
+    poll: int = 10,
+) -> str:
     """POSIX shell of a guard's pre-delete Job (see the module docstring). ``kubectl`` errors other
     than NotFound are retried until the deadline."""
-    rows = "\n".join(f"{o['kind']}.{o['version']}.{o['group']}|{o['namespace']}|{o['name']}" for o in objects)
+    rows = "\n".join(
+        f"{o['kind']}.{o['version']}.{o['group']}|{o['namespace']}|{o['name']}" for o in objects
+    )
     recovery = "\n".join(f"log {shlex.quote(line)}" for line in RECOVERY.splitlines())
     nm = "1" if node_maintenance else ""
     return f"""\
@@ -138,7 +155,7 @@ limit=$(( $(now) + {timeout} ))
 while :; do
   stuck_now
   if [ -z "$stuck" ]; then
-    log "done: every custom resource is gone{' and no NodeMaintenance is left' if node_maintenance else ''}"
+    log "done: every custom resource is gone{" and no NodeMaintenance is left" if node_maintenance else ""}"
     exit 0
   fi
   if [ "$(now)" -ge "$limit" ]; then
@@ -156,35 +173,67 @@ done
 """
 
 
-def _rbac_rules(objects: Sequence[Mapping[str, str]], node_maintenance: bool) -> list[dict[str, Any]]:
+def _rbac_rules(
+    objects: Sequence[Mapping[str, str]], node_maintenance: bool
+) -> list[dict[str, Any]]:
     rules: dict[tuple[str, str], set[str]] = {}
     for o in objects:
         rules.setdefault((o["group"], o["plural"]), set()).add(o["name"])
     out: list[dict[str, Any]] = [
-        {"apiGroups": [group], "resources": [plural], "resourceNames": sorted(names), "verbs": ["delete", "get"]}
+        {
+            "apiGroups": [group],
+            "resources": [plural],
+            "resourceNames": sorted(names),
+            "verbs": ["delete", "get"],
+        }
         for (group, plural), names in sorted(rules.items())
     ]
     if node_maintenance:
-        out.append({"apiGroups": ["maintenance.nvidia.com"], "resources": ["nodemaintenances"], "verbs": ["list"]})
+        out.append(
+            {
+                "apiGroups": ["maintenance.nvidia.com"],
+                "resources": ["nodemaintenances"],
+                "verbs": ["list"],
+            }
+        )
     return out
 
 
-def render_teardown_chart(cluster: ClusterSpec, component: Component, objects: Sequence[Mapping[str, str]], *,
-                          node_maintenance: bool) -> Any:
+def render_teardown_chart(
+    cluster: ClusterSpec,
+    component: Component,
+    objects: Sequence[Mapping[str, str]],
+    *,
+    node_maintenance: bool,
+) -> Any:
     """The ``<component>-teardown`` chart: ServiceAccount, ClusterRole(+Binding) with ``get``/``delete``
     on exactly the named objects (and ``list`` on NodeMaintenances), and the ``pre-delete`` Job."""
     guard = component.name + TEARDOWN_SUFFIX
     job = HookJob(
-        name=guard, namespace=component.ref.namespace, app="gpucluster-teardown", rbac_name=f"gpucluster-teardown-{component.name}",
-        rules=_rbac_rules(objects, node_maintenance), container="teardown",
-        script=teardown_script(guard, objects, node_maintenance=node_maintenance), image=gate_image(cluster),
-        hook="pre-delete", backoff_limit=0, active_deadline_seconds=TEARDOWN_TIMEOUT + 60, fail_fast=False,
+        name=guard,
+        namespace=component.ref.namespace,
+        app="gpucluster-teardown",
+        rbac_name=f"gpucluster-teardown-{component.name}",
+        rules=_rbac_rules(objects, node_maintenance),
+        container="teardown",
+        script=teardown_script(guard, objects, node_maintenance=node_maintenance),
+        image=gate_image(cluster),
+        hook="pre-delete",
+        backoff_limit=0,
+        active_deadline_seconds=TEARDOWN_TIMEOUT + 60,
+        fail_fast=False,
     )
-    return render_job_chart(cluster, job, description=f"gpucluster teardown guard of {component.name}: deletes its custom "
-                            "resources and waits for their finalizers before terraform destroy uninstalls it")
+    return render_job_chart(
+        cluster,
+        job,
+        description=f"gpucluster teardown guard of {component.name}: deletes its custom "
+        "resources and waits for their finalizers before terraform destroy uninstalls it",
+    )
 
 
-def gate_objects(gates: Sequence[Any], owners: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
+def gate_objects(
+    gates: Sequence[Any], owners: Mapping[str, str]
+) -> dict[str, list[dict[str, str]]]:
     """Custom resources a component's *chart* creates, known from its readiness gates: a
     ``resource-condition`` gate on one named object of a CRD its own component owns (ClusterPolicy
     ``cluster-policy`` of gpu-operator). ``component -> objects``."""
@@ -195,13 +244,26 @@ def gate_objects(gates: Sequence[Any], owners: Mapping[str, str]) -> dict[str, l
         group, version = g.api_version.split("/", 1)
         if owners.get(f"{g.resource}.{group}") != g.component:
             continue
-        out.setdefault(g.component, []).append({"kind": g.kind_name, "group": group, "version": version, "plural": g.resource,
-                                                "name": g.name_of_object, "namespace": g.namespace or ""})
+        out.setdefault(g.component, []).append(
+            {
+                "kind": g.kind_name,
+                "group": group,
+                "version": version,
+                "plural": g.resource,
+                "name": g.name_of_object,
+                "namespace": g.namespace or "",
+            }
+        )
     return out
 
 
-def teardown_nodes(cluster: ClusterSpec, components: Mapping[str, Component], nodes: Sequence[PlanNode],
-                   owners: Mapping[str, str], gates: Sequence[Any] = ()) -> list[PlanNode]:
+def teardown_nodes(
+    cluster: ClusterSpec,
+    components: Mapping[str, Component],
+    nodes: Sequence[PlanNode],
+    owners: Mapping[str, str],
+    gates: Sequence[Any] = (),
+) -> list[PlanNode]:
     """The guard releases for ``nodes`` (see the module docstring), sorted by id.
 
     A guard depends on every release of its component that applies custom resources, on the
@@ -217,17 +279,44 @@ def teardown_nodes(cluster: ClusterSpec, components: Mapping[str, Component], no
     for name in sorted(by_component):
         releases = by_component[name]
         chart_objects = from_gates.get(name, [])
-        objects = [o for n in releases if n.kind in ("pre-manifests", "manifests") for o in custom_resources(n, owners)]
-        objects = sorted([*objects, *chart_objects], key=lambda o: (o["group"], o["kind"], o["namespace"], o["name"]))
+        objects = [
+            o
+            for n in releases
+            if n.kind in ("pre-manifests", "manifests")
+            for o in custom_resources(n, owners)
+        ]
+        objects = sorted(
+            [*objects, *chart_objects],
+            key=lambda o: (o["group"], o["kind"], o["namespace"], o["name"]),
+        )
         node_maintenance = name == nm_owner
         if not objects and not node_maintenance:
             continue
-        holders = sorted({n.id for n in releases if n.kind in ("pre-manifests", "manifests") and custom_resources(n, owners)}
-                         | ({n.id for n in releases if n.kind == "chart"} if node_maintenance or chart_objects else set()))
-        chart = render_teardown_chart(cluster, components[name], objects, node_maintenance=node_maintenance)
-        out.append(PlanNode(
-            id=name + TEARDOWN_SUFFIX, kind="teardown", component=name, namespace=components[name].ref.namespace,
-            local_chart=chart, values={"contentHash": chart.content_hash}, depends_on=holders,
-            timeout_seconds=TEARDOWN_TIMEOUT + TEARDOWN_HELM_MARGIN,
-        ))
+        holders = sorted(
+            {
+                n.id
+                for n in releases
+                if n.kind in ("pre-manifests", "manifests") and custom_resources(n, owners)
+            }
+            | (
+                {n.id for n in releases if n.kind == "chart"}
+                if node_maintenance or chart_objects
+                else set()
+            )
+        )
+        chart = render_teardown_chart(
+            cluster, components[name], objects, node_maintenance=node_maintenance
+        )
+        out.append(
+            PlanNode(
+                id=name + TEARDOWN_SUFFIX,
+                kind="teardown",
+                component=name,
+                namespace=components[name].ref.namespace,
+                local_chart=chart,
+                values={"contentHash": chart.content_hash},
+                depends_on=holders,
+                timeout_seconds=TEARDOWN_TIMEOUT + TEARDOWN_HELM_MARGIN,
+            )
+        )
     return out

@@ -56,7 +56,8 @@ The stacks layer (``gpucluster_cdk/stacks/common.py``) turns the mapping into cd
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.fields import Fields, Where
@@ -64,8 +65,17 @@ from gpucluster.fields import Fields, Where
 BACKEND_TYPES = ("local", "cloud", "azurerm")
 LOCAL_KEYS = ("type",)
 CLOUD_KEYS = ("type", "organization", "workspacePrefix", "hostname", "project")
-AZURERM_KEYS = ("type", "storageAccountName", "containerName", "keyPrefix", "resourceGroupName", "subscriptionId", "tenantId",
-                "useAzureadAuth", "useOidc")
+AZURERM_KEYS = (
+    "type",
+    "storageAccountName",
+    "containerName",
+    "keyPrefix",
+    "resourceGroupName",
+    "subscriptionId",
+    "tenantId",
+    "useAzureadAuth",
+    "useOidc",
+)
 KEYS = {"local": LOCAL_KEYS, "cloud": CLOUD_KEYS, "azurerm": AZURERM_KEYS}
 DEFAULT_HOSTNAME = "app.terraform.io"
 STATE_KEY_SUFFIX = ".tfstate"
@@ -80,7 +90,9 @@ WORKSPACE_NAME_MAX = 90
 ORGANIZATION_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 PROJECT_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_ -]+[A-Za-z0-9_-]$")
 PROJECT_NAME_MAX = 40
-HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?$")
+HOSTNAME = re.compile(
+    r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?$"
+)
 STORAGE_ACCOUNT_NAME = r"[a-z0-9]{3,24}"
 CONTAINER_NAME = r"(?=.{3,63}\Z)[a-z0-9]+(-[a-z0-9]+)*"
 RESOURCE_GROUP_NAME = r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]"
@@ -91,10 +103,22 @@ BLOB_NAME_MAX = 1024
 through); sources in the module docstring."""
 
 CREDENTIAL_KEYS = (
-    "token", "password", "credentials", "apiToken",
-    "accessKey", "access_key", "sasToken", "sas_token", "clientSecret", "client_secret",
-    "clientCertificatePassword", "client_certificate_password", "oidcToken", "oidc_token",
-    "oidcRequestToken", "oidc_request_token",
+    "token",
+    "password",
+    "credentials",
+    "apiToken",
+    "accessKey",
+    "access_key",
+    "sasToken",
+    "sas_token",
+    "clientSecret",
+    "client_secret",
+    "clientCertificatePassword",
+    "client_certificate_password",
+    "oidcToken",
+    "oidc_token",
+    "oidcRequestToken",
+    "oidc_request_token",
 )
 """Keys refused in any backend mapping: a secret never goes into the cluster file (nor into the
 synthesized JSON, which carries the backend block)."""
@@ -127,19 +151,26 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
     """
     w = {"file": file, "cluster": cluster}
     fields = Where(file, cluster).fields(
-        raw, key, allowed="{type: local} or {type: cloud, organization: ORG, workspacePrefix: PREFIX}", fix=_DOCS)
+        raw,
+        key,
+        allowed="{type: local} or {type: cloud, organization: ORG, workspacePrefix: PREFIX}",
+        fix=_DOCS,
+    )
     secret = sorted(k for k in raw if k in CREDENTIAL_KEYS)
     if secret:
         raise GpuclusterError(
             f"'{key}.{secret[0]}': credentials do not belong in the cluster file",
             key=f"{key}.{secret[0]}",
-            fix=_AZURE_CREDENTIALS_FIX if raw.get("type") == "azurerm" else
-            "remove it; Terraform reads the token from `terraform login` or the TF_TOKEN_<hostname> environment variable "
+            fix=_AZURE_CREDENTIALS_FIX
+            if raw.get("type") == "azurerm"
+            else "remove it; Terraform reads the token from `terraform login` or the TF_TOKEN_<hostname> environment variable "
             "(e.g. TF_TOKEN_app_terraform_io)",
             **w,
         )
     if "type" not in raw:
-        raise GpuclusterError(f"missing key '{key}.type'", key=f"{key}.type", allowed=", ".join(BACKEND_TYPES), **w)
+        raise GpuclusterError(
+            f"missing key '{key}.type'", key=f"{key}.type", allowed=", ".join(BACKEND_TYPES), **w
+        )
     kind = raw["type"]
     if kind not in BACKEND_TYPES:
         raise GpuclusterError(
@@ -156,8 +187,11 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
 
     def text(name: str, *, required: bool, empty_ok: bool = False) -> str | None:
         if required and fields.get(name) is None:
-            raise fields.error(name, f"missing key '{key}.{name}' (required for backend type '{kind}')",
-                               fix=f"set {name} (see docs/cluster-file.md, backend)")
+            raise fields.error(
+                name,
+                f"missing key '{key}.{name}' (required for backend type '{kind}')",
+                fix=f"set {name} (see docs/cluster-file.md, backend)",
+            )
         return fields.get_str(name, empty_ok=empty_ok)
 
     if kind == "azurerm":
@@ -187,7 +221,9 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             **w,
         )
     project = text("project", required=False)
-    if project is not None and (len(project) > PROJECT_NAME_MAX or not PROJECT_NAME.fullmatch(project)):
+    if project is not None and (
+        len(project) > PROJECT_NAME_MAX or not PROJECT_NAME.fullmatch(project)
+    ):
         raise GpuclusterError(
             f"invalid project name {project!r}",
             key=f"{key}.project",
@@ -195,46 +231,108 @@ def parse_backend(raw: Any, *, file: str, cluster: str | None, key: str) -> dict
             "not starting or ending with a space",
             **w,
         )
-    return {"type": "cloud", "organization": organization, "workspacePrefix": prefix, "hostname": hostname, "project": project}
+    return {
+        "type": "cloud",
+        "organization": organization,
+        "workspacePrefix": prefix,
+        "hostname": hostname,
+        "project": project,
+    }
 
 
-_AZ_LIST = {"storageAccountName": "az storage account list --query [].name",
-            "containerName": "az storage container list --auth-mode login --account-name ACCOUNT --query [].name",
-            "resourceGroupName": "az group list --query [].name"}
+_AZ_LIST = {
+    "storageAccountName": "az storage account list --query [].name",
+    "containerName": "az storage container list --auth-mode login --account-name ACCOUNT --query [].name",
+    "resourceGroupName": "az group list --query [].name",
+}
 
 
 def _parse_azurerm(raw: Fields, text: Any, *, key: str, w: Mapping[str, Any]) -> dict[str, Any]:
     """The ``azurerm`` fields of ``raw`` (``text``: :func:`parse_backend`'s string reader), each
     matched whole against its pattern (module docstring)."""
 
-    def checked(name: str, pattern: str, allowed: str, *, required: bool, empty_ok: bool = False,
-                fix: str = "") -> str | None:
+    def checked(
+        name: str,
+        pattern: str,
+        allowed: str,
+        *,
+        required: bool,
+        empty_ok: bool = False,
+        fix: str = "",
+    ) -> str | None:
         value = text(name, required=required, empty_ok=empty_ok)
         if value is not None and not re.fullmatch(pattern, value):
-            raise GpuclusterError(f"invalid {name} {value!r}", key=f"{key}.{name}", allowed=allowed,
-                                  fix=fix or f"name it as `{_AZ_LIST[name]}` shows it (see docs/cluster-file.md, backend)", **w)
+            raise GpuclusterError(
+                f"invalid {name} {value!r}",
+                key=f"{key}.{name}",
+                allowed=allowed,
+                fix=fix
+                or f"name it as `{_AZ_LIST[name]}` shows it (see docs/cluster-file.md, backend)",
+                **w,
+            )
         return value
 
     def flag(name: str) -> bool | None:
         return raw.get_bool(name)
 
-    account = checked("storageAccountName", STORAGE_ACCOUNT_NAME, "3 to 24 lowercase letters and digits (Azure storage "
-                      "account names)", required=True)
-    container = checked("containerName", CONTAINER_NAME, "3 to 63 lowercase letters, digits and '-', starting and ending with "
-                        "a letter or digit, no '--' (Azure container names)", required=True)
-    prefix = checked("keyPrefix", KEY_PREFIX, "letters, digits, '.', '_', '-' and '/' between path segments (no '.' or '..' "
-                     "segment, no leading or doubled '/'), e.g. gpucluster/", required=False, empty_ok=True,
-                     fix="write a blob path prefix such as gpucluster/ or team-a/gpu-") or ""
-    group = checked("resourceGroupName", RESOURCE_GROUP_NAME, "1 to 90 letters, digits, '_', '-', '.', '(' and ')', not "
-                    "ending in '.' (Azure resource group names)", required=False)
-    subscription = checked("subscriptionId", GUID, "a GUID, e.g. 00000000-0000-0000-0000-000000000000", required=False,
-                           fix="write the subscription's id (az account show --query id), or leave it out to use ARM_SUBSCRIPTION_ID")
-    tenant = checked("tenantId", GUID, "a GUID, e.g. 00000000-0000-0000-0000-000000000000", required=False,
-                     fix="write the tenant's id (az account show --query tenantId), or leave it out to use ARM_TENANT_ID")
+    account = checked(
+        "storageAccountName",
+        STORAGE_ACCOUNT_NAME,
+        "3 to 24 lowercase letters and digits (Azure storage account names)",
+        required=True,
+    )
+    container = checked(
+        "containerName",
+        CONTAINER_NAME,
+        "3 to 63 lowercase letters, digits and '-', starting and ending with "
+        "a letter or digit, no '--' (Azure container names)",
+        required=True,
+    )
+    prefix = (
+        checked(
+            "keyPrefix",
+            KEY_PREFIX,
+            "letters, digits, '.', '_', '-' and '/' between path segments (no '.' or '..' "
+            "segment, no leading or doubled '/'), e.g. gpucluster/",
+            required=False,
+            empty_ok=True,
+            fix="write a blob path prefix such as gpucluster/ or team-a/gpu-",
+        )
+        or ""
+    )
+    group = checked(
+        "resourceGroupName",
+        RESOURCE_GROUP_NAME,
+        "1 to 90 letters, digits, '_', '-', '.', '(' and ')', not "
+        "ending in '.' (Azure resource group names)",
+        required=False,
+    )
+    subscription = checked(
+        "subscriptionId",
+        GUID,
+        "a GUID, e.g. 00000000-0000-0000-0000-000000000000",
+        required=False,
+        fix="write the subscription's id (az account show --query id), or leave it out to use ARM_SUBSCRIPTION_ID",
+    )
+    tenant = checked(
+        "tenantId",
+        GUID,
+        "a GUID, e.g. 00000000-0000-0000-0000-000000000000",
+        required=False,
+        fix="write the tenant's id (az account show --query tenantId), or leave it out to use ARM_TENANT_ID",
+    )
     azuread = flag("useAzureadAuth")
-    return {"type": "azurerm", "storageAccountName": account, "containerName": container, "keyPrefix": prefix,
-            "useAzureadAuth": True if azuread is None else azuread, "resourceGroupName": group,
-            "subscriptionId": subscription, "tenantId": tenant, "useOidc": flag("useOidc")}
+    return {
+        "type": "azurerm",
+        "storageAccountName": account,
+        "containerName": container,
+        "keyPrefix": prefix,
+        "useAzureadAuth": True if azuread is None else azuread,
+        "resourceGroupName": group,
+        "subscriptionId": subscription,
+        "tenantId": tenant,
+        "useOidc": flag("useOidc"),
+    }
 
 
 def is_cloud(backend: Mapping[str, Any] | None) -> bool:
@@ -268,7 +366,9 @@ def workspace_names(backend: Mapping[str, Any], cluster: str) -> list[str]:
     return [workspace_name(backend, f"{cluster}{suffix}") for suffix in STACK_SUFFIXES]
 
 
-def check_workspaces(backend: Mapping[str, Any] | None, *, cluster: str, file: str, key: str) -> None:
+def check_workspaces(
+    backend: Mapping[str, Any] | None, *, cluster: str, file: str, key: str
+) -> None:
     """Refuse workspace names HCP Terraform would refuse (per cluster: they contain its name), and
     ``azurerm`` state blob names longer than Azure allows.
 
@@ -290,7 +390,11 @@ def check_workspaces(backend: Mapping[str, Any] | None, *, cluster: str, file: s
             if len(blob) > BLOB_NAME_MAX:
                 raise GpuclusterError(
                     f"state blob name {blob!r} is {len(blob)} characters; Azure allows at most {BLOB_NAME_MAX}",
-                    file=file, cluster=cluster, key=key, fix="shorten keyPrefix")
+                    file=file,
+                    cluster=cluster,
+                    key=key,
+                    fix="shorten keyPrefix",
+                )
         return
     for name in workspace_names(backend, cluster):
         if not WORKSPACE_NAME.fullmatch(name):
@@ -312,7 +416,9 @@ def check_workspaces(backend: Mapping[str, Any] | None, *, cluster: str, file: s
             )
 
 
-def check_unique_workspaces(entries: Iterable[tuple[str, Mapping[str, Any] | None, str]], *, file: str) -> None:
+def check_unique_workspaces(
+    entries: Iterable[tuple[str, Mapping[str, Any] | None, str]], *, file: str
+) -> None:
     """Refuse two stacks that would share one workspace or one ``azurerm`` state blob.
 
     Args:
@@ -336,7 +442,11 @@ def check_unique_workspaces(entries: Iterable[tuple[str, Mapping[str, Any] | Non
                     raise GpuclusterError(
                         f"state blob '{blob}' in container '{backend['containerName']}' of storage account "
                         f"'{backend['storageAccountName']}' is used by cluster '{seen[where]}' too; one blob holds one stack's state",
-                        file=file, cluster=cluster, key=key, fix="give the clusters key prefixes that cannot collide")
+                        file=file,
+                        cluster=cluster,
+                        key=key,
+                        fix="give the clusters key prefixes that cannot collide",
+                    )
                 seen[where] = cluster
             continue
         for name in workspace_names(backend, cluster):

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpucluster import yamlsafe
 from gpucluster.errors import GpuclusterError
@@ -36,7 +37,13 @@ from gpucluster.model import (
     Taint,
 )
 from gpucluster.recipes.overrides import parse_overrides
-from gpucluster.recipes.scheduling import EFFECTS, check_label_key, check_label_value, parse_scheduling, parse_taint
+from gpucluster.recipes.scheduling import (
+    EFFECTS,
+    check_label_key,
+    check_label_value,
+    parse_scheduling,
+    parse_taint,
+)
 
 if TYPE_CHECKING:
     from gpucluster.inputs.fleet import FleetSpec
@@ -73,7 +80,9 @@ ENV_DEFAULT_INTENDED = "GPUCLUSTER_EMBEDDED_DEFAULT"
 :func:`embedded_default_notice` (this repository's ``make synth`` sets it; it changes nothing else)."""
 
 
-def embedded_default_notice(path: str | None = None, env: Mapping[str, str] = os.environ) -> str | None:
+def embedded_default_notice(
+    path: str | None = None, env: Mapping[str, str] = os.environ
+) -> str | None:
     """The info line printed by the cdktf app, ``gpucluster synth`` and ``gpucluster plan`` when no
     cluster file is found and :func:`load_clusters` falls back to the embedded default, else None.
 
@@ -82,21 +91,29 @@ def embedded_default_notice(path: str | None = None, env: Mapping[str, str] = os
     init``, so a run in the wrong folder or a ``gpucluster.yml`` typo does not silently plan an
     H100 node in eastus. None also with :data:`ENV_DEFAULT_INTENDED` set to ``1``.
     """
-    if path is not None or env.get(ENV_CONFIG) or Path(DEFAULT_FILE_NAME).is_file() or env.get(ENV_DEFAULT_INTENDED) == "1":
+    if (
+        path is not None
+        or env.get(ENV_CONFIG)
+        or Path(DEFAULT_FILE_NAME).is_file()
+        or env.get(ENV_DEFAULT_INTENDED) == "1"
+    ):
         return None
     from gpucluster.errors import Problem
 
     folder = Path.cwd()
     return Problem(
         message=f"no cluster file in {folder} ({ENV_CONFIG} is not set and there is no {DEFAULT_FILE_NAME}); using the "
-                "built-in example cluster gpu-training (AKS, one Standard_ND96isr_H100_v5 node in eastus)",
-        file=EMBEDDED_SOURCE, id="input.default",
+        "built-in example cluster gpu-training (AKS, one Standard_ND96isr_H100_v5 node in eastus)",
+        file=EMBEDDED_SOURCE,
+        id="input.default",
         fix=f"`gpucluster init` creates a project with its own {DEFAULT_FILE_NAME} in this folder; or point {ENV_CONFIG} at "
-            "your cluster file (docs/cluster-file.md)",
+        "your cluster file (docs/cluster-file.md)",
     ).render("info")
 
 
-def load_clusters(path: str | None = None, env: Mapping[str, str] = os.environ) -> list[ClusterSpec]:
+def load_clusters(
+    path: str | None = None, env: Mapping[str, str] = os.environ
+) -> list[ClusterSpec]:
     """Load and validate the cluster file.
 
     Args:
@@ -123,7 +140,9 @@ def _missing(path: str) -> bool:
         return False
 
 
-def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) -> tuple[list[ClusterSpec], "FleetSpec | None"]:
+def load_config(
+    path: str | None = None, env: Mapping[str, str] = os.environ
+) -> tuple[list[ClusterSpec], FleetSpec | None]:
     """Like :func:`load_clusters`, plus the validated ``fleet:`` section (None without one).
 
     Raises:
@@ -146,7 +165,9 @@ def load_config(path: str | None = None, env: Mapping[str, str] = os.environ) ->
         return parse_config(data, source=EMBEDDED_SOURCE, root=Path.cwd())
     file = Path(path)
     data = yamlsafe.load_yaml_file(file, display=path)
-    root = yamlsafe.resolve_user_path(path, Path.cwd(), file=path, key=ENV_CONFIG, what="cluster file").parent
+    root = yamlsafe.resolve_user_path(
+        path, Path.cwd(), file=path, key=ENV_CONFIG, what="cluster file"
+    ).parent
     return parse_config(data, source=path, root=root)
 
 
@@ -161,7 +182,9 @@ def parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
     return parse_config(data, source=source, root=root)[0]
 
 
-def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpec], "FleetSpec | None"]:
+def parse_config(
+    data: Any, *, source: str, root: Path
+) -> tuple[list[ClusterSpec], FleetSpec | None]:
     """Validate parsed cluster-file data: the clusters and the optional ``fleet:`` section."""
     clusters = _parse_clusters(data, source=source, root=root)
     if data.get("fleet") is None:
@@ -181,17 +204,27 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
 
     fleet = fleet_mod.parse_fleet(data["fleet"], file=source)
     if fleet.hub is not None:  # the hub's kubeconfig and context follow existing.kubeconfig's rules
-        check_existing(ExistingCluster(kubeconfig_path=fleet.hub.kubeconfig_path, context=fleet.hub.context),
-                       file=source, cluster=None, key="fleet.hub")
+        check_existing(
+            ExistingCluster(kubeconfig_path=fleet.hub.kubeconfig_path, context=fleet.hub.context),
+            file=source,
+            cluster=None,
+            key="fleet.hub",
+        )
     for i, raw in enumerate(data["clusters"]):
         if raw.get("fleet") is not None:
             fleet.members[clusters[i].name] = fleet_mod.parse_member(
                 raw["fleet"], file=source, cluster=clusters[i].name, key=f"clusters[{i}].fleet"
             )
-    fleet_mod.check_members(fleet, clusters, min_kubernetes=platform_for("aks", file=source).min_kubernetes)
+    fleet_mod.check_members(
+        fleet, clusters, min_kubernetes=platform_for("aks", file=source).min_kubernetes
+    )
     fleet_mod.check_cloud_fan_in(fleet, clusters)
     for cluster in clusters:  # one HCP Terraform project per fleet unless the backend names one
-        if cluster.backend is not None and cluster.backend.get("type") == "cloud" and cluster.backend.get("project") is None:
+        if (
+            cluster.backend is not None
+            and cluster.backend.get("type") == "cloud"
+            and cluster.backend.get("project") is None
+        ):
             from gpucluster.inputs.backends import PROJECT_NAME, PROJECT_NAME_MAX
 
             if PROJECT_NAME.fullmatch(fleet.name) and len(fleet.name) <= PROJECT_NAME_MAX:
@@ -201,22 +234,34 @@ def parse_config(data: Any, *, source: str, root: Path) -> tuple[list[ClusterSpe
 
 def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
     if data is None:
-        raise GpuclusterError("the cluster file is empty", file=source, fix="add a 'clusters:' list (see docs/cluster-file.md)")
-    Where(source).fields(data, fix="start the file with 'clusters:' (see docs/cluster-file.md)").check_keys(TOP_KEYS)
+        raise GpuclusterError(
+            "the cluster file is empty",
+            file=source,
+            fix="add a 'clusters:' list (see docs/cluster-file.md)",
+        )
+    Where(source).fields(
+        data, fix="start the file with 'clusters:' (see docs/cluster-file.md)"
+    ).check_keys(TOP_KEYS)
     if "clusters" not in data:
-        raise GpuclusterError("missing key 'clusters'", file=source, key="clusters", fix="add a 'clusters:' list")
-    raw_clusters = Where(source).check_list(data["clusters"], "clusters",
-                                            fix="give at least one cluster as a list item ('- name: ...')")
-    from gpucluster.inputs import backends
-
+        raise GpuclusterError(
+            "missing key 'clusters'", file=source, key="clusters", fix="add a 'clusters:' list"
+        )
+    raw_clusters = Where(source).check_list(
+        data["clusters"], "clusters", fix="give at least one cluster as a list item ('- name: ...')"
+    )
     from gpucluster.charts import mirrors
+    from gpucluster.inputs import backends
 
     default_backend = None
     if data.get("backend") is not None:
-        default_backend = backends.parse_backend(data["backend"], file=source, cluster=None, key="backend")
+        default_backend = backends.parse_backend(
+            data["backend"], file=source, cluster=None, key="backend"
+        )
     default_mirrors = None
     if data.get("charts") is not None:
-        default_mirrors = mirrors.parse_charts(data["charts"], file=source, cluster=None, key="charts")
+        default_mirrors = mirrors.parse_charts(
+            data["charts"], file=source, cluster=None, key="charts"
+        )
     clusters: list[ClusterSpec] = []
     seen: dict[str, int] = {}
     backend_keys: list[str] = []
@@ -225,15 +270,24 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         backend_key = "backend"
         if isinstance(raw, dict) and raw.get("backend") is not None:
             backend_key = f"clusters[{i}].backend"
-            spec.backend = backends.parse_backend(raw["backend"], file=source, cluster=spec.name, key=backend_key)
+            spec.backend = backends.parse_backend(
+                raw["backend"], file=source, cluster=spec.name, key=backend_key
+            )
         else:
             spec.backend = default_backend
         spec.backend_key = backend_key
         if isinstance(raw, dict) and raw.get("charts") is not None:
-            spec.chart_mirrors = mirrors.parse_charts(raw["charts"], file=source, cluster=spec.name, key=f"clusters[{i}].charts")
+            spec.chart_mirrors = mirrors.parse_charts(
+                raw["charts"], file=source, cluster=spec.name, key=f"clusters[{i}].charts"
+            )
         else:
             spec.chart_mirrors = default_mirrors
-        backends.check_workspaces(spec.backend, cluster=spec.name, file=source, key=backends.prefix_key(backend_key, spec.backend))
+        backends.check_workspaces(
+            spec.backend,
+            cluster=spec.name,
+            file=source,
+            key=backends.prefix_key(backend_key, spec.backend),
+        )
         backend_keys.append(backends.prefix_key(backend_key, spec.backend))
         if spec.name in seen:
             raise GpuclusterError(
@@ -245,7 +299,9 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             )
         seen[spec.name] = i
         clusters.append(spec)
-    backends.check_unique_workspaces(((c.name, c.backend, k) for c, k in zip(clusters, backend_keys, strict=True)), file=source)
+    backends.check_unique_workspaces(
+        ((c.name, c.backend, k) for c, k in zip(clusters, backend_keys, strict=True)), file=source
+    )
     return clusters
 
 
@@ -255,7 +311,11 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
 def suggest_cluster_name(name: str) -> str:
     """A valid cluster name close to ``name`` (lowercase, other characters as '-', at most
     :data:`CLUSTER_NAME_MAX` characters), or ``gpu-training`` when nothing is left."""
-    text = re.sub(r"[^a-z0-9]+", "-", name.lower()).lstrip("-0123456789")[:CLUSTER_NAME_MAX].rstrip("-")
+    text = (
+        re.sub(r"[^a-z0-9]+", "-", name.lower())
+        .lstrip("-0123456789")[:CLUSTER_NAME_MAX]
+        .rstrip("-")
+    )
     return text if CLUSTER_NAME.fullmatch(text) else "gpu-training"
 
 
@@ -277,8 +337,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     settings: dict[str, Any] = {}
     if raw.get("settings") is not None:
         settings = dict(Where(source, name).fields(raw["settings"], f"{base}.settings"))
-    overrides = parse_overrides(raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides")
-    scheduling = parse_scheduling(raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling")
+    overrides = parse_overrides(
+        raw.get("overrides"), file=source, cluster=name, root=root, base=f"{base}.overrides"
+    )
+    scheduling = parse_scheduling(
+        raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling"
+    )
 
     return ClusterSpec(
         name=name,
@@ -302,7 +366,9 @@ def _cluster_name(raw: dict, base: str, source: str) -> str:
     """``name``: present, a string, a valid cluster name."""
     name_raw = raw.get("name")
     if name_raw is None:
-        raise GpuclusterError("missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name")
+        raise GpuclusterError(
+            "missing key 'name'", file=source, key=f"{base}.name", fix="give the cluster a name"
+        )
     name = Where(source).check_str(name_raw, f"{base}.name")
     if not CLUSTER_NAME.fullmatch(name) or len(name) > CLUSTER_NAME_MAX:
         raise GpuclusterError(
@@ -452,9 +518,12 @@ def _pools(raw: dict, base: str, w: dict, existing: ExistingCluster | None) -> l
                 "create the cluster",
                 **w,
             )
-        listed = Where(**w).check_list(raw["pools"], f"{base}.pools",
-                                       fix="list the pools ('- {name: gpu, vmSize: Standard_ND96isr_H100_v5}'), or remove "
-                                       "'pools' for the platform's default pools")
+        listed = Where(**w).check_list(
+            raw["pools"],
+            f"{base}.pools",
+            fix="list the pools ('- {name: gpu, vmSize: Standard_ND96isr_H100_v5}'), or remove "
+            "'pools' for the platform's default pools",
+        )
         pools = [_pool(p, f"{base}.pools[{j}]", w) for j, p in enumerate(listed)]
 
     return pools
@@ -465,7 +534,8 @@ def _version_skew(raw: dict, base: str, w: dict) -> str:
     version_skew = raw.get("versionSkew", "warning")
     if "versionSkew" in raw and (version_skew not in VERSION_SKEW_LEVELS or "recipe" not in raw):
         raise GpuclusterError(
-            f"versionSkew is {version_skew!r}" + ("" if "recipe" in raw else " on a cluster without 'recipe'"),
+            f"versionSkew is {version_skew!r}"
+            + ("" if "recipe" in raw else " on a cluster without 'recipe'"),
             key=f"{base}.versionSkew",
             allowed=", ".join(VERSION_SKEW_LEVELS) + " (with 'recipe' only)",
             fix="versionSkew: error makes a RecipeResult's chart pins that differ from gpucluster's catalog fail synth, "
@@ -480,7 +550,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 KUBECONFIG_FORMS = "an absolute path or one starting with ~/"
 
 
-def check_existing(existing: ExistingCluster, *, file: str | None, cluster: str | None, key: str = "existing") -> None:
+def check_existing(
+    existing: ExistingCluster, *, file: str | None, cluster: str | None, key: str = "existing"
+) -> None:
     """Refuse an ``existing:`` the runtime stack could not use, for every platform.
 
     * ``kubeconfig``: non-empty, absolute or ``~/``-relative (:data:`KUBECONFIG_FORMS`): the value
@@ -497,25 +569,42 @@ def check_existing(existing: ExistingCluster, *, file: str | None, cluster: str 
         GpuclusterError: ``<key>.kubeconfig`` or ``<key>.context``.
     """
     where = {"file": file, "cluster": cluster}
-    shown = "existing" if key.endswith("existing") else key  # the name the file uses (fleet.hub for the hub)
+    shown = (
+        "existing" if key.endswith("existing") else key
+    )  # the name the file uses (fleet.hub for the hub)
     path = existing.kubeconfig_path
     kkey = f"{key}.kubeconfig"
     if path is not None:
         if not isinstance(path, str) or not path.strip():
-            raise GpuclusterError(f"{shown}.kubeconfig is empty", key=kkey, fix="give the kubeconfig path, e.g. ~/.kube/config",
-                                  **where)
+            raise GpuclusterError(
+                f"{shown}.kubeconfig is empty",
+                key=kkey,
+                fix="give the kubeconfig path, e.g. ~/.kube/config",
+                **where,
+            )
         if path != path.strip() or _CONTROL.search(path):
             raise GpuclusterError(
                 f"{shown}.kubeconfig {path!r} has surrounding whitespace or control characters",
-                key=kkey, fix="write the path without leading/trailing spaces or line breaks", **where)
+                key=kkey,
+                fix="write the path without leading/trailing spaces or line breaks",
+                **where,
+            )
         if not (path.startswith("/") or path == "~" or path.startswith("~/")):
             raise GpuclusterError(
                 f"{shown}.kubeconfig '{path}' is a relative path: Terraform's Helm provider would resolve it against "
                 "the runtime stack's folder (cdktf.out/stacks/<name>-runtime), not against the cluster file",
-                key=kkey, allowed=KUBECONFIG_FORMS, fix="write the full path, e.g. ~/.kube/config", **where)
+                key=kkey,
+                allowed=KUBECONFIG_FORMS,
+                fix="write the full path, e.g. ~/.kube/config",
+                **where,
+            )
     context = existing.context
-    if context is not None and (not isinstance(context, str) or not context.strip() or context != context.strip()
-                                or _CONTROL.search(context)):
+    if context is not None and (
+        not isinstance(context, str)
+        or not context.strip()
+        or context != context.strip()
+        or _CONTROL.search(context)
+    ):
         raise GpuclusterError(
             f"{shown}.context {context!r} is empty or has surrounding whitespace or control characters",
             key=f"{key}.context",
@@ -528,7 +617,9 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
     data = Where(**w).fields(raw, key)
     data.check_keys(CRITERIA_FIELDS)
     if "service" not in data:
-        raise GpuclusterError("missing key 'service'", key=f"{key}.service", fix="set service, e.g. aks", **w)
+        raise GpuclusterError(
+            "missing key 'service'", key=f"{key}.service", fix="set service, e.g. aks", **w
+        )
     values: dict[str, str] = {}
     for f in CRITERIA_FIELDS:
         if data.get(f) is None:
@@ -549,7 +640,9 @@ def _criteria(raw: Any, key: str, w: dict) -> Criteria:
 
 def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
     rel = Where(**w).check_str(raw, key)
-    resolved = yamlsafe.resolve_user_path(rel, root, file=w["file"], cluster=w["cluster"], key=key, what="recipe file")
+    resolved = yamlsafe.resolve_user_path(
+        rel, root, file=w["file"], cluster=w["cluster"], key=key, what="recipe file"
+    )
     try:
         resolved.relative_to(root.resolve())
     except ValueError:
@@ -562,11 +655,19 @@ def _recipe_path(raw: Any, root: Path, key: str, w: dict) -> str:
     try:
         is_file = resolved.is_file()
     except OSError as exc:
-        raise GpuclusterError(f"recipe file '{rel}' cannot be read: {exc.strerror}", key=key,
-                              fix="check the path (relative to the cluster file)", **w) from None
+        raise GpuclusterError(
+            f"recipe file '{rel}' cannot be read: {exc.strerror}",
+            key=key,
+            fix="check the path (relative to the cluster file)",
+            **w,
+        ) from None
     if not is_file:
-        raise GpuclusterError(f"recipe file '{rel}' does not exist or is not a regular file", key=key,
-                              fix="check the path (relative to the cluster file)", **w)
+        raise GpuclusterError(
+            f"recipe file '{rel}' does not exist or is not a regular file",
+            key=key,
+            fix="check the path (relative to the cluster file)",
+            **w,
+        )
     return str(resolved)
 
 
@@ -579,7 +680,12 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             raise GpuclusterError(
                 f"missing key '{required}'",
                 key=f"{key}.{required}",
-                fix=f"add {required}" + (", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8ds_v5 (system)" if required == "vmSize" else ""),
+                fix=f"add {required}"
+                + (
+                    ", e.g. vmSize: Standard_ND96isr_H100_v5 (H100) or Standard_D8ds_v5 (system)"
+                    if required == "vmSize"
+                    else ""
+                ),
                 **w,
             )
     name = where.check_str(data["name"], f"{key}.name")
@@ -592,11 +698,19 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
             fix="write the size's name, e.g. vmSize: Standard_ND96isr_H100_v5 (AKS) or BM.GPU.H100.8 (OKE)",
             **w,
         )
-    count = where.check_int(data.get("nodeCount", 1), f"{key}.nodeCount",
-                            fix="write a whole number without quotes, e.g. nodeCount: 2")
-    gpu = where.check_bool(data.get("gpu", True), f"{key}.gpu", fix="write gpu: true or gpu: false, without quotes")
-    managed = where.check_bool(data.get("managedGpu", False), f"{key}.managedGpu",
-                               fix="remove managedGpu (AKS-managed GPU pools are refused by policy)")
+    count = where.check_int(
+        data.get("nodeCount", 1),
+        f"{key}.nodeCount",
+        fix="write a whole number without quotes, e.g. nodeCount: 2",
+    )
+    gpu = where.check_bool(
+        data.get("gpu", True), f"{key}.gpu", fix="write gpu: true or gpu: false, without quotes"
+    )
+    managed = where.check_bool(
+        data.get("managedGpu", False),
+        f"{key}.managedGpu",
+        fix="remove managedGpu (AKS-managed GPU pools are refused by policy)",
+    )
     labels: dict[str, str] = {}
     if data.get("labels") is not None:
         lab = where.fields(data["labels"], f"{key}.labels")
@@ -608,12 +722,17 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
                     str(exc),
                     key=f"{key}.labels.{lk}",
                     allowed="Kubernetes label keys ([prefix/]name, name <= 63 of [A-Za-z0-9._-]) and string values",
-                    fix="write e.g. labels: {example.com/team: research}; quote values that YAML reads as other types (\"true\", \"2\")",
+                    fix='write e.g. labels: {example.com/team: research}; quote values that YAML reads as other types ("true", "2")',
                     **w,
                 ) from None
     taints: list[Taint] = []
     if data.get("taints") is not None:
-        listed = where.check_list(data["taints"], f"{key}.taints", empty_ok=True, fix="write taints: ['key=value:Effect', ...]")
+        listed = where.check_list(
+            data["taints"],
+            f"{key}.taints",
+            empty_ok=True,
+            fix="write taints: ['key=value:Effect', ...]",
+        )
         for j, t in enumerate(listed):
             text = where.check_str(t, f"{key}.taints[{j}]")
             try:

@@ -65,8 +65,9 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.fields import Fields, Where
@@ -106,8 +107,12 @@ NODE_IMAGE_SELECTIONS = ("Latest", "Consistent")
 AUTO_UPGRADE_CHANNELS = ("Stable", "Rapid", "NodeImage")
 K8S_VERSION = re.compile(r"^1\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?$")
 MODULE_NAME = re.compile(r"^[a-z0-9_]{1,56}$")
-IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9._-]*)?@sha256:[0-9a-f]{64}$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+IMAGE_REF = re.compile(
+    r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9._-]*)?@sha256:[0-9a-f]{64}$"
+)
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MAX_RUN_TRIGGER_SOURCES = 20
 """HCP Terraform: a workspace has at most 20 source workspaces (run triggers)."""
@@ -121,9 +126,7 @@ PLACEMENT_COMPONENTS = (KERNEL_BLOCKLIST,)
 DEFAULT_BLOCKED_MODULES = ("algif_aead", "esp4", "esp6", "rxrpc")
 """CVE-2026-31431 (algif_aead; Azure/AKS#5753) and DirtyFrag, CVE-2026-43284 and CVE-2026-43500 (esp4,
 esp6, rxrpc; the AKS node image blocks them too, Azure/AgentBaker#8475)."""
-DEFAULT_BLOCKLIST_IMAGE = (
-    "mcr.microsoft.com/cbl-mariner/busybox:2.0@sha256:e4fb4d51fc9b70d6cdc1ce66a0af02ab40554d2ca632e1d188fabc760e432fdd"
-)
+DEFAULT_BLOCKLIST_IMAGE = "mcr.microsoft.com/cbl-mariner/busybox:2.0@sha256:e4fb4d51fc9b70d6cdc1ce66a0af02ab40554d2ca632e1d188fabc760e432fdd"
 """The image of the Azure/AKS#5753 mitigation DaemonSet, ``mcr.microsoft.com/cbl-mariner/busybox:2.0``, pinned by the digest Azure's public AKS
 troubleshooting scripts pin it to. Override with ``placements[].image`` (a digest is required)."""
 PLACEMENT_API = "placement.kubernetes-fleet.io/v1"
@@ -287,13 +290,26 @@ def _where(file: str, cluster: str | None = None) -> Where:
     return Where(file, cluster, id="fleet", docs="docs/fleets.md")
 
 
-def _err(message: str, *, file: str, key: str, fix: str, cluster: str | None = None, allowed: str | None = None) -> GpuclusterError:
+def _err(
+    message: str,
+    *,
+    file: str,
+    key: str,
+    fix: str,
+    cluster: str | None = None,
+    allowed: str | None = None,
+) -> GpuclusterError:
     return _where(file, cluster).error(key, message, allowed=allowed, fix=fix)
 
 
-def _mapping(value: Any, *, file: str, key: str, cluster: str | None = None, example: str = "") -> Fields:
+def _mapping(
+    value: Any, *, file: str, key: str, cluster: str | None = None, example: str = ""
+) -> Fields:
     return _where(file, cluster).fields(
-        value, key, fix=f"write it as indented 'key: value' lines{', e.g. ' + example if example else ''} ({_DOCS})")
+        value,
+        key,
+        fix=f"write it as indented 'key: value' lines{', e.g. ' + example if example else ''} ({_DOCS})",
+    )
 
 
 def _text(value: Any, *, file: str, key: str, cluster: str | None = None) -> str:
@@ -307,10 +323,16 @@ def _choice(value: Any, allowed: Sequence[str], *, file: str, key: str, what: st
 def _azure_name(value: Any, *, file: str, key: str, max_len: int, what: str) -> str:
     text = _text(value, file=file, key=key)
     if not AZURE_NAME.fullmatch(text) or len(text) > max_len:
-        suggestion = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:max_len].strip("-") or "gpu-fleet"
-        raise _err(f"invalid {what} '{text}'", file=file, key=key,
-                   allowed=f"lowercase letters, digits and '-', starting and ending alphanumeric, at most {max_len} characters",
-                   fix=f"rename it, e.g. {suggestion}")
+        suggestion = (
+            re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:max_len].strip("-") or "gpu-fleet"
+        )
+        raise _err(
+            f"invalid {what} '{text}'",
+            file=file,
+            key=key,
+            allowed=f"lowercase letters, digits and '-', starting and ending alphanumeric, at most {max_len} characters",
+            fix=f"rename it, e.g. {suggestion}",
+        )
     return text
 
 
@@ -336,16 +358,36 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
             the last group, ``hub`` with ``existing`` and no kubeconfig, update runs of the wrong
             shape, an unknown placement component, an unpinned image, invalid module names.
     """
-    data = _mapping(raw, file=file, key="fleet", example="{name: gpu-fleet, groups: [{name: canary}, {name: prod}]}")
+    data = _mapping(
+        raw,
+        file=file,
+        key="fleet",
+        example="{name: gpu-fleet, groups: [{name: canary}, {name: prod}]}",
+    )
     data.check_keys(FLEET_KEYS)
     fields = _parse_fleet_fields(data, file=file)
     name, existing_id = fields["name"], fields["existing_id"]
     groups = _parse_groups(data, file=file)
-    hub = _parse_hub(data["hub"], name=name, existing_id=existing_id, file=file) if data.get("hub") is not None else None
-    runs = _parse_update_runs(data["updateRuns"], file=file) if data.get("updateRuns") is not None else []
-    auto = _parse_auto_upgrade(data["autoUpgrade"], name=name, file=file) if data.get("autoUpgrade") is not None else None
-    placements = (_parse_placements(data["placements"], name=name, hub=hub, file=file)
-                  if data.get("placements") is not None else [])
+    hub = (
+        _parse_hub(data["hub"], name=name, existing_id=existing_id, file=file)
+        if data.get("hub") is not None
+        else None
+    )
+    runs = (
+        _parse_update_runs(data["updateRuns"], file=file)
+        if data.get("updateRuns") is not None
+        else []
+    )
+    auto = (
+        _parse_auto_upgrade(data["autoUpgrade"], name=name, file=file)
+        if data.get("autoUpgrade") is not None
+        else None
+    )
+    placements = (
+        _parse_placements(data["placements"], name=name, hub=hub, file=file)
+        if data.get("placements") is not None
+        else []
+    )
     return FleetSpec(
         name=name,
         groups=groups,
@@ -366,57 +408,104 @@ def _parse_fleet_fields(data: Fields, *, file: str) -> dict[str, Any]:
     ``{"name", "existing_id", "resource_group", "location", "group_label"}`` (defaults: no
     existing fleet, no resource group, :data:`DEFAULT_LOCATION`, :data:`DEFAULT_GROUP_LABEL`)."""
     if "name" not in data:
-        raise _err("missing key 'fleet.name'", file=file, key="fleet.name", fix="name the fleet, e.g. name: gpu-fleet")
-    name = _azure_name(data["name"], file=file, key="fleet.name", max_len=FLEET_NAME_MAX, what="fleet name")
+        raise _err(
+            "missing key 'fleet.name'",
+            file=file,
+            key="fleet.name",
+            fix="name the fleet, e.g. name: gpu-fleet",
+        )
+    name = _azure_name(
+        data["name"], file=file, key="fleet.name", max_len=FLEET_NAME_MAX, what="fleet name"
+    )
 
     existing_id = None
     if data.get("existing") is not None:
         existing_id = _text(data["existing"], file=file, key="fleet.existing")
         if not FLEET_ID.fullmatch(existing_id):
-            raise _err(f"'fleet.existing' is not a Fleet Manager resource ID: {existing_id!r}", file=file, key="fleet.existing",
-                       allowed="/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.ContainerService/fleets/<name>",
-                       fix="copy the id from `az fleet show -g RG -n FLEET --query id -o tsv`")
+            raise _err(
+                f"'fleet.existing' is not a Fleet Manager resource ID: {existing_id!r}",
+                file=file,
+                key="fleet.existing",
+                allowed="/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.ContainerService/fleets/<name>",
+                fix="copy the id from `az fleet show -g RG -n FLEET --query id -o tsv`",
+            )
         for other in ("resourceGroup", "location"):
             if data.get(other) is not None:
-                raise _err(f"'fleet.{other}' does not apply to an existing Fleet Manager", file=file, key=f"fleet.{other}",
-                           fix=f"remove fleet.{other} (the existing fleet keeps its own), or remove fleet.existing to create one")
+                raise _err(
+                    f"'fleet.{other}' does not apply to an existing Fleet Manager",
+                    file=file,
+                    key=f"fleet.{other}",
+                    fix=f"remove fleet.{other} (the existing fleet keeps its own), or remove fleet.existing to create one",
+                )
 
     resource_group = None
     if data.get("resourceGroup") is not None:
         resource_group = _text(data["resourceGroup"], file=file, key="fleet.resourceGroup")
-        if not re.fullmatch(r"^[-\w._()]{1,90}$", resource_group, re.ASCII) or resource_group.endswith("."):
-            raise _err(f"invalid resource group name {resource_group!r}", file=file, key="fleet.resourceGroup",
-                       allowed="1-90 letters, digits, '-', '_', '.', '(', ')', not ending with '.'",
-                       fix=f"e.g. resourceGroup: {name}-rg")
+        if not re.fullmatch(
+            r"^[-\w._()]{1,90}$", resource_group, re.ASCII
+        ) or resource_group.endswith("."):
+            raise _err(
+                f"invalid resource group name {resource_group!r}",
+                file=file,
+                key="fleet.resourceGroup",
+                allowed="1-90 letters, digits, '-', '_', '.', '(', ')', not ending with '.'",
+                fix=f"e.g. resourceGroup: {name}-rg",
+            )
     location = DEFAULT_LOCATION
     if data.get("location") is not None:
         location = _text(data["location"], file=file, key="fleet.location")
         if not re.fullmatch(r"^[a-z0-9]+$", location):
-            raise _err(f"invalid location {location!r}", file=file, key="fleet.location",
-                       allowed="an Azure region's programmatic name (lowercase letters and digits, e.g. eastus, westus3)",
-                       fix="write e.g. location: eastus")
+            raise _err(
+                f"invalid location {location!r}",
+                file=file,
+                key="fleet.location",
+                allowed="an Azure region's programmatic name (lowercase letters and digits, e.g. eastus, westus3)",
+                fix="write e.g. location: eastus",
+            )
 
     group_label = DEFAULT_GROUP_LABEL
     if data.get("groupLabel") is not None:
         group_label = _text(data["groupLabel"], file=file, key="fleet.groupLabel")
         if not LABEL_KEY.fullmatch(group_label) or len(group_label) > 253:
-            raise _err(f"invalid label key {group_label!r}", file=file, key="fleet.groupLabel",
-                       allowed="a Kubernetes label key ([prefix/]name)", fix=f"e.g. groupLabel: {DEFAULT_GROUP_LABEL}")
-    return {"name": name, "existing_id": existing_id, "resource_group": resource_group, "location": location,
-            "group_label": group_label}
+            raise _err(
+                f"invalid label key {group_label!r}",
+                file=file,
+                key="fleet.groupLabel",
+                allowed="a Kubernetes label key ([prefix/]name)",
+                fix=f"e.g. groupLabel: {DEFAULT_GROUP_LABEL}",
+            )
+    return {
+        "name": name,
+        "existing_id": existing_id,
+        "resource_group": resource_group,
+        "location": location,
+        "group_label": group_label,
+    }
 
 
 def _parse_groups(data: Fields, *, file: str) -> list[UpdateGroup]:
     """``fleet.groups``: the update groups in rollout order (1 to :data:`MAX_GROUPS`, unique names,
     no ``approval`` on the last one)."""
     if "groups" not in data:
-        raise _err("missing key 'fleet.groups'", file=file, key="fleet.groups",
-                   fix="list the update groups in rollout order, e.g. groups: [{name: canary}, {name: prod}]")
-    raw_groups = _list(data["groups"], file=file, key="fleet.groups",
-                       fix="list the update groups in rollout order, e.g. groups: [{name: canary}, {name: prod}]")
+        raise _err(
+            "missing key 'fleet.groups'",
+            file=file,
+            key="fleet.groups",
+            fix="list the update groups in rollout order, e.g. groups: [{name: canary}, {name: prod}]",
+        )
+    raw_groups = _list(
+        data["groups"],
+        file=file,
+        key="fleet.groups",
+        fix="list the update groups in rollout order, e.g. groups: [{name: canary}, {name: prod}]",
+    )
     if len(raw_groups) > MAX_GROUPS:
-        raise _err(f"{len(raw_groups)} update groups; a staged update strategy has at most {MAX_GROUPS} stages", file=file,
-                   key="fleet.groups", fix="merge groups")
+        raise _err(
+            f"{len(raw_groups)} update groups; a staged update strategy has at most {MAX_GROUPS} stages",
+            file=file,
+            key="fleet.groups",
+            fix="merge groups",
+        )
     groups: list[UpdateGroup] = []
     seen: dict[str, int] = {}
     for i, g in enumerate(raw_groups):
@@ -424,28 +513,56 @@ def _parse_groups(data: Fields, *, file: str) -> list[UpdateGroup]:
         g = _mapping(g, file=file, key=key, example="{name: canary, afterStageWaitSeconds: 3600}")
         g.check_keys(GROUP_KEYS)
         if "name" not in g:
-            raise _err(f"missing key '{key}.name'", file=file, key=f"{key}.name", fix="name the group, e.g. name: canary")
+            raise _err(
+                f"missing key '{key}.name'",
+                file=file,
+                key=f"{key}.name",
+                fix="name the group, e.g. name: canary",
+            )
         gname = _text(g["name"], file=file, key=f"{key}.name")
         if not GROUP_NAME.fullmatch(gname) or len(gname) > GROUP_NAME_MAX:
-            raise _err(f"invalid update group name '{gname}'", file=file, key=f"{key}.name",
-                       allowed=f"a lowercase letter, then lowercase letters and digits, at most {GROUP_NAME_MAX} characters "
-                       "(Azure update group names and the hub's ClusterStagedUpdateStrategy stage names, which allow no '-')",
-                       fix=f"rename it, e.g. {re.sub(r'[^a-z0-9]', '', gname.lower()).lstrip('0123456789')[:GROUP_NAME_MAX] or 'canary'}")
+            raise _err(
+                f"invalid update group name '{gname}'",
+                file=file,
+                key=f"{key}.name",
+                allowed=f"a lowercase letter, then lowercase letters and digits, at most {GROUP_NAME_MAX} characters "
+                "(Azure update group names and the hub's ClusterStagedUpdateStrategy stage names, which allow no '-')",
+                fix=f"rename it, e.g. {re.sub(r'[^a-z0-9]', '', gname.lower()).lstrip('0123456789')[:GROUP_NAME_MAX] or 'canary'}",
+            )
         if gname in seen:
-            raise _err(f"update group '{gname}' is declared twice (fleet.groups[{seen[gname]}] and {key})", file=file,
-                       key=f"{key}.name", fix="give every group a unique name")
+            raise _err(
+                f"update group '{gname}' is declared twice (fleet.groups[{seen[gname]}] and {key})",
+                file=file,
+                key=f"{key}.name",
+                fix="give every group a unique name",
+            )
         seen[gname] = i
         wait = g.get("afterStageWaitSeconds")
-        if wait is not None and (not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= 7 * 86400):
-            raise _err(f"'{key}.afterStageWaitSeconds' must be a whole number of seconds from 0 to 604800, not {wait!r}",
-                       file=file, key=f"{key}.afterStageWaitSeconds", fix="write e.g. afterStageWaitSeconds: 3600 (one hour)")
-        approval = _bool(g["approval"], file=file, key=f"{key}.approval") if g.get("approval") is not None else False
-        groups.append(UpdateGroup(name=gname, after_stage_wait_seconds=wait or None, approval=approval))
+        if wait is not None and (
+            not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= 7 * 86400
+        ):
+            raise _err(
+                f"'{key}.afterStageWaitSeconds' must be a whole number of seconds from 0 to 604800, not {wait!r}",
+                file=file,
+                key=f"{key}.afterStageWaitSeconds",
+                fix="write e.g. afterStageWaitSeconds: 3600 (one hour)",
+            )
+        approval = (
+            _bool(g["approval"], file=file, key=f"{key}.approval")
+            if g.get("approval") is not None
+            else False
+        )
+        groups.append(
+            UpdateGroup(name=gname, after_stage_wait_seconds=wait or None, approval=approval)
+        )
     last = groups[-1]
     if last.approval:
-        raise _err(f"'fleet.groups[{len(groups) - 1}].approval' is set on the last group '{last.name}': no group follows it",
-                   file=file, key=f"fleet.groups[{len(groups) - 1}].approval",
-                   fix="put approval: true on the group whose rollout must be approved before the next group starts")
+        raise _err(
+            f"'fleet.groups[{len(groups) - 1}].approval' is set on the last group '{last.name}': no group follows it",
+            file=file,
+            key=f"fleet.groups[{len(groups) - 1}].approval",
+            fix="put approval: true on the group whose rollout must be approved before the next group starts",
+        )
     return groups
 
 
@@ -458,34 +575,64 @@ def _parse_hub(raw: Any, *, name: str, existing_id: str | None, file: str) -> Hu
     if h.get("dnsPrefix") is not None:
         dns_prefix = _text(h["dnsPrefix"], file=file, key="fleet.hub.dnsPrefix")
         if not re.fullmatch(r"^[a-zA-Z0-9]([a-zA-Z0-9-]{0,52}[a-zA-Z0-9])?$", dns_prefix):
-            raise _err(f"invalid hub dnsPrefix {dns_prefix!r}", file=file, key="fleet.hub.dnsPrefix",
-                       allowed="1-54 letters, digits and '-', starting and ending alphanumeric", fix=f"e.g. dnsPrefix: {name}-hub")
+            raise _err(
+                f"invalid hub dnsPrefix {dns_prefix!r}",
+                file=file,
+                key="fleet.hub.dnsPrefix",
+                allowed="1-54 letters, digits and '-', starting and ending alphanumeric",
+                fix=f"e.g. dnsPrefix: {name}-hub",
+            )
     if existing_id is None and dns_prefix is None:
         dns_prefix = f"{name}-hub"
     if existing_id is not None and dns_prefix is not None:
-        raise _err("'fleet.hub.dnsPrefix' creates a hub with the fleet, but the fleet is existing", file=file,
-                   key="fleet.hub.dnsPrefix", fix="remove dnsPrefix; an existing fleet's hub is reached through fleet.hub.kubeconfig")
-    kubeconfig = _text(h["kubeconfig"], file=file, key="fleet.hub.kubeconfig") if h.get("kubeconfig") is not None else "~/.kube/config"
-    context = _text(h["context"], file=file, key="fleet.hub.context") if h.get("context") is not None else None
+        raise _err(
+            "'fleet.hub.dnsPrefix' creates a hub with the fleet, but the fleet is existing",
+            file=file,
+            key="fleet.hub.dnsPrefix",
+            fix="remove dnsPrefix; an existing fleet's hub is reached through fleet.hub.kubeconfig",
+        )
+    kubeconfig = (
+        _text(h["kubeconfig"], file=file, key="fleet.hub.kubeconfig")
+        if h.get("kubeconfig") is not None
+        else "~/.kube/config"
+    )
+    context = (
+        _text(h["context"], file=file, key="fleet.hub.context")
+        if h.get("context") is not None
+        else None
+    )
     for k, v in (("kubeconfig", kubeconfig), ("context", context or "")):
         if "${" in v or "%{" in v:
-            raise _err(f"'fleet.hub.{k}' contains a Terraform template sequence", file=file, key=f"fleet.hub.{k}",
-                       fix="remove '${' / '%{' from the value")
+            raise _err(
+                f"'fleet.hub.{k}' contains a Terraform template sequence",
+                file=file,
+                key=f"fleet.hub.{k}",
+                fix="remove '${' / '%{' from the value",
+            )
     return HubSpec(dns_prefix=dns_prefix, kubeconfig_path=kubeconfig, context=context)
 
 
 def _parse_update_runs(raw: Any, *, file: str) -> list[UpdateRunSpec]:
     """``fleet.updateRuns``: each run's unique name and upgrade (see :func:`_parse_update_run`)."""
-    raw_runs = _list(raw, file=file, key="fleet.updateRuns", allow_empty=True,
-                     fix="list runs, e.g. updateRuns: [{name: node-images, upgrade: NodeImageOnly}]")
+    raw_runs = _list(
+        raw,
+        file=file,
+        key="fleet.updateRuns",
+        allow_empty=True,
+        fix="list runs, e.g. updateRuns: [{name: node-images, upgrade: NodeImageOnly}]",
+    )
     runs: list[UpdateRunSpec] = []
     names: dict[str, int] = {}
     for i, r in enumerate(raw_runs):
-        runs.append(_parse_update_run(r, file=file, key=f"fleet.updateRuns[{i}]", index=i, seen=names))
+        runs.append(
+            _parse_update_run(r, file=file, key=f"fleet.updateRuns[{i}]", index=i, seen=names)
+        )
     return runs
 
 
-def _parse_update_run(raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]) -> UpdateRunSpec:
+def _parse_update_run(
+    raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]
+) -> UpdateRunSpec:
     """One update run (``fleet.updateRuns[index]``): ``name`` (not one of ``seen``, name -> index
     of the runs before it; this one is added), ``upgrade`` (:data:`UPGRADE_TYPES`),
     ``kubernetesVersion`` (a quoted ``1.MINOR[.PATCH]``, for every upgrade but ``NodeImageOnly``)
@@ -494,36 +641,74 @@ def _parse_update_run(raw: Any, *, file: str, key: str, index: int, seen: dict[s
     r.check_keys(RUN_KEYS)
     for req in ("name", "upgrade"):
         if req not in r:
-            raise _err(f"missing key '{key}.{req}'", file=file, key=f"{key}.{req}",
-                       fix="give name and upgrade, e.g. {name: k8s-1-35, upgrade: Full, kubernetesVersion: \"1.35\"}")
+            raise _err(
+                f"missing key '{key}.{req}'",
+                file=file,
+                key=f"{key}.{req}",
+                fix='give name and upgrade, e.g. {name: k8s-1-35, upgrade: Full, kubernetesVersion: "1.35"}',
+            )
     rname = _azure_name(r["name"], file=file, key=f"{key}.name", max_len=50, what="update run name")
     if rname in seen:
-        raise _err(f"update run '{rname}' is declared twice (fleet.updateRuns[{seen[rname]}] and {key})", file=file,
-                   key=f"{key}.name", fix="give every update run a unique name")
+        raise _err(
+            f"update run '{rname}' is declared twice (fleet.updateRuns[{seen[rname]}] and {key})",
+            file=file,
+            key=f"{key}.name",
+            fix="give every update run a unique name",
+        )
     seen[rname] = index
-    upgrade = _choice(r["upgrade"], UPGRADE_TYPES, file=file, key=f"{key}.upgrade", what="upgrade type")
+    upgrade = _choice(
+        r["upgrade"], UPGRADE_TYPES, file=file, key=f"{key}.upgrade", what="upgrade type"
+    )
     version = None
     if upgrade == "NodeImageOnly":
         if r.get("kubernetesVersion") is not None:
-            raise _err("a NodeImageOnly update run takes no kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
-                       fix="remove kubernetesVersion, or use upgrade: Full to upgrade Kubernetes and node images")
+            raise _err(
+                "a NodeImageOnly update run takes no kubernetesVersion",
+                file=file,
+                key=f"{key}.kubernetesVersion",
+                fix="remove kubernetesVersion, or use upgrade: Full to upgrade Kubernetes and node images",
+            )
     else:
         kv = r.get("kubernetesVersion")
         if kv is None:
-            raise _err(f"a {upgrade} update run needs kubernetesVersion", file=file, key=f"{key}.kubernetesVersion",
-                       fix='add the target, e.g. kubernetesVersion: "1.35"')
+            raise _err(
+                f"a {upgrade} update run needs kubernetesVersion",
+                file=file,
+                key=f"{key}.kubernetesVersion",
+                fix='add the target, e.g. kubernetesVersion: "1.35"',
+            )
         if isinstance(kv, float):
-            raise _err(f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3", file=file,
-                       key=f"{key}.kubernetesVersion", fix='quote it: kubernetesVersion: "1.35"')
+            raise _err(
+                f"kubernetesVersion {kv!r} is a number; YAML reads 1.30 as 1.3",
+                file=file,
+                key=f"{key}.kubernetesVersion",
+                fix='quote it: kubernetesVersion: "1.35"',
+            )
         version = _text(kv, file=file, key=f"{key}.kubernetesVersion")
         if not K8S_VERSION.fullmatch(version):
-            raise _err(f"kubernetesVersion '{version}' is not 1.MINOR or 1.MINOR.PATCH", file=file,
-                       key=f"{key}.kubernetesVersion", allowed='e.g. "1.35" or "1.35.2"', fix='write e.g. kubernetesVersion: "1.35"')
+            raise _err(
+                f"kubernetesVersion '{version}' is not 1.MINOR or 1.MINOR.PATCH",
+                file=file,
+                key=f"{key}.kubernetesVersion",
+                allowed='e.g. "1.35" or "1.35.2"',
+                fix='write e.g. kubernetesVersion: "1.35"',
+            )
     selection = "Latest"
     if r.get("nodeImageSelection") is not None:
-        selection = _choice(r["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key=f"{key}.nodeImageSelection",
-                            what="node image selection")
-    return UpdateRunSpec(name=rname, upgrade=upgrade, kubernetes_version=version, node_image_selection=selection, key=key)
+        selection = _choice(
+            r["nodeImageSelection"],
+            NODE_IMAGE_SELECTIONS,
+            file=file,
+            key=f"{key}.nodeImageSelection",
+            what="node image selection",
+        )
+    return UpdateRunSpec(
+        name=rname,
+        upgrade=upgrade,
+        kubernetes_version=version,
+        node_image_selection=selection,
+        key=key,
+    )
 
 
 def _parse_auto_upgrade(raw: Any, *, name: str, file: str) -> AutoUpgradeSpec:
@@ -532,31 +717,72 @@ def _parse_auto_upgrade(raw: Any, *, name: str, file: str) -> AutoUpgradeSpec:
     a = _mapping(raw, file=file, key="fleet.autoUpgrade", example="{channel: Stable}")
     a.check_keys(AUTO_KEYS)
     if "channel" not in a:
-        raise _err("missing key 'fleet.autoUpgrade.channel'", file=file, key="fleet.autoUpgrade.channel",
-                   allowed=", ".join(AUTO_UPGRADE_CHANNELS), fix="set channel: Stable (Kubernetes + node images) or NodeImage")
-    channel = _choice(a["channel"], AUTO_UPGRADE_CHANNELS, file=file, key="fleet.autoUpgrade.channel", what="auto-upgrade channel")
-    aname = _azure_name(a.get("name", f"{name}-auto"), file=file, key="fleet.autoUpgrade.name", max_len=50,
-                        what="auto-upgrade profile name")
+        raise _err(
+            "missing key 'fleet.autoUpgrade.channel'",
+            file=file,
+            key="fleet.autoUpgrade.channel",
+            allowed=", ".join(AUTO_UPGRADE_CHANNELS),
+            fix="set channel: Stable (Kubernetes + node images) or NodeImage",
+        )
+    channel = _choice(
+        a["channel"],
+        AUTO_UPGRADE_CHANNELS,
+        file=file,
+        key="fleet.autoUpgrade.channel",
+        what="auto-upgrade channel",
+    )
+    aname = _azure_name(
+        a.get("name", f"{name}-auto"),
+        file=file,
+        key="fleet.autoUpgrade.name",
+        max_len=50,
+        what="auto-upgrade profile name",
+    )
     sel = None
     if a.get("nodeImageSelection") is not None:
-        sel = _choice(a["nodeImageSelection"], NODE_IMAGE_SELECTIONS, file=file, key="fleet.autoUpgrade.nodeImageSelection",
-                      what="node image selection")
-    disabled = _bool(a["disabled"], file=file, key="fleet.autoUpgrade.disabled") if a.get("disabled") is not None else False
+        sel = _choice(
+            a["nodeImageSelection"],
+            NODE_IMAGE_SELECTIONS,
+            file=file,
+            key="fleet.autoUpgrade.nodeImageSelection",
+            what="node image selection",
+        )
+    disabled = (
+        _bool(a["disabled"], file=file, key="fleet.autoUpgrade.disabled")
+        if a.get("disabled") is not None
+        else False
+    )
     return AutoUpgradeSpec(name=aname, channel=channel, node_image_selection=sel, disabled=disabled)
 
 
-def _parse_placements(raw: Any, *, name: str, hub: HubSpec | None, file: str) -> list[PlacementSpec]:
+def _parse_placements(
+    raw: Any, *, name: str, hub: HubSpec | None, file: str
+) -> list[PlacementSpec]:
     """``fleet.placements`` (each: :func:`_parse_placement`); a non-empty list needs ``fleet.hub``."""
-    raw_pl = _list(raw, file=file, key="fleet.placements", allow_empty=True,
-                   fix=f"list placements, e.g. placements: [{{component: {KERNEL_BLOCKLIST}}}]")
+    raw_pl = _list(
+        raw,
+        file=file,
+        key="fleet.placements",
+        allow_empty=True,
+        fix=f"list placements, e.g. placements: [{{component: {KERNEL_BLOCKLIST}}}]",
+    )
     if raw_pl and hub is None:
-        raise _err("placements need a hub cluster (ClusterResourcePlacement lives on the hub)", file=file,
-                   key="fleet.placements", fix=f"add fleet.hub (e.g. hub: {{dnsPrefix: {name}-hub}}), or remove placements")
+        raise _err(
+            "placements need a hub cluster (ClusterResourcePlacement lives on the hub)",
+            file=file,
+            key="fleet.placements",
+            fix=f"add fleet.hub (e.g. hub: {{dnsPrefix: {name}-hub}}), or remove placements",
+        )
     pnames: dict[str, int] = {}
-    return [_parse_placement(p, file=file, key=f"fleet.placements[{i}]", index=i, seen=pnames) for i, p in enumerate(raw_pl)]
+    return [
+        _parse_placement(p, file=file, key=f"fleet.placements[{i}]", index=i, seen=pnames)
+        for i, p in enumerate(raw_pl)
+    ]
 
 
-def _parse_placement(raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]) -> PlacementSpec:
+def _parse_placement(
+    raw: Any, *, file: str, key: str, index: int, seen: dict[str, int]
+) -> PlacementSpec:
     """One placement (``fleet.placements[index]``): ``component`` (:data:`PLACEMENT_COMPONENTS`),
     ``name`` (default the component; not one of ``seen``, name -> index of the placements before
     it; this one is added), ``modules`` (kernel module names, default
@@ -565,33 +791,68 @@ def _parse_placement(raw: Any, *, file: str, key: str, index: int, seen: dict[st
     p = _mapping(raw, file=file, key=key, example=f"{{component: {KERNEL_BLOCKLIST}}}")
     p.check_keys(PLACEMENT_KEYS)
     if "component" not in p:
-        raise _err(f"missing key '{key}.component'", file=file, key=f"{key}.component",
-                   allowed=", ".join(PLACEMENT_COMPONENTS), fix=f"set component: {KERNEL_BLOCKLIST}")
-    comp = _choice(p["component"], PLACEMENT_COMPONENTS, file=file, key=f"{key}.component", what="placement component")
-    pname = _azure_name(p.get("name", comp), file=file, key=f"{key}.name", max_len=40, what="placement name")
+        raise _err(
+            f"missing key '{key}.component'",
+            file=file,
+            key=f"{key}.component",
+            allowed=", ".join(PLACEMENT_COMPONENTS),
+            fix=f"set component: {KERNEL_BLOCKLIST}",
+        )
+    comp = _choice(
+        p["component"],
+        PLACEMENT_COMPONENTS,
+        file=file,
+        key=f"{key}.component",
+        what="placement component",
+    )
+    pname = _azure_name(
+        p.get("name", comp), file=file, key=f"{key}.name", max_len=40, what="placement name"
+    )
     if pname in seen:
-        raise _err(f"placement name '{pname}' is used twice (fleet.placements[{seen[pname]}] and {key})", file=file,
-                   key=f"{key}.name", fix="give every placement its own name")
+        raise _err(
+            f"placement name '{pname}' is used twice (fleet.placements[{seen[pname]}] and {key})",
+            file=file,
+            key=f"{key}.name",
+            fix="give every placement its own name",
+        )
     seen[pname] = index
     modules = DEFAULT_BLOCKED_MODULES
     if p.get("modules") is not None:
-        mods = _list(p["modules"], file=file, key=f"{key}.modules", fix="list module names, e.g. modules: [algif_aead, esp4]")
+        mods = _list(
+            p["modules"],
+            file=file,
+            key=f"{key}.modules",
+            fix="list module names, e.g. modules: [algif_aead, esp4]",
+        )
         for j, m in enumerate(mods):
             if not isinstance(m, str) or not MODULE_NAME.fullmatch(m):
-                raise _err(f"invalid kernel module name {m!r}", file=file, key=f"{key}.modules[{j}]",
-                           allowed="1-56 lowercase letters, digits and '_' (the name modprobe and /proc/modules use)",
-                           fix="write the module name as lsmod shows it, e.g. algif_aead")
+                raise _err(
+                    f"invalid kernel module name {m!r}",
+                    file=file,
+                    key=f"{key}.modules[{j}]",
+                    allowed="1-56 lowercase letters, digits and '_' (the name modprobe and /proc/modules use)",
+                    fix="write the module name as lsmod shows it, e.g. algif_aead",
+                )
         if len(set(mods)) != len(mods):
             dup = next(m for m in mods if mods.count(m) > 1)
-            raise _err(f"kernel module '{dup}' is listed twice", file=file, key=f"{key}.modules", fix="list each module once")
+            raise _err(
+                f"kernel module '{dup}' is listed twice",
+                file=file,
+                key=f"{key}.modules",
+                fix="list each module once",
+            )
         modules = tuple(mods)
     image = DEFAULT_BLOCKLIST_IMAGE
     if p.get("image") is not None:
         image = _text(p["image"], file=file, key=f"{key}.image")
         if not IMAGE_REF.fullmatch(image):
-            raise _err(f"image {image!r} is not pinned by digest", file=file, key=f"{key}.image",
-                       allowed="registry/repository[:tag]@sha256:<64 hex> of an image with /bin/sh, grep, chroot and modprobe",
-                       fix=f"pin it, e.g. {DEFAULT_BLOCKLIST_IMAGE}")
+            raise _err(
+                f"image {image!r} is not pinned by digest",
+                file=file,
+                key=f"{key}.image",
+                allowed="registry/repository[:tag]@sha256:<64 hex> of an image with /bin/sh, grep, chroot and modprobe",
+                fix=f"pin it, e.g. {DEFAULT_BLOCKLIST_IMAGE}",
+            )
     return PlacementSpec(component=comp, name=pname, modules=modules, image=image)
 
 
@@ -605,17 +866,38 @@ def parse_member(raw: Any, *, file: str, cluster: str, key: str) -> MemberSpec:
     data = _mapping(raw, file=file, key=key, cluster=cluster, example="{group: canary}")
     data.check_keys(MEMBER_KEYS)
     if data.get("group") is None:
-        raise _err(f"missing key '{key}.group'", file=file, key=f"{key}.group", cluster=cluster,
-                   fix="name the cluster's update group, e.g. fleet: {group: canary}")
+        raise _err(
+            f"missing key '{key}.group'",
+            file=file,
+            key=f"{key}.group",
+            cluster=cluster,
+            fix="name the cluster's update group, e.g. fleet: {group: canary}",
+        )
     group = _text(data["group"], file=file, key=f"{key}.group", cluster=cluster)
     labels: dict[str, str] = {}
     if data.get("labels") is not None:
-        lab = _mapping(data["labels"], file=file, key=f"{key}.labels", cluster=cluster, example="{region: eastus}")
+        lab = _mapping(
+            data["labels"],
+            file=file,
+            key=f"{key}.labels",
+            cluster=cluster,
+            example="{region: eastus}",
+        )
         for lk, lv in lab.items():
-            if not isinstance(lk, str) or not LABEL_KEY.fullmatch(lk) or not isinstance(lv, str) or not LABEL_VALUE.fullmatch(lv):
-                raise _err(f"member label {lk!r}: {lv!r} is not a Kubernetes label", file=file, key=f"{key}.labels.{lk}",
-                           cluster=cluster, allowed="[prefix/]name keys and string values of <= 63 of [A-Za-z0-9._-]",
-                           fix="write e.g. labels: {region: eastus}; quote values YAML reads as numbers or booleans")
+            if (
+                not isinstance(lk, str)
+                or not LABEL_KEY.fullmatch(lk)
+                or not isinstance(lv, str)
+                or not LABEL_VALUE.fullmatch(lv)
+            ):
+                raise _err(
+                    f"member label {lk!r}: {lv!r} is not a Kubernetes label",
+                    file=file,
+                    key=f"{key}.labels.{lk}",
+                    cluster=cluster,
+                    allowed="[prefix/]name keys and string values of <= 63 of [A-Za-z0-9._-]",
+                    fix="write e.g. labels: {region: eastus}; quote values YAML reads as numbers or booleans",
+                )
             labels[lk] = lv
     return MemberSpec(cluster=cluster, group=group, labels=tuple(sorted(labels.items())), key=key)
 
@@ -638,48 +920,87 @@ def check_members(fleet: FleetSpec, clusters: Sequence[Any], *, min_kubernetes: 
     for i, c in enumerate(clusters):
         member = fleet.members.get(c.name)
         if member is None:
-            raise _err(f"cluster '{c.name}' is in no update group of fleet '{fleet.name}'", file=file, cluster=c.name,
-                       key=f"clusters[{i}].fleet.group", allowed=", ".join(groups),
-                       fix=f"add fleet: {{group: {groups[0]}}} to the cluster (every cluster of a fleet file is a member)")
+            raise _err(
+                f"cluster '{c.name}' is in no update group of fleet '{fleet.name}'",
+                file=file,
+                cluster=c.name,
+                key=f"clusters[{i}].fleet.group",
+                allowed=", ".join(groups),
+                fix=f"add fleet: {{group: {groups[0]}}} to the cluster (every cluster of a fleet file is a member)",
+            )
         if member.group not in groups:
-            raise _err(f"cluster '{c.name}' names unknown update group '{member.group}'", file=file, cluster=c.name,
-                       key=f"{member.key}.group", allowed=", ".join(groups),
-                       fix="use one of fleet.groups, or declare the group there (groups roll out in their listed order)")
+            raise _err(
+                f"cluster '{c.name}' names unknown update group '{member.group}'",
+                file=file,
+                cluster=c.name,
+                key=f"{member.key}.group",
+                allowed=", ".join(groups),
+                fix="use one of fleet.groups, or declare the group there (groups roll out in their listed order)",
+            )
         if c.criteria.service != "aks":
-            raise _err(f"cluster '{c.name}' is not an AKS cluster (service '{c.criteria.service}'); Azure Kubernetes Fleet "
-                       "Manager members here are AKS clusters", file=file, cluster=c.name, key=f"clusters[{i}].criteria.service",
-                       allowed="aks", fix="remove the cluster's fleet: key and keep it out of this file's fleet, or use service: aks")
+            raise _err(
+                f"cluster '{c.name}' is not an AKS cluster (service '{c.criteria.service}'); Azure Kubernetes Fleet "
+                "Manager members here are AKS clusters",
+                file=file,
+                cluster=c.name,
+                key=f"clusters[{i}].criteria.service",
+                allowed="aks",
+                fix="remove the cluster's fleet: key and keep it out of this file's fleet, or use service: aks",
+            )
         if c.existing is not None:
-            raise _err(f"cluster '{c.name}' is an existing cluster; a fleet member needs the AKS resource ID of a cluster "
-                       "gpucluster creates", file=file, cluster=c.name, key=f"clusters[{i}].existing",
-                       fix="remove existing: (gpucluster creates the cluster), or join it with `az fleet member create "
-                       "--member-cluster-id ...` and keep it out of this file")
+            raise _err(
+                f"cluster '{c.name}' is an existing cluster; a fleet member needs the AKS resource ID of a cluster "
+                "gpucluster creates",
+                file=file,
+                cluster=c.name,
+                key=f"clusters[{i}].existing",
+                fix="remove existing: (gpucluster creates the cluster), or join it with `az fleet member create "
+                "--member-cluster-id ...` and keep it out of this file",
+            )
     for g in groups:
         if not any(m.group == g for m in fleet.members.values()):
-            raise _err(f"update group '{g}' has no cluster", file=file, key="fleet.groups",
-                       fix=f"add fleet: {{group: {g}}} to a cluster, or remove the group")
+            raise _err(
+                f"update group '{g}' has no cluster",
+                file=file,
+                key="fleet.groups",
+                fix=f"add fleet: {{group: {g}}} to a cluster, or remove the group",
+            )
     for run in fleet.update_runs:
         if run.kubernetes_version is None:
             continue
         target = _minor(run.kubernetes_version)
         floor = _minor(min_kubernetes)
         if target < floor:
-            raise _err(f"update run '{run.name}' targets Kubernetes {run.kubernetes_version}, below the AKS floor {min_kubernetes} "
-                       "(DRA resource.k8s.io/v1 is GA from 1.34)", file=file, key=f"{run.key}.kubernetesVersion",
-                       allowed=f">= {min_kubernetes}", fix=f'target {min_kubernetes} or later, e.g. kubernetesVersion: "{min_kubernetes}"')
+            raise _err(
+                f"update run '{run.name}' targets Kubernetes {run.kubernetes_version}, below the AKS floor {min_kubernetes} "
+                "(DRA resource.k8s.io/v1 is GA from 1.34)",
+                file=file,
+                key=f"{run.key}.kubernetesVersion",
+                allowed=f">= {min_kubernetes}",
+                fix=f'target {min_kubernetes} or later, e.g. kubernetesVersion: "{min_kubernetes}"',
+            )
         for c in clusters:
             current = _minor(c.kubernetes_version)
             if target > current + 1:
-                raise _err(f"update run '{run.name}' would take cluster '{c.name}' from Kubernetes {c.kubernetes_version} to "
-                           f"{run.kubernetes_version}, skipping minor versions (AKS upgrades one minor at a time)",
-                           file=file, cluster=c.name, key=f"{run.key}.kubernetesVersion",
-                           allowed=f"1.{current} or 1.{current + 1} for this cluster",
-                           fix=f'target 1.{current + 1} first (kubernetesVersion: "1.{current + 1}"), start it, then set the '
-                           f"cluster's kubernetesVersion to 1.{current + 1} and declare the next run")
+                raise _err(
+                    f"update run '{run.name}' would take cluster '{c.name}' from Kubernetes {c.kubernetes_version} to "
+                    f"{run.kubernetes_version}, skipping minor versions (AKS upgrades one minor at a time)",
+                    file=file,
+                    cluster=c.name,
+                    key=f"{run.key}.kubernetesVersion",
+                    allowed=f"1.{current} or 1.{current + 1} for this cluster",
+                    fix=f'target 1.{current + 1} first (kubernetesVersion: "1.{current + 1}"), start it, then set the '
+                    f"cluster's kubernetesVersion to 1.{current + 1} and declare the next run",
+                )
             if target < current:
-                raise _err(f"update run '{run.name}' targets Kubernetes {run.kubernetes_version}, older than cluster '{c.name}' "
-                           f"({c.kubernetes_version}); AKS never downgrades", file=file, cluster=c.name,
-                           key=f"{run.key}.kubernetesVersion", fix=f'target {c.kubernetes_version} or 1.{current + 1}')
+                raise _err(
+                    f"update run '{run.name}' targets Kubernetes {run.kubernetes_version}, older than cluster '{c.name}' "
+                    f"({c.kubernetes_version}); AKS never downgrades",
+                    file=file,
+                    cluster=c.name,
+                    key=f"{run.key}.kubernetesVersion",
+                    fix=f"target {c.kubernetes_version} or 1.{current + 1}",
+                )
 
 
 def _minor(version: str) -> int:
@@ -700,10 +1021,16 @@ def check_cloud_fan_in(fleet: FleetSpec, clusters: Sequence[Any]) -> None:
     by_name = {c.name: c for c in clusters}
     for g in fleet.groups[:-1]:
         names = [m.cluster for m in fleet.members.values() if m.group == g.name]
-        if len(names) > MAX_RUN_TRIGGER_SOURCES and any(is_cloud(by_name[n].backend) for n in names):
-            raise _err(f"update group '{g.name}' has {len(names)} clusters; its barrier workspace would need {len(names)} run "
-                       f"trigger sources and HCP Terraform allows {MAX_RUN_TRIGGER_SOURCES}", file=fleet.source, key="fleet.groups",
-                       fix=f"split the group into groups of at most {MAX_RUN_TRIGGER_SOURCES} clusters (e.g. prod1, prod2)")
+        if len(names) > MAX_RUN_TRIGGER_SOURCES and any(
+            is_cloud(by_name[n].backend) for n in names
+        ):
+            raise _err(
+                f"update group '{g.name}' has {len(names)} clusters; its barrier workspace would need {len(names)} run "
+                f"trigger sources and HCP Terraform allows {MAX_RUN_TRIGGER_SOURCES}",
+                file=fleet.source,
+                key="fleet.groups",
+                fix=f"split the group into groups of at most {MAX_RUN_TRIGGER_SOURCES} clusters (e.g. prod1, prod2)",
+            )
 
 
 # --------------------------------------------------------------------------- rollout
@@ -711,7 +1038,9 @@ def check_cloud_fan_in(fleet: FleetSpec, clusters: Sequence[Any]) -> None:
 
 def stages(fleet: FleetSpec) -> list[tuple[UpdateGroup, list[str]]]:
     """The rollout order: ``[(group, [cluster names in file order]), ...]`` in group order."""
-    return [(g, [m.cluster for m in fleet.members.values() if m.group == g.name]) for g in fleet.groups]
+    return [
+        (g, [m.cluster for m in fleet.members.values() if m.group == g.name]) for g in fleet.groups
+    ]
 
 
 def rollout_digest(plan: Any) -> str:
@@ -776,13 +1105,20 @@ def blocklist_script(modules: Sequence[str]) -> str:
 def blocklist_objects(placement: PlacementSpec) -> list[dict[str, Any]]:
     """Namespace + privileged DaemonSet that block ``placement.modules`` on every Linux node."""
     ns = placement.name
-    labels = {"app.kubernetes.io/name": placement.name, "app.kubernetes.io/managed-by": "gpucluster"}
+    labels = {
+        "app.kubernetes.io/name": placement.name,
+        "app.kubernetes.io/managed-by": "gpucluster",
+    }
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": dict(labels)}},
         {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
-            "metadata": {"name": placement.name, "namespace": ns, "labels": {**labels, "purpose": "security-mitigation"}},
+            "metadata": {
+                "name": placement.name,
+                "namespace": ns,
+                "labels": {**labels, "purpose": "security-mitigation"},
+            },
             "spec": {
                 "selector": {"matchLabels": {"app.kubernetes.io/name": placement.name}},
                 "template": {
@@ -797,12 +1133,17 @@ def blocklist_objects(placement: PlacementSpec) -> list[dict[str, Any]]:
                                 "name": "blocklist",
                                 "image": placement.image,
                                 "command": ["/bin/sh", "-c", blocklist_script(placement.modules)],
-                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+                                "resources": {
+                                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                                    "limits": {"memory": "32Mi"},
+                                },
                                 "securityContext": {"privileged": True},
                                 "volumeMounts": [{"name": "host-root", "mountPath": "/host"}],
                             }
                         ],
-                        "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}],
+                        "volumes": [
+                            {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}
+                        ],
                     },
                 },
             },
@@ -814,7 +1155,10 @@ def staged_strategy(fleet: FleetSpec) -> dict[str, Any]:
     """The hub ``ClusterStagedUpdateStrategy``: one stage per group, selecting members by the group label."""
     stages_out = []
     for g in fleet.groups:
-        stage: dict[str, Any] = {"name": g.name, "labelSelector": {"matchLabels": {fleet.group_label: g.name}}}
+        stage: dict[str, Any] = {
+            "name": g.name,
+            "labelSelector": {"matchLabels": {fleet.group_label: g.name}},
+        }
         tasks = []
         if g.after_stage_wait_seconds:
             tasks.append({"type": "TimedWait", "waitTime": f"{g.after_stage_wait_seconds}s"})
@@ -849,7 +1193,9 @@ def placement_objects(fleet: FleetSpec, placement: PlacementSpec) -> list[dict[s
         "kind": "ClusterResourcePlacement",
         "metadata": {"name": placement.name},
         "spec": {
-            "resourceSelectors": [{"group": "", "version": "v1", "kind": "Namespace", "name": placement.name}],
+            "resourceSelectors": [
+                {"group": "", "version": "v1", "kind": "Namespace", "name": placement.name}
+            ],
             "policy": {"placementType": "PickAll"},
             "strategy": {"type": "External"},
         },
@@ -858,7 +1204,11 @@ def placement_objects(fleet: FleetSpec, placement: PlacementSpec) -> list[dict[s
         "apiVersion": PLACEMENT_API,
         "kind": "ClusterStagedUpdateRun",
         "metadata": {"name": f"{placement.name}-{digest}"},
-        "spec": {"placementName": placement.name, "stagedRolloutStrategyName": fleet.strategy_name, "state": "Run"},
+        "spec": {
+            "placementName": placement.name,
+            "stagedRolloutStrategyName": fleet.strategy_name,
+            "state": "Run",
+        },
     }
     return [*objects, crp, run]
 
@@ -866,7 +1216,9 @@ def placement_objects(fleet: FleetSpec, placement: PlacementSpec) -> list[dict[s
 # --------------------------------------------------------------------------- Terraform Cloud
 
 
-def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapping[str, bool]) -> dict[str, Any] | None:
+def tfc_topology(
+    fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapping[str, bool]
+) -> dict[str, Any] | None:
     """The Terraform Cloud layout of the fleet, or None when no cluster uses the cloud backend.
 
     Args:
@@ -936,5 +1288,7 @@ def tfc_topology(fleet: FleetSpec, clusters: Sequence[Any], *, provisioned: Mapp
         "project": backend.get("project") or fleet.name,
         "workspaces": workspaces,
         "runTriggers": [{"workspace": w, "sources": s} for w, s in merged.items()],
-        "remoteStateConsumers": [{"workspace": w, "consumers": sorted(r)} for w, r in consumers.items()],
+        "remoteStateConsumers": [
+            {"workspace": w, "consumers": sorted(r)} for w, r in consumers.items()
+        ],
     }

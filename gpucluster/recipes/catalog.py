@@ -323,7 +323,9 @@ class Catalog:
         """
         rel = Path(relpath)
         if rel.is_absolute() or ".." in rel.parts:
-            raise GpuclusterError(f"catalog reference '{relpath}' must be a relative path inside the catalog")
+            raise GpuclusterError(
+                f"catalog reference '{relpath}' must be a relative path inside the catalog"
+            )
         for d in self.dirs:
             candidate = d / rel
             if candidate.is_file():
@@ -341,7 +343,9 @@ class Catalog:
         if data is None:
             return {}
         if not isinstance(data, dict):
-            raise GpuclusterError(f"values file must hold a mapping, not {type(data).__name__}", file=str(path))
+            raise GpuclusterError(
+                f"values file must hold a mapping, not {type(data).__name__}", file=str(path)
+            )
         return data
 
     def template_text(self, relpath: str) -> str:
@@ -449,15 +453,22 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             owns=tuple((raw.get("crds") or {}).get("owns", [])),
             upgrade=(raw.get("crds") or {}).get("upgrade", "templates"),
             creates_at_runtime=tuple((raw.get("crds") or {}).get("createsAtRuntime", [])),
-            also_ships=tuple((s["name"], s.get("since")) for s in (raw.get("crds") or {}).get("alsoShips", [])),
+            also_ships=tuple(
+                (s["name"], s.get("since")) for s in (raw.get("crds") or {}).get("alsoShips", [])
+            ),
         ),
         former_names=tuple(FormerName(f["name"], f["note"]) for f in raw.get("formerNames", [])),
-        retired_manifests=tuple(RetiredManifest(m["file"], m["note"]) for m in raw.get("retiredManifests", [])),
+        retired_manifests=tuple(
+            RetiredManifest(m["file"], m["note"]) for m in raw.get("retiredManifests", [])
+        ),
         retired_overrides=tuple(
-            RetiredOverride(o["path"], o["value"], tuple(o["apiVersions"]), o["note"]) for o in raw.get("retiredOverrides", [])
+            RetiredOverride(o["path"], o["value"], tuple(o["apiVersions"]), o["note"])
+            for o in raw.get("retiredOverrides", [])
         ),
         conditional_values=tuple(
-            ConditionalValue(c["path"], c["value"], c["otherwise"], tuple(c["providers"]), c.get("why", ""))
+            ConditionalValue(
+                c["path"], c["value"], c["otherwise"], tuple(c["providers"]), c.get("why", "")
+            )
             for c in raw.get("conditionalValues", [])
         ),
         wait_established=tuple(raw.get("waitEstablished", [])),
@@ -474,15 +485,25 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
             )
             for v in raw.get("chartVersions", [])
         ),
-        renders=tuple((str(r["apiVersion"]), str(r["kind"]), str(r.get("name", ""))) for r in raw.get("renders", [])),
-        former_values=tuple(FormerValues(tuple(f["apiVersions"]), tuple(f.get("services", [])), f["values"], f["note"])
-                            for f in raw.get("formerValues", [])),
+        renders=tuple(
+            (str(r["apiVersion"]), str(r["kind"]), str(r.get("name", "")))
+            for r in raw.get("renders", [])
+        ),
+        former_values=tuple(
+            FormerValues(
+                tuple(f["apiVersions"]), tuple(f.get("services", [])), f["values"], f["note"]
+            )
+            for f in raw.get("formerValues", [])
+        ),
         source_dir=str(source),
     )
 
 
 _PATHS = {"type": "array", "items": {"type": "string", "minLength": 1}}
-_CRD_NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z"}
+_CRD_NAME = {
+    "type": "string",
+    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z",
+}
 _CRD_NAMES = {"type": "array", "items": _CRD_NAME, "uniqueItems": True}
 REGISTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -505,10 +526,19 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "additionalProperties": False,
                         "properties": {
-                            "repository": {"type": "string", "pattern": "^(https://|oci://)[^\\s]+\\Z"},
-                            "chart": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z"},
+                            "repository": {
+                                "type": "string",
+                                "pattern": "^(https://|oci://)[^\\s]+\\Z",
+                            },
+                            "chart": {
+                                "type": "string",
+                                "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z",
+                            },
                             "version": {"type": "string", "minLength": 1},
-                            "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"},
+                            "namespace": {
+                                "type": "string",
+                                "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z",
+                            },
                         },
                     },
                     "nodeScheduling": {
@@ -518,12 +548,19 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "system": {
                                 "type": "object",
                                 "additionalProperties": False,
-                                "properties": {"nodeSelectorPaths": _PATHS, "tolerationPaths": _PATHS},
+                                "properties": {
+                                    "nodeSelectorPaths": _PATHS,
+                                    "tolerationPaths": _PATHS,
+                                },
                             },
                             "accelerated": {
                                 "type": "object",
                                 "additionalProperties": False,
-                                "properties": {"nodeSelectorPaths": _PATHS, "tolerationPaths": _PATHS, "taintStrPaths": _PATHS},
+                                "properties": {
+                                    "nodeSelectorPaths": _PATHS,
+                                    "tolerationPaths": _PATHS,
+                                    "taintStrPaths": _PATHS,
+                                },
                             },
                             "nodeCountPaths": _PATHS,
                         },
@@ -536,7 +573,10 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "required": ["name", "note"],
                             "additionalProperties": False,
                             "properties": {
-                                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"},
+                                "name": {
+                                    "type": "string",
+                                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z",
+                                },
                                 "note": {"type": "string", "minLength": 1},
                             },
                         },
@@ -548,7 +588,10 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "required": ["file", "note"],
                             "additionalProperties": False,
                             "properties": {
-                                "file": {"type": "string", "pattern": "^components/[^\\s]+\\.yaml\\Z"},
+                                "file": {
+                                    "type": "string",
+                                    "pattern": "^components/[^\\s]+\\.yaml\\Z",
+                                },
                                 "note": {"type": "string", "minLength": 1},
                             },
                         },
@@ -562,7 +605,11 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "properties": {
                                 "path": {"type": "string", "minLength": 1},
                                 "value": {"type": ["boolean", "string", "number"]},
-                                "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "apiVersions": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"type": "string", "minLength": 1},
+                                },
                                 "note": {"type": "string", "minLength": 1},
                             },
                         },
@@ -574,8 +621,15 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "required": ["apiVersions", "values", "note"],
                             "additionalProperties": False,
                             "properties": {
-                                "apiVersions": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
-                                "services": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                                "apiVersions": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"type": "string", "minLength": 1},
+                                },
+                                "services": {
+                                    "type": "array",
+                                    "items": {"type": "string", "minLength": 1},
+                                },
                                 "values": {"type": "object", "minProperties": 1},
                                 "note": {"type": "string", "minLength": 1},
                             },
@@ -587,8 +641,11 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "type": "object",
                             "required": ["apiVersion", "kind"],
                             "additionalProperties": False,
-                            "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "minLength": 1},
-                                           "name": {"type": "string", "minLength": 1}},
+                            "properties": {
+                                "apiVersion": {"type": "string", "minLength": 1},
+                                "kind": {"type": "string", "minLength": 1},
+                                "name": {"type": "string", "minLength": 1},
+                            },
                         },
                     },
                     "chartVersions": {
@@ -599,17 +656,32 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             "additionalProperties": False,
                             "properties": {
                                 "versions": {"type": "string", "minLength": 1},
-                                "charts": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z"}},
-                                "checked": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
-                                "rename": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
+                                "charts": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "string",
+                                        "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*\\Z",
+                                    },
+                                },
+                                "checked": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"type": "string", "minLength": 1},
+                                },
+                                "rename": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string", "minLength": 1},
+                                },
                                 "drop": {
                                     "type": "array",
                                     "items": {
                                         "type": "object",
                                         "required": ["path", "value"],
                                         "additionalProperties": False,
-                                        "properties": {"path": {"type": "string", "minLength": 1},
-                                                       "value": {"type": ["boolean", "string", "number"]}},
+                                        "properties": {
+                                            "path": {"type": "string", "minLength": 1},
+                                            "value": {"type": ["boolean", "string", "number"]},
+                                        },
                                     },
                                 },
                                 "unsupported": _PATHS,
@@ -617,7 +689,13 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                             },
                         },
                     },
-                    "waitEstablished": {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z"}},
+                    "waitEstablished": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+\\Z",
+                        },
+                    },
                     "manifestValues": _PATHS,
                     "conditionalValues": {
                         "type": "array",
@@ -629,7 +707,11 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                 "path": {"type": "string", "minLength": 1},
                                 "value": {"type": ["boolean", "string", "number"]},
                                 "otherwise": {"type": ["boolean", "string", "number"]},
-                                "providers": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                                "providers": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"type": "string", "minLength": 1},
+                                },
                                 "why": {"type": "string"},
                             },
                         },
@@ -648,7 +730,10 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                     "type": "object",
                                     "additionalProperties": False,
                                     "required": ["name"],
-                                    "properties": {"name": _CRD_NAME, "since": {"type": "string", "minLength": 1}},
+                                    "properties": {
+                                        "name": _CRD_NAME,
+                                        "since": {"type": "string", "minLength": 1},
+                                    },
                                 },
                             },
                         },
@@ -739,11 +824,21 @@ def _schema_identity() -> list[str | bytes] | None:
         sources = [(here / name).read_bytes() for name in SCHEMA_SOURCES]
     except OSError:
         return None
-    return ["catalog-valid 1", __version__, sys.version,
-            *(diskcache.module_identity(name) for name in ("jsonschema", "referencing", "jsonschema_specifications")), *sources]
+    return [
+        "catalog-valid 1",
+        __version__,
+        sys.version,
+        *(
+            diskcache.module_identity(name)
+            for name in ("jsonschema", "referencing", "jsonschema_specifications")
+        ),
+        *sources,
+    ]
 
 
-def schema_marker_key(files: list[tuple[str, bytes]], identity: list[str | bytes] | None = None) -> str | None:
+def schema_marker_key(
+    files: list[tuple[str, bytes]], identity: list[str | bytes] | None = None
+) -> str | None:
     """The marker key of one catalog folder: ``identity`` (default :func:`_schema_identity`) and
     every ``(folder-relative path, bytes)`` of its ``registry.yaml``, ``overlays/*.yaml`` and
     ``mixins/*.yaml`` (None: no key can be made, see :func:`_schema_identity`)."""
@@ -767,7 +862,9 @@ def catalog_dirs() -> list[Path]:
     from gpucluster.plugins import call_list_hook
 
     dirs = [CORE_CATALOG_DIR]
-    for plugin, d in call_list_hook("gpucluster_catalog_dirs", (str, os.PathLike), what="directory paths (pathlib.Path)"):
+    for plugin, d in call_list_hook(
+        "gpucluster_catalog_dirs", (str, os.PathLike), what="directory paths (pathlib.Path)"
+    ):
         p = Path(d)
         if not p.is_dir():
             raise PluginError(
@@ -810,15 +907,23 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 if (d / kind).is_dir():
                     paths += sorted((d / kind).glob("*.yaml"))
             contents = {path: path.read_bytes() for path in paths}
-            key = None if identity is None else schema_marker_key(
-                [(path.relative_to(d).as_posix(), data) for path, data in contents.items()], identity)
+            key = (
+                None
+                if identity is None
+                else schema_marker_key(
+                    [(path.relative_to(d).as_posix(), data) for path, data in contents.items()],
+                    identity,
+                )
+            )
             if key is not None and diskcache.get(VALID_MARKER_KIND, key) == b"valid\n":
                 vouched.update(contents)
             elif key is not None:
                 pending[d] = key
 
         def load(path: Path) -> Any:
-            return _parse_yaml(_decode(contents[path]), path) if path in contents else _load_yaml(path)
+            return (
+                _parse_yaml(_decode(contents[path]), path) if path in contents else _load_yaml(path)
+            )
 
         reg = d / "registry.yaml"
         if reg.is_file():
@@ -827,7 +932,9 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 validate_registry(data, str(reg))
             for raw in data.get("components", []):
                 if not isinstance(raw, dict) or "name" not in raw:
-                    raise GpuclusterError("registry entry without a name", file=str(reg), key="components")
+                    raise GpuclusterError(
+                        "registry entry without a name", file=str(reg), key="components"
+                    )
                 entry = _entry(raw, d)
                 if entry.name in components:
                     raise GpuclusterError(
@@ -836,7 +943,10 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                         component=entry.name,
                     )
                 components[entry.name] = entry
-        for kind, target, files in (("overlays", overlays, overlay_files), ("mixins", mixins, mixin_files)):
+        for kind, target, files in (
+            ("overlays", overlays, overlay_files),
+            ("mixins", mixins, mixin_files),
+        ):
             sub = d / kind
             if not sub.is_dir():
                 continue
@@ -847,17 +957,28 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 name = (doc.get("metadata") or {}).get("name") or path.stem
                 if name in target:
                     raise GpuclusterError(
-                        f"{kind[:-1]} '{name}' is defined twice: {files[name]} and {path}", file=str(path)
+                        f"{kind[:-1]} '{name}' is defined twice: {files[name]} and {path}",
+                        file=str(path),
                     )
                 target[name] = doc
                 files[name] = path
     check_crd_ownership(components)
     _check_registry_links(components)
-    from gpucluster.recipes.chart_versions import check_registry  # here: chart_versions imports this module
+    from gpucluster.recipes.chart_versions import (
+        check_registry,
+    )  # here: chart_versions imports this module
 
     check_registry(components.values())
-    return Catalog(dirs=list(dirs), components=components, overlays=overlays, mixins=mixins, overlay_files=overlay_files,
-                   mixin_files=mixin_files, schema_vouched=frozenset(vouched), schema_pending=pending)
+    return Catalog(
+        dirs=list(dirs),
+        components=components,
+        overlays=overlays,
+        mixins=mixins,
+        overlay_files=overlay_files,
+        mixin_files=mixin_files,
+        schema_vouched=frozenset(vouched),
+        schema_pending=pending,
+    )
 
 
 def _check_registry_links(components: dict[str, RegistryEntry]) -> None:

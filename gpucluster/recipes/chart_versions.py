@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe
@@ -71,10 +72,15 @@ def range_entry(entry: RegistryEntry, chart: str, version: str) -> ChartVersionV
 def describe(entry: RegistryEntry) -> str:
     """The ranges gpucluster has values for, for messages:
     ``kai-scheduler >= 0.16.0 < 0.17.0 (checked: v0.16.9); ...``."""
-    return "; ".join(f"{'/'.join(_charts(entry, cv))} {cv.versions} (checked: {', '.join(cv.checked)})" for cv in entry.chart_versions)
+    return "; ".join(
+        f"{'/'.join(_charts(entry, cv))} {cv.versions} (checked: {', '.join(cv.checked)})"
+        for cv in entry.chart_versions
+    )
 
 
-def judge_pin(entry: RegistryEntry, chart: str, version: str, recipe_range: str = "") -> PinJudgement:
+def judge_pin(
+    entry: RegistryEntry, chart: str, version: str, recipe_range: str = ""
+) -> PinJudgement:
     """Whether gpucluster has coherent values for ``chart`` at ``version`` (module docstring).
 
     Args:
@@ -86,10 +92,16 @@ def judge_pin(entry: RegistryEntry, chart: str, version: str, recipe_range: str 
         return PinJudgement(UNVERIFIED)
     cv = range_entry(entry, chart, version)
     if cv is None:
-        return PinJudgement(UNCOVERED, why=f"gpucluster's values for '{entry.name}' are written and checked for {describe(entry)}")
+        return PinJudgement(
+            UNCOVERED,
+            why=f"gpucluster's values for '{entry.name}' are written and checked for {describe(entry)}",
+        )
     if recipe_range and not version_in_range(version, recipe_range):
-        return PinJudgement(UNCOVERED, why=f"the recipe's own values for '{entry.name}' (its platform values files and "
-                                           f"manifests) are written for {recipe_range}")
+        return PinJudgement(
+            UNCOVERED,
+            why=f"the recipe's own values for '{entry.name}' (its platform values files and "
+            f"manifests) are written for {recipe_range}",
+        )
     return PinJudgement(COVERED, cv)
 
 
@@ -117,7 +129,9 @@ def _pop(values: dict[str, Any], path: str) -> Any:
     return value
 
 
-def values_for_version(cv: ChartVersionValues, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], list[tuple[str, str]]]:
+def values_for_version(
+    cv: ChartVersionValues, values: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str], list[tuple[str, str]]]:
     """The values written for a version of ``cv``'s range.
 
     Returns:
@@ -135,7 +149,12 @@ def values_for_version(cv: ChartVersionValues, values: Mapping[str, Any]) -> tup
             continue
         have = get_path(out, dst, _MISSING)
         if have is not _MISSING and have != value:
-            refusals.append((dst, f"{dst} is {_scalar(have)} and {src} is {_scalar(value)}, which that version reads as the same key"))
+            refusals.append(
+                (
+                    dst,
+                    f"{dst} is {_scalar(have)} and {src} is {_scalar(value)}, which that version reads as the same key",
+                )
+            )
             continue
         set_path(out, dst, value)
         changes.append(f"{src} -> {dst}")
@@ -145,17 +164,30 @@ def values_for_version(cv: ChartVersionValues, values: Mapping[str, Any]) -> tup
             continue
         if type(have) is type(value) and have == value:
             _pop(out, path)
-            changes.append(f"{path}: {_scalar(value)} dropped (that version has no such key and behaves so)")
+            changes.append(
+                f"{path}: {_scalar(value)} dropped (that version has no such key and behaves so)"
+            )
         else:
-            refusals.append((path, f"{path} is {_scalar(have)}, but that version has no such key (it behaves as {_scalar(value)})"))
+            refusals.append(
+                (
+                    path,
+                    f"{path} is {_scalar(have)}, but that version has no such key (it behaves as {_scalar(value)})",
+                )
+            )
     for path in cv.unsupported:
         if get_path(out, path, _MISSING) is not _MISSING:
             refusals.append((path, f"{path} is set, but that version has no such key"))
     return out, changes, refusals
 
 
-def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog: Catalog,
-                         *, locate: Any = None) -> tuple[dict[str, Component], list[Finding]]:
+def apply_chart_versions(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    catalog: Catalog,
+    *,
+    locate: Any = None,
+) -> tuple[dict[str, Component], list[Finding]]:
     """Every installed component's final values rewritten for the chart version it installs
     (:func:`values_for_version`); runs after every other values layer and policy. ``components``
     is left as it is.
@@ -183,19 +215,37 @@ def apply_chart_versions(cluster: ClusterSpec, recipe: Recipe, components: Mappi
         values, changes, refusals = values_for_version(cv, comp.values)
         for path, why in refusals:
             file, key = locate(name, path) if locate is not None else (None, None)
-            problems.append(Problem(
-                id="VERSION-VALUES",
-                message=f"{comp.ref.chart} {comp.ref.version} cannot take the values gpucluster writes for '{name}': {why}",
-                file=file or cluster.source, cluster=cluster.name, component=name, key=key or path,
-                fix=f"install a version of {describe(entry)}, or remove the value"))
+            problems.append(
+                Problem(
+                    id="VERSION-VALUES",
+                    message=f"{comp.ref.chart} {comp.ref.version} cannot take the values gpucluster writes for '{name}': {why}",
+                    file=file or cluster.source,
+                    cluster=cluster.name,
+                    component=name,
+                    key=key or path,
+                    fix=f"install a version of {describe(entry)}, or remove the value",
+                )
+            )
         if changes and not refusals:
             out[name] = dataclasses.replace(comp, values=values)
-            at = f"{recipe.ref_keys[name]}.version" if recipe.file and name in recipe.ref_keys else ""
-            findings.append(Finding(
-                "VALUES-FOR-VERSION", "info", cluster.name, name, at,
-                f"values written for {comp.ref.chart} {comp.ref.version} (range {cv.versions}, checked against "
-                f"{', '.join(cv.checked)}): {'; '.join(changes)}",
-                "none needed", file=recipe.file or ""))
+            at = (
+                f"{recipe.ref_keys[name]}.version"
+                if recipe.file and name in recipe.ref_keys
+                else ""
+            )
+            findings.append(
+                Finding(
+                    "VALUES-FOR-VERSION",
+                    "info",
+                    cluster.name,
+                    name,
+                    at,
+                    f"values written for {comp.ref.chart} {comp.ref.version} (range {cv.versions}, checked against "
+                    f"{', '.join(cv.checked)}): {'; '.join(changes)}",
+                    "none needed",
+                    file=recipe.file or "",
+                )
+            )
     if problems:
         raise GpuclusterError(problems=problems)
     return out, findings
@@ -218,11 +268,18 @@ def check_registry(entries: Iterable[RegistryEntry]) -> None:
         for i, cv in enumerate(entry.chart_versions):
             clauses = cv.versions.split()
             if not clauses or any(parse_version(c.lstrip("<>=")) is None for c in clauses):
-                raise GpuclusterError(f"chartVersions range '{cv.versions}' of '{entry.name}' is not a version range",
-                                      file=reg, component=entry.name, key=f"chartVersions[{i}].versions",
-                                      allowed="clauses such as '>= 0.13.0 < 0.16.0'")
+                raise GpuclusterError(
+                    f"chartVersions range '{cv.versions}' of '{entry.name}' is not a version range",
+                    file=reg,
+                    component=entry.name,
+                    key=f"chartVersions[{i}].versions",
+                    allowed="clauses such as '>= 0.13.0 < 0.16.0'",
+                )
         if entry.version and range_entry(entry, entry.chart, entry.version) is None:
             raise GpuclusterError(
                 f"the pinned {entry.chart} {entry.version} of '{entry.name}' is in none of its chartVersions ranges ({describe(entry)})",
-                file=reg, component=entry.name, key="chartVersions",
-                fix="add a chartVersions entry for the pinned version (its values checked against that chart)")
+                file=reg,
+                component=entry.name,
+                key="chartVersions",
+                fix="add a chartVersions entry for the pinned version (its values checked against that chart)",
+            )

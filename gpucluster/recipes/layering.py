@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from gpucluster.model import Component, ComponentRef, Finding, Recipe
 from gpucluster.recipes.catalog import Catalog
 from gpucluster.values import deep_merge
 
 
-def layer_values(values_files: Iterable[str], overrides: Mapping[str, Any] | None,
-                 profile_values: Mapping[str, Any] | None, catalog: Catalog) -> dict[str, Any]:
+def layer_values(
+    values_files: Iterable[str],
+    overrides: Mapping[str, Any] | None,
+    profile_values: Mapping[str, Any] | None,
+    catalog: Catalog,
+) -> dict[str, Any]:
     """The recipe-level values of one component: ``values_files`` in order (catalog-relative paths,
     read with ``catalog.load_values``) <- ``overrides`` <- ``profile_values`` (None or empty: no
     layer). Later wins; objects merge, lists and scalars replace, explicit nulls are kept so Helm
@@ -44,7 +49,9 @@ def layer_values(values_files: Iterable[str], overrides: Mapping[str, Any] | Non
 def component_values(ref: ComponentRef, recipe: Recipe, catalog: Catalog) -> dict[str, Any]:
     """Recipe-level values of one component of ``recipe``: :func:`layer_values` of its
     ``values_files``, its ``overrides`` (overlays and mixins) and the chosen profile's values."""
-    return layer_values(ref.values_files, ref.overrides, recipe.profile_owned.get(ref.name), catalog)
+    return layer_values(
+        ref.values_files, ref.overrides, recipe.profile_owned.get(ref.name), catalog
+    )
 
 
 def effective_components(recipe: Recipe, catalog: Catalog) -> dict[str, Component]:
@@ -147,43 +154,69 @@ def resolve_conditional_values(
             if not present:
                 source = user_set(name, cv.path) if user_set is not None else None
                 if source:
-                    findings.append(Finding(
-                        "CONDITIONAL-VALUE", "warning", cluster, name, cv.path,
-                        f"{source} sets {shown}, which assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}; "
-                        "none of them is installed by this cluster's recipe",
-                        f"add {cv.providers[0]} to the recipe, or remove the override so the chart keeps its bundled "
-                        f"one ({cv.path}: {_scalar(cv.otherwise)})",
-                    ))
+                    findings.append(
+                        Finding(
+                            "CONDITIONAL-VALUE",
+                            "warning",
+                            cluster,
+                            name,
+                            cv.path,
+                            f"{source} sets {shown}, which assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}; "
+                            "none of them is installed by this cluster's recipe",
+                            f"add {cv.providers[0]} to the recipe, or remove the override so the chart keeps its bundled "
+                            f"one ({cv.path}: {_scalar(cv.otherwise)})",
+                        )
+                    )
                     continue
                 values = deep_copy(comp.values)
                 set_path(values, cv.path, cv.otherwise)
                 comp = components[name] = dataclasses.replace(comp, values=values)
-                findings.append(Finding(
-                    "CONDITIONAL-VALUE", "info", cluster, name, cv.path,
-                    f"{shown} assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}, and the recipe installs "
-                    f"none of them, so '{name}' keeps the chart's own ({cv.path}: {_scalar(cv.otherwise)})",
-                    f"none needed; add {cv.providers[0]} to the recipe to use a separate release instead",
-                ))
+                findings.append(
+                    Finding(
+                        "CONDITIONAL-VALUE",
+                        "info",
+                        cluster,
+                        name,
+                        cv.path,
+                        f"{shown} assumes {' or '.join(cv.providers)} provides {cv.why or 'it'}, and the recipe installs "
+                        f"none of them, so '{name}' keeps the chart's own ({cv.path}: {_scalar(cv.otherwise)})",
+                        f"none needed; add {cv.providers[0]} to the recipe to use a separate release instead",
+                    )
+                )
                 continue
             if any(_depends_on(components, name, p) for p in present):
                 continue
             provider = present[0]
             if _depends_on(components, provider, name):
-                findings.append(Finding(
-                    "CONDITIONAL-VALUE", "error", cluster, name, cv.path,
-                    f"{shown} needs '{provider}' ({cv.why or 'its provider'}) installed first, but '{provider}' "
-                    f"depends on '{name}'",
-                    f"remove the dependencyRef of '{provider}' on '{name}', or set {cv.path}: {_scalar(cv.otherwise)}",
-                ))
+                findings.append(
+                    Finding(
+                        "CONDITIONAL-VALUE",
+                        "error",
+                        cluster,
+                        name,
+                        cv.path,
+                        f"{shown} needs '{provider}' ({cv.why or 'its provider'}) installed first, but '{provider}' "
+                        f"depends on '{name}'",
+                        f"remove the dependencyRef of '{provider}' on '{name}', or set {cv.path}: {_scalar(cv.otherwise)}",
+                    )
+                )
                 continue
-            ref = dataclasses.replace(comp.ref, dependency_refs=sorted(set(comp.ref.dependency_refs) | {provider}))
+            ref = dataclasses.replace(
+                comp.ref, dependency_refs=sorted(set(comp.ref.dependency_refs) | {provider})
+            )
             comp = components[name] = dataclasses.replace(comp, ref=ref)
-            findings.append(Finding(
-                "ORDER-ADDED", "info", cluster, name, "dependencyRefs",
-                f"{shown} assumes '{provider}' provides {cv.why or 'it'} at install time; '{name}' now installs "
-                f"after '{provider}' (the recipe had no such edge)",
-                f"none needed; add '{provider}' to the dependencyRefs of '{name}' in the recipe to make it explicit",
-            ))
+            findings.append(
+                Finding(
+                    "ORDER-ADDED",
+                    "info",
+                    cluster,
+                    name,
+                    "dependencyRefs",
+                    f"{shown} assumes '{provider}' provides {cv.why or 'it'} at install time; '{name}' now installs "
+                    f"after '{provider}' (the recipe had no such edge)",
+                    f"none needed; add '{provider}' to the dependencyRefs of '{name}' in the recipe to make it explicit",
+                )
+            )
     return components, findings
 
 

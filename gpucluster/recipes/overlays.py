@@ -48,7 +48,10 @@ _CONSTRAINT = {
     "type": "object",
     "required": ["name", "value"],
     "additionalProperties": False,
-    "properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string", "minLength": 1}},
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "value": {"type": "string", "minLength": 1},
+    },
 }
 
 
@@ -107,7 +110,10 @@ _PROFILE = {
                             "type": "object",
                             "required": ["name", "overrides"],
                             "additionalProperties": False,
-                            "properties": {"name": {"type": "string"}, "overrides": {"type": "object", "minProperties": 1}},
+                            "properties": {
+                                "name": {"type": "string"},
+                                "overrides": {"type": "object", "minProperties": 1},
+                            },
                         },
                     },
                 },
@@ -128,7 +134,9 @@ OVERLAY_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["name"],
             "additionalProperties": False,
-            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"}},
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?\\Z"}
+            },
         },
         "spec": {
             "type": "object",
@@ -303,7 +311,7 @@ def overlay_index(catalog: Catalog) -> OverlayIndex:
         while current and current != BASE_OVERLAY:
             if current in path:
                 raise GpuclusterError(
-                    f"overlay inheritance cycle: {' -> '.join(path[path.index(current):] + [current])}",
+                    f"overlay inheritance cycle: {' -> '.join(path[path.index(current) :] + [current])}",
                     file=overlays[current].file,
                     key="spec.base",
                     fix="remove one spec.base in the cycle",

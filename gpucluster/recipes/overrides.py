@@ -35,12 +35,12 @@ Semantics (AICR's, with the deviations documented in docs/overrides.md):
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem, allowed_list, did_you_mean
 from gpucluster.model import ClusterSpec, Component, Override, Recipe
@@ -90,7 +90,9 @@ def parse_scalar(text: str) -> Any:
         return False
     if text == "null":
         return None
-    if _INT.fullmatch(text) and len(text) <= 20:  # at most 19 digits and a sign: int() never sees a huge text
+    if (
+        _INT.fullmatch(text) and len(text) <= 20
+    ):  # at most 19 digits and a sign: int() never sees a huge text
         value = int(text)
         if -(2**63) <= value < 2**63:
             return value
@@ -116,8 +118,10 @@ def check_values_path(path: str) -> list[str]:
         raise ValueError("the values path is empty")
     parts = split_path(path)
     if len(parts) > MAX_VALUES_DEPTH:
-        raise ValueError(f"the values path has {len(parts)} keys; at most {MAX_VALUES_DEPTH} are allowed "
-                         "(Helm values nest a few levels)")
+        raise ValueError(
+            f"the values path has {len(parts)} keys; at most {MAX_VALUES_DEPTH} are allowed "
+            "(Helm values nest a few levels)"
+        )
     for part in parts:
         if not PATH_SEGMENT.fullmatch(part):
             shown = part if part else "(empty)"
@@ -161,7 +165,13 @@ def parse_set(text: Any, *, source: str, key: str) -> Override:
         )
     lhs, eq, raw_value = text.partition("=")
     if not eq:
-        raise GpuclusterError(f"'{text}' has no '=value'", file=source, key=key, allowed=fmt, fix=f"write '{text}=<value>'")
+        raise GpuclusterError(
+            f"'{text}' has no '=value'",
+            file=source,
+            key=key,
+            allowed=fmt,
+            fix=f"write '{text}=<value>'",
+        )
     try:
         component, path = split_component_path(lhs)
     except ValueError as exc:
@@ -173,7 +183,14 @@ def parse_set(text: Any, *, source: str, key: str) -> Override:
             fix="name the component (catalog name or alias, `gpucluster recipe` lists them), a ':', the dotted values "
             "path, '=' and the value",
         ) from None
-    return Override(component=component, kind="set", path=path, value=parse_scalar(raw_value), source=source, key=key)
+    return Override(
+        component=component,
+        kind="set",
+        path=path,
+        value=parse_scalar(raw_value),
+        source=source,
+        key=key,
+    )
 
 
 def _project_root(file: str, root: str | Path | None) -> Path | None:
@@ -217,8 +234,12 @@ def parse_overrides(
         )
     run = _OverridesParse(file=file, cluster=cluster, base=base)
     for k in sorted(str(k) for k in raw if k not in OVERRIDE_SECTIONS):
-        run.problem(f"unknown overrides key '{k}'", k, allowed=", ".join(OVERRIDE_SECTIONS),
-                    fix="rename it to set, values or variables (docs/overrides.md)")
+        run.problem(
+            f"unknown overrides key '{k}'",
+            k,
+            allowed=", ".join(OVERRIDE_SECTIONS),
+            fix="rename it to set, values or variables (docs/overrides.md)",
+        )
     run.sets(raw.get("set"))
     run.values(raw.get("values"), root)
     run.variables(raw.get("variables"))
@@ -237,7 +258,9 @@ class _OverridesParse:
 
     def problem(self, message: str, key: str, **kw: Any) -> None:
         """A problem at ``<base>.<key>``."""
-        self.problems.append(Problem(message, file=self.file, cluster=self.cluster, key=f"{self.base}.{key}", **kw))
+        self.problems.append(
+            Problem(message, file=self.file, cluster=self.cluster, key=f"{self.base}.{key}", **kw)
+        )
 
     def attempt(self, fn, *args, fix: str, **kwargs) -> None:
         """Add ``fn(...)``'s Override, or its problems (with ``fix`` where they have none)."""
@@ -245,7 +268,9 @@ class _OverridesParse:
             made = fn(*args, **kwargs)
         except GpuclusterError as err:
             for p in err.problems:
-                self.problems.append(dataclasses.replace(p, cluster=p.cluster or self.cluster, fix=p.fix or fix))
+                self.problems.append(
+                    dataclasses.replace(p, cluster=p.cluster or self.cluster, fix=p.fix or fix)
+                )
             return
         if made is not None:
             self.result.append(made)
@@ -255,11 +280,20 @@ class _OverridesParse:
         if sets is None:
             return
         if not isinstance(sets, list):
-            self.problem(f"overrides.set must be a list of strings, not a {type(sets).__name__}", "set",
-                         fix="write set: ['component:path=value', ...]")
+            self.problem(
+                f"overrides.set must be a list of strings, not a {type(sets).__name__}",
+                "set",
+                fix="write set: ['component:path=value', ...]",
+            )
             return
         for i, entry in enumerate(sets):
-            self.attempt(parse_set, entry, source=self.file, key=f"{self.base}.set[{i}]", fix="write 'component:path=value'")
+            self.attempt(
+                parse_set,
+                entry,
+                source=self.file,
+                key=f"{self.base}.set[{i}]",
+                fix="write 'component:path=value'",
+            )
 
     def values(self, values: Any, root: str | Path | None) -> None:
         """``values``: structured values or a values file per entry, as written (values files
@@ -267,8 +301,11 @@ class _OverridesParse:
         if values is None:
             return
         if not isinstance(values, list):
-            self.problem(f"overrides.values must be a list, not a {type(values).__name__}", "values",
-                         fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]")
+            self.problem(
+                f"overrides.values must be a list, not a {type(values).__name__}",
+                "values",
+                fix="write values: [{component: gpuoperator, values: {...}}, {component: x, file: path.yaml}]",
+            )
             return
         project = _project_root(self.file, root)
         for i, entry in enumerate(values):
@@ -287,8 +324,11 @@ class _OverridesParse:
         if variables is None:
             return
         if not isinstance(variables, Mapping):
-            self.problem(f"overrides.variables must be a mapping, not a {type(variables).__name__}", "variables",
-                         fix="write variables: {'component:path': terraform_variable_name}")
+            self.problem(
+                f"overrides.variables must be a mapping, not a {type(variables).__name__}",
+                "variables",
+                fix="write variables: {'component:path': terraform_variable_name}",
+            )
             return
         for target in sorted(variables, key=str):
             self.attempt(
@@ -301,29 +341,46 @@ class _OverridesParse:
             )
 
 
-def _parse_values_entry(entry: Any, *, file: str, cluster: str, key: str, root: Path | None) -> Override:
+def _parse_values_entry(
+    entry: Any, *, file: str, cluster: str, key: str, root: Path | None
+) -> Override:
     shape = "{component: <name>, values: {...}} or {component: <name>, file: <path.yaml>}"
     if not isinstance(entry, Mapping):
-        raise GpuclusterError(f"a values entry must be a mapping, not a {type(entry).__name__}", file=file, key=key, allowed=shape)
+        raise GpuclusterError(
+            f"a values entry must be a mapping, not a {type(entry).__name__}",
+            file=file,
+            key=key,
+            allowed=shape,
+        )
     unknown = sorted(str(k) for k in entry if k not in ("component", "values", "file"))
     if unknown:
         raise GpuclusterError(
-            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in a values entry", file=file, key=key, allowed="component, values, file"
+            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in a values entry",
+            file=file,
+            key=key,
+            allowed="component, values, file",
         )
     component = entry.get("component")
     if not isinstance(component, str) or not _COMPONENT_TOKEN.fullmatch(component.strip()):
         raise GpuclusterError(
-            f"component must be a component name or alias, not {component!r}", file=file, key=f"{key}.component", allowed=shape
+            f"component must be a component name or alias, not {component!r}",
+            file=file,
+            key=f"{key}.component",
+            allowed=shape,
         )
     has_values, has_file = "values" in entry, "file" in entry
     if has_values == has_file:
-        raise GpuclusterError("give exactly one of 'values' and 'file'", file=file, key=key, allowed=shape)
+        raise GpuclusterError(
+            "give exactly one of 'values' and 'file'", file=file, key=key, allowed=shape
+        )
     if has_values:
         data = entry["values"]
         where = f"{key}.values"
         data_file = file
     else:
-        data_file, data = _load_values_file(entry["file"], file=file, cluster=cluster, key=f"{key}.file", root=root)
+        data_file, data = _load_values_file(
+            entry["file"], file=file, cluster=cluster, key=f"{key}.file", root=root
+        )
         where = ""
     if not isinstance(data, Mapping):
         raise GpuclusterError(
@@ -339,15 +396,24 @@ def _parse_values_entry(entry: Any, *, file: str, cluster: str, key: str, root: 
             key=f"{where}.enabled" if where else "enabled",
             fix=f"use a scalar set instead: overrides.set: ['{component.strip()}:enabled=false']",
         )
-    return Override(component=component.strip(), kind="values", value=dict(data), source=file, key=key)
+    return Override(
+        component=component.strip(), kind="values", value=dict(data), source=file, key=key
+    )
 
 
-def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path | None) -> tuple[str, Any]:
+def _load_values_file(
+    ref: Any, *, file: str, cluster: str, key: str, root: Path | None
+) -> tuple[str, Any]:
     if not isinstance(ref, str) or not ref.strip():
-        raise GpuclusterError(f"file must be a relative path string, not {ref!r}", file=file, key=key)
+        raise GpuclusterError(
+            f"file must be a relative path string, not {ref!r}", file=file, key=key
+        )
     if root is None:
         raise GpuclusterError(
-            "values files can only be referenced from a cluster file", file=file, key=key, fix="inline the values instead"
+            "values files can only be referenced from a cluster file",
+            file=file,
+            key=key,
+            fix="inline the values instead",
         )
     rel = Path(ref)
     if rel.is_absolute():
@@ -359,7 +425,9 @@ def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path
         )
     from gpucluster.yamlsafe import resolve_user_path
 
-    base = resolve_user_path(file, Path.cwd(), file=file, key=key, cluster=cluster, what="cluster file").parent
+    base = resolve_user_path(
+        file, Path.cwd(), file=file, key=key, cluster=cluster, what="cluster file"
+    ).parent
     target = resolve_user_path(ref, base, file=file, key=key, cluster=cluster, what="values file")
     if not target.is_relative_to(root):
         raise GpuclusterError(
@@ -381,11 +449,15 @@ def _load_values_file(ref: Any, *, file: str, cluster: str, key: str, root: Path
 
 def _parse_variable(target: Any, name: Any, *, file: str, key: str) -> Override:
     if not isinstance(target, str):
-        raise GpuclusterError(f"variables key {target!r} must be a 'component:path' string", file=file, key=key)
+        raise GpuclusterError(
+            f"variables key {target!r} must be a 'component:path' string", file=file, key=key
+        )
     try:
         component, path = split_component_path(target)
     except ValueError as exc:
-        raise GpuclusterError(str(exc), file=file, key=key, allowed="'component:path': terraform_variable_name") from None
+        raise GpuclusterError(
+            str(exc), file=file, key=key, allowed="'component:path': terraform_variable_name"
+        ) from None
     if not isinstance(name, str) or not TF_VARIABLE_NAME.fullmatch(name):
         raise GpuclusterError(
             f"{name!r} is not a Terraform variable name",
@@ -409,7 +481,9 @@ def _parse_variable(target: Any, name: Any, *, file: str, key: str) -> Override:
             allowed=f"any other Terraform variable name (reserved: {', '.join(RUNTIME_STACK_VARIABLE_NAMES)})",
             fix="choose another variable name",
         )
-    return Override(component=component, kind="variable", path=path, value=name, source=file, key=key)
+    return Override(
+        component=component, kind="variable", path=path, value=name, source=file, key=key
+    )
 
 
 # --------------------------------------------------------------------------- applying
@@ -473,7 +547,11 @@ class ResolvedOverrides:
         no override touches it (the value comes from the recipe). Names the file of a policy error."""
         source = None
         for name, o in self.entries:
-            if name == component and o.source and any(paths_intersect(p, path) for p in override_paths(o)):
+            if (
+                name == component
+                and o.source
+                and any(paths_intersect(p, path) for p in override_paths(o))
+            ):
                 source = o.source
         return source
 
@@ -495,7 +573,9 @@ def source_of(cluster: ClusterSpec, catalog, component: str, path: str) -> str |
     return resolved_overrides(cluster, catalog).source_of(component, path)
 
 
-def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog) -> dict[str, Component]:
+def apply_overrides(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog
+) -> dict[str, Component]:
     """The components with ``cluster.overrides`` applied (all-or-nothing); ``components`` is
     left as it is.
 
@@ -530,8 +610,15 @@ def apply_overrides(cluster: ClusterSpec, recipe: Recipe, components: Mapping[st
 class _OverrideRun:
     """One :func:`apply_overrides` call: its steps, in order, collecting every problem."""
 
-    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog):
-        self.cluster, self.recipe, self.components, self.catalog = cluster, recipe, components, catalog
+    def __init__(
+        self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog
+    ):
+        self.cluster, self.recipe, self.components, self.catalog = (
+            cluster,
+            recipe,
+            components,
+            catalog,
+        )
         self.problems: list[Problem] = []
         self.refs = {ref.name: ref for ref in recipe.component_refs}
         self.resolved: list[tuple[str, Override]] = []
@@ -541,7 +628,14 @@ class _OverrideRun:
 
     def problem(self, o: Override, message: str, *, component: str | None = None, **kw) -> None:
         self.problems.append(
-            Problem(message, file=o.source or self.cluster.source, cluster=self.cluster.name, component=component, key=o.key or None, **kw)
+            Problem(
+                message,
+                file=o.source or self.cluster.source,
+                cluster=self.cluster.name,
+                component=component,
+                key=o.key or None,
+                **kw,
+            )
         )
 
     def values_of(self, name: str) -> dict[str, Any]:
@@ -557,7 +651,11 @@ class _OverrideRun:
                 name = resolve_component(o, self.catalog)
             except GpuclusterError as err:
                 for p in err.problems:
-                    self.problems.append(dataclasses.replace(p, cluster=self.cluster.name, file=p.file or self.cluster.source))
+                    self.problems.append(
+                        dataclasses.replace(
+                            p, cluster=self.cluster.name, file=p.file or self.cluster.source
+                        )
+                    )
                 continue
             shown = f"'{name}'" if name == o.component else f"'{name}' (alias '{o.component}')"
             if name not in self.refs:
@@ -610,7 +708,12 @@ class _OverrideRun:
                     fix="use a scalar set: enabled=false",
                 )
             elif o.kind == "set" and split_path(o.path)[0] == ENABLED_KEY:
-                self.problem(o, f"'{o.path}' is below the component toggle 'enabled'", component=name, fix="set enabled=true|false only")
+                self.problem(
+                    o,
+                    f"'{o.path}' is below the component toggle 'enabled'",
+                    component=name,
+                    fix="set enabled=true|false only",
+                )
         self.disabled = {n: o for n, o in enabled_state.items() if o.value is False}
 
     def check_conflicts(self) -> None:
@@ -661,14 +764,20 @@ class _OverrideRun:
 
     def bind_variables(self) -> None:
         """``variable`` overrides: a scalar leaf, not policy-owned, not also set, one path per variable name."""
-        bound_by_name: dict[str, tuple[str, Override]] = {}  # variable -> (component, first binding)
+        bound_by_name: dict[
+            str, tuple[str, Override]
+        ] = {}  # variable -> (component, first binding)
         set_paths: dict[str, dict[str, Override]] = {}
         for name, o in self.resolved:
             if o.kind in ("set", "values"):
                 for p in override_paths(o):
                     set_paths.setdefault(name, {})[p] = o
         for name, o in self.resolved:
-            if name in self.disabled or o.kind != "variable" or split_path(o.path)[0] == ENABLED_KEY:
+            if (
+                name in self.disabled
+                or o.kind != "variable"
+                or split_path(o.path)[0] == ENABLED_KEY
+            ):
                 continue
             if _is_manifest_only(self.components[name].ref, self.catalog):
                 self.problem(
@@ -680,7 +789,10 @@ class _OverrideRun:
                 )
                 continue
             entry = self.catalog.components.get(name)
-            manifest_path = next((p for p in (entry.manifest_values if entry else ()) if paths_intersect(o.path, p)), None)
+            manifest_path = next(
+                (p for p in (entry.manifest_values if entry else ()) if paths_intersect(o.path, p)),
+                None,
+            )
             if manifest_path is not None:
                 self.problem(
                     o,
@@ -701,7 +813,9 @@ class _OverrideRun:
                     fix="bake the value statically (recipe overlay, profile or a scalar set), or bind a different key",
                 )
                 continue
-            clash = next((s for p, s in set_paths.get(name, {}).items() if paths_intersect(o.path, p)), None)
+            clash = next(
+                (s for p, s in set_paths.get(name, {}).items() if paths_intersect(o.path, p)), None
+            )
             if clash is not None:
                 self.problem(
                     o,
@@ -721,7 +835,12 @@ class _OverrideRun:
                 continue
             previous = self.variables.setdefault(name, {}).get(o.path)
             if previous is not None and previous != o.value:
-                self.problem(o, f"'{o.path}' is bound to two variables ({previous}, {o.value})", component=name, fix="bind it once")
+                self.problem(
+                    o,
+                    f"'{o.path}' is bound to two variables ({previous}, {o.value})",
+                    component=name,
+                    fix="bind it once",
+                )
                 continue
             first = bound_by_name.get(o.value)
             if first is not None and (first[0], first[1].path) != (name, o.path):
@@ -771,7 +890,9 @@ class _OverrideRun:
             if name in self.work:
                 changes["values"] = self.work[name]
             if name in self.variables:
-                changes["terraform_variables"] = dict(sorted({**comp.terraform_variables, **self.variables[name]}.items()))
+                changes["terraform_variables"] = dict(
+                    sorted({**comp.terraform_variables, **self.variables[name]}.items())
+                )
             kept = [d for d in comp.ref.dependency_refs if d not in self.disabled]
             if kept != comp.ref.dependency_refs:
                 changes["ref"] = dataclasses.replace(comp.ref, dependency_refs=kept)

@@ -29,12 +29,24 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe, Toleration, absolute_keys
 from gpucluster.plugins import call_list_hook
-from gpucluster.recipes.overrides import ENABLED_KEY, ResolvedOverrides, override_paths, paths_intersect, pruned_edges, resolved_overrides
-from gpucluster.policy_keys import ALLOCATION_POLICY_KEYS, DRA_DRIVER, GPU_OPERATOR, policy_owned_paths  # noqa: F401  (re-exported)
+from gpucluster.policy_keys import (
+    ALLOCATION_POLICY_KEYS,
+    DRA_DRIVER,
+    GPU_OPERATOR,
+)  # noqa: F401  (re-exported)
+from gpucluster.recipes.overrides import (
+    ENABLED_KEY,
+    ResolvedOverrides,
+    override_paths,
+    paths_intersect,
+    pruned_edges,
+    resolved_overrides,
+)
 from gpucluster.values import leaf_paths, split_path
 
 OPERATOR_CONTAINER_DRIVER_ROOT = "/run/nvidia/driver"
@@ -93,7 +105,10 @@ def lookup(values: Mapping[str, Any], path: str) -> tuple[Any, str | None]:
                     f"below it, so '{path}' cannot be verified and the chart's templates fail"
                 )
             if not isinstance(node, Mapping):
-                return _ABSENT, f"'{section}' is a {type(node).__name__}, not a mapping, so '{path}' cannot be read"
+                return (
+                    _ABSENT,
+                    f"'{section}' is a {type(node).__name__}, not a mapping, so '{path}' cannot be read",
+                )
     return node, None
 
 
@@ -119,7 +134,9 @@ def _clean_root(value: str) -> str:
     return posixpath.normpath(re.sub(r"/+", "/", value)) if value else value
 
 
-def tolerates(toleration: Toleration | Mapping[str, Any], key: str, value: str, effect: str) -> bool:
+def tolerates(
+    toleration: Toleration | Mapping[str, Any], key: str, value: str, effect: str
+) -> bool:
     """Kubernetes toleration matching: does ``toleration`` tolerate taint ``key=value:effect``?"""
     t = toleration.as_dict() if isinstance(toleration, Toleration) else dict(toleration)
     t_effect = t.get("effect") or ""
@@ -139,11 +156,22 @@ def tolerates(toleration: Toleration | Mapping[str, Any], key: str, value: str, 
 class _Checks:
     """Collects findings of one cluster."""
 
-    def __init__(self, cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog,
-                 resolved: ResolvedOverrides | None = None):
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        recipe: Recipe,
+        components: Mapping[str, Component],
+        catalog,
+        resolved: ResolvedOverrides | None = None,
+    ):
         self.cluster = cluster
-        self.resolved = resolved if resolved is not None else (
-            resolved_overrides(cluster, catalog) if catalog is not None else ResolvedOverrides())
+        self.resolved = (
+            resolved
+            if resolved is not None
+            else (
+                resolved_overrides(cluster, catalog) if catalog is not None else ResolvedOverrides()
+            )
+        )
         self.recipe = recipe
         self.components = components
         self.catalog = catalog
@@ -251,7 +279,12 @@ def check_advertiser(c: _Checks) -> None:
         profile = "=".join(c.recipe.profile) if c.recipe.profile else "the selected profile"
         for on, component, key, what in (
             (dp, GPU_OPERATOR, "devicePlugin.enabled", "gpu-operator devicePlugin.enabled=true"),
-            (gpus, DRA_DRIVER, "resources.gpus.enabled", "the DRA driver's resources.gpus.enabled=true"),
+            (
+                gpus,
+                DRA_DRIVER,
+                "resources.gpus.enabled",
+                "the DRA driver's resources.gpus.enabled=true",
+            ),
         ):
             if on:
                 c.add(
@@ -307,7 +340,9 @@ def check_driver_roots(c: _Checks) -> None:
     * with ``driver.enabled=false`` it must not be ``/run/nvidia/driver``: nothing populates that
       path, the signature of a recipe generated before the preinstalled-driver default flip.
     """
-    install_dir, driver_enabled = _operator_driver_root(c) if GPU_OPERATOR in c.components else (None, None)
+    install_dir, driver_enabled = (
+        _operator_driver_root(c) if GPU_OPERATOR in c.components else (None, None)
+    )
     if DRA_DRIVER not in c.components:
         return
     valid, root = _dra_driver_root(c)
@@ -324,13 +359,17 @@ def _operator_driver_root(c: _Checks) -> tuple[str | None, bool | None]:
     raw, problem = lookup(values, "hostPaths.driverInstallDir")
     fix_dir = f"set gpuoperator:hostPaths.driverInstallDir={OPERATOR_CONTAINER_DRIVER_ROOT} (the chart default) or another absolute directory"
     if problem is not None:
-        c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", problem, fix_dir)
+        c.add(
+            "GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", problem, fix_dir
+        )
     elif raw is _ABSENT:
         install_dir = OPERATOR_CONTAINER_DRIVER_ROOT
     else:
         why = _install_dir_problem(raw)
         if why is not None:
-            c.add("GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", why, fix_dir)
+            c.add(
+                "GPU-DRIVER-ROOT", "error", GPU_OPERATOR, "hostPaths.driverInstallDir", why, fix_dir
+            )
         else:
             install_dir = _clean_root(raw)
     return install_dir, c.toggle(GPU_OPERATOR, "driver.enabled")
@@ -343,11 +382,15 @@ def _install_dir_problem(raw: Any) -> str | None:
     if not raw.startswith("/"):
         return f"hostPaths.driverInstallDir '{raw}' is a relative path; host-path mounts need absolute paths"
     if ".." in raw.split("/"):
-        return (f"hostPaths.driverInstallDir '{raw}' contains a '..' segment; Kubernetes refuses hostPath volumes whose "
-                "path contains '..', so the operator's driver and validator pods are never created")
+        return (
+            f"hostPaths.driverInstallDir '{raw}' contains a '..' segment; Kubernetes refuses hostPath volumes whose "
+            "path contains '..', so the operator's driver and validator pods are never created"
+        )
     if _clean_root(raw) == "/":
-        return ("hostPaths.driverInstallDir is '/': the operator-validator bind-mounts it as a container's root and "
-                "runc refuses a mount destination of '/', so nvidia-operator-validator crash-loops")
+        return (
+            "hostPaths.driverInstallDir is '/': the operator-validator bind-mounts it as a container's root and "
+            "runc refuses a mount destination of '/', so nvidia-operator-validator crash-loops"
+        )
     return None
 
 
@@ -384,13 +427,19 @@ def _dra_driver_root(c: _Checks) -> tuple[bool, str | None]:
     return False, None
 
 
-def _check_roots_lockstep(c: _Checks, driver_enabled: bool, install_dir: str, root: str | None) -> None:
+def _check_roots_lockstep(
+    c: _Checks, driver_enabled: bool, install_dir: str, root: str | None
+) -> None:
     """The DRA driver's root follows the driver owner: the operator's ``driverInstallDir`` when
     it installs the driver, never the operator's root when it does not."""
     if driver_enabled:
         effective = root if root is not None else DRA_CHART_DEFAULT_ROOT
         if effective != install_dir:
-            declared = f"nvidiaDriverRoot={effective}" if root is not None else f"nvidiaDriverRoot is not set (chart default {DRA_CHART_DEFAULT_ROOT})"
+            declared = (
+                f"nvidiaDriverRoot={effective}"
+                if root is not None
+                else f"nvidiaDriverRoot is not set (chart default {DRA_CHART_DEFAULT_ROOT})"
+            )
             c.add(
                 "GPU-DRIVER-ROOT",
                 "error",
@@ -420,7 +469,9 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _owning_values(c: _Checks, component: str, path: str, actual: Any) -> tuple[list[str], dict[str, Any]]:
+def _owning_values(
+    c: _Checks, component: str, path: str, actual: Any
+) -> tuple[list[str], dict[str, Any]]:
     """Profile values (other than the chosen one) that set ``component``'s ``path`` to ``actual``,
     and what each value sets there (``{value: setting}``; empty when the catalog does not know
     the recipe's profile declaration)."""
@@ -517,10 +568,17 @@ def check_profile_owned(c: _Checks) -> None:
 
 
 PROFILE_DERIVED: dict[str, frozenset[tuple[str, str]]] = {
-    "GPU-DRIVER-ROOT": frozenset({(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}),
-    "GPU-DRIVER-STALE-RECIPE": frozenset({(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}),
+    "GPU-DRIVER-ROOT": frozenset(
+        {(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}
+    ),
+    "GPU-DRIVER-STALE-RECIPE": frozenset(
+        {(GPU_OPERATOR, "driver.enabled"), (DRA_DRIVER, "nvidiaDriverRoot")}
+    ),
     "NVSENTINEL-RUNTIMECLASS": frozenset(
-        {(GPU_OPERATOR, "operator.runtimeClass"), ("nvsentinel", "metadata-collector.runtimeClassName")}
+        {
+            (GPU_OPERATOR, "operator.runtimeClass"),
+            ("nvsentinel", "metadata-collector.runtimeClassName"),
+        }
     ),
 }
 """Core findings that follow from a profile-owned key: finding id -> the ``(component, key)`` pairs
@@ -532,13 +590,21 @@ configuration stays refused by PROFILE-OWNED."""
 
 def drop_profile_derived(findings: list[Finding]) -> list[Finding]:
     """``findings`` without the :data:`PROFILE_DERIVED` findings PROFILE-OWNED errors already explain."""
-    owned = {(f.cluster, f.component, f.key) for f in findings if f.id == "PROFILE-OWNED" and f.severity == "error"}
+    owned = {
+        (f.cluster, f.component, f.key)
+        for f in findings
+        if f.id == "PROFILE-OWNED" and f.severity == "error"
+    }
     if not owned:
         return findings
     out = []
     for f in findings:
         related = PROFILE_DERIVED.get(f.id)
-        if related and (f.component, f.key) in related and any((f.cluster, *k) in owned for k in related):
+        if (
+            related
+            and (f.component, f.key) in related
+            and any((f.cluster, *k) in owned for k in related)
+        ):
             continue
         out.append(f)
     return out
@@ -583,7 +649,9 @@ def check_nvsentinel_runtime_class(c: _Checks) -> None:
     if GPU_OPERATOR not in c.components or NVSENTINEL not in c.components:
         return
     operator_rc, p1 = lookup(c.components[GPU_OPERATOR].values, "operator.runtimeClass")
-    collector_rc, p2 = lookup(c.components[NVSENTINEL].values, "metadata-collector.runtimeClassName")
+    collector_rc, p2 = lookup(
+        c.components[NVSENTINEL].values, "metadata-collector.runtimeClassName"
+    )
     if p1 or p2:
         return
     operator_rc = DEFAULT_RUNTIME_CLASS if operator_rc is _ABSENT else operator_rc
@@ -750,7 +818,7 @@ def check_literal_credentials(c: _Checks) -> None:
                 dotted,
                 f"values path '{dotted}' holds a literal credential: it is written into cdk.tf.json and the Terraform "
                 "state (gpucluster writes the output folder 0700, its files 0600)",
-                f"bind it to a Terraform variable instead (overrides.variables: {{\"{name}:{dotted}\": <variable>}}), "
+                f'bind it to a Terraform variable instead (overrides.variables: {{"{name}:{dotted}": <variable>}}), '
                 "or let the chart read an existing Secret",
             )
 
@@ -774,8 +842,14 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog, *,
-             resolved: ResolvedOverrides | None = None) -> list[Finding]:
+def evaluate(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    catalog,
+    *,
+    resolved: ResolvedOverrides | None = None,
+) -> list[Finding]:
     """Run the core checks and every ``gpucluster_policy_checks`` hook on the final values.
 
     Args:
@@ -796,13 +870,25 @@ def evaluate(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Comp
         check(checks)
     findings = drop_profile_derived(list(checks.findings))
     # what reading/resolving the recipe noticed (RecipeResult renames, VERSION-SKEW, conditional values)
-    findings.extend(dataclasses.replace(f, cluster=f.cluster or cluster.name) for f in recipe.findings)
+    findings.extend(
+        dataclasses.replace(f, cluster=f.cluster or cluster.name) for f in recipe.findings
+    )
     findings.extend(
         finding
         for _, finding in call_list_hook(
-            "gpucluster_policy_checks", Finding, what="gpucluster.sdk.Finding", cluster=cluster, recipe=recipe, components=components
+            "gpucluster_policy_checks",
+            Finding,
+            what="gpucluster.sdk.Finding",
+            cluster=cluster,
+            recipe=recipe,
+            components=components,
         )
     )
     findings = absolute_keys(cluster, findings)  # plugins' and core checks' cluster-document keys
-    unique = {(f.id, f.severity, f.cluster, f.component, f.key, f.message, f.fix): f for f in findings}
-    return sorted(unique.values(), key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.id, f.component, f.key, f.message))
+    unique = {
+        (f.id, f.severity, f.cluster, f.component, f.key, f.message, f.fix): f for f in findings
+    }
+    return sorted(
+        unique.values(),
+        key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.id, f.component, f.key, f.message),
+    )

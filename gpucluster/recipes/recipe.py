@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import copy
 import heapq
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
-from gpucluster.recipes.catalog import Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.model import (
     ANY,
@@ -50,9 +50,15 @@ from gpucluster.model import (
     Criteria,
     Recipe,
 )
-from gpucluster.recipes.overlays import BASE_OVERLAY, COMPONENT_TYPES, Overlay, OverlayIndex, overlay_index
+from gpucluster.recipes.catalog import Catalog
+from gpucluster.recipes.overlays import (
+    BASE_OVERLAY,
+    COMPONENT_TYPES,
+    Overlay,
+    OverlayIndex,
+    overlay_index,
+)
 from gpucluster.values import deep_merge
-
 
 # --------------------------------------------------------------------------- internal data
 
@@ -76,7 +82,7 @@ class _Ref:
     declared_in: str = ""
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any], declared_in: str) -> "_Ref":
+    def from_raw(cls, raw: Mapping[str, Any], declared_in: str) -> _Ref:
         return cls(
             name=raw["name"],
             type=raw.get("type", ""),
@@ -93,7 +99,7 @@ class _Ref:
             declared_in=declared_in,
         )
 
-    def merge(self, other: "_Ref") -> None:
+    def merge(self, other: _Ref) -> None:
         """Merge ``other`` (a later overlay's entry) into this one (AICR ``mergeComponentRef``)."""
         for attr in ("type", "source", "chart", "version", "namespace", "values_file"):
             value = getattr(other, attr)
@@ -105,7 +111,9 @@ class _Ref:
         self.pre_manifest_files = _union(self.pre_manifest_files, other.pre_manifest_files)
         self.dependency_refs = _union(self.dependency_refs, other.dependency_refs)
         if other.chart_versions:
-            self.chart_versions = " ".join(c for c in (self.chart_versions, other.chart_versions) if c)
+            self.chart_versions = " ".join(
+                c for c in (self.chart_versions, other.chart_versions) if c
+            )
 
 
 def _union(a: Iterable[str], b: Iterable[str]) -> list[str]:
@@ -162,11 +170,18 @@ def allowed_criteria(catalog: Catalog) -> dict[str, list[str]]:
     return {f: sorted(v) for f, v in allowed.items()}
 
 
-_PLATFORM_FIELDS = {"accelerator": "accelerators", "os": "oses", "intent": "intents", "platform": "platforms"}
+_PLATFORM_FIELDS = {
+    "accelerator": "accelerators",
+    "os": "oses",
+    "intent": "intents",
+    "platform": "platforms",
+}
 """Criteria field -> the :class:`~gpucluster.sdk.Platform` attribute declaring its values."""
 
 
-def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None = None, cluster: str | None = None) -> None:
+def validate_criteria(
+    criteria: Criteria, catalog: Catalog, *, file: str | None = None, cluster: str | None = None
+) -> None:
     """Reject criteria values no platform plugin or overlay knows, and values the service's
     platform does not declare.
 
@@ -197,7 +212,11 @@ def validate_criteria(criteria: Criteria, catalog: Catalog, *, file: str | None 
                 )
             )
             continue
-        values = tuple(getattr(declared, _PLATFORM_FIELDS[f], ()) or ()) if f in _PLATFORM_FIELDS and declared else ()
+        values = (
+            tuple(getattr(declared, _PLATFORM_FIELDS[f], ()) or ())
+            if f in _PLATFORM_FIELDS and declared
+            else ()
+        )
         if value != ANY and values and value not in values:
             problems.append(
                 Problem(
@@ -235,11 +254,17 @@ def _chain(index: OverlayIndex, name: str) -> list[Overlay]:
 
 def select_overlays(index_or_catalog: Catalog | OverlayIndex, criteria: Criteria) -> list[str]:
     """Leaf overlays a query selects, least specific first (before chain expansion)."""
-    index = index_or_catalog if isinstance(index_or_catalog, OverlayIndex) else overlay_index(index_or_catalog)
+    index = (
+        index_or_catalog
+        if isinstance(index_or_catalog, OverlayIndex)
+        else overlay_index(index_or_catalog)
+    )
     matches = [
         ov
         for ov in index.overlays.values()
-        if ov.name != BASE_OVERLAY and ov.criteria is not None and criteria_matches(ov.criteria, criteria)
+        if ov.name != BASE_OVERLAY
+        and ov.criteria is not None
+        and criteria_matches(ov.criteria, criteria)
     ]
     ancestors: set[str] = set()
     for ov in matches:
@@ -337,11 +362,15 @@ def resolve(
     )
 
 
-def _profile_advertiser(index: OverlayIndex, applied: list[str], chosen: tuple[str, str] | None) -> str | None:
+def _profile_advertiser(
+    index: OverlayIndex, applied: list[str], chosen: tuple[str, str] | None
+) -> str | None:
     """The chosen profile value's ``advertiser`` (``external``), or None."""
     if chosen is None:
         return None
-    decl = [index.overlays[n].profile for n in applied if index.overlays[n].profile is not None][-1] or {}
+    decl = [index.overlays[n].profile for n in applied if index.overlays[n].profile is not None][
+        -1
+    ] or {}
     return (decl["values"].get(chosen[1]) or {}).get("advertiser")
 
 
@@ -373,7 +402,9 @@ def profile_values_owned(recipe: Recipe, catalog: Catalog) -> dict[str, dict[str
     for value, fragment in sorted((decls[-1].get("values") or {}).items()):
         owned: dict[str, dict[str, Any]] = {}
         for ref in (fragment or {}).get("componentRefs") or []:
-            owned[ref["name"]] = deep_merge(owned.get(ref["name"], {}), ref.get("overrides") or {}, keep_nulls=True)
+            owned[ref["name"]] = deep_merge(
+                owned.get(ref["name"], {}), ref.get("overrides") or {}, keep_nulls=True
+            )
         out[value] = owned
     return out
 
@@ -386,7 +417,9 @@ def _put_constraint(constraints: list[Constraint], c: Constraint) -> None:
     constraints.append(Constraint(c.name, c.value))
 
 
-def _check_coverage(index: OverlayIndex, criteria: Criteria, applied: list[str], where: _Where) -> None:
+def _check_coverage(
+    index: OverlayIndex, criteria: Criteria, applied: list[str], where: _Where
+) -> None:
     problems = []
     for f in CRITERIA_FIELDS:
         want = getattr(criteria, f)
@@ -471,7 +504,9 @@ def _apply_profile(
                 component=ref["name"],
                 key=f"spec.profile.values.{value}.componentRefs",
             )
-        owned[ref["name"]] = deep_merge(owned.get(ref["name"], {}), ref["overrides"], keep_nulls=True)
+        owned[ref["name"]] = deep_merge(
+            owned.get(ref["name"], {}), ref["overrides"], keep_nulls=True
+        )
     return (pname, value), dict(sorted(owned.items()))
 
 
@@ -557,7 +592,9 @@ def _catalog_has(catalog: Catalog, relpath: str) -> bool:
     return any((d / relpath).is_file() for d in catalog.dirs)
 
 
-def order_components(refs: list[ComponentRef], *, file: str | None = None, cluster: str | None = None) -> list[ComponentRef]:
+def order_components(
+    refs: list[ComponentRef], *, file: str | None = None, cluster: str | None = None
+) -> list[ComponentRef]:
     """Topological order by ``dependency_refs``, ties by name (Kahn's algorithm).
 
     Raises:
@@ -611,7 +648,7 @@ def _find_cycle(by_name: Mapping[str, ComponentRef], stuck: list[str]) -> list[s
     while node not in path:
         path.append(node)
         node = sorted(d for d in by_name[node].dependency_refs if d in stuck)[0]
-    return path[path.index(node):] + [node]
+    return path[path.index(node) :] + [node]
 
 
 # --------------------------------------------------------------------------- public entry points
@@ -634,4 +671,3 @@ def recipe_display(cluster: ClusterSpec) -> str:
         return str(source.parent / recipe.relative_to(source.resolve().parent))
     except (ValueError, OSError):
         return str(recipe)
-

@@ -45,16 +45,29 @@ import dataclasses
 import difflib
 import functools
 import re
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from gpucluster import yamlsafe
-from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.fields import Where
-from gpucluster.model import ANY, CRITERIA_FIELDS, ClusterSpec, Component, ComponentRef, Constraint, Criteria, Finding, Recipe, Severity, absolute_key
+from gpucluster.model import (
+    ANY,
+    CRITERIA_FIELDS,
+    ClusterSpec,
+    Component,
+    ComponentRef,
+    Constraint,
+    Criteria,
+    Finding,
+    Recipe,
+    Severity,
+    absolute_key,
+)
+from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
 from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
 from gpucluster.recipes.recipe import order_components, resolve, values_files_for
@@ -68,7 +81,17 @@ API_VERSION = "aicr.run/v1beta2"
 LEGACY_API_VERSION = "aicr.nvidia.com/v1alpha1"
 _AICR_RUN = re.compile(r"^aicr\.run/v[0-9]+((alpha|beta)[0-9]+)?$")
 
-TOP_KEYS = ("kind", "apiVersion", "metadata", "criteria", "constraints", "componentRefs", "deploymentOrder", "validation", "configuration")
+TOP_KEYS = (
+    "kind",
+    "apiVersion",
+    "metadata",
+    "criteria",
+    "constraints",
+    "componentRefs",
+    "deploymentOrder",
+    "validation",
+    "configuration",
+)
 REF_KEYS = (
     "name",
     "type",
@@ -87,12 +110,26 @@ REF_KEYS = (
     "healthCheckAsserts",
     "healthCheckSkip",
 )
-_HELM_FACTS = REGISTRY_SCHEMA["properties"]["components"]["items"]["properties"]["helm"]["properties"]
+_HELM_FACTS = REGISTRY_SCHEMA["properties"]["components"]["items"]["properties"]["helm"][
+    "properties"
+]
 CHART_FACT_RULES: dict[str, tuple[re.Pattern[str], str]] = {
-    "source": (re.compile(_HELM_FACTS["repository"]["pattern"]), "an https:// or oci:// chart repository URL"),
-    "chart": (re.compile(_HELM_FACTS["chart"]["pattern"]), "a chart name: letters, digits, '.', '_', '-' (no repo/ prefix)"),
-    "namespace": (re.compile(_HELM_FACTS["namespace"]["pattern"]), "a DNS-1123 label of at most 63 characters"),
-    "version": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"), "a pinned chart version such as v26.7.1 or 0.5.1"),
+    "source": (
+        re.compile(_HELM_FACTS["repository"]["pattern"]),
+        "an https:// or oci:// chart repository URL",
+    ),
+    "chart": (
+        re.compile(_HELM_FACTS["chart"]["pattern"]),
+        "a chart name: letters, digits, '.', '_', '-' (no repo/ prefix)",
+    ),
+    "namespace": (
+        re.compile(_HELM_FACTS["namespace"]["pattern"]),
+        "a DNS-1123 label of at most 63 characters",
+    ),
+    "version": (
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"),
+        "a pinned chart version such as v26.7.1 or 0.5.1",
+    ),
 }
 """What a RecipeResult may pin per componentRef: the registry's rules (``registry.yaml`` schema),
 so a recipe file cannot point a release at a plaintext ``http://`` or ``file://`` repository or an
@@ -116,11 +153,29 @@ REGENERATE_FIX = (
 
 AICR_TOP_KEYS = TOP_KEYS
 """Every top-level field of an AICR RecipeResult (``pkg/recipe`` ``RecipeResult``, v1alpha1 to v1alpha3)."""
-USED_TOP_KEYS = ("kind", "apiVersion", "metadata", "criteria", "configuration", "constraints", "componentRefs")
+USED_TOP_KEYS = (
+    "kind",
+    "apiVersion",
+    "metadata",
+    "criteria",
+    "configuration",
+    "constraints",
+    "componentRefs",
+)
 AICR_REF_KEYS = REF_KEYS + ("tag", "path", "patches")
 USED_REF_KEYS = (
-    "name", "type", "source", "chart", "version", "namespace", "valuesFile", "overrides",
-    "dependencyRefs", "manifestFiles", "preManifestFiles", "values",
+    "name",
+    "type",
+    "source",
+    "chart",
+    "version",
+    "namespace",
+    "valuesFile",
+    "overrides",
+    "dependencyRefs",
+    "manifestFiles",
+    "preManifestFiles",
+    "values",
 )
 UNUSED_FIELDS = ("validation", "expectedResources", "healthCheckAsserts", "healthCheckSkip")
 """AICR fields gpucluster reads past: ``validation`` (AICR's validator phases) and the
@@ -143,7 +198,10 @@ def _with_fix(read):
         except GpuclusterError as err:
             cluster = kwargs.get("cluster")
             cname = getattr(cluster, "name", cluster)
-            problems = [dataclasses.replace(p, fix=p.fix or REGENERATE_FIX, cluster=p.cluster or cname) for p in err.problems]
+            problems = [
+                dataclasses.replace(p, fix=p.fix or REGENERATE_FIX, cluster=p.cluster or cname)
+                for p in err.problems
+            ]
             raise type(err)(problems=problems) from None
 
     return wrapper
@@ -164,8 +222,12 @@ class _Report:
     def take(self, err: GpuclusterError) -> None:
         self.problems.extend(err.problems)
 
-    def note(self, id: str, severity: Severity, component: str, key: str, message: str, fix: str) -> None:
-        self.findings.append(Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file))
+    def note(
+        self, id: str, severity: Severity, component: str, key: str, message: str, fix: str
+    ) -> None:
+        self.findings.append(
+            Finding(id, severity, self.cluster or "", component, key, message, fix, file=self.file)
+        )
 
     def checked(self, check: Any, *args: Any, **kwargs: Any) -> Any:
         """``check(*args, **kwargs)`` -- a typed reader of :class:`gpucluster.fields.Where` /
@@ -186,8 +248,15 @@ class _Report:
             raise GpuclusterError(problems=list(self.problems))
 
 
-def _unknown_keys(raw: Mapping[str, Any], known: tuple[str, ...], used: tuple[str, ...], base: str, rep: _Report,
-                  unknown: list[str], component: str | None = None) -> None:
+def _unknown_keys(
+    raw: Mapping[str, Any],
+    known: tuple[str, ...],
+    used: tuple[str, ...],
+    base: str,
+    rep: _Report,
+    unknown: list[str],
+    component: str | None = None,
+) -> None:
     """Keys no AICR release writes: a near miss of a key gpucluster uses is an error (a typo would
     silently drop what it sets); any other is collected for one info line (a later AICR addition)."""
     for k in raw:
@@ -221,7 +290,9 @@ def _load(path: str, display: str | None, cluster: str | None) -> dict[str, Any]
             fix="give the output of 'aicr recipe' or 'gpucluster recipe'",
         )
     api = data.get("apiVersion")
-    if api is not None and (not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.fullmatch(api))):
+    if api is not None and (
+        not isinstance(api, str) or not (api == LEGACY_API_VERSION or _AICR_RUN.fullmatch(api))
+    ):
         rep.bad(
             f"unsupported apiVersion {api!r}",
             key="apiVersion",
@@ -240,14 +311,20 @@ def _load(path: str, display: str | None, cluster: str | None) -> dict[str, Any]
 def _criteria(data: Mapping[str, Any], rep: _Report) -> Criteria | None:
     raw = data.get("criteria")
     if not isinstance(raw, dict):
-        rep.bad("missing or invalid 'criteria' mapping", key="criteria", fix="add the recipe's criteria")
+        rep.bad(
+            "missing or invalid 'criteria' mapping", key="criteria", fix="add the recipe's criteria"
+        )
         return None
     values: dict[str, str] = {}
     for key, value in raw.items():
         if key == "nodes":  # AICR node count hint: no effect on resolution here
             continue
         if key not in CRITERIA_FIELDS:
-            rep.bad(f"unknown criteria field '{key}'", key=f"criteria.{key}", allowed=", ".join(CRITERIA_FIELDS))
+            rep.bad(
+                f"unknown criteria field '{key}'",
+                key=f"criteria.{key}",
+                allowed=", ".join(CRITERIA_FIELDS),
+            )
             continue
         if value in (None, ""):
             continue
@@ -255,7 +332,10 @@ def _criteria(data: Mapping[str, Any], rep: _Report) -> Criteria | None:
             continue
         values[key] = value.strip().lower()
     if values.get("service", ANY) == ANY:
-        rep.bad("criteria.service is missing; gpucluster needs it to pick the platform", key="criteria.service")
+        rep.bad(
+            "criteria.service is missing; gpucluster needs it to pick the platform",
+            key="criteria.service",
+        )
         return None
     return Criteria(**{f: values.get(f, ANY) for f in CRITERIA_FIELDS})
 
@@ -277,27 +357,38 @@ def read_criteria(path: str, *, display: str | None = None, cluster: str | None 
     return criteria
 
 
-def _selected_profile(data: Mapping[str, Any], rep: _Report, cluster: ClusterSpec | None) -> dict[str, str]:
+def _selected_profile(
+    data: Mapping[str, Any], rep: _Report, cluster: ClusterSpec | None
+) -> dict[str, str]:
     meta = rep.checked(rep.where().fields, data.get("metadata") or {}, "metadata")
     if meta is None:
         return {}
     selection: dict[str, str] = {}
     sel = meta.get("selectedProfile")
     if sel is not None:
-        if not isinstance(sel, dict) or not isinstance(sel.get("name"), str) or not isinstance(sel.get("value"), str):
-            rep.bad("metadata.selectedProfile needs string 'name' and 'value'", key="metadata.selectedProfile")
+        if (
+            not isinstance(sel, dict)
+            or not isinstance(sel.get("name"), str)
+            or not isinstance(sel.get("value"), str)
+        ):
+            rep.bad(
+                "metadata.selectedProfile needs string 'name' and 'value'",
+                key="metadata.selectedProfile",
+            )
         else:
             selection[sel["name"]] = sel["value"]
     if cluster is not None:
         for pname, pvalue in cluster.profile.items():
             if pname in selection and selection[pname] != pvalue:
-                rep.problems.append(Problem(
-                    f"the cluster selects profile {pname}={pvalue}, but the recipe file was resolved for {pname}={selection[pname]}",
-                    file=cluster.source,
-                    cluster=cluster.name,
-                    key=absolute_key(cluster, f"profile.{pname}"),
-                    fix=f"regenerate the recipe with --profile {pname}={pvalue}, or drop the cluster's profile setting",
-                ))
+                rep.problems.append(
+                    Problem(
+                        f"the cluster selects profile {pname}={pvalue}, but the recipe file was resolved for {pname}={selection[pname]}",
+                        file=cluster.source,
+                        cluster=cluster.name,
+                        key=absolute_key(cluster, f"profile.{pname}"),
+                        fix=f"regenerate the recipe with --profile {pname}={pvalue}, or drop the cluster's profile setting",
+                    )
+                )
             selection[pname] = pvalue
     return selection
 
@@ -308,7 +399,9 @@ def _inside_catalog(path: str) -> bool:
     return not p.is_absolute() and ".." not in p.parts and "\\" not in path
 
 
-def _catalog_path_error(path: str, comp: str, name: str, key: str, cluster: str | None) -> GpuclusterError:
+def _catalog_path_error(
+    path: str, comp: str, name: str, key: str, cluster: str | None
+) -> GpuclusterError:
     return GpuclusterError(
         f"'{path}' is not a path inside gpucluster's catalog",
         file=name,
@@ -321,10 +414,22 @@ def _catalog_path_error(path: str, comp: str, name: str, key: str, cluster: str 
 
 
 def _manifest_ref(
-    path: Any, comp: str, ours: ComponentRef | None, catalog: Catalog, name: str, key: str, cluster: str | None
+    path: Any,
+    comp: str,
+    ours: ComponentRef | None,
+    catalog: Catalog,
+    name: str,
+    key: str,
+    cluster: str | None,
 ) -> str:
     if not isinstance(path, str) or not path:
-        raise GpuclusterError("manifest entries must be non-empty strings", file=name, cluster=cluster, component=comp, key=key)
+        raise GpuclusterError(
+            "manifest entries must be non-empty strings",
+            file=name,
+            cluster=cluster,
+            component=comp,
+            key=key,
+        )
     if not _inside_catalog(path):
         raise _catalog_path_error(path, comp, name, key, cluster)
     template = path if path.endswith(".j2") else f"{path}.j2"
@@ -348,7 +453,12 @@ def _yaml_scalar(value: Any) -> str:
     """A value as written in YAML (``false``, ``null``, ``'/'``) for messages."""
     if isinstance(value, str):
         return f"'{value}'"
-    return yaml.safe_dump(value, default_flow_style=True, width=4096).strip().removesuffix("...").strip()
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=4096)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def _values_files_known(comp: str, catalog: Catalog) -> list[str]:
@@ -405,10 +515,25 @@ class _FileReader:
     it is (:meth:`identify`), its chart facts (:meth:`chart_facts`), its values
     (:meth:`values`), its lists (:meth:`lists`); what they find goes to the file's report."""
 
-    def __init__(self, data: Mapping[str, Any], catalog: Catalog, rep: "_Report", ours: Recipe, *, name: str,
-                 cname: str | None, skew_severity: str, unknown: list[str]) -> None:
+    def __init__(
+        self,
+        data: Mapping[str, Any],
+        catalog: Catalog,
+        rep: _Report,
+        ours: Recipe,
+        *,
+        name: str,
+        cname: str | None,
+        skew_severity: str,
+        unknown: list[str],
+    ) -> None:
         self.data, self.catalog, self.rep, self.ours = data, catalog, rep, ours
-        self.name, self.cname, self.skew_severity, self.unknown = name, cname, skew_severity, unknown
+        self.name, self.cname, self.skew_severity, self.unknown = (
+            name,
+            cname,
+            skew_severity,
+            unknown,
+        )
         self.ours_by_name = {r.name: r for r in ours.component_refs}
         self.renames = former_names(catalog)
         self.refs: list[ComponentRef] = []
@@ -427,8 +552,12 @@ class _FileReader:
         self.ref_keys[comp] = key
         mine = self.ours_by_name.get(comp)
         problems_before = len(self.rep.problems)
-        rtype, source, chart, version, namespace, strings = self.chart_facts(key, raw, written, comp, renamed, note, entry, mine)
-        values_files, overrides, enabled = self.values(key, raw, comp, entry, strings, problems_before)
+        rtype, source, chart, version, namespace, strings = self.chart_facts(
+            key, raw, written, comp, renamed, note, entry, mine
+        )
+        values_files, overrides, enabled = self.values(
+            key, raw, comp, entry, strings, problems_before
+        )
         deps, manifest_lists = self.lists(key, raw, written, comp, entry, mine)
         rep, w, refs = self.rep, {"component": comp}, self.refs
         if rtype == "Helm" and not (source and chart and version):
@@ -468,7 +597,8 @@ class _FileReader:
         if comp in seen:
             rep.bad(
                 f"component '{comp}' is listed twice ({seen[comp]} and {key}"
-                + (f", as '{written}'" if renamed else "") + ")",
+                + (f", as '{written}'" if renamed else "")
+                + ")",
                 key=f"{key}.name",
                 fix="remove one of the entries",
                 **w,
@@ -487,8 +617,17 @@ class _FileReader:
             return None
         return written, comp, renamed, note, entry
 
-    def chart_facts(self, key: str, raw: Mapping[str, Any], written: str, comp: str, renamed: bool, note: str, entry: Any,
-                    mine: ComponentRef | None) -> tuple[str, str, str, str, str, dict[str, str]]:
+    def chart_facts(
+        self,
+        key: str,
+        raw: Mapping[str, Any],
+        written: str,
+        comp: str,
+        renamed: bool,
+        note: str,
+        entry: Any,
+        mine: ComponentRef | None,
+    ) -> tuple[str, str, str, str, str, dict[str, str]]:
         """Unknown and unsupported keys, the type, and the chart facts: ``(type, source, chart,
         version, namespace, the file's strings)`` -- the catalog's for a renamed component
         (``RECIPE-RENAMED``), the file's pins otherwise (``VERSION-SKEW`` when they differ)."""
@@ -502,10 +641,20 @@ class _FileReader:
             if raw.get(bad):
                 rep.bad(f"'{bad}' is not supported: {why}", key=f"{key}.{bad}", **w)
         if raw.get("cleanup"):
-            rep.bad("'cleanup: true' (uninstall after validation) is not supported", key=f"{key}.cleanup", fix="remove the component", **w)
+            rep.bad(
+                "'cleanup: true' (uninstall after validation) is not supported",
+                key=f"{key}.cleanup",
+                fix="remove the component",
+                **w,
+            )
         rtype = raw.get("type") or entry.type
         if rtype not in COMPONENT_TYPES:
-            rep.bad(f"unsupported component type '{rtype}'", key=f"{key}.type", allowed=", ".join(COMPONENT_TYPES), **w)
+            rep.bad(
+                f"unsupported component type '{rtype}'",
+                key=f"{key}.type",
+                allowed=", ".join(COMPONENT_TYPES),
+                **w,
+            )
             rtype = entry.type
         if entry.type == "Manifest":
             rtype = "Manifest"  # AICR writes manifest-only components as Helm refs without a chart
@@ -516,11 +665,19 @@ class _FileReader:
             if value is None or value == "":
                 continue
             if not isinstance(value, str) or value != value.strip():
-                rep.bad(f"'{field_name}' must be a string without surrounding spaces", key=f"{key}.{field_name}", **w)
+                rep.bad(
+                    f"'{field_name}' must be a string without surrounding spaces",
+                    key=f"{key}.{field_name}",
+                    **w,
+                )
                 continue
             rule = CHART_FACT_RULES.get(field_name)
-            checked = value.rsplit("/", 1)[-1] if field_name == "chart" else value  # AICR's repo/ prefix is dropped
-            if rule is not None and (not rule[0].fullmatch(checked) or (field_name == "namespace" and len(value) > 63)):
+            checked = (
+                value.rsplit("/", 1)[-1] if field_name == "chart" else value
+            )  # AICR's repo/ prefix is dropped
+            if rule is not None and (
+                not rule[0].fullmatch(checked) or (field_name == "namespace" and len(value) > 63)
+            ):
                 rep.bad(
                     f"{field_name} '{value}' is not allowed",
                     key=f"{key}.{field_name}",
@@ -539,10 +696,18 @@ class _FileReader:
             old_pin = " ".join(x for x in (file_chart or written, strings["version"]) if x)
             new_pin = " ".join(x for x in (cat_chart or comp, cat_version) if x)
             rep.note(
-                "RECIPE-RENAMED", "info", comp, f"{key}.name",
+                "RECIPE-RENAMED",
+                "info",
+                comp,
+                f"{key}.name",
                 f"'{written}' is now '{comp}': {note}; installing {new_pin}"
                 + (f" ({cat_source})" if cat_source else "")
-                + (f" instead of the file's {old_pin}" + (f" ({strings['source']})" if strings["source"] else "") if strings["version"] or file_chart else "")
+                + (
+                    f" instead of the file's {old_pin}"
+                    + (f" ({strings['source']})" if strings["source"] else "")
+                    if strings["version"] or file_chart
+                    else ""
+                )
                 + ", the chart gpucluster's values are written for",
                 f"none needed; regenerate the recipe with a current AICR (aicr recipe) to write '{comp}'",
             )
@@ -558,15 +723,39 @@ class _FileReader:
             version = strings["version"] or cat_version
             namespace = strings["namespace"] or cat_namespace
             if rtype == "Helm" and (
-                (strings["version"] and _version_key(version) != _version_key(cat_version)) or (file_chart and file_chart != cat_chart)
+                (strings["version"] and _version_key(version) != _version_key(cat_version))
+                or (file_chart and file_chart != cat_chart)
             ):
-                source, chart, version = self.judge_skew(key, comp, entry, mine, strings, source, chart, version,
-                                                         cat_source, cat_chart, cat_version)
+                source, chart, version = self.judge_skew(
+                    key,
+                    comp,
+                    entry,
+                    mine,
+                    strings,
+                    source,
+                    chart,
+                    version,
+                    cat_source,
+                    cat_chart,
+                    cat_version,
+                )
 
         return rtype, source, chart, version, namespace, strings
 
-    def judge_skew(self, key: str, comp: str, entry: Any, mine: ComponentRef | None, strings: Mapping[str, str],
-                   source: str, chart: str, version: str, cat_source: str, cat_chart: str, cat_version: str) -> tuple[str, str, str]:
+    def judge_skew(
+        self,
+        key: str,
+        comp: str,
+        entry: Any,
+        mine: ComponentRef | None,
+        strings: Mapping[str, str],
+        source: str,
+        chart: str,
+        version: str,
+        cat_source: str,
+        cat_chart: str,
+        cat_version: str,
+    ) -> tuple[str, str, str]:
         """A pin other than the catalog's (:mod:`gpucluster.recipes.chart_versions`): ``(source, chart,
         version)`` to install. Covered: the pin, values written for it (``VERSION-SKEW`` info, or
         error with ``versionSkew: error``); never checked against a chart: the pin (``VERSION-SKEW``
@@ -576,22 +765,34 @@ class _FileReader:
 
         rep, skew_severity = self.rep, self.skew_severity
         at = f"{key}.version" if strings["version"] else f"{key}.chart"
-        judged = chart_versions.judge_pin(entry, chart, version, mine.chart_versions if mine else "")
+        judged = chart_versions.judge_pin(
+            entry, chart, version, mine.chart_versions if mine else ""
+        )
         pinned = f"{chart} {version} ({source})"
         catalog_pin = f"{cat_chart} {cat_version} ({cat_source})"
         if judged.verdict == chart_versions.COVERED:
             assert judged.entry is not None
             rep.note(
-                "VERSION-SKEW", "error" if skew_severity == "error" else "info", comp, at,
+                "VERSION-SKEW",
+                "error" if skew_severity == "error" else "info",
+                comp,
+                at,
                 f"the file pins {pinned}, not the catalog's {catalog_pin}; gpucluster writes the values for that "
                 f"version (range {judged.entry.versions}, checked against {', '.join(judged.entry.checked)})",
                 f"none needed; pin {cat_version} to install the catalog's version"
-                + ("; versionSkew: error refuses every pin other than the catalog's" if skew_severity == "error" else ""),
+                + (
+                    "; versionSkew: error refuses every pin other than the catalog's"
+                    if skew_severity == "error"
+                    else ""
+                ),
             )
             return source, chart, version
         if judged.verdict == chart_versions.UNVERIFIED:
             rep.note(
-                "VERSION-SKEW", "error" if skew_severity == "error" else "warning", comp, at,
+                "VERSION-SKEW",
+                "error" if skew_severity == "error" else "warning",
+                comp,
+                at,
                 f"the file pins {pinned}, but gpucluster's values for '{comp}' are written for {catalog_pin} and were "
                 "never rendered with a real chart of either version (docs/catalog-sources.md); keys the other version "
                 "does not read are ignored by Helm",
@@ -604,7 +805,10 @@ class _FileReader:
             from gpucluster.recipes.upgrade_rules import version_change_text
 
             rep.note(
-                "VERSION-UPGRADED", "warning", comp, at,
+                "VERSION-UPGRADED",
+                "warning",
+                comp,
+                at,
                 f"the file pins {pinned}, for which gpucluster has no coherent values ({judged.why}); versionSkew: "
                 f"upgrade installs {catalog_pin} instead: "
                 + version_change_text(comp, version, cat_version, self.ours.criteria.service),
@@ -614,21 +818,41 @@ class _FileReader:
         # an error finding, not an input problem: synth refuses it (one line, naming this key), while
         # upgrade-check (strict=False) can still judge a running install that pins such a version
         rep.note(
-            "VERSION-UNCOVERED", "error", comp, at,
+            "VERSION-UNCOVERED",
+            "error",
+            comp,
+            at,
             f"gpucluster has no coherent values for {pinned}: {judged.why}",
             f"pin a version gpucluster has values for (the catalog's is {cat_version}), or set versionSkew: upgrade on the "
             f"cluster to install {cat_version} instead (the change is printed)",
         )
         return source, chart, version
 
-    def values(self, key: str, raw: Mapping[str, Any], comp: str, entry: Any, strings: Mapping[str, str],
-               problems_before: int) -> tuple[list[str], dict[str, Any], bool]:
+    def values(
+        self,
+        key: str,
+        raw: Mapping[str, Any],
+        comp: str,
+        entry: Any,
+        strings: Mapping[str, str],
+        problems_before: int,
+    ) -> tuple[list[str], dict[str, Any], bool]:
         """``(values files, overrides, enabled)``: the values file, the install gates, retired
         overrides, profile-owned values, and hydrated ``values`` compared with what they give."""
-        rep, catalog, renames, ours, data, name, cname = (self.rep, self.catalog, self.renames, self.ours, self.data,
-                                                          self.name, self.cname)
+        rep, catalog, renames, ours, data, name, cname = (
+            self.rep,
+            self.catalog,
+            self.renames,
+            self.ours,
+            self.data,
+            self.name,
+            self.cname,
+        )
         w = {"component": comp}
-        overrides_raw = rep.checked(rep.where(comp).fields, raw.get("overrides") or {}, f"{key}.overrides") or {}
+        overrides_raw = (
+            rep.checked(rep.where(comp).fields, raw.get("overrides") or {}, f"{key}.overrides")
+            or {}
+        )
         vf = _renamed_path(strings["valuesFile"], renames)
         values_files: list[str] = []
         if vf and not _inside_catalog(vf):
@@ -670,10 +894,17 @@ class _FileReader:
         overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if k not in GATE_KEYS}
         for retired_override in entry.retired_overrides:
             have = get_path(overrides, retired_override.path, _MISSING)
-            if data.get("apiVersion") in retired_override.api_versions and type(have) is type(retired_override.value) and have == retired_override.value:
+            if (
+                data.get("apiVersion") in retired_override.api_versions
+                and type(have) is type(retired_override.value)
+                and have == retired_override.value
+            ):
                 _drop_path(overrides, retired_override.path)
                 rep.note(
-                    "RECIPE-OVERRIDE-RETIRED", "warning", comp, f"{key}.overrides.{retired_override.path}",
+                    "RECIPE-OVERRIDE-RETIRED",
+                    "warning",
+                    comp,
+                    f"{key}.overrides.{retired_override.path}",
                     f"{retired_override.path}: {_yaml_scalar(have)} ({data.get('apiVersion')}) is not applied: {retired_override.note}",
                     "none needed; to advertise GPUs through DRA instead, flip the whole allocation policy in a recipe "
                     "overlay (docs/policies.md, GPU-ADVERTISER)",
@@ -692,9 +923,13 @@ class _FileReader:
                     )
 
         check_profile_owned(overrides, "overrides")
-        if "values" in raw and len(rep.problems) == problems_before:  # compared only when the rest of the ref is sound
+        if (
+            "values" in raw and len(rep.problems) == problems_before
+        ):  # compared only when the rest of the ref is sound
             if rep.checked(rep.where(comp).fields, raw["values"], f"{key}.values") is not None:
-                layered = layer_values(values_files, overrides, ours.profile_owned.get(comp), catalog)
+                layered = layer_values(
+                    values_files, overrides, ours.profile_owned.get(comp), catalog
+                )
                 if layered != raw["values"]:
                     if overrides:
                         # values and overrides disagree: one of them was edited, and which one cannot be told
@@ -714,23 +949,45 @@ class _FileReader:
 
         return values_files, overrides, enabled
 
-    def lists(self, key: str, raw: Mapping[str, Any], written: str, comp: str, entry: Any,
-              mine: ComponentRef | None) -> tuple[list[str], dict[str, list[str]]]:
+    def lists(
+        self,
+        key: str,
+        raw: Mapping[str, Any],
+        written: str,
+        comp: str,
+        entry: Any,
+        mine: ComponentRef | None,
+    ) -> tuple[list[str], dict[str, list[str]]]:
         """``(dependencies, {"manifestFiles": [...], "preManifestFiles": [...]})``: former names
         mapped, a self-dependency refused, retired manifests noted."""
-        rep, catalog, renames, name, cname = self.rep, self.catalog, self.renames, self.name, self.cname
+        rep, catalog, renames, name, cname = (
+            self.rep,
+            self.catalog,
+            self.renames,
+            self.name,
+            self.cname,
+        )
         w = {"component": comp}
         deps_at = self.deps_at
         lists: dict[str, list[Any]] = {}
         for field_name in ("dependencyRefs", "manifestFiles", "preManifestFiles"):
-            lists[field_name] = rep.checked(rep.where(comp).check_list, raw.get(field_name) or [], f"{key}.{field_name}",
-                                            empty_ok=True) or []
+            lists[field_name] = (
+                rep.checked(
+                    rep.where(comp).check_list,
+                    raw.get(field_name) or [],
+                    f"{key}.{field_name}",
+                    empty_ok=True,
+                )
+                or []
+            )
         deps = []
         for j, dep in enumerate(lists["dependencyRefs"]):
             if rep.checked(rep.where(comp).check_str, dep, f"{key}.dependencyRefs[{j}]") is None:
                 continue
             mapped = renames[dep][0] if dep not in catalog.components and dep in renames else dep
-            if comp in (dep, mapped) or dep == written:  # its own name, or its former / current AICR name
+            if (
+                comp in (dep, mapped) or dep == written
+            ):  # its own name, or its former / current AICR name
                 rep.bad(
                     f"dependency cycle: {comp} -> {comp} ('{comp}' depends on itself)",
                     key=f"{key}.dependencyRefs[{j}]",
@@ -749,19 +1006,26 @@ class _FileReader:
                 mapped = _renamed_path(p, renames) if isinstance(p, str) else p
                 if isinstance(mapped, str) and mapped.removesuffix(".j2") in retired:
                     rep.note(
-                        "RECIPE-MANIFEST-RETIRED", "info", comp, mkey,
+                        "RECIPE-MANIFEST-RETIRED",
+                        "info",
+                        comp,
+                        mkey,
                         f"'{p}' is not installed: {retired[mapped.removesuffix('.j2')]}",
                         "none needed; a current AICR recipe no longer names it",
                     )
                     continue
-                template = _ref_error(rep, _manifest_ref, mapped, comp, mine, catalog, name, mkey, cname)
+                template = _ref_error(
+                    rep, _manifest_ref, mapped, comp, mine, catalog, name, mkey, cname
+                )
                 if template is not None:
                     out.append(template)
             manifest_lists[field_name] = out
         return deps, manifest_lists
 
 
-def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None) -> Recipe:
+def recipe_from_file(
+    path: str, catalog: Catalog, *, cluster: ClusterSpec | None = None, display: str | None = None
+) -> Recipe:
     """Read a RecipeResult (written by any AICR release -- ``aicr.nvidia.com/v1alpha1``,
     ``aicr.run/v1alpha2``, ``v1alpha3`` and later additive versions -- or by ``gpucluster recipe``)
     into a Recipe.
@@ -797,8 +1061,12 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
     unused.extend(k for k in UNUSED_FIELDS if k in data)
     criteria = _criteria(data, rep)
     selection = _selected_profile(data, rep, cluster)
-    raw_refs = rep.checked(rep.where().check_list, data.get("componentRefs"), "componentRefs",
-                           fix="list the recipe's components (regenerate it with 'aicr recipe' or 'gpucluster recipe')")
+    raw_refs = rep.checked(
+        rep.where().check_list,
+        data.get("componentRefs"),
+        "componentRefs",
+        fix="list the recipe's components (regenerate it with 'aicr recipe' or 'gpucluster recipe')",
+    )
     if criteria is None:
         rep.check()
     assert criteria is not None
@@ -809,10 +1077,25 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
         rep.check()
         raise  # pragma: no cover - check() raised
     rep.check()
-    reader = _FileReader(data, catalog, rep, ours, name=name, cname=cname, skew_severity=skew_severity, unknown=unknown)
+    reader = _FileReader(
+        data,
+        catalog,
+        rep,
+        ours,
+        name=name,
+        cname=cname,
+        skew_severity=skew_severity,
+        unknown=unknown,
+    )
     for i, raw in enumerate(raw_refs):
         reader.component(i, raw)
-    refs, ref_keys, ref_unused, seen, deps_at = reader.refs, reader.ref_keys, reader.ref_unused, reader.seen, reader.deps_at
+    refs, ref_keys, ref_unused, seen, deps_at = (
+        reader.refs,
+        reader.ref_keys,
+        reader.ref_unused,
+        reader.seen,
+        reader.deps_at,
+    )
     present = {r.name for r in refs}
     for comp, dep, dkey in deps_at:
         if dep not in present and (dep in catalog.components or dep not in seen):
@@ -826,7 +1109,12 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
 
     constraints = ours.constraints
     if "constraints" in data:
-        raw_c = rep.checked(rep.where().check_list, data.get("constraints") or [], "constraints", empty_ok=True) or []
+        raw_c = (
+            rep.checked(
+                rep.where().check_list, data.get("constraints") or [], "constraints", empty_ok=True
+            )
+            or []
+        )
         constraints = []
         for j, c in enumerate(raw_c):
             if not isinstance(c, dict) or not isinstance(c.get("name"), str) or "value" not in c:
@@ -837,21 +1125,34 @@ def recipe_from_file(path: str, catalog: Catalog, *, cluster: ClusterSpec | None
     ordered = order_components(refs, file=name, cluster=cname)
 
     if unused or ref_unused:
-        parts = list(unused) + [f"componentRefs[*].{k} ({n} component{'s' if n != 1 else ''})" for k, n in sorted(ref_unused.items())]
+        parts = list(unused) + [
+            f"componentRefs[*].{k} ({n} component{'s' if n != 1 else ''})"
+            for k, n in sorted(ref_unused.items())
+        ]
         rep.note(
-            "RECIPE-FIELDS-UNUSED", "info", "", "",
+            "RECIPE-FIELDS-UNUSED",
+            "info",
+            "",
+            "",
             f"read past AICR fields gpucluster does not use: {', '.join(parts)} (readiness comes from gpucluster's "
             "gates, validation from aicr validate)",
             "none needed",
         )
     if unknown:
         rep.note(
-            "RECIPE-FIELDS-UNKNOWN", "info", "", "",
+            "RECIPE-FIELDS-UNKNOWN",
+            "info",
+            "",
+            "",
             f"ignored fields no AICR release known to gpucluster writes (a later additive AICR field?): {', '.join(unknown)}",
             "none needed if the file is a newer AICR's output; otherwise remove them",
         )
     meta = data.get("metadata") or {}
-    applied = meta.get("appliedOverlays") if isinstance(meta, dict) and isinstance(meta.get("appliedOverlays"), list) else None
+    applied = (
+        meta.get("appliedOverlays")
+        if isinstance(meta, dict) and isinstance(meta.get("appliedOverlays"), list)
+        else None
+    )
     return Recipe(
         criteria=criteria,
         applied_overlays=[str(a) for a in applied] if applied else list(ours.applied_overlays),
@@ -894,12 +1195,17 @@ class FileIntent:
         (or ``.values.<path>``), else ``componentRefs[i].valuesFile`` (``formerValues``)."""
         key = self.stated[component][0]
         for field_name in ("overrides", "values"):
-            if get_path(self.raw.get(component, {}).get(field_name) or {}, path, _MISSING) is not _MISSING:
+            if (
+                get_path(self.raw.get(component, {}).get(field_name) or {}, path, _MISSING)
+                is not _MISSING
+            ):
                 return f"{key}.{field_name}.{path}"
         return f"{key}.valuesFile"
 
 
-def _stated_values(data: Mapping[str, Any], catalog: Catalog, service: str) -> dict[str, tuple[str, dict[str, Any], str]]:
+def _stated_values(
+    data: Mapping[str, Any], catalog: Catalog, service: str
+) -> dict[str, tuple[str, dict[str, Any], str]]:
     renames = former_names(catalog)
     api = data.get("apiVersion")
     out: dict[str, tuple[str, dict[str, Any], str]] = {}
@@ -919,14 +1225,20 @@ def _stated_values(data: Mapping[str, Any], catalog: Catalog, service: str) -> d
                 where.append(f"its valuesFile as {api} files were written: {fv.note}")
         for field_name in ("overrides", "values"):
             if isinstance(raw.get(field_name), dict):
-                values = deep_merge(values, {k: v for k, v in raw[field_name].items() if k not in GATE_KEYS}, keep_nulls=True)
+                values = deep_merge(
+                    values,
+                    {k: v for k, v in raw[field_name].items() if k not in GATE_KEYS},
+                    keep_nulls=True,
+                )
                 where.append(field_name)
         if values:
             out[comp] = (f"componentRefs[{i}]", values, "; ".join(where))
     return out
 
 
-def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None) -> FileIntent:
+def file_intent(
+    path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None
+) -> FileIntent:
     """The driver owner and GPU advertiser a RecipeResult's values say (docs/recipes.md, "The
     file's intent").
 
@@ -963,7 +1275,9 @@ def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: s
             raw[n] = {k: r.get(k) for k in ("overrides", "values") if isinstance(r.get(k), dict)}
     meta: dict[str, Any] = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
     try:
-        ours = resolve(criteria, catalog, profile=dict(cluster.profile), file=name, cluster=cluster.name)
+        ours = resolve(
+            criteria, catalog, profile=dict(cluster.profile), file=name, cluster=cluster.name
+        )
     except GpuclusterError:
         return FileIntent({}, [], stated, raw)
     if ours.profile is None or isinstance(meta.get("selectedProfile"), dict):
@@ -993,7 +1307,9 @@ def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: s
     matching = [v for v, (c, _) in judged.items() if not c]
 
     def shown(conflicts) -> str:
-        return ", ".join(f"{comp} {p}: {_yaml_scalar(have)} ({key})" for comp, key, p, have, _ in conflicts)
+        return ", ".join(
+            f"{comp} {p}: {_yaml_scalar(have)} ({key})" for comp, key, p, have, _ in conflicts
+        )
 
     def evidence(value: str) -> str:
         parts = []
@@ -1009,34 +1325,74 @@ def file_intent(path: str, catalog: Catalog, *, cluster: ClusterSpec, display: s
         if chosen in matching or not matching:
             return FileIntent({}, [], stated, raw)
         first = judged[chosen][0][0]
-        return FileIntent({}, [Finding(
-            "PROFILE-CHANGED", "warning", cluster.name, first[0], FileIntent({}, [], stated, raw).key_of(first[0], first[2]),
-            f"the file was written for {pname}={matching[0]} ({shown(judged[chosen][0])}); the cluster selects "
-            f"{pname}={chosen}, so {first[0]} gets {first[2]}: {_yaml_scalar(first[4])}",
-            f"drop the cluster's profile.{pname} to install the file as written, or regenerate the file for {pname}={chosen}",
-            file=name)], stated, raw)
+        return FileIntent(
+            {},
+            [
+                Finding(
+                    "PROFILE-CHANGED",
+                    "warning",
+                    cluster.name,
+                    first[0],
+                    FileIntent({}, [], stated, raw).key_of(first[0], first[2]),
+                    f"the file was written for {pname}={matching[0]} ({shown(judged[chosen][0])}); the cluster selects "
+                    f"{pname}={chosen}, so {first[0]} gets {first[2]}: {_yaml_scalar(first[4])}",
+                    f"drop the cluster's profile.{pname} to install the file as written, or regenerate the file for {pname}={chosen}",
+                    file=name,
+                )
+            ],
+            stated,
+            raw,
+        )
     if chosen in matching:
         return FileIntent({}, [], stated, raw)
     if not matching:
         conflicts = judged[chosen][0]
-        raise GpuclusterError(problems=[Problem(
-            f"the file's values agree with no {pname} profile value: {shown(conflicts)} "
-            + "; ".join(f"{v} has {', '.join(f'{c[2]}: {_yaml_scalar(c[4])}' for c in cs)}" for v, (cs, _) in judged.items()),
-            id="PROFILE-CONFLICT", file=name, cluster=cluster.name, component=conflicts[0][0],
-            key=FileIntent({}, [], stated, raw).key_of(conflicts[0][0], conflicts[0][2]),
-            allowed=", ".join(sorted(table)),
-            fix=f"regenerate the file for one {pname} value (gpucluster recipe --profile {pname}=...), or set the "
-                f"cluster's profile.{pname} and remove the conflicting overrides")])
+        raise GpuclusterError(
+            problems=[
+                Problem(
+                    f"the file's values agree with no {pname} profile value: {shown(conflicts)} "
+                    + "; ".join(
+                        f"{v} has {', '.join(f'{c[2]}: {_yaml_scalar(c[4])}' for c in cs)}"
+                        for v, (cs, _) in judged.items()
+                    ),
+                    id="PROFILE-CONFLICT",
+                    file=name,
+                    cluster=cluster.name,
+                    component=conflicts[0][0],
+                    key=FileIntent({}, [], stated, raw).key_of(conflicts[0][0], conflicts[0][2]),
+                    allowed=", ".join(sorted(table)),
+                    fix=f"regenerate the file for one {pname} value (gpucluster recipe --profile {pname}=...), or set the "
+                    f"cluster's profile.{pname} and remove the conflicting overrides",
+                )
+            ]
+        )
     value = matching[0]
-    return FileIntent({pname: value}, [Finding(
-        "PROFILE-FROM-FILE", "info", cluster.name, "", "",
-        f"{pname}={value} selected: the file's values say so ({evidence(value)})",
-        f"none needed; set profile.{pname} on the cluster to choose another value (then PROFILE-CHANGED says what changes)",
-        file=name)], stated, raw)
+    return FileIntent(
+        {pname: value},
+        [
+            Finding(
+                "PROFILE-FROM-FILE",
+                "info",
+                cluster.name,
+                "",
+                "",
+                f"{pname}={value} selected: the file's values say so ({evidence(value)})",
+                f"none needed; set profile.{pname} on the cluster to choose another value (then PROFILE-CHANGED says what changes)",
+                file=name,
+            )
+        ],
+        stated,
+        raw,
+    )
 
 
-def advertiser_changes(intent: FileIntent, components: Mapping[str, Component], catalog: Catalog, cluster: str,
-                       file: str) -> list[Finding]:
+def advertiser_changes(
+    intent: FileIntent,
+    components: Mapping[str, Component],
+    catalog: Catalog,
+    cluster: str,
+    file: str,
+) -> list[Finding]:
     """``ADVERTISER-CHANGED`` (warning) per whole-GPU allocation key (registry ``policyKeys``:
     gpu-operator ``devicePlugin.enabled``, DRA ``resources.gpus.enabled``,
     ``gpuResourcesEnabledOverride``) the file states and the installed values differ from,
@@ -1051,12 +1407,19 @@ def advertiser_changes(intent: FileIntent, components: Mapping[str, Component], 
             new = get_path(components[comp].values, path, _MISSING)
             if have is _MISSING or have == new:
                 continue
-            out.append(Finding(
-                "ADVERTISER-CHANGED", "warning", cluster, comp, intent.key_of(comp, path),
-                f"the file sets {path}: {_yaml_scalar(have)} ({where}); gpucluster installs "
-                f"{path}: {'unset' if new is _MISSING else _yaml_scalar(new)}: whole GPUs are advertised by one component only "
-                "(policy GPU-ADVERTISER)",
-                "none needed if the device plugin should advertise GPUs; to advertise them through DRA instead, flip the "
-                "allocation policy in a recipe overlay (docs/policies.md, GPU-ADVERTISER)",
-                file=file))
+            out.append(
+                Finding(
+                    "ADVERTISER-CHANGED",
+                    "warning",
+                    cluster,
+                    comp,
+                    intent.key_of(comp, path),
+                    f"the file sets {path}: {_yaml_scalar(have)} ({where}); gpucluster installs "
+                    f"{path}: {'unset' if new is _MISSING else _yaml_scalar(new)}: whole GPUs are advertised by one component only "
+                    "(policy GPU-ADVERTISER)",
+                    "none needed if the device plugin should advertise GPUs; to advertise them through DRA instead, flip the "
+                    "allocation policy in a recipe overlay (docs/policies.md, GPU-ADVERTISER)",
+                    file=file,
+                )
+            )
     return out

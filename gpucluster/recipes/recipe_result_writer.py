@@ -9,7 +9,8 @@ files back).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -34,7 +35,9 @@ def owned_paths(recipe: Recipe) -> dict[str, list[str]]:
     return out
 
 
-def to_document(recipe: Recipe, components: Mapping[str, Component] | None = None) -> dict[str, Any]:
+def to_document(
+    recipe: Recipe, components: Mapping[str, Component] | None = None
+) -> dict[str, Any]:
     """The RecipeResult document of a resolved recipe (plain data, deterministic order).
 
     Args:
@@ -42,7 +45,10 @@ def to_document(recipe: Recipe, components: Mapping[str, Component] | None = Non
         components: effective components; when given, each componentRef carries its
             hydrated ``values`` (components absent from the mapping get none).
     """
-    metadata: dict[str, Any] = {"generator": "gpucluster", "appliedOverlays": list(recipe.applied_overlays)}
+    metadata: dict[str, Any] = {
+        "generator": "gpucluster",
+        "appliedOverlays": list(recipe.applied_overlays),
+    }
     if recipe.profile is not None:
         metadata["selectedProfile"] = {
             "name": recipe.profile[0],
@@ -105,4 +111,11 @@ _Dumper.add_representer(str, _str)
 
 def dump_yaml(doc: Any) -> str:
     """Deterministic YAML text (key order as given, block style, no aliases, wide lines)."""
-    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+    return yaml.dump(
+        doc,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=4096,
+    )

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, NodeScheduling, Recipe, Taint, Toleration
@@ -59,7 +60,9 @@ LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 _SECTIONS = ("accelerated", "system", "workloadGateTaint", "nodeCount")
 _POOL_SECTION_KEYS = ("nodeSelector", "tolerations")
 _TOLERATION_KEYS = ("key", "operator", "value", "effect")
-TOLERATION_FORMAT = "'key:Effect', 'key=value:Effect' or {key, operator: Exists|Equal, value, effect}"
+TOLERATION_FORMAT = (
+    "'key:Effect', 'key=value:Effect' or {key, operator: Exists|Equal, value, effect}"
+)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -78,9 +81,13 @@ def check_label_key(key: Any, what: str) -> str:
 def check_label_value(value: Any, what: str) -> str:
     """``value`` if it is a Kubernetes label value (string, <= 63 chars). Raises ValueError."""
     if not isinstance(value, str):
-        raise ValueError(f"{what} {value!r} is a {type(value).__name__}; label values are strings (quote it)")
+        raise ValueError(
+            f"{what} {value!r} is a {type(value).__name__}; label values are strings (quote it)"
+        )
     if not LABEL_VALUE.fullmatch(value):
-        raise ValueError(f"{what} {value!r} is not a valid Kubernetes label value (<= 63 of [A-Za-z0-9._-], alphanumeric ends)")
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes label value (<= 63 of [A-Za-z0-9._-], alphanumeric ends)"
+        )
     return value
 
 
@@ -109,7 +116,9 @@ def parse_toleration(spec: Any) -> Toleration:
     if isinstance(spec, str):
         body, colon, effect = spec.rpartition(":")
         if not colon or not body:
-            raise ValueError(f"toleration '{spec}' has no ':Effect' (the string form needs an effect)")
+            raise ValueError(
+                f"toleration '{spec}' has no ':Effect' (the string form needs an effect)"
+            )
         _check_effect(effect)
         key, eq, value = body.partition("=")
         check_label_key(key, "toleration key")
@@ -120,7 +129,9 @@ def parse_toleration(spec: Any) -> Toleration:
     if isinstance(spec, Mapping):
         unknown = sorted(str(k) for k in spec if k not in _TOLERATION_KEYS)
         if unknown:
-            raise ValueError(f"unknown toleration field(s) {', '.join(unknown)} (allowed: {', '.join(_TOLERATION_KEYS)})")
+            raise ValueError(
+                f"unknown toleration field(s) {', '.join(unknown)} (allowed: {', '.join(_TOLERATION_KEYS)})"
+            )
         key = spec.get("key")
         value = spec.get("value")
         effect = spec.get("effect")
@@ -164,17 +175,23 @@ def parse_taint(spec: Any) -> Taint:
     elif isinstance(spec, Mapping):
         unknown = sorted(str(k) for k in spec if k not in ("key", "value", "effect"))
         if unknown:
-            raise ValueError(f"unknown taint field(s) {', '.join(unknown)} (allowed: key, value, effect)")
+            raise ValueError(
+                f"unknown taint field(s) {', '.join(unknown)} (allowed: key, value, effect)"
+            )
         key, value, effect = spec.get("key"), spec.get("value", ""), spec.get("effect")
     else:
-        raise ValueError(f"a taint must be a 'key=value:Effect' string or a mapping, not a {type(spec).__name__}")
+        raise ValueError(
+            f"a taint must be a 'key=value:Effect' string or a mapping, not a {type(spec).__name__}"
+        )
     check_label_key(key, "taint key")
     check_label_value(value, "taint value")
     _check_effect(effect)
     return Taint(key=key, value=value, effect=effect)
 
 
-def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduling") -> NodeScheduling:
+def parse_scheduling(
+    raw: Any, *, file: str, cluster: str, base: str = "scheduling"
+) -> NodeScheduling:
     """Parse one cluster's ``scheduling`` subtree (None -> empty inputs).
 
     ``base`` is the subtree's key in the file, prefixed to keys in messages (the config loader
@@ -201,7 +218,12 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
 
     tol_fix = "write e.g. tolerations: ['nvidia.com/gpu:NoSchedule', 'dedicated=ml:NoExecute']"
     for k in sorted(str(k) for k in raw if k not in _SECTIONS):
-        bad(f"{base}.{k}", f"unknown scheduling key '{k}'", allowed=", ".join(_SECTIONS), fix="remove or rename the key")
+        bad(
+            f"{base}.{k}",
+            f"unknown scheduling key '{k}'",
+            allowed=", ".join(_SECTIONS),
+            fix="remove or rename the key",
+        )
     out = NodeScheduling()
     for section in ("accelerated", "system"):
         sub = raw.get(section)
@@ -217,7 +239,12 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
             )
             continue
         for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
-            bad(f"{where}.{k}", f"unknown key '{k}'", allowed=", ".join(_POOL_SECTION_KEYS), fix="remove or rename the key")
+            bad(
+                f"{where}.{k}",
+                f"unknown key '{k}'",
+                allowed=", ".join(_POOL_SECTION_KEYS),
+                fix="remove or rename the key",
+            )
         selector = sub.get("nodeSelector")
         if selector is not None:
             if not isinstance(selector, Mapping):
@@ -230,7 +257,9 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
                 parsed: dict[str, str] = {}
                 for k, v in selector.items():
                     try:
-                        parsed[check_label_key(k, "label key")] = check_label_value(v, "label value")
+                        parsed[check_label_key(k, "label key")] = check_label_value(
+                            v, "label value"
+                        )
                     except ValueError as exc:
                         bad(
                             f"{where}.nodeSelector.{k}",
@@ -253,7 +282,12 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
                     try:
                         t = parse_toleration(spec)
                     except ValueError as exc:
-                        bad(f"{where}.tolerations[{i}]", str(exc), allowed=TOLERATION_FORMAT, fix=tol_fix)
+                        bad(
+                            f"{where}.tolerations[{i}]",
+                            str(exc),
+                            allowed=TOLERATION_FORMAT,
+                            fix=tol_fix,
+                        )
                         continue
                     if t not in parsed_tols:
                         parsed_tols.append(t)
@@ -285,7 +319,11 @@ def parse_scheduling(raw: Any, *, file: str, cluster: str, base: str = "scheduli
 
 def taint_string(taint: Taint) -> str:
     """``key=value:Effect``, or ``key:Effect`` when the value is empty (AICR taint string form)."""
-    return f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
+    return (
+        f"{taint.key}={taint.value}:{taint.effect}"
+        if taint.value
+        else f"{taint.key}:{taint.effect}"
+    )
 
 
 # --------------------------------------------------------------------------- defaults
@@ -332,7 +370,8 @@ def effective_inputs(cluster: ClusterSpec) -> NodeScheduling:
     if node_count is None and gpu_pools:
         node_count = sum(p.node_count for p in gpu_pools)
     return NodeScheduling(
-        accelerated_node_selector=dict(s.accelerated_node_selector) or gpu_pool_node_selector(cluster),
+        accelerated_node_selector=dict(s.accelerated_node_selector)
+        or gpu_pool_node_selector(cluster),
         accelerated_tolerations=list(s.accelerated_tolerations) or gpu_pool_tolerations(cluster),
         system_node_selector=dict(s.system_node_selector),
         system_tolerations=list(s.system_tolerations),
@@ -357,7 +396,9 @@ def _user_list_paths(resolved: ResolvedOverrides) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _put(values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec, component: str) -> None:
+def _put(
+    values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec, component: str
+) -> None:
     try:
         set_path(values, path, value)
     except TypeError as exc:
@@ -371,8 +412,14 @@ def _put(values: dict[str, Any], path: str, value: Any, *, cluster: ClusterSpec,
         ) from None
 
 
-def apply_scheduling(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Component], catalog, *,
-                     resolved: ResolvedOverrides | None = None) -> dict[str, Component]:
+def apply_scheduling(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    catalog,
+    *,
+    resolved: ResolvedOverrides | None = None,
+) -> dict[str, Component]:
     """The components with the node scheduling inputs injected (see module docstring);
     ``components`` is left as it is.
 

@@ -5,9 +5,10 @@ both use, without importing the pipeline. Pure Python, no cdktf."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import yaml
 
@@ -24,8 +25,15 @@ def worst(verdicts: Iterable[str]) -> str:
 
 
 RULES_FILE = "upgrades.yaml"
-MATCHES = ("componentVersion", "valueChange", "profileChange", "kubernetesMinor", "crdOwnerChange",
-           "componentRemoved", "gpuPoolChange")
+MATCHES = (
+    "componentVersion",
+    "valueChange",
+    "profileChange",
+    "kubernetesMinor",
+    "crdOwnerChange",
+    "componentRemoved",
+    "gpuPoolChange",
+)
 
 _STR = {"type": "string", "minLength": 1}
 RULES_SCHEMA: dict[str, Any] = {
@@ -127,12 +135,15 @@ def load_rules(dirs: Sequence[Path] | None = None) -> list[Rule]:
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise GpuclusterError(f"invalid YAML: {exc}", file=str(path), fix="fix the YAML syntax") from None
+            raise GpuclusterError(
+                f"invalid YAML: {exc}", file=str(path), fix="fix the YAML syntax"
+            ) from None
         try:
             jsonschema.validate(data, RULES_SCHEMA)
         except jsonschema.ValidationError as exc:
             raise GpuclusterError(
-                f"invalid upgrade rules: {exc.message}", file=str(path),
+                f"invalid upgrade rules: {exc.message}",
+                file=str(path),
                 key=".".join(str(p) for p in exc.absolute_path) or None,
                 fix="fix the rule (format: docs/upgrading.md, Transition rules)",
             ) from None
@@ -140,37 +151,66 @@ def load_rules(dirs: Sequence[Path] | None = None) -> list[Rule]:
             if raw["id"] in seen:
                 raise GpuclusterError(
                     f"upgrade rule '{raw['id']}' is defined twice: {seen[raw['id']]} and {path}",
-                    file=str(path), key=f"rules.{raw['id']}", fix="rename one of them",
+                    file=str(path),
+                    key=f"rules.{raw['id']}",
+                    fix="rename one of them",
                 )
             seen[raw["id"]] = str(path)
-            rules.append(Rule(
-                id=raw["id"], match=raw["match"], verdict=raw["verdict"], why=raw["why"], source=raw["source"],
-                action=raw.get("action", ""), component=raw.get("component"), service=raw.get("service"),
-                from_=raw.get("from"), to=raw.get("to"), path=raw.get("path"), profile=raw.get("profile"),
-                max_minor_step=raw.get("maxMinorStep", 1), owns_crds=raw.get("ownsCrds"),
-                has_from="from" in raw, has_to="to" in raw, file=str(path),
-            ))
+            rules.append(
+                Rule(
+                    id=raw["id"],
+                    match=raw["match"],
+                    verdict=raw["verdict"],
+                    why=raw["why"],
+                    source=raw["source"],
+                    action=raw.get("action", ""),
+                    component=raw.get("component"),
+                    service=raw.get("service"),
+                    from_=raw.get("from"),
+                    to=raw.get("to"),
+                    path=raw.get("path"),
+                    profile=raw.get("profile"),
+                    max_minor_step=raw.get("maxMinorStep", 1),
+                    owns_crds=raw.get("ownsCrds"),
+                    has_from="from" in raw,
+                    has_to="to" in raw,
+                    file=str(path),
+                )
+            )
     return rules
-
 
 
 def version_rules(name: str, old: str, new: str, rules: Sequence[Rule], service: str) -> list[Rule]:
     """The ``componentVersion`` rules that cover ``name`` ``old`` -> ``new`` on ``service``."""
-    return [r for r in rules if (r.service is None or r.service == service) and r.match == "componentVersion"
-            and r.component == name and version_in_range(old, r.from_) and version_in_range(new, r.to)]
+    return [
+        r
+        for r in rules
+        if (r.service is None or r.service == service)
+        and r.match == "componentVersion"
+        and r.component == name
+        and version_in_range(old, r.from_)
+        and version_in_range(new, r.to)
+    ]
 
 
-UNKNOWN_VERSION_ACTION = "read the upstream release notes for every version in between; test the upgrade off production"
+UNKNOWN_VERSION_ACTION = (
+    "read the upstream release notes for every version in between; test the upgrade off production"
+)
 
 
-def version_change_text(name: str, old: str, new: str, service: str, rules: Sequence[Rule] | None = None) -> str:
+def version_change_text(
+    name: str, old: str, new: str, service: str, rules: Sequence[Rule] | None = None
+) -> str:
     """A chart version change on one line, as ``upgrade-check`` shows it:
     ``kai-scheduler: version v0.12.0 -> v0.16.9 [unknown] (default-version-unknown: no transition
     record covers ...; do: ...)`` (``rules``: default :func:`load_rules`)."""
     matched = version_rules(name, old, new, load_rules() if rules is None else rules, service)
     if matched:
         verdict = worst(r.verdict for r in matched)
-        why = "; ".join(f"{r.id}: {r.why} ({old} -> {new})" + (f"; do: {r.action}" if r.action else "") for r in matched)
+        why = "; ".join(
+            f"{r.id}: {r.why} ({old} -> {new})" + (f"; do: {r.action}" if r.action else "")
+            for r in matched
+        )
     else:
         verdict = "unknown"
         why = f"default-version-unknown: no transition record covers {name} {old} -> {new}; do: {UNKNOWN_VERSION_ACTION}"

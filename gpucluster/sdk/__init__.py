@@ -54,6 +54,14 @@ from typing import Any
 import pluggy
 
 from gpucluster import SDK_API_VERSION
+from gpucluster.charts.gate_helpers import (
+    clusterpolicy_ready,
+    dra_kubelet_plugin_name,
+    dra_kubelet_plugin_rollout,
+    gpu_nodes_expected,
+    nicclusterpolicy_ready,
+)
+from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.errors import GpuclusterError, Problem, allowed_list
 from gpucluster.fields import Fields, Where, type_name
 from gpucluster.model import (
@@ -81,14 +89,6 @@ from gpucluster.model import (
     Taint,
     Toleration,
 )
-from gpucluster.charts.gate_helpers import (
-    clusterpolicy_ready,
-    gpu_nodes_expected,
-    dra_kubelet_plugin_name,
-    dra_kubelet_plugin_rollout,
-    nicclusterpolicy_ready,
-)
-from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, image_tag
 from gpucluster.values import deep_merge, get_path, has_path
 
 
@@ -102,8 +102,13 @@ def load_data_file(path: Path) -> Any:
     return core_load(path)
 
 
-def check_existing(existing: ExistingCluster, *, file: str | None = None, cluster: str | None = None,
-                   key: str = "existing") -> None:
+def check_existing(
+    existing: ExistingCluster,
+    *,
+    file: str | None = None,
+    cluster: str | None = None,
+    key: str = "existing",
+) -> None:
     """The core's check of an ``existing: {kubeconfig, context}`` (every platform; see
     :func:`gpucluster.inputs.config.check_existing`). Platforms that default ``existing`` may re-check it."""
     from gpucluster.inputs.config import check_existing as core_check

@@ -41,16 +41,26 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pluggy
 
 from gpucluster import plugins as _plugins
 from gpucluster.model import ClusterSpec, Component, Criteria, Platform, Recipe, RuntimePlan
 
-__all__ = ["CliResult", "HookCall", "HookRecorder", "LineMatcher", "PluginKit", "Synth", "registered", "gpucluster_kit"]
+__all__ = [
+    "CliResult",
+    "HookCall",
+    "HookRecorder",
+    "LineMatcher",
+    "PluginKit",
+    "Synth",
+    "registered",
+    "gpucluster_kit",
+]
 
 ClusterDocument = Mapping[str, Any]
 """One ``clusters:`` entry of a cluster file, as a mapping (``{"name": ..., "criteria": {...}}``)."""
@@ -70,12 +80,12 @@ class CliResult:
     err: str
 
     @property
-    def stdout(self) -> "LineMatcher":
+    def stdout(self) -> LineMatcher:
         """The lines of :attr:`out` to match (``result.stdout.fnmatch_lines([...])``; pytester's ``RunResult.stdout``)."""
         return LineMatcher(self.out.splitlines())
 
     @property
-    def stderr(self) -> "LineMatcher":
+    def stderr(self) -> LineMatcher:
         """The lines of :attr:`err` to match (``result.stderr.fnmatch_lines(["error[[]input]*"])``)."""
         return LineMatcher(self.err.splitlines())
 
@@ -100,12 +110,16 @@ class Synth:
         """
         if stack not in self.stacks:
             raise KeyError(f"no stack '{stack}' (written: {', '.join(self.stacks)})")
-        doc: dict[str, Any] = json.loads((self.outdir / "stacks" / stack / "cdk.tf.json").read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(
+            (self.outdir / "stacks" / stack / "cdk.tf.json").read_text(encoding="utf-8")
+        )
         return doc
 
     def releases(self, stack: str) -> dict[str, dict[str, Any]]:
         """The ``helm_release`` resources of ``stack`` by release id (``{}`` when there is none)."""
-        releases: dict[str, dict[str, Any]] = self.terraform(stack).get("resource", {}).get("helm_release", {})
+        releases: dict[str, dict[str, Any]] = (
+            self.terraform(stack).get("resource", {}).get("helm_release", {})
+        )
         return releases
 
 
@@ -140,7 +154,7 @@ class PluginKit:
         self.pm.unregister(plugin, name=name)
 
     @contextlib.contextmanager
-    def record(self) -> Iterator["HookRecorder"]:
+    def record(self) -> Iterator[HookRecorder]:
         """Record every hook implementation called inside the block (see :class:`HookRecorder`)::
 
             with kit.record() as calls:
@@ -158,7 +172,9 @@ class PluginKit:
                     continue
                 for impl in caller.get_hookimpls():
                     wrapped.append((impl, impl.function))
-                    wrapper = recorder._wrap(caller.name, impl.plugin_name, impl.function, tuple(impl.argnames))
+                    wrapper = recorder._wrap(
+                        caller.name, impl.plugin_name, impl.function, tuple(impl.argnames)
+                    )
                     impl.function = wrapper  # type: ignore[misc]  # pluggy's Final; restored below
             yield recorder
         finally:
@@ -207,8 +223,13 @@ class PluginKit:
 
     # ------------------------------------------------------------------ plans
 
-    def clusters(self, document: Mapping[str, Any] | str, *, root: str | os.PathLike[str] | None = None,
-                 source: str = "clusters.yaml") -> list[ClusterSpec]:
+    def clusters(
+        self,
+        document: Mapping[str, Any] | str,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        source: str = "clusters.yaml",
+    ) -> list[ClusterSpec]:
         """Parse and validate a cluster file's content (``{"clusters": [...]}`` or YAML text).
 
         Args:
@@ -227,7 +248,9 @@ class PluginKit:
                 path = Path(tmp) / "clusters.yaml"
                 path.write_text(document, encoding="utf-8")
                 document = yamlsafe.load_yaml_file(path, display=source)
-        return parse_clusters(document, source=source, root=Path(root) if root is not None else Path.cwd())
+        return parse_clusters(
+            document, source=source, root=Path(root) if root is not None else Path.cwd()
+        )
 
     def cluster(self, doc: ClusterDocument, **kwargs: Any) -> ClusterSpec:
         """Parse one ``clusters:`` entry (see :meth:`clusters` for the keyword arguments)."""
@@ -334,8 +357,9 @@ class PluginKit:
 
         return effective_components(recipe, self.catalog())
 
-    def recipe_document(self, recipe: Recipe | RuntimePlan, components: Mapping[str, Component] | None = None
-                        ) -> dict[str, Any]:
+    def recipe_document(
+        self, recipe: Recipe | RuntimePlan, components: Mapping[str, Component] | None = None
+    ) -> dict[str, Any]:
         """The RecipeResult ``gpucluster recipe`` writes for ``recipe`` (or a plan's recipe), with
         the hydrated values of ``components`` when given: a mapping that, dumped with
         ``yaml.safe_dump``, is a file a cluster's ``recipe:`` can name."""
@@ -355,7 +379,11 @@ class PluginKit:
 
     # ------------------------------------------------------------------ synthesis
 
-    def synth(self, document: Mapping[str, Any] | str | Sequence[RuntimePlan], outdir: str | os.PathLike[str]) -> Synth:
+    def synth(
+        self,
+        document: Mapping[str, Any] | str | Sequence[RuntimePlan],
+        outdir: str | os.PathLike[str],
+    ) -> Synth:
         """Synthesize a cluster file (or plans) into ``outdir`` with the real stacks, in-process.
 
         Needs the ``cdk`` extra (cdktf and the provider bindings) and the repository's
@@ -422,8 +450,10 @@ class HookCall:
         kwargs = self.__dict__.get("kwargs", {})
         if name in kwargs:
             return kwargs[name]
-        raise AttributeError(f"{self.hook} call of plugin '{self.plugin}' has no argument '{name}' "
-                             f"(it received: {', '.join(kwargs) or 'none'})")
+        raise AttributeError(
+            f"{self.hook} call of plugin '{self.plugin}' has no argument '{name}' "
+            f"(it received: {', '.join(kwargs) or 'none'})"
+        )
 
 
 class HookRecorder:
@@ -440,11 +470,19 @@ class HookRecorder:
         self.calls: list[HookCall] = []
         """Every call, in the order the implementations ran."""
 
-    def getcalls(self, names: str | Sequence[str] | None = None, *, plugin: str | None = None) -> list[HookCall]:
+    def getcalls(
+        self, names: str | Sequence[str] | None = None, *, plugin: str | None = None
+    ) -> list[HookCall]:
         """The calls of the hooks ``names`` (one name, space-separated names or a sequence; ``None``:
         every hook), of ``plugin`` only when given, in call order."""
-        wanted = set(names.split() if isinstance(names, str) else names) if names is not None else None
-        return [c for c in self.calls if (wanted is None or c.hook in wanted) and (plugin is None or c.plugin == plugin)]
+        wanted = (
+            set(names.split() if isinstance(names, str) else names) if names is not None else None
+        )
+        return [
+            c
+            for c in self.calls
+            if (wanted is None or c.hook in wanted) and (plugin is None or c.plugin == plugin)
+        ]
 
     def hooks(self, plugin: str | None = None) -> list[str]:
         """The hook names in call order, each run of repeated calls of one hook as one name
@@ -469,8 +507,10 @@ class HookRecorder:
         calls = self.getcalls(name, plugin=plugin)
         if len(calls) != 1:
             who = ", ".join(c.plugin for c in calls) or "none"
-            raise AssertionError(f"expected one call of {name}{f' by {plugin}' if plugin else ''}, got "
-                                 f"{len(calls)} (plugins: {who})")
+            raise AssertionError(
+                f"expected one call of {name}{f' by {plugin}' if plugin else ''}, got "
+                f"{len(calls)} (plugins: {who})"
+            )
         return calls[0]
 
     def assert_called_in_order(self, *names: str, plugin: str | None = None) -> None:
@@ -486,13 +526,18 @@ class HookRecorder:
             try:
                 at = seen.index(name, at) + 1
             except ValueError:
-                raise AssertionError(f"{name} was not called after {names[names.index(name) - 1] if names.index(name) else 'the start'}"
-                                     f" (calls in order: {', '.join(seen) or 'none'})") from None
+                raise AssertionError(
+                    f"{name} was not called after {names[names.index(name) - 1] if names.index(name) else 'the start'}"
+                    f" (calls in order: {', '.join(seen) or 'none'})"
+                ) from None
 
     def _wrap(self, hook: str, plugin: str, function: Any, argnames: tuple[str, ...]) -> Any:
         @functools.wraps(function)
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            received = {**dict(zip(argnames, args, strict=False)), **kwargs}  # pluggy passes them by position, the core by name
+            received = {
+                **dict(zip(argnames, args, strict=False)),
+                **kwargs,
+            }  # pluggy passes them by position, the core by name
             try:
                 result = function(*args, **kwargs)
             except BaseException as exc:
@@ -532,7 +577,9 @@ class LineMatcher:
         """The lines joined with ``\\n`` (pytest's ``LineMatcher.str``)."""
         return "\n".join(self.lines)
 
-    def fnmatch_lines(self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False) -> None:
+    def fnmatch_lines(
+        self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False
+    ) -> None:
         """Every pattern (fnmatch, see the class) matches a line, in order.
 
         Args:
@@ -546,11 +593,17 @@ class LineMatcher:
         __tracebackhide__ = True
         self._match_lines(patterns, fnmatch.fnmatchcase, "fnmatch", consecutive=consecutive)
 
-    def re_match_lines(self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False) -> None:
+    def re_match_lines(
+        self, patterns: builtins.str | Sequence[builtins.str], *, consecutive: bool = False
+    ) -> None:
         """Every regular expression matches (:func:`re.match`) a line, in order (see :meth:`fnmatch_lines`)."""
         __tracebackhide__ = True
-        self._match_lines(patterns, lambda line, pattern: re.match(pattern, line) is not None, "re.match",
-                          consecutive=consecutive)
+        self._match_lines(
+            patterns,
+            lambda line, pattern: re.match(pattern, line) is not None,
+            "re.match",
+            consecutive=consecutive,
+        )
 
     def no_fnmatch_line(self, pattern: builtins.str) -> None:
         """No line matches the fnmatch ``pattern``.
@@ -574,10 +627,17 @@ class LineMatcher:
         """
         for i, line in enumerate(self.lines):
             if line == pattern or fnmatch.fnmatchcase(line, pattern):
-                return self.lines[i + 1:]
+                return self.lines[i + 1 :]
         raise ValueError(f"no line matches {pattern!r}")
 
-    def _match_lines(self, patterns: builtins.str | Sequence[builtins.str], match: Any, how: builtins.str, *, consecutive: bool) -> None:
+    def _match_lines(
+        self,
+        patterns: builtins.str | Sequence[builtins.str],
+        match: Any,
+        how: builtins.str,
+        *,
+        consecutive: bool,
+    ) -> None:
         __tracebackhide__ = True
         wanted = patterns.splitlines() if isinstance(patterns, str) else list(patterns)
         log: list[str] = []
@@ -612,7 +672,9 @@ class LineMatcher:
 
 
 @contextlib.contextmanager
-def registered(*plugins: object, entry_points: bool = True, disable: Sequence[str] = ()) -> Iterator[PluginKit]:
+def registered(
+    *plugins: object, entry_points: bool = True, disable: Sequence[str] = ()
+) -> Iterator[PluginKit]:
     """A private plugin manager for the block: installed plugins plus ``plugins``.
 
     Inside the block every gpucluster call (pipeline, CLI, stacks) uses it; afterwards the

@@ -47,8 +47,9 @@ Source of the semantics: kyverno/chainsaw (``website/docs/quick-start/assertion-
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 __all__ = [
     "ObjectSource",
@@ -99,9 +100,13 @@ class ObjectSource(Protocol):
 
     def scope(self, api_version: str, kind: str) -> str | None: ...
 
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None: ...
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None: ...
 
-    def list(self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str]) -> list[dict[str, Any]]: ...
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str]
+    ) -> list[dict[str, Any]]: ...
 
 
 def object_ref(obj: Mapping[str, Any]) -> str:
@@ -139,8 +144,12 @@ def _strict_equality_hazard(node: Mapping[str, Any]) -> str | None:
         values = [c.get("value") for c in node["children"]]
         for i in range(len(node["children"])):
             other = node["children"][1 - i]
-            if (kinds[i] == "literal" and isinstance(values[i], (int, float)) and not isinstance(values[i], bool)
-                    and other.get("type") != "literal"):
+            if (
+                kinds[i] == "literal"
+                and isinstance(values[i], (int, float))
+                and not isinstance(values[i], bool)
+                and other.get("type") != "literal"
+            ):
                 return "==" if node["value"] == "eq" else "!="
     for child in node.get("children", []):
         if isinstance(child, Mapping):
@@ -160,14 +169,18 @@ class _Expression:
         try:
             return self.compiled.search(value)
         except jmespath.exceptions.UnknownFunctionError as exc:
-            raise Unsupported(f"JMESPath function outside the JMESPath specification in ({self.text}): {exc}") from None
+            raise Unsupported(
+                f"JMESPath function outside the JMESPath specification in ({self.text}): {exc}"
+            ) from None
         except jmespath.exceptions.JMESPathError as exc:
             raise EngineError(f"({self.text}): {exc}") from None
 
 
 def _compile_expression(text: str, compiler: str | None) -> _Expression:
     if compiler not in (None, "default", "jp"):
-        raise Unsupported(f"expression compiler '{compiler}' in ({compiler};{text}) (only JMESPath is honoured)")
+        raise Unsupported(
+            f"expression compiler '{compiler}' in ({compiler};{text}) (only JMESPath is honoured)"
+        )
     jmespath = _jmespath()
     try:
         compiled = jmespath.compile(text)
@@ -240,7 +253,9 @@ def _match(expected: Any, actual: Any) -> bool:
     if isinstance(expected, list):
         if not isinstance(actual, list):
             raise EngineError(f"invalid actual value, must be a slice, found {_type_name(actual)}")
-        return len(expected) == len(actual) and all(_match(e, a) for e, a in zip(expected, actual, strict=True))
+        return len(expected) == len(actual) and all(
+            _match(e, a) for e, a in zip(expected, actual, strict=True)
+        )
     if isinstance(expected, Mapping):
         if not isinstance(actual, Mapping):
             raise EngineError(f"invalid actual value, must be a map, found {_type_name(actual)}")
@@ -257,7 +272,9 @@ def _expected_text(value: Any) -> str:
 
 
 class _Node:
-    def check(self, path: str, value: Any, errs: list[FieldError]) -> None:  # pragma: no cover - abstract
+    def check(
+        self, path: str, value: Any, errs: list[FieldError]
+    ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -269,7 +286,9 @@ class _Scalar(_Node):
     def check(self, path, value, errs):
         expected = self.expression.evaluate(value) if self.expression is not None else self.literal
         if not _match(expected, value):
-            errs.append(FieldError(path, f"Invalid value: {_shown(value)}: {_expected_text(expected)}"))
+            errs.append(
+                FieldError(path, f"Invalid value: {_shown(value)}: {_expected_text(expected)}")
+            )
 
 
 @dataclass
@@ -282,7 +301,9 @@ class _Slice(_Node):
         elif not isinstance(value, list):
             raise EngineError(f"{path}: Invalid value: expected a slice, found {_type_name(value)}")
         elif len(value) != len(self.items):
-            errs.append(FieldError(path, f"Invalid value: {_shown(value)}: lengths of slices don't match"))
+            errs.append(
+                FieldError(path, f"Invalid value: {_shown(value)}: lengths of slices don't match")
+            )
         else:
             for i, (node, item) in enumerate(zip(self.items, value, strict=True)):
                 node.check(f"{path}[{i}]", item, errs)
@@ -301,7 +322,9 @@ class _Projection:
             return None, False
         if isinstance(value, Mapping):
             return (value[self.key], True) if self.key in value else (None, False)
-        raise EngineError(f"{self.key}: projection not recognized (the value is a {_type_name(value)}, not a map)")
+        raise EngineError(
+            f"{self.key}: projection not recognized (the value is a {_type_name(value)}, not a map)"
+        )
 
 
 @dataclass
@@ -311,7 +334,9 @@ class _Map(_Node):
     def check(self, path, value, errs):
         if not self.entries:
             if value is None:
-                errs.append(FieldError(path, "Invalid value: null: invalid value, must not be null"))
+                errs.append(
+                    FieldError(path, "Invalid value: null: invalid value, must not be null")
+                )
             return
         for display, projection, node in self.entries:
             here = _child(path, display)
@@ -326,7 +351,9 @@ class _Map(_Node):
                     for key in sorted(projected, key=str):
                         node.check(f"{here}[{key}]", projected[key], errs)
                 else:
-                    raise EngineError(f"{here}: Invalid value: expected a slice or a map, found {_type_name(projected)}")
+                    raise EngineError(
+                        f"{here}: Invalid value: expected a slice or a map, found {_type_name(projected)}"
+                    )
             else:
                 node.check(here, projected, errs)
 
@@ -351,13 +378,19 @@ def _parse_key(key: Any) -> tuple[str, _Projection]:
         foreach, text = True, match.group(2)
     match = _BINDING.fullmatch(text)
     if match:
-        raise Unsupported(f"binding '->{match.group(2)}' in key '{key}' (bindings are not honoured)")
+        raise Unsupported(
+            f"binding '->{match.group(2)}' in key '{key}' (bindings are not honoured)"
+        )
     escaped = _ESCAPE.fullmatch(text)
     if escaped:
         return key, _Projection(key=escaped.group(1), foreach=foreach)
     compiled = _COMPILER.fullmatch(text)
     if compiled:
-        return key, _Projection(key=text, foreach=foreach, expression=_compile_expression(compiled.group(2), compiled.group(1)))
+        return key, _Projection(
+            key=text,
+            foreach=foreach,
+            expression=_compile_expression(compiled.group(2), compiled.group(1)),
+        )
     return key, _Projection(key=text, foreach=foreach)
 
 
@@ -370,8 +403,12 @@ def compile_tree(tree: Any) -> _Node:
     if isinstance(tree, list):
         return _Slice([compile_tree(item) for item in tree])
     if isinstance(tree, Mapping):
-        return _Map([(display, projection, compile_tree(value)) for display, projection, value in
-                     ((*_parse_key(k), v) for k, v in tree.items())])
+        return _Map(
+            [
+                (display, projection, compile_tree(value))
+                for display, projection, value in ((*_parse_key(k), v) for k, v in tree.items())
+            ]
+        )
     if isinstance(tree, str):
         if _FOREACH.match(tree):
             raise Unsupported(f"foreach '{tree}' in a leaf (kyverno-json refuses it too)")
@@ -447,8 +484,16 @@ class OperationResult:
     field: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "index": self.index, "operation": self.op, "lookup": self.lookup, "verdict": self.verdict,
-                "reason": self.reason, "object": self.object, "field": self.field}
+        return {
+            "step": self.step,
+            "index": self.index,
+            "operation": self.op,
+            "lookup": self.lookup,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "object": self.object,
+            "field": self.field,
+        }
 
 
 @dataclass(frozen=True)
@@ -469,14 +514,24 @@ class TestResult:
 
 def _as_test(doc: Any, index: int) -> ChainsawTest:
     if not isinstance(doc, Mapping):
-        return ChainsawTest(name=f"doc[{index}]", operations=(), problem="the document is not a mapping")
+        return ChainsawTest(
+            name=f"doc[{index}]", operations=(), problem="the document is not a mapping"
+        )
     api_version = str(doc.get("apiVersion", ""))
     name = str((doc.get("metadata") or {}).get("name") or f"doc[{index}]")
     if doc.get("kind") != "Test" or api_version.split("/")[0] != CHAINSAW_GROUP:
-        return ChainsawTest(name=name, operations=(), problem=f"not a Chainsaw Test (apiVersion {api_version!r}, kind {doc.get('kind')!r})")
+        return ChainsawTest(
+            name=name,
+            operations=(),
+            problem=f"not a Chainsaw Test (apiVersion {api_version!r}, kind {doc.get('kind')!r})",
+        )
     extra = sorted(set(doc) - _TEST_KEYS)
     spec = doc.get("spec") or {}
-    extra += [f"spec.{k}" for k in sorted(set(spec) - _SPEC_KEYS)] if isinstance(spec, Mapping) else ["spec"]
+    extra += (
+        [f"spec.{k}" for k in sorted(set(spec) - _SPEC_KEYS)]
+        if isinstance(spec, Mapping)
+        else ["spec"]
+    )
     timeouts = spec.get("timeouts") or {} if isinstance(spec, Mapping) else {}
     operations: list[Operation] = []
     for s, step in enumerate((spec.get("steps") or []) if isinstance(spec, Mapping) else []):
@@ -491,7 +546,9 @@ def _as_test(doc: Any, index: int) -> ChainsawTest:
             problem = ""
             if len(ops) != 1 or keys - _OP_KEYS:
                 problem = f"operation {sorted(keys) or entry!r} (only one assert or error per try entry is honoured)"
-                operations.append(Operation(step_name, t, "/".join(sorted(keys)) or "?", None, problem))
+                operations.append(
+                    Operation(step_name, t, "/".join(sorted(keys)) or "?", None, problem)
+                )
                 continue
             op = ops.pop()
             body = entry[op] if isinstance(entry[op], Mapping) else {}
@@ -500,8 +557,12 @@ def _as_test(doc: Any, index: int) -> ChainsawTest:
             operations.append(Operation(step_name, t, op, body.get("resource"), problem))
     if not operations and not extra:
         extra.append("no assert or error operation (a check that checks nothing)")
-    return ChainsawTest(name=name, operations=tuple(operations), assert_timeout=str(timeouts.get("assert", "")),
-                        problem=("features not honoured: " + ", ".join(extra)) if extra else "")
+    return ChainsawTest(
+        name=name,
+        operations=tuple(operations),
+        assert_timeout=str(timeouts.get("assert", "")),
+        problem=("features not honoured: " + ", ".join(extra)) if extra else "",
+    )
 
 
 def parse_tests(text: str, *, file: str) -> list[ChainsawTest]:
@@ -517,9 +578,14 @@ def parse_tests(text: str, *, file: str) -> list[ChainsawTest]:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise GpuclusterError(f"not a YAML Chainsaw test: {str(exc).splitlines()[0]}", file=file,
-                              fix="give a Chainsaw Test file (chainsaw.kyverno.io/v1alpha1, kind Test)") from None
-    return [_as_test(d, i) for i, d in enumerate(docs)] or [ChainsawTest(name=file, operations=(), problem="no Test document")]
+        raise GpuclusterError(
+            f"not a YAML Chainsaw test: {str(exc).splitlines()[0]}",
+            file=file,
+            fix="give a Chainsaw Test file (chainsaw.kyverno.io/v1alpha1, kind Test)",
+        ) from None
+    return [_as_test(d, i) for i, d in enumerate(docs)] or [
+        ChainsawTest(name=file, operations=(), problem="no Test document")
+    ]
 
 
 def _is_template(value: Any) -> bool:
@@ -529,25 +595,49 @@ def _is_template(value: Any) -> bool:
 def _lookup(resource: Mapping[str, Any]) -> tuple[str, str, str | None, str | None, dict[str, str]]:
     api_version, kind = resource.get("apiVersion"), resource.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
-        raise Unsupported("a resource without apiVersion and kind (Chainsaw checks it against null)")
+        raise Unsupported(
+            "a resource without apiVersion and kind (Chainsaw checks it against null)"
+        )
     meta = resource.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise Unsupported("metadata that is not a mapping")
     name, namespace, labels = meta.get("name"), meta.get("namespace"), meta.get("labels") or {}
-    for what, value in (("apiVersion", api_version), ("kind", kind), ("metadata.name", name), ("metadata.namespace", namespace),
-                        *((f"metadata.labels.{k}", v) for k, v in (labels.items() if isinstance(labels, Mapping) else ()))):
+    for what, value in (
+        ("apiVersion", api_version),
+        ("kind", kind),
+        ("metadata.name", name),
+        ("metadata.namespace", namespace),
+        *(
+            (f"metadata.labels.{k}", v)
+            for k, v in (labels.items() if isinstance(labels, Mapping) else ())
+        ),
+    ):
         if _is_template(value):
             raise Unsupported(f"templated lookup {what}: {value} (bindings are not honoured)")
     if not isinstance(labels, Mapping) or any(not isinstance(v, str) for v in labels.values()):
-        raise Unsupported("metadata.labels that are not string pairs (no label selector can be made)")
+        raise Unsupported(
+            "metadata.labels that are not string pairs (no label selector can be made)"
+        )
     for what, value in (("metadata.name", name), ("metadata.namespace", namespace)):
         if value is not None and not isinstance(value, str):
             raise Unsupported(f"{what} that is not a string")
-    return api_version, kind, namespace or None, name or None, {str(k): v for k, v in labels.items()}
+    return (
+        api_version,
+        kind,
+        namespace or None,
+        name or None,
+        {str(k): v for k, v in labels.items()},
+    )
 
 
-def _lookup_text(api_version: str, kind: str, namespace: str | None, name: str | None, labels: Mapping[str, str]) -> str:
-    where = f"{namespace}/{name}" if namespace and name else (name or (f"in {namespace}" if namespace else "in all namespaces"))
+def _lookup_text(
+    api_version: str, kind: str, namespace: str | None, name: str | None, labels: Mapping[str, str]
+) -> str:
+    where = (
+        f"{namespace}/{name}"
+        if namespace and name
+        else (name or (f"in {namespace}" if namespace else "in all namespaces"))
+    )
     text = f"{api_version} {kind} {where}"
     if labels:
         text += " (labels " + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + ")"
@@ -565,7 +655,9 @@ def run_operation(op: Operation, source: ObjectSource) -> OperationResult:
         return OperationResult(**base, lookup="-", verdict="unsupported", reason=op.problem)
     resource = op.resource
     if not isinstance(resource, Mapping):
-        return OperationResult(**base, lookup="-", verdict="unsupported", reason="a resource that is not a mapping")
+        return OperationResult(
+            **base, lookup="-", verdict="unsupported", reason="a resource that is not a mapping"
+        )
     try:
         api_version, kind, namespace, name, labels = _lookup(resource)
         lookup = _lookup_text(api_version, kind, namespace, name, labels)
@@ -574,11 +666,19 @@ def run_operation(op: Operation, source: ObjectSource) -> OperationResult:
         return OperationResult(**base, lookup="-", verdict="unsupported", reason=str(exc))
     scope = source.scope(api_version, kind)
     if scope is None:
-        return OperationResult(**base, lookup=lookup, verdict="fail",
-                               reason=f"the cluster does not serve {kind} in {api_version} (no such API or CRD)")
+        return OperationResult(
+            **base,
+            lookup=lookup,
+            verdict="fail",
+            reason=f"the cluster does not serve {kind} in {api_version} (no such API or CRD)",
+        )
     if scope == "Namespaced" and namespace is None:
-        return OperationResult(**base, lookup=lookup, verdict="unsupported",
-                               reason=f"namespaced {kind} without metadata.namespace (Chainsaw would read its own ephemeral test namespace)")
+        return OperationResult(
+            **base,
+            lookup=lookup,
+            verdict="unsupported",
+            reason=f"namespaced {kind} without metadata.namespace (Chainsaw would read its own ephemeral test namespace)",
+        )
     if scope == "Cluster":
         namespace_filter = None
     else:
@@ -588,37 +688,73 @@ def run_operation(op: Operation, source: ObjectSource) -> OperationResult:
         candidates = [found] if found is not None else []
     else:
         candidates = source.list(api_version, kind, namespace_filter, labels)
-    leaves = ", ".join(p for p in leaf_paths({k: v for k, v in resource.items() if k not in ("apiVersion", "kind", "metadata")}) if p)
+    leaves = ", ".join(
+        p
+        for p in leaf_paths(
+            {k: v for k, v in resource.items() if k not in ("apiVersion", "kind", "metadata")}
+        )
+        if p
+    )
     try:
         if op.op == "assert":
             if not candidates:
-                return OperationResult(**base, lookup=lookup, verdict="fail",
-                                       reason="actual resource not found" if name else "no actual resource found",
-                                       object=lookup, field="metadata.name" if name else "metadata")
+                return OperationResult(
+                    **base,
+                    lookup=lookup,
+                    verdict="fail",
+                    reason="actual resource not found" if name else "no actual resource found",
+                    object=lookup,
+                    field="metadata.name" if name else "metadata",
+                )
             first: tuple[str, list[FieldError]] | None = None
             for candidate in candidates:
                 errs: list[FieldError] = []
                 tree.check("", candidate, errs)
                 if not errs:
-                    return OperationResult(**base, lookup=lookup, verdict="pass", reason="matches", object=object_ref(candidate),
-                                           field=leaves)
+                    return OperationResult(
+                        **base,
+                        lookup=lookup,
+                        verdict="pass",
+                        reason="matches",
+                        object=object_ref(candidate),
+                        field=leaves,
+                    )
                 if first is None:
                     first = (object_ref(candidate), errs)
             assert first is not None
-            return OperationResult(**base, lookup=lookup, verdict="fail", reason="; ".join(str(e) for e in first[1]),
-                                   object=first[0], field=_first_field(first[1]))
+            return OperationResult(
+                **base,
+                lookup=lookup,
+                verdict="fail",
+                reason="; ".join(str(e) for e in first[1]),
+                object=first[0],
+                field=_first_field(first[1]),
+            )
         for candidate in candidates:
             errs = []
             tree.check("", candidate, errs)
             if not errs:
-                return OperationResult(**base, lookup=lookup, verdict="fail", reason="resource matches expectation",
-                                       object=object_ref(candidate), field=leaves)
-        return OperationResult(**base, lookup=lookup, verdict="pass",
-                               reason="no resource matches" if candidates else "no resource found", field=leaves)
+                return OperationResult(
+                    **base,
+                    lookup=lookup,
+                    verdict="fail",
+                    reason="resource matches expectation",
+                    object=object_ref(candidate),
+                    field=leaves,
+                )
+        return OperationResult(
+            **base,
+            lookup=lookup,
+            verdict="pass",
+            reason="no resource matches" if candidates else "no resource found",
+            field=leaves,
+        )
     except Unsupported as exc:
         return OperationResult(**base, lookup=lookup, verdict="unsupported", reason=str(exc))
     except EngineError as exc:
-        return OperationResult(**base, lookup=lookup, verdict="fail", reason=f"assertion engine error: {exc}")
+        return OperationResult(
+            **base, lookup=lookup, verdict="fail", reason=f"assertion engine error: {exc}"
+        )
 
 
 def run_test(test: ChainsawTest, source: ObjectSource) -> TestResult:
@@ -629,10 +765,12 @@ def run_test(test: ChainsawTest, source: ObjectSource) -> TestResult:
     """
     if test.problem:
         results = tuple(run_operation(op, source) for op in test.operations)
-        return TestResult(name=test.name, verdict="unsupported", operations=results, problem=test.problem)
+        return TestResult(
+            name=test.name, verdict="unsupported", operations=results, problem=test.problem
+        )
     results = tuple(run_operation(op, source) for op in test.operations)
     verdicts = {r.verdict for r in results}
-    verdict = "unsupported" if "unsupported" in verdicts else ("fail" if "fail" in verdicts else "pass")
+    verdict = (
+        "unsupported" if "unsupported" in verdicts else ("fail" if "fail" in verdicts else "pass")
+    )
     return TestResult(name=test.name, verdict=verdict, operations=results)
-
-

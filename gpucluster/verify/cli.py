@@ -34,10 +34,20 @@ def _write_atomic(path: str, text: str, *, key: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder (never half-written)."""
     target = Path(path)
     if target.exists() and not target.is_file():
-        raise GpuclusterError(f"'{path}' exists and is not a regular file", key=key, fix="name a file to write", id="validate.input")
+        raise GpuclusterError(
+            f"'{path}' exists and is not a regular file",
+            key=key,
+            fix="name a file to write",
+            id="validate.input",
+        )
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise GpuclusterError(f"folder '{folder}' does not exist", key=key, fix="create the folder first", id="validate.input")
+        raise GpuclusterError(
+            f"folder '{folder}' does not exist",
+            key=key,
+            fix="create the folder first",
+            id="validate.input",
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -67,14 +77,19 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.verify.snapshot import load_snapshot_file, read_live
 
     if (args.snapshot is None) == (args.kubeconfig is None):
-        raise GpuclusterError("give exactly one of --kubeconfig (a live cluster) and --snapshot (a snapshot file)",
-                              key="--snapshot" if args.snapshot else "--kubeconfig",
-                              fix="validate a live cluster with --kubeconfig F [--context C], or a file with --snapshot FILE",
-                              id="validate.input")
+        raise GpuclusterError(
+            "give exactly one of --kubeconfig (a live cluster) and --snapshot (a snapshot file)",
+            key="--snapshot" if args.snapshot else "--kubeconfig",
+            fix="validate a live cluster with --kubeconfig F [--context C], or a file with --snapshot FILE",
+            id="validate.input",
+        )
     if args.snapshot is not None and (args.wait or args.context):
-        raise GpuclusterError("--wait and --context need a live cluster (--kubeconfig); a snapshot does not change",
-                              key="--wait" if args.wait else "--context", fix="drop it, or validate the live cluster",
-                              id="validate.input")
+        raise GpuclusterError(
+            "--wait and --context need a live cluster (--kubeconfig); a snapshot does not change",
+            key="--wait" if args.wait else "--context",
+            fix="drop it, or validate the live cluster",
+            id="validate.input",
+        )
     wait = validate_mod.parse_duration(args.wait) if args.wait else None
     if args.junit:
         Path(args.junit).parent.resolve()  # refuse bad paths before the cluster is read
@@ -87,8 +102,16 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         def read():
             return read_live(args.kubeconfig, args.context, what)
 
-        report = validate_mod.validate_until(plan, read, wait_seconds=wait) if wait else validate_mod.validate(plan, read())
+        report = (
+            validate_mod.validate_until(plan, read, wait_seconds=wait)
+            if wait
+            else validate_mod.validate(plan, read())
+        )
     if args.junit:
         _write_atomic(args.junit, validate_mod.render_junit(report), key="--junit")
-    out.write(validate_mod.render_json(report) if args.format == "json" else validate_mod.render_text(report))
+    out.write(
+        validate_mod.render_json(report)
+        if args.format == "json"
+        else validate_mod.render_text(report)
+    )
     return report.exit_code

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from gpucluster.errors import GpuclusterError
 
@@ -62,12 +63,20 @@ def node_provider_ids(node_list: Any, *, source: str = "<nodes>") -> list[tuple[
     out = []
     for i, node in enumerate(items):
         if not isinstance(node, Mapping):
-            raise GpuclusterError(f"items[{i}] is not a Node object", file=source, key=f"items[{i}]",
-                                  fix="save the output of `kubectl get nodes -o json` unedited")
+            raise GpuclusterError(
+                f"items[{i}] is not a Node object",
+                file=source,
+                key=f"items[{i}]",
+                fix="save the output of `kubectl get nodes -o json` unedited",
+            )
         metadata, spec = node.get("metadata") or {}, node.get("spec") or {}
         if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
-            raise GpuclusterError(f"items[{i}] has a metadata or spec that is not an object", file=source, key=f"items[{i}]",
-                                  fix="save the output of `kubectl get nodes -o json` unedited")
+            raise GpuclusterError(
+                f"items[{i}] has a metadata or spec that is not an object",
+                file=source,
+                key=f"items[{i}]",
+                fix="save the output of `kubectl get nodes -o json` unedited",
+            )
         name = str(metadata.get("name") or f"items[{i}]")
         pid = spec.get("providerID") or ""
         out.append((name, str(pid)))
@@ -89,7 +98,9 @@ def detect(node_list: Any, prefixes: Mapping[str, str], *, source: str = "<nodes
     Raises:
         GpuclusterError: no node is claimed by any plugin, or nodes map to several services.
     """
-    ordered = sorted(((s, p) for s, p in prefixes.items() if p), key=lambda sp: (-len(sp[1]), sp[0]))
+    ordered = sorted(
+        ((s, p) for s, p in prefixes.items() if p), key=lambda sp: (-len(sp[1]), sp[0])
+    )
     result = Detection(service=None)
     for name, pid in node_provider_ids(node_list, source=source):
         service = next((s for s, p in ordered if pid.startswith(p)), None)
@@ -99,7 +110,12 @@ def detect(node_list: Any, prefixes: Mapping[str, str], *, source: str = "<nodes
             result.nodes.setdefault(service, []).append(name)
     known = ", ".join(f"{p} -> {s}" for s, p in sorted(prefixes.items()) if p)
     if not result.nodes:
-        seen = sorted({pid.split("://")[0] + "://" if "://" in pid else (pid or "<none>") for _, pid in result.unmatched})
+        seen = sorted(
+            {
+                pid.split("://")[0] + "://" if "://" in pid else (pid or "<none>")
+                for _, pid in result.unmatched
+            }
+        )
         raise GpuclusterError(
             f"no node has a providerID a platform plugin declares (seen: {', '.join(seen) or 'no nodes'})",
             file=source,
@@ -144,25 +160,47 @@ def load_nodes(
         try:
             path = Path(nodes_json).expanduser()
         except RuntimeError:  # ~user of a user this system does not know
-            raise GpuclusterError("the nodes file names the home folder of an unknown user", file=nodes_json,
-                                  key="--nodes-json", fix="write the path without ~user, or as an absolute path") from None
+            raise GpuclusterError(
+                "the nodes file names the home folder of an unknown user",
+                file=nodes_json,
+                key="--nodes-json",
+                fix="write the path without ~user, or as an absolute path",
+            ) from None
         try:
-            with path.open("rb") as f:  # a pipe (/dev/stdin) is fine; what is read is bounded (/dev/zero)
+            with path.open(
+                "rb"
+            ) as f:  # a pipe (/dev/stdin) is fine; what is read is bounded (/dev/zero)
                 data = f.read(MAX_NODES_JSON_BYTES + 1)
         except OSError as exc:
-            raise GpuclusterError(f"cannot read the nodes file: {exc.strerror or exc}", file=nodes_json, key="--nodes-json",
-                                  fix="check the path and permissions of --nodes-json") from None
+            raise GpuclusterError(
+                f"cannot read the nodes file: {exc.strerror or exc}",
+                file=nodes_json,
+                key="--nodes-json",
+                fix="check the path and permissions of --nodes-json",
+            ) from None
         except ValueError:  # a NUL byte in the name
-            raise GpuclusterError("the nodes file name holds a NUL byte", file=nodes_json, key="--nodes-json",
-                                  fix="check the path of --nodes-json") from None
+            raise GpuclusterError(
+                "the nodes file name holds a NUL byte",
+                file=nodes_json,
+                key="--nodes-json",
+                fix="check the path of --nodes-json",
+            ) from None
         if len(data) > MAX_NODES_JSON_BYTES:
-            raise GpuclusterError(f"the nodes file is larger than {MAX_NODES_JSON_BYTES >> 20} MiB", file=nodes_json,
-                                  key="--nodes-json", fix="save `kubectl get nodes -o json` output, not another file")
+            raise GpuclusterError(
+                f"the nodes file is larger than {MAX_NODES_JSON_BYTES >> 20} MiB",
+                file=nodes_json,
+                key="--nodes-json",
+                fix="save `kubectl get nodes -o json` output, not another file",
+            )
         try:
             return _parse_json(data), nodes_json
         except ValueError as exc:
-            raise GpuclusterError(f"the nodes file is not JSON: {exc}", file=nodes_json, key="--nodes-json",
-                                  fix="save `kubectl get nodes -o json` output") from None
+            raise GpuclusterError(
+                f"the nodes file is not JSON: {exc}",
+                file=nodes_json,
+                key="--nodes-json",
+                fix="save `kubectl get nodes -o json` output",
+            ) from None
     kubectl = which("kubectl")
     if kubectl is None:
         raise GpuclusterError(
@@ -175,25 +213,48 @@ def load_nodes(
         try:
             expanded = Path(kubeconfig).expanduser()
         except RuntimeError:  # ~user of a user this system does not know
-            raise GpuclusterError("the kubeconfig path names the home folder of an unknown user", file=kubeconfig,
-                                  key="--kubeconfig", fix="write the path without ~user, or as an absolute path") from None
+            raise GpuclusterError(
+                "the kubeconfig path names the home folder of an unknown user",
+                file=kubeconfig,
+                key="--kubeconfig",
+                fix="write the path without ~user, or as an absolute path",
+            ) from None
         cmd.append(f"--kubeconfig={expanded}")  # one argument each: a value is never an option
     if context:
         cmd.append(f"--context={context}")
-    label = f"kubectl ({kubeconfig or 'default kubeconfig'}{', context ' + context if context else ''})"
+    label = (
+        f"kubectl ({kubeconfig or 'default kubeconfig'}{', context ' + context if context else ''})"
+    )
     try:
-        proc = run(cmd, capture_output=True, text=True, errors="replace", timeout=KUBECTL_TIMEOUT_SECONDS + 15, check=False)
+        proc = run(
+            cmd,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=KUBECTL_TIMEOUT_SECONDS + 15,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GpuclusterError(f"running kubectl failed: {exc}", file=label, fix="check the kubeconfig and that the cluster is reachable") from exc
+        raise GpuclusterError(
+            f"running kubectl failed: {exc}",
+            file=label,
+            fix="check the kubeconfig and that the cluster is reachable",
+        ) from exc
     if proc.returncode != 0:
         last = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise GpuclusterError(f"`kubectl get nodes` failed: {last[0]}", file=label,
-                              fix="check --kubeconfig/--context and that the cluster is reachable")
+        raise GpuclusterError(
+            f"`kubectl get nodes` failed: {last[0]}",
+            file=label,
+            fix="check --kubeconfig/--context and that the cluster is reachable",
+        )
     try:
         return _parse_json(proc.stdout), label
     except ValueError as exc:
-        raise GpuclusterError(f"kubectl printed no JSON: {exc}", file=label,
-                              fix="run `kubectl get nodes -o json` yourself to see what it prints") from exc
+        raise GpuclusterError(
+            f"kubectl printed no JSON: {exc}",
+            file=label,
+            fix="run `kubectl get nodes -o json` yourself to see what it prints",
+        ) from exc
 
 
 def _parse_json(data: str | bytes) -> Any:
@@ -210,13 +271,17 @@ def _parse_json(data: str | bytes) -> Any:
 
 def render_text(result: Detection, *, kubeconfig: str | None, context: str | None) -> str:
     """Human summary plus the cluster-file snippet to start from."""
-    from gpucluster.errors import escaped  # node names and providerIDs come from the cluster: one line each
+    from gpucluster.errors import (
+        escaped,
+    )  # node names and providerIDs come from the cluster: one line each
 
     lines = [f"service: {escaped(result.service)}"]
     for service, names in sorted(result.nodes.items()):
         lines.append(f"  {escaped(service)}: {len(names)} node(s): {escaped(', '.join(names))}")
     if result.unmatched:
-        lines.append(f"  unclaimed: {escaped(', '.join(n + (f' ({p})' if p else ' (no providerID)') for n, p in result.unmatched))}")
+        lines.append(
+            f"  unclaimed: {escaped(', '.join(n + (f' ({p})' if p else ' (no providerID)') for n, p in result.unmatched))}"
+        )
     lines += ["", "cluster file snippet:", "  criteria:", f"    service: {escaped(result.service)}"]
     if kubeconfig or context:
         lines.append("  existing:")
@@ -229,7 +294,11 @@ def render_text(result: Detection, *, kubeconfig: str | None, context: str | Non
 
 def provider_prefixes(platforms: Mapping[str, Any]) -> dict[str, str]:
     """service -> provider_id_prefix for platforms that declare one."""
-    return {s: p.provider_id_prefix for s, p in sorted(platforms.items()) if getattr(p, "provider_id_prefix", None)}
+    return {
+        s: p.provider_id_prefix
+        for s, p in sorted(platforms.items())
+        if getattr(p, "provider_id_prefix", None)
+    }
 
 
 def run_detect(
@@ -242,8 +311,18 @@ def run_detect(
     which: Callable[[str], str | None] = shutil.which,
 ) -> Detection:
     """:func:`load_nodes` then :func:`detect` against the plugins' declared prefixes."""
-    doc, label = load_nodes(kubeconfig=kubeconfig, context=context, nodes_json=nodes_json, run=run, which=which)
+    doc, label = load_nodes(
+        kubeconfig=kubeconfig, context=context, nodes_json=nodes_json, run=run, which=which
+    )
     return detect(doc, provider_prefixes(platforms), source=label)
 
 
-__all__: Sequence[str] = ("Detection", "detect", "load_nodes", "node_provider_ids", "provider_prefixes", "render_text", "run_detect")
+__all__: Sequence[str] = (
+    "Detection",
+    "detect",
+    "load_nodes",
+    "node_provider_ids",
+    "provider_prefixes",
+    "render_text",
+    "run_detect",
+)

@@ -35,15 +35,34 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
 from gpucluster.fields import Where
-from gpucluster.model import VALIDATE_SETTING, ClusterSpec, Component, PlanNode, Recipe, absolute_key
-from gpucluster.verify.checks import DEVICE_PLUGIN_RESOURCE, DRA_GPU_DRIVER, DRIVER_VERSION_LABEL, advertiser
+from gpucluster.model import (
+    VALIDATE_SETTING,
+    ClusterSpec,
+    Component,
+    PlanNode,
+    Recipe,
+    absolute_key,
+)
+from gpucluster.verify.checks import (
+    DEVICE_PLUGIN_RESOURCE,
+    DRA_GPU_DRIVER,
+    DRIVER_VERSION_LABEL,
+    advertiser,
+)
 from gpucluster.verify.nodes import GPU_COUNT_LABEL, gpu_node_groups
 
-__all__ = ["VALIDATION_NODE", "validation_enabled", "validation_node", "validation_script", "validation_rules"]
+__all__ = [
+    "VALIDATION_NODE",
+    "validation_enabled",
+    "validation_node",
+    "validation_script",
+    "validation_rules",
+]
 
 VALIDATION_NODE = "gpucluster-validation"
 """Release, Job and ServiceAccount name of the validation gate."""
@@ -61,7 +80,8 @@ def validation_enabled(cluster: ClusterSpec) -> bool:
     return Where(cluster.source, cluster.name).check_bool(
         (cluster.settings or {}).get(VALIDATE_SETTING, False),
         absolute_key(cluster, f"settings.{VALIDATE_SETTING}") or f"settings.{VALIDATE_SETTING}",
-        fix="write validate: true to add the validation gate (docs/validate.md), or remove the key")
+        fix="write validate: true to add the validation gate (docs/validate.md), or remove the key",
+    )
 
 
 def _q(text: object) -> str:
@@ -73,19 +93,31 @@ def _jp_key(key: str) -> str:
     return key.replace(".", "\\.")
 
 
-def _manifest_targets(nodes: Sequence[PlanNode], components: dict[str, Component]) -> list[tuple[str, str, str | None, str]]:
+def _manifest_targets(
+    nodes: Sequence[PlanNode], components: dict[str, Component]
+) -> list[tuple[str, str, str | None, str]]:
     """``(check, resource.group, namespace or None, name)`` of every custom resource of the manifest
     charts and every rail network's IPPool (``SriovIBNetwork`` ipam ``poolName``)."""
     from gpucluster.verify.render import load_documents
 
-    crd_plurals = {"NicClusterPolicy": ("nicclusterpolicies", False), "Skyhook": ("skyhooks", False),
-                   "NodeWright": ("nodewrights", False), "IPPool": ("ippools", True), "SriovNetworkNodePolicy": ("sriovnetworknodepolicies", True),
-                   "SriovIBNetwork": ("sriovibnetworks", True), "NodeFeatureRule": ("nodefeaturerules", False)}
+    crd_plurals = {
+        "NicClusterPolicy": ("nicclusterpolicies", False),
+        "Skyhook": ("skyhooks", False),
+        "NodeWright": ("nodewrights", False),
+        "IPPool": ("ippools", True),
+        "SriovNetworkNodePolicy": ("sriovnetworknodepolicies", True),
+        "SriovIBNetwork": ("sriovibnetworks", True),
+        "NodeFeatureRule": ("nodefeaturerules", False),
+    }
     out: list[tuple[str, str, str | None, str]] = []
     for node in nodes:
         if node.kind not in ("manifests", "pre-manifests") or node.local_chart is None:
             continue
-        default_ns = components[node.component].ref.namespace if node.component in components else node.namespace
+        default_ns = (
+            components[node.component].ref.namespace
+            if node.component in components
+            else node.namespace
+        )
         for path, text in sorted(node.local_chart.files.items()):
             if not path.startswith("templates/"):
                 continue
@@ -101,7 +133,9 @@ def _manifest_targets(nodes: Sequence[PlanNode], components: dict[str, Component
                 out.append(("manifest-object", f"{plural}.{group}", ns, str(meta.get("name"))))
                 if doc["kind"] == "SriovIBNetwork":
                     try:
-                        pool = json.loads(str((doc.get("spec") or {}).get("ipam") or "{}")).get("poolName")
+                        pool = json.loads(str((doc.get("spec") or {}).get("ipam") or "{}")).get(
+                            "poolName"
+                        )
                     except ValueError:
                         pool = None
                     if pool:
@@ -171,7 +205,12 @@ check_object() {
 """
 
 
-def validation_script(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], nodes: Sequence[PlanNode]) -> str:
+def validation_script(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: dict[str, Component],
+    nodes: Sequence[PlanNode],
+) -> str:
     """The POSIX shell the validation Job runs (module docstring): every check, every
     :data:`POLL_SECONDS` s, until all pass (exit 0) or :data:`TIMEOUT_SECONDS` (exit 1, the last
     failing check named with its object and field)."""
@@ -179,27 +218,46 @@ def validation_script(cluster: ClusterSpec, recipe: Recipe, components: dict[str
 
     plan = RuntimePlan(cluster=cluster, recipe=recipe, components=components, nodes=list(nodes))
     adv = advertiser(plan)
-    lines = [_PRELUDE.replace("DP_NAME", DEVICE_PLUGIN_RESOURCE).replace("DP_KEY", _jp_key(DEVICE_PLUGIN_RESOURCE)).replace("COUNT_KEY", _jp_key(GPU_COUNT_LABEL))
-             .replace("DRIVER_KEY", _jp_key(DRIVER_VERSION_LABEL)).replace("DRIVER_LABEL", DRIVER_VERSION_LABEL)
-             .replace("DRA_DRIVER", DRA_GPU_DRIVER)]
+    lines = [
+        _PRELUDE.replace("DP_NAME", DEVICE_PLUGIN_RESOURCE)
+        .replace("DP_KEY", _jp_key(DEVICE_PLUGIN_RESOURCE))
+        .replace("COUNT_KEY", _jp_key(GPU_COUNT_LABEL))
+        .replace("DRIVER_KEY", _jp_key(DRIVER_VERSION_LABEL))
+        .replace("DRIVER_LABEL", DRIVER_VERSION_LABEL)
+        .replace("DRA_DRIVER", DRA_GPU_DRIVER)
+    ]
     checks: list[str] = []
     if adv is not None:
         gpu = components.get("gpu-operator")
         pinned = ""
-        if gpu is not None and (gpu.values.get("driver") or {}).get("enabled") is True and (gpu.values.get("driver") or {}).get("version"):
+        if (
+            gpu is not None
+            and (gpu.values.get("driver") or {}).get("enabled") is True
+            and (gpu.values.get("driver") or {}).get("version")
+        ):
             pinned = str(gpu.values["driver"]["version"])
         for group in gpu_node_groups(cluster):
-            selector = ",".join([f"{k}={v}" for k, v in sorted(group.selector.items())] + [f"!{k}" for k in group.exclude])
-            checks.append(f"check_group {_q(group.name)} {_q(selector)} {_q(group.node_count if group.node_count is not None else '')} "
-                          f"{_q(group.gpus_per_node if group.gpus_per_node is not None else '')} {_q(adv)} {_q(pinned)}")
+            selector = ",".join(
+                [f"{k}={v}" for k, v in sorted(group.selector.items())]
+                + [f"!{k}" for k in group.exclude]
+            )
+            checks.append(
+                f"check_group {_q(group.name)} {_q(selector)} {_q(group.node_count if group.node_count is not None else '')} "
+                f"{_q(group.gpus_per_node if group.gpus_per_node is not None else '')} {_q(adv)} {_q(pinned)}"
+            )
     gpu = components.get("gpu-operator")
     if gpu is not None:
-        checks.append(f"check_runtime_class {_q(str(((gpu.values.get('operator') or {}).get('runtimeClass')) or 'nvidia'))}")
+        checks.append(
+            f"check_runtime_class {_q(str(((gpu.values.get('operator') or {}).get('runtimeClass')) or 'nvidia'))}"
+        )
     for check, resource, ns, name in _manifest_targets(nodes, components):
         checks.append(f"check_object {_q(check)} {_q(resource)} {_q(ns or '')} {_q(name)}")
-    lines.append("check_all() {\n  failed=''\n  slices=$(kubectl get resourceslices.resource.k8s.io -o jsonpath="
-                 "'{range .items[*]}{.spec.driver}{\"|\"}{.spec.nodeName}{\"|\"}{.spec.devices[*].name}{\"\\n\"}{end}' 2>/dev/null || true)\n"
-                 + "".join(f"  {c} || return 1\n" for c in checks) + "  return 0\n}\n")
+    lines.append(
+        "check_all() {\n  failed=''\n  slices=$(kubectl get resourceslices.resource.k8s.io -o jsonpath="
+        '\'{range .items[*]}{.spec.driver}{"|"}{.spec.nodeName}{"|"}{.spec.devices[*].name}{"\\n"}{end}\' 2>/dev/null || true)\n'
+        + "".join(f"  {c} || return 1\n" for c in checks)
+        + "  return 0\n}\n"
+    )
     lines.append(f"""deadline=$(( $(date +%s) + {TIMEOUT_SECONDS} ))
 log "checking {len(checks)} plan-derived check(s) for up to {TIMEOUT_SECONDS}s"
 while true; do
@@ -212,30 +270,79 @@ done
     return "".join(lines)
 
 
-def validation_rules(nodes: Sequence[PlanNode], components: dict[str, Component]) -> list[dict[str, Any]]:
+def validation_rules(
+    nodes: Sequence[PlanNode], components: dict[str, Component]
+) -> list[dict[str, Any]]:
     """RBAC of the validation Job: get/list of nodes, RuntimeClasses, ResourceSlices and the
     manifest charts' custom resources it reads; nothing else."""
-    groups: dict[str, set[str]] = {"": {"nodes"}, "node.k8s.io": {"runtimeclasses"}, "resource.k8s.io": {"resourceslices"}}
+    groups: dict[str, set[str]] = {
+        "": {"nodes"},
+        "node.k8s.io": {"runtimeclasses"},
+        "resource.k8s.io": {"resourceslices"},
+    }
     for _check, resource, _ns, _name in _manifest_targets(nodes, components):
         plural, _, group = resource.partition(".")
         groups.setdefault(group, set()).add(plural)
-    return [{"apiGroups": [g], "resources": sorted(r), "verbs": ["get", "list"]} for g, r in sorted(groups.items())]
+    return [
+        {"apiGroups": [g], "resources": sorted(r), "verbs": ["get", "list"]}
+        for g, r in sorted(groups.items())
+    ]
 
 
-def validation_node(cluster: ClusterSpec, recipe: Recipe, components: dict[str, Component], nodes: Sequence[PlanNode]) -> PlanNode:
+def validation_node(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: dict[str, Component],
+    nodes: Sequence[PlanNode],
+) -> PlanNode:
     """The ``gpucluster-validation`` release: after every other release (teardown guards aside),
     ``wait_for_jobs``; its chart from :func:`gpucluster.charts.jobchart.render_job_chart`."""
     gpu = components.get("gpu-operator")
-    namespace = gpu.ref.namespace if gpu is not None else next(iter(components.values())).ref.namespace
+    namespace = (
+        gpu.ref.namespace if gpu is not None else next(iter(components.values())).ref.namespace
+    )
     script = validation_script(cluster, recipe, components, nodes)
-    job = HookJob(name=VALIDATION_NODE, namespace=namespace, app="gpucluster-validation", rbac_name=VALIDATION_NODE,
-                  rules=validation_rules(nodes, components), container="validate", script=script, image=gate_image(cluster),
-                  hook="post-install,post-upgrade", active_deadline_seconds=TIMEOUT_SECONDS + 120, backoff_limit=0)
-    chart = render_job_chart(cluster, job, description="gpucluster: validate the cluster against its plan (docs/validate.md)")
+    job = HookJob(
+        name=VALIDATION_NODE,
+        namespace=namespace,
+        app="gpucluster-validation",
+        rbac_name=VALIDATION_NODE,
+        rules=validation_rules(nodes, components),
+        container="validate",
+        script=script,
+        image=gate_image(cluster),
+        hook="post-install,post-upgrade",
+        active_deadline_seconds=TIMEOUT_SECONDS + 120,
+        backoff_limit=0,
+    )
+    chart = render_job_chart(
+        cluster,
+        job,
+        description="gpucluster: validate the cluster against its plan (docs/validate.md)",
+    )
     after = sorted(n.id for n in nodes if n.kind != "teardown")
     from gpucluster.hashing import fingerprint
 
-    return PlanNode(id=VALIDATION_NODE, kind="gate", component=VALIDATION_NODE, namespace=namespace, local_chart=chart,
-                    values={"planned": fingerprint({n.id: [n.kind, n.version, n.local_chart.content_hash if n.local_chart else "",
-                                                          json.dumps(n.values, sort_keys=True, default=str)] for n in nodes})},
-                    depends_on=after, wait_for_jobs=True, timeout_seconds=TIMEOUT_SECONDS + 180)
+    return PlanNode(
+        id=VALIDATION_NODE,
+        kind="gate",
+        component=VALIDATION_NODE,
+        namespace=namespace,
+        local_chart=chart,
+        values={
+            "planned": fingerprint(
+                {
+                    n.id: [
+                        n.kind,
+                        n.version,
+                        n.local_chart.content_hash if n.local_chart else "",
+                        json.dumps(n.values, sort_keys=True, default=str),
+                    ]
+                    for n in nodes
+                }
+            )
+        },
+        depends_on=after,
+        wait_for_jobs=True,
+        timeout_seconds=TIMEOUT_SECONDS + 180,
+    )

@@ -39,12 +39,19 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from gpucluster.model import RuntimePlan, Toleration
 from gpucluster.values import credential_paths
-from gpucluster.verify.render import LintFinding, RenderedRelease, RenderResult, iter_objects, sort_findings
+from gpucluster.verify.render import (
+    LintFinding,
+    RenderedRelease,
+    RenderResult,
+    iter_objects,
+    sort_findings,
+)
 
 POD_TEMPLATE_PATHS = {
     "Pod": ("spec",),
@@ -64,7 +71,10 @@ AGENT_RESOURCES = {
     # (group, kind): (tolerations path, node selector path or None)
     ("nvidia.com", "ClusterPolicy"): (("spec", "daemonsets", "tolerations"), None),
     ("mellanox.com", "NicClusterPolicy"): (("spec", "tolerations"), None),
-    ("skyhook.nvidia.com", "Skyhook"): (("spec", "additionalTolerations"), ("spec", "nodeSelectors", "matchLabels")),
+    ("skyhook.nvidia.com", "Skyhook"): (
+        ("spec", "additionalTolerations"),
+        ("spec", "nodeSelectors", "matchLabels"),
+    ),
 }
 """Operator resources whose operator runs DaemonSets on the nodes they select (CRD field names:
 ClusterPolicy ``spec.daemonsets.tolerations``; NicClusterPolicy ``spec.tolerations``; Skyhook
@@ -75,7 +85,6 @@ SCHEDULED_RESOURCES = {
     ("monitoring.coreos.com", "Alertmanager"): (("spec", "tolerations"), ("spec", "nodeSelector")),
 }
 """Resources the Prometheus Operator turns into StatefulSets (system-node workloads)."""
-
 
 
 # --------------------------------------------------------------------------- helpers
@@ -174,7 +183,18 @@ def placement_of(plan: RuntimePlan) -> Placement:
 
 def _required_affinity_labels(pod: Mapping[str, Any]) -> list[dict[str, set[str]]]:
     """Required node-affinity terms as ``[{label: allowed values}]`` (``In`` expressions only)."""
-    terms = _get(pod, ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")) or []
+    terms = (
+        _get(
+            pod,
+            (
+                "affinity",
+                "nodeAffinity",
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                "nodeSelectorTerms",
+            ),
+        )
+        or []
+    )
     out = []
     for term in terms if isinstance(terms, list) else []:
         wanted: dict[str, set[str]] = {}
@@ -195,19 +215,45 @@ class _Ctx:
     placement: Placement
     findings: list[LintFinding] = field(default_factory=list)
 
-    def add(self, release: RenderedRelease | None, id: str, severity: str, message: str, fix: str, key: str = "", component: str = "") -> None:
-        self.findings.append(LintFinding(
-            id, severity, message, fix=fix, cluster=self.plan.cluster.name,
-            component=component or (release.node.component if release else ""), release=release.name if release else "", key=key))
+    def add(
+        self,
+        release: RenderedRelease | None,
+        id: str,
+        severity: str,
+        message: str,
+        fix: str,
+        key: str = "",
+        component: str = "",
+    ) -> None:
+        self.findings.append(
+            LintFinding(
+                id,
+                severity,
+                message,
+                fix=fix,
+                cluster=self.plan.cluster.name,
+                component=component or (release.node.component if release else ""),
+                release=release.name if release else "",
+                key=key,
+            )
+        )
 
 
-def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]], memo: dict | None = None) -> None:
+def check_schemas(
+    ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]], memo: dict | None = None
+) -> None:
     """``lint.schema``: built-in kinds against Kubernetes 1.34, custom resources against CRDs.
 
     ``memo`` (object id -> (object, schema source, errors)) skips objects already validated
     against the same schema source: the renderer shares parsed objects between releases whose
     templates rendered identically (the objects are read-only)."""
-    from gpucluster.verify.lint_schema import K8S_VERSION, CrdIndex, api_server_view, builtin_validator, errors_of
+    from gpucluster.verify.lint_schema import (
+        K8S_VERSION,
+        CrdIndex,
+        api_server_view,
+        builtin_validator,
+        errors_of,
+    )
 
     index = CrdIndex()
     for release in ctx.releases:
@@ -226,8 +272,14 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
         else:
             validator, against = builtin_validator(api, kind), f"Kubernetes {K8S_VERSION[:4]}"
         if validator is None:
-            ctx.add(release, "lint.schema-unknown", "warning", f"{_obj_key(doc)} ({api}, {path}): no schema for this kind",
-                    "add the CRD folder with --crds", key=_obj_key(doc))
+            ctx.add(
+                release,
+                "lint.schema-unknown",
+                "warning",
+                f"{_obj_key(doc)} ({api}, {path}): no schema for this kind",
+                "add the CRD folder with --crds",
+                key=_obj_key(doc),
+            )
             continue
         seen = memo.get(id(doc)) if memo is not None else None
         if seen is not None and seen[0] is doc and seen[1] == against:
@@ -235,19 +287,31 @@ def check_schemas(ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]]
         else:
             # custom resources only: built-in kinds' strict schemas already accept the nulls Helm
             # renders (metadata.creationTimestamp: null), which the API server's decoder reads as unset
-            view, pruned, _defaulted = api_server_view(doc, raw_schema) if raw_schema is not None else (doc, [], [])
+            view, pruned, _defaulted = (
+                api_server_view(doc, raw_schema) if raw_schema is not None else (doc, [], [])
+            )
             errors = errors_of(validator, view)
             if memo is not None:
                 memo[id(doc)] = (doc, against, errors, pruned)
         if pruned:
-            ctx.add(release, "lint.schema-pruned", "warning",
-                    f"{_obj_key(doc)} ({path}) sets {', '.join(pruned[:3])}{' ...' if len(pruned) > 3 else ''} to null, which "
-                    f"the {against} schema does not allow: the API server drops it, so it has no effect",
-                    "remove the null (a values null that was meant to delete a chart default renders the key empty instead)",
-                    key=_obj_key(doc))
+            ctx.add(
+                release,
+                "lint.schema-pruned",
+                "warning",
+                f"{_obj_key(doc)} ({path}) sets {', '.join(pruned[:3])}{' ...' if len(pruned) > 3 else ''} to null, which "
+                f"the {against} schema does not allow: the API server drops it, so it has no effect",
+                "remove the null (a values null that was meant to delete a chart default renders the key empty instead)",
+                key=_obj_key(doc),
+            )
         if errors:
-            ctx.add(release, "lint.schema", "error", f"{_obj_key(doc)} ({path}) fails the {against} schema: " + "; ".join(errors),
-                    "fix the value that renders this field (catalog values, overrides or manifest template)", key=_obj_key(doc))
+            ctx.add(
+                release,
+                "lint.schema",
+                "error",
+                f"{_obj_key(doc)} ({path}) fails the {against} schema: " + "; ".join(errors),
+                "fix the value that renders this field (catalog values, overrides or manifest template)",
+                key=_obj_key(doc),
+            )
 
 
 def _leaves(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -303,7 +367,10 @@ def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, 
     root = Path(chart_dir)
     scopes: dict[tuple[str, ...], Path] = {(): root}
     meta = read_chart_dir(root)
-    aliases = {str(d["name"]): str(d.get("alias") or d["name"]) for d in (meta.dependencies if meta else ())}
+    aliases = {
+        str(d["name"]): str(d.get("alias") or d["name"])
+        for d in (meta.dependencies if meta else ())
+    }
     sub = root / "charts"
     if sub.is_dir():
         for child in sorted(sub.iterdir()):
@@ -319,13 +386,19 @@ def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, 
                     text = (Path(dirpath) / name).read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError):
                     continue
-                refs |= {tuple(m.group(1).lstrip(".").split(".")) for m in _VALUES_REF.finditer(text)}
-                refs |= {tuple(re.findall(r'"([^"]+)"', m.group(1))) for m in _INDEX_REF.finditer(text)}
+                refs |= {
+                    tuple(m.group(1).lstrip(".").split(".")) for m in _VALUES_REF.finditer(text)
+                }
+                refs |= {
+                    tuple(re.findall(r'"([^"]+)"', m.group(1))) for m in _INDEX_REF.finditer(text)
+                }
         out[scope] = refs
     return out
 
 
-def _referenced(path: tuple[str, ...], refs: Mapping[tuple[str, ...], set[tuple[str, ...]]]) -> bool:
+def _referenced(
+    path: tuple[str, ...], refs: Mapping[tuple[str, ...], set[tuple[str, ...]]]
+) -> bool:
     if path in refs.get((), set()):
         return True
     if path[0] == "global":
@@ -343,7 +416,11 @@ def dead_paths(release: RenderedRelease) -> list[tuple[str, ...]]:
     comparison), so values a template passes on wholesale (``toYaml .Values.x``) count as read.
     """
     skip = set(release.missing_subcharts)
-    candidates = [p for p, _ in _leaves(release.values) if p[0] not in skip and not _declared(release.defaults, p)]
+    candidates = [
+        p
+        for p, _ in _leaves(release.values)
+        if p[0] not in skip and not _declared(release.defaults, p)
+    ]
     if candidates:
         refs = template_references(release.chart)
         candidates = [p for p in candidates if not _referenced(p, refs)]
@@ -375,7 +452,12 @@ def check_dead_values(ctx: _Ctx) -> None:
 
     catalog = load_catalog()
     for release in ctx.releases:
-        if release.node.kind != "chart" or release.chart is None or not release.manifests and not release.objects:
+        if (
+            release.node.kind != "chart"
+            or release.chart is None
+            or not release.manifests
+            and not release.objects
+        ):
             continue
         dead = dead_paths(release)
         if not dead:
@@ -385,28 +467,52 @@ def check_dead_values(ctx: _Ctx) -> None:
         sched = entry.scheduling if entry is not None else None
         sched_paths = set()
         if sched is not None:
-            for attr in ("system_node_selector", "system_tolerations", "accelerated_node_selector", "accelerated_tolerations",
-                         "accelerated_taint_str", "node_count"):
+            for attr in (
+                "system_node_selector",
+                "system_tolerations",
+                "accelerated_node_selector",
+                "accelerated_tolerations",
+                "accelerated_taint_str",
+                "node_count",
+            ):
                 sched_paths |= set(getattr(sched, attr, ()) or ())
         for path in dead:
             dotted = _dotted(path)
             chart = f"chart {release.node.chart} {release.node.version}"
-            user = overrides_mod.source_of(ctx.plan.cluster, catalog, release.node.component, dotted)
+            user = overrides_mod.source_of(
+                ctx.plan.cluster, catalog, release.node.component, dotted
+            )
             if user:
                 declared = declared if declared is not None else _declared_paths(release.defaults)
                 close = difflib.get_close_matches(dotted, declared, n=1, cutoff=0.5)
                 hint = f" (closest existing key: {close[0]})" if close else ""
-                ctx.add(release, "lint.dead-value", "warning",
-                        f"override '{dotted}' ({user}) is neither in the defaults of {chart} (subcharts included) nor read by "
-                        f"its templates: it has no effect{hint}",
-                        f"write the key the chart reads{' (' + close[0] + ')' if close else ''}, or remove the override", key=dotted)
+                ctx.add(
+                    release,
+                    "lint.dead-value",
+                    "warning",
+                    f"override '{dotted}' ({user}) is neither in the defaults of {chart} (subcharts included) nor read by "
+                    f"its templates: it has no effect{hint}",
+                    f"write the key the chart reads{' (' + close[0] + ')' if close else ''}, or remove the override",
+                    key=dotted,
+                )
                 continue
-            origin = next((p for p in sched_paths if dotted == p or dotted.startswith(p + ".")), None)
-            where = f"the registry's nodeScheduling path {origin}" if origin else "the catalog/profile/plugin values"
-            ctx.add(release, "lint.dead-value", "error",
-                    f"values path '{dotted}' (from {where}) is neither in the defaults of {chart} (subcharts included) nor "
-                    "read by its templates: it has no effect",
-                    "move the value to the key the chart reads, or remove it (docs/catalog-sources.md)", key=dotted)
+            origin = next(
+                (p for p in sched_paths if dotted == p or dotted.startswith(p + ".")), None
+            )
+            where = (
+                f"the registry's nodeScheduling path {origin}"
+                if origin
+                else "the catalog/profile/plugin values"
+            )
+            ctx.add(
+                release,
+                "lint.dead-value",
+                "error",
+                f"values path '{dotted}' (from {where}) is neither in the defaults of {chart} (subcharts included) nor "
+                "read by its templates: it has no effect",
+                "move the value to the key the chart reads, or remove it (docs/catalog-sources.md)",
+                key=dotted,
+            )
 
 
 def _pod_spec(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -416,7 +522,11 @@ def _pod_spec(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _selector_conflicts(selector: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
-    return [f"{k}={v}" for k, v in sorted((selector or {}).items()) if k in labels and str(labels[k]) != str(v)]
+    return [
+        f"{k}={v}"
+        for k, v in sorted((selector or {}).items())
+        if k in labels and str(labels[k]) != str(v)
+    ]
 
 
 def check_placement(ctx: _Ctx) -> None:
@@ -432,71 +542,140 @@ def check_placement(ctx: _Ctx) -> None:
         agent = None
         if kind == "DaemonSet":
             pod = _pod_spec(doc) or {}
-            agent = (pod.get("tolerations"), pod.get("nodeSelector") or {}, _required_affinity_labels(pod))
+            agent = (
+                pod.get("tolerations"),
+                pod.get("nodeSelector") or {},
+                _required_affinity_labels(pod),
+            )
         elif gk in AGENT_RESOURCES:
             tol_path, sel_path = AGENT_RESOURCES[gk]
             agent = (_get(doc, tol_path), (_get(doc, sel_path) if sel_path else None) or {}, [])
         if agent is not None:
             tolerations, selector, affinity = agent
-            missing = [f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in pl.gpu_taints if not tolerates(tolerations, k, v, e)]
+            missing = [
+                f"{k}={v}:{e}" if v else f"{k}:{e}"
+                for k, v, e in pl.gpu_taints
+                if not tolerates(tolerations, k, v, e)
+            ]
             if missing:
-                ctx.add(release, "lint.placement-gpu", "error",
-                        f"{name} ({path}) runs a per-node agent but does not tolerate the GPU node taint(s) {', '.join(missing)}: "
-                        "it never runs on GPU nodes",
-                        "add the GPU taints to the tolerations at the values path the chart reads (registry nodeScheduling."
-                        "accelerated.tolerationPaths or the manifest template)", key=name)
+                ctx.add(
+                    release,
+                    "lint.placement-gpu",
+                    "error",
+                    f"{name} ({path}) runs a per-node agent but does not tolerate the GPU node taint(s) {', '.join(missing)}: "
+                    "it never runs on GPU nodes",
+                    "add the GPU taints to the tolerations at the values path the chart reads (registry nodeScheduling."
+                    "accelerated.tolerationPaths or the manifest template)",
+                    key=name,
+                )
             conflicts = _selector_conflicts(selector, pl.gpu_labels)
             if conflicts:
-                ctx.add(release, "lint.placement-gpu", "error",
-                        f"{name} ({path}) selects {', '.join(conflicts)}, which GPU nodes do not carry: it never runs on them",
-                        "remove the selector or select a label GPU nodes carry", key=name)
+                ctx.add(
+                    release,
+                    "lint.placement-gpu",
+                    "error",
+                    f"{name} ({path}) selects {', '.join(conflicts)}, which GPU nodes do not carry: it never runs on them",
+                    "remove the selector or select a label GPU nodes carry",
+                    key=name,
+                )
             if system:
-                pinned = [f"{k}={v}" for k, v in sorted(system.items()) if str(selector.get(k)) == str(v) and pl.gpu_labels.get(k) != v]
-                pinned += [f"{k} in {sorted(vals)}" for term in affinity for k, vals in sorted(term.items())
-                           if k in system and str(system[k]) in vals and pl.gpu_labels.get(k) not in vals]
+                pinned = [
+                    f"{k}={v}"
+                    for k, v in sorted(system.items())
+                    if str(selector.get(k)) == str(v) and pl.gpu_labels.get(k) != v
+                ]
+                pinned += [
+                    f"{k} in {sorted(vals)}"
+                    for term in affinity
+                    for k, vals in sorted(term.items())
+                    if k in system and str(system[k]) in vals and pl.gpu_labels.get(k) not in vals
+                ]
                 if pinned:
-                    ctx.add(release, "lint.placement-pinned", "error",
-                            f"{name} ({path}) is a per-node agent pinned to the system nodes ({', '.join(pinned)}): GPU nodes "
-                            "lose it",
-                            "remove this values path from the registry's nodeScheduling.system.nodeSelectorPaths", key=name)
+                    ctx.add(
+                        release,
+                        "lint.placement-pinned",
+                        "error",
+                        f"{name} ({path}) is a per-node agent pinned to the system nodes ({', '.join(pinned)}): GPU nodes "
+                        "lose it",
+                        "remove this values path from the registry's nodeScheduling.system.nodeSelectorPaths",
+                        key=name,
+                    )
             continue
         if not (system or pl.system_tolerations):
             continue
         if kind in SYSTEM_KINDS:
             pod = _pod_spec(doc) or {}
-            selector, tolerations, affinity = pod.get("nodeSelector") or {}, pod.get("tolerations"), _required_affinity_labels(pod)
+            selector, tolerations, affinity = (
+                pod.get("nodeSelector") or {},
+                pod.get("tolerations"),
+                _required_affinity_labels(pod),
+            )
         elif gk in SCHEDULED_RESOURCES:
             scheduled_tol, scheduled_sel = SCHEDULED_RESOURCES[gk]
-            selector, tolerations, affinity = _get(doc, scheduled_sel) or {}, _get(doc, scheduled_tol), []
+            selector, tolerations, affinity = (
+                _get(doc, scheduled_sel) or {},
+                _get(doc, scheduled_tol),
+                [],
+            )
         else:
             continue
-        unmet = [f"{k}={v}" for k, v in sorted(system.items())
-                 if str(selector.get(k)) != str(v) and not (affinity and all(str(v) in term.get(k, ()) for term in affinity))]
-        untolerated = [f"{t.key}:{t.effect}" if t.effect else str(t.key) for t in pl.system_tolerations
-                       if t.key and not tolerates(tolerations, t.key, t.value or "", t.effect or "NoSchedule")]
+        unmet = [
+            f"{k}={v}"
+            for k, v in sorted(system.items())
+            if str(selector.get(k)) != str(v)
+            and not (affinity and all(str(v) in term.get(k, ()) for term in affinity))
+        ]
+        untolerated = [
+            f"{t.key}:{t.effect}" if t.effect else str(t.key)
+            for t in pl.system_tolerations
+            if t.key and not tolerates(tolerations, t.key, t.value or "", t.effect or "NoSchedule")
+        ]
         if unmet or untolerated:
             what = []
             if unmet:
                 what.append(f"does not select the system nodes ({', '.join(unmet)})")
             if untolerated:
                 what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
-            hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
-            if hook and release.node.kind == "chart" and not pod_selector_from_values(
-                    release, doc, fields=(("nodeSelector",) if unmet else ()) + (("tolerations",) if untolerated else ())):
-                ctx.add(release, "lint.placement-system-hook", "warning",
-                        f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
-                        f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
-                        "nothing to change in gpucluster's values; keep a node it tolerates schedulable, or ask upstream for a "
-                        "values knob", key=name)
+            hook = str(
+                ((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", "")
+            )
+            if (
+                hook
+                and release.node.kind == "chart"
+                and not pod_selector_from_values(
+                    release,
+                    doc,
+                    fields=(("nodeSelector",) if unmet else ())
+                    + (("tolerations",) if untolerated else ()),
+                )
+            ):
+                ctx.add(
+                    release,
+                    "lint.placement-system-hook",
+                    "warning",
+                    f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
+                    f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
+                    "nothing to change in gpucluster's values; keep a node it tolerates schedulable, or ask upstream for a "
+                    "values knob",
+                    key=name,
+                )
                 continue
-            ctx.add(release, "lint.placement-system", "error",
-                    f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
-                    "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
-                    "manifest/gate template)", key=name)
+            ctx.add(
+                release,
+                "lint.placement-system",
+                "error",
+                f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
+                "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
+                "manifest/gate template)",
+                key=name,
+            )
 
 
-def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any],
-                             fields: Sequence[str] = ("nodeSelector", "tolerations")) -> bool:
+def pod_selector_from_values(
+    release: RenderedRelease,
+    doc: Mapping[str, Any],
+    fields: Sequence[str] = ("nodeSelector", "tolerations"),
+) -> bool:
     """True when values can place the pod of ``doc`` (a hook Job): rendering the release with a
     probe node selector and toleration at every values path named ``nodeSelector``/``tolerations``
     puts the probe into each of the pod spec's ``fields`` (an upgrade hook whose chart reads
@@ -507,13 +686,24 @@ def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any],
 
     def probe(values: Any) -> Any:
         if isinstance(values, Mapping):
-            return {k: (probe_sel if k == "nodeSelector" else probe_tol if k == "tolerations" else probe(v)) for k, v in values.items()}
+            return {
+                k: (
+                    probe_sel
+                    if k == "nodeSelector"
+                    else probe_tol
+                    if k == "tolerations"
+                    else probe(v)
+                )
+                for k, v in values.items()
+            }
         return values
 
     try:
         from gpucluster.values import deep_merge
 
-        rendered = release.render_with(probe(deep_merge(release.defaults, release.values, keep_nulls=True)))
+        rendered = release.render_with(
+            probe(deep_merge(release.defaults, release.values, keep_nulls=True))
+        )
     except Exception:  # noqa: BLE001 - a chart that refuses the probe: treat as placeable (keep the error)
         return True
     template = next((p for p, d in release.objects if d is doc), None)
@@ -523,8 +713,13 @@ def pod_selector_from_values(release: RenderedRelease, doc: Mapping[str, Any],
 
     name = (doc.get("metadata") or {}).get("name")
     try:
-        probed = [d for d in load_documents(rendered[template]) if isinstance(d, Mapping) and d.get("kind") == doc.get("kind")
-                  and (d.get("metadata") or {}).get("name") == name]
+        probed = [
+            d
+            for d in load_documents(rendered[template])
+            if isinstance(d, Mapping)
+            and d.get("kind") == doc.get("kind")
+            and (d.get("metadata") or {}).get("name") == name
+        ]
     except Exception:  # noqa: BLE001 - the probe render is not YAML: judge by the text
         return "gpucluster.io/probe" in rendered[template]
     pod = _pod_spec(probed[0]) if probed else None
@@ -567,23 +762,38 @@ def check_runtime_classes(ctx: _Ctx) -> None:
     provided: dict[str, str] = {}
     for release, _path, doc in iter_objects(ctx.releases):
         if doc.get("kind") == "RuntimeClass":
-            provided.setdefault(str((doc.get("metadata") or {}).get("name")), f"RuntimeClass of release {release.name}")
+            provided.setdefault(
+                str((doc.get("metadata") or {}).get("name")),
+                f"RuntimeClass of release {release.name}",
+            )
         if doc.get("kind") == "ClusterPolicy" and _group(doc) == "nvidia.com":
             rc = _get(doc, ("spec", "operator", "runtimeClass")) or "nvidia"
-            provided.setdefault(str(rc), f"created by the GPU Operator (ClusterPolicy {_get(doc, ('metadata', 'name'))} spec.operator.runtimeClass)")
+            provided.setdefault(
+                str(rc),
+                f"created by the GPU Operator (ClusterPolicy {_get(doc, ('metadata', 'name'))} spec.operator.runtimeClass)",
+            )
     for release, path, doc in iter_objects(ctx.releases):
         if doc.get("kind") in ("RuntimeClass", "CustomResourceDefinition"):
             continue
         for where, key, value in _walk_with_config(doc):
-            if not (key == "runtimeClassName" or key.endswith("RuntimeClassName")) or not isinstance(value, str) or not value:
+            if (
+                not (key == "runtimeClassName" or key.endswith("RuntimeClassName"))
+                or not isinstance(value, str)
+                or not value
+            ):
                 continue
             if value not in provided:
                 field_path = ".".join((*where, key))
-                ctx.add(release, "lint.runtimeclass", "error",
-                        f"{_obj_key(doc)} ({path}) names RuntimeClass '{value}' at {field_path}, but the stack provides "
-                        f"{', '.join(sorted(provided)) or 'none'}: pods using it are rejected at admission",
-                        f"set it to {' or '.join(sorted(provided)) or 'the RuntimeClass the GPU profile provides'} (per gpuStack "
-                        "profile, where the profile sets operator.runtimeClass)", key=field_path)
+                ctx.add(
+                    release,
+                    "lint.runtimeclass",
+                    "error",
+                    f"{_obj_key(doc)} ({path}) names RuntimeClass '{value}' at {field_path}, but the stack provides "
+                    f"{', '.join(sorted(provided)) or 'none'}: pods using it are rejected at admission",
+                    f"set it to {' or '.join(sorted(provided)) or 'the RuntimeClass the GPU profile provides'} (per gpuStack "
+                    "profile, where the profile sets operator.runtimeClass)",
+                    key=field_path,
+                )
 
 
 def _rule_features(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -591,7 +801,9 @@ def _rule_features(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for rule in _get(doc, ("spec", "rules")) or []:
         if not isinstance(rule, Mapping):
             continue
-        blocks = [rule.get("matchFeatures") or []] + [(a or {}).get("matchFeatures") or [] for a in rule.get("matchAny") or []]
+        blocks = [rule.get("matchFeatures") or []] + [
+            (a or {}).get("matchFeatures") or [] for a in rule.get("matchAny") or []
+        ]
         for block in blocks:
             for m in block if isinstance(block, list) else []:
                 if isinstance(m, Mapping) and m.get("feature"):
@@ -626,10 +838,15 @@ def check_nfd_rules(ctx: _Ctx) -> None:
         for rule, feature in _rule_features(doc):
             for owner, conf, pattern in hidden:
                 if fnmatch.fnmatchcase(feature, pattern):
-                    ctx.add(release, "lint.nfd-rule-unmatchable", "error",
-                            f"{_obj_key(doc)} rule '{rule}' matches feature {feature}, which the NFD worker never publishes "
-                            f"(core.noPublishFeatures '{pattern}' in {conf} of release {owner.name}): the rule can never match",
-                            f"remove '{pattern}' from nfd worker.config.core.noPublishFeatures", key=f"{_obj_key(doc)}.{rule}")
+                    ctx.add(
+                        release,
+                        "lint.nfd-rule-unmatchable",
+                        "error",
+                        f"{_obj_key(doc)} rule '{rule}' matches feature {feature}, which the NFD worker never publishes "
+                        f"(core.noPublishFeatures '{pattern}' in {conf} of release {owner.name}): the rule can never match",
+                        f"remove '{pattern}' from nfd worker.config.core.noPublishFeatures",
+                        key=f"{_obj_key(doc)}.{rule}",
+                    )
                     break
 
 
@@ -657,21 +874,33 @@ def check_images(ctx: _Ctx) -> None:
             for c in pod.get(group) or []:
                 image = str((c or {}).get("image") or "")
                 if not image_pinned(image):
-                    ctx.add(release, "lint.image-unpinned", "error",
-                            f"{_obj_key(doc)} ({path}) container {c.get('name')} runs image '{image}' without a tag or digest",
-                            "pin the image tag (or digest) in the values", key=f"{_obj_key(doc)}.{group}.{c.get('name')}")
+                    ctx.add(
+                        release,
+                        "lint.image-unpinned",
+                        "error",
+                        f"{_obj_key(doc)} ({path}) container {c.get('name')} runs image '{image}' without a tag or digest",
+                        "pin the image tag (or digest) in the values",
+                        key=f"{_obj_key(doc)}.{group}.{c.get('name')}",
+                    )
 
 
 def check_credentials(ctx: _Ctx) -> None:
     """``lint.credential`` (module docstring): a literal credential in a release's values."""
     for release in ctx.releases:
         for path in credential_paths(release.node.values):
-            ctx.add(release, "lint.credential", "error",
-                    f"values path '{_dotted(path)}' holds a literal credential: it lands in the Terraform state and plan output",
-                    "remove it and let the chart generate the secret, or reference an existing Secret", key=_dotted(path))
+            ctx.add(
+                release,
+                "lint.credential",
+                "error",
+                f"values path '{_dotted(path)}' holds a literal credential: it lands in the Terraform state and plan output",
+                "remove it and let the chart generate the secret, or reference an existing Secret",
+                key=_dotted(path),
+            )
 
 
-def lint_result(result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()) -> list[LintFinding]:
+def lint_result(
+    result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()
+) -> list[LintFinding]:
     """Every lint finding of the rendered stacks (render findings included), sorted."""
     extra = list(extra_crds)
     findings = list(result.findings)
@@ -705,5 +934,7 @@ def load_crd_folders(folders: Iterable[Any]) -> list[tuple[Mapping[str, Any], st
                 docs = load_documents(file.read_text(encoding="utf-8"))
             except Exception:  # noqa: BLE001 - a non-YAML file in a CRD folder is not a CRD
                 continue
-            out += [(d, f"{root.name}/{file.relative_to(root)}") for d in docs if isinstance(d, Mapping)]
+            out += [
+                (d, f"{root.name}/{file.relative_to(root)}") for d in docs if isinstance(d, Mapping)
+            ]
     return out

@@ -22,8 +22,9 @@ import copy
 import functools
 import json
 import re
+from collections.abc import Iterable, Mapping
 from importlib import resources
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 K8S_VERSION = "1.34.0"
 """Kubernetes version of the built-in schemas (the minimum the platforms accept)."""
@@ -48,7 +49,9 @@ def openapi_to_jsonschema(node: Any) -> Any:
     if node.get("x-kubernetes-int-or-string"):
         out["type"] = ["integer", "string"]
     if node.get("nullable") and "type" in out:
-        out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+        out["type"] = (
+            [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+        )
     if (
         out.get("type") == "object"
         and "properties" in out
@@ -74,7 +77,11 @@ class CrdIndex:
         names = spec.get("names") or {}
         for version in spec.get("versions") or []:
             schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
-            key = (str(spec.get("group", "")), str(version.get("name", "")), str(names.get("kind", "")))
+            key = (
+                str(spec.get("group", "")),
+                str(version.get("name", "")),
+                str(names.get("kind", "")),
+            )
             if schema is not None and key not in self._raw:
                 self._raw[key] = (schema, source)
 
@@ -109,16 +116,18 @@ class CrdIndex:
 _API_GROUP = re.compile(r"^([^./]*)(?:\.[^/]*)?/")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_definitions():
     from referencing import Registry, Resource
 
-    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{K8S_VERSION}-local-strict")
+    root = resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", f"v{K8S_VERSION}-local-strict"
+    )
     defs = json.loads(root.joinpath("_definitions.json").read_text(encoding="utf-8"))
     return root, Resource.from_contents(defs) @ Registry()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin_validator(api_version: str, kind: str):
     """Draft 2020-12 validator of a built-in kind (kubernetes-validate's strict 1.34 files,
     the same lookup ``kubernetes_validate.validate`` does, built once), or None when
@@ -137,7 +146,9 @@ def builtin_validator(api_version: str, kind: str):
     if not file.is_file():
         return None
     schema = json.loads(file.read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
+    return jsonschema.Draft202012Validator(
+        schema, registry=Resource.from_contents(schema) @ registry
+    )
 
 
 def errors_of(validator, doc: Mapping[str, Any], limit: int = 3) -> list[str]:
@@ -175,7 +186,11 @@ def api_server_view(doc: Any, schema: Any = None) -> tuple[Any, list[str], list[
             extra = (sch or {}).get("additionalProperties") if sch is not None else None
             out: dict[str, Any] = {}
             for key, value in node.items():
-                sub = (props or {}).get(key) if isinstance(props, Mapping) and key in props else (extra if isinstance(extra, Mapping) else None)
+                sub = (
+                    (props or {}).get(key)
+                    if isinstance(props, Mapping) and key in props
+                    else (extra if isinstance(extra, Mapping) else None)
+                )
                 where = f"{path}.{key}" if path else str(key)
                 if value is None and not (isinstance(sub, Mapping) and sub.get("nullable")):
                     if sch is not None and sub is None and not isinstance(props, Mapping):

@@ -16,13 +16,21 @@ The plan knows its GPU nodes in one of two ways:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gpucluster.model import ClusterSpec
 
-__all__ = ["GpuNodeGroup", "gpu_node_groups", "pod_fits", "labels_match", "GPU_PRESENT_LABEL", "GPU_COUNT_LABEL",
-           "CONTROL_PLANE_LABEL"]
+__all__ = [
+    "GpuNodeGroup",
+    "gpu_node_groups",
+    "pod_fits",
+    "labels_match",
+    "GPU_PRESENT_LABEL",
+    "GPU_COUNT_LABEL",
+    "CONTROL_PLANE_LABEL",
+]
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -68,9 +76,15 @@ def gpu_node_groups(cluster: ClusterSpec) -> list[GpuNodeGroup]:
     have no GPU pool."""
     if cluster.pools:
         return [
-            GpuNodeGroup(name=p.name, selector=dict(p.node_selector or p.labels), node_count=p.node_count,
-                         gpus_per_node=p.gpus_per_node, vm_size=p.vm_size)
-            for p in cluster.pools if p.gpu
+            GpuNodeGroup(
+                name=p.name,
+                selector=dict(p.node_selector or p.labels),
+                node_count=p.node_count,
+                gpus_per_node=p.gpus_per_node,
+                vm_size=p.vm_size,
+            )
+            for p in cluster.pools
+            if p.gpu
         ]
     selector = dict(cluster.scheduling.accelerated_node_selector) or {GPU_PRESENT_LABEL: "true"}
     return [GpuNodeGroup(name="gpu-nodes", selector=selector, exclude=(CONTROL_PLANE_LABEL,))]
@@ -118,13 +132,19 @@ def pod_fits(node: Mapping[str, Any], pod_spec: Mapping[str, Any]) -> bool:
     labels = (node.get("metadata") or {}).get("labels") or {}
     if not labels_match(labels, pod_spec.get("nodeSelector") or {}):
         return False
-    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(all(_expression_holds(labels, e) for e in (term.get("matchExpressions") or [])) for term in terms):
+    if terms and not any(
+        all(_expression_holds(labels, e) for e in (term.get("matchExpressions") or []))
+        for term in terms
+    ):
         return False
     tolerations = pod_spec.get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(
+            tolerations, taint
+        ):
             return False
     return True

@@ -53,24 +53,27 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import yaml
 
 from gpucluster.charts import chartcache
 from gpucluster.charts.chartcache import CACHE_ENV, cache_key, default_cache_dir  # noqa: F401  (re-exported)
-from gpucluster.errors import GpuclusterError
 from gpucluster.charts.helmsdk import helm  # noqa: F401  (re-exported: render and lint use Helm's engine through it)
+from gpucluster.errors import GpuclusterError
 from gpucluster.model import PlanNode, RuntimePlan
 from gpucluster.values import deep_merge, get_path, set_entries, set_path, split_path, values_yaml
 
 CHARTS_ENV = "GPUCLUSTER_CHARTS"
 """Environment variable: offline chart folders (``os.pathsep`` separated) when no ``--charts``."""
 
-HOW_TO_GET = ("run `gpucluster charts pull` to fetch it into the chart cache (behind egress rules, name a mirror that "
-              "holds it: charts.mirror or charts.mirrors in the cluster file), or unpack it into a --charts folder")
+HOW_TO_GET = (
+    "run `gpucluster charts pull` to fetch it into the chart cache (behind egress rules, name a mirror that "
+    "holds it: charts.mirror or charts.mirrors in the cluster file), or unpack it into a --charts folder"
+)
 """The ``fix:`` of a chart render and lint cannot have (``charts pull`` has its own, :data:`gpucluster.charts.pull.PULL_FIX`)."""
 
 Severity = str  # "error" | "warning" | "info"
@@ -110,8 +113,13 @@ class LintFinding:
             self.severity,
             self.id,
             self.message,
-            where=(("file", self.file), ("cluster", self.cluster), ("component", self.component),
-                   ("release", self.release), ("key", self.key)),
+            where=(
+                ("file", self.file),
+                ("cluster", self.cluster),
+                ("component", self.component),
+                ("release", self.release),
+                ("key", self.key),
+            ),
             fix=self.fix or None,
             message_limit=2000,
         )
@@ -121,7 +129,10 @@ def sort_findings(findings: Iterable[LintFinding]) -> list[LintFinding]:
     """Deterministic order: cluster, release, id, key, message; duplicates dropped."""
     order = {"error": 0, "warning": 1, "info": 2}
     unique = {f: None for f in findings}
-    return sorted(unique, key=lambda f: (f.cluster, f.release, order.get(f.severity, 3), f.id, f.key, f.message))
+    return sorted(
+        unique,
+        key=lambda f: (f.cluster, f.release, order.get(f.severity, 3), f.id, f.key, f.message),
+    )
 
 
 # --------------------------------------------------------------------------- chart sources
@@ -136,7 +147,9 @@ def normalize_version(version: str) -> str:
 
 
 def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in _VERSION_NUMBERS.findall(normalize_version(version).split("+")[0])[:3])
+    return tuple(
+        int(n) for n in _VERSION_NUMBERS.findall(normalize_version(version).split("+")[0])[:3]
+    )
 
 
 def _folder_version(name: str) -> str:
@@ -186,9 +199,16 @@ def read_chart_dir(path: Path) -> ChartDir | None:
         return None
     if not isinstance(meta, Mapping) or not meta.get("name"):
         return None
-    deps = tuple(d for d in (meta.get("dependencies") or []) if isinstance(d, Mapping) and d.get("name"))
-    return ChartDir(path=path, name=str(meta["name"]), version=str(meta.get("version", "")),
-                    app_version=str(meta.get("appVersion", "")), dependencies=deps)
+    deps = tuple(
+        d for d in (meta.get("dependencies") or []) if isinstance(d, Mapping) and d.get("name")
+    )
+    return ChartDir(
+        path=path,
+        name=str(meta["name"]),
+        version=str(meta.get("version", "")),
+        app_version=str(meta.get("appVersion", "")),
+        dependencies=deps,
+    )
 
 
 def scan_folders(folders: Sequence[Path]) -> list[ChartDir]:
@@ -207,7 +227,9 @@ def scan_folders(folders: Sequence[Path]) -> list[ChartDir]:
     return out
 
 
-def chart_folders_from(charts: Sequence[str] | None, env: Mapping[str, str] = os.environ) -> list[Path]:
+def chart_folders_from(
+    charts: Sequence[str] | None, env: Mapping[str, str] = os.environ
+) -> list[Path]:
     """The offline chart folders: ``charts`` (``--charts``), else ``$GPUCLUSTER_CHARTS`` split at ``os.pathsep``.
 
     Raises:
@@ -219,7 +241,8 @@ def chart_folders_from(charts: Sequence[str] | None, env: Mapping[str, str] = os
         path = Path(text)
         if not path.is_dir():
             raise GpuclusterError(
-                f"chart folder '{text}' " + ("is a file, not a folder" if path.exists() else "does not exist"),
+                f"chart folder '{text}' "
+                + ("is a file, not a folder" if path.exists() else "does not exist"),
                 key="--charts" if charts else CHARTS_ENV,
                 fix="name a folder of unpacked charts (one sub-folder per chart with its Chart.yaml)",
             )
@@ -245,7 +268,9 @@ class ChartSources:
         pull: pull charts that are neither in the folders nor in the cache.
     """
 
-    def __init__(self, folders: Sequence[Path] = (), *, cache_dir: Path | None = None, pull: bool = False):
+    def __init__(
+        self, folders: Sequence[Path] = (), *, cache_dir: Path | None = None, pull: bool = False
+    ):
         self.folders = [Path(f) for f in folders]
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.pull = pull
@@ -267,8 +292,12 @@ class ChartSources:
                 return Located(c, "exact")
         for c in same:
             if want and _folder_version(c.path.name) == want:
-                return Located(c, "folder", f"folder {c.path.name} (chart {c.name}, Chart.yaml version {c.version}) is "
-                                            f"taken for {chart} {version} by its name")
+                return Located(
+                    c,
+                    "folder",
+                    f"folder {c.path.name} (chart {c.name}, Chart.yaml version {c.version}) is "
+                    f"taken for {chart} {version} by its name",
+                )
         cached = self._cached(repository, chart, version)
         if cached is not None:
             return Located(cached, "cached")
@@ -281,13 +310,27 @@ class ChartSources:
         if same:
             for c in same:
                 if normalize_version(c.app_version) == want:
-                    return Located(c, "app-version", f"chart {c.name} {c.version} (appVersion {c.app_version}) stands in for {chart} {version}")
+                    return Located(
+                        c,
+                        "app-version",
+                        f"chart {c.name} {c.version} (appVersion {c.app_version}) stands in for {chart} {version}",
+                    )
             best = min(same, key=lambda c: (_distance(c.version, version), c.version))
-            return Located(best, "nearest", f"chart {best.name} {best.version} stands in for {chart} {version} (the nearest version available)")
-        by_folder = [c for c in self._index if c.path.name == chart or c.path.name.startswith(chart + "-")]
+            return Located(
+                best,
+                "nearest",
+                f"chart {best.name} {best.version} stands in for {chart} {version} (the nearest version available)",
+            )
+        by_folder = [
+            c for c in self._index if c.path.name == chart or c.path.name.startswith(chart + "-")
+        ]
         if by_folder:
             c = by_folder[0]
-            return Located(c, "nearest", f"folder {c.path.name} holds chart {c.name} {c.version}, standing in for {chart} {version}")
+            return Located(
+                c,
+                "nearest",
+                f"folder {c.path.name} holds chart {c.name} {c.version}, standing in for {chart} {version}",
+            )
         return Located(None)
 
     def _cached(self, repository: str, chart: str, version: str) -> ChartDir | None:
@@ -301,21 +344,39 @@ class ChartSources:
         helm()  # the render extra's absence is an input error, not a failed pull
         result = charts.pull_one((repository, chart, version), self.cache_dir)
         if result.path is None:
-            return Located(None, note=f"pull of {chart} {version} from {repository} failed: {result.reason}")
+            return Located(
+                None, note=f"pull of {chart} {version} from {repository} failed: {result.reason}"
+            )
         found = read_chart_dir(result.path)
-        return Located(found, "pulled") if found is not None else Located(None, note=f"pull of {chart} {version} gave no chart")
+        return (
+            Located(found, "pulled")
+            if found is not None
+            else Located(None, note=f"pull of {chart} {version} gave no chart")
+        )
 
     def locate_dependency(self, dep: Mapping[str, Any]) -> ChartDir | None:
         """A chart dependency (``Chart.yaml`` ``dependencies`` entry) from the sources: exact
         version, else (a range such as ``0.12.*``) the highest version of that name."""
-        name, version, repo = str(dep.get("name")), str(dep.get("version", "")), str(dep.get("repository", ""))
-        found = self.locate(repo, name, version) if not any(ch in version for ch in "*^~<>= ") else Located(None)
+        name, version, repo = (
+            str(dep.get("name")),
+            str(dep.get("version", "")),
+            str(dep.get("repository", "")),
+        )
+        found = (
+            self.locate(repo, name, version)
+            if not any(ch in version for ch in "*^~<>= ")
+            else Located(None)
+        )
         if found.chart is not None and found.how in ("exact", "cached", "pulled"):
             return found.chart
         same = [c for c in self._index if c.name == name]
         if any(ch in version for ch in "*^~<>= ") and same:
             prefix = version.split("*")[0]
-            fits = [c for c in same if normalize_version(c.version).startswith(normalize_version(prefix))] or same
+            fits = [
+                c
+                for c in same
+                if normalize_version(c.version).startswith(normalize_version(prefix))
+            ] or same
             return max(fits, key=lambda c: _version_key(c.version))
         return None
 
@@ -362,7 +423,12 @@ class RenderedRelease:
         """``(file name, object)`` of every CRD in :attr:`crd_files` (parsed lazily, cached)."""
         if self.renderer is not None and self.chart is not None:
             return self.renderer.parsed_crds(self.chart, self.crd_files)
-        return [(name, doc) for name, text in self.crd_files for doc in load_documents(text) if isinstance(doc, dict)]
+        return [
+            (name, doc)
+            for name, text in self.crd_files
+            for doc in load_documents(text)
+            if isinstance(doc, dict)
+        ]
 
     def render_with(self, values: Mapping[str, Any], *, fresh: bool = False) -> dict[str, str]:
         """Re-render this chart with other values (same release name/namespace); used by lint's
@@ -407,16 +473,24 @@ def kubernetes_api_versions(kube_version: str) -> tuple[str, ...]:
     from importlib import resources
 
     minor = ".".join(str(kube_version).removeprefix("v").split(".")[:2])
-    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{minor}.0-local-strict")
+    root = resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", f"v{minor}.0-local-strict"
+    )
     try:
-        defs = _json.loads(root.joinpath("_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
+        defs = _json.loads(root.joinpath("_definitions.json").read_text(encoding="utf-8")).get(
+            "$defs", {}
+        )
     except (OSError, ValueError):
         return ()
     out: set[str] = {"apiregistration.k8s.io/v1", "apiregistration.k8s.io/v1/APIService"}
     for schema in defs.values():
         for gvk in schema.get("x-kubernetes-group-version-kind") or []:
             version, kind = str(gvk.get("version", "")), str(gvk.get("kind", ""))
-            if not re.fullmatch(r"v\d+", version) or kind.endswith("List") or kind in ("WatchEvent", "DeleteOptions", "Status"):
+            if (
+                not re.fullmatch(r"v\d+", version)
+                or kind.endswith("List")
+                or kind in ("WatchEvent", "DeleteOptions", "Status")
+            ):
                 continue
             gv = f"{gvk['group']}/{version}" if gvk.get("group") else version
             out |= {gv, f"{gv}/{kind}"}
@@ -432,7 +506,12 @@ def crd_api_versions(docs: Iterable[Any]) -> set[str]:
         spec = doc.get("spec") or {}
         kind = (spec.get("names") or {}).get("kind")
         for v in spec.get("versions") or []:
-            if isinstance(v, Mapping) and v.get("served", True) and spec.get("group") and v.get("name"):
+            if (
+                isinstance(v, Mapping)
+                and v.get("served", True)
+                and spec.get("group")
+                and v.get("name")
+            ):
                 out |= {f"{spec['group']}/{v['name']}", f"{spec['group']}/{v['name']}/{kind}"}
     return out
 
@@ -448,24 +527,39 @@ def helm_values(node: PlanNode) -> tuple[dict[str, Any], list[LintFinding]]:
     findings = []
     for path, var_name, default, set_type in set_entries(node.values, node.terraform_variables):
         if default is None:
-            findings.append(LintFinding(
-                "render.variable-required", "info",
-                f"values path '{path}' comes from Terraform variable '{var_name}', which has no default: rendered without it",
-                fix=f"give it a value in the cluster file to render it", component=node.component, release=node.id, key=path))
+            findings.append(
+                LintFinding(
+                    "render.variable-required",
+                    "info",
+                    f"values path '{path}' comes from Terraform variable '{var_name}', which has no default: rendered without it",
+                    fix="give it a value in the cluster file to render it",
+                    component=node.component,
+                    release=node.id,
+                    key=path,
+                )
+            )
             continue
         text = ("true" if default else "false") if isinstance(default, bool) else str(default)
-        parsed = (hp.parse_set_string_values if set_type == "string" else hp.parse_set_string)(f"{path}={text}")
+        parsed = (hp.parse_set_string_values if set_type == "string" else hp.parse_set_string)(
+            f"{path}={text}"
+        )
         values = deep_merge(values, parsed, keep_nulls=True)
     if getattr(node, "variable_hashes", None):
         from gpucluster.hashing import evaluate_variable_hash
 
         for path, vh in sorted(node.variable_hashes.items()):
             # the set entry Terraform computes (sha256(jsonencode([base, var...]))), at the variables' defaults
-            values = deep_merge(values, hp.parse_set_string_values(f"{path}={evaluate_variable_hash(vh)}"), keep_nulls=True)
+            values = deep_merge(
+                values,
+                hp.parse_set_string_values(f"{path}={evaluate_variable_hash(vh)}"),
+                keep_nulls=True,
+            )
     return values, findings
 
 
-def _render_chart(path: Path, values: Mapping[str, Any], node: PlanNode, caps: Capabilities | None = None) -> dict[str, str]:
+def _render_chart(
+    path: Path, values: Mapping[str, Any], node: PlanNode, caps: Capabilities | None = None
+) -> dict[str, str]:
     """Render the chart at ``path`` with a freshly loaded chart: Helm's value coalescing writes
     into the loaded chart's own default values (subchart maps), so a chart object reused for a
     second render would carry the first render's values. ``caps``: the target's capabilities
@@ -478,11 +572,22 @@ def _render_chart(path: Path, values: Mapping[str, Any], node: PlanNode, caps: C
             from helm_python import _native
             from helm_python.chart import _dumps
 
-            opts = {"name": node.id, "namespace": node.namespace, "is_install": True,
-                    "kube_version": caps.kube_version, "api_versions": list(caps.api_versions)}
-            out = _json.loads(_native.call_string("helm_render", handle._raw(), _dumps(dict(values)), _json.dumps(opts)))
+            opts = {
+                "name": node.id,
+                "namespace": node.namespace,
+                "is_install": True,
+                "kube_version": caps.kube_version,
+                "api_versions": list(caps.api_versions),
+            }
+            out = _json.loads(
+                _native.call_string(
+                    "helm_render", handle._raw(), _dumps(dict(values)), _json.dumps(opts)
+                )
+            )
         else:
-            out = handle.render(dict(values), name=node.id, namespace=node.namespace, is_install=True)
+            out = handle.render(
+                dict(values), name=node.id, namespace=node.namespace, is_install=True
+            )
     return {k: v for k, v in sorted(out.items()) if not k.endswith("NOTES.txt") and v.strip()}
 
 
@@ -495,9 +600,14 @@ class ManifestLoader(_BaseLoader):  # type: ignore[misc, valid-type]
 
 
 ManifestLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:value", "tag:yaml.org,2002:timestamp")]
+    first: [
+        (tag, rx)
+        for tag, rx in resolvers
+        if tag not in ("tag:yaml.org,2002:value", "tag:yaml.org,2002:timestamp")
+    ]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
+
 
 def split_documents(text: str) -> list[str]:
     """Split a rendered template into documents the way Helm does (pkg/release/util
@@ -517,7 +627,9 @@ def load_documents(text: str) -> list[Any]:
     return [yaml.load(part, Loader=ManifestLoader) for part in split_documents(text)]  # noqa: S506 (safe loader subclass)
 
 
-def parse_objects(manifests: Mapping[str, str], cache: dict[str, list[Any]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+def parse_objects(
+    manifests: Mapping[str, str], cache: dict[str, list[Any]] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """Every object of every rendered template (``List`` kinds expanded), in template order.
 
     ``cache`` (template text -> parsed documents) avoids parsing the same text twice (CRD
@@ -531,7 +643,11 @@ def parse_objects(manifests: Mapping[str, str], cache: dict[str, list[Any]] | No
             if cache is not None:
                 cache[text] = docs
         for doc in docs:
-            if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            if (
+                isinstance(doc, dict)
+                and doc.get("kind") == "List"
+                and isinstance(doc.get("items"), list)
+            ):
                 out += [(path, d) for d in doc["items"] if isinstance(d, dict)]
             elif isinstance(doc, dict):
                 out.append((path, doc))
@@ -556,7 +672,14 @@ def _assemble(chart: ChartDir, extra: Mapping[str, ChartDir], workdir: Path) -> 
     per chart and dependency set; copies, not links: Helm logs every link it follows)."""
     import hashlib
 
-    tag = hashlib.sha256(repr((str(chart.path.resolve()), sorted((n, str(d.path.resolve())) for n, d in extra.items()))).encode()).hexdigest()[:16]
+    tag = hashlib.sha256(
+        repr(
+            (
+                str(chart.path.resolve()),
+                sorted((n, str(d.path.resolve())) for n, d in extra.items()),
+            )
+        ).encode()
+    ).hexdigest()[:16]
     target = workdir / "assembled" / f"{chart.path.name}-{tag}"
     if target.exists():
         return target
@@ -574,7 +697,13 @@ class Renderer:
     """Renders plan nodes; keeps loaded charts for re-renders (use as a context manager, or
     call :meth:`close`: local charts are written to a temporary folder)."""
 
-    def __init__(self, sources: ChartSources, *, allow_missing: Iterable[str] = (), require_charts: bool = False):
+    def __init__(
+        self,
+        sources: ChartSources,
+        *,
+        allow_missing: Iterable[str] = (),
+        require_charts: bool = False,
+    ):
         self.sources = sources
         self.allow_missing = set(allow_missing)
         self.require_charts = require_charts
@@ -590,20 +719,32 @@ class Renderer:
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "Renderer":
+    def __enter__(self) -> Renderer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def render_chart(self, path: Path, values: Mapping[str, Any], node: PlanNode, caps: Capabilities | None = None) -> dict[str, str]:
+    def render_chart(
+        self,
+        path: Path,
+        values: Mapping[str, Any],
+        node: PlanNode,
+        caps: Capabilities | None = None,
+    ) -> dict[str, str]:
         """:func:`_render_chart`, remembered per (chart, values, release name, namespace): the same
         inputs render the same templates (charts drawing random data -- certificates, passwords --
         then repeat one draw, which changes nothing the checks look at). Returned mappings are
         shared: read-only."""
         import json
 
-        key = (str(path), node.id, node.namespace, json.dumps(values, sort_keys=True, default=str), caps)
+        key = (
+            str(path),
+            node.id,
+            node.namespace,
+            json.dumps(values, sort_keys=True, default=str),
+            caps,
+        )
         if key not in self._rendered:
             self._rendered[key] = _render_chart(path, values, node, caps)
         return self._rendered[key]
@@ -615,7 +756,10 @@ class Renderer:
             with helm().Chart.load(str(path)) as handle:
                 defaults = handle.merge_values({})
             meta = read_chart_dir(path)
-            aliases = {str(d["name"]): str(d.get("alias") or d["name"]) for d in (meta.dependencies if meta else ())}
+            aliases = {
+                str(d["name"]): str(d.get("alias") or d["name"])
+                for d in (meta.dependencies if meta else ())
+            }
             sub = path / "charts"
             for child in sorted(sub.iterdir()) if sub.is_dir() else []:
                 found = read_chart_dir(child) if child.is_dir() else None
@@ -623,7 +767,13 @@ class Renderer:
                     continue
                 alias = aliases.get(found.name, found.name)
                 try:
-                    own = yaml.load((child / "values.yaml").read_text(encoding="utf-8"), Loader=ManifestLoader) or {}
+                    own = (
+                        yaml.load(
+                            (child / "values.yaml").read_text(encoding="utf-8"),
+                            Loader=ManifestLoader,
+                        )
+                        or {}
+                    )
                 except yaml.YAMLError:
                     continue
                 if isinstance(own, dict):
@@ -636,13 +786,22 @@ class Renderer:
         if path not in self._crd_files:
             with helm().Chart.load(str(path)) as handle:
                 crds = handle.crds
-            self._crd_files[path] = [(c.get("filename") or c.get("name", ""), c.get("data", "")) for c in crds]
+            self._crd_files[path] = [
+                (c.get("filename") or c.get("name", ""), c.get("data", "")) for c in crds
+            ]
         return self._crd_files[path]
 
-    def parsed_crds(self, path: Path, files: list[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    def parsed_crds(
+        self, path: Path, files: list[tuple[str, str]]
+    ) -> list[tuple[str, dict[str, Any]]]:
         """The CRD objects of ``files`` (of the chart at ``path``), parsed once per renderer."""
         if path not in self._crds:
-            self._crds[path] = [(name, doc) for name, text in files for doc in load_documents(text) if isinstance(doc, dict)]
+            self._crds[path] = [
+                (name, doc)
+                for name, text in files
+                for doc in load_documents(text)
+                if isinstance(doc, dict)
+            ]
         return self._crds[path]
 
     def _missing_severity(self, name: str) -> str:
@@ -650,7 +809,9 @@ class Renderer:
         ``name`` is in ``allow_missing``."""
         return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
-    def render_node(self, cluster: str, node: PlanNode, caps: Capabilities | None = None) -> tuple[RenderedRelease, list[LintFinding]]:
+    def render_node(
+        self, cluster: str, node: PlanNode, caps: Capabilities | None = None
+    ) -> tuple[RenderedRelease, list[LintFinding]]:
         """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
         added to them). Findings name what could not be had."""
         findings: list[LintFinding] = []
@@ -660,29 +821,51 @@ class Renderer:
             if located.chart is None:
                 sev = self._missing_severity(node.component)
                 detail = f" ({located.note})" if located.note else ""
-                findings.append(LintFinding(
-                    "render.chart-unavailable", sev,
-                    f"chart {node.chart} {node.version} from {node.repository} is not in the chart sources{detail}: "
-                    "release not rendered, not checked" + _unverified(node.component),
-                    fix=HOW_TO_GET, **where))
+                findings.append(
+                    LintFinding(
+                        "render.chart-unavailable",
+                        sev,
+                        f"chart {node.chart} {node.version} from {node.repository} is not in the chart sources{detail}: "
+                        "release not rendered, not checked" + _unverified(node.component),
+                        fix=HOW_TO_GET,
+                        **where,
+                    )
+                )
                 return RenderedRelease(cluster, node, None), findings
             if located.note:
-                findings.append(LintFinding("render.chart-nearest", "info" if located.how in ("app-version", "folder") else "warning",
-                                            located.note + "; findings refer to that chart",
-                                            fix="add the pinned version to the chart sources", **where))
+                findings.append(
+                    LintFinding(
+                        "render.chart-nearest",
+                        "info" if located.how in ("app-version", "folder") else "warning",
+                        located.note + "; findings refer to that chart",
+                        fix="add the pinned version to the chart sources",
+                        **where,
+                    )
+                )
             chart = located.chart
         else:
             digest = node.local_chart.content_hash[:32] if node.local_chart else "none"
-            folder = self._tmp / "local" / f"{_safe_segment(node.id)}-{_safe_segment(digest)}"  # one folder per content
+            folder = (
+                self._tmp / "local" / f"{_safe_segment(node.id)}-{_safe_segment(digest)}"
+            )  # one folder per content
             if not folder.exists():
-                for rel, text in sorted((node.local_chart.files if node.local_chart else {}).items()):
+                for rel, text in sorted(
+                    (node.local_chart.files if node.local_chart else {}).items()
+                ):
                     target = folder / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(text, encoding="utf-8")
             generated = read_chart_dir(folder)
             if generated is None:
-                findings.append(LintFinding("render.local-chart-invalid", "error", "the generated chart has no readable Chart.yaml",
-                                            fix="report this as a gpucluster bug", **where))
+                findings.append(
+                    LintFinding(
+                        "render.local-chart-invalid",
+                        "error",
+                        "the generated chart has no readable Chart.yaml",
+                        fix="report this as a gpucluster bug",
+                        **where,
+                    )
+                )
                 return RenderedRelease(cluster, node, None), findings
             chart = generated
         values, value_findings = helm_values(node)
@@ -711,41 +894,75 @@ class Renderer:
             missing.append(alias)
             if condition:
                 disabled.append(condition)
-            findings.append(LintFinding(
-                "render.subchart-unavailable", self._missing_severity(alias),
-                f"dependency {name} {dep.get('version', '')} of chart {chart.name} {chart.version} is neither in the chart's "
-                f"charts/ folder nor in the chart sources: rendered with {condition or 'it'} off, so its objects and the values "
-                f"under '{alias}' are not checked",
-                fix=f"put {name} {dep.get('version', '')} into the chart's charts/ folder (a chart package from its "
-                    "repository carries it), or unpack it into a --charts folder", **where))
+            findings.append(
+                LintFinding(
+                    "render.subchart-unavailable",
+                    self._missing_severity(alias),
+                    f"dependency {name} {dep.get('version', '')} of chart {chart.name} {chart.version} is neither in the chart's "
+                    f"charts/ folder nor in the chart sources: rendered with {condition or 'it'} off, so its objects and the values "
+                    f"under '{alias}' are not checked",
+                    fix=f"put {name} {dep.get('version', '')} into the chart's charts/ folder (a chart package from its "
+                    "repository carries it), or unpack it into a --charts folder",
+                    **where,
+                )
+            )
         path = _assemble(chart, extra, self._tmp) if extra else chart.path
         render_values = copy.deepcopy(values)
         for cond in disabled:
             set_path(render_values, cond, False)
         if caps is not None:
-            own = crd_api_versions(doc for _, doc in self.parsed_crds(path, self.chart_crd_files(path)))
+            own = crd_api_versions(
+                doc for _, doc in self.parsed_crds(path, self.chart_crd_files(path))
+            )
             caps = Capabilities(caps.kube_version, tuple(sorted(set(caps.api_versions) | own)))
-        release = RenderedRelease(cluster, node, path, values=values, missing_subcharts=missing,
-                                  disabled_conditions=disabled, renderer=self, capabilities=caps)
+        release = RenderedRelease(
+            cluster,
+            node,
+            path,
+            values=values,
+            missing_subcharts=missing,
+            disabled_conditions=disabled,
+            renderer=self,
+            capabilities=caps,
+        )
         try:
             release.manifests = dict(self.render_chart(path, render_values, node, caps))
         except Exception as exc:  # HelmError: the chart refused the values
-            findings.append(LintFinding(
-                "render.failed", "error", f"Helm could not render the chart: {' '.join(str(exc).split())}",
-                fix="fix the value the message names (catalog or overrides)", **where))
+            findings.append(
+                LintFinding(
+                    "render.failed",
+                    "error",
+                    f"Helm could not render the chart: {' '.join(str(exc).split())}",
+                    fix="fix the value the message names (catalog or overrides)",
+                    **where,
+                )
+            )
             return release, findings
         try:
             release.objects = parse_objects(release.manifests, self._parsed)
         except yaml.YAMLError as exc:
-            findings.append(LintFinding("render.invalid-yaml", "error", f"a rendered template is not YAML: {' '.join(str(exc).split())}",
-                                        fix="fix the value or template that produced it", **where))
+            findings.append(
+                LintFinding(
+                    "render.invalid-yaml",
+                    "error",
+                    f"a rendered template is not YAML: {' '.join(str(exc).split())}",
+                    fix="fix the value or template that produced it",
+                    **where,
+                )
+            )
         release.crd_files = self.chart_crd_files(path)
         release.defaults = self.chart_defaults(path)
         return release, findings
 
 
-def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_missing: Iterable[str] = (),
-                 require_charts: bool = False, renderer: Renderer | None = None) -> RenderResult:
+def render_plans(
+    plans: Sequence[RuntimePlan],
+    sources: ChartSources,
+    *,
+    allow_missing: Iterable[str] = (),
+    require_charts: bool = False,
+    renderer: Renderer | None = None,
+) -> RenderResult:
     """Render every release of every plan (plan order).
 
     The caller closes ``renderer`` when it passes one; otherwise a fresh one is made and kept
@@ -786,7 +1003,9 @@ def render_plans(plans: Sequence[RuntimePlan], sources: ChartSources, *, allow_m
         for node in plan.nodes:
             render(node)
         releases += [done[n.id] for n in plan.nodes]
-    return RenderResult(releases=releases, findings=sort_findings(findings), plans=list(plans), renderer=own)
+    return RenderResult(
+        releases=releases, findings=sort_findings(findings), plans=list(plans), renderer=own
+    )
 
 
 def unverified(result: RenderResult) -> list[str]:
@@ -797,7 +1016,9 @@ def unverified(result: RenderResult) -> list[str]:
         if release.node.kind == "chart" and release.chart is None:
             out.append(f"{release.cluster}/{release.name}")
         elif release.missing_subcharts:
-            out.append(f"{release.cluster}/{release.name} subcharts {', '.join(release.missing_subcharts)}")
+            out.append(
+                f"{release.cluster}/{release.name} subcharts {', '.join(release.missing_subcharts)}"
+            )
     return out
 
 
@@ -815,8 +1036,10 @@ def _unverified(component: str) -> str:
         return ""
     if entry is None or entry.chart_versions or entry.type != "Helm":
         return ""
-    return (f"; gpucluster's values for '{component}' were never rendered with a real chart of any version "
-            "(unverified: docs/catalog-sources.md)")
+    return (
+        f"; gpucluster's values for '{component}' were never rendered with a real chart of any version "
+        "(unverified: docs/catalog-sources.md)"
+    )
 
 
 def _safe_segment(name: str) -> str:
@@ -834,7 +1057,9 @@ def check_output_folder(out: Path) -> None:
     """
     from gpucluster.outfolder import check_replaceable
 
-    check_replaceable(out, kind="render", key="--out", fix_elsewhere="render elsewhere (--out NEW_FOLDER)")
+    check_replaceable(
+        out, kind="render", key="--out", fix_elsewhere="render elsewhere (--out NEW_FOLDER)"
+    )
 
 
 def write_output(result: RenderResult, out: Path) -> None:
@@ -857,7 +1082,11 @@ def write_output(result: RenderResult, out: Path) -> None:
     out = Path(out)
     check_output_folder(out)
     if out.exists() and not out.is_dir():
-        raise GpuclusterError(f"output '{out}' exists and is not a folder", key="--out", fix="name a folder (it is replaced)")
+        raise GpuclusterError(
+            f"output '{out}' exists and is not a folder",
+            key="--out",
+            fix="name a folder (it is replaced)",
+        )
     tmp = old = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -884,21 +1113,29 @@ def write_output(result: RenderResult, out: Path) -> None:
             try:
                 os.replace(tmp, out)
             except OSError:
-                os.replace(old / "x", out)  # the previous output back in place before ``old`` is removed
+                os.replace(
+                    old / "x", out
+                )  # the previous output back in place before ``old`` is removed
                 raise
         else:
             os.replace(tmp, out)
         tmp = None
     except (OSError, ValueError) as exc:
-        raise GpuclusterError(f"cannot write the rendered releases to '{out}': {getattr(exc, 'strerror', None) or exc}",
-                              key="--out", id="output", fix="choose a writable folder") from None
+        raise GpuclusterError(
+            f"cannot write the rendered releases to '{out}': {getattr(exc, 'strerror', None) or exc}",
+            key="--out",
+            id="output",
+            fix="choose a writable folder",
+        ) from None
     finally:
         for leftover in (tmp, old):
             if leftover is not None:
                 shutil.rmtree(leftover, ignore_errors=True)
 
 
-def iter_objects(releases: Iterable[RenderedRelease]) -> Iterator[tuple[RenderedRelease, str, dict[str, Any]]]:
+def iter_objects(
+    releases: Iterable[RenderedRelease],
+) -> Iterator[tuple[RenderedRelease, str, dict[str, Any]]]:
     """``(release, template path, object)`` over rendered releases."""
     for release in releases:
         for path, doc in release.objects:

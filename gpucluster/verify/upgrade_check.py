@@ -38,16 +38,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-import yaml
-
-from gpucluster.errors import GpuclusterError, allowed_list
+from gpucluster.errors import GpuclusterError
 from gpucluster.model import Finding, RuntimePlan
-from gpucluster.values import leaf_paths
-from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
 from gpucluster.recipes.upgrade_rules import (  # noqa: F401  (the rules live in a leaf; re-exported here)
     MATCHES,
     RULES_FILE,
@@ -60,6 +57,8 @@ from gpucluster.recipes.upgrade_rules import (  # noqa: F401  (the rules live in
     version_rules,
     worst,
 )
+from gpucluster.values import leaf_paths
+from gpucluster.versions import parse_version, version_in_range  # noqa: F401  (re-exported; moved to a leaf)
 
 EXIT_SAFE = 0
 EXIT_MANUAL = 3
@@ -82,7 +81,13 @@ class Reason:
     source: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"rule": self.rule, "verdict": self.verdict, "why": self.why, "action": self.action, "source": self.source}
+        return {
+            "rule": self.rule,
+            "verdict": self.verdict,
+            "why": self.why,
+            "action": self.action,
+            "source": self.source,
+        }
 
 
 @dataclass
@@ -112,9 +117,15 @@ class Change:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "component": self.component, "change": self.kind, "from": self.old_version, "to": self.new_version,
-            "values": list(self.values), "crds": self.crds, "details": list(self.details),
-            "verdict": self.verdict, "reasons": [r.as_dict() for r in self.reasons],
+            "component": self.component,
+            "change": self.kind,
+            "from": self.old_version,
+            "to": self.new_version,
+            "values": list(self.values),
+            "crds": self.crds,
+            "details": list(self.details),
+            "verdict": self.verdict,
+            "reasons": [r.as_dict() for r in self.reasons],
         }
 
 
@@ -147,9 +158,19 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "from": self.old, "to": self.new, "verdict": self.verdict, "exitCode": self.exit_code,
-            "clusters": [{"cluster": c.cluster, "service": c.service, "verdict": c.verdict,
-                          "changes": [ch.as_dict() for ch in c.changes]} for c in self.clusters],
+            "from": self.old,
+            "to": self.new,
+            "verdict": self.verdict,
+            "exitCode": self.exit_code,
+            "clusters": [
+                {
+                    "cluster": c.cluster,
+                    "service": c.service,
+                    "verdict": c.verdict,
+                    "changes": [ch.as_dict() for ch in c.changes],
+                }
+                for c in self.clusters
+            ],
         }
 
 
@@ -179,7 +200,13 @@ def _service_ok(rule: Rule, service: str) -> bool:
 
 
 def _reason(rule: Rule, why: str | None = None) -> Reason:
-    return Reason(rule=rule.id, verdict=rule.verdict, why=why or rule.why, action=rule.action, source=rule.source)
+    return Reason(
+        rule=rule.id,
+        verdict=rule.verdict,
+        why=why or rule.why,
+        action=rule.action,
+        source=rule.source,
+    )
 
 
 def _minor(version: str) -> tuple[int, int] | None:
@@ -193,7 +220,9 @@ def _profile(plan: RuntimePlan) -> dict[str, str]:
     return {**chosen, **plan.cluster.profile}
 
 
-def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None) -> ClusterReport:
+def compare_plans(
+    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None
+) -> ClusterReport:
     """Compare one cluster's two plans (see the module docstring)."""
     from gpucluster.charts.crds import crd_owners, owned_crds
 
@@ -211,38 +240,71 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
         for rule in rules:
             if rule.match != "kubernetesMinor" or not _service_ok(rule, service):
                 continue
-            if om and nm and (nm < om or (nm[0] == om[0] and nm[1] - om[1] > rule.max_minor_step) or nm[0] != om[0]):
+            if (
+                om
+                and nm
+                and (
+                    nm < om
+                    or (nm[0] == om[0] and nm[1] - om[1] > rule.max_minor_step)
+                    or nm[0] != om[0]
+                )
+            ):
                 cluster_change.reasons.append(_reason(rule, f"{rule.why} ({ov} -> {nv})"))
         if not cluster_change.reasons:
-            cluster_change.reasons.append(Reason(
-                "default-kubernetes-minor", "safe",
-                f"Kubernetes {ov} -> {nv} is one minor step; the control plane upgrades first, then each pool (surge)",
-                source="AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): one minor at a time"))
+            cluster_change.reasons.append(
+                Reason(
+                    "default-kubernetes-minor",
+                    "safe",
+                    f"Kubernetes {ov} -> {nv} is one minor step; the control plane upgrades first, then each pool (surge)",
+                    source="AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): one minor at a time",
+                )
+            )
     old_profile, new_profile = _profile(old), _profile(new)
     for name in sorted(set(old_profile) | set(new_profile)):
         a, b = old_profile.get(name), new_profile.get(name)
         if a == b:
             continue
         cluster_change.details.append(f"profile.{name} {a} -> {b}")
-        matched = [r for r in rules if r.match == "profileChange" and r.profile == name and _service_ok(r, service)
-                   and (not r.has_from or r.from_ == a) and (not r.has_to or r.to == b)]
-        cluster_change.reasons += [_reason(r, f"{r.why} ({name}: {a} -> {b})") for r in matched] or [
-            Reason("default-profile-change", "unknown", f"profile {name} changes {a} -> {b}; no rule assesses it")]
+        matched = [
+            r
+            for r in rules
+            if r.match == "profileChange"
+            and r.profile == name
+            and _service_ok(r, service)
+            and (not r.has_from or r.from_ == a)
+            and (not r.has_to or r.to == b)
+        ]
+        cluster_change.reasons += [
+            _reason(r, f"{r.why} ({name}: {a} -> {b})") for r in matched
+        ] or [
+            Reason(
+                "default-profile-change",
+                "unknown",
+                f"profile {name} changes {a} -> {b}; no rule assesses it",
+            )
+        ]
     old_pools = {p.name: p for p in old.cluster.pools if p.gpu}
     for pool in new.cluster.pools:
         before = old_pools.get(pool.name)
         if not pool.gpu or before is None:
             continue
-        diffs = [f"{k} {getattr(before, a)} -> {getattr(pool, a)}" for k, a in (("vmSize", "vm_size"), ("gpuDriver", "gpu_driver"))
-                 if getattr(before, a) != getattr(pool, a)]
+        diffs = [
+            f"{k} {getattr(before, a)} -> {getattr(pool, a)}"
+            for k, a in (("vmSize", "vm_size"), ("gpuDriver", "gpu_driver"))
+            if getattr(before, a) != getattr(pool, a)
+        ]
         if diffs:
             cluster_change.details.append(f"GPU pool {pool.name}: {', '.join(diffs)}")
             for rule in rules:
                 if rule.match == "gpuPoolChange" and _service_ok(rule, service):
-                    cluster_change.reasons.append(_reason(rule, f"{rule.why} (pool {pool.name}: {', '.join(diffs)})"))
+                    cluster_change.reasons.append(
+                        _reason(rule, f"{rule.why} (pool {pool.name}: {', '.join(diffs)})")
+                    )
     if cluster_change.details:
         if not cluster_change.reasons:
-            cluster_change.reasons.append(Reason("default-cluster-change", "unknown", "; ".join(cluster_change.details)))
+            cluster_change.reasons.append(
+                Reason("default-cluster-change", "unknown", "; ".join(cluster_change.details))
+            )
         changes.append(cluster_change)
 
     # ---- policy: what today's policy refuses on either side
@@ -250,9 +312,19 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
     for f in new.findings:
         if f.severity == "error":
             policy.details.append(f"{f.id} {f.component} {f.key}")
-            policy.reasons.append(Reason(f"policy-{f.id}", "manual", f"NEW is refused by policy: {f.message}", action=f.fix,
-                                         source="gpucluster policy (synth refuses it)"))
-    def same(f: Finding, plan: RuntimePlan) -> tuple[str, str, str]:  # a moved cluster keeps its findings
+            policy.reasons.append(
+                Reason(
+                    f"policy-{f.id}",
+                    "manual",
+                    f"NEW is refused by policy: {f.message}",
+                    action=f.fix,
+                    source="gpucluster policy (synth refuses it)",
+                )
+            )
+
+    def same(
+        f: Finding, plan: RuntimePlan
+    ) -> tuple[str, str, str]:  # a moved cluster keeps its findings
         return f.id, f.component, f.key.removeprefix(f"clusters[{plan.cluster.index}].")
 
     for f in old.findings:
@@ -260,25 +332,46 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
             policy.details.append(f"OLD violates {f.id} ({f.component} {f.key}); NEW fixes it")
     if policy.details:
         if not policy.reasons:
-            policy.reasons.append(Reason("default-policy-fixed", "safe", "NEW resolves policy errors of OLD"))
+            policy.reasons.append(
+                Reason("default-policy-fixed", "safe", "NEW resolves policy errors of OLD")
+            )
         changes.append(policy)
 
     # ---- CRD owner changes (stack-wide)
-    owner_moves = {crd: (old_owners.get(crd), new_owners.get(crd)) for crd in sorted(set(old_owners) | set(new_owners))
-                   if old_owners.get(crd) and new_owners.get(crd) and old_owners.get(crd) != new_owners.get(crd)}
+    owner_moves = {
+        crd: (old_owners.get(crd), new_owners.get(crd))
+        for crd in sorted(set(old_owners) | set(new_owners))
+        if old_owners.get(crd)
+        and new_owners.get(crd)
+        and old_owners.get(crd) != new_owners.get(crd)
+    }
 
     # ---- components
     names = [r.name for r in new.recipe.component_refs if r.name in new.components]
-    names += [n for n in (r.name for r in old.recipe.component_refs) if n in old.components and n not in names]
+    names += [
+        n
+        for n in (r.name for r in old.recipe.component_refs)
+        if n in old.components and n not in names
+    ]
     for name in names:
         a, b = old.components.get(name), new.components.get(name)
         if a is not None and b is not None:
             values = _values_diff(a.values, b.values)
             ov, nv = a.ref.version, b.ref.version
-            if ov == nv and not values and a.terraform_variables == b.terraform_variables and \
-                    not any(name in move for move in owner_moves.values()):
+            if (
+                ov == nv
+                and not values
+                and a.terraform_variables == b.terraform_variables
+                and not any(name in move for move in owner_moves.values())
+            ):
                 continue
-            change = Change(component=name, kind="version" if ov != nv else "values", old_version=ov, new_version=nv, values=values)
+            change = Change(
+                component=name,
+                kind="version" if ov != nv else "values",
+                old_version=ov,
+                new_version=nv,
+                values=values,
+            )
         elif b is not None:
             change = Change(component=name, kind="added", new_version=b.ref.version)
         else:
@@ -290,7 +383,11 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
                 "owned": new_crds or old_crds,
                 "added": sorted(set(new_crds) - set(old_crds)),
                 "removed": sorted(set(old_crds) - set(new_crds)),
-                "ownerChanges": [{"crd": crd, "from": f, "to": t} for crd, (f, t) in owner_moves.items() if name in (f, t)],
+                "ownerChanges": [
+                    {"crd": crd, "from": f, "to": t}
+                    for crd, (f, t) in owner_moves.items()
+                    if name in (f, t)
+                ],
             }
             if change.kind == "version" and new_crds:
                 from gpucluster.charts.crds import crd_upgrade_path
@@ -301,19 +398,37 @@ def compare_plans(old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, 
     return ClusterReport(cluster=new.cluster.name, service=service, changes=changes)
 
 
-def _version_reasons(name: str, old: str, new: str, rules: Sequence[Rule], service: str) -> list[Reason]:
+def _version_reasons(
+    name: str, old: str, new: str, rules: Sequence[Rule], service: str
+) -> list[Reason]:
     """The reasons of a chart version change of ``name`` (``componentVersion`` rules, else unknown)."""
     matched = version_rules(name, old, new, rules, service)
-    return [_reason(r, f"{r.why} ({old} -> {new})") for r in matched] or [Reason(
-        "default-version-unknown", "unknown", f"no transition record covers {name} {old} -> {new}",
-        action=UNKNOWN_VERSION_ACTION)]
+    return [_reason(r, f"{r.why} ({old} -> {new})") for r in matched] or [
+        Reason(
+            "default-version-unknown",
+            "unknown",
+            f"no transition record covers {name} {old} -> {new}",
+            action=UNKNOWN_VERSION_ACTION,
+        )
+    ]
 
 
-def _judge(change: Change, a, b, rules: Sequence[Rule], service: str, owner_moves: Mapping[str, tuple[str, str]]) -> None:
+def _judge(
+    change: Change,
+    a,
+    b,
+    rules: Sequence[Rule],
+    service: str,
+    owner_moves: Mapping[str, tuple[str, str]],
+) -> None:
     name = change.component
-    applicable = [r for r in rules if _service_ok(r, service) and (r.component is None or r.component == name)]
+    applicable = [
+        r for r in rules if _service_ok(r, service) and (r.component is None or r.component == name)
+    ]
     if change.kind == "version":
-        change.reasons += _version_reasons(name, change.old_version, change.new_version, rules, service)
+        change.reasons += _version_reasons(
+            name, change.old_version, change.new_version, rules, service
+        )
     if change.kind in ("version", "values"):
         for rule in applicable:
             if rule.match != "valueChange" or rule.component != name or not rule.path:
@@ -321,20 +436,39 @@ def _judge(change: Change, a, b, rules: Sequence[Rule], service: str, owner_move
             before, after = _get(a.values, rule.path), _get(b.values, rule.path)
             if before == after:
                 continue
-            if _value_matches(rule.from_, rule.has_from, before) and _value_matches(rule.to, rule.has_to, after):
+            if _value_matches(rule.from_, rule.has_from, before) and _value_matches(
+                rule.to, rule.has_to, after
+            ):
                 shown = lambda v: "<unset>" if v is _MISSING else json.dumps(v)  # noqa: E731
-                change.reasons.append(_reason(rule, f"{rule.why} ({rule.path}: {shown(before)} -> {shown(after)})"))
+                change.reasons.append(
+                    _reason(rule, f"{rule.why} ({rule.path}: {shown(before)} -> {shown(after)})")
+                )
         if change.kind == "values" and not change.reasons:
-            change.reasons.append(Reason(
-                "default-values-safe", "safe",
-                "values change only: a helm upgrade of the release; its readiness gates re-run and dependents wait"))
+            change.reasons.append(
+                Reason(
+                    "default-values-safe",
+                    "safe",
+                    "values change only: a helm upgrade of the release; its readiness gates re-run and dependents wait",
+                )
+            )
     if change.kind == "added":
-        change.reasons.append(Reason("default-added", "safe", f"{name} is installed (its CRDs are created first)"))
+        change.reasons.append(
+            Reason("default-added", "safe", f"{name} is installed (its CRDs are created first)")
+        )
     if change.kind == "removed":
         owns = bool(change.crds.get("owned"))
-        matched = [r for r in applicable if r.match == "componentRemoved" and (r.owns_crds is None or r.owns_crds == owns)]
+        matched = [
+            r
+            for r in applicable
+            if r.match == "componentRemoved" and (r.owns_crds is None or r.owns_crds == owns)
+        ]
         change.reasons += [_reason(r) for r in matched] or [
-            Reason("default-removed", "safe", f"{name} is uninstalled (terraform destroys its releases, dependents first)")]
+            Reason(
+                "default-removed",
+                "safe",
+                f"{name} is uninstalled (terraform destroys its releases, dependents first)",
+            )
+        ]
     moves = [(crd, f, t) for crd, (f, t) in owner_moves.items() if name == t]
     if moves:
         for rule in (r for r in rules if r.match == "crdOwnerChange" and _service_ok(r, service)):
@@ -344,8 +478,14 @@ def _judge(change: Change, a, b, rules: Sequence[Rule], service: str, owner_move
         change.reasons.append(Reason("default-safe", "safe", "no known hazard"))
 
 
-def compare(old_plans: Sequence[RuntimePlan], new_plans: Sequence[RuntimePlan], rules: Sequence[Rule], *,
-            old_label: str = "", new_label: str = "") -> Report:
+def compare(
+    old_plans: Sequence[RuntimePlan],
+    new_plans: Sequence[RuntimePlan],
+    rules: Sequence[Rule],
+    *,
+    old_label: str = "",
+    new_label: str = "",
+) -> Report:
     """Compare every cluster (matched by name; one cluster on each side is compared whatever its
     names). A cluster on one side only is reported as added (safe) or removed (manual)."""
     old_by, new_by = {p.cluster.name: p for p in old_plans}, {p.cluster.name: p for p in new_plans}
@@ -358,14 +498,45 @@ def compare(old_plans: Sequence[RuntimePlan], new_plans: Sequence[RuntimePlan], 
         if a is not None and b is not None:
             reports.append(compare_plans(a, b, rules))
         elif b is not None:
-            reports.append(ClusterReport(b.cluster.name, b.cluster.criteria.service, [Change(
-                "cluster", "added", reasons=[Reason("default-cluster-added", "safe", "a new cluster: fresh install")])]))
+            reports.append(
+                ClusterReport(
+                    b.cluster.name,
+                    b.cluster.criteria.service,
+                    [
+                        Change(
+                            "cluster",
+                            "added",
+                            reasons=[
+                                Reason(
+                                    "default-cluster-added", "safe", "a new cluster: fresh install"
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
         else:
-            reports.append(ClusterReport(a.cluster.name, a.cluster.criteria.service, [Change(
-                "cluster", "removed", reasons=[Reason(
-                    "default-cluster-removed", "manual", "the cluster leaves the file: its stacks are no longer synthesized",
-                    action="run terraform destroy on its runtime stack (then cluster stack) before removing it from the file "
-                    "(docs/upgrading.md, Teardown)")])]))
+            reports.append(
+                ClusterReport(
+                    a.cluster.name,
+                    a.cluster.criteria.service,
+                    [
+                        Change(
+                            "cluster",
+                            "removed",
+                            reasons=[
+                                Reason(
+                                    "default-cluster-removed",
+                                    "manual",
+                                    "the cluster leaves the file: its stacks are no longer synthesized",
+                                    action="run terraform destroy on its runtime stack (then cluster stack) before removing it from the file "
+                                    "(docs/upgrading.md, Teardown)",
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
     return Report(old=old_label, new=new_label, clusters=reports)
 
 
@@ -385,12 +556,18 @@ def _git(args: Sequence[str], cwd: Path, label: str, *, binary: bool = False):
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GpuclusterError(f"cannot run git for '{label}': {exc}", key="--from/--to",
-                              fix="install git, or pass two files instead of a git revision") from None
+        raise GpuclusterError(
+            f"cannot run git for '{label}': {exc}",
+            key="--from/--to",
+            fix="install git, or pass two files instead of a git revision",
+        ) from None
     if proc.returncode != 0:
         text = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GpuclusterError(f"git {' '.join(args[:2])} failed for '{label}': {text[-1] if text else 'no output'}",
-                              key="--from/--to", fix="give an existing file, or REV / REV:path of a file tracked in git")
+        raise GpuclusterError(
+            f"git {' '.join(args[:2])} failed for '{label}': {text[-1] if text else 'no output'}",
+            key="--from/--to",
+            fix="give an existing file, or REV / REV:path of a file tracked in git",
+        )
     return proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
 
 
@@ -404,16 +581,26 @@ def _commit(rev: str, top: Path, label: str) -> str:
         GpuclusterError: ``rev`` names no commit.
     """
     try:
-        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
-                              cwd=top, capture_output=True, timeout=120)
+        proc = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+            cwd=top,
+            capture_output=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GpuclusterError(f"cannot run git for '{label}': {exc}", key="--from/--to",
-                              fix="install git, or pass two files instead of a git revision") from None
+        raise GpuclusterError(
+            f"cannot run git for '{label}': {exc}",
+            key="--from/--to",
+            fix="install git, or pass two files instead of a git revision",
+        ) from None
     commit = proc.stdout.decode("ascii", "replace").strip()
     if proc.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
-        raise GpuclusterError(f"'{rev}' is not a commit of the git repository {top}", key="--from/--to",
-                              allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
-                              fix="name an existing revision (git log --oneline), e.g. HEAD~1 or main:gpucluster.yaml")
+        raise GpuclusterError(
+            f"'{rev}' is not a commit of the git repository {top}",
+            key="--from/--to",
+            allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
+            fix="name an existing revision (git log --oneline), e.g. HEAD~1 or main:gpucluster.yaml",
+        )
     return commit
 
 
@@ -422,34 +609,59 @@ def _from_git(label: str, rev: str, path: Path, workdir: Path) -> Path:
     absolute = path if path.is_absolute() else Path.cwd() / path
     folder = absolute.parent
     if not folder.is_dir():
-        raise GpuclusterError(f"folder '{folder}' of '{label}' does not exist", key="--from/--to",
-                              fix="give the path of the file inside a git work tree")
+        raise GpuclusterError(
+            f"folder '{folder}' of '{label}' does not exist",
+            key="--from/--to",
+            fix="give the path of the file inside a git work tree",
+        )
     top = Path(_git(["rev-parse", "--show-toplevel"], folder, label).strip()).resolve()
     try:
         rel = folder.resolve().relative_to(top) / absolute.name
     except ValueError:
-        raise GpuclusterError(f"'{label}' is outside the git work tree {top}", key="--from/--to",
-                              fix="give a file inside the repository") from None
+        raise GpuclusterError(
+            f"'{label}' is outside the git work tree {top}",
+            key="--from/--to",
+            fix="give a file inside the repository",
+        ) from None
     commit = _commit(rev, top, label)
-    data = _git(["archive", "--format=tar", commit, "--", str(rel.parent) if str(rel.parent) != "." else "."], top, label, binary=True)
+    data = _git(
+        [
+            "archive",
+            "--format=tar",
+            commit,
+            "--",
+            str(rel.parent) if str(rel.parent) != "." else ".",
+        ],
+        top,
+        label,
+        binary=True,
+    )
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         for member in tar.getmembers():
-            if member.issym() or member.islnk() or member.name.startswith("/") or ".." in Path(member.name).parts:
+            if (
+                member.issym()
+                or member.islnk()
+                or member.name.startswith("/")
+                or ".." in Path(member.name).parts
+            ):
                 continue
             tar.extract(member, workdir, filter="data")
     copy = workdir / rel
     if not copy.is_file():
-        raise GpuclusterError(f"'{rel}' does not exist at git revision '{rev}'", key="--from/--to",
-                              fix="check the revision and the path (git show REV:path)")
+        raise GpuclusterError(
+            f"'{rel}' does not exist at git revision '{rev}'",
+            key="--from/--to",
+            fix="check the revision and the path (git show REV:path)",
+        )
     return copy
 
 
 def _plans_from_file(path: Path, label: str) -> list[RuntimePlan]:
     from gpucluster import yamlsafe
-    from gpucluster.recipes import recipe_result
+    from gpucluster.errors import Problem
     from gpucluster.inputs.config import parse_clusters
     from gpucluster.pipeline import build_plan
-    from gpucluster.errors import Problem
+    from gpucluster.recipes import recipe_result
 
     data = yamlsafe.load_yaml_file(path, display=label)
     wrapped = isinstance(data, dict) and data.get("kind") == recipe_result.KIND
@@ -483,15 +695,20 @@ def load_side(arg: str, other: str | None, workdir: Path, *, key: str = "--from"
     rev, sep, rest = arg.partition(":")
     if not sep and ("/" in arg or arg.endswith((".yaml", ".yml", ".json"))):
         raise GpuclusterError(
-            f"file '{arg}' does not exist", file=arg, key=key,
+            f"file '{arg}' does not exist",
+            file=arg,
+            key=key,
             allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
             fix="check the path, or name a git revision (e.g. HEAD~1 or main:gpucluster.yaml)",
         )
-    target = Path(rest) if sep and rest else (Path(other) if other and Path(other).is_file() else None)
+    target = (
+        Path(rest) if sep and rest else (Path(other) if other and Path(other).is_file() else None)
+    )
     if not rev or target is None:
         raise GpuclusterError(
             f"'{arg}' is not a file, and no file is known to read at that git revision",
-            key=key, allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
+            key=key,
+            allowed="a cluster file, a RecipeResult, REV:path, or REV with a file on the other side",
             fix="e.g. --from HEAD~1 --to gpucluster.yaml, or --from main:gpucluster.yaml --to gpucluster.yaml",
         )
     copy = _from_git(arg, rev, target, workdir)
@@ -530,7 +747,9 @@ def render_text(report: Report) -> str:
             for d in ch.details:
                 lines.append(f"    {d}")
             if ch.values:
-                shown = ", ".join(ch.values[:8]) + (f", ... ({len(ch.values)} paths)" if len(ch.values) > 8 else "")
+                shown = ", ".join(ch.values[:8]) + (
+                    f", ... ({len(ch.values)} paths)" if len(ch.values) > 8 else ""
+                )
                 lines.append(f"    values: {shown}")
             if ch.crds:
                 lines.append(f"    CRDs owned: {', '.join(ch.crds['owned'])}")
@@ -550,7 +769,9 @@ def render_text(report: Report) -> str:
                 if r.source:
                     lines.append(f"      source: {r.source}")
     lines.append(f"verdict: {report.verdict} (exit {report.exit_code})")
-    from gpucluster.errors import escaped  # each line one line: labels, values paths and names come from the files
+    from gpucluster.errors import (
+        escaped,
+    )  # each line one line: labels, values paths and names come from the files
 
     return "\n".join(escaped(line) for line in lines) + "\n"
 

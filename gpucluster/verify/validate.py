@@ -28,17 +28,29 @@ import datetime as _dt
 import json
 import re
 import time as _time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
 from gpucluster.model import RuntimePlan
 from gpucluster.verify.checks import Check, CheckResult, derive_checks, run_checks
 from gpucluster.verify.snapshot import Snapshot
 
-__all__ = ["Report", "validate", "validate_until", "render_text", "render_json", "render_junit", "parse_duration",
-           "report_schema", "EXIT_PASSED", "EXIT_FAILED", "REPORT_KIND"]
+__all__ = [
+    "Report",
+    "validate",
+    "validate_until",
+    "render_text",
+    "render_json",
+    "render_junit",
+    "parse_duration",
+    "report_schema",
+    "EXIT_PASSED",
+    "EXIT_FAILED",
+    "REPORT_KIND",
+]
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1
@@ -66,9 +78,13 @@ def parse_duration(text: str, *, key: str = "--wait") -> int:
             h, mi, s = (int(g or 0) for g in m.groups())
             seconds = h * 3600 + mi * 60 + s
     if seconds is None or not 0 < seconds <= MAX_WAIT_SECONDS:
-        raise GpuclusterError(f"'{text}' is not a duration between 1s and {MAX_WAIT_SECONDS // 3600}h", key=key,
-                              allowed="e.g. 90s, 10m, 1h30m, or seconds", fix="give how long to wait for the checks to converge",
-                              id="validate.input")
+        raise GpuclusterError(
+            f"'{text}' is not a duration between 1s and {MAX_WAIT_SECONDS // 3600}h",
+            key=key,
+            allowed="e.g. 90s, 10m, 1h30m, or seconds",
+            fix="give how long to wait for the checks to converge",
+            id="validate.input",
+        )
     return seconds
 
 
@@ -99,16 +115,28 @@ class Report:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def validate(plan: RuntimePlan, snap: Snapshot, *, now: str | None = None) -> Report:
     """Every check of ``plan`` on ``snap``."""
-    return Report(plan=plan, snapshot=snap, results=tuple(run_checks(derive_checks(plan), snap)), time=now or _now())
+    return Report(
+        plan=plan,
+        snapshot=snap,
+        results=tuple(run_checks(derive_checks(plan), snap)),
+        time=now or _now(),
+    )
 
 
-def validate_until(plan: RuntimePlan, read: Callable[[], Snapshot], *, wait_seconds: int, poll_seconds: float = 10.0,
-                   clock: Callable[[], float] = _time.monotonic, sleep: Callable[[float], None] = _time.sleep) -> Report:
+def validate_until(
+    plan: RuntimePlan,
+    read: Callable[[], Snapshot],
+    *,
+    wait_seconds: int,
+    poll_seconds: float = 10.0,
+    clock: Callable[[], float] = _time.monotonic,
+    sleep: Callable[[float], None] = _time.sleep,
+) -> Report:
     """:func:`validate` on fresh readings (``read()``) until every check passes or ``wait_seconds``
     are spent (at most ``wait_seconds / poll_seconds + 1`` readings); the last report is returned."""
     deadline = clock() + wait_seconds
@@ -117,7 +145,13 @@ def validate_until(plan: RuntimePlan, read: Callable[[], Snapshot], *, wait_seco
         attempts += 1
         report = validate(plan, read())
         if report.passed or clock() + poll_seconds > deadline:
-            return Report(plan=report.plan, snapshot=report.snapshot, results=report.results, time=report.time, attempts=attempts)
+            return Report(
+                plan=report.plan,
+                snapshot=report.snapshot,
+                results=report.results,
+                time=report.time,
+                attempts=attempts,
+            )
         sleep(poll_seconds)
 
 
@@ -133,17 +167,31 @@ def render_text(report: Report) -> str:
     plan = report.plan
     rows = [("CHECK", "COMPONENT", "RESULT", "OBJECT", "FIELD", "REASON")]
     for check, result in report.results:
-        rows.append((_cell(check.name), _cell(check.component), result.verdict.upper(), _cell(result.object), _cell(result.field, 80),
-                     _cell(result.reason)))
+        rows.append(
+            (
+                _cell(check.name),
+                _cell(check.component),
+                result.verdict.upper(),
+                _cell(result.object),
+                _cell(result.field, 80),
+                _cell(result.reason),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [f"cluster {one_line(plan.cluster.name, FIELD_LIMIT)}: {len(report.results)} checks against "
-             f"{_cell(report.snapshot.source)} ({report.time})"]
+    lines = [
+        f"cluster {one_line(plan.cluster.name, FIELD_LIMIT)}: {len(report.results)} checks against "
+        f"{_cell(report.snapshot.source)} ({report.time})"
+    ]
     for row in rows:
-        lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:5])) + "  " + row[5])
+        lines.append(
+            "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:5])) + "  " + row[5]
+        )
     c = report.counts()
     verdict = "PASSED" if report.passed else "FAILED"
     waited = f" after {report.attempts} readings" if report.attempts > 1 else ""
-    lines.append(f"{verdict}{waited}: {c['pass']} passed, {c['fail']} failed, {c['skip']} skipped, {c['unsupported']} unsupported")
+    lines.append(
+        f"{verdict}{waited}: {c['pass']} passed, {c['fail']} failed, {c['skip']} skipped, {c['unsupported']} unsupported"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +216,11 @@ def report_document(report: Report) -> dict[str, Any]:
         "gpucluster": {"version": _version()},
         "time": report.time,
         "attempts": report.attempts,
-        "cluster": {"name": plan.cluster.name, "service": plan.cluster.criteria.service, "identity": report.snapshot.identity()},
+        "cluster": {
+            "name": plan.cluster.name,
+            "service": plan.cluster.criteria.service,
+            "identity": report.snapshot.identity(),
+        },
         "plan": {
             "fingerprint": rollout_digest(plan),
             "source": plan.cluster.source,
@@ -177,7 +229,10 @@ def report_document(report: Report) -> dict[str, Any]:
             "components": sorted(plan.components),
         },
         "result": "pass" if report.passed else "fail",
-        "summary": {"checks": len(report.results), **{k: c[k] for k in ("pass", "fail", "skip", "unsupported")}},
+        "summary": {
+            "checks": len(report.results),
+            **{k: c[k] for k in ("pass", "fail", "skip", "unsupported")},
+        },
         "checks": [
             {
                 "id": check.id,
@@ -203,12 +258,20 @@ def render_json(report: Report) -> str:
 
 def report_schema() -> dict[str, Any]:
     """``schemas/validate-report.schema.json`` (JSON Schema 2020-12) of :func:`report_document`."""
-    return json.loads(resources.files("gpucluster.verify").joinpath("schemas", "validate-report.schema.json").read_text(encoding="utf-8"))
+    return json.loads(
+        resources.files("gpucluster.verify")
+        .joinpath("schemas", "validate-report.schema.json")
+        .read_text(encoding="utf-8")
+    )
 
 
 def junit_schema_text() -> str:
     """``schemas/junit-10.xsd``: the JUnit XML schema :func:`render_junit` output is valid against."""
-    return resources.files("gpucluster.verify").joinpath("schemas", "junit-10.xsd").read_text(encoding="utf-8")
+    return (
+        resources.files("gpucluster.verify")
+        .joinpath("schemas", "junit-10.xsd")
+        .read_text(encoding="utf-8")
+    )
 
 
 # --------------------------------------------------------------------------- JUnit
@@ -223,30 +286,64 @@ def render_junit(report: Report) -> str:
 
     c = report.counts()
     failures = c["fail"] + c["unsupported"]
-    suites = ET.Element("testsuites", {"name": "gpucluster validate", "tests": str(len(report.results)),
-                                       "failures": str(failures), "errors": "0", "time": "0"})
-    suite = ET.SubElement(suites, "testsuite", {
-        "name": one_line(report.plan.cluster.name, FIELD_LIMIT), "tests": str(len(report.results)), "failures": str(failures),
-        "errors": "0", "skipped": str(c["skip"]), "time": "0", "timestamp": report.time,
-    })
+    suites = ET.Element(
+        "testsuites",
+        {
+            "name": "gpucluster validate",
+            "tests": str(len(report.results)),
+            "failures": str(failures),
+            "errors": "0",
+            "time": "0",
+        },
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        {
+            "name": one_line(report.plan.cluster.name, FIELD_LIMIT),
+            "tests": str(len(report.results)),
+            "failures": str(failures),
+            "errors": "0",
+            "skipped": str(c["skip"]),
+            "time": "0",
+            "timestamp": report.time,
+        },
+    )
     props = ET.SubElement(suite, "properties")
     from gpucluster.inputs.fleet import rollout_digest
 
-    for name, value in (("plan.fingerprint", rollout_digest(report.plan)), ("gpucluster.version", _version()),
-                        ("snapshot.source", report.snapshot.source), ("snapshot.sha256", report.snapshot.digest)):
+    for name, value in (
+        ("plan.fingerprint", rollout_digest(report.plan)),
+        ("gpucluster.version", _version()),
+        ("snapshot.source", report.snapshot.source),
+        ("snapshot.sha256", report.snapshot.digest),
+    ):
         ET.SubElement(props, "property", {"name": name, "value": one_line(value, FIELD_LIMIT)})
     for check, result in report.results:
-        case = ET.SubElement(suite, "testcase", {"classname": f"gpucluster.validate.{check.name}", "name": one_line(check.id, FIELD_LIMIT),
-                                                 "time": "0"})
-        detail = one_line(f"component {check.component}; object {result.object or '-'}; field {result.field or '-'}; "
-                          f"proves: {check.proves}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"gpucluster.validate.{check.name}",
+                "name": one_line(check.id, FIELD_LIMIT),
+                "time": "0",
+            },
+        )
+        detail = one_line(
+            f"component {check.component}; object {result.object or '-'}; field {result.field or '-'}; "
+            f"proves: {check.proves}"
+        )
         if result.verdict in ("fail", "unsupported"):
-            failure = ET.SubElement(case, "failure", {"type": result.verdict, "message": one_line(result.reason)})
+            failure = ET.SubElement(
+                case, "failure", {"type": result.verdict, "message": one_line(result.reason)}
+            )
             failure.text = detail
         elif result.verdict == "skip":
             ET.SubElement(case, "skipped", {"message": one_line(result.reason)})
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )
 
 
 def select_plan(plans: Sequence[RuntimePlan], names: Sequence[str]) -> RuntimePlan:
@@ -259,13 +356,28 @@ def select_plan(plans: Sequence[RuntimePlan], names: Sequence[str]) -> RuntimePl
     if not names:
         if len(plans) == 1:
             return plans[0]
-        raise GpuclusterError("the cluster file has several clusters; name the one to validate", key="--cluster",
-                              allowed=", ".join(known), fix="add --cluster NAME", id="validate.input")
+        raise GpuclusterError(
+            "the cluster file has several clusters; name the one to validate",
+            key="--cluster",
+            allowed=", ".join(known),
+            fix="add --cluster NAME",
+            id="validate.input",
+        )
     if len(names) > 1:
-        raise GpuclusterError("validate checks one cluster at a time", key="--cluster", allowed=", ".join(known),
-                              fix="give --cluster once (run validate per cluster)", id="validate.input")
+        raise GpuclusterError(
+            "validate checks one cluster at a time",
+            key="--cluster",
+            allowed=", ".join(known),
+            fix="give --cluster once (run validate per cluster)",
+            id="validate.input",
+        )
     for p in plans:
         if p.cluster.name == names[0]:
             return p
-    raise GpuclusterError(f"no cluster named '{names[0]}' in the cluster file", key="--cluster", allowed=", ".join(known),
-                          fix="name one of the file's clusters", id="validate.input")
+    raise GpuclusterError(
+        f"no cluster named '{names[0]}' in the cluster file",
+        key="--cluster",
+        allowed=", ".join(known),
+        fix="name one of the file's clusters",
+        id="validate.input",
+    )

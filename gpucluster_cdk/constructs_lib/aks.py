@@ -23,9 +23,11 @@ Usage::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
+from gpucluster.model import ClusterConnection, ExecAuth
 from gpucluster_cdk.constructs_lib.cdk import (
     AZURERM_MAJOR,
     Construct,
@@ -38,7 +40,6 @@ from gpucluster_cdk.constructs_lib.cdk import (
     azurerm,
 )
 from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree
-from gpucluster.model import ClusterConnection, ExecAuth
 
 _K8S_VERSION = re.compile(r"^1\.(\d+)(\.\d+)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -92,7 +93,7 @@ class NodePoolProps:
     max_pods: int | None = None
     host_encryption: bool | None = None
     vnet_subnet_id: str | None = None
-    upgrade: "PoolUpgradeProps | None" = None
+    upgrade: PoolUpgradeProps | None = None
     checkov_skips: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -244,9 +245,13 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
     """
     errors: list[str] = []
     if not _DNS_LABEL.fullmatch(props.name or ""):
-        errors.append(f"name '{props.name}' must be a DNS-1123 label (lowercase letters, digits, '-', <= 63 chars)")
+        errors.append(
+            f"name '{props.name}' must be a DNS-1123 label (lowercase letters, digits, '-', <= 63 chars)"
+        )
     if not _K8S_VERSION.fullmatch(props.kubernetes_version or ""):
-        errors.append(f"kubernetes_version '{props.kubernetes_version}' must look like 1.34 or 1.34.2")
+        errors.append(
+            f"kubernetes_version '{props.kubernetes_version}' must look like 1.34 or 1.34.2"
+        )
     if not props.location:
         errors.append("location must be an Azure region, e.g. westus3")
     if not props.resource_group_name:
@@ -258,42 +263,70 @@ def validate_props(props: AksGpuClusterProps) -> list[str]:
             "default_node_pool.node_taints); use only_critical_addons"
         )
     if sys_pool.gpu_driver is not None:
-        errors.append(f"system_pool '{sys_pool.name}': the system pool cannot be a GPU pool; add GPU pools under pools")
+        errors.append(
+            f"system_pool '{sys_pool.name}': the system pool cannot be a GPU pool; add GPU pools under pools"
+        )
     if props.local_account_disabled and props.entra_id is None:
-        errors.append("local_account_disabled needs entra_id: without Entra ID nobody could sign in")
+        errors.append(
+            "local_account_disabled needs entra_id: without Entra ID nobody could sign in"
+        )
     if props.private_cluster and props.authorized_ip_ranges:
-        errors.append("authorized_ip_ranges apply to a public API server; a private cluster has none")
-    if props.defender and not (props.log_analytics_workspace_id or props.create_log_analytics_workspace):
-        errors.append("defender needs a Log Analytics workspace (log_analytics_workspace_id or create_log_analytics_workspace)")
+        errors.append(
+            "authorized_ip_ranges apply to a public API server; a private cluster has none"
+        )
+    if props.defender and not (
+        props.log_analytics_workspace_id or props.create_log_analytics_workspace
+    ):
+        errors.append(
+            "defender needs a Log Analytics workspace (log_analytics_workspace_id or create_log_analytics_workspace)"
+        )
     if props.connection_exec is None and props.local_account_disabled:
-        errors.append("connection_exec is required with local_account_disabled: there is no client certificate")
+        errors.append(
+            "connection_exec is required with local_account_disabled: there is no client certificate"
+        )
     if sys_pool.upgrade is not None and sys_pool.upgrade.max_unavailable is not None:
         errors.append("system_pool: azurerm 4.55 has no max_unavailable on the default node pool")
     seen: set[str] = set()
-    for where, pool in [("system_pool", sys_pool)] + [(f"pools[{i}]", p) for i, p in enumerate(props.pools)]:
+    for where, pool in [("system_pool", sys_pool)] + [
+        (f"pools[{i}]", p) for i, p in enumerate(props.pools)
+    ]:
         label = f"{where} '{pool.name}'"
         if not pool.name:
             errors.append(f"{label}: name is required")
         if pool.name in seen:
             errors.append(f"{label}: duplicate pool name")
         elif where != "system_pool" and pool.name == sys_pool.temporary_name_for_rotation:
-            errors.append(f"{label}: the name is the system pool's temporary_name_for_rotation; rename the pool")
+            errors.append(
+                f"{label}: the name is the system pool's temporary_name_for_rotation; rename the pool"
+            )
         seen.add(pool.name)
-        if where != "system_pool" and (pool.only_critical_addons or pool.temporary_name_for_rotation):
-            errors.append(f"{label}: only_critical_addons and temporary_name_for_rotation apply to the system pool only")
+        if where != "system_pool" and (
+            pool.only_critical_addons or pool.temporary_name_for_rotation
+        ):
+            errors.append(
+                f"{label}: only_critical_addons and temporary_name_for_rotation apply to the system pool only"
+            )
         if not pool.vm_size:
             errors.append(f"{label}: vm_size is required")
         elif not _VM_SIZE.fullmatch(pool.vm_size):
-            errors.append(f"{label}: vm_size {pool.vm_size[:80]!r} is not an Azure VM size name (letters, digits, '_', "
-                          "'-', e.g. Standard_ND96isr_H100_v5)")
+            errors.append(
+                f"{label}: vm_size {pool.vm_size[:80]!r} is not an Azure VM size name (letters, digits, '_', "
+                "'-', e.g. Standard_ND96isr_H100_v5)"
+            )
         if pool.node_count < 1:
             errors.append(f"{label}: node_count must be >= 1 (got {pool.node_count})")
-        if pool.upgrade is not None and pool.upgrade.max_surge in ("0", "0%") and not pool.upgrade.max_unavailable:
+        if (
+            pool.upgrade is not None
+            and pool.upgrade.max_surge in ("0", "0%")
+            and not pool.upgrade.max_unavailable
+        ):
             errors.append(f"{label}: upgrade max_surge 0 needs max_unavailable >= 1")
         if pool.max_pods is not None and not 10 <= pool.max_pods <= 250:
             errors.append(f"{label}: max_pods must be 10..250 (got {pool.max_pods})")
         if pool.gpu_driver is not None and pool.gpu_driver not in GPU_DRIVERS:
-            errors.append(f"{label}: gpu_driver '{pool.gpu_driver}' is not one of {', '.join(GPU_DRIVERS)}")
+            errors.append(
+                f"{label}: gpu_driver '{pool.gpu_driver}' is not one of {', '.join(GPU_DRIVERS)}"
+            )
         seen_taints: dict[tuple[str, str], str] = {}
         for taint in dict.fromkeys(pool.taints):
             if not _TAINT.fullmatch(taint):
@@ -361,20 +394,37 @@ class AksGpuCluster(Construct):
         self.deployer_role_assignment = self._deployer_role_assignment()
         self.node_pools = {}
         for pool in props.pools:
-            self.node_pools[pool.name] = AksNodePool(self, f"pool-{pool.name}", pool, cluster_id=self.cluster.id,
-                                                     kubernetes_version=props.kubernetes_version, tags=tags).resource
+            self.node_pools[pool.name] = AksNodePool(
+                self,
+                f"pool-{pool.name}",
+                pool,
+                cluster_id=self.cluster.id,
+                kubernetes_version=props.kubernetes_version,
+                tags=tags,
+            ).resource
         for output_id, value, description in (
-            ("kubernetes_version", self.cluster.current_kubernetes_version,
-             "Kubernetes version the control plane runs (live, patch level)"),
-            ("oidc_issuer_url", self.cluster.oidc_issuer_url, "OIDC issuer of the cluster (workload identity federation)"),
+            (
+                "kubernetes_version",
+                self.cluster.current_kubernetes_version,
+                "Kubernetes version the control plane runs (live, patch level)",
+            ),
+            (
+                "oidc_issuer_url",
+                self.cluster.oidc_issuer_url,
+                "OIDC issuer of the cluster (workload identity federation)",
+            ),
         ):
-            TerraformOutput(self, output_id, value=value, description=description).override_logical_id(output_id)
+            TerraformOutput(
+                self, output_id, value=value, description=description
+            ).override_logical_id(output_id)
 
     def _resource_group(self, tags):
         """The cluster's resource group (``resource-group``): read when it exists, else created."""
         az, props = azurerm(), self.props
         if props.existing_resource_group:
-            return az.DataAzurermResourceGroup(self, "resource-group", name=literal(props.resource_group_name))
+            return az.DataAzurermResourceGroup(
+                self, "resource-group", name=literal(props.resource_group_name)
+            )
         return az.ResourceGroup(
             self,
             "resource-group",
@@ -411,15 +461,24 @@ class AksGpuCluster(Construct):
         condition, message = upgrade_skip_condition(version)
         # azurerm 5.x requires node_provisioning_profile (5.0 upgrade guide); "Manual" is AKS's default:
         # the node pools declared here, no node auto-provisioning (Karpenter). azurerm 4.x has no such block.
-        by_major = ({"node_provisioning_profile": az.KubernetesClusterNodeProvisioningProfile(mode="Manual")}
-                    if AZURERM_MAJOR >= 5 else {})
+        by_major = (
+            {
+                "node_provisioning_profile": az.KubernetesClusterNodeProvisioningProfile(
+                    mode="Manual"
+                )
+            }
+            if AZURERM_MAJOR >= 5
+            else {}
+        )
         entra = props.entra_id
         window = props.maintenance_window
         return az.KubernetesCluster(
             self,
             "cluster",
             name=literal(props.name),
-            location=literal(props.location) if props.existing_resource_group else self.resource_group.location,
+            location=literal(props.location)
+            if props.existing_resource_group
+            else self.resource_group.location,
             resource_group_name=self.resource_group.name,
             dns_prefix=literal(props.dns_prefix or props.name),
             kubernetes_version=literal(version),
@@ -430,27 +489,46 @@ class AksGpuCluster(Construct):
             azure_active_directory_role_based_access_control=az.KubernetesClusterAzureActiveDirectoryRoleBasedAccessControl(
                 azure_rbac_enabled=entra.azure_rbac,
                 admin_group_object_ids=literal_tree(list(entra.admin_group_object_ids)) or None,
-            ) if entra else None,
+            )
+            if entra
+            else None,
             private_cluster_enabled=props.private_cluster,
             api_server_access_profile=az.KubernetesClusterApiServerAccessProfile(
                 authorized_ip_ranges=literal_tree(list(props.authorized_ip_ranges))
-            ) if props.authorized_ip_ranges else None,
+            )
+            if props.authorized_ip_ranges
+            else None,
             network_profile=_network_profile(props.network),
             automatic_upgrade_channel=_opt(props.automatic_upgrade_channel),
             node_os_upgrade_channel=_opt(props.node_os_upgrade_channel),
             maintenance_window_auto_upgrade=az.KubernetesClusterMaintenanceWindowAutoUpgrade(
-                **_window(window)) if window and props.automatic_upgrade_channel not in (None, "none") else None,
+                **_window(window)
+            )
+            if window and props.automatic_upgrade_channel not in (None, "none")
+            else None,
             maintenance_window_node_os=az.KubernetesClusterMaintenanceWindowNodeOs(
-                **_window(window)) if window and props.node_os_upgrade_channel not in (None, "None", "Unmanaged") else None,
+                **_window(window)
+            )
+            if window and props.node_os_upgrade_channel not in (None, "None", "Unmanaged")
+            else None,
             azure_policy_enabled=props.azure_policy,
-            microsoft_defender=az.KubernetesClusterMicrosoftDefender(log_analytics_workspace_id=workspace_id)
-            if props.defender and workspace_id else None,
-            oms_agent=az.KubernetesClusterOmsAgent(log_analytics_workspace_id=workspace_id, msi_auth_for_monitoring_enabled=True)
-            if workspace_id else None,
+            microsoft_defender=az.KubernetesClusterMicrosoftDefender(
+                log_analytics_workspace_id=workspace_id
+            )
+            if props.defender and workspace_id
+            else None,
+            oms_agent=az.KubernetesClusterOmsAgent(
+                log_analytics_workspace_id=workspace_id, msi_auth_for_monitoring_enabled=True
+            )
+            if workspace_id
+            else None,
             disk_encryption_set_id=_opt(props.disk_encryption_set_id),
             key_vault_secrets_provider=az.KubernetesClusterKeyVaultSecretsProvider(
-                secret_rotation_enabled=True, secret_rotation_interval=literal(props.secret_rotation_interval)
-            ) if props.secret_rotation_interval else None,
+                secret_rotation_enabled=True,
+                secret_rotation_interval=literal(props.secret_rotation_interval),
+            )
+            if props.secret_rotation_interval
+            else None,
             identity=az.KubernetesClusterIdentity(type="SystemAssigned"),
             **by_major,
             default_node_pool=_default_node_pool(props.system_pool, version),
@@ -474,7 +552,9 @@ class AksGpuCluster(Construct):
             scope=self.cluster.id,
             role_definition_name=literal(entra.deployer_role),
             principal_id=client.object_id,
-            description=literal(f"gpucluster: the identity that runs Terraform manages {props.name} (runtime stack)"),
+            description=literal(
+                f"gpucluster: the identity that runs Terraform manages {props.name} (runtime stack)"
+            ),
         )
 
     def connection(self) -> ClusterConnection:
@@ -529,8 +609,16 @@ class AksNodePool:
         resource: the ``KubernetesClusterNodePool``; props: the pool's props.
     """
 
-    def __init__(self, scope: Construct, id: str, props: NodePoolProps, *, cluster_id: str, kubernetes_version: str,
-                 tags: Mapping[str, str]):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        props: NodePoolProps,
+        *,
+        cluster_id: str,
+        kubernetes_version: str,
+        tags: Mapping[str, str],
+    ):
         az = azurerm()
         pool = self.props = props
         self.resource = az.KubernetesClusterNodePool(
@@ -556,7 +644,9 @@ class AksNodePool:
                 max_surge=literal(pool.upgrade.max_surge),
                 max_unavailable=_opt(pool.upgrade.max_unavailable),
                 drain_timeout_in_minutes=pool.upgrade.drain_timeout_in_minutes,
-            ) if pool.upgrade else None,
+            )
+            if pool.upgrade
+            else None,
             tags=tags or None,
         )
         _skip(self.resource, pool.checkov_skips)
@@ -573,7 +663,9 @@ def _default_node_pool(sys_pool: NodePoolProps, version: str):
         os_sku=literal(sys_pool.os_sku),
         node_labels=literal_tree(dict(sorted(sys_pool.labels.items()))) or None,
         only_critical_addons_enabled=sys_pool.only_critical_addons or None,
-        temporary_name_for_rotation=literal(sys_pool.temporary_name_for_rotation) if sys_pool.temporary_name_for_rotation else None,
+        temporary_name_for_rotation=literal(sys_pool.temporary_name_for_rotation)
+        if sys_pool.temporary_name_for_rotation
+        else None,
         os_disk_type=_opt(sys_pool.os_disk_type),
         zones=literal_tree(list(sys_pool.zones)) or None,
         max_pods=sys_pool.max_pods,
@@ -582,7 +674,9 @@ def _default_node_pool(sys_pool: NodePoolProps, version: str):
         upgrade_settings=az.KubernetesClusterDefaultNodePoolUpgradeSettings(
             max_surge=literal(sys_pool.upgrade.max_surge),
             drain_timeout_in_minutes=sys_pool.upgrade.drain_timeout_in_minutes,
-        ) if sys_pool.upgrade else None,
+        )
+        if sys_pool.upgrade
+        else None,
     )
 
 
@@ -607,7 +701,10 @@ def _skip(resource, skips: Mapping[str, str]) -> None:
     hashicorp/terraform-cdk#3609). checkov 3.x does not read inline skips in ``terraform_json``
     files itself; ``tools/checkov_gate.py`` does, per resource."""
     if skips:
-        resource.add_override("//.checkov.skip", [{"id": check, "comment": literal(reason)} for check, reason in sorted(skips.items())])
+        resource.add_override(
+            "//.checkov.skip",
+            [{"id": check, "comment": literal(reason)} for check, reason in sorted(skips.items())],
+        )
 
 
 def _opt(text: str | None) -> str | None:

@@ -57,9 +57,10 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
@@ -202,8 +203,13 @@ def tolerate_dead_kernel() -> None:
             original(self)
         except Exception:  # noqa: BLE001 - BrokenPipeError (kernel gone), AttributeError (never started: __del__)
             proc = getattr(self, "_process", None)
-            for step in (lambda: proc.kill(), lambda: proc.wait(timeout=5), lambda: proc.stdout.close(),
-                         lambda: proc.stderr.close(), lambda: self._ctx_stack.close()):
+            for step in (
+                lambda: proc.kill(),
+                lambda: proc.wait(timeout=5),
+                lambda: proc.stdout.close(),
+                lambda: proc.stderr.close(),
+                lambda: self._ctx_stack.close(),
+            ):
                 with contextlib.suppress(Exception):
                     step()
 
@@ -271,13 +277,17 @@ def _stop_signal_arrived() -> bool:
     arrived = False
     if _WAKEUP_READ_FD:
         try:
-            arrived = any(number in _STOP_SIGNAL_NUMBERS for number in os.read(_WAKEUP_READ_FD[0], 4096))
+            arrived = any(
+                number in _STOP_SIGNAL_NUMBERS for number in os.read(_WAKEUP_READ_FD[0], 4096)
+            )
         except OSError:  # BlockingIOError: nothing written
             pass
     if not arrived:
         try:
             with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-                pending = next((int(line.split()[1], 16) for line in status if line.startswith("ShdPnd:")), 0)
+                pending = next(
+                    (int(line.split()[1], 16) for line in status if line.startswith("ShdPnd:")), 0
+                )
         except (OSError, ValueError, IndexError):
             pending = 0
         arrived = any(pending & (1 << (number - 1)) for number in _STOP_SIGNAL_NUMBERS)
@@ -319,7 +329,6 @@ def mutable_kernel_output() -> None:
 
 from gpucluster_cdk.kernel_env import check_cdk_environment, check_node_options  # noqa: E402,F401 (used below)
 
-
 LAZY_JS_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazy_bindings.cjs")
 """Node.js preload making the binding assemblies' ``lib/index.js`` lazy (see :func:`_lazy_js_bindings`)."""
 
@@ -342,12 +351,19 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
     if os.environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
         yield
         return
-    saved = {name: os.environ.get(name) for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES", "GPUCLUSTER_ONCE_COMMAND")}
+    saved = {
+        name: os.environ.get(name)
+        for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES", "GPUCLUSTER_ONCE_COMMAND")
+    }
     quoted = '"' + LAZY_JS_PRELOAD.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    os.environ["NODE_OPTIONS"] = " ".join(filter(None, [saved["NODE_OPTIONS"], "--require", quoted]))
+    os.environ["NODE_OPTIONS"] = " ".join(
+        filter(None, [saved["NODE_OPTIONS"], "--require", quoted])
+    )
     os.environ["GPUCLUSTER_LAZY_JS_PACKAGES"] = ",".join(packages)
     # cdktf's rule for the binary (util.js terraformBinaryName); the preload runs this command once
-    os.environ["GPUCLUSTER_ONCE_COMMAND"] = f"{os.environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version"
+    os.environ["GPUCLUSTER_ONCE_COMMAND"] = (
+        f"{os.environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version"
+    )
     try:
         yield
     finally:
@@ -363,7 +379,9 @@ check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, 
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
 _watch_stop_signals()
-with _lazy_js_bindings(DIST.binding_js_packages):  # the first jsii load (constructs) starts the kernel
+with _lazy_js_bindings(
+    DIST.binding_js_packages
+):  # the first jsii load (constructs) starts the kernel
     from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
 _framework = importlib.import_module(DIST.name)
@@ -414,7 +432,10 @@ def _cache_type_hints(module: ModuleType) -> ModuleType:
         init = getattr(value, "__init__", None) if isinstance(value, type) else None
         if getattr(init, "__globals__", {}).get("__name__") == module.__name__:
             namespace = init.__globals__
-            if getattr(namespace.get("typing"), "__name__", None) == "typing" and namespace["typing"] is not _CACHED_TYPING:
+            if (
+                getattr(namespace.get("typing"), "__name__", None) == "typing"
+                and namespace["typing"] is not _CACHED_TYPING
+            ):
                 namespace["typing"] = _CACHED_TYPING
             break
     return module
@@ -462,7 +483,9 @@ class _Validation:
         return [str(msg) for msg in self._check()]
 
 
-def add_validation(scope: Construct, check: Callable[[], Sequence[str]], *, stack: Construct | None = None) -> None:
+def add_validation(
+    scope: Construct, check: Callable[[], Sequence[str]], *, stack: Construct | None = None
+) -> None:
     """Register ``check`` for ``scope``; cdktf runs it at synth time.
 
     Each returned string becomes an error naming the construct path (``[stack/construct] message``,
@@ -486,7 +509,11 @@ def add_validation(scope: Construct, check: Callable[[], Sequence[str]], *, stac
         checks = stack.__dict__[_CHECKS] = []
 
         def run_all() -> list[str]:
-            return [f"[{construct.node.path}] {message}" for construct, each in checks for message in each()]
+            return [
+                f"[{construct.node.path}] {message}"
+                for construct, each in checks
+                for message in each()
+            ]
 
         stack.node.add_validation(_Validation(run_all))
     checks.append((scope, check))
@@ -548,7 +575,10 @@ AZURERM_CLASSES: Mapping[str, tuple[str, ...]] = {
         "KubernetesClusterKeyVaultSecretsProvider",
         "KubernetesClusterNodeProvisioningProfile",  # azurerm 5.x only (AZURERM_MAJOR >= 5)
     ),
-    "kubernetes_cluster_node_pool": ("KubernetesClusterNodePool", "KubernetesClusterNodePoolUpgradeSettings"),
+    "kubernetes_cluster_node_pool": (
+        "KubernetesClusterNodePool",
+        "KubernetesClusterNodePoolUpgradeSettings",
+    ),
     "kubernetes_fleet_manager": ("KubernetesFleetManager", "KubernetesFleetManagerHubProfile"),
     "kubernetes_fleet_member": ("KubernetesFleetMember",),
     "kubernetes_fleet_update_run": (
@@ -606,7 +636,9 @@ def _bare_package(package: str) -> ModuleType:
     assembly = jsii_module.__jsii_assembly__.name  # e.g. "@cdktf/provider-azurerm"
     from jsii import _reference_map
 
-    names = [n for n in os.listdir(spec.submodule_search_locations[0]) if not n.startswith(("_", "."))]
+    names = [
+        n for n in os.listdir(spec.submodule_search_locations[0]) if not n.startswith(("_", "."))
+    ]
     _reference_map._submodule_fqn_map.update(  # the map jsii-pacmak emits for lazy packages
         {f"{assembly}.{_snake_to_camel(n)}": f"{package}.{n}" for n in names}
     )
@@ -630,7 +662,9 @@ class Binding:
         AttributeError: a class name not listed in the binding's class table.
     """
 
-    def __init__(self, package: str, classes: Mapping[str, tuple[str, ...]], source: str, *, lazy: bool):
+    def __init__(
+        self, package: str, classes: Mapping[str, tuple[str, ...]], source: str, *, lazy: bool
+    ):
         self._package = package
         self._lazy = lazy
         self._where = {cls: sub for sub, names in classes.items() for cls in names}
@@ -639,7 +673,9 @@ class Binding:
     def __getattr__(self, name: str) -> Any:
         sub = self.__dict__.get("_where", {}).get(name)
         if sub is None:
-            raise AttributeError(f"{name} is not in the class table of {self.__dict__.get('_package')} (gpucluster_cdk/constructs_lib/cdk.py)")
+            raise AttributeError(
+                f"{name} is not in the class table of {self.__dict__.get('_package')} (gpucluster_cdk/constructs_lib/cdk.py)"
+            )
         value = getattr(_submodule(self._package, sub, lazy=self._lazy), name)
         setattr(self, name, value)
         return value
@@ -663,7 +699,9 @@ def azurerm() -> Binding:
     Nothing is imported until a class is used; then only that class's submodule (and, the
     first time, the 30 MB jsii assembly into the Node.js kernel).
     """
-    return Binding(DIST.azurerm_package, AZURERM_CLASSES, "hashicorp/azurerm", lazy=DIST.lazy_bindings)
+    return Binding(
+        DIST.azurerm_package, AZURERM_CLASSES, "hashicorp/azurerm", lazy=DIST.lazy_bindings
+    )
 
 
 def azurerm_loaded() -> bool:

@@ -16,11 +16,11 @@ arrive validated (no ``${`` / ``%{`` can reach Terraform).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from gpucluster_cdk.constructs_lib.aks import ensure_azurerm_provider
-from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree
 from gpucluster_cdk.constructs_lib.cdk import (
     AZAPI_PROVIDER,
     Construct,
@@ -37,6 +37,7 @@ from gpucluster_cdk.constructs_lib.cdk import (
     TerraformVariable,
     azurerm_fleet,
 )
+from gpucluster_cdk.constructs_lib.tfstring import literal, literal_tree
 
 AUTO_UPGRADE_API = "Microsoft.ContainerService/fleets/autoUpgradeProfiles@2025-03-01"
 """ARM type and GA api-version of the auto-upgrade profile (REST ``Auto Upgrade Profiles - Create Or Update``)."""
@@ -151,15 +152,24 @@ class FleetManager(Construct):
         if props.existing_id is None:
             from gpucluster_cdk.constructs_lib.cdk import azurerm
 
-            rg = azurerm().ResourceGroup(self, "resource-group", name=literal(props.resource_group or f"{props.name}-rg"),
-                                         location=literal(props.location), tags=tags)
+            rg = azurerm().ResourceGroup(
+                self,
+                "resource-group",
+                name=literal(props.resource_group or f"{props.name}-rg"),
+                location=literal(props.location),
+                tags=tags,
+            )
             self.manager = az.KubernetesFleetManager(
                 self,
                 "manager",
                 name=literal(props.name),
                 location=rg.location,
                 resource_group_name=rg.name,
-                hub_profile=az.KubernetesFleetManagerHubProfile(dns_prefix=literal(props.hub_dns_prefix)) if props.hub_dns_prefix else None,
+                hub_profile=az.KubernetesFleetManagerHubProfile(
+                    dns_prefix=literal(props.hub_dns_prefix)
+                )
+                if props.hub_dns_prefix
+                else None,
                 tags=tags,
             )
             self.fleet_id = self.manager.id
@@ -168,27 +178,41 @@ class FleetManager(Construct):
         self.members = {}
         for m in props.members:
             self.members[m.name] = az.KubernetesFleetMember(
-                self, f"member-{m.name}", name=literal(m.name), kubernetes_fleet_id=self.fleet_id,
-                kubernetes_cluster_id=m.cluster_id, group=literal(m.group),
+                self,
+                f"member-{m.name}",
+                name=literal(m.name),
+                kubernetes_fleet_id=self.fleet_id,
+                kubernetes_cluster_id=m.cluster_id,
+                group=literal(m.group),
             )
         stage_blocks = [
             az.KubernetesFleetUpdateStrategyStage(
-                name=literal(s.name), group=[az.KubernetesFleetUpdateStrategyStageGroup(name=literal(s.name))],
+                name=literal(s.name),
+                group=[az.KubernetesFleetUpdateStrategyStageGroup(name=literal(s.name))],
                 after_stage_wait_in_seconds=s.after_stage_wait_seconds or None,
             )
             for s in props.stages
         ]
         self.strategy = az.KubernetesFleetUpdateStrategy(
-            self, "strategy", name=literal(props.strategy_name), kubernetes_fleet_manager_id=self.fleet_id, stage=stage_blocks,
+            self,
+            "strategy",
+            name=literal(props.strategy_name),
+            kubernetes_fleet_manager_id=self.fleet_id,
+            stage=stage_blocks,
             depends_on=list(self.members.values()) or None,
         )
         self.update_runs = {}
         for run in props.update_runs:
             update = az.KubernetesFleetUpdateRunManagedClusterUpdate(
                 upgrade=az.KubernetesFleetUpdateRunManagedClusterUpdateUpgrade(
-                    type=literal(run.upgrade), kubernetes_version=literal(run.kubernetes_version) if run.kubernetes_version else None),
+                    type=literal(run.upgrade),
+                    kubernetes_version=literal(run.kubernetes_version)
+                    if run.kubernetes_version
+                    else None,
+                ),
                 node_image_selection=az.KubernetesFleetUpdateRunManagedClusterUpdateNodeImageSelection(
-                    type=literal(run.node_image_selection)),
+                    type=literal(run.node_image_selection)
+                ),
             )
             self.update_runs[run.name] = az.KubernetesFleetUpdateRun(
                 self,
@@ -206,18 +230,34 @@ class FleetManager(Construct):
                 self,
                 "auto-upgrade",
                 terraform_resource_type="azapi_resource",
-                terraform_generator_metadata=TerraformProviderGeneratorMetadata(provider_name=AZAPI_PROVIDER.name),
+                terraform_generator_metadata=TerraformProviderGeneratorMetadata(
+                    provider_name=AZAPI_PROVIDER.name
+                ),
                 provider=provider,
             )
-            properties: dict[str, Any] = {"channel": literal(a.channel), "updateStrategyId": self.strategy.id, "disabled": a.disabled}
+            properties: dict[str, Any] = {
+                "channel": literal(a.channel),
+                "updateStrategyId": self.strategy.id,
+                "disabled": a.disabled,
+            }
             if a.node_image_selection:
                 properties["nodeImageSelection"] = {"type": literal(a.node_image_selection)}
-            for key, value in (("type", AUTO_UPGRADE_API), ("name", literal(a.name)), ("parent_id", self.fleet_id),
-                               ("body", {"properties": properties})):
+            for key, value in (
+                ("type", AUTO_UPGRADE_API),
+                ("name", literal(a.name)),
+                ("parent_id", self.fleet_id),
+                ("body", {"properties": properties}),
+            ):
                 self.auto_upgrade.add_override(key, value)
-        TerraformOutput(self, "fleet_id", value=self.fleet_id, description="Fleet Manager resource id").override_logical_id("fleet_id")
-        TerraformOutput(self, "update_strategy_id", value=self.strategy.id,
-                        description="update strategy (stages = update groups in order)").override_logical_id("update_strategy_id")
+        TerraformOutput(
+            self, "fleet_id", value=self.fleet_id, description="Fleet Manager resource id"
+        ).override_logical_id("fleet_id")
+        TerraformOutput(
+            self,
+            "update_strategy_id",
+            value=self.strategy.id,
+            description="update strategy (stages = update groups in order)",
+        ).override_logical_id("update_strategy_id")
 
 
 def ensure_azapi_provider(stack: TerraformStack) -> TerraformProvider:
@@ -233,7 +273,8 @@ def ensure_azapi_provider(stack: TerraformStack) -> TerraformProvider:
         AZAPI_PROVIDER.name,
         terraform_resource_type=AZAPI_PROVIDER.name,
         terraform_generator_metadata=TerraformProviderGeneratorMetadata(
-            provider_name=AZAPI_PROVIDER.name, provider_version_constraint=AZAPI_PROVIDER.version_constraint
+            provider_name=AZAPI_PROVIDER.name,
+            provider_version_constraint=AZAPI_PROVIDER.version_constraint,
         ),
         terraform_provider_source=AZAPI_PROVIDER.source,
     )
@@ -245,8 +286,12 @@ def rollout_marker(stack: TerraformStack, digest: str, releases: Sequence[Any]) 
     Its ``output`` changes only when every Helm release (gates included, ``wait_for_jobs``) applied;
     a failed gate leaves the previous digest in the state, so a barrier reading it stays shut.
     """
-    marker = DataResource(stack, "rollout", input={"digest": literal(digest)},
-                          depends_on=[getattr(r, "release", r) for r in releases] or None)
+    marker = DataResource(
+        stack,
+        "rollout",
+        input={"digest": literal(digest)},
+        depends_on=[getattr(r, "release", r) for r in releases] or None,
+    )
     marker.override_logical_id("rollout")
     return marker
 
@@ -276,42 +321,67 @@ class StageBarrier(Construct):
     group digest. The next group's runtime stacks check ``promotion`` (:func:`promotion_gate`).
     """
 
-    def __init__(self, scope: Construct, id: str, *, group: str, group_digest: str, sources: Sequence[BarrierSource],
-                 approval: bool):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        group: str,
+        group_digest: str,
+        sources: Sequence[BarrierSource],
+        approval: bool,
+    ):
         super().__init__(scope, id)
         stack = TerraformStack.of(self)
         checks = [Op.eq(Fn.lookup(s.marker.output, "digest", ""), s.digest) for s in sources]
         condition: Any = Fn.alltrue(checks)
-        message = (f"update group '{group}' has not finished this rollout: every runtime stack of the group must have "
-                   f"applied (all gates passed) the release set gpucluster synthesized ({', '.join(s.cluster for s in sources)})")
+        message = (
+            f"update group '{group}' has not finished this rollout: every runtime stack of the group must have "
+            f"applied (all gates passed) the release set gpucluster synthesized ({', '.join(s.cluster for s in sources)})"
+        )
         short = group_digest[:DIGEST_DISPLAY]
         self.approval = None
         if approval:
             self.approval = TerraformVariable(
-                stack, f"approve_{group}", type="string", default="",
+                stack,
+                f"approve_{group}",
+                type="string",
+                default="",
                 description=f"set to {short} to promote the rollout of update group '{group}' to the next group",
             )
             self.approval.override_logical_id(f"approve_{group}")
             condition = Op.and_(condition, Op.eq(self.approval.string_value, short))
-            message += f"; and it needs an approval: set variable approve_{group} = \"{short}\" after validating the group"
+            message += f'; and it needs an approval: set variable approve_{group} = "{short}" after validating the group'
         self.promotion = DataResource(
-            self, "promotion", input={"digest": literal(group_digest)},
-            lifecycle=TerraformResourceLifecycle(precondition=[Precondition(condition=condition, error_message=message)]),
+            self,
+            "promotion",
+            input={"digest": literal(group_digest)},
+            lifecycle=TerraformResourceLifecycle(
+                precondition=[Precondition(condition=condition, error_message=message)]
+            ),
         )
         self.promotion.override_logical_id("promotion")
 
 
-def promotion_gate(stack: TerraformStack, promotion: DataResource, group_digest: str, *, after_group: str) -> DataResource:
+def promotion_gate(
+    stack: TerraformStack, promotion: DataResource, group_digest: str, *, after_group: str
+) -> DataResource:
     """``terraform_data.promotion_gate`` in a runtime stack of the next group: the plan fails unless the
     barrier after ``after_group`` promoted ``group_digest`` (a failed precondition fails the whole plan,
     so no release of this stack changes before the previous group is done)."""
     gate = DataResource(
-        stack, "promotion_gate", input={"after": literal(after_group)},
-        lifecycle=TerraformResourceLifecycle(precondition=[Precondition(
-            condition=Op.eq(Fn.lookup(promotion.output, "digest", ""), group_digest),
-            error_message=f"update group '{after_group}' has not been promoted for this rollout yet: apply the "
-            f"barrier stack after it first (cdktf deploy orders the stacks; in Terraform Cloud its run trigger does)",
-        )]),
+        stack,
+        "promotion_gate",
+        input={"after": literal(after_group)},
+        lifecycle=TerraformResourceLifecycle(
+            precondition=[
+                Precondition(
+                    condition=Op.eq(Fn.lookup(promotion.output, "digest", ""), group_digest),
+                    error_message=f"update group '{after_group}' has not been promoted for this rollout yet: apply the "
+                    f"barrier stack after it first (cdktf deploy orders the stacks; in Terraform Cloud its run trigger does)",
+                )
+            ]
+        ),
     )
     gate.override_logical_id("promotion_gate")
     return gate

@@ -30,11 +30,12 @@ import hashlib
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-
+from gpucluster.model import LocalChart, scalar_type
 from gpucluster_cdk.constructs_lib.cdk import (
     AssetType,
     Construct,
@@ -48,7 +49,6 @@ from gpucluster_cdk.constructs_lib.cdk import (
     helm,
 )
 from gpucluster_cdk.constructs_lib.tfstring import literal
-from gpucluster.model import LocalChart, scalar_type
 
 STAGING_CONTEXT_KEY = "gpucluster:stagingDir"
 """Construct context key: absolute folder where local charts are staged before synth copies
@@ -60,7 +60,16 @@ _RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _PINNED_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 _TF_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_TF_RESERVED_VARIABLE_NAMES = {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+_TF_RESERVED_VARIABLE_NAMES = {
+    "source",
+    "version",
+    "providers",
+    "count",
+    "for_each",
+    "lifecycle",
+    "depends_on",
+    "locals",
+}
 HELM_RELEASE_NAME_MAX = 53
 """Helm's limit on release names."""
 
@@ -117,7 +126,10 @@ def _folder_name(name: str) -> str:
     it, so an invalid name (refused by validation at synth) never leads outside the staging folder."""
     if _RELEASE_NAME.fullmatch(name or "") and len(name) <= HELM_RELEASE_NAME_MAX:
         return name
-    return "invalid-" + hashlib.sha256(b"name\0" + (name or "").encode("utf-8") + b"\0").hexdigest()[:16]
+    return (
+        "invalid-"
+        + hashlib.sha256(b"name\0" + (name or "").encode("utf-8") + b"\0").hexdigest()[:16]
+    )
 
 
 _STAGED: dict[str, str] = {}
@@ -129,11 +141,18 @@ def chart_files_key(files: Mapping[str, str]) -> str:
     charts with the same key have the same files, whatever their ``content_hash`` says."""
     digest = hashlib.sha256()
     for rel, text in sorted(files.items()):
-        digest.update(rel.encode("utf-8", "surrogatepass") + b"\0" + text.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(
+            rel.encode("utf-8", "surrogatepass")
+            + b"\0"
+            + text.encode("utf-8", "surrogatepass")
+            + b"\0"
+        )
     return digest.hexdigest()
 
 
-def staging_folder(scope: Construct, stack_id: str, release_name: str, files_key: str | None = None) -> Path:
+def staging_folder(
+    scope: Construct, stack_id: str, release_name: str, files_key: str | None = None
+) -> Path:
     """Folder to stage one local chart in, always inside the staging folder (a name that is not a
     valid release name is replaced by a stand-in; validation refuses it at synth).
 
@@ -147,10 +166,17 @@ def staging_folder(scope: Construct, stack_id: str, release_name: str, files_key
     the folder to ``stacks/<stack>/assets/<construct id>/<hash>/``).
     """
     stack_id, release_name = _folder_name(stack_id), _folder_name(release_name)
-    ctx = _stack_memo(TerraformStack.of(scope) if not isinstance(scope, TerraformStack) else scope, "staging_context",
-                      lambda: scope.node.try_get_context(STAGING_CONTEXT_KEY))
+    ctx = _stack_memo(
+        TerraformStack.of(scope) if not isinstance(scope, TerraformStack) else scope,
+        "staging_context",
+        lambda: scope.node.try_get_context(STAGING_CONTEXT_KEY),
+    )
     if ctx:
-        folder = Path(ctx) / release_name / files_key if files_key else Path(ctx) / stack_id / release_name
+        folder = (
+            Path(ctx) / release_name / files_key
+            if files_key
+            else Path(ctx) / stack_id / release_name
+        )
         if files_key and _STAGED.get(str(folder)) == files_key and folder.is_dir():
             return folder
         if folder.exists():
@@ -279,7 +305,9 @@ def validate_release(props: ReleaseOptions) -> list[str]:
     if not _DNS_LABEL.fullmatch(props.namespace or ""):
         errors.append(f"namespace '{props.namespace}' of release '{name}' must be a DNS-1123 label")
     if props.timeout_seconds <= 0:
-        errors.append(f"timeout_seconds of release '{name}' must be > 0 (got {props.timeout_seconds})")
+        errors.append(
+            f"timeout_seconds of release '{name}' must be > 0 (got {props.timeout_seconds})"
+        )
     for entry in props.set_entries:
         path, var = entry.path, entry.variable
         if not _TF_IDENTIFIER.fullmatch(var or "") or var in _TF_RESERVED_VARIABLE_NAMES:
@@ -300,7 +328,9 @@ def validate_release(props: ReleaseOptions) -> list[str]:
             )
     for dep in props.depends_on:
         if not isinstance(dep, _ReleaseConstruct):
-            errors.append(f"depends_on of release '{name}' must hold HelmComponent/LocalChartRelease constructs, got {type(dep).__name__}")
+            errors.append(
+                f"depends_on of release '{name}' must hold HelmComponent/LocalChartRelease constructs, got {type(dep).__name__}"
+            )
     return errors
 
 
@@ -313,8 +343,16 @@ class _ReleaseConstruct(Construct):
     release: Any
     release_name: str
 
-    def _create_release(self, props: ReleaseOptions, *, chart: str, repository: str | None, version: str | None,
-                        extra_sets: Sequence[Any] = (), lifecycle: Any = None) -> None:
+    def _create_release(
+        self,
+        props: ReleaseOptions,
+        *,
+        chart: str,
+        repository: str | None,
+        version: str | None,
+        extra_sets: Sequence[Any] = (),
+        lifecycle: Any = None,
+    ) -> None:
         h = helm()
         stack = _stack_of(self)
         if props.provider is None:
@@ -328,12 +366,23 @@ class _ReleaseConstruct(Construct):
                 description=f"Helm value '{entry.path}' of release '{props.release_name}'",
                 helm_set_string=True,
             )
-            sets.append(h.ReleaseSet(name=literal(entry.path), value=variable.string_value, type=entry.set_type))
+            sets.append(
+                h.ReleaseSet(
+                    name=literal(entry.path), value=variable.string_value, type=entry.set_type
+                )
+            )
         for path, vh in sorted(props.variable_hashes.items()):
             for var_name, default in vh.variables:
-                stack_variable(stack, var_name, default=default, helm_set_string=True,
-                               description=f"Helm value read by '{path}' of release '{props.release_name}'")
-            sets.append(h.ReleaseSet(name=literal(path), value=variable_hash_expression(vh), type="string"))
+                stack_variable(
+                    stack,
+                    var_name,
+                    default=default,
+                    helm_set_string=True,
+                    description=f"Helm value read by '{path}' of release '{props.release_name}'",
+                )
+            sets.append(
+                h.ReleaseSet(name=literal(path), value=variable_hash_expression(vh), type="string")
+            )
         sets.extend(extra_sets)
         self.release_name = props.release_name
         self.release = h.Release(
@@ -351,7 +400,8 @@ class _ReleaseConstruct(Construct):
             wait_for_jobs=props.wait_for_jobs,
             timeout=props.timeout_seconds,
             description=literal(props.description) if props.description else None,
-            depends_on=[d.release for d in props.depends_on if isinstance(d, _ReleaseConstruct)] or None,
+            depends_on=[d.release for d in props.depends_on if isinstance(d, _ReleaseConstruct)]
+            or None,
             provider=props.provider,
             lifecycle=lifecycle,
         )
@@ -376,11 +426,17 @@ class HelmComponent(_ReleaseConstruct):
             if not chart:
                 errors.append(f"release '{props.release_name}' has no chart name")
             if not repository:
-                errors.append(f"release '{props.release_name}' has no chart repository (https:// or oci://)")
+                errors.append(
+                    f"release '{props.release_name}' has no chart repository (https:// or oci://)"
+                )
             elif not repository.startswith(("https://", "http://", "oci://")):
-                errors.append(f"repository '{repository}' of release '{props.release_name}' must start with https://, http:// or oci://")
+                errors.append(
+                    f"repository '{repository}' of release '{props.release_name}' must start with https://, http:// or oci://"
+                )
             if chart.startswith("oci://"):
-                errors.append(f"chart '{chart}' of release '{props.release_name}' names another registry than repository '{repository}'")
+                errors.append(
+                    f"chart '{chart}' of release '{props.release_name}' names another registry than repository '{repository}'"
+                )
             if not _PINNED_VERSION.fullmatch(props.version or ""):
                 errors.append(
                     f"chart version '{props.version}' of release '{props.release_name}' must be one exact version "
@@ -420,31 +476,52 @@ class LocalChartRelease(_ReleaseConstruct):
                 errors.append(f"release '{props.release_name}' has no local chart")
                 return errors
             if "Chart.yaml" not in files:
-                errors.append(f"local chart '{chart.name}' of release '{props.release_name}' has no Chart.yaml")
+                errors.append(
+                    f"local chart '{chart.name}' of release '{props.release_name}' has no Chart.yaml"
+                )
             for p in bad_paths:
-                errors.append(f"local chart '{chart.name}' file '{p}' must be a relative path inside the chart")
+                errors.append(
+                    f"local chart '{chart.name}' file '{p}' must be a relative path inside the chart"
+                )
             return errors
 
         stack = _stack_of(self)
         add_validation(self, check, stack=stack)
         shipped = {rel: text for rel, text in files.items() if rel not in bad_paths}
         key = chart_files_key(shipped)
-        folder = staging_folder(stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name, key)
+        folder = staging_folder(
+            stack, _stack_memo(stack, "id", lambda: stack.node.id), props.release_name, key
+        )
         if _STAGED.get(str(folder)) != key:
             for rel, text in sorted(shipped.items()):
                 target = folder / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
             _STAGED[str(folder)] = key
-        asset_hash = (chart.content_hash if chart is not None else hashlib.sha256(b"").hexdigest())[:32]
-        self.asset = TerraformAsset(self, ASSET_ID, path=str(folder.resolve()), type=AssetType.DIRECTORY,
-                                    asset_hash=asset_hash)
+        asset_hash = (chart.content_hash if chart is not None else hashlib.sha256(b"").hexdigest())[
+            :32
+        ]
+        self.asset = TerraformAsset(
+            self,
+            ASSET_ID,
+            path=str(folder.resolve()),
+            type=AssetType.DIRECTORY,
+            asset_hash=asset_hash,
+        )
         self.chart_path = "./" + directory_asset_path(self.asset, scope, id, asset_hash).rstrip("/")
-        extra_sets, lifecycle = self._crd_bundle(props) if props.crd_source is not None else ((), None)
-        self._create_release(props, chart=self.chart_path, repository=None, version=None,
-                             extra_sets=extra_sets, lifecycle=lifecycle)
+        extra_sets, lifecycle = (
+            self._crd_bundle(props) if props.crd_source is not None else ((), None)
+        )
+        self._create_release(
+            props,
+            chart=self.chart_path,
+            repository=None,
+            version=None,
+            extra_sets=extra_sets,
+            lifecycle=lifecycle,
+        )
 
-    def _crd_bundle(self, props: "LocalChartReleaseProps") -> tuple[list[Any], Any]:
+    def _crd_bundle(self, props: LocalChartReleaseProps) -> tuple[list[Any], Any]:
         """A CRD step's bundle (:class:`CrdBundleSource`): a ``helm_template`` data source of the owner's
         chart at its pinned version with ``include_crds`` (rendered by the Helm provider on the
         Terraform runner, locally or in a remote run, like the release itself), and the ``set``
@@ -457,23 +534,37 @@ class LocalChartRelease(_ReleaseConstruct):
         h = helm()
         repository, chart = chart_source(src.repository, src.chart)
         data = h.DataHelmTemplate(
-            self, "crds-source",
-            name=literal(props.release_name), namespace=literal(props.namespace),
-            chart=literal(chart), repository=literal(repository), version=literal(src.version),
-            values=[values_document(src.values_yaml)], include_crds=True, skip_tests=True,
-            kube_version=literal(src.kube_version), provider=props.provider,
+            self,
+            "crds-source",
+            name=literal(props.release_name),
+            namespace=literal(props.namespace),
+            chart=literal(chart),
+            repository=literal(repository),
+            version=literal(src.version),
+            values=[values_document(src.values_yaml)],
+            include_crds=True,
+            skip_tests=True,
+            kube_version=literal(src.kube_version),
+            provider=props.provider,
         )
         data.override_logical_id(props.release_name)
         joined = f'join("\\n---\\n", data.helm_template.{props.release_name}.crds)'
         bundle = f"base64gzip({joined})"
-        sets = [h.ReleaseSet(name="crdsGz", value="${" + bundle + "}", type="string"),
-                h.ReleaseSet(name="crdsHash", value="${sha256(" + joined + ")}", type="string")]
-        lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
-            condition="${length(" + bundle + ") <= " + str(max_bytes) + "}",
-            error_message=literal(
-                f"the CRDs of {chart} {src.version} are larger than {max_bytes} bytes gzip'd (base64); Helm's "
-                "release Secret (1 MiB) cannot hold the CRD step: apply them by hand before upgrading (docs/upgrading.md)"),
-        )])
+        sets = [
+            h.ReleaseSet(name="crdsGz", value="${" + bundle + "}", type="string"),
+            h.ReleaseSet(name="crdsHash", value="${sha256(" + joined + ")}", type="string"),
+        ]
+        lifecycle = TerraformResourceLifecycle(
+            precondition=[
+                Precondition(
+                    condition="${length(" + bundle + ") <= " + str(max_bytes) + "}",
+                    error_message=literal(
+                        f"the CRDs of {chart} {src.version} are larger than {max_bytes} bytes gzip'd (base64); Helm's "
+                        "release Secret (1 MiB) cannot hold the CRD step: apply them by hand before upgrading (docs/upgrading.md)"
+                    ),
+                )
+            ]
+        )
         return sets, lifecycle
 
 
@@ -526,9 +617,13 @@ def directory_asset_path(asset: Any, scope: Construct, construct_id: str, asset_
     per process, for the first asset, to check the rule: if the kernel's answer differs (another
     cdktf version), every later asset is asked of the kernel too.
     """
-    simple = (isinstance(scope, TerraformStack)
-              and getattr(type(scope), "allocate_logical_id", None) is getattr(TerraformStack, "allocate_logical_id", None)
-              and _SAFE_ID.fullmatch(construct_id) is not None and _SAFE_ID.fullmatch(asset_hash) is not None)
+    simple = (
+        isinstance(scope, TerraformStack)
+        and getattr(type(scope), "allocate_logical_id", None)
+        is getattr(TerraformStack, "allocate_logical_id", None)
+        and _SAFE_ID.fullmatch(construct_id) is not None
+        and _SAFE_ID.fullmatch(asset_hash) is not None
+    )
     if not simple or _ASSET_PATH_RULE == [False]:
         return asset.path
     computed = f"assets/{unique_id([construct_id, ASSET_ID])}/{asset_hash}"
@@ -549,7 +644,9 @@ def variable_hash_expression(vh: Any) -> str:
     for name in names:
         if not _TF_IDENTIFIER.fullmatch(name or ""):
             raise ValueError(f"Terraform variable name {name!r} is not an identifier")
-    return "${sha256(jsonencode([" + ", ".join([f'"{vh.base}"', *[f"var.{n}" for n in names]]) + "]))}"
+    return (
+        "${sha256(jsonencode([" + ", ".join([f'"{vh.base}"', *[f"var.{n}" for n in names]]) + "]))}"
+    )
 
 
 def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):
@@ -564,7 +661,9 @@ def ensure_helm_provider(stack: TerraformStack, **kubernetes: Any):
         memo["helm_provider"] = existing
         return existing
     h = helm()
-    provider = h.HelmProvider(stack, "helm", kubernetes=h.HelmProviderKubernetes(**kubernetes) if kubernetes else None)
+    provider = h.HelmProvider(
+        stack, "helm", kubernetes=h.HelmProviderKubernetes(**kubernetes) if kubernetes else None
+    )
     memo["helm_provider"] = provider
     return provider
 
@@ -626,7 +725,12 @@ def helm_set_string_validation(name: str) -> TerraformVariableValidationConfig:
 
 
 def stack_variable(
-    stack: TerraformStack, name: str, *, default: Any = None, description: str = "", helm_set_string: bool = False
+    stack: TerraformStack,
+    name: str,
+    *,
+    default: Any = None,
+    description: str = "",
+    helm_set_string: bool = False,
 ) -> TerraformVariable:
     """The stack's Terraform variable ``name`` (created once; Terraform name exactly ``name``).
 
@@ -645,7 +749,9 @@ def stack_variable(
         type=var_type or "string",
         default=default,
         description=description or None,
-        validation=[helm_set_string_validation(name)] if helm_set_string and (var_type or "string") == "string" else None,
+        validation=[helm_set_string_validation(name)]
+        if helm_set_string and (var_type or "string") == "string"
+        else None,
     )
     variable.override_logical_id(name)
     return variable

@@ -26,9 +26,16 @@ This module imports neither cdktf nor ``gpucluster`` (plain ``gpucluster_cdk.con
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["literal", "literal_tree", "template_sequences", "unexpected_templates", "GENERATED_EXPRESSION"]
+__all__ = [
+    "literal",
+    "literal_tree",
+    "template_sequences",
+    "unexpected_templates",
+    "GENERATED_EXPRESSION",
+]
 
 
 def literal(text: str) -> str:
@@ -76,7 +83,9 @@ def template_sequences(text: str) -> list[str]:
     """
     if "{" not in text:
         return []
-    return [text[m.start():] for m in _SEQUENCE_OR_ESCAPE.finditer(text) if m.end() - m.start() == 2]
+    return [
+        text[m.start() :] for m in _SEQUENCE_OR_ESCAPE.finditer(text) if m.end() - m.start() == 2
+    ]
 
 
 GENERATED_EXPRESSION = re.compile(

@@ -9,7 +9,14 @@ stack is.
 from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
 from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster, synth
 
-__all__ = ["build_app", "provisions_cluster", "synth", "check_no_injection", "cluster_stack_name", "runtime_stack_name"]
+__all__ = [
+    "build_app",
+    "provisions_cluster",
+    "synth",
+    "check_no_injection",
+    "cluster_stack_name",
+    "runtime_stack_name",
+]
 
 
 def __getattr__(name: str):

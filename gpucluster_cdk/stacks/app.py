@@ -7,13 +7,19 @@ import errno
 import os
 import re
 import tempfile
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from gpucluster_cdk.constructs_lib.cdk import App, TerraformResource, TerraformStack, validation_errors
-from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
+from gpucluster_cdk.constructs_lib.cdk import (
+    App,
+    TerraformResource,
+    TerraformStack,
+    validation_errors,
+)
+from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
 from gpucluster_cdk.stacks.cluster import ClusterStack
 from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name, use_backend
 from gpucluster_cdk.stacks.outdir import output_error
@@ -24,9 +30,15 @@ if TYPE_CHECKING:
     from gpucluster.inputs.fleet import FleetSpec
 
 
-def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, staging_dir: str | os.PathLike,
-              fleet: "FleetSpec | None" = None, real: Collection[str] | None = None,
-              exports: Mapping[str, Mapping[str, Any]] | None = None) -> App:
+def build_app(
+    plans: Sequence[RuntimePlan],
+    outdir: str | os.PathLike,
+    *,
+    staging_dir: str | os.PathLike,
+    fleet: FleetSpec | None = None,
+    real: Collection[str] | None = None,
+    exports: Mapping[str, Mapping[str, Any]] | None = None,
+) -> App:
     """An App with ``<name>-cluster`` (if provisioned) and ``<name>-runtime`` per plan, plus the
     fleet's stacks when ``fleet`` is given (:func:`gpucluster_cdk.stacks.fleet.add_fleet`: ``<fleet>-fleet``,
     ``<fleet>-after-<group>`` barriers ordering the runtime stacks by update group, ``<fleet>-hub``).
@@ -49,30 +61,43 @@ def build_app(plans: Sequence[RuntimePlan], outdir: str | os.PathLike, *, stagin
         cluster = plan.cluster
         if real is not None and cluster.name not in real:
             if cluster.name in members:
-                stand_in_cluster, runtime_stacks[cluster.name] = stand_in_stacks(app, plan, (exports or {}).get(cluster.name))
+                stand_in_cluster, runtime_stacks[cluster.name] = stand_in_stacks(
+                    app, plan, (exports or {}).get(cluster.name)
+                )
                 if stand_in_cluster is not None:
                     cluster_stacks[cluster.name] = stand_in_cluster
             continue
         connection = None
         if provisions_cluster(plan):
-            stack = ClusterStack(app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe)
+            stack = ClusterStack(
+                app, cluster_stack_name(cluster.name), cluster=cluster, recipe=plan.recipe
+            )
             cluster_stacks[cluster.name] = stack
             connection = stack.connection
         runtime_stacks[cluster.name] = RuntimeStack(
-            app, runtime_stack_name(cluster.name), plan=plan, connection=connection, existing=cluster.existing
+            app,
+            runtime_stack_name(cluster.name),
+            plan=plan,
+            connection=connection,
+            existing=cluster.existing,
         )
     if fleet is not None:
         from gpucluster_cdk.stacks.fleet import add_fleet
 
-        app.gpucluster_fleet_stacks = sorted(add_fleet(app, fleet, plans, cluster_stacks=cluster_stacks,
-                                                       runtime_stacks=runtime_stacks))
+        app.gpucluster_fleet_stacks = sorted(
+            add_fleet(
+                app, fleet, plans, cluster_stacks=cluster_stacks, runtime_stacks=runtime_stacks
+            )
+        )
     else:
         app.gpucluster_fleet_stacks = []
     app.gpucluster_cluster_stacks = cluster_stacks
     return app
 
 
-def stand_in_stacks(app: App, plan: RuntimePlan, exports: Mapping[str, Any] | None) -> tuple[TerraformStack | None, TerraformStack]:
+def stand_in_stacks(
+    app: App, plan: RuntimePlan, exports: Mapping[str, Any] | None
+) -> tuple[TerraformStack | None, TerraformStack]:
     """Stand-ins for a fleet member whose stacks are not built in this App: stacks of the same names
     and backends holding only what the fleet's stacks reference -- the AKS cluster resource (same type
     and logical id, from ``exports``) and, added by ``add_fleet`` as for a real stack, the runtime's
@@ -84,8 +109,13 @@ def stand_in_stacks(app: App, plan: RuntimePlan, exports: Mapping[str, Any] | No
     if provisions_cluster(plan):
         stand_in_cluster = TerraformStack(app, cluster_stack_name(cluster.name))
         use_backend(stand_in_cluster, cluster)
-        resource_type, logical_id = (exports or {}).get("aks_cluster") or ("azurerm_kubernetes_cluster", "stand_in")
-        resource = TerraformResource(stand_in_cluster, "stand-in", terraform_resource_type=resource_type)
+        resource_type, logical_id = (exports or {}).get("aks_cluster") or (
+            "azurerm_kubernetes_cluster",
+            "stand_in",
+        )
+        resource = TerraformResource(
+            stand_in_cluster, "stand-in", terraform_resource_type=resource_type
+        )
         resource.override_logical_id(logical_id)
         stand_in_cluster.stand_in_cluster_id = resource.get_string_attribute("id")
     runtime = TerraformStack(app, runtime_stack_name(cluster.name))
@@ -94,8 +124,15 @@ def stand_in_stacks(app: App, plan: RuntimePlan, exports: Mapping[str, Any] | No
     return stand_in_cluster, runtime
 
 
-def synth_app(plans: Sequence[RuntimePlan], folder: Path, *, final: Path, fleet: "FleetSpec | None" = None,
-              real: Collection[str] | None = None, exports: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def synth_app(
+    plans: Sequence[RuntimePlan],
+    folder: Path,
+    *,
+    final: Path,
+    fleet: FleetSpec | None = None,
+    real: Collection[str] | None = None,
+    exports: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Build (:func:`build_app`) and synthesize an App into ``folder`` (``manifest.json`` and
     ``stacks/``), then check the stacks it built for real (:func:`check_no_injection`).
 
@@ -115,8 +152,11 @@ def synth_app(plans: Sequence[RuntimePlan], folder: Path, *, final: Path, fleet:
         if fleet is not None:
             from gpucluster_cdk.stacks.fleet import member_exports
 
-            exported = {name: member_exports(stack) for name, stack in app.gpucluster_cluster_stacks.items()
-                        if (real is None or name in real) and name in fleet.members}
+            exported = {
+                name: member_exports(stack)
+                for name, stack in app.gpucluster_cluster_stacks.items()
+                if (real is None or name in real) and name in fleet.members
+            }
         try:
             app.synth()
         except RuntimeError as err:
@@ -126,7 +166,9 @@ def synth_app(plans: Sequence[RuntimePlan], folder: Path, *, final: Path, fleet:
                 if written_error is not None:
                     raise output_error(written_error, final, "writing") from None
                 raise
-            raise GpuclusterError(problems=[_construct_problem(m, plans) for m in messages]) from None
+            raise GpuclusterError(
+                problems=[_construct_problem(m, plans) for m in messages]
+            ) from None
     names = []
     for plan in plans:
         if real is None or plan.cluster.name in real:
@@ -157,12 +199,21 @@ def _construct_problem(message: str, plans: Sequence[RuntimePlan]) -> Problem:
     for plan in plans:
         if path[0] == runtime_stack_name(plan.cluster.name):
             node = next((n for n in plan.nodes if len(path) > 1 and n.id == path[1]), None)
-            return Problem(message=message, cluster=plan.cluster.name, component=node.component if node else None, id="construct",
-                           fix=_CONSTRUCT_FIX)
+            return Problem(
+                message=message,
+                cluster=plan.cluster.name,
+                component=node.component if node else None,
+                id="construct",
+                fix=_CONSTRUCT_FIX,
+            )
         if path[0] == cluster_stack_name(plan.cluster.name):
-            return Problem(message=message, cluster=plan.cluster.name, id="construct", fix=_CONSTRUCT_FIX)
+            return Problem(
+                message=message, cluster=plan.cluster.name, id="construct", fix=_CONSTRUCT_FIX
+            )
     return Problem(message=message, id="construct", fix=_CONSTRUCT_FIX)
 
 
-_CONSTRUCT_FIX = ("change the value the message names in the cluster file (or its overrides); `gpucluster plan` "
-                  "shows the resolved releases")
+_CONSTRUCT_FIX = (
+    "change the value the message names in the cluster file (or its overrides); `gpucluster plan` "
+    "shows the resolved releases"
+)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster.errors import GpuclusterError
-from gpucluster.model import ClusterSpec, Recipe, absolute_key
+from gpucluster.model import ClusterConnection, ClusterSpec, Recipe, absolute_key
 from gpucluster.plugins import call_hook
 from gpucluster.recipes.recipe import criteria_source
-from gpucluster.model import ClusterConnection
+from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster_cdk.stacks.common import use_backend
 
 
@@ -28,7 +27,9 @@ class ClusterStack(TerraformStack):
     def __init__(self, scope: Construct, id: str, *, cluster: ClusterSpec, recipe: Recipe):
         super().__init__(scope, id)
         use_backend(self, cluster)
-        connection = call_hook("gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe)
+        connection = call_hook(
+            "gpucluster_cluster_stack", scope=self, cluster=cluster, recipe=recipe
+        )
         service = cluster.criteria.service
         if connection is None:
             file = criteria_source(cluster)  # the RecipeResult for a cluster given by recipe:
@@ -40,7 +41,9 @@ class ClusterStack(TerraformStack):
                 fix="implement gpucluster_cluster_stack in the platform plugin (return a ClusterConnection), "
                 "or set existing: to target an existing cluster",
             )
-        if not isinstance(connection, ClusterConnection) or (connection.host is None and not connection.kubeconfig_path):
+        if not isinstance(connection, ClusterConnection) or (
+            connection.host is None and not connection.kubeconfig_path
+        ):
             raise GpuclusterError(
                 f"gpucluster_cluster_stack for service '{service}' returned {type(connection).__name__} "
                 "without a host or kubeconfig_path",

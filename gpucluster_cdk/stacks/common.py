@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from gpucluster_cdk.constructs_lib.cdk import AzurermBackend, CloudBackend, LocalBackend, NamedCloudWorkspace, TerraformStack
-from gpucluster.inputs.backends import state_key, workspace_name
 from gpucluster.errors import GpuclusterError
+from gpucluster.inputs.backends import state_key, workspace_name
 from gpucluster.model import ClusterSpec
+from gpucluster_cdk.constructs_lib.cdk import (
+    AzurermBackend,
+    CloudBackend,
+    LocalBackend,
+    NamedCloudWorkspace,
+    TerraformStack,
+)
 from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name  # noqa: F401 (re-exported)
 
 STATE_DIR_FROM_STACK = "../../.."
@@ -48,7 +55,9 @@ def use_cloud_backend(stack: TerraformStack, backend: Mapping[str, Any]) -> Clou
         stack,
         organization=backend["organization"],
         hostname=backend["hostname"],
-        workspaces=NamedCloudWorkspace(workspace_name(backend, stack.node.id), backend.get("project")),
+        workspaces=NamedCloudWorkspace(
+            workspace_name(backend, stack.node.id), backend.get("project")
+        ),
     )
 
 
@@ -93,7 +102,9 @@ def require_terraform(stack: TerraformStack) -> None:
     stack.add_override("terraform.required_version", REQUIRED_TERRAFORM)
 
 
-def use_backend(stack: TerraformStack, cluster: ClusterSpec) -> LocalBackend | CloudBackend | AzurermBackend:
+def use_backend(
+    stack: TerraformStack, cluster: ClusterSpec
+) -> LocalBackend | CloudBackend | AzurermBackend:
     """Configure the backend the cluster file chose for ``cluster`` (``ClusterSpec.backend``).
 
     Every stack also gets ``terraform.required_version`` (:func:`require_terraform`).

@@ -19,9 +19,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from gpucluster.charts.manifests import dump_documents, make_chart
+from gpucluster.inputs import fleet as fleet_mod
+from gpucluster.inputs.fleet import FleetSpec
+from gpucluster.model import RuntimePlan
 from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster_cdk.constructs_lib.fleet import (
     BarrierSource,
@@ -35,11 +40,12 @@ from gpucluster_cdk.constructs_lib.fleet import (
     promotion_gate,
     rollout_marker,
 )
-from gpucluster_cdk.constructs_lib.helm import LocalChartRelease, LocalChartReleaseProps, ensure_helm_provider, stack_variable
-from gpucluster.inputs import fleet as fleet_mod
-from gpucluster.inputs.fleet import FleetSpec
-from gpucluster.charts.manifests import dump_documents, make_chart
-from gpucluster.model import RuntimePlan
+from gpucluster_cdk.constructs_lib.helm import (
+    LocalChartRelease,
+    LocalChartReleaseProps,
+    ensure_helm_provider,
+    stack_variable,
+)
 from gpucluster_cdk.stacks.common import use_backend
 
 HUB_RELEASE_NAMESPACE = "gpucluster-placements"
@@ -49,43 +55,91 @@ HUB_RELEASE_NAMESPACE = "gpucluster-placements"
 def _backend_owner(fleet: FleetSpec, plans: Sequence[RuntimePlan], stack_name: str) -> Any:
     """What :func:`gpucluster_cdk.stacks.common.use_backend` needs for a fleet-level stack: the fleet clusters' backend."""
     owner = next((p.cluster for p in plans if p.cluster.backend is not None), None)
-    return SimpleNamespace(backend=owner.backend if owner else None, backend_key=owner.backend_key if owner else None,
-                           source=fleet.source, name=stack_name)
+    return SimpleNamespace(
+        backend=owner.backend if owner else None,
+        backend_key=owner.backend_key if owner else None,
+        source=fleet.source,
+        name=stack_name,
+    )
 
 
 class FleetStack(TerraformStack):
     """``<fleet>-fleet``: :class:`gpucluster_cdk.constructs_lib.fleet.FleetManager` for the fleet's members."""
 
-    def __init__(self, scope: Construct, id: str, *, fleet: FleetSpec, member_ids: Mapping[str, Any], owner: Any):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        fleet: FleetSpec,
+        member_ids: Mapping[str, Any],
+        owner: Any,
+    ):
         super().__init__(scope, id)
         use_backend(self, owner)
-        self.fleet = FleetManager(self, "fleet", FleetManagerProps(
-            name=fleet.name,
-            strategy_name=fleet.strategy_name,
-            resource_group=fleet.resource_group,
-            location=fleet.location,
-            existing_id=fleet.existing_id,
-            hub_dns_prefix=fleet.hub.dns_prefix if fleet.hub else None,
-            members=[FleetMemberProps(name=c, group=m.group, cluster_id=member_ids[c]) for c, m in fleet.members.items()],
-            stages=[FleetStage(name=g.name, after_stage_wait_seconds=g.after_stage_wait_seconds) for g in fleet.groups],
-            update_runs=[FleetUpdateRunProps(name=r.name, upgrade=r.upgrade, kubernetes_version=r.kubernetes_version,
-                                             node_image_selection=r.node_image_selection) for r in fleet.update_runs],
-            auto_upgrade=FleetAutoUpgradeProps(name=fleet.auto_upgrade.name, channel=fleet.auto_upgrade.channel,
-                                               node_image_selection=fleet.auto_upgrade.node_image_selection,
-                                               disabled=fleet.auto_upgrade.disabled) if fleet.auto_upgrade else None,
-            tags={"gpucluster-fleet": fleet.name},
-        ))
+        self.fleet = FleetManager(
+            self,
+            "fleet",
+            FleetManagerProps(
+                name=fleet.name,
+                strategy_name=fleet.strategy_name,
+                resource_group=fleet.resource_group,
+                location=fleet.location,
+                existing_id=fleet.existing_id,
+                hub_dns_prefix=fleet.hub.dns_prefix if fleet.hub else None,
+                members=[
+                    FleetMemberProps(name=c, group=m.group, cluster_id=member_ids[c])
+                    for c, m in fleet.members.items()
+                ],
+                stages=[
+                    FleetStage(name=g.name, after_stage_wait_seconds=g.after_stage_wait_seconds)
+                    for g in fleet.groups
+                ],
+                update_runs=[
+                    FleetUpdateRunProps(
+                        name=r.name,
+                        upgrade=r.upgrade,
+                        kubernetes_version=r.kubernetes_version,
+                        node_image_selection=r.node_image_selection,
+                    )
+                    for r in fleet.update_runs
+                ],
+                auto_upgrade=FleetAutoUpgradeProps(
+                    name=fleet.auto_upgrade.name,
+                    channel=fleet.auto_upgrade.channel,
+                    node_image_selection=fleet.auto_upgrade.node_image_selection,
+                    disabled=fleet.auto_upgrade.disabled,
+                )
+                if fleet.auto_upgrade
+                else None,
+                tags={"gpucluster-fleet": fleet.name},
+            ),
+        )
 
 
 class BarrierStack(TerraformStack):
     """``<fleet>-after-<group>``: :class:`gpucluster_cdk.constructs_lib.fleet.StageBarrier` (no provider, no cloud resource)."""
 
-    def __init__(self, scope: Construct, id: str, *, group: fleet_mod.UpdateGroup, group_digest: str,
-                 sources: Sequence[BarrierSource], owner: Any):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        group: fleet_mod.UpdateGroup,
+        group_digest: str,
+        sources: Sequence[BarrierSource],
+        owner: Any,
+    ):
         super().__init__(scope, id)
         use_backend(self, owner)
-        self.barrier = StageBarrier(self, "barrier", group=group.name, group_digest=group_digest, sources=sources,
-                                    approval=group.approval)
+        self.barrier = StageBarrier(
+            self,
+            "barrier",
+            group=group.name,
+            group_digest=group_digest,
+            sources=sources,
+            approval=group.approval,
+        )
 
 
 class HubStack(TerraformStack):
@@ -101,31 +155,83 @@ class HubStack(TerraformStack):
         hub = fleet.hub
         if hub is None:
             raise ValueError(f"fleet {fleet.name} has no hub: its hub stack cannot be built")
-        path_var = stack_variable(self, "kubeconfig_path", default=hub.kubeconfig_path,
-                                  description="kubeconfig of the Fleet hub (`az fleet get-credentials`)")
-        stack_variable(self, "kube_context", default=hub.context or "",
-                       description="kubeconfig context of the hub ('' = the current context)")
-        ensure_helm_provider(self, config_path=path_var.string_value,
-                             config_context='${var.kube_context == "" ? null : var.kube_context}')
-        strategy_chart = make_chart(f"{fleet.name}-stages", "gpucluster: ClusterStagedUpdateStrategy of the fleet's update groups",
-                                    [("cluster-staged-update-strategy", dump_documents([fleet_mod.staged_strategy(fleet)]))])
-        strategy = LocalChartRelease(self, "stages", LocalChartReleaseProps(
-            release_name=f"{fleet.name}-stages", namespace=HUB_RELEASE_NAMESPACE, chart=strategy_chart,
-            description="gpucluster fleet staged update strategy"))
+        path_var = stack_variable(
+            self,
+            "kubeconfig_path",
+            default=hub.kubeconfig_path,
+            description="kubeconfig of the Fleet hub (`az fleet get-credentials`)",
+        )
+        stack_variable(
+            self,
+            "kube_context",
+            default=hub.context or "",
+            description="kubeconfig context of the hub ('' = the current context)",
+        )
+        ensure_helm_provider(
+            self,
+            config_path=path_var.string_value,
+            config_context='${var.kube_context == "" ? null : var.kube_context}',
+        )
+        strategy_chart = make_chart(
+            f"{fleet.name}-stages",
+            "gpucluster: ClusterStagedUpdateStrategy of the fleet's update groups",
+            [
+                (
+                    "cluster-staged-update-strategy",
+                    dump_documents([fleet_mod.staged_strategy(fleet)]),
+                )
+            ],
+        )
+        strategy = LocalChartRelease(
+            self,
+            "stages",
+            LocalChartReleaseProps(
+                release_name=f"{fleet.name}-stages",
+                namespace=HUB_RELEASE_NAMESPACE,
+                chart=strategy_chart,
+                description="gpucluster fleet staged update strategy",
+            ),
+        )
         self.releases = {"stages": strategy}
         for p in fleet.placements:
             objects = fleet_mod.placement_objects(fleet, p)
             *placed, run = objects
-            chart = make_chart(p.name, f"gpucluster fleet placement: {p.component}",
-                               [(f"{o['kind'].lower()}-{o['metadata']['name']}", dump_documents([o])) for o in placed])
-            release = LocalChartRelease(self, p.name, LocalChartReleaseProps(
-                release_name=p.name, namespace=HUB_RELEASE_NAMESPACE, chart=chart, depends_on=(strategy,),
-                wait=False, description=f"gpucluster fleet placement {p.component}"))
-            run_chart = make_chart(f"{p.name}-run", f"gpucluster: ClusterStagedUpdateRun of placement {p.name}",
-                                   [("cluster-staged-update-run", dump_documents([run]))])
-            run_release = LocalChartRelease(self, f"{p.name}-run", LocalChartReleaseProps(
-                release_name=f"{p.name}-run", namespace=HUB_RELEASE_NAMESPACE, chart=run_chart, depends_on=(release,),
-                description=f"gpucluster staged update run of placement {p.name}"))
+            chart = make_chart(
+                p.name,
+                f"gpucluster fleet placement: {p.component}",
+                [
+                    (f"{o['kind'].lower()}-{o['metadata']['name']}", dump_documents([o]))
+                    for o in placed
+                ],
+            )
+            release = LocalChartRelease(
+                self,
+                p.name,
+                LocalChartReleaseProps(
+                    release_name=p.name,
+                    namespace=HUB_RELEASE_NAMESPACE,
+                    chart=chart,
+                    depends_on=(strategy,),
+                    wait=False,
+                    description=f"gpucluster fleet placement {p.component}",
+                ),
+            )
+            run_chart = make_chart(
+                f"{p.name}-run",
+                f"gpucluster: ClusterStagedUpdateRun of placement {p.name}",
+                [("cluster-staged-update-run", dump_documents([run]))],
+            )
+            run_release = LocalChartRelease(
+                self,
+                f"{p.name}-run",
+                LocalChartReleaseProps(
+                    release_name=f"{p.name}-run",
+                    namespace=HUB_RELEASE_NAMESPACE,
+                    chart=run_chart,
+                    depends_on=(release,),
+                    description=f"gpucluster staged update run of placement {p.name}",
+                ),
+            )
             self.releases[p.name] = release
             self.releases[f"{p.name}-run"] = run_release
 
@@ -155,8 +261,14 @@ def member_exports(stack: TerraformStack) -> dict[str, Any]:
     return {"aks_cluster": [cluster.terraform_resource_type, cluster.friendly_unique_id]}
 
 
-def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *, cluster_stacks: Mapping[str, TerraformStack],
-              runtime_stacks: Mapping[str, Any]) -> dict[str, TerraformStack]:
+def add_fleet(
+    app: Construct,
+    fleet: FleetSpec,
+    plans: Sequence[RuntimePlan],
+    *,
+    cluster_stacks: Mapping[str, TerraformStack],
+    runtime_stacks: Mapping[str, Any],
+) -> dict[str, TerraformStack]:
     """Add the fleet's stacks to ``app`` and order the runtime stacks by update group.
 
     Args:
@@ -170,21 +282,38 @@ def add_fleet(app: Construct, fleet: FleetSpec, plans: Sequence[RuntimePlan], *,
     added: dict[str, TerraformStack] = {}
     member_ids = {name: member_cluster_id(stack) for name, stack in cluster_stacks.items()}
     fs_name = fleet_mod.fleet_stack_name(fleet.name)
-    added[fs_name] = FleetStack(app, fs_name, fleet=fleet, member_ids=member_ids, owner=_backend_owner(fleet, plans, fs_name))
+    added[fs_name] = FleetStack(
+        app,
+        fs_name,
+        fleet=fleet,
+        member_ids=member_ids,
+        owner=_backend_owner(fleet, plans, fs_name),
+    )
 
     digests = {name: fleet_mod.rollout_digest(plan) for name, plan in by_name.items()}
-    markers = {name: rollout_marker(runtime_stacks[name], digests[name], list(runtime_stacks[name].releases.values()))
-               for name in fleet.members}
+    markers = {
+        name: rollout_marker(
+            runtime_stacks[name], digests[name], list(runtime_stacks[name].releases.values())
+        )
+        for name in fleet.members
+    }
     order = fleet_mod.stages(fleet)
     for (group, names), (_, next_names) in itertools.pairwise(order):
         gdigest = fleet_mod.group_digest((n, digests[n]) for n in names)
         b_name = fleet_mod.barrier_stack_name(fleet.name, group.name)
-        barrier = BarrierStack(app, b_name, group=group, group_digest=gdigest,
-                               sources=[BarrierSource(cluster=n, marker=markers[n], digest=digests[n]) for n in names],
-                               owner=_backend_owner(fleet, plans, b_name))
+        barrier = BarrierStack(
+            app,
+            b_name,
+            group=group,
+            group_digest=gdigest,
+            sources=[BarrierSource(cluster=n, marker=markers[n], digest=digests[n]) for n in names],
+            owner=_backend_owner(fleet, plans, b_name),
+        )
         added[b_name] = barrier
         for n in next_names:
-            promotion_gate(runtime_stacks[n], barrier.barrier.promotion, gdigest, after_group=group.name)
+            promotion_gate(
+                runtime_stacks[n], barrier.barrier.promotion, gdigest, after_group=group.name
+            )
             runtime_stacks[n].add_dependency(barrier)
     if fleet.hub is not None and fleet.placements:
         h_name = fleet_mod.hub_stack_name(fleet.name)

@@ -38,9 +38,9 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.outfolder import STAGING_PREFIX, SYNTH_ELSEWHERE, check_replaceable, write_marker
@@ -56,7 +56,13 @@ def _exchange(a: Path, b: Path) -> bool:
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
     renameat2.restype = ctypes.c_int
     if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
@@ -69,7 +75,9 @@ def _exchange(a: Path, b: Path) -> bool:
 _SWAP_FALLBACK_ERRNOS = {errno.EBUSY, errno.EPERM, errno.EACCES, errno.EXDEV}
 """Errors of exchanging the whole folder after which the children are swapped instead."""
 
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+_STOP_SIGNALS = tuple(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)
+)
 
 
 @contextmanager
@@ -149,7 +157,11 @@ def swap_children(new: Path, final: Path) -> Path | None:
         for name in sorted(os.listdir(new)):
             if os.path.lexists(final / name):
                 if not _exchange(new / name, final / name):
-                    raise OSError(errno.ENOSYS, "renameat2(RENAME_EXCHANGE) is not supported here", str(final / name))
+                    raise OSError(
+                        errno.ENOSYS,
+                        "renameat2(RENAME_EXCHANGE) is not supported here",
+                        str(final / name),
+                    )
                 done.append(("exchanged", name))
             else:
                 os.rename(new / name, final / name)
@@ -195,8 +207,11 @@ def output_error(err: OSError, final: Path, doing: str) -> GpuclusterError:
         fix = f"{final} is on a read-only file system; {_ELSEWHERE}"
     else:
         fix = f"check {final} and its file system, or {_ELSEWHERE}"
-    return _output_error(f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code or 0, code)}); "
-                         "the previous output is unchanged", fix)
+    return _output_error(
+        f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code or 0, code)}); "
+        "the previous output is unchanged",
+        fix,
+    )
 
 
 def _checked_target(final: Path) -> Path:
@@ -213,14 +228,20 @@ def _checked_target(final: Path) -> Path:
             except (OSError, RuntimeError):
                 target = None
             if target is None or not target.is_dir():
-                raise _output_error(f"{final} is a symbolic link to a missing folder ({os.readlink(final)})",
-                                    f"create the folder it points to, remove the link, or {_ELSEWHERE}")
+                raise _output_error(
+                    f"{final} is a symbolic link to a missing folder ({os.readlink(final)})",
+                    f"create the folder it points to, remove the link, or {_ELSEWHERE}",
+                )
             return target
         if os.path.lexists(final) and not final.is_dir():
-            raise _output_error(f"{final} exists and is not a folder; refusing to replace it",
-                                f"remove or rename it, or {_ELSEWHERE}")
+            raise _output_error(
+                f"{final} exists and is not a folder; refusing to replace it",
+                f"remove or rename it, or {_ELSEWHERE}",
+            )
     except ValueError:
-        raise _output_error(f"the output folder name {str(final)!r} holds a NUL byte", f"rename it, or {_ELSEWHERE}") from None
+        raise _output_error(
+            f"the output folder name {str(final)!r} holds a NUL byte", f"rename it, or {_ELSEWHERE}"
+        ) from None
     except OSError as err:
         raise output_error(err, final, "checking") from None
     return final
@@ -237,8 +258,9 @@ def _make_private(folder: Path) -> None:
 
 
 @contextmanager
-def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = None,
-                  private: bool = False) -> Iterator[Path]:
+def staged_outdir(
+    final: str | os.PathLike, *, warnings: list[Problem] | None = None, private: bool = False
+) -> Iterator[Path]:
     """Yield an empty staging folder for ``final``; on success its contents replace ``final``.
 
     ``final`` may be missing (created), a folder, a symbolic link to a folder (the link is kept;
@@ -268,11 +290,15 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
         inside = os.path.ismount(final)
         parent = final if inside else final.parent
         parent.mkdir(parents=True, exist_ok=True)
-        staged = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX if inside else f".{final.name}.", dir=parent))
+        staged = Path(
+            tempfile.mkdtemp(prefix=STAGING_PREFIX if inside else f".{final.name}.", dir=parent)
+        )
     except OSError as err:
         where = "inside" if os.path.ismount(final) else "next to"
-        raise _output_error(f"cannot create the staging folder {where} {final}: {err.strerror or err}",
-                            f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}") from None
+        raise _output_error(
+            f"cannot create the staging folder {where} {final}: {err.strerror or err}",
+            f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}",
+        ) from None
     try:
         yield staged
         write_marker(staged)
@@ -297,12 +323,16 @@ def staged_outdir(final: str | os.PathLike, *, warnings: list[Problem] | None = 
             except OSError as err:
                 raise output_error(err, final, "replacing") from None
         if leftover is not None and warnings is not None:
-            warnings.append(Problem(
-                message=f"the new output is in place, but the previous one could not be removed from {leftover} "
-                        f"({getattr(_remove_tree(leftover), 'strerror', None) or 'not removable'}); it may belong to "
-                        "another user (an earlier sudo run)",
-                key="CDKTF_OUTDIR", id="output",
-                fix=f"remove it as its owner (e.g. sudo rm -rf {leftover})"))
+            warnings.append(
+                Problem(
+                    message=f"the new output is in place, but the previous one could not be removed from {leftover} "
+                    f"({getattr(_remove_tree(leftover), 'strerror', None) or 'not removable'}); it may belong to "
+                    "another user (an earlier sudo run)",
+                    key="CDKTF_OUTDIR",
+                    id="output",
+                    fix=f"remove it as its owner (e.g. sudo rm -rf {leftover})",
+                )
+            )
     except OSError as err:
         shutil.rmtree(staged, ignore_errors=True)
         raise output_error(err, final, "writing") from None

@@ -53,8 +53,9 @@ import os
 import pickle
 import shutil
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from gpucluster import diskcache
 
@@ -76,8 +77,17 @@ SYNTH_CACHE_ENV = "GPUCLUSTER_SYNTH_CACHE"
 _SYNTH_ENV = ("CDKTF_CONTEXT_JSON", "SYNTH_HCL_OUTPUT", "GPUCLUSTER_CDK")
 """Environment variables the framework or gpucluster_cdk read while building or writing stacks."""
 
-DISTRIBUTION_MODULES = ("cdktf", "cdktn", "constructs", "jsii", "cdktf_cdktf_provider_azurerm", "cdktf_cdktf_provider_helm",
-                        "cdktn_provider_azurerm", "cdktn_provider_helm", "typeguard")
+DISTRIBUTION_MODULES = (
+    "cdktf",
+    "cdktn",
+    "constructs",
+    "jsii",
+    "cdktf_cdktf_provider_azurerm",
+    "cdktf_cdktf_provider_helm",
+    "cdktn_provider_azurerm",
+    "cdktn_provider_helm",
+    "typeguard",
+)
 """Top-level modules whose installed copy (:func:`gpucluster.diskcache.module_identity`: path, file
 identity and ``<dist>-<version>.dist-info``) is part of every key: both CDK distributions (one of
 them is used, ``GPUCLUSTER_CDK`` is in the key), their bindings and jsii's runtime type checker."""
@@ -90,8 +100,16 @@ _HOOKS = ("gpucluster_cluster_stack", "gpucluster_platforms")
 """Plugin hooks whose implementations' code is part of the key (the ones synthesis calls)."""
 
 
-SYNTH_CACHE_VALUES = {"on": True, "1": True, "yes": True, "true": True, "off": False, "0": False, "no": False,
-                      "false": False}
+SYNTH_CACHE_VALUES = {
+    "on": True,
+    "1": True,
+    "yes": True,
+    "true": True,
+    "off": False,
+    "0": False,
+    "no": False,
+    "false": False,
+}
 """What ``GPUCLUSTER_SYNTH_CACHE`` may be (any case; empty or unset: on)."""
 
 
@@ -108,9 +126,13 @@ def cache_enabled(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     raw = env.get(SYNTH_CACHE_ENV, "")
     if raw and raw.lower() not in SYNTH_CACHE_VALUES:
-        raise GpuclusterError(f"{SYNTH_CACHE_ENV}={raw!r} is not a cache switch", key=SYNTH_CACHE_ENV, id="config",
-                              allowed=", ".join(SYNTH_CACHE_VALUES),
-                              fix=f"set {SYNTH_CACHE_ENV}=off to synthesize every cluster, or unset it")
+        raise GpuclusterError(
+            f"{SYNTH_CACHE_ENV}={raw!r} is not a cache switch",
+            key=SYNTH_CACHE_ENV,
+            id="config",
+            allowed=", ".join(SYNTH_CACHE_VALUES),
+            fix=f"set {SYNTH_CACHE_ENV}=off to synthesize every cluster, or unset it",
+        )
     if raw and not SYNTH_CACHE_VALUES[raw.lower()]:
         return False
     return diskcache.cache_dir(env) is not None
@@ -178,16 +200,25 @@ def plugin_identity(pm: Any = None) -> list[str]:
     parts: list[str] = []
     for hook in _HOOKS:
         caller = getattr(pm.hook, hook, None)
-        for impl in (caller.get_hookimpls() if caller is not None else []):
+        for impl in caller.get_hookimpls() if caller is not None else []:
             fn = impl.function
             code = getattr(fn, "__code__", None)
             module = getattr(fn, "__module__", None)
             root = _code_root(module)
-            parts.append("\0".join([
-                hook, str(impl.plugin_name), str(module), str(getattr(fn, "__qualname__", fn)),
-                hashlib.sha256(marshal.dumps(code)).hexdigest() if code is not None else repr(fn),
-                tree_digest(root) if root else "no source",
-            ]))
+            parts.append(
+                "\0".join(
+                    [
+                        hook,
+                        str(impl.plugin_name),
+                        str(module),
+                        str(getattr(fn, "__qualname__", fn)),
+                        hashlib.sha256(marshal.dumps(code)).hexdigest()
+                        if code is not None
+                        else repr(fn),
+                        tree_digest(root) if root else "no source",
+                    ]
+                )
+            )
     return parts
 
 
@@ -204,12 +235,17 @@ def synth_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     _IDENTITIES.clear()  # a new synth: files and import locations are examined again
     _LOCATIONS.clear()
     _CHECKED.clear()
-    base = diskcache.digest([
-        f"{KIND} {FORMAT}", gpucluster.__version__, sys.version,
-        tree_digest(os.path.dirname(gpucluster.__file__)), tree_digest(os.path.dirname(gpucluster_cdk.__file__)),
-        *(diskcache.module_identity(name) for name in DISTRIBUTION_MODULES),
-        *(f"{name}={env.get(name)!r}" for name in _SYNTH_ENV),
-    ])
+    base = diskcache.digest(
+        [
+            f"{KIND} {FORMAT}",
+            gpucluster.__version__,
+            sys.version,
+            tree_digest(os.path.dirname(gpucluster.__file__)),
+            tree_digest(os.path.dirname(gpucluster_cdk.__file__)),
+            *(diskcache.module_identity(name) for name in DISTRIBUTION_MODULES),
+            *(f"{name}={env.get(name)!r}" for name in _SYNTH_ENV),
+        ]
+    )
     return base, diskcache.digest([base, *plugin_identity()])
 
 
@@ -235,7 +271,16 @@ def _file_identity(path: str) -> str:
 
 def _folders(paths: Iterable[str | None]) -> tuple[str, ...]:
     """``paths`` as absolute and real folder prefixes (ending in the separator), sorted."""
-    return tuple(sorted({os.path.join(f(p), "") for p in paths if p for f in (os.path.abspath, os.path.realpath)}))
+    return tuple(
+        sorted(
+            {
+                os.path.join(f(p), "")
+                for p in paths
+                if p
+                for f in (os.path.abspath, os.path.realpath)
+            }
+        )
+    )
 
 
 def _skipped(path: str) -> bool:
@@ -251,10 +296,22 @@ def _skipped(path: str) -> bool:
 
     if not _ROOTS:
         user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-        site_dirs = [*getattr(site, "getsitepackages", lambda: [])(), user, sysconfig.get_path("purelib"),
-                 sysconfig.get_path("platlib"), *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))]
-        _ROOTS.extend([_folders([os.path.dirname(os.__file__)]), _folders(site_dirs),
-                       _folders([os.path.dirname(gpucluster.__file__), os.path.dirname(gpucluster_cdk.__file__)])])
+        site_dirs = [
+            *getattr(site, "getsitepackages", lambda: [])(),
+            user,
+            sysconfig.get_path("purelib"),
+            sysconfig.get_path("platlib"),
+            *(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")),
+        ]
+        _ROOTS.extend(
+            [
+                _folders([os.path.dirname(os.__file__)]),
+                _folders(site_dirs),
+                _folders(
+                    [os.path.dirname(gpucluster.__file__), os.path.dirname(gpucluster_cdk.__file__)]
+                ),
+            ]
+        )
     stdlib, sites, ours = _ROOTS
     return path.startswith(ours) or (path.startswith(stdlib) and not path.startswith(sites))
 
@@ -272,8 +329,12 @@ def loaded_code(modules: Mapping[str, Any] | None = None) -> list[list[str]]:
     out = []
     for name, module in list(modules.items()):
         path = getattr(module, "__file__", None)
-        if (name in ("__main__", "__mp_main__") or not isinstance(path, str) or not os.path.isabs(path)
-                or _skipped(path)):
+        if (
+            name in ("__main__", "__mp_main__")
+            or not isinstance(path, str)
+            or not os.path.isabs(path)
+            or _skipped(path)
+        ):
             continue
         out.append([name, path, _file_identity(path)])
     return sorted(out)
@@ -312,7 +373,9 @@ def code_unchanged(record: Any) -> bool:
     is still the copy this process has loaded, or would import (the same file, or a file inside the
     folders its top-level package is found in); False for anything else (a malformed record too)."""
     if not isinstance(record, list) or not all(
-            isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item) for item in record):
+        isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)
+        for item in record
+    ):
         return False
     memo = tuple(tuple(item) for item in record)  # entries stored by one process share their record
     if memo not in _CHECKED:
@@ -330,7 +393,9 @@ def _code_unchanged(record: list[list[str]]) -> bool:
                 return False
             continue
         found = _locations(name.partition(".")[0])
-        if found is None or not any(path == f or path.startswith(os.path.join(f, "")) for f in found if f):
+        if found is None or not any(
+            path == f or path.startswith(os.path.join(f, "")) for f in found if f
+        ):
             return False
     return True
 
@@ -348,7 +413,11 @@ def fleet_context(fleet: Any, plans: Sequence[Any]) -> dict[str, tuple]:
     by_name = {p.cluster.name: p for p in plans}
     owner = next((p.cluster for p in plans if p.cluster.backend is not None), None)
     owner_backend = repr(owner.backend) if owner is not None else "local"
-    digests = {name: fleet_mod.rollout_digest(plan) for name, plan in by_name.items() if name in fleet.members}
+    digests = {
+        name: fleet_mod.rollout_digest(plan)
+        for name, plan in by_name.items()
+        if name in fleet.members
+    }
     order = fleet_mod.stages(fleet)
     context: dict[str, tuple] = {}
     for index, (group, names) in enumerate(order):
@@ -356,9 +425,20 @@ def fleet_context(fleet: Any, plans: Sequence[Any]) -> dict[str, tuple]:
             waits = None
             if index > 0:
                 prev_group, prev_names = order[index - 1]
-                waits = (fleet_mod.barrier_stack_name(fleet.name, prev_group.name), prev_group.name,
-                         fleet_mod.group_digest((n, digests[n]) for n in prev_names), owner_backend)
-            context[name] = ("member", fleet.name, group.name, digests.get(name), index + 1 < len(order), waits)
+                waits = (
+                    fleet_mod.barrier_stack_name(fleet.name, prev_group.name),
+                    prev_group.name,
+                    fleet_mod.group_digest((n, digests[n]) for n in prev_names),
+                    owner_backend,
+                )
+            context[name] = (
+                "member",
+                fleet.name,
+                group.name,
+                digests.get(name),
+                index + 1 < len(order),
+                waits,
+            )
     return context
 
 
@@ -392,7 +472,9 @@ def plan_bytes(plan: Any) -> bytes | None:
     return buffer.getvalue()
 
 
-def cluster_key(plan: Any, *, identity: tuple[str, str], context: tuple | None, provisions: bool) -> str | None:
+def cluster_key(
+    plan: Any, *, identity: tuple[str, str], context: tuple | None, provisions: bool
+) -> str | None:
     """The key of a cluster's stacks (see the module docstring); None: not cacheable (the plan does
     not pickle, or a ``cloud`` backend without a Terraform CLI: the synth must fail as without cache)."""
     data = plan_bytes(plan)
@@ -404,11 +486,20 @@ def cluster_key(plan: Any, *, identity: tuple[str, str], context: tuple | None, 
         terraform = _terraform_identity()
         if terraform == "absent":
             return None
-    return diskcache.digest([f"{KIND} {FORMAT}", identity[1] if provisions else identity[0], data, repr(context),
-                             str(provisions), terraform])
+    return diskcache.digest(
+        [
+            f"{KIND} {FORMAT}",
+            identity[1] if provisions else identity[0],
+            data,
+            repr(context),
+            str(provisions),
+            terraform,
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- entries
+
 
 def _safe_rel(rel: Any) -> bool:
     """Whether ``rel`` is a plain relative POSIX path inside a stack folder."""
@@ -440,15 +531,31 @@ def read_stack_files(folder: Path) -> list[tuple[str, bytes]]:
     return files
 
 
-def encode_entry(version: str, stacks: Sequence[tuple[str, Mapping[str, Any], Sequence[tuple[str, bytes]]]],
-                 exports: Mapping[str, Any], style: str = MANIFEST_STYLES[0], code: list[list[str]] | None = None) -> bytes:
+def encode_entry(
+    version: str,
+    stacks: Sequence[tuple[str, Mapping[str, Any], Sequence[tuple[str, bytes]]]],
+    exports: Mapping[str, Any],
+    style: str = MANIFEST_STYLES[0],
+    code: list[list[str]] | None = None,
+) -> bytes:
     """An entry's payload: one JSON header line (format, framework version, manifest style, per stack
     its name, manifest entry and ``[path, size]`` of each file; the exports; ``code``, default
     :func:`loaded_code` of this process), then the files' bytes."""
-    header = {"format": FORMAT, "version": version, "style": style, "exports": dict(exports),
-              "code": loaded_code() if code is None else code,
-              "stacks": [{"name": name, "manifest": dict(manifest), "files": [[rel, len(data)] for rel, data in files]}
-                         for name, manifest, files in stacks]}
+    header = {
+        "format": FORMAT,
+        "version": version,
+        "style": style,
+        "exports": dict(exports),
+        "code": loaded_code() if code is None else code,
+        "stacks": [
+            {
+                "name": name,
+                "manifest": dict(manifest),
+                "files": [[rel, len(data)] for rel, data in files],
+            }
+            for name, manifest, files in stacks
+        ],
+    }
     body = b"".join(data for _, _, files in stacks for _, data in files)
     return json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n" + body
 
@@ -464,38 +571,63 @@ def decode_entry(payload: bytes, expected: Sequence[str]) -> dict[str, Any] | No
         header = json.loads(head.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
-    if (not isinstance(header, dict) or header.get("format") != FORMAT or not isinstance(header.get("version"), str)
-            or header.get("style") not in MANIFEST_STYLES or not code_unchanged(header.get("code"))):
+    if (
+        not isinstance(header, dict)
+        or header.get("format") != FORMAT
+        or not isinstance(header.get("version"), str)
+        or header.get("style") not in MANIFEST_STYLES
+        or not code_unchanged(header.get("code"))
+    ):
         return None
     exports, entries = header.get("exports"), header.get("stacks")
-    if not isinstance(exports, dict) or not isinstance(entries, list) or [e.get("name") if isinstance(e, dict) else None
-                                                                           for e in entries] != list(expected):
+    if (
+        not isinstance(exports, dict)
+        or not isinstance(entries, list)
+        or [e.get("name") if isinstance(e, dict) else None for e in entries] != list(expected)
+    ):
         return None
     offset = 0
     stacks = []
     for entry in entries:
         manifest, files = entry.get("manifest"), entry.get("files")
-        if (not isinstance(manifest, dict) or manifest.get("name") != entry["name"] or manifest.get("annotations") != []
-                or not isinstance(files, list)):
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("name") != entry["name"]
+            or manifest.get("annotations") != []
+            or not isinstance(files, list)
+        ):
             return None
         out = []
         paths: set[str] = set()
         folders: set[str] = set()
         for item in files:
-            if (not isinstance(item, list) or len(item) != 2 or not _safe_rel(item[0]) or type(item[1]) is not int
-                    or item[1] < 0 or offset + item[1] > len(body)):
+            if (
+                not isinstance(item, list)
+                or len(item) != 2
+                or not _safe_rel(item[0])
+                or type(item[1]) is not int
+                or item[1] < 0
+                or offset + item[1] > len(body)
+            ):
                 return None
             parents = {"/".join(item[0].split("/")[:i]) for i in range(1, item[0].count("/") + 1)}
-            if item[0] in paths or item[0] in folders or parents & paths:  # a file twice, or a file in a file's place
+            if (
+                item[0] in paths or item[0] in folders or parents & paths
+            ):  # a file twice, or a file in a file's place
                 return None
             paths.add(item[0])
             folders |= parents
-            out.append((item[0], body[offset:offset + item[1]]))
+            out.append((item[0], body[offset : offset + item[1]]))
             offset += item[1]
         stacks.append((entry["name"], manifest, out))
     if offset != len(body):
         return None
-    return {"version": header["version"], "style": header["style"], "exports": exports, "stacks": stacks}
+    return {
+        "version": header["version"],
+        "style": header["style"],
+        "exports": exports,
+        "stacks": stacks,
+    }
 
 
 def load(key: str, expected: Sequence[str]) -> dict[str, Any] | None:
@@ -504,8 +636,13 @@ def load(key: str, expected: Sequence[str]) -> dict[str, Any] | None:
     return None if payload is None else decode_entry(payload, expected)
 
 
-def store(key: str, version: str, stacks: Sequence[tuple[str, Mapping[str, Any], Sequence[tuple[str, bytes]]]],
-          exports: Mapping[str, Any], style: str = MANIFEST_STYLES[0]) -> bool:
+def store(
+    key: str,
+    version: str,
+    stacks: Sequence[tuple[str, Mapping[str, Any], Sequence[tuple[str, bytes]]]],
+    exports: Mapping[str, Any],
+    style: str = MANIFEST_STYLES[0],
+) -> bool:
     """Put an entry (best-effort: False when not written); entries with annotations are not kept."""
     if any(manifest.get("annotations") != [] for _, manifest, _ in stacks):
         return False
@@ -530,6 +667,7 @@ def write_stack_files(stacks_dir: Path, name: str, files: Iterable[tuple[str, by
 
 # --------------------------------------------------------------------------- manifest.json
 
+
 def _js_key(key: str) -> bytes:
     """Sort key of JavaScript's default ``Array.prototype.sort`` on strings (UTF-16 code units)."""
     return key.encode("utf-16-be", "surrogatepass")
@@ -540,22 +678,37 @@ def _stringify(node: Any, level: int, space: str, collapse: bool) -> str:
     if isinstance(node, dict):
         if not node and collapse:
             return "{}"
-        out = [indent + space + json.dumps(k, ensure_ascii=False) + ": " + _stringify(node[k], level + 1, space, collapse)
-               for k in sorted(node, key=_js_key)]
+        out = [
+            indent
+            + space
+            + json.dumps(k, ensure_ascii=False)
+            + ": "
+            + _stringify(node[k], level + 1, space, collapse)
+            for k in sorted(node, key=_js_key)
+        ]
         return "{" + ",".join(out) + indent + "}"
     if isinstance(node, list):
         if not node and collapse:
             return "[]"
-        return "[" + ",".join(indent + space + _stringify(v, level + 1, space, collapse) for v in node) + indent + "]"
+        return (
+            "["
+            + ",".join(indent + space + _stringify(v, level + 1, space, collapse) for v in node)
+            + indent
+            + "]"
+        )
     if isinstance(node, bool) or node is None or isinstance(node, (str, int)):
         return json.dumps(node, ensure_ascii=False)
     raise TypeError(f"manifest value of type {type(node).__name__}")
 
 
-def manifest_text(version: str, stacks: Mapping[str, Mapping[str, Any]], style: str = MANIFEST_STYLES[0]) -> str:
+def manifest_text(
+    version: str, stacks: Mapping[str, Mapping[str, Any]], style: str = MANIFEST_STYLES[0]
+) -> str:
     """``manifest.json`` as the framework writes it (``Manifest.writeToFile``, :data:`MANIFEST_STYLES`)
     for stack entries ``stacks`` (name -> entry)."""
-    return _stringify({"stacks": dict(stacks), "version": version}, 0, "  ", style == "safe-stable-stringify")
+    return _stringify(
+        {"stacks": dict(stacks), "version": version}, 0, "  ", style == "safe-stable-stringify"
+    )
 
 
 def check_manifest_text(text: str) -> tuple[dict[str, Any], str]:
@@ -570,6 +723,8 @@ def check_manifest_text(text: str) -> tuple[dict[str, Any], str]:
         for style in MANIFEST_STYLES:
             if manifest_text(data["version"], data["stacks"], style) == text:
                 return data, style
-    raise RuntimeError("manifest.json as cdktf wrote it differs from gpucluster's writer "
-                       "(gpucluster_cdk.stacks.reuse.manifest_text); synthesize with GPUCLUSTER_SYNTH_CACHE=off "
-                       "and GPUCLUSTER_SYNTH_WORKERS=1 and report it")
+    raise RuntimeError(
+        "manifest.json as cdktf wrote it differs from gpucluster's writer "
+        "(gpucluster_cdk.stacks.reuse.manifest_text); synthesize with GPUCLUSTER_SYNTH_CACHE=off "
+        "and GPUCLUSTER_SYNTH_WORKERS=1 and report it"
+    )

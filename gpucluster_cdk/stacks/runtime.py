@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from gpucluster.charts.crds import MAX_CRDS_GZ_BYTES
+from gpucluster.charts.graph import topological_layers
+from gpucluster.model import ClusterConnection, CrdSource, ExistingCluster, PlanNode, RuntimePlan
+from gpucluster.values import has_path, set_entries, values_yaml
 from gpucluster_cdk.constructs_lib.cdk import Construct, TerraformStack
 from gpucluster_cdk.constructs_lib.helm import (
     CrdBundleSource,
     HelmComponent,
-    ensure_helm_provider,
     HelmComponentProps,
     LocalChartRelease,
     LocalChartReleaseProps,
     SetEntry,
+    ensure_helm_provider,
     stack_variable,
 )
-from gpucluster.charts.crds import MAX_CRDS_GZ_BYTES
-from gpucluster.charts.graph import topological_layers
-from gpucluster.model import CrdSource, ExistingCluster, PlanNode, RuntimePlan
-from gpucluster.values import has_path, set_entries, values_yaml
-from gpucluster.model import ClusterConnection
 from gpucluster_cdk.stacks.common import use_backend
-
-
 
 _VALUES_YAML: dict[str, str] = {}
 
@@ -46,17 +44,32 @@ def values_text(values: Mapping[str, Any]) -> str:
     return text
 
 
-def release_set_entries(values: Mapping[str, Any], terraform_variables: Mapping[str, str]) -> tuple[SetEntry, ...]:
+def release_set_entries(
+    values: Mapping[str, Any], terraform_variables: Mapping[str, str]
+) -> tuple[SetEntry, ...]:
     """The :class:`gpucluster_cdk.constructs_lib.helm.SetEntry` s of a release's variable-bound values paths
     (:func:`gpucluster.values.set_entries`, sorted by path)."""
-    return tuple(SetEntry(path=path, variable=var, default=default, set_type=set_type, present=has_path(values, path))
-                 for path, var, default, set_type in set_entries(values, terraform_variables))
+    return tuple(
+        SetEntry(
+            path=path,
+            variable=var,
+            default=default,
+            set_type=set_type,
+            present=has_path(values, path),
+        )
+        for path, var, default, set_type in set_entries(values, terraform_variables)
+    )
 
 
-def values_props(values: Mapping[str, Any], terraform_variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+def values_props(
+    values: Mapping[str, Any], terraform_variables: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``values_yaml`` and ``set_entries`` of :class:`gpucluster_cdk.constructs_lib.helm.ReleaseOptions` for Helm
     ``values`` and their variable bindings (dotted path -> Terraform variable name)."""
-    return dict(values_yaml=values_text(values), set_entries=release_set_entries(values, terraform_variables or {}))
+    return dict(
+        values_yaml=values_text(values),
+        set_entries=release_set_entries(values, terraform_variables or {}),
+    )
 
 
 def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
@@ -64,9 +77,14 @@ def crd_bundle_source(source: CrdSource | None) -> CrdBundleSource | None:
     :class:`gpucluster.model.CrdSource` (with the size limit of :data:`gpucluster.charts.crds.MAX_CRDS_GZ_BYTES`)."""
     if source is None:
         return None
-    return CrdBundleSource(repository=source.repository, chart=source.chart, version=source.version,
-                           values_yaml=values_text(source.values), kube_version=source.kube_version,
-                           max_gz_bytes=MAX_CRDS_GZ_BYTES)
+    return CrdBundleSource(
+        repository=source.repository,
+        chart=source.chart,
+        version=source.version,
+        values_yaml=values_text(source.values),
+        kube_version=source.kube_version,
+        max_gz_bytes=MAX_CRDS_GZ_BYTES,
+    )
 
 
 def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -> dict[str, Any]:
@@ -85,16 +103,26 @@ def _release_options(node: PlanNode, depends_on: Sequence[Any], provider: Any) -
     )
 
 
-def chart_release_props(node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> HelmComponentProps:
+def chart_release_props(
+    node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None
+) -> HelmComponentProps:
     """Props of a ``kind == "chart"`` :class:`PlanNode` (the plan -> construct mapping lives here,
     in the stacks; ``gpucluster_cdk.constructs_lib`` knows nothing of plans)."""
-    return HelmComponentProps(chart=node.chart, repository=node.repository, version=node.version,
-                              **_release_options(node, depends_on, provider))
+    return HelmComponentProps(
+        chart=node.chart,
+        repository=node.repository,
+        version=node.version,
+        **_release_options(node, depends_on, provider),
+    )
 
 
-def local_chart_release_props(node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None) -> LocalChartReleaseProps:
+def local_chart_release_props(
+    node: PlanNode, *, depends_on: Sequence[Any] = (), provider: Any = None
+) -> LocalChartReleaseProps:
     """Props of a :class:`PlanNode` with a ``local_chart`` (pre-manifests, manifests, gate)."""
-    return LocalChartReleaseProps(chart=node.local_chart, **_release_options(node, depends_on, provider))
+    return LocalChartReleaseProps(
+        chart=node.local_chart, **_release_options(node, depends_on, provider)
+    )
 
 
 KUBECONFIG_PATH_VARIABLE = "kubeconfig_path"
@@ -114,14 +142,20 @@ def connection_arguments(connection: ClusterConnection) -> dict:
     from gpucluster_cdk.constructs_lib.cdk import helm
 
     auth = connection.auth()
-    kubernetes: dict = dict(host=connection.host, cluster_ca_certificate=connection.cluster_ca_certificate)
+    kubernetes: dict = dict(
+        host=connection.host, cluster_ca_certificate=connection.cluster_ca_certificate
+    )
     if auth == "exec":
         e = connection.exec
-        kubernetes["exec"] = helm().HelmProviderKubernetesExec(api_version=e.api_version, command=e.command, args=list(e.args) or None)
+        kubernetes["exec"] = helm().HelmProviderKubernetesExec(
+            api_version=e.api_version, command=e.command, args=list(e.args) or None
+        )
     elif auth == "token":
         kubernetes["token"] = connection.token
     elif auth == "client_certificate":
-        kubernetes.update(client_certificate=connection.client_certificate, client_key=connection.client_key)
+        kubernetes.update(
+            client_certificate=connection.client_certificate, client_key=connection.client_key
+        )
     return kubernetes
 
 
@@ -167,7 +201,9 @@ class RuntimeStack(TerraformStack):
         else:
             existing = existing or ExistingCluster()
             if connection is not None and connection.kubeconfig_path:
-                existing = ExistingCluster(kubeconfig_path=connection.kubeconfig_path, context=connection.context)
+                existing = ExistingCluster(
+                    kubeconfig_path=connection.kubeconfig_path, context=connection.context
+                )
             path_var = stack_variable(
                 self,
                 KUBECONFIG_PATH_VARIABLE,
@@ -195,7 +231,11 @@ class RuntimeStack(TerraformStack):
                 node = by_id[node_id]
                 deps = [self.releases[d] for d in node.depends_on]
                 if node.kind == "chart":
-                    release = HelmComponent(self, node.id, chart_release_props(node, depends_on=deps))
+                    release = HelmComponent(
+                        self, node.id, chart_release_props(node, depends_on=deps)
+                    )
                 else:
-                    release = LocalChartRelease(self, node.id, local_chart_release_props(node, depends_on=deps))
+                    release = LocalChartRelease(
+                        self, node.id, local_chart_release_props(node, depends_on=deps)
+                    )
                 self.releases[node.id] = release

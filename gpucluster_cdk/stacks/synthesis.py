@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
@@ -68,7 +69,9 @@ def provisions_cluster(plan: RuntimePlan) -> bool:
 def stack_names(plan: RuntimePlan) -> list[str]:
     """The stacks of one cluster, in App order: ``<name>-cluster`` (if provisioned), ``<name>-runtime``."""
     name = plan.cluster.name
-    return ([cluster_stack_name(name)] if provisions_cluster(plan) else []) + [runtime_stack_name(name)]
+    return ([cluster_stack_name(name)] if provisions_cluster(plan) else []) + [
+        runtime_stack_name(name)
+    ]
 
 
 def worker_count(requested: int | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -87,10 +90,14 @@ def worker_count(requested: int | None = None, env: Mapping[str, str] | None = N
             from gpucluster.cli import is_worker_count
 
             if not is_worker_count(raw):
-                raise GpuclusterError(f"{WORKERS_ENV}={raw!r} is not a worker count", key=WORKERS_ENV, id="config",
-                                      allowed="an integer from 1 to 999 in decimal digits",
-                                      fix=f"set {WORKERS_ENV}=1 (this process only) or more, "
-                                          "or unset it (the CPU count)")
+                raise GpuclusterError(
+                    f"{WORKERS_ENV}={raw!r} is not a worker count",
+                    key=WORKERS_ENV,
+                    id="config",
+                    allowed="an integer from 1 to 999 in decimal digits",
+                    fix=f"set {WORKERS_ENV}=1 (this process only) or more, "
+                    "or unset it (the CPU count)",
+                )
             requested = int(raw)
     if requested is None:
         try:
@@ -119,9 +126,17 @@ class _Built:
     style: str | None = None
 
 
-def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out", *, fleet: "FleetSpec | None" = None,
-          warnings: list[Problem] | None = None, cache: bool | None = None, workers: int | None = None,
-          progress: Progress | None = None, reused: list[str] | None = None) -> list[str]:
+def synth(
+    plans: Sequence[RuntimePlan],
+    outdir: str | os.PathLike = "cdktf.out",
+    *,
+    fleet: FleetSpec | None = None,
+    warnings: list[Problem] | None = None,
+    cache: bool | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    reused: list[str] | None = None,
+) -> list[str]:
     """Synthesize ``plans`` into ``outdir``, replacing it atomically (see the module docstring).
 
     Everything is built in a fresh sibling folder; ``outdir`` is swapped only after every stack
@@ -153,10 +168,16 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
 
     final = Path(outdir).absolute()
     max_workers = worker_count(workers)
-    secret = {plan.cluster.name for plan in plans  # a literal credential in its values or its platform settings
-              if credential_paths(plan.cluster.settings or {}) or any(credential_paths(node.values) for node in plan.nodes)}
+    secret = {
+        plan.cluster.name
+        for plan in plans  # a literal credential in its values or its platform settings
+        if credential_paths(plan.cluster.settings or {})
+        or any(credential_paths(node.values) for node in plan.nodes)
+    }
     private = bool(secret)  # VALUES-CREDENTIAL: the output is the owner's only (staged_outdir)
-    use_cache = (reuse.cache_enabled() if cache is None else bool(cache)) and reuse.diskcache.cache_dir() is not None
+    use_cache = (
+        reuse.cache_enabled() if cache is None else bool(cache)
+    ) and reuse.diskcache.cache_dir() is not None
     clusters = [_Cluster(plan, stack_names(plan)) for plan in plans]
     if use_cache and clusters:
         _key_clusters(clusters, plans, fleet=fleet, secret=secret)
@@ -184,9 +205,18 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
             from gpucluster_cdk.stacks import workers as workers_mod
 
             if workers_mod.can_fork():
-                results = workers_mod.run(plans, _chunks(todo, n_workers), base=staged, final=final, fleet=fleet,
-                                          exports=built.exports, keys={c.plan.cluster.name: c.key for c in todo})
-                if results is not None:  # None: a worker failed; build here, for this process's own error
+                results = workers_mod.run(
+                    plans,
+                    _chunks(todo, n_workers),
+                    base=staged,
+                    final=final,
+                    fleet=fleet,
+                    exports=built.exports,
+                    keys={c.plan.cluster.name: c.key for c in todo},
+                )
+                if (
+                    results is not None
+                ):  # None: a worker failed; build here, for this process's own error
                     for result in results:
                         built.manifest.update(result["manifest"])
                         built.exports.update(result["exports"])
@@ -195,10 +225,14 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
                     for c in todo:
                         report(c)
                     todo, elsewhere = [], True
-        whole = not reused and not elsewhere  # one App holds every stack: cdktf's manifest.json as it is
+        whole = (
+            not reused and not elsewhere
+        )  # one App holds every stack: cdktf's manifest.json as it is
         built_here: list[_Cluster] = []
         if todo or fleet is not None or not clusters:
-            _build_in_process(plans, todo, staged, final=final, fleet=fleet, whole=whole, built=built)
+            _build_in_process(
+                plans, todo, staged, final=final, fleet=fleet, whole=whole, built=built
+            )
             built_here = todo
             for c in todo:
                 report(c)
@@ -224,17 +258,30 @@ def synth(plans: Sequence[RuntimePlan], outdir: str | os.PathLike = "cdktf.out",
                     reused_names.append(c.plan.cluster.name)
                 report(c)
         if not whole:
-            (staged / "manifest.json").write_text(reuse.manifest_text(built.version, built.manifest, built.style),
-                                                  encoding="utf-8")
+            (staged / "manifest.json").write_text(
+                reuse.manifest_text(built.version, built.manifest, built.style), encoding="utf-8"
+            )
         for c in built_here if built.style is not None else ():
             if c.key is not None:
-                store_cluster(c.key, c.stacks, stacks_dir, built.manifest, built.version,
-                              built.exports.get(c.plan.cluster.name, {}), built.style)
+                store_cluster(
+                    c.key,
+                    c.stacks,
+                    stacks_dir,
+                    built.manifest,
+                    built.version,
+                    built.exports.get(c.plan.cluster.name, {}),
+                    built.style,
+                )
         return sorted(p.name for p in stacks_dir.iterdir())
 
 
-def _key_clusters(clusters: Sequence[_Cluster], plans: Sequence[RuntimePlan], *, fleet: "FleetSpec | None",
-                  secret: set[str]) -> None:
+def _key_clusters(
+    clusters: Sequence[_Cluster],
+    plans: Sequence[RuntimePlan],
+    *,
+    fleet: FleetSpec | None,
+    secret: set[str],
+) -> None:
     """Give every cluster but those in ``secret`` (a literal credential in its values: never
     copied into the cache) its cache key (:func:`gpucluster_cdk.stacks.reuse.cluster_key`)."""
     identity = reuse.synth_identity()
@@ -242,20 +289,38 @@ def _key_clusters(clusters: Sequence[_Cluster], plans: Sequence[RuntimePlan], *,
     for c in clusters:
         if c.plan.cluster.name in secret:
             continue
-        c.key = reuse.cluster_key(c.plan, identity=identity, context=contexts.get(c.plan.cluster.name),
-                                  provisions=len(c.stacks) == 2)
+        c.key = reuse.cluster_key(
+            c.plan,
+            identity=identity,
+            context=contexts.get(c.plan.cluster.name),
+            provisions=len(c.stacks) == 2,
+        )
 
 
-def _build_in_process(plans: Sequence[RuntimePlan], todo: Sequence[_Cluster], staged: Path, *, final: Path,
-                      fleet: "FleetSpec | None", whole: bool, built: _Built) -> None:
+def _build_in_process(
+    plans: Sequence[RuntimePlan],
+    todo: Sequence[_Cluster],
+    staged: Path,
+    *,
+    final: Path,
+    fleet: FleetSpec | None,
+    whole: bool,
+    built: _Built,
+) -> None:
     """Build ``todo``'s stacks (and the fleet's) in one App in this process, into ``staged``; add
     their manifest entries, exports, manifest version and style to ``built``. With ``whole`` the
     App holds every stack and its manifest.json is kept as the framework wrote it; otherwise the
     stand-ins of clusters built elsewhere are removed."""
     from gpucluster_cdk.stacks.app import synth_app  # imports cdktf (or cdktn) only now
 
-    result = synth_app(plans, staged, final=final, fleet=fleet,
-                       real=None if whole else {c.plan.cluster.name for c in todo}, exports=built.exports)
+    result = synth_app(
+        plans,
+        staged,
+        final=final,
+        fleet=fleet,
+        real=None if whole else {c.plan.cluster.name for c in todo},
+        exports=built.exports,
+    )
     built.exports.update(result["exports"])
     text = (staged / "manifest.json").read_text(encoding="utf-8")
     try:
@@ -287,17 +352,28 @@ def _chunks(todo: Sequence[_Cluster], n: int) -> list[list[str]]:
     return [s for s in shares if s]
 
 
-def store_cluster(key: str, names: Sequence[str], stacks_dir: Path, manifest: Mapping[str, Any], version: str,
-                  exports: Mapping[str, Any], style: str) -> None:
+def store_cluster(
+    key: str,
+    names: Sequence[str],
+    stacks_dir: Path,
+    manifest: Mapping[str, Any],
+    version: str,
+    exports: Mapping[str, Any],
+    style: str,
+) -> None:
     """Store one cluster's stacks (read back from ``stacks_dir``) under ``key``; any error: not stored."""
     try:
-        stacks = [(name, manifest[name], reuse.read_stack_files(stacks_dir / name)) for name in names]
+        stacks = [
+            (name, manifest[name], reuse.read_stack_files(stacks_dir / name)) for name in names
+        ]
     except (OSError, KeyError):
         return
     reuse.store(key, version, stacks, exports, style)
 
 
-def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]) -> None:
+def check_no_injection(
+    outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]
+) -> None:
     """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
 
     Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
@@ -312,30 +388,49 @@ def check_no_injection(outdir: Path, stack_names: Sequence[str], plans: Sequence
             or a control character (path inside ``cdk.tf.json`` and the sequence or string,
             cut), before the output is swapped in.
     """
-    from gpucluster_cdk.constructs_lib.tfstring import unexpected_controls, unexpected_templates  # the package imports cdktf
+    from gpucluster_cdk.constructs_lib.tfstring import (
+        unexpected_controls,
+        unexpected_templates,
+    )  # the package imports cdktf
 
     problems: list[Problem] = []
     for name in stack_names:
-        document = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8"))
+        document = json.loads(
+            (outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8")
+        )
         found = unexpected_templates(document)
-        cluster = next((p.cluster.name for p in plans if name in (runtime_stack_name(p.cluster.name),
-                                                                    cluster_stack_name(p.cluster.name))), None)
+        cluster = next(
+            (
+                p.cluster.name
+                for p in plans
+                if name in (runtime_stack_name(p.cluster.name), cluster_stack_name(p.cluster.name))
+            ),
+            None,
+        )
         controls = unexpected_controls(document)
         if controls:
             path, text = controls[0]
-            problems.append(Problem(
-                message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
-                        f"first at {path}: {text}",
-                cluster=cluster, id="injection",
-                fix="remove the newline or control character from the value in the cluster file; that it was not "
-                    "refused earlier is a gpucluster or plugin bug (a field without its check)"))
+            problems.append(
+                Problem(
+                    message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
+                    f"first at {path}: {text}",
+                    cluster=cluster,
+                    id="injection",
+                    fix="remove the newline or control character from the value in the cluster file; that it was not "
+                    "refused earlier is a gpucluster or plugin bug (a field without its check)",
+                )
+            )
         if found:
             path, seq = found[0]
-            problems.append(Problem(
-                message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
-                        f"first at {path}: {seq!r}",
-                cluster=cluster, id="injection",
-                fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
-                    "(this is a gpucluster or plugin bug, not your input)"))
+            problems.append(
+                Problem(
+                    message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
+                    f"first at {path}: {seq!r}",
+                    cluster=cluster,
+                    id="injection",
+                    fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
+                    "(this is a gpucluster or plugin bug, not your input)",
+                )
+            )
     if problems:
         raise GpuclusterError(problems=problems)

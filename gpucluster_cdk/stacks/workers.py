@@ -31,8 +31,9 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
@@ -56,8 +57,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(128 + signal.SIGTERM)
 
 
-def run(plans: Sequence[Any], shares: Sequence[Sequence[str]], *, base: Path, final: Path, fleet: Any,
-        exports: Mapping[str, Any], keys: Mapping[str, str | None]) -> list[dict[str, Any]] | None:
+def run(
+    plans: Sequence[Any],
+    shares: Sequence[Sequence[str]],
+    *,
+    base: Path,
+    final: Path,
+    fleet: Any,
+    exports: Mapping[str, Any],
+    keys: Mapping[str, str | None],
+) -> list[dict[str, Any]] | None:
     """Build the clusters named in ``shares`` (one worker each) into folders below ``base``.
 
     Returns:
@@ -79,7 +88,19 @@ def run(plans: Sequence[Any], shares: Sequence[Sequence[str]], *, base: Path, fi
                 pid = os.fork()
                 if pid == 0:  # the worker: never returns
                     os.close(read_fd)
-                    _worker(write_fd, parent, blocked, privates[-1], plans, set(share), folder, final, fleet, exports, keys)
+                    _worker(
+                        write_fd,
+                        parent,
+                        blocked,
+                        privates[-1],
+                        plans,
+                        set(share),
+                        folder,
+                        final,
+                        fleet,
+                        exports,
+                        keys,
+                    )
                 running[pid] = folder
                 pipes[read_fd] = pid
                 order.append(pid)
@@ -141,8 +162,19 @@ def _collect(pipes: dict[int, int]) -> dict[int, bytes]:
     return {pid: b"".join(parts) for pid, parts in data.items()}
 
 
-def _worker(write_fd: int, parent: int, blocked: Any, private: str, plans: Sequence[Any], share: set[str],
-            folder: Path, final: Path, fleet: Any, exports: Mapping[str, Any], keys: Mapping[str, str | None]) -> None:
+def _worker(
+    write_fd: int,
+    parent: int,
+    blocked: Any,
+    private: str,
+    plans: Sequence[Any],
+    share: set[str],
+    folder: Path,
+    final: Path,
+    fleet: Any,
+    exports: Mapping[str, Any],
+    keys: Mapping[str, str | None],
+) -> None:
     """The worker process (see the module docstring); ends with ``os._exit``.
 
     Its stop signals take their default action (the process ends at once, whichever of its threads
@@ -166,7 +198,7 @@ def _worker(write_fd: int, parent: int, blocked: Any, private: str, plans: Seque
     try:
         view = memoryview(payload)
         while view:
-            view = view[os.write(write_fd, view):]
+            view = view[os.write(write_fd, view) :]
         os.close(write_fd)
     except BaseException:  # noqa: BLE001
         code = 1
@@ -177,21 +209,42 @@ def _worker(write_fd: int, parent: int, blocked: Any, private: str, plans: Seque
     os._exit(code)
 
 
-def _build(plans: Sequence[Any], share: set[str], folder: Path, final: Path, fleet: Any, exports: Mapping[str, Any],
-           keys: Mapping[str, str | None]) -> dict[str, Any]:
+def _build(
+    plans: Sequence[Any],
+    share: set[str],
+    folder: Path,
+    final: Path,
+    fleet: Any,
+    exports: Mapping[str, Any],
+    keys: Mapping[str, str | None],
+) -> dict[str, Any]:
     from gpucluster_cdk.stacks import reuse
     from gpucluster_cdk.stacks.app import synth_app
     from gpucluster_cdk.stacks.synthesis import stack_names, store_cluster
 
     folder.mkdir()
     result = synth_app(plans, folder, final=final, fleet=fleet, real=share, exports=exports)
-    manifest, style = reuse.check_manifest_text((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest, style = reuse.check_manifest_text(
+        (folder / "manifest.json").read_text(encoding="utf-8")
+    )
     names = [n for plan in plans if plan.cluster.name in share for n in stack_names(plan)]
     entries = {name: manifest["stacks"][name] for name in names}
     for plan in plans:
         key = keys.get(plan.cluster.name)
         if plan.cluster.name in share and key is not None:
-            store_cluster(key, stack_names(plan), folder / "stacks", entries, manifest["version"],
-                          result["exports"].get(plan.cluster.name, {}), style)
-    return {"stacks": names, "manifest": entries, "exports": result["exports"], "version": manifest["version"],
-            "style": style}
+            store_cluster(
+                key,
+                stack_names(plan),
+                folder / "stacks",
+                entries,
+                manifest["version"],
+                result["exports"].get(plan.cluster.name, {}),
+                style,
+            )
+    return {
+        "stacks": names,
+        "manifest": entries,
+        "exports": result["exports"],
+        "version": manifest["version"],
+        "style": style,
+    }

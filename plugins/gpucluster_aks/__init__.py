@@ -9,7 +9,7 @@ written against the public SDK (:mod:`gpucluster.sdk`) only. Each hook lives in 
 * ``gates``     gpucluster_gates (AKS readiness gates)
 """
 
-from gpucluster_aks.platform import *  # noqa: F401,F403
 from gpucluster_aks.cluster import *  # noqa: F401,F403
-from gpucluster_aks.policy import *  # noqa: F401,F403
 from gpucluster_aks.gates import *  # noqa: F401,F403
+from gpucluster_aks.platform import *  # noqa: F401,F403
+from gpucluster_aks.policy import *  # noqa: F401,F403

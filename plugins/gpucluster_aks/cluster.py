@@ -18,7 +18,14 @@ from gpucluster_aks.platform import (
     rotation_name,
     system_pool_index,
 )
-from gpucluster_aks.settings import CPU_POOL_UPGRADE, DEPLOYER_ROLE, GPU_POOL_UPGRADE, KUBELOGIN_SERVER_ID, AksSettings, parse_settings
+from gpucluster_aks.settings import (
+    CPU_POOL_UPGRADE,
+    DEPLOYER_ROLE,
+    GPU_POOL_UPGRADE,
+    KUBELOGIN_SERVER_ID,
+    AksSettings,
+    parse_settings,
+)
 
 __all__ = ["gpucluster_cluster_stack", "cluster_props"]
 
@@ -53,15 +60,21 @@ def _pool_props(cluster: ClusterSpec, pool, settings: AksSettings, *, system: bo
     follow from them (each with its reason)."""
     from gpucluster_cdk.constructs_lib.aks import PoolUpgradeProps
 
-    upgrade = settings.pool_upgrade.get(pool.name) or (GPU_POOL_UPGRADE if pool.gpu else CPU_POOL_UPGRADE)
+    upgrade = settings.pool_upgrade.get(pool.name) or (
+        GPU_POOL_UPGRADE if pool.gpu else CPU_POOL_UPGRADE
+    )
     ephemeral = settings.ephemeral_os_disk and ephemeral_os_disk_fits(pool.vm_size)
     skips = {}
     if not settings.host_encryption:
-        skips["CKV_AZURE_227"] = "host encryption turned off in the cluster file (settings.hostEncryption: false)"
+        skips["CKV_AZURE_227"] = (
+            "host encryption turned off in the cluster file (settings.hostEncryption: false)"
+        )
     if system and not ephemeral:
         skips["CKV_AZURE_226"] = (
             f"{pool.vm_size} has no local disk large enough for an ephemeral OS disk (plugins/gpucluster_aks/gpu_vm_sizes.yaml)"
-            if settings.ephemeral_os_disk else "ephemeral OS disks turned off in the cluster file (settings.ephemeralOsDisk: false)")
+            if settings.ephemeral_os_disk
+            else "ephemeral OS disks turned off in the cluster file (settings.ephemeralOsDisk: false)"
+        )
     return dict(
         os_disk_type="Ephemeral" if ephemeral else None,
         zones=settings.zones,
@@ -109,7 +122,9 @@ def cluster_props(cluster: ClusterSpec):
                 vm_size=pool.vm_size,
                 node_count=pool.node_count,
                 gpu_driver=pool.gpu_driver if pool.gpu else None,
-                labels=_labels(scheduling.accelerated_node_selector if pool.gpu else {}, pool.labels),
+                labels=_labels(
+                    scheduling.accelerated_node_selector if pool.gpu else {}, pool.labels
+                ),
                 taints=tuple(str(t) for t in pool.taints),
                 **_pool_props(cluster, pool, settings, system=False),
             )
@@ -136,7 +151,11 @@ def cluster_props(cluster: ClusterSpec):
         tags={"gpucluster-cluster": cluster.name},
         sku_tier=settings.sku_tier,
         local_account_disabled=not settings.local_accounts,
-        entra_id=EntraIdProps(azure_rbac=True, admin_group_object_ids=settings.admin_group_object_ids, deployer_role=DEPLOYER_ROLE),
+        entra_id=EntraIdProps(
+            azure_rbac=True,
+            admin_group_object_ids=settings.admin_group_object_ids,
+            deployer_role=DEPLOYER_ROLE,
+        ),
         private_cluster=settings.private_cluster,
         authorized_ip_ranges=settings.authorized_ip_ranges,
         network=NetworkProps(
@@ -157,7 +176,8 @@ def cluster_props(cluster: ClusterSpec):
         azure_policy=settings.azure_policy,
         defender=settings.defender,
         log_analytics_workspace_id=settings.log_analytics_workspace_id,
-        create_log_analytics_workspace=settings.monitoring and settings.log_analytics_workspace_id is None,
+        create_log_analytics_workspace=settings.monitoring
+        and settings.log_analytics_workspace_id is None,
         disk_encryption_set_id=settings.disk_encryption_set_id,
         secret_rotation_interval=settings.secret_rotation_interval,
         connection_exec=None if settings.local_accounts else kubelogin_exec(settings),
@@ -170,21 +190,55 @@ def _cluster_skips(settings: AksSettings, only_critical: bool) -> dict[str, str]
     (docs/cluster-file.md "production defaults")."""
     skips = {}
     if settings.disk_encryption_set_id is None:
-        skips["CKV_AZURE_117"] = ("OS and data disks are encrypted at rest with platform-managed keys; customer-managed "
-                                  "keys need a Key Vault and a disk encryption set the tenant owns: settings.diskEncryptionSetId")
+        skips["CKV_AZURE_117"] = (
+            "OS and data disks are encrypted at rest with platform-managed keys; customer-managed "
+            "keys need a Key Vault and a disk encryption set the tenant owns: settings.diskEncryptionSetId"
+        )
     if not only_critical:
-        skips["CKV_AZURE_232"] = ("the system pool also runs the GPU operators and gates (no extra CPU pool by default); "
-                                  "taint it CriticalAddonsOnly=true:NoSchedule and add a CPU pool to isolate system pods")
+        skips["CKV_AZURE_232"] = (
+            "the system pool also runs the GPU operators and gates (no extra CPU pool by default); "
+            "taint it CriticalAddonsOnly=true:NoSchedule and add a CPU pool to isolate system pods"
+        )
     if not settings.private_cluster:
-        skips["CKV_AZURE_115"] = "public API server restricted to settings.apiServer.authorizedIpRanges (chosen in the cluster file)"
+        skips["CKV_AZURE_115"] = (
+            "public API server restricted to settings.apiServer.authorizedIpRanges (chosen in the cluster file)"
+        )
     for check, off, reason in (
-        ("CKV_AZURE_141", settings.local_accounts, "local accounts kept on by settings.localAccounts: true"),
-        ("CKV_AZURE_170", settings.sku_tier == "Free", "Free tier (no uptime SLA) chosen by settings.skuTier: Free"),
-        ("CKV_AZURE_171", settings.upgrade_channel == "none", "automatic upgrades turned off by settings.upgrade.channel: none"),
-        ("CKV_AZURE_116", not settings.azure_policy, "Azure Policy add-on turned off by settings.azurePolicy: false"),
-        ("CKV_AZURE_4", not settings.monitoring, "monitoring turned off by settings.monitoring: false"),
-        ("CKV_AZURE_172", settings.secret_rotation_interval is None, "Key Vault secrets provider turned off by settings.keyVaultSecretsProvider: false"),
-        ("CKV_AZURE_7", settings.network_policy == "none", "network policy turned off by settings.network.policy: none"),
+        (
+            "CKV_AZURE_141",
+            settings.local_accounts,
+            "local accounts kept on by settings.localAccounts: true",
+        ),
+        (
+            "CKV_AZURE_170",
+            settings.sku_tier == "Free",
+            "Free tier (no uptime SLA) chosen by settings.skuTier: Free",
+        ),
+        (
+            "CKV_AZURE_171",
+            settings.upgrade_channel == "none",
+            "automatic upgrades turned off by settings.upgrade.channel: none",
+        ),
+        (
+            "CKV_AZURE_116",
+            not settings.azure_policy,
+            "Azure Policy add-on turned off by settings.azurePolicy: false",
+        ),
+        (
+            "CKV_AZURE_4",
+            not settings.monitoring,
+            "monitoring turned off by settings.monitoring: false",
+        ),
+        (
+            "CKV_AZURE_172",
+            settings.secret_rotation_interval is None,
+            "Key Vault secrets provider turned off by settings.keyVaultSecretsProvider: false",
+        ),
+        (
+            "CKV_AZURE_7",
+            settings.network_policy == "none",
+            "network policy turned off by settings.network.policy: none",
+        ),
     ):
         if off:
             skips[check] = reason

@@ -37,7 +37,12 @@ from gpucluster.sdk import (
     nicclusterpolicy_ready,
 )
 
-__all__ = ["gpucluster_gates", "NICCLUSTERPOLICY_TIMEOUT", "NICCLUSTERPOLICY_MANIFEST", "DRA_ROLLOUT_TIMEOUT"]
+__all__ = [
+    "gpucluster_gates",
+    "NICCLUSTERPOLICY_TIMEOUT",
+    "NICCLUSTERPOLICY_MANIFEST",
+    "DRA_ROLLOUT_TIMEOUT",
+]
 
 NICCLUSTERPOLICY_TIMEOUT = 2400
 """40 min: the DOCA OFED driver container compiles and loads its modules on every IB node
@@ -58,15 +63,25 @@ def gpucluster_gates(cluster, recipe, components):
     """The AKS readiness gates for the enabled components."""
     gates = []
     if "gpu-operator" in components:
-        gates.append(clusterpolicy_ready())  # CLUSTERPOLICY_DEFAULT_TIMEOUT: nodewright reboots, driver builds
+        gates.append(
+            clusterpolicy_ready()
+        )  # CLUSTERPOLICY_DEFAULT_TIMEOUT: nodewright reboots, driver builds
     if "network-operator" in components:
         gpu = components.get("gpu-operator")
         before = None
         if gpu is not None and "network-operator" not in gpu.ref.dependency_refs:
             # the recipe lacks the edge (AICR files up to v0.11): the gate orders gpu-operator anyway
-            before = sorted({n for n, c in components.items() if "network-operator" in c.ref.dependency_refs} | {"gpu-operator"})
-        gates.append(nicclusterpolicy_ready(timeout_seconds=NICCLUSTERPOLICY_TIMEOUT, before=before,
-                                            supplied_by=NICCLUSTERPOLICY_MANIFEST))
+            before = sorted(
+                {n for n, c in components.items() if "network-operator" in c.ref.dependency_refs}
+                | {"gpu-operator"}
+            )
+        gates.append(
+            nicclusterpolicy_ready(
+                timeout_seconds=NICCLUSTERPOLICY_TIMEOUT,
+                before=before,
+                supplied_by=NICCLUSTERPOLICY_MANIFEST,
+            )
+        )
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
         gates.append(

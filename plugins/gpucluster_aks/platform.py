@@ -14,7 +14,15 @@ import functools
 import re
 from pathlib import Path
 
-from gpucluster.sdk import ClusterSpec, GpuclusterError, NodePool, Platform, Taint, hookimpl, load_data_file
+from gpucluster.sdk import (
+    ClusterSpec,
+    GpuclusterError,
+    NodePool,
+    Platform,
+    Taint,
+    hookimpl,
+    load_data_file,
+)
 from gpucluster_aks.settings import AKS_SETTING_KEYS, parse_settings
 
 __all__ = [
@@ -146,7 +154,9 @@ def gpucluster_prepare_cluster(cluster: ClusterSpec):
         cluster.region = DEFAULT_REGION
     if not cluster.pools and cluster.existing is None:
         cluster.pools = [
-            NodePool(name="system", vm_size=SYSTEM_VM_SIZE, node_count=SYSTEM_NODE_COUNT, gpu=False),
+            NodePool(
+                name="system", vm_size=SYSTEM_VM_SIZE, node_count=SYSTEM_NODE_COUNT, gpu=False
+            ),
             NodePool(name="gpu", vm_size=GPU_VM_SIZE, node_count=1, gpu=True),
         ]
     _pool_kinds(cluster, where)
@@ -189,7 +199,11 @@ def _pool_kinds(cluster: ClusterSpec, where: dict) -> None:
     pool. Refused (``pools[i].vmSize`` / ``pools[i].gpu``): a GPU size of another accelerator, an
     N-series (GPU) size that is not listed (typo), and an explicit ``gpu:`` that contradicts the size.
     """
-    wanted = cluster.criteria.accelerator if cluster.criteria.accelerator in AKS_PLATFORM.accelerators else None
+    wanted = (
+        cluster.criteria.accelerator
+        if cluster.criteria.accelerator in AKS_PLATFORM.accelerators
+        else None
+    )
     accelerators = (wanted,) if wanted else AKS_PLATFORM.accelerators
     valid = [size for acc in accelerators for size in vm_sizes()["accelerators"][acc]]
     for i, pool in enumerate(cluster.pools):
@@ -220,7 +234,11 @@ def _pool_kinds(cluster: ClusterSpec, where: dict) -> None:
                 f"{'a GPU' if is_gpu else 'not a GPU'} size",
                 key=f"{key}.gpu",
                 fix="remove gpu: (gpucluster derives it from vmSize)"
-                + ("" if is_gpu else f", or use a GPU size, closest: {_closest(pool.vm_size, valid)}"),
+                + (
+                    ""
+                    if is_gpu
+                    else f", or use a GPU size, closest: {_closest(pool.vm_size, valid)}"
+                ),
                 **where,
             )
         pool.gpu = is_gpu
@@ -274,7 +292,12 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 **where,
             )
         if pool.name in seen:
-            raise GpuclusterError(f"node pool name '{pool.name}' is used twice", key=f"{key}.name", fix="rename one pool", **where)
+            raise GpuclusterError(
+                f"node pool name '{pool.name}' is used twice",
+                key=f"{key}.name",
+                fix="rename one pool",
+                **where,
+            )
         seen.add(pool.name)
         if not 1 <= pool.node_count <= MAX_NODES_PER_POOL:
             raise GpuclusterError(

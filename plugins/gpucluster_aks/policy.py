@@ -22,7 +22,8 @@ validations (CheckWildcardAcceleratedToleration, CheckHostMofedWithoutNetworkOpe
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
 from gpucluster_aks.platform import AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
@@ -71,7 +72,11 @@ the four values that must come with it. ``operator-managed`` is the guide's over
 
 MODE_FOR_GPU_DRIVER = {spec["gpu_driver"]: mode for mode, spec in OWNERSHIP_MODES.items()}
 
-_CHART_DEFAULTS = {(GPU_OPERATOR, "driver.enabled"): True, (GPU_OPERATOR, "toolkit.enabled"): True, (DRA_DRIVER, "nvidiaDriverRoot"): "/"}
+_CHART_DEFAULTS = {
+    (GPU_OPERATOR, "driver.enabled"): True,
+    (GPU_OPERATOR, "toolkit.enabled"): True,
+    (DRA_DRIVER, "nvidiaDriverRoot"): "/",
+}
 _MISSING = object()
 
 
@@ -111,8 +116,24 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _finding(cluster: ClusterSpec, id: str, severity: Literal["error", "warning", "info"], component: str, key: str, message: str, fix: str) -> Finding:
-    return Finding(id=id, severity=severity, cluster=cluster.name, component=component, key=key, message=message, fix=fix)
+def _finding(
+    cluster: ClusterSpec,
+    id: str,
+    severity: Literal["error", "warning", "info"],
+    component: str,
+    key: str,
+    message: str,
+    fix: str,
+) -> Finding:
+    return Finding(
+        id=id,
+        severity=severity,
+        cluster=cluster.name,
+        component=component,
+        key=key,
+        message=message,
+        fix=fix,
+    )
 
 
 def _check_version(cluster: ClusterSpec) -> list[Finding]:
@@ -133,7 +154,7 @@ def _check_version(cluster: ClusterSpec) -> list[Finding]:
             "kubernetesVersion",
             f"Kubernetes {cluster.kubernetes_version!r} {what}: every AKS GPU recipe includes the DRA driver, and DRA "
             "(resource.k8s.io/v1) is GA only from Kubernetes 1.34",
-            "set kubernetesVersion: \"1.34\"; upgrade existing clusters one minor version at a time (1.32 -> 1.33 -> 1.34)",
+            'set kubernetesVersion: "1.34"; upgrade existing clusters one minor version at a time (1.32 -> 1.33 -> 1.34)',
         )
     ]
 
@@ -160,21 +181,44 @@ def _check_managed_pools(cluster: ClusterSpec) -> list[Finding]:
 
 
 _CONSEQUENCE = {
-    ("azure-managed", "driver.enabled"): "the GPU Operator's driver container would fight the driver the AKS node image preinstalls",
-    ("operator-managed", "driver.enabled"): "nothing installs a driver on --gpu-driver none nodes, so GPU nodes stay driverless",
-    ("azure-managed", "toolkit.enabled"): "the operator's toolkit would rewrite the containerd runtime the AKS node image already configured",
+    (
+        "azure-managed",
+        "driver.enabled",
+    ): "the GPU Operator's driver container would fight the driver the AKS node image preinstalls",
+    (
+        "operator-managed",
+        "driver.enabled",
+    ): "nothing installs a driver on --gpu-driver none nodes, so GPU nodes stay driverless",
+    (
+        "azure-managed",
+        "toolkit.enabled",
+    ): "the operator's toolkit would rewrite the containerd runtime the AKS node image already configured",
     ("operator-managed", "toolkit.enabled"): (
         "containerd gets no nvidia runtime handler: every GPU Operator operand fails with FailedCreatePodSandBox "
-        "(no runtime for \"nvidia\" is configured) and GPU nodes advertise zero nvidia.com/gpu"
+        '(no runtime for "nvidia" is configured) and GPU nodes advertise zero nvidia.com/gpu'
     ),
-    ("azure-managed", "operator.runtimeClass"): "it must name the runtime handler the AKS node image preconfigures (nvidia-container-runtime)",
-    ("operator-managed", "operator.runtimeClass"): "the operator-managed tuple names the handler the operator's toolkit installs (nvidia)",
-    ("azure-managed", "nvidiaDriverRoot"): "the DRA kubelet plugin must read the host driver the AKS node image installs at /",
-    ("operator-managed", "nvidiaDriverRoot"): "the DRA kubelet plugin must read the driver the operator installs at /run/nvidia/driver",
+    (
+        "azure-managed",
+        "operator.runtimeClass",
+    ): "it must name the runtime handler the AKS node image preconfigures (nvidia-container-runtime)",
+    (
+        "operator-managed",
+        "operator.runtimeClass",
+    ): "the operator-managed tuple names the handler the operator's toolkit installs (nvidia)",
+    (
+        "azure-managed",
+        "nvidiaDriverRoot",
+    ): "the DRA kubelet plugin must read the host driver the AKS node image installs at /",
+    (
+        "operator-managed",
+        "nvidiaDriverRoot",
+    ): "the DRA kubelet plugin must read the driver the operator installs at /run/nvidia/driver",
 }
 
 
-def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
+def _check_driver_ownership(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]
+) -> list[Finding]:
     out: list[Finding] = []
     profile = recipe.profile[1] if recipe.profile and recipe.profile[0] == "gpuStack" else None
     gpu_pools = [(i, p) for i, p in enumerate(cluster.pools) if p.gpu]
@@ -238,7 +282,10 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
         comp = components.get(component)
         if comp is None:
             continue
-        if profile is not None and get_path(recipe.profile_owned.get(component) or {}, path, _MISSING) is not _MISSING:
+        if (
+            profile is not None
+            and get_path(recipe.profile_owned.get(component) or {}, path, _MISSING) is not _MISSING
+        ):
             continue  # the gpuStack profile owns the key: PROFILE-OWNED names the profile value that sets it
         actual = get_path(comp.values, path, _MISSING)
         if actual is _MISSING:
@@ -247,11 +294,19 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
             shown = "unset"
         elif isinstance(actual, bool) != isinstance(expected, bool):
             continue  # a non-boolean toggle is reported by GPU-TOGGLE-TYPE
-        elif actual == expected or (path == "nvidiaDriverRoot" and isinstance(actual, str) and actual.rstrip("/") == expected.rstrip("/")):
+        elif actual == expected or (
+            path == "nvidiaDriverRoot"
+            and isinstance(actual, str)
+            and actual.rstrip("/") == expected.rstrip("/")
+        ):
             continue
         else:
             shown = _show(actual)
-        pools = f"GPU pools with gpuDriver {OWNERSHIP_MODES[mode]['gpu_driver']} use" if gpu_pools else "this cluster uses"
+        pools = (
+            f"GPU pools with gpuDriver {OWNERSHIP_MODES[mode]['gpu_driver']} use"
+            if gpu_pools
+            else "this cluster uses"
+        )
         out.append(
             _finding(
                 cluster,
@@ -268,7 +323,9 @@ def _check_driver_ownership(cluster: ClusterSpec, recipe: Recipe, components: Ma
     return out
 
 
-def _check_wildcard_toleration(cluster: ClusterSpec, components: Mapping[str, Any]) -> list[Finding]:
+def _check_wildcard_toleration(
+    cluster: ClusterSpec, components: Mapping[str, Any]
+) -> list[Finding]:
     comp = components.get(NODEWRIGHT_CUSTOMIZATIONS)
     if comp is None:
         return []
@@ -310,7 +367,8 @@ def _wildcard_fix(cluster: ClusterSpec) -> str:
         keyed = ", ".join(f"'{t}'" for t in dict.fromkeys(taints))
         return (
             "remove scheduling.accelerated.tolerations to use the default derived from the GPU pool taints, or pass "
-            f"keyed tolerations matching them: scheduling.accelerated.tolerations: [{keyed}]" + opt_out
+            f"keyed tolerations matching them: scheduling.accelerated.tolerations: [{keyed}]"
+            + opt_out
         )
     return (
         "pass a keyed toleration matching the taint of the GPU nodes, e.g. scheduling.accelerated.tolerations: "
@@ -319,7 +377,9 @@ def _wildcard_fix(cluster: ClusterSpec) -> str:
     )
 
 
-def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]) -> list[Finding]:
+def _check_host_mofed(
+    cluster: ClusterSpec, recipe: Recipe, components: Mapping[str, Any]
+) -> list[Finding]:
     """AKS-HOST-MOFED: ``driver.rdma.useHostMofed`` stays false on AKS (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md)).
 
     * network-operator disabled, value not explicitly false: warning (no MOFED at all; AICR
@@ -355,7 +415,10 @@ def _check_host_mofed(cluster: ClusterSpec, recipe: Recipe, components: Mapping[
         ]
     if value is not True:
         return []  # false, unset (chart default false), or a non-boolean reported by GPU-TOGGLE-TYPE
-    builds_peermem = get_path(values, "driver.enabled", True) is True and get_path(values, "driver.rdma.enabled", False) is True
+    builds_peermem = (
+        get_path(values, "driver.enabled", True) is True
+        and get_path(values, "driver.rdma.enabled", False) is True
+    )
     consequence = (
         "the GPU Operator's driver container builds nvidia-peermem against a host MOFED that does not exist, so "
         "`modprobe nvidia-peermem` fails (Invalid argument, an ib_core symbol mismatch) and GPUDirect RDMA is lost"

@@ -14,11 +14,15 @@ Pure helpers: ``settings`` (cluster-file inputs) and ``fabric`` (object builders
 See docs/nvke.md.
 """
 
-from gpucluster_nvke.platform import gpucluster_catalog_dirs, gpucluster_platforms, gpucluster_prepare_cluster
-from gpucluster_nvke.values import gpucluster_adjust_values
-from gpucluster_nvke.manifests import gpucluster_manifests
 from gpucluster_nvke.gates import gpucluster_gates
+from gpucluster_nvke.manifests import gpucluster_manifests
+from gpucluster_nvke.platform import (
+    gpucluster_catalog_dirs,
+    gpucluster_platforms,
+    gpucluster_prepare_cluster,
+)
 from gpucluster_nvke.policy import gpucluster_policy_checks
+from gpucluster_nvke.values import gpucluster_adjust_values
 
 __all__ = [  # the hook implementations pluggy finds on this module
     "gpucluster_adjust_values",

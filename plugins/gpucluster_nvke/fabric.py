@@ -21,10 +21,10 @@ Facts (AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpucluster.sdk import deep_merge
-
 from gpucluster_nvke.settings import (
     CONTROL_PLANE_LABEL,
     PCI_15B3_LABEL,
@@ -52,7 +52,9 @@ RDMA_ULP_MODULES = ("rdma_ucm", "ib_umad", "ib_ipoib")
 MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-rdma-ulp.conf"
 NODEWRIGHT_SHELLSCRIPT_IMAGE = "ghcr.io/nvidia/skyhook-packages/shellscript"
 NODEWRIGHT_SHELLSCRIPT_VERSION = "1.1.1"
-NODEWRIGHT_SHELLSCRIPT_DIGEST = "sha256:5414b06e52c090d0842704f2580798064362d771f12421ccc8888186b5f5a3cf"
+NODEWRIGHT_SHELLSCRIPT_DIGEST = (
+    "sha256:5414b06e52c090d0842704f2580798064362d771f12421ccc8888186b5f5a3cf"
+)
 """The digest of ``shellscript:1.1.1`` (AICR's container image inventory, docs "Container Image
 Inventory": ``ghcr.io/nvidia/skyhook-packages/shellscript:1.1.1@sha256:5414b06e...``); the
 Skyhook package pins it as ``containerSHA``. Change it with the version, never alone."""
@@ -69,13 +71,19 @@ def not_control_plane() -> dict[str, Any]:
     return {"key": CONTROL_PLANE_LABEL, "operator": "DoesNotExist"}
 
 
-def node_affinity(selector: Mapping[str, str], *, exclude_control_plane: bool = True) -> dict[str, Any]:
+def node_affinity(
+    selector: Mapping[str, str], *, exclude_control_plane: bool = True
+) -> dict[str, Any]:
     """``requiredDuringSchedulingIgnoredDuringExecution`` node affinity ANDing ``selector``'s
     ``key In [value]`` requirements (and, by default, "not a control-plane node")."""
     exprs = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(selector.items())]
     if exclude_control_plane:
         exprs.append(not_control_plane())
-    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}}
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": exprs}]
+        }
+    }
 
 
 def kernel_module_params(name: str, namespace: str) -> dict[str, Any]:
@@ -105,7 +113,12 @@ def nic_cluster_policy(settings: NvkeSettings, *, network_operator_version: str)
     spec: dict[str, Any] = {
         "nodeAffinity": node_affinity({PCI_15B3_LABEL: "true"}),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "nvIpam": {"image": "nvidia-k8s-ipam", "repository": repo, "version": tag, "enableWebhook": False},
+        "nvIpam": {
+            "image": "nvidia-k8s-ipam",
+            "repository": repo,
+            "version": tag,
+            "enableWebhook": False,
+        },
         "secondaryNetwork": {
             "cniPlugins": {"image": "plugins", "repository": repo, "version": tag},
             "multus": {"image": "multus-cni", "repository": repo, "version": tag},
@@ -130,9 +143,9 @@ def ip_pool(rail: Rail, settings: NvkeSettings, namespace: str) -> dict[str, Any
             "subnet": rail.subnet,
             "perNodeBlockSize": settings.per_node_block_size,
             "gateway": rail.gateway,
-            "nodeSelector": node_affinity(settings.sriov_node_selector, exclude_control_plane=False)[
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            ],
+            "nodeSelector": node_affinity(
+                settings.sriov_node_selector, exclude_control_plane=False
+            )["requiredDuringSchedulingIgnoredDuringExecution"],
         },
     }
 
@@ -234,8 +247,13 @@ done
 """
 
 
-def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_selector: Mapping[str, str] | None = None,
-                       system_tolerations: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def teardown_wait_hook(
+    settings: NvkeSettings,
+    namespace: str,
+    *,
+    system_node_selector: Mapping[str, str] | None = None,
+    system_tolerations: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Helm ``post-delete`` hook objects of the ``sriov-ib-networks`` chart.
 
     After Helm deletes the rails' policies, the SR-IOV config daemon asks the Maintenance
@@ -281,7 +299,11 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_se
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": meta("-5"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TEARDOWN_NAME},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": TEARDOWN_NAME,
+            },
             "subjects": [{"kind": "ServiceAccount", "name": TEARDOWN_NAME, "namespace": namespace}],
         },
         {
@@ -296,9 +318,16 @@ def teardown_wait_hook(settings: NvkeSettings, namespace: str, *, system_node_se
                     "spec": {
                         "serviceAccountName": TEARDOWN_NAME,
                         "restartPolicy": "Never",
-                        "nodeSelector": {"kubernetes.io/os": "linux", **dict(system_node_selector or {})},
+                        "nodeSelector": {
+                            "kubernetes.io/os": "linux",
+                            **dict(system_node_selector or {}),
+                        },
                         **({"tolerations": list(system_tolerations)} if system_tolerations else {}),
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65534,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
                         "containers": [
                             {
                                 "name": "wait",

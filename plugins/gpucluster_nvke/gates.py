@@ -26,10 +26,16 @@ labels without a GPU or ConnectX-7.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from gpucluster.sdk import GateSpec, clusterpolicy_ready, dra_kubelet_plugin_rollout, hookimpl, nicclusterpolicy_ready
-
+from gpucluster.sdk import (
+    GateSpec,
+    clusterpolicy_ready,
+    dra_kubelet_plugin_rollout,
+    hookimpl,
+    nicclusterpolicy_ready,
+)
 from gpucluster_nvke.fabric import MULTUS_DAEMONSET
 
 MIN_DRA_VERSION = "0.5.1"
@@ -71,7 +77,9 @@ def build_gates(recipe, components: Mapping[str, Any]) -> list[GateSpec]:
                 create_timeout_seconds=600,
                 timeout_seconds=120,
             ),
-            nicclusterpolicy_ready(name=GATE_NCP_READY, timeout_seconds=900, after=[GATE_IPPOOL_CRD]),
+            nicclusterpolicy_ready(
+                name=GATE_NCP_READY, timeout_seconds=900, after=[GATE_IPPOOL_CRD]
+            ),
             GateSpec(
                 name=GATE_MULTUS,
                 component="network-operator",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from gpucluster.sdk import Component, Manifest, get_path, hookimpl
-
 from gpucluster_nvke import fabric
 from gpucluster_nvke.settings import NvkeSettings, parse_settings
 
 
-def build_manifests(settings: NvkeSettings, components: Mapping[str, Component], scheduling=None) -> list[Manifest]:
+def build_manifests(
+    settings: NvkeSettings, components: Mapping[str, Component], scheduling=None
+) -> list[Manifest]:
     """Every NVKE manifest for the enabled ``components`` (deterministic order).
 
     * ``gpu-operator`` pre: the ``driver.kernelModuleConfig.name`` ConfigMap
@@ -40,23 +41,48 @@ def build_manifests(settings: NvkeSettings, components: Mapping[str, Component],
                 component="network-operator",
                 phase="post",
                 name="nic-cluster-policy",
-                documents=[fabric.nic_cluster_policy(settings, network_operator_version=net.ref.version)],
+                documents=[
+                    fabric.nic_cluster_policy(settings, network_operator_version=net.ref.version)
+                ],
             )
         )
     rails = components.get("sriov-ib-networks")
     if rails is not None:
         ns = rails.ref.namespace
-        out.append(Manifest(component="sriov-ib-networks", phase="post", name="rails", documents=fabric.rail_objects(settings, ns)))
         out.append(
-            Manifest(component="sriov-ib-networks", phase="post", name="teardown-wait", documents=fabric.teardown_wait_hook(
-                settings, ns,
-                system_node_selector=dict(scheduling.system_node_selector) if scheduling is not None else None,
-                system_tolerations=[t.as_dict() for t in scheduling.system_tolerations] if scheduling is not None else None))
+            Manifest(
+                component="sriov-ib-networks",
+                phase="post",
+                name="rails",
+                documents=fabric.rail_objects(settings, ns),
+            )
+        )
+        out.append(
+            Manifest(
+                component="sriov-ib-networks",
+                phase="post",
+                name="teardown-wait",
+                documents=fabric.teardown_wait_hook(
+                    settings,
+                    ns,
+                    system_node_selector=dict(scheduling.system_node_selector)
+                    if scheduling is not None
+                    else None,
+                    system_tolerations=[t.as_dict() for t in scheduling.system_tolerations]
+                    if scheduling is not None
+                    else None,
+                ),
+            )
         )
     rdma = components.get("rdma-modules")
     if rdma is not None:
         out.append(
-            Manifest(component="rdma-modules", phase="post", name="nodewright", documents=[fabric.rdma_modules_nodewright(rdma.values)])
+            Manifest(
+                component="rdma-modules",
+                phase="post",
+                name="nodewright",
+                documents=[fabric.rdma_modules_nodewright(rdma.values)],
+            )
         )
     return out
 

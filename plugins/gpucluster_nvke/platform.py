@@ -5,8 +5,14 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Override, Platform, hookimpl
-
+from gpucluster.sdk import (
+    ClusterSpec,
+    ExistingCluster,
+    GpuclusterError,
+    Override,
+    Platform,
+    hookimpl,
+)
 from gpucluster_nvke.settings import (
     MIN_KUBERNETES,
     PROVIDER_ID_PREFIX,
@@ -93,7 +99,10 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
     if sched.accelerated_node_selector or sched.accelerated_tolerations:
         raw = dict(cluster.settings or {})
         rdma = dict(raw.get("rdmaModules") or {})
-        for key, given in (("nodeSelector", sched.accelerated_node_selector), ("tolerations", sched.accelerated_tolerations)):
+        for key, given in (
+            ("nodeSelector", sched.accelerated_node_selector),
+            ("tolerations", sched.accelerated_tolerations),
+        ):
             if given and key in rdma:
                 raise GpuclusterError(
                     f"the accelerated node {'selector' if key == 'nodeSelector' else 'tolerations'} is given both as a "
@@ -117,7 +126,9 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
         toggles = [
             o
             for o in cluster.overrides
-            if o.kind == "set" and o.path == "enabled" and o.component.strip().lower() in ("rdma-modules", "rdmamodules")
+            if o.kind == "set"
+            and o.path == "enabled"
+            and o.component.strip().lower() in ("rdma-modules", "rdmamodules")
         ]
         if toggles and toggles[-1].value is True:
             raise GpuclusterError(

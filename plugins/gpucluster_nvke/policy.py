@@ -8,10 +8,10 @@ Facts: AICR's NVKE GB200 Setup guide (docs.nvidia.com/aicr/integrator-guide/nvke
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from gpucluster.sdk import ClusterSpec, Finding, get_path, hookimpl
-
 from gpucluster_nvke import fabric
 from gpucluster_nvke.gates import MIN_DRA_VERSION
 from gpucluster_nvke.settings import (
@@ -21,6 +21,7 @@ from gpucluster_nvke.settings import (
     parse_settings,
     version_less,
 )
+
 
 def _find_key(node: Any, key: str, prefix: str = "") -> Iterator[str]:
     """Dotted paths of every mapping key named ``key`` (lists index as ``[i]``)."""
@@ -54,7 +55,15 @@ class _Checks:
 
     def error(self, id_: str, component: str, key: str, message: str, fix: str) -> None:
         self.findings.append(
-            Finding(id=id_, severity="error", cluster=self.cluster.name, component=component, key=key, message=message, fix=fix)
+            Finding(
+                id=id_,
+                severity="error",
+                cluster=self.cluster.name,
+                component=component,
+                key=key,
+                message=message,
+                fix=fix,
+            )
         )
 
     # -- cluster ------------------------------------------------------------------------------
@@ -92,7 +101,11 @@ class _Checks:
                     "64k-page Grace kernel and needs DOCA-OFED symbols this recipe never installs",
                     "remove every driver.rdma override (the recipe sets no driver.rdma value)",
                 )
-        for key, want in (("driver.enabled", True), ("toolkit.enabled", True), ("gdrcopy.enabled", True)):
+        for key, want in (
+            ("driver.enabled", True),
+            ("toolkit.enabled", True),
+            ("gdrcopy.enabled", True),
+        ):
             if get_path(v, key) is not want:
                 self.error(
                     "NVKE-GPU-STACK",
@@ -113,7 +126,9 @@ class _Checks:
                 "keep toolkit.env RUNTIME_CONFIG_SOURCE=file",
             )
         unprivileged = env.get("ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED")
-        if not isinstance(unprivileged, str) or unprivileged.lower() != "false":  # EnvVar values are strings
+        if (
+            not isinstance(unprivileged, str) or unprivileged.lower() != "false"
+        ):  # EnvVar values are strings
             self.error(
                 "NVKE-GPU-STACK",
                 "gpu-operator",
@@ -142,7 +157,10 @@ class _Checks:
             "the NVKE API server enables OwnerReferencesPermissionEnforcement, under which the 0.5.0 ComputeDomain "
             "daemon on the second tray cannot join the trays' shared NVLink clique, so multi-node NVLink jobs never start"
         )
-        for key, version in (("version", comp.ref.version), ("image.tag", get_path(comp.values, "image.tag"))):
+        for key, version in (
+            ("version", comp.ref.version),
+            ("image.tag", get_path(comp.values, "image.tag")),
+        ):
             if not version:
                 continue
             try:
@@ -170,8 +188,13 @@ class _Checks:
             for path in _find_key(comp.values, "ofedDriver"):
                 if path == "operator.ofedDriver" or path.startswith("operator.ofedDriver."):
                     continue  # the chart's init-container settings, not a driver
-                self.error("NVKE-OFED-DRIVER", "network-operator", path, f"{path} is set: {ofed_why}",
-                           "remove the ofedDriver values; NVKE keeps the inbox driver")
+                self.error(
+                    "NVKE-OFED-DRIVER",
+                    "network-operator",
+                    path,
+                    f"{path} is set: {ofed_why}",
+                    "remove the ofedDriver values; NVKE keeps the inbox driver",
+                )
             cfg = "sriov-network-operator.sriovOperatorConfig"
             plugins = get_path(comp.values, f"{cfg}.disablePlugins") or []
             if "sriov-ib-networks" in self.components and "mellanox" not in plugins:
@@ -184,7 +207,10 @@ class _Checks:
                     f"keep {cfg}.disablePlugins: [mellanox]",
                 )
             for key in ("sriovNetworkOperator.enabled", "maintenanceOperator.enabled"):
-                if "sriov-ib-networks" in self.components and get_path(comp.values, key) is not True:
+                if (
+                    "sriov-ib-networks" in self.components
+                    and get_path(comp.values, key) is not True
+                ):
                     self.error(
                         "NVKE-SRIOV-OPERATOR",
                         "network-operator",
@@ -204,11 +230,17 @@ class _Checks:
                 )
         if "network-operator" in self.components:
             version = comp.ref.version if comp is not None else ""
-            spec = fabric.nic_cluster_policy(self.settings, network_operator_version=version)["spec"]
+            spec = fabric.nic_cluster_policy(self.settings, network_operator_version=version)[
+                "spec"
+            ]
             if "ofedDriver" in spec:
-                self.error("NVKE-OFED-DRIVER", "network-operator", "settings.nicClusterPolicy.ofedDriver",
-                           f"the NicClusterPolicy carries an ofedDriver: {ofed_why}",
-                           "remove ofedDriver from settings.nicClusterPolicy")
+                self.error(
+                    "NVKE-OFED-DRIVER",
+                    "network-operator",
+                    "settings.nicClusterPolicy.ofedDriver",
+                    f"the NicClusterPolicy carries an ofedDriver: {ofed_why}",
+                    "remove ofedDriver from settings.nicClusterPolicy",
+                )
 
     @staticmethod
     def _pci_why() -> str:
@@ -265,7 +297,9 @@ class _Checks:
             )
 
 
-def check(cluster: ClusterSpec, settings: NvkeSettings, components: Mapping[str, Any]) -> list[Finding]:
+def check(
+    cluster: ClusterSpec, settings: NvkeSettings, components: Mapping[str, Any]
+) -> list[Finding]:
     """All NVKE findings for the final effective ``components`` (ids ``NVKE-*``)."""
     c = _Checks(cluster, settings, components)
     c.kubernetes()

@@ -37,10 +37,18 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from gpucluster.sdk import DEFAULT_KUBECTL_IMAGE, MOVING_TAGS, Fields, GpuclusterError, Where, image_tag
+from gpucluster.sdk import (
+    DEFAULT_KUBECTL_IMAGE,
+    MOVING_TAGS,
+    Fields,
+    GpuclusterError,
+    Where,
+    image_tag,
+)
 
 SERVICE = "nvke"
 """AICR ``service`` criteria value of NVIDIA Kubernetes Engine."""
@@ -164,7 +172,9 @@ class NvkeSettings:
     pod_network: str = DEFAULT_POD_NETWORK
     network_namespace: str = DEFAULT_NETWORK_NAMESPACE
     per_node_block_size: int = DEFAULT_PER_NODE_BLOCK_SIZE
-    sriov_node_selector: dict[str, str] = field(default_factory=lambda: {RDMA_AVAILABLE_LABEL: "true"})
+    sriov_node_selector: dict[str, str] = field(
+        default_factory=lambda: {RDMA_AVAILABLE_LABEL: "true"}
+    )
     nic_cluster_policy: dict[str, Any] = field(default_factory=dict)
     rdma_modules_enabled: bool = True
     rdma_modules_auto_taint: bool | None = None  # None: leave the component's values alone
@@ -191,14 +201,18 @@ class _Ctx:
         self.cluster = cluster
         self.where = Where(file, cluster, id="input.nvke-settings", docs="docs/nvke.md, settings")
 
-    def error(self, key: str, message: str, *, allowed: str | None = None, fix: str | None = None) -> GpuclusterError:
+    def error(
+        self, key: str, message: str, *, allowed: str | None = None, fix: str | None = None
+    ) -> GpuclusterError:
         return GpuclusterError(
             message,
             file=self.file,
             cluster=self.cluster,
             key=f"settings.{key}" if key else "settings",
             allowed=allowed,
-            fix=fix or f"correct settings.{key or ''}".rstrip(".") + " (format and defaults: docs/nvke.md, settings)",
+            fix=fix
+            or f"correct settings.{key or ''}".rstrip(".")
+            + " (format and defaults: docs/nvke.md, settings)",
             id="input.nvke-settings",
         )
 
@@ -207,7 +221,11 @@ def _str(fields: Fields, key: str) -> str | None:
     """A string setting, surrounding spaces removed; missing or null: ``None``; blank: refused."""
     value = fields.get_str(key)
     if value is not None and not value.strip():
-        raise fields.error(key, f"'{fields.key_of(key)}' is blank", fix="write a value, or remove the key for the default")
+        raise fields.error(
+            key,
+            f"'{fields.key_of(key)}' is blank",
+            fix="write a value, or remove the key for the default",
+        )
     return None if value is None else value.strip()
 
 
@@ -241,8 +259,11 @@ def _labels(ctx: _Ctx, value: Any, where: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k or isinstance(v, (dict, list)) or v is None:
-            raise ctx.error(where, f"label {k!r}: {v!r} is not a string label selector entry",
-                            fix='quote label values, e.g. "true"')
+            raise ctx.error(
+                where,
+                f"label {k!r}: {v!r} is not a string label selector entry",
+                fix='quote label values, e.g. "true"',
+            )
         out[k] = str(v).lower() if isinstance(v, bool) else str(v)
     return dict(sorted(out.items()))
 
@@ -253,14 +274,21 @@ def _tolerations(ctx: _Ctx, value: Any, where: str) -> tuple[dict[str, Any], ...
     out = []
     for i, tol in enumerate(value):
         if not isinstance(tol, Mapping):
-            raise ctx.error(f"{where}[{i}]", "must be a toleration mapping (key, operator, value, effect)")
+            raise ctx.error(
+                f"{where}[{i}]", "must be a toleration mapping (key, operator, value, effect)"
+            )
         unknown = set(tol) - {"key", "operator", "value", "effect", "tolerationSeconds"}
         if unknown:
-            raise ctx.error(f"{where}[{i}]", f"unknown toleration field(s) {sorted(unknown)}",
-                            allowed="key, operator, value, effect, tolerationSeconds")
+            raise ctx.error(
+                f"{where}[{i}]",
+                f"unknown toleration field(s) {sorted(unknown)}",
+                allowed="key, operator, value, effect, tolerationSeconds",
+            )
         op = tol.get("operator", "Equal")
         if op not in ("Exists", "Equal"):
-            raise ctx.error(f"{where}[{i}].operator", f"unknown operator {op!r}", allowed="Exists, Equal")
+            raise ctx.error(
+                f"{where}[{i}].operator", f"unknown operator {op!r}", allowed="Exists, Equal"
+            )
         out.append(dict(tol))
     return tuple(out)
 
@@ -268,7 +296,9 @@ def _tolerations(ctx: _Ctx, value: Any, where: str) -> tuple[dict[str, Any], ...
 def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
     if raw is None:
         raw = list(DEFAULT_RAILS)
-    raw = ctx.where.check_list(raw, "settings.rails", fix="list the rails, one per InfiniBand PF (docs/nvke.md, settings)")
+    raw = ctx.where.check_list(
+        raw, "settings.rails", fix="list the rails, one per InfiniBand PF (docs/nvke.md, settings)"
+    )
     rails: list[Rail] = []
     for i, entry in enumerate(raw):
         where = f"rails[{i}]"
@@ -280,11 +310,16 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
         entry.check_keys(sorted(RAIL_KEYS))
         name = _str(entry, "name") or f"rail{i}"
         if not re.fullmatch(_RDMA_DEVICE, name):
-            raise ctx.error(f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0")
+            raise ctx.error(
+                f"{where}.name", f"'{name}' is not an RDMA device name", allowed="e.g. mlx5_0"
+            )
         root = _str(entry, "rootDevice")
         if root is not None and not re.fullmatch(_PCI_ADDRESS, root):
-            raise ctx.error(f"{where}.rootDevice", f"'{root}' is not a PCI address",
-                            allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0")
+            raise ctx.error(
+                f"{where}.rootDevice",
+                f"'{root}' is not a PCI address",
+                allowed="DDDD:BB:SS.F, e.g. 0000:03:00.0",
+            )
         pf = _str(entry, "pfName")
         if pf is not None and not re.fullmatch(_NETDEV, pf):
             raise ctx.error(f"{where}.pfName", f"'{pf}' is not a network interface name")
@@ -302,21 +337,33 @@ def _rails(ctx: _Ctx, raw: Any) -> tuple[Rail, ...]:
             try:
                 subnet_raw = default_rail_subnet(i)
             except ValueError as exc:
-                raise ctx.error(f"{where}.subnet", str(exc), fix="give the rail an explicit subnet") from exc
+                raise ctx.error(
+                    f"{where}.subnet", str(exc), fix="give the rail an explicit subnet"
+                ) from exc
         try:
             subnet = ipaddress.ip_network(subnet_raw, strict=True)
         except ValueError as exc:
-            raise ctx.error(f"{where}.subnet", f"'{subnet_raw}' is not a network CIDR: {exc}",
-                            allowed="IPv4 network with host bits zero, e.g. 10.255.0.0/22") from exc
+            raise ctx.error(
+                f"{where}.subnet",
+                f"'{subnet_raw}' is not a network CIDR: {exc}",
+                allowed="IPv4 network with host bits zero, e.g. 10.255.0.0/22",
+            ) from exc
         rails.append(Rail(index=i, name=name, root_device=root, pf_name=pf, subnet=str(subnet)))
-    for kind, values in (("name", [r.name for r in rails]), ("rootDevice", [r.root_device for r in rails if r.root_device])):
+    for kind, values in (
+        ("name", [r.name for r in rails]),
+        ("rootDevice", [r.root_device for r in rails if r.root_device]),
+    ):
         dupes = sorted({v for v in values if values.count(v) > 1})
         if dupes:
-            raise ctx.error("rails", f"rail {kind} given twice: {', '.join(dupes)}", fix="list every PF once")
+            raise ctx.error(
+                "rails", f"rail {kind} given twice: {', '.join(dupes)}", fix="list every PF once"
+            )
     return tuple(rails)
 
 
-def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cluster: str | None = None) -> NvkeSettings:
+def parse_settings(
+    raw: Mapping[str, Any] | None, *, file: str | None = None, cluster: str | None = None
+) -> NvkeSettings:
     """Validate ``ClusterSpec.settings`` of an NVKE cluster and fill in defaults.
 
     Args:
@@ -339,26 +386,50 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
     try:
         pod_network = str(ipaddress.ip_network(pod_network, strict=False))
     except ValueError as exc:
-        raise ctx.error("podNetwork", f"'{pod_network}' is not a network CIDR: {exc}", allowed="e.g. 192.168.0.0/16") from exc
+        raise ctx.error(
+            "podNetwork",
+            f"'{pod_network}' is not a network CIDR: {exc}",
+            allowed="e.g. 192.168.0.0/16",
+        ) from exc
 
     namespace = _str(raw, "networkNamespace") or DEFAULT_NETWORK_NAMESPACE
     if not re.fullmatch(_DNS_LABEL, namespace) or len(namespace) > 63:
-        raise ctx.error("networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label")
+        raise ctx.error(
+            "networkNamespace", f"'{namespace}' is not a namespace name", allowed="DNS-1123 label"
+        )
 
-    selector = _labels(ctx, raw["sriovNodeSelector"], "sriovNodeSelector") if "sriovNodeSelector" in raw else {RDMA_AVAILABLE_LABEL: "true"}
+    selector = (
+        _labels(ctx, raw["sriovNodeSelector"], "sriovNodeSelector")
+        if "sriovNodeSelector" in raw
+        else {RDMA_AVAILABLE_LABEL: "true"}
+    )
     if not selector:
-        raise ctx.error("sriovNodeSelector", "must not be empty: the SR-IOV policies would select every node",
-                        fix=f"select nodes by {RDMA_AVAILABLE_LABEL}=true")
+        raise ctx.error(
+            "sriovNodeSelector",
+            "must not be empty: the SR-IOV policies would select every node",
+            fix=f"select nodes by {RDMA_AVAILABLE_LABEL}=true",
+        )
 
-    ncp = raw.get_fields("nicClusterPolicy", empty=True,
-                         fix="write a mapping deep-merged over the NicClusterPolicy spec (docs/nvke.md, settings)")
+    ncp = raw.get_fields(
+        "nicClusterPolicy",
+        empty=True,
+        fix="write a mapping deep-merged over the NicClusterPolicy spec (docs/nvke.md, settings)",
+    )
 
     rdma = raw.get_fields("rdmaModules", empty=True)
     rdma.check_keys(sorted(RDMA_MODULES_KEYS))
     enabled = rdma.get_bool("enabled")
     auto_taint = rdma.get_bool("autoTaintNewNodes")
-    node_selector = _labels(ctx, rdma["nodeSelector"], "rdmaModules.nodeSelector") if "nodeSelector" in rdma else {}
-    tolerations = _tolerations(ctx, rdma["tolerations"], "rdmaModules.tolerations") if "tolerations" in rdma else ()
+    node_selector = (
+        _labels(ctx, rdma["nodeSelector"], "rdmaModules.nodeSelector")
+        if "nodeSelector" in rdma
+        else {}
+    )
+    tolerations = (
+        _tolerations(ctx, rdma["tolerations"], "rdmaModules.tolerations")
+        if "tolerations" in rdma
+        else ()
+    )
 
     teardown = raw.get_fields("teardown", empty=True)
     teardown.check_keys(sorted(TEARDOWN_KEYS))
@@ -389,7 +460,9 @@ def parse_settings(raw: Mapping[str, Any] | None, *, file: str | None = None, cl
         rdma_modules_node_selector=node_selector,
         rdma_modules_tolerations=tolerations,
         teardown_image=_image(ctx, teardown, "image", "teardown") or DEFAULT_TEARDOWN_IMAGE,
-        teardown_timeout_seconds=teardown.get_int("timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60),
+        teardown_timeout_seconds=teardown.get_int(
+            "timeoutSeconds", DEFAULT_TEARDOWN_TIMEOUT_SECONDS, minimum=60
+        ),
     )
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpucluster.sdk import hookimpl
-
 from gpucluster_nvke.settings import NvkeSettings, parse_settings
 
 INERT_RDMA_DEFAULT = {"enabled": False}
@@ -14,7 +14,9 @@ INERT_RDMA_DEFAULT = {"enabled": False}
 inert default is dropped; any other ``driver.rdma`` is user intent and refused by policy."""
 
 
-def adjust(component_name: str, values: Mapping[str, Any], settings: NvkeSettings) -> dict[str, Any] | None:
+def adjust(
+    component_name: str, values: Mapping[str, Any], settings: NvkeSettings
+) -> dict[str, Any] | None:
     """The values patch for one NVKE component (deep-merged; ``None`` deletes a key).
 
     * ``gpu-operator``: drops the catalog's inert ``driver.rdma: {enabled: false}``.

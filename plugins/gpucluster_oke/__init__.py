@@ -14,6 +14,6 @@ Catalog (``catalog/``): the OKE recipe family of NVIDIA AI Cluster Runtime (over
 overlays) with its values files and manifest templates; see docs/oke.md.
 """
 
+from gpucluster_oke.gates import *  # noqa: F401,F403
 from gpucluster_oke.platform import *  # noqa: F401,F403
 from gpucluster_oke.policy import *  # noqa: F401,F403
-from gpucluster_oke.gates import *  # noqa: F401,F403

@@ -24,7 +24,8 @@ Written against the public SDK only, like a third-party plugin.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpucluster.sdk import (
     GateSpec,
@@ -34,7 +35,6 @@ from gpucluster.sdk import (
     hookimpl,
     nicclusterpolicy_ready,
 )
-
 
 __all__ = [
     "gpucluster_gates",
@@ -84,7 +84,9 @@ def build_gates(cluster, recipe, components: Mapping[str, Any]) -> list[GateSpec
         )
     dra = components.get("nvidia-dra-driver-gpu")
     if dra is not None:
-        gates.append(dra_kubelet_plugin_rollout(dra, min_ready=1, timeout_seconds=DRA_ROLLOUT_TIMEOUT))
+        gates.append(
+            dra_kubelet_plugin_rollout(dra, min_ready=1, timeout_seconds=DRA_ROLLOUT_TIMEOUT)
+        )
     return gates
 
 

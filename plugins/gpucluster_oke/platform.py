@@ -27,7 +27,15 @@ import functools
 import re
 from pathlib import Path
 
-from gpucluster.sdk import ClusterSpec, ExistingCluster, GpuclusterError, Platform, check_existing, hookimpl, load_data_file
+from gpucluster.sdk import (
+    ClusterSpec,
+    ExistingCluster,
+    GpuclusterError,
+    Platform,
+    check_existing,
+    hookimpl,
+    load_data_file,
+)
 
 __all__ = [
     "gpucluster_platforms",
@@ -129,7 +137,10 @@ def _leaf_name(leaf: tuple[str, str, str, str]) -> str:
 
 def _check_criteria(cluster: ClusterSpec, where: dict) -> None:
     crit = cluster.criteria
-    for field_name, allowed in (("accelerator", OKE_PLATFORM.accelerators), ("os", OKE_PLATFORM.oses)):
+    for field_name, allowed in (
+        ("accelerator", OKE_PLATFORM.accelerators),
+        ("os", OKE_PLATFORM.oses),
+    ):
         value = getattr(crit, field_name)
         if value != "any" and value not in allowed:
             raise GpuclusterError(
@@ -147,7 +158,8 @@ def _check_criteria(cluster: ClusterSpec, where: dict) -> None:
         raise GpuclusterError(
             f"there is no OKE recipe for accelerator {crit.accelerator}, os {crit.os}, intent {crit.intent}",
             key="criteria",
-            allowed="accelerator/os/intent[/platform]: " + ", ".join(_leaf_name(leaf) for leaf in leaves),
+            allowed="accelerator/os/intent[/platform]: "
+            + ", ".join(_leaf_name(leaf) for leaf in leaves),
             fix="choose one of the listed OKE recipes",
             **where,
         )

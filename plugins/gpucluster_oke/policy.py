@@ -27,10 +27,10 @@ owner to guard against.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, hookimpl
-
 from gpucluster_oke.platform import ADDON_STATES, PROFILE_DEFAULT, PROFILE_NAME
 
 __all__ = ["gpucluster_policy_checks", "version_floor", "CHECK_IDS"]
@@ -60,8 +60,24 @@ def _get(values: Any, path: str) -> Any:
     return node
 
 
-def _finding(cluster: ClusterSpec, id: str, severity: Literal["error", "warning", "info"], component: str, key: str, message: str, fix: str) -> Finding:
-    return Finding(id=id, severity=severity, cluster=cluster.name, component=component, key=key, message=message, fix=fix)
+def _finding(
+    cluster: ClusterSpec,
+    id: str,
+    severity: Literal["error", "warning", "info"],
+    component: str,
+    key: str,
+    message: str,
+    fix: str,
+) -> Finding:
+    return Finding(
+        id=id,
+        severity=severity,
+        cluster=cluster.name,
+        component=component,
+        key=key,
+        message=message,
+        fix=fix,
+    )
 
 
 def version_floor(recipe: Recipe) -> tuple[int, int, int] | None:
@@ -88,9 +104,13 @@ def _check_version(cluster: ClusterSpec, recipe: Recipe) -> list[Finding]:
     if m is None:
         return [
             _finding(
-                cluster, "OKE-K8S-VERSION", "error", "-", "kubernetesVersion",
+                cluster,
+                "OKE-K8S-VERSION",
+                "error",
+                "-",
+                "kubernetesVersion",
                 f"kubernetesVersion {cluster.kubernetes_version!r} is not a MAJOR.MINOR version",
-                f"set kubernetesVersion to the OKE cluster's version, e.g. \"{floor[0]}.{floor[1]}\"",
+                f'set kubernetesVersion to the OKE cluster\'s version, e.g. "{floor[0]}.{floor[1]}"',
             )
         ]
     have = (int(m.group(1)), int(m.group(2)))
@@ -102,7 +122,11 @@ def _check_version(cluster: ClusterSpec, recipe: Recipe) -> list[Finding]:
         )
         return [
             _finding(
-                cluster, "OKE-K8S-VERSION", "error", "-", "kubernetesVersion",
+                cluster,
+                "OKE-K8S-VERSION",
+                "error",
+                "-",
+                "kubernetesVersion",
                 f"the OKE cluster runs Kubernetes {cluster.kubernetes_version} but {leaf} needs {K8S_VERSION_CONSTRAINT} "
                 f">= {wanted}: {why}",
                 f"upgrade the OKE control plane and node pools to {floor[0]}.{floor[1]} or later (oci ce cluster update, "
@@ -112,7 +136,11 @@ def _check_version(cluster: ClusterSpec, recipe: Recipe) -> list[Finding]:
     if have == floor[:2] and floor[2]:
         return [
             _finding(
-                cluster, "OKE-K8S-VERSION", "warning", "-", "kubernetesVersion",
+                cluster,
+                "OKE-K8S-VERSION",
+                "warning",
+                "-",
+                "kubernetesVersion",
                 f"{leaf} needs Kubernetes >= {wanted}; kubernetesVersion {cluster.kubernetes_version} does not say the "
                 "patch level, so it cannot be verified",
                 f"check `kubectl version` reports {wanted} or later on the OKE cluster",
@@ -142,7 +170,11 @@ def _check_addon(cluster: ClusterSpec, recipe: Recipe) -> list[Finding]:
         )
     return [
         _finding(
-            cluster, "OKE-GPU-PLUGIN-ADDON", "error", "-", "settings.nvidiaGpuPluginAddon",
+            cluster,
+            "OKE-GPU-PLUGIN-ADDON",
+            "error",
+            "-",
+            "settings.nvidiaGpuPluginAddon",
             f"the NvidiaGpuPlugin add-on is {state} but the gpuStack profile is '{stack}', which needs it "
             f"{'installed' if stack == PROFILE_DEFAULT else 'absent'}: {consequence}",
             f"set profile gpuStack: {needed}, or change the cluster ({'remove' if state == 'installed' else 'install'} "
@@ -162,7 +194,11 @@ def _check_dra_affinity(cluster: ClusterSpec, components: Mapping[str, Any]) -> 
         return []  # null drops the chart default; a mapping is the user's own placement
     return [
         _finding(
-            cluster, "OKE-DRA-CONTROLLER-AFFINITY", "error", DRA_DRIVER, "controller.affinity.nodeAffinity",
+            cluster,
+            "OKE-DRA-CONTROLLER-AFFINITY",
+            "error",
+            DRA_DRIVER,
+            "controller.affinity.nodeAffinity",
             "the DRA controller keeps the chart's default node affinity for control-plane nodes, but OKE's control "
             "plane is managed by Oracle and runs no pods: the controller stays Pending and ComputeDomains never "
             "reconcile",
@@ -172,7 +208,9 @@ def _check_dra_affinity(cluster: ClusterSpec, components: Mapping[str, Any]) -> 
     ]
 
 
-def _check_kernel_module_params(cluster: ClusterSpec, components: Mapping[str, Any]) -> list[Finding]:
+def _check_kernel_module_params(
+    cluster: ClusterSpec, components: Mapping[str, Any]
+) -> list[Finding]:
     gpu = components.get(GPU_OPERATOR)
     if gpu is None:
         return []
@@ -181,7 +219,11 @@ def _check_kernel_module_params(cluster: ClusterSpec, components: Mapping[str, A
         return []
     return [
         _finding(
-            cluster, "OKE-KERNEL-MODULE-PARAMS", "warning", GPU_OPERATOR, "driver.kernelModuleConfig.name",
+            cluster,
+            "OKE-KERNEL-MODULE-PARAMS",
+            "warning",
+            GPU_OPERATOR,
+            "driver.kernelModuleConfig.name",
             f"the ConfigMap '{name}' (NVreg_GrdmaPciTopoCheckOverride=1) only reaches a driver the GPU Operator "
             "installs, but driver.enabled=false (gpuStack oci-managed: the Oracle GPU image's driver): without the "
             "parameter GPUDirect RDMA over dma-buf is refused and NCCL falls back from InfiniBand to sockets",

@@ -27,7 +27,15 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from gpucluster.sdk import ExistingCluster, Finding, GateSpec, GpuclusterError, Platform, get_path, hookimpl
+from gpucluster.sdk import (
+    ExistingCluster,
+    Finding,
+    GateSpec,
+    GpuclusterError,
+    Platform,
+    get_path,
+    hookimpl,
+)
 
 SERVICE = "example-k8s"
 CATALOG_DIR = Path(__file__).parent / "catalog"

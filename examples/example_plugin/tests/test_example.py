@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 
+import gpucluster_example
 import pytest
 
-import gpucluster_example
 from gpucluster.sdk import GpuclusterError
 from gpucluster.sdk.testing import registered
 
 CLUSTER = {
     "name": "ex1",
-    "criteria": {"service": "example-k8s", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+    "criteria": {
+        "service": "example-k8s",
+        "accelerator": "h100",
+        "os": "ubuntu",
+        "intent": "training",
+    },
     "existing": {"kubeconfig": "~/.kube/example.yaml", "context": "ex1"},
 }
 AKS_CLUSTER = {
@@ -36,9 +41,15 @@ def test_the_platform_is_declared(kit):
     result = kit.cli("plugins", "--format", "json")
     assert result.code == 0, result.err
     (entry,) = [p for p in json.loads(result.out)["plugins"] if p["module"] == "gpucluster_example"]
-    assert entry["platforms"] == [{"service": "example-k8s", "displayName": "Example Kubernetes", "provisionsCluster": False}]
+    assert entry["platforms"] == [
+        {"service": "example-k8s", "displayName": "Example Kubernetes", "provisionsCluster": False}
+    ]
     assert entry["hooks"] == [
-        "gpucluster_catalog_dirs", "gpucluster_gates", "gpucluster_platforms", "gpucluster_policy_checks", "gpucluster_prepare_cluster",
+        "gpucluster_catalog_dirs",
+        "gpucluster_gates",
+        "gpucluster_platforms",
+        "gpucluster_policy_checks",
+        "gpucluster_prepare_cluster",
     ]
 
 
@@ -49,7 +60,11 @@ def test_the_plan_uses_the_catalog_gate_and_check(kit):
     # catalog: the manifest-only component, its values file and template
     comp = plan.components["example-gpu-priority"]
     assert comp.ref.type == "Manifest" and comp.ref.namespace == "example-system"
-    assert comp.values["priorityClass"] == {"name": "gpu-training", "value": 100000, "preemptionPolicy": "PreemptLowerPriority"}
+    assert comp.values["priorityClass"] == {
+        "name": "gpu-training",
+        "value": 100000,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
     node = plan.node("example-gpu-priority-manifests")
     assert node.kind == "manifests" and node.depends_on == ["kai-scheduler"]
     (template,) = [v for k, v in node.local_chart.files.items() if k.startswith("templates/")]
@@ -69,21 +84,34 @@ def test_prepare_fills_the_existing_cluster(kit):
     doc = {k: v for k, v in CLUSTER.items() if k != "existing"}
     spec = kit.cluster(doc)
     plan = kit.plan(spec)
-    assert (plan.cluster.existing.kubeconfig_path, plan.cluster.existing.context) == ("~/.kube/config", None)
+    assert (plan.cluster.existing.kubeconfig_path, plan.cluster.existing.context) == (
+        "~/.kube/config",
+        None,
+    )
     assert spec.existing is None  # the hook got a copy
 
 
 def test_prepare_refuses_pools(kit):
     with pytest.raises(GpuclusterError) as exc:
-        kit.plan({**CLUSTER, "existing": None, "pools": [{"name": "gpu", "vmSize": "x", "nodeCount": 1}]})
+        kit.plan(
+            {**CLUSTER, "existing": None, "pools": [{"name": "gpu", "vmSize": "x", "nodeCount": 1}]}
+        )
     (problem,) = exc.value.problems
-    assert (problem.file, problem.cluster, problem.key) == ("clusters.yaml", "ex1", "clusters[0].pools")
+    assert (problem.file, problem.cluster, problem.key) == (
+        "clusters.yaml",
+        "ex1",
+        "clusters[0].pools",
+    )
     assert "example-k8s clusters exist already" in problem.message
 
 
 def test_the_policy_check_stops_the_plan(kit, tmp_path):
     path = tmp_path / "clusters.yaml"
-    path.write_text(json.dumps({"clusters": [{**CLUSTER, "overrides": {"set": ["gpuoperator:driver.enabled=false"]}}]}))
+    path.write_text(
+        json.dumps(
+            {"clusters": [{**CLUSTER, "overrides": {"set": ["gpuoperator:driver.enabled=false"]}}]}
+        )
+    )
     result = kit.cli("plan", "--config", str(path))
     assert result.code == 2 and result.out == ""
     assert (
@@ -121,7 +149,9 @@ def test_synthesized_runtime_stack(kit, tmp_path):
     assert out.stacks == ["ex1-runtime"]  # existing cluster: no ex1-cluster stack
     releases = out.releases("ex1-runtime")
     priority = releases["example-gpu-priority-manifests"]
-    assert priority["namespace"] == "example-system" and priority["depends_on"] == ["helm_release.kai-scheduler"]
+    assert priority["namespace"] == "example-system" and priority["depends_on"] == [
+        "helm_release.kai-scheduler"
+    ]
     gate = releases["example-clusterpolicy-ready"]
     assert gate["depends_on"] == ["helm_release.gpu-operator"] and gate["wait_for_jobs"] is True
     assert "helm_release.example-clusterpolicy-ready" in releases["kai-scheduler"]["depends_on"]
