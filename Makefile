@@ -103,10 +103,10 @@ $(CHECKOV_STAMP): tools/checkov-requirements.txt
 synth: setup
 	GPUCLUSTER_EMBEDDED_DEFAULT=1 $(CDKTF) synth
 
-# The linter, the formatter's check and the type checker, as configured in pyproject.toml. (The
-# format check is added with the commit that formats the whole tree.)
+# The linter, the formatter's check and the type checker, as configured in pyproject.toml.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/cog --check -I tools $(COG_FILES)
 
