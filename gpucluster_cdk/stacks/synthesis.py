@@ -202,29 +202,11 @@ def synth(
         results = None
         n_workers = min(max_workers, len(todo) // MIN_CLUSTERS_PER_WORKER)
         if n_workers > 1:
-            from gpucluster_cdk.stacks import workers as workers_mod
-
-            if workers_mod.can_fork():
-                results = workers_mod.run(
-                    plans,
-                    _chunks(todo, n_workers),
-                    base=staged,
-                    final=final,
-                    fleet=fleet,
-                    exports=built.exports,
-                    keys={c.plan.cluster.name: c.key for c in todo},
-                )
-                if (
-                    results is not None
-                ):  # None: a worker failed; build here, for this process's own error
-                    for result in results:
-                        built.manifest.update(result["manifest"])
-                        built.exports.update(result["exports"])
-                        built.version = built.version or result["version"]
-                        built.style = built.style or result["style"]
-                    for c in todo:
-                        report(c)
-                    todo, elsewhere = [], True
+            results = _run_in_workers(
+                plans, todo, n_workers, staged, final=final, fleet=fleet, built=built, report=report
+            )
+            if results is not None:
+                todo, elsewhere = [], True
         whole = (
             not reused and not elsewhere
         )  # one App holds every stack: cdktf's manifest.json as it is
@@ -247,32 +229,84 @@ def synth(
 
             check_all()  # no kernel started: the environment it needs is still checked, as in a full synth
         if reused:
-            stacks_dir.mkdir(exist_ok=True)
-            for c in reused:
-                for name, entry, files in c.entry["stacks"]:
-                    reuse.write_stack_files(stacks_dir, name, files)
-                    built.manifest[name] = entry
-                built.version = built.version or c.entry["version"]
-                built.style = built.style or c.entry["style"]
-                if reused_names is not None:
-                    reused_names.append(c.plan.cluster.name)
-                report(c)
+            _write_reused(reused, stacks_dir, built, reused_names, report)
         if not whole:
             (staged / "manifest.json").write_text(
                 reuse.manifest_text(built.version, built.manifest, built.style), encoding="utf-8"
             )
-        for c in built_here if built.style is not None else ():
-            if c.key is not None:
-                store_cluster(
-                    c.key,
-                    c.stacks,
-                    stacks_dir,
-                    built.manifest,
-                    built.version,
-                    built.exports.get(c.plan.cluster.name, {}),
-                    built.style,
-                )
+        _store_built(built_here, stacks_dir, built)
         return sorted(p.name for p in stacks_dir.iterdir())
+
+
+def _run_in_workers(
+    plans: Sequence[RuntimePlan],
+    todo: list[_Cluster],
+    n_workers: int,
+    staged: Path,
+    *,
+    final: Path,
+    fleet: FleetSpec | None,
+    built: _Built,
+    report: Callable[[_Cluster], None],
+) -> list[dict[str, Any]] | None:
+    """Build ``todo`` in worker processes into ``built``; their results, or None (no fork, or a worker failed)."""
+    from gpucluster_cdk.stacks import workers as workers_mod
+
+    if not workers_mod.can_fork():
+        return None
+    results = workers_mod.run(
+        plans,
+        _chunks(todo, n_workers),
+        base=staged,
+        final=final,
+        fleet=fleet,
+        exports=built.exports,
+        keys={c.plan.cluster.name: c.key for c in todo},
+    )
+    if results is not None:  # None: a worker failed; build here, for this process's own error
+        for result in results:
+            built.manifest.update(result["manifest"])
+            built.exports.update(result["exports"])
+            built.version = built.version or result["version"]
+            built.style = built.style or result["style"]
+        for c in todo:
+            report(c)
+    return results
+
+
+def _write_reused(
+    reused: Sequence[_Cluster],
+    stacks_dir: Path,
+    built: _Built,
+    reused_names: list[str] | None,
+    report: Callable[[_Cluster], None],
+) -> None:
+    """Write the cached clusters' stacks into ``stacks_dir`` and their manifest entries into ``built``."""
+    stacks_dir.mkdir(exist_ok=True)
+    for c in reused:
+        for name, entry, files in c.entry["stacks"]:
+            reuse.write_stack_files(stacks_dir, name, files)
+            built.manifest[name] = entry
+        built.version = built.version or c.entry["version"]
+        built.style = built.style or c.entry["style"]
+        if reused_names is not None:
+            reused_names.append(c.plan.cluster.name)
+        report(c)
+
+
+def _store_built(built_here: Sequence[_Cluster], stacks_dir: Path, built: _Built) -> None:
+    """Store the stacks of the clusters built in this synth in the cache (keyed ones only)."""
+    for c in built_here if built.style is not None else ():
+        if c.key is not None:
+            store_cluster(
+                c.key,
+                c.stacks,
+                stacks_dir,
+                built.manifest,
+                built.version,
+                built.exports.get(c.plan.cluster.name, {}),
+                built.style,
+            )
 
 
 def _key_clusters(
