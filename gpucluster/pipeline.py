@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import pickle
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from gpucluster.charts import crds as crds_mod
 from gpucluster.charts import gates as gates_mod
@@ -287,21 +288,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         )
     errors = [f for f in findings if f.severity == "error"]
     if errors and strict:
-        problems = []
-        for f in errors:
-            file, key = locate_finding(cluster, recipe, resolved, f)
-            problems.append(
-                Problem(
-                    id=f.id,
-                    message=f.message,
-                    file=file,
-                    cluster=f.cluster,
-                    component=f.component,
-                    key=key,
-                    fix=f.fix,
-                )
-            )
-        raise GpuclusterError(problems=problems)
+        _raise_error_findings(cluster, recipe, resolved, errors)
     # values for the chart version each release installs (after policy, which reads the catalog's keys)
     components, versioned = chart_versions_mod.apply_chart_versions(
         cluster,
@@ -364,6 +351,30 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         gates=gate_specs,
         findings=[f for f in findings if strict is False or f.severity != "error"],
     )
+
+
+def _raise_error_findings(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    resolved: overrides_mod.ResolvedOverrides,
+    errors: Sequence[Finding],
+) -> NoReturn:
+    """Raise one GpuclusterError with a located Problem per error finding, in order."""
+    problems = []
+    for f in errors:
+        file, key = locate_finding(cluster, recipe, resolved, f)
+        problems.append(
+            Problem(
+                id=f.id,
+                message=f.message,
+                file=file,
+                cluster=f.cluster,
+                component=f.component,
+                key=key,
+                fix=f.fix,
+            )
+        )
+    raise GpuclusterError(problems=problems)
 
 
 def with_findings(recipe: Recipe, findings: Sequence[Finding]) -> Recipe:
