@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem
@@ -238,60 +238,7 @@ def parse_scheduling(
                 fix=f"write {section}: {{nodeSelector: {{label: value}}, tolerations: [...]}}",
             )
             continue
-        for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
-            bad(
-                f"{where}.{k}",
-                f"unknown key '{k}'",
-                allowed=", ".join(_POOL_SECTION_KEYS),
-                fix="remove or rename the key",
-            )
-        selector = sub.get("nodeSelector")
-        if selector is not None:
-            if not isinstance(selector, Mapping):
-                bad(
-                    f"{where}.nodeSelector",
-                    f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}",
-                    fix='write e.g. nodeSelector: {nvidia.com/gpu.present: "true"}',
-                )
-            else:
-                parsed: dict[str, str] = {}
-                for k, v in selector.items():
-                    try:
-                        parsed[check_label_key(k, "label key")] = check_label_value(
-                            v, "label value"
-                        )
-                    except ValueError as exc:
-                        bad(
-                            f"{where}.nodeSelector.{k}",
-                            str(exc),
-                            fix='use a Kubernetes label key and a quoted string value, e.g. nvidia.com/gpu.present: "true"',
-                        )
-                setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))
-        tolerations = sub.get("tolerations")
-        if tolerations is not None:
-            if not isinstance(tolerations, list):
-                bad(
-                    f"{where}.tolerations",
-                    f"tolerations must be a list, not a {type(tolerations).__name__}",
-                    allowed=TOLERATION_FORMAT,
-                    fix=tol_fix,
-                )
-            else:
-                parsed_tols: list[Toleration] = []
-                for i, spec in enumerate(tolerations):
-                    try:
-                        t = parse_toleration(spec)
-                    except ValueError as exc:
-                        bad(
-                            f"{where}.tolerations[{i}]",
-                            str(exc),
-                            allowed=TOLERATION_FORMAT,
-                            fix=tol_fix,
-                        )
-                        continue
-                    if t not in parsed_tols:
-                        parsed_tols.append(t)
-                setattr(out, f"{section}_tolerations", parsed_tols)
+        _parse_pool_section(sub, section, where, out, bad, tol_fix)
     if raw.get("workloadGateTaint") is not None:
         try:
             out.workload_gate_taint = parse_taint(raw["workloadGateTaint"])
@@ -315,6 +262,69 @@ def parse_scheduling(
     if problems:
         raise GpuclusterError(problems=problems)
     return out
+
+
+def _parse_pool_section(
+    sub: Mapping,
+    section: str,
+    where: str,
+    out: NodeScheduling,
+    bad: Callable[..., None],
+    tol_fix: str,
+) -> None:
+    """Parse one pool section's keys, nodeSelector and tolerations into ``out``, reporting to ``bad``."""
+    for k in sorted(str(k) for k in sub if k not in _POOL_SECTION_KEYS):
+        bad(
+            f"{where}.{k}",
+            f"unknown key '{k}'",
+            allowed=", ".join(_POOL_SECTION_KEYS),
+            fix="remove or rename the key",
+        )
+    selector = sub.get("nodeSelector")
+    if selector is not None:
+        if not isinstance(selector, Mapping):
+            bad(
+                f"{where}.nodeSelector",
+                f"nodeSelector must be a mapping of label: value, not a {type(selector).__name__}",
+                fix='write e.g. nodeSelector: {nvidia.com/gpu.present: "true"}',
+            )
+        else:
+            parsed: dict[str, str] = {}
+            for k, v in selector.items():
+                try:
+                    parsed[check_label_key(k, "label key")] = check_label_value(v, "label value")
+                except ValueError as exc:
+                    bad(
+                        f"{where}.nodeSelector.{k}",
+                        str(exc),
+                        fix='use a Kubernetes label key and a quoted string value, e.g. nvidia.com/gpu.present: "true"',
+                    )
+            setattr(out, f"{section}_node_selector", dict(sorted(parsed.items())))
+    tolerations = sub.get("tolerations")
+    if tolerations is not None:
+        if not isinstance(tolerations, list):
+            bad(
+                f"{where}.tolerations",
+                f"tolerations must be a list, not a {type(tolerations).__name__}",
+                allowed=TOLERATION_FORMAT,
+                fix=tol_fix,
+            )
+        else:
+            parsed_tols: list[Toleration] = []
+            for i, spec in enumerate(tolerations):
+                try:
+                    t = parse_toleration(spec)
+                except ValueError as exc:
+                    bad(
+                        f"{where}.tolerations[{i}]",
+                        str(exc),
+                        allowed=TOLERATION_FORMAT,
+                        fix=tol_fix,
+                    )
+                    continue
+                if t not in parsed_tols:
+                    parsed_tols.append(t)
+            setattr(out, f"{section}_tolerations", parsed_tols)
 
 
 def taint_string(taint: Taint) -> str:
