@@ -30,7 +30,7 @@ import dataclasses
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpucluster.charts.jobchart import (
@@ -171,29 +171,7 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
     )
 
     if spec.kind == "resource-condition":
-        if not _API_VERSION.fullmatch(spec.api_version or ""):
-            raise err(
-                "api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'"
-            )
-        if not _DNS_LABEL.fullmatch(spec.resource or ""):
-            raise err(
-                "resource",
-                f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)",
-            )
-        if not spec.kind_name:
-            raise err("kind_name", "kind_name (e.g. ClusterPolicy) is required")
-        if not _JSONPATH.fullmatch(spec.jsonpath or ""):
-            raise err(
-                "jsonpath",
-                f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression",
-                "{.status.state}",
-            )
-        if spec.value == "":
-            raise err("value", "the expected value is empty")
-        if spec.name_of_object is not None and not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
-            raise err(
-                "name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain"
-            )
+        _check_resource_condition(spec, err)
     elif spec.kind == "crd-established":
         if (
             not spec.name_of_object
@@ -242,6 +220,31 @@ def validate_gate(spec: GateSpec, *, plugin: str, cluster: ClusterSpec) -> GateS
     if not out.description:
         out = dataclasses.replace(out, description=describe(out))
     return out
+
+
+def _check_resource_condition(spec: GateSpec, err: Callable[..., PluginError]) -> None:
+    """Raise ``err`` for the first invalid field of a resource-condition gate."""
+    if not _API_VERSION.fullmatch(spec.api_version or ""):
+        raise err("api_version", f"api_version '{spec.api_version}' is not 'group/version' or 'v1'")
+    if not _DNS_LABEL.fullmatch(spec.resource or ""):
+        raise err(
+            "resource",
+            f"resource '{spec.resource}' is not a plural resource name (clusterpolicies)",
+        )
+    if not spec.kind_name:
+        raise err("kind_name", "kind_name (e.g. ClusterPolicy) is required")
+    if not _JSONPATH.fullmatch(spec.jsonpath or ""):
+        raise err(
+            "jsonpath",
+            f"jsonpath '{spec.jsonpath}' is not one '{{.path}}' expression",
+            "{.status.state}",
+        )
+    if spec.value == "":
+        raise err("value", "the expected value is empty")
+    if spec.name_of_object is not None and not _DNS_SUBDOMAIN.fullmatch(spec.name_of_object):
+        raise err(
+            "name_of_object", f"object name '{spec.name_of_object}' is not a DNS-1123 subdomain"
+        )
 
 
 def describe(spec: GateSpec) -> str:
