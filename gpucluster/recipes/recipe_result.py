@@ -658,35 +658,7 @@ class _FileReader:
             rtype = entry.type
         if entry.type == "Manifest":
             rtype = "Manifest"  # AICR writes manifest-only components as Helm refs without a chart
-        strings: dict[str, str] = {}
-        for field_name in ("source", "chart", "version", "namespace", "valuesFile"):
-            value = raw.get(field_name)
-            strings[field_name] = ""
-            if value is None or value == "":
-                continue
-            if not isinstance(value, str) or value != value.strip():
-                rep.bad(
-                    f"'{field_name}' must be a string without surrounding spaces",
-                    key=f"{key}.{field_name}",
-                    **w,
-                )
-                continue
-            rule = CHART_FACT_RULES.get(field_name)
-            checked = (
-                value.rsplit("/", 1)[-1] if field_name == "chart" else value
-            )  # AICR's repo/ prefix is dropped
-            if rule is not None and (
-                not rule[0].fullmatch(checked) or (field_name == "namespace" and len(value) > 63)
-            ):
-                rep.bad(
-                    f"{field_name} '{value}' is not allowed",
-                    key=f"{key}.{field_name}",
-                    allowed=rule[1],
-                    fix=f"remove '{field_name}' to use gpucluster's catalog value, or correct it",
-                    **w,
-                )
-                continue
-            strings[field_name] = value
+        strings = self.fact_strings(key, raw, w)
         cat_source = mine.source if mine else entry.repository
         cat_chart = mine.chart if mine else entry.chart
         cat_version = mine.version if mine else entry.version
@@ -741,6 +713,42 @@ class _FileReader:
                 )
 
         return rtype, source, chart, version, namespace, strings
+
+    def fact_strings(
+        self, key: str, raw: Mapping[str, Any], w: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The ref's chart fact strings (source, chart, version, namespace, valuesFile), "" for each invalid one."""
+        rep = self.rep
+        strings: dict[str, str] = {}
+        for field_name in ("source", "chart", "version", "namespace", "valuesFile"):
+            value = raw.get(field_name)
+            strings[field_name] = ""
+            if value is None or value == "":
+                continue
+            if not isinstance(value, str) or value != value.strip():
+                rep.bad(
+                    f"'{field_name}' must be a string without surrounding spaces",
+                    key=f"{key}.{field_name}",
+                    **w,
+                )
+                continue
+            rule = CHART_FACT_RULES.get(field_name)
+            checked = (
+                value.rsplit("/", 1)[-1] if field_name == "chart" else value
+            )  # AICR's repo/ prefix is dropped
+            if rule is not None and (
+                not rule[0].fullmatch(checked) or (field_name == "namespace" and len(value) > 63)
+            ):
+                rep.bad(
+                    f"{field_name} '{value}' is not allowed",
+                    key=f"{key}.{field_name}",
+                    allowed=rule[1],
+                    fix=f"remove '{field_name}' to use gpucluster's catalog value, or correct it",
+                    **w,
+                )
+                continue
+            strings[field_name] = value
+        return strings
 
     def judge_skew(
         self,
@@ -839,12 +847,11 @@ class _FileReader:
     ) -> tuple[list[str], dict[str, Any], bool]:
         """``(values files, overrides, enabled)``: the values file, the install gates, retired
         overrides, profile-owned values, and hydrated ``values`` compared with what they give."""
-        rep, catalog, renames, ours, data, name, cname = (
+        rep, catalog, renames, ours, name, cname = (
             self.rep,
             self.catalog,
             self.renames,
             self.ours,
-            self.data,
             self.name,
             self.cname,
         )
@@ -892,23 +899,7 @@ class _FileReader:
                 **w,
             )
         overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if k not in GATE_KEYS}
-        for retired_override in entry.retired_overrides:
-            have = get_path(overrides, retired_override.path, _MISSING)
-            if (
-                data.get("apiVersion") in retired_override.api_versions
-                and type(have) is type(retired_override.value)
-                and have == retired_override.value
-            ):
-                _drop_path(overrides, retired_override.path)
-                rep.note(
-                    "RECIPE-OVERRIDE-RETIRED",
-                    "warning",
-                    comp,
-                    f"{key}.overrides.{retired_override.path}",
-                    f"{retired_override.path}: {_yaml_scalar(have)} ({data.get('apiVersion')}) is not applied: {retired_override.note}",
-                    "none needed; to advertise GPUs through DRA instead, flip the whole allocation policy in a recipe "
-                    "overlay (docs/policies.md, GPU-ADVERTISER)",
-                )
+        self.drop_retired(key, comp, entry, overrides)
 
         def check_profile_owned(candidate: Mapping[str, Any], where: str) -> None:
             for owned_path, owned_value in leaf_paths(ours.profile_owned.get(comp, {})):
@@ -948,6 +939,27 @@ class _FileReader:
                         check_profile_owned(overrides, "values")
 
         return values_files, overrides, enabled
+
+    def drop_retired(self, key: str, comp: str, entry: Any, overrides: dict[str, Any]) -> None:
+        """Drop the retired overrides the file's apiVersion wrote from ``overrides`` (RECIPE-OVERRIDE-RETIRED)."""
+        rep, data = self.rep, self.data
+        for retired_override in entry.retired_overrides:
+            have = get_path(overrides, retired_override.path, _MISSING)
+            if (
+                data.get("apiVersion") in retired_override.api_versions
+                and type(have) is type(retired_override.value)
+                and have == retired_override.value
+            ):
+                _drop_path(overrides, retired_override.path)
+                rep.note(
+                    "RECIPE-OVERRIDE-RETIRED",
+                    "warning",
+                    comp,
+                    f"{key}.overrides.{retired_override.path}",
+                    f"{retired_override.path}: {_yaml_scalar(have)} ({data.get('apiVersion')}) is not applied: {retired_override.note}",
+                    "none needed; to advertise GPUs through DRA instead, flip the whole allocation policy in a recipe "
+                    "overlay (docs/policies.md, GPU-ADVERTISER)",
+                )
 
     def lists(
         self,
@@ -1021,6 +1033,67 @@ class _FileReader:
                     out.append(template)
             manifest_lists[field_name] = out
         return deps, manifest_lists
+
+
+def _check_dependencies(
+    rep: _Report, catalog: Catalog, deps_at: list, present: set[str], seen: set[str]
+) -> None:
+    """Report each dependencyRef naming a component that is not in the recipe."""
+    for comp, dep, dkey in deps_at:
+        if dep not in present and (dep in catalog.components or dep not in seen):
+            rep.bad(
+                f"'{comp}' depends on '{dep}', which is not in the recipe",
+                component=comp,
+                key=dkey,
+                allowed=allowed_list(present),
+                fix=f"add '{dep}' to the recipe or remove the dependencyRef",
+            )
+
+
+def _file_constraints(data: dict, rep: _Report) -> list[Constraint]:
+    """The file's ``constraints`` list, reporting each entry without ``name`` and ``value``."""
+    raw_c = (
+        rep.checked(
+            rep.where().check_list, data.get("constraints") or [], "constraints", empty_ok=True
+        )
+        or []
+    )
+    constraints = []
+    for j, c in enumerate(raw_c):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or "value" not in c:
+            rep.bad("constraints need 'name' and 'value'", key=f"constraints[{j}]")
+            continue
+        constraints.append(Constraint(c["name"], str(c["value"])))
+    return constraints
+
+
+def _note_fields(
+    rep: _Report, unused: list[str], ref_unused: Mapping[str, int], unknown: list[str]
+) -> None:
+    """Note the RECIPE-FIELDS-UNUSED and RECIPE-FIELDS-UNKNOWN findings of the file."""
+    if unused or ref_unused:
+        parts = list(unused) + [
+            f"componentRefs[*].{k} ({n} component{'s' if n != 1 else ''})"
+            for k, n in sorted(ref_unused.items())
+        ]
+        rep.note(
+            "RECIPE-FIELDS-UNUSED",
+            "info",
+            "",
+            "",
+            f"read past AICR fields gpucluster does not use: {', '.join(parts)} (readiness comes from gpucluster's "
+            "gates, validation from aicr validate)",
+            "none needed",
+        )
+    if unknown:
+        rep.note(
+            "RECIPE-FIELDS-UNKNOWN",
+            "info",
+            "",
+            "",
+            f"ignored fields no AICR release known to gpucluster writes (a later additive AICR field?): {', '.join(unknown)}",
+            "none needed if the file is a newer AICR's output; otherwise remove them",
+        )
 
 
 def recipe_from_file(
@@ -1097,56 +1170,15 @@ def recipe_from_file(
         reader.deps_at,
     )
     present = {r.name for r in refs}
-    for comp, dep, dkey in deps_at:
-        if dep not in present and (dep in catalog.components or dep not in seen):
-            rep.bad(
-                f"'{comp}' depends on '{dep}', which is not in the recipe",
-                component=comp,
-                key=dkey,
-                allowed=allowed_list(present),
-                fix=f"add '{dep}' to the recipe or remove the dependencyRef",
-            )
+    _check_dependencies(rep, catalog, deps_at, present, seen)
 
     constraints = ours.constraints
     if "constraints" in data:
-        raw_c = (
-            rep.checked(
-                rep.where().check_list, data.get("constraints") or [], "constraints", empty_ok=True
-            )
-            or []
-        )
-        constraints = []
-        for j, c in enumerate(raw_c):
-            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or "value" not in c:
-                rep.bad("constraints need 'name' and 'value'", key=f"constraints[{j}]")
-                continue
-            constraints.append(Constraint(c["name"], str(c["value"])))
+        constraints = _file_constraints(data, rep)
     rep.check()
     ordered = order_components(refs, file=name, cluster=cname)
 
-    if unused or ref_unused:
-        parts = list(unused) + [
-            f"componentRefs[*].{k} ({n} component{'s' if n != 1 else ''})"
-            for k, n in sorted(ref_unused.items())
-        ]
-        rep.note(
-            "RECIPE-FIELDS-UNUSED",
-            "info",
-            "",
-            "",
-            f"read past AICR fields gpucluster does not use: {', '.join(parts)} (readiness comes from gpucluster's "
-            "gates, validation from aicr validate)",
-            "none needed",
-        )
-    if unknown:
-        rep.note(
-            "RECIPE-FIELDS-UNKNOWN",
-            "info",
-            "",
-            "",
-            f"ignored fields no AICR release known to gpucluster writes (a later additive AICR field?): {', '.join(unknown)}",
-            "none needed if the file is a newer AICR's output; otherwise remove them",
-        )
+    _note_fields(rep, unused, ref_unused, unknown)
     meta = data.get("metadata") or {}
     applied = (
         meta.get("appliedOverlays")
@@ -1236,6 +1268,56 @@ def _stated_values(
     return out
 
 
+def _file_raw_refs(data: dict, catalog: Catalog, renames: Mapping) -> dict[str, dict]:
+    """The file's componentRefs' ``overrides``/``values`` mappings, by (renamed) component name."""
+    raw = {}
+    for r in data.get("componentRefs") or []:
+        if isinstance(r, dict) and isinstance(r.get("name"), str):
+            n = r["name"]
+            n = renames[n][0] if n not in catalog.components and n in renames else n
+            raw[n] = {k: r.get(k) for k in ("overrides", "values") if isinstance(r.get(k), dict)}
+    return raw
+
+
+def _judge_profile_value(
+    table: Mapping, stated: Mapping, value: str
+) -> tuple[list[tuple[str, str, str, Any, Any]], int]:
+    """The stated values' conflicts with profile value ``value`` and how many agree with it."""
+    conflicts, agreed = [], 0
+    for comp, owned in sorted(table[value].items()):
+        if comp not in stated:
+            continue
+        key, vals, where = stated[comp]
+        for p, want in leaf_paths(owned):
+            have = get_path(vals, p, _MISSING)
+            if have is _MISSING:
+                continue
+            if have == want:
+                agreed += 1
+            else:
+                conflicts.append((comp, key, p, have, want))
+    return conflicts, agreed
+
+
+def _shown_conflicts(conflicts: list[tuple[str, str, str, Any, Any]]) -> str:
+    """The conflicts as ``comp path: value (key)``, comma-separated."""
+    return ", ".join(
+        f"{comp} {p}: {_yaml_scalar(have)} ({key})" for comp, key, p, have, _ in conflicts
+    )
+
+
+def _profile_evidence(table: Mapping, stated: Mapping, value: str) -> str:
+    """The stated values that agree with profile value ``value``, for PROFILE-FROM-FILE."""
+    parts = []
+    for comp, owned in sorted(table[value].items()):
+        if comp in stated:
+            key, vals, where = stated[comp]
+            for p, want in leaf_paths(owned):
+                if get_path(vals, p, _MISSING) == want:
+                    parts.append(f"{comp} {p}: {_yaml_scalar(want)} ({key}, {where})")
+    return "; ".join(parts)
+
+
 def file_intent(
     path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None
 ) -> FileIntent:
@@ -1267,12 +1349,7 @@ def file_intent(
         return empty
     stated = _stated_values(data, catalog, criteria.service)
     renames = former_names(catalog)
-    raw = {}
-    for r in data.get("componentRefs") or []:
-        if isinstance(r, dict) and isinstance(r.get("name"), str):
-            n = r["name"]
-            n = renames[n][0] if n not in catalog.components and n in renames else n
-            raw[n] = {k: r.get(k) for k in ("overrides", "values") if isinstance(r.get(k), dict)}
+    raw = _file_raw_refs(data, catalog, renames)
     meta: dict[str, Any] = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
     try:
         ours = resolve(
@@ -1285,41 +1362,10 @@ def file_intent(
     pname, chosen = ours.profile
     table = profile_values_owned(ours, catalog)
 
-    def said(value: str) -> tuple[list[tuple[str, str, str, Any, Any]], int]:
-        conflicts, agreed = [], 0
-        for comp, owned in sorted(table[value].items()):
-            if comp not in stated:
-                continue
-            key, vals, where = stated[comp]
-            for p, want in leaf_paths(owned):
-                have = get_path(vals, p, _MISSING)
-                if have is _MISSING:
-                    continue
-                if have == want:
-                    agreed += 1
-                else:
-                    conflicts.append((comp, key, p, have, want))
-        return conflicts, agreed
-
-    judged = {v: said(v) for v in sorted(table)}
+    judged = {v: _judge_profile_value(table, stated, v) for v in sorted(table)}
     if not any(c or a for c, a in judged.values()):
         return FileIntent({}, [], stated, raw)  # the file says nothing a profile owns
     matching = [v for v, (c, _) in judged.items() if not c]
-
-    def shown(conflicts) -> str:
-        return ", ".join(
-            f"{comp} {p}: {_yaml_scalar(have)} ({key})" for comp, key, p, have, _ in conflicts
-        )
-
-    def evidence(value: str) -> str:
-        parts = []
-        for comp, owned in sorted(table[value].items()):
-            if comp in stated:
-                key, vals, where = stated[comp]
-                for p, want in leaf_paths(owned):
-                    if get_path(vals, p, _MISSING) == want:
-                        parts.append(f"{comp} {p}: {_yaml_scalar(want)} ({key}, {where})")
-        return "; ".join(parts)
 
     if pname in cluster.profile:
         if chosen in matching or not matching:
@@ -1334,7 +1380,7 @@ def file_intent(
                     cluster.name,
                     first[0],
                     FileIntent({}, [], stated, raw).key_of(first[0], first[2]),
-                    f"the file was written for {pname}={matching[0]} ({shown(judged[chosen][0])}); the cluster selects "
+                    f"the file was written for {pname}={matching[0]} ({_shown_conflicts(judged[chosen][0])}); the cluster selects "
                     f"{pname}={chosen}, so {first[0]} gets {first[2]}: {_yaml_scalar(first[4])}",
                     f"drop the cluster's profile.{pname} to install the file as written, or regenerate the file for {pname}={chosen}",
                     file=name,
@@ -1350,7 +1396,7 @@ def file_intent(
         raise GpuclusterError(
             problems=[
                 Problem(
-                    f"the file's values agree with no {pname} profile value: {shown(conflicts)} "
+                    f"the file's values agree with no {pname} profile value: {_shown_conflicts(conflicts)} "
                     + "; ".join(
                         f"{v} has {', '.join(f'{c[2]}: {_yaml_scalar(c[4])}' for c in cs)}"
                         for v, (cs, _) in judged.items()
@@ -1376,7 +1422,7 @@ def file_intent(
                 cluster.name,
                 "",
                 "",
-                f"{pname}={value} selected: the file's values say so ({evidence(value)})",
+                f"{pname}={value} selected: the file's values say so ({_profile_evidence(table, stated, value)})",
                 f"none needed; set profile.{pname} on the cluster to choose another value (then PROFILE-CHANGED says what changes)",
                 file=name,
             )
