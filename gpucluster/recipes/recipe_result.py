@@ -1036,7 +1036,7 @@ class _FileReader:
 
 
 def _check_dependencies(
-    rep: _Report, catalog: Catalog, deps_at: list, present: set[str], seen: set[str]
+    rep: _Report, catalog: Catalog, deps_at: list, present: set[str], seen: Mapping[str, str]
 ) -> None:
     """Report each dependencyRef naming a component that is not in the recipe."""
     for comp, dep, dkey in deps_at:
