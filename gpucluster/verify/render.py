@@ -809,13 +809,10 @@ class Renderer:
         ``name`` is in ``allow_missing``."""
         return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
-    def render_node(
-        self, cluster: str, node: PlanNode, caps: Capabilities | None = None
-    ) -> tuple[RenderedRelease, list[LintFinding]]:
-        """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
-        added to them). Findings name what could not be had."""
-        findings: list[LintFinding] = []
-        where = dict(cluster=cluster, component=node.component, release=node.id)
+    def _node_chart(
+        self, node: PlanNode, where: dict[str, str], findings: list[LintFinding]
+    ) -> ChartDir | None:
+        """The chart of ``node`` (located, or the generated one written out), or None with a finding."""
         if node.kind == "chart":
             located = self.sources.locate(node.repository, node.chart, node.version)
             if located.chart is None:
@@ -831,7 +828,7 @@ class Renderer:
                         **where,
                     )
                 )
-                return RenderedRelease(cluster, node, None), findings
+                return None
             if located.note:
                 findings.append(
                     LintFinding(
@@ -842,7 +839,7 @@ class Renderer:
                         **where,
                     )
                 )
-            chart = located.chart
+            return located.chart
         else:
             digest = node.local_chart.content_hash[:32] if node.local_chart else "none"
             folder = (
@@ -866,10 +863,17 @@ class Renderer:
                         **where,
                     )
                 )
-                return RenderedRelease(cluster, node, None), findings
-            chart = generated
-        values, value_findings = helm_values(node)
-        findings += value_findings
+                return None
+            return generated
+
+    def _resolve_dependencies(
+        self,
+        chart: ChartDir,
+        values: dict[str, Any],
+        where: dict[str, str],
+        findings: list[LintFinding],
+    ) -> tuple[dict[str, ChartDir], list[str], list[str]]:
+        """The ``(extra, disabled, missing)`` subcharts of ``chart``, with findings for missing ones."""
         present = _present_subcharts(chart)
         coalesced: dict[str, Any] | None = None
         extra: dict[str, ChartDir] = {}
@@ -906,6 +910,21 @@ class Renderer:
                     **where,
                 )
             )
+        return extra, disabled, missing
+
+    def render_node(
+        self, cluster: str, node: PlanNode, caps: Capabilities | None = None
+    ) -> tuple[RenderedRelease, list[LintFinding]]:
+        """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
+        added to them). Findings name what could not be had."""
+        findings: list[LintFinding] = []
+        where = dict(cluster=cluster, component=node.component, release=node.id)
+        chart = self._node_chart(node, where, findings)
+        if chart is None:
+            return RenderedRelease(cluster, node, None), findings
+        values, value_findings = helm_values(node)
+        findings += value_findings
+        extra, disabled, missing = self._resolve_dependencies(chart, values, where, findings)
         path = _assemble(chart, extra, self._tmp) if extra else chart.path
         render_values = copy.deepcopy(values)
         for cond in disabled:
