@@ -220,17 +220,10 @@ def _profile(plan: RuntimePlan) -> dict[str, str]:
     return {**chosen, **plan.cluster.profile}
 
 
-def compare_plans(
-    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None
-) -> ClusterReport:
-    """Compare one cluster's two plans (see the module docstring)."""
-    from gpucluster.charts.crds import crd_owners, owned_crds
-
-    owners_fn = crd_owners_fn or crd_owners
-    service = new.cluster.criteria.service
-    changes: list[Change] = []
-    old_owners, new_owners = owners_fn(old.components), owners_fn(new.components)
-
+def _cluster_change(
+    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], service: str
+) -> Change | None:
+    """The cluster-level change (Kubernetes version, profile, GPU pools), or None."""
     # ---- cluster level
     cluster_change = Change(component="cluster", kind="cluster")
     ov, nv = old.cluster.kubernetes_version, new.cluster.kubernetes_version
@@ -305,8 +298,12 @@ def compare_plans(
             cluster_change.reasons.append(
                 Reason("default-cluster-change", "unknown", "; ".join(cluster_change.details))
             )
-        changes.append(cluster_change)
+        return cluster_change
+    return None
 
+
+def _policy_change(old: RuntimePlan, new: RuntimePlan) -> Change | None:
+    """The policy change (what today's policy refuses on either side), or None."""
     # ---- policy: what today's policy refuses on either side
     policy = Change(component="policy", kind="policy")
     for f in new.findings:
@@ -335,6 +332,83 @@ def compare_plans(
             policy.reasons.append(
                 Reason("default-policy-fixed", "safe", "NEW resolves policy errors of OLD")
             )
+        return policy
+    return None
+
+
+def _component_change(
+    name: str,
+    a: Any,
+    b: Any,
+    rules: Sequence[Rule],
+    service: str,
+    owners: tuple[Any, Any, dict[str, Any]],
+) -> Change | None:
+    """The change of component ``name`` (``a`` in OLD, ``b`` in NEW), or None if unchanged."""
+    from gpucluster.charts.crds import owned_crds
+
+    old_owners, new_owners, owner_moves = owners
+    if a is not None and b is not None:
+        values = _values_diff(a.values, b.values)
+        ov, nv = a.ref.version, b.ref.version
+        if (
+            ov == nv
+            and not values
+            and a.terraform_variables == b.terraform_variables
+            and not any(name in move for move in owner_moves.values())
+        ):
+            return None
+        change = Change(
+            component=name,
+            kind="version" if ov != nv else "values",
+            old_version=ov,
+            new_version=nv,
+            values=values,
+        )
+    elif b is not None:
+        change = Change(component=name, kind="added", new_version=b.ref.version)
+    else:
+        change = Change(component=name, kind="removed", old_version=a.ref.version)
+    old_crds = owned_crds(name, old_owners) if a is not None else []
+    new_crds = owned_crds(name, new_owners) if b is not None else []
+    if old_crds or new_crds:
+        change.crds = {
+            "owned": new_crds or old_crds,
+            "added": sorted(set(new_crds) - set(old_crds)),
+            "removed": sorted(set(old_crds) - set(new_crds)),
+            "ownerChanges": [
+                {"crd": crd, "from": f, "to": t}
+                for crd, (f, t) in owner_moves.items()
+                if name in (f, t)
+            ],
+        }
+        if change.kind == "version" and new_crds:
+            from gpucluster.charts.crds import crd_upgrade_path
+
+            change.crds["step"] = crd_upgrade_path(b, change.old_version, change.new_version)
+    _judge(change, a, b, rules, service, owner_moves)
+    return change
+
+
+def compare_plans(
+    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], *, crd_owners_fn=None
+) -> ClusterReport:
+    """Compare one cluster's two plans (see the module docstring)."""
+    from gpucluster.charts.crds import crd_owners
+
+    owners_fn = crd_owners_fn or crd_owners
+    service = new.cluster.criteria.service
+    changes: list[Change] = []
+    old_owners, new_owners = owners_fn(old.components), owners_fn(new.components)
+
+    # ---- cluster level
+    cluster_change = _cluster_change(old, new, rules, service)
+    if cluster_change is not None:
+        changes.append(cluster_change)
+
+    # ---- policy: what today's policy refuses on either side
+    policy = _policy_change(old, new)
+    if policy is not None:
         changes.append(policy)
 
     # ---- CRD owner changes (stack-wide)
@@ -354,47 +428,16 @@ def compare_plans(
         if n in old.components and n not in names
     ]
     for name in names:
-        a, b = old.components.get(name), new.components.get(name)
-        if a is not None and b is not None:
-            values = _values_diff(a.values, b.values)
-            ov, nv = a.ref.version, b.ref.version
-            if (
-                ov == nv
-                and not values
-                and a.terraform_variables == b.terraform_variables
-                and not any(name in move for move in owner_moves.values())
-            ):
-                continue
-            change = Change(
-                component=name,
-                kind="version" if ov != nv else "values",
-                old_version=ov,
-                new_version=nv,
-                values=values,
-            )
-        elif b is not None:
-            change = Change(component=name, kind="added", new_version=b.ref.version)
-        else:
-            change = Change(component=name, kind="removed", old_version=a.ref.version)
-        old_crds = owned_crds(name, old_owners) if a is not None else []
-        new_crds = owned_crds(name, new_owners) if b is not None else []
-        if old_crds or new_crds:
-            change.crds = {
-                "owned": new_crds or old_crds,
-                "added": sorted(set(new_crds) - set(old_crds)),
-                "removed": sorted(set(old_crds) - set(new_crds)),
-                "ownerChanges": [
-                    {"crd": crd, "from": f, "to": t}
-                    for crd, (f, t) in owner_moves.items()
-                    if name in (f, t)
-                ],
-            }
-            if change.kind == "version" and new_crds:
-                from gpucluster.charts.crds import crd_upgrade_path
-
-                change.crds["step"] = crd_upgrade_path(b, change.old_version, change.new_version)
-        _judge(change, a, b, rules, service, owner_moves)
-        changes.append(change)
+        change = _component_change(
+            name,
+            old.components.get(name),
+            new.components.get(name),
+            rules,
+            service,
+            (old_owners, new_owners, owner_moves),
+        )
+        if change is not None:
+            changes.append(change)
     return ClusterReport(cluster=new.cluster.name, service=service, changes=changes)
 
 
