@@ -205,20 +205,8 @@ def _resource_id(c, raw, key, kind, at="") -> str | None:
     return value
 
 
-def parse_settings(cluster: ClusterSpec) -> AksSettings:
-    """The AKS settings of ``cluster`` with defaults (see :class:`AksSettings`).
-
-    Raises:
-        GpuclusterError: an unknown key (with the allowed ones), a wrong type or value, a private
-            cluster with authorized IP ranges, local accounts disabled without Entra ID ... each
-            naming ``settings.<key>``.
-    """
-    c = cluster
-    raw = Where(
-        c.source, c.name, docs="docs/cluster-file.md, AKS settings", null_is_missing=False
-    ).fields(dict(cluster.settings or {}), "settings")
-    _known(raw, SETTING_KEYS)
-    d = AksSettings()
+def _api_server(c, raw) -> tuple[bool, tuple[str, ...]]:
+    """``(private, authorizedIpRanges)`` of ``settings.apiServer``, checked."""
     api = raw.get_fields("apiServer", empty=True, fix=_mapping_fix("apiServer"))
     _known(api, ("authorizedIpRanges", "private"))
     ranges = _strings(
@@ -246,6 +234,11 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
             "a public API server without authorizedIpRanges is open to the whole internet",
             'list the ranges that may reach it, e.g. authorizedIpRanges: ["203.0.113.0/24"], or keep the default private API server',
         )
+    return private, ranges
+
+
+def _network_upgrade(c, raw, d):
+    """``(network, upgrade, maintenanceWindow, hours)`` of the settings, checked."""
     network = raw.get_fields("network", empty=True, fix=_mapping_fix("network"))
     _known(network, ("podCidr", "policy", "subnetId"))
     upgrade = raw.get_fields("upgrade", empty=True, fix=_mapping_fix("upgrade"))
@@ -269,6 +262,11 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
                 f"maintenance window {key} {window[key]!r}",
                 f"write e.g. {key}: {example}",
             )
+    return network, upgrade, window, hours
+
+
+def _monitoring(c, raw, d):
+    """``(monitoring, workspace, defender)`` of the settings, checked."""
     monitoring = raw.get("monitoring", True)
     workspace = None
     if isinstance(monitoring, dict):
@@ -297,6 +295,11 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
             "Defender for Containers sends its data to the monitoring Log Analytics workspace",
             "keep monitoring on, or set defender: false",
         )
+    return monitoring, workspace, defender
+
+
+def _secret_rotation(c, raw, d):
+    """The Key Vault secrets provider rotation interval (None when it is off), checked."""
     kv = raw.get("keyVaultSecretsProvider", {})
     rotation = d.secret_rotation_interval
     if kv is False:
@@ -319,6 +322,45 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
             "settings.keyVaultSecretsProvider must be a mapping or false",
             'write keyVaultSecretsProvider: {rotationInterval: "2m"} or false',
         )
+    return rotation
+
+
+def _kubelogin(c, raw):
+    """``(kubelogin, env)`` of ``settings.kubelogin``, checked."""
+    login = raw.get_fields("kubelogin", empty=True, fix=_mapping_fix("kubelogin"))
+    _known(login, ("env", "login"))
+    env = login.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and re.fullmatch(_ENV_NAME, k) and isinstance(v, str)
+        for k, v in env.items()
+    ):
+        raise _err(
+            c,
+            "kubelogin.env",
+            "settings.kubelogin.env must map variable names to strings",
+            "write e.g. env: {AZURE_FEDERATED_TOKEN_FILE: /var/run/secrets/azure/tokens/azure-identity-token}",
+        )
+    return login, env
+
+
+def parse_settings(cluster: ClusterSpec) -> AksSettings:
+    """The AKS settings of ``cluster`` with defaults (see :class:`AksSettings`).
+
+    Raises:
+        GpuclusterError: an unknown key (with the allowed ones), a wrong type or value, a private
+            cluster with authorized IP ranges, local accounts disabled without Entra ID ... each
+            naming ``settings.<key>``.
+    """
+    c = cluster
+    raw = Where(
+        c.source, c.name, docs="docs/cluster-file.md, AKS settings", null_is_missing=False
+    ).fields(dict(cluster.settings or {}), "settings")
+    _known(raw, SETTING_KEYS)
+    d = AksSettings()
+    private, ranges = _api_server(c, raw)
+    network, upgrade, window, hours = _network_upgrade(c, raw, d)
+    monitoring, workspace, defender = _monitoring(c, raw, d)
+    rotation = _secret_rotation(c, raw, d)
     max_pods = raw.get_int(
         "maxPods",
         d.max_pods,
@@ -338,19 +380,7 @@ def parse_settings(cluster: ClusterSpec) -> AksSettings:
             "write the name of the existing resource group (letters, digits, '-', '_', '.', '(', ')')",
         )
     pool_upgrade = _pool_upgrade(c, raw)
-    login = raw.get_fields("kubelogin", empty=True, fix=_mapping_fix("kubelogin"))
-    _known(login, ("env", "login"))
-    env = login.get("env") or {}
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and re.fullmatch(_ENV_NAME, k) and isinstance(v, str)
-        for k, v in env.items()
-    ):
-        raise _err(
-            c,
-            "kubelogin.env",
-            "settings.kubelogin.env must map variable names to strings",
-            "write e.g. env: {AZURE_FEDERATED_TOKEN_FILE: /var/run/secrets/azure/tokens/azure-identity-token}",
-        )
+    login, env = _kubelogin(c, raw)
     return AksSettings(
         sku_tier=raw.get_choice("skuTier", SKU_TIERS, d.sku_tier, fix=_choice_fix(SKU_TIERS)),
         local_accounts=raw.get_bool(
