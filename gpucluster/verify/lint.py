@@ -529,6 +529,125 @@ def _selector_conflicts(selector: Mapping[str, Any], labels: Mapping[str, str]) 
     ]
 
 
+def _check_agent_placement(
+    ctx: _Ctx, release: RenderedRelease, path: str, name: str, agent: tuple[Any, Any, Any]
+) -> None:
+    """``lint.placement-gpu`` / ``lint.placement-pinned`` for one per-node agent."""
+    pl = ctx.placement
+    system = pl.system_selector
+    tolerations, selector, affinity = agent
+    missing = [
+        f"{k}={v}:{e}" if v else f"{k}:{e}"
+        for k, v, e in pl.gpu_taints
+        if not tolerates(tolerations, k, v, e)
+    ]
+    if missing:
+        ctx.add(
+            release,
+            "lint.placement-gpu",
+            "error",
+            f"{name} ({path}) runs a per-node agent but does not tolerate the GPU node taint(s) {', '.join(missing)}: "
+            "it never runs on GPU nodes",
+            "add the GPU taints to the tolerations at the values path the chart reads (registry nodeScheduling."
+            "accelerated.tolerationPaths or the manifest template)",
+            key=name,
+        )
+    conflicts = _selector_conflicts(selector, pl.gpu_labels)
+    if conflicts:
+        ctx.add(
+            release,
+            "lint.placement-gpu",
+            "error",
+            f"{name} ({path}) selects {', '.join(conflicts)}, which GPU nodes do not carry: it never runs on them",
+            "remove the selector or select a label GPU nodes carry",
+            key=name,
+        )
+    if system:
+        pinned = [
+            f"{k}={v}"
+            for k, v in sorted(system.items())
+            if str(selector.get(k)) == str(v) and pl.gpu_labels.get(k) != v
+        ]
+        pinned += [
+            f"{k} in {sorted(vals)}"
+            for term in affinity
+            for k, vals in sorted(term.items())
+            if k in system and str(system[k]) in vals and pl.gpu_labels.get(k) not in vals
+        ]
+        if pinned:
+            ctx.add(
+                release,
+                "lint.placement-pinned",
+                "error",
+                f"{name} ({path}) is a per-node agent pinned to the system nodes ({', '.join(pinned)}): GPU nodes "
+                "lose it",
+                "remove this values path from the registry's nodeScheduling.system.nodeSelectorPaths",
+                key=name,
+            )
+
+
+def _check_system_placement(
+    ctx: _Ctx,
+    release: RenderedRelease,
+    path: str,
+    doc: Mapping[str, Any],
+    name: str,
+    placed: tuple[Any, Any, Any],
+) -> None:
+    """``lint.placement-system`` / ``lint.placement-system-hook`` for one system workload."""
+    pl = ctx.placement
+    system = pl.system_selector
+    selector, tolerations, affinity = placed
+    unmet = [
+        f"{k}={v}"
+        for k, v in sorted(system.items())
+        if str(selector.get(k)) != str(v)
+        and not (affinity and all(str(v) in term.get(k, ()) for term in affinity))
+    ]
+    untolerated = [
+        f"{t.key}:{t.effect}" if t.effect else str(t.key)
+        for t in pl.system_tolerations
+        if t.key and not tolerates(tolerations, t.key, t.value or "", t.effect or "NoSchedule")
+    ]
+    if unmet or untolerated:
+        what = []
+        if unmet:
+            what.append(f"does not select the system nodes ({', '.join(unmet)})")
+        if untolerated:
+            what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
+        hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
+        if (
+            hook
+            and release.node.kind == "chart"
+            and not pod_selector_from_values(
+                release,
+                doc,
+                fields=(("nodeSelector",) if unmet else ())
+                + (("tolerations",) if untolerated else ()),
+            )
+        ):
+            ctx.add(
+                release,
+                "lint.placement-system-hook",
+                "warning",
+                f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
+                f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
+                "nothing to change in gpucluster's values; keep a node it tolerates schedulable, or ask upstream for a "
+                "values knob",
+                key=name,
+            )
+            return
+        ctx.add(
+            release,
+            "lint.placement-system",
+            "error",
+            f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
+            "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
+            "manifest/gate template)",
+            key=name,
+        )
+
+
 def check_placement(ctx: _Ctx) -> None:
     """``lint.placement-gpu`` / ``lint.placement-pinned`` / ``lint.placement-system`` (module docstring)."""
     pl = ctx.placement
@@ -551,55 +670,7 @@ def check_placement(ctx: _Ctx) -> None:
             tol_path, sel_path = AGENT_RESOURCES[gk]
             agent = (_get(doc, tol_path), (_get(doc, sel_path) if sel_path else None) or {}, [])
         if agent is not None:
-            tolerations, selector, affinity = agent
-            missing = [
-                f"{k}={v}:{e}" if v else f"{k}:{e}"
-                for k, v, e in pl.gpu_taints
-                if not tolerates(tolerations, k, v, e)
-            ]
-            if missing:
-                ctx.add(
-                    release,
-                    "lint.placement-gpu",
-                    "error",
-                    f"{name} ({path}) runs a per-node agent but does not tolerate the GPU node taint(s) {', '.join(missing)}: "
-                    "it never runs on GPU nodes",
-                    "add the GPU taints to the tolerations at the values path the chart reads (registry nodeScheduling."
-                    "accelerated.tolerationPaths or the manifest template)",
-                    key=name,
-                )
-            conflicts = _selector_conflicts(selector, pl.gpu_labels)
-            if conflicts:
-                ctx.add(
-                    release,
-                    "lint.placement-gpu",
-                    "error",
-                    f"{name} ({path}) selects {', '.join(conflicts)}, which GPU nodes do not carry: it never runs on them",
-                    "remove the selector or select a label GPU nodes carry",
-                    key=name,
-                )
-            if system:
-                pinned = [
-                    f"{k}={v}"
-                    for k, v in sorted(system.items())
-                    if str(selector.get(k)) == str(v) and pl.gpu_labels.get(k) != v
-                ]
-                pinned += [
-                    f"{k} in {sorted(vals)}"
-                    for term in affinity
-                    for k, vals in sorted(term.items())
-                    if k in system and str(system[k]) in vals and pl.gpu_labels.get(k) not in vals
-                ]
-                if pinned:
-                    ctx.add(
-                        release,
-                        "lint.placement-pinned",
-                        "error",
-                        f"{name} ({path}) is a per-node agent pinned to the system nodes ({', '.join(pinned)}): GPU nodes "
-                        "lose it",
-                        "remove this values path from the registry's nodeScheduling.system.nodeSelectorPaths",
-                        key=name,
-                    )
+            _check_agent_placement(ctx, release, path, name, agent)
             continue
         if not (system or pl.system_tolerations):
             continue
@@ -619,56 +690,7 @@ def check_placement(ctx: _Ctx) -> None:
             )
         else:
             continue
-        unmet = [
-            f"{k}={v}"
-            for k, v in sorted(system.items())
-            if str(selector.get(k)) != str(v)
-            and not (affinity and all(str(v) in term.get(k, ()) for term in affinity))
-        ]
-        untolerated = [
-            f"{t.key}:{t.effect}" if t.effect else str(t.key)
-            for t in pl.system_tolerations
-            if t.key and not tolerates(tolerations, t.key, t.value or "", t.effect or "NoSchedule")
-        ]
-        if unmet or untolerated:
-            what = []
-            if unmet:
-                what.append(f"does not select the system nodes ({', '.join(unmet)})")
-            if untolerated:
-                what.append(f"does not tolerate the system taints ({', '.join(untolerated)})")
-            hook = str(
-                ((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", "")
-            )
-            if (
-                hook
-                and release.node.kind == "chart"
-                and not pod_selector_from_values(
-                    release,
-                    doc,
-                    fields=(("nodeSelector",) if unmet else ())
-                    + (("tolerations",) if untolerated else ()),
-                )
-            ):
-                ctx.add(
-                    release,
-                    "lint.placement-system-hook",
-                    "warning",
-                    f"{name} ({path}) is a Helm {hook} hook of the upstream chart whose placement no value sets "
-                    f"(it {' and '.join(what)}): it runs wherever its hard-coded tolerations allow",
-                    "nothing to change in gpucluster's values; keep a node it tolerates schedulable, or ask upstream for a "
-                    "values knob",
-                    key=name,
-                )
-                continue
-            ctx.add(
-                release,
-                "lint.placement-system",
-                "error",
-                f"{name} ({path}) {' and '.join(what)}, although scheduling.system is set",
-                "add the values path that places this workload to the registry's nodeScheduling.system paths (or the "
-                "manifest/gate template)",
-                key=name,
-            )
+        _check_system_placement(ctx, release, path, doc, name, (selector, tolerations, affinity))
 
 
 def pod_selector_from_values(
