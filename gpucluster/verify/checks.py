@@ -272,113 +272,122 @@ def _image_version(obj: Mapping[str, Any], container: str) -> str | None:
     return None
 
 
-def _gate_check(spec: GateSpec) -> Check:
-    def run(snap: Snapshot) -> CheckResult:
-        from gpucluster.versions import parse_version
-
-        if spec.kind == "crd-established":
-            crd = snap.get(
-                "apiextensions.k8s.io/v1",
-                "CustomResourceDefinition",
-                None,
-                str(spec.name_of_object),
-            )
-            if crd is None:
-                return _fail(
-                    f"CRD {spec.name_of_object} does not exist",
-                    f"apiextensions.k8s.io/v1/CustomResourceDefinition/{spec.name_of_object}",
-                    "metadata.name",
-                )
-            established = [
-                c.get("status")
-                for c in (crd.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Established"
-            ]
-            if established != ["True"]:
-                return _fail(
-                    f"CRD {spec.name_of_object} is not Established (Established={established[0] if established else 'unset'})",
-                    crd,
-                    "status.conditions[type=Established].status",
-                )
-            return _ok("Established", crd, "status.conditions[type=Established].status")
-        if spec.kind == "resource-condition":
-            ok, _ = _jsonpath_value({}, spec.jsonpath)
-            if not ok:
-                return CheckResult(
-                    "unsupported", f"jsonpath {spec.jsonpath} is not a simple {{.a.b}} path"
-                )
-            if snap.scope(spec.api_version, spec.kind_name) is None:
-                return _fail(
-                    f"the cluster does not serve {spec.kind_name} in {spec.api_version}",
-                    f"{spec.api_version}/{spec.kind_name}",
-                )
-            if spec.name_of_object:
-                obj = snap.get(
-                    spec.api_version, spec.kind_name, spec.namespace, spec.name_of_object
-                )
-                objs = [obj] if obj is not None else []
-                if not objs:
-                    where = "/".join(
-                        p
-                        for p in (
-                            spec.api_version,
-                            spec.kind_name,
-                            spec.namespace or "",
-                            spec.name_of_object,
-                        )
-                        if p
-                    )
-                    return _fail(
-                        f"{spec.kind_name} {spec.name_of_object} does not exist",
-                        where,
-                        "metadata.name",
-                    )
-            else:
-                objs = snap.list(spec.api_version, spec.kind_name, spec.namespace, {})
-                if not objs:
-                    return _fail(
-                        f"no {spec.kind_name} exists (at least one must)",
-                        f"{spec.api_version}/{spec.kind_name}",
-                        "metadata.name",
-                    )
-            fld = spec.jsonpath.strip()[2:-1]
-            for obj in objs:
-                _, value = _jsonpath_value(obj, spec.jsonpath)
-                if str(value) != spec.value or value is None:
-                    return _fail(f"{fld} is {value!r}, not {spec.value!r}", obj, fld, value=value)
-            return _ok(f"{fld} = {spec.value} on {len(objs)} object(s)", objs[0], fld)
-        obj = snap.get(
-            spec.api_version or "apps/v1", spec.kind_name, spec.namespace, str(spec.name_of_object)
+def _gate_crd_established(spec: GateSpec, snap: Snapshot) -> CheckResult:
+    """The ``crd-established`` gate: the CRD exists and is Established."""
+    crd = snap.get(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        str(spec.name_of_object),
+    )
+    if crd is None:
+        return _fail(
+            f"CRD {spec.name_of_object} does not exist",
+            f"apiextensions.k8s.io/v1/CustomResourceDefinition/{spec.name_of_object}",
+            "metadata.name",
         )
-        where = f"apps/v1/{spec.kind_name}/{spec.namespace}/{spec.name_of_object}"
-        if obj is None:
+    established = [
+        c.get("status")
+        for c in (crd.get("status") or {}).get("conditions") or []
+        if c.get("type") == "Established"
+    ]
+    if established != ["True"]:
+        return _fail(
+            f"CRD {spec.name_of_object} is not Established (Established={established[0] if established else 'unset'})",
+            crd,
+            "status.conditions[type=Established].status",
+        )
+    return _ok("Established", crd, "status.conditions[type=Established].status")
+
+
+def _gate_resource_condition(spec: GateSpec, snap: Snapshot) -> CheckResult:
+    """The ``resource-condition`` gate: a jsonpath of the object(s) has the value."""
+    ok, _ = _jsonpath_value({}, spec.jsonpath)
+    if not ok:
+        return CheckResult("unsupported", f"jsonpath {spec.jsonpath} is not a simple {{.a.b}} path")
+    if snap.scope(spec.api_version, spec.kind_name) is None:
+        return _fail(
+            f"the cluster does not serve {spec.kind_name} in {spec.api_version}",
+            f"{spec.api_version}/{spec.kind_name}",
+        )
+    if spec.name_of_object:
+        obj = snap.get(spec.api_version, spec.kind_name, spec.namespace, spec.name_of_object)
+        objs = [obj] if obj is not None else []
+        if not objs:
+            where = "/".join(
+                p
+                for p in (
+                    spec.api_version,
+                    spec.kind_name,
+                    spec.namespace or "",
+                    spec.name_of_object,
+                )
+                if p
+            )
             return _fail(
-                f"{spec.kind_name} {spec.namespace}/{spec.name_of_object} does not exist",
+                f"{spec.kind_name} {spec.name_of_object} does not exist",
                 where,
                 "metadata.name",
             )
-        ok, fld, seen = _rollout(obj, spec)
-        if not ok:
+    else:
+        objs = snap.list(spec.api_version, spec.kind_name, spec.namespace, {})
+        if not objs:
             return _fail(
-                f"not rolled out (at least {spec.min_ready} desired): "
-                + ", ".join(f"{k} {v}" for k, v in seen.items()),
-                obj,
-                fld,
-                **seen,
+                f"no {spec.kind_name} exists (at least one must)",
+                f"{spec.api_version}/{spec.kind_name}",
+                "metadata.name",
             )
-        if spec.kind == "min-version":
-            tag = _image_version(obj, spec.container)
-            have, want = parse_version(tag or ""), parse_version(spec.value)
-            if have is None or want is None or have < want:
-                return _fail(
-                    f"container {spec.container} runs {tag!r}, below {spec.value}",
-                    obj,
-                    f"spec.template.spec.containers[name={spec.container}].image",
-                    image=tag,
-                )
-        return _ok(
-            "rolled out: " + ", ".join(f"{k} {v}" for k, v in seen.items()), obj, fld, **seen
+    fld = spec.jsonpath.strip()[2:-1]
+    for obj in objs:
+        _, value = _jsonpath_value(obj, spec.jsonpath)
+        if str(value) != spec.value or value is None:
+            return _fail(f"{fld} is {value!r}, not {spec.value!r}", obj, fld, value=value)
+    return _ok(f"{fld} = {spec.value} on {len(objs)} object(s)", objs[0], fld)
+
+
+def _gate_rollout(spec: GateSpec, snap: Snapshot) -> CheckResult:
+    """The rollout gates (and ``min-version``): the workload is rolled out (at that image)."""
+    from gpucluster.versions import parse_version
+
+    obj = snap.get(
+        spec.api_version or "apps/v1", spec.kind_name, spec.namespace, str(spec.name_of_object)
+    )
+    where = f"apps/v1/{spec.kind_name}/{spec.namespace}/{spec.name_of_object}"
+    if obj is None:
+        return _fail(
+            f"{spec.kind_name} {spec.namespace}/{spec.name_of_object} does not exist",
+            where,
+            "metadata.name",
         )
+    ok, fld, seen = _rollout(obj, spec)
+    if not ok:
+        return _fail(
+            f"not rolled out (at least {spec.min_ready} desired): "
+            + ", ".join(f"{k} {v}" for k, v in seen.items()),
+            obj,
+            fld,
+            **seen,
+        )
+    if spec.kind == "min-version":
+        tag = _image_version(obj, spec.container)
+        have, want = parse_version(tag or ""), parse_version(spec.value)
+        if have is None or want is None or have < want:
+            return _fail(
+                f"container {spec.container} runs {tag!r}, below {spec.value}",
+                obj,
+                f"spec.template.spec.containers[name={spec.container}].image",
+                image=tag,
+            )
+    return _ok("rolled out: " + ", ".join(f"{k} {v}" for k, v in seen.items()), obj, fld, **seen)
+
+
+def _gate_check(spec: GateSpec) -> Check:
+    def run(snap: Snapshot) -> CheckResult:
+        if spec.kind == "crd-established":
+            return _gate_crd_established(spec, snap)
+        if spec.kind == "resource-condition":
+            return _gate_resource_condition(spec, snap)
+        return _gate_rollout(spec, snap)
 
     return Check(
         id=f"gate/{spec.name}",
@@ -447,6 +456,161 @@ def _ready(node: Mapping[str, Any]) -> bool:
     )
 
 
+def _gpu_nodes_result(snap: Snapshot, group: GpuNodeGroup) -> CheckResult:
+    """The ``gpu-nodes`` check of ``group``: its nodes are Ready (as many as planned)."""
+    nodes = _group_nodes(snap, group)
+    ready = [n for n in nodes if _ready(n)]
+    names = [n["metadata"]["name"] for n in nodes]
+    if group.node_count is None:
+        if not ready:
+            return _fail(
+                f"no Ready node of {group.describe()}",
+                "v1/Node",
+                "metadata.labels",
+                nodes=names,
+            )
+        return _ok(
+            f"{len(ready)} Ready GPU node(s)",
+            ready[0],
+            "status.conditions[type=Ready]",
+            nodes=names,
+        )
+    if len(ready) != group.node_count:
+        not_ready = next((n for n in nodes if not _ready(n)), None)
+        return _fail(
+            f"{len(ready)} Ready node(s) of {group.describe()}, the plan has {group.node_count}",
+            not_ready or "v1/Node",
+            "status.conditions[type=Ready]" if not_ready else "metadata.labels",
+            nodes=names,
+        )
+    return _ok(
+        f"{len(ready)} Ready node(s), as planned",
+        ready[0] if ready else "v1/Node",
+        "status.conditions[type=Ready]",
+        nodes=names,
+    )
+
+
+def _gpu_advertiser_result(
+    snap: Snapshot, group: GpuNodeGroup, expected: str | None
+) -> CheckResult:
+    """The ``gpu-advertiser`` check of ``group``: GPUs come through the ``expected`` advertiser only."""
+    if expected is None:
+        return CheckResult("skip", "the plan installs no GPU advertiser")
+    dra = _dra_gpus(snap)
+    seen = {}
+    nodes = _group_nodes(snap, group)
+    if not nodes:
+        return _fail(
+            f"no node of {group.describe()} to advertise GPUs", "v1/Node", "metadata.labels"
+        )
+    for node in nodes:
+        name = node["metadata"]["name"]
+        dp = _int(
+            ((node.get("status") or {}).get("allocatable") or {}).get(DEVICE_PLUGIN_RESOURCE, 0)
+        )
+        dra_n, slice_name = dra.get(name, (0, ""))
+        seen[name] = {"devicePlugin": dp, "dra": dra_n}
+        if dp and dra_n:
+            return _fail(
+                f"node {name} advertises GPUs through both the device plugin (allocatable {DEVICE_PLUGIN_RESOURCE}={dp}) "
+                f"and DRA (ResourceSlice {slice_name}: {dra_n} {DRA_GPU_DRIVER} devices)",
+                node,
+                f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
+                nodes=seen,
+            )
+        if expected == "dra" and dp:
+            return _fail(
+                f"node {name} advertises {DEVICE_PLUGIN_RESOURCE}={dp} through a device plugin; the plan's advertiser is DRA",
+                node,
+                f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
+                nodes=seen,
+            )
+        if expected != "dra" and dra_n:
+            return _fail(
+                f"node {name} advertises {dra_n} GPUs through DRA (ResourceSlice {slice_name}); the plan's advertiser "
+                f"is the {expected.replace('-', ' ')}",
+                f"resource.k8s.io/v1/ResourceSlice/{slice_name}",
+                "spec.devices",
+                nodes=seen,
+            )
+        if not (dra_n if expected == "dra" else dp):
+            where = (
+                (
+                    f"resource.k8s.io/v1/ResourceSlice (driver {DRA_GPU_DRIVER}, node {name})",
+                    "spec.devices",
+                )
+                if expected == "dra"
+                else (_ref(node), f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}")
+            )
+            return _fail(
+                f"node {name} advertises no GPU through the {expected.replace('-', ' ')}",
+                where[0],
+                where[1],
+                nodes=seen,
+            )
+    return _ok(
+        f"{len(nodes)} node(s) advertise through the {expected.replace('-', ' ')} only",
+        nodes[0],
+        "spec.devices" if expected == "dra" else f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
+        nodes=seen,
+    )
+
+
+def _gpu_count_result(snap: Snapshot, group: GpuNodeGroup, expected: str | None) -> CheckResult:
+    """The ``gpu-count`` check of ``group``: each node advertises the GPUs it has."""
+    if expected is None:
+        return CheckResult("skip", "the plan installs no GPU advertiser")
+    dra = _dra_gpus(snap)
+    nodes = _group_nodes(snap, group)
+    if not nodes:
+        return _fail(f"no node of {group.describe()}", "v1/Node", "metadata.labels")
+    total, seen = 0, {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        want = (
+            group.gpus_per_node
+            if group.gpus_per_node is not None
+            else _int(labels.get(GPU_COUNT_LABEL)) or None
+        )
+        if expected == "dra":
+            have, fld, obj = (
+                dra.get(name, (0, ""))[0],
+                "spec.devices",
+                f"resource.k8s.io/v1/ResourceSlice/{dra.get(name, (0, '?'))[1]}",
+            )
+        else:
+            have = _int(
+                ((node.get("status") or {}).get("allocatable") or {}).get(DEVICE_PLUGIN_RESOURCE, 0)
+            )
+            fld, obj = f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}", _ref(node)
+        seen[name] = {"advertised": have, "expected": want}
+        total += have
+        if want is None:
+            if have < 1:
+                return _fail(f"node {name} advertises no GPU", obj, fld, nodes=seen)
+        elif have < want:
+            why = (
+                f"its VM size {group.vm_size} has {want}"
+                if group.vm_size
+                else f"GPU Feature Discovery counted {want} ({GPU_COUNT_LABEL})"
+            )
+            return _fail(f"node {name} advertises {have} GPU(s); {why}", obj, fld, nodes=seen)
+    planned = (
+        f" (= {group.gpus_per_node} x {group.node_count} planned)"
+        if group.gpus_per_node and group.node_count
+        else ""
+    )
+    return _ok(
+        f"{total} GPUs on {len(nodes)} node(s){planned}",
+        nodes[0],
+        f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}" if expected != "dra" else "spec.devices",
+        nodes=seen,
+        total=total,
+    )
+
+
 def _gpu_checks(plan: RuntimePlan) -> list[Check]:
     checks: list[Check] = []
     expected = advertiser(plan)
@@ -462,161 +626,13 @@ def _gpu_checks(plan: RuntimePlan) -> list[Check]:
         }
 
         def nodes_run(snap: Snapshot, group=group) -> CheckResult:
-            nodes = _group_nodes(snap, group)
-            ready = [n for n in nodes if _ready(n)]
-            names = [n["metadata"]["name"] for n in nodes]
-            if group.node_count is None:
-                if not ready:
-                    return _fail(
-                        f"no Ready node of {group.describe()}",
-                        "v1/Node",
-                        "metadata.labels",
-                        nodes=names,
-                    )
-                return _ok(
-                    f"{len(ready)} Ready GPU node(s)",
-                    ready[0],
-                    "status.conditions[type=Ready]",
-                    nodes=names,
-                )
-            if len(ready) != group.node_count:
-                not_ready = next((n for n in nodes if not _ready(n)), None)
-                return _fail(
-                    f"{len(ready)} Ready node(s) of {group.describe()}, the plan has {group.node_count}",
-                    not_ready or "v1/Node",
-                    "status.conditions[type=Ready]" if not_ready else "metadata.labels",
-                    nodes=names,
-                )
-            return _ok(
-                f"{len(ready)} Ready node(s), as planned",
-                ready[0] if ready else "v1/Node",
-                "status.conditions[type=Ready]",
-                nodes=names,
-            )
+            return _gpu_nodes_result(snap, group)
 
         def advertiser_run(snap: Snapshot, group=group) -> CheckResult:
-            if expected is None:
-                return CheckResult("skip", "the plan installs no GPU advertiser")
-            dra = _dra_gpus(snap)
-            seen = {}
-            nodes = _group_nodes(snap, group)
-            if not nodes:
-                return _fail(
-                    f"no node of {group.describe()} to advertise GPUs", "v1/Node", "metadata.labels"
-                )
-            for node in nodes:
-                name = node["metadata"]["name"]
-                dp = _int(
-                    ((node.get("status") or {}).get("allocatable") or {}).get(
-                        DEVICE_PLUGIN_RESOURCE, 0
-                    )
-                )
-                dra_n, slice_name = dra.get(name, (0, ""))
-                seen[name] = {"devicePlugin": dp, "dra": dra_n}
-                if dp and dra_n:
-                    return _fail(
-                        f"node {name} advertises GPUs through both the device plugin (allocatable {DEVICE_PLUGIN_RESOURCE}={dp}) "
-                        f"and DRA (ResourceSlice {slice_name}: {dra_n} {DRA_GPU_DRIVER} devices)",
-                        node,
-                        f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
-                        nodes=seen,
-                    )
-                if expected == "dra" and dp:
-                    return _fail(
-                        f"node {name} advertises {DEVICE_PLUGIN_RESOURCE}={dp} through a device plugin; the plan's advertiser is DRA",
-                        node,
-                        f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
-                        nodes=seen,
-                    )
-                if expected != "dra" and dra_n:
-                    return _fail(
-                        f"node {name} advertises {dra_n} GPUs through DRA (ResourceSlice {slice_name}); the plan's advertiser "
-                        f"is the {expected.replace('-', ' ')}",
-                        f"resource.k8s.io/v1/ResourceSlice/{slice_name}",
-                        "spec.devices",
-                        nodes=seen,
-                    )
-                if not (dra_n if expected == "dra" else dp):
-                    where = (
-                        (
-                            f"resource.k8s.io/v1/ResourceSlice (driver {DRA_GPU_DRIVER}, node {name})",
-                            "spec.devices",
-                        )
-                        if expected == "dra"
-                        else (_ref(node), f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}")
-                    )
-                    return _fail(
-                        f"node {name} advertises no GPU through the {expected.replace('-', ' ')}",
-                        where[0],
-                        where[1],
-                        nodes=seen,
-                    )
-            return _ok(
-                f"{len(nodes)} node(s) advertise through the {expected.replace('-', ' ')} only",
-                nodes[0],
-                "spec.devices"
-                if expected == "dra"
-                else f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}",
-                nodes=seen,
-            )
+            return _gpu_advertiser_result(snap, group, expected)
 
         def count_run(snap: Snapshot, group=group) -> CheckResult:
-            if expected is None:
-                return CheckResult("skip", "the plan installs no GPU advertiser")
-            dra = _dra_gpus(snap)
-            nodes = _group_nodes(snap, group)
-            if not nodes:
-                return _fail(f"no node of {group.describe()}", "v1/Node", "metadata.labels")
-            total, seen = 0, {}
-            for node in nodes:
-                name = node["metadata"]["name"]
-                labels = node["metadata"].get("labels") or {}
-                want = (
-                    group.gpus_per_node
-                    if group.gpus_per_node is not None
-                    else _int(labels.get(GPU_COUNT_LABEL)) or None
-                )
-                if expected == "dra":
-                    have, fld, obj = (
-                        dra.get(name, (0, ""))[0],
-                        "spec.devices",
-                        f"resource.k8s.io/v1/ResourceSlice/{dra.get(name, (0, '?'))[1]}",
-                    )
-                else:
-                    have = _int(
-                        ((node.get("status") or {}).get("allocatable") or {}).get(
-                            DEVICE_PLUGIN_RESOURCE, 0
-                        )
-                    )
-                    fld, obj = f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}", _ref(node)
-                seen[name] = {"advertised": have, "expected": want}
-                total += have
-                if want is None:
-                    if have < 1:
-                        return _fail(f"node {name} advertises no GPU", obj, fld, nodes=seen)
-                elif have < want:
-                    why = (
-                        f"its VM size {group.vm_size} has {want}"
-                        if group.vm_size
-                        else f"GPU Feature Discovery counted {want} ({GPU_COUNT_LABEL})"
-                    )
-                    return _fail(
-                        f"node {name} advertises {have} GPU(s); {why}", obj, fld, nodes=seen
-                    )
-            planned = (
-                f" (= {group.gpus_per_node} x {group.node_count} planned)"
-                if group.gpus_per_node and group.node_count
-                else ""
-            )
-            return _ok(
-                f"{total} GPUs on {len(nodes)} node(s){planned}",
-                nodes[0],
-                f"status.allocatable.{DEVICE_PLUGIN_RESOURCE}"
-                if expected != "dra"
-                else "spec.devices",
-                nodes=seen,
-                total=total,
-            )
+            return _gpu_count_result(snap, group, expected)
 
         component = {"dra": "nvidia-dra-driver-gpu", "device-plugin": "gpu-operator"}.get(
             expected or "", "-"
