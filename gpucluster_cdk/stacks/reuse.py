@@ -649,20 +649,83 @@ def store(
     return diskcache.put(KIND, key, encode_entry(version, stacks, exports, style))
 
 
-def write_stack_files(stacks_dir: Path, name: str, files: Iterable[tuple[str, bytes]]) -> None:
-    """Write a stack's files below ``stacks_dir/name`` (a fresh folder)."""
-    root = stacks_dir / name
-    root.mkdir()
+def write_stack_files(
+    stacks_dir: Path,
+    name: str,
+    files: Iterable[tuple[str, bytes]],
+    *,
+    previous: Path | None = None,
+) -> int:
+    """Write a stack's files below ``stacks_dir/name`` (a fresh folder).
+
+    With ``previous`` (the stack's folder in the output being replaced), a file that is there with
+    exactly these bytes is hard-linked instead of written (:func:`_link_same`): no data is written
+    and removing the previous output frees nothing, which on a journaling file system is most of
+    a reused stack's cost. Any doubt about that file means it is written.
+
+    Returns:
+        how many files were hard-linked.
+
+    Raises:
+        OSError: a file or folder could not be written (the folder exists, the disk is full, ...).
+    """
+    root = os.path.join(os.fspath(stacks_dir), name)
+    old_root = None if previous is None else os.fspath(previous)
+    mode = _fresh_mode() if old_root is not None else 0
+    os.mkdir(root)
     made = {root}
+    linked = 0
     for rel, data in files:
-        path = root / rel
-        parent = path.parent
+        path = os.path.join(root, rel)
+        parent = os.path.dirname(path)
         if parent not in made:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             made.add(parent)
+        if old_root is not None and _link_same(os.path.join(old_root, rel), path, data, mode):
+            linked += 1
+            continue
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+    return linked
+
+
+def _fresh_mode() -> int:
+    """The permission bits ``os.open(..., 0o666)`` gives a new file under this process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _link_same(old: str, new: str, data: bytes, mode: int) -> bool:
+    """Hard-link ``old`` as ``new`` when it is a regular file of this user, with one link, the mode a
+    new file gets (``mode``, :func:`_fresh_mode`), and exactly ``data``; the bytes are read again through ``new`` after
+    linking (the same file: nothing replaced ``old`` in between). False (``new`` absent) otherwise
+    or on any error."""
+    import stat
+
+    try:
+        st = os.lstat(old)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.geteuid()
+            or st.st_nlink != 1
+            or stat.S_IMODE(st.st_mode) != mode
+            or st.st_size != len(data)
+        ):
+            return False
+        os.link(old, new, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        return False
+    try:
+        fd = os.open(new, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            same = os.fstat(f.fileno()).st_ino == st.st_ino and f.read(len(data) + 1) == data
+    except OSError:
+        same = False
+    if not same:
+        os.unlink(new)
+    return same
 
 
 # --------------------------------------------------------------------------- manifest.json

@@ -7,7 +7,9 @@ kernel) is imported only when a stack is built in this process.
 What :func:`synth` does, in order:
 
 1. Each cluster's key (:func:`gpucluster_cdk.stacks.reuse.cluster_key`); the clusters whose
-   entry is in the per-user cache are *reused*: their stack folders are written from the entry.
+   entry is in the per-user cache are *reused*: their stack folders are written from the entry,
+   by a thread (:class:`_ReusedWriter`) while step 2 runs, so the file system's work overlaps the
+   build's (which waits on the jsii kernel most of the time).
 2. The other clusters are built: in this process (one cdktf App, today's path), or, when several
    must be built and more than one worker is allowed, spread over forked worker processes
    (:mod:`gpucluster_cdk.stacks.workers`), each synthesizing its share into its own folder.
@@ -198,44 +200,90 @@ def synth(
 
         for c in reused:
             built.exports[c.plan.cluster.name] = c.entry["exports"]
-        elsewhere = False
-        results = None
-        n_workers = min(max_workers, len(todo) // MIN_CLUSTERS_PER_WORKER)
-        if n_workers > 1:
-            results = _run_in_workers(
-                plans, todo, n_workers, staged, final=final, fleet=fleet, built=built, report=report
+        writer = _ReusedWriter(
+            reused, staged / REUSED_FOLDER, None if private else _previous_stacks(final)
+        )
+        try:
+            built_here, whole = _build_changed(
+                plans,
+                clusters,
+                todo,
+                staged,
+                final=final,
+                fleet=fleet,
+                built=built,
+                report=report,
+                writer=writer,
+                max_workers=max_workers,
             )
-            if results is not None:
-                todo, elsewhere = [], True
-        whole = (
-            not reused and not elsewhere
-        )  # one App holds every stack: cdktf's manifest.json as it is
-        built_here: list[_Cluster] = []
-        if todo or fleet is not None or not clusters:
-            _build_in_process(
-                plans, todo, staged, final=final, fleet=fleet, whole=whole, built=built
-            )
-            built_here = todo
-            for c in todo:
-                report(c)
-        if results is not None:  # after the fleet App: its stand-ins have the members' names
-            stacks_dir.mkdir(exist_ok=True)
-            for result in results:
-                for name in result["stacks"]:
-                    os.rename(Path(result["folder"]) / "stacks" / name, stacks_dir / name)
-                shutil.rmtree(result["folder"])
-        if not built_here and not elsewhere and reused:
-            from gpucluster_cdk.kernel_env import check_all
-
-            check_all()  # no kernel started: the environment it needs is still checked, as in a full synth
+        finally:
+            writer.stop()
         if reused:
-            _write_reused(reused, stacks_dir, built, reused_names, report)
+            _place_reused(reused, staged / REUSED_FOLDER, stacks_dir, built, reused_names, report)
         if not whole:
             (staged / "manifest.json").write_text(
                 reuse.manifest_text(built.version, built.manifest, built.style), encoding="utf-8"
             )
         _store_built(built_here, stacks_dir, built)
         return sorted(p.name for p in stacks_dir.iterdir())
+
+
+def _build_changed(
+    plans: Sequence[RuntimePlan],
+    clusters: Sequence[_Cluster],
+    todo: list[_Cluster],
+    staged: Path,
+    *,
+    final: Path,
+    fleet: FleetSpec | None,
+    built: _Built,
+    report: Callable[[_Cluster], None],
+    writer: _ReusedWriter,
+    max_workers: int,
+) -> tuple[list[_Cluster], bool]:
+    """Build ``todo`` (in workers, else here) and the fleet's stacks into ``staged`` while
+    ``writer`` writes the reused stacks; returns the clusters built in this process and whether
+    one App held every stack (its ``manifest.json`` is kept as the framework wrote it)."""
+    reused = len(todo) < len(clusters)
+    elsewhere = False
+    results = None
+    n_workers = min(max_workers, len(todo) // MIN_CLUSTERS_PER_WORKER)
+    if n_workers > 1:
+        results = _run_in_workers(
+            plans,
+            todo,
+            n_workers,
+            staged,
+            final=final,
+            fleet=fleet,
+            built=built,
+            report=report,
+            forked=writer.begin,
+        )
+        if results is not None:
+            todo, elsewhere = [], True
+    whole = not reused and not elsewhere
+    built_here: list[_Cluster] = []
+    if todo or fleet is not None or not clusters:
+        writer.begin()
+        _build_in_process(plans, todo, staged, final=final, fleet=fleet, whole=whole, built=built)
+        built_here = todo
+        for c in todo:
+            report(c)
+    if results is not None:  # after the fleet App: its stand-ins have the members' names
+        stacks_dir = staged / "stacks"
+        stacks_dir.mkdir(exist_ok=True)
+        for result in results:
+            for name in result["stacks"]:
+                os.rename(Path(result["folder"]) / "stacks" / name, stacks_dir / name)
+            shutil.rmtree(result["folder"])
+    writer.begin()  # every cluster reused: written now
+    if not built_here and not elsewhere and reused:
+        from gpucluster_cdk.kernel_env import check_all
+
+        check_all()  # no kernel started: the environment it needs is still checked, as in a full synth
+    writer.finish()
+    return built_here, whole
 
 
 def _run_in_workers(
@@ -248,8 +296,10 @@ def _run_in_workers(
     fleet: FleetSpec | None,
     built: _Built,
     report: Callable[[_Cluster], None],
+    forked: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Build ``todo`` in worker processes into ``built``; their results, or None (no fork, or a worker failed)."""
+    """Build ``todo`` in worker processes into ``built``; their results, or None (no fork, or a
+    worker failed). ``forked`` is called once the workers run (see :func:`gpucluster_cdk.stacks.workers.run`)."""
     from gpucluster_cdk.stacks import workers as workers_mod
 
     if not workers_mod.can_fork():
@@ -262,6 +312,7 @@ def _run_in_workers(
         fleet=fleet,
         exports=built.exports,
         keys={c.plan.cluster.name: c.key for c in todo},
+        forked=forked,
     )
     if results is not None:  # None: a worker failed; build here, for this process's own error
         for result in results:
@@ -274,24 +325,92 @@ def _run_in_workers(
     return results
 
 
-def _write_reused(
+REUSED_FOLDER = ".reused"
+"""Folder of the staged output where :class:`_ReusedWriter` writes the reused stacks (moved into
+``stacks/`` once the build is done, so a fleet App's stand-ins of the same names never meet them)."""
+
+
+class _ReusedWriter:
+    """Writes the reused clusters' stacks (their cache entries' files,
+    :func:`gpucluster_cdk.stacks.reuse.write_stack_files`) below ``folder``, in a forked helper
+    process (:class:`gpucluster_cdk.stacks.workers.Helper`) while this process builds the others.
+
+    Unless the output is ``private``, a file the previous output (``previous``: its ``stacks``
+    folder) holds with the same bytes is hard-linked from there.
+
+    :meth:`begin` starts the helper (once; it must be before this process imports cdktf, and
+    after any worker was forked; when no helper can be forked, nothing happens); :meth:`finish`
+    waits for it -- when it failed, or never started, the stacks are written by this process
+    (so a write error is this process's ``OSError``, as in a synth without a helper);
+    :meth:`stop` ends a helper still running (always called, so no process writes into a staged
+    folder that is being removed).
+    """
+
+    def __init__(self, reused: Sequence[_Cluster], folder: Path, previous: Path | None):
+        from gpucluster_cdk.stacks.workers import Helper
+
+        self._reused = list(reused)
+        self._folder = folder
+        self._previous = previous
+        self._helper = Helper(self._write)
+        self._begun = False
+
+    def begin(self) -> None:
+        if not self._begun and self._reused:
+            self._begun = self._helper.start()
+
+    def _write(self) -> None:
+        self._folder.mkdir()
+        for c in self._reused:
+            for name, _entry, files in c.entry["stacks"]:
+                reuse.write_stack_files(
+                    self._folder,
+                    name,
+                    files,
+                    previous=None if self._previous is None else self._previous / name,
+                )
+
+    def finish(self) -> None:
+        if not self._reused:
+            return
+        if not (self._begun and self._helper.wait()):
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._write()
+
+    def stop(self) -> None:
+        self._helper.end()
+
+
+def _previous_stacks(final: Path) -> Path | None:
+    """The ``stacks`` folder of the output being replaced (through a symbolic link to a folder), or None."""
+    try:
+        folder = final.resolve() / "stacks"
+        return folder if folder.is_dir() else None
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _place_reused(
     reused: Sequence[_Cluster],
+    folder: Path,
     stacks_dir: Path,
     built: _Built,
     reused_names: list[str] | None,
     report: Callable[[_Cluster], None],
 ) -> None:
-    """Write the cached clusters' stacks into ``stacks_dir`` and their manifest entries into ``built``."""
+    """Move the reused stacks :class:`_ReusedWriter` wrote into ``stacks_dir`` and their manifest
+    entries into ``built``; report each cluster (in plan order)."""
     stacks_dir.mkdir(exist_ok=True)
     for c in reused:
-        for name, entry, files in c.entry["stacks"]:
-            reuse.write_stack_files(stacks_dir, name, files)
+        for name, entry, _files in c.entry["stacks"]:
+            os.rename(folder / name, stacks_dir / name)
             built.manifest[name] = entry
         built.version = built.version or c.entry["version"]
         built.style = built.style or c.entry["style"]
         if reused_names is not None:
             reused_names.append(c.plan.cluster.name)
         report(c)
+    folder.rmdir()
 
 
 def _store_built(built_here: Sequence[_Cluster], stacks_dir: Path, built: _Built) -> None:

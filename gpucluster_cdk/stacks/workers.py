@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,12 @@ def run(
     fleet: Any,
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
+    forked: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Build the clusters named in ``shares`` (one worker each) into folders below ``base``.
+
+    ``forked`` (if given) is called in this process once every worker is forked, before their
+    results are awaited: work of this process that overlaps theirs (it may start threads).
 
     Returns:
         per share, in order: ``{"folder", "stacks": names built, "manifest": name -> entry,
@@ -107,6 +111,8 @@ def run(
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 os.close(write_fd)
+        if forked is not None:
+            forked()
         payloads = _collect(pipes)
         results: list[dict[str, Any]] = []
         failed = False
@@ -248,3 +254,69 @@ def _build(
         "version": manifest["version"],
         "style": style,
     }
+
+
+class Helper:
+    """One forked process running ``task()`` beside this one (e.g. writing files while this process
+    builds stacks), under the workers' rules: forked only when :func:`can_fork`, stop signals at
+    their default action, SIGTERM when this process dies, its output to ``/dev/null``, this
+    process's exit hooks not run.
+
+    :meth:`start` forks it (False: it cannot be forked here; the caller does the task itself);
+    :meth:`wait` waits for its end and tells whether ``task`` returned without an exception;
+    :meth:`end` ends it (SIGTERM) if it still runs and reaps it -- call it in a ``finally``.
+    """
+
+    def __init__(self, task: Callable[[], None]):
+        self._task = task
+        self._pid: int | None = None
+        self._ok: bool | None = None
+
+    def start(self) -> bool:
+        if self._pid is not None or not can_fork():
+            return self._pid is not None
+        parent = os.getpid()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    atexit._clear()
+                    for signum in _STOP_SIGNALS:
+                        signal.signal(signum, signal.SIG_DFL)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    _die_with_parent(parent)
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, 1)
+                    os.dup2(devnull, 2)
+                    self._task()
+                    code = 0
+                except BaseException:  # noqa: BLE001 - the parent does the task again itself
+                    code = 1
+                os._exit(code)
+            self._pid = pid
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        return True
+
+    def wait(self) -> bool:
+        if self._ok is None and self._pid is not None:
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = None
+            self._ok = os.waitstatus_to_exitcode(status) == 0
+        return bool(self._ok)
+
+    def end(self) -> None:
+        if self._pid is None:
+            return
+        try:
+            os.kill(self._pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self._pid, 0)
+        except OSError:
+            pass
+        self._pid = None
+        self._ok = False
