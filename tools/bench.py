@@ -375,12 +375,18 @@ def measure(
     (``RUSAGE_CHILDREN`` before and after). stderr goes to a file (a pipe nobody reads while the
     step runs could fill up and block it).
 
+    The file system's dirty data is written first (``os.sync``, not measured): every synth writes
+    thousands of files, and the kernel's writeback of one run's files would otherwise land in the
+    time of the next (on this machine's ext4, system time of the same synth varied 1.4-4.9 s
+    without it, 1.5-2.6 s with it).
+
     Raises:
         SystemExit: the command failed; names it and shows its stderr.
     """
     env = dict(env if env is not None else bench_env())
     cwd = Path(env.pop("_BENCH_CWD", cwd))
     with tempfile.TemporaryFile() as errors:
+        os.sync()
         cpu0 = _children_cpu()
         start = time.perf_counter()
         proc = psutil.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
