@@ -215,3 +215,19 @@ def test_a_bad_variable_is_one_config_line_and_nothing_written(tmp_path, name, v
     [line] = [x for x in proc.stderr.splitlines() if not x.startswith(("warning[", "info["))]
     assert line.startswith(f"error[config] key={name}: ") and " fix: " in line
     assert not out.exists() and not (tmp_path / "cache" / "synth-cluster").exists()
+
+
+def test_the_queue_gives_each_cluster_once_in_order_and_refuses_what_a_pipe_cannot_hold():
+    from types import SimpleNamespace
+
+    from gpucluster_cdk.stacks import workers
+
+    plans = [SimpleNamespace(cluster=SimpleNamespace(name=f"c{i}")) for i in range(20000)]
+    fd = workers._queue(plans, [["c3", "c1"], ["c19999", "c0"]])
+    try:
+        assert list(workers._pulled(fd)) == [3, 1, 19999, 0]
+        assert list(workers._pulled(fd)) == []  # empty: every worker stops
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError):
+        workers._queue(plans, [[p.cluster.name for p in plans]])  # 80,000 bytes > 64 KiB

@@ -313,6 +313,7 @@ def _run_in_workers(
         exports=built.exports,
         keys={c.plan.cluster.name: c.key for c in todo},
         forked=forked,
+        queue=fleet is None,  # no stack references another cluster's: any worker may build any
     )
     if results is not None:  # None: a worker failed; build here, for this process's own error
         for result in results:

@@ -15,6 +15,10 @@ and writes nothing to stdout or stderr; :func:`run` removes each worker's tempor
 ``TMPDIR``). The signals are blocked from before the fork until the worker reset them, so the
 parent's handlers never run in a worker.
 
+Without a fleet, the workers take the clusters one at a time from a shared queue (a pipe) and
+build each in an App of its own, so they end at about the same time however the machine slows
+one of them; with a fleet, each builds its contiguous share in one App.
+
 A worker that fails for any reason makes :func:`run` return None: the caller then builds in its
 own process, so every error is the one a one-process synth reports.
 """
@@ -67,11 +71,19 @@ def run(
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
     forked: Callable[[], None] | None = None,
+    queue: bool = False,
 ) -> list[dict[str, Any]] | None:
     """Build the clusters named in ``shares`` (one worker each) into folders below ``base``.
 
     ``forked`` (if given) is called in this process once every worker is forked, before their
     results are awaited: work of this process that overlaps theirs (it may start threads).
+
+    With ``queue`` the shares only set the number of workers: every named cluster (in share order)
+    goes into one pipe, from which each worker takes the next cluster when it is done with one
+    (:func:`_pulled`) and builds it in an App of its own -- so a worker slowed down (by the other
+    processes of the machine, a bigger cluster) takes fewer, and all end at about the same time.
+    Only for clusters whose stacks reference no other cluster's (no fleet: an App per fleet member
+    would hold stand-ins of all the others).
 
     Returns:
         per share, in order: ``{"folder", "stacks": names built, "manifest": name -> entry,
@@ -82,6 +94,12 @@ def run(
     order: list[int] = []
     privates: list[str] = []  # each worker's TMPDIR (its jsii kernel's files), removed at the end
     parent = os.getpid()
+    queue_fd = None
+    if queue:
+        try:
+            queue_fd = _queue(plans, shares)
+        except OSError:  # too many clusters for one pipe: each worker builds its share
+            queue_fd = None
     try:
         for index, share in enumerate(shares):
             folder = base / f".worker-{index}"
@@ -104,6 +122,7 @@ def run(
                         fleet,
                         exports,
                         keys,
+                        queue_fd,
                     )
                 running[pid] = folder
                 pipes[read_fd] = pid
@@ -136,6 +155,8 @@ def run(
             return None
         return results
     finally:
+        if queue_fd is not None:
+            os.close(queue_fd)
         for pid in running:  # a stop signal (or an error) while they ran: end them
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -150,6 +171,42 @@ def run(
                 pass
         for private in privates:
             shutil.rmtree(private, ignore_errors=True)
+
+
+_RECORD = 4
+"""Bytes of one cluster's index in the queue pipe (big-endian); a pipe read of that size is whole."""
+
+
+def _queue(plans: Sequence[Any], shares: Sequence[Sequence[str]]) -> int:
+    """A pipe holding the index in ``plans`` of every cluster of ``shares`` (in order), its writing
+    end closed: its reading end, which the workers share (:func:`_pulled`).
+
+    Raises:
+        OSError: no pipe, or more clusters than the pipe holds without a reader (16,384).
+    """
+    index = {plan.cluster.name: i for i, plan in enumerate(plans)}
+    data = b"".join(index[name].to_bytes(_RECORD, "big") for share in shares for name in share)
+    read_fd, write_fd = os.pipe()
+    try:
+        os.set_blocking(write_fd, False)
+        if os.write(write_fd, data) != len(data):
+            raise OSError("the queue does not fit in a pipe")
+    except OSError:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def _pulled(queue_fd: int):
+    """The cluster indexes a worker takes from the queue pipe, one at a time, until it is empty
+    (each read takes one whole record: the pipe holds only whole records and its writer is gone)."""
+    while True:
+        record = os.read(queue_fd, _RECORD)
+        if len(record) != _RECORD:
+            return
+        yield int.from_bytes(record, "big")
 
 
 def _collect(pipes: dict[int, int]) -> dict[int, bytes]:
@@ -180,6 +237,7 @@ def _worker(
     fleet: Any,
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
+    queue_fd: int | None = None,
 ) -> None:
     """The worker process (see the module docstring); ends with ``os._exit``.
 
@@ -197,7 +255,11 @@ def _worker(
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)  # nothing of a worker reaches the user's terminal; the parent reports
         os.dup2(devnull, 2)
-        payload = pickle.dumps(_build(plans, share, folder, final, fleet, exports, keys))
+        payload = pickle.dumps(
+            _build(plans, share, folder, final, fleet, exports, keys)
+            if queue_fd is None
+            else _build_pulled(plans, queue_fd, folder, final, exports, keys)
+        )
         code = 0
     except BaseException:  # noqa: BLE001 - reported as a failure; the parent builds again itself
         payload = pickle.dumps({"failed": traceback.format_exc()})
@@ -228,7 +290,7 @@ def _build(
     from gpucluster_cdk.stacks.app import synth_app
     from gpucluster_cdk.stacks.synthesis import stack_names, store_cluster
 
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     result = synth_app(plans, folder, final=final, fleet=fleet, real=share, exports=exports)
     manifest, style = reuse.check_manifest_text(
         (folder / "manifest.json").read_text(encoding="utf-8")
@@ -320,3 +382,36 @@ class Helper:
             pass
         self._pid = None
         self._ok = False
+
+
+def _build_pulled(
+    plans: Sequence[Any],
+    queue_fd: int,
+    folder: Path,
+    final: Path,
+    exports: Mapping[str, Any],
+    keys: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """Build the clusters taken from the queue (:func:`_pulled`), each in an App of its own (in
+    ``folder/.app-<k>``, its stacks then moved to ``folder/stacks``); the merged result of :func:`_build`."""
+    merged: dict[str, Any] = {
+        "stacks": [],
+        "manifest": {},
+        "exports": {},
+        "version": None,
+        "style": None,
+    }
+    stacks = folder / "stacks"
+    stacks.mkdir(parents=True)
+    for k, index in enumerate(_pulled(queue_fd)):
+        sub = folder / f".app-{k}"
+        part = _build(plans, {plans[index].cluster.name}, sub, final, None, exports, keys)
+        for name in part["stacks"]:
+            os.rename(sub / "stacks" / name, stacks / name)
+        shutil.rmtree(sub)
+        merged["stacks"] += part["stacks"]
+        merged["manifest"].update(part["manifest"])
+        merged["exports"].update(part["exports"])
+        merged["version"] = merged["version"] or part["version"]
+        merged["style"] = merged["style"] or part["style"]
+    return merged
