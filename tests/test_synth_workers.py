@@ -217,17 +217,22 @@ def test_a_bad_variable_is_one_config_line_and_nothing_written(tmp_path, name, v
     assert not out.exists() and not (tmp_path / "cache" / "synth-cluster").exists()
 
 
-def test_the_queue_gives_each_cluster_once_in_order_and_refuses_what_a_pipe_cannot_hold():
-    from types import SimpleNamespace
-
+def test_the_queue_gives_each_chunk_once_smaller_towards_the_end():
     from gpucluster_cdk.stacks import workers
 
-    plans = [SimpleNamespace(cluster=SimpleNamespace(name=f"c{i}")) for i in range(20000)]
-    fd = workers._queue(plans, [["c3", "c1"], ["c19999", "c0"]])
+    sizes = [n for _, n in workers.queue_chunks(50, 2)]
+    assert sizes == [13, 10, 7, 5, 4, 3, 2, 2, 1, 1, 1, 1]
+    for count, n in ((1, 2), (7, 3), (1000, 8)):
+        chunks = workers.queue_chunks(count, n)
+        assert [a for a, _ in chunks] == [sum(k for _, k in chunks[:i]) for i in range(len(chunks))]
+        assert sum(k for _, k in chunks) == count and chunks[-1][1] == 1
+
+    fd, chunks = workers._queue([["c3", "c1", "c5"], ["c9", "c0"]])
     try:
-        assert list(workers._pulled(fd)) == [3, 1, 19999, 0]
+        assert [chunks[i] for i in workers._pulled(fd)] == [["c3", "c1"], ["c5"], ["c9"], ["c0"]]
         assert list(workers._pulled(fd)) == []  # empty: every worker stops
     finally:
         os.close(fd)
+    many = [[f"w{w}-{i}" for i in range(3)] for w in range(8000)]  # 22,000+ chunks > 64 KiB
     with pytest.raises(OSError):
-        workers._queue(plans, [[p.cluster.name for p in plans]])  # 80,000 bytes > 64 KiB
+        workers._queue(many)

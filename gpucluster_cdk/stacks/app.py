@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -132,12 +133,16 @@ def synth_app(
     fleet: FleetSpec | None = None,
     real: Collection[str] | None = None,
     exports: Mapping[str, Mapping[str, Any]] | None = None,
+    staging: Path | None = None,
 ) -> dict[str, Any]:
     """Build (:func:`build_app`) and synthesize an App into ``folder`` (``manifest.json`` and
     ``stacks/``), then check the stacks it built for real (:func:`check_no_injection`).
 
     Args:
         final: the output folder the user named (for ``error[output]`` messages).
+        staging: the folder local charts are staged in (kept; Apps built one after another in a
+            process may share it: a chart is staged once per distinct files); None: a temporary
+            folder of this App.
 
     Returns:
         ``{"stacks": names of the real clusters' and the fleet's stacks, "exports": cluster name ->
@@ -146,7 +151,11 @@ def synth_app(
     Raises:
         GpuclusterError: as :func:`gpucluster_cdk.stacks.synthesis.synth`.
     """
-    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging:
+    with contextlib.ExitStack() as stack:
+        if staging is None:
+            staging = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="gpucluster-charts-"))
+            )
         app = build_app(plans, folder, staging_dir=staging, fleet=fleet, real=real, exports=exports)
         exported = {}
         if fleet is not None:

@@ -93,13 +93,41 @@ def _signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+REMOVE_THREADS = 4
+"""Threads that remove a previous output's ``stacks/<name>`` folders side by side (:func:`_remove_tree`)."""
+
+
 def _remove_tree(path: Path) -> OSError | None:
-    """``shutil.rmtree(path)``; the first error instead of raising (None when all is gone)."""
+    """``shutil.rmtree(path)``; the first error instead of raising (None when all is gone).
+
+    The folders below ``path/stacks`` are removed by up to :data:`REMOVE_THREADS` threads at once:
+    removing a synced output is mostly waiting for the file system's journal, which serves several
+    callers at once (a 50-cluster output, synced: 0.54-0.59 s in one thread, 0.37-0.45 s in four).
+    """
+    import threading
+
     errors: list[OSError] = []
 
     def record(func, failed, exc_info):
         errors.append(exc_info[1])
 
+    try:
+        parts = sorted(os.scandir(path / "stacks"), key=lambda e: e.name)
+    except OSError:
+        parts = []
+    folders = [e.path for e in parts if e.is_dir(follow_symlinks=False)]
+    if len(folders) > 1:
+
+        def remove(share: list[str]) -> None:
+            for folder in share:
+                shutil.rmtree(folder, onerror=record)
+
+        n = min(REMOVE_THREADS, len(folders))
+        threads = [threading.Thread(target=remove, args=(folders[i::n],)) for i in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     shutil.rmtree(path, onerror=record)
     return errors[0] if errors and path.exists() else None
 

@@ -78,10 +78,11 @@ def run(
     ``forked`` (if given) is called in this process once every worker is forked, before their
     results are awaited: work of this process that overlaps theirs (it may start threads).
 
-    With ``queue`` the shares only set the number of workers: every named cluster (in share order)
-    goes into one pipe, from which each worker takes the next cluster when it is done with one
-    (:func:`_pulled`) and builds it in an App of its own -- so a worker slowed down (by the other
-    processes of the machine, a bigger cluster) takes fewer, and all end at about the same time.
+    With ``queue`` the shares only set the number of workers: the named clusters (in share order)
+    are cut into chunks that get smaller towards the end (:func:`queue_chunks`), whose numbers go
+    into one pipe; each worker takes the next chunk when it is done with one (:func:`_pulled`) and
+    builds it in an App of its own -- so a worker slowed down (by the other processes of the
+    machine, a bigger cluster) takes fewer, and all end at about the same time.
     Only for clusters whose stacks reference no other cluster's (no fleet: an App per fleet member
     would hold stand-ins of all the others).
 
@@ -94,11 +95,11 @@ def run(
     order: list[int] = []
     privates: list[str] = []  # each worker's TMPDIR (its jsii kernel's files), removed at the end
     parent = os.getpid()
-    queue_fd = None
+    queue_fd, chunks = None, []
     if queue:
         try:
-            queue_fd = _queue(plans, shares)
-        except OSError:  # too many clusters for one pipe: each worker builds its share
+            queue_fd, chunks = _queue(shares)
+        except OSError:  # too many chunks for one pipe: each worker builds its share
             queue_fd = None
     try:
         for index, share in enumerate(shares):
@@ -123,6 +124,7 @@ def run(
                         exports,
                         keys,
                         queue_fd,
+                        chunks,
                     )
                 running[pid] = folder
                 pipes[read_fd] = pid
@@ -174,18 +176,33 @@ def run(
 
 
 _RECORD = 4
-"""Bytes of one cluster's index in the queue pipe (big-endian); a pipe read of that size is whole."""
+"""Bytes of one chunk's number in the queue pipe (big-endian); a pipe read of that size is whole."""
 
 
-def _queue(plans: Sequence[Any], shares: Sequence[Sequence[str]]) -> int:
-    """A pipe holding the index in ``plans`` of every cluster of ``shares`` (in order), its writing
-    end closed: its reading end, which the workers share (:func:`_pulled`).
+def queue_chunks(count: int, workers: int) -> list[tuple[int, int]]:
+    """``count`` items cut into ``(start, length)`` chunks for ``workers`` pulling workers: each
+    chunk takes a ``2 * workers``-th of what is left (at least 1), so the first are large (few
+    Apps) and the last single items (the workers end within about one item of each other).
+    E.g. 50 items, 2 workers: 13, 10, 7, 5, 4, 3, 2, 2, 1, 1, 1, 1."""
+    chunks, start = [], 0
+    while start < count:
+        length = max(1, -(-(count - start) // (2 * max(1, workers))))
+        chunks.append((start, length))
+        start += length
+    return chunks
+
+
+def _queue(shares: Sequence[Sequence[str]]) -> tuple[int, list[list[str]]]:
+    """The chunks of the clusters of ``shares`` (in order; :func:`queue_chunks`) and a pipe holding
+    each chunk's number, its writing end closed: its reading end, which the workers share
+    (:func:`_pulled`), and the chunks.
 
     Raises:
-        OSError: no pipe, or more clusters than the pipe holds without a reader (16,384).
+        OSError: no pipe, or more chunks than the pipe holds without a reader (16,384).
     """
-    index = {plan.cluster.name: i for i, plan in enumerate(plans)}
-    data = b"".join(index[name].to_bytes(_RECORD, "big") for share in shares for name in share)
+    names = [name for share in shares for name in share]
+    chunks = [names[a : a + n] for a, n in queue_chunks(len(names), len(shares))]
+    data = b"".join(i.to_bytes(_RECORD, "big") for i in range(len(chunks)))
     read_fd, write_fd = os.pipe()
     try:
         os.set_blocking(write_fd, False)
@@ -196,11 +213,11 @@ def _queue(plans: Sequence[Any], shares: Sequence[Sequence[str]]) -> int:
         raise
     finally:
         os.close(write_fd)
-    return read_fd
+    return read_fd, chunks
 
 
 def _pulled(queue_fd: int):
-    """The cluster indexes a worker takes from the queue pipe, one at a time, until it is empty
+    """The chunk numbers a worker takes from the queue pipe, one at a time, until it is empty
     (each read takes one whole record: the pipe holds only whole records and its writer is gone)."""
     while True:
         record = os.read(queue_fd, _RECORD)
@@ -238,6 +255,7 @@ def _worker(
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
     queue_fd: int | None = None,
+    chunks: Sequence[Sequence[str]] = (),
 ) -> None:
     """The worker process (see the module docstring); ends with ``os._exit``.
 
@@ -258,7 +276,7 @@ def _worker(
         payload = pickle.dumps(
             _build(plans, share, folder, final, fleet, exports, keys)
             if queue_fd is None
-            else _build_pulled(plans, queue_fd, folder, final, exports, keys)
+            else _build_pulled(plans, queue_fd, chunks, folder, final, exports, keys)
         )
         code = 0
     except BaseException:  # noqa: BLE001 - reported as a failure; the parent builds again itself
@@ -285,13 +303,16 @@ def _build(
     fleet: Any,
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
+    staging: Path | None = None,
 ) -> dict[str, Any]:
     from gpucluster_cdk.stacks import reuse
     from gpucluster_cdk.stacks.app import synth_app
     from gpucluster_cdk.stacks.synthesis import stack_names, store_cluster
 
     folder.mkdir(exist_ok=True)
-    result = synth_app(plans, folder, final=final, fleet=fleet, real=share, exports=exports)
+    result = synth_app(
+        plans, folder, final=final, fleet=fleet, real=share, exports=exports, staging=staging
+    )
     manifest, style = reuse.check_manifest_text(
         (folder / "manifest.json").read_text(encoding="utf-8")
     )
@@ -387,13 +408,15 @@ class Helper:
 def _build_pulled(
     plans: Sequence[Any],
     queue_fd: int,
+    chunks: Sequence[Sequence[str]],
     folder: Path,
     final: Path,
     exports: Mapping[str, Any],
     keys: Mapping[str, str | None],
 ) -> dict[str, Any]:
-    """Build the clusters taken from the queue (:func:`_pulled`), each in an App of its own (in
-    ``folder/.app-<k>``, its stacks then moved to ``folder/stacks``); the merged result of :func:`_build`."""
+    """Build the chunks taken from the queue (:func:`_pulled`), each in an App of its own (in
+    ``folder/.app-<k>``, its stacks then moved to ``folder/stacks``), sharing one chart staging
+    folder (each distinct local chart staged once per worker); the merged result of :func:`_build`."""
     merged: dict[str, Any] = {
         "stacks": [],
         "manifest": {},
@@ -403,15 +426,18 @@ def _build_pulled(
     }
     stacks = folder / "stacks"
     stacks.mkdir(parents=True)
-    for k, index in enumerate(_pulled(queue_fd)):
-        sub = folder / f".app-{k}"
-        part = _build(plans, {plans[index].cluster.name}, sub, final, None, exports, keys)
-        for name in part["stacks"]:
-            os.rename(sub / "stacks" / name, stacks / name)
-        shutil.rmtree(sub)
-        merged["stacks"] += part["stacks"]
-        merged["manifest"].update(part["manifest"])
-        merged["exports"].update(part["exports"])
-        merged["version"] = merged["version"] or part["version"]
-        merged["style"] = merged["style"] or part["style"]
+    with tempfile.TemporaryDirectory(prefix="gpucluster-charts-") as staging:
+        for k, number in enumerate(_pulled(queue_fd)):
+            sub = folder / f".app-{k}"
+            part = _build(
+                plans, set(chunks[number]), sub, final, None, exports, keys, staging=Path(staging)
+            )
+            for name in part["stacks"]:
+                os.rename(sub / "stacks" / name, stacks / name)
+            shutil.rmtree(sub)
+            merged["stacks"] += part["stacks"]
+            merged["manifest"].update(part["manifest"])
+            merged["exports"].update(part["exports"])
+            merged["version"] = merged["version"] or part["version"]
+            merged["style"] = merged["style"] or part["style"]
     return merged
