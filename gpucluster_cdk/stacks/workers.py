@@ -95,7 +95,8 @@ def run(
     order: list[int] = []
     privates: list[str] = []  # each worker's TMPDIR (its jsii kernel's files), removed at the end
     parent = os.getpid()
-    queue_fd, chunks = None, []
+    queue_fd: int | None = None
+    chunks: list[list[str]] = []
     if queue:
         try:
             queue_fd, chunks = _queue(shares)
