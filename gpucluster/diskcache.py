@@ -43,6 +43,15 @@ are regular files (:func:`open_regular`: a planted FIFO would block ``open``), a
 :data:`MAX_ENTRY_BYTES`; a ``marshal`` entry's declared lengths are checked before it is decoded
 (:func:`_bounded_marshal`) and any failure of the decode is a miss.
 
+Size: each kind is kept under a bound (:data:`LIMITS`, else :data:`DEFAULT_LIMIT` bytes) by
+removing its least recently used entries (:func:`prune`). A hit refreshes its entry's modification
+time when that is older than :data:`TOUCH_AFTER`, so "used" is the last hour's precision; at most
+once per :data:`PRUNE_EVERY` per kind (the modification time of a marker ``.pruned/<kind>`` in the
+cache folder), a write looks at
+the kind's entries and, when they exceed the bound, removes the oldest until they take at most
+:data:`PRUNE_TO` of it (and temporary files of writers gone for an hour). Removing an entry costs
+only a recomputation.
+
 Folder: ``$GPUCLUSTER_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpucluster``, else
 ``~/.cache/gpucluster``. ``GPUCLUSTER_CACHE_DIR=off`` -- or any relative path -- disables this cache. (The chart cache,
 :mod:`gpucluster.charts.chartcache`, is ``$XDG_CACHE_HOME/gpucluster/charts`` or
@@ -153,6 +162,25 @@ def _trusted_folders(folder: str, kind: str) -> bool:
 MAX_ENTRY_BYTES = 64 << 20
 """Largest entry read (64 MiB); a larger file is a miss."""
 
+DEFAULT_LIMIT = 128 << 20
+"""Bytes a kind's entries may take (128 MiB) unless :data:`LIMITS` names the kind."""
+
+LIMITS = {"synth-cluster": 1 << 30}
+"""Bound per kind, in bytes: ``synth-cluster`` 1 GiB (an AKS cluster's two stacks are about 150 KiB:
+some 7,000 clusters' stacks)."""
+
+TOUCH_AFTER = 3600
+"""Seconds: a hit sets its entry's modification time to now when it is older than this."""
+
+PRUNE_EVERY = 3600
+"""Seconds: the least time between two looks at one kind's size (:func:`prune`)."""
+
+PRUNE_TO = 0.8
+"""A pruned kind keeps at most this share of its bound (so the next write does not prune again)."""
+
+_PRUNE_MARKERS = ".pruned"
+"""Folder of the cache folder holding one marker file per kind, touched when the kind is pruned."""
+
 _OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NONBLOCK", 0)
@@ -204,9 +232,12 @@ def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes |
     except (OSError, ValueError):
         return None
     try:
-        if not _trusted(os.fstat(fd), folder=False):
+        st = os.fstat(fd)
+        if not _trusted(st, folder=False):
             return None
         data = _read_at_most(fd, MAX_ENTRY_BYTES)
+        if data is not None and _now() - st.st_mtime > TOUCH_AFTER:
+            os.utime(fd)  # used: the last to be pruned (prune)
     except OSError:
         return None
     finally:
@@ -262,7 +293,85 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
                 os.unlink(tmp)
     except (OSError, ValueError):
         return False
+    if _prune_due(str(folder), kind):
+        prune(kind, env=env)
     return True
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _prune_due(folder: str, kind: str) -> bool:
+    """Whether the kind's marker (``.pruned/<kind>``) is missing or older than :data:`PRUNE_EVERY`."""
+    try:
+        return _now() - os.stat(os.path.join(folder, _PRUNE_MARKERS, kind)).st_mtime > PRUNE_EVERY
+    except OSError:
+        return True
+
+
+def prune(kind: str, *, limit: int | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Keep kind ``kind`` under ``limit`` bytes (default: :data:`LIMITS`, else :data:`DEFAULT_LIMIT`).
+
+    When its entries take more, the least recently used (oldest modification time; a hit refreshes
+    it, :data:`TOUCH_AFTER`) are removed until they take at most :data:`PRUNE_TO` of ``limit``.
+    Temporary files of writes older than :data:`PRUNE_EVERY` are removed too. Only regular files of
+    a trusted kind folder (module docstring) are looked at; anything that cannot be examined or
+    removed is left (another process may be pruning too). The kind's marker is touched.
+
+    Returns:
+        the number of files removed.
+    """
+    folder = _folder(env)
+    if folder is None or not _trusted_folders(folder, kind):
+        return 0
+    kind_folder = os.path.join(folder, kind)
+    limit = LIMITS.get(kind, DEFAULT_LIMIT) if limit is None else limit
+    now, removed = _now(), 0
+    entries: list[tuple[float, int, str]] = []
+    try:
+        with os.scandir(kind_folder) as found:
+            for item in found:
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not _trusted(st, folder=False):
+                    continue
+                if item.name.startswith("."):
+                    if item.name.endswith(".tmp") and now - st.st_mtime > PRUNE_EVERY:
+                        removed += _unlink(item.path)  # a writer that died before its rename
+                    continue
+                entries.append((st.st_mtime, st.st_size, item.path))
+        markers = os.path.join(folder, _PRUNE_MARKERS)
+        os.makedirs(markers, mode=0o700, exist_ok=True)
+        if _trusted(os.stat(markers), folder=True):
+            marker = os.path.join(markers, kind)
+            flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+            os.close(os.open(marker, flags, 0o600))
+            os.utime(marker)
+    except OSError:
+        return removed
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return removed
+    for _mtime, size, path in sorted(entries):
+        if total <= limit * PRUNE_TO:
+            break
+        if _unlink(path):
+            removed += 1
+            total -= size
+    return removed
+
+
+def _unlink(path: str) -> int:
+    try:
+        os.unlink(path)
+    except OSError:
+        return 0
+    return 1
 
 
 def code_identity(
