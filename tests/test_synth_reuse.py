@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support import AKS_CLUSTER as AKS
 from _support import main_env, tree
 
 from gpucluster import diskcache
@@ -469,3 +470,30 @@ def test_an_entry_whose_files_collide_is_a_miss(tmp_path, cache, extra):
             reuse.encode_entry(entry["version"], stacks, entry["exports"], entry["style"]),
         )
     assert sorted(assert_same_as_full(config, tmp_path, "collide").values()) == ["synthesized"] * 3
+
+
+def test_inserting_or_removing_a_cluster_rebuilds_only_that_cluster(tmp_path, cache):
+    """A cluster's position in the file is not in its key (reuse.position_free): a cluster
+    inserted at the top, or the first one removed, leaves the others reused -- a per-cluster
+    backend (its error key names the position) included."""
+    backend = (
+        "    backend: {type: azurerm, storageAccountName: gpustate01, containerName: tfstate}\n"
+    )
+    one = AKS.format(name="one") + backend
+    two = AKS.format(name="two") + (
+        "    pools:\n      - {name: system, vmSize: Standard_D8ds_v5, nodeCount: 2, gpu: false}\n"
+        "      - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 2}\n"
+    )
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text("clusters:\n" + one + two)
+    assert set(synth(config, tmp_path / "first" / "cdktf.out", cache=True).values()) == {
+        "synthesized"
+    }
+    config.write_text("clusters:\n" + AKS.format(name="new") + one + two)
+    assert assert_same_as_full(config, tmp_path, "inserted") == {
+        "new": "synthesized",
+        "one": "reused",
+        "two": "reused",
+    }
+    config.write_text("clusters:\n" + two)
+    assert assert_same_as_full(config, tmp_path, "removed") == {"two": "reused"}

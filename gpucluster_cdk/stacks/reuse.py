@@ -20,7 +20,8 @@ there), and each runtime stack of group N+1 references the barrier (a remote sta
 stack's backend, a dependency, and the group digest of group N, i.e. of the other clusters' plans):
 :func:`fleet_context` is exactly that, and it is part of the member's key.
 
-**Key** (:func:`cluster_key`): sha256 of the plan (its pickle), that fleet context, the platform's
+**Key** (:func:`cluster_key`): sha256 of the plan (its pickle, without the cluster's position in the
+file: :func:`position_free`), that fleet context, the platform's
 ``provisions_cluster``, :func:`synth_identity` (the code and the installed distributions), the
 environment cdktf reads at synth (``CDKTF_CONTEXT_JSON``, ``SYNTH_HCL_OUTPUT``, ``GPUCLUSTER_CDK``)
 and, for a ``cloud`` backend (cdktf runs ``terraform version`` for it), which Terraform CLI is on
@@ -472,12 +473,49 @@ def plan_bytes(plan: Any) -> bytes | None:
     return buffer.getvalue()
 
 
+def position_free(plan: Any) -> Any:
+    """``plan`` as if its cluster had no position in a file: a copy whose ``cluster.index`` is None
+    and whose ``cluster.backend_key`` and findings' keys start ``clusters[].`` instead of
+    ``clusters[<index>].`` (:func:`gpucluster.model.file_key`). The position only names where an
+    error is (stacks are stored only when there was none); the stacks never depend on it
+    (tests/test_synth_reuse.py inserts and removes clusters and compares with a full synth)."""
+    import dataclasses
+
+    cluster = getattr(plan, "cluster", None)
+    index = getattr(cluster, "index", None)
+    if index is None:
+        return plan
+    prefix = f"clusters[{index}]."
+
+    def free(key: Any) -> Any:
+        return (
+            "clusters[]." + key[len(prefix) :]
+            if isinstance(key, str) and key.startswith(prefix)
+            else key
+        )
+
+    try:
+        return dataclasses.replace(
+            plan,
+            cluster=dataclasses.replace(cluster, index=None, backend_key=free(cluster.backend_key)),
+            findings=[
+                dataclasses.replace(f, key=free(f.key)) if dataclasses.is_dataclass(f) else f
+                for f in plan.findings
+            ],
+        )
+    except (TypeError, ValueError):  # not the model's dataclasses: keyed as it is
+        return plan
+
+
 def cluster_key(
     plan: Any, *, identity: tuple[str, str], context: tuple | None, provisions: bool
 ) -> str | None:
     """The key of a cluster's stacks (see the module docstring); None: not cacheable (the plan does
-    not pickle, or a ``cloud`` backend without a Terraform CLI: the synth must fail as without cache)."""
-    data = plan_bytes(plan)
+    not pickle, or a ``cloud`` backend without a Terraform CLI: the synth must fail as without cache).
+
+    The cluster's position in its file is left out (:func:`position_free`): inserting or removing a
+    cluster before it does not rebuild it."""
+    data = plan_bytes(position_free(plan))
     if data is None:
         return None
     backend = plan.cluster.backend or {}
