@@ -481,9 +481,9 @@ def position_free(plan: Any) -> Any:
     (tests/test_synth_reuse.py inserts and removes clusters and compares with a full synth)."""
     import dataclasses
 
-    cluster = getattr(plan, "cluster", None)
+    cluster: Any = getattr(plan, "cluster", None)
     index = getattr(cluster, "index", None)
-    if index is None:
+    if cluster is None or index is None:
         return plan
     prefix = f"clusters[{index}]."
 
@@ -498,13 +498,16 @@ def position_free(plan: Any) -> Any:
         return dataclasses.replace(
             plan,
             cluster=dataclasses.replace(cluster, index=None, backend_key=free(cluster.backend_key)),
-            findings=[
-                dataclasses.replace(f, key=free(f.key)) if dataclasses.is_dataclass(f) else f
-                for f in plan.findings
-            ],
+            findings=[_with_key(f, free) for f in plan.findings],
         )
     except (TypeError, ValueError):  # not the model's dataclasses: keyed as it is
         return plan
+
+
+def _with_key(finding: Any, free: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(finding, key=free(finding.key))
 
 
 def cluster_key(
