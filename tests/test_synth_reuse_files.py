@@ -9,6 +9,7 @@ folder with a full one-process synth (``GPUCLUSTER_SYNTH_CACHE=off``), byte for 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -139,3 +140,32 @@ def test_a_helper_that_fails_or_is_killed_leaves_the_writing_to_this_process(tmp
         f"c{i}-runtime/{rel}" for i in range(6) for rel in ("assets/a/b/values.yaml", "cdk.tf.json")
     )
     assert result.stdout.strip() == repr(expected)
+
+
+@pytest.mark.parametrize("where", ["stacks", "stack and assets folders"])
+def test_files_reached_through_a_symbolic_link_are_never_linked(tmp_path, where):
+    """A previous output whose ``stacks`` folder, or a stack's folder or a folder inside one, is a
+    symbolic link: the files it reaches are outside the output, so none is hard-linked into the new
+    one (each would then be one file with a name outside the output, changed by any edit there)."""
+    config = write_clusters(tmp_path)
+    out = tmp_path / "work" / "cdktf.out"
+    resynth(tmp_path, config, out)
+    stacks = out / "stacks"
+    if where == "stacks":
+        moved = {stacks: tmp_path / "outside-stacks"}
+    else:
+        moved = {
+            stacks / "lab-runtime" / "assets": tmp_path / "outside-assets",
+            stacks / "edge-runtime": tmp_path / "outside-edge",
+        }
+    for folder, outside in moved.items():
+        shutil.copytree(folder, outside)  # fresh files: this user's, one link, a new file's mode
+        shutil.rmtree(folder)
+        folder.symlink_to(outside)
+
+    write_clusters(tmp_path, nodes=3)
+    resynth(tmp_path, config, out)
+    assert tree(out) == full(tmp_path, config)
+    for outside in moved.values():
+        files = [p for p in sorted(outside.rglob("*")) if p.is_file()]
+        assert files and all(p.stat().st_nlink == 1 for p in files), outside

@@ -702,7 +702,11 @@ def write_stack_files(
     With ``previous`` (the stack's folder in the output being replaced), a file that is there with
     exactly these bytes is hard-linked instead of written (:func:`_link_same`): no data is written
     and removing the previous output frees nothing, which on a journaling file system is most of
-    a reused stack's cost. Any doubt about that file means it is written.
+    a reused stack's cost. Any doubt about that file means it is written. Only a file inside the
+    previous output is linked: ``previous``, its parent (the ``stacks`` folder) and every folder
+    between it and the file are opened without following a symbolic link
+    (:class:`_PreviousFolders`), so a link in place of one of them (to files elsewhere) is not
+    followed.
 
     Returns:
         how many files were hard-linked.
@@ -711,24 +715,70 @@ def write_stack_files(
         OSError: a file or folder could not be written (the folder exists, the disk is full, ...).
     """
     root = os.path.join(os.fspath(stacks_dir), name)
-    old_root = None if previous is None else os.fspath(previous)
-    mode = _fresh_mode() if old_root is not None else 0
+    old = None if previous is None else _PreviousFolders(previous)
+    mode = _fresh_mode() if old is not None else 0
     os.mkdir(root)
     made = {root}
     linked = 0
-    for rel, data in files:
-        path = os.path.join(root, rel)
-        parent = os.path.dirname(path)
-        if parent not in made:
-            os.makedirs(parent, exist_ok=True)
-            made.add(parent)
-        if old_root is not None and _link_same(os.path.join(old_root, rel), path, data, mode):
-            linked += 1
-            continue
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+    try:
+        for rel, data in files:
+            path = os.path.join(root, rel)
+            parent = os.path.dirname(path)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
+            folder = None if old is None else old.folder(os.path.dirname(rel))
+            if folder is not None and _link_same(folder, os.path.basename(rel), path, data, mode):
+                linked += 1
+                continue
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+    finally:
+        if old is not None:
+            old.close()
     return linked
+
+
+class _PreviousFolders:
+    """The folders of one stack of the previous output, each opened (``O_DIRECTORY``,
+    ``O_NOFOLLOW``) from its parent's descriptor, from the ``stacks`` folder down: a folder that is
+    a symbolic link, or anything else that is not a folder, has no descriptor (None), nor has
+    anything below it. Descriptors are kept until :meth:`close`."""
+
+    _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+    def __init__(self, root: Path):
+        self._root = root
+        self._fds: dict[str, int | None] = {}
+
+    def folder(self, rel: str) -> int | None:
+        """The descriptor of folder ``rel`` (POSIX, relative to the stack folder; ``""``: itself)."""
+        if rel in self._fds:
+            return self._fds[rel]
+        fd = None
+        try:
+            if rel == "":
+                parent = os.open(self._root.parent, self._FLAGS)  # the stacks folder
+                try:
+                    fd = os.open(self._root.name, self._FLAGS, dir_fd=parent)
+                finally:
+                    os.close(parent)
+            else:
+                head, _, tail = rel.rpartition("/")
+                above = self.folder(head)
+                if above is not None:
+                    fd = os.open(tail, self._FLAGS, dir_fd=above)
+        except (OSError, NotImplementedError):
+            fd = None
+        self._fds[rel] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
 
 
 def _fresh_mode() -> int:
@@ -738,15 +788,15 @@ def _fresh_mode() -> int:
     return 0o666 & ~umask
 
 
-def _link_same(old: str, new: str, data: bytes, mode: int) -> bool:
-    """Hard-link ``old`` as ``new`` when it is a regular file of this user, with one link, the mode a
-    new file gets (``mode``, :func:`_fresh_mode`), and exactly ``data``; the bytes are read again through ``new`` after
-    linking (the same file: nothing replaced ``old`` in between). False (``new`` absent) otherwise
-    or on any error."""
+def _link_same(folder: int, old: str, new: str, data: bytes, mode: int) -> bool:
+    """Hard-link ``old`` (a name in the open folder ``folder``) as ``new`` when it is a regular file
+    of this user, with one link, the mode a new file gets (``mode``, :func:`_fresh_mode`), and
+    exactly ``data``; the bytes are read again through ``new`` after linking (the same file:
+    nothing replaced ``old`` in between). False (``new`` absent) otherwise or on any error."""
     import stat
 
     try:
-        st = os.lstat(old)
+        st = os.stat(old, dir_fd=folder, follow_symlinks=False)
         if (
             not stat.S_ISREG(st.st_mode)
             or st.st_uid != os.geteuid()
@@ -755,7 +805,7 @@ def _link_same(old: str, new: str, data: bytes, mode: int) -> bool:
             or st.st_size != len(data)
         ):
             return False
-        os.link(old, new, follow_symlinks=False)
+        os.link(old, new, src_dir_fd=folder, follow_symlinks=False)
     except (OSError, NotImplementedError):
         return False
     try:
