@@ -137,3 +137,26 @@ def test_output_created_by_a_concurrent_synth_between_check_and_rename_is_exchan
     replace_dir(new, final)
     assert tree(final) == {"manifest.json": b"mine"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_removing_the_previous_output_never_follows_a_symbolic_link(
+    tmp_path, monkeypatch, exchange
+):
+    """A previous output whose ``stacks`` (or a stack folder inside it) is a symbolic link to a
+    folder of the user's: removing that output removes the links, never what they point to."""
+    if not exchange:
+        monkeypatch.setattr(outdir_mod, "_exchange", lambda a, b: False)
+    mine = make(tmp_path / "mine", {"a/keep.txt": "mine", "b/keep.txt": "mine", "c/keep.txt": "x"})
+    theirs = make(tmp_path / "theirs", {"keep.txt": "theirs"})
+    final = make(
+        tmp_path / "cdktf.out",
+        {MARKER: MARKER_TEXT, "manifest.json": "old", "nested/stacks/x/cdk.tf.json": "{}"},
+    )
+    (final / "stacks").symlink_to(mine)
+    (mine / "d").symlink_to(theirs)  # a link below the linked folder too
+    before = tree(tmp_path / "mine"), tree(theirs)
+    with staged_outdir(final) as staged:
+        make(staged, {"manifest.json": "new", "stacks/a/cdk.tf.json": "{}"})
+    assert (tree(tmp_path / "mine"), tree(theirs)) == before
+    assert tree(final)["stacks/a/cdk.tf.json"] == b"{}"

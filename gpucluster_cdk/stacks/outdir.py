@@ -111,23 +111,32 @@ def _remove_tree(path: Path) -> OSError | None:
     def record(func, failed, exc_info):
         errors.append(exc_info[1])
 
-    try:
-        parts = sorted(os.scandir(path / "stacks"), key=lambda e: e.name)
+    try:  # ``stacks`` itself not followed: a symbolic link there is removed, not what it names
+        stacks = os.open(
+            path / "stacks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        )
     except OSError:
-        parts = []
-    folders = [e.path for e in parts if e.is_dir(follow_symlinks=False)]
-    if len(folders) > 1:
+        stacks = None
+    try:
+        folders = []
+        if stacks is not None:
+            with os.scandir(stacks) as entries:
+                folders = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        if len(folders) > 1:
 
-        def remove(share: list[str]) -> None:
-            for folder in share:
-                shutil.rmtree(folder, onerror=record)
+            def remove(share: list[str]) -> None:
+                for folder in share:  # relative to the descriptor: no link on the way is followed
+                    shutil.rmtree(folder, dir_fd=stacks, onerror=record)
 
-        n = min(REMOVE_THREADS, len(folders))
-        threads = [threading.Thread(target=remove, args=(folders[i::n],)) for i in range(n)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+            n = min(REMOVE_THREADS, len(folders))
+            threads = [threading.Thread(target=remove, args=(folders[i::n],)) for i in range(n)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        if stacks is not None:
+            os.close(stacks)
     shutil.rmtree(path, onerror=record)
     return errors[0] if errors and path.exists() else None
 
