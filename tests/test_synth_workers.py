@@ -8,6 +8,7 @@ that already synthesized cannot do). A plugin records the process id of every
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ FLEET_EXAMPLE = ROOT / "examples" / "fleet-canary-prod.yaml"
 
 PIDS_PLUGIN = """
 import os
+import shutil
 from gpucluster.sdk import hookimpl
 
 @hookimpl(tryfirst=True)
@@ -236,3 +238,88 @@ def test_the_queue_gives_each_chunk_once_smaller_towards_the_end():
     many = [[f"w{w}-{i}" for i in range(3)] for w in range(8000)]  # 22,000+ chunks > 64 KiB
     with pytest.raises(OSError):
         workers._queue(many)
+
+
+NO_FORK_PLUGIN = """
+import errno, os
+_fork, calls = os.fork, [0]
+
+def fork():  # the system refuses the N-th fork of the app (a process limit: EAGAIN)
+    calls[0] += 1
+    if calls[0] >= int(os.environ["FAIL_FORK"]):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+    return _fork()
+
+os.fork = fork
+"""
+
+EXISTING = "clusters:\n" + "".join(
+    f"""  - name: e{i}
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}
+    existing: {{kubeconfig: /etc/kube/e{i}KC}}
+    scheduling: {{accelerated: {{tolerations: ["nvidia.com/gpu:NoSchedule"]}}}}
+"""
+    for i in range(6)
+)
+
+
+def test_a_refused_fork_leaves_the_work_to_the_app(tmp_path):
+    """The system refuses a fork (the process limit of a container): of the helper that writes the
+    reused stacks (no workers; or after two were forked), or of the second worker. The app does
+    that work itself: the bytes of one process, exit 0, nothing left behind."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(EXISTING.replace("KC", ""))
+    warm = tmp_path / "warm"
+    for where in ("out", "cache"):
+        (warm / where).mkdir(parents=True)
+    first = main_env(
+        outdir=warm / "out" / "cdktf.out",
+        config=config,
+        GPUCLUSTER_CACHE_DIR=str(warm / "cache"),
+        GPUCLUSTER_SYNTH_WORKERS="1",
+    )
+    subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=first, check=True)
+    config.write_text(
+        EXISTING.replace("e0KC", "e0-v2")
+        .replace("e1KC", "e1-v2")
+        .replace("e2KC", "e2-v2")
+        .replace("e3KC", "e3-v2")
+        .replace("KC", "")
+    )
+    full = main_env(
+        outdir=tmp_path / "full" / "cdktf.out", config=config, GPUCLUSTER_SYNTH_CACHE="off"
+    )
+    subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=tmp_path, env=full, check=True)
+    expected = tree(tmp_path / "full" / "cdktf.out")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "gpucluster_test_nofork.py").write_text(NO_FORK_PLUGIN)
+    for workers, fail in (("1", 1), ("2", 2), ("2", 3)):  # the helper, a worker, the helper
+        case = tmp_path / f"w{workers}-f{fail}"
+        shutil.copytree(warm, case)  # 4 clusters to build (2 workers), 2 reused (the helper)
+        (case / "tmp").mkdir()
+        env = main_env(
+            outdir=case / "out" / "cdktf.out",
+            config=config,
+            GPUCLUSTER_CACHE_DIR=str(case / "cache"),
+            GPUCLUSTER_SYNTH_WORKERS=workers,
+            GPUCLUSTER_PLUGINS="gpucluster_test_nofork",
+            PYTHONPATH=str(plugins),
+            FAIL_FORK=str(fail),
+            TMPDIR=str(case / "tmp"),
+        )
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "main.py")],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, (workers, fail, result.stderr)
+        assert tree(case / "out" / "cdktf.out") == expected, (workers, fail)
+        assert sorted(p.name for p in (case / "out").iterdir()) == ["cdktf.out"]
+        deadline = time.monotonic() + 30  # a worker ended at its start: its kernel, if any, too
+        while sorted((case / "tmp").iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sorted(p.name for p in (case / "tmp").iterdir()) == []

@@ -88,7 +88,9 @@ def run(
 
     Returns:
         per share, in order: ``{"folder", "stacks": names built, "manifest": name -> entry,
-        "exports", "version"}``; None when a worker failed (its folder is removed).
+        "exports", "version"}``; None when a worker failed, or one could not be started (no
+        pipe, temporary folder or ``fork``: a process or memory limit); the workers' folders are
+        removed then.
     """
     running: dict[int, Path] = {}  # pid -> folder, until reaped
     pipes: dict[int, int] = {}  # read end -> pid, until closed
@@ -102,14 +104,22 @@ def run(
             queue_fd, chunks = _queue(shares)
         except OSError:  # too many chunks for one pipe: each worker builds its share
             queue_fd = None
+    whole = False  # every worker ran and reported: their folders are the caller's
     try:
         for index, share in enumerate(shares):
             folder = base / f".worker-{index}"
-            privates.append(tempfile.mkdtemp(prefix="gpucluster-worker-"))
-            read_fd, write_fd = os.pipe()
+            try:
+                privates.append(tempfile.mkdtemp(prefix="gpucluster-worker-"))
+                read_fd, write_fd = os.pipe()
+            except OSError:  # no file descriptor or temporary folder left
+                return None
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
             try:
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # the process limit (EAGAIN) or no memory: the caller builds
+                    os.close(read_fd)
+                    return None
                 if pid == 0:  # the worker: never returns
                     os.close(read_fd)
                     _worker(
@@ -153,27 +163,37 @@ def run(
                 result["folder"] = str(folder)
                 results.append(result)
         if failed:
-            for index in range(len(shares)):
-                shutil.rmtree(base / f".worker-{index}", ignore_errors=True)
             return None
+        whole = True
         return results
     finally:
         if queue_fd is not None:
             os.close(queue_fd)
-        for pid in running:  # a stop signal (or an error) while they ran: end them
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
-        for fd in pipes:
-            os.close(fd)
-        for pid in running:
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-        for private in privates:
-            shutil.rmtree(private, ignore_errors=True)
+        _end_workers(running, pipes, privates)
+        if not whole:  # a worker failed or could not be started, or a stop signal: none is kept
+            for index in range(len(shares)):
+                shutil.rmtree(base / f".worker-{index}", ignore_errors=True)
+
+
+def _end_workers(
+    running: Mapping[int, Path], pipes: Mapping[int, int], privates: Sequence[str]
+) -> None:
+    """End (SIGTERM) and reap the workers still ``running`` (a stop signal or an error while they
+    ran), close the ``pipes`` still open and remove the workers' temporary folders ``privates``."""
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    for fd in pipes:
+        os.close(fd)
+    for pid in running:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    for private in privates:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 _RECORD = 4
@@ -346,7 +366,8 @@ class Helper:
     their default action, SIGTERM when this process dies, its output to ``/dev/null``, this
     process's exit hooks not run.
 
-    :meth:`start` forks it (False: it cannot be forked here; the caller does the task itself);
+    :meth:`start` forks it (False: it cannot be forked here, or ``fork`` failed; the caller does
+    the task itself);
     :meth:`wait` waits for its end and tells whether ``task`` returned without an exception;
     :meth:`end` ends it (SIGTERM) if it still runs and reaps it -- call it in a ``finally``.
     """
@@ -362,7 +383,10 @@ class Helper:
         parent = os.getpid()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # the process limit (EAGAIN) or no memory: the caller does the task
+                return False
             if pid == 0:
                 code = 1
                 try:
