@@ -169,3 +169,53 @@ def test_files_reached_through_a_symbolic_link_are_never_linked(tmp_path, where)
     for outside in moved.values():
         files = [p for p in sorted(outside.rglob("*")) if p.is_file()]
         assert files and all(p.stat().st_nlink == 1 for p in files), outside
+
+
+WRITES_INTO_THE_PREVIOUS_OUTPUT = """
+import os, time
+from pathlib import Path
+from gpucluster.sdk import hookimpl
+
+@hookimpl(tryfirst=True)
+def gpucluster_cluster_stack(scope, cluster, recipe):
+    stacks = Path(os.environ["PREVIOUS_STACKS"])
+    edge = [p for p in (stacks / "edge-runtime").rglob("*") if p.is_file()]
+    deadline = time.monotonic() + 120
+    while not any(p.stat().st_nlink > 1 for p in edge) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the helper links lab's files, then edge's
+    if any(p.stat().st_nlink > 1 for p in edge):
+        Path(os.environ["LINKED_MARKER"]).write_text("linked")
+    with open(stacks / "lab-runtime" / "cdk.tf.json", "r+b") as f:  # an edit in place
+        data = bytearray(f.read())
+        data[len(data) // 2] ^= 0x01
+        f.seek(0)
+        f.write(data)
+    return None  # the AKS plugin builds the cluster
+"""
+
+
+def test_a_write_into_the_previous_output_during_the_synth_never_reaches_the_new_one(tmp_path):
+    """The previous output's file is changed in place after the helper linked it (while the app
+    builds the changed cluster): the new output still holds the entry's bytes."""
+    config = write_clusters(tmp_path)
+    out = tmp_path / "work" / "cdktf.out"
+    resynth(tmp_path, config, out)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "gpucluster_test_inplace.py").write_text(WRITES_INTO_THE_PREVIOUS_OUTPUT)
+    write_clusters(tmp_path, nodes=3)  # train is built (the plugin runs), lab and edge reused
+    result = run_main(
+        cwd=tmp_path,
+        outdir=out,
+        config=config,
+        GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
+        GPUCLUSTER_PLUGINS="gpucluster_test_inplace",
+        PYTHONPATH=str(plugins),
+        PREVIOUS_STACKS=str(out / "stacks"),
+        LINKED_MARKER=str(tmp_path / "linked"),
+        GPUCLUSTER_SYNTH_WORKERS="1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "linked").exists()  # the edit came after the helper's links
+    assert tree(out) == full(tmp_path, config)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cdktf.out"]

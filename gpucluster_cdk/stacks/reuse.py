@@ -740,6 +740,34 @@ def write_stack_files(
     return linked
 
 
+def rewrite_changed_links(folder: Path, files: Iterable[tuple[str, bytes]]) -> int:
+    """Write anew every file of a stack written by :func:`write_stack_files` below ``folder`` that
+    has more than one link (it was hard-linked from the previous output) and no longer holds its
+    bytes: something wrote into the previous output's file after it was linked (an edit in place
+    while the app built the other clusters). Called right before the output is swapped in.
+
+    Returns:
+        how many files were written anew.
+
+    Raises:
+        OSError: a file could not be read or written.
+    """
+    rewritten = 0
+    for rel, data in files:
+        path = os.path.join(os.fspath(folder), rel)
+        if os.lstat(path).st_nlink == 1:
+            continue  # written by this synth: no other name reaches it
+        with open(path, "rb") as f:
+            if f.read(len(data) + 1) == data:
+                continue
+        os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        rewritten += 1
+    return rewritten
+
+
 class _PreviousFolders:
     """The folders of one stack of the previous output, each opened (``O_DIRECTORY``,
     ``O_NOFOLLOW``) from its parent's descriptor, from the ``stacks`` folder down: a folder that is

@@ -225,6 +225,9 @@ def synth(
                 reuse.manifest_text(built.version, built.manifest, built.style), encoding="utf-8"
             )
         _store_built(built_here, stacks_dir, built)
+        for c in reused:  # linked files changed through the previous output since: written anew
+            for name, _entry, files in c.entry["stacks"]:
+                reuse.rewrite_changed_links(stacks_dir / name, files)
         return sorted(p.name for p in stacks_dir.iterdir())
 
 
