@@ -323,3 +323,49 @@ def test_a_refused_fork_leaves_the_work_to_the_app(tmp_path):
         while sorted((case / "tmp").iterdir()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sorted(p.name for p in (case / "tmp").iterdir()) == []
+
+
+IGNORING_SIGCHLD = (
+    "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+"""Start a program with SIGCHLD ignored, as a supervisor that ignores it leaves its children (the
+disposition is kept across exec): the kernel then reaps children itself, so waitpid finds none."""
+
+
+def test_a_process_started_with_sigchld_ignored_builds_in_process(tmp_path):
+    """Workers and the helper cannot be waited for when SIGCHLD is ignored (was: error[output] ...
+    No child processes (errno ECHILD), exit 2, for a first synth with workers and for a re-synth):
+    the app builds and writes everything itself, the bytes of one process."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(EXISTING.replace("KC", ""))
+    out = tmp_path / "run" / "cdktf.out"
+    env = main_env(
+        outdir=out,
+        config=config,
+        GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
+        GPUCLUSTER_SYNTH_WORKERS="2",
+    )
+    for changed in ((), ("e0", "e1", "e2", "e3")):  # 6 clusters built; then 4 built, 2 reused
+        text = EXISTING
+        for name in changed:
+            text = text.replace(f"{name}KC", f"{name}-v2")
+        config.write_text(text.replace("KC", ""))
+        result = subprocess.run(
+            [sys.executable, "-c", IGNORING_SIGCHLD, str(ROOT / "main.py")],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stderr
+        full = tmp_path / f"full-{len(changed)}" / "cdktf.out"
+        subprocess.run(
+            [sys.executable, str(ROOT / "main.py")],
+            cwd=tmp_path,
+            env=main_env(outdir=full, config=config, GPUCLUSTER_SYNTH_CACHE="off"),
+            check=True,
+        )
+        assert tree(out) == tree(full)
+        assert sorted(p.name for p in out.parent.iterdir()) == ["cdktf.out"]

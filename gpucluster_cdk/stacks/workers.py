@@ -45,8 +45,15 @@ _PR_SET_PDEATHSIG = 1
 
 def can_fork() -> bool:
     """Whether worker processes can be forked here: POSIX ``fork``, no jsii kernel started in this
-    process (``jsii`` not imported) and no other thread running."""
-    return hasattr(os, "fork") and "jsii" not in sys.modules and threading.active_count() == 1
+    process (``jsii`` not imported), no other thread running, and ``SIGCHLD`` not ignored (a
+    disposition a supervisor may leave across ``exec``: the kernel then reaps every child itself,
+    so none could be waited for -- ``waitpid`` fails with ``ECHILD``)."""
+    return (
+        hasattr(os, "fork")
+        and "jsii" not in sys.modules
+        and threading.active_count() == 1
+        and signal.getsignal(signal.SIGCHLD) != signal.SIG_IGN
+    )
 
 
 def _die_with_parent(parent: int) -> None:
