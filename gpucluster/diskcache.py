@@ -66,6 +66,7 @@ import marshal
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -236,7 +237,7 @@ def get(kind: str, key: str, *, env: Mapping[str, str] | None = None) -> bytes |
         if not _trusted(st, folder=False):
             return None
         data = _read_at_most(fd, MAX_ENTRY_BYTES)
-        if data is not None and _now() - st.st_mtime > TOUCH_AFTER:
+        if data is not None and time.time() - st.st_mtime > TOUCH_AFTER:
             os.utime(fd)  # used: the last to be pruned (prune)
     except OSError:
         return None
@@ -298,16 +299,12 @@ def put(kind: str, key: str, payload: bytes, *, env: Mapping[str, str] | None = 
     return True
 
 
-def _now() -> float:
-    import time
-
-    return time.time()
-
-
 def _prune_due(folder: str, kind: str) -> bool:
     """Whether the kind's marker (``.pruned/<kind>``) is missing or older than :data:`PRUNE_EVERY`."""
     try:
-        return _now() - os.stat(os.path.join(folder, _PRUNE_MARKERS, kind)).st_mtime > PRUNE_EVERY
+        return (
+            time.time() - os.stat(os.path.join(folder, _PRUNE_MARKERS, kind)).st_mtime > PRUNE_EVERY
+        )
     except OSError:
         return True
 
@@ -329,7 +326,7 @@ def prune(kind: str, *, limit: int | None = None, env: Mapping[str, str] | None 
         return 0
     kind_folder = os.path.join(folder, kind)
     limit = LIMITS.get(kind, DEFAULT_LIMIT) if limit is None else limit
-    now, removed = _now(), 0
+    now, removed = time.time(), 0
     entries: list[tuple[float, int, str]] = []
     try:
         with os.scandir(kind_folder) as found:

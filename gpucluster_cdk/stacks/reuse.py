@@ -731,13 +731,18 @@ def write_stack_files(
             if folder is not None and _link_same(folder, os.path.basename(rel), path, data, mode):
                 linked += 1
                 continue
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            _write_new(path, data)
     finally:
         if old is not None:
             old.close()
     return linked
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Create file ``path`` (it must not exist; mode 0o666 under the umask) holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def rewrite_changed_links(folder: Path, files: Iterable[tuple[str, bytes]]) -> int:
@@ -761,9 +766,7 @@ def rewrite_changed_links(folder: Path, files: Iterable[tuple[str, bytes]]) -> i
             if f.read(len(data) + 1) == data:
                 continue
         os.unlink(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        _write_new(path, data)
         rewritten += 1
     return rewritten
 

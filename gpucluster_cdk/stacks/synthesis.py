@@ -8,8 +8,8 @@ What :func:`synth` does, in order:
 
 1. Each cluster's key (:func:`gpucluster_cdk.stacks.reuse.cluster_key`); the clusters whose
    entry is in the per-user cache are *reused*: their stack folders are written from the entry,
-   by a thread (:class:`_ReusedWriter`) while step 2 runs, so the file system's work overlaps the
-   build's (which waits on the jsii kernel most of the time).
+   by a forked helper process (:class:`_ReusedWriter`) while step 2 runs, so the file system's
+   work overlaps the build's (which waits on the jsii kernel most of the time).
 2. The other clusters are built: in this process (one cdktf App, today's path), or, when several
    must be built and more than one worker is allowed, spread over forked worker processes
    (:mod:`gpucluster_cdk.stacks.workers`), each synthesizing its share into its own folder.

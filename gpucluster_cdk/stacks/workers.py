@@ -15,9 +15,10 @@ and writes nothing to stdout or stderr; :func:`run` removes each worker's tempor
 ``TMPDIR``). The signals are blocked from before the fork until the worker reset them, so the
 parent's handlers never run in a worker.
 
-Without a fleet, the workers take the clusters one at a time from a shared queue (a pipe) and
-build each in an App of its own, so they end at about the same time however the machine slows
-one of them; with a fleet, each builds its contiguous share in one App.
+Without a fleet, the workers take chunks of clusters, smaller towards the end, from a shared
+queue (a pipe) and build each chunk in an App of its own, so they end at about the same time
+however the machine slows one of them; with a fleet, each builds its contiguous share in one App.
+:class:`Helper` forks one process under the same rules for other work (the reused stacks' files).
 
 A worker that fails for any reason makes :func:`run` return None: the caller then builds in its
 own process, so every error is the one a one-process synth reports.
@@ -66,6 +67,20 @@ def _die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:
         os._exit(128 + signal.SIGTERM)
+
+
+def _become_child(parent: int, blocked: Any) -> None:
+    """The first steps of a forked worker or helper: the parent's exit hooks dropped, stop signals
+    at their default action and unblocked (``blocked``: the mask before the fork), SIGTERM when the
+    parent dies, standard output and error to ``/dev/null`` (the parent reports)."""
+    atexit._clear()  # the parent's exit hooks are not this process's
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    _die_with_parent(parent)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
 
 
 def run(
@@ -185,7 +200,7 @@ def run(
 def _end_workers(
     running: Mapping[int, Path], pipes: Mapping[int, int], privates: Sequence[str]
 ) -> None:
-    """End (SIGTERM) and reap the workers still ``running`` (a stop signal or an error while they
+    """End (SIGTERM) and reap the processes (workers, a :class:`Helper`) still ``running`` (a stop signal or an error while they
     ran), close the ``pipes`` still open and remove the workers' temporary folders ``privates``."""
     for pid in running:
         try:
@@ -292,15 +307,8 @@ def _worker(
     in a plugin while jsii's reader thread gets the signal)."""
     code = 1
     try:
-        atexit._clear()  # the parent's exit hooks are not this process's
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        _die_with_parent(parent)
+        _become_child(parent, blocked)
         os.environ["TMPDIR"] = tempfile.tempdir = private
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)  # nothing of a worker reaches the user's terminal; the parent reports
-        os.dup2(devnull, 2)
         payload = pickle.dumps(
             _build(plans, share, folder, final, fleet, exports, keys)
             if queue_fd is None
@@ -397,14 +405,7 @@ class Helper:
             if pid == 0:
                 code = 1
                 try:
-                    atexit._clear()
-                    for signum in _STOP_SIGNALS:
-                        signal.signal(signum, signal.SIG_DFL)
-                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-                    _die_with_parent(parent)
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, 1)
-                    os.dup2(devnull, 2)
+                    _become_child(parent, blocked)
                     self._task()
                     code = 0
                 except BaseException:  # noqa: BLE001 - the parent does the task again itself
@@ -425,14 +426,7 @@ class Helper:
     def end(self) -> None:
         if self._pid is None:
             return
-        try:
-            os.kill(self._pid, signal.SIGTERM)
-        except OSError:
-            pass
-        try:
-            os.waitpid(self._pid, 0)
-        except OSError:
-            pass
+        _end_workers({self._pid: Path()}, {}, ())
         self._pid = None
         self._ok = False
 
