@@ -80,6 +80,19 @@ def run_main(
     )
 
 
+AKS_TRAINING_RECIPE = (
+    "recipe",
+    "--service",
+    "aks",
+    "--accelerator",
+    "h100",
+    "--os",
+    "ubuntu",
+    "--intent",
+    "training",
+)
+"""``gpucluster recipe`` for the AKS H100 Ubuntu training criteria (arguments after the program)."""
+
 AKS_CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
 """One AKS training cluster entry of a cluster file's ``clusters:`` list (``.format(name=...)``)."""
 

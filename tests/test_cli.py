@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _support import AKS_TRAINING_RECIPE
 
 from gpucluster import cli
 
@@ -23,15 +24,7 @@ def run(argv):
 def test_recipe_prints_recipe_result():
     code, out, err = run(
         [
-            "recipe",
-            "--service",
-            "aks",
-            "--accelerator",
-            "h100",
-            "--os",
-            "ubuntu",
-            "--intent",
-            "training",
+            *AKS_TRAINING_RECIPE,
         ]
     )
     assert code == 0, err
@@ -47,15 +40,7 @@ def test_recipe_prints_recipe_result():
 def test_recipe_platform_and_profile():
     code, out, _ = run(
         [
-            "recipe",
-            "--service",
-            "aks",
-            "--accelerator",
-            "h100",
-            "--os",
-            "ubuntu",
-            "--intent",
-            "training",
+            *AKS_TRAINING_RECIPE,
             "--platform",
             "kubeflow",
             "--profile",
@@ -93,15 +78,7 @@ def test_recipe_output_is_byte_identical():
         (["recipe", "--service", "gke"], "error[input] key=--service: unknown service 'gke'"),
         (
             [
-                "recipe",
-                "--service",
-                "aks",
-                "--accelerator",
-                "h100",
-                "--os",
-                "ubuntu",
-                "--intent",
-                "training",
+                *AKS_TRAINING_RECIPE,
                 "--profile",
                 "gpuStack=x",
             ],

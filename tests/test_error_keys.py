@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _support import run_main
+from _support import AKS_TRAINING_RECIPE, run_main
 
 from gpucluster import cli, yamlsafe
 from gpucluster.errors import Problem
@@ -309,15 +309,7 @@ def test_an_unknown_service_of_a_recipe_file_names_that_file_and_its_own_key(tmp
     assert (
         cli.main(
             [
-                "recipe",
-                "--service",
-                "aks",
-                "--accelerator",
-                "h100",
-                "--os",
-                "ubuntu",
-                "--intent",
-                "training",
+                *AKS_TRAINING_RECIPE,
             ],
             stdout=out,
         )

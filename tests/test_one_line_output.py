@@ -20,7 +20,7 @@ from pathlib import Path
 import _support
 import pytest
 import yaml
-from _support import EXISTING_AKS
+from _support import AKS_TRAINING_RECIPE, EXISTING_AKS
 
 from gpucluster.cli import main as cli_main
 from gpucluster.verify.render import LintFinding
@@ -42,15 +42,7 @@ def cli(argv, **kw):
 def test_a_recipe_results_overlay_names_are_printed_escaped(tmp_path):
     code, text, _ = cli(
         [
-            "recipe",
-            "--service",
-            "aks",
-            "--accelerator",
-            "h100",
-            "--os",
-            "ubuntu",
-            "--intent",
-            "training",
+            *AKS_TRAINING_RECIPE,
         ]
     )
     doc = yaml.safe_load(text)

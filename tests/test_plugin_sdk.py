@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _support import AKS_TRAINING_RECIPE
 
 import gpucluster.plugins as plugins_mod
 import gpucluster.sdk as sdk
@@ -937,15 +938,7 @@ def test_the_kit_plans_whole_cluster_files_from_yaml_text():
         )
         assert plan.cluster.name == "lab" and plan.cluster.source == "clusters.yaml"
         result = kit.cli(
-            "recipe",
-            "--service",
-            "aks",
-            "--accelerator",
-            "h100",
-            "--os",
-            "ubuntu",
-            "--intent",
-            "training",
+            *AKS_TRAINING_RECIPE,
         )
         assert result.code == 0 and result.err == "" and "gpu-operator" in result.out
 
