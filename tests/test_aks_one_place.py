@@ -96,7 +96,7 @@ FLEET_LOCATION = {
     ("gpucluster/inputs/fleet.py", "DEFAULT_REGION"),
     ("gpucluster_cdk/constructs_lib/fleet.py", "DEFAULT_REGION"),
 }
-"""The Fleet Manager hub's own default location (issue 15): the same region string, but a fleet
+"""The Fleet Manager hub's own default location: the same region string, but a fleet
 decision, not an AKS cluster's. Listed here so a new copy anywhere else still fails."""
 
 CORE = (ROOT / "gpucluster", ROOT / "gpucluster_cdk", ROOT / "main.py")

@@ -1,4 +1,4 @@
-"""CRD ownership (issue 11, item 2): one owner per CRD across the stack, checked at catalog load;
+"""CRD ownership: one owner per CRD across the stack, checked at catalog load;
 ComputeDomain CRDs owned by the DRA driver; every owned CRD matches the real charts' CRDs."""
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def test_peermem_reloader_targets_infiniband_nodes_in_the_component_namespace():
     ]
     assert (
         "readinessProbe" not in ds["spec"]["template"]["spec"]["containers"][0]
-    )  # Ready at once (seed)
+    )  # Ready at once (AICR AKS GPU Setup guide)
     rule = net[0]["spec"]["rules"][0]
     assert rule["labels"] == {"feature.node.kubernetes.io/pci-15b3.present": "true"}
     assert rule["matchFeatures"][0]["matchExpressions"]["device"]["value"] == ["101c", "101e"]

@@ -1,4 +1,4 @@
-"""Output folders users really have, under real conditions (issue 13): a mount point (container
+"""Output folders users really have, under real conditions: a mount point (container
 volume), a full disk, a previous output owned by another user, a folder the user cannot write.
 
 Mounts and ownership changes need root (skipped otherwise); the other user is ``nobody`` (65534)

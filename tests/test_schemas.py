@@ -200,7 +200,7 @@ def test_rendered_objects_per_recipe_and_profile(plans, recipe, profile):
     }
     if (
         profile == "azure-managed"
-    ):  # toolkit.enabled=false: the hardening DaemonSet (seed aks-gpu-setup)
+    ):  # toolkit.enabled=false: the hardening DaemonSet (AICR AKS GPU Setup guide)
         expected.add(("gpu-operator-manifests", "DaemonSet", "nvidia-toolkit-hardening"))
     if recipe.endswith("-kubeflow"):
         expected.add(("kubeflow-trainer-manifests", "ClusterTrainingRuntime", "torch-distributed"))
