@@ -177,8 +177,11 @@ def main(
         cache, workers: as :func:`gpucluster_cdk.stacks.synth` (None: its defaults).
     """
     received = [] if received is None else received
+    from gpucluster_cdk import kernel_start
+
     try:
         with _stop_signals_raise(received):
+            kernel_start.prestart()  # the jsii kernel starts while the plans are made
             return _run(
                 config=config,
                 outdir=outdir,
@@ -195,6 +198,8 @@ def main(
         ):  # the signal also reached the jsii kernel (process group) and broke a call first
             return _interrupted(received[0])
         return _internal_error(err)
+    finally:
+        kernel_start.discard()  # not taken: no stack was built in this process
 
 
 def _internal_error(err: BaseException) -> int:

@@ -10,7 +10,49 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+KERNEL_DEFAULTS: Mapping[str, str] = {
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "CHECKPOINT_DISABLE": "1",
+}
+"""Set with ``setdefault`` before the kernel starts (:mod:`gpucluster_cdk.constructs_lib.cdk` at
+import): jsii prints no end-of-life banner for Node 20, cdktf sends no telemetry
+(``CHECKPOINT_DISABLE``)."""
+
+LAZY_JS_PRELOAD = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "constructs_lib", "lazy_bindings.cjs"
+)
+"""Node.js preload the kernel starts with (see :func:`lazy_js_settings`)."""
+
+
+def lazy_js_settings(
+    packages: Sequence[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables the jsii kernel starts with so that it preloads :data:`LAZY_JS_PRELOAD`:
+    ``NODE_OPTIONS`` (``environ``'s own, then ``--require "<preload>"``),
+    ``GPUCLUSTER_LAZY_JS_PACKAGES`` (the npm ``packages``, comma-separated) and
+    ``GPUCLUSTER_ONCE_COMMAND``; ``{}`` with ``GPUCLUSTER_LAZY_JS=0`` or no ``packages``.
+
+    Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
+    185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);
+    the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
+    compiles only the modules whose types it is asked for, and defers cdktf's zip library to the
+    first archive asset. The classes, their runtime type information and so the synthesized JSON
+    are the same (the determinism tests compare the output). The preload also runs cdktf's
+    synth-time ``terraform version`` check once per process instead of once per
+    ``terraform_data`` resource and cloud backend (``GPUCLUSTER_ONCE_COMMAND``: cdktf's rule for
+    the binary, util.js ``terraformBinaryName``, then `` version``).
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
+        return {}
+    quoted = '"' + LAZY_JS_PRELOAD.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return {
+        "NODE_OPTIONS": " ".join(filter(None, [environ.get("NODE_OPTIONS"), "--require", quoted])),
+        "GPUCLUSTER_LAZY_JS_PACKAGES": ",".join(packages),
+        "GPUCLUSTER_ONCE_COMMAND": f"{environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version",
+    }
 
 
 def check_node_options(environ: Mapping[str, str] | None = None) -> None:

@@ -4,7 +4,7 @@ prebuilt provider bindings.
 Everything else in :mod:`gpucluster_cdk` (the other constructs, the stacks, the app) imports the
 framework from here. Two distributions are supported, chosen by ONE setting, the environment variable
 ``GPUCLUSTER_CDK`` (read once, when this module is first imported; unset: ``cdktf`` when it is
-installed, else ``cdktn``):
+installed, else ``cdktn``; the table is :data:`gpucluster_cdk.distributions.DISTRIBUTIONS`):
 
 ============  ==============================  ===========================  =======================
 setting       framework                       azurerm binding (provider)   helm binding (provider)
@@ -58,109 +58,23 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-os.environ.setdefault("CHECKPOINT_DISABLE", "1")
+from gpucluster_cdk.kernel_env import KERNEL_DEFAULTS  # noqa: E402
 
-SETTING = "GPUCLUSTER_CDK"
-"""Environment variable choosing the distribution: ``cdktf`` (default) or ``cdktn``."""
+for _name, _value in KERNEL_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
+from gpucluster_cdk.distributions import (  # noqa: E402,F401  (re-exported)
+    DEFAULT_DISTRIBUTION,
+    DISTRIBUTIONS,
+    SETTING,
+    Distribution,
+    chosen,
+)
 
-@dataclass(frozen=True)
-class Distribution:
-    """One CDK for Terraform distribution and the provider bindings pinned for it.
-
-    Attributes:
-        name: the setting's value and the framework's Python package (``cdktf``/``cdktn``).
-        extra: the pyproject extra that installs it.
-        azurerm_package / helm_package: Python packages of the prebuilt bindings.
-        azurerm_binding / helm_binding: distribution names and pinned versions (pyproject.toml).
-        azurerm_version / helm_version: provider versions those bindings write into
-            ``required_providers`` (each binding release pins one).
-        lazy_bindings: the binding packages' ``__init__`` imports no submodule (jsii-pacmak
-            lazy loading), so they are imported normally.
-        binding_js_packages: npm names of the bindings' jsii assemblies (their ``lib/index.js``
-            is made lazy in the Node.js kernel, :func:`_lazy_js_bindings`).
-    """
-
-    name: str
-    extra: str
-    azurerm_package: str
-    helm_package: str
-    azurerm_binding: str
-    helm_binding: str
-    azurerm_version: str
-    helm_version: str
-    lazy_bindings: bool
-    binding_js_packages: tuple[str, ...] = ()
-
-
-DISTRIBUTIONS: Mapping[str, Distribution] = {
-    "cdktf": Distribution(
-        name="cdktf",
-        extra="cdk",
-        azurerm_package="cdktf_cdktf_provider_azurerm",
-        helm_package="cdktf_cdktf_provider_helm",
-        azurerm_binding="cdktf-cdktf-provider-azurerm 14.23.1",
-        helm_binding="cdktf-cdktf-provider-helm 12.1.2",
-        azurerm_version="4.55.0",
-        helm_version="3.1.1",
-        lazy_bindings=False,
-        binding_js_packages=("@cdktf/provider-azurerm", "@cdktf/provider-helm"),
-    ),
-    "cdktn": Distribution(
-        name="cdktn",
-        extra="cdktn",
-        azurerm_package="cdktn_provider_azurerm",
-        helm_package="cdktn_provider_helm",
-        azurerm_binding="cdktn-provider-azurerm 18.9.0",
-        helm_binding="cdktn-provider-helm 15.1.0",
-        azurerm_version="5.10.0",
-        helm_version="3.3.0",
-        lazy_bindings=True,
-        binding_js_packages=("@cdktn/provider-azurerm", "@cdktn/provider-helm"),
-    ),
-}
-DEFAULT_DISTRIBUTION = "cdktf"
-
-
-def _chosen() -> Distribution:
-    """The distribution :data:`SETTING` names; unset: ``cdktf`` when installed, else ``cdktn``
-    (so an environment with only the ``cdktn`` extra, such as ``.venv-cdktn``, uses it throughout,
-    also in subprocesses that drop ``GPUCLUSTER_*`` variables).
-
-    Raises:
-        GpuclusterError (``id=config``): an unknown value, or the distribution is not installed.
-    """
-    from gpucluster.errors import GpuclusterError
-
-    value = os.environ.get(SETTING, "").strip()
-    if not value:
-        installed = [name for name in DISTRIBUTIONS if importlib.util.find_spec(name) is not None]
-        value = installed[0] if installed else DEFAULT_DISTRIBUTION
-    dist = DISTRIBUTIONS.get(value)
-    if dist is None:
-        raise GpuclusterError(
-            f"unknown CDK for Terraform distribution '{value}'",
-            key=SETTING,
-            allowed=", ".join(DISTRIBUTIONS),
-            fix=f"unset {SETTING} (cdktf) or set it to cdktn",
-            id="config",
-        )
-    if importlib.util.find_spec(dist.name) is None:
-        raise GpuclusterError(
-            f"{SETTING}={dist.name} but the Python package '{dist.name}' is not installed",
-            key=SETTING,
-            fix=f"pip install -e '.[{dist.extra}]' (for cdktn: `make cdktn` builds .venv-cdktn), or unset {SETTING}",
-            id="config",
-        )
-    return dist
-
-
-DIST = _chosen()
+DIST = chosen()
 FRAMEWORK = DIST.name
 """Name of the CDK for Terraform distribution this module binds to (``cdktf`` or ``cdktn``)."""
 
@@ -327,43 +241,67 @@ def mutable_kernel_output() -> None:
     jsii_process.stderr_sink = stderr_sink
 
 
-from gpucluster_cdk.kernel_env import check_cdk_environment, check_node_options  # noqa: E402,F401 (used below)
+def adopt_prestarted_kernel() -> None:
+    """Let jsii's kernel start take the process :func:`gpucluster_cdk.kernel_start.prestart`
+    started (called at import, before the kernel starts). Idempotent.
 
-LAZY_JS_PRELOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lazy_bindings.cjs")
-"""Node.js preload making the binding assemblies' ``lib/index.js`` lazy (see :func:`_lazy_js_bindings`)."""
+    jsii (1.x ``_NodeProcess.start``) writes its runtime files, starts ``node`` with
+    ``subprocess.Popen``, starts its stderr reader, registers its exit hook and reads the hello
+    line. While it runs, its module's ``subprocess`` is a copy whose ``Popen`` returns the
+    prestarted process when jsii asks for exactly the command and environment it was started with
+    (:func:`gpucluster_cdk.kernel_start.take`; its runtime folder is removed when the kernel
+    stops); any other call is the real ``Popen``. The rest of jsii's start runs unchanged.
+    """
+    import shutil
+
+    from jsii._kernel.providers import process as jsii_process
+
+    from gpucluster_cdk import kernel_start
+
+    node_process = getattr(jsii_process, "_NodeProcess", None)
+    original = getattr(node_process, "start", None)
+    if original is None or getattr(original, "_gpucluster_adopts", False):
+        return
+    real = jsii_process.subprocess
+
+    def start(self) -> None:
+        def popen(args, **kwargs):
+            taken = kernel_start.take(args, kwargs)
+            if taken is None:
+                return real.Popen(args, **kwargs)
+            proc, folder = taken
+            self._ctx_stack.callback(shutil.rmtree, folder, True)
+            return proc
+
+        jsii_process.subprocess = SimpleNamespace(**{**vars(real), "Popen": popen})
+        try:
+            original(self)
+        finally:
+            jsii_process.subprocess = real
+
+    start._gpucluster_adopts = True  # type: ignore[attr-defined]
+    node_process.start = start
+
+
+from gpucluster_cdk.kernel_env import (  # noqa: E402,F401 (used below)  # noqa: E402,F401
+    LAZY_JS_PRELOAD,
+    check_cdk_environment,
+    check_node_options,
+    lazy_js_settings,
+)
 
 
 @contextlib.contextmanager
 def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
-    """While inside (the jsii Node.js kernel starts there), ``NODE_OPTIONS`` preloads
-    :data:`LAZY_JS_PRELOAD` for the npm ``packages``; both variables are restored afterwards, so no
-    other Node.js process this one starts sees them.
-
-    Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
-    185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);
-    the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
-    compiles only the modules whose types it is asked for. The classes, their runtime type
-    information and so the synthesized JSON are the same (the determinism tests compare the output).
-    The preload also runs cdktf's synth-time ``terraform version`` check once per process instead of
-    once per ``terraform_data`` resource and cloud backend (``GPUCLUSTER_ONCE_COMMAND``).
-    ``GPUCLUSTER_LAZY_JS=0`` turns both off.
+    """While inside (the jsii Node.js kernel starts there), the environment has
+    :func:`gpucluster_cdk.kernel_env.lazy_js_settings` for the npm ``packages`` (``NODE_OPTIONS``
+    preloads :data:`LAZY_JS_PRELOAD`: each binding's ``lib/index.js`` requires a resource module
+    only when the kernel first needs it); the variables are restored afterwards, so no other
+    Node.js process this one starts sees them. ``GPUCLUSTER_LAZY_JS=0`` turns it off.
     """
-    if os.environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
-        yield
-        return
-    saved = {
-        name: os.environ.get(name)
-        for name in ("NODE_OPTIONS", "GPUCLUSTER_LAZY_JS_PACKAGES", "GPUCLUSTER_ONCE_COMMAND")
-    }
-    quoted = '"' + LAZY_JS_PRELOAD.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    os.environ["NODE_OPTIONS"] = " ".join(
-        filter(None, [saved["NODE_OPTIONS"], "--require", quoted])
-    )
-    os.environ["GPUCLUSTER_LAZY_JS_PACKAGES"] = ",".join(packages)
-    # cdktf's rule for the binary (util.js terraformBinaryName); the preload runs this command once
-    os.environ["GPUCLUSTER_ONCE_COMMAND"] = (
-        f"{os.environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version"
-    )
+    settings = lazy_js_settings(packages)
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
@@ -378,6 +316,7 @@ check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: o
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
+adopt_prestarted_kernel()  # the kernel gpucluster_cdk.kernel_start.prestart started, if jsii asks for it
 _watch_stop_signals()
 with _lazy_js_bindings(
     DIST.binding_js_packages

@@ -1,0 +1,160 @@
+"""gpucluster_cdk/kernel_start.py: the jsii kernel's process started while the plans are made, and
+taken by jsii's own start only when jsii asks for exactly that process; the output is the same
+bytes whether it was taken, refused or never started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._support import tree as tree_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WRAPPER = """
+import json, os, sys
+sys.path[:0] = [{root!r}, {plugins!r}]
+from gpucluster_cdk import app, kernel_start
+mode = sys.argv[1]
+seen, procs = [], []
+take, prestart = kernel_start.take, kernel_start.prestart
+def recording_take(args, kwargs):
+    got = take(args, kwargs)
+    seen.append(got is not None)
+    return got
+def recording_prestart():
+    started = prestart()
+    procs.extend((s.proc, s.folder) for s in kernel_start._started)
+    return started
+kernel_start.take = recording_take
+kernel_start.prestart = (lambda: False) if mode == "off" else recording_prestart
+if mode == "changed":  # the environment changes after the prestart, before the kernel starts
+    import gpucluster.pipeline as pipeline
+    build = pipeline.build_plans
+    def changing(*a, **k):
+        os.environ["GPUCLUSTER_TEST_CHANGED"] = "1"
+        return build(*a, **k)
+    pipeline.build_plans = changing
+code = app.main([])
+print(json.dumps({{
+    "code": code,
+    "taken": seen,
+    "prestarted": len(procs),
+    "ended": [p.poll() is not None for p, _ in procs],
+    "folders_left": [f for _, f in procs if os.path.exists(f)],
+}}))
+"""
+
+
+def _run(tmp_path: Path, mode: str, out: Path, **env: str) -> dict:
+    script = tmp_path / "wrapper.py"
+    script.write_text(WRAPPER.format(root=str(ROOT), plugins=str(ROOT / "plugins")))
+    result = subprocess.run(
+        [sys.executable, str(script), mode],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("GPUCLUSTER_", "CDKTF_"))},
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            "CHECKPOINT_DISABLE": "1",
+            "CDKTF_OUTDIR": str(out),
+            "GPUCLUSTER_SYNTH_WORKERS": "1",
+            "GPUCLUSTER_CACHE_DIR": str(tmp_path / "cache"),
+            **env,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_the_prestarted_kernel_is_taken_and_the_output_is_the_same(tmp_path):
+    """A one-cluster synth: jsii takes the prestarted process (once), and the output is byte for
+    byte that of a run without it; a refused one (the environment changed in between) is ended
+    and jsii's own kernel writes the same bytes again."""
+    on = _run(tmp_path, "on", tmp_path / "on", GPUCLUSTER_SYNTH_CACHE="off")
+    off = _run(tmp_path, "off", tmp_path / "off", GPUCLUSTER_SYNTH_CACHE="off")
+    changed = _run(tmp_path, "changed", tmp_path / "changed", GPUCLUSTER_SYNTH_CACHE="off")
+    assert (on["code"], on["prestarted"], on["taken"]) == (0, 1, [True])
+    assert (off["code"], off["prestarted"], off["taken"]) == (0, 0, [False])
+    assert (changed["code"], changed["prestarted"], changed["taken"]) == (0, 1, [False])
+    assert changed["ended"] == [True] and changed["folders_left"] == []
+    reference = tree_bytes(tmp_path / "off")
+    assert tree_bytes(tmp_path / "on") == reference
+    assert tree_bytes(tmp_path / "changed") == reference
+
+
+def test_a_prestarted_kernel_no_one_takes_is_ended(tmp_path):
+    """Every cluster reused: no kernel is needed, and the prestarted process is ended and its
+    runtime folder removed before the synth returns."""
+    first = _run(tmp_path, "on", tmp_path / "out")
+    again = _run(tmp_path, "on", tmp_path / "out")
+    assert first["taken"] == [True]
+    assert (again["code"], again["prestarted"], again["taken"]) == (0, 1, [])
+    assert again["ended"] == [True] and again["folders_left"] == []
+
+
+FORK = """
+import json, os, sys
+sys.path.insert(0, {root!r})
+from gpucluster_cdk import kernel_start
+assert kernel_start.prestart()
+started = kernel_start._started[0]
+pid = os.fork()
+if pid == 0:  # a worker: closes its copies, signals nothing, cannot take it
+    taken = kernel_start.take([*started.command, "x"], {{}})
+    kernel_start.discard()
+    os._exit(0 if taken is None and not kernel_start._started and started.proc.stdin.closed else 1)
+_, status = os.waitpid(pid, 0)
+alive = started.proc.poll() is None
+kernel_start.discard()
+print(json.dumps({{"child": os.waitstatus_to_exitcode(status), "alive_after_child": alive,
+                  "ended": started.proc.poll() is not None, "folder": os.path.exists(started.folder)}}))
+"""
+
+
+def test_a_forked_child_leaves_the_parents_kernel_alone(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", FORK.format(root=str(ROOT))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "child": 0,
+        "alive_after_child": True,
+        "ended": True,
+        "folder": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"NODE_OPTIONS": "--no-warnings"}, {"JSII_RUNTIME": "/nonexistent/jsii-runtime.js"}],
+    ids=["NODE_OPTIONS", "JSII_RUNTIME"],
+)
+def test_not_started_where_jsii_would_start_otherwise(env):
+    """A user's NODE_OPTIONS (checked by running Node.js first) or JSII_RUNTIME: jsii starts the
+    kernel itself, as before."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from gpucluster_cdk import kernel_start\n"
+        "print(kernel_start.prestart(), kernel_start._started)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "[]"]
