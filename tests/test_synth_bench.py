@@ -33,13 +33,14 @@ def test_plan_step_prints_rows_per_size_and_the_cost_per_extra_cluster():
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    header, columns, floor, plan1, plan2, per = result.stdout.strip().splitlines()
+    header, columns, floor, plan1, plan2, per, target = result.stdout.strip().splitlines()
     assert header.startswith("gpucluster bench: default AKS cluster x N, 1 fresh processes per row")
     assert "CPUs" in header and "load average" in header
     assert columns.split() == [
         "dist",
         "step",
         "clusters",
+        "runs",
         "median",
         "s",
         "min",
@@ -53,12 +54,34 @@ def test_plan_step_prints_rows_per_size_and_the_cost_per_extra_cluster():
         "x",
         "floor",
     ]
-    assert floor.split()[:3] == ["cdktf", "floor", "1"] and floor.split()[-1] == "-"
-    for row, n in ((plan1, "1"), (plan2, "2")):
-        dist, step, clusters, *numbers = row.split()
-        assert (dist, step, clusters) == ("cdktf", "plan", n) and len(numbers) == 6
-        assert all(float(x) > 0 for x in numbers)
+    assert floor.split()[:4] == ["cdktf", "floor", "1", str(bench.QUICK_RUNS)]
+    assert floor.split()[-1] == "-"
+    for row, n, runs in ((plan1, "1", bench.QUICK_RUNS), (plan2, "2", 1)):
+        dist, step, clusters, count, *numbers = row.split()
+        assert (dist, step, clusters, int(count)) == ("cdktf", "plan", n, runs)
+        assert len(numbers) == 6 and all(float(x) > 0 for x in numbers)
     assert per.startswith("per extra cluster (cdktf plan: ") and per.endswith(" ms cpu)")
+    value = float(plan1.split()[4])
+    verdict = "met" if value <= 0.2 else "MISSED"
+    assert target == f"target plan, 1 cluster, s: {value:.2f} (at most 0.2) {verdict}"
+
+
+def test_targets_divide_the_rows_they_name():
+    rows = [
+        bench.Row("cdktf", "floor", 1, [0.5], [1], [0.5]),
+        bench.Row("cdktf", "synth", 1, [1.2], [1], [1.2]),
+        bench.Row("cdktf", "synth", 50, [10.0], [1], [10.0]),
+        bench.Row("cdktf", "workers", 50, [7.0], [1], [7.0]),
+        bench.Row("cdktn", "floor", 1, [9.0], [1], [9.0]),
+    ]
+    assert bench.targets(rows) == [
+        "target synth, 1 cluster / floor: 2.40 (at most 2.0) MISSED",
+        "target workers, 50 clusters / synth, 50 clusters: 0.70 (at most 0.65) MISSED",
+    ]
+    rows[1].walls[0] = 0.9
+    rows[3].walls[0] = 6.0
+    assert bench.targets(rows)[0].endswith("1.80 (at most 2.0) met")
+    assert bench.targets(rows)[1].endswith("0.60 (at most 0.65) met")
 
 
 def test_cluster_files_repeat_the_default_aks_cluster(tmp_path):

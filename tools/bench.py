@@ -54,8 +54,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -131,6 +131,8 @@ class Step:
         dists: distributions the step runs under (None = all).
         available / unavailable: whether the step can run here, and the note printed when not.
         prepare: (context, clusters, run index) -> None, called before each run, not measured.
+        min_runs: cluster count -> the least number of runs of that row (more than ``--runs`` for
+            the quick rows the done-when ratios divide by, whose medians of 3 moved most).
     """
 
     name: str
@@ -141,6 +143,11 @@ class Step:
     available: Callable[[], bool] = lambda: True
     unavailable: str = ""
     prepare: Callable[[Context, int, int], None] | None = None
+    min_runs: Mapping[int, int] = field(default_factory=dict)
+
+
+QUICK_RUNS = 7
+"""Runs of the one-cluster floor, plan and synth rows (at least): a median of 7 fresh processes."""
 
 
 def _floor(ctx: Context, n: int):
@@ -283,14 +290,24 @@ def _render(ctx: Context, n: int):
 
 
 STEPS: dict[str, Step] = {
-    "floor": Step("floor", "import cdktf / cdktn: the least any synth costs", _floor, sizes=(1,)),
+    "floor": Step(
+        "floor",
+        "import cdktf / cdktn: the least any synth costs",
+        _floor,
+        sizes=(1,),
+        min_runs={1: QUICK_RUNS},
+    ),
     "plan": Step(
-        "plan", "gpucluster plan --config FILE (domain core, no CDK)", _plan, dists=("cdktf",)
+        "plan",
+        "gpucluster plan --config FILE (domain core, no CDK)",
+        _plan,
+        dists=("cdktf",),
+        min_runs={1: QUICK_RUNS},
     ),
     "bindings": Step(
         "bindings", "framework + helm + azurerm binding classes used", _bindings, sizes=(1,)
     ),
-    "synth": Step("synth", "python main.py: the whole synthesis", _synth),
+    "synth": Step("synth", "python main.py: the whole synthesis", _synth, min_runs={1: QUICK_RUNS}),
     "cli": Step("cli", "cdktf synth (the CLI runs main.py)", _cli, sizes=(1,), dists=("cdktf",)),
     "render": Step(
         "render",
@@ -440,17 +457,18 @@ def machine() -> str:
 def print_table(rows: list[Row], runs: int, interval: float) -> None:
     floors = {r.dist: r.wall for r in rows if r.step == "floor"}
     print(
-        f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row, peak RSS of the process tree "
+        f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row ({QUICK_RUNS} for the "
+        f"one-cluster floor, plan and synth rows: the runs column), peak RSS of the process tree "
         f"sampled every {interval * 1000:.0f} ms; {machine()}"
     )
     print(
-        f"{'dist':<6} {'step':<9} {'clusters':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} "
+        f"{'dist':<6} {'step':<9} {'clusters':>8} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} "
         f"{'peak MiB':>9} {'x floor':>8}"
     )
     for r in rows:
-        ratio = f"{r.wall / floors[r.dist]:.1f}" if r.dist in floors and r.step != "floor" else "-"
+        ratio = f"{r.wall / floors[r.dist]:.2f}" if r.dist in floors and r.step != "floor" else "-"
         print(
-            f"{r.dist:<6} {r.step:<9} {r.clusters:>8} {r.wall:>9.2f} {min(r.walls):>7.2f} {max(r.walls):>7.2f} "
+            f"{r.dist:<6} {r.step:<9} {r.clusters:>8} {len(r.walls):>4} {r.wall:>9.2f} {min(r.walls):>7.2f} {max(r.walls):>7.2f} "
             f"{statistics.median(r.cpus):>7.2f} {statistics.median(r.peaks) / 2**20:>9.0f} {ratio:>8}"
         )
     per = []
@@ -466,6 +484,32 @@ def print_table(rows: list[Row], runs: int, interval: float) -> None:
             per.append(f"{dist} {step}: {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms cpu")
     if per:
         print("per extra cluster (" + ", ".join(per) + ")")
+    for line in targets(rows):
+        print(line)
+
+
+TARGETS = (
+    ("plan, 1 cluster, s", ("plan", 1), None, 0.2),
+    ("synth, 1 cluster / floor", ("synth", 1), ("floor", 1), 2.0),
+    ("resynth, 50 clusters / synth, 1 cluster", ("resynth", 50), ("synth", 1), 2.0),
+    ("workers, 50 clusters / synth, 50 clusters", ("workers", 50), ("synth", 50), 0.65),
+)
+"""The performance targets the table is read against (cdktf rows): name, row, row divided by
+(None: seconds), and the most it may be."""
+
+
+def targets(rows: list[Row], dist: str = "cdktf") -> list[str]:
+    """One line per :data:`TARGETS` entry whose rows were measured: the value, the bound, met or not."""
+    walls = {(r.step, r.clusters): r.wall for r in rows if r.dist == dist}
+    lines = []
+    for name, row, over, bound in TARGETS:
+        if row not in walls or (over is not None and over not in walls):
+            continue
+        value = walls[row] / walls[over] if over is not None else walls[row]
+        lines.append(
+            f"target {name}: {value:.2f} (at most {bound}) {'met' if value <= bound else 'MISSED'}"
+        )
+    return lines
 
 
 BYTECODE_DIRS = ("gpucluster", "plugins", "gpucluster_cdk", "main.py")
@@ -529,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for n in [s for s in sizes if step.sizes is None or s in step.sizes]:
                     row = Row(dist, name, n, [], [], [])
-                    for run in range(args.runs):
+                    for run in range(max(args.runs, step.min_runs.get(n, 0))):
                         if step.prepare is not None:
                             step.prepare(ctx, n, run)
                         cmd, extra = step.command(ctx, n)
