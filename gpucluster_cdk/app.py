@@ -182,14 +182,17 @@ def main(
     try:
         with _stop_signals_raise(received):
             kernel_start.prestart()  # the jsii kernel starts while the plans are made
-            return _run(
-                config=config,
-                outdir=outdir,
-                progress=progress,
-                written=written,
-                cache=cache,
-                workers=workers,
-            )
+            try:
+                return _run(
+                    config=config,
+                    outdir=outdir,
+                    progress=progress,
+                    written=written,
+                    cache=cache,
+                    workers=workers,
+                )
+            finally:  # inside: a stop signal meanwhile is this run's (the one line, 128 + n)
+                kernel_start.discard()
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:
@@ -199,7 +202,7 @@ def main(
             return _interrupted(received[0])
         return _internal_error(err)
     finally:
-        kernel_start.discard()  # not taken: no stack was built in this process
+        kernel_start.discard()  # not taken (no stack was built in this process), and not ended above
 
 
 def _internal_error(err: BaseException) -> int:

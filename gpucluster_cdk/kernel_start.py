@@ -189,26 +189,43 @@ def take(args: Sequence[str], kwargs: Mapping[str, Any]) -> tuple[subprocess.Pop
 
 def discard() -> None:
     """End the prestarted process no one took (SIGTERM, at most 2 s, then SIGKILL), close its
-    pipes and remove its runtime folder; in a forked child, only :func:`forget`. Idempotent."""
+    pipes and remove its runtime folder; in a forked child, only :func:`forget`. Idempotent.
+
+    The stop signals are blocked meanwhile, as in :func:`prestart` (``gpucluster synth`` runs it
+    where Python's own actions apply: a SIGTERM would end the process at once, a SIGINT raise
+    ``KeyboardInterrupt``, and either leave the folder or the process behind); one that came
+    meanwhile is handled right after. An exception raised inside all the same (a handler run for
+    another thread's signal) still lets the clean-up finish.
+    """
     if not _started:
         return
     started = _started[0]
     if started.pid != os.getpid():
         forget()
         return
-    _started.clear()
-    proc = started.proc
-    with contextlib.suppress(OSError):
-        proc.terminate()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
-        proc.wait(timeout=2)
-    except subprocess.TimeoutExpired:
+        _started.clear()
+        _end(started)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _end(started: _Started) -> None:
+    proc = started.proc
+    try:
         with contextlib.suppress(OSError):
-            proc.kill()
-        with contextlib.suppress(subprocess.SubprocessError):
+            proc.terminate()
+        try:
             proc.wait(timeout=2)
-    _close_pipes(proc)
-    shutil.rmtree(started.folder, ignore_errors=True)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(subprocess.SubprocessError):
+                proc.wait(timeout=2)
+    finally:
+        _close_pipes(proc)
+        shutil.rmtree(started.folder, ignore_errors=True)
 
 
 def forget() -> None:

@@ -158,3 +158,106 @@ def test_not_started_where_jsii_would_start_otherwise(env):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "[]"]
+
+
+SIGNAL_IN_DISCARD = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from gpucluster_cdk import kernel_start
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Python's defaults: `gpucluster synth` after main
+signal.signal(signal.SIGINT, signal.default_int_handler)
+assert kernel_start.prestart()
+started = kernel_start._started[0]
+print(started.proc.pid, flush=True)
+terminate = started.proc.terminate
+def terminate_then_signal():  # the stop signal arrives while the unused kernel is being ended
+    terminate()
+    os.kill(os.getpid(), {signum})
+started.proc.terminate = terminate_then_signal
+kernel_start.discard()
+"""
+
+
+@pytest.mark.parametrize("signum", [2, 15], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_while_the_unused_kernel_is_ended_leaks_nothing(tmp_path, signum):
+    """A stop signal during :func:`kernel_start.discard` (the end of ``gpucluster synth``'s
+    ``main`` after every cluster was reused, where Python's own SIGINT and SIGTERM actions apply):
+    the process still ends, and neither the runtime folder nor the kernel's process is left."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", SIGNAL_IN_DISCARD.format(root=str(ROOT), signum=signum)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", TMPDIR=str(tmp)),
+    )
+    assert result.returncode != 0, result.stderr  # the signal ended it
+    pid = int(result.stdout.split()[0])
+    assert sorted(p.name for p in tmp.iterdir()) == []  # no gpucluster-jsii-runtime-* folder
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b""
+    assert str(tmp).encode() not in cmdline  # the kernel's process ended with the run
+
+
+CLI_SIGNAL_IN_DISCARD = """
+import os, signal, sys
+sys.path[:0] = [{root!r}, {plugins!r}]
+from gpucluster import cli
+from gpucluster_cdk import kernel_start
+prestart = kernel_start.prestart
+def prestart_then_signal_when_ended():
+    started = prestart()
+    if started and sys.argv[1] == "signal":
+        proc = kernel_start._started[0].proc
+        terminate = proc.terminate
+        def terminate_then_signal():  # every cluster reused: the unused kernel is ended, and a SIGTERM comes
+            terminate()
+            os.kill(os.getpid(), signal.SIGTERM)
+        proc.terminate = terminate_then_signal
+    return started
+kernel_start.prestart = prestart_then_signal_when_ended
+sys.exit(cli.main(["synth"]))
+"""
+
+
+def test_gpucluster_synth_stopped_while_the_unused_kernel_is_ended_prints_the_one_line(tmp_path):
+    """``gpucluster synth`` (in-process) whose every cluster is reused, a SIGTERM while the
+    prestarted kernel is ended: the one line, exit 128 + 15, the output of the run before kept,
+    nothing left in TMPDIR (as for a signal at any other moment of the synth)."""
+    from _support import main_env
+
+    from tests.test_synth_signals import assert_stopped_stderr
+
+    script = tmp_path / "synth.py"
+    script.write_text(CLI_SIGNAL_IN_DISCARD.format(root=str(ROOT), plugins=str(ROOT / "plugins")))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "cdktf.out"
+    env = main_env(
+        outdir=out,
+        GPUCLUSTER_SYNTH_WORKERS="1",
+        TMPDIR=str(tmp),
+        GPUCLUSTER_CACHE_DIR=str(tmp_path / "cache"),
+    )
+
+    def synth(mode: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(script), mode],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    first = synth("plain")
+    assert first.returncode == 0, first.stderr
+    before = tree_bytes(out)
+    stopped = synth("signal")
+    assert stopped.returncode == 128 + 15, stopped.stderr
+    assert_stopped_stderr(stopped.stderr, 15, None)
+    assert tree_bytes(out) == before
+    assert sorted(p.name for p in tmp.iterdir()) == []
