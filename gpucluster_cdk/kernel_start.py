@@ -37,7 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,9 +122,10 @@ def _startable(environ: Mapping[str, str]) -> bool:
 def prestart() -> bool:
     """Start the kernel's process now, as jsii would (see the module docstring); True if started.
 
-    The stop signals are blocked from the start of the process until it is recorded (a signal in
-    between would leave it running unrecorded); one that came meanwhile is handled right after.
-    Never raises: a failure to start leaves the start to jsii.
+    A stop signal from the start of the process until it is recorded (it would leave it running
+    unrecorded) is held (:func:`_stop_signals_held`) and handled right after. Never raises: a
+    failure to start leaves the start to jsii; so does a thread other than the main one (only it
+    can hold the signals).
     """
     if not _startable(os.environ):
         return False
@@ -133,7 +134,11 @@ def prestart() -> bool:
         return False
     node = env.get("JSII_NODE", "node")
     folder = None
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        held = _stop_signals_held()
+        held.__enter__()
+    except ValueError:  # not the main thread, or a handler Python cannot put back
+        return False
     try:
         folder = tempfile.mkdtemp(prefix="gpucluster-jsii-runtime-")
         entry = _runtime_files(folder)
@@ -157,7 +162,55 @@ def prestart() -> bool:
             shutil.rmtree(folder, ignore_errors=True)
         return False
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        held.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """While inside, a stop signal is only recorded; on leaving, the handlers before are put back
+    and each signal recorded is sent to this process again, so it is handled then as it would
+    have been (Python's handler, a raising one, ``SIG_DFL`` ending the process).
+
+    Not :func:`signal.pthread_sigmask`: a process started inside would inherit the blocked mask
+    through ``exec``, and a ``node`` that is a version manager's shim running Node.js as its child
+    (Volta's; Node.js itself resets its mask) could then not be stopped by SIGTERM. The handlers
+    are swapped with the signals blocked (a signal in between would find a handler half-swapped);
+    nothing is started then.
+
+    Raises:
+        ValueError: not in the main thread, or a handler not set from Python (``signal.signal``
+            could not put it back); nothing is changed then.
+    """
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+    if any(handler is None for handler in previous.values()):
+        raise ValueError("a stop signal's handler was not set from Python")
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, hold)
+    except ValueError:
+        for signum, handler in previous.items():
+            with contextlib.suppress(ValueError):
+                signal.signal(signum, handler)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        yield
+    finally:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for number in dict.fromkeys(held):
+            signal.raise_signal(number)
 
 
 def take(args: Sequence[str], kwargs: Mapping[str, Any]) -> tuple[subprocess.Popen, str] | None:

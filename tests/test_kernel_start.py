@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,83 @@ def test_gpucluster_synth_stopped_while_the_unused_kernel_is_ended_prints_the_on
     assert_stopped_stderr(stopped.stderr, 15, None)
     assert tree_bytes(out) == before
     assert sorted(p.name for p in tmp.iterdir()) == []
+
+
+SHIM = """#!{python}
+import os, subprocess, sys
+with open(os.environ["SHIM_MASK_FILE"], "w") as out:
+    out.write(next(line for line in open("/proc/self/status") if line.startswith("SigBlk:")))
+sys.exit(subprocess.call(["node", *sys.argv[1:]]))
+"""
+
+
+def test_a_node_shim_starts_with_the_stop_signals_deliverable(tmp_path):
+    """``node`` (``JSII_NODE`` or PATH) may be a version manager's shim that runs Node.js as its
+    child instead of replacing itself (Volta's does): it keeps the signal mask it was started
+    with. The prestarted one gets this process's mask, as jsii's own start would give it (not the
+    stop signals blocked while :func:`prestart` records it), so the SIGTERM of
+    :func:`kernel_start.discard` ends it at once rather than a SIGKILL after the wait."""
+    shim = tmp_path / "node-shim"
+    shim.write_text(SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    mask_file = tmp_path / "mask"
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from gpucluster_cdk import kernel_start\n"
+        "assert kernel_start.prestart()\n"
+        "proc = kernel_start._started[0].proc\n"
+        "import os, time\n"
+        f"while not os.path.exists({str(mask_file)!r}) and proc.poll() is None:\n"
+        "    time.sleep(0.01)  # until the shim runs\n"
+        "kernel_start.discard()\n"
+        "print(proc.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(
+            os.environ,
+            JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+            JSII_NODE=str(shim),
+            SHIM_MASK_FILE=str(mask_file),
+        ),
+    )
+    assert result.returncode == 0, result.stderr
+    blocked = int(mask_file.read_text().split()[1], 16)
+    stop = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if blocked & (1 << (s - 1))]
+    assert stop == []
+    assert int(result.stdout) == -signal.SIGTERM
+
+
+HELD = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from gpucluster_cdk import kernel_start
+seen = []
+signal.signal(signal.SIGTERM, lambda signum, frame: seen.append((signum, len(kernel_start._started))))
+files = kernel_start._runtime_files
+def files_then_signal(folder):  # the signal comes while the process is being started
+    os.kill(os.getpid(), signal.SIGTERM)
+    return files(folder)
+kernel_start._runtime_files = files_then_signal
+started = kernel_start.prestart()
+print(started, seen, signal.getsignal(signal.SIGTERM).__name__)
+kernel_start.discard()
+"""
+
+
+def test_a_stop_signal_during_the_prestart_is_handled_once_it_is_recorded():
+    """A stop signal while :func:`prestart` starts the process is handled (by the handler of
+    before, once) right after the process is recorded, so a handler that stops the run finds it
+    there for :func:`kernel_start.discard`."""
+    result = subprocess.run(
+        [sys.executable, "-c", HELD.format(root=str(ROOT))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split(maxsplit=1) == ["True", "[(15, 1)] <lambda>\n"]
