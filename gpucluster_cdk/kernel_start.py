@@ -133,6 +133,10 @@ def prestart() -> bool:
     if env is None:
         return False
     node = env.get("JSII_NODE", "node")
+    try:
+        cwd = os.getcwd()  # before the start: it fails in a removed directory (jsii's start then)
+    except OSError:
+        return False
     folder = None
     try:
         held = _stop_signals_held()
@@ -153,7 +157,7 @@ def prestart() -> bool:
             stderr=subprocess.PIPE,
             env=env,
         )
-        _started.append(_Started(proc, command, env, os.getcwd(), os.getpid(), folder))
+        _started.append(_Started(proc, command, env, cwd, os.getpid(), folder))
         if len(_started) == 1:
             atexit.register(discard)
         return True

@@ -342,3 +342,38 @@ def test_a_stop_signal_during_the_prestart_is_handled_once_it_is_recorded():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split(maxsplit=1) == ["True", "[(15, 1)] <lambda>\n"]
+
+
+GONE_CWD = """
+import os, sys, tempfile
+sys.path.insert(0, {root!r})
+from gpucluster_cdk import kernel_start
+gone = tempfile.mkdtemp()
+os.chdir(gone)
+os.rmdir(gone)  # the working directory was removed (by another program)
+started = kernel_start.prestart()
+children = []
+for entry in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{{entry}}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        continue
+    if int(fields[1]) == os.getpid():
+        children.append(entry)
+print(started, children)
+"""
+
+
+def test_no_process_is_left_unrecorded_when_the_directory_is_gone():
+    """A working directory removed before the synth: no prestart (jsii starts the kernel, or the
+    run reports the directory), and no process of one left running until this process exits."""
+    result = subprocess.run(
+        [sys.executable, "-c", GONE_CWD.format(root=str(ROOT))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "[]"]
