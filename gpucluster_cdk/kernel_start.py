@@ -19,8 +19,10 @@ ends or, at the latest, when this process exits. A forked worker or helper close
 the pipes (:func:`forget`) and starts a kernel of its own if it needs one.
 
 Not started when jsii is imported already (a kernel may run), outside POSIX, with ``JSII_RUNTIME``
-set, with a ``NODE_OPTIONS`` of the user's (it is checked by running Node.js first:
-:func:`gpucluster_cdk.kernel_env.check_node_options`), or when the environment would make the
+set, with ``NODE_OPTIONS`` set (it is checked by running Node.js first:
+:func:`gpucluster_cdk.kernel_env.check_node_options`; the user's, or the cdktf CLI's: ``cdktf synth``
+runs the app with ``NODE_OPTIONS=--max-old-space-size=4096`` when it is unset, ``@cdktf/cli-core``
+``src/lib/synth-stack.js``, so it never prestarts), or when the environment would make the
 kernel's start fail (:func:`gpucluster_cdk.kernel_env.check_cdk_environment`): those runs start
 the kernel as jsii does, with the same errors as before.
 """
