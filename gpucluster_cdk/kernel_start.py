@@ -62,6 +62,9 @@ class _Started:
 _started: list[_Started] = []
 """The prestarted kernel (at most one), until it is taken, discarded or forgotten."""
 
+_exit_hook: list[int] = []
+"""Non-empty once :func:`discard` is registered as an exit hook (in the process named)."""
+
 
 def kernel_environment(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """The environment jsii's kernel would start with in this process, given ``environ``
@@ -160,8 +163,9 @@ def prestart() -> bool:
             env=env,
         )
         _started.append(_Started(proc, command, env, cwd, os.getpid(), folder))
-        if len(_started) == 1:
+        if os.getpid() not in _exit_hook:  # once per process: an in-process caller runs many
             atexit.register(discard)
+            _exit_hook.append(os.getpid())
         return True
     except Exception:  # noqa: BLE001 - OSError, a broken jsii install: jsii starts its kernel itself
         if folder is not None:

@@ -377,3 +377,26 @@ def test_no_process_is_left_unrecorded_when_the_directory_is_gone():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "[]"]
+
+
+def test_many_synths_in_one_process_register_one_exit_hook():
+    """An in-process caller running synth after synth (each one prestarts, every cluster
+    reused): the exit hook that ends an unused kernel is registered once, not once per synth."""
+    code = (
+        f"import atexit, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from gpucluster_cdk import kernel_start\n"
+        "before = atexit._ncallbacks()\n"
+        "for _ in range(3):\n"
+        "    assert kernel_start.prestart()\n"
+        "    kernel_start.discard()\n"
+        "print(atexit._ncallbacks() - before)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1"]
