@@ -5,7 +5,10 @@ Every measurement is a fresh process (``--runs`` of them, default 3); the table 
 wall time, min and max, the median CPU time (user + system of the process and every child it
 waited for: Python, the jsii Node.js kernel, the cdktf CLI) and the median peak resident memory
 of the whole process tree, sampled with psutil every ``--interval`` seconds. ``x floor`` is the
-median wall time over the floor's (``import cdktf`` / ``import cdktn``).
+median wall time over the floor's (``import cdktf`` / ``import cdktn``). The floor is sampled
+first and then once more after every other row of its distribution, so every ratio divides by
+the floor of the whole run: this machine's speed drifts over the minutes a run takes (the floor
+alone measured 0.53-0.90 s in different runs of one day).
 
 The cluster files are the embedded default's AKS cluster (H100, training) repeated N times
 (``c01``, ``c02``, ...); every step runs in a scratch folder, so a ``gpucluster.yaml`` in the
@@ -458,7 +461,8 @@ def print_table(rows: list[Row], runs: int, interval: float) -> None:
     floors = {r.dist: r.wall for r in rows if r.step == "floor"}
     print(
         f"gpucluster bench: default AKS cluster x N, {runs} fresh processes per row ({QUICK_RUNS} for the "
-        f"one-cluster floor, plan and synth rows: the runs column), peak RSS of the process tree "
+        f"one-cluster floor, plan and synth rows, and one more floor after every other row: the runs "
+        f"column), peak RSS of the process tree "
         f"sampled every {interval * 1000:.0f} ms; {machine()}"
     )
     print(
@@ -527,6 +531,22 @@ def compile_project(project: Path) -> None:
     subprocess.run([PY, "-m", "compileall", "-q", *targets], check=False, stdout=subprocess.DEVNULL)
 
 
+def _sample(step: Step, ctx: Context, n: int, run: int, row: Row, *, interval: float) -> None:
+    """One measured run of ``step`` for ``n`` clusters (its ``prepare`` first), added to ``row``."""
+    if step.prepare is not None:
+        step.prepare(ctx, n, run)
+    cmd, extra = step.command(ctx, n)
+    wall, peak, cpu = measure(
+        cmd,
+        cwd=ctx.scratch,
+        interval=interval,
+        env=bench_env(extra, dist=ctx.dist, project=ctx.project),
+    )
+    row.walls.append(wall)
+    row.peaks.append(peak)
+    row.cpus.append(cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -564,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                 notes.append(f"{dist}: skipped ({python} is missing; `make cdktn` creates it)")
                 continue
             ctx = Context(scratch=scratch, python=python, project=project, dist=dist)
+            floor_row: Row | None = None
             for name in wanted:
                 step = STEPS[name]
                 if step.dists is not None and dist not in step.dists:
@@ -574,19 +595,19 @@ def main(argv: list[str] | None = None) -> int:
                 for n in [s for s in sizes if step.sizes is None or s in step.sizes]:
                     row = Row(dist, name, n, [], [], [])
                     for run in range(max(args.runs, step.min_runs.get(n, 0))):
-                        if step.prepare is not None:
-                            step.prepare(ctx, n, run)
-                        cmd, extra = step.command(ctx, n)
-                        wall, peak, cpu = measure(
-                            cmd,
-                            cwd=scratch,
-                            interval=args.interval,
-                            env=bench_env(extra, dist=dist, project=project),
-                        )
-                        row.walls.append(wall)
-                        row.peaks.append(peak)
-                        row.cpus.append(cpu)
+                        _sample(step, ctx, n, run, row, interval=args.interval)
                     rows.append(row)
+                    if name == "floor":
+                        floor_row = row
+                    elif floor_row is not None:  # the floor of the same minutes as this row
+                        _sample(
+                            STEPS["floor"],
+                            ctx,
+                            1,
+                            len(floor_row.walls),
+                            floor_row,
+                            interval=args.interval,
+                        )
     print_table(rows, args.runs, args.interval)
     for note in notes:
         print(note)
