@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpucluster_cdk.kernel_env import gpucluster_error as _error
+
 SETTING = "GPUCLUSTER_CDK"
 """Environment variable choosing the distribution: ``cdktf`` (default) or ``cdktn``."""
 
@@ -81,8 +83,6 @@ def chosen(environ: Mapping[str, str] | None = None) -> Distribution:
     Raises:
         GpuclusterError (``id=config``): an unknown value, or the distribution is not installed.
     """
-    from gpucluster.errors import GpuclusterError
-
     environ = os.environ if environ is None else environ
     value = environ.get(SETTING, "").strip()
     if not value:
@@ -90,7 +90,7 @@ def chosen(environ: Mapping[str, str] | None = None) -> Distribution:
         value = installed[0] if installed else DEFAULT_DISTRIBUTION
     dist = DISTRIBUTIONS.get(value)
     if dist is None:
-        raise GpuclusterError(
+        raise _error(
             f"unknown CDK for Terraform distribution '{value}'",
             key=SETTING,
             allowed=", ".join(DISTRIBUTIONS),
@@ -98,7 +98,7 @@ def chosen(environ: Mapping[str, str] | None = None) -> Distribution:
             id="config",
         )
     if importlib.util.find_spec(dist.name) is None:
-        raise GpuclusterError(
+        raise _error(
             f"{SETTING}={dist.name} but the Python package '{dist.name}' is not installed",
             key=SETTING,
             fix=f"pip install -e '.[{dist.extra}]' (for cdktn: `make cdktn` builds .venv-cdktn), or unset {SETTING}",

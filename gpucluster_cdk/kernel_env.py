@@ -12,6 +12,15 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+
+def gpucluster_error(*args: object, **kwargs: object) -> Exception:
+    """A :class:`gpucluster.errors.GpuclusterError` (imported only when one is raised: the kernel's
+    early start, :mod:`gpucluster_cdk.kernel_start`, runs these checks before gpucluster is imported)."""
+    from gpucluster.errors import GpuclusterError
+
+    return GpuclusterError(*args, **kwargs)  # type: ignore[arg-type]
+
+
 KERNEL_DEFAULTS: Mapping[str, str] = {
     "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     "CHECKPOINT_DISABLE": "1",
@@ -87,8 +96,6 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
         return
     if result.returncode == 0:
         return
-    from gpucluster.errors import GpuclusterError
-
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     said = next(
         (
@@ -98,7 +105,7 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
         ),
         lines[-1] if lines else f"node exited with code {result.returncode}",
     )
-    raise GpuclusterError(
+    raise gpucluster_error(
         f"Node.js (which runs the jsii kernel) refuses NODE_OPTIONS={value!r}: {said}",
         key="NODE_OPTIONS",
         fix="unset NODE_OPTIONS, or keep in it only options Node.js allows there (the Node.js CLI documentation, "
@@ -119,14 +126,12 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
         GpuclusterError: ``key=JSII_NODE``, ``key=SYNTH_HCL_OUTPUT`` or ``key=CDKTF_CONTEXT_JSON``.
     """
     environ = os.environ if environ is None else environ
-    from gpucluster.errors import GpuclusterError
-
     node = environ.get("JSII_NODE")
     if node is not None:
         import shutil
 
         if not node.strip() or shutil.which(node, path=environ.get("PATH")) is None:
-            raise GpuclusterError(
+            raise gpucluster_error(
                 f"JSII_NODE={node!r} names no program that can be run",
                 key="JSII_NODE",
                 allowed="the path or name of a Node.js executable (Node 20+)",
@@ -134,7 +139,7 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
             )
     hcl = environ.get("SYNTH_HCL_OUTPUT")
     if hcl in ("true", "1"):  # cdktf 0.21 lib/terraform-stack.js: === "true" || === "1"
-        raise GpuclusterError(
+        raise gpucluster_error(
             f"SYNTH_HCL_OUTPUT={hcl} asks cdktf for HCL (cdk.tf) instead of JSON (cdk.tf.json); "
             "gpucluster writes, checks and reuses cdk.tf.json only",
             key="SYNTH_HCL_OUTPUT",
@@ -156,7 +161,7 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
                 if isinstance(parsed, Exception)
                 else f"a JSON {type(parsed).__name__}, not an object"
             )
-            raise GpuclusterError(
+            raise gpucluster_error(
                 f"CDKTF_CONTEXT_JSON is {reason}",
                 key="CDKTF_CONTEXT_JSON",
                 allowed='a JSON object, e.g. {"excludeStackIdFromLogicalIds": "true"}',

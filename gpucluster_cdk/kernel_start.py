@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 NODE_FLAGS = ("--max-old-space-size=4069",)
@@ -49,14 +48,24 @@ NODE_FLAGS = ("--max-old-space-size=4069",)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-@dataclass
 class _Started:
-    proc: subprocess.Popen
-    command: tuple[str, ...]
-    env: dict[str, str]
-    cwd: str
-    pid: int
-    folder: str
+    """A prestarted process: its ``Popen``, command (Node.js and flags), environment, directory,
+    the pid of the process that started it and its runtime folder. (A plain class: this module is
+    imported before the process starts, and :mod:`dataclasses` would delay that.)"""
+
+    __slots__ = ("proc", "command", "env", "cwd", "pid", "folder")
+
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        command: tuple[str, ...],
+        env: dict[str, str],
+        cwd: str,
+        pid: int,
+        folder: str,
+    ):
+        self.proc, self.command, self.env = proc, command, env
+        self.cwd, self.pid, self.folder = cwd, pid, folder
 
 
 _started: list[_Started] = []
@@ -72,7 +81,6 @@ def kernel_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     lacks, :func:`gpucluster_cdk.kernel_env.lazy_js_settings` of the chosen distribution's
     bindings, and ``JSII_AGENT`` (jsii's ``Python/<version>``). None when the distribution setting
     is bad (that error is reported where the framework is imported)."""
-    from gpucluster.errors import GpuclusterError
     from gpucluster_cdk.distributions import chosen
     from gpucluster_cdk.kernel_env import KERNEL_DEFAULTS, lazy_js_settings
 
@@ -81,7 +89,7 @@ def kernel_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
         env.setdefault(name, value)
     try:
         packages = chosen(env).binding_js_packages
-    except GpuclusterError:
+    except Exception:  # noqa: BLE001 - a bad GPUCLUSTER_CDK (reported where the framework is imported)
         return None
     env.update(lazy_js_settings(packages, env))
     env["JSII_AGENT"] = f"Python/{platform.python_version()}"
@@ -110,7 +118,6 @@ def _runtime_files(folder: str) -> str | None:
 
 
 def _startable(environ: Mapping[str, str]) -> bool:
-    from gpucluster.errors import GpuclusterError
     from gpucluster_cdk.kernel_env import check_cdk_environment
 
     if _started or "jsii" in sys.modules or os.name != "posix":
@@ -119,7 +126,7 @@ def _startable(environ: Mapping[str, str]) -> bool:
         return False
     try:
         check_cdk_environment(environ)
-    except GpuclusterError:
+    except Exception:  # noqa: BLE001 - the kernel's start would fail: jsii reports it, as before
         return False
     return True
 
