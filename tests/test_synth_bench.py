@@ -84,6 +84,25 @@ def test_targets_divide_the_rows_they_name():
     rows[3].walls[0] = 6.0
     assert bench.targets(rows)[0].endswith("1.80 (at most 2.0) met")
     assert bench.targets(rows)[1].endswith("0.60 (at most 0.65) met")
+    # runs of synth taken run for run with the workers row divide it when there are some
+    rows.append(bench.Row("cdktf", "synth-alt", 50, [8.0], [1], [8.0]))
+    assert bench.targets(rows)[1].endswith("0.75 (at most 0.65) MISSED")
+
+
+def test_workers_runs_alternate_with_one_process_runs(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "tools/bench.py", "--runs", "2", "--steps", "workers", "--sizes", "10"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("cdktf ")]
+    assert [r[:4] for r in rows] == [
+        ["cdktf", "workers", "10", "2"],
+        ["cdktf", "synth-alt", "10", "2"],
+    ]
 
 
 def test_cluster_files_repeat_the_default_aks_cluster(tmp_path):

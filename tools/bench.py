@@ -31,7 +31,9 @@ returning the command for N clusters -- and it is measured and printed like the 
             other clusters' stacks come from the per-user cache (a folder of the run, filled by one
             unmeasured synth first; the previous output is in place, as for a user)
   workers   ``python main.py`` on N clusters with nothing reused, the clusters built by the default
-            number of worker processes (the CPUs, at most 8)
+            number of worker processes (the CPUs, at most 8); each run follows one of ``synth``
+            (one process) for the same N, printed as the ``synth-alt`` row, which the workers
+            target divides by
 
 ``synth``, ``cli`` and ``fleet`` reuse nothing and build every stack in one process
 (``GPUCLUSTER_SYNTH_CACHE=off GPUCLUSTER_SYNTH_WORKERS=1``), so their rows compare with earlier runs.
@@ -136,6 +138,9 @@ class Step:
         prepare: (context, clusters, run index) -> None, called before each run, not measured.
         min_runs: cluster count -> the least number of runs of that row (more than ``--runs`` for
             the quick rows the done-when ratios divide by, whose medians of 3 moved most).
+        alternate: another step measured run for run with this one (before each of its runs, same
+            cluster count), as a row of its own named ``<other>-alt``: a target dividing this
+            step's row by the other step's uses those runs, taken in the same minutes.
     """
 
     name: str
@@ -147,6 +152,7 @@ class Step:
     unavailable: str = ""
     prepare: Callable[[Context, int, int], None] | None = None
     min_runs: Mapping[int, int] = field(default_factory=dict)
+    alternate: str | None = None
 
 
 QUICK_RUNS = 7
@@ -341,6 +347,7 @@ STEPS: dict[str, Step] = {
         _workers,
         sizes=(10, 50),
         dists=("cdktf",),
+        alternate="synth",
     ),
 }
 """The steps, in the order they are printed."""
@@ -499,7 +506,8 @@ TARGETS = (
     ("workers, 50 clusters / synth, 50 clusters", ("workers", 50), ("synth", 50), 0.65),
 )
 """The performance targets the table is read against (cdktf rows): name, row, row divided by
-(None: seconds), and the most it may be."""
+(None: seconds; a ``<step>-alt`` row of the same count, measured run for run with the row, is used
+when there is one: :attr:`Step.alternate`), and the most it may be."""
 
 
 def targets(rows: list[Row], dist: str = "cdktf") -> list[str]:
@@ -507,6 +515,8 @@ def targets(rows: list[Row], dist: str = "cdktf") -> list[str]:
     walls = {(r.step, r.clusters): r.wall for r in rows if r.dist == dist}
     lines = []
     for name, row, over, bound in TARGETS:
+        if over is not None and (f"{over[0]}-alt", over[1]) in walls:
+            over = (f"{over[0]}-alt", over[1])  # measured run for run with the row
         if row not in walls or (over is not None and over not in walls):
             continue
         value = walls[row] / walls[over] if over is not None else walls[row]
@@ -594,9 +604,16 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for n in [s for s in sizes if step.sizes is None or s in step.sizes]:
                     row = Row(dist, name, n, [], [], [])
+                    other = Row(dist, f"{step.alternate}-alt", n, [], [], [])
                     for run in range(max(args.runs, step.min_runs.get(n, 0))):
+                        if step.alternate is not None:
+                            _sample(
+                                STEPS[step.alternate], ctx, n, run, other, interval=args.interval
+                            )
                         _sample(step, ctx, n, run, row, interval=args.interval)
                     rows.append(row)
+                    if step.alternate is not None:
+                        rows.append(other)
                     if name == "floor":
                         floor_row = row
                     elif floor_row is not None:  # the floor of the same minutes as this row
