@@ -64,6 +64,12 @@ def lazy_js_settings(
     }
 
 
+_ACCEPTED: list[dict[str, str]] = []
+"""Environments whose ``NODE_OPTIONS`` Node.js accepted in this process (:func:`check_node_options`
+runs Node.js once per environment: the kernel's early start and the framework's import ask about
+the same one)."""
+
+
 def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     """Refuse a ``NODE_OPTIONS`` that Node.js itself refuses, before the jsii kernel starts.
 
@@ -71,7 +77,8 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     NODE_OPTIONS``, exit 9) or a preload it cannot load; jsii would then print the raw lines and fail
     its handshake with an unexpected error. Runs ``node -e ""`` (``JSII_NODE``, default ``node``, as
     jsii does) with the environment only when ``NODE_OPTIONS`` is set and not blank, so a usual run
-    pays nothing. A ``node`` that cannot be run at all is left to jsii.
+    pays nothing, and once per environment (an accepted one is remembered). A ``node`` that cannot
+    be run at all is left to jsii.
 
     Raises:
         GpuclusterError: ``key=NODE_OPTIONS``, Node.js's own message.
@@ -80,12 +87,15 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     value = environ.get("NODE_OPTIONS", "")
     if not value.strip():
         return
+    env = dict(environ)
+    if env in _ACCEPTED:
+        return
     import subprocess
 
     try:
         result = subprocess.run(
             [environ.get("JSII_NODE", "node"), "-e", ""],
-            env=dict(environ),
+            env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -95,6 +105,8 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
     except (OSError, subprocess.SubprocessError):
         return
     if result.returncode == 0:
+        del _ACCEPTED[:-3]  # the last few environments are enough
+        _ACCEPTED.append(env)
         return
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     said = next(

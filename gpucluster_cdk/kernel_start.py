@@ -19,12 +19,13 @@ ends or, at the latest, when this process exits. A forked worker or helper close
 the pipes (:func:`forget`) and starts a kernel of its own if it needs one.
 
 Not started when jsii is imported already (a kernel may run), outside POSIX, with ``JSII_RUNTIME``
-set, with ``NODE_OPTIONS`` set (it is checked by running Node.js first:
-:func:`gpucluster_cdk.kernel_env.check_node_options`; the user's, or the cdktf CLI's: ``cdktf synth``
-runs the app with ``NODE_OPTIONS=--max-old-space-size=4096`` when it is unset, ``@cdktf/cli-core``
-``src/lib/synth-stack.js``, so it never prestarts), or when the environment would make the
-kernel's start fail (:func:`gpucluster_cdk.kernel_env.check_cdk_environment`): those runs start
-the kernel as jsii does, with the same errors as before.
+set, or when the environment would make the kernel's start fail
+(:func:`gpucluster_cdk.kernel_env.check_cdk_environment`, and a ``NODE_OPTIONS`` Node.js refuses:
+:func:`gpucluster_cdk.kernel_env.check_node_options` runs Node.js once for it, and the framework's
+import asks again without running it): those runs start the kernel as jsii does, with the same
+errors as before. Under ``cdktf synth`` (the CLI runs the app with
+``NODE_OPTIONS=--max-old-space-size=4096`` when it is unset, ``@cdktf/cli-core``
+``src/lib/synth-stack.js``) that check is the one cost before the process starts.
 """
 
 from __future__ import annotations
@@ -118,14 +119,18 @@ def _runtime_files(folder: str) -> str | None:
 
 
 def _startable(environ: Mapping[str, str]) -> bool:
-    from gpucluster_cdk.kernel_env import check_cdk_environment
+    from gpucluster_cdk.kernel_env import KERNEL_DEFAULTS, check_cdk_environment, check_node_options
 
     if _started or "jsii" in sys.modules or os.name != "posix":
         return False
-    if environ.get("JSII_RUNTIME") is not None or environ.get("NODE_OPTIONS", "").strip():
+    if environ.get("JSII_RUNTIME") is not None:
         return False
+    env = dict(environ)
+    for name, value in KERNEL_DEFAULTS.items():  # as the framework's import checks it
+        env.setdefault(name, value)
     try:
-        check_cdk_environment(environ)
+        check_cdk_environment(env)
+        check_node_options(env)  # a NODE_OPTIONS (the cdktf CLI sets one): Node.js must accept it
     except Exception:  # noqa: BLE001 - the kernel's start would fail: jsii reports it, as before
         return False
     return True

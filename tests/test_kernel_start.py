@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_a_forked_child_leaves_the_parents_kernel_alone(tmp_path):
 
 @pytest.mark.parametrize(
     "env",
-    [{"NODE_OPTIONS": "--no-warnings"}, {"JSII_RUNTIME": "/nonexistent/jsii-runtime.js"}],
+    [{"NODE_OPTIONS": "--bogus-option"}, {"JSII_RUNTIME": "/nonexistent/jsii-runtime.js"}],
     ids=["NODE_OPTIONS", "JSII_RUNTIME"],
 )
 def test_not_started_where_jsii_would_start_otherwise(env):
@@ -400,3 +401,20 @@ def test_many_synths_in_one_process_register_one_exit_hook():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1"]
+
+
+def test_a_node_options_the_cdktf_cli_sets_gets_the_prestart_and_node_runs_once_for_it(tmp_path):
+    """``cdktf synth`` runs the app with ``NODE_OPTIONS=--max-old-space-size=4096``: it is checked
+    by running Node.js once (the prestart's check; the framework's import asks again and runs
+    nothing), the prestarted kernel is taken, and the output is the same bytes."""
+    calls = tmp_path / "node-calls"
+    node = tmp_path / "node"
+    node.write_text(f'#!/bin/sh\necho "$*" >> {str(calls)!r}\nexec {shutil.which("node")!r} "$@"\n')
+    node.chmod(0o755)
+    env = {"GPUCLUSTER_SYNTH_CACHE": "off", "NODE_OPTIONS": "--max-old-space-size=4096"}
+    on = _run(tmp_path, "on", tmp_path / "on", JSII_NODE=str(node), **env)
+    assert _run(tmp_path, "off", tmp_path / "off", **env)["taken"] == [False]
+    assert (on["code"], on["prestarted"], on["taken"]) == (0, 1, [True])
+    checks = [line for line in calls.read_text().splitlines() if line == "-e "]
+    assert len(checks) == 1, calls.read_text()
+    assert tree_bytes(tmp_path / "on") == tree_bytes(tmp_path / "off")
