@@ -181,8 +181,8 @@ def main(
 
     try:
         with _stop_signals_raise(received):
-            kernel_start.prestart()  # the jsii kernel starts while the plans are made
             try:
+                kernel_start.prestart()  # the jsii kernel starts while the plans are made
                 return _run(
                     config=config,
                     outdir=outdir,
@@ -191,8 +191,8 @@ def main(
                     cache=cache,
                     workers=workers,
                 )
-            finally:  # inside: a stop signal meanwhile is this run's (the one line, 128 + n)
-                kernel_start.discard()
+            finally:  # not taken: no stack was built here (inside the signal handling, and
+                kernel_start.discard()  # it holds the stop signals: a signal is this run's, 128 + n)
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:
@@ -201,8 +201,6 @@ def main(
         ):  # the signal also reached the jsii kernel (process group) and broke a call first
             return _interrupted(received[0])
         return _internal_error(err)
-    finally:
-        kernel_start.discard()  # not taken (no stack was built in this process), and not ended above
 
 
 def _internal_error(err: BaseException) -> int:

@@ -29,6 +29,16 @@ KERNEL_DEFAULTS: Mapping[str, str] = {
 import): jsii prints no end-of-life banner for Node 20, cdktf sends no telemetry
 (``CHECKPOINT_DISABLE``)."""
 
+
+def with_kernel_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``environ`` with the :data:`KERNEL_DEFAULTS` it lacks: what the framework's import
+    makes of the environment before it checks it and starts the kernel."""
+    env = dict(environ)
+    for name, value in KERNEL_DEFAULTS.items():
+        env.setdefault(name, value)
+    return env
+
+
 LAZY_JS_PRELOAD = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "constructs_lib", "lazy_bindings.cjs"
 )

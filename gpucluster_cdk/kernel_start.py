@@ -83,11 +83,9 @@ def kernel_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     bindings, and ``JSII_AGENT`` (jsii's ``Python/<version>``). None when the distribution setting
     is bad (that error is reported where the framework is imported)."""
     from gpucluster_cdk.distributions import chosen
-    from gpucluster_cdk.kernel_env import KERNEL_DEFAULTS, lazy_js_settings
+    from gpucluster_cdk.kernel_env import lazy_js_settings, with_kernel_defaults
 
-    env = dict(os.environ if environ is None else environ)
-    for name, value in KERNEL_DEFAULTS.items():
-        env.setdefault(name, value)
+    env = with_kernel_defaults(os.environ if environ is None else environ)
     try:
         packages = chosen(env).binding_js_packages
     except Exception:  # noqa: BLE001 - a bad GPUCLUSTER_CDK (reported where the framework is imported)
@@ -119,18 +117,17 @@ def _runtime_files(folder: str) -> str | None:
 
 
 def _startable(environ: Mapping[str, str]) -> bool:
-    from gpucluster_cdk.kernel_env import KERNEL_DEFAULTS, check_cdk_environment, check_node_options
+    from gpucluster_cdk.kernel_env import check_cdk_environment, check_node_options
 
     if _started or "jsii" in sys.modules or os.name != "posix":
         return False
     if environ.get("JSII_RUNTIME") is not None:
         return False
-    env = dict(environ)
-    for name, value in KERNEL_DEFAULTS.items():  # as the framework's import checks it
-        env.setdefault(name, value)
     try:
-        check_cdk_environment(env)
-        check_node_options(env)  # a NODE_OPTIONS (the cdktf CLI sets one): Node.js must accept it
+        check_cdk_environment(environ)
+        check_node_options(
+            environ
+        )  # a NODE_OPTIONS (the cdktf CLI sets one): Node.js must accept it
     except Exception:  # noqa: BLE001 - the kernel's start would fail: jsii reports it, as before
         return False
     return True
@@ -144,9 +141,12 @@ def prestart() -> bool:
     failure to start leaves the start to jsii; so does a thread other than the main one (only it
     can hold the signals).
     """
-    if not _startable(os.environ):
+    from gpucluster_cdk.kernel_env import with_kernel_defaults
+
+    base = with_kernel_defaults(os.environ)  # as the framework's import checks it
+    if not _startable(base):
         return False
-    env = kernel_environment()
+    env = kernel_environment(base)
     if env is None:
         return False
     node = env.get("JSII_NODE", "node")
@@ -155,36 +155,34 @@ def prestart() -> bool:
     except OSError:
         return False
     folder = None
-    try:
-        held = _stop_signals_held()
-        held.__enter__()
-    except ValueError:  # not the main thread, or a handler Python cannot put back
-        return False
-    try:
-        folder = tempfile.mkdtemp(prefix="gpucluster-jsii-runtime-")
-        entry = _runtime_files(folder)
-        if entry is None:
-            shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(_stop_signals_held())
+        except ValueError:  # not the main thread, or a handler Python cannot put back
             return False
-        command = (node, *NODE_FLAGS)
-        proc = subprocess.Popen(
-            [*command, entry],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        _started.append(_Started(proc, command, env, cwd, os.getpid(), folder))
-        if os.getpid() not in _exit_hook:  # once per process: an in-process caller runs many
-            atexit.register(discard)
-            _exit_hook.append(os.getpid())
-        return True
-    except Exception:  # noqa: BLE001 - OSError, a broken jsii install: jsii starts its kernel itself
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        return False
-    finally:
-        held.__exit__(None, None, None)
+        try:
+            folder = tempfile.mkdtemp(prefix="gpucluster-jsii-runtime-")
+            entry = _runtime_files(folder)
+            if entry is None:
+                shutil.rmtree(folder, ignore_errors=True)
+                return False
+            command = (node, *NODE_FLAGS)
+            proc = subprocess.Popen(
+                [*command, entry],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            _started.append(_Started(proc, command, env, cwd, os.getpid(), folder))
+            if os.getpid() not in _exit_hook:  # once per process: an in-process caller runs many
+                atexit.register(discard)
+                _exit_hook.append(os.getpid())
+            return True
+        except Exception:  # noqa: BLE001 - OSError, a broken jsii install: jsii starts its kernel itself
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            return False
 
 
 @contextlib.contextmanager

@@ -18,6 +18,18 @@ from tests._support import tree as tree_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """``python -c code`` with this environment plus ``env`` (Node 20's jsii banner silenced)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", **env},
+    )
+
+
 WRAPPER = """
 import json, os, sys
 sys.path[:0] = [{root!r}, {plugins!r}]
@@ -122,13 +134,7 @@ print(json.dumps({{"child": os.waitstatus_to_exitcode(status), "alive_after_chil
 
 
 def test_a_forked_child_leaves_the_parents_kernel_alone(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-c", FORK.format(root=str(ROOT))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
-    )
+    result = _python(FORK.format(root=str(ROOT)))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "child": 0,
@@ -151,13 +157,7 @@ def test_not_started_where_jsii_would_start_otherwise(env):
         "from gpucluster_cdk import kernel_start\n"
         "print(kernel_start.prestart(), kernel_start._started)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-    )
+    result = _python(code, **env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "[]"]
 
@@ -187,13 +187,7 @@ def test_a_stop_signal_while_the_unused_kernel_is_ended_leaks_nothing(tmp_path, 
     the process still ends, and neither the runtime folder nor the kernel's process is left."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    result = subprocess.run(
-        [sys.executable, "-c", SIGNAL_IN_DISCARD.format(root=str(ROOT), signum=signum)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", TMPDIR=str(tmp)),
-    )
+    result = _python(SIGNAL_IN_DISCARD.format(root=str(ROOT), signum=signum), TMPDIR=str(tmp))
     assert result.returncode != 0, result.stderr  # the signal ended it
     pid = int(result.stdout.split()[0])
     assert sorted(p.name for p in tmp.iterdir()) == []  # no gpucluster-jsii-runtime-* folder
@@ -294,18 +288,7 @@ def test_a_node_shim_starts_with_the_stop_signals_deliverable(tmp_path):
         "kernel_start.discard()\n"
         "print(proc.returncode)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(
-            os.environ,
-            JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
-            JSII_NODE=str(shim),
-            SHIM_MASK_FILE=str(mask_file),
-        ),
-    )
+    result = _python(code, JSII_NODE=str(shim), SHIM_MASK_FILE=str(mask_file))
     assert result.returncode == 0, result.stderr
     blocked = int(mask_file.read_text().split()[1], 16)
     stop = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if blocked & (1 << (s - 1))]
@@ -334,13 +317,7 @@ def test_a_stop_signal_during_the_prestart_is_handled_once_it_is_recorded():
     """A stop signal while :func:`prestart` starts the process is handled (by the handler of
     before, once) right after the process is recorded, so a handler that stops the run finds it
     there for :func:`kernel_start.discard`."""
-    result = subprocess.run(
-        [sys.executable, "-c", HELD.format(root=str(ROOT))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
-    )
+    result = _python(HELD.format(root=str(ROOT)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split(maxsplit=1) == ["True", "[(15, 1)] <lambda>\n"]
 
@@ -369,13 +346,7 @@ print(started, children)
 def test_no_process_is_left_unrecorded_when_the_directory_is_gone():
     """A working directory removed before the synth: no prestart (jsii starts the kernel, or the
     run reports the directory), and no process of one left running until this process exits."""
-    result = subprocess.run(
-        [sys.executable, "-c", GONE_CWD.format(root=str(ROOT))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
-    )
+    result = _python(GONE_CWD.format(root=str(ROOT)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "[]"]
 
@@ -392,13 +363,7 @@ def test_many_synths_in_one_process_register_one_exit_hook():
         "    kernel_start.discard()\n"
         "print(atexit._ncallbacks() - before)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20"),
-    )
+    result = _python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1"]
 
