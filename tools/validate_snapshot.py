@@ -34,7 +34,9 @@ What a live cluster writes, and the source of each shape:
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
+import hashlib
 import json
 import sys
 import uuid
@@ -544,11 +546,41 @@ def rendered_objects(releases) -> list[dict[str, Any]]:
                     and _namespaced(obj)
                 ):
                     obj["metadata"]["namespace"] = rel.node.namespace
-                out.append(obj)
+                out.append(_without_generated_secrets(obj))
         for _name, doc in rel.crds:
             if doc.get("kind") == "CustomResourceDefinition":
                 out.append(copy.deepcopy(doc))
     return out
+
+
+def _without_generated_secrets(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with what a chart generates at random on each render made fixed, so that the
+    snapshot is the same bytes every time: a Secret's ``data`` values (grafana's chart, for one,
+    makes its admin password with ``randAlphaNum 40`` when none is given: kube-prometheus-stack's
+    charts/grafana/templates/_helpers.tpl, ``grafana.password``) become a digest of the Secret's
+    name and key, and a pod template's ``checksum/secret*`` annotations (the digest of such a
+    Secret) a digest of the workload's name. A live cluster's Secret holds other bytes; no check
+    of ``validate`` reads them."""
+    meta = obj.get("metadata") or {}
+    where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    if obj.get("kind") == "Secret" and isinstance(obj.get("data"), dict):
+        obj["data"] = {
+            key: base64.b64encode(
+                hashlib.sha256(f"{where}/{key}".encode()).hexdigest().encode()
+            ).decode()
+            for key in obj["data"]
+        }
+    template = (obj.get("spec") or {}).get("template")
+    annotations = (
+        ((template or {}).get("metadata") or {}).get("annotations")
+        if isinstance(template, dict)
+        else None
+    )
+    if isinstance(annotations, dict):
+        for key in annotations:
+            if key.startswith("checksum/secret"):
+                annotations[key] = hashlib.sha256(f"{where}/{key}".encode()).hexdigest()
+    return obj
 
 
 _CLUSTER_KINDS = {
