@@ -772,6 +772,10 @@ class Platform:
         settings: the platform's own top-level ``settings`` keys; the core refuses any other key
             (besides :data:`gpucluster.sdk.CORE_SETTING_KEYS`) before ``gpucluster_prepare_cluster``
             runs. Nested keys and values are the plugin's to check.
+        gpu_taints: taints (``key=value:Effect`` or ``key:Effect``) the platform's GPU nodes carry
+            when the cluster file declares no GPU pools and no keyed
+            ``scheduling.accelerated.tolerations``; ``gpucluster lint`` checks every per-node
+            agent tolerates them (``lint.placement-gpu``). Default ``()``: nothing known.
     """
 
     service: str
@@ -785,6 +789,7 @@ class Platform:
     provider_id_prefix: str | None = None
     profiles: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     settings: tuple[str, ...] = ()
+    gpu_taints: tuple[str, ...] = ()
 
 
 @dataclass

@@ -338,6 +338,28 @@ def test_agent_without_the_extra_gpu_taint_toleration_is_an_error():
     assert ids(lint_objects(cluster, [daemonset("agent", [{"operator": "Exists"}])])) == []
 
 
+def oke_cluster(system_tolerations=()) -> ClusterSpec:
+    """An OKE cluster entry without pools or accelerated tolerations (the platform's GPU taint applies)."""
+    return ClusterSpec(
+        name="unit",
+        criteria=Criteria(service="oke", accelerator="gb200", os="ubuntu", intent="training"),
+        scheduling=NodeScheduling(system_tolerations=list(system_tolerations)),
+        source="unit.yaml",
+    )
+
+
+def test_agent_on_a_platform_without_pools_must_tolerate_the_platforms_gpu_taint():
+    """No pools and no accelerated tolerations: the GPU taints are the platform's
+    (Platform.gpu_taints, OKE nvidia.com/gpu:NoSchedule), so an agent tolerating only the system
+    taint is refused."""
+    cluster = oke_cluster([Toleration("CriticalAddonsOnly", "Exists", None, "NoSchedule")])
+    findings = lint_objects(cluster, [daemonset("nfd-worker", [CRITICAL])])
+    assert ids(findings) == ["lint.placement-gpu"]
+    assert "nvidia.com/gpu:NoSchedule" in findings[0].message
+    assert ids(lint_objects(cluster, [daemonset("nfd-worker", [GPU_TOL, CRITICAL])])) == []
+    assert lint.placement_of(plan_of(cluster)).gpu_taints == [("nvidia.com/gpu", "", "NoSchedule")]
+
+
 def test_operator_resources_that_become_daemonsets_must_tolerate_gpu_taints():
     ncp = {
         "apiVersion": "mellanox.com/v1alpha1",
@@ -580,6 +602,67 @@ def test_every_builtin_recipe_renders_and_lints_clean(
     missing = {r.name for r in result.releases if r.chart is None}
     assert missing <= set(UNAVAILABLE) and rendered | missing == {n.id for n in plan.nodes}
     assert any(o.get("kind") == "ClusterPolicy" for r in result.releases for _, o in r.objects)
+
+
+def _nfd_daemonsets(stack, tmp_path, platform, leaf, tolerations=None):
+    """The NFD DaemonSets of one built-in case with ``scheduling.system`` (real nfd chart) and the
+    lint findings of its nfd release; ``tolerations`` forces worker/topologyUpdater tolerations."""
+    import dataclasses
+
+    from gpucluster import pipeline
+
+    sources, renderer, crds = stack
+    (spec,) = parse_clusters(
+        {"clusters": [cluster_doc(platform, leaf, "", "system")]},
+        source="lint.yaml",
+        root=tmp_path,
+    )
+    plan = pipeline.build_plan(spec)
+    nodes = [n for n in plan.nodes if n.id == "nfd"]
+    if tolerations is not None:
+        values = dict(nodes[0].values)
+        for part in ("worker", "topologyUpdater"):
+            values[part] = {**values[part], "tolerations": tolerations}
+        nodes = [dataclasses.replace(nodes[0], values=values)]
+    plan = dataclasses.replace(plan, nodes=nodes)
+    result = render_plans([plan], sources, renderer=renderer)
+    daemonsets = {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"].get("tolerations")
+        for r in result.releases
+        for _, o in r.objects
+        if o.get("kind") == "DaemonSet"
+    }
+    findings = [f for f in lint.lint_result(result, extra_crds=crds) if f.severity == "error"]
+    return daemonsets, findings
+
+
+NFD_WORKER = "nfd-node-feature-discovery-worker"
+NFD_TOPOLOGY = "nfd-node-feature-discovery-topology-updater"
+
+
+@pytest.mark.parametrize(
+    "platform,leaf,names",
+    [
+        ("oke", "gb200-oke-ubuntu-training", {NFD_WORKER, NFD_TOPOLOGY}),
+        ("nvke", "gb200-nvke-ubuntu-training", {NFD_WORKER}),
+    ],
+)
+def test_nfd_with_system_tolerations_keeps_the_gpu_toleration_and_lint_refuses_losing_it(
+    stack, tmp_path, platform, leaf, names
+):
+    """The real nfd 0.19.0 chart: with scheduling.system.tolerations and no accelerated block the
+    worker and topology updater DaemonSets tolerate nvidia.com/gpu:NoSchedule and lint is clean;
+    the former values (CriticalAddonsOnly only) are two lint.placement-gpu errors."""
+    daemonsets, findings = _nfd_daemonsets(stack, tmp_path, platform, leaf)
+    assert set(daemonsets) == names
+    for name in names:
+        assert GPU_TOL in daemonsets[name] and CRITICAL in daemonsets[name], name
+    assert not findings, "\n".join(f.render() for f in findings)
+    daemonsets, findings = _nfd_daemonsets(stack, tmp_path, platform, leaf, [CRITICAL])
+    assert all(daemonsets[n] == [CRITICAL] for n in names)
+    assert sorted((f.id, f.key) for f in findings) == [
+        ("lint.placement-gpu", f"DaemonSet/{n}") for n in sorted(names)
+    ]
 
 
 def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_override(

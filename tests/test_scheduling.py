@@ -230,6 +230,28 @@ def test_path_in_system_and_accelerated_gets_accelerated(catalog):
     assert nfd["worker"]["tolerations"] == [GPU_TOL]
 
 
+def test_system_tolerations_keep_the_gpu_toleration_at_a_gpu_agent_path(catalog):
+    """Without accelerated tolerations (no tainted pool, OKE/NVKE), a path both system and
+    accelerated (NFD's worker) keeps the GPU toleration its values hold and gets the system ones
+    added; a system-only path (NFD's master) is replaced."""
+    recipe = make_recipe()
+    components = make_components(recipe)
+    components["nfd"].values["worker"]["tolerations"] = [GPU_TOL]
+    components["nfd"].values["master"] = {"tolerations": [GPU_TOL]}
+    cluster = make_cluster(
+        taints=[],
+        scheduling=parse_scheduling(
+            {"system": {"tolerations": ["CriticalAddonsOnly:NoSchedule"]}},
+            file="c.yaml",
+            cluster="c1",
+        ),
+    )
+    nfd = apply_scheduling(cluster, recipe, components, catalog)["nfd"].values
+    critical = {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}
+    assert nfd["worker"]["tolerations"] == [GPU_TOL, critical]
+    assert nfd["master"]["tolerations"] == [critical]
+
+
 def test_recipe_list_at_toleration_path_appends(catalog):
     recipe = make_recipe(
         ref_overrides={
@@ -341,3 +363,25 @@ def test_nfd_tolerates_the_gpu_taint_like_the_other_gpu_daemonsets(platform, lea
     want = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     nfd = plan.components["nfd"].values
     assert want in nfd["worker"]["tolerations"] and want in nfd["topologyUpdater"]["tolerations"]
+
+
+@pytest.mark.parametrize(
+    "platform,leaf",
+    [("oke", "gb200-oke-ubuntu-training"), ("nvke", "gb200-nvke-ubuntu-training")],
+)
+def test_system_tolerations_keep_nfd_on_tainted_gpu_nodes(platform, leaf, tmp_path):
+    """scheduling.system.tolerations without an accelerated block (an unchanged AICR OKE file,
+    built-in OKE/NVKE criteria): the NFD worker and topology updater keep nvidia.com/gpu:NoSchedule
+    beside CriticalAddonsOnly."""
+    from render_cases import cluster_doc
+
+    from gpucluster import pipeline
+    from gpucluster.inputs.config import parse_clusters
+
+    (spec,) = parse_clusters(
+        {"clusters": [cluster_doc(platform, leaf, "", "system")]}, source="x.yaml", root=tmp_path
+    )
+    nfd = pipeline.build_plan(spec).components["nfd"].values
+    critical = {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}
+    for part in ("worker", "topologyUpdater"):
+        assert nfd[part]["tolerations"] == [GPU_TOL, critical], part

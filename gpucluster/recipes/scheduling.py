@@ -24,8 +24,10 @@ Injection (AICR bundler semantics):
   put an empty list at the path, the path opts out (nothing injected); when the recipe's inline
   overrides or the user's overrides put a non-empty list there, the injected tolerations are
   appended (entries already present are not repeated);
-* a path listed both as system and accelerated receives the accelerated value (it is applied
-  last, as in AICR);
+* a path listed both as system and accelerated is a per-node agent's (a DaemonSet that runs on
+  GPU nodes too, e.g. NFD's ``worker.tolerations``): the system tolerations are appended to the
+  value there, so the GPU-node toleration the catalog or chart default holds is kept; the
+  accelerated tolerations, when there are any, replace it (they are applied last, as in AICR);
 * the workload-gate taint is written as the string ``key=value:Effect``; the node count as an int.
 
 Defaults when an input is not given: the accelerated tolerations are derived from the GPU pools'
@@ -487,7 +489,11 @@ class _Injection:
             self.values = deep_copy(self.comp.values)
         _put(self.values, path, value, cluster=self.cluster, component=self.comp.name)
 
-    def tolerations_at(self, path_list, tolerations: list[Toleration]) -> None:
+    def tolerations_at(
+        self, path_list, tolerations: list[Toleration], keep: frozenset[str] = frozenset()
+    ) -> None:
+        """Write ``tolerations`` at each path of ``path_list`` (:meth:`mode`); at a path in
+        ``keep`` (a GPU-node agent's) they are appended to the value there instead of replacing it."""
         if not tolerations:
             return
         rendered = [t.as_dict() for t in tolerations]
@@ -495,6 +501,8 @@ class _Injection:
             m = self.mode(path)
             if m == "skip":
                 continue
+            if m == "replace" and path in keep:
+                m = "append"
             if m == "append":
                 existing = get_path(self.values, path)
                 merged = list(existing) if isinstance(existing, list) else []
@@ -514,7 +522,11 @@ class _Injection:
         """The values with every input written at the registry's ``paths``; the component's
         own values object when nothing was written."""
         self.selector_at(paths.system_node_selector, inputs.system_node_selector)
-        self.tolerations_at(paths.system_tolerations, inputs.system_tolerations)
+        self.tolerations_at(
+            paths.system_tolerations,
+            inputs.system_tolerations,
+            keep=frozenset(paths.accelerated_tolerations),
+        )
         self.selector_at(paths.accelerated_node_selector, inputs.accelerated_node_selector)
         self.tolerations_at(paths.accelerated_tolerations, inputs.accelerated_tolerations)
         if inputs.workload_gate_taint is not None:

@@ -17,7 +17,9 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
 * ``lint.placement-gpu`` -- every per-node agent (DaemonSet, and the operator resources that
   become DaemonSets: ClusterPolicy, NicClusterPolicy, Skyhook) tolerates every taint of the
   cluster's GPU nodes (GPU pool taints; for clusters without pools, the keyed
-  ``scheduling.accelerated.tolerations``) and does not select labels GPU nodes lack.
+  ``scheduling.accelerated.tolerations``, else the platform's ``Platform.gpu_taints``: OKE and
+  NVKE GPU nodes are tainted ``nvidia.com/gpu:NoSchedule``) and does not select labels GPU nodes
+  lack.
 * ``lint.placement-pinned`` -- no per-node agent is pinned to the system nodes
   (``scheduling.system.nodeSelector``).
 * ``lint.placement-system`` -- with ``scheduling.system`` set, every Deployment, StatefulSet,
@@ -154,8 +156,25 @@ class Placement:
     system_tolerations: list[Toleration] = field(default_factory=list)
 
 
+def platform_gpu_taints(service: str) -> list[tuple[str, str, str]]:
+    """``(key, value, effect)`` of the GPU-node taints the platform serving ``service`` declares
+    (:attr:`gpucluster.model.Platform.gpu_taints`); empty for an unknown service or none declared."""
+    from gpucluster.plugins import platforms
+    from gpucluster.recipes.scheduling import parse_taint
+
+    platform = platforms().get(service)
+    out: list[tuple[str, str, str]] = []
+    for spec in platform.gpu_taints if platform is not None else ():
+        t = parse_taint(spec)
+        if t.effect != "PreferNoSchedule" and (t.key, t.value, t.effect) not in out:
+            out.append((t.key, t.value, t.effect))
+    return out
+
+
 def placement_of(plan: RuntimePlan) -> Placement:
-    """The :class:`Placement` facts of a plan's cluster (GPU pools, else the keyed accelerated tolerations)."""
+    """The :class:`Placement` facts of a plan's cluster: the GPU pools' taints, else the keyed
+    ``scheduling.accelerated.tolerations``, else the platform's GPU-node taints
+    (:func:`platform_gpu_taints`)."""
     from gpucluster.recipes.scheduling import gpu_pool_node_selector
 
     cluster = plan.cluster
@@ -172,6 +191,8 @@ def placement_of(plan: RuntimePlan) -> Placement:
                 entry = (tol.key, tol.value or "", tol.effect)
                 if entry not in taints:
                     taints.append(entry)
+        if not taints:
+            taints = platform_gpu_taints(cluster.criteria.service)
     labels = gpu_pool_node_selector(cluster) or dict(cluster.scheduling.accelerated_node_selector)
     return Placement(
         gpu_taints=taints,

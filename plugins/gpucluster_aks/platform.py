@@ -86,6 +86,7 @@ AKS_PLATFORM = Platform(
     provider_id_prefix="azure://",
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, tuple(sorted(GPU_DRIVER_FOR_PROFILE)))},
     settings=AKS_SETTING_KEYS,
+    gpu_taints=(f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}",),
 )
 """``settings``: the AKS production settings (:mod:`gpucluster_aks.settings`, docs/cluster-file.md
 "AKS settings"); the core refuses other top-level keys, :func:`parse_settings` the nested ones."""

@@ -36,8 +36,10 @@ PLATFORM = Platform(
     min_kubernetes=MIN_KUBERNETES,
     provider_id_prefix=PROVIDER_ID_PREFIX,
     settings=SETTINGS_KEYS,
+    gpu_taints=("nvidia.com/gpu:NoSchedule",),
 )
-"""NVKE: the cluster exists (no ``<name>-cluster`` stack); nodes carry ``providerID: nico://``."""
+"""NVKE: the cluster exists (no ``<name>-cluster`` stack); nodes carry ``providerID: nico://``.
+``gpu_taints``: the GPU-node taint the NVKE NicClusterPolicy tolerates (:mod:`gpucluster_nvke.fabric`)."""
 
 
 @hookimpl

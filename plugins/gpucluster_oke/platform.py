@@ -91,9 +91,13 @@ OKE_PLATFORM = Platform(
     provider_id_prefix=PROVIDER_ID_PREFIX,
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, PROFILE_VALUES)},
     settings=SETTINGS_KEYS,
+    gpu_taints=("nvidia.com/gpu:NoSchedule",),
 )
 """OKE: the cluster exists (no ``<name>-cluster`` stack). ``min_kubernetes`` is the family floor
-of overlay ``oke-ol``; each recipe's own ``K8s.server.version`` is checked by policy."""
+of overlay ``oke-ol``; each recipe's own ``K8s.server.version`` is checked by policy.
+``gpu_taints``: OKE GPU nodes are tainted ``nvidia.com/gpu`` (AICR
+recipes/components/network-operator/manifests/nic-cluster-policy-oke-gb200.yaml: "RDMA DaemonSets
+must land on tainted GPU nodes", tolerating ``nvidia.com/gpu``)."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
