@@ -18,13 +18,3 @@ major release may remove or change what plugins use; a minor one only adds (a ho
 keyword argument with a default); a patch changes nothing plugins see. Whatever is removed in a
 major release was deprecated, with a ``DeprecationWarning`` naming the replacement, for at least
 one minor release before."""
-
-
-def _install_dataclass_code_cache() -> None:
-    from gpucluster import dataclass_code
-
-    dataclass_code.install()
-
-
-_install_dataclass_code_cache()  # before any gpucluster dataclass is defined (gpucluster/dataclass_code.py)
-del _install_dataclass_code_cache

@@ -17,9 +17,6 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
 * ``manifest-render`` and ``yaml-dump``: the shipped templates' renderings and plain documents'
   YAML (:mod:`gpucluster.charts.manifests`), keyed by template text and context or document, manifests.py's
   source, the jinja2/MarkupSafe/PyYAML installs and the gpucluster version;
-* ``dataclass-code``: the code objects of the methods :mod:`dataclasses` generates
-  (:mod:`gpucluster.dataclass_code`, CPython 3.11), keyed by the Python version and bytecode
-  format, one entry mapping each method's source text to its compiled code;
 * ``synth-cluster``: a cluster's synthesized stacks (:mod:`gpucluster_cdk.stacks.reuse`), keyed by
   its plan, the code and the installed CDK distributions and bindings, and used only while the
   modules the building process had loaded are unchanged.

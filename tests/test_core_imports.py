@@ -140,7 +140,6 @@ LEAVES = (
     "gpucluster.schemas",
     "gpucluster.yamlsafe",
     "gpucluster.diskcache",
-    "gpucluster.dataclass_code",
     "gpucluster.policy_keys",
     "gpucluster.fields",
     "gpucluster.outfolder",

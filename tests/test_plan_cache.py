@@ -96,6 +96,41 @@ def _plan_subprocess(cache_dir, cwd) -> tuple[str, str]:
 # --------------------------------------------------------------------------- the cache itself
 
 
+def _documented_kinds() -> set[str]:
+    """The cache kinds gpucluster/diskcache.py's docstring lists (``* ``kind``: ...`` items)."""
+    import re
+
+    return set(re.findall(r"^\* ``([a-z-]+)``", diskcache.__doc__ or "", re.M)) | set(
+        re.findall(r"^\* ``[a-z-]+`` and ``([a-z-]+)``", diskcache.__doc__ or "", re.M)
+    )
+
+
+def test_import_touches_no_cache(tmp_path):
+    """Importing the library (its root, the pipeline, the CLI and the SDK) neither reads nor writes
+    the per-user cache: a fresh empty cache folder is still empty after the process exits. A plan
+    then writes only the kinds gpucluster/diskcache.py documents."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    for code in (
+        "import gpucluster",
+        "import gpucluster.pipeline, gpucluster.cli, gpucluster.sdk",
+    ):
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            env=_env(folder),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert res.returncode == 0, res.stderr
+        assert sorted(folder.iterdir()) == [], code
+    first, _ = _plan_subprocess(folder, tmp_path)
+    assert first.split()[0] == "0"
+    written = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+    assert written and written <= _documented_kinds(), written - _documented_kinds()
+
+
 def test_entries_round_trip_and_a_corrupt_or_foreign_entry_is_a_miss(cache):
     key = diskcache.digest(["a", b"b"])
     assert diskcache.get("k", key) is None
