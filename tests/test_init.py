@@ -17,16 +17,19 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
 import gpucluster
 from gpucluster import cli
 from gpucluster import init as init_mod
-from gpucluster.inputs.config import load_config
+from gpucluster.inputs.config import CLUSTER_NAME, CLUSTER_NAME_MAX, load_config
 from gpucluster.pipeline import build_plans
 from gpucluster.plugins import platforms
 
@@ -308,3 +311,67 @@ def test_the_readme_commands_parse(service, tmp_path):
         else [f"{service}-training-runtime"]
     )
     assert all(f"`{s}`" in text or f"stacks/{s} " in text for s in stacks)
+
+
+VALID_NAME_LENGTHS = st.integers(min_value=1, max_value=CLUSTER_NAME_MAX)
+LETTERS, DIGITS = "abcdefghijklmnopqrstuvwxyz", "0123456789"
+
+
+@st.composite
+def valid_names(draw) -> str:
+    """A name the cluster-name rule accepts, of every allowed length (1..40): a letter, then
+    letters/digits/'-', ending in a letter or digit."""
+    length = draw(VALID_NAME_LENGTHS)
+    first = draw(st.sampled_from(LETTERS))
+    if length == 1:
+        return first
+    middle = draw(
+        st.text(alphabet=LETTERS + DIGITS + "-", min_size=length - 2, max_size=length - 2)
+    )
+    return first + middle + draw(st.sampled_from(LETTERS + DIGITS))
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(name=valid_names(), service=st.sampled_from(sorted(init_mod.SERVICES)))
+def test_every_valid_name_gives_a_project_that_plans_with_that_name(name, service):
+    assert CLUSTER_NAME.fullmatch(name) and len(name) <= CLUSTER_NAME_MAX
+    with tempfile.TemporaryDirectory() as folder:
+        project = Path(folder) / "proj"
+        code, _, err = run_init(str(project), "--service", service, "--name", name)
+        assert (code, err) == (0, "")
+        out, err_io = io.StringIO(), io.StringIO()
+        code = cli.main(
+            ["plan", "--config", str(project / "gpucluster.yaml"), "--format", "json"],
+            stdout=out,
+            stderr=err_io,
+        )
+        assert code == 0, err_io.getvalue()
+        assert [entry["cluster"] for entry in json.loads(out.getvalue())] == [name]
+
+
+@pytest.mark.parametrize("length", [31, 39, 40])
+def test_names_of_31_to_40_characters_plan(length, tmp_path):
+    name = "a" * length
+    code, _, err = run_init(str(tmp_path / "proj"), "--name", name)
+    assert (code, err) == (0, "")
+    [entry] = yaml.safe_load((tmp_path / "proj" / "gpucluster.yaml").read_text())["clusters"]
+    assert entry["name"] == name
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(
+    name=st.one_of(
+        st.text(min_size=1, max_size=60).filter(
+            lambda n: not (CLUSTER_NAME.fullmatch(n) and len(n) <= CLUSTER_NAME_MAX)
+        ),
+        valid_names().map(lambda n: n + "a" * (CLUSTER_NAME_MAX + 1 - len(n))),
+    )
+)
+def test_an_invalid_name_is_one_line_exit_2_and_nothing_written(name):
+    assume("\x00" not in name and not name.startswith("-"))
+    with tempfile.TemporaryDirectory() as folder:
+        project = Path(folder) / "proj"
+        code, out, err = run_init(str(project), "--name", name)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+        assert err.startswith("error[input] key=--name: ")
+        assert not project.exists()
