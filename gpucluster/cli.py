@@ -1001,8 +1001,10 @@ def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
     )
     written = init_mod.init_project(args.dir, options)
     root = Path(args.dir)
-    out.write(f"created {root.resolve()}: {', '.join(str(p.relative_to(root)) for p in written)}\n")
-    where = "" if root.resolve() == Path.cwd().resolve() else f"cd {args.dir} && "
+    out.write(
+        f"created {escaped(root.resolve())}: {', '.join(str(p.relative_to(root)) for p in written)}\n"
+    )
+    where = "" if root.resolve() == Path.cwd().resolve() else f"cd {escaped(args.dir)} && "
     out.write(f"next: {where}gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
 
 

@@ -266,21 +266,39 @@ def init_project(folder: str | os.PathLike, options: InitOptions) -> list[Path]:
 
     Raises:
         GpuclusterError: a bad choice (:func:`check_options`); ``folder`` is not a folder
-            (``error[init.folder]``); a target file exists (``error[init.exists]``, every one
+            or cannot be resolved (a symbolic-link loop, a name too long), or a folder inside it
+            a file would be written through is a symbolic link (``error[init.folder]``, nothing
+            written); a target file exists (``error[init.exists]``, every one
             named, nothing written); a write failed (``error[output]``, what this run wrote removed).
     """
     check_options(options)
     root = Path(folder)
-    if root.exists() and not root.is_dir():
+    try:
+        if root.exists() and not root.is_dir():
+            raise GpuclusterError(
+                f"'{root}' is not a folder",
+                file=str(root),
+                id="init.folder",
+                key="DIR",
+                fix="name a new or existing folder for the project",
+            )
+        absolute = root.resolve(strict=False)
+    except (OSError, RuntimeError) as err:  # a symbolic-link loop, a name too long (ENAMETOOLONG)
         raise GpuclusterError(
-            f"'{root}' is not a folder",
+            f"cannot use '{root}' as the project folder: "
+            + (
+                err.strerror
+                if isinstance(err, OSError) and err.strerror
+                else "a symbolic-link loop"
+            ),
             file=str(root),
             id="init.folder",
             key="DIR",
-            fix="name a new or existing folder for the project",
-        )
-    absolute = root.resolve()
+            fix="name a new or existing folder whose path resolves (no symbolic-link loop, "
+            "each name at most 255 bytes)",
+        ) from None
     files = render_project(options, absolute.name or "gpucluster project")
+    _refuse_links_out(root, files)
     existing = [rel for rel in files if os.path.lexists(root / rel)]
     if existing:
         raise GpuclusterError(
@@ -297,6 +315,29 @@ def init_project(folder: str | os.PathLike, options: InitOptions) -> list[Path]:
     return _write_all(root, files)
 
 
+def _refuse_links_out(root: Path, files: Mapping[str, str]) -> None:
+    """Refuse a folder inside the project that a target would be written through when it is a
+    symbolic link (``.github -> /elsewhere``): writing through it would put the file outside the
+    project. The project folder itself may be a link (the user named it).
+
+    Raises:
+        GpuclusterError: ``error[init.folder]`` naming the link, nothing written.
+    """
+    for rel in files:
+        parent = Path(rel).parent
+        for depth in range(1, len(parent.parts) + 1):
+            folder = root.joinpath(*parent.parts[:depth])
+            if folder.is_symlink():
+                raise GpuclusterError(
+                    f"'{folder}' is a symbolic link; gpucluster init writes no file through a "
+                    f"link (it would write {rel} outside the project), so it wrote nothing",
+                    file=str(folder),
+                    id="init.folder",
+                    key="DIR",
+                    fix=f"replace the link {folder} with a folder, or run gpucluster init in a new folder",
+                )
+
+
 def _write_all(root: Path, files: Mapping[str, str]) -> list[Path]:
     """Write every file with exclusive creation (a file that appeared meanwhile is never
     replaced); on any failure remove what was written and the folders made, then raise."""
@@ -305,13 +346,15 @@ def _write_all(root: Path, files: Mapping[str, str]) -> list[Path]:
     try:
         for rel, text in files.items():
             target = root / rel
+            _refuse_links_out(root, {rel: text})  # a link made since the first check
             missing = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
             target.parent.mkdir(parents=True, exist_ok=True)
             made.extend(reversed(missing))
-            with open(target, "x", encoding="utf-8") as handle:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            with open(fd, "w", encoding="utf-8") as handle:
                 written.append(target)
                 handle.write(text)
-    except OSError as err:
+    except (OSError, GpuclusterError) as err:
         for path in reversed(written):
             path.unlink(missing_ok=True)
         for path in reversed(made):
@@ -319,6 +362,8 @@ def _write_all(root: Path, files: Mapping[str, str]) -> list[Path]:
                 path.rmdir()
             except OSError:
                 pass
+        if isinstance(err, GpuclusterError):
+            raise
         what = (
             "already exists"
             if isinstance(err, FileExistsError)

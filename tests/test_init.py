@@ -375,3 +375,42 @@ def test_an_invalid_name_is_one_line_exit_2_and_nothing_written(name):
         assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
         assert err.startswith("error[input] key=--name: ")
         assert not project.exists()
+
+
+@pytest.mark.parametrize("link", [".github", ".github/workflows"])
+def test_a_linked_folder_inside_the_project_is_refused_and_nothing_is_written(link, tmp_path):
+    project, outside = tmp_path / "proj", tmp_path / "outside"
+    outside.mkdir()
+    (project / link).parent.mkdir(parents=True, exist_ok=True)
+    (project / link).symlink_to(outside, target_is_directory=True)
+    before = listing(tmp_path)
+    code, out, err = run_init(str(project), "--ci", "github")
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error[init.folder] file={project / link} ") and "symbolic link" in err
+    assert listing(tmp_path) == before and not list(outside.iterdir())
+
+
+def test_a_symlink_loop_is_one_folder_line(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for folder in (tmp_path / "loop", tmp_path / "loop" / "x"):
+        code, out, err = run_init(str(folder))
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+        assert err.startswith(f"error[init.folder] file={folder} key=DIR: ") and "loop" in err
+
+
+def test_a_folder_name_of_256_bytes_is_one_folder_line(tmp_path):
+    folder = tmp_path / ("a" * 256)
+    code, out, err = run_init(str(folder))
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith("error[init.folder] file=") and "File name too long" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_control_characters_in_the_folder_name_are_escaped_when_printed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = "x\x1b[31mred\u202e"
+    code, out, err = run_init(name)
+    assert (code, err) == (0, "") and (tmp_path / name / "gpucluster.yaml").is_file()
+    assert "\x1b" not in out and "\u202e" not in out and len(out.splitlines()) == 2
+    assert f"created {tmp_path}/x\\x1b[31mred\\u202e: " in out
+    assert "next: cd x\\x1b[31mred\\u202e && gpucluster plan" in out
