@@ -69,6 +69,53 @@ def test_drop_only_the_value_the_version_behaves_as_and_refuse_any_other():
     assert sorted(p for p, _ in refusals) == ["kataSandboxDevicePlugin.enabled", "x.y"]
 
 
+def test_defaults_fill_only_a_path_the_values_leave_unset():
+    """The DRA driver chart 25.12.0 defaults kubeletPlugin.tolerations to [] where 0.5.0 tolerates
+    nvidia.com/gpu: a 25.12.0 pin gets 0.5.0's default unless the values set the path."""
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    cv = ChartVersionValues(
+        versions=">=25.12.0 <25.13.0",
+        checked=("25.12.0",),
+        defaults=(("kubeletPlugin.tolerations", gpu),),
+    )
+    values, changes, refusals = chart_versions.values_for_version(
+        cv, {"kubeletPlugin": {"priorityClassName": ""}}
+    )
+    assert values == {"kubeletPlugin": {"priorityClassName": "", "tolerations": gpu}}
+    assert not refusals and changes == [
+        "kubeletPlugin.tolerations: [{effect: NoSchedule, key: nvidia.com/gpu, operator: Exists}]"
+        " written (the pinned chart's default, which that version's chart lacks)"
+    ]
+    values["kubeletPlugin"]["tolerations"].clear()  # a copy: the registry's default is not shared
+    assert cv.defaults[0][1] == gpu
+    mine = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    for kept in ([], mine):
+        values, changes, _ = chart_versions.values_for_version(
+            cv, {"kubeletPlugin": {"tolerations": kept}}
+        )
+        assert values == {"kubeletPlugin": {"tolerations": kept}} and changes == []
+
+
+def test_dra_driver_25_12_pin_on_oke_gets_the_gpu_toleration_and_a_finding(tmp_path):
+    """OKE declares no pools, so nothing writes the kubelet plugin's tolerations: the 25.12.0
+    chart's [] would keep it off nvidia.com/gpu-tainted GPU nodes."""
+    doc = cluster_doc("oke", "gb200-oke-ubuntu-training", "", "plain")
+    plan = pipeline.build_plan(
+        _recipe_case(tmp_path, doc, {"nvidia-dra-driver-gpu": ("nvidia-dra-driver-gpu", "25.12.0")})
+    )
+    dra = plan.components["nvidia-dra-driver-gpu"]
+    assert dra.ref.version == "25.12.0"
+    assert dra.values["kubeletPlugin"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    (finding,) = [
+        f
+        for f in plan.findings
+        if f.id == "VALUES-FOR-VERSION" and f.component == "nvidia-dra-driver-gpu"
+    ]
+    assert "kubeletPlugin.tolerations" in finding.message
+
+
 def test_every_registry_pin_is_covered_and_checked_versions_are_named():
     catalog = load_catalog()
     for entry in catalog.components.values():

@@ -185,14 +185,18 @@ class ChartVersionValues:
     * ``drop``: ``(path, value)``: a value that version behaves as anyway (its chart has no such
       key, e.g. gpu-operator v25 has no ``kataSandboxDevicePlugin``); dropped when the values hold
       exactly that value, refused (the version cannot do what it asks) otherwise;
-    * ``unsupported``: paths that version does not have: values that set one are refused.
+    * ``unsupported``: paths that version does not have: values that set one are refused;
+    * ``defaults``: ``(path, value)``: a default the pinned chart has that this version's chart
+      lacks; written when the values leave the path unset (the DRA driver chart 25.12.0 has
+      ``kubeletPlugin.tolerations: []`` where 0.4.1 and 0.5.0 tolerate ``nvidia.com/gpu``), so the
+      values behave as they do with the pinned chart.
 
     Attributes:
         versions: the range (:func:`gpucluster.versions.version_in_range` syntax, ``>= 0.13.0 < 0.16.0``).
         charts: chart names it applies to (default: the registry's ``helm.chart``).
         checked: the chart versions these values were rendered against with real Helm (the test
             renders each one found in the reference charts).
-        rename / drop / unsupported: see above.
+        rename / drop / unsupported / defaults: see above.
         note: what differs in that range and where the chart says so (chart file + version).
     """
 
@@ -202,6 +206,7 @@ class ChartVersionValues:
     rename: tuple[tuple[str, str], ...] = ()
     drop: tuple[tuple[str, Any], ...] = ()
     unsupported: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, Any], ...] = ()
     note: str = ""
 
 
@@ -481,6 +486,7 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
                 rename=tuple((str(a), str(b)) for a, b in (v.get("rename") or {}).items()),
                 drop=tuple((str(d["path"]), d["value"]) for d in v.get("drop", [])),
                 unsupported=tuple(v.get("unsupported", [])),
+                defaults=tuple((str(d["path"]), d["value"]) for d in v.get("defaults", [])),
                 note=v.get("note", ""),
             )
             for v in raw.get("chartVersions", [])
@@ -685,6 +691,18 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                     },
                                 },
                                 "unsupported": _PATHS,
+                                "defaults": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["path", "value"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "path": {"type": "string", "minLength": 1},
+                                            "value": {},
+                                        },
+                                    },
+                                },
                                 "note": {"type": "string"},
                             },
                         },

@@ -6,7 +6,7 @@ The facts are catalog data (docs/recipes.md, "Values per chart version"):
 * the registry's ``chartVersions`` of a component (:class:`gpucluster.recipes.catalog.ChartVersionValues`):
   the version ranges its values were rendered against with real Helm (``checked``), and how the
   values written for the registry's pin are rewritten for each other range (``rename``, ``drop``,
-  ``unsupported``);
+  ``unsupported``, ``defaults``);
 * an overlay componentRef's ``chartVersions`` (a range): the recipe's own values for the component
   (a platform's values file, its manifests) are written for versions in that range only
   (``ComponentRef.chart_versions``).
@@ -26,6 +26,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe
@@ -111,6 +113,13 @@ def _scalar(value: Any) -> str:
     return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
+def _compact(value: Any) -> str:
+    """``value`` as one line of flow YAML (keys sorted): ``[{effect: NoSchedule, key: nvidia.com/gpu}]``."""
+    if isinstance(value, (list, dict)):
+        return yaml.safe_dump(value, default_flow_style=True, sort_keys=True, width=1 << 30).strip()
+    return _scalar(value)
+
+
 def _pop(values: dict[str, Any], path: str) -> Any:
     """Remove the value at ``path`` (and parents it leaves empty); :data:`_MISSING` when absent."""
     parts = split_path(path)
@@ -139,6 +148,8 @@ def values_for_version(
         (``admission.gpuFractionRuntimeClassName -> admission.gpuPodRuntimeClassName``); and
         ``(path, why)`` per value the version cannot take (a ``drop`` path holding another value,
         an ``unsupported`` path that is set, a ``rename`` whose target is set to another value).
+        A ``defaults`` path the values leave unset gets the pinned chart's default (one change
+        phrase each); a set one is left as it is.
     """
     out = copy.deepcopy(dict(values))
     changes: list[str] = []
@@ -177,6 +188,12 @@ def values_for_version(
     for path in cv.unsupported:
         if get_path(out, path, _MISSING) is not _MISSING:
             refusals.append((path, f"{path} is set, but that version has no such key"))
+    for path, value in cv.defaults:
+        if get_path(out, path, _MISSING) is _MISSING:
+            set_path(out, path, copy.deepcopy(value))
+            changes.append(
+                f"{path}: {_compact(value)} written (the pinned chart's default, which that version's chart lacks)"
+            )
     return out, changes, refusals
 
 
