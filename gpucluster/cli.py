@@ -304,8 +304,18 @@ def _validate_arguments(c: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a snapshot file (gpucluster snapshot, or kubectl get -o json) instead of --kubeconfig",
     )
-    c.add_argument("--format", choices=("text", "json"), default="text")
+    c.add_argument(
+        "--format",
+        choices=("text", "json", "ctrf"),
+        default="text",
+        help="text (a table), json (the evidence) or ctrf (a Common Test Report Format report)",
+    )
     c.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML")
+    c.add_argument(
+        "--attestation",
+        metavar="FILE",
+        help="also write an unsigned in-toto Statement of the result (sign it with cosign)",
+    )
     c.add_argument(
         "--wait",
         metavar="DURATION",

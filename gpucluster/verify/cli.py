@@ -30,8 +30,12 @@ def plan_for(config: str | None, clusters: list[str]):
     return select_plan(build_plans(loaded), clusters)
 
 
-def _write_atomic(path: str, text: str, *, key: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder (never half-written)."""
+def _check_target(path: str, *, key: str) -> Path:
+    """``path`` as a file to write: not an existing non-file, in an existing folder.
+
+    Raises:
+        GpuclusterError: either is not so (``error[validate.input]`` naming ``key``).
+    """
     target = Path(path)
     if target.exists() and not target.is_file():
         raise GpuclusterError(
@@ -48,6 +52,17 @@ def _write_atomic(path: str, text: str, *, key: str) -> None:
             fix="create the folder first",
             id="validate.input",
         )
+    return target
+
+
+def _write_atomic(path: str, text: str, *, key: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (never half-written).
+
+    Raises:
+        GpuclusterError: see :func:`_check_target`.
+    """
+    target = _check_target(path, key=key)
+    folder = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -91,8 +106,9 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             id="validate.input",
         )
     wait = validate_mod.parse_duration(args.wait) if args.wait else None
-    if args.junit:
-        Path(args.junit).parent.resolve()  # refuse bad paths before the cluster is read
+    for key, path in (("--junit", args.junit), ("--attestation", args.attestation)):
+        if path:
+            _check_target(path, key=key)  # refuse bad paths before the cluster is read
     plan = plan_for(args.config, args.cluster)
     if args.snapshot is not None:
         report = validate_mod.validate(plan, load_snapshot_file(args.snapshot))
@@ -109,9 +125,15 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     if args.junit:
         _write_atomic(args.junit, validate_mod.render_junit(report), key="--junit")
-    out.write(
-        validate_mod.render_json(report)
-        if args.format == "json"
-        else validate_mod.render_text(report)
-    )
+    if args.attestation:
+        _write_atomic(
+            args.attestation,
+            validate_mod.attestation(report, snapshot_file=args.snapshot),
+            key="--attestation",
+        )
+    render = {
+        "json": validate_mod.render_json,
+        "ctrf": validate_mod.render_ctrf,
+    }.get(args.format, validate_mod.render_text)
+    out.write(render(report))
     return report.exit_code

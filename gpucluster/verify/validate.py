@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 import time as _time
 from collections.abc import Callable, Sequence
@@ -45,6 +46,9 @@ __all__ = [
     "render_text",
     "render_json",
     "render_junit",
+    "render_ctrf",
+    "attestation",
+    "PREDICATE_TYPE",
     "parse_duration",
     "report_schema",
     "EXIT_PASSED",
@@ -115,7 +119,27 @@ class Report:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    """The time of a validation, RFC 3339 UTC to the second: ``SOURCE_DATE_EPOCH`` (seconds since
+    the Unix epoch, the reproducible-builds.org convention) when set, so the same snapshot gives
+    byte-identical evidence; else the clock.
+
+    Raises:
+        GpuclusterError: ``SOURCE_DATE_EPOCH`` is not a non-negative integer.
+    """
+    fixed = os.environ.get("SOURCE_DATE_EPOCH")
+    if fixed is None:
+        when = _dt.datetime.now(_dt.UTC)
+    else:
+        if not re.fullmatch(r"[0-9]{1,12}", fixed.strip()):
+            raise GpuclusterError(
+                f"SOURCE_DATE_EPOCH is '{fixed[:40]}', not a number of seconds",
+                key="SOURCE_DATE_EPOCH",
+                allowed="a non-negative integer (seconds since 1970-01-01T00:00:00Z)",
+                fix="set it to e.g. $(git log -1 --format=%ct), or unset it",
+                id="validate.input",
+            )
+        when = _dt.datetime.fromtimestamp(int(fixed), _dt.UTC)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def validate(plan: RuntimePlan, snap: Snapshot, *, now: str | None = None) -> Report:
@@ -343,6 +367,97 @@ def render_junit(report: Report) -> str:
     ET.indent(suites)
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    )
+
+
+# --------------------------------------------------------------------------- CTRF, in-toto
+
+CTRF_PHASE = "deployment"
+"""The CTRF ``suite`` of every validate check: AICR's phase for checks that the deployed
+components are installed, healthy and configured as the recipe says (its validators catalog,
+``recipes/validators/catalog.yaml``, phase ``deployment``)."""
+
+PREDICATE_TYPE = "urn:gpucluster:ValidationReport:v1"
+"""``predicateType`` of a validate attestation: the predicate is the ``--format json`` document
+(``kind`` ``gpucluster.ValidationReport``, schema ``schemas/validate-report.schema.json``)."""
+
+
+def render_ctrf(report: Report) -> str:
+    """The CTRF report (:func:`gpucluster.verify.evidence.ctrf_document`): one test per check
+    (name: the check id; ``extra``: check, component, object, field), suite :data:`CTRF_PHASE`;
+    ``environment`` the cluster; ``extra`` the plan fingerprint and the snapshot's digest."""
+    from gpucluster.inputs.fleet import rollout_digest
+    from gpucluster.verify import evidence
+
+    tests = [
+        evidence.CtrfTest(
+            name=check.id,
+            verdict=result.verdict,
+            phase=CTRF_PHASE,
+            message=one_line(result.reason),
+            extra={
+                "check": check.name,
+                "component": check.component,
+                "object": one_line(result.object, FIELD_LIMIT),
+                "field": one_line(result.field, FIELD_LIMIT),
+            },
+        )
+        for check, result in report.results
+    ]
+    doc = evidence.ctrf_document(
+        tests,
+        tool_version=_version(),
+        time=report.time,
+        environment={
+            "appName": "gpucluster",
+            "appVersion": _version(),
+            "testEnvironment": report.plan.cluster.name,
+        },
+        extra={
+            "gpucluster": {
+                "planFingerprint": rollout_digest(report.plan),
+                "snapshotSha256": report.snapshot.digest,
+                "snapshotSource": report.snapshot.source,
+            }
+        },
+    )
+    return evidence.render(doc)
+
+
+def attestation(report: Report, *, snapshot_file: str | None = None) -> str:
+    """An unsigned in-toto Statement v1 (:func:`gpucluster.verify.evidence.statement`) whose
+    predicate is :func:`report_document` (type :data:`PREDICATE_TYPE`).
+
+    Subjects, in this order: the snapshot -- ``snapshot_file`` by its name and the sha256 of its
+    bytes, or for a live reading ``snapshot:<source>`` with the digest of what was read
+    (:attr:`Snapshot.digest`); the cluster file by its name and bytes (unless the plan came from the
+    embedded default); the plan, ``plan:<cluster>`` with its fingerprint
+    (:func:`gpucluster.inputs.fleet.rollout_digest`, covering every release and its values).
+
+    Raises:
+        GpuclusterError: a subject file cannot be read (``error[validate.input]``).
+    """
+    from pathlib import Path
+
+    from gpucluster.inputs.fleet import rollout_digest
+    from gpucluster.verify import evidence
+
+    snap = report.snapshot
+    subjects = [
+        evidence.file_subject(snapshot_file, key="--snapshot")
+        if snapshot_file is not None
+        else evidence.Subject(f"snapshot:{snap.source}", snap.digest)
+    ]
+    source = report.plan.cluster.source
+    if source and Path(source).is_file():
+        subjects.append(evidence.file_subject(source, key="--config"))
+    subjects.append(
+        evidence.Subject(f"plan:{report.plan.cluster.name}", rollout_digest(report.plan))
+    )
+    return evidence.render(
+        evidence.statement(
+            subjects, predicate_type=PREDICATE_TYPE, predicate=report_document(report)
+        )
     )
 
 
