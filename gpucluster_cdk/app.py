@@ -177,22 +177,16 @@ def main(
         cache, workers: as :func:`gpucluster_cdk.stacks.synth` (None: its defaults).
     """
     received = [] if received is None else received
-    from gpucluster_cdk import kernel_start
-
     try:
         with _stop_signals_raise(received):
-            try:
-                kernel_start.prestart()  # the jsii kernel starts while the plans are made
-                return _run(
-                    config=config,
-                    outdir=outdir,
-                    progress=progress,
-                    written=written,
-                    cache=cache,
-                    workers=workers,
-                )
-            finally:  # not taken: no stack was built here (inside the signal handling, and
-                kernel_start.discard()  # it holds the stop signals: a signal is this run's, 128 + n)
+            return _run(
+                config=config,
+                outdir=outdir,
+                progress=progress,
+                written=written,
+                cache=cache,
+                workers=workers,
+            )
     except _Stopped as stopped:
         return _interrupted(stopped.signum)
     except Exception as err:

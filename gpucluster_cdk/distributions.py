@@ -1,6 +1,6 @@
 """The CDK for Terraform distributions gpucluster runs on and the provider bindings pinned for
-each (no jsii or cdktf import: the kernel's start, :mod:`gpucluster_cdk.kernel_start`, needs the
-chosen one's binding packages before anything is imported). :mod:`gpucluster_cdk.constructs_lib.cdk`
+each (no jsii or cdktf import: the checks of the kernel's environment need the chosen one's
+binding packages before anything is imported). :mod:`gpucluster_cdk.constructs_lib.cdk`
 binds to :func:`chosen` when it is first imported.
 """
 

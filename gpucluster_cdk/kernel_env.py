@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 
 
 def gpucluster_error(*args: object, **kwargs: object) -> Exception:
-    """A :class:`gpucluster.errors.GpuclusterError` (imported only when one is raised: the kernel's
-    early start, :mod:`gpucluster_cdk.kernel_start`, runs these checks before gpucluster is imported)."""
+    """A :class:`gpucluster.errors.GpuclusterError` (imported only when one is raised)."""
     from gpucluster.errors import GpuclusterError
 
     return GpuclusterError(*args, **kwargs)  # type: ignore[arg-type]
@@ -28,15 +27,6 @@ KERNEL_DEFAULTS: Mapping[str, str] = {
 """Set with ``setdefault`` before the kernel starts (:mod:`gpucluster_cdk.constructs_lib.cdk` at
 import): jsii prints no end-of-life banner for Node 20, cdktf sends no telemetry
 (``CHECKPOINT_DISABLE``)."""
-
-
-def with_kernel_defaults(environ: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``environ`` with the :data:`KERNEL_DEFAULTS` it lacks: what the framework's import
-    makes of the environment before it checks it and starts the kernel."""
-    env = dict(environ)
-    for name, value in KERNEL_DEFAULTS.items():
-        env.setdefault(name, value)
-    return env
 
 
 LAZY_JS_PRELOAD = os.path.join(
@@ -56,8 +46,7 @@ def lazy_js_settings(
     Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
     185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);
     the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
-    compiles only the modules whose types it is asked for, and defers cdktf's zip library to the
-    first archive asset. The classes, their runtime type information and so the synthesized JSON
+    compiles only the modules whose types it is asked for. The classes, their runtime type information and so the synthesized JSON
     are the same (the determinism tests compare the output). The preload also runs cdktf's
     synth-time ``terraform version`` check once per process instead of once per
     ``terraform_data`` resource and cloud backend (``GPUCLUSTER_ONCE_COMMAND``: cdktf's rule for
@@ -76,8 +65,8 @@ def lazy_js_settings(
 
 _ACCEPTED: list[dict[str, str]] = []
 """Environments whose ``NODE_OPTIONS`` Node.js accepted in this process (:func:`check_node_options`
-runs Node.js once per environment: the kernel's early start and the framework's import ask about
-the same one)."""
+runs Node.js once per environment: the framework's import and a synth whose stacks are all
+reused ask about the same one)."""
 
 
 def check_node_options(environ: Mapping[str, str] | None = None) -> None:

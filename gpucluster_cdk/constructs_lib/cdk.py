@@ -241,48 +241,6 @@ def mutable_kernel_output() -> None:
     jsii_process.stderr_sink = stderr_sink
 
 
-def adopt_prestarted_kernel() -> None:
-    """Let jsii's kernel start take the process :func:`gpucluster_cdk.kernel_start.prestart`
-    started (called at import, before the kernel starts). Idempotent.
-
-    jsii (1.x ``_NodeProcess.start``) writes its runtime files, starts ``node`` with
-    ``subprocess.Popen``, starts its stderr reader, registers its exit hook and reads the hello
-    line. While it runs, its module's ``subprocess`` is a copy whose ``Popen`` returns the
-    prestarted process when jsii asks for exactly the command and environment it was started with
-    (:func:`gpucluster_cdk.kernel_start.take`; its runtime folder is removed when the kernel
-    stops); any other call is the real ``Popen``. The rest of jsii's start runs unchanged.
-    """
-    import shutil
-
-    from jsii._kernel.providers import process as jsii_process
-
-    from gpucluster_cdk import kernel_start
-
-    node_process = getattr(jsii_process, "_NodeProcess", None)
-    original = getattr(node_process, "start", None)
-    if original is None or getattr(original, "_gpucluster_adopts", False):
-        return
-    real = jsii_process.subprocess
-
-    def start(self) -> None:
-        def popen(args, **kwargs):
-            taken = kernel_start.take(args, kwargs)
-            if taken is None:
-                return real.Popen(args, **kwargs)
-            proc, folder = taken
-            self._ctx_stack.callback(shutil.rmtree, folder, True)
-            return proc
-
-        jsii_process.subprocess = SimpleNamespace(**{**vars(real), "Popen": popen})
-        try:
-            original(self)
-        finally:
-            jsii_process.subprocess = real
-
-    start._gpucluster_adopts = True  # type: ignore[attr-defined]
-    node_process.start = start
-
-
 from gpucluster_cdk.kernel_env import (  # noqa: E402,F401 (used below)  # noqa: E402,F401
     LAZY_JS_PRELOAD,
     check_cdk_environment,
@@ -316,7 +274,6 @@ check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: o
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
 mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
-adopt_prestarted_kernel()  # the kernel gpucluster_cdk.kernel_start.prestart started, if jsii asks for it
 _watch_stop_signals()
 with _lazy_js_bindings(
     DIST.binding_js_packages

@@ -24,36 +24,12 @@ function lazy(source) {
     ` { configurable: true, enumerable: true, writable: true, value: value }); return value; } });`);
 }
 
-// cdktf 0.21's lib/private/fs.js requires the zip library `archiver` when it loads (with its ~60
-// modules, ~0.1 s of every kernel's start under `node --cpu-prof`), but calls it only in
-// `runArchive`, which runs when that file is the main module of a child process (cdktf's
-// archiveSync runs `node fs.js <src> <dest>` for an AssetType.ARCHIVE asset; that child inherits
-// NODE_OPTIONS, so it has this preload too). That one line becomes a function requiring `archiver`
-// at its first call; a file without the exact line is compiled unchanged.
-const DEFERRED = [
-  {
-    suffix: path.join("node_modules", "cdktf", "lib", "private", "fs.js"),
-    line: 'const archiver = require("archiver");',
-    replacement: 'const archiver = function () { return require("archiver").apply(this, arguments); };',
-  },
-];
-
-function deferred(content, filename) {
-  for (const { suffix, line, replacement } of DEFERRED) {
-    if (filename.endsWith(path.sep + suffix) && content.includes(line)) {
-      content = content.replace(line, replacement);
-    }
-  }
-  return content;
-}
-
 const compile = Module.prototype._compile;
 Module.prototype._compile = function (content, filename) {
   if (typeof filename === "string") {
     if (suffixes.some((suffix) => filename.endsWith(path.sep + suffix))) {
       content = lazy(content);
     }
-    content = deferred(content, filename);
   }
   return compile.call(this, content, filename);
 };

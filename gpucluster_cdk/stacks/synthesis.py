@@ -307,10 +307,6 @@ def _run_in_workers(
 
     if not workers_mod.can_fork():
         return None
-    if fleet is None:  # nothing is built in this process: a kernel started for it is not needed
-        from gpucluster_cdk import kernel_start
-
-        kernel_start.discard()
     results = workers_mod.run(
         plans,
         _chunks(todo, n_workers),

@@ -74,9 +74,6 @@ def _become_child(parent: int, blocked: Any) -> None:
     at their default action and unblocked (``blocked``: the mask before the fork), SIGTERM when the
     parent dies, standard output and error to ``/dev/null`` (the parent reports)."""
     atexit._clear()  # the parent's exit hooks are not this process's
-    from gpucluster_cdk import kernel_start
-
-    kernel_start.forget()  # a kernel the parent prestarted is the parent's
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
