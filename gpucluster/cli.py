@@ -171,6 +171,17 @@ def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
         help="cluster file or RecipeResult (or REV / REV:path)",
     )
     upg.add_argument("--format", choices=("text", "json"), default="text")
+    upg.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="judge the change on this snapshot of the running cluster (gpucluster snapshot, kubectl get -o json): "
+        "per GPU pool, node and component; exit 0 safe, 1 manual or unknown",
+    )
+    upg.add_argument(
+        "--kubeconfig",
+        help="judge the change on the live cluster (read-only, as validate reads it; every pod and ResourceClaim)",
+    )
+    upg.add_argument("--context", help="kubeconfig context (default: the current one)")
 
 
 def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
@@ -396,7 +407,8 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     ),
     "upgrade-check": (
         "what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
-        "(exit 0 safe, 3 manual, 4 unknown; docs/upgrading.md)",
+        "(exit 0 safe, 3 manual, 4 unknown; with --snapshot/--kubeconfig per node on the running cluster: "
+        "0 safe, 1 manual or unknown; docs/upgrading.md)",
         _upgrade_check_arguments,
     ),
     "render": (
@@ -944,9 +956,15 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
-    """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4)."""
+    """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4).
+    With ``--snapshot`` / ``--kubeconfig``: the :mod:`gpucluster.verify.upgrade_live` report on
+    the cluster's state (exit 0 safe, 1 manual or unknown)."""
     from gpucluster.verify import upgrade_check
 
+    if args.snapshot is not None or args.kubeconfig is not None or args.context is not None:
+        from gpucluster.verify import cli as verify_cli
+
+        return verify_cli.upgrade_check_live_command(args, out)
     report = upgrade_check.run(args.old, args.new)
     out.write(
         upgrade_check.render_json(report)

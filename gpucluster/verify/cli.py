@@ -14,7 +14,7 @@ from typing import TextIO
 
 from gpucluster.errors import GpuclusterError
 
-__all__ = ["snapshot_command", "validate_command", "plan_for"]
+__all__ = ["snapshot_command", "validate_command", "upgrade_check_live_command", "plan_for"]
 
 
 def plan_for(config: str | None, clusters: list[str]):
@@ -137,3 +137,60 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     }.get(args.format, validate_mod.render_text)
     out.write(render(report))
     return report.exit_code
+
+
+def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``upgrade-check --from OLD --to NEW (--snapshot FILE | --kubeconfig F [--context C])``:
+    the file comparison judged on the cluster's state (:func:`gpucluster.verify.upgrade_live.assess`).
+    The live state is read with :func:`gpucluster.verify.snapshot.read_live`, as ``validate``
+    reads it, from the namespaces of both sides' plans plus every namespace's Pods and
+    ResourceClaims. Returns 0 (safe) or 1 (manual or unknown).
+
+    Raises:
+        GpuclusterError: not exactly one of ``--snapshot`` / ``--kubeconfig``, ``--context``
+            without ``--kubeconfig``, bad input on either side, an unreadable snapshot or cluster.
+    """
+    from gpucluster.verify import upgrade_check, upgrade_live
+    from gpucluster.verify.checks import read_plan
+    from gpucluster.verify.snapshot import ReadPlan, load_snapshot_file, read_live
+
+    if (args.snapshot is None) == (args.kubeconfig is None):
+        raise GpuclusterError(
+            "give exactly one of --kubeconfig (a live cluster) and --snapshot (a snapshot file)",
+            key="--snapshot" if args.snapshot else "--kubeconfig",
+            fix="judge the change on a live cluster with --kubeconfig F [--context C], or on a file with --snapshot FILE",
+            id="validate.input",
+        )
+    if args.snapshot is not None and args.context:
+        raise GpuclusterError(
+            "--context needs a live cluster (--kubeconfig)",
+            key="--context",
+            fix="drop it, or give --kubeconfig instead of --snapshot",
+            id="validate.input",
+        )
+    if args.snapshot is not None:
+        snap = load_snapshot_file(
+            args.snapshot
+        )  # bad input is refused before the files are resolved
+    report, old, new = upgrade_check.run_sides(args.old, args.new)
+    if len(old.plans) != 1 or len(new.plans) != 1:
+        raise GpuclusterError(
+            "a cluster's state judges one cluster, and the files hold several",
+            key="--snapshot" if args.snapshot else "--kubeconfig",
+            allowed=", ".join(sorted({p.cluster.name for p in old.plans + new.plans})),
+            fix="compare files of one cluster each",
+            id="validate.input",
+        )
+    if args.kubeconfig is not None:
+        reads = [read_plan(old.plans[0]), read_plan(new.plans[0])]
+        what = ReadPlan(
+            namespaces=tuple(sorted({ns for r in reads for ns in r.namespaces})),
+            custom=tuple(sorted({k for r in reads for k in r.custom})),
+            cluster_wide=(("v1", "Pod"), ("resource.k8s.io/v1", "ResourceClaim")),
+        )
+        snap = read_live(args.kubeconfig, args.context, what)
+    live = upgrade_live.assess(report, old.plans[0], new.plans[0], snap)
+    out.write(
+        upgrade_live.render_json(live) if args.format == "json" else upgrade_live.render_text(live)
+    )
+    return live.exit_code

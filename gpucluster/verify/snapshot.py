@@ -53,6 +53,7 @@ BUILTIN_KINDS: dict[tuple[str, str], tuple[str, str]] = {
     ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", "Cluster"),
     ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", "Cluster"),
     ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", "Cluster"),
+    ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", "Namespaced"),
 }
 """``(apiVersion, kind)`` -> ``(plural, scope)`` of the built-in Kubernetes 1.34 kinds a snapshot
 holds (Kubernetes API reference 1.34; ``resource.k8s.io/v1`` is GA from 1.34)."""
@@ -331,11 +332,14 @@ NEVER_READ = frozenset({("v1", "Secret"), ("v1", "ConfigMap")})
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """What to read: built-in namespaced kinds only in ``namespaces``; the custom kinds
+    """What to read: built-in namespaced kinds only in ``namespaces``, except the built-in kinds
+    ``(apiVersion, kind)`` of ``cluster_wide``, listed in every namespace (``upgrade-check`` reads
+    every Pod and ResourceClaim: GPU jobs run in the users' namespaces); the custom kinds
     ``(apiVersion, kind)`` in ``custom`` (their plural and scope come from the cluster's CRDs)."""
 
     namespaces: tuple[str, ...]
     custom: tuple[tuple[str, str], ...]
+    cluster_wide: tuple[tuple[str, str], ...] = ()
 
     def rules(self, crds: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
         """RBAC PolicyRules (get/list) of this reading; custom kinds' plurals from ``crds``."""
@@ -455,7 +459,11 @@ def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Sn
                     if obj is not None:
                         items.append({"apiVersion": "v1", "kind": "Namespace", **obj})
                 continue
-            spaces: list[str | None] = sorted(what.namespaces) if scope == "Namespaced" else [None]
+            spaces: list[str | None] = (
+                sorted(what.namespaces)
+                if scope == "Namespaced" and (api_version, kind) not in what.cluster_wide
+                else [None]
+            )
             for ns in spaces:
                 items += _list(get, api_version, kind, plural, ns)
         plurals = _crd_plurals(crds)

@@ -760,6 +760,12 @@ def load_side(arg: str, other: str | None, workdir: Path, *, key: str = "--from"
 
 def run(old: str, new: str) -> Report:
     """Load both sides and compare them (:func:`compare` with :func:`load_rules`)."""
+    return run_sides(old, new)[0]
+
+
+def run_sides(old: str, new: str) -> tuple[Report, Side, Side]:
+    """:func:`run`, also returning both resolved sides (their plans: what
+    :mod:`gpucluster.verify.upgrade_live` judges on a snapshot)."""
     rules = load_rules()
     workdir = Path(tempfile.mkdtemp(prefix="gpucluster-upgrade-check-"))
     try:
@@ -767,7 +773,7 @@ def run(old: str, new: str) -> Report:
         b = load_side(new, old, workdir / "to", key="--to")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return compare(a.plans, b.plans, rules, old_label=old, new_label=new)
+    return compare(a.plans, b.plans, rules, old_label=old, new_label=new), a, b
 
 
 # --------------------------------------------------------------------------- output

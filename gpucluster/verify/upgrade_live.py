@@ -1,0 +1,645 @@
+"""``gpucluster upgrade-check --from OLD --to NEW --snapshot FILE | --kubeconfig F``: what the
+change does to the cluster as it runs now, per GPU node pool, per node and per component.
+
+:mod:`gpucluster.verify.upgrade_check` compares the two revisions (files only); this module reads
+a snapshot (:mod:`gpucluster.verify.snapshot`) and says, for the changes it found:
+
+* **driver re-install** (``gpu-operator`` version or driver values change, with the operator
+  managing the driver: ``driver.enabled``): the GPU Operator's upgrade controller cordons, waits for
+  or deletes GPU pods, drains and reloads the driver node by node, ``driver.upgradePolicy.
+  maxParallelUpgrades`` at a time and at most ``maxUnavailable`` nodes out (NVIDIA GPU Operator
+  docs, "GPU Driver Upgrades",
+  https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-upgrades.html;
+  chart defaults ``autoUpgrade: true``, ``maxParallelUpgrades: 1``, ``maxUnavailable: 25%``,
+  gpu-operator chart ``values.yaml`` of every version in the reference charts);
+* **DRA kubelet plugin re-roll** (``nvidia-dra-driver-gpu`` version or values change): the
+  plugin's DaemonSet pods restart on every GPU node; running pods keep their prepared devices,
+  new ResourceClaims on the node wait for the plugin (Kubernetes docs, "Dynamic Resource
+  Allocation", https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/);
+* **node-pool replacement** (AKS GPU pool ``gpuDriver`` or ``vmSize`` change): ``gpu_driver``,
+  ``vm_size`` and ``os_sku`` of azurerm ``kubernetes_cluster_node_pool`` are ForceNew, so
+  Terraform destroys the pool and creates a new one; every pod on it ends (Terraform Registry,
+  hashicorp/azurerm, "azurerm_kubernetes_cluster_node_pool",
+  https://registry.terraform.io/providers/hashicorp/azurerm/latest/docs/resources/kubernetes_cluster_node_pool);
+* **CRD upgrades**: the CRD step :mod:`gpucluster.verify.upgrade_check` names.
+
+What each node runs now: GPU pods (a container or init container requesting or limiting
+``nvidia.com/gpu``, or a pod with ``spec.resourceClaims``: DRA), and which of them are bare (no
+``metadata.ownerReferences``: nothing recreates them once evicted); whether it is cordoned by
+someone else (``spec.unschedulable`` while the upgrade controller's state label
+``nvidia.com/gpu-driver-upgrade-state`` is not one of the states in which the controller itself
+cordons, or the controller recorded ``nvidia.com/gpu-driver-upgrade.node-initial-state.
+unschedulable``); whether it waits in ``upgrade-required`` or ``upgrade-failed``; whether its
+driver pod (``nvidia-driver-daemonset``) is in ``CrashLoopBackOff`` / ``Init:CrashLoopBackOff``.
+Label names and states: NVIDIA/k8s-operator-libs ``pkg/upgrade/consts.go``
+(``UpgradeStateLabelKeyFmt = "nvidia.com/%s-driver-upgrade-state"``, driver name ``gpu``).
+
+Verdicts (``safe | manual | unknown``): a node is ``manual`` when the change ends or evicts GPU
+pods there, or when it is blocked (cordoned by another actor, stuck in an upgrade state, a
+crash-looping driver pod); ``unknown`` when the snapshot cannot tell (no pods listed at all, no
+nodes); else ``safe``. A component's live verdict is the worst of its file verdict and its nodes'.
+Exit codes (as ``gpucluster validate``): 0 every verdict safe, 1 any ``manual`` or ``unknown``,
+2 bad input. Pure Python, no cdktf; deterministic (sorted nodes, pools and components).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
+from gpucluster.model import RuntimePlan
+from gpucluster.recipes.upgrade_rules import worst
+from gpucluster.verify.snapshot import Snapshot
+from gpucluster.verify.upgrade_check import Change, ClusterReport, Report
+
+__all__ = [
+    "UPGRADE_STATE_LABEL",
+    "INITIAL_UNSCHEDULABLE_ANNOTATION",
+    "CONTROLLER_CORDON_STATES",
+    "STUCK_STATES",
+    "EXIT_SAFE",
+    "EXIT_NOT_SAFE",
+    "LiveReport",
+    "assess",
+    "render_text",
+    "render_json",
+]
+
+EXIT_SAFE = 0
+EXIT_NOT_SAFE = 1
+"""Live exit codes, as ``gpucluster validate``: 0 safe, 1 manual or unknown (2 bad input)."""
+
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+"""The GPU Operator's driver upgrade state label (k8s-operator-libs ``UpgradeStateLabelKeyFmt``)."""
+INITIAL_UNSCHEDULABLE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+"""Set by the upgrade controller on a node that was already unschedulable when its upgrade began."""
+CONTROLLER_CORDON_STATES = frozenset(
+    {
+        "cordon-required",
+        "wait-for-jobs-required",
+        "pod-deletion-required",
+        "drain-required",
+        "node-maintenance-required",
+        "post-maintenance-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+        "upgrade-failed",
+    }
+)
+"""States in which the upgrade controller itself may hold the node cordoned (k8s-operator-libs
+``pkg/upgrade/consts.go``); an unschedulable node in any other state was cordoned by someone else."""
+STUCK_STATES = frozenset({"upgrade-required", "upgrade-failed"})
+"""States that block a new driver change: an upgrade already pending (gpu-operator#2509: nodes left
+in ``upgrade-required`` with driver pods in ``Init:CrashLoopBackOff``) or failed."""
+CRASH_REASONS = frozenset({"CrashLoopBackOff"})
+DRIVER_POD_PREFIX = "nvidia-driver-daemonset"
+"""Name prefix of the GPU Operator's driver pods (its DaemonSet ``nvidia-driver-daemonset``)."""
+GPU_RESOURCE = "nvidia.com/gpu"
+DRA_COMPONENT = "nvidia-dra-driver-gpu"
+GPU_OPERATOR = "gpu-operator"
+_DRIVER_ROLLING_PATHS = ("driver.", "cdi.", "gdrcopy.")
+
+
+# --------------------------------------------------------------------------- reading the snapshot
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _gpu_request(pod: Mapping[str, Any]) -> int:
+    """GPUs the pod asks for: the largest ``nvidia.com/gpu`` request or limit of a container
+    (init containers included)."""
+    spec = pod.get("spec") or {}
+    total = 0
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            res = (c or {}).get("resources") or {}
+            total = max(
+                total,
+                _quantity((res.get("limits") or {}).get(GPU_RESOURCE)),
+                _quantity((res.get("requests") or {}).get(GPU_RESOURCE)),
+            )
+    return total
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _crash_looping(pod: Mapping[str, Any]) -> str:
+    """``CrashLoopBackOff`` / ``Init:CrashLoopBackOff`` when a container of the pod waits so, else ''."""
+    status = pod.get("status") or {}
+    for key, prefix in (("initContainerStatuses", "Init:"), ("containerStatuses", "")):
+        for cs in status.get(key) or []:
+            reason = (((cs or {}).get("state") or {}).get("waiting") or {}).get("reason")
+            if reason in CRASH_REASONS:
+                return f"{prefix}{reason}"
+    return ""
+
+
+@dataclass
+class NodeState:
+    """One node as the snapshot shows it and what the change does to it.
+
+    Attributes:
+        name / pool: the node and its pool ('' when no pool of the plan selects it).
+        gpus: allocatable ``nvidia.com/gpu``.
+        gpu_pods: ``namespace/name`` of active pods using GPUs (requests/limits or ResourceClaims).
+        bare_pods: those of ``gpu_pods`` without ownerReferences (nothing recreates them).
+        claim_pods: those of ``gpu_pods`` with ``spec.resourceClaims``.
+        upgrade_state: the value of :data:`UPGRADE_STATE_LABEL` ('' when absent).
+        cordoned_by_other: unschedulable and not by the upgrade controller.
+        driver_crash: ``pod: reason`` of a crash-looping driver pod on the node ('' when none).
+        actions: what the change does to the node (sorted, one line each).
+        verdict / notes: ``safe | manual | unknown`` and why.
+    """
+
+    name: str
+    pool: str
+    gpus: int
+    unschedulable: bool
+    gpu_pods: list[str] = field(default_factory=list)
+    bare_pods: list[str] = field(default_factory=list)
+    claim_pods: list[str] = field(default_factory=list)
+    upgrade_state: str = ""
+    cordoned_by_other: bool = False
+    driver_crash: str = ""
+    actions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return worst(self.verdicts) if self.verdicts else "safe"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.name,
+            "pool": self.pool,
+            "gpus": self.gpus,
+            "unschedulable": self.unschedulable,
+            "cordonedByOther": self.cordoned_by_other,
+            "upgradeState": self.upgrade_state,
+            "driverCrash": self.driver_crash,
+            "gpuPods": list(self.gpu_pods),
+            "barePods": list(self.bare_pods),
+            "claimPods": list(self.claim_pods),
+            "actions": list(self.actions),
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class PoolState:
+    """One GPU pool: its nodes' GPUs now and during the change."""
+
+    name: str
+    nodes: list[str]
+    gpus_schedulable: int
+    gpus_during: int | None
+    actions: list[str]
+    verdict: str
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.name,
+            "nodes": list(self.nodes),
+            "gpusSchedulableNow": self.gpus_schedulable,
+            "gpusSchedulableDuring": self.gpus_during,
+            "actions": list(self.actions),
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
+
+@dataclass
+class ComponentVerdict:
+    component: str
+    file_verdict: str
+    verdict: str
+    note: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "component": self.component,
+            "fileVerdict": self.file_verdict,
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
+
+@dataclass
+class LiveReport:
+    """The file comparison (:class:`~gpucluster.verify.upgrade_check.Report`) judged on a snapshot."""
+
+    report: Report
+    cluster: str
+    snapshot: Snapshot
+    upgrade_policy: dict[str, Any]
+    pools: list[PoolState]
+    nodes: list[NodeState]
+    components: list[ComponentVerdict]
+    pods_listed: int
+
+    @property
+    def verdict(self) -> str:
+        return worst([c.verdict for c in self.components] or ["safe"])
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_SAFE if self.verdict == "safe" else EXIT_NOT_SAFE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "gpucluster.UpgradeCheckLive",
+            "version": 1,
+            "from": self.report.old,
+            "to": self.report.new,
+            "cluster": self.cluster,
+            "snapshot": {
+                "source": self.snapshot.source,
+                "sha256": self.snapshot.digest,
+                "podsListed": self.pods_listed,
+            },
+            "driverUpgradePolicy": self.upgrade_policy,
+            "verdict": self.verdict,
+            "exitCode": self.exit_code,
+            "components": [c.as_dict() for c in self.components],
+            "pools": [p.as_dict() for p in self.pools],
+            "nodes": [n.as_dict() for n in self.nodes],
+            "changes": [ch.as_dict() for c in self.report.clusters for ch in c.changes],
+        }
+
+
+def _upgrade_policy(plan: RuntimePlan) -> dict[str, Any]:
+    """``driver.upgradePolicy`` of the plan's gpu-operator values over the chart defaults
+    (``autoUpgrade: true``, ``maxParallelUpgrades: 1``, ``maxUnavailable: 25%``: gpu-operator chart
+    ``values.yaml``, v25.10.1 to v26.x)."""
+    comp = plan.components.get(GPU_OPERATOR)
+    policy = dict(((comp.values.get("driver") or {}).get("upgradePolicy") or {}) if comp else {})
+    return {
+        "autoUpgrade": policy.get("autoUpgrade", True),
+        "maxParallelUpgrades": policy.get("maxParallelUpgrades", 1),
+        "maxUnavailable": policy.get("maxUnavailable", "25%"),
+    }
+
+
+def _nodes_out(policy: Mapping[str, Any], total: int) -> int:
+    """Nodes the upgrade controller takes out at once: ``maxParallelUpgrades`` (0: no limit) and
+    ``maxUnavailable`` (a count, or a percentage of the nodes rounded up), the smaller of both."""
+    parallel = _quantity(policy.get("maxParallelUpgrades")) or total
+    raw = str(policy.get("maxUnavailable"))
+    if raw.endswith("%"):
+        unavailable = math.ceil(total * _quantity(raw[:-1]) / 100)
+    else:
+        unavailable = _quantity(raw)
+    return max(0, min(parallel, unavailable or total, total))
+
+
+def _pool_of(node: Mapping[str, Any], plan: RuntimePlan) -> str:
+    labels = _meta(node).get("labels") or {}
+    for pool in plan.cluster.pools:
+        if pool.node_selector and all(labels.get(k) == v for k, v in pool.node_selector.items()):
+            return pool.name
+    return ""
+
+
+def _is_gpu_node(node: Mapping[str, Any], pool: str, plan: RuntimePlan) -> bool:
+    labels = _meta(node).get("labels") or {}
+    if any(p.name == pool and p.gpu for p in plan.cluster.pools):
+        return True
+    return (
+        labels.get("nvidia.com/gpu.present") == "true"
+        or _quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)) > 0
+    )
+
+
+def _node_states(snap: Snapshot, plan: RuntimePlan) -> list[NodeState]:
+    pods = [p for p in snap.objects("v1", "Pod") if _active(p)]
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        by_node.setdefault(str((p.get("spec") or {}).get("nodeName") or ""), []).append(p)
+    states = []
+    for node in sorted(snap.objects("v1", "Node"), key=lambda n: str(_meta(n).get("name"))):
+        meta = _meta(node)
+        name = str(meta.get("name"))
+        pool = _pool_of(node, plan)
+        if not _is_gpu_node(node, pool, plan):
+            continue
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        state = str(labels.get(UPGRADE_STATE_LABEL, ""))
+        unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+        ns = NodeState(
+            name=name,
+            pool=pool,
+            gpus=_quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)),
+            unschedulable=unschedulable,
+            upgrade_state=state,
+            cordoned_by_other=unschedulable
+            and (
+                state not in CONTROLLER_CORDON_STATES
+                or annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) == "true"
+            ),
+        )
+        for pod in sorted(
+            by_node.get(name, []),
+            key=lambda o: (str(_meta(o).get("namespace")), str(_meta(o).get("name"))),
+        ):
+            ident = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
+            if str(_meta(pod).get("name", "")).startswith(DRIVER_POD_PREFIX):
+                crash = _crash_looping(pod)
+                if crash and not ns.driver_crash:
+                    ns.driver_crash = f"{ident}: {crash}"
+            claims = bool((pod.get("spec") or {}).get("resourceClaims"))
+            if _gpu_request(pod) > 0 or claims:
+                ns.gpu_pods.append(ident)
+                if not _meta(pod).get("ownerReferences"):
+                    ns.bare_pods.append(ident)
+                if claims:
+                    ns.claim_pods.append(ident)
+        states.append(ns)
+    return states
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def _driver_rolls(change: Change | None, new: RuntimePlan) -> bool:
+    """Does the gpu-operator change make the operator re-install the driver on the nodes?"""
+    comp = new.components.get(GPU_OPERATOR)
+    if change is None or comp is None or not (comp.values.get("driver") or {}).get("enabled"):
+        return False
+    return change.kind == "version" or any(
+        v.startswith(_DRIVER_ROLLING_PATHS) for v in change.values
+    )
+
+
+def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
+    """GPU pools whose ForceNew arguments change: pool name -> what changes."""
+    before = {p.name: p for p in old.cluster.pools if p.gpu}
+    out = {}
+    for pool in new.cluster.pools:
+        a = before.get(pool.name)
+        if not pool.gpu or a is None:
+            continue
+        diffs = [
+            f"{k} {getattr(a, attr)} -> {getattr(pool, attr)}"
+            for k, attr in (("vmSize", "vm_size"), ("gpuDriver", "gpu_driver"))
+            if getattr(a, attr) != getattr(pool, attr)
+        ]
+        if diffs:
+            out[pool.name] = ", ".join(diffs)
+    return out
+
+
+def _pods_text(pods: Sequence[str]) -> str:
+    return ", ".join(pods[:5]) + (f", ... ({len(pods)} pods)" if len(pods) > 5 else "")
+
+
+def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -> LiveReport:
+    """Judge ``report`` (one cluster: ``old`` -> ``new``) on ``snap`` (see the module docstring).
+
+    Raises:
+        GpuclusterError: the report compares several clusters (a snapshot is one cluster's).
+    """
+    if len(report.clusters) != 1:
+        raise GpuclusterError(
+            "a snapshot is one cluster's state, and the files compare several clusters",
+            key="--snapshot",
+            allowed=", ".join(c.cluster for c in report.clusters),
+            fix="compare one cluster's files (split the cluster file), or drop --snapshot/--kubeconfig",
+            id="validate.input",
+        )
+    cluster: ClusterReport = report.clusters[0]
+    changes = {ch.component: ch for ch in cluster.changes}
+    policy = _upgrade_policy(new)
+    nodes = _node_states(snap, new)
+    pods_listed = len(snap.objects("v1", "Pod"))
+    blind = pods_listed == 0 or not snap.objects("v1", "Node")
+    driver = _driver_rolls(changes.get(GPU_OPERATOR), new)
+    dra = changes.get(DRA_COMPONENT)
+    dra_rolls = dra is not None and dra.kind in ("version", "values")
+    replaced = _replaced_pools(old, new) if changes.get("cluster") else {}
+    auto = bool(policy["autoUpgrade"])
+
+    for n in nodes:
+        if blind:
+            n.verdicts.append("unknown")
+            n.notes.append("the snapshot lists no pods: what runs on the node is not known")
+        if n.pool in replaced:
+            n.actions.append(
+                f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
+            )
+            if n.gpu_pods:
+                n.verdicts.append("manual")
+                n.notes.append(
+                    f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
+                )
+        if driver:
+            n.actions.append(
+                "driver re-install by the GPU Operator's upgrade controller (cordon, GPU pods deleted, drain)"
+                if auto
+                else "driver pods replaced by the DaemonSet update (autoUpgrade off: no cordon, no drain)"
+            )
+            if n.gpu_pods:
+                n.verdicts.append("manual")
+                n.notes.append(f"{len(n.gpu_pods)} GPU pods are evicted: {_pods_text(n.gpu_pods)}")
+            if n.upgrade_state in STUCK_STATES:
+                n.verdicts.append("manual")
+                n.notes.append(
+                    f"node is in {n.upgrade_state}: a driver upgrade is already pending or failed here; "
+                    "finish it (kubectl describe node, the driver pod's logs) before another"
+                )
+        if dra_rolls:
+            n.actions.append(
+                "DRA kubelet plugin re-roll (its pod restarts; running claims stay prepared)"
+            )
+            if n.claim_pods:
+                n.notes.append(
+                    f"{len(n.claim_pods)} pods with ResourceClaims keep running; new claims here wait for the plugin"
+                )
+        if (driver or dra_rolls) and n.driver_crash:
+            n.verdicts.append("manual")
+            n.notes.append(
+                f"driver pod crash-looping ({n.driver_crash}): fix the driver before changing it "
+                "(often 'driver is in use': GPU processes still hold the device)"
+            )
+        if (driver or n.pool in replaced) and n.cordoned_by_other:
+            n.verdicts.append("manual")
+            n.notes.append(
+                "cordoned by someone else (unschedulable, not by the upgrade controller): the change "
+                "would act on it and may uncordon it; agree with who cordoned it first"
+            )
+        if n.bare_pods and (driver or n.pool in replaced):
+            n.notes.append(
+                f"no controller re-creates {len(n.bare_pods)} bare pods (no ownerReferences): {_pods_text(n.bare_pods)}"
+            )
+        n.actions.sort()
+
+    # ---- pools and capacity
+    pools: list[PoolState] = []
+    by_pool: dict[str, list[NodeState]] = {}
+    for n in nodes:
+        by_pool.setdefault(n.pool, []).append(n)
+    for name in sorted(by_pool):
+        members = by_pool[name]
+        schedulable = [n for n in members if not n.unschedulable]
+        now = sum(n.gpus for n in schedulable)
+        actions = sorted({a for n in members for a in n.actions})
+        if name in replaced:
+            during: int | None = 0
+            note = f"pool {name or '(no pool)'} is replaced: 0 of its GPUs are schedulable until the new pool is ready"
+        elif driver and auto:
+            out = _nodes_out(policy, len(members))
+            largest = sorted((n.gpus for n in schedulable), reverse=True)[:out]
+            during = now - sum(largest)
+            note = (
+                f"{out} of {len(members)} nodes out at once (maxParallelUpgrades "
+                f"{policy['maxParallelUpgrades']}, maxUnavailable {policy['maxUnavailable']}): at least "
+                f"{during} of {now} schedulable GPUs left"
+            )
+        else:
+            during = now
+            note = f"{now} schedulable GPUs; the change takes no node out"
+        pools.append(
+            PoolState(
+                name=name,
+                nodes=[n.name for n in members],
+                gpus_schedulable=now,
+                gpus_during=during,
+                actions=actions,
+                verdict=worst([n.verdict for n in members]),
+                note=note,
+            )
+        )
+
+    # ---- components
+    def live(nodes_of: Sequence[NodeState]) -> str:
+        return worst([n.verdict for n in nodes_of] or (["unknown"] if blind else ["safe"]))
+
+    components: list[ComponentVerdict] = []
+    for ch in sorted(cluster.changes, key=lambda c: c.component):
+        affected: list[NodeState] = []
+        note = ""
+        if ch.component == GPU_OPERATOR and driver:
+            affected = nodes
+            note = f"driver re-install on {len(nodes)} GPU nodes"
+        elif ch.component == GPU_OPERATOR and changes.get(GPU_OPERATOR) is not None:
+            note = "no driver re-install (the operator does not manage the driver, or the change does not touch it)"
+        elif ch.component == DRA_COMPONENT and dra_rolls:
+            affected = nodes
+            note = f"kubelet plugin re-roll on {len(nodes)} GPU nodes"
+        elif ch.component == "cluster" and replaced:
+            affected = [n for n in nodes if n.pool in replaced]
+            note = f"GPU pools replaced: {', '.join(sorted(replaced))} ({len(affected)} nodes)"
+        if ch.crds.get("step"):
+            note = "; ".join(x for x in (note, f"CRD upgrade: {ch.crds['step']}") if x)
+        blocked = [n for n in affected if n.verdict != "safe"]
+        if blocked:
+            note += f"; not safe now on {', '.join(n.name for n in blocked)}"
+        verdict = worst([ch.verdict, live(affected) if affected or blind else "safe"])
+        if blind:
+            note = "; ".join(x for x in (note, "the snapshot lists no pods") if x)
+        components.append(
+            ComponentVerdict(ch.component, ch.verdict, verdict, note or "file change only")
+        )
+    return LiveReport(
+        report=report,
+        cluster=cluster.cluster,
+        snapshot=snap,
+        upgrade_policy=policy,
+        pools=pools,
+        nodes=nodes,
+        components=components,
+        pods_listed=pods_listed,
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _cell(text: Any, limit: int = FIELD_LIMIT) -> str:
+    return one_line(text if text not in (None, "") else "-", limit)
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:-1])) + "  " + row[-1]
+        for row in rows
+    ]
+
+
+def render_text(live: LiveReport) -> str:
+    """Tables like ``gpucluster validate``'s: components, GPU pools, GPU nodes; then the verdict."""
+    r = live.report
+    lines = [
+        f"upgrade-check {_cell(r.old)} -> {_cell(r.new)}: cluster {_cell(live.cluster)} against "
+        f"{_cell(live.snapshot.source)} ({live.pods_listed} pods listed)"
+    ]
+    rows: list[tuple[str, ...]] = [("COMPONENT", "FILE", "NOW", "NOTE")]
+    rows += [
+        (_cell(c.component), c.file_verdict.upper(), c.verdict.upper(), _cell(c.note, 400))
+        for c in live.components
+    ] or [("-", "-", "SAFE", "no change")]
+    lines += _table(rows)
+    rows = [("POOL", "NODES", "GPUS NOW", "GPUS DURING", "RESULT", "NOTE")]
+    rows += [
+        (
+            _cell(p.name),
+            str(len(p.nodes)),
+            str(p.gpus_schedulable),
+            "-" if p.gpus_during is None else str(p.gpus_during),
+            p.verdict.upper(),
+            _cell(p.note, 400),
+        )
+        for p in live.pools
+    ]
+    if len(rows) > 1:
+        lines += _table(rows)
+    rows = [("NODE", "POOL", "GPU PODS", "BARE", "STATE", "RESULT", "NOTES")]
+    for n in live.nodes:
+        state = ", ".join(
+            x
+            for x in (
+                n.upgrade_state,
+                "cordoned-by-other" if n.cordoned_by_other else "",
+                "driver-crashloop" if n.driver_crash else "",
+            )
+            if x
+        )
+        rows.append(
+            (
+                _cell(n.name),
+                _cell(n.pool),
+                str(len(n.gpu_pods)),
+                str(len(n.bare_pods)),
+                _cell(state),
+                n.verdict.upper(),
+                _cell("; ".join(n.actions + n.notes) or "-", 600),
+            )
+        )
+    if len(rows) > 1:
+        lines += _table(rows)
+    lines.append(f"verdict: {live.verdict} (exit {live.exit_code})")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(live: LiveReport) -> str:
+    return json.dumps(live.as_dict(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,348 @@
+"""``gpucluster upgrade-check --from OLD --to NEW --snapshot FILE | --kubeconfig F``: the change
+judged on the running cluster, per GPU pool, node and component, on snapshots made from
+examples/validate/healthy-default.json with faults (GPU pods incl. a bare one and a DRA one, a
+node cordoned by another actor, a node in upgrade-required, a crash-looping driver pod)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from validate_server import FakeApi
+from validate_support import HEALTHY_DEFAULT, items_of, write_snapshot
+
+from gpucluster.cli import main
+
+GPU_NODE = "aks-gpu-12345678-vmss000000"
+NODES = [f"aks-gpu-12345678-vmss00000{i}" for i in range(5)]
+POOLS = [
+    {"name": "system", "vmSize": "Standard_D8ds_v5", "nodeCount": 2},
+    {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 5},
+]
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(list(args), stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+
+def _pod(name: str, node: str, *, gpus: int = 0, owner: str | None = "Job", claims: bool = False):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "research", "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {},
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    if owner:
+        pod["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": owner, "name": name, "uid": f"owner-{name}"}
+        ]
+    if claims:
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]
+    return pod
+
+
+def healthy_items(node_count: int = 5) -> list[dict]:
+    """The healthy default snapshot with ``node_count`` GPU nodes (copies of its one GPU node)."""
+    items = items_of(HEALTHY_DEFAULT.read_text(encoding="utf-8"))
+    (gpu,) = [o for o in items if o["kind"] == "Node" and o["metadata"]["name"] == GPU_NODE]
+    for i in range(1, node_count):
+        node = copy.deepcopy(gpu)
+        node["metadata"]["name"] = NODES[i]
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = NODES[i]
+        node["metadata"]["uid"] = f"node-{i}"
+        items.append(node)
+    return items
+
+
+def faulted_items() -> list[dict]:
+    """Node 0 runs GPU pods (a Job's, a bare one, a DRA one), node 1 is cordoned by someone else,
+    node 2 waits in upgrade-required, node 3's driver pod crash-loops, node 4 is clean."""
+    items = healthy_items()
+    nodes = {o["metadata"]["name"]: o for o in items if o["kind"] == "Node"}
+    items += [
+        _pod("train-0", NODES[0], gpus=8),
+        _pod("notebook", NODES[0], gpus=1, owner=None),
+        _pod("dra-job", NODES[0], claims=True),
+        _pod("cpu-only", NODES[4]),
+    ]
+    nodes[NODES[1]]["spec"]["unschedulable"] = True
+    nodes[NODES[2]]["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = (
+        "upgrade-required"
+    )
+    nodes[NODES[4]]["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
+    driver = _pod("nvidia-driver-daemonset-7xk2p", NODES[3], owner="DaemonSet")
+    driver["metadata"]["namespace"] = "gpu-operator"
+    driver["spec"]["initContainers"] = [{"name": "k8s-driver-manager", "image": "x"}]
+    driver["status"] = {
+        "phase": "Pending",
+        "initContainerStatuses": [
+            {
+                "name": "k8s-driver-manager",
+                "ready": False,
+                "restartCount": 42,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            }
+        ],
+    }
+    items.append(driver)
+    return items
+
+
+def cluster_file(path: Path, **extra) -> str:
+    cluster = {
+        "name": "lab",
+        "criteria": {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"},
+        "kubernetesVersion": "1.34",
+        "pools": copy.deepcopy(POOLS),
+        **extra,
+    }
+    path.write_text(yaml.safe_dump({"clusters": [cluster]}, sort_keys=False))
+    return str(path)
+
+
+def judge(tmp_path: Path, old: str, new: str, items: list[dict], *, fmt: str = "json"):
+    snap = write_snapshot(tmp_path / "snap.json", items)
+    code, out, err = cli(
+        "upgrade-check", "--from", old, "--to", new, "--snapshot", str(snap), "--format", fmt
+    )
+    return code, (json.loads(out) if fmt == "json" and out else out), err
+
+
+def by(doc: dict, key: str, name_key: str) -> dict:
+    return {e[name_key]: e for e in doc[key]}
+
+
+@pytest.fixture
+def driver_change(tmp_path):
+    profile = {"gpuStack": "operator-managed"}
+    old = cluster_file(tmp_path / "a.yaml", profile=profile)
+    new = cluster_file(
+        tmp_path / "b.yaml",
+        profile=profile,
+        overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
+    )
+    return old, new
+
+
+def test_driver_version_change_per_node(tmp_path, driver_change):
+    code, doc, err = judge(tmp_path, *driver_change, faulted_items())
+    assert (code, err) == (1, "") and doc["verdict"] == "manual" and doc["exitCode"] == 1
+    comps = by(doc, "components", "component")
+    assert comps["gpu-operator"]["verdict"] == "manual"
+    assert "driver re-install on 5 GPU nodes" in comps["gpu-operator"]["note"]
+    nodes = by(doc, "nodes", "node")
+    assert sorted(nodes) == NODES, "only GPU nodes, sorted"
+    n0, n1, n2, n3, n4 = (nodes[n] for n in NODES)
+    assert n0["gpuPods"] == ["research/dra-job", "research/notebook", "research/train-0"]
+    assert n0["barePods"] == ["research/notebook"] and n0["claimPods"] == ["research/dra-job"]
+    assert n0["verdict"] == "manual" and any("3 GPU pods are evicted" in x for x in n0["notes"])
+    assert any("no controller re-creates 1 bare pods" in x for x in n0["notes"])
+    assert n1["cordonedByOther"] and n1["verdict"] == "manual"
+    assert n2["upgradeState"] == "upgrade-required" and n2["verdict"] == "manual"
+    assert n3["driverCrash"].endswith("Init:CrashLoopBackOff") and n3["verdict"] == "manual"
+    assert n4["verdict"] == "safe" and n4["gpuPods"] == [] and not n4["cordonedByOther"]
+    for n in nodes.values():
+        assert any(
+            a.startswith("driver re-install by the GPU Operator's upgrade controller")
+            for a in n["actions"]
+        )
+    (pool,) = doc["pools"]
+    policy = doc["driverUpgradePolicy"]
+    assert policy["maxUnavailable"] == "25%" and policy["autoUpgrade"] is True
+    # 5 nodes: 25% rounded up is 2, below maxParallelUpgrades; 4 schedulable nodes of 8 GPUs
+    assert policy["maxParallelUpgrades"] >= 2
+    assert (pool["pool"], pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (
+        "gpu",
+        32,
+        16,
+    )
+    # the text table says the same, and the output is deterministic
+    code_t, text, _ = judge(tmp_path, *driver_change, faulted_items(), fmt="text")
+    assert code_t == 1 and "cordoned-by-other" in text and "upgrade-required" in text
+    assert text.endswith("verdict: manual (exit 1)\n")
+    assert judge(tmp_path, *driver_change, faulted_items(), fmt="text")[1] == text
+
+
+def test_a_controller_cordon_is_not_someone_elses(tmp_path, driver_change):
+    items = healthy_items(2)
+    for o in items:
+        if o["kind"] == "Node" and o["metadata"]["name"] == NODES[1]:
+            o["spec"]["unschedulable"] = True
+            o["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "drain-required"
+    _, doc, _ = judge(tmp_path, *driver_change, items)
+    nodes = by(doc, "nodes", "node")
+    assert not nodes[NODES[1]]["cordonedByOther"] and nodes[NODES[1]]["verdict"] == "safe"
+    assert nodes[NODES[0]]["verdict"] == "safe"
+
+
+def test_no_pods_listed_is_unknown_never_safe(tmp_path, driver_change):
+    items = [o for o in healthy_items() if o["kind"] != "Pod"]
+    code, doc, _ = judge(tmp_path, *driver_change, items)
+    assert code == 1 and doc["snapshot"]["podsListed"] == 0
+    assert {n["verdict"] for n in doc["nodes"]} == {"unknown"}
+    comps = by(doc, "components", "component")
+    assert comps["nvidia-dra-driver-gpu"]["fileVerdict"] == "safe"
+    assert comps["nvidia-dra-driver-gpu"]["verdict"] == "unknown"
+    assert "the snapshot lists no pods" in comps["nvidia-dra-driver-gpu"]["note"]
+
+
+def _recipe_files(tmp_path: Path, dra_version: str) -> tuple[str, str]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster.cli",
+            "recipe",
+            "--service",
+            "aks",
+            "--accelerator",
+            "h100",
+            "--os",
+            "ubuntu",
+            "--intent",
+            "training",
+            "--profile",
+            "gpuStack=operator-managed",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = yaml.safe_load(proc.stdout)
+    files = []
+    for label, version in (("a", None), ("b", dra_version)):
+        recipe = copy.deepcopy(doc)
+        for ref in recipe["componentRefs"]:
+            if ref["name"] == "nvidia-dra-driver-gpu" and version:
+                assert ref["version"] != version
+                ref["version"] = version
+        (tmp_path / f"{label}.recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+        cluster = {
+            "name": "lab",
+            "recipe": f"{label}.recipe.yaml",
+            "kubernetesVersion": "1.34",
+            "pools": POOLS,
+        }
+        path = tmp_path / f"{label}.yaml"
+        path.write_text(yaml.safe_dump({"clusters": [cluster]}, sort_keys=False))
+        files.append(str(path))
+    return files[0], files[1]
+
+
+def test_dra_version_change_re_rolls_the_kubelet_plugin(tmp_path):
+    old, new = _recipe_files(tmp_path, "0.5.1")
+    code, doc, err = judge(tmp_path, old, new, faulted_items())
+    assert code == 1 and err == ""
+    comps = by(doc, "components", "component")
+    assert "gpu-operator" not in comps
+    dra = comps["nvidia-dra-driver-gpu"]
+    assert dra["verdict"] == "manual" and NODES[3] in dra["note"]
+    assert "kubelet plugin re-roll on 5 GPU nodes" in dra["note"]
+    nodes = by(doc, "nodes", "node")
+    for n in nodes.values():
+        assert n["actions"] == [
+            "DRA kubelet plugin re-roll (its pod restarts; running claims stay prepared)"
+        ]
+    # running pods keep their devices: the GPU pods of node 0 do not make it manual
+    assert nodes[NODES[0]]["verdict"] == "safe"
+    assert any("1 pods with ResourceClaims keep running" in x for x in nodes[NODES[0]]["notes"])
+    assert nodes[NODES[3]]["verdict"] == "manual"
+    assert {nodes[n]["verdict"] for n in (NODES[1], NODES[2], NODES[4])} == {"safe"}
+    (pool,) = doc["pools"]
+    assert pool["gpusSchedulableDuring"] == pool["gpusSchedulableNow"] == 32
+
+
+def test_aks_gpu_driver_change_replaces_the_pool(tmp_path):
+    old = cluster_file(tmp_path / "a.yaml")
+    pools = copy.deepcopy(POOLS)
+    pools[1]["gpuDriver"] = "None"
+    new = cluster_file(tmp_path / "b.yaml", pools=pools)
+    code, doc, _ = judge(tmp_path, old, new, faulted_items())
+    assert code == 1
+    comps = by(doc, "components", "component")
+    assert comps["cluster"]["verdict"] == "manual"
+    assert "GPU pools replaced: gpu (5 nodes)" in comps["cluster"]["note"]
+    (pool,) = doc["pools"]
+    assert (pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (32, 0)
+    nodes = by(doc, "nodes", "node")
+    for n in nodes.values():
+        assert any(
+            a.startswith(
+                "node pool replaced: Terraform destroys and re-creates pool gpu (gpuDriver Install -> None)"
+            )
+            for a in n["actions"]
+        )
+        assert not any(a.startswith("driver re-install") for a in n["actions"]), (
+            "AKS installs the driver"
+        )
+    assert nodes[NODES[0]]["verdict"] == "manual"
+    assert any("3 GPU pods end with the node" in x for x in nodes[NODES[0]]["notes"])
+    assert nodes[NODES[1]]["verdict"] == "manual", "cordoned by someone else"
+    # upgrade-required matters to a driver change, not to a replaced pool
+    assert {nodes[n]["verdict"] for n in (NODES[2], NODES[4])} == {"safe"}
+    # the DRA plugin's driver identity follows gpuDriver: it re-rolls, and needs a working driver
+    assert comps["nvidia-dra-driver-gpu"]["verdict"] == "manual"
+    assert nodes[NODES[3]]["verdict"] == "manual"
+    assert any(x.startswith("driver pod crash-looping") for x in nodes[NODES[3]]["notes"])
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path, driver_change):
+    snap = write_snapshot(tmp_path / "s.json", healthy_items(1))
+    cases = [
+        ("--snapshot", str(snap), "--kubeconfig", str(snap)),
+        ("--snapshot", str(snap), "--context", "x"),
+        ("--snapshot", str(tmp_path / "missing.json")),
+    ]
+    for extra in cases:
+        code, out, err = cli(
+            "upgrade-check", "--from", driver_change[0], "--to", driver_change[1], *extra
+        )
+        assert code == 2 and out == "" and err.startswith("error[") and err.count("\n") == 1, (
+            extra,
+            err,
+        )
+
+
+def test_live_cluster_reads_every_pod(tmp_path, driver_change):
+    items = faulted_items()
+    api = FakeApi(lambda: items)
+    try:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        code, out, err = cli(
+            "upgrade-check",
+            "--from",
+            driver_change[0],
+            "--to",
+            driver_change[1],
+            "--kubeconfig",
+            str(kubeconfig),
+            "--format",
+            "json",
+        )
+    finally:
+        api.close()
+    assert (code, err) == (1, "")
+    live = json.loads(out)
+    _, from_file, _ = judge(tmp_path, *driver_change, items)
+    assert live["nodes"] == from_file["nodes"] and live["components"] == from_file["components"]
+    paths = [p for _, p in api.requests]
+    assert "/api/v1/pods" in paths and "/apis/resource.k8s.io/v1/resourceclaims" in paths
+    assert {m for m, _ in api.requests} == {"GET"}
+    assert not [p for p in paths if "/secrets" in p or "/configmaps" in p]
