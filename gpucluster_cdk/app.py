@@ -194,6 +194,13 @@ def main(
             received
         ):  # the signal also reached the jsii kernel (process group) and broke a call first
             return _interrupted(received[0])
+        from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError
+        from gpucluster_cdk.kernel_env import kernel_start_error
+
+        failed = kernel_start_error(err)  # a JSII_NODE, node or JSII_RUNTIME that is no kernel
+        if isinstance(failed, GpuclusterError):
+            print(failed.render(), file=sys.stderr)
+            return EXIT_INVALID_INPUT
         return _internal_error(err)
 
 
@@ -237,6 +244,7 @@ def _run(
 
     findings_out = sys.stdout if _under_cdktf_cli() else sys.stderr
     try:
+        _check_working_folder()
         notice = embedded_default_notice(config)
         if notice:
             print(notice, file=findings_out)
@@ -297,6 +305,28 @@ def _run(
     if written is not None:
         written.extend(names)
     return 0
+
+
+def _check_working_folder() -> None:
+    """Refuse a working folder that no longer exists (removed after the shell entered it): the
+    cluster file, the output folder and the kernel's paths are found from it.
+
+    Raises:
+        GpuclusterError: ``key=cwd``, naming the folder as the shell knows it (``PWD``).
+    """
+    from gpucluster.errors import GpuclusterError
+
+    try:
+        os.getcwd()
+    except OSError as err:  # FileNotFoundError: deleted; PermissionError: no longer searchable
+        shell = os.environ.get("PWD")
+        raise GpuclusterError(
+            f"the working folder{f' {shell!r}' if shell else ''} cannot be used: "
+            f"{err.strerror or type(err).__name__} (it was removed or made unreadable after the "
+            "shell entered it)",
+            key="cwd",
+            fix="cd into an existing folder, then run the synth again",
+        ) from None
 
 
 def _progress_printer(stream: TextIO, reused: list[str]):

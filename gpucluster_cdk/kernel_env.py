@@ -133,8 +133,12 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
     (cdktf's ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf
     CLI sets ``CDKTF_CONTEXT_JSON`` itself (``cdktf.json``'s ``context``).
 
+    A ``JSII_RUNTIME`` (the kernel script jsii runs with Node.js instead of its embedded one) must be
+    a file Node.js can parse as JavaScript (:func:`_check_jsii_runtime`, only when it is set).
+
     Raises:
-        GpuclusterError: ``key=JSII_NODE``, ``key=SYNTH_HCL_OUTPUT`` or ``key=CDKTF_CONTEXT_JSON``.
+        GpuclusterError: ``key=JSII_NODE``, ``key=JSII_RUNTIME``, ``key=SYNTH_HCL_OUTPUT`` or
+            ``key=CDKTF_CONTEXT_JSON``.
     """
     environ = os.environ if environ is None else environ
     node = environ.get("JSII_NODE")
@@ -148,6 +152,9 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
                 allowed="the path or name of a Node.js executable (Node 20+)",
                 fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable",
             )
+    runtime = environ.get("JSII_RUNTIME")
+    if runtime is not None:
+        _check_jsii_runtime(runtime, environ)
     hcl = environ.get("SYNTH_HCL_OUTPUT")
     if hcl in ("true", "1"):  # cdktf 0.21 lib/terraform-stack.js: === "true" || === "1"
         raise gpucluster_error(
@@ -179,6 +186,133 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
                 fix="unset CDKTF_CONTEXT_JSON (the cdktf CLI sets it from cdktf.json's context), or "
                 "make it a JSON object",
             )
+
+
+_RUNTIME_FIX = "unset JSII_RUNTIME (jsii then runs its own embedded kernel), or point it at a jsii runtime script"
+
+
+def _check_jsii_runtime(runtime: str, environ: Mapping[str, str]) -> None:
+    """Refuse a ``JSII_RUNTIME`` that is not a file or that Node.js cannot parse (``node --check``,
+    which parses without running: a program such as ``/bin/true`` is a ``SyntaxError``). jsii runs
+    ``<JSII_NODE or node> --max-old-space-size=4069 <JSII_RUNTIME>`` (jsii's
+    ``_kernel/providers/process.py``), so such a value otherwise fails jsii's handshake with a
+    ``JSONDecodeError``. A ``node`` that cannot be run is left to :func:`kernel_start_error`.
+
+    Raises:
+        GpuclusterError: ``key=JSII_RUNTIME``.
+    """
+    import subprocess
+
+    if not os.path.isfile(runtime):
+        raise gpucluster_error(
+            f"JSII_RUNTIME={runtime!r} is not a file",
+            key="JSII_RUNTIME",
+            allowed="the path of a jsii kernel script (JavaScript)",
+            fix=_RUNTIME_FIX,
+        )
+    try:
+        result = subprocess.run(
+            [environ.get("JSII_NODE", "node"), "--check", runtime],
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return
+    if result.returncode != 0:
+        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        said = next((line for line in lines if re.match(r"[A-Za-z]*Error\b", line)), None)
+        raise gpucluster_error(
+            f"JSII_RUNTIME={runtime!r} is not a JavaScript file Node.js can run"
+            + (f": {said}" if said else f" (node --check exited with code {result.returncode})"),
+            key="JSII_RUNTIME",
+            allowed="the path of a jsii kernel script (JavaScript)",
+            fix=_RUNTIME_FIX,
+        )
+
+
+_NODE_VERSION = re.compile(r"v\d+\.\d+\.\d+")
+
+
+def kernel_start_error(
+    err: BaseException, environ: Mapping[str, str] | None = None
+) -> Exception | None:
+    """The one input error line for a jsii kernel that failed to start, or None.
+
+    ``err`` is what the framework's import raised; it is a failed start when it was raised in
+    jsii's handshake with the kernel (``jsii/_kernel/providers/process.py``: the kernel's first
+    line was not its ``{"hello": ...}`` JSON, a ``JSONDecodeError``, or named another runtime, an
+    ``AssertionError``). Then the program that ran the kernel is asked ``--version`` (Node.js
+    prints ``v20.1.0``): a program that fails or prints anything else is named -- ``JSII_NODE``
+    when set, else the ``node`` found on ``PATH``; when it is Node.js, a set ``JSII_RUNTIME`` is
+    named. Runs nothing unless the kernel failed, so a usual synth pays nothing.
+
+    Returns:
+        A :class:`gpucluster.errors.GpuclusterError` (``key=JSII_NODE``, ``key=PATH`` or
+        ``key=JSII_RUNTIME``) to report, or None when the failure is not one of those (a bug).
+    """
+    import shutil
+    import subprocess
+
+    environ = os.environ if environ is None else environ
+    frames = []
+    tb = err.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    if not any(
+        code.co_name == "handshake"
+        and code.co_filename.replace(os.sep, "/").endswith("jsii/_kernel/providers/process.py")
+        for code in frames
+    ):
+        return None
+    node = environ.get("JSII_NODE")
+    program = (
+        node if node is not None else (shutil.which("node", path=environ.get("PATH")) or "node")
+    )
+    try:
+        result = subprocess.run(
+            [program, "--version"],
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=60,
+        )
+        said = (result.stdout.strip().splitlines() or [""])[0][:80]
+        is_node = result.returncode == 0 and bool(_NODE_VERSION.fullmatch(said))
+        how = f"exited with code {result.returncode}" if result.returncode else f"printed {said!r}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        is_node, how = False, f"could not be run ({type(exc).__name__})"
+    if not is_node:
+        if node is not None:
+            return gpucluster_error(
+                f"JSII_NODE={node!r} is not Node.js: the jsii kernel did not start, and "
+                f"`{node} --version` {how}",
+                key="JSII_NODE",
+                allowed="the path or name of a Node.js executable (Node 20+)",
+                fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable",
+            )
+        return gpucluster_error(
+            f"the node on PATH ({program}) is not Node.js: the jsii kernel did not start, and "
+            f"`{program} --version` {how}",
+            key="PATH",
+            allowed="a PATH whose first node is Node.js 20+",
+            fix="put Node.js first on PATH, or set JSII_NODE to a Node.js executable",
+        )
+    runtime = environ.get("JSII_RUNTIME")
+    if runtime is not None:
+        return gpucluster_error(
+            f"JSII_RUNTIME={runtime!r} did not start a jsii kernel (no handshake from it)",
+            key="JSII_RUNTIME",
+            allowed="the path of a jsii kernel script (JavaScript)",
+            fix=_RUNTIME_FIX,
+        )
+    return None
 
 
 def check_all(environ: Mapping[str, str] | None = None) -> None:
