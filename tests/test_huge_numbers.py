@@ -1,7 +1,7 @@
 """Numbers are sized at the boundary: an integer outside 64 bits, in any base YAML reads, is one
 error line naming its key (was: a traceback past Python's 4,300-digit limit, or the AKS plugin's
-hook failing with "disable the plugin"), and a ``--set`` value too long for 64 bits stays a string
-(as Helm's ``--set``)."""
+hook failing with "disable the plugin"); so is an unquoted ``--set`` integer outside 64 bits (Helm's
+``--set`` would keep it as a string: quoted, it is one here too)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from gpucluster.cli import main as cli_main
 from gpucluster.recipes.overrides import parse_scalar
+from gpucluster.yamlsafe import OutOfRange
 
 LITERALS = {
     "decimal-4301": "9" * 4301,
@@ -91,24 +92,40 @@ def test_a_huge_values_file_integer_names_the_values_file(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     "text, value",
     [
-        ("9" * 4301, "9" * 4301),
-        (str(2**63), str(2**63)),
         (str(2**63 - 1), 2**63 - 1),
-        ("-" + "9" * 19, "-" + "9" * 19),
         ("-9223372036854775808", -(2**63)),
         ("12", 12),
+        ("'" + "9" * 4301 + "'", "9" * 4301),
     ],
 )
 def test_a_set_value_is_an_int_only_within_64_bits(text, value):
     assert parse_scalar(text) == value
 
 
-def test_a_huge_set_value_plans(tmp_path, monkeypatch):
+@pytest.mark.parametrize("text", ["9" * 4301, str(2**63), "-" + "9" * 19, str(-(2**63) - 1)])
+def test_a_set_integer_outside_64_bits_is_one_error_naming_its_key(tmp_path, monkeypatch, text):
     monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
+    assert isinstance(parse_scalar(text), OutOfRange)
     code, out, err = plan(
         tmp_path,
         CLUSTER.replace("NODES", "1").replace("VALUE", "1"),
         "--set",
-        "gpuoperator:x=" + "9" * 4301,
+        "gpuoperator:x=" + text,
     )
-    assert code == 0 and "Traceback" not in err, err
+    assert (code, out) == (2, ""), err
+    [line] = err.splitlines()
+    assert line.startswith("error[input] file=--set key=--set[0]: integer "), line
+    assert "is outside the 64-bit range Helm and Kubernetes read" in line and len(line) < 600
+
+
+def test_a_cluster_file_set_integer_outside_64_bits_is_one_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUCLUSTER_CACHE_DIR", "off")
+    text = CLUSTER.replace("NODES", "1").replace("VALUE", "1") + (
+        f"      set: ['gpuoperator:x={'9' * 4301}']\n"
+    )
+    code, out, err = plan(tmp_path, text)
+    assert (code, out) == (2, ""), err
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"error[input] file={tmp_path / 'gpucluster.yaml'} cluster=lab key=clusters[0].overrides.set[0]: integer "
+    ), line

@@ -46,7 +46,7 @@ from gpucluster.errors import GpuclusterError, Problem, allowed_list, did_you_me
 from gpucluster.model import ClusterSpec, Component, Override, Recipe
 from gpucluster.policy_keys import policy_owned_paths
 from gpucluster.values import PATH_SEGMENT, deep_merge, get_path, leaf_paths, set_path, split_path
-from gpucluster.yamlsafe import load_yaml_file
+from gpucluster.yamlsafe import INT_MAX, INT_MIN, OutOfRange, check_plain, load_yaml_file
 
 ENABLED_KEY = "enabled"
 """The component toggle (AICR ``config.ComponentEnabledKey``)."""
@@ -77,7 +77,8 @@ def parse_scalar(text: str) -> Any:
 
     ``true``/``false`` -> bool (exactly these spellings, as AICR's ``ConvertMapValue``);
     ``null`` -> None (delete the key, as Helm's ``--set``); ``-?(0|[1-9][0-9]*)`` -> int when it fits in
-    64 bits (else the string, as Helm's ``--set``);
+    64 bits, else :class:`gpucluster.yamlsafe.OutOfRange` (what the strict YAML loader gives for
+    such a literal; :func:`parse_set` refuses it, as a values file's);
     ``'…'`` or ``"…"`` -> the exact string between the quotes; anything else -> the string
     as written. Decimals (``1.10``) stay strings: version-like values would lose digits as
     floats (AICR converts them; write a float through ``values`` when a chart needs one).
@@ -90,13 +91,13 @@ def parse_scalar(text: str) -> Any:
         return False
     if text == "null":
         return None
-    if (
-        _INT.fullmatch(text) and len(text) <= 20
-    ):  # at most 19 digits and a sign: int() never sees a huge text
-        value = int(text)
-        if -(2**63) <= value < 2**63:
-            return value
-    return text  # beyond int64 a string, as Helm's --set (strvals: ParseInt fails, the text stays)
+    if _INT.fullmatch(text):
+        if len(text) <= 20:  # at most 19 digits and a sign: int() never sees a huge text
+            value = int(text)
+            if INT_MIN <= value <= INT_MAX:
+                return value
+        return OutOfRange(text)
+    return text
 
 
 MAX_VALUES_DEPTH = 64
@@ -152,7 +153,9 @@ def parse_set(text: Any, *, source: str, key: str) -> Override:
     """Parse one ``component:path=value`` string into an :class:`Override` of kind ``set``.
 
     Raises:
-        GpuclusterError: not a string, missing ``:`` or ``=``, bad path segment.
+        GpuclusterError: not a string, missing ``:`` or ``=``, bad path segment, an unquoted
+            integer outside 64 bits (Helm's ``--set`` would keep it as a string; a number was
+            meant, and no chart reads one that size: quote it for the string).
     """
     fmt = "component:path=value, e.g. gpuoperator:driver.rdma.useHostMofed=false"
     if not isinstance(text, str):
@@ -183,11 +186,13 @@ def parse_set(text: Any, *, source: str, key: str) -> Override:
             fix="name the component (catalog name or alias, `gpucluster recipe` lists them), a ':', the dotted values "
             "path, '=' and the value",
         ) from None
+    value = parse_scalar(raw_value)
+    check_plain(value, file=source, key=key)  # an integer outside 64 bits: one error, as in YAML
     return Override(
         component=component,
         kind="set",
         path=path,
-        value=parse_scalar(raw_value),
+        value=value,
         source=source,
         key=key,
     )
