@@ -87,6 +87,15 @@ def _worker_count(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    """``--timeout SECONDS``: a number of seconds from 0.1 to 86400 (ASCII decimal)."""
+    if re.fullmatch(r"[0-9]{1,5}(\.[0-9]{1,3})?", text) is None or not 0.1 <= float(text) <= 86400:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a number of seconds (0.1 to 86400, e.g. 300)"
+        )
+    return float(text)
+
+
 _SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
 
 
@@ -274,6 +283,13 @@ def _charts_arguments(ch: argparse.ArgumentParser) -> None:
     )
     pull.add_argument(
         "--refresh", action="store_true", help="pull again charts the cache already holds"
+    )
+    pull.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="total deadline of the pull (default: 300); each connect or read waits at most 30 s",
     )
     pull.add_argument(
         "--set",
@@ -862,20 +878,39 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.charts import pull as charts
     from gpucluster.charts.chartcache import default_cache_dir
     from gpucluster.charts.helmsdk import helm
-    from gpucluster.errors import one_line
+    from gpucluster.errors import format_line, one_line
     from gpucluster.verify.render import LintFinding
 
     plans = _selected_plans(args)
     _warn_findings(plans, err)
     cache = _cache_arg(args) or default_cache_dir()
     helm()
-    results = charts.pull_all(plans, cache, refresh=args.refresh)
+    results = charts.pull_all(plans, cache, refresh=args.refresh, timeout=args.timeout)
     for r in results:
         p = r.pinned
         if r.path is not None:
             out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
             continue
         cluster, release = p.users[0]
+        if r.kind == "charts.pull":
+            err.write(
+                format_line(
+                    "error",
+                    r.kind,
+                    f"chart {p.chart} {p.version} from {charts.safe_url(p.repository)} was not stored: {r.reason}",
+                    where=(
+                        ("cluster", cluster),
+                        ("component", release),
+                        ("release", release),
+                        ("chart", f"{p.chart}@{p.version}"),
+                        ("mirror", charts.safe_url(p.repository)),
+                    ),
+                    fix=charts.PULL_ERROR_FIX,
+                    message_limit=2000,
+                )
+                + "\n"
+            )
+            continue
         err.write(
             LintFinding(
                 "charts.unavailable",

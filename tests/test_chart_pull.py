@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import functools
+import gzip
+import hashlib
 import http.server
 import io
 import os
@@ -26,6 +28,8 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
+import tarfile
 import threading
 import time
 import urllib.request
@@ -483,3 +487,376 @@ def test_an_untrusted_entry_is_replaced_not_used(tmp_path):
 )
 def test_plain_http_only_for_loopback_registries(repository, plain):
     assert charts.is_loopback(repository) is plain
+
+
+# --------------------------------------------------------------------------- hostile mirrors on 127.0.0.1
+
+PIN = next(p for p in default_pins() if p[1] == "cert-manager")
+"""The pin every hostile index lists: ``(upstream, "cert-manager", version)``."""
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    """A mirror whose answer for each path is a function of the handler (``routes``, per server);
+    ``release`` ends every answer still running (teardown)."""
+
+    routes: dict = {}
+    release = threading.Event()
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        route = self.routes.get(self.path.split("?")[0])
+        try:
+            if route is None:
+                self.send_error(404)
+            else:
+                route(self)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def answer(body: bytes, status: int = 200, **headers: str):
+    def route(h: Hostile) -> None:
+        h.send_response(status)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            h.send_header(name, value)
+        h.end_headers()
+        h.wfile.write(body)
+
+    return route
+
+
+def endless(h: Hostile) -> None:
+    h.send_response(200)
+    h.end_headers()
+    h.wfile.write(b"apiVersion: v1\nentries:\n")
+    while not h.release.is_set():
+        h.wfile.write(b"#" * 65535 + b"\n")
+
+
+def trickle(h: Hostile) -> None:
+    """``index.yaml`` one byte a second, no Content-Length."""
+    h.send_response(200)
+    h.end_headers()
+    for byte in b"apiVersion: v1\nentries: {}\n" * 100:
+        h.wfile.write(bytes([byte]))
+        h.wfile.flush()
+        if h.release.wait(1.0):
+            return
+
+
+def asleep(h: Hostile) -> None:
+    """Accepts, reads the request, answers nothing."""
+    h.release.wait(120)
+
+
+@pytest.fixture
+def hostile():
+    """Start a hostile mirror on 127.0.0.1: ``start(routes) -> base URL`` (several may run)."""
+    servers = []
+    release = threading.Event()
+
+    def start(routes: dict) -> str:
+        handler = type("H", (Hostile,), {"routes": routes, "release": release})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    release.set()
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def archive(
+    members: list[tuple[str, bytes]], *, name: str = "cert-manager", version: str | None = None
+) -> bytes:
+    """A chart archive (gzip tar) of ``members`` (path, content); with ``version``, first a
+    ``<name>/Chart.yaml`` naming it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        if version is not None:
+            members = [
+                (
+                    f"{name}/Chart.yaml",
+                    f"apiVersion: v2\nname: {name}\nversion: {version}\n".encode(),
+                ),
+                *members,
+            ]
+        for path, content in members:
+            info = tarfile.TarInfo(path)
+            info.size = len(content)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def index_for(url: str, *, digest: str | None = None, version: str = PIN[2]) -> bytes:
+    entry: dict = {"name": PIN[1], "version": version, "urls": [url], "apiVersion": "v2"}
+    if digest is not None:
+        entry["digest"] = digest
+    return yaml.safe_dump({"apiVersion": "v1", "entries": {PIN[1]: [entry]}}).encode()
+
+
+def hostile_pull(tmp_path: Path, mirror: str, *extra: str) -> tuple[int, str, str, Path]:
+    """``gpucluster charts pull`` of the default cluster through ``mirror`` in a child process
+    (generous outer limit: 240 s), ``--timeout 3``: ``(code, stdout, stderr, cache)``."""
+    project = tmp_path / "project"
+    project.mkdir()
+    config_file = project / "gpucluster.yaml"
+    config_file.write_text(f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUCLUSTER_CHARTS",)}
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gpucluster"),
+            "charts",
+            "pull",
+            "--config",
+            str(config_file),
+            "--cache",
+            str(cache),
+            "--timeout",
+            "3",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=project,
+    )
+    assert sorted(p.name for p in project.iterdir()) == ["gpucluster.yaml"]  # nothing beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["cache", "project"], ["project"])
+    return proc.returncode, proc.stdout, proc.stderr, cache
+
+
+def files_in(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*") if not p.is_dir()] if cache.exists() else []
+
+
+def index_failure(tmp_path, mirror: str, reason: str) -> None:
+    """Every chart fails with one ``error[charts.pull]`` line naming it, the mirror and ``reason``;
+    exit 2; nothing in the cache."""
+    code, out, err, cache = hostile_pull(tmp_path, mirror)
+    lines = err.splitlines()
+    pins = default_pins()
+    assert code == 2, err
+    assert len(lines) == len(pins), err
+    assert all(line.startswith("error[charts.pull] cluster=gpu-training ") for line in lines), err
+    assert sorted(line.split(" chart=")[1].split(" ")[0] for line in lines) == sorted(
+        f"{chart}@{version}" for _, chart, version in pins
+    )
+    assert all(f" mirror={mirror}: " in line and reason in line for line in lines), err
+    assert all(" fix: " in line for line in lines)
+    assert out.splitlines()[-1].startswith(f"{len(pins)} chart(s): 0 pulled, 0 already cached, ")
+    assert files_in(cache) == []
+
+
+def test_an_endless_index_is_cut_at_its_cap(hostile, tmp_path):
+    mirror = hostile({"/index.yaml": endless})
+    index_failure(tmp_path, mirror, f"index.yaml is longer than the {charts.INDEX_CAP} bytes read")
+
+
+def test_an_index_sent_a_byte_a_second_meets_the_total_deadline(hostile, tmp_path):
+    mirror = hostile({"/index.yaml": trickle})
+    index_failure(tmp_path, mirror, "the total deadline of 3 s (--timeout) passed")
+
+
+def test_a_server_that_accepts_and_sleeps_meets_the_total_deadline(hostile, tmp_path):
+    mirror = hostile({"/index.yaml": asleep})
+    index_failure(tmp_path, mirror, "the total deadline of 3 s (--timeout) passed")
+
+
+def test_an_index_that_is_not_a_repository_index(hostile, tmp_path):
+    mirror = hostile({"/index.yaml": answer(b"- just\n- a list\n")})
+    index_failure(tmp_path, mirror, "index.yaml has no 'entries' mapping")
+
+
+def chart_failure(tmp_path, mirror: str, reason: str) -> str:
+    """cert-manager fails with one ``error[charts.pull]`` line naming ``reason``; every other chart
+    is not in the index (``error[charts.unavailable]``); exit 2; nothing in the cache."""
+    code, out, err, cache = hostile_pull(tmp_path, mirror)
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == len(default_pins()), err
+    (pull_line,) = [line for line in lines if line.startswith("error[charts.pull]")]
+    assert pull_line.startswith(
+        "error[charts.pull] cluster=gpu-training component=cert-manager release=cert-manager "
+        f"chart=cert-manager@{PIN[2]} mirror={mirror}: "
+    ), pull_line
+    assert reason in pull_line and " fix: " in pull_line, pull_line
+    others = [line for line in lines if line != pull_line]
+    assert all(
+        line.startswith("error[charts.unavailable] ") and "not found" in line for line in others
+    )
+    assert files_in(cache) == []
+    return out + err
+
+
+def test_a_chart_of_another_version_is_not_stored(hostile, tmp_path):
+    tgz = archive([], version="9.9.9")
+    mirror = hostile({"/index.yaml": answer(index_for("cm.tgz")), "/cm.tgz": answer(tgz)})
+    chart_failure(
+        tmp_path,
+        mirror,
+        f"the archive holds chart cert-manager 9.9.9, not cert-manager {PIN[2]} as asked",
+    )
+
+
+def test_a_chart_of_another_name_is_not_stored(hostile, tmp_path):
+    tgz = archive(
+        [
+            (
+                "cert-manager/Chart.yaml",
+                b"apiVersion: v2\nname: evil\nversion: " + PIN[2].encode() + b"\n",
+            )
+        ]
+    )
+    mirror = hostile({"/index.yaml": answer(index_for("cm.tgz")), "/cm.tgz": answer(tgz)})
+    chart_failure(tmp_path, mirror, f"the archive holds chart evil {PIN[2]}, not cert-manager")
+
+
+def test_an_archive_whose_digest_is_not_the_index_digest(hostile, tmp_path):
+    tgz = archive([], version=PIN[2])
+    mirror = hostile(
+        {"/index.yaml": answer(index_for("cm.tgz", digest="0" * 64)), "/cm.tgz": answer(tgz)}
+    )
+    got = hashlib.sha256(tgz).hexdigest()
+    chart_failure(tmp_path, mirror, f"has sha256 {got}, the index says {'0' * 64}")
+
+
+def test_the_right_archive_with_its_digest_is_stored(hostile, tmp_path):
+    tgz = archive([("cert-manager/templates/cm.yaml", b"kind: ConfigMap\n")], version=PIN[2])
+    digest = hashlib.sha256(tgz).hexdigest()
+    mirror = hostile(
+        {"/index.yaml": answer(index_for("cm.tgz", digest=digest)), "/cm.tgz": answer(tgz)}
+    )
+    code, out, err, cache = hostile_pull(tmp_path, mirror)
+    assert f"pulled  cert-manager {PIN[2]} from {mirror}\n" in out, err
+    assert "charts.pull" not in err
+    folder = chartcache.lookup(cache, mirror, "cert-manager", PIN[2])
+    assert (
+        folder is not None
+        and (folder / "templates" / "cm.yaml").read_bytes() == b"kind: ConfigMap\n"
+    )
+
+
+def test_a_redirect_to_another_port_is_not_followed(hostile, tmp_path):
+    tgz = archive([], version=PIN[2])
+    other = hostile({"/cm.tgz": answer(tgz)})
+    mirror = hostile(
+        {
+            "/index.yaml": answer(index_for("cm.tgz")),
+            "/cm.tgz": answer(b"", 302, Location=f"{other}/cm.tgz"),
+        }
+    )
+    chart_failure(
+        tmp_path, mirror, f"redirects to {other}/cm.tgz, which the repository settings do not name"
+    )
+
+
+def test_a_redirect_of_the_index_is_not_followed(hostile, tmp_path):
+    other = hostile({"/index.yaml": answer(index_for("cm.tgz"))})
+    mirror = hostile({"/index.yaml": answer(b"", 301, Location=f"{other}/index.yaml")})
+    index_failure(tmp_path, mirror, "redirects to")
+
+
+def test_a_chart_url_to_another_host_is_refused_and_its_credentials_never_printed(
+    hostile, tmp_path
+):
+    tgz = archive([], version=PIN[2])
+    other = hostile({"/cm.tgz": answer(tgz)})
+    secret_url = other.replace("http://", "http://robot:S3CRETPASS@") + "/cm.tgz?token=T0KENVALUE"
+    mirror = hostile({"/index.yaml": answer(index_for(secret_url))})
+    text = chart_failure(
+        tmp_path, mirror, f"the index sends cert-manager {PIN[2]} to {other}/cm.tgz?…, a host"
+    )
+    assert "S3CRETPASS" not in text and "T0KENVALUE" not in text and "robot" not in text
+
+
+def test_a_gzip_bomb_stops_at_the_cap(hostile, tmp_path):
+    big = tarfile.TarInfo("cert-manager/templates/big.yaml")
+    big.size = 10 * 1024**3  # declared 10 GiB: what a bomb unpacks to
+    head = archive([], version=PIN[2])
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb") as gz:
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(head))) as tar:
+            for member in tar:
+                gz.write(member.tobuf())
+                gz.write(tar.extractfile(member).read().ljust(512 * -(-member.size // 512), b"\0"))
+        gz.write(big.tobuf())
+        gz.write(b"\0" * (8 * 1024 * 1024))
+    mirror = hostile(
+        {"/index.yaml": answer(index_for("cm.tgz")), "/cm.tgz": answer(buf.getvalue())}
+    )
+    chart_failure(tmp_path, mirror, f"is larger than {charts.UNPACKED_FILE_CAP} bytes")
+
+
+def test_a_tar_member_outside_the_chart_folder_is_refused(hostile, tmp_path):
+    tgz = archive([("cert-manager/../../../escaped.txt", b"x")], version=PIN[2])
+    mirror = hostile({"/index.yaml": answer(index_for("cm.tgz")), "/cm.tgz": answer(tgz)})
+    chart_failure(tmp_path, mirror, "outside the chart folder cert-manager/")
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+def member(name: str, kind: bytes, **attrs) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    return info
+
+
+@pytest.mark.parametrize(
+    ("info", "reason"),
+    [
+        (member("/etc/demo", tarfile.REGTYPE), "outside the chart folder"),
+        (member("demo/../x", tarfile.REGTYPE), "outside the chart folder"),
+        (member("other/x", tarfile.REGTYPE), "outside the chart folder"),
+        (
+            member("demo/link", tarfile.SYMTYPE, linkname="/etc/passwd"),
+            "neither a file nor a folder",
+        ),
+        (
+            member("demo/hard", tarfile.LNKTYPE, linkname="demo/Chart.yaml"),
+            "neither a file nor a folder",
+        ),
+        (
+            member("demo/dev", tarfile.CHRTYPE, devmajor=1, devminor=3),
+            "neither a file nor a folder",
+        ),
+        (member("demo/fifo", tarfile.FIFOTYPE), "neither a file nor a folder"),
+    ],
+)
+def test_unsafe_members_are_refused(tmp_path, info, reason):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        chart_yaml = b"apiVersion: v2\nname: demo\nversion: 1.0.0\n"
+        first = tarfile.TarInfo("demo/Chart.yaml")
+        first.size = len(chart_yaml)
+        tar.addfile(first, io.BytesIO(chart_yaml))
+        tar.addfile(info, io.BytesIO(b"x" * info.size))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(charts.PullError, match=reason):
+        charts.unpack_chart(buf.getvalue(), out, "demo")
+    assert [p.name for p in out.rglob("*") if not p.is_dir()] == ["Chart.yaml"]
+
+
+def test_too_many_members_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(charts, "MEMBER_CAP", 3)
+    tgz = archive([(f"demo/f{i}", b"") for i in range(5)], name="demo", version="1.0.0")
+    with pytest.raises(charts.PullError, match="more than 3 members"):
+        charts.unpack_chart(tgz, tmp_path, "demo")
+
+
+def test_timeout_must_be_a_number_of_seconds(monkeypatch):
+    code, _, err = cli(["charts", "pull", "--timeout", "soon"], monkeypatch)
+    assert (
+        code == 2 and err.startswith("error[usage]") and "'soon' is not a number of seconds" in err
+    )

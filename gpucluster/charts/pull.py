@@ -2,10 +2,19 @@
 
 Pure Python (no cdktf). The charts are exactly the ``helm_release`` s Terraform installs
 (:class:`~gpucluster.model.PlanNode` of kind ``chart``: repository, chart, version, with the
-cluster file's mirror applied, :mod:`gpucluster.charts.mirrors`); each is pulled once, with Helm's own
-client (PyPI ``helm-python-sdk``, ``helm_python.pull``: an HTTP chart repository through its
-``index.yaml``, or an OCI registry), into :mod:`gpucluster.charts.chartcache`. ``render`` and ``lint``
-then read it from there, offline.
+cluster file's mirror applied, :mod:`gpucluster.charts.mirrors`); each is pulled once into
+:mod:`gpucluster.charts.chartcache`. ``render`` and ``lint`` then read it from there, offline.
+
+An HTTP(S) chart repository is read here, with the standard library (:func:`fetch_http`): its
+``index.yaml`` once per run, within caps (:data:`INDEX_CAP`, :data:`ARCHIVE_CAP`,
+:data:`UNPACKED_CAP`), a per-request timeout (:data:`REQUEST_TIMEOUT`) and one total deadline
+(:class:`Deadline`, ``charts pull --timeout``); no redirect is followed and no archive is taken
+from a host other than the repository's (:data:`REDIRECT_HOSTS` names the one upstream whose index
+points elsewhere); the archive's digest, members, chart name and version are checked before it is
+stored. Anything a repository sends that cannot be trusted is a :class:`PullError`
+(``error[charts.pull]``); a chart version it does not hold is :class:`ChartNotFound`
+(``error[charts.unavailable]``). An OCI registry is pulled with Helm's own client (PyPI
+``helm-python-sdk``, ``helm_python.pull``).
 
 OCI registries are reached over HTTPS, except on a loopback address (``localhost``,
 ``127.0.0.0/8``, ``::1``), where plain HTTP is used -- the registries Docker treats as insecure
@@ -18,11 +27,29 @@ login``); none is read from the cluster file.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import gzip
+import hashlib
+import http.client
+import io
 import ipaddress
+import os
+import shutil
+import socket
+import ssl
+import tarfile
+import threading
+import time
+import urllib.request
+import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit, urlunsplit
+
+import yaml
 
 from gpucluster.charts import chartcache
 from gpucluster.charts.helmsdk import helm
@@ -34,6 +61,13 @@ PULL_FIX = (
     "--charts folder"
 )
 """The ``fix:`` of a chart ``charts pull`` cannot have."""
+PULL_ERROR_FIX = (
+    "the repository sent what cannot be used, or did not answer in time: make it serve the chart as its "
+    "index.yaml lists it (the archive on the repository's own host, its Chart.yaml naming that chart and version, "
+    "its sha256 the index's digest), raise --timeout for a slow link, or name another mirror (charts.mirror or "
+    "charts.mirrors in the cluster file, docs/cluster-file.md)"
+)
+"""The ``fix:`` of an ``error[charts.pull]`` line (:class:`PullError`)."""
 
 
 @dataclass(frozen=True)
@@ -79,46 +113,449 @@ def is_loopback(repository: str) -> bool:
         return False
 
 
-def fetch_chart(repository: str, chart: str, version: str, folder: Path) -> None:
-    """Pull ``chart`` at ``version`` from ``repository`` and unpack it into ``folder/<chart>/``.
+# ----------------------------------------------------------------------------- HTTP(S) repositories
 
-    ``oci://host/path`` pulls ``oci://host/path/<chart>:<version>``; ``https://`` / ``http://``
-    reads the repository's ``index.yaml`` (``helm pull --repo``).
+INDEX_CAP = 32 * 1024 * 1024
+"""Largest ``index.yaml`` read (bytes): the index of every chart of a large repository (Bitnami's,
+about 20 MiB in 2024) fits; a longer answer is refused, not held in memory."""
+ARCHIVE_CAP = 64 * 1024 * 1024
+"""Largest chart archive (``.tgz``) read (bytes); unpacked it is held to :data:`UNPACKED_CAP`."""
+UNPACKED_CAP = 100 * 1024 * 1024
+"""Largest total of the files of an unpacked chart (bytes): Helm's chart loader's own limit
+(``loader.MaxDecompressedChartSize``, 100 MiB, Helm source ``pkg/chart/loader``)."""
+UNPACKED_FILE_CAP = 5 * 1024 * 1024
+"""Largest single file of an unpacked chart (bytes): Helm's ``loader.MaxDecompressedFileSize`` (5 MiB)."""
+MEMBER_CAP = 20_000
+"""Most members (files and folders) of a chart archive."""
+REQUEST_TIMEOUT = 30.0
+"""Seconds one connect, or one read of a request, may wait for the server."""
+DEFAULT_TIMEOUT = 300.0
+"""Default total deadline of one ``charts pull`` (seconds; ``--timeout``), Helm's own default
+for an operation (``helm install --timeout``, 5m0s)."""
+REDIRECT_HOSTS: dict[str, tuple[str, ...]] = {
+    "https://prometheus-community.github.io/helm-charts": (
+        "github.com",
+        "objects.githubusercontent.com",
+        "release-assets.githubusercontent.com",
+    ),
+}
+"""Upstream repositories whose ``index.yaml`` names chart archives on other hosts, and those hosts
+(HTTPS only; redirects followed only among them): the prometheus-community index gives
+``https://github.com/prometheus-community/helm-charts/releases/download/...`` URLs, which GitHub
+answers with a redirect to its release-asset host. Every other repository -- every mirror --
+serves its archives itself: a chart URL to another host or port, and any redirect, is refused."""
+_MAX_REDIRECTS = 5
+
+
+class PullError(Exception):
+    """The repository answered, or failed to answer, in a way that gives no trustworthy chart: a
+    deadline passed, an answer over its cap, a redirect or a chart URL to a host not allowed, a
+    digest, name or version that does not match, an unsafe archive (``error[charts.pull]``)."""
+
+
+class ChartNotFound(Exception):
+    """The repository's index lists no such chart version, or the archive is not there (404)
+    (``error[charts.unavailable]``)."""
+
+
+def safe_url(url: str) -> str:
+    """``url`` as it may be printed: no user info (``user:password@``), no query (a token)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
+
+
+class Deadline:
+    """A total deadline of ``seconds`` from now (monotonic clock)."""
+
+    def __init__(self, seconds: float = DEFAULT_TIMEOUT) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left (0 or less: passed)."""
+        return self.end - time.monotonic()
+
+    def expired_error(self) -> PullError:
+        """The error of a passed deadline."""
+        return PullError(f"the total deadline of {self.seconds:g} s (--timeout) passed")
+
+    def per_request(self) -> float:
+        """Seconds the next connect or read may wait: :data:`REQUEST_TIMEOUT`, less when the
+        total deadline is nearer.
+
+        Raises:
+            PullError: the deadline has passed.
+        """
+        left = self.remaining()
+        if left <= 0:
+            raise self.expired_error()
+        return min(REQUEST_TIMEOUT, left)
+
+
+@dataclass
+class PullSession:
+    """What one ``charts pull`` run shares: its :class:`Deadline` and each repository's parsed
+    index (fetched once per run; a failure to fetch it is kept too, so it is tried once)."""
+
+    deadline: Deadline = field(default_factory=Deadline)
+    indexes: dict[str, dict[str, Any] | Exception] = field(default_factory=dict)
+
+
+def _connection(parts: SplitResult, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+    """A connection for ``parts`` (through ``HTTPS_PROXY``/``HTTP_PROXY`` unless ``NO_PROXY``
+    names the host, as :mod:`urllib.request` reads them) and the request target to send."""
+    host, port = parts.hostname or "", parts.port
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and urllib.request.proxy_bypass(host):
+        proxy = None
+    proxy_headers: dict[str, str] = {}
+    if proxy:
+        p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if p.username is not None:
+            token = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+            proxy_headers["Proxy-Authorization"] = "Basic " + base64.b64encode(token).decode()
+        via = (p.hostname or "", p.port or 8080)
+        if parts.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                *via, timeout=timeout, context=ssl.create_default_context()
+            )
+            conn.set_tunnel(host, port, headers=proxy_headers)
+            return conn, target
+        conn = http.client.HTTPConnection(*via, timeout=timeout)
+        return conn, urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], target, "", ""))
+    if parts.scheme == "https":
+        return http.client.HTTPSConnection(
+            host, port, timeout=timeout, context=ssl.create_default_context()
+        ), target
+    return http.client.HTTPConnection(host, port, timeout=timeout), target
+
+
+def _host(parts: SplitResult) -> tuple[str, str, int | None]:
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def _get_once(url: str, deadline: Deadline, cap: int, what: str) -> tuple[int, str, bytes]:
+    """One GET of ``url``: ``(status, Location header, body)``; the body (of a 200) read in
+    chunks, at most ``cap`` bytes, each read waiting at most :meth:`Deadline.per_request`, and a
+    watchdog that closes the connection when the total deadline passes (a server that trickles
+    its headers is cut too)."""
+    parts = urlsplit(url)
+    conn, target = _connection(parts, deadline.per_request())
+    expired = threading.Event()
+    timer: threading.Timer | None = None
+    try:
+        conn.connect()
+        sock = conn.sock
+
+        def cut() -> None:
+            expired.set()
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(max(deadline.remaining(), 0.0), cut)
+        timer.daemon = True
+        timer.start()
+        conn.request(
+            "GET", target, headers={"User-Agent": "gpucluster", "Accept-Encoding": "identity"}
+        )
+        sock.settimeout(deadline.per_request())
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return resp.status, resp.getheader("Location") or "", b""
+        length = resp.getheader("Content-Length")
+        if length and length.strip().isdigit() and int(length) > cap:
+            raise PullError(f"{what} is {int(length)} bytes, more than the {cap} read")
+        chunks, total = [], 0
+        while True:
+            sock.settimeout(deadline.per_request())
+            chunk = resp.read1(1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:
+                raise PullError(f"{what} is longer than the {cap} bytes read")
+            chunks.append(chunk)
+        if expired.is_set():
+            raise deadline.expired_error()
+        return 200, "", b"".join(chunks)
+    except (OSError, http.client.HTTPException) as exc:
+        if expired.is_set() or deadline.remaining() <= 0:
+            raise deadline.expired_error() from None
+        if isinstance(exc, TimeoutError | socket.timeout):
+            raise PullError(
+                f"{what}: no answer within {REQUEST_TIMEOUT:g} s (one connect or read)"
+            ) from None
+        raise PullError(f"{what}: {type(exc).__name__}: {first_line(exc)}") from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+        conn.close()
+
+
+def http_get(
+    url: str, deadline: Deadline, *, cap: int, what: str, hosts: Sequence[str] = ()
+) -> bytes:
+    """GET ``url`` within ``deadline``, at most ``cap`` bytes of body.
+
+    TLS certificates are verified (the system's trust store, :func:`ssl.create_default_context`);
+    proxies come from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. A redirect is followed only
+    to an HTTPS URL on one of ``hosts`` (at most 5); every other is refused.
 
     Raises:
-        GpuclusterError: the ``render`` extra (helm-python-sdk) is not installed.
-        helm_python.HelmError: the repository or the chart version cannot be had.
+        ChartNotFound: a 404 answer.
+        PullError: any other failure (deadline, cap, status, redirect, connection).
     """
+    for _ in range(_MAX_REDIRECTS + 1):
+        status, location, body = _get_once(url, deadline, cap, what)
+        if status == 200:
+            return body
+        if status == 404:
+            raise ChartNotFound(f"{what} is not there (HTTP 404)")
+        if status in (301, 302, 303, 307, 308):
+            target = urljoin(url, location)
+            parts = urlsplit(target)
+            if (parts.hostname or "").lower() not in hosts or parts.scheme != "https":
+                raise PullError(
+                    f"{what} redirects to {safe_url(target)}, which the repository settings do not name "
+                    "(redirects are not followed)"
+                )
+            url = target
+            continue
+        raise PullError(f"{what} answered HTTP {status}")
+    raise PullError(f"{what}: more than {_MAX_REDIRECTS} redirects")
+
+
+def _index(repository: str, session: PullSession) -> dict[str, Any]:
+    """The parsed ``index.yaml`` of ``repository`` (once per session)."""
+    known = session.indexes.get(repository)
+    if known is None:
+        try:
+            data = http_get(
+                f"{repository.rstrip('/')}/index.yaml",
+                session.deadline,
+                cap=INDEX_CAP,
+                what="index.yaml",
+            )
+            try:
+                parsed = yaml.load(data, Loader=_IndexLoader)  # noqa: S506  (a safe loader)
+            except (yaml.YAMLError, RecursionError) as exc:
+                raise PullError(f"index.yaml is not YAML: {first_line(exc)}") from None
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("entries"), dict):
+                raise PullError("index.yaml has no 'entries' mapping")
+            known = parsed
+        except ChartNotFound:
+            known = PullError("the repository has no index.yaml (HTTP 404): not a chart repository")
+        except PullError as exc:
+            known = exc
+        session.indexes[repository] = known
+    if isinstance(known, Exception):
+        raise known
+    return known
+
+
+class _IndexLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases (``*name``), which could multiply a capped index."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases are not accepted in index.yaml")
+        return super().compose_node(parent, index)
+
+
+def _same_version(a: str, b: str) -> bool:
+    """``1.2.3`` and ``v1.2.3`` are one version (Helm compares parsed semantic versions)."""
+    return a == b or a.removeprefix("v") == b.removeprefix("v")
+
+
+def fetch_http(
+    repository: str, chart: str, version: str, folder: Path, session: PullSession
+) -> None:
+    """Fetch ``chart`` ``version`` from the HTTP(S) chart repository and unpack it into
+    ``folder/<chart>/`` (Helm's chart repository layout: "The Chart Repository Guide",
+    https://helm.sh/docs/topics/chart_repository/).
+
+    Reads ``index.yaml`` (once per session, at most :data:`INDEX_CAP` bytes), takes the entry of
+    that version, downloads its first URL (relative URLs against the repository; an absolute one
+    must be on the repository's host and port, or a :data:`REDIRECT_HOSTS` host of it), at most
+    :data:`ARCHIVE_CAP` bytes, checks the entry's ``digest`` (sha256 of the archive) when given,
+    unpacks it safely (:func:`unpack_chart`) and checks that its ``Chart.yaml`` is that chart and
+    version.
+
+    Raises:
+        ChartNotFound: no such chart version in the index, or its archive is not there.
+        PullError: everything else (see :class:`PullError`).
+    """
+    index = _index(repository, session)
+    entries = index["entries"].get(chart)
+    entry = next(
+        (
+            e
+            for e in (entries if isinstance(entries, list) else [])
+            if isinstance(e, dict) and _same_version(str(e.get("version", "")), version)
+        ),
+        None,
+    )
+    if entry is None:
+        raise ChartNotFound(
+            f'chart "{chart}" version "{version}" not found in the repository index'
+        )
+    urls = entry.get("urls")
+    if not isinstance(urls, list) or not urls or not isinstance(urls[0], str) or not urls[0]:
+        raise PullError(f"the index entry of {chart} {version} names no archive URL")
+    base = urlsplit(repository)
+    url = urljoin(repository.rstrip("/") + "/", urls[0])
+    parts = urlsplit(url)
+    extra = REDIRECT_HOSTS.get(repository.rstrip("/"), ())
+    if _host(parts) != _host(base) and not (
+        parts.scheme == "https" and (parts.hostname or "").lower() in extra
+    ):
+        raise PullError(
+            f"the index sends {chart} {version} to {safe_url(url)}, a host the repository settings do not "
+            f"name (archives must come from {base.hostname}{f':{base.port}' if base.port else ''})"
+        )
+    data = http_get(
+        url, session.deadline, cap=ARCHIVE_CAP, what=f"archive {safe_url(url)}", hosts=extra
+    )
+    digest = entry.get("digest")
+    if digest:
+        got = hashlib.sha256(data).hexdigest()
+        if str(digest).lower().removeprefix("sha256:") != got:
+            raise PullError(
+                f"archive of {chart} {version} has sha256 {got}, the index says {str(digest)[:80]}"
+            )
+    unpack_chart(data, folder, chart)
+    check_chart_yaml(folder / chart / "Chart.yaml", chart, version)
+
+
+def unpack_chart(data: bytes, folder: Path, chart: str) -> None:
+    """Unpack a chart archive (``.tgz``) into ``folder``, read as a stream.
+
+    Every member must be a regular file or a folder below ``<chart>/`` (no absolute path, no
+    ``..``, no link, device or FIFO), at most :data:`MEMBER_CAP` members, each file at most
+    :data:`UNPACKED_FILE_CAP` and all at most :data:`UNPACKED_CAP` bytes (a decompression bomb
+    stops at the cap). Files are written 0600, folders 0700, never through a link.
+
+    Raises:
+        PullError: an unsafe or over-large archive, or one that is not a gzip tar.
+    """
+    total = count = 0
+    try:
+        # gzip read by the gzip module, the tar as a stream of it (tarfile's own "r|gz" misreads a
+        # gzip header with an extra field, which Helm writes: CPython issue "tarfiles can't open tgz files
+        # with gzip features like FEXTRA & FCOMMENT when mode='r|*'", https://github.com/python/cpython/issues/107398)
+        with (
+            gzip.GzipFile(fileobj=io.BytesIO(data)) as unzipped,
+            tarfile.open(fileobj=unzipped, mode="r|") as tar,
+        ):
+            for member in tar:
+                count += 1
+                if count > MEMBER_CAP:
+                    raise PullError(f"the archive has more than {MEMBER_CAP} members")
+                name = member.name
+                parts = name.replace("\\", "/").split("/")
+                if (
+                    name.startswith("/")
+                    or ".." in parts
+                    or parts[0] != chart
+                    or any(ch in name for ch in "\x00")
+                ):
+                    raise PullError(
+                        f"the archive holds {name!r}, outside the chart folder {chart}/"
+                    )
+                if not (member.isfile() or member.isdir()):
+                    raise PullError(
+                        f"the archive holds {name!r}, which is neither a file nor a folder (links and devices are refused)"
+                    )
+                target = folder.joinpath(*[p for p in parts if p not in ("", ".")])
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    continue
+                if member.size > UNPACKED_FILE_CAP:
+                    raise PullError(
+                        f"the archive's {name!r} is larger than {UNPACKED_FILE_CAP} bytes"
+                    )
+                total += member.size
+                if total > UNPACKED_CAP:
+                    raise PullError(f"the unpacked archive is larger than {UNPACKED_CAP} bytes")
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                source = tar.extractfile(member)
+                if source is None:
+                    raise PullError(f"the archive's {name!r} cannot be read")
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as out, source:
+                    shutil.copyfileobj(source, out, 1 << 16)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+        if isinstance(exc, FileExistsError):
+            raise PullError(f"the archive holds {exc.filename} twice") from None
+        raise PullError(
+            f"the archive is not a chart archive (gzip tar): {first_line(exc)}"
+        ) from None
+
+
+def check_chart_yaml(path: Path, chart: str, version: str) -> None:
+    """The unpacked ``Chart.yaml`` names ``chart`` at ``version``.
+
+    Raises:
+        PullError: it is missing, not YAML, or names another chart or version.
+    """
+    try:
+        meta = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PullError(
+            f"the archive's {chart}/Chart.yaml cannot be read: {first_line(exc)}"
+        ) from None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    got = str(meta.get("version", "")) if isinstance(meta, dict) else ""
+    if name != chart or not _same_version(got, version):
+        raise PullError(
+            f"the archive holds chart {str(name)[:80]} {got[:80]}, not {chart} {version} as asked"
+        )
+
+
+def fetch_chart(
+    repository: str, chart: str, version: str, folder: Path, session: PullSession | None = None
+) -> None:
+    """Pull ``chart`` at ``version`` from ``repository`` and unpack it into ``folder/<chart>/``.
+
+    ``oci://host/path`` pulls ``oci://host/path/<chart>:<version>`` with Helm's client;
+    ``https://`` / ``http://`` reads the repository's ``index.yaml`` (:func:`fetch_http`, bounded
+    and checked).
+
+    Raises:
+        GpuclusterError: the ``render`` extra (helm-python-sdk) is not installed (OCI).
+        ChartNotFound / PullError: the chart version cannot be had (HTTP).
+        helm_python.HelmError: the registry or the chart version cannot be had (OCI).
+    """
+    if not repository.startswith("oci://"):
+        fetch_http(repository, chart, version, folder, session or PullSession())
+        return
     hp = helm()
-    if repository.startswith("oci://"):
-        hp.pull(
-            f"{repository.rstrip('/')}/{chart}",
-            version=version,
-            untar=True,
-            untar_dir=folder,
-            destination=folder,
-            plain_http=is_loopback(repository),
-        )
-    else:
-        hp.pull(
-            chart,
-            repo_url=repository,
-            version=version,
-            untar=True,
-            untar_dir=folder,
-            destination=folder,
-        )
+    hp.pull(
+        f"{repository.rstrip('/')}/{chart}",
+        version=version,
+        untar=True,
+        untar_dir=folder,
+        destination=folder,
+        plain_http=is_loopback(repository),
+    )
 
 
 @dataclass(frozen=True)
 class PullResult:
     """What happened to one :class:`PinnedChart`: ``how`` is ``cached`` (already there), ``pulled``
-    or ``failed``; ``path`` the cached chart folder (None when failed); ``reason`` why it failed."""
+    or ``failed``; ``path`` the cached chart folder (None when failed); ``reason`` why it failed;
+    ``kind`` the error id of a failure: ``charts.unavailable`` (the repository does not hold that
+    chart version, or cannot be had at all) or ``charts.pull`` (what it sent cannot be trusted, or
+    it did not answer in time: :class:`PullError`)."""
 
     pinned: PinnedChart
     how: str
     path: Path | None = None
     reason: str = ""
+    kind: str = "charts.unavailable"
 
 
 def first_line(exc: BaseException) -> str:
@@ -128,15 +565,21 @@ def first_line(exc: BaseException) -> str:
 
 
 def pull_one(
-    pinned: PinnedChart | tuple[str, str, str], cache_dir: Path, *, refresh: bool = False
+    pinned: PinnedChart | tuple[str, str, str],
+    cache_dir: Path,
+    *,
+    refresh: bool = False,
+    session: PullSession | None = None,
 ) -> PullResult:
     """Make sure one chart is in the cache (:func:`pull_all` for each).
 
     Args:
         pinned: the chart, or ``(repository, chart, version)``.
         refresh: pull again even when a trusted entry is there.
+        session: the run's deadline and fetched indexes (default: a new one, :data:`DEFAULT_TIMEOUT`).
 
-    Never raises for a chart that cannot be had: the result says why (``how == "failed"``).
+    Never raises for a chart that cannot be had: the result says why (``how == "failed"``); the
+    cache is then as it was (the chart is fetched into a temporary folder, renamed at the end).
     """
     if not isinstance(pinned, PinnedChart):
         pinned = PinnedChart(*pinned, users=())
@@ -145,14 +588,17 @@ def pull_one(
         found = chartcache.lookup(cache_dir, repo, chart, version)
         if found is not None:
             return PullResult(pinned, "cached", found)
+    session = session or PullSession()
     try:
         path = chartcache.store(
             cache_dir,
             repo,
             chart,
             version,
-            lambda folder: fetch_chart(repo, chart, version, folder),
+            lambda folder: fetch_chart(repo, chart, version, folder, session),
         )
+    except PullError as exc:
+        return PullResult(pinned, "failed", reason=first_line(exc), kind="charts.pull")
     except Exception as exc:  # HelmError, ChartCacheError: reported with the chart, never raised
         from gpucluster.errors import GpuclusterError
 
@@ -163,7 +609,14 @@ def pull_one(
 
 
 def pull_all(
-    plans: Sequence[RuntimePlan], cache_dir: Path, *, refresh: bool = False
+    plans: Sequence[RuntimePlan],
+    cache_dir: Path,
+    *,
+    refresh: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> list[PullResult]:
-    """:func:`pull_one` for every :func:`pinned_charts` of ``plans``, in that order."""
-    return [pull_one(p, cache_dir, refresh=refresh) for p in pinned_charts(plans)]
+    """:func:`pull_one` for every :func:`pinned_charts` of ``plans``, in that order, sharing one
+    :class:`PullSession`: ``timeout`` seconds in all (a chart left when it has passed fails with
+    the deadline's error), each repository's index read once."""
+    session = PullSession(Deadline(timeout))
+    return [pull_one(p, cache_dir, refresh=refresh, session=session) for p in pinned_charts(plans)]
