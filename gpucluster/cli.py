@@ -315,6 +315,13 @@ def _cluster_arguments(c: argparse.ArgumentParser) -> None:
         help="kubeconfig of the live cluster (read-only: get/list; docs/validate.md, RBAC)",
     )
     c.add_argument("--context", help="kubeconfig context (default: the current one)")
+    c.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        default="60s",
+        help="live cluster: total deadline of one reading, credential plugin, retries and slow "
+        "answers included (default 60s)",
+    )
 
 
 def _snapshot_arguments(c: argparse.ArgumentParser) -> None:
@@ -1071,10 +1078,10 @@ def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"next: {where}gpucluster plan   (README.md: set up, lint, synth, deploy)\n")
 
 
-def _cmd_snapshot(args: argparse.Namespace, out: TextIO) -> None:
+def _cmd_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from gpucluster.verify import cli as verify_cli
 
-    verify_cli.snapshot_command(args, out)
+    verify_cli.snapshot_command(args, out, err)
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -1157,7 +1164,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             elif args.command == "charts":
                 code = _cmd_charts(args, out, err)
             elif args.command == "snapshot":
-                _cmd_snapshot(args, out)
+                _cmd_snapshot(args, out, err)
             elif args.command == "validate":
                 code = _cmd_validate(args, out, err)
         except GpuclusterError as exc:

@@ -34,6 +34,56 @@ surrogates (a JSON ``"\\udc80"``), which no UTF-8 stream can write."""
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
+MASK = "***"
+"""What :func:`mask_secrets` writes in place of a credential."""
+
+_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # a PEM private key block (cut at its END line, or at the end of the text)
+    (
+        re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+            re.DOTALL,
+        ),
+        rf"-----BEGIN \1PRIVATE KEY-----{MASK}",
+    ),
+    # the password (or the token standing alone) in a URL's user information (RFC 3986, 3.2.1)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#@\s:'\"]*):[^/?#@\s'\"]*@"), rf"\1\2:{MASK}@"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s:'\"]+@"), rf"\1{MASK}@"),
+    # an Authorization header value
+    (re.compile(r"\bBearer(?:\s+|%20)[^\s'\"]+"), f"Bearer {MASK}"),
+    (re.compile(r"\bBasic(?:\s+|%20)[A-Za-z0-9+/]{8,}=*"), f"Basic {MASK}"),
+    # key=value credentials of connection strings and query strings (Azure Storage connection
+    # strings, Service Bus/Event Hubs, SAS tokens: sig=)
+    (
+        re.compile(
+            r"(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature|sig|password|passwd|pwd|"
+            r"client_?secret|access_?key|secret_?key|api_?key|token|access_token|refresh_token)"
+            r"(\s*[=:]\s*)[^;&\s'\",]+"
+        ),
+        rf"\1\2{MASK}",
+    ),
+    # a JSON Web Token (three base64url parts, the first two JSON objects: "eyJ")
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),
+)
+"""Credential shapes :func:`mask_secrets` masks, with their replacement."""
+
+
+def mask_secrets(text: object) -> str:
+    """``text`` with every credential-shaped part replaced by :data:`MASK` (``***``): PEM private
+    keys; the password of ``scheme://user:password@host`` (and a lone ``scheme://token@host``);
+    ``Bearer``/``Basic`` header values; ``AccountKey=``, ``SharedAccessKey=``, ``sig=``,
+    ``password=``, ``token=``, ``api_key:`` and similar ``key=value`` / ``key: value`` pairs of
+    connection strings and query strings; JSON Web Tokens (``eyJ….eyJ….…``). What surrounds them
+    (the host, the user, the key name) is kept, so the line still says which value is wrong.
+
+    The one masking of the project: :func:`format_line` applies it to every part of every
+    ``error``/``warning``/``info`` line, so no error path can quote a user's secret.
+    """
+    text = str(text)
+    for pattern, replacement in _SECRET_SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
 
 def _escape_char(match: re.Match) -> str:
     ch = match.group()
@@ -135,17 +185,18 @@ def format_line(
 
     Returns:
         ``severity[id] name=value …: message (allowed: …) fix: …`` -- one line: every part passes
-        :func:`one_line` (control, line-separator and bidirectional characters escaped).
+        :func:`mask_secrets` (credential-shaped values masked) and then :func:`one_line` (control,
+        line-separator and bidirectional characters escaped).
     """
-    text = f"{severity}[{one_line(id, FIELD_LIMIT)}]"
+    text = f"{severity}[{one_line(mask_secrets(id), FIELD_LIMIT)}]"
     for name, value in where:
         if value:
-            text += f" {name}={one_line(value, FIELD_LIMIT)}"
-    text += f": {one_line(message, message_limit)}"
+            text += f" {name}={one_line(mask_secrets(value), FIELD_LIMIT)}"
+    text += f": {one_line(mask_secrets(message), message_limit)}"
     if allowed:
-        text += f" (allowed: {one_line(allowed)})"
+        text += f" (allowed: {one_line(mask_secrets(allowed))})"
     if fix is not None:
-        text += f" fix: {one_line(fix)}"
+        text += f" fix: {one_line(mask_secrets(fix))}"
     return text
 
 

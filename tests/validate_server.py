@@ -149,3 +149,124 @@ class FakeApi:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
+
+
+class HostileApi:
+    """A bad API server on 127.0.0.1 for the hostile-server tests: every GET gets the same bad
+    answer, chosen by ``mode``:
+
+    * ``"silent"``: a listening socket that never accepts (connections wait in its backlog);
+    * ``"sleep"``: reads the request, then answers nothing until closed;
+    * ``"trickle"``: a 200 whose body comes one byte every 0.5 s;
+    * ``"cut"``: a 200 announcing 4096 bytes, 40 sent, then the connection is closed;
+    * ``"huge"``: a 200 body of ``huge_bytes`` bytes (the client's bound is below it);
+    * ``"status"``: ``status`` with a JSON Status body;
+    * ``"body"``: a 200 whose body is ``body`` (bytes), as ``content_type``.
+
+    Bounded: each answer stops after at most 120 steps or when :meth:`close` is called."""
+
+    def __init__(
+        self,
+        mode: str,
+        *,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        status: int = 500,
+        huge_bytes: int = 65 * 1024 * 1024,
+    ):
+        import socket
+
+        self.mode = mode
+        self.closed = threading.Event()
+        self.requests: list[str] = []
+        api = self
+        if mode == "silent":
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.bind(("127.0.0.1", 0))
+            self.sock.listen(64)
+            self.port = self.sock.getsockname()[1]
+            self.server = None
+            return
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _head(self, code: int, length: int, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(length))
+                self.end_headers()
+                self.wfile.flush()
+
+            def do_GET(self):  # noqa: N802
+                api.requests.append(self.path)
+                try:
+                    self._answer()
+                except OSError:  # the client went away (the deadline stopped it)
+                    pass
+
+            def _answer(self) -> None:
+                if api.mode == "sleep":
+                    api.closed.wait(60)
+                elif api.mode == "trickle":
+                    self._head(200, 10**6)
+                    for _ in range(120):
+                        if api.closed.wait(0.5):
+                            break
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                elif api.mode == "cut":
+                    self._head(200, 4096)
+                    self.wfile.write(b'{"kind": "NodeList", "items": [{"metadata": ')
+                    self.wfile.flush()
+                    self.close_connection = True
+                elif api.mode == "huge":
+                    self._head(200, huge_bytes)
+                    chunk = b" " * (1024 * 1024)
+                    for _ in range(min(huge_bytes // len(chunk), 120)):
+                        if api.closed.is_set():
+                            break
+                        self.wfile.write(chunk)
+                elif api.mode == "status":
+                    data = json.dumps({"kind": "Status", "code": status}).encode()
+                    self._head(status, len(data))
+                    self.wfile.write(data)
+                else:
+                    self._head(200, len(body), content_type)
+                    self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: Path, *, user: dict[str, Any] | None = None) -> Path:
+        """A kubeconfig naming this server; ``user`` (default: no credential, so no token goes
+        over plain http)."""
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": user or {}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        }
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        return path
+
+    def close(self) -> None:
+        self.closed.set()
+        if self.server is None:
+            self.sock.close()
+            return
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)

@@ -73,12 +73,40 @@ def _write_atomic(path: str, text: str, *, key: str) -> None:
         raise
 
 
-def snapshot_command(args: argparse.Namespace, out: TextIO) -> None:
+def _timeout(args: argparse.Namespace) -> int:
+    """``--timeout`` in seconds (a duration as ``--wait`` takes it)."""
+    from gpucluster.verify.validate import parse_duration
+
+    return parse_duration(
+        args.timeout,
+        key="--timeout",
+        fix="give the total time one reading of the cluster may take (default 60s)",
+    )
+
+
+def _warn_once(err: TextIO):
+    """A ``warn`` for :func:`~gpucluster.verify.snapshot.read_live` writing each distinct line once
+    to ``err`` (``--wait`` reads the cluster again and again)."""
+    seen: set[str] = set()
+
+    def warn(line: str) -> None:
+        if line not in seen:
+            seen.add(line)
+            err.write(line + "\n")
+            err.flush()
+
+    return warn
+
+
+def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     from gpucluster.verify.checks import read_plan
     from gpucluster.verify.snapshot import dump_snapshot, read_live, snapshot_document
 
+    timeout = _timeout(args)
     plan = plan_for(args.config, args.cluster)
-    snap = read_live(args.kubeconfig, args.context, read_plan(plan))
+    snap = read_live(
+        args.kubeconfig, args.context, read_plan(plan), timeout=timeout, warn=_warn_once(err)
+    )
     text = dump_snapshot(snapshot_document(snap.items))
     if args.out:
         _write_atomic(args.out, text, key="--out")
@@ -106,6 +134,7 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             id="validate.input",
         )
     wait = validate_mod.parse_duration(args.wait) if args.wait else None
+    timeout = _timeout(args)
     for key, path in (("--junit", args.junit), ("--attestation", args.attestation)):
         if path:
             _check_target(path, key=key)  # refuse bad paths before the cluster is read
@@ -114,9 +143,10 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         report = validate_mod.validate(plan, load_snapshot_file(args.snapshot))
     else:
         what = read_plan(plan)
+        warn = _warn_once(err)
 
         def read():
-            return read_live(args.kubeconfig, args.context, what)
+            return read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=warn)
 
         report = (
             validate_mod.validate_until(plan, read, wait_seconds=wait)

@@ -17,20 +17,30 @@ snapshot serves it (``spec.group``, ``spec.names.kind``, a served ``spec.version
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import json
+import os
+import re
+import signal
 import stat as stat_mod
-from collections.abc import Iterable, Mapping
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import GpuclusterError, Problem
 
 __all__ = [
     "BUILTIN_KINDS",
+    "DEFAULT_TIMEOUT_SECONDS",
     "MAX_SNAPSHOT_BYTES",
     "Snapshot",
+    "check_kubeconfig",
+    "read_live",
     "load_snapshot_file",
     "snapshot_document",
     "dump_snapshot",
@@ -59,8 +69,10 @@ BUILTIN_KINDS: dict[tuple[str, str], tuple[str, str]] = {
 holds (Kubernetes API reference 1.34; ``resource.k8s.io/v1`` is GA from 1.34)."""
 
 
-def _problem(message: str, *, file: str, key: str | None = None, fix: str) -> GpuclusterError:
-    return GpuclusterError(message, file=file, key=key, fix=fix, id="validate.snapshot")
+def _problem(
+    message: str, *, file: str, key: str | None = None, fix: str, id: str = "validate.snapshot"
+) -> GpuclusterError:
+    return GpuclusterError(message, file=file, key=key, fix=fix, id=id)
 
 
 @dataclass
@@ -158,22 +170,32 @@ class Snapshot:
         }
 
 
-def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
+def _check_items(doc: Any, *, file: str, id: str = "validate.snapshot") -> list[dict[str, Any]]:
+    """The items of a snapshot document, each an object with ``apiVersion``, ``kind``,
+    ``metadata.name`` (strings), a string ``metadata.namespace`` and string labels, once.
+
+    Raises:
+        GpuclusterError: the first item that is not (``key`` names it; id ``id``).
+    """
     fix = "give a Kubernetes List as `kubectl get -o json` or `gpucluster snapshot` writes it"
     if not isinstance(doc, Mapping) or doc.get("kind") != "List" or doc.get("apiVersion") != "v1":
         raise _problem(
-            "is not a Kubernetes List (apiVersion v1, kind List)", file=file, key="kind", fix=fix
+            "is not a Kubernetes List (apiVersion v1, kind List)",
+            file=file,
+            key="kind",
+            fix=fix,
+            id=id,
         )
     items = doc.get("items")
     if not isinstance(items, list):
-        raise _problem("has no items list", file=file, key="items", fix=fix)
+        raise _problem("has no items list", file=file, key="items", fix=fix, id=id)
     seen: set[tuple[str, str, str, str]] = set()
     for i, obj in enumerate(items):
         if not isinstance(obj, Mapping):
-            raise _problem("is not an object", file=file, key=f"items[{i}]", fix=fix)
+            raise _problem("is not an object", file=file, key=f"items[{i}]", fix=fix, id=id)
         for key in ("apiVersion", "kind"):
             if not isinstance(obj.get(key), str) or not obj.get(key):
-                raise _problem(f"has no {key}", file=file, key=f"items[{i}].{key}", fix=fix)
+                raise _problem(f"has no {key}", file=file, key=f"items[{i}].{key}", fix=fix, id=id)
         meta = obj.get("metadata")
         if (
             not isinstance(meta, Mapping)
@@ -181,7 +203,11 @@ def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
             or not meta.get("name")
         ):
             raise _problem(
-                "has no metadata.name", file=file, key=f"items[{i}].metadata.name", fix=fix
+                "has no metadata.name",
+                file=file,
+                key=f"items[{i}].metadata.name",
+                fix=fix,
+                id=id,
             )
         namespace = meta.get("namespace")
         if namespace is not None and not isinstance(namespace, str):
@@ -190,6 +216,7 @@ def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
                 file=file,
                 key=f"items[{i}].metadata.namespace",
                 fix=fix,
+                id=id,
             )
         labels = meta.get("labels")
         if labels is not None and (
@@ -200,6 +227,7 @@ def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
                 file=file,
                 key=f"items[{i}].metadata.labels",
                 fix=fix,
+                id=id,
             )
         ident = (obj["apiVersion"], obj["kind"], namespace or "", meta["name"])
         if ident in seen:
@@ -208,6 +236,7 @@ def _check_items(doc: Any, *, file: str) -> list[dict[str, Any]]:
                 file=file,
                 key=f"items[{i}]",
                 fix="keep one copy of each object",
+                id=id,
             )
         seen.add(ident)
     return [dict(o) for o in items]
@@ -325,7 +354,13 @@ def dump_snapshot(document: Mapping[str, Any]) -> str:
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """Largest API response read for one list (64 MiB)."""
-REQUEST_TIMEOUT_SECONDS = 30
+MAX_KUBECONFIG_BYTES = 16 * 1024 * 1024
+"""Largest kubeconfig file read (16 MiB)."""
+DEFAULT_TIMEOUT_SECONDS = 60
+"""Default total deadline of one live reading, ``--timeout`` (60 s). It covers everything the
+reading does: loading the kubeconfig, its exec credential plugin, connecting, every request and its
+retries, and reading every answer to its last byte (as kubectl's ``--request-timeout`` and Helm's
+``--timeout`` bound a whole operation)."""
 NEVER_READ = frozenset({("v1", "Secret"), ("v1", "ConfigMap")})
 """Kinds a snapshot never reads, whatever a check names (credentials and configuration live there)."""
 
@@ -376,70 +411,361 @@ def _crd_plurals(crds: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tup
     return out
 
 
-def _api_error(message: str, *, source: str, fix: str) -> GpuclusterError:
-    return GpuclusterError(message, file=source, fix=fix, id="validate.cluster")
+def _api_error(message: str, *, source: str, fix: str, key: str | None = None) -> GpuclusterError:
+    return GpuclusterError(message, file=source, key=key, fix=fix, id="validate.cluster")
 
 
-def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Snapshot:
+_FIX_REACH = (
+    "check that the cluster is reachable from here and the kubeconfig's credentials are valid"
+)
+_FIX_ANSWER = (
+    "check that the kubeconfig's server is a Kubernetes API server "
+    "(kubectl --kubeconfig F get --raw /version), or snapshot with kubectl"
+)
+
+
+def live_source(kubeconfig: str | None, context: str | None) -> str:
+    """How a live reading names its cluster in evidence and error lines:
+    ``kubeconfig <path or (default)>[ context <name>]``."""
+    return f"kubeconfig {kubeconfig or '(default)'}" + (f" context {context}" if context else "")
+
+
+def kubeconfig_files(kubeconfig: str | None) -> list[str]:
+    """The kubeconfig files a reading loads: ``kubeconfig`` when given; else the existing files of
+    ``$KUBECONFIG`` (a list separated by ``os.pathsep``, as kubectl reads it), else
+    ``~/.kube/config`` when it exists (the official client's default)."""
+    if kubeconfig is not None:
+        return [kubeconfig]
+    env = os.environ.get("KUBECONFIG")
+    names = [n for n in env.split(os.pathsep) if n] if env else ["~/.kube/config"]
+    out = []
+    for name in names:
+        try:
+            if Path(name).expanduser().exists():
+                out.append(name)
+        except (OSError, RuntimeError, ValueError):
+            out.append(name)  # check_kubeconfig names what is wrong with it
+    return out
+
+
+def check_kubeconfig(path: str) -> None:
+    """Refuse, before any credential plugin runs, a kubeconfig file that is missing, not a regular
+    file, larger than :data:`MAX_KUBECONFIG_BYTES`, not UTF-8, not YAML (read with PyYAML's safe
+    loader: a ``!!python/object`` tag is refused, never constructed), or not a mapping.
+
+    Raises:
+        GpuclusterError: ``validate.input`` for a missing or oversized file, ``input`` (with
+            ``file=``) for one whose content is not a kubeconfig.
+    """
+    import yaml
+
+    try:
+        expanded = Path(path).expanduser()
+        info = expanded.stat()
+    except (OSError, RuntimeError, ValueError):
+        info = None
+    if info is None or not stat_mod.S_ISREG(info.st_mode):
+        raise GpuclusterError(
+            "kubeconfig is missing or not a regular file",
+            file=path,
+            key="--kubeconfig",
+            fix="give the kubeconfig file of the cluster",
+            id="validate.input",
+        )
+    if info.st_size > MAX_KUBECONFIG_BYTES:
+        raise GpuclusterError(
+            f"kubeconfig is larger than {MAX_KUBECONFIG_BYTES // (1024 * 1024)} MiB",
+            file=path,
+            key="--kubeconfig",
+            fix="give the kubeconfig file of the cluster",
+            id="validate.input",
+        )
+    fix = "give the kubeconfig file of the cluster (az aks get-credentials, kubectl config view --raw)"
+    try:
+        with expanded.open("rb") as fh:
+            raw = fh.read(MAX_KUBECONFIG_BYTES + 1)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GpuclusterError(
+            f"is not a kubeconfig: not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+            file=path,
+            fix=fix,
+        ) from None
+    except OSError as exc:
+        raise GpuclusterError(
+            f"cannot read the kubeconfig: {exc.strerror or type(exc).__name__}",
+            file=path,
+            key="--kubeconfig",
+            fix="check the file's permissions",
+            id="validate.input",
+        ) from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise GpuclusterError(
+            f"is not a kubeconfig: not YAML: {problem}{where}", file=path, fix=fix
+        ) from None
+    except RecursionError:
+        raise GpuclusterError(
+            "is not a kubeconfig: nested too deeply", file=path, fix=fix
+        ) from None
+    if not isinstance(doc, Mapping):
+        raise GpuclusterError(
+            f"is not a kubeconfig: its YAML is {'empty' if doc is None else 'a ' + type(doc).__name__}, "
+            "not a mapping with clusters, users and contexts",
+            file=path,
+            fix=fix,
+        )
+
+
+def read_live(
+    kubeconfig: str | None,
+    context: str | None,
+    what: ReadPlan,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    warn: Callable[[str], None] | None = None,
+) -> Snapshot:
     """Read a live cluster with the official ``kubernetes`` client (kubeconfig, context, exec
     credential plugins): ``get``/``list`` only, of :data:`BUILTIN_KINDS` (namespaced ones in
     ``what.namespaces``) and the custom kinds of ``what`` its CRDs serve; never :data:`NEVER_READ`.
-    Each response is read up to :data:`MAX_RESPONSE_BYTES` with a :data:`REQUEST_TIMEOUT_SECONDS`
-    timeout. A kind the cluster does not serve (404) is left out.
+    A kind the cluster does not serve (404) is left out.
+
+    Bounded: ``timeout`` seconds (default :data:`DEFAULT_TIMEOUT_SECONDS`) in total for the whole
+    reading -- the exec credential plugin, connecting, every request and retry, and every answer to
+    its last byte (a server that trickles a byte at a time is stopped at the deadline, not at a
+    per-read timeout). The reading runs in a child process (with the credential plugin it starts,
+    in a session of its own), stopped at the deadline; each answer is read up to
+    :data:`MAX_RESPONSE_BYTES`. The same function serves every command that reads a live cluster.
+
+    Args:
+        warn: called with each ``warning[validate.cluster]`` line (one line of text, no newline):
+            a bearer token or password that would be sent over plain ``http://``.
 
     Raises:
-        GpuclusterError: the kubeconfig cannot be used, the API cannot be reached, a read is
-            forbidden (names the resource; the RBAC of docs/validate.md fixes it), or a response is
-            too large or not JSON (id ``validate.cluster``).
+        GpuclusterError: a kubeconfig that is not a YAML mapping (``input``, :func:`check_kubeconfig`)
+            or cannot be used (``validate.input``); the deadline passed, the API cannot be reached,
+            a read is forbidden (names the resource; the RBAC of docs/validate.md fixes it), an
+            answer is too large, cut, not JSON or not shaped as a Kubernetes list
+            (``validate.cluster``). Error lines quote no credential (:func:`gpucluster.errors.mask_secrets`).
     """
-    try:
-        from kubernetes import config as kube_config
-        from kubernetes.config.config_exception import ConfigException
-    except ImportError:
+    if importlib.util.find_spec("kubernetes") is None:
         raise GpuclusterError(
             "gpucluster snapshot/validate --kubeconfig need the official kubernetes client, which is not installed",
             fix="pip install 'gpucluster[validate]'",
             id="validate.cluster",
-        ) from None
-    source = f"kubeconfig {kubeconfig or '(default)'}" + (f" context {context}" if context else "")
-    if kubeconfig is not None:
-        info = None
-        try:
-            info = Path(kubeconfig).stat()
-        except (OSError, ValueError):
-            pass
-        if info is None or not stat_mod.S_ISREG(info.st_mode):
-            raise GpuclusterError(
-                "kubeconfig is missing or not a regular file",
-                file=kubeconfig,
-                key="--kubeconfig",
-                fix="give the kubeconfig file of the cluster",
-                id="validate.input",
-            )
-        if info.st_size > 16 * 1024 * 1024:
-            raise GpuclusterError(
-                "kubeconfig is larger than 16 MiB",
-                file=kubeconfig,
-                key="--kubeconfig",
-                fix="give the kubeconfig file of the cluster",
-                id="validate.input",
-            )
-    try:
-        api = kube_config.new_client_from_config(
-            config_file=kubeconfig, context=context, persist_config=False
         )
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    source = live_source(kubeconfig, context)
+    for path in kubeconfig_files(kubeconfig):
+        check_kubeconfig(path)
+    items = _run_bounded(
+        _read_cluster,
+        (kubeconfig, context, what, float(timeout)),
+        seconds=float(timeout),
+        source=source,
+        warn=warn,
+    )
+    return Snapshot(items=items, source=source)
+
+
+def _run_bounded(
+    target: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    seconds: float,
+    source: str,
+    warn: Callable[[str], None] | None,
+) -> Any:
+    """``target(*args, send=…)`` in a child process, its answer within ``seconds`` or one
+    ``validate.cluster`` error; the child (and what it started) is stopped either way.
+
+    The child reports through a pipe: ``("step", text)`` (what it is waiting for, named by the
+    deadline's error), ``("warning", line)`` (passed to ``warn``), then ``("ok", result)`` or
+    ``("error", [Problem fields])``."""
+    import multiprocessing
+
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    ctx = multiprocessing.get_context(method)
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(sender, target, args, source), daemon=True)
+    step = "starting"
+    deadline = time.monotonic() + seconds
+    proc.start()
+    sender.close()
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not receiver.poll(remaining):
+                raise _api_error(
+                    f"no complete answer within the {seconds:g} s deadline (--timeout) while {step}",
+                    source=source,
+                    fix="check that the API server answers from here (kubectl --kubeconfig F get "
+                    "--raw /readyz) and that the credential plugin ends without a prompt, or allow "
+                    "more time with --timeout",
+                )
+            try:
+                kind, payload = receiver.recv()
+            except (EOFError, OSError):
+                proc.join(5)
+                raise _api_error(
+                    f"the reading ended without an answer (exit code {proc.exitcode}) while {step}",
+                    source=source,
+                    fix=_FIX_REACH,
+                ) from None
+            if kind == "step":
+                step = str(payload)
+            elif kind == "warning":
+                if warn is not None:
+                    warn(str(payload))
+            elif kind == "error":
+                raise GpuclusterError(problems=[Problem(**p) for p in payload])
+            else:
+                return payload
+    finally:
+        receiver.close()
+        _stop(proc)
+
+
+def _stop(proc: Any) -> None:
+    """Stop a reading's child and the processes it started (its session: an exec credential
+    plugin); the child is reaped."""
+    if proc.is_alive():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own session
+        except (OSError, AttributeError):
+            proc.kill()
+    proc.join(10)
+    if proc.is_alive():  # pragma: no cover - SIGKILL is not refused
+        proc.kill()
+        proc.join(10)
+
+
+def _child(sender: Any, target: Callable[..., Any], args: tuple[Any, ...], source: str) -> None:
+    """The body of a reading's child process: a session of its own (so the deadline stops the
+    credential plugin it starts too), the answer sent once; an unexpected exception (a peer's
+    answer no check foresaw) is one ``validate.cluster`` problem naming its type, never its text."""
+    import dataclasses
+
+    if hasattr(os, "setsid"):
+        with contextlib.suppress(OSError):
+            os.setsid()
+
+    def send(kind: str, payload: Any) -> None:
+        sender.send((kind, payload))
+
+    try:
+        send("ok", target(*args, send=send))
+    except GpuclusterError as err:
+        send("error", [dataclasses.asdict(p) for p in err.problems])
+    except BaseException as exc:  # noqa: BLE001 - a bad peer's answer ends in one line
+        if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        problem = Problem(
+            message=f"reading the cluster failed: unexpected {type(exc).__name__} "
+            "(GPUCLUSTER_DEBUG=1 prints where)",
+            file=source,
+            fix=_FIX_ANSWER,
+            id="validate.cluster",
+        )
+        send("error", [dataclasses.asdict(problem)])
+    finally:
+        sender.close()
+
+
+def _keep_log_records() -> list[str]:
+    """Keep (never print) what is logged in this process from now on, Python warnings included:
+    the client logs a failed credential plugin's output, which may hold a credential. Returns the
+    list the messages are appended to. Used in a reading's child process only."""
+    import logging
+
+    kept: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record.getMessage())
+
+    logging.captureWarnings(True)
+    logging.root.handlers[:] = [Keep()]
+    logging.root.setLevel(logging.WARNING)
+    return kept
+
+
+def _read_cluster(
+    kubeconfig: str | None,
+    context: str | None,
+    what: ReadPlan,
+    seconds: float,
+    *,
+    send: Callable[[str, Any], None],
+) -> list[dict[str, Any]]:
+    """The reading itself (in the child of :func:`_run_bounded`): the items of the snapshot, checked."""
+    import urllib3
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+
+    deadline = time.monotonic() + seconds
+    source = live_source(kubeconfig, context)
+    cfg = kube_client.Configuration()
+    send("step", "loading the kubeconfig and running its exec credential plugin, if any")
+    kept = _keep_log_records()
+    try:
+        kube_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False
+        )
+    except Exception as exc:  # noqa: BLE001 - the client raises many kinds for a bad kubeconfig
+        text = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GpuclusterError(
-            f"cannot use the kubeconfig: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            f"cannot use the kubeconfig: {text}",
             file=kubeconfig,
             key="--context" if context else "--kubeconfig",
             fix="check the kubeconfig and --context (kubectl config get-contexts)",
             id="validate.input",
         ) from None
+    if kept:  # the client logs (and otherwise ignores) a credential plugin that failed
+        raise GpuclusterError(
+            f"the exec credential plugin gave no credential: {kept[0].splitlines()[0] if kept[0].strip() else 'no output'}",
+            file=kubeconfig,
+            key="--context" if context else "--kubeconfig",
+            fix="run the plugin's command by hand (kubelogin, az login) and fix what it reports",
+            id="validate.input",
+        )
+    authorization = str(cfg.get_api_key_with_prefix("BearerToken", alias="authorization") or "")
+    if authorization and not _HEADER_VALUE.fullmatch(authorization):
+        raise GpuclusterError(
+            f"the kubeconfig's credential is not a valid token ({len(authorization)} characters, "
+            "with line breaks, control characters or non-ASCII text); it is not sent",
+            file=kubeconfig,
+            key="--context" if context else "--kubeconfig",
+            fix="give the token itself in token or tokenFile (a file holding only the token)",
+            id="validate.input",
+        )
+    host = str(cfg.host or "")
+    if authorization and host.lower().startswith("http://"):
+        send(
+            "warning",
+            Problem(
+                message=f"the kubeconfig's credential (Authorization header) would be sent to {host} "
+                "over plain http://: anyone on the way can read and reuse it",
+                file=source,
+                fix="use the API server's https:// address in the kubeconfig",
+                id="validate.cluster",
+            ).render("warning"),
+        )
+    cfg.retries = urllib3.Retry(
+        total=2, connect=2, read=0, status=0, other=0, redirect=False, backoff_factor=0.2
+    )
+    api = kube_client.ApiClient(configuration=cfg)
     try:
 
         def get(path: str) -> dict[str, Any] | None:
-            return _get_json(api, path, source=source)
+            send("step", f"waiting for GET {path}")
+            return _get_json(api, path, source=source, deadline=deadline)
 
         items: list[dict[str, Any]] = []
         crds = _list(
@@ -448,6 +774,7 @@ def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Sn
             "CustomResourceDefinition",
             "customresourcedefinitions",
             None,
+            source=source,
         )
         items += [strip_crd(c) for c in crds]
         for (api_version, kind), (plural, scope) in sorted(BUILTIN_KINDS.items()):
@@ -457,7 +784,8 @@ def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Sn
                 for ns in sorted({"kube-system", *what.namespaces}):
                     obj = get(f"/api/v1/namespaces/{ns}")
                     if obj is not None:
-                        items.append({"apiVersion": "v1", "kind": "Namespace", **obj})
+                        _check_item(obj, f"/api/v1/namespaces/{ns}", source=source)
+                        items.append({**obj, "apiVersion": "v1", "kind": "Namespace"})
                 continue
             spaces: list[str | None] = (
                 sorted(what.namespaces)
@@ -465,7 +793,7 @@ def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Sn
                 else [None]
             )
             for ns in spaces:
-                items += _list(get, api_version, kind, plural, ns)
+                items += _list(get, api_version, kind, plural, ns, source=source)
         plurals = _crd_plurals(crds)
         for api_version, kind in sorted(set(what.custom)):
             if (
@@ -477,55 +805,83 @@ def read_live(kubeconfig: str | None, context: str | None, what: ReadPlan) -> Sn
             plural, scope = plurals[(api_version, kind)]
             spaces = sorted(what.namespaces) if scope == "Namespaced" else [None]
             for ns in spaces:
-                items += _list(get, api_version, kind, plural, ns)
+                items += _list(get, api_version, kind, plural, ns, source=source)
     finally:
         api.close()
-    doc = snapshot_document(items)
-    return Snapshot(items=_check_items(doc, file=source), source=source)
+    send("step", "checking the answers")
+    return _check_items(snapshot_document(items), file=source, id="validate.cluster")
+
+
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?: [\x21-\x7e]+)*")
+"""A credential that can travel in an HTTP header: printable ASCII, single spaces (RFC 9110, 5.5)."""
+
+
+def _check_item(obj: Any, path: str, *, source: str, index: int | None = None) -> None:
+    where = f"items[{index}]" if index is not None else "the object"
+    if not isinstance(obj, Mapping):
+        raise _api_error(
+            f"the answer to GET {path} is not a Kubernetes list: {where} is a {type(obj).__name__}, not an object",
+            source=source,
+            fix=_FIX_ANSWER,
+        )
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        raise _api_error(
+            f"the answer to GET {path} is not a Kubernetes list: {where} has no metadata.name",
+            source=source,
+            fix=_FIX_ANSWER,
+        )
 
 
 def _list(
-    get, api_version: str, kind: str, plural: str, namespace: str | None
+    get, api_version: str, kind: str, plural: str, namespace: str | None, *, source: str
 ) -> list[dict[str, Any]]:
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
     body = get(path)
     if body is None:
         return []
+    items = body.get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise _api_error(
+            f"the answer to GET {path} is not a Kubernetes list: items is a {type(items).__name__}, not a list",
+            source=source,
+            fix=_FIX_ANSWER,
+        )
     out = []
-    for item in body.get("items") or []:
-        if isinstance(item, dict):
-            out.append(
-                {
-                    "apiVersion": api_version,
-                    "kind": kind,
-                    **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")},
-                }
-            )
+    for i, item in enumerate(items):
+        _check_item(item, path, source=source, index=i)
+        out.append(
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")},
+            }
+        )
     return out
 
 
-def _get_json(api: Any, path: str, *, source: str) -> dict[str, Any] | None:
-    """GET ``path`` through the client's authenticated connection; None on 404."""
+def _get_json(api: Any, path: str, *, source: str, deadline: float) -> dict[str, Any] | None:
+    """GET ``path`` through the client's authenticated connection; None on 404. Its connect and
+    read timeouts end a little after ``deadline`` (the parent's deadline ends the reading first,
+    with the step it was waiting for)."""
     import urllib3
 
-    fix = "check that the cluster is reachable from here and the kubeconfig's credentials are valid"
+    left = max(deadline - time.monotonic(), 0.0) + 1.0
     try:
         method, url, headers, _, _ = api.param_serialize(
             "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
         )
-        response = api.call_api(
-            method, url, header_params=headers, _request_timeout=REQUEST_TIMEOUT_SECONDS
-        )
+        response = api.call_api(method, url, header_params=headers, _request_timeout=(left, left))
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise _api_error(
-            f"cannot reach the Kubernetes API ({type(exc).__name__})", source=source, fix=fix
+            f"cannot reach the Kubernetes API ({type(exc).__name__})", source=source, fix=_FIX_REACH
         ) from None
-    except Exception as exc:  # noqa: BLE001 - exec credential plugins raise their own errors
+    except Exception as exc:  # noqa: BLE001 - never quoted: it may carry a header value
         raise _api_error(
-            f"cannot authenticate to the Kubernetes API: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-            source=source,
-            fix=fix,
+            f"cannot send GET {path} ({type(exc).__name__})", source=source, fix=_FIX_REACH
         ) from None
     raw = response.response
     try:
@@ -539,9 +895,16 @@ def _get_json(api: Any, path: str, *, source: str) -> dict[str, Any] | None:
             )
         if response.status != 200:
             raise _api_error(
-                f"the API answered GET {path} with {response.status}", source=source, fix=fix
+                f"the API answered GET {path} with {response.status}", source=source, fix=_FIX_REACH
             )
-        data = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
+        try:
+            data = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _api_error(
+                f"the answer to GET {path} was cut ({type(exc).__name__})",
+                source=source,
+                fix=_FIX_REACH,
+            ) from None
         if len(data) > MAX_RESPONSE_BYTES:
             raise _api_error(
                 f"the answer to GET {path} is larger than {MAX_RESPONSE_BYTES} bytes",
@@ -552,10 +915,13 @@ def _get_json(api: Any, path: str, *, source: str) -> dict[str, Any] | None:
             body = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise _api_error(
-                f"the answer to GET {path} is not JSON", source=source, fix=fix
+                f"the answer to GET {path} is not JSON", source=source, fix=_FIX_ANSWER
             ) from None
         if not isinstance(body, dict):
-            raise _api_error(f"the answer to GET {path} is not an object", source=source, fix=fix)
+            raise _api_error(
+                f"the answer to GET {path} is not a JSON object", source=source, fix=_FIX_ANSWER
+            )
         return body
     finally:
-        raw.release_conn()
+        with contextlib.suppress(Exception):
+            raw.release_conn()

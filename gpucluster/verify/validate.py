@@ -66,11 +66,17 @@ MAX_WAIT_SECONDS = 6 * 3600
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
-def parse_duration(text: str, *, key: str = "--wait") -> int:
+def parse_duration(
+    text: str,
+    *,
+    key: str = "--wait",
+    fix: str = "give how long to wait for the checks to converge",
+) -> int:
     """``"10m"``, ``"90s"``, ``"1h30m"`` or plain seconds (``"600"``) -> seconds.
 
     Raises:
-        GpuclusterError: not a duration, zero, or above :data:`MAX_WAIT_SECONDS`.
+        GpuclusterError: not a duration, zero, or above :data:`MAX_WAIT_SECONDS` (``key`` and
+            ``fix`` name the option).
     """
     text = str(text).strip()
     seconds: int | None = None
@@ -86,7 +92,7 @@ def parse_duration(text: str, *, key: str = "--wait") -> int:
             f"'{text}' is not a duration between 1s and {MAX_WAIT_SECONDS // 3600}h",
             key=key,
             allowed="e.g. 90s, 10m, 1h30m, or seconds",
-            fix="give how long to wait for the checks to converge",
+            fix=fix,
             id="validate.input",
         )
     return seconds
