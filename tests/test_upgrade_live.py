@@ -346,3 +346,33 @@ def test_live_cluster_reads_every_pod(tmp_path, driver_change):
     assert "/api/v1/pods" in paths and "/apis/resource.k8s.io/v1/resourceclaims" in paths
     assert {m for m, _ in api.requests} == {"GET"}
     assert not [p for p in paths if "/secrets" in p or "/configmaps" in p]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "action"),
+    [
+        ("driver.upgradePolicy.maxParallelUpgrades", "2", None),
+        (
+            "driver.upgradePolicy.autoUpgrade",
+            "false",
+            "driver re-install when the node's driver pod is deleted by hand",
+        ),
+    ],
+)
+def test_the_upgrade_policy_decides_what_rolls_the_driver(tmp_path, path, value, action):
+    """An upgrade-policy change alone re-installs no driver; with autoUpgrade off a driver change
+    waits for each node's driver pod to be deleted by hand (manual even on a clean node)."""
+    profile = {"gpuStack": "operator-managed"}
+    old = cluster_file(tmp_path / "a.yaml", profile=profile)
+    sets = [f"gpuoperator:{path}={value}"]
+    if action:
+        old = cluster_file(tmp_path / "a.yaml", profile=profile, overrides={"set": sets})
+        sets.append("gpuoperator:driver.version=580.105.08")
+    new = cluster_file(tmp_path / "b.yaml", profile=profile, overrides={"set": sets})
+    _, doc, _ = judge(tmp_path, old, new, healthy_items(2))
+    for n in doc["nodes"]:
+        drivers = [a for a in n["actions"] if a.startswith("driver re-install")]
+        if action is None:
+            assert drivers == [] and n["verdict"] == "safe", n
+        else:
+            assert [a.startswith(action) for a in drivers] == [True] and n["verdict"] == "manual", n

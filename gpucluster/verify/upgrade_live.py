@@ -11,7 +11,10 @@ a snapshot (:mod:`gpucluster.verify.snapshot`) and says, for the changes it foun
   docs, "GPU Driver Upgrades",
   https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-upgrades.html;
   chart defaults ``autoUpgrade: true``, ``maxParallelUpgrades: 1``, ``maxUnavailable: 25%``,
-  gpu-operator chart ``values.yaml`` of every version in the reference charts);
+  gpu-operator chart ``values.yaml`` of every version in the reference charts). With
+  ``autoUpgrade: false`` nothing rolls it out: the driver DaemonSet is always ``OnDelete`` (the
+  same ``values.yaml``, ``daemonsets.updateStrategy``), so each node waits for its driver pod to be
+  deleted by hand (``manual``). ``driver.upgradePolicy.*`` changes alone re-install nothing;
 * **DRA kubelet plugin re-roll** (``nvidia-dra-driver-gpu`` version or values change): the
   plugin's DaemonSet pods restart on every GPU node; running pods keep their prepared devices,
   new ResourceClaims on the node wait for the plugin (Kubernetes docs, "Dynamic Resource
@@ -103,6 +106,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DRA_COMPONENT = "nvidia-dra-driver-gpu"
 GPU_OPERATOR = "gpu-operator"
 _DRIVER_ROLLING_PATHS = ("driver.", "cdi.", "gdrcopy.")
+_NOT_ROLLING_PATHS = ("driver.upgradePolicy.",)
+"""The upgrade policy is read by the upgrade controller; it is not part of the driver pods."""
 
 
 # --------------------------------------------------------------------------- reading the snapshot
@@ -386,7 +391,8 @@ def _driver_rolls(change: Change | None, new: RuntimePlan) -> bool:
     if change is None or comp is None or not (comp.values.get("driver") or {}).get("enabled"):
         return False
     return change.kind == "version" or any(
-        v.startswith(_DRIVER_ROLLING_PATHS) for v in change.values
+        v.startswith(_DRIVER_ROLLING_PATHS) and not v.startswith(_NOT_ROLLING_PATHS)
+        for v in change.values
     )
 
 
@@ -452,11 +458,20 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                     f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
                 )
         if driver:
-            n.actions.append(
-                "driver re-install by the GPU Operator's upgrade controller (cordon, GPU pods deleted, drain)"
-                if auto
-                else "driver pods replaced by the DaemonSet update (autoUpgrade off: no cordon, no drain)"
-            )
+            if auto:
+                n.actions.append(
+                    "driver re-install by the GPU Operator's upgrade controller (cordon, GPU pods deleted, drain)"
+                )
+            else:
+                n.actions.append(
+                    "driver re-install when the node's driver pod is deleted by hand (autoUpgrade off: "
+                    "the driver DaemonSet updates OnDelete)"
+                )
+                n.verdicts.append("manual")
+                n.notes.append(
+                    "autoUpgrade is off: nothing rolls the new driver out; delete each node's "
+                    "nvidia-driver-daemonset pod after draining it (GPU Driver Upgrades, without the upgrade controller)"
+                )
             if n.gpu_pods:
                 n.verdicts.append("manual")
                 n.notes.append(f"{len(n.gpu_pods)} GPU pods are evicted: {_pods_text(n.gpu_pods)}")
