@@ -179,7 +179,17 @@ def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
         metavar="NEW",
         help="cluster file or RecipeResult (or REV / REV:path)",
     )
-    upg.add_argument("--format", choices=("text", "json"), default="text")
+    upg.add_argument(
+        "--format",
+        choices=("text", "json", "ctrf"),
+        default="text",
+        help="text, json, or ctrf (a Common Test Report Format report; with --snapshot/--kubeconfig)",
+    )
+    upg.add_argument(
+        "--attestation",
+        metavar="FILE",
+        help="with --snapshot/--kubeconfig: also write an unsigned in-toto Statement of the verdicts",
+    )
     upg.add_argument(
         "--snapshot",
         metavar="FILE",
@@ -1007,6 +1017,14 @@ def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
         from gpucluster.verify import cli as verify_cli
 
         return verify_cli.upgrade_check_live_command(args, out)
+    if args.format == "ctrf" or args.attestation:
+        raise GpuclusterError(
+            "CTRF reports and attestations are of the change judged on the cluster",
+            key="--attestation" if args.attestation else "--format",
+            allowed="text, json without --snapshot/--kubeconfig",
+            fix="add --snapshot FILE (gpucluster snapshot) or --kubeconfig F",
+            id="validate.input",
+        )
     report = upgrade_check.run(args.old, args.new)
     out.write(
         upgrade_check.render_json(report)

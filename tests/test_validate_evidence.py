@@ -165,3 +165,74 @@ def test_bad_attestation_path_and_epoch_are_one_line_and_write_nothing(tmp_path,
     code, out, err = run("--snapshot", str(HEALTHY_DEFAULT), "--attestation", str(att))
     assert code == 2 and len(err.splitlines()) == 1 and "key=SOURCE_DATE_EPOCH" in err
     assert not att.exists() and list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- upgrade-check
+
+
+def _upgrade(tmp_path, *extra: str) -> tuple[int, str, str, list[str]]:
+    from test_upgrade_live import cluster_file, faulted_items
+
+    profile = {"gpuStack": "operator-managed"}
+    old = cluster_file(tmp_path / "a.yaml", profile=profile)
+    new = cluster_file(
+        tmp_path / "b.yaml",
+        profile=profile,
+        overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
+    )
+    snap = write_snapshot(tmp_path / "snap.json", faulted_items())
+    args = ["upgrade-check", "--from", old, "--to", new, "--snapshot", str(snap), *extra]
+    out, err = io.StringIO(), io.StringIO()
+    code = main(args, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue(), args
+
+
+def test_upgrade_check_ctrf_has_a_test_per_component_pool_and_node(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    code, out, err, args = _upgrade(tmp_path, "--format", "ctrf")
+    assert (code, err) == (1, "")
+    doc = json.loads(out)
+    jsonschema.validate(doc, evidence.ctrf_schema(), format_checker=jsonschema.FormatChecker())
+    live = json.loads(_upgrade(tmp_path, "--format", "json")[1])
+    names = {t["name"]: t for t in doc["results"]["tests"]}
+    expected = (
+        [f"component/{c['component']}" for c in live["components"]]
+        + [f"pool/{p['pool']}" for p in live["pools"]]
+        + [f"node/{n['node']}" for n in live["nodes"]]
+    )
+    assert list(names) == expected
+    status = {"safe": "passed", "manual": "failed", "unknown": "other"}
+    for n in live["nodes"]:
+        assert names[f"node/{n['node']}"]["status"] == status[n["verdict"]]
+    assert {status[n["verdict"]] for n in live["nodes"]} >= {"passed", "failed"}
+    assert doc["results"]["summary"]["failed"] == sum(
+        1 for t in names.values() if t["status"] == "failed"
+    )
+
+
+def test_upgrade_check_attestation_binds_the_snapshot_and_both_plans(tmp_path, monkeypatch):
+    att = tmp_path / "upgrade.intoto.json"
+    code, _, err, args = _upgrade(tmp_path, "--attestation", str(att))
+    assert (code, err) == (1, "")
+    text = att.read_text(encoding="utf-8")
+    _statement(text)
+    doc = json.loads(text)
+    live = json.loads(_upgrade(tmp_path, "--format", "json")[1])
+    assert doc["predicate"] == live and doc["predicateType"] == "urn:gpucluster:UpgradeCheckLive:v1"
+    subjects = [s["name"] for s in doc["subject"]]
+    snap = tmp_path / "snap.json"
+    assert subjects == [str(snap), "plan:from:lab", "plan:to:lab"]
+    assert doc["subject"][0]["digest"]["sha256"] == hashlib.sha256(snap.read_bytes()).hexdigest()
+    assert doc["subject"][1]["digest"] != doc["subject"][2]["digest"]  # the driver pin differs
+
+
+def test_upgrade_check_evidence_needs_the_cluster_state(tmp_path):
+    code, out, err, args = _upgrade(tmp_path)
+    i = args.index("--snapshot")
+    files_only = args[:i] + args[i + 2 :]
+    for extra in (["--format", "ctrf"], ["--attestation", str(tmp_path / "x.json")]):
+        o, e = io.StringIO(), io.StringIO()
+        assert main([*files_only, *extra], stdout=o, stderr=e) == 2
+        assert o.getvalue() == "" and len(e.getvalue().splitlines()) == 1
+        assert e.getvalue().startswith("error[validate.input]") and "--snapshot" in e.getvalue()
+    assert not (tmp_path / "x.json").exists()

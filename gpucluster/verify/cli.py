@@ -180,7 +180,7 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
         GpuclusterError: not exactly one of ``--snapshot`` / ``--kubeconfig``, ``--context``
             without ``--kubeconfig``, bad input on either side, an unreadable snapshot or cluster.
     """
-    from gpucluster.verify import upgrade_check, upgrade_live
+    from gpucluster.verify import evidence, upgrade_check, upgrade_live
     from gpucluster.verify.checks import read_plan
     from gpucluster.verify.snapshot import ReadPlan, load_snapshot_file, read_live
 
@@ -191,6 +191,10 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
             fix="judge the change on a live cluster with --kubeconfig F [--context C], or on a file with --snapshot FILE",
             id="validate.input",
         )
+    if args.attestation:
+        _check_target(args.attestation, key="--attestation")
+    if args.format == "ctrf":
+        evidence.now()  # a bad SOURCE_DATE_EPOCH is refused before the cluster is read
     if args.snapshot is not None and args.context:
         raise GpuclusterError(
             "--context needs a live cluster (--kubeconfig)",
@@ -220,7 +224,16 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
         )
         snap = read_live(args.kubeconfig, args.context, what)
     live = upgrade_live.assess(report, old.plans[0], new.plans[0], snap)
-    out.write(
-        upgrade_live.render_json(live) if args.format == "json" else upgrade_live.render_text(live)
-    )
+    if args.attestation:
+        _write_atomic(
+            args.attestation,
+            upgrade_live.attestation(live, old.plans[0], new.plans[0], snapshot_file=args.snapshot),
+            key="--attestation",
+        )
+    if args.format == "ctrf":
+        out.write(upgrade_live.render_ctrf(live, time=evidence.now()))
+    elif args.format == "json":
+        out.write(upgrade_live.render_json(live))
+    else:
+        out.write(upgrade_live.render_text(live))
     return live.exit_code

@@ -21,6 +21,8 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -37,6 +39,7 @@ __all__ = [
     "ctrf_schema",
     "ctrf_status",
     "file_subject",
+    "now",
     "statement",
     "render",
 ]
@@ -55,6 +58,30 @@ AICR reports a check that reached no verdict; both ``failed`` and ``other`` bloc
 
 MAX_SUBJECT_BYTES = 128 * 1024 * 1024
 """Largest file hashed as a subject (the snapshot file cap of :mod:`gpucluster.verify.snapshot`)."""
+
+
+def now(env: Mapping[str, str] = os.environ) -> str:
+    """The time evidence carries, RFC 3339 UTC to the second: ``SOURCE_DATE_EPOCH`` (seconds since
+    the Unix epoch, the reproducible-builds.org convention) when set, so the same inputs give
+    byte-identical evidence; else the clock.
+
+    Raises:
+        GpuclusterError: ``SOURCE_DATE_EPOCH`` is not a non-negative integer.
+    """
+    fixed = env.get("SOURCE_DATE_EPOCH")
+    if fixed is None:
+        when = _dt.datetime.now(_dt.UTC)
+    else:
+        if not re.fullmatch(r"[0-9]{1,12}", fixed.strip()):
+            raise GpuclusterError(
+                f"SOURCE_DATE_EPOCH is '{fixed[:40]}', not a number of seconds",
+                key="SOURCE_DATE_EPOCH",
+                allowed="a non-negative integer (seconds since 1970-01-01T00:00:00Z)",
+                fix="set it to e.g. $(git log -1 --format=%ct), or unset it",
+                id="validate.input",
+            )
+        when = _dt.datetime.fromtimestamp(int(fixed), _dt.UTC)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def ctrf_status(verdict: str) -> str:

@@ -60,6 +60,8 @@ from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.upgrade_check import Change, ClusterReport, Report
 
 __all__ = [
+    "render_ctrf",
+    "attestation",
     "UPGRADE_STATE_LABEL",
     "INITIAL_UNSCHEDULABLE_ANNOTATION",
     "CONTROLLER_CORDON_STATES",
@@ -658,3 +660,116 @@ def render_text(live: LiveReport) -> str:
 
 def render_json(live: LiveReport) -> str:
     return json.dumps(live.as_dict(), indent=2, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------- CTRF, in-toto
+
+CTRF_PHASE = "upgrade"
+"""The CTRF ``suite`` of every upgrade-check test (one per component, GPU pool and GPU node)."""
+
+PREDICATE_TYPE = "urn:gpucluster:UpgradeCheckLive:v1"
+"""``predicateType`` of an upgrade-check attestation: the predicate is the ``--format json``
+document (``kind`` ``gpucluster.UpgradeCheckLive``)."""
+
+_AS_VERDICT = {"safe": "pass", "manual": "fail", "unknown": "unsupported"}
+"""``safe | manual | unknown`` -> the verdicts CTRF statuses are made of (``passed``, ``failed``,
+``other``: a change the snapshot cannot judge blocks like AICR's ``other``)."""
+
+
+def render_ctrf(live: LiveReport, *, time: str) -> str:
+    """The CTRF report (:func:`gpucluster.verify.evidence.ctrf_document`): one test per component
+    (``component/<name>``), GPU pool (``pool/<name>``) and GPU node (``node/<name>``), suite
+    :data:`CTRF_PHASE`, status from the live verdict (safe ``passed``, manual ``failed``, unknown
+    ``other``), message the note; ``time`` the check's time (:func:`gpucluster.verify.evidence.now`)."""
+    from gpucluster import __version__
+    from gpucluster.verify import evidence
+
+    tests = [
+        evidence.CtrfTest(
+            name=f"component/{c.component}",
+            verdict=_AS_VERDICT[c.verdict],
+            phase=CTRF_PHASE,
+            message=one_line(c.note),
+            extra={"kind": "component", "fileVerdict": c.file_verdict, "verdict": c.verdict},
+        )
+        for c in live.components
+    ]
+    tests += [
+        evidence.CtrfTest(
+            name=f"pool/{p.name}",
+            verdict=_AS_VERDICT[p.verdict],
+            phase=CTRF_PHASE,
+            message=one_line(p.note),
+            extra={
+                "kind": "pool",
+                "verdict": p.verdict,
+                "gpusSchedulableNow": str(p.gpus_schedulable),
+                "gpusSchedulableDuring": "" if p.gpus_during is None else str(p.gpus_during),
+            },
+        )
+        for p in live.pools
+    ]
+    tests += [
+        evidence.CtrfTest(
+            name=f"node/{n.name}",
+            verdict=_AS_VERDICT[n.verdict],
+            phase=CTRF_PHASE,
+            message=one_line("; ".join(n.actions + n.notes)),
+            extra={
+                "kind": "node",
+                "pool": n.pool,
+                "verdict": n.verdict,
+                "gpuPods": str(len(n.gpu_pods)),
+                "barePods": str(len(n.bare_pods)),
+                "upgradeState": n.upgrade_state,
+            },
+        )
+        for n in live.nodes
+    ]
+    doc = evidence.ctrf_document(
+        tests,
+        tool_version=__version__,
+        time=time,
+        environment={
+            "appName": "gpucluster",
+            "appVersion": __version__,
+            "testEnvironment": live.cluster,
+        },
+        extra={
+            "gpucluster": {
+                "from": live.report.old,
+                "to": live.report.new,
+                "snapshotSha256": live.snapshot.digest,
+                "snapshotSource": live.snapshot.source,
+            }
+        },
+    )
+    return evidence.render(doc)
+
+
+def attestation(
+    live: LiveReport, old: RuntimePlan, new: RuntimePlan, *, snapshot_file: str | None = None
+) -> str:
+    """An unsigned in-toto Statement v1 whose predicate is :meth:`LiveReport.as_dict` (type
+    :data:`PREDICATE_TYPE`). Subjects: the snapshot (``snapshot_file`` by its name and the sha256
+    of its bytes, or ``snapshot:<source>`` with the digest of what was read live), then
+    ``plan:from:<cluster>`` and ``plan:to:<cluster>`` with both sides' plan fingerprints
+    (:func:`gpucluster.inputs.fleet.rollout_digest`).
+
+    Raises:
+        GpuclusterError: the snapshot file cannot be read (``error[validate.input]``).
+    """
+    from gpucluster.inputs.fleet import rollout_digest
+    from gpucluster.verify import evidence
+
+    snap = live.snapshot
+    subjects = [
+        evidence.file_subject(snapshot_file, key="--snapshot")
+        if snapshot_file is not None
+        else evidence.Subject(f"snapshot:{snap.source}", snap.digest),
+        evidence.Subject(f"plan:from:{old.cluster.name}", rollout_digest(old)),
+        evidence.Subject(f"plan:to:{new.cluster.name}", rollout_digest(new)),
+    ]
+    return evidence.render(
+        evidence.statement(subjects, predicate_type=PREDICATE_TYPE, predicate=live.as_dict())
+    )

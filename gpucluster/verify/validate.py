@@ -24,9 +24,7 @@ can wait for the operators to converge.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import os
 import re
 import time as _time
 from collections.abc import Callable, Sequence
@@ -125,27 +123,10 @@ class Report:
 
 
 def _now() -> str:
-    """The time of a validation, RFC 3339 UTC to the second: ``SOURCE_DATE_EPOCH`` (seconds since
-    the Unix epoch, the reproducible-builds.org convention) when set, so the same snapshot gives
-    byte-identical evidence; else the clock.
+    """The validation's time (:func:`gpucluster.verify.evidence.now`: ``SOURCE_DATE_EPOCH`` or the clock)."""
+    from gpucluster.verify import evidence
 
-    Raises:
-        GpuclusterError: ``SOURCE_DATE_EPOCH`` is not a non-negative integer.
-    """
-    fixed = os.environ.get("SOURCE_DATE_EPOCH")
-    if fixed is None:
-        when = _dt.datetime.now(_dt.UTC)
-    else:
-        if not re.fullmatch(r"[0-9]{1,12}", fixed.strip()):
-            raise GpuclusterError(
-                f"SOURCE_DATE_EPOCH is '{fixed[:40]}', not a number of seconds",
-                key="SOURCE_DATE_EPOCH",
-                allowed="a non-negative integer (seconds since 1970-01-01T00:00:00Z)",
-                fix="set it to e.g. $(git log -1 --format=%ct), or unset it",
-                id="validate.input",
-            )
-        when = _dt.datetime.fromtimestamp(int(fixed), _dt.UTC)
-    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return evidence.now()
 
 
 def validate(plan: RuntimePlan, snap: Snapshot, *, now: str | None = None) -> Report:
