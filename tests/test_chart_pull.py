@@ -496,8 +496,8 @@ PIN = next(p for p in default_pins() if p[1] == "cert-manager")
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):
-    """A mirror whose answer for each path is a function of the handler (``routes``, per server);
-    ``release`` ends every answer still running (teardown)."""
+    """A mirror whose answer for each path is a function of the handler (``routes``, per server;
+    ``"*"``: every other path); ``release`` ends every answer still running (teardown)."""
 
     routes: dict = {}
     release = threading.Event()
@@ -506,7 +506,7 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802
-        route = self.routes.get(self.path.split("?")[0])
+        route = self.routes.get(self.path.split("?")[0], self.routes.get("*"))
         try:
             if route is None:
                 self.send_error(404)
@@ -639,9 +639,9 @@ def files_in(cache: Path) -> list[Path]:
     return [p for p in cache.rglob("*") if not p.is_dir()] if cache.exists() else []
 
 
-def index_failure(tmp_path, mirror: str, reason: str) -> None:
+def index_failure(tmp_path, mirror: str, reason: str) -> str:
     """Every chart fails with one ``error[charts.pull]`` line naming it, the mirror and ``reason``;
-    exit 2; nothing in the cache."""
+    exit 2; nothing in the cache. Returns stderr."""
     code, out, err, cache = hostile_pull(tmp_path, mirror)
     lines = err.splitlines()
     pins = default_pins()
@@ -655,6 +655,7 @@ def index_failure(tmp_path, mirror: str, reason: str) -> None:
     assert all(" fix: " in line for line in lines)
     assert out.splitlines()[-1].startswith(f"{len(pins)} chart(s): 0 pulled, 0 already cached, ")
     assert files_in(cache) == []
+    return err
 
 
 def test_an_endless_index_is_cut_at_its_cap(hostile, tmp_path):
@@ -860,3 +861,17 @@ def test_timeout_must_be_a_number_of_seconds(monkeypatch):
     assert (
         code == 2 and err.startswith("error[usage]") and "'soon' is not a number of seconds" in err
     )
+
+
+def test_an_oci_registry_that_accepts_and_sleeps_meets_the_total_deadline(hostile, tmp_path):
+    mirror = hostile({"*": asleep}).replace("http://", "oci://") + "/helm"
+    index_failure(tmp_path, mirror, "the total deadline of 3 s (--timeout) passed")
+
+
+def test_an_oci_registry_sending_endless_answers_is_one_line_per_chart(hostile, tmp_path):
+    mirror = hostile({"*": endless}).replace("http://", "oci://") + "/helm"
+    code, out, err, cache = hostile_pull(tmp_path, mirror)
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == len(default_pins()), err
+    assert all(line.startswith("error[") and " fix: " in line for line in lines), err
+    assert "goroutine" not in err and files_in(cache) == []

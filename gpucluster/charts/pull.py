@@ -14,7 +14,8 @@ points elsewhere); the archive's digest, members, chart name and version are che
 stored. Anything a repository sends that cannot be trusted is a :class:`PullError`
 (``error[charts.pull]``); a chart version it does not hold is :class:`ChartNotFound`
 (``error[charts.unavailable]``). An OCI registry is pulled with Helm's own client (PyPI
-``helm-python-sdk``, ``helm_python.pull``).
+``helm-python-sdk``, ``helm_python.pull``) in a child process killed at the deadline
+(:func:`fetch_oci`), so neither a silent registry nor a crash of Helm's Go runtime ends this one.
 
 OCI registries are reached over HTTPS, except on a loopback address (``localhost``,
 ``127.0.0.0/8``, ``::1``), where plain HTTP is used -- the registries Docker treats as insecure
@@ -38,7 +39,10 @@ import os
 import shutil
 import socket
 import ssl
+import subprocess
+import sys
 import tarfile
+import tempfile
 import threading
 import time
 import urllib.request
@@ -520,27 +524,104 @@ def fetch_chart(
 ) -> None:
     """Pull ``chart`` at ``version`` from ``repository`` and unpack it into ``folder/<chart>/``.
 
-    ``oci://host/path`` pulls ``oci://host/path/<chart>:<version>`` with Helm's client;
-    ``https://`` / ``http://`` reads the repository's ``index.yaml`` (:func:`fetch_http`, bounded
-    and checked).
+    ``oci://host/path`` pulls ``oci://host/path/<chart>:<version>`` with Helm's client in a child
+    process (:func:`fetch_oci`); ``https://`` / ``http://`` reads the repository's ``index.yaml``
+    (:func:`fetch_http`). Either way the unpacked ``Chart.yaml`` must name that chart and version.
 
     Raises:
-        GpuclusterError: the ``render`` extra (helm-python-sdk) is not installed (OCI).
-        ChartNotFound / PullError: the chart version cannot be had (HTTP).
-        helm_python.HelmError: the registry or the chart version cannot be had (OCI).
+        ChartNotFound / PullError: the chart version cannot be had, or what came cannot be used.
+        OciError: Helm's client reported an error (the registry or the chart version cannot be had).
     """
-    if not repository.startswith("oci://"):
-        fetch_http(repository, chart, version, folder, session or PullSession())
-        return
-    hp = helm()
-    hp.pull(
+    session = session or PullSession()
+    if repository.startswith("oci://"):
+        fetch_oci(repository, chart, version, folder, session.deadline)
+        check_chart_yaml(folder / chart / "Chart.yaml", chart, version)
+    else:
+        fetch_http(repository, chart, version, folder, session)
+
+
+class OciError(Exception):
+    """Helm's OCI client reported an error (its first line) (``error[charts.unavailable]``)."""
+
+
+_OCI_ERROR = 3
+"""Exit status of the :func:`_oci_child` process when Helm's client raised an error."""
+_STDERR_TAIL = 64 * 1024
+"""Bytes of the child's stderr read back (the end of a Go runtime's dump is enough)."""
+
+
+def fetch_oci(repository: str, chart: str, version: str, folder: Path, deadline: Deadline) -> None:
+    """``helm pull oci://<repository>/<chart> --version <version> --untar`` into ``folder``, in a
+    child Python process running Helm's client (PyPI ``helm-python-sdk``), killed when
+    ``deadline`` passes: a crash of Helm's Go runtime, or a registry that never answers, is one
+    error, never the end of this process. Plain HTTP only for a loopback registry
+    (:func:`is_loopback`); logins from Helm's registry configuration (the child inherits the
+    environment).
+
+    Raises:
+        GpuclusterError: the ``render`` extra (helm-python-sdk) is not installed.
+        OciError: Helm's client raised an error (first line of its message).
+        PullError: the deadline passed, or the child ended another way (a signal, a crash).
+    """
+    helm()  # the extra's absence is one input error here, not a failed child
+    left = deadline.remaining()
+    if left <= 0:
+        raise deadline.expired_error()
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from gpucluster.charts.pull import _oci_child; sys.exit(_oci_child(sys.argv[1:]))",
         f"{repository.rstrip('/')}/{chart}",
-        version=version,
-        untar=True,
-        untar_dir=folder,
-        destination=folder,
-        plain_http=is_loopback(repository),
+        version,
+        str(folder),
+        "1" if is_loopback(repository) else "0",
+    ]
+    with tempfile.TemporaryFile() as errors:
+        try:
+            done = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                timeout=left,
+            )
+        except subprocess.TimeoutExpired:
+            raise deadline.expired_error() from None
+        size = errors.seek(0, os.SEEK_END)
+        errors.seek(max(0, size - _STDERR_TAIL))
+        tail = errors.read().decode("utf-8", "replace").strip()
+    if done.returncode == 0:
+        return
+    if done.returncode == _OCI_ERROR and tail:
+        raise OciError(tail.splitlines()[-1])
+    how = (
+        f"was killed by signal {-done.returncode}"
+        if done.returncode < 0
+        else f"exited with status {done.returncode}"
     )
+    last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+    raise PullError(
+        f"Helm's OCI client {how}" + (f" ({safe_url(last.strip())[:200]})" if last else "")
+    )
+
+
+def _oci_child(argv: Sequence[str]) -> int:
+    """The child process of :func:`fetch_oci`: ``REF VERSION FOLDER PLAIN_HTTP(0/1)``; 0 when
+    pulled, :data:`_OCI_ERROR` with Helm's error as the last stderr line."""
+    ref, version, folder, plain = argv
+    try:
+        helm().pull(
+            ref,
+            version=version,
+            untar=True,
+            untar_dir=folder,
+            destination=folder,
+            plain_http=plain == "1",
+        )
+    except Exception as exc:  # HelmError and its kinds: the parent reports the first line
+        sys.stderr.write(first_line(exc) + "\n")
+        return _OCI_ERROR
+    return 0
 
 
 @dataclass(frozen=True)
