@@ -149,6 +149,17 @@ def test_real_file_synthesizes_unchanged(plans, name):
     ]
 
 
+def test_operator_driver_version_is_the_installed_charts(plans, shared_dir):
+    """AICR v0.11.1 files pin gpu-operator v25.10.1 with the operator installing the driver; AICR's
+    bundle (and that chart's default) say driver 580.105.08, not v26.7's 595.91.07."""
+    bundle = shared_dir / "reference" / "aicr-outputs" / "v0.11.1" / "bundle-h100-aks-training"
+    want = yaml.safe_load((bundle / "gpu-operator" / "values.yaml").read_text())["driver"]
+    for name in FILES:
+        gpu = plans[name].components["gpu-operator"]
+        assert gpu.ref.version == "v25.10.1" and get_path(gpu.values, "driver.enabled") is True
+        assert get_path(gpu.values, "driver.version") == want["version"] == "580.105.08", name
+
+
 def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):
     from gpucluster.cli import main
 

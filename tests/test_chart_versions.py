@@ -25,6 +25,7 @@ from gpucluster.model import Criteria
 from gpucluster.recipes import chart_versions, recipe_result_writer
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
+from gpucluster.values import get_path
 from gpucluster.verify import lint
 from gpucluster.verify.render import ChartSources, Renderer, render_plans, scan_folders
 from gpucluster.versions import version_in_range
@@ -114,6 +115,55 @@ def test_dra_driver_25_12_pin_on_oke_gets_the_gpu_toleration_and_a_finding(tmp_p
         if f.id == "VALUES-FOR-VERSION" and f.component == "nvidia-dra-driver-gpu"
     ]
     assert "kubeletPlugin.tolerations" in finding.message
+
+
+def test_operands_replace_only_the_value_gpucluster_writes():
+    cv = ChartVersionValues(
+        versions=">=25.10.0 <25.11.0",
+        checked=("v25.10.1",),
+        operands=(("driver.version", "580.105.08"),),
+    )
+    own = {"driver": {"version": "595.91.07"}}
+    values, changes, refusals = chart_versions.values_for_version(
+        cv, {"driver": {"version": "595.91.07", "enabled": True}}, own
+    )
+    assert values == {"driver": {"version": "580.105.08", "enabled": True}} and not refusals
+    assert changes == [
+        "driver.version: '595.91.07' -> '580.105.08' (the operand version that chart installs;"
+        " '595.91.07' is the pinned chart's)"
+    ]
+    for kept in ({"driver": {"version": "570.1"}}, {"driver": {"enabled": True}}):
+        values, changes, _ = chart_versions.values_for_version(cv, kept, own)
+        assert values == kept and changes == []
+
+
+OPERAND_PATHS = {"gpu-operator": ("driver.version",)}
+"""Values paths of gpucluster's catalog values that name an operand version (the image the operator
+deploys): for every checked chart version, what gpucluster writes there must be that chart's default."""
+
+
+def test_operand_versions_are_the_installed_charts_defaults(reference_charts):
+    """gpu-operator v25.10.1 installs driver 580.105.08 by default, v26.3.3 580.126.20, v26.7.0
+    595.91.07 (each chart's values.yaml): the driver version gpucluster writes for each is that one."""
+    catalog = load_catalog()
+    sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
+    seen, wrong = [], []
+    for name, paths in OPERAND_PATHS.items():
+        entry = catalog.components[name]
+        own = catalog.load_values(f"components/{name}/values.yaml")
+        for cv in entry.chart_versions:
+            values, _, _ = chart_versions.values_for_version(cv, own, own)
+            for version in cv.checked:
+                found = sources.locate(entry.repository, entry.chart, version)
+                assert found.chart is not None, (name, version)
+                chart = yaml.safe_load((found.chart.path / "values.yaml").read_text())
+                for path in paths:
+                    want = str(get_path(chart, path))
+                    seen.append(f"{name} {version} {path}={want}")
+                    if str(get_path(values, path)) != want:
+                        wrong.append(f"{name} {version} {path}: {get_path(values, path)} != {want}")
+    assert not wrong, wrong
+    assert "gpu-operator v25.10.1 driver.version=580.105.08" in seen
 
 
 def test_every_registry_pin_is_covered_and_checked_versions_are_named():

@@ -189,14 +189,19 @@ class ChartVersionValues:
     * ``defaults``: ``(path, value)``: a default the pinned chart has that this version's chart
       lacks; written when the values leave the path unset (the DRA driver chart 25.12.0 has
       ``kubeletPlugin.tolerations: []`` where 0.4.1 and 0.5.0 tolerate ``nvidia.com/gpu``), so the
-      values behave as they do with the pinned chart.
+      values behave as they do with the pinned chart;
+    * ``operands``: ``(path, value)``: the operand version this version's chart installs by
+      default where gpucluster's own values name the pinned chart's (gpu-operator v25.10.1
+      ``driver.version: 580.105.08``, v26.7's 595.91.07): the value there is replaced when it is
+      the one gpucluster's ``components/<name>/values.yaml`` writes; a value the file or the user
+      set is kept.
 
     Attributes:
         versions: the range (:func:`gpucluster.versions.version_in_range` syntax, ``>= 0.13.0 < 0.16.0``).
         charts: chart names it applies to (default: the registry's ``helm.chart``).
         checked: the chart versions these values were rendered against with real Helm (the test
             renders each one found in the reference charts).
-        rename / drop / unsupported / defaults: see above.
+        rename / drop / unsupported / defaults / operands: see above.
         note: what differs in that range and where the chart says so (chart file + version).
     """
 
@@ -207,6 +212,7 @@ class ChartVersionValues:
     drop: tuple[tuple[str, Any], ...] = ()
     unsupported: tuple[str, ...] = ()
     defaults: tuple[tuple[str, Any], ...] = ()
+    operands: tuple[tuple[str, str], ...] = ()
     note: str = ""
 
 
@@ -487,6 +493,7 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
                 drop=tuple((str(d["path"]), d["value"]) for d in v.get("drop", [])),
                 unsupported=tuple(v.get("unsupported", [])),
                 defaults=tuple((str(d["path"]), d["value"]) for d in v.get("defaults", [])),
+                operands=tuple((str(d["path"]), str(d["value"])) for d in v.get("operands", [])),
                 note=v.get("note", ""),
             )
             for v in raw.get("chartVersions", [])
@@ -700,6 +707,18 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                         "properties": {
                                             "path": {"type": "string", "minLength": 1},
                                             "value": {},
+                                        },
+                                    },
+                                },
+                                "operands": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["path", "value"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "path": {"type": "string", "minLength": 1},
+                                            "value": {"type": "string", "minLength": 1},
                                         },
                                     },
                                 },

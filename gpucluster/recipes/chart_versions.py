@@ -6,7 +6,7 @@ The facts are catalog data (docs/recipes.md, "Values per chart version"):
 * the registry's ``chartVersions`` of a component (:class:`gpucluster.recipes.catalog.ChartVersionValues`):
   the version ranges its values were rendered against with real Helm (``checked``), and how the
   values written for the registry's pin are rewritten for each other range (``rename``, ``drop``,
-  ``unsupported``, ``defaults``);
+  ``unsupported``, ``defaults``, ``operands``);
 * an overlay componentRef's ``chartVersions`` (a range): the recipe's own values for the component
   (a platform's values file, its manifests) are written for versions in that range only
   (``ComponentRef.chart_versions``).
@@ -139,9 +139,17 @@ def _pop(values: dict[str, Any], path: str) -> Any:
 
 
 def values_for_version(
-    cv: ChartVersionValues, values: Mapping[str, Any]
+    cv: ChartVersionValues, values: Mapping[str, Any], written: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str], list[tuple[str, str]]]:
     """The values written for a version of ``cv``'s range.
+
+    Args:
+        cv: the range entry.
+        values: the component's final values (written for the registry's pinned chart).
+        written: gpucluster's own values of the component (its catalog ``values.yaml``): an
+            ``operands`` path holding the value written there is set to the range's operand
+            version; another value there (the file's, the user's) is kept. None: no operand is
+            replaced.
 
     Returns:
         ``(values, changes, refusals)``: a rewritten copy; one phrase per change made
@@ -194,7 +202,25 @@ def values_for_version(
             changes.append(
                 f"{path}: {_compact(value)} written (the pinned chart's default, which that version's chart lacks)"
             )
+    for path, version in cv.operands:
+        have = get_path(out, path, _MISSING)
+        if written is None or have is _MISSING or have == version:
+            continue
+        if have == get_path(written, path, _MISSING):
+            set_path(out, path, version)
+            changes.append(
+                f"{path}: {_scalar(have)} -> {_scalar(version)} (the operand version that chart installs; "
+                f"{_scalar(have)} is the pinned chart's)"
+            )
     return out, changes, refusals
+
+
+def _own_values(catalog: Catalog, name: str) -> dict[str, Any]:
+    """gpucluster's catalog ``components/<name>/values.yaml`` of ``name`` (``{}`` when it has none)."""
+    try:
+        return catalog.load_values(f"components/{name}/values.yaml")
+    except GpuclusterError:
+        return {}
 
 
 def apply_chart_versions(
@@ -229,7 +255,9 @@ def apply_chart_versions(
         cv = range_entry(entry, comp.ref.chart, comp.ref.version)
         if cv is None:
             continue  # uncovered pins were refused (or upgraded) where they were read
-        values, changes, refusals = values_for_version(cv, comp.values)
+        values, changes, refusals = values_for_version(
+            cv, comp.values, _own_values(catalog, name) if cv.operands else None
+        )
         for path, why in refusals:
             file, key = locate(name, path) if locate is not None else (None, None)
             problems.append(
