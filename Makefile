@@ -1,6 +1,6 @@
 # gpucluster: set-up, synthesis, tests, benchmark.
 #
-#   make synth   .venv (python3.11) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
+#   make synth   .venv (python3.11, else 3.12 or 3.13) + pip install -e '.[cdk,render,test]' + pinned cdktf-cli (npm ci),
 #                then `cdktf synth` of the cluster file (GPUCLUSTER_CONFIG, ./gpucluster.yaml or
 #                the embedded default, without the notice) into cdktf.out/ (replaced atomically).
 #   make lint    ruff check, ruff format --check and mypy, configured in pyproject.toml, and
@@ -36,10 +36,12 @@ ifeq ($(wildcard $(TF_CLI_CONFIG_CANDIDATE)),)
 export TF_CLI_CONFIG_FILE := /dev/null
 endif
 
-# The Python that creates .venv: python3.11, else python3 if it is 3.11 (evaluated only when .venv
-# is created). Override with PYTHON_BOOTSTRAP=/path/to/python3.11.
-PYTHON_CANDIDATES := python3.11 python3
-PYTHON_BOOTSTRAP ?= $(firstword $(foreach p,$(PYTHON_CANDIDATES),$(shell command -v $(p) >/dev/null 2>&1 && $(p) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 && echo $(p))))
+# The Python that creates .venv: the first of PYTHON_CANDIDATES that is a supported CPython
+# (pyproject.toml requires-python: 3.11, 3.12 or 3.13), preferring 3.11, the oldest (the version
+# ruff and mypy target); evaluated only when .venv is created. Override with
+# PYTHON_BOOTSTRAP=/path/to/python3.
+PYTHON_CANDIDATES := python3.11 python3.12 python3.13 python3
+PYTHON_BOOTSTRAP ?= $(firstword $(foreach p,$(PYTHON_CANDIDATES),$(shell command -v $(p) >/dev/null 2>&1 && $(p) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' >/dev/null 2>&1 && echo $(p))))
 VENV := .venv
 PY := $(VENV)/bin/python
 CDKTF := node_modules/.bin/cdktf
@@ -67,7 +69,7 @@ PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 setup: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY):
-	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11, 3.12 or 3.13 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3))
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
 
 $(PY_STAMP): pyproject.toml | $(PY)
@@ -81,7 +83,7 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $@
 
 $(PY_CDKTN):
-	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11, 3.12 or 3.13 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3))
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV_CDKTN)
 
 # Only cdktn is installed here, so GPUCLUSTER_CDK unset selects it (also in test subprocesses).
@@ -94,7 +96,7 @@ cdktn: $(CDKTN_STAMP)
 checkov-setup: $(CHECKOV_STAMP)
 
 $(CHECKOV_STAMP): tools/checkov-requirements.txt
-	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3.11))
+	$(if $(PYTHON_BOOTSTRAP),,$(error Python 3.11, 3.12 or 3.13 not found (tried $(PYTHON_CANDIDATES)); set PYTHON_BOOTSTRAP=/path/to/python3))
 	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install -q -r tools/checkov-requirements.txt
 	touch $@

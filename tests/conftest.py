@@ -43,6 +43,7 @@ SLOW_FILES_FIRST = (
     "test_synth_signals.py",
     "test_checkov_aks.py",
     "test_distribution.py",
+    "test_python_versions.py",
     "test_render_lint.py",
     "test_synth_e2e.py",
     "test_cdk_bindings.py",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_python_versions import ADD_ONE, find_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,18 +59,49 @@ def test_python311_is_preferred(tmp_path):
     )
 
 
-def test_no_python_311_is_a_clear_error(tmp_path):
+def test_no_supported_python_is_a_clear_error(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    other = bin_dir / "python3"  # some other Python: not 3.11
+    other = bin_dir / "python3"  # some other Python: not 3.11-3.13
     other.write_text("#!/bin/sh\nexit 1\n")
     other.chmod(0o755)
     result = dry_run_venv(tmp_path, bin_dir)
     assert result.returncode != 0
     assert (
-        "Python 3.11 not found (tried python3.11 python3); set PYTHON_BOOTSTRAP=/path/to/python3.11"
-        in result.stderr
+        "Python 3.11, 3.12 or 3.13 not found (tried python3.11 python3.12 python3.13 python3); "
+        "set PYTHON_BOOTSTRAP=/path/to/python3" in result.stderr
     )
+
+
+def _real(version: str) -> str:
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"CPython {version} not found: {ADD_ONE.format(v=version)}")
+    return python
+
+
+@pytest.mark.parametrize("version", ["3.12", "3.13"])
+def test_a_newer_supported_python_first_on_path_is_used(version, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(_real(version))
+    result = dry_run_venv(tmp_path, bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"python3 -m venv {tmp_path / 'venv'}"
+
+
+def test_311_is_preferred_over_a_newer_one_and_an_older_one_is_refused(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.12").symlink_to(_real("3.12"))
+    (bin_dir / "python3.11").symlink_to(sys.executable)
+    assert (
+        dry_run_venv(tmp_path, bin_dir).stdout.strip() == f"python3.11 -m venv {tmp_path / 'venv'}"
+    )
+    (bin_dir / "python3.11").unlink()
+    (bin_dir / "python3.12").unlink()
+    (bin_dir / "python3").symlink_to(_real("3.10"))
+    assert dry_run_venv(tmp_path, bin_dir).returncode != 0
 
 
 def test_make_synth_intends_the_embedded_default(tmp_path):
