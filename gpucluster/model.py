@@ -343,6 +343,57 @@ class ChartMirrors:
     key: str = field(default="charts", compare=False)
 
 
+@dataclass(frozen=True)
+class DriverUpgradePolicy:
+    """The GPU Operator's driver upgrade policy of a cluster (cluster file ``driverUpgradePolicy``,
+    docs/cluster-file.md): what the operator's upgrade controller does on each GPU node when the
+    driver it installs changes. Plain data; the ClusterPolicy's ``spec.driver.upgradePolicy``
+    (chart values ``driver.upgradePolicy.*``) is written from it by
+    :func:`gpucluster.recipes.driver_upgrade.chart_values`.
+
+    The defaults strand no job: one node at a time, GPU pods no controller recreates are not
+    deleted (``podDeletion.force`` false), the node is drained with a timeout instead of
+    forever, emptyDir data is not deleted. Field meanings are the GPU Operator's ("GPU Driver
+    Upgrades",
+    https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-upgrades.html;
+    chart ``deployments/gpu-operator/values.yaml`` ``driver.upgradePolicy``, v25.10.1 to v26.7.0).
+
+    Attributes:
+        auto_upgrade: the upgrade controller upgrades nodes (``autoUpgrade``); false: every other
+            field is ignored and each node's driver pod must be deleted by hand.
+        max_parallel_upgrades: nodes upgraded at once; 0 means no limit (every node at once).
+        max_unavailable: nodes that may be unavailable during the upgrade: an integer >= 1 or a
+            percentage string ``"1%"`` .. ``"100%"`` of the GPU nodes, rounded up.
+        wait_timeout_seconds: ``waitForCompletion.timeoutSeconds``: how long to wait for the pods
+            ``wait_pod_selector`` selects to finish before deleting GPU pods; 0 = forever.
+        wait_pod_selector: ``waitForCompletion.podSelector``, an equality-based label selector
+            (``app=trainer,team!=ops``); ``""`` = do not wait.
+        pod_deletion_force: ``podDeletion.force``: also delete GPU pods no controller recreates.
+        pod_deletion_timeout_seconds: ``podDeletion.timeoutSeconds`` (0 = forever).
+        pod_deletion_delete_empty_dir: ``podDeletion.deleteEmptyDir``: also delete GPU pods with
+            emptyDir volumes (their data is lost).
+        drain_enable: ``drain.enable``: drain the node before the driver reload.
+        drain_force: ``drain.force``: also evict pods no controller recreates.
+        drain_pod_selector: ``drain.podSelector``: only the pods it selects are drained (``""`` = all).
+        drain_timeout_seconds: ``drain.timeoutSeconds`` (0 = forever).
+        drain_delete_empty_dir: ``drain.deleteEmptyDir``.
+    """
+
+    auto_upgrade: bool = True
+    max_parallel_upgrades: int = 1
+    max_unavailable: int | str = "25%"
+    wait_timeout_seconds: int = 0
+    wait_pod_selector: str = ""
+    pod_deletion_force: bool = False
+    pod_deletion_timeout_seconds: int = 300
+    pod_deletion_delete_empty_dir: bool = False
+    drain_enable: bool = True
+    drain_force: bool = False
+    drain_pod_selector: str = ""
+    drain_timeout_seconds: int = 300
+    drain_delete_empty_dir: bool = False
+
+
 @dataclass
 class ClusterSpec:
     """One validated cluster description.
@@ -375,6 +426,9 @@ class ClusterSpec:
             ``"clusters[<index>].backend"``; None for a spec built in code.
         chart_mirrors: where the cluster's charts are fetched from (:class:`ChartMirrors`); None:
             their upstream repositories.
+        driver_upgrade_policy: the cluster file's ``driverUpgradePolicy``; None when not written
+            (the defaults of :class:`DriverUpgradePolicy` apply:
+            :func:`gpucluster.recipes.driver_upgrade.policy_of`).
     """
 
     name: str
@@ -394,6 +448,7 @@ class ClusterSpec:
     index: int | None = field(default=None, compare=False, repr=False)
     backend_key: str | None = field(default=None, compare=False, repr=False)
     chart_mirrors: ChartMirrors | None = None
+    driver_upgrade_policy: DriverUpgradePolicy | None = None
 
 
 CLUSTER_KEYS = (
@@ -409,6 +464,7 @@ CLUSTER_KEYS = (
     "overrides",
     "scheduling",
     "settings",
+    "driverUpgradePolicy",
     "backend",
     "charts",
     "fleet",

@@ -36,6 +36,7 @@ from gpucluster.model import (
 from gpucluster.plugins import call_hook_attributed, get_plugin_manager, platform_for
 from gpucluster.recipes import catalog as catalog_mod
 from gpucluster.recipes import chart_versions as chart_versions_mod
+from gpucluster.recipes import driver_upgrade as driver_upgrade_mod
 from gpucluster.recipes import layering
 from gpucluster.recipes import overrides as overrides_mod
 from gpucluster.recipes import policy as policy_mod
@@ -265,6 +266,8 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     recipe, components = resolved_components(cluster, catalog)
     if intent is not None:
         recipe = with_findings(recipe, intent.findings)
+    # the cluster file's driverUpgradePolicy (or its defaults); user overrides still win
+    components = driver_upgrade_mod.apply_driver_upgrade_policy(cluster, components)
     components = overrides_mod.apply_overrides(cluster, recipe, components, catalog)
     resolved = overrides_mod.resolved_overrides(
         cluster, catalog
@@ -280,6 +283,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     findings: list[Finding] = policy_mod.evaluate(
         cluster, recipe, components, catalog, resolved=resolved
     )
+    findings += absolute_keys(cluster, driver_upgrade_mod.unused_findings(cluster, components))
     if intent is not None:
         from gpucluster.recipes import recipe_result
 

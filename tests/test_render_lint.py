@@ -676,7 +676,7 @@ def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_ov
     folders = sorted(p.name for p in (out / "gpu-training").iterdir())
     assert "gpu-operator" in folders and "gpu-operator-clusterpolicy-ready" in folders
     values = (out / "gpu-training" / "gpu-operator" / "values.yaml").read_text()
-    assert "\ncdi:\n  enabled: true\n" in values and "maxParallelUpgrades: 5" in values
+    assert "\ncdi:\n  enabled: true\n" in values and "maxParallelUpgrades: 1" in values
     assert (
         out / "gpu-training" / "gpu-operator" / "gpu-operator" / "templates" / "clusterpolicy.yaml"
     ).is_file()

@@ -131,6 +131,20 @@ def by(doc: dict, key: str, name_key: str) -> dict:
 
 @pytest.fixture
 def driver_change(tmp_path):
+    # a cluster that lets the controller take up to 5 nodes at once (the default is 1)
+    profile, policy = {"gpuStack": "operator-managed"}, {"maxParallelUpgrades": 5}
+    old = cluster_file(tmp_path / "a.yaml", profile=profile, driverUpgradePolicy=policy)
+    new = cluster_file(
+        tmp_path / "b.yaml",
+        profile=profile,
+        driverUpgradePolicy=policy,
+        overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
+    )
+    return old, new
+
+
+def test_the_default_driver_upgrade_policy_takes_one_node_at_a_time(tmp_path):
+    """Without driverUpgradePolicy the cluster installs maxParallelUpgrades 1: one node out."""
     profile = {"gpuStack": "operator-managed"}
     old = cluster_file(tmp_path / "a.yaml", profile=profile)
     new = cluster_file(
@@ -138,7 +152,12 @@ def driver_change(tmp_path):
         profile=profile,
         overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
     )
-    return old, new
+    code, doc, err = judge(tmp_path, old, new, faulted_items())
+    assert code == 1 and err == ""
+    assert doc["driverUpgradePolicy"]["maxParallelUpgrades"] == 1
+    (pool,) = doc["pools"]
+    assert (pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (32, 24), pool
+    assert "1 of 5 nodes out at once" in pool["note"], pool["note"]
 
 
 def test_driver_version_change_per_node(tmp_path, driver_change):

@@ -36,6 +36,7 @@ from gpucluster.model import (
     NodePool,
     Taint,
 )
+from gpucluster.recipes.driver_upgrade import parse_driver_upgrade_policy
 from gpucluster.recipes.overrides import parse_overrides
 from gpucluster.recipes.scheduling import (
     EFFECTS,
@@ -343,6 +344,12 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     scheduling = parse_scheduling(
         raw.get("scheduling"), file=source, cluster=name, base=f"{base}.scheduling"
     )
+    driver_upgrade_policy = parse_driver_upgrade_policy(
+        raw.get("driverUpgradePolicy"),
+        file=source,
+        cluster=name,
+        base=f"{base}.driverUpgradePolicy",
+    )
 
     return ClusterSpec(
         name=name,
@@ -359,6 +366,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         settings=settings,
         source=source,
         index=i,
+        driver_upgrade_policy=driver_upgrade_policy,
     )
 
 
