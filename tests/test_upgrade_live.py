@@ -166,6 +166,10 @@ def test_driver_version_change_per_node(tmp_path, driver_change):
     comps = by(doc, "components", "component")
     assert comps["gpu-operator"]["verdict"] == "manual"
     assert "driver re-install on 5 GPU nodes" in comps["gpu-operator"]["note"]
+    assert f"not safe now on {', '.join(NODES[:4])}" in comps["gpu-operator"]["note"]
+    # the DRA plugin re-rolls with the driver identity: only the crash-looping driver blocks it
+    assert comps["nvidia-dra-driver-gpu"]["verdict"] == "manual"
+    assert comps["nvidia-dra-driver-gpu"]["note"].endswith(f"; not safe now on {NODES[3]}")
     nodes = by(doc, "nodes", "node")
     assert sorted(nodes) == NODES, "only GPU nodes, sorted"
     n0, n1, n2, n3, n4 = (nodes[n] for n in NODES)

@@ -40,7 +40,9 @@ Label names and states: NVIDIA/k8s-operator-libs ``pkg/upgrade/consts.go``
 Verdicts (``safe | manual | unknown``): a node is ``manual`` when the change ends or evicts GPU
 pods there, or when it is blocked (cordoned by another actor, stuck in an upgrade state, a
 crash-looping driver pod); ``unknown`` when the snapshot cannot tell (no pods listed at all, no
-nodes); else ``safe``. A component's live verdict is the worst of its file verdict and its nodes'.
+nodes); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
+``pool``); a component's live verdict is the worst of its file verdict and its nodes' verdicts
+for its own hazard (a node cordoned by someone else blocks a driver re-install, not a DRA re-roll).
 Exit codes (as ``gpucluster validate``): 0 every verdict safe, 1 any ``manual`` or ``unknown``,
 2 bad input. Pure Python, no cdktf; deterministic (sorted nodes, pools and components).
 """
@@ -186,11 +188,17 @@ class NodeState:
     driver_crash: str = ""
     actions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    verdicts: list[str] = field(default_factory=list)
+    verdicts: list[tuple[str, str]] = field(default_factory=list)
+    """``(hazard, verdict)``: hazard ``driver``, ``dra``, ``pool`` or ``*`` (all of them)."""
 
     @property
     def verdict(self) -> str:
-        return worst(self.verdicts) if self.verdicts else "safe"
+        return worst(v for _, v in self.verdicts) if self.verdicts else "safe"
+
+    def verdict_for(self, hazard: str) -> str:
+        """The node's verdict for one hazard (``driver``, ``dra``, ``pool``)."""
+        found = [v for h, v in self.verdicts if h in (hazard, "*")]
+        return worst(found) if found else "safe"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -448,14 +456,14 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
 
     for n in nodes:
         if blind:
-            n.verdicts.append("unknown")
+            n.verdicts.append(("*", "unknown"))
             n.notes.append("the snapshot lists no pods: what runs on the node is not known")
         if n.pool in replaced:
             n.actions.append(
                 f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
             )
             if n.gpu_pods:
-                n.verdicts.append("manual")
+                n.verdicts.append(("pool", "manual"))
                 n.notes.append(
                     f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
                 )
@@ -469,16 +477,16 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                     "driver re-install when the node's driver pod is deleted by hand (autoUpgrade off: "
                     "the driver DaemonSet updates OnDelete)"
                 )
-                n.verdicts.append("manual")
+                n.verdicts.append(("driver", "manual"))
                 n.notes.append(
                     "autoUpgrade is off: nothing rolls the new driver out; delete each node's "
                     "nvidia-driver-daemonset pod after draining it (GPU Driver Upgrades, without the upgrade controller)"
                 )
             if n.gpu_pods:
-                n.verdicts.append("manual")
+                n.verdicts.append(("driver", "manual"))
                 n.notes.append(f"{len(n.gpu_pods)} GPU pods are evicted: {_pods_text(n.gpu_pods)}")
             if n.upgrade_state in STUCK_STATES:
-                n.verdicts.append("manual")
+                n.verdicts.append(("driver", "manual"))
                 n.notes.append(
                     f"node is in {n.upgrade_state}: a driver upgrade is already pending or failed here; "
                     "finish it (kubectl describe node, the driver pod's logs) before another"
@@ -492,13 +500,17 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                     f"{len(n.claim_pods)} pods with ResourceClaims keep running; new claims here wait for the plugin"
                 )
         if (driver or dra_rolls) and n.driver_crash:
-            n.verdicts.append("manual")
+            n.verdicts += [
+                (h, "manual") for h, on in (("driver", driver), ("dra", dra_rolls)) if on
+            ]
             n.notes.append(
                 f"driver pod crash-looping ({n.driver_crash}): fix the driver before changing it "
                 "(often 'driver is in use': GPU processes still hold the device)"
             )
         if (driver or n.pool in replaced) and n.cordoned_by_other:
-            n.verdicts.append("manual")
+            n.verdicts += [
+                (h, "manual") for h, on in (("driver", driver), ("pool", n.pool in replaced)) if on
+            ]
             n.notes.append(
                 "cordoned by someone else (unschedulable, not by the upgrade controller): the change "
                 "would act on it and may uncordon it; agree with who cordoned it first"
@@ -547,30 +559,32 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
         )
 
     # ---- components
-    def live(nodes_of: Sequence[NodeState]) -> str:
-        return worst([n.verdict for n in nodes_of] or (["unknown"] if blind else ["safe"]))
+    def live(nodes_of: Sequence[NodeState], hazard: str) -> str:
+        return worst(
+            [n.verdict_for(hazard) for n in nodes_of] or (["unknown"] if blind else ["safe"])
+        )
 
     components: list[ComponentVerdict] = []
     for ch in sorted(cluster.changes, key=lambda c: c.component):
         affected: list[NodeState] = []
-        note = ""
+        note, hazard = "", "*"
         if ch.component == GPU_OPERATOR and driver:
-            affected = nodes
+            affected, hazard = nodes, "driver"
             note = f"driver re-install on {len(nodes)} GPU nodes"
         elif ch.component == GPU_OPERATOR and changes.get(GPU_OPERATOR) is not None:
             note = "no driver re-install (the operator does not manage the driver, or the change does not touch it)"
         elif ch.component == DRA_COMPONENT and dra_rolls:
-            affected = nodes
+            affected, hazard = nodes, "dra"
             note = f"kubelet plugin re-roll on {len(nodes)} GPU nodes"
         elif ch.component == "cluster" and replaced:
-            affected = [n for n in nodes if n.pool in replaced]
+            affected, hazard = [n for n in nodes if n.pool in replaced], "pool"
             note = f"GPU pools replaced: {', '.join(sorted(replaced))} ({len(affected)} nodes)"
         if ch.crds.get("step"):
             note = "; ".join(x for x in (note, f"CRD upgrade: {ch.crds['step']}") if x)
-        blocked = [n for n in affected if n.verdict != "safe"]
+        blocked = [n for n in affected if n.verdict_for(hazard) != "safe"]
         if blocked:
             note += f"; not safe now on {', '.join(n.name for n in blocked)}"
-        verdict = worst([ch.verdict, live(affected) if affected or blind else "safe"])
+        verdict = worst([ch.verdict, live(affected, hazard) if affected or blind else "safe"])
         if blind:
             note = "; ".join(x for x in (note, "the snapshot lists no pods") if x)
         components.append(
