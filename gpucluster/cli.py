@@ -201,6 +201,12 @@ def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
         help="judge the change on the live cluster (read-only, as validate reads it; every pod and ResourceClaim)",
     )
     upg.add_argument("--context", help="kubeconfig context (default: the current one)")
+    upg.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        default="60s",
+        help="live cluster: total deadline of the reading, as for validate (default 60s)",
+    )
 
 
 def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
@@ -1007,7 +1013,7 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
         out.write(detect.render_text(result, kubeconfig=args.kubeconfig, context=args.context))
 
 
-def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
+def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4).
     With ``--snapshot`` / ``--kubeconfig``: the :mod:`gpucluster.verify.upgrade_live` report on
     the cluster's state (exit 0 safe, 1 manual or unknown)."""
@@ -1016,7 +1022,7 @@ def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO) -> int:
     if args.snapshot is not None or args.kubeconfig is not None or args.context is not None:
         from gpucluster.verify import cli as verify_cli
 
-        return verify_cli.upgrade_check_live_command(args, out)
+        return verify_cli.upgrade_check_live_command(args, out, err)
     if args.format == "ctrf" or args.attestation:
         raise GpuclusterError(
             "CTRF reports and attestations are of the change judged on the cluster",
@@ -1174,7 +1180,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             elif args.command == "synth":
                 code = _cmd_synth(args, out, err)
             elif args.command == "upgrade-check":
-                code = _cmd_upgrade_check(args, out)
+                code = _cmd_upgrade_check(args, out, err)
             elif args.command == "render":
                 code = _cmd_render(args, out, err)
             elif args.command == "lint":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from validate_server import FakeApi
+from validate_server import FakeApi, HostileApi
 from validate_support import HEALTHY_DEFAULT, items_of, write_snapshot
 
 from gpucluster.cli import main
@@ -361,7 +361,10 @@ def test_live_cluster_reads_every_pod(tmp_path, driver_change):
         )
     finally:
         api.close()
-    assert (code, err) == (1, "")
+    assert code == 1 and all(  # the stand-in serves http://: only the token warning, if any
+        line.startswith("warning[validate.cluster] ") and "http://" in line
+        for line in err.splitlines()
+    ), err
     live = json.loads(out)
     _, from_file, _ = judge(tmp_path, *driver_change, items)
     assert live["nodes"] == from_file["nodes"] and live["components"] == from_file["components"]
@@ -399,3 +402,49 @@ def test_the_upgrade_policy_decides_what_rolls_the_driver(tmp_path, path, value,
             assert drivers == [] and n["verdict"] == "safe", n
         else:
             assert [a.startswith(action) for a in drivers] == [True] and n["verdict"] == "manual", n
+
+
+def test_live_reading_has_validates_deadline(tmp_path, driver_change):
+    """A server that trickles its answer: one error[validate.cluster] line naming the --timeout
+    deadline, exit 2, nothing on stdout (the CLI as a subprocess; a hang fails at the outer limit)."""
+    server = HostileApi("trickle")
+    try:
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpucluster.cli",
+                "upgrade-check",
+                "--from",
+                driver_change[0],
+                "--to",
+                driver_change[1],
+                "--kubeconfig",
+                str(kubeconfig),
+                "--timeout",
+                "2s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        server.close()
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if not x.startswith("warning[")]
+    assert len(lines) == 1 and lines[0].startswith("error[validate.cluster] "), proc.stderr
+    assert "deadline" in lines[0] and "--timeout" in lines[0], lines[0]
+    code, out, err = cli(
+        "upgrade-check",
+        "--from",
+        driver_change[0],
+        "--to",
+        driver_change[1],
+        "--kubeconfig",
+        str(kubeconfig),
+        "--timeout",
+        "forever",
+    )
+    assert code == 2 and out == "" and err.startswith("error[") and "--timeout" in err, err

@@ -169,12 +169,13 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return report.exit_code
 
 
-def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
+def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``upgrade-check --from OLD --to NEW (--snapshot FILE | --kubeconfig F [--context C])``:
     the file comparison judged on the cluster's state (:func:`gpucluster.verify.upgrade_live.assess`).
     The live state is read with :func:`gpucluster.verify.snapshot.read_live`, as ``validate``
     reads it, from the namespaces of both sides' plans plus every namespace's Pods and
-    ResourceClaims. Returns 0 (safe) or 1 (manual or unknown).
+    ResourceClaims, within one ``--timeout`` deadline (:func:`_timeout`, as ``validate``; its
+    warnings on ``err``). Returns 0 (safe) or 1 (manual or unknown).
 
     Raises:
         GpuclusterError: not exactly one of ``--snapshot`` / ``--kubeconfig``, ``--context``
@@ -191,6 +192,7 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
             fix="judge the change on a live cluster with --kubeconfig F [--context C], or on a file with --snapshot FILE",
             id="validate.input",
         )
+    timeout = _timeout(args)
     if args.attestation:
         _check_target(args.attestation, key="--attestation")
     if args.format == "ctrf":
@@ -222,7 +224,7 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO) -> int:
             custom=tuple(sorted({k for r in reads for k in r.custom})),
             cluster_wide=(("v1", "Pod"), ("resource.k8s.io/v1", "ResourceClaim")),
         )
-        snap = read_live(args.kubeconfig, args.context, what)
+        snap = read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=_warn_once(err))
     live = upgrade_live.assess(report, old.plans[0], new.plans[0], snap)
     if args.attestation:
         _write_atomic(
