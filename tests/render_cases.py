@@ -46,13 +46,9 @@ UNAVAILABLE = (
     "dynamo-platform",
     "agentgateway",
     "agentgateway-crds",
-    "grafana",
-    "kube-state-metrics",
-    "prometheus-node-exporter",
-    "prometheus-windows-exporter",
 )
-"""Charts ../shared/reference/charts does not carry (SOURCES.md "Not available offline"; the
-kube-prometheus-stack subcharts are absent from its charts/ folder): ``--allow-missing``."""
+"""Charts ../shared/reference/charts does not carry (SOURCES.md "Not available offline"):
+``--allow-missing``."""
 
 
 def base_cases() -> list[tuple[str, str, str]]:

@@ -602,6 +602,14 @@ def test_every_builtin_recipe_renders_and_lints_clean(
     missing = {r.name for r in result.releases if r.chart is None}
     assert missing <= set(UNAVAILABLE) and rendered | missing == {n.id for n in plan.nodes}
     assert any(o.get("kind") == "ClusterPolicy" for r in result.releases for _, o in r.objects)
+    for r in result.releases:
+        if r.name == "kube-prometheus-stack":  # rendered with its real subcharts, linted above
+            kinds = {(o.get("kind"), o.get("metadata", {}).get("name")) for _, o in r.objects}
+            assert {
+                ("Deployment", "grafana"),
+                ("Deployment", "kube-state-metrics"),
+                ("DaemonSet", "prometheus-node-exporter"),
+            } <= kinds
 
 
 def _nfd_daemonsets(stack, tmp_path, platform, leaf, tolerations=None):
