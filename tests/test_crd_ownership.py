@@ -90,7 +90,8 @@ def test_a_doubly_owned_crd_is_refused(tmp_path):
 def _chart_crds(chart: Path) -> set[str]:
     names = set()
     for f in chart.rglob("*.yaml"):
-        if "/ci/" in str(f) or "unittests" in str(f):
+        inside = f.relative_to(chart).as_posix()
+        if "/ci/" in f"/{inside}" or "unittests" in inside:
             continue
         text = f.read_text(encoding="utf-8", errors="replace")
         for doc in text.split("\n---"):

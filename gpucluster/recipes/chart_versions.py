@@ -27,8 +27,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe
 from gpucluster.values import get_path, set_path, split_path
@@ -116,6 +114,8 @@ def _scalar(value: Any) -> str:
 def _compact(value: Any) -> str:
     """``value`` as one line of flow YAML (keys sorted): ``[{effect: NoSchedule, key: nvidia.com/gpu}]``."""
     if isinstance(value, (list, dict)):
+        import yaml  # only for a change message: a warm plan imports no YAML parser
+
         return yaml.safe_dump(value, default_flow_style=True, sort_keys=True, width=1 << 30).strip()
     return _scalar(value)
 

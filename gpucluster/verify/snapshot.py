@@ -539,7 +539,7 @@ def read_live(
     reading -- the exec credential plugin, connecting, every request and retry, and every answer to
     its last byte (a server that trickles a byte at a time is stopped at the deadline, not at a
     per-read timeout). The reading runs in a child process (with the credential plugin it starts,
-    in a session of its own), stopped at the deadline; each answer is read up to
+    in a process group of its own), stopped at the deadline; each answer is read up to
     :data:`MAX_RESPONSE_BYTES`. The same function serves every command that reads a live cluster.
 
     Args:
@@ -631,11 +631,11 @@ def _run_bounded(
 
 
 def _stop(proc: Any) -> None:
-    """Stop a reading's child and the processes it started (its session: an exec credential
+    """Stop a reading's child and the processes it started (its process group: an exec credential
     plugin); the child is reaped."""
     if proc.is_alive():
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own session
+            os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own process group (setsid)
         except (OSError, AttributeError):
             proc.kill()
     proc.join(10)
@@ -645,7 +645,7 @@ def _stop(proc: Any) -> None:
 
 
 def _child(sender: Any, target: Callable[..., Any], args: tuple[Any, ...], source: str) -> None:
-    """The body of a reading's child process: a session of its own (so the deadline stops the
+    """The body of a reading's child process: a process group of its own (so the deadline stops the
     credential plugin it starts too), the answer sent once; an unexpected exception (a peer's
     answer no check foresaw) is one ``validate.cluster`` problem naming its type, never its text."""
     import dataclasses

@@ -428,6 +428,99 @@ def _pods_text(pods: Sequence[str]) -> str:
     return ", ".join(pods[:5]) + (f", ... ({len(pods)} pods)" if len(pods) > 5 else "")
 
 
+def _pool_states(
+    nodes: Sequence[NodeState],
+    replaced: Mapping[str, str],
+    driver: bool,
+    auto: bool,
+    policy: Mapping[str, Any],
+) -> list[PoolState]:
+    """Per GPU pool: the GPUs schedulable now and during the change, and the worst node verdict."""
+    pools: list[PoolState] = []
+    by_pool: dict[str, list[NodeState]] = {}
+    for n in nodes:
+        by_pool.setdefault(n.pool, []).append(n)
+    for name in sorted(by_pool):
+        members = by_pool[name]
+        schedulable = [n for n in members if not n.unschedulable]
+        now = sum(n.gpus for n in schedulable)
+        actions = sorted({a for n in members for a in n.actions})
+        if name in replaced:
+            during: int | None = 0
+            note = f"pool {name or '(no pool)'} is replaced: 0 of its GPUs are schedulable until the new pool is ready"
+        elif driver and auto:
+            out = _nodes_out(policy, len(members))
+            largest = sorted((n.gpus for n in schedulable), reverse=True)[:out]
+            during = now - sum(largest)
+            note = (
+                f"{out} of {len(members)} nodes out at once (maxParallelUpgrades "
+                f"{policy['maxParallelUpgrades']}, maxUnavailable {policy['maxUnavailable']}): at least "
+                f"{during} of {now} schedulable GPUs left"
+            )
+        else:
+            during = now
+            note = f"{now} schedulable GPUs; the change takes no node out"
+        pools.append(
+            PoolState(
+                name=name,
+                nodes=[n.name for n in members],
+                gpus_schedulable=now,
+                gpus_during=during,
+                actions=actions,
+                verdict=worst([n.verdict for n in members]),
+                note=note,
+            )
+        )
+
+    return pools
+
+
+def _component_verdicts(
+    cluster: ClusterReport,
+    nodes: Sequence[NodeState],
+    *,
+    driver: bool,
+    dra_rolls: bool,
+    replaced: Mapping[str, str],
+    blind: bool,
+) -> list[ComponentVerdict]:
+    """Per changed component: its live verdict, never better than its file verdict."""
+    changes = {ch.component: ch for ch in cluster.changes}
+
+    def live(nodes_of: Sequence[NodeState], hazard: str) -> str:
+        return worst(
+            [n.verdict_for(hazard) for n in nodes_of] or (["unknown"] if blind else ["safe"])
+        )
+
+    components: list[ComponentVerdict] = []
+    for ch in sorted(cluster.changes, key=lambda c: c.component):
+        affected: Sequence[NodeState] = []
+        note, hazard = "", "*"
+        if ch.component == GPU_OPERATOR and driver:
+            affected, hazard = nodes, "driver"
+            note = f"driver re-install on {len(nodes)} GPU nodes"
+        elif ch.component == GPU_OPERATOR and changes.get(GPU_OPERATOR) is not None:
+            note = "no driver re-install (the operator does not manage the driver, or the change does not touch it)"
+        elif ch.component == DRA_COMPONENT and dra_rolls:
+            affected, hazard = nodes, "dra"
+            note = f"kubelet plugin re-roll on {len(nodes)} GPU nodes"
+        elif ch.component == "cluster" and replaced:
+            affected, hazard = [n for n in nodes if n.pool in replaced], "pool"
+            note = f"GPU pools replaced: {', '.join(sorted(replaced))} ({len(affected)} nodes)"
+        if ch.crds.get("step"):
+            note = "; ".join(x for x in (note, f"CRD upgrade: {ch.crds['step']}") if x)
+        blocked = [n for n in affected if n.verdict_for(hazard) != "safe"]
+        if blocked:
+            note += f"; not safe now on {', '.join(n.name for n in blocked)}"
+        verdict = worst([ch.verdict, live(affected, hazard) if affected or blind else "safe"])
+        if blind:
+            note = "; ".join(x for x in (note, "the snapshot lists no pods") if x)
+        components.append(
+            ComponentVerdict(ch.component, ch.verdict, verdict, note or "file change only")
+        )
+    return components
+
+
 def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -> LiveReport:
     """Judge ``report`` (one cluster: ``old`` -> ``new``) on ``snap`` (see the module docstring).
 
@@ -521,75 +614,10 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
             )
         n.actions.sort()
 
-    # ---- pools and capacity
-    pools: list[PoolState] = []
-    by_pool: dict[str, list[NodeState]] = {}
-    for n in nodes:
-        by_pool.setdefault(n.pool, []).append(n)
-    for name in sorted(by_pool):
-        members = by_pool[name]
-        schedulable = [n for n in members if not n.unschedulable]
-        now = sum(n.gpus for n in schedulable)
-        actions = sorted({a for n in members for a in n.actions})
-        if name in replaced:
-            during: int | None = 0
-            note = f"pool {name or '(no pool)'} is replaced: 0 of its GPUs are schedulable until the new pool is ready"
-        elif driver and auto:
-            out = _nodes_out(policy, len(members))
-            largest = sorted((n.gpus for n in schedulable), reverse=True)[:out]
-            during = now - sum(largest)
-            note = (
-                f"{out} of {len(members)} nodes out at once (maxParallelUpgrades "
-                f"{policy['maxParallelUpgrades']}, maxUnavailable {policy['maxUnavailable']}): at least "
-                f"{during} of {now} schedulable GPUs left"
-            )
-        else:
-            during = now
-            note = f"{now} schedulable GPUs; the change takes no node out"
-        pools.append(
-            PoolState(
-                name=name,
-                nodes=[n.name for n in members],
-                gpus_schedulable=now,
-                gpus_during=during,
-                actions=actions,
-                verdict=worst([n.verdict for n in members]),
-                note=note,
-            )
-        )
-
-    # ---- components
-    def live(nodes_of: Sequence[NodeState], hazard: str) -> str:
-        return worst(
-            [n.verdict_for(hazard) for n in nodes_of] or (["unknown"] if blind else ["safe"])
-        )
-
-    components: list[ComponentVerdict] = []
-    for ch in sorted(cluster.changes, key=lambda c: c.component):
-        affected: list[NodeState] = []
-        note, hazard = "", "*"
-        if ch.component == GPU_OPERATOR and driver:
-            affected, hazard = nodes, "driver"
-            note = f"driver re-install on {len(nodes)} GPU nodes"
-        elif ch.component == GPU_OPERATOR and changes.get(GPU_OPERATOR) is not None:
-            note = "no driver re-install (the operator does not manage the driver, or the change does not touch it)"
-        elif ch.component == DRA_COMPONENT and dra_rolls:
-            affected, hazard = nodes, "dra"
-            note = f"kubelet plugin re-roll on {len(nodes)} GPU nodes"
-        elif ch.component == "cluster" and replaced:
-            affected, hazard = [n for n in nodes if n.pool in replaced], "pool"
-            note = f"GPU pools replaced: {', '.join(sorted(replaced))} ({len(affected)} nodes)"
-        if ch.crds.get("step"):
-            note = "; ".join(x for x in (note, f"CRD upgrade: {ch.crds['step']}") if x)
-        blocked = [n for n in affected if n.verdict_for(hazard) != "safe"]
-        if blocked:
-            note += f"; not safe now on {', '.join(n.name for n in blocked)}"
-        verdict = worst([ch.verdict, live(affected, hazard) if affected or blind else "safe"])
-        if blind:
-            note = "; ".join(x for x in (note, "the snapshot lists no pods") if x)
-        components.append(
-            ComponentVerdict(ch.component, ch.verdict, verdict, note or "file change only")
-        )
+    pools = _pool_states(nodes, replaced, driver, auto, policy)
+    components = _component_verdicts(
+        cluster, nodes, driver=driver, dra_rolls=dra_rolls, replaced=replaced, blind=blind
+    )
     return LiveReport(
         report=report,
         cluster=cluster.cluster,
