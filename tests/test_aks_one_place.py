@@ -1,4 +1,4 @@
-"""Issue 9 item 1: every AKS decision lives in ``plugins/gpucluster_aks``, and ``plan`` refuses
+"""Every AKS decision lives in ``plugins/gpucluster_aks``, and ``plan`` refuses
 whatever synth refuses.
 
 * The AKS facts (default VM sizes, region, GPU taint, gpuStack -> gpu_driver map, Kubernetes
