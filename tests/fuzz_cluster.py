@@ -208,6 +208,22 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
             },
         ]
     ),
+    "driverUpgradePolicy": st.fixed_dictionaries(
+        {},
+        optional={
+            "autoUpgrade": st.booleans(),
+            "maxParallelUpgrades": st.integers(0, 8),
+            "maxUnavailable": st.one_of(st.integers(1, 4), st.sampled_from(["1%", "25%", "100%"])),
+            "drain": st.fixed_dictionaries(
+                {},
+                optional={
+                    "enable": st.booleans(),
+                    "podSelector": st.sampled_from(["", "app=train", "team!=infra"]),
+                    "timeoutSeconds": st.integers(0, 3600),
+                },
+            ),
+        },
+    ),
     "fleet": st.nothing(),  # a fleet group name; needs a top-level fleet: section (docs/fleets.md): mutations only
 }
 """Valid AKS values of every cluster key (``recipe`` and ``existing`` exclude others: see below)."""
@@ -228,6 +244,7 @@ def valid_aks_cluster(draw) -> dict[str, Any]:
         "settings",
         "backend",
         "charts",
+        "driverUpgradePolicy",
     ):
         if draw(st.booleans()):
             cluster[key] = copy.deepcopy(draw(CLUSTER_FIELDS[key]))

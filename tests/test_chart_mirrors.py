@@ -69,7 +69,7 @@ REFUSALS = [
         "key=clusters[0].charts.mirror: invalid repository URL 'myacr.azurecr.io/helm'",
     ),
     ("{mirror: 'ftp://x.io/h'}", "invalid repository URL 'ftp://x.io/h'"),
-    ("{mirror: 'https://x.io/h?token=1'}", "invalid repository URL 'https://x.io/h?token=1'"),
+    ("{mirror: 'https://x.io/h?token=1'}", "invalid repository URL 'https://x.io/h?token=***'"),
     ('{mirror: "oci://x.io/h\\n"}', "invalid repository URL 'oci://x.io/h\\n'"),
     (
         "{mirror: 'https://user:s3cret@x.io/h'}",
