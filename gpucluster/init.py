@@ -128,6 +128,13 @@ BACKENDS: dict[str, BackendChoice] = {
             "`TF_TOKEN_app_terraform_io` signs Terraform in.",
             synth_needs_terraform=True,
         ),
+        BackendChoice(
+            "azurerm",
+            "backends/azurerm.yaml.j2",
+            "blobs in an Azure Storage container, one per stack (backend `azurerm`, Entra ID auth): "
+            "replace the storage account, container and resource group names in gpucluster.yaml "
+            "with yours before the first `terraform init`.",
+        ),
     )
 }
 """``--backend`` choices (the cluster file's ``backend.type``), in ``--help`` order."""

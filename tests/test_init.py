@@ -112,6 +112,32 @@ def test_the_project_runs_the_installed_app(tmp_path):
     assert {"cdktf.out/", ".terraform/", "terraform.*.tfstate", ".venv/"} <= set(ignored)
 
 
+@pytest.mark.synth
+def test_an_azurerm_project_synthesizes_stacks_with_the_azurerm_backend(tmp_path, monkeypatch):
+    from gpucluster.inputs.config import load_config
+    from gpucluster.pipeline import build_plans
+    from gpucluster_cdk import stacks
+
+    code, out, err = run_init(str(tmp_path / "proj"), "--backend", "azurerm", "--name", "lab")
+    assert (code, err) == (0, "")
+    monkeypatch.chdir(tmp_path / "proj")
+    clusters, _ = load_config(env={})
+    assert stacks.synth(build_plans(clusters), tmp_path / "out") == ["lab-cluster", "lab-runtime"]
+    for stack in ("lab-cluster", "lab-runtime"):
+        doc = json.loads((tmp_path / "out" / "stacks" / stack / "cdk.tf.json").read_text())
+        assert doc["terraform"]["backend"] == {
+            "azurerm": {
+                "storage_account_name": "tfstate0example",
+                "container_name": "tfstate",
+                "resource_group_name": "rg-tfstate",
+                "use_azuread_auth": True,
+                "key": f"gpucluster/{stack}.tfstate",
+            }
+        }
+        text = json.dumps(doc).lower()
+        assert not re.search(r"access_key|sas_token|client_secret|accountkey=", text)
+
+
 def test_the_cli_names_the_files_and_the_next_command(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_init("proj", "--ci", "github")
