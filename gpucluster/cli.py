@@ -71,15 +71,11 @@ def _profile_arg(text: str) -> tuple[str, str]:
     return name, value
 
 
-def is_worker_count(text: str) -> bool:
-    """Whether ``text`` is a worker count as ``--workers`` and ``GPUCLUSTER_SYNTH_WORKERS`` take it
-    (:func:`gpucluster_cdk.stacks.synthesis.worker_count`): 1 to 999 written in ASCII decimal
-    digits only (no sign, space, underscore or other digit)."""
-    return re.fullmatch(r"[0-9]{1,3}", text) is not None and int(text) >= 1
-
-
 def _worker_count(text: str) -> int:
-    """``--workers N``: :func:`is_worker_count`."""
+    """``--workers N``: :func:`gpucluster_cdk.stacks.synthesis.is_worker_count` (the synth's rule,
+    also ``GPUCLUSTER_SYNTH_WORKERS``'s; importing that module imports no cdktf)."""
+    from gpucluster_cdk.stacks.synthesis import is_worker_count
+
     if not is_worker_count(text):
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a worker count (an integer from 1 to 999)"

@@ -1,10 +1,12 @@
-"""The domain core (``gpucluster/``) has no import cycle.
+"""No import cycle in the product, and the domain core's (``gpucluster/``) layers.
 
-The import graph is built with :mod:`ast` from every module of ``gpucluster/``: an edge for each
-``import``/``from ... import`` of another core module, at module level or inside a function
-(a function-local import hides a cycle, it does not remove it), and an edge to every parent
-package (importing ``gpucluster.sdk.testing`` runs ``gpucluster/sdk/__init__.py`` first).
-Imports under ``if TYPE_CHECKING:`` are annotations only and not edges.
+The import graph is built with :mod:`ast` from every module: an edge for each
+``import``/``from ... import`` of another module, at module level or inside a function (a
+function-local import hides a cycle, it does not remove it), and an edge to every parent package
+(importing ``gpucluster.sdk.testing`` runs ``gpucluster/sdk/__init__.py`` first). For the layer
+tests of the core, imports under ``if TYPE_CHECKING:`` are annotations only and not edges; the
+cycle test of the whole product (``gpucluster/``, ``gpucluster_cdk/``, the plugins) counts them
+too: two modules that need each other's names, even for annotations only, are one concern.
 """
 
 from __future__ import annotations
@@ -14,25 +16,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "gpucluster"
+PLUGINS = ROOT / "plugins"
+PRODUCT = (CORE, ROOT / "gpucluster_cdk", *sorted(p.parent for p in PLUGINS.glob("*/__init__.py")))
+"""The product's packages: the core, the cdktf layer and each plugin (``plugins/`` is on the path)."""
 
 
-def core_modules() -> dict[str, Path]:
+def core_modules(roots: tuple[Path, ...] = (CORE,)) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages ``roots``."""
     modules = {}
-    for path in sorted(CORE.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        modules[".".join(parts)] = path
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
     return modules
 
 
-def imports_of(path: Path, *, lazy: bool) -> set[str]:
-    """Dotted names imported by ``path`` (``from a import b`` yields ``a`` and ``a.b``)."""
+def imports_of(path: Path, *, lazy: bool, type_checking: bool = False) -> set[str]:
+    """Dotted names imported by ``path`` (``from a import b`` yields ``a`` and ``a.b``), at any
+    depth when ``lazy`` (else outside functions only), under ``if TYPE_CHECKING:`` too when
+    ``type_checking``."""
     found: set[str] = set()
 
     def visit(node: ast.AST, in_function: bool) -> None:
         if (
-            isinstance(node, ast.If)
+            not type_checking
+            and isinstance(node, ast.If)
             and isinstance(node.test, ast.Name)
             and node.test.id == "TYPE_CHECKING"
         ):
@@ -51,12 +61,14 @@ def imports_of(path: Path, *, lazy: bool) -> set[str]:
     return found
 
 
-def import_graph(*, lazy: bool) -> dict[str, set[str]]:
-    modules = core_modules()
+def import_graph(
+    *, lazy: bool, roots: tuple[Path, ...] = (CORE,), type_checking: bool = False
+) -> dict[str, set[str]]:
+    modules = core_modules(roots)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets: set[str] = set()
-        for imported in imports_of(path, lazy=lazy):
+        for imported in imports_of(path, lazy=lazy, type_checking=type_checking):
             while imported and imported not in modules:
                 imported = imported.rpartition(".")[0]
             if imported:
@@ -109,6 +121,33 @@ def test_no_import_cycle_among_module_level_imports():
 
 def test_no_import_cycle_through_function_local_imports():
     assert cycles(import_graph(lazy=True)) == set()
+
+
+def test_neither_the_cdktf_layer_nor_a_plugin_imports_a_command():
+    """gpucluster_cdk/ and the plugins import no command module (gpucluster.cli, gpucluster.init),
+    not even inside a function: the command layer is above them."""
+    graph = import_graph(lazy=True, roots=PRODUCT, type_checking=True)
+    offenders = {
+        name: sorted(t for t in targets if t in ("gpucluster.cli", "gpucluster.init"))
+        for name, targets in graph.items()
+        if not name.startswith("gpucluster.")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_graph_follows_imports_inside_functions_and_type_checking(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg import b\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import f\n"
+    )
+    assert cycles(import_graph(lazy=True, roots=(package,), type_checking=True)) == {
+        frozenset({"pkg.a", "pkg.b"})
+    }
+    assert cycles(import_graph(lazy=True, roots=(package,))) == set()
+    assert cycles(import_graph(lazy=False, roots=(package,), type_checking=True)) == set()
 
 
 def test_the_sdk_is_a_facade_the_core_does_not_import():

@@ -22,12 +22,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpucluster import diskcache, schemas
 from gpucluster.errors import GpuclusterError, allowed_list
+from gpucluster.versions import version_in_range
 
 CORE_CATALOG_DIR = Path(__file__).parent.parent / "catalog"
 
@@ -1001,10 +1003,6 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
                 files[name] = path
     check_crd_ownership(components)
     _check_registry_links(components)
-    from gpucluster.recipes.chart_versions import (
-        check_registry,
-    )  # here: chart_versions imports this module
-
     check_registry(components.values())
     return Catalog(
         dirs=list(dirs),
@@ -1016,6 +1014,59 @@ def _load_catalog(dirs: tuple[Path, ...]) -> Catalog:
         schema_vouched=frozenset(vouched),
         schema_pending=pending,
     )
+
+
+def _charts(entry: RegistryEntry, cv: ChartVersionValues) -> tuple[str, ...]:
+    return cv.charts or (entry.chart,)
+
+
+def range_entry(entry: RegistryEntry, chart: str, version: str) -> ChartVersionValues | None:
+    """The first ``chartVersions`` entry of ``entry`` whose range holds ``version`` for ``chart``."""
+    for cv in entry.chart_versions:
+        if chart in _charts(entry, cv) and version_in_range(version, cv.versions):
+            return cv
+    return None
+
+
+def describe(entry: RegistryEntry) -> str:
+    """The ranges gpucluster has values for, for messages:
+    ``kai-scheduler >= 0.16.0 < 0.17.0 (checked: v0.16.9); ...``."""
+    return "; ".join(
+        f"{'/'.join(_charts(entry, cv))} {cv.versions} (checked: {', '.join(cv.checked)})"
+        for cv in entry.chart_versions
+    )
+
+
+def check_registry(entries: Iterable[RegistryEntry]) -> None:
+    """Catalog rule: every ``chartVersions`` range parses, and a component's own pin is covered.
+
+    Raises:
+        GpuclusterError: naming the registry file, component and ``chartVersions``.
+    """
+    from gpucluster.versions import parse_version
+
+    for entry in entries:
+        if not entry.chart_versions:
+            continue
+        reg = str(Path(entry.source_dir) / "registry.yaml")
+        for i, cv in enumerate(entry.chart_versions):
+            clauses = cv.versions.split()
+            if not clauses or any(parse_version(c.lstrip("<>=")) is None for c in clauses):
+                raise GpuclusterError(
+                    f"chartVersions range '{cv.versions}' of '{entry.name}' is not a version range",
+                    file=reg,
+                    component=entry.name,
+                    key=f"chartVersions[{i}].versions",
+                    allowed="clauses such as '>= 0.13.0 < 0.16.0'",
+                )
+        if entry.version and range_entry(entry, entry.chart, entry.version) is None:
+            raise GpuclusterError(
+                f"the pinned {entry.chart} {entry.version} of '{entry.name}' is in none of its chartVersions ranges ({describe(entry)})",
+                file=reg,
+                component=entry.name,
+                key="chartVersions",
+                fix="add a chartVersions entry for the pinned version (its values checked against that chart)",
+            )
 
 
 def _check_registry_links(components: dict[str, RegistryEntry]) -> None:

@@ -23,17 +23,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import ClusterSpec, Component, Finding, Recipe
+from gpucluster.recipes.catalog import (
+    Catalog,
+    ChartVersionValues,
+    RegistryEntry,
+    describe,
+    range_entry,
+)
 from gpucluster.values import get_path, set_path, split_path
 from gpucluster.versions import version_in_range
-
-if TYPE_CHECKING:  # gpucluster.recipes.catalog calls check_registry: no import of it at run time
-    from gpucluster.recipes.catalog import Catalog, ChartVersionValues, RegistryEntry
 
 COVERED = "covered"
 UNCOVERED = "uncovered"
@@ -55,27 +59,6 @@ class PinJudgement:
     verdict: str
     entry: ChartVersionValues | None = None
     why: str = ""
-
-
-def _charts(entry: RegistryEntry, cv: ChartVersionValues) -> tuple[str, ...]:
-    return cv.charts or (entry.chart,)
-
-
-def range_entry(entry: RegistryEntry, chart: str, version: str) -> ChartVersionValues | None:
-    """The first ``chartVersions`` entry of ``entry`` whose range holds ``version`` for ``chart``."""
-    for cv in entry.chart_versions:
-        if chart in _charts(entry, cv) and version_in_range(version, cv.versions):
-            return cv
-    return None
-
-
-def describe(entry: RegistryEntry) -> str:
-    """The ranges gpucluster has values for, for messages:
-    ``kai-scheduler >= 0.16.0 < 0.17.0 (checked: v0.16.9); ...``."""
-    return "; ".join(
-        f"{'/'.join(_charts(entry, cv))} {cv.versions} (checked: {', '.join(cv.checked)})"
-        for cv in entry.chart_versions
-    )
 
 
 def judge_pin(
@@ -294,37 +277,3 @@ def apply_chart_versions(
     if problems:
         raise GpuclusterError(problems=problems)
     return out, findings
-
-
-def check_registry(entries: Iterable[RegistryEntry]) -> None:
-    """Catalog rule: every ``chartVersions`` range parses, and a component's own pin is covered.
-
-    Raises:
-        GpuclusterError: naming the registry file, component and ``chartVersions``.
-    """
-    from pathlib import Path
-
-    from gpucluster.versions import parse_version
-
-    for entry in entries:
-        if not entry.chart_versions:
-            continue
-        reg = str(Path(entry.source_dir) / "registry.yaml")
-        for i, cv in enumerate(entry.chart_versions):
-            clauses = cv.versions.split()
-            if not clauses or any(parse_version(c.lstrip("<>=")) is None for c in clauses):
-                raise GpuclusterError(
-                    f"chartVersions range '{cv.versions}' of '{entry.name}' is not a version range",
-                    file=reg,
-                    component=entry.name,
-                    key=f"chartVersions[{i}].versions",
-                    allowed="clauses such as '>= 0.13.0 < 0.16.0'",
-                )
-        if entry.version and range_entry(entry, entry.chart, entry.version) is None:
-            raise GpuclusterError(
-                f"the pinned {entry.chart} {entry.version} of '{entry.name}' is in none of its chartVersions ranges ({describe(entry)})",
-                file=reg,
-                component=entry.name,
-                key="chartVersions",
-                fix="add a chartVersions entry for the pinned version (its values checked against that chart)",
-            )

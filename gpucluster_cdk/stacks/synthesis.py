@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,14 @@ if TYPE_CHECKING:
 
 WORKERS_ENV = "GPUCLUSTER_SYNTH_WORKERS"
 """Environment variable: how many worker processes may build clusters (``1``: this process only)."""
+
+
+def is_worker_count(text: str) -> bool:
+    """Whether ``text`` is a worker count as ``GPUCLUSTER_SYNTH_WORKERS`` and ``gpucluster synth
+    --workers`` take it (:func:`worker_count`): 1 to 999 written in ASCII decimal digits only (no
+    sign, space, underscore or other digit)."""
+    return re.fullmatch(r"[0-9]{1,3}", text) is not None and int(text) >= 1
+
 
 MAX_DEFAULT_WORKERS = 8
 """The default worker count is the usable CPU count, at most this."""
@@ -78,7 +87,7 @@ def stack_names(plan: RuntimePlan) -> list[str]:
 
 def worker_count(requested: int | None = None, env: Mapping[str, str] | None = None) -> int:
     """The most worker processes a synth may use: ``requested``, else ``GPUCLUSTER_SYNTH_WORKERS``
-    (:func:`gpucluster.cli.is_worker_count`, the flag's rule; empty: unset), else the CPUs this process may run on
+    (:func:`is_worker_count`, the flag's rule too; empty: unset), else the CPUs this process may run on
     (``os.sched_getaffinity``) capped at :data:`MAX_DEFAULT_WORKERS`.
 
     Raises:
@@ -89,8 +98,6 @@ def worker_count(requested: int | None = None, env: Mapping[str, str] | None = N
     if requested is None:
         raw = env.get(WORKERS_ENV, "")
         if raw:
-            from gpucluster.cli import is_worker_count
-
             if not is_worker_count(raw):
                 raise GpuclusterError(
                     f"{WORKERS_ENV}={raw!r} is not a worker count",
