@@ -662,6 +662,11 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         err.write(notice + "\n")
     plans, fleet = _plans_and_fleet(args.config, args.sets)
     _warn_findings(plans, err, getattr(args, "findings", "summary"))
+    if any(p.cluster.overrides for p in plans):  # a plan without overrides reads no chart
+        from gpucluster.verify.unread import offline_chart_folders, unread_override_findings
+
+        for finding in unread_override_findings(plans, offline_chart_folders()):
+            err.write(finding.render() + "\n")
     rollout = _fleet_rollout(fleet, plans) if fleet is not None else None
     if args.format == "json":
         doc = [
