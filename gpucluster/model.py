@@ -206,6 +206,9 @@ class NodePool:
             when unknown. ``gpucluster validate`` finds the pool's nodes by it.
         gpus_per_node: GPUs one node of the pool has (the VM size's GPU count, from the platform's
             data), set by the platform plugin for GPU pools; None when unknown.
+        replaces: the name of the GPU pool this pool replaces in a surge (blue/green) change
+            (cluster file ``replaces:``, docs/cluster-file.md "Replacing a GPU pool"); None
+            otherwise. Only platforms that provision pools accept it (AKS).
     """
 
     name: str
@@ -219,6 +222,7 @@ class NodePool:
     gpu_set: bool = False
     node_selector: dict[str, str] = field(default_factory=dict)
     gpus_per_node: int | None = None
+    replaces: str | None = None
 
 
 @dataclass

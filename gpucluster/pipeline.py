@@ -238,6 +238,13 @@ def resolved_components(
     return recipe, components
 
 
+def surge_pairs(cluster: ClusterSpec) -> list[tuple[str, str]]:
+    """``(new pool, pool it replaces)`` for every pool with ``replaces`` (docs/cluster-file.md
+    "Replacing a GPU pool"), sorted: what :func:`gpucluster.charts.graph.build_nodes` folds into
+    every gate's hash."""
+    return sorted((p.name, p.replaces) for p in cluster.pools if p.replaces is not None)
+
+
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
 
@@ -328,8 +335,9 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         (spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs
     ]
     crd_steps = crds_mod.crd_steps(cluster, components, catalog)
+    surge = surge_pairs(cluster)
     nodes = graph.build_nodes(
-        cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps
+        cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps, surge
     )
     gates_mod.check_gate_objects(
         cluster, gate_specs, components, objects, recipe=recipe

@@ -155,15 +155,28 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
     ),
     "region": st.sampled_from(["eastus", "westus3", "swedencentral"]),
     "kubernetesVersion": st.sampled_from(["1.34", "1.35"]),
-    "pools": st.just(
+    "pools": st.sampled_from(
         [
-            {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
-            {
-                "name": "gpu",
-                "vmSize": "Standard_ND96isr_H100_v5",
-                "nodeCount": 1,
-                "labels": {"example.com/team": "ml"},
-            },
+            [
+                {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
+                {
+                    "name": "gpu",
+                    "vmSize": "Standard_ND96isr_H100_v5",
+                    "nodeCount": 1,
+                    "labels": {"example.com/team": "ml"},
+                },
+            ],
+            # step 1 of a surge change (docs/cluster-file.md "Replacing a GPU pool")
+            [
+                {"name": "system", "vmSize": "Standard_D8s_v5", "nodeCount": 2, "gpu": False},
+                {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1},
+                {
+                    "name": "gpu2",
+                    "vmSize": "Standard_NC80adis_H100_v5",
+                    "nodeCount": 2,
+                    "replaces": "gpu",
+                },
+            ],
         ]
     ),
     "existing": st.fixed_dictionaries(

@@ -113,6 +113,7 @@ STRING_FIELDS: list[tuple] = [
     ("clusters", 0, "pools", 1, "name"),
     ("clusters", 0, "pools", 1, "vmSize"),
     ("clusters", 0, "pools", 1, "gpuDriver"),
+    ("clusters", 0, "pools", 1, "replaces"),
     ("clusters", 0, "pools", 1, "labels", "example.com/team"),
     ("clusters", 0, "pools", 1, "labels", "<key>"),
     ("clusters", 0, "pools", 1, "taints", 0),
@@ -174,7 +175,7 @@ def test_string_fields_cover_the_schema():
     }
     for key in ("name", "recipe", "region", "kubernetesVersion"):
         assert key in walked and key in config.CLUSTER_KEYS
-    assert {"vmSize", "name", "gpuDriver", "labels", "taints"} <= walked and set(
+    assert {"vmSize", "name", "gpuDriver", "labels", "taints", "replaces"} <= walked and set(
         config.POOL_KEYS
     ) - walked <= {"nodeCount", "gpu", "managedGpu"}
     assert set(config.EXISTING_KEYS) <= walked

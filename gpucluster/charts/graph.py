@@ -30,7 +30,7 @@ operator that owns them is still running; only then is the operator's chart remo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpucluster.charts.gates import gate_budget_seconds
@@ -119,6 +119,7 @@ def build_nodes(
     manifest_charts: Mapping[tuple[str, str], LocalChart],
     gates: Iterable[tuple[GateSpec, LocalChart, dict[str, Any]]],
     crd_steps: Mapping[str, tuple[LocalChart, CrdSource]] | None = None,
+    surge: Sequence[tuple[str, str]] = (),
 ) -> list[PlanNode]:
     """Turn components, manifest charts and gate charts into ordered ``PlanNode`` s.
 
@@ -134,6 +135,11 @@ def build_nodes(
             the component (pre-manifests, chart, manifests) depends on it, so the owner's CRDs of
             the new chart version are applied and Established before the operator upgrades and
             before any custom resource of the component is applied.
+        surge: ``(new pool, pool it replaces)`` pairs of a surge change (``pools[].replaces``,
+            docs/cluster-file.md "Replacing a GPU pool"), sorted; when given, every gate's
+            ``gatedHash`` also covers them, so adding (and later finishing) a replacement re-runs
+            every gate and the apply completes only when the GPU stack is ready on the new
+            pool's nodes too. Empty (the default) leaves the hashes as they are.
 
     Returns:
         list[PlanNode] in install-friendly order, every ``depends_on`` sorted.
@@ -143,6 +149,7 @@ def build_nodes(
             unknown component, node ids collide, or the graph has a cycle.
     """
     builder = _NodeBuilder(cluster_name, components, manifest_charts, gates, crd_steps or {})
+    builder.surge = [list(pair) for pair in surge]
     order = [ref.name for ref in recipe.component_refs if ref.name in components]
     builder.check_dependencies(order)
     nodes = [node for name in order for node in builder.component_nodes(name)]
@@ -167,6 +174,7 @@ class _NodeBuilder:
         self.components = components
         self.manifest_charts = manifest_charts
         self.crd_steps = crd_steps
+        self.surge: list[list[str]] = []
         self.gates_by_component: dict[str, list[tuple[GateSpec, LocalChart, dict[str, Any]]]] = {}
         for spec, chart, values in gates:
             if spec.component not in components:
@@ -298,6 +306,11 @@ class _NodeBuilder:
         ready handles of ``GateSpec.after``; values carry ``gatedHash`` (:func:`gated_hash`)."""
         comp = self.components[name]
         gate_hash = gated_hash(comp, self.manifest_charts)
+        if self.surge:  # a pool replacement re-runs the gate (build_nodes ``surge``)
+            gate_hash = VariableHash(
+                base=fingerprint({"gated": gate_hash.base, "surge": self.surge}),
+                variables=gate_hash.variables,
+            )
         gate_hash_value = (
             evaluate_variable_hash(gate_hash) if gate_hash.variables else gate_hash.base
         )

@@ -61,7 +61,17 @@ VERSION_SKEW_LEVELS = ("warning", "error", "upgrade")
 other pins refused), ``error`` (every such pin refused), ``upgrade`` (a pin gpucluster has no
 values for is replaced by the catalog's version, the change printed); docs/recipes.md."""
 
-POOL_KEYS = ("name", "vmSize", "nodeCount", "gpu", "labels", "taints", "gpuDriver", "managedGpu")
+POOL_KEYS = (
+    "name",
+    "vmSize",
+    "nodeCount",
+    "gpu",
+    "labels",
+    "taints",
+    "gpuDriver",
+    "managedGpu",
+    "replaces",
+)
 EXISTING_KEYS = ("kubeconfig", "context")
 
 CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -756,6 +766,9 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
     gpu_driver = None
     if data.get("gpuDriver") is not None:
         gpu_driver = where.check_str(data["gpuDriver"], f"{key}.gpuDriver")
+    replaces = None
+    if "replaces" in data:
+        replaces = where.check_str(data["replaces"], f"{key}.replaces")
     return NodePool(
         name=name,
         vm_size=vm,
@@ -766,4 +779,5 @@ def _pool(raw: Any, key: str, w: dict) -> NodePool:
         taints=taints,
         gpu_driver=gpu_driver,
         managed_gpu=managed,
+        replaces=replaces,
     )

@@ -354,6 +354,7 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
             **where,
         )
     _check_system_pool(cluster, system, where)
+    _check_replaces(cluster, where)
     temporary = rotation_name(cluster.pools[system].name)
     for i, pool in enumerate(cluster.pools):
         if i != system and pool.name == temporary:
@@ -364,6 +365,54 @@ def _validate_pools(cluster: ClusterSpec, stack: str, where: dict) -> None:
                 fix="rename the pool",
                 **where,
             )
+
+
+SURGE_FIX = (
+    "write replaces: on the new GPU pool only, naming the GPU pool it takes over "
+    "(docs/cluster-file.md 'Replacing a GPU pool'), or remove replaces"
+)
+
+
+def _check_replaces(cluster: ClusterSpec, where: dict) -> None:
+    """``pools[i].replaces`` (a surge change, docs/cluster-file.md "Replacing a GPU pool"): the
+    new pool is a GPU pool that names another GPU pool of the cluster, which itself replaces
+    nothing, and no two pools name the same one.
+
+    Raises:
+        GpuclusterError: one line naming ``pools[i].replaces``.
+    """
+    by_name = {p.name: p for p in cluster.pools}
+    claimed: dict[str, str] = {}
+    for i, pool in enumerate(cluster.pools):
+        old_name = pool.replaces
+        if old_name is None:
+            continue
+        key = f"pools[{i}].replaces"
+        old = by_name.get(old_name)
+        problem = None
+        if old_name == pool.name:
+            problem = f"node pool '{pool.name}' replaces itself"
+        elif not pool.gpu:
+            problem = f"node pool '{pool.name}' is not a GPU pool but replaces '{old_name}'"
+        elif old is None:
+            problem = (
+                f"node pool '{pool.name}' replaces '{old_name}', which the cluster does not have "
+                f"(pools: {', '.join(sorted(by_name))})"
+            )
+        elif not old.gpu:
+            problem = f"node pool '{pool.name}' replaces '{old_name}', which is not a GPU pool"
+        elif old.replaces is not None:
+            problem = (
+                f"node pool '{pool.name}' replaces '{old_name}', which itself replaces "
+                f"'{old.replaces}'; finish that replacement first"
+            )
+        elif old_name in claimed:
+            problem = (
+                f"node pools '{claimed[old_name]}' and '{pool.name}' both replace '{old_name}'"
+            )
+        if problem is not None:
+            raise GpuclusterError(problem, key=key, fix=SURGE_FIX, **where)
+        claimed[old_name] = pool.name
 
 
 def _check_own_labels(cluster: ClusterSpec, index: int, where: dict) -> None:

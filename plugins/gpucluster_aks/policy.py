@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
-from gpucluster_aks.platform import AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
+from gpucluster_aks.platform import AGENTPOOL_LABEL, AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
 
 __all__ = [
     "gpucluster_policy_checks",
@@ -450,6 +450,49 @@ def _check_host_mofed(
     ]
 
 
+SURGE_DRAIN_FLAGS = "--ignore-daemonsets --delete-emptydir-data"
+"""``kubectl drain`` flags for a replaced GPU pool: the GPU Operator's operands are DaemonSet pods
+(kept; they go with the nodes), and a job's ``emptyDir`` scratch space is lost with its node anyway
+(kubectl reference, "kubectl drain": https://kubernetes.io/docs/reference/kubectl/generated/kubectl_drain/)."""
+
+
+def drain_commands(pool_name: str) -> str:
+    """The commands that move every workload off an AKS pool's nodes before the pool is deleted
+    (AKS deletes a node pool without cordon and drain; azurerm kubernetes_cluster_node_pool):
+    ``kubectl cordon -l kubernetes.azure.com/agentpool=<pool>`` then ``kubectl drain -l ...``
+    with :data:`SURGE_DRAIN_FLAGS`. ``pool_name`` is a validated AKS pool name (lowercase
+    letters and digits), so the text needs no quoting."""
+    selector = f"{AGENTPOOL_LABEL}={pool_name}"
+    return f"kubectl cordon -l {selector} && kubectl drain -l {selector} {SURGE_DRAIN_FLAGS}"
+
+
+def _surge_steps(cluster: ClusterSpec) -> list[Finding]:
+    """One ``info[AKS-POOL-SURGE]`` finding per pool that ``replaces`` another: step 1 of 2 (both
+    pools exist; the GPU stack's gates wait for the new pool's nodes) and what to run next."""
+    out = []
+    for i, pool in enumerate(cluster.pools):
+        if pool.replaces is None:
+            continue
+        old = pool.replaces
+        out.append(
+            _finding(
+                cluster,
+                "AKS-POOL-SURGE",
+                "info",
+                "-",
+                f"pools[{i}].replaces",
+                f"step 1 of 2: GPU pool '{pool.name}' replaces '{old}'; apply creates '{pool.name}' beside "
+                f"'{old}' (kept, unchanged), and the GPU stack's readiness gates run again: the apply "
+                f"completes only when the GPU Operator (and the DRA kubelet plugin) are ready on every "
+                f"GPU node, those of '{pool.name}' included",
+                f"after the apply succeeds, move the jobs: {drain_commands(old)}; then step 2: remove pool "
+                f"'{old}' and 'replaces: {old}' from the cluster file and apply (Terraform destroys pool "
+                f"'{old}' only)",
+            )
+        )
+    return out
+
+
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
     """AKS checks on the final effective values."""
@@ -459,4 +502,5 @@ def gpucluster_policy_checks(cluster, recipe, components):
     findings += _check_driver_ownership(cluster, recipe, components)
     findings += _check_wildcard_toleration(cluster, components)
     findings += _check_host_mofed(cluster, recipe, components)
+    findings += _surge_steps(cluster)
     return findings
