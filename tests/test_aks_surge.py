@@ -232,3 +232,17 @@ def test_upgrade_check_names_the_replacement_and_the_surge_path(tmp_path):
     assert "pool gpu: vmSize Standard_ND96isr_H100_v5 -> Standard_NC80adis_H100_v5" in reason["why"]
     assert "`replaces: <old pool>`" in reason["action"]
     assert "Replacing a GPU pool" in reason["action"]
+
+
+def test_upgrade_check_from_step_1_to_step_2_says_drain_first(tmp_path):
+    code, report = upgrade_check(step1(tmp_path), step2(tmp_path))
+    (cluster,) = report["clusters"]
+    (change,) = [c for c in cluster["changes"] if c["component"] == "cluster"]
+    assert "GPU pool gpu removed: step 2 of replacing it with gpu2" in change["details"]
+    (reason,) = [r for r in change["reasons"] if r["rule"] == "aks-gpu-pool-removed"]
+    assert reason["verdict"] == "manual" and code != 0
+    assert "kubectl drain -l kubernetes.azure.com/agentpool=<pool>" in reason["action"]
+    # step 1 removes nothing
+    code, report = upgrade_check(cluster_file(tmp_path, "base", [SYSTEM, OLD]), step1(tmp_path))
+    rules = {r["rule"] for c in report["clusters"][0]["changes"] for r in c["reasons"]}
+    assert "aks-gpu-pool-removed" not in rules

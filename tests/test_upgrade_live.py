@@ -448,3 +448,29 @@ def test_live_reading_has_validates_deadline(tmp_path, driver_change):
         "forever",
     )
     assert code == 2 and out == "" and err.startswith("error[") and "--timeout" in err, err
+
+
+def test_step_2_of_a_pool_replacement_names_the_nodes_still_running_jobs(tmp_path):
+    """Removing the old pool (step 2 of docs/cluster-file.md "Replacing a GPU pool"): the nodes
+    still running GPU pods are manual, the drained (cordoned, empty) ones safe."""
+    new_pool = {"name": "gpu2", "vmSize": "Standard_NC80adis_H100_v5", "nodeCount": 2}
+    old = cluster_file(tmp_path / "a.yaml", pools=[*POOLS, {**new_pool, "replaces": "gpu"}])
+    new = cluster_file(tmp_path / "b.yaml", pools=[POOLS[0], new_pool])
+    items = healthy_items()
+    for node in (o for o in items if o["kind"] == "Node" and o["metadata"]["name"] != NODES[0]):
+        node["spec"]["unschedulable"] = True  # drained with kubectl: cordoned by the user
+    items.append(_pod("train-0", NODES[0], gpus=8))
+    code, doc, _ = judge(tmp_path, old, new, items)
+    assert code == 1
+    comps = by(doc, "components", "component")
+    assert comps["cluster"]["verdict"] == "manual"
+    nodes = by(doc, "nodes", "node")
+    assert sorted(nodes) == NODES
+    for n in nodes.values():
+        assert (
+            "node pool removed: Terraform destroys pool gpu (removed: step 2 of replacing it with gpu2)"
+            in n["actions"]
+        )
+    assert nodes[NODES[0]]["verdict"] == "manual"
+    assert any("1 GPU pods end with the node" in x for x in nodes[NODES[0]]["notes"])
+    assert {nodes[n]["verdict"] for n in NODES[1:]} == {"safe"}, "a drained node is ready to go"

@@ -33,6 +33,7 @@ MATCHES = (
     "crdOwnerChange",
     "componentRemoved",
     "gpuPoolChange",
+    "gpuPoolRemoved",
 )
 
 _STR = {"type": "string", "minLength": 1}
@@ -79,7 +80,9 @@ RULES_SCHEMA: dict[str, Any] = {
 * ``kubernetesMinor``: ``maxMinorStep`` (a larger step, or a downgrade, matches);
 * ``crdOwnerChange``: any CRD whose owner differs between the sides;
 * ``componentRemoved``: optional ``component``, optional ``ownsCrds``;
-* ``gpuPoolChange``: a GPU pool whose ``vmSize`` or ``gpuDriver`` changed (the pool is replaced).
+* ``gpuPoolChange``: a GPU pool whose ``vmSize`` or ``gpuDriver`` changed (the pool is replaced);
+* ``gpuPoolRemoved``: a GPU pool OLD has and NEW does not (the pool is destroyed; step 2 of a
+  surge change when a NEW pool had ``replaces`` naming it in OLD).
 
 Every rule may name a ``service`` (the cluster's ``criteria.service``) it is limited to."""
 

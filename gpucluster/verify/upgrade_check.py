@@ -293,6 +293,7 @@ def _cluster_change(
                     cluster_change.reasons.append(
                         _reason(rule, f"{rule.why} (pool {pool.name}: {', '.join(diffs)})")
                     )
+    _removed_gpu_pools(old, new, rules, service, cluster_change)
     if cluster_change.details:
         if not cluster_change.reasons:
             cluster_change.reasons.append(
@@ -300,6 +301,34 @@ def _cluster_change(
             )
         return cluster_change
     return None
+
+
+def removed_gpu_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
+    """GPU pools OLD has and NEW does not: pool name -> what happens to it (``removed``, or
+    ``removed: step 2 of replacing it with <pool>`` when an OLD pool had ``replaces`` naming it,
+    docs/cluster-file.md "Replacing a GPU pool")."""
+    kept = {p.name for p in new.cluster.pools}
+    by_successor = {p.replaces: p.name for p in old.cluster.pools if p.replaces is not None}
+    return {
+        p.name: (
+            f"removed: step 2 of replacing it with {by_successor[p.name]}"
+            if p.name in by_successor
+            else "removed"
+        )
+        for p in old.cluster.pools
+        if p.gpu and p.name not in kept
+    }
+
+
+def _removed_gpu_pools(
+    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], service: str, change: Change
+) -> None:
+    """Append to ``change`` a detail and the matching ``gpuPoolRemoved`` reasons per removed GPU pool."""
+    for name, what in removed_gpu_pools(old, new).items():
+        change.details.append(f"GPU pool {name} {what}")
+        for rule in rules:
+            if rule.match == "gpuPoolRemoved" and _service_ok(rule, service):
+                change.reasons.append(_reason(rule, f"{rule.why} (pool {name} {what})"))
 
 
 def _policy_change(old: RuntimePlan, new: RuntimePlan) -> Change | None:

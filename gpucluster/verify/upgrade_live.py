@@ -56,10 +56,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
-from gpucluster.model import RuntimePlan
+from gpucluster.model import NodePool, RuntimePlan
 from gpucluster.recipes.upgrade_rules import worst
 from gpucluster.verify.snapshot import Snapshot
-from gpucluster.verify.upgrade_check import Change, ClusterReport, Report
+from gpucluster.verify.upgrade_check import Change, ClusterReport, Report, removed_gpu_pools
 
 __all__ = [
     "render_ctrf",
@@ -326,17 +326,21 @@ def _nodes_out(policy: Mapping[str, Any], total: int) -> int:
     return max(0, min(parallel, unavailable or total, total))
 
 
-def _pool_of(node: Mapping[str, Any], plan: RuntimePlan) -> str:
+def _pool_of(node: Mapping[str, Any], plan: RuntimePlan, extra: Sequence[NodePool] = ()) -> str:
+    """The pool of ``plan`` (then of ``extra``: pools the change removes) whose node selector the
+    node's labels match; "" for none."""
     labels = _meta(node).get("labels") or {}
-    for pool in plan.cluster.pools:
+    for pool in [*plan.cluster.pools, *extra]:
         if pool.node_selector and all(labels.get(k) == v for k, v in pool.node_selector.items()):
             return pool.name
     return ""
 
 
-def _is_gpu_node(node: Mapping[str, Any], pool: str, plan: RuntimePlan) -> bool:
+def _is_gpu_node(
+    node: Mapping[str, Any], pool: str, plan: RuntimePlan, extra: Sequence[NodePool] = ()
+) -> bool:
     labels = _meta(node).get("labels") or {}
-    if any(p.name == pool and p.gpu for p in plan.cluster.pools):
+    if any(p.name == pool and p.gpu for p in [*plan.cluster.pools, *extra]):
         return True
     return (
         labels.get("nvidia.com/gpu.present") == "true"
@@ -344,7 +348,9 @@ def _is_gpu_node(node: Mapping[str, Any], pool: str, plan: RuntimePlan) -> bool:
     )
 
 
-def _node_states(snap: Snapshot, plan: RuntimePlan) -> list[NodeState]:
+def _node_states(
+    snap: Snapshot, plan: RuntimePlan, extra: Sequence[NodePool] = ()
+) -> list[NodeState]:
     pods = [p for p in snap.objects("v1", "Pod") if _active(p)]
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
@@ -353,8 +359,8 @@ def _node_states(snap: Snapshot, plan: RuntimePlan) -> list[NodeState]:
     for node in sorted(snap.objects("v1", "Node"), key=lambda n: str(_meta(n).get("name"))):
         meta = _meta(node)
         name = str(meta.get("name"))
-        pool = _pool_of(node, plan)
-        if not _is_gpu_node(node, pool, plan):
+        pool = _pool_of(node, plan, extra)
+        if not _is_gpu_node(node, pool, plan, extra):
             continue
         labels = meta.get("labels") or {}
         annotations = meta.get("annotations") or {}
@@ -407,7 +413,8 @@ def _driver_rolls(change: Change | None, new: RuntimePlan) -> bool:
 
 
 def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
-    """GPU pools whose ForceNew arguments change: pool name -> what changes."""
+    """GPU pools whose ForceNew arguments change, and GPU pools NEW removes
+    (:func:`~gpucluster.verify.upgrade_check.removed_gpu_pools`): pool name -> what changes."""
     before = {p.name: p for p in old.cluster.pools if p.gpu}
     out = {}
     for pool in new.cluster.pools:
@@ -421,6 +428,7 @@ def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
         ]
         if diffs:
             out[pool.name] = ", ".join(diffs)
+    out.update(removed_gpu_pools(old, new))
     return out
 
 
@@ -538,7 +546,8 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
     cluster: ClusterReport = report.clusters[0]
     changes = {ch.component: ch for ch in cluster.changes}
     policy = _upgrade_policy(new)
-    nodes = _node_states(snap, new)
+    kept = {p.name for p in new.cluster.pools}
+    nodes = _node_states(snap, new, [p for p in old.cluster.pools if p.name not in kept])
     pods_listed = len(snap.objects("v1", "Pod"))
     blind = pods_listed == 0 or not snap.objects("v1", "Node")
     driver = _driver_rolls(changes.get(GPU_OPERATOR), new)
@@ -553,7 +562,9 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
             n.notes.append("the snapshot lists no pods: what runs on the node is not known")
         if n.pool in replaced:
             n.actions.append(
-                f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
+                f"node pool removed: Terraform destroys pool {n.pool} ({replaced[n.pool]})"
+                if replaced[n.pool].startswith("removed")
+                else f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
             )
             if n.gpu_pods:
                 n.verdicts.append(("pool", "manual"))
@@ -600,9 +611,11 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 f"driver pod crash-looping ({n.driver_crash}): fix the driver before changing it "
                 "(often 'driver is in use': GPU processes still hold the device)"
             )
-        if (driver or n.pool in replaced) and n.cordoned_by_other:
+        # a pool being removed is cordoned on purpose (step 2 of a replacement): only a re-created one is at risk
+        recreated = n.pool in replaced and not replaced[n.pool].startswith("removed")
+        if (driver or recreated) and n.cordoned_by_other:
             n.verdicts += [
-                (h, "manual") for h, on in (("driver", driver), ("pool", n.pool in replaced)) if on
+                (h, "manual") for h, on in (("driver", driver), ("pool", recreated)) if on
             ]
             n.notes.append(
                 "cordoned by someone else (unschedulable, not by the upgrade controller): the change "
