@@ -246,3 +246,13 @@ def test_upgrade_check_from_step_1_to_step_2_says_drain_first(tmp_path):
     code, report = upgrade_check(cluster_file(tmp_path, "base", [SYSTEM, OLD]), step1(tmp_path))
     rules = {r["rule"] for c in report["clusters"][0]["changes"] for r in c["reasons"]}
     assert "aks-gpu-pool-removed" not in rules
+
+
+def test_upgrade_check_names_the_azurerm_fields_that_force_the_replacement(tmp_path):
+    old = cluster_file(tmp_path, "old", [SYSTEM, OLD])
+    new = cluster_file(tmp_path, "new", [SYSTEM, {**OLD, "vmSize": NEW["vmSize"]}])
+    _, report = upgrade_check(old, new)
+    (change,) = [c for c in report["clusters"][0]["changes"] if c["component"] == "cluster"]
+    (reason,) = [r for r in change["reasons"] if r["rule"] == "aks-gpu-pool-replaced"]
+    assert "vmSize (azurerm vm_size) or gpuDriver (gpu_driver)" in reason["why"]
+    assert "destroys the kubernetes_cluster_node_pool and creates it again" in reason["why"]
