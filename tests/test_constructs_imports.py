@@ -53,11 +53,14 @@ def test_only_cdk_module_imports_the_framework():
 TEST_KIT = "gpucluster/sdk/testing.py"
 """The plugin authors' test kit: ``PluginKit.synth`` runs the stacks (imported inside the method)."""
 LAZY_CDK = {
-    TEST_KIT: ("synth", "gpucluster_cdk", "stacks"),
-    "gpucluster/cli.py": ("_cmd_synth", "gpucluster_cdk.app", "synth_command"),
+    TEST_KIT: {"synth": ("gpucluster_cdk", "stacks")},
+    "gpucluster/cli.py": {
+        "_cmd_synth": ("gpucluster_cdk.app", "synth_command"),
+        "_worker_count": ("gpucluster_cdk.stacks.synthesis", "is_worker_count"),
+    },
 }
-"""Core modules that import the cdktf layer, each only inside one function: file -> (function,
-module, name) of its one ``from module import name``."""
+"""Core modules that import the cdktf layer, only inside named functions: file -> {function:
+(module, name)} of each function's one ``from module import name``."""
 
 
 def test_domain_core_never_imports_constructs_or_stacks():
@@ -70,8 +73,7 @@ def test_domain_core_never_imports_constructs_or_stacks():
 
 
 @pytest.mark.parametrize("rel", sorted(LAZY_CDK))
-def test_the_test_kit_and_the_synth_command_import_the_stacks_only_inside_one_function(rel):
-    function, module, name = LAZY_CDK[rel]
+def test_the_test_kit_and_the_synth_command_import_the_stacks_only_inside_named_functions(rel):
     tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
     module_level = {
         alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names
@@ -80,26 +82,26 @@ def test_the_test_kit_and_the_synth_command_import_the_stacks_only_inside_one_fu
         node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module
     }
     assert not {m for m in module_level if m.split(".")[0] in ("gpucluster_cdk", *FRAMEWORK)}
-    everywhere = {
-        (n.module, a.name)
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] == "gpucluster_cdk"
-        for a in n.names
-    }
-    inside = next(
-        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function
-    )
-    assert (
-        {
+
+    def cdk_imports(node: ast.AST) -> set[tuple[str, str]]:
+        return {
             (n.module, a.name)
-            for n in ast.walk(inside)
+            for n in ast.walk(node)
             if isinstance(n, ast.ImportFrom)
+            and n.module
+            and n.module.split(".")[0] == "gpucluster_cdk"
             for a in n.names
-            if n.module and n.module.split(".")[0] == "gpucluster_cdk"
         }
-        == everywhere
-        == {(module, name)}
-    )
+
+    functions = {
+        n.name: n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.name in LAZY_CDK[rel]
+    }
+    assert {name: cdk_imports(node) for name, node in functions.items()} == {
+        name: {pair} for name, pair in LAZY_CDK[rel].items()
+    }
+    assert cdk_imports(tree) == set(LAZY_CDK[rel].values())
 
 
 def test_the_helm_constructs_know_no_plan():
