@@ -40,17 +40,14 @@ def lazy_js_settings(
 ) -> dict[str, str]:
     """The variables the jsii kernel starts with so that it preloads :data:`LAZY_JS_PRELOAD`:
     ``NODE_OPTIONS`` (``environ``'s own, then ``--require "<preload>"``),
-    ``GPUCLUSTER_LAZY_JS_PACKAGES`` (the npm ``packages``, comma-separated) and
-    ``GPUCLUSTER_ONCE_COMMAND``; ``{}`` with ``GPUCLUSTER_LAZY_JS=0`` or no ``packages``.
+    and ``GPUCLUSTER_LAZY_JS_PACKAGES`` (the npm ``packages``, comma-separated); ``{}`` with
+    ``GPUCLUSTER_LAZY_JS=0`` or no ``packages``.
 
     Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
     185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);
     the preload turns each ``exports.<name> = require(...)`` line into a getter, so the kernel
     compiles only the modules whose types it is asked for. The classes, their runtime type information and so the synthesized JSON
-    are the same (the determinism tests compare the output). The preload also runs cdktf's
-    synth-time ``terraform version`` check once per process instead of once per
-    ``terraform_data`` resource and cloud backend (``GPUCLUSTER_ONCE_COMMAND``: cdktf's rule for
-    the binary, util.js ``terraformBinaryName``, then `` version``).
+    are the same (the determinism tests compare the output).
     """
     environ = os.environ if environ is None else environ
     if environ.get("GPUCLUSTER_LAZY_JS", "1") == "0" or not packages:
@@ -59,7 +56,6 @@ def lazy_js_settings(
     return {
         "NODE_OPTIONS": " ".join(filter(None, [environ.get("NODE_OPTIONS"), "--require", quoted])),
         "GPUCLUSTER_LAZY_JS_PACKAGES": ",".join(packages),
-        "GPUCLUSTER_ONCE_COMMAND": f"{environ.get('TERRAFORM_BINARY_NAME') or 'terraform'} version",
     }
 
 

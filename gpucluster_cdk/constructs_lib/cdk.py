@@ -281,64 +281,6 @@ with _lazy_js_bindings(
     from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
 _framework = importlib.import_module(DIST.name)
-
-
-def _typing_with_cached_hints() -> ModuleType:
-    """A stand-in for the ``typing`` module whose ``get_type_hints(obj)`` is computed once per ``obj``.
-
-    jsii-generated code checks the arguments of every constructor, method and struct it is given
-    (``if __debug__: type_hints = typing.get_type_hints(_typecheckingstub__...)``, then typeguard's
-    ``check_type`` per argument). The stub's hints never change, but ``get_type_hints`` resolves
-    them again on each call (about 150 times per cluster; a third of the Python time of building a
-    runtime stack, under cProfile). The checks themselves still run, on the same hints.
-    """
-    import typing
-
-    proxy = ModuleType("typing")
-    proxy.__dict__.update(typing.__dict__)
-    cache: dict[Any, Any] = {}
-    original = typing.get_type_hints
-
-    def get_type_hints(obj, globalns=None, localns=None, include_extras=False):
-        if globalns is not None or localns is not None or include_extras:
-            return original(obj, globalns, localns, include_extras)
-        try:
-            return cache[obj]
-        except KeyError:
-            hints = cache[obj] = original(obj)
-            return hints
-        except TypeError:  # unhashable
-            return original(obj)
-
-    proxy.get_type_hints = get_type_hints
-    return proxy
-
-
-_CACHED_TYPING = _typing_with_cached_hints()
-
-
-def _cache_type_hints(module: ModuleType) -> ModuleType:
-    """Point a jsii-generated ``module``'s ``typing`` at :data:`_CACHED_TYPING` (idempotent).
-
-    jsii modules end with ``publication.publish()``, which hides their private names (``typing``
-    among them) from the module object; the functions' ``__globals__`` are the namespace they run
-    in, reached through any class the module defines.
-    """
-    for value in list(vars(module).values()):
-        init = getattr(value, "__init__", None) if isinstance(value, type) else None
-        if getattr(init, "__globals__", {}).get("__name__") == module.__name__:
-            namespace = init.__globals__
-            if (
-                getattr(namespace.get("typing"), "__name__", None) == "typing"
-                and namespace["typing"] is not _CACHED_TYPING
-            ):
-                namespace["typing"] = _CACHED_TYPING
-            break
-    return module
-
-
-for _generated in ("constructs", DIST.name):
-    _cache_type_hints(sys.modules[_generated])
 App = _framework.App
 AssetType = _framework.AssetType
 AzurermBackend = _framework.AzurermBackend
@@ -545,7 +487,7 @@ def _submodule(package: str, name: str, *, lazy: bool) -> ModuleType:
     """``package.name``, importing only that submodule (and the package's ``_jsii``)."""
     if not lazy:
         _bare_package(package)
-    return _cache_type_hints(importlib.import_module(f"{package}.{name}"))
+    return importlib.import_module(f"{package}.{name}")
 
 
 class Binding:

@@ -33,25 +33,3 @@ Module.prototype._compile = function (content, filename) {
   }
   return compile.call(this, content, filename);
 };
-
-// cdktf's ValidateBinaryVersion runs `terraform version` (execSync through a shell, ~0.1-0.2 s)
-// at synth for EVERY construct that needs it: each terraform_data resource (DataResource, Terraform
-// >= 1.4) and each cloud backend (>= 1.1); a 50-cluster fleet ran it 100 times. The binary cannot
-// change during one synth, so the command named by GPUCLUSTER_ONCE_COMMAND (gpucluster_cdk/constructs_lib/cdk.py:
-// "<TERRAFORM_BINARY_NAME or terraform> version") runs once per kernel process; its first successful
-// output answers the repeats (a failure is not kept: each call tries again and fails as before).
-const once = process.env.GPUCLUSTER_ONCE_COMMAND || "";
-if (once) {
-  const childProcess = require("child_process");
-  const execSync = childProcess.execSync;
-  let kept = null;
-  childProcess.execSync = function (command, options) {
-    if (command !== once) {
-      return execSync.apply(this, arguments);
-    }
-    if (kept === null) {
-      kept = execSync.apply(this, arguments);
-    }
-    return Buffer.isBuffer(kept) ? Buffer.from(kept) : kept;
-  };
-}
