@@ -294,7 +294,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     if intent is not None:
         from gpucluster.recipes import recipe_result
 
-        findings += recipe_result.advertiser_changes(
+        findings += recipe_result.intent_changes(
             intent, components, catalog, cluster.name, recipe.file or ""
         )
     errors = [f for f in findings if f.severity == "error"]

@@ -14,6 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
+import yaml
 from render_cases import UNAVAILABLE
 
 from gpucluster import pipeline
@@ -22,6 +23,7 @@ from gpucluster.model import Criteria
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes.catalog import load_catalog
+from gpucluster.values import get_path, leaf_paths
 from gpucluster.verify import lint
 from gpucluster.verify.render import ChartSources, Renderer, render_plans
 
@@ -68,6 +70,74 @@ def test_the_v0111_file_selects_the_operator_managed_profile_and_says_so(tmp_pat
     assert (
         adv.key == "componentRefs[6].valuesFile" and "resources.gpus.enabled: false" in adv.message
     )
+
+
+BUNDLE = AICR / "bundle-h100-aks-training"
+
+
+def _bundle_values(component: str) -> dict:
+    """The values ``aicr bundle`` v0.11.1 wrote for ``component`` (the real file, unchanged)."""
+    return yaml.safe_load((BUNDLE / component / "values.yaml").read_text())
+
+
+def test_former_values_are_what_the_real_v0111_bundle_says():
+    catalog = load_catalog()
+    for comp in ("gpu-operator", "nvidia-dra-driver-gpu"):
+        bundle = _bundle_values(comp)
+        (former,) = [
+            f
+            for f in catalog.components[comp].former_values
+            if "aicr.nvidia.com/v1alpha1" in f.api_versions
+        ]
+        stated = [*leaf_paths(former.values), *((p, v) for p, v, _ in former.replaced)]
+        assert stated
+        for path, value in stated:
+            assert get_path(bundle, path, None) == value, (comp, path)
+
+
+def test_the_v0111_toolkit_value_gpucluster_replaces_is_one_warning_naming_both_values(tmp_path):
+    (spec,) = _project(tmp_path, {"training": TRAINING})
+    plan = pipeline.build_plan(spec)
+    assert _bundle_values("gpu-operator")["toolkit"]["enabled"] is False
+    assert plan.components["gpu-operator"].values["toolkit"]["enabled"] is True
+    (f,) = [f for f in plan.findings if f.id == "FILE-VALUE-CHANGED"]
+    assert f.severity == "warning" and f.component == "gpu-operator"
+    assert f.file.endswith("training.recipe.yaml") and f.key == "componentRefs[1].valuesFile"
+    assert "the file sets toolkit.enabled: false" in f.message
+    assert "gpucluster installs toolkit.enabled: true" in f.message
+    assert "NVIDIA/aicr#1757" in f.message and "profile.gpuStack: azure-managed" in f.fix
+
+
+def test_a_cluster_that_keeps_the_node_images_toolkit_gets_no_toolkit_warning(tmp_path):
+    (spec,) = _project(tmp_path, {"training": TRAINING}, profile="azure-managed")
+    plan = pipeline.build_plan(spec)
+    assert plan.components["gpu-operator"].values["toolkit"]["enabled"] is False
+    assert not [f for f in plan.findings if f.id == "FILE-VALUE-CHANGED"]
+
+
+def test_no_profile_owned_value_of_the_real_bundle_changes_without_a_finding(tmp_path):
+    """Every path the gpuStack profile owns that the real v0.11.1 bundle sets is installed as the
+    bundle has it, or a warning names the component and the path."""
+    (spec,) = _project(tmp_path, {"training": TRAINING})
+    plan = pipeline.build_plan(spec)
+    ours = recipe_mod.resolve(plan.recipe.criteria, load_catalog(), profile=dict(spec.profile))
+    table = recipe_mod.profile_values_owned(ours, load_catalog())
+    checked = 0
+    for comp in ("gpu-operator", "nvidia-dra-driver-gpu"):
+        bundle = _bundle_values(comp)
+        paths = {p for value in table.values() for p, _ in leaf_paths(value.get(comp, {}))}
+        for path in sorted(paths):
+            have = get_path(bundle, path, None)
+            if have is None:
+                continue
+            checked += 1
+            if get_path(plan.components[comp].values, path, None) != have:
+                assert [
+                    f
+                    for f in plan.findings
+                    if f.severity == "warning" and f.component == comp and path in f.message
+                ], (comp, path)
+    assert checked >= 3  # driver.enabled, toolkit.enabled, nvidiaDriverRoot
 
 
 def test_a_cluster_profile_against_the_file_is_a_finding_with_the_file_key_and_new_value(tmp_path):

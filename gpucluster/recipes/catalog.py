@@ -135,12 +135,18 @@ class FormerValues:
         services: ``criteria.service`` values they apply to (empty: every service).
         values: the values (nested), only keys the source shows.
         note: where the values come from (an AICR release's bundle output), one sentence.
+        replaced: ``(path, value, why)`` per value those files also set that gpucluster
+            deliberately installs otherwise (registry ``replaced``): it selects no profile value;
+            where the installed value differs, the reader's ``FILE-VALUE-CHANGED`` warning names
+            the file's key, the file's value, the installed one and ``why`` (with its public
+            source) (:func:`gpucluster.recipes.recipe_result.file_value_changes`).
     """
 
     api_versions: tuple[str, ...]
     services: tuple[str, ...]
     values: Any
     note: str
+    replaced: tuple[tuple[str, Any, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -506,7 +512,11 @@ def _entry(raw: dict[str, Any], source: Path) -> RegistryEntry:
         ),
         former_values=tuple(
             FormerValues(
-                tuple(f["apiVersions"]), tuple(f.get("services", [])), f["values"], f["note"]
+                tuple(f["apiVersions"]),
+                tuple(f.get("services", [])),
+                f["values"],
+                f["note"],
+                tuple((str(r["path"]), r["value"], str(r["why"])) for r in f.get("replaced", [])),
             )
             for f in raw.get("formerValues", [])
         ),
@@ -647,6 +657,19 @@ REGISTRY_SCHEMA: dict[str, Any] = {
                                 },
                                 "values": {"type": "object", "minProperties": 1},
                                 "note": {"type": "string", "minLength": 1},
+                                "replaced": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["path", "value", "why"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "path": {"type": "string", "minLength": 1},
+                                            "value": {},
+                                            "why": {"type": "string", "minLength": 1},
+                                        },
+                                    },
+                                },
                             },
                         },
                     },

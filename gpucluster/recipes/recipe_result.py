@@ -1215,12 +1215,19 @@ class FileIntent:
         stated: component -> ``(componentRefs[i] key, the file's values, where they come from)``:
             ``formerValues`` of the file's apiVersion, then its ``overrides``/``values``.
         raw: component -> ``{"overrides": ..., "values": ...}`` as the file writes them (keys).
+        replaced: component -> ``(componentRefs[i] key, [(path, the file's value, why, where)])``:
+            values the file's ``valuesFile`` set as its apiVersion's files were written that
+            gpucluster deliberately installs otherwise (registry ``formerValues[].replaced``);
+            :func:`file_value_changes` names each one the installed values differ from.
     """
 
     selection: dict[str, str]
     findings: list[Finding]
     stated: dict[str, tuple[str, dict[str, Any], str]]
     raw: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    replaced: dict[str, tuple[str, list[tuple[str, Any, str, str]]]] = dataclasses.field(
+        default_factory=dict
+    )
 
     def key_of(self, component: str, path: str) -> str:
         """The file's key that states ``path`` of ``component``: ``componentRefs[i].overrides.<path>``
@@ -1265,6 +1272,33 @@ def _stated_values(
                 where.append(field_name)
         if values:
             out[comp] = (f"componentRefs[{i}]", values, "; ".join(where))
+    return out
+
+
+def _replaced_values(
+    data: Mapping[str, Any], catalog: Catalog, service: str
+) -> dict[str, tuple[str, list[tuple[str, Any, str, str]]]]:
+    """Per component of the file, the registry's ``formerValues[].replaced`` entries of the
+    file's apiVersion and ``service``, with the file's ``componentRefs[i]`` key."""
+    renames = former_names(catalog)
+    api = data.get("apiVersion")
+    out: dict[str, tuple[str, list[tuple[str, Any, str, str]]]] = {}
+    for i, raw in enumerate(data.get("componentRefs") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            continue
+        comp = raw["name"]
+        comp = renames[comp][0] if comp not in catalog.components and comp in renames else comp
+        entry = catalog.components.get(comp)
+        if entry is None:
+            continue
+        found = [
+            (path, value, why, f"its valuesFile as {api} files were written: {fv.note}")
+            for fv in entry.former_values
+            if api in fv.api_versions and (not fv.services or service in fv.services)
+            for path, value, why in fv.replaced
+        ]
+        if found:
+            out[comp] = (f"componentRefs[{i}]", found)
     return out
 
 
@@ -1319,6 +1353,29 @@ def _profile_evidence(table: Mapping, stated: Mapping, value: str) -> str:
 
 
 def file_intent(
+    path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None
+) -> FileIntent:
+    """The driver owner and GPU advertiser a RecipeResult's values say (docs/recipes.md, "The
+    file's intent"), with the values its ``valuesFile`` set that gpucluster installs otherwise
+    (:attr:`FileIntent.replaced`, for :func:`file_value_changes`).
+
+    See :func:`_intent_of` for the selection and the errors raised.
+    """
+    intent = _intent_of(path, catalog, cluster=cluster, display=display)
+    try:
+        data = _load(path, display or path, cluster.name)
+    except GpuclusterError:
+        return intent
+    crit = data.get("criteria")
+    service = crit.get("service") if isinstance(crit, dict) else None
+    if isinstance(service, str):
+        intent.replaced = _replaced_values(data, catalog, service)
+        if intent.replaced and not intent.raw:
+            intent.raw = _file_raw_refs(data, catalog, former_names(catalog))
+    return intent
+
+
+def _intent_of(
     path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None
 ) -> FileIntent:
     """The driver owner and GPU advertiser a RecipeResult's values say (docs/recipes.md, "The
@@ -1430,6 +1487,63 @@ def file_intent(
         stated,
         raw,
     )
+
+
+def intent_changes(
+    intent: FileIntent,
+    components: Mapping[str, Component],
+    catalog: Catalog,
+    cluster: str,
+    file: str,
+) -> list[Finding]:
+    """Every way the installed values depart from the file's intent: :func:`advertiser_changes`
+    (``ADVERTISER-CHANGED``), then :func:`file_value_changes` (``FILE-VALUE-CHANGED``)."""
+    return advertiser_changes(intent, components, catalog, cluster, file) + file_value_changes(
+        intent, components, cluster, file
+    )
+
+
+def file_value_changes(
+    intent: FileIntent,
+    components: Mapping[str, Component],
+    cluster: str,
+    file: str,
+) -> list[Finding]:
+    """``FILE-VALUE-CHANGED`` (warning) per value the file's ``valuesFile`` set as its apiVersion's
+    files were written that gpucluster deliberately installs otherwise (registry
+    ``formerValues[].replaced``; AKS ``aicr.nvidia.com/v1alpha1``: gpu-operator ``toolkit.enabled:
+    false`` beside ``driver.enabled: true``), where the installed value differs: names the file's
+    key, the file's value, the installed one and why (the registry's ``why``, with its public
+    source). An installed value equal to the file's (a cluster that selects ``gpuStack:
+    azure-managed``) is no finding."""
+    out = []
+    for comp, (_key, entries) in sorted(intent.replaced.items()):
+        if comp not in components:
+            continue
+        raw = intent.raw.get(comp, {})
+        for path, have, why, where in entries:
+            new = get_path(components[comp].values, path, _MISSING)
+            if have == new or any(
+                get_path(raw.get(f) or {}, path, _MISSING) is not _MISSING
+                for f in ("overrides", "values")
+            ):  # the file's own overrides/values state it: those are taken as written
+                continue
+            shown = "unset (the chart's default)" if new is _MISSING else _yaml_scalar(new)
+            out.append(
+                Finding(
+                    "FILE-VALUE-CHANGED",
+                    "warning",
+                    cluster,
+                    comp,
+                    intent.key_of(comp, path),
+                    f"the file sets {path}: {_yaml_scalar(have)} ({where}); gpucluster installs "
+                    f"{path}: {shown}: {why}",
+                    "none needed where the GPU Operator installs the driver (AKS pools gpu_driver None); to keep the "
+                    "node image's driver and toolkit instead, set the cluster's profile.gpuStack: azure-managed",
+                    file=file,
+                )
+            )
+    return out
 
 
 def advertiser_changes(
