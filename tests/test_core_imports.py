@@ -123,6 +123,12 @@ def test_no_import_cycle_through_function_local_imports():
     assert cycles(import_graph(lazy=True)) == set()
 
 
+def test_no_import_cycle_anywhere_in_the_product():
+    """The core, the cdktf layer and the plugins together: no cycle through module-level,
+    function-local or ``TYPE_CHECKING`` imports."""
+    assert cycles(import_graph(lazy=True, roots=PRODUCT, type_checking=True)) == set()
+
+
 def test_neither_the_cdktf_layer_nor_a_plugin_imports_a_command():
     """gpucluster_cdk/ and the plugins import no command module (gpucluster.cli, gpucluster.init),
     not even inside a function: the command layer is above them."""

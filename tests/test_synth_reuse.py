@@ -280,7 +280,7 @@ def test_key_is_stable_across_processes(tmp_path):
         "from gpucluster.inputs.config import load_config\n"
         "from gpucluster.pipeline import build_plans\n"
         "from gpucluster_cdk.stacks import reuse\n"
-        "from gpucluster_cdk.stacks.synthesis import provisions_cluster\n"
+        "from gpucluster_cdk.stacks.names import provisions_cluster\n"
         "clusters, fleet = load_config(sys.argv[1])\n"
         "plans = build_plans(clusters)\n"
         "ident = reuse.synth_identity()\n"

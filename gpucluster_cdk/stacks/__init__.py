@@ -6,8 +6,9 @@ package does not import cdktf: that happens when a stack is built (:func:`build_
 stack is.
 """
 
-from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
-from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster, synth
+from gpucluster_cdk.stacks.injection import check_no_injection
+from gpucluster_cdk.stacks.names import cluster_stack_name, provisions_cluster, runtime_stack_name
+from gpucluster_cdk.stacks.synthesis import synth
 
 __all__ = [
     "build_app",

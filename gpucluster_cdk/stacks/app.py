@@ -23,9 +23,10 @@ from gpucluster_cdk.constructs_lib.cdk import (
 from gpucluster_cdk.constructs_lib.helm import STAGING_CONTEXT_KEY
 from gpucluster_cdk.stacks.cluster import ClusterStack
 from gpucluster_cdk.stacks.common import cluster_stack_name, runtime_stack_name, use_backend
+from gpucluster_cdk.stacks.injection import check_no_injection
+from gpucluster_cdk.stacks.names import provisions_cluster
 from gpucluster_cdk.stacks.outdir import output_error
 from gpucluster_cdk.stacks.runtime import RuntimeStack
-from gpucluster_cdk.stacks.synthesis import check_no_injection, provisions_cluster
 
 if TYPE_CHECKING:
     from gpucluster.inputs.fleet import FleetSpec

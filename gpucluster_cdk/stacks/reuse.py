@@ -913,3 +913,20 @@ def check_manifest_text(text: str) -> tuple[dict[str, Any], str]:
         "(gpucluster_cdk.stacks.reuse.manifest_text); synthesize with GPUCLUSTER_SYNTH_CACHE=off "
         "and GPUCLUSTER_SYNTH_WORKERS=1 and report it"
     )
+
+
+def store_cluster(
+    key: str,
+    names: Sequence[str],
+    stacks_dir: Path,
+    manifest: Mapping[str, Any],
+    version: str,
+    exports: Mapping[str, Any],
+    style: str,
+) -> None:
+    """Store one cluster's stacks (read back from ``stacks_dir``) under ``key``; any error: not stored."""
+    try:
+        stacks = [(name, manifest[name], read_stack_files(stacks_dir / name)) for name in names]
+    except (OSError, KeyError):
+        return
+    store(key, version, stacks, exports, style)

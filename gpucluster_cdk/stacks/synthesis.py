@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpucluster.errors import GpuclusterError, Problem
 from gpucluster.model import RuntimePlan
-from gpucluster.plugins import platform_for
 from gpucluster_cdk.stacks import reuse
-from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
+from gpucluster_cdk.stacks.names import stack_names
 from gpucluster_cdk.stacks.outdir import staged_outdir
 
 if TYPE_CHECKING:
@@ -69,20 +68,6 @@ MIN_CLUSTERS_PER_WORKER = 2
 Progress = Callable[[int, int, str, Sequence[str]], None]
 """``progress(i, n, cluster, stacks)``: cluster ``i`` of ``n`` (from 1, in the order they are done)
 has its stacks written (built or reused)."""
-
-
-def provisions_cluster(plan: RuntimePlan) -> bool:
-    """True when gpucluster creates the cluster (platform ``provisions_cluster`` and no ``existing``)."""
-    platform = platform_for(plan.cluster.criteria.service, file=plan.cluster.source)
-    return bool(platform.provisions_cluster) and plan.cluster.existing is None
-
-
-def stack_names(plan: RuntimePlan) -> list[str]:
-    """The stacks of one cluster, in App order: ``<name>-cluster`` (if provisioned), ``<name>-runtime``."""
-    name = plan.cluster.name
-    return ([cluster_stack_name(name)] if provisions_cluster(plan) else []) + [
-        runtime_stack_name(name)
-    ]
 
 
 def worker_count(requested: int | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -428,7 +413,7 @@ def _store_built(built_here: Sequence[_Cluster], stacks_dir: Path, built: _Built
     """Store the stacks of the clusters built in this synth in the cache (keyed ones only)."""
     for c in built_here if built.style is not None else ():
         if c.key is not None:
-            store_cluster(
+            reuse.store_cluster(
                 c.key,
                 c.stacks,
                 stacks_dir,
@@ -514,87 +499,3 @@ def _chunks(todo: Sequence[_Cluster], n: int) -> list[list[str]]:
         shares[index].append(c.plan.cluster.name)
         acc += w
     return [s for s in shares if s]
-
-
-def store_cluster(
-    key: str,
-    names: Sequence[str],
-    stacks_dir: Path,
-    manifest: Mapping[str, Any],
-    version: str,
-    exports: Mapping[str, Any],
-    style: str,
-) -> None:
-    """Store one cluster's stacks (read back from ``stacks_dir``) under ``key``; any error: not stored."""
-    try:
-        stacks = [
-            (name, manifest[name], reuse.read_stack_files(stacks_dir / name)) for name in names
-        ]
-    except (OSError, KeyError):
-        return
-    reuse.store(key, version, stacks, exports, style)
-
-
-def check_no_injection(
-    outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]
-) -> None:
-    """Refuse output in which Terraform would evaluate a template sequence gpucluster did not write.
-
-    Every literal string reaches Terraform through :func:`gpucluster_cdk.constructs_lib.tfstring.literal`; this is
-    the check that none was missed (a new construct argument, a plugin's own construct).
-
-    Nor may any string but a ``helm_release``'s ``values`` documents hold a control character
-    (:func:`constructs_lib.tfstring.unexpected_controls`: a newline in a name, a location, a
-    ``set`` name).
-
-    Raises:
-        GpuclusterError: ``error[injection]`` per stack with an unescaped ``${``/``%{`` sequence
-            or a control character (path inside ``cdk.tf.json`` and the sequence or string,
-            cut), before the output is swapped in.
-    """
-    from gpucluster_cdk.constructs_lib.tfstring import (
-        unexpected_controls,
-        unexpected_templates,
-    )  # the package imports cdktf
-
-    problems: list[Problem] = []
-    for name in stack_names:
-        document = json.loads(
-            (outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8")
-        )
-        found = unexpected_templates(document)
-        cluster = next(
-            (
-                p.cluster.name
-                for p in plans
-                if name in (runtime_stack_name(p.cluster.name), cluster_stack_name(p.cluster.name))
-            ),
-            None,
-        )
-        controls = unexpected_controls(document)
-        if controls:
-            path, text = controls[0]
-            problems.append(
-                Problem(
-                    message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
-                    f"first at {path}: {text}",
-                    cluster=cluster,
-                    id="injection",
-                    fix="remove the newline or control character from the value in the cluster file; that it was not "
-                    "refused earlier is a gpucluster or plugin bug (a field without its check)",
-                )
-            )
-        if found:
-            path, seq = found[0]
-            problems.append(
-                Problem(
-                    message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
-                    f"first at {path}: {seq!r}",
-                    cluster=cluster,
-                    id="injection",
-                    fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
-                    "(this is a gpucluster or plugin bug, not your input)",
-                )
-            )
-    if problems:
-        raise GpuclusterError(problems=problems)

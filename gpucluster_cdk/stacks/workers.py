@@ -343,7 +343,7 @@ def _build(
 ) -> dict[str, Any]:
     from gpucluster_cdk.stacks import reuse
     from gpucluster_cdk.stacks.app import synth_app
-    from gpucluster_cdk.stacks.synthesis import stack_names, store_cluster
+    from gpucluster_cdk.stacks.names import stack_names
 
     folder.mkdir(exist_ok=True)
     result = synth_app(
@@ -357,7 +357,7 @@ def _build(
     for plan in plans:
         key = keys.get(plan.cluster.name)
         if plan.cluster.name in share and key is not None:
-            store_cluster(
+            reuse.store_cluster(
                 key,
                 stack_names(plan),
                 folder / "stacks",
