@@ -226,6 +226,7 @@ def render_project(options: InitOptions, title: str) -> dict[str, str]:
     import jinja2
 
     from gpucluster import __version__
+    from gpucluster.plugins import platforms
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -241,6 +242,7 @@ def render_project(options: InitOptions, title: str) -> dict[str, str]:
         CI_PROVIDERS[options.ci],
     )
     name = options.cluster_name
+    platform = platforms().get(options.service)
     stacks = [f"{name}-cluster", f"{name}-runtime"] if service.provisions else [f"{name}-runtime"]
     context = {
         "version": __version__,
@@ -255,6 +257,7 @@ def render_project(options: InitOptions, title: str) -> dict[str, str]:
         "backend_template": backend.template,
         "cluster_template": service.template,
         "stacks": stacks,
+        "region": (platform.default_region if platform is not None else None) or "",
     }
     files = {
         "cdktf.json": "cdktf.json.j2",

@@ -836,6 +836,10 @@ class Platform:
             when the cluster file declares no GPU pools and no keyed
             ``scheduling.accelerated.tolerations``; ``gpucluster lint`` checks every per-node
             agent tolerates them (``lint.placement-gpu``). Default ``()``: nothing known.
+        default_region: the region (cloud location) a cluster of this platform gets when its
+            entry names none, written by the plugin's ``gpucluster_prepare_cluster``; for AKS
+            also the default location of an Azure Kubernetes Fleet Manager fleet of its
+            clusters (``fleet.location``). Default None: the platform has no region to default.
     """
 
     service: str
@@ -850,6 +854,7 @@ class Platform:
     profiles: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     settings: tuple[str, ...] = ()
     gpu_taints: tuple[str, ...] = ()
+    default_region: str | None = None
 
 
 @dataclass

@@ -92,13 +92,6 @@ def _python_files(*roots: Path) -> list[Path]:
     return files
 
 
-FLEET_LOCATION = {
-    ("gpucluster/inputs/fleet.py", "DEFAULT_REGION"),
-    ("gpucluster_cdk/constructs_lib/fleet.py", "DEFAULT_REGION"),
-}
-"""The Fleet Manager hub's own default location: the same region string, but a fleet
-decision, not an AKS cluster's. Listed here so a new copy anywhere else still fails."""
-
 CORE = (ROOT / "gpucluster", ROOT / "gpucluster_cdk", ROOT / "main.py")
 
 
@@ -116,11 +109,7 @@ def test_aks_facts_are_defined_only_in_the_aks_plugin():
         for path in files:
             for line, value in _code_constants(path):
                 for name, fact in facts.items():
-                    if (
-                        value == fact
-                        and type(value) is type(fact)
-                        and (str(path.relative_to(ROOT)), name) not in FLEET_LOCATION
-                    ):
+                    if value == fact and type(value) is type(fact):
                         found.append(f"{path.relative_to(ROOT)}:{line}: {name} {value!r}")
     assert found == [], "AKS facts outside plugins/gpucluster_aks:\n" + "\n".join(found)
 

@@ -650,3 +650,17 @@ def test_barrier_holds_until_canary_applied_and_approved_real_terraform(synthesi
     assert state["outputs"]["cross-stack-output-terraform_datapromotionoutput"]["value"] == {
         "digest": gdigest
     }
+
+
+def test_a_fleet_without_location_lives_in_the_aks_default_region():
+    from gpucluster.inputs.fleet import parse_fleet
+    from gpucluster_aks import platform as aks
+
+    fleet = parse_fleet({"name": "f", "groups": [{"name": "a"}]}, file="gpucluster.yaml")
+    assert fleet.location == aks.DEFAULT_REGION == aks.AKS_PLATFORM.default_region
+    assert (
+        parse_fleet(
+            {"name": "f", "location": "westus3", "groups": [{"name": "a"}]}, file="gpucluster.yaml"
+        ).location
+        == "westus3"
+    )

@@ -100,7 +100,7 @@ def embedded_default_notice(
     One line naming the folder gpucluster looked in (the working folder: ``GPUCLUSTER_CONFIG``
     unset, no ``gpucluster.yaml`` there), what the built-in example creates and ``gpucluster
     init``, so a run in the wrong folder or a ``gpucluster.yml`` typo does not silently plan an
-    H100 node in eastus. None also with :data:`ENV_DEFAULT_INTENDED` set to ``1``.
+    H100 node in the AKS default region. None also with :data:`ENV_DEFAULT_INTENDED` set to ``1``.
     """
     if (
         path is not None
@@ -110,11 +110,14 @@ def embedded_default_notice(
     ):
         return None
     from gpucluster.errors import Problem
+    from gpucluster.plugins import platforms
 
+    aks = platforms().get("aks")
+    where = f" in {aks.default_region}" if aks is not None and aks.default_region else ""
     folder = Path.cwd()
     return Problem(
         message=f"no cluster file in {folder} ({ENV_CONFIG} is not set and there is no {DEFAULT_FILE_NAME}); using the "
-        "built-in example cluster gpu-training (AKS, one Standard_ND96isr_H100_v5 node in eastus)",
+        f"built-in example cluster gpu-training (AKS, one H100 GPU node{where})",
         file=EMBEDDED_SOURCE,
         id="input.default",
         fix=f"`gpucluster init` creates a project with its own {DEFAULT_FILE_NAME} in this folder; or point {ENV_CONFIG} at "

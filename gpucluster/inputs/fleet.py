@@ -71,6 +71,7 @@ from typing import Any
 
 from gpucluster.errors import GpuclusterError
 from gpucluster.fields import Fields, Where
+from gpucluster.plugins import platforms
 
 FLEET_KEYS = (
     "name",
@@ -120,7 +121,6 @@ MAX_RUN_TRIGGER_SOURCES = 20
 DEFAULT_GROUP_LABEL = "upgroup"
 """Member label carrying the update group (``az fleet member create --update-group canary --labels upgroup=canary``: Azure Kubernetes Fleet Manager,
 "Update orchestration", https://learn.microsoft.com/azure/kubernetes-fleet/update-orchestration)."""
-DEFAULT_LOCATION = "eastus"
 KERNEL_BLOCKLIST = "kernel-module-blocklist"
 PLACEMENT_COMPONENTS = (KERNEL_BLOCKLIST,)
 DEFAULT_BLOCKED_MODULES = ("algif_aead", "esp4", "esp6", "rxrpc")
@@ -229,7 +229,8 @@ class FleetSpec:
     Attributes:
         name: fleet name (DNS label <= 40); stacks ``<name>-fleet``, ``<name>-hub``,
             ``<name>-after-<group>``.
-        resource_group / location: where a created fleet lives (default ``<name>-rg``, ``eastus``).
+        resource_group / location: where a created fleet lives (default ``<name>-rg``; the AKS
+            platform's ``default_region``, :func:`default_location`).
         existing_id: resource ID of an existing Fleet Manager (then nothing of the fleet itself is
             created; members, strategy, runs attach to it).
         hub: hub cluster, or None (no placements then).
@@ -242,8 +243,8 @@ class FleetSpec:
 
     name: str
     groups: list[UpdateGroup]
+    location: str
     resource_group: str | None = None
-    location: str = DEFAULT_LOCATION
     existing_id: str | None = None
     hub: HubSpec | None = None
     group_label: str = DEFAULT_GROUP_LABEL
@@ -403,10 +404,30 @@ def parse_fleet(raw: Any, *, file: str) -> FleetSpec:
     )
 
 
+def default_location(file: str) -> str:
+    """The location of a fleet whose ``fleet.location`` is unset: the AKS platform's
+    ``default_region`` (its members are AKS clusters; the AKS plugin defines the region once).
+
+    Raises:
+        GpuclusterError: ``error[input] key=fleet.location`` when no installed AKS platform names
+            a default region.
+    """
+    aks = platforms().get("aks")
+    region = aks.default_region if aks is not None else None
+    if not region:
+        raise _err(
+            "fleet.location is unset and no installed AKS platform names a default region",
+            file=file,
+            key="fleet.location",
+            fix="write the fleet's Azure region, e.g. location: westus3",
+        )
+    return region
+
+
 def _parse_fleet_fields(data: Fields, *, file: str) -> dict[str, Any]:
     """``fleet.name``, ``existing``, ``resourceGroup``, ``location`` and ``groupLabel``:
     ``{"name", "existing_id", "resource_group", "location", "group_label"}`` (defaults: no
-    existing fleet, no resource group, :data:`DEFAULT_LOCATION`, :data:`DEFAULT_GROUP_LABEL`)."""
+    existing fleet, no resource group, :func:`default_location`, :data:`DEFAULT_GROUP_LABEL`)."""
     if "name" not in data:
         raise _err(
             "missing key 'fleet.name'",
@@ -451,7 +472,7 @@ def _parse_fleet_fields(data: Fields, *, file: str) -> dict[str, Any]:
                 allowed="1-90 letters, digits, '-', '_', '.', '(', ')', not ending with '.'",
                 fix=f"e.g. resourceGroup: {name}-rg",
             )
-    location = DEFAULT_LOCATION
+    location = default_location(file)
     if data.get("location") is not None:
         location = _text(data["location"], file=file, key="fleet.location")
         if not re.fullmatch(r"^[a-z0-9]+$", location):

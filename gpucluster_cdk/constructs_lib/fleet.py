@@ -125,8 +125,8 @@ class FleetManagerProps:
     strategy_name: str
     members: Sequence[FleetMemberProps]
     stages: Sequence[FleetStage]
+    location: str
     resource_group: str | None = None
-    location: str = "eastus"
     existing_id: str | None = None
     hub_dns_prefix: str | None = None
     update_runs: Sequence[FleetUpdateRunProps] = ()

@@ -46,7 +46,8 @@ SERVICE = "aks"
 CATALOG_DIR = Path(__file__).parent / "catalog"
 
 DEFAULT_REGION = "eastus"
-"""Default AKS location: a region offering ND H100 v5 (check your subscription's quota)."""
+"""Default AKS location: a region offering ND H100 v5 (check your subscription's quota); also the
+default ``fleet.location`` (``AKS_PLATFORM.default_region``, read by the core's fleet parser)."""
 
 GPU_VM_SIZE = "Standard_ND96isr_H100_v5"
 """8x H100 with InfiniBand; the SKU AICR's AKS recipes are validated on (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md))."""
@@ -87,6 +88,7 @@ AKS_PLATFORM = Platform(
     profiles={PROFILE_NAME: (PROFILE_DEFAULT, tuple(sorted(GPU_DRIVER_FOR_PROFILE)))},
     settings=AKS_SETTING_KEYS,
     gpu_taints=(f"{GPU_TAINT.key}={GPU_TAINT.value}:{GPU_TAINT.effect}",),
+    default_region=DEFAULT_REGION,
 )
 """``settings``: the AKS production settings (:mod:`gpucluster_aks.settings`, docs/cluster-file.md
 "AKS settings"); the core refuses other top-level keys, :func:`parse_settings` the nested ones."""
