@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 _VERSION = re.compile(
-    r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
+    r"^[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
 )
 
 
@@ -54,3 +54,13 @@ def version_in_range(version: str, spec: str | None) -> bool:
         if not ok:
             return False
     return True
+
+
+def compare_versions(a: str, b: str) -> int | None:
+    """-1, 0 or 1 as version ``a`` sorts before, equal to or after ``b`` (Semantic Versioning 2.0.0
+    precedence, https://semver.org: a ``v`` prefix and build metadata ignored, a pre-release before
+    its release, missing minor/patch as 0); None when either is not a version."""
+    have, want = parse_version(a), parse_version(b)
+    if have is None or want is None:
+        return None
+    return (have > want) - (have < want)

@@ -241,9 +241,44 @@ def test_version_skew_upgrade_installs_the_catalog_version_and_shows_the_change(
     assert (
         f.severity == "warning"
         and "kai-scheduler: version v0.12.0 -> v0.16.9 [unknown]" in f.message
+        and "an upgrade (the file's pin is older than the catalog's)" in f.message
     )
+    assert not [f for f in plan.findings if f.id == "VERSION-DOWNGRADED"]
     node = plan.node("kai-scheduler")
     assert node.version == "v0.16.9"
+
+
+@pytest.mark.parametrize("pin", ["v0.99.0", "1.0.0-rc.1", "V1.0.0"])
+def test_version_skew_upgrade_names_a_pin_newer_than_the_catalog_a_downgrade(tmp_path, pin):
+    plan = _plan(_aks_recipe_file(tmp_path, {"kai-scheduler": pin}, skew="upgrade"))
+    assert plan.components["kai-scheduler"].ref.version == "v0.16.9"
+    assert not [f for f in plan.findings if f.id == "VERSION-UPGRADED"]
+    (f,) = [f for f in plan.findings if f.id == "VERSION-DOWNGRADED"]
+    assert f.severity == "warning" and f.component == "kai-scheduler"
+    assert "a downgrade (the file's pin is newer than the catalog's)" in f.message
+    assert f"kai-scheduler: version {pin} -> v0.16.9" in f.message
+    assert "make the downgrade explicit" in f.fix and "rolled back to v0.16.9" in f.fix
+
+
+@pytest.mark.parametrize(
+    ("pin", "direction"),
+    [
+        ("v0.12.0", "an upgrade (the file's pin is older"),
+        ("0.12.0", "an upgrade (the file's pin is older"),
+        ("v0.99.0", "a downgrade (the file's pin is newer"),
+    ],
+)
+def test_the_uncovered_refusal_says_which_way_versionskew_upgrade_goes(
+    tmp_path, capsys, pin, direction
+):
+    from gpucluster.cli import main
+
+    assert main(["plan", "--config", str(_aks_recipe_file(tmp_path, {"kai-scheduler": pin}))]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "VERSION-UNCOVERED" in line or "error[" in line
+    assert (
+        f"set versionSkew: upgrade on the cluster to install v0.16.9 instead ({direction}" in line
+    )
 
 
 def test_version_skew_error_refuses_a_covered_pin_too(tmp_path):

@@ -251,3 +251,94 @@ def test_a_recipe_clusters_findings_are_one_line_per_kind_unless_all_are_asked(
     assert all(
         re.match(r"^(error|warning|info)\[[A-Z0-9.-]+\] .* fix: ", line) for line in summary
     ), summary
+
+
+# --------------------------------------------------------------------------- a stale profile-owned override
+
+
+def _selected_file(tmp_path: Path, strip_others: bool) -> Path:
+    """gpucluster's AKS training RecipeResult for gpuStack=azure-managed (``metadata.selectedProfile``
+    kept) with a stale DRA ``nvidiaDriverRoot: /run/nvidia/driver`` override (the operator-managed
+    value); ``strip_others``: the other components' profile-owned overrides removed."""
+    catalog = load_catalog()
+    r = recipe_mod.resolve(
+        Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        catalog,
+        profile={"gpuStack": "azure-managed"},
+    )
+    doc = recipe_result_writer.to_document(r)
+    owned = doc["metadata"]["selectedProfile"]["ownedPaths"]
+    for ref in doc["componentRefs"]:
+        ref.pop("values", None)
+        if strip_others and ref["name"] in owned:
+            for p in owned[ref["name"]]:
+                parent = ref.get("overrides") or {}
+                *head, last = p.split(".")
+                for k in head:
+                    parent = parent.get(k) or {}
+                parent.pop(last, None)
+        if ref["name"] == "nvidia-dra-driver-gpu":
+            ref.setdefault("overrides", {})["nvidiaDriverRoot"] = "/run/nvidia/driver"
+    (tmp_path / "recipe.yaml").write_text(recipe_result_writer.dump_yaml(doc))
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: c\n    recipe: recipe.yaml\n")
+    return tmp_path / "gpucluster.yaml"
+
+
+def _plan_errors(config: Path, capsys) -> tuple[int, list[str]]:
+    from gpucluster.cli import main
+
+    code = main(["plan", "--config", str(config)])
+    return code, [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("error[")
+    ]
+
+
+def test_a_stale_override_no_profile_value_fits_is_told_to_go_and_removing_it_plans(
+    tmp_path, capsys
+):
+    config = _selected_file(tmp_path, strip_others=False)
+    code, (line,) = _plan_errors(config, capsys)
+    assert code == 2 and "select the matching profile" not in line
+    m = re.search(r"fix: remove (componentRefs\[(\d+)\]\.overrides\.nvidiaDriverRoot) \(", line)
+    assert m, line
+    assert "gpuStack=operator-managed sets it but disagrees with 6 other override(s)" in line
+    assert "(allowed: azure-managed: '/', operator-managed: '/run/nvidia/driver')" in line
+    recipe = tmp_path / "recipe.yaml"
+    doc = yaml.safe_load(recipe.read_text())  # follow the fix
+    del doc["componentRefs"][int(m.group(2))]["overrides"]["nvidiaDriverRoot"]
+    recipe.write_text(yaml.safe_dump(doc))
+    assert _plan_errors(config, capsys) == (0, [])
+
+
+def test_a_stale_override_another_profile_value_fits_is_told_to_select_it_and_that_plans(
+    tmp_path, capsys
+):
+    config = _selected_file(tmp_path, strip_others=True)
+    code, (line,) = _plan_errors(config, capsys)
+    assert code == 2
+    assert (
+        "fix: select gpuStack=operator-managed, which sets nvidiaDriverRoot: '/run/nvidia/driver'"
+        in line
+    )
+    assert "metadata.selectedProfile.value: operator-managed" in line
+    recipe = tmp_path / "recipe.yaml"
+    doc = yaml.safe_load(recipe.read_text())  # follow the fix
+    doc["metadata"]["selectedProfile"]["value"] = "operator-managed"
+    recipe.write_text(yaml.safe_dump(doc))
+    assert _plan_errors(config, capsys) == (0, [])
+
+
+def test_a_file_that_selects_operator_managed_itself_gets_pools_that_follow_it(tmp_path):
+    catalog = load_catalog()
+    r = recipe_mod.resolve(
+        Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+        catalog,
+        profile={"gpuStack": "operator-managed"},
+    )
+    (spec,) = _project(
+        tmp_path, {"c": recipe_result_writer.dump_yaml(recipe_result_writer.to_document(r))}
+    )
+    plan = pipeline.build_plan(spec)  # was: error[AKS-GPU-DRIVER], the default pools kept Install
+    assert plan.recipe.profile == ("gpuStack", "operator-managed")
+    assert {p.gpu_driver for p in plan.cluster.pools if p.gpu} == {"None"}
+    assert not [f for f in plan.findings if f.id.startswith("PROFILE-")]

@@ -72,6 +72,7 @@ from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
 from gpucluster.recipes.recipe import order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
+from gpucluster.versions import compare_versions
 
 _MISSING = object()
 
@@ -497,6 +498,26 @@ def _drop_path(values: dict[str, Any], path: str) -> None:
             del stack[depth - 1][parts[depth - 1]]
 
 
+_DIRECTION_ID = {
+    "upgrade": "VERSION-UPGRADED",
+    "downgrade": "VERSION-DOWNGRADED",
+    "replace": "VERSION-REPLACED",
+}
+_DIRECTION_TEXT = {
+    "upgrade": "an upgrade (the file's pin is older than the catalog's)",
+    "downgrade": "a downgrade (the file's pin is newer than the catalog's)",
+    "replace": "another chart or version (neither is newer by Semantic Versioning)",
+}
+
+
+def _direction(pinned: str, catalog: str) -> str:
+    """``upgrade``, ``downgrade`` or ``replace``: what installing the catalog's version ``catalog``
+    instead of the file's pin ``pinned`` is (:func:`gpucluster.versions.compare_versions`; the
+    same or an unordered version: ``replace``)."""
+    order = compare_versions(pinned, catalog)
+    return "upgrade" if order == -1 else "downgrade" if order == 1 else "replace"
+
+
 def _version_key(version: str) -> str:
     return version[1:] if version[:1] in ("v", "V") and version[1:2].isdigit() else version
 
@@ -541,6 +562,7 @@ class _FileReader:
         self.seen: dict[str, str] = {}
         self.ref_unused: dict[str, int] = {}
         self.deps_at: list[tuple[str, str, str]] = []  # (component, dep, key)
+        self.cluster_profile: dict[str, str] = {}  # the cluster's own profile choices
 
     def component(self, i: int, raw: Any) -> None:
         """Read ``componentRefs[i]`` into :attr:`refs` (problems and notes into the report)."""
@@ -809,18 +831,25 @@ class _FileReader:
                 "makes this fail",
             )
             return source, chart, version
+        direction = _direction(version, cat_version)
         if skew_severity == "upgrade":
             from gpucluster.recipes.upgrade_rules import version_change_text
 
             rep.note(
-                "VERSION-UPGRADED",
+                _DIRECTION_ID[direction],
                 "warning",
                 comp,
                 at,
                 f"the file pins {pinned}, for which gpucluster has no coherent values ({judged.why}); versionSkew: "
-                f"upgrade installs {catalog_pin} instead: "
+                f"upgrade installs {catalog_pin} instead, {_DIRECTION_TEXT[direction]}: "
                 + version_change_text(comp, version, cat_version, self.ours.criteria.service),
-                f"pin {cat_version} in the file to make the upgrade explicit, or pin a version gpucluster has values for",
+                f"pin {cat_version} in the file to make the {direction} explicit, or pin a version gpucluster has values for"
+                + (
+                    f"; a release already installed at {version} is rolled back to {cat_version} "
+                    "(gpucluster upgrade-check shows what that does)"
+                    if direction == "downgrade"
+                    else ""
+                ),
             )
             return cat_source, cat_chart, cat_version
         # an error finding, not an input problem: synth refuses it (one line, naming this key), while
@@ -832,7 +861,7 @@ class _FileReader:
             at,
             f"gpucluster has no coherent values for {pinned}: {judged.why}",
             f"pin a version gpucluster has values for (the catalog's is {cat_version}), or set versionSkew: upgrade on the "
-            f"cluster to install {cat_version} instead (the change is printed)",
+            f"cluster to install {cat_version} instead ({_DIRECTION_TEXT[direction]}; the change is printed)",
         )
         return source, chart, version
 
@@ -909,7 +938,9 @@ class _FileReader:
                         f"{where} set {owned_path}={_yaml_scalar(have)}, but profile {ours.profile[0]}={ours.profile[1]} "  # type: ignore[index]
                         f"owns it as {_yaml_scalar(owned_value)}",
                         key=f"{key}.{where}.{owned_path}",
-                        fix="select the matching profile (metadata.selectedProfile or the cluster's profile) instead of overriding",
+                        **self.profile_owned_fix(
+                            f"{key}.{where}.{owned_path}", comp, owned_path, have
+                        ),
                         **w,
                     )
 
@@ -939,6 +970,62 @@ class _FileReader:
                         check_profile_owned(overrides, "values")
 
         return values_files, overrides, enabled
+
+    def profile_owned_fix(self, at: str, comp: str, path: str, have: Any) -> dict[str, str]:
+        """``{"fix": ..., "allowed": ...}`` for a file value ``have`` at profile-owned ``path`` of
+        ``comp`` (file key ``at``) that the selected profile value sets otherwise: select the
+        profile value that sets ``have`` when every other profile-owned value the file states
+        agrees with it too; else remove the override (what the profile value it selects sets),
+        naming why no other value fits. ``allowed`` lists each profile value's value there."""
+        from gpucluster.recipes.recipe import profile_values_owned
+
+        pname, chosen = self.ours.profile  # type: ignore[misc]
+        table = profile_values_owned(self.ours, self.catalog)
+        stated = _file_raw_refs(dict(self.data), self.catalog, self.renames)
+        allowed = ", ".join(
+            f"{v}: {_yaml_scalar(get_path(table[v].get(comp, {}), path, None))}"
+            for v in sorted(table)
+        )
+        unfit = []
+        for value in sorted(table):
+            if value == chosen or get_path(table[value].get(comp, {}), path, _MISSING) != have:
+                continue
+            conflicts = [
+                f"{c} {p}"
+                for c, owned in sorted(table[value].items())
+                for field_name in ("overrides", "values")
+                for p, want in leaf_paths(owned)
+                if get_path(stated.get(c, {}).get(field_name) or {}, p, want) != want
+            ]
+            if not conflicts:
+                return {
+                    "fix": f"select {pname}={value}, which sets {path}: {_yaml_scalar(have)} and agrees with every "
+                    f"other {pname} value of the file: {self.selection_text(pname, value)}",
+                    "allowed": allowed,
+                }
+            unfit.append(
+                f"{pname}={value} sets it but disagrees with {len(conflicts)} other override(s) of the file "
+                f"({', '.join(conflicts[:3])}{', ...' if len(conflicts) > 3 else ''})"
+            )
+        why = "; ".join(unfit) or f"no {pname} value sets {path}: {_yaml_scalar(have)}"
+        return {
+            "fix": f"remove {at} ({pname}={chosen} sets it; {why}), or regenerate the file for one {pname} value "
+            f"(gpucluster recipe --profile {pname}=...)",
+            "allowed": allowed,
+        }
+
+    def selection_text(self, pname: str, value: str) -> str:
+        """Where to select ``pname=value`` so that it takes effect: the file's
+        ``metadata.selectedProfile`` when it names ``pname``, the cluster's ``profile`` when that
+        does (both when both do: they must agree), else the cluster's ``profile``."""
+        meta = self.data.get("metadata")
+        sel = meta.get("selectedProfile") if isinstance(meta, dict) else None
+        where = []
+        if isinstance(sel, dict) and sel.get("name") == pname:
+            where.append(f"metadata.selectedProfile.value: {value}")
+        if pname in self.cluster_profile or not where:
+            where.append(f"the cluster's profile.{pname}: {value}")
+        return " and ".join(where)
 
     def drop_retired(self, key: str, comp: str, entry: Any, overrides: dict[str, Any]) -> None:
         """Drop the retired overrides the file's apiVersion wrote from ``overrides`` (RECIPE-OVERRIDE-RETIRED)."""
@@ -1160,6 +1247,7 @@ def recipe_from_file(
         skew_severity=skew_severity,
         unknown=unknown,
     )
+    reader.cluster_profile = dict(cluster.profile) if cluster is not None else {}
     for i, raw in enumerate(raw_refs):
         reader.component(i, raw)
     refs, ref_keys, ref_unused, seen, deps_at = (
@@ -1375,6 +1463,17 @@ def file_intent(
     return intent
 
 
+def _file_selection(
+    sel: Mapping[str, Any], pname: str, table: Mapping[str, Any], cluster: ClusterSpec
+) -> dict[str, str]:
+    """``{pname: value}`` of the file's ``metadata.selectedProfile`` when it names the recipe's
+    profile and a value it declares, and the cluster chooses none itself: the cluster's pools
+    follow the file (AKS ``operator-managed``: ``gpu_driver None``); else ``{}``."""
+    if sel.get("name") == pname and sel.get("value") in table and pname not in cluster.profile:
+        return {pname: str(sel["value"])}
+    return {}
+
+
 def _intent_of(
     path: str, catalog: Catalog, *, cluster: ClusterSpec, display: str | None = None
 ) -> FileIntent:
@@ -1414,10 +1513,15 @@ def _intent_of(
         )
     except GpuclusterError:
         return FileIntent({}, [], stated, raw)
-    if ours.profile is None or isinstance(meta.get("selectedProfile"), dict):
+    if ours.profile is None:
         return FileIntent({}, [], stated, raw)
     pname, chosen = ours.profile
     table = profile_values_owned(ours, catalog)
+    if isinstance(
+        meta.get("selectedProfile"), dict
+    ):  # the file selects it (the reader checks the rest)
+        picked = _file_selection(meta["selectedProfile"], pname, table, cluster)
+        return FileIntent(picked, [], stated, raw)
 
     judged = {v: _judge_profile_value(table, stated, v) for v in sorted(table)}
     if not any(c or a for c, a in judged.values()):
