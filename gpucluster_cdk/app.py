@@ -20,11 +20,12 @@ this repository's own ``cdktf.json`` runs its ``main.py``, which does the same) 
 
    No traceback at any moment: the handlers are installed by the script's first statements
    (:func:`install_stop_handlers`, before any gpucluster import); the first signal stops the run, later ones are only recorded
-   (cleanup is never cut short); the jsii kernel's exit hook tolerates a kernel the signal
-   already ended (``gpucluster_cdk.constructs_lib.cdk.tolerate_dead_kernel``: it wrote to a closed pipe,
-   ``BrokenPipeError``); from the first signal on, what the kernel writes (its ``Error on jsii
-   API channel ... ECONNRESET`` when the signal ended its child) is dropped
-   (``gpucluster_cdk.constructs_lib.cdk.mute_kernel_output``), so stderr holds only the one line after whatever
+   (cleanup is never cut short); the report of the jsii kernel's exit hook failing on a kernel the
+   signal already ended (it wrote to a closed pipe, ``BrokenPipeError``) is dropped from
+   ``sys.unraisablehook`` (``gpucluster_cdk.constructs_lib.cdk.quiet_ended_kernel_exit``); from the first
+   signal on, what the kernel writes (its ``Error on jsii API channel ... ECONNRESET`` when the
+   signal ended its child) is dropped (``gpucluster_cdk.constructs_lib.cdk.mute_kernel_output``: other
+   threads' writes to the standard streams), so stderr holds only the one line after whatever
    was printed before the signal; a signal during the shutdown
    after a successful run still exits 128 + the signal number with the one line.
 5. A ``NODE_OPTIONS`` that Node.js refuses is one ``error[input] key=NODE_OPTIONS`` line, exit 2,

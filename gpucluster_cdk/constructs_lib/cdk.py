@@ -91,44 +91,55 @@ HELM_PROVIDER_VERSION = DIST.helm_version
 
 import jsii  # noqa: E402
 
+_JSII_PROCESS_FILE = "/jsii/_kernel/providers/process.py"
+"""Where jsii 1.x defines the kernel process's ``stop`` (registered with :mod:`atexit` when the
+kernel starts) and ``__del__`` (which calls it)."""
 
-def tolerate_dead_kernel() -> None:
-    """Make the jsii kernel's exit hook tolerate a kernel that is already gone (called at import).
 
-    jsii (1.x ``_NodeProcess.stop``, registered with ``atexit`` when the kernel starts, i.e. at
-    ``import cdktf``) writes ``{"exit":0}`` to the Node.js process's stdin. When a signal to the
-    process group (Ctrl-C, a CI timeout) ended Node.js first, that write raises
+def _ended_kernel_report(unraisable: Any) -> bool:
+    """True when ``unraisable`` (what :data:`sys.unraisablehook` gets) is jsii's kernel exit hook
+    failing on a kernel that already ended: a ``BrokenPipeError`` of ``stop`` (it wrote
+    ``{"exit":0}`` to the stdin of a Node.js process a signal to the process group ended), or the
+    ``AttributeError`` of ``__del__`` for a kernel a signal interrupted while it started (no
+    ``_process`` yet). Recognised by the exception and the outermost frame of its traceback (a
+    function ``stop`` or ``__del__`` in jsii's ``_kernel/providers/process.py``); CPython 3.11-3.13
+    pass such reports to the hook ("Exception ignored in atexit callback", and ``__del__``'s)."""
+    exc = unraisable.exc_value
+    tb = unraisable.exc_traceback
+    if tb is None or not isinstance(exc, (BrokenPipeError, ConnectionResetError, AttributeError)):
+        return False
+    code = tb.tb_frame.f_code
+    if not code.co_filename.replace(os.sep, "/").endswith(_JSII_PROCESS_FILE):
+        return False
+    if isinstance(exc, AttributeError):
+        return code.co_name == "__del__" and "_process" in str(exc)
+    return code.co_name in ("stop", "__del__")
+
+
+def quiet_ended_kernel_exit() -> None:
+    """Drop the report of jsii's kernel exit hook failing on a kernel that already ended (called at
+    import, before the kernel starts). Idempotent.
+
+    jsii (1.x) registers the kernel process's ``stop`` with :mod:`atexit` when the kernel starts
+    (at ``import cdktf``); it writes ``{"exit":0}`` to the Node.js process's stdin. When a signal to
+    the process group (Ctrl-C, a CI timeout) ended Node.js first, that write raises
     ``BrokenPipeError`` and Python prints "Exception ignored in atexit callback" with a traceback.
-    The wrapper finishes the hook's work (reap the process, close the pipes, remove jsii's
-    runtime folder) without raising; the same for ``__del__`` of a kernel a signal interrupted
-    while it started (no ``_process`` yet: ``AttributeError``). Idempotent.
+    Python hands such an exception to :data:`sys.unraisablehook` (Python docs, "sys.unraisablehook"
+    and "atexit"); the hook installed here drops exactly that report
+    (:func:`_ended_kernel_report`) and passes every other one to the hook it replaced. The dead
+    kernel's pipes are closed and its runtime folder removed when the interpreter exits
+    (``tempfile.TemporaryDirectory``'s finalizer).
     """
-    import contextlib
-
-    from jsii._kernel.providers import process as jsii_process
-
-    node_process = getattr(jsii_process, "_NodeProcess", None)
-    original = getattr(node_process, "stop", None)
-    if original is None or getattr(original, "_gpucluster_tolerant", False):
+    previous = sys.unraisablehook
+    if getattr(previous, "_gpucluster_kernel_exit", False):
         return
 
-    def stop(self) -> None:
-        try:
-            original(self)
-        except Exception:  # noqa: BLE001 - BrokenPipeError (kernel gone), AttributeError (never started: __del__)
-            proc = getattr(self, "_process", None)
-            for step in (
-                lambda: proc.kill(),
-                lambda: proc.wait(timeout=5),
-                lambda: proc.stdout.close(),
-                lambda: proc.stderr.close(),
-                lambda: self._ctx_stack.close(),
-            ):
-                with contextlib.suppress(Exception):
-                    step()
+    def unraisablehook(unraisable: Any) -> None:
+        if not _ended_kernel_report(unraisable):
+            previous(unraisable)
 
-    stop._gpucluster_tolerant = True  # type: ignore[attr-defined]
-    node_process.stop = stop
+    unraisablehook._gpucluster_kernel_exit = True  # type: ignore[attr-defined]
+    sys.unraisablehook = unraisablehook
 
 
 _KERNEL_OUTPUT_MUTED: list[bool] = []
@@ -136,14 +147,12 @@ _KERNEL_OUTPUT_MUTED: list[bool] = []
 
 
 def mute_kernel_output() -> None:
-    """From now on, drop whatever the jsii Node.js kernel writes to its stderr (and stdout).
+    """From now on, drop whatever the jsii Node.js kernel writes to its stderr (and stdout): every
+    write to :data:`sys.stdout` / :data:`sys.stderr` from a thread other than the main thread
+    (:class:`MutableStream`, which says why).
 
-    main.py calls it on a stop signal (safe in a signal handler: one list append, no lock). A signal
-    to the process group (Ctrl-C, a CI job timeout) also ends the kernel's child process; the
-    kernel's runtime then logs ``Error on jsii API channel to child process: ... ECONNRESET``
-    (jsii ``bin/jsii-runtime.js``) and jsii's stderr reader thread prints that raw line as
-    ``b'...'`` (``jsii._kernel.providers.process.stderr_sink``). After a stop the process prints
-    only its own one line. Idempotent.
+    main.py calls it on a stop signal (safe in a signal handler: one list append, no lock).
+    Idempotent.
     """
     if not _KERNEL_OUTPUT_MUTED:
         _KERNEL_OUTPUT_MUTED.append(True)
@@ -210,35 +219,75 @@ def _stop_signal_arrived() -> bool:
     return arrived
 
 
-class _MutableReader:
-    """The kernel's stderr pipe as jsii's reader thread sees it: lines read once a stop signal
-    arrived (:func:`mute_kernel_output`, :func:`_stop_signal_arrived`) are drained (the kernel never
-    blocks on a full pipe) and dropped."""
-
-    def __init__(self, reader):
-        self._reader = reader
-
-    def readline(self) -> bytes:
-        while True:
-            line = self._reader.readline()
-            if not line or not _stop_signal_arrived():
-                return line
+def _dropped_here() -> bool:
+    """True for a write to :data:`sys.stdout` / :data:`sys.stderr` that is dropped: one from a
+    thread other than the main thread (jsii's kernel output reader among them) once a stop signal
+    arrived (:func:`_stop_signal_arrived`). The main thread's writes always go through."""
+    return threading.current_thread() is not threading.main_thread() and _stop_signal_arrived()
 
 
-def mutable_kernel_output() -> None:
-    """Make the kernel's output reader honour :func:`mute_kernel_output` (called at import, before
-    the kernel starts: jsii looks ``stderr_sink`` up when it starts the reader thread). Idempotent."""
-    from jsii._kernel.providers import process as jsii_process
+class _MutableBinary:
+    """A standard stream's ``buffer`` whose writes :func:`_dropped_here` drops (reported written)."""
 
-    original = getattr(jsii_process, "stderr_sink", None)
-    if original is None or getattr(original, "_gpucluster_mutable", False):
-        return
+    def __init__(self, raw):
+        self._raw = raw
 
-    def stderr_sink(reader) -> None:
-        original(_MutableReader(reader))
+    def write(self, data) -> int:
+        if _dropped_here():
+            return len(data)
+        return self._raw.write(data)
 
-    stderr_sink._gpucluster_mutable = True  # type: ignore[attr-defined]
-    jsii_process.stderr_sink = stderr_sink
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class MutableStream:
+    """:data:`sys.stdout` or :data:`sys.stderr` as a proxy of the stream it replaced: every
+    attribute is the stream's own (``encoding``, ``fileno``, ``flush``, ``isatty``,
+    ``reconfigure``, ...), but a write of text, or of bytes through ``buffer``, that
+    :func:`_dropped_here` drops is reported written and goes nowhere.
+
+    Why: a signal to the process group (Ctrl-C, a CI job timeout) also ends the jsii kernel's
+    Node.js child; the kernel's runtime then logs ``Error on jsii API channel to child process:
+    ... ECONNRESET`` (jsii ``bin/jsii-runtime.js``) and jsii's stderr reader thread prints that
+    raw line (``print(line, file=sys.stderr)``) or forwards the kernel's console output
+    (``sys.stderr.buffer.write``, ``sys.stdout.buffer.write``), looking the stream up at each
+    write. After a stop the process prints only its own one line.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    @property
+    def wrapped(self):
+        """The stream this proxy writes to."""
+        return self._stream
+
+    def write(self, text: str) -> int:
+        if _dropped_here():
+            return len(text)
+        return self._stream.write(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    @property
+    def buffer(self) -> _MutableBinary:
+        return _MutableBinary(self._stream.buffer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def mutable_standard_streams() -> None:
+    """Put :class:`MutableStream` proxies in place of :data:`sys.stdout` and :data:`sys.stderr`
+    (called at import, before the kernel starts; a missing or already wrapped stream is left as it
+    is). Idempotent."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, MutableStream):
+            setattr(sys, name, MutableStream(stream))
 
 
 from gpucluster_cdk.kernel_env import (  # noqa: E402,F401 (used below)  # noqa: E402,F401
@@ -272,8 +321,8 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
 
 check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: one input error line, before the kernel
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
-tolerate_dead_kernel()  # before the framework import starts the kernel and registers its exit hook
-mutable_kernel_output()  # likewise: after a stop signal the kernel's output is dropped (main.py)
+quiet_ended_kernel_exit()  # before the framework import starts the kernel and registers its exit hook
+mutable_standard_streams()  # likewise: after a stop signal the kernel's output is dropped (main.py)
 _watch_stop_signals()
 with _lazy_js_bindings(
     DIST.binding_js_packages
