@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -279,6 +280,33 @@ def test_the_uncovered_refusal_says_which_way_versionskew_upgrade_goes(
     assert (
         f"set versionSkew: upgrade on the cluster to install v0.16.9 instead ({direction}" in line
     )
+
+
+@pytest.mark.parametrize("pin", ["84.5.0", "84.4.1", "83.0.0", "82.9.0"])
+def test_the_next_kube_prometheus_stack_minors_are_installed_with_the_values(tmp_path, pin):
+    """One range from the oldest to the newest rendered version, to the end of its major."""
+    plan = _plan(_aks_recipe_file(tmp_path, {"kube-prometheus-stack": pin}))
+    assert plan.components["kube-prometheus-stack"].ref.version == pin
+    (skew,) = [
+        f
+        for f in plan.findings
+        if f.id == "VERSION-SKEW" and f.component == "kube-prometheus-stack"
+    ]
+    assert skew.severity == "info" and "range >=82.8.0 <85.0.0" in skew.message
+
+
+def test_the_refusal_of_a_pin_past_the_range_says_how_to_proceed(tmp_path, capsys):
+    from gpucluster.cli import main
+
+    path = _aks_recipe_file(tmp_path, {"kube-prometheus-stack": "85.0.0"})
+    assert main(["plan", "--config", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error[VERSION-UNCOVERED]") and "component=kube-prometheus-stack" in line
+    m = re.search(r"key=(componentRefs\[\d+\]\.version):", line)
+    assert m and f"fix: set {m.group(1)} to a version in >=82.8.0 <85.0.0" in line
+    assert "set versionSkew: upgrade on the cluster to install" in line
+    assert "versionSkew: warning (the default) and error refuse this pin" in line
+    assert "chartVersions range for it" in line
 
 
 def test_version_skew_error_refuses_a_covered_pin_too(tmp_path):

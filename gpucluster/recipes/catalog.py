@@ -1051,6 +1051,12 @@ def range_entry(entry: RegistryEntry, chart: str, version: str) -> ChartVersionV
     return None
 
 
+def chart_version_entries(entry: RegistryEntry, chart: str) -> list[ChartVersionValues]:
+    """The ``chartVersions`` entries of ``entry`` that apply to ``chart`` (a chart name without
+    a repo prefix), in registry order."""
+    return [cv for cv in entry.chart_versions if chart in _charts(entry, cv)]
+
+
 def describe(entry: RegistryEntry) -> str:
     """The ranges gpucluster has values for, for messages:
     ``kai-scheduler >= 0.16.0 < 0.17.0 (checked: v0.16.9); ...``."""

@@ -67,7 +67,7 @@ from gpucluster.model import (
     Severity,
     absolute_key,
 )
-from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog
+from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog, chart_version_entries
 from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
 from gpucluster.recipes.recipe import order_components, resolve, values_files_for
@@ -518,6 +518,15 @@ def _direction(pinned: str, catalog: str) -> str:
     return "upgrade" if order == -1 else "downgrade" if order == 1 else "replace"
 
 
+def _covered_ranges(entry: Any, chart: str, mine: ComponentRef | None) -> str:
+    """The ``chartVersions`` ranges of ``entry`` for ``chart`` a pin may take, for a fix:
+    ``>=82.8.0 <85.0.0`` (``or``-joined), narrowed by the recipe's own range when it has one."""
+    ranges = " or ".join(cv.versions for cv in chart_version_entries(entry, chart)) or "none"
+    if mine is not None and mine.chart_versions:
+        ranges += f" within the recipe's {mine.chart_versions}"
+    return ranges
+
+
 def _version_key(version: str) -> str:
     return version[1:] if version[:1] in ("v", "V") and version[1:2].isdigit() else version
 
@@ -860,8 +869,11 @@ class _FileReader:
             comp,
             at,
             f"gpucluster has no coherent values for {pinned}: {judged.why}",
-            f"pin a version gpucluster has values for (the catalog's is {cat_version}), or set versionSkew: upgrade on the "
-            f"cluster to install {cat_version} instead ({_DIRECTION_TEXT[direction]}; the change is printed)",
+            f"set {at} to a version in {_covered_ranges(entry, chart, mine)} (the catalog's is {cat_version}), or set "
+            f"versionSkew: upgrade on the cluster to install {cat_version} instead ({_DIRECTION_TEXT[direction]}; the "
+            "change is printed); versionSkew: warning (the default) and error refuse this pin, and installing "
+            f"{version} itself takes a chartVersions range for it in gpucluster's catalog, rendered with that chart "
+            '(docs/recipes.md, "Values per chart version")',
         )
         return source, chart, version
 
