@@ -342,3 +342,34 @@ def test_a_file_that_selects_operator_managed_itself_gets_pools_that_follow_it(t
     assert plan.recipe.profile == ("gpuStack", "operator-managed")
     assert {p.gpu_driver for p in plan.cluster.pools if p.gpu} == {"None"}
     assert not [f for f in plan.findings if f.id.startswith("PROFILE-")]
+
+
+def test_every_value_the_real_v0111_files_state_is_installed_or_named(tmp_path):
+    """Each value a real AICR v0.11.1 file states (its overrides, and its valuesFile as that
+    release wrote it: registry formerValues and their replaced values) is installed as the file
+    has it, or a warning naming the component and the path says what is installed instead."""
+    from gpucluster.recipes import recipe_result
+
+    files = {p.name.split(".")[0]: p for p in sorted(AICR.glob("*.recipe.yaml"))}
+    assert len(files) == 3
+    for spec in _project(tmp_path, files):
+        plan = pipeline.build_plan(spec)
+        intent = recipe_result.file_intent(spec.recipe_file, load_catalog(), cluster=spec)
+        stated = [
+            (comp, path, value)
+            for comp, (_k, vals, _w) in intent.stated.items()
+            for path, value in leaf_paths(vals)
+        ] + [
+            (comp, path, value)
+            for comp, (_k, entries) in intent.replaced.items()
+            for path, value, _why, _where in entries
+        ]
+        assert any(path == "toolkit.enabled" for _c, path, _v in stated)
+        for comp, path, value in stated:
+            if get_path(plan.components[comp].values, path, None) == value:
+                continue
+            assert [
+                f
+                for f in plan.findings
+                if f.severity == "warning" and f.component == comp and path in f.message
+            ], (spec.name, comp, path)
