@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.verify.shapes import shape_problem
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -170,9 +171,15 @@ class Snapshot:
         }
 
 
+_FIX_SHAPE = (
+    "give each field the type of its kind's API (as kubectl get -o json writes it), or leave it out"
+)
+
+
 def _check_items(doc: Any, *, file: str, id: str = "validate.snapshot") -> list[dict[str, Any]]:
     """The items of a snapshot document, each an object with ``apiVersion``, ``kind``,
-    ``metadata.name`` (strings), a string ``metadata.namespace`` and string labels, once.
+    ``metadata.name`` (strings), a string ``metadata.namespace`` and string labels, once, each
+    field shaped as its kind says (:func:`gpucluster.verify.shapes.shape_problem`).
 
     Raises:
         GpuclusterError: the first item that is not (``key`` names it; id ``id``).
@@ -229,6 +236,15 @@ def _check_items(doc: Any, *, file: str, id: str = "validate.snapshot") -> list[
                 fix=fix,
                 id=id,
             )
+        found = shape_problem(obj)
+        if found is not None:
+            raise _problem(
+                f"{obj['kind']} {meta['name']}: {found[0]} {found[1]}",
+                file=file,
+                key=f"items[{i}].{found[0]}",
+                fix=_FIX_SHAPE,
+                id=id,
+            )
         ident = (obj["apiVersion"], obj["kind"], namespace or "", meta["name"])
         if ident in seen:
             raise _problem(
@@ -248,11 +264,20 @@ def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES)
     Bounded: only a regular file of at most ``max_bytes`` bytes is read.
 
     Raises:
-        GpuclusterError: missing, not a regular file, too large, not UTF-8, not JSON/YAML, not a
-            ``List`` of objects with ``apiVersion``, ``kind`` and ``metadata.name``, or an object
-            twice (id ``validate.snapshot``; ``key`` names the item).
+        GpuclusterError: the kubernetes client is not installed, the file is missing, not a
+            regular file, too large, not UTF-8, not JSON/YAML, not a ``List`` of objects with
+            ``apiVersion``, ``kind`` and ``metadata.name``, holds a field not shaped as its kind
+            says (``status.nodeInfo: "x"``), or an object twice (id ``validate.snapshot``; ``key``
+            names the item and field).
     """
     name = str(path)
+    if importlib.util.find_spec("kubernetes") is None:
+        raise _problem(
+            "reading a snapshot needs the official kubernetes client (its models give the fields "
+            "of each kind), which is not installed",
+            file=name,
+            fix="pip install 'gpucluster[validate]'",
+        )
     p = Path(path)
     try:
         info = p.stat()
@@ -784,8 +809,9 @@ def _read_cluster(
                 for ns in sorted({"kube-system", *what.namespaces}):
                     obj = get(f"/api/v1/namespaces/{ns}")
                     if obj is not None:
+                        obj = {**obj, "apiVersion": "v1", "kind": "Namespace"}
                         _check_item(obj, f"/api/v1/namespaces/{ns}", source=source)
-                        items.append({**obj, "apiVersion": "v1", "kind": "Namespace"})
+                        items.append(obj)
                 continue
             spaces: list[str | None] = (
                 sorted(what.namespaces)
@@ -831,6 +857,15 @@ def _check_item(obj: Any, path: str, *, source: str, index: int | None = None) -
             source=source,
             fix=_FIX_ANSWER,
         )
+    found = shape_problem(obj)
+    if found is not None:
+        raise _api_error(
+            f"the answer to GET {path} is not shaped as a {obj.get('kind')}: "
+            + (f"{where}.{found[0]}" if index is not None else found[0])
+            + f" {found[1]}",
+            source=source,
+            fix=_FIX_ANSWER,
+        )
 
 
 def _list(
@@ -852,14 +887,14 @@ def _list(
         )
     out = []
     for i, item in enumerate(items):
-        _check_item(item, path, source=source, index=i)
-        out.append(
-            {
+        if isinstance(item, Mapping):
+            item = {
                 "apiVersion": api_version,
                 "kind": kind,
                 **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")},
             }
-        )
+        _check_item(item, path, source=source, index=i)
+        out.append(item)
     return out
 
 
