@@ -54,7 +54,7 @@ CDKTN_STAMP := $(VENV_CDKTN)/.gpucluster-installed
 CDKTN_TESTS := tests/test_constructs_aks.py tests/test_constructs_helm.py tests/test_stacks.py tests/test_synth_reuse.py \
 	tests/test_nvke_synth.py tests/test_oke_synth.py tests/test_backend_stacks.py tests/test_backend_azurerm.py tests/test_chart_mirrors.py tests/test_cdk_bindings.py \
 	tests/test_helm_string_variables.py tests/test_fleet.py tests/test_synth_outdir.py tests/test_lazy_bindings.py \
-	tests/test_synth_reuse_files.py tests/test_synth_workers.py
+	tests/test_synth_reuse_files.py tests/test_synth_workers.py tests/test_patch_guards.py
 NODE_STAMP := node_modules/.gpucluster-installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed

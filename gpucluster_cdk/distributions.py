@@ -45,6 +45,30 @@ class Distribution:
     lazy_bindings: bool
     binding_js_packages: tuple[str, ...] = ()
 
+    def binding_pins(self) -> dict[str, tuple[str, str]]:
+        """``{Python package: (distribution name, pinned version)}`` of the two bindings, e.g.
+        ``{"cdktf_cdktf_provider_helm": ("cdktf-cdktf-provider-helm", "12.1.2"), ...}``."""
+        pins = {}
+        for package, binding in (
+            (self.azurerm_package, self.azurerm_binding),
+            (self.helm_package, self.helm_binding),
+        ):
+            name, version = binding.split()
+            pins[package] = (name, version)
+        return pins
+
+    def js_pins(self) -> tuple[tuple[str, str, str], ...]:
+        """``(npm name, pinned version, Python package)`` of each binding's jsii assembly: a
+        prebuilt binding release embeds the npm package of the same version
+        (``_jsii/provider-helm@12.1.2.jsii.tgz``)."""
+        pins = self.binding_pins()
+        return tuple(
+            (npm, pins[package][1], package)
+            for npm, package in zip(
+                self.binding_js_packages, (self.azurerm_package, self.helm_package), strict=True
+            )
+        )
+
 
 DISTRIBUTIONS: Mapping[str, Distribution] = {
     "cdktf": Distribution(
@@ -73,6 +97,23 @@ DISTRIBUTIONS: Mapping[str, Distribution] = {
     ),
 }
 DEFAULT_DISTRIBUTION = "cdktf"
+
+JSII_VERSION = "1.142.0"
+"""The jsii whose private submodule map (``jsii._reference_map._submodule_fqn_map``)
+:mod:`gpucluster_cdk.constructs_lib.cdk` fills for a bare binding package; with any other
+installed jsii the bindings are imported the ordinary way (docs/synth.md, "What we patch, why,
+and how it turns itself off")."""
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of the Python ``distribution`` (:func:`importlib.metadata.version`),
+    None when it is not installed."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def chosen(environ: Mapping[str, str] | None = None) -> Distribution:

@@ -39,9 +39,10 @@ def lazy_js_settings(
     packages: Sequence[str], environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The variables the jsii kernel starts with so that it preloads :data:`LAZY_JS_PRELOAD`:
-    ``NODE_OPTIONS`` (``environ``'s own, then ``--require "<preload>"``),
-    and ``GPUCLUSTER_LAZY_JS_PACKAGES`` (the npm ``packages``, comma-separated); ``{}`` with
-    ``GPUCLUSTER_LAZY_JS=0`` or no ``packages``.
+    ``NODE_OPTIONS`` (``environ``'s own, then ``--require "<preload>"``) and
+    ``GPUCLUSTER_LAZY_JS_PACKAGES`` (``packages``, comma-separated, each ``<npm name>@<version>``:
+    the preload rewrites a package's ``lib/index.js`` only when the ``package.json`` beside it
+    has exactly that version); ``{}`` with ``GPUCLUSTER_LAZY_JS=0`` or no ``packages``.
 
     Why: a prebuilt binding's ``lib/index.js`` requires every resource module (azurerm: ~1,500,
     185 MB of JavaScript, ~2 s of the kernel's ``load``, measured with ``JSII_DEBUG_TIMING=1``);

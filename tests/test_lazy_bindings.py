@@ -40,9 +40,10 @@ console.log(JSON.stringify({before, used, star, again, after: seen(), keys: Obje
 """
 
 
-def _package(tmp_path: Path, name: str) -> Path:
+def _package(tmp_path: Path, name: str, version: str = "1.2.3") -> Path:
     lib = tmp_path / "node_modules" / name / "lib"
     (lib / "star-one").mkdir(parents=True)
+    (lib.parent / "package.json").write_text(json.dumps({"name": name, "version": version}))
     (lib / "index.js").write_text(INDEX)
     (lib / "used-one.js").write_text("class Used {}\nexports.Used = Used;\n")
     (lib / "broken-one.js").write_text("throw new Error('broken-one must never be loaded');\n")
@@ -67,7 +68,7 @@ def _node(tmp_path: Path, index: Path, packages: str) -> subprocess.CompletedPro
 
 def test_listed_package_requires_each_module_on_first_use(tmp_path):
     index = _package(tmp_path, "@scope/provider-demo")
-    result = _node(tmp_path, index, "@other/x,@scope/provider-demo")
+    result = _node(tmp_path, index, "@other/x@1.0.0,@scope/provider-demo@1.2.3")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert "used-one.js" not in out["before"] and "star-one.js" not in out["before"]
@@ -77,10 +78,43 @@ def test_listed_package_requires_each_module_on_first_use(tmp_path):
     assert out["keys"] == ["brokenOne", "eager", "starOne", "usedOne"]  # every export still listed
 
 
-def test_unlisted_package_is_compiled_unchanged(tmp_path):
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "@scope/provider-other@1.2.3",  # another package
+        "@scope/provider-demo@1.2.4",  # the package at another version than the one installed
+        "@scope/provider-demo",  # no version named: nothing to check against
+    ],
+)
+def test_unlisted_package_or_another_version_is_compiled_unchanged(tmp_path, listed):
+    """The plain path: the index requires every module at once (the broken one throws)."""
     index = _package(tmp_path, "@scope/provider-demo")
-    result = _node(tmp_path, index, "@scope/provider-other")
+    result = _node(tmp_path, index, listed)
     assert result.returncode != 0 and "broken-one must never be loaded" in result.stderr
+
+
+def test_a_package_without_package_json_is_compiled_unchanged(tmp_path):
+    index = _package(tmp_path, "@scope/provider-demo")
+    (index.parent.parent / "package.json").unlink()
+    result = _node(tmp_path, index, "@scope/provider-demo@1.2.3")
+    assert result.returncode != 0 and "broken-one must never be loaded" in result.stderr
+
+
+def test_js_pins_are_the_installed_npm_packages():
+    """The version the preload checks is the one of the npm package the installed binding embeds
+    (``_jsii/<name>@<version>.jsii.tgz``), and that binding is installed at its pin."""
+    import importlib.util
+
+    from gpucluster_cdk.constructs_lib import cdk
+
+    assert cdk.lazy_js_packages(cdk.DIST) == [
+        f"{npm}@{version}" for npm, version, _ in cdk.DIST.js_pins()
+    ]
+    for npm, version, package in cdk.DIST.js_pins():
+        folder = Path(importlib.util.find_spec(package).submodule_search_locations[0]) / "_jsii"
+        assert [p.name for p in folder.glob("*.jsii.tgz")] == [
+            f"{npm.split('/')[1]}@{version}.jsii.tgz"
+        ]
 
 
 def test_kernel_environment_is_restored_after_start():
@@ -142,7 +176,7 @@ def test_the_kernel_environment_runs_every_command_it_is_asked_to(tmp_path):
     script = tmp_path / "twice.js"
     script.write_text(TWICE_SCRIPT)
     base = {"PATH": os.environ.get("PATH", ""), "TERRAFORM_BINARY_NAME": str(fake)}
-    settings = lazy_js_settings(["@cdktf/provider-helm"], base)
+    settings = lazy_js_settings(["@cdktf/provider-helm@12.1.2"], base)
     assert settings and "--require" in settings["NODE_OPTIONS"]
     result = subprocess.run(
         [node, str(script), f"{fake} version"],

@@ -69,9 +69,11 @@ for _name, _value in KERNEL_DEFAULTS.items():
 from gpucluster_cdk.distributions import (  # noqa: E402,F401  (re-exported)
     DEFAULT_DISTRIBUTION,
     DISTRIBUTIONS,
+    JSII_VERSION,
     SETTING,
     Distribution,
     chosen,
+    installed_version,
 )
 
 DIST = chosen()
@@ -319,13 +321,26 @@ def _lazy_js_bindings(packages: Sequence[str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def lazy_js_packages(dist: Distribution) -> list[str]:
+    """``<npm name>@<pinned version>`` of each binding assembly the Node.js preload may make lazy:
+    those whose Python binding is installed at its pinned version (:func:`installed_version`; the
+    preload itself checks the npm package's ``package.json``). Another version takes the plain
+    path: the binding's ``lib/index.js`` is compiled as it is."""
+    pins = dist.binding_pins()
+    return [
+        f"{npm}@{version}"
+        for npm, version, package in dist.js_pins()
+        if installed_version(pins[package][0]) == pins[package][1]
+    ]
+
+
 check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: one input error line, before the kernel
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 quiet_ended_kernel_exit()  # before the framework import starts the kernel and registers its exit hook
 mutable_standard_streams()  # likewise: after a stop signal the kernel's output is dropped (main.py)
 _watch_stop_signals()
 with _lazy_js_bindings(
-    DIST.binding_js_packages
+    lazy_js_packages(DIST)
 ):  # the first jsii load (constructs) starts the kernel
     from constructs import Construct, IValidation, Node  # noqa: E402,F401  (re-exported)
 
@@ -532,9 +547,22 @@ def _bare_package(package: str) -> ModuleType:
     return module
 
 
+@functools.cache
+def bare_package_allowed(package: str) -> bool:
+    """True when :func:`_bare_package` may be used for the binding ``package``: the installed jsii
+    is :data:`JSII_VERSION` (the one whose private ``_reference_map._submodule_fqn_map`` it fills)
+    and the binding is installed at its pinned version (:meth:`Distribution.binding_pins`, the
+    layout checked: one submodule per resource, ``_jsii`` loading the assembly). Otherwise the
+    binding is imported the ordinary way (its ``__init__`` imports every submodule: slower, the
+    same classes and output)."""
+    name, version = DIST.binding_pins()[package]
+    return installed_version("jsii") == JSII_VERSION and installed_version(name) == version
+
+
 def _submodule(package: str, name: str, *, lazy: bool) -> ModuleType:
-    """``package.name``, importing only that submodule (and the package's ``_jsii``)."""
-    if not lazy:
+    """``package.name``, importing only that submodule (and the package's ``_jsii``) when
+    :func:`bare_package_allowed`; else the package as its ``__init__`` imports it."""
+    if not lazy and bare_package_allowed(package):
         _bare_package(package)
     return importlib.import_module(f"{package}.{name}")
 
