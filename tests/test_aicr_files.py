@@ -27,6 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from _support import ancestors
@@ -158,6 +159,54 @@ def test_operator_driver_version_is_the_installed_charts(plans, shared_dir):
         gpu = plans[name].components["gpu-operator"]
         assert gpu.ref.version == "v25.10.1" and get_path(gpu.values, "driver.enabled") is True
         assert get_path(gpu.values, "driver.version") == want["version"] == "580.105.08", name
+
+
+NETWORK_OPERATOR_25_1 = {
+    "ofedDriver": ("nvcr.io/nvidia/mellanox", "doca-driver", "25.01-0.6.0.0-0"),
+    "rdmaSharedDevicePlugin": ("ghcr.io/mellanox", "k8s-rdma-shared-dev-plugin", "v1.5.2"),
+    "docaTelemetryService": ("nvcr.io/nvidia/doca", "doca_telemetry", "1.16.5-doca2.6.0-host"),
+}
+"""The operand images of the Network Operator v25.1.0 release (Mellanox/network-operator,
+hack/release.yaml at tag v25.1.0: Mofed, RdmaSharedDevicePlugin, docaTelemetryService)."""
+
+
+def test_the_nicclusterpolicy_images_are_those_of_the_pinned_network_operator(plans, shared_dir):
+    """AICR v0.11.1 files pin network-operator 25.1.0: the NicClusterPolicy gpucluster supplies on
+    AKS carries that release's operand images, not 26.4.1's, and chart 25.1.0's CRD accepts it."""
+    from gpucluster.verify.lint_schema import openapi_to_jsonschema
+
+    crd = yaml.safe_load(
+        (
+            shared_dir
+            / "reference"
+            / "charts"
+            / "network-operator-25.1.0"
+            / "crds"
+            / "mellanox.com_nicclusterpolicies.yaml"
+        ).read_text()
+    )
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    schema = openapi_to_jsonschema(served["schema"]["openAPIV3Schema"])
+    schema["properties"].setdefault("metadata", {"type": "object"})
+    for name in FILES:
+        plan = plans[name]
+        assert plan.components["network-operator"].ref.version == "25.1.0"
+        (node,) = [n for n in plan.nodes if n.id == "network-operator-manifests"]
+        docs = [
+            d
+            for path, text in sorted(node.local_chart.files.items())
+            if path.startswith("templates/")
+            for d in yaml.safe_load_all(text)
+            if d and d.get("kind") == "NicClusterPolicy"
+        ]
+        (doc,) = docs
+        spec = doc["spec"]
+        assert {
+            key: (spec[key]["repository"], spec[key]["image"], spec[key]["version"])
+            for key in NETWORK_OPERATOR_25_1
+        } == NETWORK_OPERATOR_25_1, name
+        errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+        assert errors == [], name
 
 
 def test_real_files_cli_exit_0(tmp_path, capsys, monkeypatch):

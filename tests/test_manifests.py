@@ -44,14 +44,14 @@ def cluster(**scheduling) -> ClusterSpec:
     )
 
 
-def comp(name, namespace, files, values, *, type_="Helm", pre=()):
+def comp(name, namespace, files, values, *, type_="Helm", pre=(), version="1.2.3"):
     return Component(
         ref=ComponentRef(
             name=name,
             type=type_,
             namespace=namespace,
             chart=name if type_ == "Helm" else "",
-            version="1.2.3" if type_ == "Helm" else "",
+            version=version if type_ == "Helm" else "",
             manifest_files=list(files),
             pre_manifest_files=list(pre),
         ),
@@ -69,7 +69,9 @@ def stack(*, toolkit=False, tuning=False, nodewright_values=None, **extra):
     }
     nw.update(nodewright_values or {})
     comps = {
-        "network-operator": comp("network-operator", "nvidia-network-operator", NETWORK, {}),
+        "network-operator": comp(
+            "network-operator", "nvidia-network-operator", NETWORK, {}, version="26.4.1"
+        ),
         "nodewright-customizations": comp(
             "nodewright-customizations",
             "nodewright",
@@ -127,7 +129,7 @@ def test_charts_per_component_and_phase():
         "name": "network-operator-manifests",
         "type": "application",
         "version": "1.0.0",
-        "appVersion": "1.2.3",
+        "appVersion": "26.4.1",
         "description": "gpucluster post-manifests of network-operator (installed after its chart)",
     }
     assert [(d["kind"], d["metadata"]["name"]) for d in objects(net)] == [
@@ -262,6 +264,30 @@ def test_undefined_values_name_the_template():
         render(stack(nodewright_values={"accelerator": None}))
     text = str(err.value)
     assert "undefined value" in text and "'accelerator'" in text and f"file={TUNING}" in text
+
+
+@pytest.mark.parametrize(
+    ("version", "rdma"),
+    [
+        ("26.4.1", "network-operator-v26.4.1"),
+        ("v26.4.0", "network-operator-v26.4.1"),
+        ("25.1.0", "v1.5.2"),
+    ],
+)
+def test_the_aks_nicclusterpolicy_follows_the_network_operator_version(version, rdma):
+    net = comp("network-operator", "nvidia-network-operator", NETWORK, {}, version=version)
+    docs = objects(render({"network-operator": net})[("network-operator", "post")])
+    (policy,) = [d for d in docs if d["kind"] == "NicClusterPolicy"]
+    assert policy["spec"]["rdmaSharedDevicePlugin"]["version"] == rdma
+
+
+def test_the_aks_nicclusterpolicy_of_an_unknown_network_operator_is_refused_with_a_fix():
+    net = comp("network-operator", "nvidia-network-operator", NETWORK, {}, version="25.10.0")
+    with pytest.raises(GpuclusterError) as err:
+        render({"network-operator": net})
+    text = str(err.value)
+    assert "known for network-operator 26.4 and 25.1, not 25.10.0" in text
+    assert "pin network-operator 26.4.1" in text and "\n" not in text.strip()
 
 
 def test_training_runtime_carries_accelerated_scheduling():
