@@ -463,6 +463,8 @@ def run_script() -> None:
     SIGTERM in its last milliseconds would end the process with -15 instead of the one line.
     The exit hooks (jsii kernel stop, private TMPDIR removal, _exit_after_late_signal) run here.
     """
+    from gpucluster_cdk import exit_hooks  # standard library only, imported before the run
+
     exit_code = 1
     try:
         exit_code = _script()
@@ -470,9 +472,11 @@ def run_script() -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, _record_only)
         try:
-            atexit._run_exitfuncs()
+            ran = exit_hooks.run_now()
         except BaseException:  # noqa: BLE001
-            pass
+            ran = True
+        if not ran:  # another interpreter: the plain path, the interpreter runs the exit hooks
+            raise SystemExit(exit_code)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -26,7 +26,6 @@ own process, so every error is the one a one-process synth reports.
 
 from __future__ import annotations
 
-import atexit
 import os
 import pickle
 import select
@@ -39,6 +38,8 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from gpucluster_cdk import exit_hooks
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
@@ -73,7 +74,7 @@ def _become_child(parent: int, blocked: Any) -> None:
     """The first steps of a forked worker or helper: the parent's exit hooks dropped, stop signals
     at their default action and unblocked (``blocked``: the mask before the fork), SIGTERM when the
     parent dies, standard output and error to ``/dev/null`` (the parent reports)."""
-    atexit._clear()  # the parent's exit hooks are not this process's
+    exit_hooks.drop_inherited()  # the parent's exit hooks are not this process's
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -325,7 +326,7 @@ def _worker(
     except BaseException:  # noqa: BLE001
         code = 1
     try:
-        atexit._run_exitfuncs()  # the jsii kernel's stop, registered in this process
+        exit_hooks.run_now()  # the jsii kernel's stop, registered in this process
     except BaseException:  # noqa: BLE001
         pass
     os._exit(code)
