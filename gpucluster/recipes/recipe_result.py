@@ -45,7 +45,7 @@ import dataclasses
 import difflib
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -1342,12 +1342,15 @@ class FileIntent:
         return f"{key}.valuesFile"
 
 
-def _stated_values(
+def _file_refs(
     data: Mapping[str, Any], catalog: Catalog, service: str
-) -> dict[str, tuple[str, dict[str, Any], str]]:
+) -> Iterator[tuple[str, str, dict[str, Any], list[Any]]]:
+    """``(key, component, raw ref, former values)`` of each of the file's ``componentRefs`` that
+    names a catalog component (a former name renamed, :func:`former_names`): ``key`` is
+    ``componentRefs[i]``, the former values are the registry's ``formerValues`` entries of the
+    file's ``apiVersion`` and ``service``."""
     renames = former_names(catalog)
     api = data.get("apiVersion")
-    out: dict[str, tuple[str, dict[str, Any], str]] = {}
     for i, raw in enumerate(data.get("componentRefs") or []):
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             continue
@@ -1356,12 +1359,25 @@ def _stated_values(
         entry = catalog.components.get(comp)
         if entry is None:
             continue
+        former = [
+            fv
+            for fv in entry.former_values
+            if api in fv.api_versions and (not fv.services or service in fv.services)
+        ]
+        yield f"componentRefs[{i}]", comp, raw, former
+
+
+def _stated_values(
+    data: Mapping[str, Any], catalog: Catalog, service: str
+) -> dict[str, tuple[str, dict[str, Any], str]]:
+    api = data.get("apiVersion")
+    out: dict[str, tuple[str, dict[str, Any], str]] = {}
+    for key, comp, raw, former in _file_refs(data, catalog, service):
         values: dict[str, Any] = {}
         where = []
-        for fv in entry.former_values:
-            if api in fv.api_versions and (not fv.services or service in fv.services):
-                values = deep_merge(values, fv.values, keep_nulls=True)
-                where.append(f"its valuesFile as {api} files were written: {fv.note}")
+        for fv in former:
+            values = deep_merge(values, fv.values, keep_nulls=True)
+            where.append(f"its valuesFile as {api} files were written: {fv.note}")
         for field_name in ("overrides", "values"):
             if isinstance(raw.get(field_name), dict):
                 values = deep_merge(
@@ -1371,7 +1387,7 @@ def _stated_values(
                 )
                 where.append(field_name)
         if values:
-            out[comp] = (f"componentRefs[{i}]", values, "; ".join(where))
+            out[comp] = (key, values, "; ".join(where))
     return out
 
 
@@ -1380,25 +1396,16 @@ def _replaced_values(
 ) -> dict[str, tuple[str, list[tuple[str, Any, str, str]]]]:
     """Per component of the file, the registry's ``formerValues[].replaced`` entries of the
     file's apiVersion and ``service``, with the file's ``componentRefs[i]`` key."""
-    renames = former_names(catalog)
     api = data.get("apiVersion")
     out: dict[str, tuple[str, list[tuple[str, Any, str, str]]]] = {}
-    for i, raw in enumerate(data.get("componentRefs") or []):
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            continue
-        comp = raw["name"]
-        comp = renames[comp][0] if comp not in catalog.components and comp in renames else comp
-        entry = catalog.components.get(comp)
-        if entry is None:
-            continue
+    for key, comp, _, former in _file_refs(data, catalog, service):
         found = [
             (path, value, why, f"its valuesFile as {api} files were written: {fv.note}")
-            for fv in entry.former_values
-            if api in fv.api_versions and (not fv.services or service in fv.services)
+            for fv in former
             for path, value, why in fv.replaced
         ]
         if found:
-            out[comp] = (f"componentRefs[{i}]", found)
+            out[comp] = (key, found)
     return out
 
 
