@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _support import main_env, tree
 
 from gpucluster_cdk import exit_hooks
 
@@ -83,15 +84,15 @@ def test_the_plain_path_writes_the_same_stacks_and_leaves_nothing(tmp_path):
         tmp.mkdir()
         marker = f"GPUCLUSTER_EXIT_HOOKS_TEST={uuid.uuid4().hex}"
         name, _, value = marker.partition("=")
-        env = {
-            **os.environ,
-            "GPUCLUSTER_CONFIG": str(FLEET),
-            "GPUCLUSTER_SYNTH_CACHE": "off",
-            "GPUCLUSTER_SYNTH_WORKERS": "2",
-            "TMPDIR": str(tmp),
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'plugins'}",
-            name: value,
-        }
+        env = main_env(
+            outdir=folder / "cdktf.out",
+            config=FLEET,
+            GPUCLUSTER_SYNTH_CACHE="off",
+            GPUCLUSTER_SYNTH_WORKERS="2",
+            TMPDIR=str(tmp),
+            PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'plugins'}",
+            **{name: value},
+        )
         done = subprocess.run(
             [sys.executable, "-c", RUN, mode],
             cwd=folder,
@@ -107,8 +108,5 @@ def test_the_plain_path_writes_the_same_stacks_and_leaves_nothing(tmp_path):
             time.sleep(0.2)
         assert _kernels_with(marker) == [], mode
         assert list(tmp.iterdir()) == [], mode
-        out = folder / "cdktf.out"
-        outputs[mode] = {
-            str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
-        }
+        outputs[mode] = tree(folder / "cdktf.out")
     assert outputs["plain"] == outputs["checked"] and len(outputs["checked"]) > 4
