@@ -5,9 +5,6 @@ What is kept (each entry a small file ``<cache dir>/<kind>/<key>``):
 * ``catalog-valid``: markers that the shipped catalog files passed their JSON Schemas
   (:mod:`gpucluster.recipes.catalog`), keyed by the bytes of every file, the schemas, the validating
   code and the gpucluster, jsonschema and Python versions;
-* ``entry-points``: the ``gpucluster`` entry points of the installed distributions
-  (:mod:`gpucluster.plugins`), keyed by ``sys.path``, the ``entry_points.txt`` bytes found on
-  it and the scanning code (its source, gpucluster version);
 * ``yaml-parse``: parsed catalog files and plugins' data files (:mod:`gpucluster.recipes.catalog`), keyed
   by the text, catalog.py's source and the PyYAML install;
 * ``yaml-strict``: strictly parsed user YAML -- cluster files, values files they name

@@ -12,20 +12,15 @@ installing them (handy for tests and local development). ``GPUCLUSTER_DISABLE_PL
 from __future__ import annotations
 
 import copy
-import functools
 import importlib
-import json
 import os
 import pickle
-import re
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pluggy
 
-from gpucluster import diskcache, hookspecs
+from gpucluster import hookspecs
 from gpucluster.errors import GpuclusterError, PluginError, allowed_list
 from gpucluster.model import ClusterSpec, Platform, absolute_keys
 
@@ -57,143 +52,9 @@ def swap_plugin_manager(pm: pluggy.PluginManager | None) -> pluggy.PluginManager
     return previous
 
 
-ENTRY_POINT_CACHE_KIND = "entry-points"
-""":mod:`gpucluster.diskcache` kind of the entry-point lists (:func:`load_entry_points`)."""
-
-_METADATA_SUFFIXES = (".dist-info", ".egg-info")
-
-
-@functools.lru_cache(maxsize=1)
-def _scan_identity() -> str:
-    """Digest of the code that makes a cached entry-point list: this module's source (read, so a
-    checkout's edit without a version bump is another key), gpucluster's version; once per process."""
-    return diskcache.code_identity("entry-point scan 1", __file__) or "unreadable source"
-
-
-def _search_path_fingerprint() -> list[str | bytes] | None:
-    """What ``importlib.metadata.distributions()`` would find, without reading any metadata:
-    every ``sys.path`` entry (absolute; ``''`` is the current folder) with the names, in
-    directory order, of its ``*.dist-info``/``*.egg-info`` entries and the bytes of each
-    one's ``entry_points.txt`` (all an entry point is read from); a file entry (zip) by its size and mtime. None when a
-    finder on ``sys.meta_path`` other than the standard path finder can list distributions
-    (its answers cannot be fingerprinted)."""
-    import importlib.machinery
-
-    for finder in sys.meta_path:
-        if (
-            getattr(finder, "find_distributions", None) is not None
-            and finder is not importlib.machinery.PathFinder
-        ):
-            return None
-    parts: list[str | bytes] = [
-        ENTRY_POINT_CACHE_KIND + " 2",
-        _scan_identity(),
-        sys.version,
-        sys.executable,
-    ]
-    for entry in sys.path:
-        root = os.path.abspath(entry or ".")
-        parts.append("path " + root)
-        try:
-            with os.scandir(root) as it:
-                names = [e.name for e in it if e.name.endswith(_METADATA_SUFFIXES)]
-        except NotADirectoryError:
-            try:
-                st = os.stat(root)
-                parts.append(f"file {st.st_size} {st.st_mtime_ns}")
-            except OSError:
-                parts.append("absent")
-            continue
-        except OSError:
-            parts.append("absent")
-            continue
-        for name in names:
-            # the file's bytes, not its size and mtime: an editable install's metadata rewritten in
-            # place keeps both (same length, mtime restored or within the clock's granularity)
-            try:
-                with open(os.path.join(root, name, "entry_points.txt"), "rb") as f:
-                    parts += [f"{name} entry_points.txt", f.read()]
-            except OSError as exc:
-                parts.append(f"{name} {type(exc).__name__}")
-    return parts
-
-
-def _scan_entry_points(group: str) -> tuple[list[tuple[str, str, Any]], bool]:
-    """``([(name, value, distribution), ...], cacheable)`` of ``group`` in the order
-    ``importlib.metadata.distributions()`` lists them (pluggy's order); ``cacheable`` is False
-    when a distribution is not a folder on disk (its entry could not be found again)."""
-    import importlib.metadata
-
-    found: list[tuple[str, str, Any]] = []
-    cacheable = True
-    for dist in list(importlib.metadata.distributions()):
-        for ep in dist.entry_points:
-            if ep.group != group:
-                continue
-            found.append((ep.name, ep.value, dist))
-            if not isinstance(getattr(dist, "_path", None), Path):
-                cacheable = False
-    return found, cacheable
-
-
-class _LazyDistribution:
-    """A distribution known by its metadata folder, read (``importlib.metadata``) only when asked.
-
-    Stands in for the ``importlib.metadata.Distribution`` pluggy records per entry-point plugin
-    (``PluginManager.list_plugin_distinfo()``): ``project_name``, ``version``, ``metadata`` and
-    every other attribute come from ``Distribution.at(path)``.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._gpucluster_path = path
-        self._gpucluster_dist: Any = None
-
-    def _dist(self) -> Any:
-        if self._gpucluster_dist is None:
-            import importlib.metadata
-
-            self._gpucluster_dist = importlib.metadata.Distribution.at(self._gpucluster_path)
-        return self._gpucluster_dist
-
-    @property
-    def project_name(self) -> str:
-        return self._dist().metadata["name"]
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_gpucluster_"):
-            raise AttributeError(attr)
-        return getattr(self._dist(), attr)
-
-
-_EP_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
-"""``importlib.metadata.EntryPoint.pattern``: ``module[:attr.attr] [extras]``."""
-
-
-def _load_value(value: str) -> Any:
-    """What ``importlib.metadata.EntryPoint(value=value).load()`` returns (module, then attributes).
-
-    Raises:
-        ValueError: ``value`` is not an entry-point reference; whatever the import raises.
-    """
-    match = _EP_VALUE.fullmatch(value)
-    if match is None:
-        raise ValueError(f"invalid entry point value {value!r}")
-    obj: Any = importlib.import_module(match.group("module"))
-    for attr in filter(None, (match.group("attr") or "").split(".")):
-        obj = getattr(obj, attr)
-    return obj
-
-
 def load_entry_points(pm: pluggy.PluginManager, group: str) -> int:
-    """``pm.load_setuptools_entrypoints(group)``, with the list of entry points cached.
-
-    Registers, in the same order and with the same names and distribution records as pluggy,
-    every ``group`` entry point not registered or blocked already. The list comes from
-    ``importlib.metadata`` (which reads every installed distribution's metadata) once per
-    :func:`_search_path_fingerprint`, then from the per-user cache (:mod:`gpucluster.diskcache`):
-    installing, removing or changing a distribution, or another ``sys.path``, is another key.
-    Without a fingerprint (an unusual finder on ``sys.meta_path``) or with a pluggy that keeps no
-    distribution list, pluggy's own loader runs.
+    """``pm.load_setuptools_entrypoints(group)``: every ``group`` entry point not registered or
+    blocked already, in ``importlib.metadata``'s order, with pluggy's distribution records.
 
     Returns:
         the number of plugins registered.
@@ -201,38 +62,7 @@ def load_entry_points(pm: pluggy.PluginManager, group: str) -> int:
     Raises:
         whatever importing or registering a plugin raises (the caller names the group).
     """
-    if not isinstance(getattr(pm, "_plugin_distinfo", None), list):
-        return pm.load_setuptools_entrypoints(group)
-    fingerprint = _search_path_fingerprint()
-    if fingerprint is None:
-        return pm.load_setuptools_entrypoints(group)
-    key = diskcache.digest([group, *fingerprint])
-    records: list[tuple[str, str, Any]] | None = None
-    payload = diskcache.get(ENTRY_POINT_CACHE_KIND, key)
-    if payload is not None:
-        try:
-            listed = json.loads(payload)
-            if isinstance(listed, list) and all(
-                isinstance(r, list) and len(r) == 3 and all(isinstance(x, str) for x in r)
-                for r in listed
-            ):
-                records = [(name, value, _LazyDistribution(path)) for name, value, path in listed]
-        except ValueError:
-            records = None
-    if records is None:
-        records, cacheable = _scan_entry_points(group)
-        if cacheable:
-            listed = [[name, value, str(dist._path)] for name, value, dist in records]
-            diskcache.put(ENTRY_POINT_CACHE_KIND, key, json.dumps(listed).encode("utf-8"))
-    count = 0
-    for name, value, dist in records:
-        if pm.has_plugin(name) or pm.is_blocked(name):
-            continue
-        plugin = _load_value(value)
-        pm.register(plugin, name=name)
-        pm._plugin_distinfo.append((plugin, dist))
-        count += 1
-    return count
+    return pm.load_setuptools_entrypoints(group)
 
 
 def _names(value: str) -> list[str]:
