@@ -14,6 +14,15 @@ from gpucluster_cdk.stacks.names import cluster_stack_name, runtime_stack_name
 if TYPE_CHECKING:
     from gpucluster.model import RuntimePlan
 
+_CONTROL_FIX = (
+    "remove the newline or control character from the value in the cluster file; that it was not "
+    "refused earlier is a gpucluster or plugin bug (a field without its check)"
+)
+_TEMPLATE_FIX = (
+    "a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
+    "(this is a gpucluster or plugin bug, not your input)"
+)
+
 
 def check_no_injection(
     outdir: Path, stack_names: Sequence[str], plans: Sequence[RuntimePlan]
@@ -42,7 +51,6 @@ def check_no_injection(
         document = json.loads(
             (outdir / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8")
         )
-        found = unexpected_templates(document)
         cluster = next(
             (
                 p.cluster.name
@@ -51,30 +59,25 @@ def check_no_injection(
             ),
             None,
         )
-        controls = unexpected_controls(document)
-        if controls:
-            path, text = controls[0]
-            problems.append(
-                Problem(
-                    message=f"stack {name}: {len(controls)} string(s) would reach Terraform with a control character, "
-                    f"first at {path}: {text}",
-                    cluster=cluster,
-                    id="injection",
-                    fix="remove the newline or control character from the value in the cluster file; that it was not "
-                    "refused earlier is a gpucluster or plugin bug (a field without its check)",
+        controls = list(unexpected_controls(document))
+        templates = [(path, repr(seq)) for path, seq in unexpected_templates(document)]
+        for found, what, fix in (
+            (controls, "string(s) would reach Terraform with a control character", _CONTROL_FIX),
+            (
+                templates,
+                "Terraform template sequence(s) would be evaluated at plan time",
+                _TEMPLATE_FIX,
+            ),
+        ):
+            if found:
+                path, text = found[0]
+                problems.append(
+                    Problem(
+                        message=f"stack {name}: {len(found)} {what}, first at {path}: {text}",
+                        cluster=cluster,
+                        id="injection",
+                        fix=fix,
+                    )
                 )
-            )
-        if found:
-            path, seq = found[0]
-            problems.append(
-                Problem(
-                    message=f"stack {name}: {len(found)} Terraform template sequence(s) would be evaluated at plan time, "
-                    f"first at {path}: {seq!r}",
-                    cluster=cluster,
-                    id="injection",
-                    fix="a construct passed a string without gpucluster_cdk.constructs_lib.tfstring.literal(); escape it there "
-                    "(this is a gpucluster or plugin bug, not your input)",
-                )
-            )
     if problems:
         raise GpuclusterError(problems=problems)
