@@ -67,27 +67,59 @@ def _mute_kernel_output() -> None:
 
 def _would_be_ignored(frame) -> bool:
     """True when an exception raised in ``frame`` would not propagate but be printed as "Exception
-    ignored in ..." with a traceback: a weak-reference callback of the import system (CPython's
-    ``_get_module_lock.<locals>.cb``, run when a module lock is collected) or a ``__del__``."""
-    code = getattr(frame, "f_code", None)
-    if code is None:
-        return False
-    return code.co_name == "__del__" or (
-        code.co_name == "cb" and code.co_filename.startswith("<frozen importlib")
-    )
+    ignored in ..." with a traceback: ``frame`` or a frame it was called from (``f_back``) is a
+    weak-reference callback of the import system (CPython's ``_get_module_lock.<locals>.cb``, run
+    when a module lock is collected) or a ``__del__``."""
+    while frame is not None:
+        code = getattr(frame, "f_code", None)
+        if code is not None and (
+            code.co_name == "__del__"
+            or (code.co_name == "cb" and code.co_filename.startswith("<frozen importlib"))
+        ):
+            return True
+        frame = getattr(frame, "f_back", None)
+    return False
+
+
+DEFER_SECONDS = 0.005
+"""How long a stop signal that arrived inside a callback waits before it is handled again (s)."""
+_deferred: list[int] = []
 
 
 def _raise_stop(signum: int, frame, received: list[int]) -> None:
     """Raise :class:`_Stopped` for the first stop signal -- unless ``frame`` would swallow it
-    (:func:`_would_be_ignored`): then it is forgotten and sent to this process again, to be
-    handled (and raised) at the next instruction outside that callback."""
+    (:func:`_would_be_ignored`): then it is forgotten and handled again once
+    :data:`DEFER_SECONDS` have passed (:func:`_handle_later`), outside that callback."""
     if len(received) != 1:
         return
     if _would_be_ignored(frame):
         received.clear()
-        os.kill(os.getpid(), signum)
+        _handle_later(signum)
         return
     raise _Stopped(signum)
+
+
+def _handle_later(signum: int) -> None:
+    """Hand ``signum`` to its handler again after :data:`DEFER_SECONDS`, from SIGALRM of a
+    one-shot ``ITIMER_REAL`` timer. Sending it again with ``os.kill`` would not do: a signal sent
+    to this process is handled at the next instruction, still inside the callback."""
+    _deferred.append(signum)
+    signal.signal(signal.SIGALRM, _on_deferred)
+    signal.setitimer(signal.ITIMER_REAL, DEFER_SECONDS)
+
+
+def _on_deferred(_alarm: int, frame) -> None:
+    """SIGALRM of :func:`_handle_later`: run the deferred signal's current handler where this
+    process is now (it defers again if still inside a callback); a default disposition is
+    carried out (``signal.raise_signal``), an ignored one dropped."""
+    pending = list(_deferred)
+    _deferred.clear()  # a handler still inside a callback defers again: to a later alarm
+    for signum in pending:
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(signum)
 
 
 def _on_stop_signal(signum, frame):

@@ -221,47 +221,94 @@ def test_signals_to_the_process_group_at_any_moment_never_print_a_traceback(tmp_
     assert any(outcomes), "no run was stopped by its signal"
 
 
-def _frame(name: str, filename: str):
+def _frame(name: str, filename: str, caller=None):
     import types
 
-    return types.SimpleNamespace(f_code=types.SimpleNamespace(co_name=name, co_filename=filename))
+    return types.SimpleNamespace(
+        f_code=types.SimpleNamespace(co_name=name, co_filename=filename), f_back=caller
+    )
+
+
+_CB = _frame(
+    "cb", "<frozen importlib._bootstrap>"
+)  # _get_module_lock.<locals>.cb, a weakref callback
 
 
 @pytest.mark.parametrize(
-    "name, filename, swallowed",
+    "frame, swallowed",
     [
-        (
-            "cb",
-            "<frozen importlib._bootstrap>",
-            True,
-        ),  # _get_module_lock.<locals>.cb, a weakref callback
-        ("__del__", "/x/y.py", True),
-        ("cb", "/site-packages/other.py", False),
-        (
-            "_find_and_load",
-            "<frozen importlib._bootstrap>",
-            False,
-        ),  # an import itself: raising there is fine
-        ("_run", "/x/gpucluster_cdk/app.py", False),
+        (_CB, True),
+        (_frame("__del__", "/x/y.py"), True),
+        (_frame("cb", "/site-packages/other.py"), False),
+        (_frame("_find_and_load", "<frozen importlib._bootstrap>"), False),  # an import: fine
+        (_frame("_run", "/x/gpucluster_cdk/app.py"), False),
+        # a handler of the signal running inside the callback: still inside it
+        (_frame("_raise_stop", "/x/gpucluster_cdk/app.py", _frame("stop", "/x/app.py", _CB)), True),
+        (_frame("helper", "/x/y.py", _frame("__del__", "/x/y.py", _frame("_run", "/x"))), True),
     ],
 )
 def test_a_stop_signal_is_never_raised_where_python_would_print_it_as_ignored(
-    monkeypatch, name, filename, swallowed
+    monkeypatch, frame, swallowed
 ):
     """A SIGTERM raised inside the import system's weakref callback printed "Exception ignored in
-    <function _get_module_lock.<locals>.cb>" with a traceback (seen once in the any-moment test
-    above): there the signal is sent again, to be raised once out of the callback."""
+    <function _get_module_lock.<locals>.cb>" with a traceback (seen in the any-moment test
+    above): there the signal is handled again later, to be raised once out of the callback."""
     from gpucluster_cdk import app
 
-    sent = []
-    monkeypatch.setattr(app.os, "kill", lambda pid, signum: sent.append((pid, signum)))
+    later = []
+    monkeypatch.setattr(app, "_handle_later", later.append)
     received = [signal.SIGTERM]
     if swallowed:
-        app._raise_stop(signal.SIGTERM, _frame(name, filename), received)
-        assert sent == [(os.getpid(), signal.SIGTERM)] and received == []
+        app._raise_stop(signal.SIGTERM, frame, received)
+        assert later == [signal.SIGTERM] and received == []
     else:
         with pytest.raises(app._Stopped):
-            app._raise_stop(signal.SIGTERM, _frame(name, filename), received)
-        assert sent == [] and received == [signal.SIGTERM]
+            app._raise_stop(signal.SIGTERM, frame, received)
+        assert later == [] and received == [signal.SIGTERM]
+    before = list(later)
     received = [signal.SIGTERM, signal.SIGINT]  # a second signal: recorded only, never raised
-    app._raise_stop(signal.SIGINT, _frame(name, filename), received)
+    app._raise_stop(signal.SIGINT, frame, received)
+    assert later == before and received == [signal.SIGTERM, signal.SIGINT]
+
+
+DEL_SENDS_SIGTERM = """
+import os, signal, sys, time
+from gpucluster_cdk import app
+
+class SendsOnCollect:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled inside __del__
+        for _ in range(3):
+            time.sleep(0.01)  # longer than app.DEFER_SECONDS: deferred more than once
+        print("__del__ ran to its end", flush=True)
+
+received = []
+try:
+    with app._stop_signals_raise(received):
+        SendsOnCollect()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+        print("never stopped", flush=True)
+except app._Stopped as stopped:
+    print("stopped outside __del__ by", signal.Signals(stopped.signum).name, received, flush=True)
+"""
+
+
+def test_a_stop_signal_handled_inside_a_finalizer_stops_the_run_once_it_has_returned(tmp_path):
+    """A real ``__del__`` that receives SIGTERM: the run is stopped by it after the finalizer
+    returned, with no "Exception ignored" traceback on stderr (before, the signal sent again
+    with ``os.kill`` was handled at once, still inside the finalizer, and printed there)."""
+    run = subprocess.run(
+        [sys.executable, "-c", DEL_SENDS_SIGTERM],
+        cwd=tmp_path,
+        env=main_env(outdir=tmp_path / "cdktf.out"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.stderr == "", run.stderr
+    assert run.stdout.splitlines() == [
+        "__del__ ran to its end",
+        f"stopped outside __del__ by SIGTERM [{int(signal.SIGTERM)}]",
+    ]
