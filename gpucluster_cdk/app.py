@@ -84,6 +84,7 @@ def _would_be_ignored(frame) -> bool:
 DEFER_SECONDS = 0.005
 """How long a stop signal that arrived inside a callback waits before it is handled again (s)."""
 _deferred: list[int] = []
+_alarm_before: list = []  # the SIGALRM handler _handle_later replaced, put back by _on_deferred
 
 
 def _raise_stop(signum: int, frame, received: list[int]) -> None:
@@ -104,14 +105,17 @@ def _handle_later(signum: int) -> None:
     one-shot ``ITIMER_REAL`` timer. Sending it again with ``os.kill`` would not do: a signal sent
     to this process is handled at the next instruction, still inside the callback."""
     _deferred.append(signum)
-    signal.signal(signal.SIGALRM, _on_deferred)
+    if signal.getsignal(signal.SIGALRM) is not _on_deferred:
+        _alarm_before[:] = [signal.signal(signal.SIGALRM, _on_deferred)]
     signal.setitimer(signal.ITIMER_REAL, DEFER_SECONDS)
 
 
 def _on_deferred(_alarm: int, frame) -> None:
     """SIGALRM of :func:`_handle_later`: run the deferred signal's current handler where this
     process is now (it defers again if still inside a callback); a default disposition is
-    carried out (``signal.raise_signal``), an ignored one dropped."""
+    carried out (``signal.raise_signal``), an ignored one dropped. The SIGALRM handler that was
+    there before is put back first."""
+    signal.signal(signal.SIGALRM, _alarm_before.pop() if _alarm_before else signal.SIG_DFL)
     pending = list(_deferred)
     _deferred.clear()  # a handler still inside a callback defers again: to a later alarm
     for signum in pending:

@@ -229,9 +229,8 @@ def _frame(name: str, filename: str, caller=None):
     )
 
 
-_CB = _frame(
-    "cb", "<frozen importlib._bootstrap>"
-)  # _get_module_lock.<locals>.cb, a weakref callback
+# _get_module_lock.<locals>.cb, a weakref callback
+_CB = _frame("cb", "<frozen importlib._bootstrap>")
 
 
 @pytest.mark.parametrize(
@@ -269,6 +268,34 @@ def test_a_stop_signal_is_never_raised_where_python_would_print_it_as_ignored(
     received = [signal.SIGTERM, signal.SIGINT]  # a second signal: recorded only, never raised
     app._raise_stop(signal.SIGINT, frame, received)
     assert later == before and received == [signal.SIGTERM, signal.SIGINT]
+
+
+def test_a_deferred_signal_reaches_its_handler_and_the_alarm_handler_is_put_back():
+    """:func:`app._on_deferred` runs the deferred signal's current handler with the frame it was
+    given, drops an ignored one, and puts back the SIGALRM handler :func:`app._handle_later`
+    replaced (no timer is left running)."""
+    from gpucluster_cdk import app
+
+    seen = []
+
+    def alarm_before(signum, frame):
+        raise AssertionError("the replaced SIGALRM handler ran")
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)}
+    try:
+        signal.signal(signal.SIGALRM, alarm_before)
+        signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append((signum, frame)))
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        app._handle_later(signal.SIGUSR1)
+        app._handle_later(signal.SIGUSR2)
+        signal.setitimer(signal.ITIMER_REAL, 0)  # the test calls the alarm's handler itself
+        assert signal.getsignal(signal.SIGALRM) is app._on_deferred
+        app._on_deferred(signal.SIGALRM, "frame-now")
+        assert seen == [(signal.SIGUSR1, "frame-now")]
+        assert signal.getsignal(signal.SIGALRM) is alarm_before and app._deferred == []
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 DEL_SENDS_SIGTERM = """
