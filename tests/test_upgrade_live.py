@@ -18,6 +18,7 @@ from validate_server import FakeApi, HostileApi
 from validate_support import HEALTHY_DEFAULT, items_of, write_snapshot
 
 from gpucluster.cli import main
+from gpucluster.errors import GpuclusterError
 
 GPU_NODE = "aks-gpu-12345678-vmss000000"
 NODES = [f"aks-gpu-12345678-vmss00000{i}" for i in range(5)]
@@ -396,6 +397,7 @@ def test_the_upgrade_policy_decides_what_rolls_the_driver(tmp_path, path, value,
         sets.append("gpuoperator:driver.version=580.105.08")
     new = cluster_file(tmp_path / "b.yaml", profile=profile, overrides={"set": sets})
     _, doc, _ = judge(tmp_path, old, new, healthy_items(2))
+    assert [n["node"] for n in doc["nodes"]] == NODES[:2]
     for n in doc["nodes"]:
         drivers = [a for a in n["actions"] if a.startswith("driver re-install")]
         if action is None:
@@ -474,3 +476,101 @@ def test_step_2_of_a_pool_replacement_names_the_nodes_still_running_jobs(tmp_pat
     assert nodes[NODES[0]]["verdict"] == "manual"
     assert any("1 GPU pods end with the node" in x for x in nodes[NODES[0]]["notes"])
     assert {nodes[n]["verdict"] for n in NODES[1:]} == {"safe"}, "a drained node is ready to go"
+
+
+def test_a_change_that_touches_no_node_is_unknown_without_pods(tmp_path):
+    """A values change of a component that acts on no node (NFD) is still judged on the snapshot:
+    without pods the snapshot cannot tell, so the verdict is unknown (exit 1), never safe, and the
+    CTRF report says ``other`` for it."""
+    old = cluster_file(tmp_path / "a.yaml")
+    new = cluster_file(tmp_path / "b.yaml", overrides={"set": ["nfd:gc.interval=2h"]})
+    items = [o for o in healthy_items(2) if o["kind"] != "Pod"]
+    code, doc, err = judge(tmp_path, old, new, items)
+    assert (code, err) == (1, "") and doc["verdict"] == "unknown", doc["components"]
+    comps = by(doc, "components", "component")
+    assert set(comps) == {"nfd"}, comps
+    nfd = comps["nfd"]
+    assert (nfd["fileVerdict"], nfd["verdict"]) == ("safe", "unknown"), nfd
+    assert "the snapshot lists no pods" in nfd["note"]
+    code, ctrf, _ = judge(tmp_path, old, new, items, fmt="ctrf")
+    tests = {t["name"]: t for t in json.loads(ctrf)["results"]["tests"]}
+    assert code == 1 and tests["component/nfd"]["status"] == "other", tests
+    # with the pods listed the same change is safe: it acts on no node
+    code, doc, _ = judge(tmp_path, old, new, healthy_items(2))
+    assert code == 0 and by(doc, "components", "component")["nfd"]["verdict"] == "safe"
+
+
+def test_a_cordon_before_the_controller_and_a_failed_upgrade_block_a_driver_change(
+    tmp_path, driver_change
+):
+    """Node 0: cordoned by the controller (drain-required), safe. Node 1: the same state, but the
+    controller recorded that the node was already unschedulable when it took it
+    (``node-initial-state.unschedulable``): someone else's cordon, manual. Node 2: its last driver
+    upgrade failed (upgrade-failed, held cordoned by the controller): manual, not someone else's."""
+    items = healthy_items(3)
+    nodes = {o["metadata"]["name"]: o for o in items if o["kind"] == "Node"}
+    for name, state in zip(
+        NODES[:3], ("drain-required", "drain-required", "upgrade-failed"), strict=True
+    ):
+        nodes[name]["spec"]["unschedulable"] = True
+        nodes[name]["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = state
+    nodes[NODES[1]]["metadata"].setdefault("annotations", {})[
+        "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+    ] = "true"
+    code, doc, _ = judge(tmp_path, *driver_change, items)
+    got = by(doc, "nodes", "node")
+    assert [
+        (got[n]["cordonedByOther"], got[n]["upgradeState"], got[n]["verdict"]) for n in NODES[:3]
+    ] == [
+        (False, "drain-required", "safe"),
+        (True, "drain-required", "manual"),
+        (False, "upgrade-failed", "manual"),
+    ], doc["nodes"]
+    assert any(x.startswith("cordoned by someone else") for x in got[NODES[1]]["notes"])
+    assert any(x.startswith("node is in upgrade-failed") for x in got[NODES[2]]["notes"])
+    comps = by(doc, "components", "component")
+    assert code == 1 and comps["gpu-operator"]["verdict"] == "manual"
+    assert comps["gpu-operator"]["note"].endswith(f"; not safe now on {NODES[1]}, {NODES[2]}")
+
+
+def test_a_snapshot_of_one_cluster_against_files_of_two_is_one_line_exit_2(tmp_path):
+    """Files that compare two clusters cannot be judged on one cluster's snapshot: one
+    error[validate.input] line naming --snapshot and both clusters, exit 2, nothing on stdout."""
+    paths = []
+    for label in ("a", "b"):
+        doc = {
+            "clusters": [
+                {
+                    "name": name,
+                    "criteria": {
+                        "service": "aks",
+                        "accelerator": "h100",
+                        "os": "ubuntu",
+                        "intent": "training",
+                    },
+                    "kubernetesVersion": "1.34",
+                    "pools": copy.deepcopy(POOLS),
+                }
+                for name in ("lab", "lab2")
+            ]
+        }
+        path = tmp_path / f"{label}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        paths.append(str(path))
+    code, out, err = judge(tmp_path, *paths, healthy_items(1))
+    assert (code, out) == (2, ""), err
+    assert err.startswith("error[validate.input] ") and err.count("\n") == 1, err
+    assert "key=--snapshot" in err and "(allowed: lab, lab2)" in err, err
+    assert "the files hold several" in err and "fix: compare files of one cluster each" in err
+    # the library refuses it too, with the same one line
+    from gpucluster.verify import snapshot, upgrade_check, upgrade_live
+
+    report, old, new = upgrade_check.run_sides(*paths)
+    snap = snapshot.load_snapshot_file(str(write_snapshot(tmp_path / "s.json", healthy_items(1))))
+    with pytest.raises(GpuclusterError) as exc:
+        upgrade_live.assess(report, old.plans[0], new.plans[0], snap)
+    assert exc.value.render() == (
+        "error[validate.input] key=--snapshot: a snapshot is one cluster's state, and the files "
+        "compare several clusters (allowed: lab, lab2) fix: compare one cluster's files (split the "
+        "cluster file), or drop --snapshot/--kubeconfig"
+    )
