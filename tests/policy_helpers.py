@@ -7,6 +7,7 @@ policyKeys) but is written here, so unit tests do not depend on the shipped cata
 from __future__ import annotations
 
 import copy
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -241,5 +242,26 @@ def ids(findings, severity: str | None = None) -> list[str]:
     return [f.id for f in findings if severity is None or f.severity == severity]
 
 
+def _documented_severities() -> dict[str, str]:
+    """Check id -> severity of the rows of docs/policies.md's table whose severity is one word."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text(
+        encoding="utf-8"
+    )
+    rows = re.findall(
+        r"^\| \[?`([A-Z0-9-]+)`\]?(?:\(#[a-z0-9-]+\))? \| (error|warning|info) \|", text, re.M
+    )
+    return dict(rows)
+
+
+SEVERITY = _documented_severities()
+"""The severity of each check as docs/policies.md documents it: an error refuses the cluster, a
+warning only prints. :func:`by_id` checks it on every finding it returns, so a test that looks a
+refusal up also fails when the refusal became a warning."""
+
+
 def by_id(findings, id: str):
-    return [f for f in findings if f.id == id]
+    """The findings of check ``id``; each must have the check's :data:`SEVERITY` (when listed)."""
+    found = [f for f in findings if f.id == id]
+    wrong = [f for f in found if f.severity != SEVERITY.get(id, f.severity)]
+    assert not wrong, f"{id} must be {SEVERITY[id]}: {wrong}"
+    return found

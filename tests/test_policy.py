@@ -118,6 +118,35 @@ def test_dual_advertisement_rejected(catalog):
     assert f.component == "nvidia-dra-driver-gpu" and f.key == "resources.gpus.enabled"
 
 
+@pytest.mark.parametrize(
+    "absent",
+    [
+        ("gpu-operator", "devicePlugin"),
+        ("nvidia-dra-driver-gpu", "resources"),
+        ("gpu-operator", "devicePlugin", "nvidia-dra-driver-gpu", "resources"),
+    ],
+)
+def test_dual_advertisement_through_chart_defaults_rejected(catalog, absent):
+    """An absent toggle is the chart's default: gpu-operator ``devicePlugin.enabled`` and the DRA
+    driver's ``resources.gpus.enabled`` are both on by default, so with the DRA waiver set and either
+    key absent both ledgers advertise whole GPUs."""
+    values = with_values(
+        {
+            ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+            ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True,
+        }
+    )
+    for component, section in zip(absent[::2], absent[1::2], strict=True):
+        del values[component][section]
+    [f] = by_id(check(catalog, values=values), "GPU-ADVERTISER")
+    assert (f.severity, f.component, f.key) == (
+        "error",
+        "nvidia-dra-driver-gpu",
+        "resources.gpus.enabled",
+    )
+    assert f.message.startswith("dual advertisement: the device plugin")
+
+
 def test_partial_flip_gpus_without_waiver_rejected(catalog):
     findings = check(
         catalog,
@@ -339,7 +368,7 @@ def test_profile_owned_same_value_accepted(catalog):
 def test_profile_owned_different_value_rejected(catalog):
     findings = check(catalog, overrides={"set": ["gpuoperator:operator.runtimeClass=nvidia"]})
     [f] = by_id(findings, "PROFILE-OWNED")
-    assert f.key == "operator.runtimeClass"
+    assert (f.severity, f.component, f.key) == ("error", "gpu-operator", "operator.runtimeClass")
     assert (
         "owned by the gpuStack profile 'azure-managed', which sets 'nvidia-container-runtime'"
         in f.message
@@ -532,6 +561,7 @@ def test_nvsentinel_runtime_class_mismatch_rejected(catalog):
         "metadata-collector"
     ]  # chart default 'nvidia' vs operator 'nvidia-container-runtime'
     [f] = by_id(check(catalog, profile=None, values=values), "NVSENTINEL-RUNTIMECLASS")
+    assert (f.severity, f.component) == ("error", "nvsentinel")
     assert (
         f.key == "metadata-collector.runtimeClassName"
         and "rejects every metadata-collector pod" in f.message
