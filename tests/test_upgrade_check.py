@@ -434,3 +434,96 @@ def test_the_rolling_gpu_operator_paths_are_read_by_the_real_chart(reference_cha
         assert (
             f".Values.{r.path}" in template or f".Values.{r.path.rsplit('.', 1)[0]}" in template
         ), r.id
+
+
+# --------------------------------------------------------------------------- changes that replace or orphan
+
+SYSTEM = {"name": "system", "vmSize": "Standard_D8ds_v5", "nodeCount": 2}
+GPU = {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1}
+
+
+@pytest.mark.parametrize(
+    "old_extra, new_extra, rule, detail",
+    [
+        (
+            {},
+            {"region": "westus3"},
+            "aks-region-replaces-cluster",
+            "region eastus -> westus3",
+        ),
+        (
+            {"pools": [SYSTEM, GPU]},
+            {"pools": [dict(SYSTEM, vmSize="Standard_D16ds_v5"), GPU]},
+            "aks-system-pool-rotated",
+            "pool system: vmSize Standard_D8ds_v5 -> Standard_D16ds_v5",
+        ),
+        (
+            {},
+            {
+                "backend": {
+                    "type": "azurerm",
+                    "storageAccountName": "st01",
+                    "containerName": "tfstate",
+                }
+            },
+            "backend-change-moves-state",
+            "backend local -> azurerm (storageAccountName=st01, containerName=tfstate)",
+        ),
+        (
+            {"pools": [SYSTEM, GPU]},
+            {"pools": [SYSTEM, GPU, dict(GPU, name="gpu2")]},
+            "aks-gpu-pool-added",
+            "GPU pool gpu2 added (1 x Standard_ND96isr_H100_v5)",
+        ),
+        (
+            {"pools": [SYSTEM, GPU]},
+            {"pools": [SYSTEM, dict(GPU, nodeCount=4)]},
+            "aks-gpu-pool-resized",
+            "GPU pool gpu: nodeCount 1 -> 4",
+        ),
+        (
+            {"pools": [SYSTEM, dict(GPU, nodeCount=4)]},
+            {"pools": [SYSTEM, GPU]},
+            "aks-gpu-pool-resized",
+            "GPU pool gpu: nodeCount 4 -> 1",
+        ),
+    ],
+)
+def test_a_change_that_replaces_or_orphans_is_never_safe(
+    tmp_path, old_extra, new_extra, rule, detail
+):
+    """Region (the resource group's and the cluster's location: ForceNew), the system pool's VM
+    size (rotated through temporary_name_for_rotation), the backend (state moves), a GPU pool
+    added or resized (capacity, or nodes removed with their jobs): each is named with its rule,
+    manual, exit 3 (each was 'no change', exit 0)."""
+    old = aks_file(tmp_path / "a.yaml", **old_extra)
+    new = aks_file(tmp_path / "b.yaml", **new_extra)
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "cluster")
+    assert detail in ch["details"], ch
+    assert rule in rules_of(ch) and ch["verdict"] == "manual" and code == 3, ch
+
+
+def test_the_default_region_written_out_is_no_change(tmp_path):
+    """Region is compared as the platform resolves it: omitted (AKS default eastus) and
+    ``region: eastus`` are the same cluster."""
+    code, report, _ = run(
+        tmp_path, aks_file(tmp_path / "a.yaml"), aks_file(tmp_path / "b.yaml", region="eastus")
+    )
+    assert code == 0 and report["clusters"][0]["changes"] == []
+
+
+def test_a_renamed_cluster_is_a_second_cluster_and_an_orphan(tmp_path):
+    """Stack names and state files follow the cluster name: a rename synthesizes new stacks
+    (Terraform creates a second cluster) and leaves the old ones unmanaged -- manual, exit 3."""
+    old = aks_file(tmp_path / "a.yaml")
+    new = write(
+        tmp_path / "b.yaml",
+        {"clusters": [{"name": "lab2", "criteria": AKS, "kubernetesVersion": "1.34"}]},
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "cluster")
+    assert "name lab -> lab2" in ch["details"]
+    assert "cluster-renamed" in rules_of(ch) and code == 3
+    code, text, _ = run(tmp_path, old, new, fmt="text")
+    assert "manual [cluster-renamed]" in text and text.endswith("verdict: manual (exit 3)\n")

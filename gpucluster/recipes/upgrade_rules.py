@@ -34,6 +34,12 @@ MATCHES = (
     "componentRemoved",
     "gpuPoolChange",
     "gpuPoolRemoved",
+    "gpuPoolAdded",
+    "gpuPoolResize",
+    "systemPoolChange",
+    "regionChange",
+    "clusterRename",
+    "backendChange",
 )
 
 _STR = {"type": "string", "minLength": 1}
@@ -82,7 +88,15 @@ RULES_SCHEMA: dict[str, Any] = {
 * ``componentRemoved``: optional ``component``, optional ``ownsCrds``;
 * ``gpuPoolChange``: a GPU pool whose ``vmSize`` or ``gpuDriver`` changed (the pool is replaced);
 * ``gpuPoolRemoved``: a GPU pool OLD has and NEW does not (the pool is destroyed; step 2 of a
-  surge change when a NEW pool had ``replaces`` naming it in OLD).
+  surge change when a NEW pool had ``replaces`` naming it in OLD);
+* ``gpuPoolAdded``: a GPU pool NEW has and OLD does not (new GPU capacity);
+* ``gpuPoolResize``: a GPU pool whose ``nodeCount`` changed (capacity added, or nodes removed
+  with what runs on them);
+* ``systemPoolChange``: a non-GPU pool (the system pool first) whose ``vmSize`` changed, or the
+  system pool's name;
+* ``regionChange``: the cluster's resolved ``region`` changed;
+* ``clusterRename``: the cluster's ``name`` changed (its stacks and state files are named after it);
+* ``backendChange``: the Terraform ``backend`` of the cluster's stacks changed.
 
 Every rule may name a ``service`` (the cluster's ``criteria.service``) it is limited to."""
 

@@ -294,6 +294,7 @@ def _cluster_change(
                         _reason(rule, f"{rule.why} (pool {pool.name}: {', '.join(diffs)})")
                     )
     _removed_gpu_pools(old, new, rules, service, cluster_change)
+    _replacing_changes(old, new, rules, service, cluster_change)
     if cluster_change.details:
         if not cluster_change.reasons:
             cluster_change.reasons.append(
@@ -329,6 +330,107 @@ def _removed_gpu_pools(
         for rule in rules:
             if rule.match == "gpuPoolRemoved" and _service_ok(rule, service):
                 change.reasons.append(_reason(rule, f"{rule.why} (pool {name} {what})"))
+
+
+def _backend_text(backend: Mapping[str, Any] | None) -> str:
+    """A backend as the report names it: its type, and where the state lives (never a credential:
+    only the keys that locate the state)."""
+    if not backend:
+        return "local"
+    where = [
+        f"{k}={backend[k]}"
+        for k in (
+            "organization",
+            "workspacePrefix",
+            "hostname",
+            "project",
+            "storageAccountName",
+            "containerName",
+            "keyPrefix",
+        )
+        if backend.get(k) not in (None, "")
+    ]
+    return str(backend.get("type", "local")) + (f" ({', '.join(where)})" if where else "")
+
+
+def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str]]:
+    """The changes of one cluster that replace, orphan or add infrastructure rather than update
+    it in place: ``(match, detail)`` pairs, ``match`` a :data:`MATCHES` kind (``clusterRename``,
+    ``regionChange``, ``backendChange``, ``systemPoolChange``, ``gpuPoolAdded``,
+    ``gpuPoolResize``), ``detail`` one line (``region eastus -> westus3``).
+
+    * the name: stacks are ``<name>-cluster`` / ``<name>-runtime`` with state named after them,
+      so a rename creates a second cluster and leaves the first without a stack;
+    * the resolved ``region`` (AKS: the resource group's and the cluster's ``location``, both
+      ForceNew in azurerm);
+    * the ``backend``: the stacks' state moves (``terraform init -migrate-state``), or a new
+      empty state creates everything again;
+    * non-GPU pools (the first is AKS's system pool, rotated through
+      ``temporary_name_for_rotation`` when its ``vm_size`` changes; another CPU pool is replaced);
+    * GPU pools added, or whose ``nodeCount`` changed."""
+    out: list[tuple[str, str]] = []
+    a, b = old.cluster, new.cluster
+    if a.name != b.name:
+        out.append(("clusterRename", f"name {a.name} -> {b.name}"))
+    if a.region != b.region:
+        out.append(("regionChange", f"region {a.region} -> {b.region}"))
+    if (a.backend or None) != (b.backend or None):
+        out.append(
+            ("backendChange", f"backend {_backend_text(a.backend)} -> {_backend_text(b.backend)}")
+        )
+    old_cpu = [p for p in a.pools if not p.gpu]
+    new_cpu = [p for p in b.pools if not p.gpu]
+    if old_cpu and new_cpu and old_cpu[0].name != new_cpu[0].name:
+        out.append(("systemPoolChange", f"system pool {old_cpu[0].name} -> {new_cpu[0].name}"))
+    by_name = {p.name: p for p in old_cpu}
+    for pool in new_cpu:
+        before = by_name.get(pool.name)
+        if before is not None and before.vm_size != pool.vm_size:
+            out.append(
+                (
+                    "systemPoolChange",
+                    f"pool {pool.name}: vmSize {before.vm_size} -> {pool.vm_size}",
+                )
+            )
+    old_gpu = {p.name: p for p in a.pools if p.gpu}
+    for pool in b.pools:
+        if not pool.gpu:
+            continue
+        before = old_gpu.get(pool.name)
+        if before is None:
+            step = f", step 1 of replacing {pool.replaces}" if pool.replaces else ""
+            out.append(
+                (
+                    "gpuPoolAdded",
+                    f"GPU pool {pool.name} added ({pool.node_count} x {pool.vm_size}{step})",
+                )
+            )
+        elif before.node_count != pool.node_count:
+            out.append(
+                (
+                    "gpuPoolResize",
+                    f"GPU pool {pool.name}: nodeCount {before.node_count} -> {pool.node_count}",
+                )
+            )
+    return out
+
+
+def _replacing_changes(
+    old: RuntimePlan, new: RuntimePlan, rules: Sequence[Rule], service: str, change: Change
+) -> None:
+    """Append :func:`replacing_changes` to ``change``: a detail each, and the reasons of the rules
+    of its match kind (none: the cluster change falls back to ``unknown``, never ``safe``)."""
+    for match, detail in replacing_changes(old, new):
+        change.details.append(detail)
+        matched = [r for r in rules if r.match == match and _service_ok(r, service)]
+        change.reasons += [_reason(r, f"{r.why} ({detail})") for r in matched] or [
+            Reason(
+                "default-cluster-change",
+                "unknown",
+                f"{detail}: no rule assesses it on {service}",
+                action="read `terraform plan` for replaced (-/+) or destroyed resources before the apply",
+            )
+        ]
 
 
 def _policy_change(old: RuntimePlan, new: RuntimePlan) -> Change | None:
