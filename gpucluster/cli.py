@@ -37,6 +37,8 @@ Commands::
     gpucluster validate [--config FILE] [--cluster NAME] (--kubeconfig F [--context C] | --snapshot FILE)
         [--format text|json] [--junit FILE] [--wait 10m]
         check the cluster against its plan (exit 0 passed, 1 a check failed; docs/validate.md)
+    gpucluster docs [TOPIC]
+        list the docs, or print one: a message's docs/NAME.md is ``gpucluster docs NAME``
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -394,6 +396,16 @@ def _synth_arguments(syn: argparse.ArgumentParser) -> None:
     )
 
 
+def _docs_arguments(d: argparse.ArgumentParser) -> None:
+    d.add_argument(
+        "topic",
+        nargs="?",
+        metavar="TOPIC",
+        help="a doc's name (cluster-file, or docs/cluster-file.md as messages write it); "
+        "none: list them",
+    )
+
+
 def _init_arguments(ini: argparse.ArgumentParser) -> None:
     from gpucluster import init as init_mod
 
@@ -480,6 +492,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
         "check a live cluster or a snapshot against its plan (exit 0 passed, 1 failed; docs/validate.md)",
         _validate_arguments,
     ),
+    "docs": (
+        "list the documentation, or print one doc (a message's docs/NAME.md is 'gpucluster docs NAME')",
+        _docs_arguments,
+    ),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
 
@@ -526,6 +542,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gpucluster",
         description="GPU Kubernetes clusters and NVIDIA's GPU stack as Terraform (CDK for Terraform).",
+        epilog="Documentation: 'gpucluster docs' lists it; the docs/NAME.md a message or help page "
+        "names prints with 'gpucluster docs NAME'. Start with 'gpucluster init', then "
+        "'gpucluster plan' in the folder it makes.",
     )
     parser.add_argument(
         "--version",
@@ -1115,6 +1134,16 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return verify_cli.validate_command(args, out, err)
 
 
+def _cmd_docs(args: argparse.Namespace, out: TextIO) -> None:
+    """``gpucluster docs``: the list of docs, or one doc's Markdown (:mod:`gpucluster.userdocs`)."""
+    from gpucluster import userdocs
+
+    if args.topic is None:
+        out.write(userdocs.listing())
+    else:
+        out.write(userdocs.topic_path(args.topic).read_text(encoding="utf-8"))
+
+
 def main(
     argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
@@ -1192,6 +1221,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 _cmd_snapshot(args, out, err)
             elif args.command == "validate":
                 code = _cmd_validate(args, out, err)
+            elif args.command == "docs":
+                _cmd_docs(args, out)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 import traceback

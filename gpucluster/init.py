@@ -7,7 +7,7 @@ with the tool):
   the *installed* app (no copy of gpucluster's code in the project);
 * ``gpucluster.yaml`` -- a commented, valid cluster file for the chosen platform and intent, with
   the chosen Terraform backend;
-* ``requirements.txt`` -- ``gpucluster[cdk,render]==<this version>``;
+* ``requirements.txt`` -- ``gpucluster[cdk,render,validate]==<this version>``;
 * ``.gitignore`` -- ``cdktf.out/``, ``.terraform/``, local state files, ``.venv/``;
 * ``README.md`` -- the next commands (set up, plan, lint, synth, deploy and what deploying needs);
 * optionally a CI workflow: ``.github/workflows/gpucluster.yml`` (GitHub Actions) or

@@ -32,6 +32,7 @@ TOP_LEVEL = {"gpucluster", "gpucluster_cdk", "gpucluster_aks", "gpucluster_nvke"
 PACKAGE_ROOTS = {
     "gpucluster": "gpucluster",
     "gpucluster_cdk": "gpucluster_cdk",
+    "docs": "gpucluster/docs",  # the docs the messages name: `gpucluster docs NAME`
     "plugins/gpucluster_aks": "gpucluster_aks",
     "plugins/gpucluster_nvke": "gpucluster_nvke",
     "plugins/gpucluster_oke": "gpucluster_oke",
@@ -103,6 +104,7 @@ def test_the_wheel_holds_every_runtime_file_and_nothing_else(dist):
         "gpucluster_aks/gpu_vm_sizes.yaml",
         "gpucluster_cdk/constructs_lib/lazy_bindings.cjs",
         "gpucluster_cdk/__main__.py",
+        "gpucluster/docs/cluster-file.md",
     ):
         assert required in payload
     assert any(n.endswith(".yaml.j2") for n in payload)  # the catalog's manifest templates
@@ -254,6 +256,40 @@ def pip_install(venv: Path, *args: str) -> None:
         env={k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_docs_the_messages_name_are_readable_from_the_installed_wheel(dist, tmp_path):
+    """The wheel alone (no extras) in a fresh virtual environment, run outside the checkout:
+    ``gpucluster docs`` lists the docs it installed and prints the one an error names."""
+    from _wheelhouse import wheelhouse
+
+    wheel, _ = dist
+    home = tmp_path / "home"
+    venv = home / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    wheels = tmp_path / "wheels"
+    wheelhouse(wheel, set(), wheels)
+    pip_install(venv, "--find-links", str(wheels), str(wheel))
+    env = user_env(home, venv)
+
+    def run(*argv: str) -> str:
+        proc = subprocess.run(
+            ["gpucluster", *argv], cwd=home, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+        return proc.stdout
+
+    listing = run("docs")
+    where = listing.splitlines()[-1].split(" docs in ")[1].split(";")[0]
+    assert Path(where).is_relative_to(venv)
+    assert [line.split()[0] for line in listing.splitlines()[:-2]] == sorted(
+        p.stem for p in (ROOT / "docs").glob("*.md")
+    )
+    assert run("docs", "docs/cluster-file.md") == (ROOT / "docs" / "cluster-file.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_the_user_path_from_a_fresh_virtual_environment(dist, tmp_path):

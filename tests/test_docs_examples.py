@@ -117,4 +117,50 @@ def test_the_readme_user_path_commands_exist():
     assert [c[0] for c in commands] == ["--version", "init", "plan", "charts", "lint", "synth"]
     for argv in commands[1:]:
         build_parser(argv[0]).parse_args(argv)
-    assert f"dist/gpucluster-{__version__}-py3-none-any.whl[cdk,render]" in " ".join(lines)
+    assert f"dist/gpucluster-{__version__}-py3-none-any.whl[cdk,render,validate]" in " ".join(lines)
+
+
+def test_the_readme_install_line_has_every_extra_its_commands_need():
+    """The README's ``pip install`` of the wheel and ``gpucluster init``'s requirements.txt give
+    the extras of every command the README shows: cdk (synth), render (render, lint, charts
+    pull), validate (snapshot, validate: the kubernetes client)."""
+    import tempfile
+
+    from packaging.requirements import Requirement
+
+    from gpucluster import init as init_mod
+
+    text = (ROOT / "README.md").read_text()
+    needed = {"cdk", "render"} | ({"validate"} if "gpucluster validate" in text else set())
+    [install] = [line for line in readme_user_path() if line.startswith("pip install ")]
+    assert Requirement("gpucluster" + install.split(".whl", 1)[1]).extras == needed
+    with tempfile.TemporaryDirectory() as tmp:
+        init_mod.init_project(tmp, init_mod.InitOptions())
+        [line] = [
+            line
+            for line in (Path(tmp) / "requirements.txt").read_text().splitlines()
+            if line and not line.startswith("#")
+        ]
+    assert Requirement(line).extras == needed
+
+
+def test_every_output_format_the_readme_names_is_the_flag_the_cli_takes():
+    """Each ``gpucluster CMD ... --format A|B`` of the README parses with CMD, and every output
+    of validate (each --format choice and --junit) is named in the README by its flag."""
+    from gpucluster.cli import build_parser
+
+    text = (ROOT / "README.md").read_text()
+    lines = [
+        line for line in text.splitlines() if re.search(r"gpucluster [a-z-]+ .*--format", line)
+    ]
+    assert len(lines) >= 3
+    for line in lines:
+        command = re.search(r"gpucluster ([a-z-]+)", line).group(1)
+        for choice in re.search(r"--format ([\w|]+)", line).group(1).split("|"):
+            build_parser(command).parse_args([command, "--format", choice])
+    parser = build_parser("validate")
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    [fmt] = [a for a in sub.choices["validate"]._actions if a.dest == "format"]
+    for choice in fmt.choices:
+        assert f"--format {choice}" in text, choice
+    assert "--junit FILE" in text

@@ -106,7 +106,7 @@ def test_the_project_runs_the_installed_app(tmp_path):
         for line in (tmp_path / "requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert requirement.name == "gpucluster" and requirement.extras == {"cdk", "render"}
+    assert requirement.name == "gpucluster" and requirement.extras == {"cdk", "render", "validate"}
     assert str(requirement.specifier) == f"=={gpucluster.__version__}"
     ignored = (tmp_path / ".gitignore").read_text().splitlines()
     assert {"cdktf.out/", ".terraform/", "terraform.*.tfstate", ".venv/"} <= set(ignored)
