@@ -856,6 +856,75 @@ def test_too_many_members_are_refused(tmp_path, monkeypatch):
         charts.unpack_chart(tgz, tmp_path, "demo")
 
 
+def small_repository(folder: Path) -> list[tuple[str, str]]:
+    """A chart repository in ``folder``: for every pin of the default stack a small chart archive
+    (its ``Chart.yaml`` and one template), and an ``index.yaml`` naming each with a relative URL
+    and its sha256 digest, as ``helm repo index`` writes them. Returns ``(chart, version)`` pairs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries: dict = {}
+    pins = sorted({(chart, version) for _, chart, version in default_pins()})
+    for chart, version in pins:
+        tgz = archive(
+            [(f"{chart}/templates/cm.yaml", b"kind: ConfigMap\n")], name=chart, version=version
+        )
+        (folder / f"{chart}-{version}.tgz").write_bytes(tgz)
+        entries[chart] = [
+            {
+                "apiVersion": "v2",
+                "name": chart,
+                "version": version,
+                "urls": [f"{chart}-{version}.tgz"],
+                "digest": hashlib.sha256(tgz).hexdigest(),
+            }
+        ]
+    (folder / "index.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "entries": entries}))
+    return pins
+
+
+class ClosingFiles(QuietFiles):
+    """Static files over HTTP/1.1, each answer with ``Connection: close`` (the server ends the
+    connection after it, as many proxies in front of a chart repository do)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def end_headers(self) -> None:
+        self.send_header("Connection", "close")
+        super().end_headers()
+
+
+@pytest.mark.parametrize(
+    "handler", [QuietFiles, ClosingFiles], ids=["http-1.0", "connection-close"]
+)
+def test_a_repository_that_closes_each_connection_serves_every_chart(
+    handler, tmp_path, monkeypatch
+):
+    """``python -m http.server``'s handler (HTTP/1.0: the server closes after each answer), and
+    the same over HTTP/1.1 with ``Connection: close``: every chart is pulled, in this Python
+    (tests/test_python_versions.py runs ``charts pull`` against ``python -m http.server`` in the
+    other supported Pythons)."""
+    pins = small_repository(tmp_path / "site")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(tmp_path / "site"))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        mirror = f"http://127.0.0.1:{server.server_address[1]}"
+        config_file = tmp_path / "gpucluster.yaml"
+        config_file.write_text(f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+        cache = tmp_path / "cache"
+        code, out, err = cli(
+            ["charts", "pull", "--config", str(config_file), "--cache", str(cache)], monkeypatch
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (code, err) == (0, ""), err
+    for chart, version in pins:
+        assert f"pulled  {chart} {version} from {mirror}\n" in out, out
+        folder = chartcache.lookup(cache, mirror, chart, version)
+        assert folder is not None and (folder / "templates" / "cm.yaml").is_file()
+
+
 def test_timeout_must_be_a_number_of_seconds(monkeypatch):
     code, _, err = cli(["charts", "pull", "--timeout", "soon"], monkeypatch)
     assert (

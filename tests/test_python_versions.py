@@ -10,6 +10,10 @@ same versions (tests/_wheelhouse.py), except the few whose wheels are built for 
 (MarkupSafe, PyYAML, rpds-py): those, at the same versions, the interpreter's own pip downloads
 (``pip download --only-binary :all:``, kept in the pip cache). The install itself is offline
 (``--no-index``). A missing interpreter skips with how to add one.
+
+There too, ``gpucluster charts pull`` fetches every chart from a repository served by that Python's
+own ``python -m http.server`` on 127.0.0.1 (HTTP/1.0: the server closes the connection after
+each answer).
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ from _support import tree
 from _wheelhouse import closure, interpreter_environment, portable, repack, requirements_of
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from test_chart_pull import small_repository
 from test_distribution import ROOT, build_distribution, user_env
+
+from gpucluster.inputs.config import EMBEDDED_DEFAULT
 
 SUPPORTED = tuple(
     f"3.{minor}"
@@ -174,6 +181,46 @@ def test_the_stacks_are_the_bytes_python_3_11_writes(installed, reference):
     out = tree(init_plan_synth(home / "work", env))
     assert sorted(out) == sorted(reference)
     assert [p for p in out if out[p] != reference[p]] == []
+
+
+def test_charts_pull_from_python_m_http_server(installed):
+    """``python -m http.server`` (the interpreter's own, on 127.0.0.1) serving a chart repository
+    for every pin of the default stack; ``charts pull`` through it as the cluster file's
+    ``charts.mirror`` pulls them all, exit 0, nothing on stderr."""
+    version, home, venv = installed
+    work = home / "pull"
+    pins = small_repository(work / "site")
+    env = user_env(home, venv)
+    server = subprocess.Popen(
+        ["python", "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", "site"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://...) ..."
+        assert banner.startswith("Serving HTTP on 127.0.0.1 port "), banner
+        mirror = f"http://127.0.0.1:{int(banner.split(' port ')[1].split()[0])}"
+        (work / "gpucluster.yaml").write_text(
+            f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text()
+        )
+        pull = subprocess.run(
+            ["gpucluster", "charts", "pull", "--cache", str(work / "cache")],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert (pull.returncode, pull.stderr) == (0, ""), pull.stdout + pull.stderr
+    for chart, chart_version in pins:
+        assert f"pulled  {chart} {chart_version} from {mirror}\n" in pull.stdout, pull.stdout
 
 
 def test_the_plugin_test_kit_tests_pass(installed):

@@ -273,8 +273,13 @@ def _get_once(url: str, deadline: Deadline, cap: int, what: str) -> tuple[int, s
         if length and length.strip().isdigit() and int(length) > cap:
             raise PullError(f"{what} is {int(length)} bytes, more than the {cap} read")
         chunks, total = [], 0
-        while True:
-            sock.settimeout(deadline.per_request())
+        # A server that ends the connection after the answer (HTTP/1.0, "Connection: close"):
+        # http.client closes the socket itself once the body is read -- from CPython 3.13 on inside
+        # the read1() that returns the last bytes -- so the loop ends there and never sets a
+        # timeout on a closed socket (EBADF).
+        while not resp.isclosed():
+            if sock.fileno() != -1:
+                sock.settimeout(deadline.per_request())
             chunk = resp.read1(1 << 16)
             if not chunk:
                 break
