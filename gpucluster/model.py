@@ -348,6 +348,24 @@ class ChartMirrors:
 
 
 @dataclass(frozen=True)
+class SchedulerProfile:
+    """One scheduler profile of the cluster file's ``schedulerProfiles`` (AKS only;
+    :mod:`gpucluster.inputs.scheduler_profiles`).
+
+    Attributes:
+        scheduler_name: the ``schedulerName`` pods pick the profile with.
+        preset: ``gpu-binpacking`` / ``cpu-binpacking``, or None for a profile written out.
+        profile: the upstream ``KubeSchedulerProfile`` (``kubescheduler.config.k8s.io/v1``) as
+            rendered into the ``SchedulerConfiguration``'s ``rawConfig``: ``schedulerName``,
+            ``plugins``, ``pluginConfig`` (plain data).
+    """
+
+    scheduler_name: str
+    preset: str | None
+    profile: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class DriverUpgradePolicy:
     """The GPU Operator's driver upgrade policy of a cluster (cluster file ``driverUpgradePolicy``,
     docs/cluster-file.md): what the operator's upgrade controller does on each GPU node when the
@@ -433,6 +451,8 @@ class ClusterSpec:
         driver_upgrade_policy: the cluster file's ``driverUpgradePolicy``; None when not written
             (the defaults of :class:`DriverUpgradePolicy` apply:
             :func:`gpucluster.recipes.driver_upgrade.policy_of`).
+        scheduler_profiles: the cluster file's ``schedulerProfiles`` (AKS), in file order; empty
+            when not written (no ``SchedulerConfiguration`` is rendered).
     """
 
     name: str
@@ -453,6 +473,7 @@ class ClusterSpec:
     backend_key: str | None = field(default=None, compare=False, repr=False)
     chart_mirrors: ChartMirrors | None = None
     driver_upgrade_policy: DriverUpgradePolicy | None = None
+    scheduler_profiles: tuple[SchedulerProfile, ...] = ()
 
 
 CLUSTER_KEYS = (
@@ -469,6 +490,7 @@ CLUSTER_KEYS = (
     "scheduling",
     "settings",
     "driverUpgradePolicy",
+    "schedulerProfiles",
     "backend",
     "charts",
     "fleet",

@@ -344,6 +344,12 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     )  # after the graph's name checks
     owners = crds_mod.crd_owners(components, catalog)
     crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
+    if (
+        cluster.scheduler_profiles
+    ):  # AKS configurable scheduler profiles (docs/scheduler-profiles.md)
+        from gpucluster.inputs.scheduler_profiles import plan_node
+
+        nodes = [plan_node(cluster, taken={n.id for n in nodes}), *nodes]
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
     if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
         from gpucluster.verify import (

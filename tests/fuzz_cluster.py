@@ -237,6 +237,18 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
             ),
         },
     ),
+    "schedulerProfiles": st.sampled_from(
+        [
+            [{"schedulerName": "gpu-binpacking-scheduler", "preset": "gpu-binpacking"}],
+            [
+                {"schedulerName": "cpu-pack", "preset": "cpu-binpacking"},
+                {
+                    "schedulerName": "gpu-score",
+                    "plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}]}},
+                },
+            ],
+        ]
+    ),
     "fleet": st.nothing(),  # a fleet group name; needs a top-level fleet: section (docs/fleets.md): mutations only
 }
 """Valid AKS values of every cluster key (``recipe`` and ``existing`` exclude others: see below)."""
@@ -258,6 +270,7 @@ def valid_aks_cluster(draw) -> dict[str, Any]:
         "backend",
         "charts",
         "driverUpgradePolicy",
+        "schedulerProfiles",
     ):
         if draw(st.booleans()):
             cluster[key] = copy.deepcopy(draw(CLUSTER_FIELDS[key]))

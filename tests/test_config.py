@@ -166,7 +166,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    nodepools: []\n",
-            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, driverUpgradePolicy, backend, charts, fleet)",
+            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, driverUpgradePolicy, schedulerProfiles, backend, charts, fleet)",
         ),
         ("clusters:\n  - name: c\n", "missing key 'criteria' (or 'recipe')"),
         (

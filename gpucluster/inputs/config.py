@@ -363,6 +363,16 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         cluster=name,
         base=f"{base}.driverUpgradePolicy",
     )
+    from gpucluster.inputs.scheduler_profiles import parse_scheduler_profiles
+
+    scheduler_profiles = parse_scheduler_profiles(
+        raw.get("schedulerProfiles"),
+        file=source,
+        cluster=name,
+        base=f"{base}.schedulerProfiles",
+        service=criteria.service,
+        kubernetes_version=k8s,
+    )
 
     return ClusterSpec(
         name=name,
@@ -380,6 +390,7 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         source=source,
         index=i,
         driver_upgrade_policy=driver_upgrade_policy,
+        scheduler_profiles=scheduler_profiles,
     )
 
 

@@ -839,13 +839,20 @@ def _manifest_objects(plan: RuntimePlan) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _component_namespace(plan: RuntimePlan, component: str) -> str:
+    """The namespace of ``component``'s releases; '' for a release of no catalog component (the
+    AKS ``scheduler-profiles`` release, whose object is cluster-scoped)."""
+    found = plan.components.get(component)
+    return found.ref.namespace if found is not None else ""
+
+
 def _manifest_checks(plan: RuntimePlan) -> list[Check]:
     checks: list[Check] = []
     for component, obj in _manifest_objects(plan):
         kind, meta = obj["kind"], obj["metadata"]
         name, ns, api = (
             meta.get("name"),
-            meta.get("namespace") or plan.components[component].ref.namespace,
+            meta.get("namespace") or _component_namespace(plan, component),
             obj["apiVersion"],
         )
         if kind in WORKLOAD_KINDS:
@@ -909,7 +916,9 @@ def _manifest_checks(plan: RuntimePlan) -> list[Check]:
             )
         elif "." in api.split("/")[0] and "/" in api:
 
-            def run_obj(snap: Snapshot, api=api, kind=kind, name=name, ns=ns) -> CheckResult:
+            def run_obj(
+                snap: Snapshot, api=api, kind=kind, name=name, ns=ns, obj=obj
+            ) -> CheckResult:
                 scope = snap.scope(api, kind)
                 if scope is None:
                     return _fail(
@@ -921,6 +930,10 @@ def _manifest_checks(plan: RuntimePlan) -> list[Check]:
                 )
                 if live is None:
                     return _fail(f"{kind} {name} does not exist", where, "metadata.name")
+                if (
+                    kind == "SchedulerConfiguration"
+                ):  # AKS scheduler profiles: the planned rawConfig
+                    return _scheduler_configuration(live, obj)
                 return _ok("exists", live, "metadata.name")
 
             checks.append(
@@ -937,6 +950,27 @@ def _manifest_checks(plan: RuntimePlan) -> list[Check]:
     return checks
 
 
+def _scheduler_configuration(live: Mapping[str, Any], planned: Mapping[str, Any]) -> CheckResult:
+    """AKS ``SchedulerConfiguration``: ``pass`` when the live ``spec.rawConfig`` parses to the
+    planned one (docs/scheduler-profiles.md), ``fail`` when it differs or is not YAML."""
+    import yaml
+
+    want = yaml.safe_load(planned["spec"]["rawConfig"])
+    text = (live.get("spec") or {}).get("rawConfig")
+    try:
+        have = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        have = None
+    if have != want:
+        return _fail(
+            "spec.rawConfig differs from the planned scheduler profiles (edited outside gpucluster, or the "
+            "release has not been applied)",
+            live,
+            "spec.rawConfig",
+        )
+    return _ok("spec.rawConfig holds the planned scheduler profiles", live, "spec.rawConfig")
+
+
 def _rail_checks(plan: RuntimePlan) -> list[Check]:
     objs = _manifest_objects(plan)
     checks: list[Check] = []
@@ -948,7 +982,7 @@ def _rail_checks(plan: RuntimePlan) -> list[Check]:
     )
     for component, obj in objs:
         meta = obj["metadata"]
-        ns = meta.get("namespace") or plan.components[component].ref.namespace
+        ns = meta.get("namespace") or _component_namespace(plan, component)
         if obj["kind"] == "SriovIBNetwork":
             try:
                 pool = json.loads(str((obj.get("spec") or {}).get("ipam") or "{}")).get("poolName")
@@ -1143,9 +1177,9 @@ def read_plan(plan: RuntimePlan):
             namespaces.add(gate.namespace)
     for component, obj in _manifest_objects(plan):
         kinds.add((obj["apiVersion"], obj["kind"]))
-        namespaces.add(
-            (obj.get("metadata") or {}).get("namespace") or plan.components[component].ref.namespace
-        )
+        ns = (obj.get("metadata") or {}).get("namespace") or _component_namespace(plan, component)
+        if ns:
+            namespaces.add(ns)
         if obj["kind"] == "SriovIBNetwork":
             kinds.add(("nv-ipam.nvidia.com/v1alpha1", "IPPool"))
     custom = sorted(

@@ -276,6 +276,13 @@ def _cluster_change(
                 f"profile {name} changes {a} -> {b}; no rule assesses it",
             )
         ]
+    from gpucluster.inputs.scheduler_profiles import SOURCE_DOCS, profile_changes
+
+    for detail, verdict, why, action in profile_changes(old.cluster, new.cluster):
+        cluster_change.details.append(detail)
+        cluster_change.reasons.append(
+            Reason("scheduler-profile-change", verdict, why, action=action, source=SOURCE_DOCS)
+        )
     old_pools = {p.name: p for p in old.cluster.pools if p.gpu}
     for pool in new.cluster.pools:
         before = old_pools.get(pool.name)
