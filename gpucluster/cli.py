@@ -905,15 +905,44 @@ def _rendered(args: argparse.Namespace):
     )
 
 
-def _report(findings, out: TextIO, err: TextIO, *, not_checked: Sequence[str] = ()) -> int:
+def _report(
+    findings,
+    out: TextIO,
+    err: TextIO,
+    *,
+    not_checked: Sequence[str] = (),
+    nothing_checked: bool = False,
+) -> int:
+    """Findings on stderr; on stdout the count, what was not checked and what was not decided
+    (a finding that depends on a release not rendered). Exit 2 on an error; else, when
+    ``nothing_checked`` (lint, no upstream chart rendered), ``EXIT_NOTHING_CHECKED`` (4); else 0."""
     for f in findings:
         err.write(f.render() + "\n")
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = sum(1 for f in findings if f.severity == "warning")
-    out.write(f"{errors} error(s), {warnings} warning(s)\n")
+    undecided = [f for f in findings if getattr(f, "undecided", ())]
+    out.write(
+        f"{errors} error(s), {warnings} warning(s)"
+        + (f", {len(undecided)} not decided" if undecided else "")
+        + "\n"
+    )
     if not_checked:
         out.write(f"not checked (chart unavailable): {'; '.join(not_checked)}\n")
-    return EXIT_INVALID_INPUT if errors else 0
+    if undecided:
+        named = dict.fromkeys(f"{f.cluster}/{f.release} {f.id}" for f in undecided)
+        out.write(f"not decided (depends on a release not checked): {'; '.join(named)}\n")
+    if errors:
+        return EXIT_INVALID_INPUT
+    if nothing_checked:
+        from gpucluster.verify.lint import EXIT_NOTHING_CHECKED
+
+        out.write(
+            "nothing checked: no chart of the stacks could be had, so only gpucluster's generated "
+            f"manifests and gates were checked (exit {EXIT_NOTHING_CHECKED}); run `gpucluster charts pull`, "
+            "name a mirror (charts.mirror) or give --charts folders\n"
+        )
+        return EXIT_NOTHING_CHECKED
+    return 0
 
 
 def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -994,7 +1023,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.verify.lint import lint_result, load_crd_folders
+    from gpucluster.verify.lint import lint_result, load_crd_folders, nothing_checked
     from gpucluster.verify.render import unverified
 
     for folder in args.crds:
@@ -1012,6 +1041,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out,
             err,
             not_checked=unverified(result),
+            nothing_checked=nothing_checked(result),
         )
     finally:
         result.renderer.close()

@@ -429,6 +429,90 @@ def test_runtime_class_in_operator_config_carried_by_a_configmap():
     assert ids(found) == ["lint.runtimeclass"] and "gpuFractionRuntimeClassName" in found[0].key
 
 
+def test_a_runtime_class_a_release_not_rendered_may_provide_is_not_decided():
+    """The RuntimeClass is missing, but a chart release of the cluster was not rendered: an
+    ``info`` finding of the same id that names it, never an error."""
+    pod = deployment("gpu-app")
+    pod["spec"]["template"]["spec"]["runtimeClassName"] = "nvidia"
+    missing = PlanNode(
+        id="gpu-operator",
+        kind="chart",
+        component="gpu-operator",
+        namespace="n",
+        repository="https://x",
+        chart="gpu-operator",
+        version="v1.0.0",
+    )
+    result = RenderResult(
+        releases=[
+            release_of([pod], component="kai-scheduler"),
+            RenderedRelease("unit", missing, None),
+        ],
+        findings=[],
+        plans=[plan_of(aks_cluster())],
+    )
+    (found,) = [f for f in lint.lint_result(result) if f.id == "lint.runtimeclass"]
+    assert found.severity == "info" and found.undecided == ("gpu-operator",)
+    assert found.message.startswith("not decided: Deployment/gpu-app") and found.message.endswith(
+        "a release not rendered may provide it: gpu-operator"
+    )
+
+
+def lint_cli(argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    monkeypatch.delenv("GPUCLUSTER_CHARTS", raising=False)
+    code = main(["lint", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_lint_with_no_chart_at_hand_does_not_pass(tmp_path, monkeypatch, capsys):
+    """No chart could be had: every chart release is listed as not checked, a line says that
+    nothing was checked, exit 4 (EXIT_NOTHING_CHECKED), not 0."""
+    (tmp_path / "charts").mkdir()
+    code, out, err = lint_cli(
+        ["--charts", str(tmp_path / "charts"), "--cache", str(tmp_path / "cache")],
+        monkeypatch,
+        capsys,
+    )
+    assert code == lint.EXIT_NOTHING_CHECKED == 4, out + err
+    assert "error[" not in err
+    lines = out.splitlines()
+    assert lines[0].startswith("0 error(s), ")
+    (not_checked,) = [
+        line for line in lines if line.startswith("not checked (chart unavailable): ")
+    ]
+    assert (
+        "gpu-training/gpu-operator" in not_checked and "gpu-training/kai-scheduler" in not_checked
+    )
+    assert lines[-1].startswith("nothing checked: no chart of the stacks could be had")
+
+
+def test_lint_with_some_charts_leaves_what_depends_on_the_others_undecided(
+    reference_charts, tmp_path, monkeypatch, capsys
+):
+    """The reference charts without gpu-operator's: kai-scheduler's RuntimeClass, which the GPU
+    Operator creates, is not decided (listed after the releases not checked), not an error; the
+    run exits 0 (something was checked, nothing found wrong)."""
+    some = tmp_path / "charts"
+    some.mkdir()
+    for folder in reference_charts.iterdir():
+        if folder.is_dir() and not folder.name.startswith("gpu-operator"):
+            (some / folder.name).symlink_to(folder)
+    code, out, err = lint_cli(
+        ["--charts", str(some), "--cache", str(tmp_path / "cache")], monkeypatch, capsys
+    )
+    assert code == 0, out + err
+    assert "error[lint.runtimeclass]" not in err
+    assert "info[lint.runtimeclass] cluster=gpu-training component=kai-scheduler " in err
+    lines = out.splitlines()
+    assert lines[0].startswith("0 error(s), ") and lines[0].endswith(", 1 not decided")
+    assert lines[1].startswith("not checked (chart unavailable): gpu-training/gpu-operator")
+    assert lines[2] == (
+        "not decided (depends on a release not checked): gpu-training/kai-scheduler lint.runtimeclass"
+    )
+    assert not [line for line in lines if line.startswith("nothing checked")]
+
+
 @pytest.mark.parametrize(
     "image,ok",
     [

@@ -34,6 +34,14 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
   never reaches the NodeFeature objects, so the rule can never match.
 * ``lint.image-unpinned`` -- every container image has a tag other than ``latest`` or a digest.
 * ``lint.credential`` -- no password, token or secret as a literal string in the values.
+
+A check whose answer depends on a release that was not rendered (its chart could not be had: a
+RuntimeClass or a CRD another chart may provide) is not decided: an ``info`` finding with the
+check's id whose message begins ``not decided:`` and names those releases
+(:attr:`LintFinding.undecided`), never an error asking to change a setting that may be right.
+``gpucluster lint`` lists them after the releases not checked. When no upstream chart of the
+stacks could be rendered, nothing the charts install was checked: the command exits
+:data:`EXIT_NOTHING_CHECKED` (unless an error was found: 2).
 """
 
 from __future__ import annotations
@@ -81,6 +89,11 @@ AGENT_RESOURCES = {
 """Operator resources whose operator runs DaemonSets on the nodes they select (CRD field names:
 ClusterPolicy ``spec.daemonsets.tolerations``; NicClusterPolicy ``spec.tolerations``; Skyhook
 ``spec.additionalTolerations``, ``spec.nodeSelectors``)."""
+
+EXIT_NOTHING_CHECKED = 4
+"""Exit status of ``gpucluster lint`` when no upstream chart could be rendered and no error was
+found: nothing the charts install was checked, so the lint neither passed nor failed (as
+``upgrade-check``'s 4, unknown)."""
 
 SCHEDULED_RESOURCES = {
     ("monitoring.coreos.com", "Prometheus"): (("spec", "tolerations"), ("spec", "nodeSelector")),
@@ -235,6 +248,8 @@ class _Ctx:
     releases: list[RenderedRelease]
     placement: Placement
     findings: list[LintFinding] = field(default_factory=list)
+    unrendered: tuple[str, ...] = ()
+    """Releases of the cluster not rendered, whole or in part (:func:`unrendered_releases`)."""
 
     def add(
         self,
@@ -258,6 +273,59 @@ class _Ctx:
                 key=key,
             )
         )
+
+    def add_or_undecided(
+        self,
+        release: RenderedRelease | None,
+        id: str,
+        severity: str,
+        message: str,
+        fix: str,
+        key: str = "",
+        *,
+        undecided: str,
+    ) -> None:
+        """:meth:`add`, or -- when a release of the cluster was not rendered and may hold what
+        was missed -- a finding of the same id that says it is not decided (``info``,
+        :attr:`LintFinding.undecided`), its message ``undecided``: what was looked for."""
+        if not self.unrendered:
+            self.add(release, id, severity, message, fix, key)
+            return
+        self.findings.append(
+            LintFinding(
+                id,
+                "info",
+                f"not decided: {undecided}; a release not rendered may provide it: "
+                + ", ".join(self.unrendered),
+                fix="make their charts available (gpucluster charts pull, a mirror or a --charts folder) "
+                "and run lint again",
+                cluster=self.plan.cluster.name,
+                component=release.node.component if release else "",
+                release=release.name if release else "",
+                key=key,
+                undecided=self.unrendered,
+            )
+        )
+
+
+def unrendered_releases(releases: Iterable[RenderedRelease]) -> tuple[str, ...]:
+    """``<release>`` of every chart release without a chart, ``<release> subcharts a, b`` of one
+    rendered without some of its subcharts (:func:`gpucluster.verify.render.unverified`), in
+    release order."""
+    out = []
+    for release in releases:
+        if release.node.kind == "chart" and release.chart is None:
+            out.append(release.name)
+        elif release.missing_subcharts:
+            out.append(f"{release.name} subcharts {', '.join(release.missing_subcharts)}")
+    return tuple(out)
+
+
+def nothing_checked(result: RenderResult) -> bool:
+    """True when the plans have upstream chart releases and not one of them was rendered: only
+    gpucluster's generated charts (manifests, gates) could be checked."""
+    charts = [r for r in result.releases if r.node.kind == "chart"]
+    return bool(charts) and all(r.chart is None for r in charts)
 
 
 def check_schemas(
@@ -293,13 +361,14 @@ def check_schemas(
         else:
             validator, against = builtin_validator(api, kind), f"Kubernetes {K8S_VERSION[:4]}"
         if validator is None:
-            ctx.add(
+            ctx.add_or_undecided(
                 release,
                 "lint.schema-unknown",
                 "warning",
                 f"{_obj_key(doc)} ({api}, {path}): no schema for this kind",
                 "add the CRD folder with --crds",
                 key=_obj_key(doc),
+                undecided=f"{_obj_key(doc)} ({api}, {path}): no CRD of the rendered releases or --crds defines this kind",
             )
             continue
         seen = memo.get(id(doc)) if memo is not None else None
@@ -827,7 +896,7 @@ def check_runtime_classes(ctx: _Ctx) -> None:
                 continue
             if value not in provided:
                 field_path = ".".join((*where, key))
-                ctx.add(
+                ctx.add_or_undecided(
                     release,
                     "lint.runtimeclass",
                     "error",
@@ -836,6 +905,8 @@ def check_runtime_classes(ctx: _Ctx) -> None:
                     f"set it to {' or '.join(sorted(provided)) or 'the RuntimeClass the GPU profile provides'} (per gpuStack "
                     "profile, where the profile sets operator.runtimeClass)",
                     key=field_path,
+                    undecided=f"{_obj_key(doc)} ({path}) names RuntimeClass '{value}' at {field_path}, which no "
+                    f"rendered release provides (rendered: {', '.join(sorted(provided)) or 'none'})",
                 )
 
 
@@ -951,7 +1022,12 @@ def lint_result(
     memo = getattr(renderer, "schema_memo", None) if renderer is not None else None
     for plan in result.plans:
         releases = [r for r in result.releases if r.cluster == plan.cluster.name]
-        ctx = _Ctx(plan=plan, releases=releases, placement=placement_of(plan))
+        ctx = _Ctx(
+            plan=plan,
+            releases=releases,
+            placement=placement_of(plan),
+            unrendered=unrendered_releases(releases),
+        )
         check_schemas(ctx, extra, memo)
         check_dead_values(ctx)
         check_placement(ctx)

@@ -91,6 +91,9 @@ class LintFinding:
         severity: ``error`` (exit 2), ``warning`` or ``info``.
         message / fix: what is wrong, what to change.
         cluster / component / release / key / file: where (key: a values path or an object path).
+        undecided: the releases of the cluster that were not rendered (``<release>`` or
+            ``<release> subcharts a, b``) on which the finding depends; non-empty: a check that could
+            not be decided (severity ``info``), never an error (:mod:`gpucluster.verify.lint`).
     """
 
     id: str
@@ -102,6 +105,7 @@ class LintFinding:
     release: str = ""
     key: str = ""
     file: str = ""
+    undecided: tuple[str, ...] = ()
 
     def render(self) -> str:
         """One line: ``error[id] file=… cluster=… component=… release=… key=…: message fix: …``; every
@@ -810,7 +814,7 @@ class Renderer:
         return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
     def _node_chart(
-        self, node: PlanNode, where: dict[str, str], findings: list[LintFinding]
+        self, node: PlanNode, where: dict[str, Any], findings: list[LintFinding]
     ) -> ChartDir | None:
         """The chart of ``node`` (located, or the generated one written out), or None with a finding."""
         if node.kind == "chart":
@@ -870,7 +874,7 @@ class Renderer:
         self,
         chart: ChartDir,
         values: dict[str, Any],
-        where: dict[str, str],
+        where: dict[str, Any],
         findings: list[LintFinding],
     ) -> tuple[dict[str, ChartDir], list[str], list[str]]:
         """The ``(extra, disabled, missing)`` subcharts of ``chart``, with findings for missing ones."""
@@ -918,7 +922,7 @@ class Renderer:
         """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
         added to them). Findings name what could not be had."""
         findings: list[LintFinding] = []
-        where = dict(cluster=cluster, component=node.component, release=node.id)
+        where: dict[str, Any] = dict(cluster=cluster, component=node.component, release=node.id)
         chart = self._node_chart(node, where, findings)
         if chart is None:
             return RenderedRelease(cluster, node, None), findings
