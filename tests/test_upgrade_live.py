@@ -131,6 +131,14 @@ def by(doc: dict, key: str, name_key: str) -> dict:
 
 
 @pytest.fixture
+def safe_driver_roll(tmp_path):
+    """gpu-operator v26.7.0 -> v26.7.1 with the operator managing the driver: a patch a rule
+    marks safe in the files, which still re-installs the driver on every GPU node."""
+    new, old = _recipe_files(tmp_path, "v26.7.0", component="gpu-operator")
+    return old, new
+
+
+@pytest.fixture
 def driver_change(tmp_path):
     # a cluster that lets the controller take up to 5 nodes at once (the default is 1)
     profile, policy = {"gpuStack": "operator-managed"}, {"maxParallelUpgrades": 5}
@@ -227,7 +235,11 @@ def test_no_pods_listed_is_unknown_never_safe(tmp_path, driver_change):
     assert "the snapshot lists no pods" in comps["nvidia-dra-driver-gpu"]["note"]
 
 
-def _recipe_files(tmp_path: Path, dra_version: str) -> tuple[str, str]:
+def _recipe_files(
+    tmp_path: Path, dra_version: str, component: str = "nvidia-dra-driver-gpu"
+) -> tuple[str, str]:
+    """Cluster files of two RecipeResults (operator-managed driver) that differ in
+    ``component``'s version: the recipe's on the ``a`` side, ``dra_version`` on the ``b`` side."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -254,7 +266,7 @@ def _recipe_files(tmp_path: Path, dra_version: str) -> tuple[str, str]:
     for label, version in (("a", None), ("b", dra_version)):
         recipe = copy.deepcopy(doc)
         for ref in recipe["componentRefs"]:
-            if ref["name"] == "nvidia-dra-driver-gpu" and version:
+            if ref["name"] == component and version:
                 assert ref["version"] != version
                 ref["version"] = version
         (tmp_path / f"{label}.recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
@@ -574,3 +586,138 @@ def test_a_snapshot_of_one_cluster_against_files_of_two_is_one_line_exit_2(tmp_p
         "compare several clusters (allowed: lab, lab2) fix: compare one cluster's files (split the "
         "cluster file), or drop --snapshot/--kubeconfig"
     )
+
+
+# --------------------------------------------------------------------------- what the snapshot can see
+
+
+def _team_pod(name: str, node: str, resources: dict) -> dict:
+    pod = _pod(name, node)
+    pod["metadata"]["namespace"] = "team-a"
+    pod["spec"]["containers"][0]["resources"] = resources
+    return pod
+
+
+def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driver_roll):
+    """``gpucluster snapshot`` lists every namespace's Pods (a GPU job runs in the team's own
+    namespace): upgrade-check --snapshot on its file says what the live check says -- manual,
+    team-a/train-0 evicted (it said safe: the snapshot held only the plan's namespaces)."""
+    items = healthy_items(2) + [_team_pod("train-0", NODES[0], {"limits": {"nvidia.com/gpu": "8"}})]
+    api = FakeApi(lambda: items)
+    try:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        snap = tmp_path / "ours.json"
+        code, _, err = cli(
+            "snapshot",
+            "--config",
+            safe_driver_roll[1],
+            "--kubeconfig",
+            str(kubeconfig),
+            "--out",
+            str(snap),
+        )
+        assert code == 0, err
+        assert "/api/v1/pods" in [p for _, p in api.requests]
+        code, out, _ = cli(
+            "upgrade-check",
+            "--from",
+            safe_driver_roll[0],
+            "--to",
+            safe_driver_roll[1],
+            "--kubeconfig",
+            str(kubeconfig),
+            "--format",
+            "json",
+        )
+        live = json.loads(out)
+    finally:
+        api.close()
+    code_f, out_f, _ = cli(
+        "upgrade-check",
+        "--from",
+        safe_driver_roll[0],
+        "--to",
+        safe_driver_roll[1],
+        "--snapshot",
+        str(snap),
+        "--format",
+        "json",
+    )
+    from_file = json.loads(out_f)
+    assert from_file["verdict"] == live["verdict"] == "manual" and code_f == 1
+    assert by(from_file, "nodes", "node")[NODES[0]]["gpuPods"] == ["team-a/train-0"]
+    assert from_file["nodes"] == live["nodes"]
+    assert from_file["snapshot"]["podsInEveryNamespace"] is True
+
+
+def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(
+    tmp_path, safe_driver_roll
+):
+    """A List that does not record that its Pods come from every namespace (kubectl -n, or an
+    older snapshot of the plan's namespaces only) cannot show that no GPU job runs on a node: a
+    driver re-install is unknown there, never safe; CTRF says other, not passed."""
+    items = healthy_items(2)
+    snap = write_snapshot(tmp_path / "partial.json", items, every_namespace=False)
+    code, out, _ = cli(
+        "upgrade-check",
+        "--from",
+        safe_driver_roll[0],
+        "--to",
+        safe_driver_roll[1],
+        "--snapshot",
+        str(snap),
+        "--format",
+        "json",
+    )
+    doc = json.loads(out)
+    assert code == 1 and doc["verdict"] == "unknown", doc["components"]
+    assert doc["snapshot"]["podsInEveryNamespace"] is False
+    nodes = by(doc, "nodes", "node")
+    assert {n["verdict"] for n in nodes.values()} == {"unknown"}
+    assert any("every namespace" in x for x in nodes[NODES[0]]["notes"])
+    code, out, _ = cli(
+        "upgrade-check",
+        "--from",
+        safe_driver_roll[0],
+        "--to",
+        safe_driver_roll[1],
+        "--snapshot",
+        str(snap),
+        "--format",
+        "ctrf",
+    )
+    summary = json.loads(out)["results"]["summary"]
+    assert summary["passed"] < summary["tests"], summary
+    # the same cluster in a List that says so: safe (no GPU pod anywhere)
+    snap = write_snapshot(tmp_path / "whole.json", items)
+    code, out, _ = cli(
+        "upgrade-check",
+        "--from",
+        safe_driver_roll[0],
+        "--to",
+        safe_driver_roll[1],
+        "--snapshot",
+        str(snap),
+        "--format",
+        "json",
+    )
+    assert json.loads(out)["verdict"] == "safe" and code == 0
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"limits": {"nvidia.com/mig-1g.10gb": "1"}},
+        {"requests": {"nvidia.com/mig-3g.40gb": "2"}, "limits": {"nvidia.com/mig-3g.40gb": "2"}},
+        {"limits": {"nvidia.com/gpu.shared": "1"}},
+        {"limits": {"nvidia.com/gpu-h100-ts": "1"}},  # time-slicing with a renamed resource
+    ],
+)
+def test_mig_and_shared_gpu_pods_are_gpu_pods(tmp_path, safe_driver_roll, resources):
+    """A pod holding a MIG slice or a shared (time-sliced) GPU is evicted by a driver re-install
+    like any GPU pod: counted, and the node is manual (it was safe)."""
+    items = healthy_items(2) + [_team_pod("slice", NODES[0], resources)]
+    code, doc, _ = judge(tmp_path, *safe_driver_roll, items)
+    node = by(doc, "nodes", "node")[NODES[0]]
+    assert node["gpuPods"] == ["team-a/slice"] and node["verdict"] == "manual", node
+    assert code == 1 and doc["verdict"] == "manual"

@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from gpucluster.verify.snapshot import Snapshot, dump_snapshot, snapshot_document
+from gpucluster.verify.snapshot import (
+    EVERY_NAMESPACE_KINDS,
+    Snapshot,
+    dump_snapshot,
+    snapshot_document,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HEALTHY_DEFAULT = ROOT / "examples" / "validate" / "healthy-default.json"
@@ -68,7 +73,10 @@ def rendered(text: str | None, charts: str) -> tuple[str, tuple[dict[str, Any], 
             )
             nodes = nvke_nodes(plan) if plan.cluster.criteria.service == "nvke" else None
             return dump_snapshot(
-                snapshot_document(tool.healthy_items(plan, result.releases, nodes))
+                snapshot_document(
+                    tool.healthy_items(plan, result.releases, nodes),
+                    every_namespace=EVERY_NAMESPACE_KINDS,
+                )
             ), crds
         finally:
             result.renderer.close()
@@ -87,8 +95,15 @@ def snapshot_of(items: Iterable[dict[str, Any]], source: str = "test") -> Snapsh
     return Snapshot(items=[copy.deepcopy(o) for o in items], source=source)
 
 
-def write_snapshot(path: Path, items: Iterable[dict[str, Any]]) -> Path:
-    path.write_text(dump_snapshot(snapshot_document(items)), encoding="utf-8")
+def write_snapshot(
+    path: Path, items: Iterable[dict[str, Any]], *, every_namespace: bool = True
+) -> Path:
+    """``items`` as ``gpucluster snapshot`` writes them (Pods and ResourceClaims of every
+    namespace); ``every_namespace=False``: a List that does not say so (kubectl -n)."""
+    kinds = EVERY_NAMESPACE_KINDS if every_namespace else ()
+    path.write_text(
+        dump_snapshot(snapshot_document(items, every_namespace=kinds)), encoding="utf-8"
+    )
     return path
 
 

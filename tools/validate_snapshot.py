@@ -48,7 +48,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpucluster.verify.nodes import GPU_COUNT_LABEL, pod_fits  # noqa: E402
-from gpucluster.verify.snapshot import dump_snapshot, snapshot_document  # noqa: E402
+from gpucluster.verify.snapshot import (  # noqa: E402
+    EVERY_NAMESPACE_KINDS,
+    dump_snapshot,
+    snapshot_document,
+)
 
 DEFAULT_OUT = REPO / "examples" / "validate" / "healthy-default.json"
 TIME = "2026-01-01T00:00:00Z"
@@ -939,7 +943,11 @@ def render_plan(plan, charts: Path):
 def snapshot_text(plan, charts: Path, nodes: Sequence[dict[str, Any]] | None = None) -> str:
     result = render_plan(plan, charts)
     try:
-        return dump_snapshot(snapshot_document(healthy_items(plan, result.releases, nodes)))
+        return dump_snapshot(
+            snapshot_document(
+                healthy_items(plan, result.releases, nodes), every_namespace=EVERY_NAMESPACE_KINDS
+            )
+        )
     finally:
         result.renderer.close()
 

@@ -99,15 +99,21 @@ def _warn_once(err: TextIO):
 
 
 def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    import dataclasses
+
     from gpucluster.verify.checks import read_plan
-    from gpucluster.verify.snapshot import dump_snapshot, read_live, snapshot_document
+    from gpucluster.verify.snapshot import (
+        EVERY_NAMESPACE_KINDS,
+        dump_snapshot,
+        read_live,
+        snapshot_document,
+    )
 
     timeout = _timeout(args)
     plan = plan_for(args.config, args.cluster)
-    snap = read_live(
-        args.kubeconfig, args.context, read_plan(plan), timeout=timeout, warn=_warn_once(err)
-    )
-    text = dump_snapshot(snapshot_document(snap.items))
+    what = dataclasses.replace(read_plan(plan), cluster_wide=EVERY_NAMESPACE_KINDS)
+    snap = read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=_warn_once(err))
+    text = dump_snapshot(snapshot_document(snap.items, every_namespace=snap.every_namespace))
     if args.out:
         _write_atomic(args.out, text, key="--out")
     else:
@@ -183,7 +189,12 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextI
     """
     from gpucluster.verify import evidence, upgrade_check, upgrade_live
     from gpucluster.verify.checks import read_plan
-    from gpucluster.verify.snapshot import ReadPlan, load_snapshot_file, read_live
+    from gpucluster.verify.snapshot import (
+        EVERY_NAMESPACE_KINDS,
+        ReadPlan,
+        load_snapshot_file,
+        read_live,
+    )
 
     if (args.snapshot is None) == (args.kubeconfig is None):
         raise GpuclusterError(
@@ -222,7 +233,7 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextI
         what = ReadPlan(
             namespaces=tuple(sorted({ns for r in reads for ns in r.namespaces})),
             custom=tuple(sorted({k for r in reads for k in r.custom})),
-            cluster_wide=(("v1", "Pod"), ("resource.k8s.io/v1", "ResourceClaim")),
+            cluster_wide=EVERY_NAMESPACE_KINDS,
         )
         snap = read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=_warn_once(err))
     live = upgrade_live.assess(report, old.plans[0], new.plans[0], snap)

@@ -37,6 +37,8 @@ from gpucluster.verify.shapes import shape_problem
 
 __all__ = [
     "BUILTIN_KINDS",
+    "EVERY_NAMESPACE_KINDS",
+    "EVERY_NAMESPACE_KEY",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_SNAPSHOT_BYTES",
     "Snapshot",
@@ -69,6 +71,19 @@ BUILTIN_KINDS: dict[tuple[str, str], tuple[str, str]] = {
 """``(apiVersion, kind)`` -> ``(plural, scope)`` of the built-in Kubernetes 1.34 kinds a snapshot
 holds (Kubernetes API reference 1.34; ``resource.k8s.io/v1`` is GA from 1.34)."""
 
+EVERY_NAMESPACE_KINDS: tuple[tuple[str, str], ...] = (
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("v1", "Pod"),
+)
+"""The namespaced kinds ``gpucluster snapshot`` and ``upgrade-check --kubeconfig`` list in every
+namespace (GPU jobs run in their teams' own namespaces); a snapshot records them under
+:data:`EVERY_NAMESPACE_KEY`."""
+
+EVERY_NAMESPACE_KEY = "listedInEveryNamespace"
+"""Key of a snapshot ``List``'s ``metadata``: the ``apiVersion/kind`` of each kind it lists in
+every namespace (sorted), e.g. ``["resource.k8s.io/v1/ResourceClaim", "v1/Pod"]``. A List
+without it (``kubectl get -n NS -o json``) says nothing about the namespaces it left out."""
+
 
 def _problem(
     message: str, *, file: str, key: str | None = None, fix: str, id: str = "validate.snapshot"
@@ -84,11 +99,16 @@ class Snapshot:
         items: the objects, in the file's order.
         source: where they came from (a file name or ``context <name>``), for evidence.
         digest: sha256 of the canonical JSON of ``items`` (sorted keys), for evidence.
+        every_namespace: the ``(apiVersion, kind)`` listed in every namespace (a live reading's
+            ``ReadPlan.cluster_wide``, a file's :data:`EVERY_NAMESPACE_KEY`); empty when unknown.
+        file_sha256: sha256 of the file's bytes as read and judged ('' when read live).
     """
 
     items: list[dict[str, Any]]
     source: str = ""
     digest: str = ""
+    every_namespace: frozenset[tuple[str, str]] = frozenset()
+    file_sha256: str = ""
     _by_kind: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _crd_scope: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
@@ -332,7 +352,34 @@ def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES)
                 file=name,
                 fix="give the JSON kubectl or gpucluster snapshot wrote",
             ) from None
-    return Snapshot(items=_check_items(doc, file=name), source=name)
+    return Snapshot(
+        items=_check_items(doc, file=name),
+        source=name,
+        every_namespace=_every_namespace(doc, file=name),
+        file_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def _every_namespace(doc: Mapping[str, Any], *, file: str) -> frozenset[tuple[str, str]]:
+    """The kinds a snapshot document says it lists in every namespace (:data:`EVERY_NAMESPACE_KEY`).
+
+    Raises:
+        GpuclusterError: the key is not a list of ``apiVersion/kind`` strings.
+    """
+    meta = doc.get("metadata")
+    raw = meta.get(EVERY_NAMESPACE_KEY) if isinstance(meta, Mapping) else None
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list) or not all(
+        isinstance(k, str) and "/" in k.strip("/") for k in raw
+    ):
+        raise _problem(
+            f"metadata.{EVERY_NAMESPACE_KEY} is not a list of apiVersion/kind strings",
+            file=file,
+            key=f"metadata.{EVERY_NAMESPACE_KEY}",
+            fix='leave it as gpucluster snapshot writes it (["resource.k8s.io/v1/ResourceClaim", "v1/Pod"]), or drop it',
+        )
+    return frozenset(tuple(k.rsplit("/", 1)) for k in raw)  # type: ignore[misc]
 
 
 def strip_crd(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -345,9 +392,13 @@ def strip_crd(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def snapshot_document(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def snapshot_document(
+    items: Iterable[Mapping[str, Any]], *, every_namespace: Iterable[tuple[str, str]] = ()
+) -> dict[str, Any]:
     """The ``List`` document of ``items``, sorted by apiVersion, kind, namespace and name (so the
-    same objects always give the same bytes), ``managedFields`` dropped, CRDs :func:`strip_crd`-ed."""
+    same objects always give the same bytes), ``managedFields`` dropped, CRDs :func:`strip_crd`-ed;
+    ``every_namespace``: the ``(apiVersion, kind)`` read in every namespace, recorded under
+    ``metadata.``:data:`EVERY_NAMESPACE_KEY` (nothing recorded when empty)."""
 
     def key(o: Mapping[str, Any]) -> tuple[str, str, str, str]:
         meta = o.get("metadata") or {}
@@ -367,7 +418,11 @@ def snapshot_document(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         )
         (obj.get("metadata") or {}).pop("managedFields", None)
         out.append(obj)
-    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": out}
+    metadata: dict[str, Any] = {"resourceVersion": ""}
+    kinds = sorted(f"{a}/{k}" for a, k in set(every_namespace))
+    if kinds:
+        metadata[EVERY_NAMESPACE_KEY] = kinds
+    return {"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": out}
 
 
 def dump_snapshot(document: Mapping[str, Any]) -> str:
@@ -594,7 +649,7 @@ def read_live(
         source=source,
         warn=warn,
     )
-    return Snapshot(items=items, source=source)
+    return Snapshot(items=items, source=source, every_namespace=frozenset(what.cluster_wide))
 
 
 def _run_bounded(

@@ -27,7 +27,8 @@ a snapshot (:mod:`gpucluster.verify.snapshot`) and says, for the changes it foun
 * **CRD upgrades**: the CRD step :mod:`gpucluster.verify.upgrade_check` names.
 
 What each node runs now: GPU pods (a container or init container requesting or limiting
-``nvidia.com/gpu``, or a pod with ``spec.resourceClaims``: DRA), and which of them are bare (no
+``nvidia.com/gpu``, a shared or renamed ``nvidia.com/gpu*`` or a MIG slice ``nvidia.com/mig-*``
+(:func:`is_gpu_resource`), or a pod with ``spec.resourceClaims``: DRA), and which of them are bare (no
 ``metadata.ownerReferences``: nothing recreates them once evicted); whether it is cordoned by
 someone else (``spec.unschedulable`` while the upgrade controller's state label
 ``nvidia.com/gpu-driver-upgrade-state`` is not one of the states in which the controller itself
@@ -40,7 +41,8 @@ Label names and states: NVIDIA/k8s-operator-libs ``pkg/upgrade/consts.go``
 Verdicts (``safe | manual | unknown``): a node is ``manual`` when the change ends or evicts GPU
 pods there, or when it is blocked (cordoned by another actor, stuck in an upgrade state, a
 crash-looping driver pod); ``unknown`` when the snapshot cannot tell (no pods listed at all, no
-nodes); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
+nodes; for a change that evicts pods, a snapshot that does not say it lists every namespace's
+Pods: :data:`gpucluster.verify.snapshot.EVERY_NAMESPACE_KEY`); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
 ``pool``); a component's live verdict is the worst of its file verdict and its nodes' verdicts
 for its own hazard (a node cordoned by someone else blocks a driver re-install, not a DRA re-roll).
 Exit codes (as ``gpucluster validate``): 0 every verdict safe, 1 any ``manual`` or ``unknown``,
@@ -107,6 +109,7 @@ CRASH_REASONS = frozenset({"CrashLoopBackOff"})
 DRIVER_POD_PREFIX = "nvidia-driver-daemonset"
 """Name prefix of the GPU Operator's driver pods (its DaemonSet ``nvidia-driver-daemonset``)."""
 GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 DRA_COMPONENT = "nvidia-dra-driver-gpu"
 GPU_OPERATOR = "gpu-operator"
 _DRIVER_ROLLING_PATHS = ("driver.", "cdi.", "gdrcopy.")
@@ -128,19 +131,28 @@ def _quantity(value: Any) -> int:
         return 0
 
 
+def is_gpu_resource(name: str) -> bool:
+    """Is ``name`` an extended resource the NVIDIA device plugin advertises for a GPU or a part of
+    one: ``nvidia.com/gpu``, a shared or renamed GPU (``nvidia.com/gpu.shared``, any
+    ``nvidia.com/gpu*``: time-slicing and MPS ``rename``/``renameByDefault``), or a MIG slice
+    (``nvidia.com/mig-<profile>``, MIG strategy ``mixed``)? Every one of them is held by a process
+    on the GPU, so a driver re-install evicts the pod (NVIDIA GPU Operator docs, "Time-Slicing GPUs
+    in Kubernetes" and "GPU Operator with MIG")."""
+    return name.startswith((GPU_RESOURCE, MIG_RESOURCE_PREFIX))
+
+
 def _gpu_request(pod: Mapping[str, Any]) -> int:
-    """GPUs the pod asks for: the largest ``nvidia.com/gpu`` request or limit of a container
-    (init containers included)."""
+    """GPUs (or GPU parts: :func:`is_gpu_resource`) the pod asks for: the largest such request or
+    limit of a container (init containers included)."""
     spec = pod.get("spec") or {}
     total = 0
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
             res = (c or {}).get("resources") or {}
-            total = max(
-                total,
-                _quantity((res.get("limits") or {}).get(GPU_RESOURCE)),
-                _quantity((res.get("requests") or {}).get(GPU_RESOURCE)),
-            )
+            for part in ("limits", "requests"):
+                for name, value in (res.get(part) or {}).items():
+                    if is_gpu_resource(str(name)):
+                        total = max(total, _quantity(value))
     return total
 
 
@@ -270,6 +282,7 @@ class LiveReport:
     nodes: list[NodeState]
     components: list[ComponentVerdict]
     pods_listed: int
+    pods_in_every_namespace: bool = False
 
     @property
     def verdict(self) -> str:
@@ -290,6 +303,7 @@ class LiveReport:
                 "source": self.snapshot.source,
                 "sha256": self.snapshot.digest,
                 "podsListed": self.pods_listed,
+                "podsInEveryNamespace": self.pods_in_every_namespace,
             },
             "driverUpgradePolicy": self.upgrade_policy,
             "verdict": self.verdict,
@@ -342,9 +356,9 @@ def _is_gpu_node(
     labels = _meta(node).get("labels") or {}
     if any(p.name == pool and p.gpu for p in [*plan.cluster.pools, *extra]):
         return True
-    return (
-        labels.get("nvidia.com/gpu.present") == "true"
-        or _quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE)) > 0
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return labels.get("nvidia.com/gpu.present") == "true" or any(
+        is_gpu_resource(str(k)) and _quantity(v) > 0 for k, v in allocatable.items()
     )
 
 
@@ -550,6 +564,7 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
     nodes = _node_states(snap, new, [p for p in old.cluster.pools if p.name not in kept])
     pods_listed = len(snap.objects("v1", "Pod"))
     blind = pods_listed == 0 or not snap.objects("v1", "Node")
+    every_namespace = ("v1", "Pod") in snap.every_namespace
     driver = _driver_rolls(changes.get(GPU_OPERATOR), new)
     dra = changes.get(DRA_COMPONENT)
     dra_rolls = dra is not None and dra.kind in ("version", "values")
@@ -560,6 +575,14 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
         if blind:
             n.verdicts.append(("*", "unknown"))
             n.notes.append("the snapshot lists no pods: what runs on the node is not known")
+        if not every_namespace and not blind and (driver or n.pool in replaced):
+            n.verdicts += [
+                (h, "unknown") for h, on in (("driver", driver), ("pool", n.pool in replaced)) if on
+            ]
+            n.notes.append(
+                "the snapshot does not say it lists Pods of every namespace: a GPU job in another "
+                "namespace would not be seen (gpucluster snapshot lists every namespace)"
+            )
         if n.pool in replaced:
             n.actions.append(
                 f"node pool removed: Terraform destroys pool {n.pool} ({replaced[n.pool]})"
@@ -640,6 +663,7 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
         nodes=nodes,
         components=components,
         pods_listed=pods_listed,
+        pods_in_every_namespace=every_namespace,
     )
 
 
