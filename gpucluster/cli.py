@@ -681,10 +681,12 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
         err.write(notice + "\n")
     plans, fleet = _plans_and_fleet(args.config, args.sets)
     _warn_findings(plans, err, getattr(args, "findings", "summary"))
+    unread = []
     if any(p.cluster.overrides for p in plans):  # a plan without overrides reads no chart
         from gpucluster.verify.unread import offline_chart_folders, unread_override_findings
 
-        for finding in unread_override_findings(plans, offline_chart_folders()):
+        unread = list(unread_override_findings(plans, offline_chart_folders()))
+        for finding in unread:
             err.write(finding.render() + "\n")
     rollout = _fleet_rollout(fleet, plans) if fleet is not None else None
     if args.format == "json":
@@ -693,14 +695,20 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
                 "cluster": p.cluster.name,
                 "appliedOverlays": p.recipe.applied_overlays,
                 "profile": dict([p.recipe.profile]) if p.recipe.profile else {},
+                **plan_summary(p),
                 "nodes": [
                     {
                         "id": n.id,
                         "kind": n.kind,
                         "component": n.component,
                         "dependsOn": list(n.depends_on),
+                        **({"version": _node_version(n)} if _node_version(n) else {}),
                     }
                     for n in p.nodes
+                ],
+                "findings": [
+                    _finding_json(f)
+                    for f in [*p.findings, *(u for u in unread if u.cluster == p.cluster.name)]
                 ],
                 **({"fleet": rollout["clusters"][p.cluster.name]} if rollout else {}),
             }
@@ -722,16 +730,124 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
             else ""
         )
         out.write(
-            f"cluster {escaped(p.cluster.name)}: recipe {leaf}{prof}, {len(p.nodes)} releases\n"
+            f"cluster {escaped(p.cluster.name)}: recipe {leaf}{prof}, {plural(len(p.nodes), 'release')}\n"
         )
+        for label, text in _summary_lines(plan_summary(p)):
+            out.write(f"  {label:<10}  {escaped(text)}\n")
         width_id = max((len(n.id) for n in p.nodes), default=4)
         width_kind = max((len(n.kind) for n in p.nodes), default=4)
-        out.write(f"  {'NODE'.ljust(width_id)}  {'KIND'.ljust(width_kind)}  DEPENDS ON\n")
-        for n in p.nodes:
+        versions = [escaped(_node_version(n)) or "-" for n in p.nodes]
+        width_version = max((len(v) for v in versions), default=7)
+        out.write(
+            f"  {'NODE'.ljust(width_id)}  {'KIND'.ljust(width_kind)}  "
+            f"{'VERSION'.ljust(width_version)}  DEPENDS ON\n"
+        )
+        for n, version in zip(p.nodes, versions, strict=True):
             deps = escaped(", ".join(n.depends_on)) if n.depends_on else "-"
             out.write(
-                f"  {escaped(n.id).ljust(width_id)}  {escaped(n.kind).ljust(width_kind)}  {deps}\n"
+                f"  {escaped(n.id).ljust(width_id)}  {escaped(n.kind).ljust(width_kind)}  "
+                f"{version.ljust(width_version)}  {deps}\n"
             )
+
+
+def _node_version(node) -> str:
+    """The upstream chart version a plan node installs: its chart's, or for a ``crds`` step the
+    chart its CRDs come from; ``""`` for gpucluster's own charts (manifests, gates, teardown)."""
+    if node.version and node.local_chart is None:
+        return node.version
+    return node.crd_source.version if node.crd_source is not None else ""
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 release``, ``2 releases``: ``count`` and ``noun`` with an ``s`` unless it is 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def plan_summary(plan: RuntimePlan) -> dict:
+    """What a change to the cluster file shows in ``plan`` besides the release graph: the stacks,
+    service, region, Kubernetes version, node pools (VM size, count, GPUs per node), the GPUs in
+    all, the ``gpuStack`` profile and the existing cluster's kubeconfig. JSON-ready; keys in
+    camelCase as ``plan --format json`` prints them."""
+    from gpucluster.plugins import platform_for
+
+    c = plan.cluster
+    # gpucluster_cdk/stacks/names.py's rule (a plan imports no gpucluster_cdk; a test compares)
+    provisions = platform_for(c.criteria.service).provisions_cluster and c.existing is None
+    stacks = [f"{c.name}-cluster"] * bool(provisions) + [f"{c.name}-runtime"]
+    pools = [
+        {
+            "name": pool.name,
+            "vmSize": pool.vm_size,
+            "count": pool.node_count,
+            "gpu": pool.gpu,
+            **({"gpusPerNode": pool.gpus_per_node} if pool.gpu else {}),
+        }
+        for pool in c.pools
+    ]
+    gpu_pools = [pool for pool in c.pools if pool.gpu]
+    known = all(pool.gpus_per_node is not None for pool in gpu_pools)
+    return {
+        "stacks": stacks,
+        "service": c.criteria.service,
+        "accelerator": c.criteria.accelerator,
+        "region": c.region,
+        "kubernetesVersion": c.kubernetes_version,
+        "pools": pools,
+        "gpus": sum((pool.gpus_per_node or 0) * pool.node_count for pool in gpu_pools)
+        if known
+        else None,
+        "gpuStack": plan.recipe.profile[1]
+        if plan.recipe.profile and plan.recipe.profile[0] == "gpuStack"
+        else None,
+        "existingCluster": {"kubeconfig": c.existing.kubeconfig_path, "context": c.existing.context}
+        if c.existing is not None
+        else None,
+    }
+
+
+def _summary_lines(summary: dict) -> list[tuple[str, str]]:
+    """:func:`plan_summary` as ``(label, text)`` lines of the text plan."""
+    where = [summary["service"]]
+    if summary["region"]:
+        where.append(f"region {summary['region']}")
+    where.append(f"Kubernetes {summary['kubernetesVersion']}")
+    existing = summary["existingCluster"]
+    if existing is not None:
+        context = f" context {existing['context']}" if existing["context"] else ""
+        where.append(f"existing cluster (kubeconfig {existing['kubeconfig']}{context})")
+    lines = [("stacks", ", ".join(summary["stacks"])), ("platform", ", ".join(where))]
+    pools = []
+    for pool in summary["pools"]:
+        text = f"{pool['name']} {pool['vmSize']} x {pool['count']}"
+        if pool["gpu"]:
+            per = pool["gpusPerNode"]
+            text += f" ({plural(per, 'GPU')} each)" if per is not None else " (GPUs unknown)"
+        pools.append(text)
+    if pools:
+        lines.append(("pools", "; ".join(pools)))
+    if summary["gpus"] is not None and any(pool["gpu"] for pool in summary["pools"]):
+        accelerator = "" if summary["accelerator"] == ANY else f" {summary['accelerator']}"
+        lines.append(("GPUs", f"{summary['gpus']}{accelerator}"))
+    if summary["gpuStack"]:
+        lines.append(("gpuStack", summary["gpuStack"]))
+    return lines
+
+
+def _finding_json(finding) -> dict:
+    """A :class:`~gpucluster.model.Finding` as ``plan --format json`` carries it: every field, the
+    whole message and fix (no cut), credentials masked as in the text lines."""
+    from gpucluster.errors import mask_secrets
+
+    return {
+        "id": finding.id,
+        "severity": finding.severity,
+        "file": finding.file,
+        "cluster": finding.cluster,
+        "component": finding.component,
+        "key": finding.key,
+        "message": mask_secrets(finding.message),
+        "fix": mask_secrets(finding.fix),
+    }
 
 
 def _fleet_rollout(fleet, plans: list[RuntimePlan]) -> dict:
@@ -893,16 +1009,24 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
     return Path(args.cache) if args.cache else None
 
 
-def _rendered(args: argparse.Namespace):
+def _rendered(args: argparse.Namespace, err: TextIO):
     from gpucluster.verify import render as render_mod
 
     plans = _selected_plans(args)
     folders = render_mod.chart_folders_from(args.charts)
     sources = render_mod.ChartSources(folders, cache_dir=_cache_arg(args), pull=args.pull)
     render_mod.helm()
-    return plans, render_mod.render_plans(
-        plans, sources, allow_missing=args.allow_missing, require_charts=args.require_charts
-    )
+    progress = _Progress(err)
+    try:
+        return plans, render_mod.render_plans(
+            plans,
+            sources,
+            allow_missing=args.allow_missing,
+            require_charts=args.require_charts,
+            progress=lambda i, n, name: progress.show(i, n, f"rendering {name}"),
+        )
+    finally:
+        progress.clear()
 
 
 def _report(
@@ -945,62 +1069,115 @@ def _report(
     return 0
 
 
+class _Progress:
+    """A progress line on ``stream`` when it is a terminal: ``[i/n] text``, rewritten in place
+    (carriage return, erase to the end of the line: ECMA-48 EL) and erased before any other line
+    is written, so a pipe or a file never gets one (they get only the result lines)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        isatty = getattr(stream, "isatty", None)
+        try:
+            self.on = bool(isatty and isatty())
+        except (OSError, ValueError):
+            self.on = False
+        self.stream = stream
+        self.shown = False
+
+    def show(self, done: int, total: int, text: str) -> None:
+        """Show ``[done/total] text`` (cut to the terminal's width) in place of the last one."""
+        if not self.on:
+            return
+        import shutil
+
+        width = max(20, shutil.get_terminal_size().columns - 1)
+        self.stream.write(f"\r\x1b[K{escaped(f'[{done}/{total}] {text}')[:width]}")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Erase the progress line (before a result line, and at the end)."""
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
 def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``charts pull``: one line per chart on stdout, one error line per chart that cannot be had."""
+    """``charts pull``: one line per chart on stdout as it completes (a ``[i/n]`` progress line on
+    a terminal's stderr while one is fetched), one error line per chart that cannot be had."""
     from gpucluster.charts import pull as charts
     from gpucluster.charts.chartcache import default_cache_dir
     from gpucluster.charts.helmsdk import helm
-    from gpucluster.errors import format_line, one_line
-    from gpucluster.verify.render import LintFinding
 
     plans = _selected_plans(args)
     _warn_findings(plans, err)
     cache = _cache_arg(args) or default_cache_dir()
     helm()
-    results = charts.pull_all(plans, cache, refresh=args.refresh, timeout=args.timeout)
-    for r in results:
-        p = r.pinned
-        if r.path is not None:
-            out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
-            continue
-        cluster, release = p.users[0]
-        if r.kind == "charts.pull":
-            err.write(
-                format_line(
-                    "error",
-                    r.kind,
-                    f"chart {p.chart} {p.version} from {charts.safe_url(p.repository)} was not stored: {r.reason}",
-                    where=(
-                        ("cluster", cluster),
-                        ("component", release),
-                        ("release", release),
-                        ("chart", f"{p.chart}@{p.version}"),
-                        ("mirror", charts.safe_url(p.repository)),
-                    ),
-                    fix=charts.PULL_ERROR_FIX,
-                    message_limit=2000,
-                )
-                + "\n"
-            )
-            continue
-        err.write(
-            LintFinding(
-                "charts.unavailable",
-                "error",
-                f"chart {p.chart} {p.version} from {p.repository} cannot be pulled: {one_line(r.reason)}",
-                fix=charts.PULL_FIX,
-                cluster=cluster,
-                component=release,
-                release=release,
-            ).render()
-            + "\n"
-        )
+    session = charts.PullSession(charts.Deadline(args.timeout))
+    pinned = charts.pinned_charts(plans)
+    progress = _Progress(err)
+    results = []
+    for i, p in enumerate(pinned, 1):
+        progress.show(i, len(pinned), f"{p.chart} {p.version} from {charts.safe_url(p.repository)}")
+        r = charts.pull_one(p, cache, refresh=args.refresh, session=session)
+        progress.clear()
+        results.append(r)
+        _write_pull_result(r, out, err)
+        out.flush()
     failed = sum(1 for r in results if r.path is None)
     out.write(
-        f"{len(results)} chart(s): {sum(1 for r in results if r.how == 'pulled')} pulled, "
+        f"{plural(len(results), 'chart')}: {sum(1 for r in results if r.how == 'pulled')} pulled, "
         f"{sum(1 for r in results if r.how == 'cached')} already cached, {failed} unavailable; cache {cache}\n"
     )
     return EXIT_INVALID_INPUT if failed else 0
+
+
+def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
+    """One chart's line of ``charts pull``: where it came from on ``out``, or why it could not be
+    had on ``err`` (``error[charts.pull]`` for what the repository sent, else
+    ``error[charts.unavailable]``)."""
+    from gpucluster.charts import pull as charts
+    from gpucluster.errors import format_line, one_line
+    from gpucluster.verify.render import LintFinding
+
+    p = r.pinned
+    if r.path is not None:
+        out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
+        return
+    cluster, release = p.users[0]
+    if r.kind == "charts.pull":
+        err.write(
+            format_line(
+                "error",
+                r.kind,
+                f"chart {p.chart} {p.version} from {charts.safe_url(p.repository)} was not stored: {r.reason}",
+                where=(
+                    ("cluster", cluster),
+                    ("component", release),
+                    ("release", release),
+                    ("chart", f"{p.chart}@{p.version}"),
+                    ("mirror", charts.safe_url(p.repository)),
+                ),
+                fix=charts.PULL_ERROR_FIX,
+                message_limit=2000,
+            )
+            + "\n"
+        )
+        err.flush()
+        return
+    err.write(
+        LintFinding(
+            "charts.unavailable",
+            "error",
+            f"chart {p.chart} {p.version} from {p.repository} cannot be pulled: {one_line(r.reason)}",
+            fix=charts.PULL_FIX,
+            cluster=cluster,
+            component=release,
+            release=release,
+        ).render()
+        + "\n"
+    )
+    err.flush()
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -1009,7 +1186,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_output_folder(
         Path(args.out)
     )  # before the (slow) render: a folder that is not ours is refused first
-    plans, result = _rendered(args)
+    plans, result = _rendered(args, err)
     try:
         _warn_findings(plans, err, getattr(args, "findings", "summary"))
         write_output(result, Path(args.out))
@@ -1033,7 +1210,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 key="--crds",
                 fix="name a folder of CRD YAML files",
             )
-    plans, result = _rendered(args)
+    plans, result = _rendered(args, err)
     try:
         _warn_findings(plans, err, getattr(args, "findings", "summary"))
         return _report(

@@ -166,7 +166,7 @@ def test_charts_pull_fetches_every_pin_through_the_mirror(pulled, chart_repo):
     n = len(served) + len(UNSERVED)
     assert (
         lines[-1]
-        == f"{n} chart(s): {len(served)} pulled, 0 already cached, {len(UNSERVED)} unavailable; cache {cache}"
+        == f"{n} charts: {len(served)} pulled, 0 already cached, {len(UNSERVED)} unavailable; cache {cache}"
     )
     errors = err.strip().splitlines()
     assert sorted(e.split(" component=")[1].split(" ")[0] for e in errors) == sorted(UNSERVED)
@@ -186,6 +186,96 @@ def test_charts_pull_fetches_every_pin_through_the_mirror(pulled, chart_repo):
             folder is not None
             and str(yaml.safe_load((folder / "Chart.yaml").read_text())["version"]) == version
         )
+
+
+class WhenWritten(io.StringIO):
+    """A stdout that notes, for each ``pulled`` line, how many archives the server had sent then."""
+
+    def __init__(self, served: list[str]) -> None:
+        super().__init__()
+        self.served = served
+        self.at: list[int] = []
+
+    def write(self, text: str) -> int:
+        if text.startswith("pulled "):
+            self.at.append(len(self.served))
+        return super().write(text)
+
+
+def test_each_chart_is_printed_as_it_completes(chart_repo, tmp_path, monkeypatch):
+    """The k-th ``pulled`` line is written when the k-th archive has been served, not after
+    the last one; stderr, not a terminal, holds no progress line."""
+    url, served, handler = chart_repo
+    config_file = tmp_path / "gpucluster.yaml"
+    config_file.write_text(f"charts:\n  mirror: {url}\n" + EMBEDDED_DEFAULT.read_text())
+    monkeypatch.delenv("GPUCLUSTER_CHARTS", raising=False)
+    before = len(handler.served)
+    out, err = WhenWritten(handler.served), io.StringIO()
+    argv = ["charts", "pull", "--config", str(config_file), "--cache", str(tmp_path / "cache")]
+    assert main(argv, stdout=out, stderr=err) == 2
+    assert [n - before for n in out.at] == list(range(1, len(served) + 1))
+    assert "\x1b" not in err.getvalue() and "\r" not in err.getvalue()
+
+
+def test_a_terminal_sees_which_chart_is_being_fetched(chart_repo, tmp_path):
+    """``charts pull`` with stderr on a pseudo-terminal: a ``[i/n] chart version from URL`` line
+    per chart, rewritten in place and erased; stdout (a pipe) gets the result lines only."""
+    import pty
+
+    url, served, _ = chart_repo
+    config_file = tmp_path / "gpucluster.yaml"
+    config_file.write_text(f"charts:\n  mirror: {url}\n" + EMBEDDED_DEFAULT.read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
+    env.update(HOME=str(tmp_path), COLUMNS="200")
+    master, slave = pty.openpty()
+    received = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed its end (EIO)
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gpucluster"),
+            "charts",
+            "pull",
+            "--config",
+            str(config_file),
+            "--cache",
+            str(tmp_path / "cache"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    os.close(slave)
+    reader.join(timeout=30)
+    os.close(master)
+    assert proc.returncode == 2
+    text = received.decode()
+    n = len(default_pins())
+    shown = [part for part in text.split("\r\x1b[K") if part.startswith("[")]
+    assert [part.split("]")[0] for part in shown] == [f"[{i}/{n}" for i in range(1, n + 1)]
+    assert shown[0].startswith(f"[1/{n}] cert-manager v1.20.2 from {url}")
+    parts = text.split("\r\x1b[K")
+    for part in parts:  # erased before each error line (the pty writes \n as \r\n)
+        assert (
+            part == ""
+            or (part.startswith("[") and "\n" not in part)
+            or (part.startswith("error[") and part.endswith("\r\n") and part.count("\n") == 1)
+        ), part
+    assert not parts[-1].startswith("[")  # and at the end
+    assert b"\x1b" not in proc.stdout and proc.stdout.decode().count("\npulled ") >= len(served) - 1
 
 
 def test_cache_entries_are_private(pulled):
@@ -210,7 +300,7 @@ def test_a_second_pull_uses_the_cache(pulled, chart_repo, monkeypatch):
         out.strip()
         .splitlines()[-1]
         .startswith(
-            f"{len(served) + len(UNSERVED)} chart(s): 0 pulled, {len(served)} already cached, {len(UNSERVED)} unavailable"
+            f"{len(served) + len(UNSERVED)} charts: 0 pulled, {len(served)} already cached, {len(UNSERVED)} unavailable"
         )
     )
 
@@ -653,7 +743,7 @@ def index_failure(tmp_path, mirror: str, reason: str) -> str:
     )
     assert all(f" mirror={mirror}: " in line and reason in line for line in lines), err
     assert all(" fix: " in line for line in lines)
-    assert out.splitlines()[-1].startswith(f"{len(pins)} chart(s): 0 pulled, 0 already cached, ")
+    assert out.splitlines()[-1].startswith(f"{len(pins)} charts: 0 pulled, 0 already cached, ")
     assert files_in(cache) == []
     return err
 

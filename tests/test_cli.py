@@ -134,15 +134,59 @@ def test_plan_default_cluster(tmp_path, monkeypatch):
     code, out, err = run(["plan"])
     assert code == 0, err
     lines = out.splitlines()
+    header = lines.index(next(line for line in lines if line.split()[:2] == ["NODE", "KIND"]))
     assert (
         lines[0]
-        == f"cluster gpu-training: recipe h100-aks-ubuntu-training profile gpuStack=azure-managed, {len(lines) - 2} releases"
+        == f"cluster gpu-training: recipe h100-aks-ubuntu-training profile gpuStack=azure-managed, {len(lines) - header - 1} releases"
     )
-    assert lines[1].split() == ["NODE", "KIND", "DEPENDS", "ON"]
-    rows = {line.split()[0]: line.split(None, 2) for line in lines[2:]}
-    assert rows["cert-manager"][1:] == ["chart", "-"]
+    assert lines[1:header] == [
+        "  stacks      gpu-training-cluster, gpu-training-runtime",
+        "  platform    aks, region eastus, Kubernetes 1.34",
+        "  pools       system Standard_D8ds_v5 x 2; gpu Standard_ND96isr_H100_v5 x 1 (8 GPUs each)",
+        "  GPUs        8 h100",
+        "  gpuStack    azure-managed",
+    ]
+    assert lines[header].split() == ["NODE", "KIND", "VERSION", "DEPENDS", "ON"]
+    rows = {line.split()[0]: line.split(None, 3) for line in lines[header + 1 :]}
+    assert rows["cert-manager"][1:] == ["chart", "v1.20.2", "-"]
     assert rows["gpu-operator"][1] == "chart"
-    assert "nfd" in rows["gpu-operator"][2] and "cert-manager" in rows["gpu-operator"][2]
+    assert "nfd" in rows["gpu-operator"][3] and "cert-manager" in rows["gpu-operator"][3]
+    assert rows["gpu-operator-manifests"][2] == "-"  # gpucluster's own chart: no upstream version
+
+
+def test_a_new_pool_a_region_and_a_chart_version_show_in_plan(tmp_path):
+    """An edit of the cluster file that changes no release still changes plan's output: the
+    header names the region, each pool's VM size and count and the GPUs."""
+    base = (
+        "clusters:\n  - name: c\n    criteria: {service: aks, accelerator: h100, os: ubuntu, "
+        "intent: training}\n    region: westeurope\n    pools:\n"
+        "      - {name: system, vmSize: Standard_D8ds_v5, nodeCount: 2, gpu: false}\n"
+        "      - {name: gpu, vmSize: Standard_ND96isr_H100_v5, nodeCount: 2}\n"
+    )
+    edited = base.replace("westeurope", "swedencentral") + (
+        "      - {name: gpu2, vmSize: Standard_ND96isr_H100_v5, nodeCount: 1}\n"
+    )
+    outputs = []
+    for i, text in enumerate((base, edited)):
+        path = tmp_path / f"c{i}.yaml"
+        path.write_text(text)
+        code, out, err = run(["plan", "--config", str(path)])
+        assert code == 0, err
+        outputs.append(out.splitlines())
+    before, after = outputs
+    changed = [(a, b) for a, b in zip(before, after, strict=False) if a != b]
+    assert changed[:3] == [
+        (
+            "  platform    aks, region westeurope, Kubernetes 1.34",
+            "  platform    aks, region swedencentral, Kubernetes 1.34",
+        ),
+        (
+            "  pools       system Standard_D8ds_v5 x 2; gpu Standard_ND96isr_H100_v5 x 2 (8 GPUs each)",
+            "  pools       system Standard_D8ds_v5 x 2; gpu Standard_ND96isr_H100_v5 x 2 (8 GPUs each); "
+            "gpu2 Standard_ND96isr_H100_v5 x 1 (8 GPUs each)",
+        ),
+        ("  GPUs        16 h100", "  GPUs        24 h100"),
+    ]
 
 
 def test_plan_json(tmp_path, monkeypatch):
@@ -154,8 +198,44 @@ def test_plan_json(tmp_path, monkeypatch):
     assert doc["cluster"] == "gpu-training" and doc["profile"] == {"gpuStack": "azure-managed"}
     nodes = {n["id"]: n for n in doc["nodes"]}
     assert nodes["kube-prometheus-stack"]["dependsOn"] == ["prometheus-operator-crds"]
+    assert (
+        nodes["cert-manager"]["version"] == "v1.20.2"
+        and "version" not in nodes["gpu-operator-manifests"]
+    )
+    assert doc["stacks"] == ["gpu-training-cluster", "gpu-training-runtime"]
+    assert (doc["region"], doc["kubernetesVersion"], doc["gpus"], doc["gpuStack"]) == (
+        "eastus",
+        "1.34",
+        8,
+        "azure-managed",
+    )
+    assert doc["pools"][1] == {
+        "name": "gpu",
+        "vmSize": "Standard_ND96isr_H100_v5",
+        "count": 1,
+        "gpu": True,
+        "gpusPerNode": 8,
+    }
+    assert isinstance(doc["findings"], list)
     for n in doc["nodes"]:
         assert all(d in nodes for d in n["dependsOn"])
+
+
+@pytest.mark.parametrize("config", ["EXISTING_AKS", "NVKE_EXISTING"])
+def test_plan_names_the_stacks_synth_writes(config, tmp_path):
+    import _support
+
+    from gpucluster.inputs.config import load_config
+    from gpucluster.pipeline import build_plans
+    from gpucluster_cdk.stacks.names import stack_names
+
+    path = tmp_path / "c.yaml"
+    text = getattr(_support, config)
+    path.write_text(text if text.startswith("clusters:") else "clusters:\n" + text)
+    code, out, err = run(["plan", "--config", str(path), "--format", "json"])
+    assert code == 0, err
+    plans = build_plans(load_config(str(path))[0])
+    assert [d["stacks"] for d in json.loads(out)] == [stack_names(p) for p in plans]
 
 
 def test_plan_config_error_names_file(tmp_path):

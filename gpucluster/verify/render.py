@@ -53,7 +53,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -985,14 +985,18 @@ def render_plans(
     allow_missing: Iterable[str] = (),
     require_charts: bool = False,
     renderer: Renderer | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> RenderResult:
     """Render every release of every plan (plan order).
 
     The caller closes ``renderer`` when it passes one; otherwise a fresh one is made and kept
-    open for lint's re-renders: close it with ``result.renderer.close()``."""
+    open for lint's re-renders: close it with ``result.renderer.close()``. ``progress`` is
+    called before each release is rendered with ``(number, total, "<cluster>/<release>")``
+    (number from 1; total: the releases of all ``plans``)."""
     own = renderer or Renderer(sources, allow_missing=allow_missing, require_charts=require_charts)
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
+    total = sum(len(plan.nodes) for plan in plans)
     for plan in plans:
         builtin = kubernetes_api_versions(plan.cluster.kubernetes_version)
         kube = f"v{'.'.join((plan.cluster.kubernetes_version.removeprefix('v').split('.') + ['0', '0'])[:3])}"
@@ -1019,6 +1023,8 @@ def render_plans(
                     crds |= crd_api_versions(doc for _, doc in rel.objects)
                     crds |= crd_api_versions(doc for _, doc in rel.crds)
             caps = Capabilities(kube, tuple(sorted(set(builtin) | crds)))
+            if progress is not None:
+                progress(len(releases) + len(done) + 1, total, f"{plan.cluster.name}/{node.id}")
             release, f = own.render_node(plan.cluster.name, node, caps)
             done[node.id] = release
             findings.extend(f)
