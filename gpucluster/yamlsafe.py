@@ -12,6 +12,10 @@ A text that parsed is kept, as its data, in the per-user cache (:mod:`gpucluster
 :data:`PARSE_CACHE_KIND`) keyed by the text, this module's source and the PyYAML install, so a
 repeated ``gpucluster plan`` of the same cluster file neither imports PyYAML nor parses it again.
 Errors are never kept.
+
+YAML that comes from elsewhere -- a chart repository's ``index.yaml``, a chart's ``values.yaml``
+-- is read by :func:`load_untrusted` instead: one pass over libyaml's events, no aliases, a bound
+on the nodes built and a deadline check as it goes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -442,3 +447,139 @@ def load_yaml_file(
     if text.startswith("\ufeff"):
         text = text[1:]
     return load_yaml_text(text, file=name, cluster=cluster)
+
+
+# --------------------------------------------------------------------------- YAML from a peer
+
+CHECK_EVERY = 4096
+"""Parser events between two calls of :func:`load_untrusted`'s ``check`` (a deadline)."""
+
+
+class UntrustedYamlError(ValueError):
+    """What :func:`load_untrusted` refuses: a syntax error, an alias, a merge key, a tag, a
+    collection as a mapping key, more than one document, more events than allowed (first line: what
+    and where)."""
+
+
+def load_untrusted(
+    data: bytes | str,
+    *,
+    max_events: int,
+    check: Callable[[], object] | None = None,
+) -> Any:
+    """One YAML document that came from elsewhere (a chart repository's ``index.yaml``, a chart's
+    ``values.yaml``), built from the parser's events in one pass, in time and memory in
+    proportion to its length.
+
+    The events come from libyaml (PyYAML's C parser, ``yaml.CSafeLoader``) when PyYAML was built
+    with it, else from PyYAML's own parser; scalars are resolved and converted as
+    ``yaml.safe_load`` does (``tag:yaml.org,2002`` types: str, int, float, bool, null,
+    timestamp, binary). Nothing can make the result larger than the text: an alias (``*name``),
+    which could repeat a node without end (an "alias bomb"), is refused, as are merge keys
+    (``<<``), explicit tags other than the YAML core types, collections as mapping keys and more
+    than one document. A key given twice keeps its last value, as ``yaml.safe_load``.
+
+    Args:
+        data: the document (bytes: UTF-8/16 as YAML reads them).
+        max_events: most parser events read (one per scalar, collection start and end): a
+            bound on the objects built whatever the text.
+        check: called every :data:`CHECK_EVERY` events (a deadline check that raises).
+
+    Raises:
+        UntrustedYamlError: see the class; ``check``'s own exceptions pass through.
+    """
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(data)
+    try:
+        return _build(loader, yaml, max_events, check)
+    except yaml.YAMLError as exc:
+        raise UntrustedYamlError(_mark_text(exc)) from None
+    finally:
+        loader.dispose()
+
+
+_CORE_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("str", "int", "float", "bool", "null", "timestamp", "binary", "map", "seq")
+)
+
+
+def _refuse(what: str, event: Any) -> UntrustedYamlError:
+    mark = getattr(event, "start_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return UntrustedYamlError(f"{what}{where}")
+
+
+def _build(loader: Any, yaml: Any, max_events: int, check: Callable[[], object] | None) -> Any:
+    """:func:`load_untrusted`'s loop: a stack of open collections, each value added to the top
+    one (a mapping alternates key and value)."""
+    from yaml.nodes import ScalarNode
+
+    constructors = loader.yaml_constructors
+    str_tag = "tag:yaml.org,2002:str"
+    no_key = object()
+    stack: list[list[Any]] = []  # [container, pending key (mappings)]
+    root: Any = None
+    documents = count = 0
+    scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+    mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+    collection_end = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+    def add(value: Any, event: Any) -> None:
+        nonlocal root
+        if not stack:
+            root = value
+            return
+        top = stack[-1]
+        container = top[0]
+        if type(container) is list:
+            container.append(value)
+        elif top[1] is no_key:
+            if isinstance(value, (dict, list)):
+                raise _refuse("a collection as a mapping key is not accepted", event)
+            top[1] = value
+        else:
+            container[top[1]] = value
+            top[1] = no_key
+
+    while True:
+        event = loader.get_event()
+        if event is None:
+            break
+        count += 1
+        if count > max_events:
+            raise _refuse(f"more than {max_events} YAML nodes", event)
+        if check is not None and count % CHECK_EVERY == 0:
+            check()
+        kind = type(event)
+        if kind is scalar_event:
+            tag = event.tag
+            if tag is None or tag == "!":
+                if event.implicit[0]:
+                    tag = loader.resolve(ScalarNode, event.value, (True, False))
+                else:
+                    tag = str_tag
+            if tag == str_tag:
+                value = event.value
+            elif tag in _CORE_TAGS:
+                value = constructors[tag](loader, ScalarNode(tag, event.value))
+            elif tag == "tag:yaml.org,2002:merge":
+                raise _refuse("merge keys (<<) are not accepted", event)
+            else:
+                raise _refuse(f"the tag {tag[:80]} is not accepted", event)
+            add(value, event)
+        elif kind is mapping_start or kind is sequence_start:
+            if event.tag not in (None, "!") and event.tag not in _CORE_TAGS:
+                raise _refuse(f"the tag {event.tag[:80]} is not accepted", event)
+            stack.append([{} if kind is mapping_start else [], no_key])
+        elif kind in collection_end:
+            add(stack.pop()[0], event)
+        elif kind is alias_event:
+            raise _refuse("aliases (*name) are not accepted", event)
+        elif kind is yaml.DocumentStartEvent:
+            documents += 1
+            if documents > 1:
+                raise _refuse("more than one YAML document", event)
+    return root

@@ -6,7 +6,8 @@ cluster file's mirror applied, :mod:`gpucluster.charts.mirrors`); each is pulled
 :mod:`gpucluster.charts.chartcache`. ``render`` and ``lint`` then read it from there, offline.
 
 An HTTP(S) chart repository is read here, with the standard library (:func:`fetch_http`): its
-``index.yaml`` once per run, within caps (:data:`INDEX_CAP`, :data:`ARCHIVE_CAP`,
+``index.yaml`` once per run (parsed by :func:`gpucluster.yamlsafe.load_untrusted`: libyaml's events,
+no aliases, at most :data:`INDEX_EVENTS` nodes, within the deadline), within caps (:data:`INDEX_CAP`, :data:`ARCHIVE_CAP`,
 :data:`UNPACKED_CAP`), a per-request timeout (:data:`REQUEST_TIMEOUT`) and one total deadline
 (:class:`Deadline`, ``charts pull --timeout``); no redirect is followed and no archive is taken
 from a host other than the repository's (:data:`REDIRECT_HOSTS` names the one upstream whose index
@@ -58,6 +59,7 @@ import yaml
 from gpucluster.charts import chartcache
 from gpucluster.charts.helmsdk import helm
 from gpucluster.model import RuntimePlan
+from gpucluster.yamlsafe import UntrustedYamlError, load_untrusted
 
 PULL_FIX = (
     "make the repository reachable from here, or name a mirror that holds the chart (charts.mirror or "
@@ -122,6 +124,13 @@ def is_loopback(repository: str) -> bool:
 INDEX_CAP = 32 * 1024 * 1024
 """Largest ``index.yaml`` read (bytes): the index of every chart of a large repository (Bitnami's,
 about 20 MiB in 2024) fits; a longer answer is refused, not held in memory."""
+INDEX_EVENTS = INDEX_CAP // 8
+"""Most YAML nodes of an ``index.yaml`` (:func:`gpucluster.yamlsafe.load_untrusted`'s
+``max_events``): a real index has one per 16 bytes or so (a generated 14.6 MB index in the
+style of Bitnami's: 897,142), so a full-size one fits twice over, while what the parse builds
+stays in proportion to :data:`INDEX_CAP` whatever the text (at most about 170 MB measured, for
+an index of 2 million empty mappings). The parse runs within the total deadline: it is checked
+every :data:`gpucluster.yamlsafe.CHECK_EVERY` nodes."""
 ARCHIVE_CAP = 64 * 1024 * 1024
 """Largest chart archive (``.tgz``) read (bytes); unpacked it is held to :data:`UNPACKED_CAP`."""
 UNPACKED_CAP = 100 * 1024 * 1024
@@ -348,13 +357,7 @@ def _index(repository: str, session: PullSession) -> dict[str, Any]:
                 cap=INDEX_CAP,
                 what="index.yaml",
             )
-            try:
-                parsed = yaml.load(data, Loader=_IndexLoader)  # noqa: S506  (a safe loader)
-            except (yaml.YAMLError, RecursionError) as exc:
-                raise PullError(f"index.yaml is not YAML: {first_line(exc)}") from None
-            if not isinstance(parsed, dict) or not isinstance(parsed.get("entries"), dict):
-                raise PullError("index.yaml has no 'entries' mapping")
-            known = parsed
+            known = parse_index(data, session.deadline)
         except ChartNotFound:
             known = PullError("the repository has no index.yaml (HTTP 404): not a chart repository")
         except PullError as exc:
@@ -365,13 +368,21 @@ def _index(repository: str, session: PullSession) -> dict[str, Any]:
     return known
 
 
-class _IndexLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without aliases (``*name``), which could multiply a capped index."""
+def parse_index(data: bytes, deadline: Deadline) -> dict[str, Any]:
+    """A repository's ``index.yaml`` as a mapping with an ``entries`` mapping, parsed by
+    :func:`gpucluster.yamlsafe.load_untrusted` (no aliases, at most :data:`INDEX_EVENTS` nodes),
+    ``deadline`` checked as it goes.
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("aliases are not accepted in index.yaml")
-        return super().compose_node(parent, index)
+    Raises:
+        PullError: not YAML, refused by the parser, no ``entries`` mapping, or the deadline passed.
+    """
+    try:
+        parsed = load_untrusted(data, max_events=INDEX_EVENTS, check=deadline.per_request)
+    except UntrustedYamlError as exc:
+        raise PullError(f"index.yaml is not accepted: {first_line(exc)}") from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("entries"), dict):
+        raise PullError("index.yaml has no 'entries' mapping")
+    return parsed
 
 
 def _same_version(a: str, b: str) -> bool:
@@ -429,11 +440,16 @@ def fetch_http(
         url, session.deadline, cap=ARCHIVE_CAP, what=f"archive {safe_url(url)}", hosts=extra
     )
     digest = entry.get("digest")
-    if digest:
+    if digest is not None and digest != "":  # Helm checks a digest only when the entry has one
         got = hashlib.sha256(data).hexdigest()
-        if str(digest).lower().removeprefix("sha256:") != got:
+        if not isinstance(digest, str):  # unquoted digits: YAML read a number (all zeros: 0)
             raise PullError(
-                f"archive of {chart} {version} has sha256 {got}, the index says {str(digest)[:80]}"
+                f"the index gives {chart} {version} the digest {str(digest)[:80]}, a YAML "
+                f"{type(digest).__name__}, not a sha256 text (the archive's is {got})"
+            )
+        if digest.lower().removeprefix("sha256:") != got:
+            raise PullError(
+                f"archive of {chart} {version} has sha256 {got}, the index says {digest[:80]}"
             )
     unpack_chart(data, folder, chart)
     check_chart_yaml(folder / chart / "Chart.yaml", chart, version)
