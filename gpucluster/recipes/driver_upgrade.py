@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpucluster.fields import Fields, Where
@@ -277,3 +277,109 @@ def unused_findings(cluster: ClusterSpec, components: Mapping[str, Component]) -
             "(AKS: profile gpuStack: operator-managed, pools' gpuDriver: None)",
         )
     ]
+
+
+NOT_UNUSED_PATHS = ("driver.enabled", "driver.rdma.useHostMofed")
+"""Driver paths never warned as unused: ``driver.enabled`` decides it, and the AKS policy
+``AKS-HOST-MOFED`` asks for ``driver.rdma.useHostMofed=false`` when network-operator is off."""
+
+
+def override_findings(
+    cluster: ClusterSpec, components: Mapping[str, Component], resolved: Iterable[Any]
+) -> list[Finding]:
+    """What the user's gpu-operator overrides (``resolved``: ``(canonical component, Override)``
+    pairs, :class:`gpucluster.recipes.overrides.ResolvedOverrides`) write into the driver that
+    the cluster file's own keys would have checked:
+
+    * a warning ``DRIVER-OVERRIDE-UNUSED`` per override of ``driver.*`` or ``gdrcopy.*`` (not
+      :data:`NOT_UNUSED_PATHS`) while the final values have ``driver.enabled: false`` (AKS
+      ``gpuStack: azure-managed``: the node image brings the driver), which then changes nothing;
+    * an error ``DRIVER-UPGRADE-POLICY-VALUE`` when an override writes ``driver.upgradePolicy``
+      and the final ``driver.upgradePolicy`` fails the checks of ``driverUpgradePolicy``
+      (:func:`parse_driver_upgrade_policy`: ``maxUnavailable`` 0, -1 or ``150%``, a negative
+      count, a selector the chart cannot render; keys the chart does not read are left to
+      ``lint``'s dead-value warning); ``key`` is the values path, so
+      the error names the override's file.
+    """
+    from gpucluster.errors import GpuclusterError
+    from gpucluster.values import leaf_paths
+
+    comp = components.get(COMPONENT)
+    if comp is None:
+        return []
+    written: list[tuple[Any, list[str]]] = []
+    for name, override in resolved:
+        if name != COMPONENT:
+            continue
+        if override.kind == "values":
+            value = override.value if isinstance(override.value, Mapping) else {}
+            written.append((override, [p for p, _ in leaf_paths(value)]))
+        else:
+            written.append((override, [override.path]))
+    driver = comp.values.get("driver")
+    driver = driver if isinstance(driver, Mapping) else {}
+    out: list[Finding] = []
+    if driver.get("enabled", True) is False:
+        for override, paths in written:
+            shown = [
+                p
+                for p in paths
+                if p.startswith(("driver.", "gdrcopy.")) and p not in NOT_UNUSED_PATHS
+            ]
+            if shown:
+                out.append(
+                    Finding(
+                        "DRIVER-OVERRIDE-UNUSED",
+                        "warning",
+                        cluster.name,
+                        COMPONENT,
+                        override.key,
+                        f"{', '.join(shown)} has no effect: the GPU Operator does not install the GPU "
+                        "driver here (gpu-operator values driver.enabled: false; with gpuStack "
+                        "azure-managed the node image brings the driver), so no driver is changed "
+                        "or reloaded",
+                        "use profile gpuStack: operator-managed (the pools' gpuDriver: None) for the "
+                        "operator to install this driver, or drop the override",
+                    )
+                )
+    if not any(p.startswith(VALUES_PATH) for _, paths in written for p in paths):
+        return out
+    raw = driver.get("upgradePolicy")
+    if isinstance(raw, Mapping):  # the keys the chart reads (a misspelled one: lint.dead-value)
+        raw = {("podDeletion" if k == "gpuPodDeletion" else k): v for k, v in raw.items()}
+        subs = {
+            "waitForCompletion": WAIT_KEYS,
+            "podDeletion": POD_DELETION_KEYS,
+            "drain": DRAIN_KEYS,
+        }
+        raw = {
+            k: (
+                {s: x for s, x in v.items() if s in subs[k]}
+                if k in subs and isinstance(v, Mapping)
+                else v
+            )
+            for k, v in raw.items()
+            if k in TOP_KEYS
+        }
+    try:
+        parse_driver_upgrade_policy(
+            raw, file=cluster.source, cluster=cluster.name, base=VALUES_PATH
+        )
+    except GpuclusterError as err:
+        for problem in err.problems:
+            key = (problem.key or VALUES_PATH).replace(".podDeletion", ".gpuPodDeletion")
+            out.append(
+                Finding(
+                    "DRIVER-UPGRADE-POLICY-VALUE",
+                    "error",
+                    cluster.name,
+                    COMPONENT,
+                    key,
+                    f"{problem.message}"
+                    + (f", allowed: {problem.allowed}" if problem.allowed else "")
+                    + " (the checks of driverUpgradePolicy apply to an override of "
+                    "driver.upgradePolicy too)",
+                    problem.fix or "write the policy in driverUpgradePolicy (docs/cluster-file.md)",
+                )
+            )
+    return out

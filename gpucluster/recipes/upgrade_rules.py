@@ -40,6 +40,7 @@ MATCHES = (
     "regionChange",
     "clusterRename",
     "backendChange",
+    "driverRoll",
 )
 
 _STR = {"type": "string", "minLength": 1}
@@ -96,9 +97,60 @@ RULES_SCHEMA: dict[str, Any] = {
   system pool's name;
 * ``regionChange``: the cluster's resolved ``region`` changed;
 * ``clusterRename``: the cluster's ``name`` changed (its stacks and state files are named after it);
-* ``backendChange``: the Terraform ``backend`` of the cluster's stacks changed.
+* ``backendChange``: the Terraform ``backend`` of the cluster's stacks changed;
+* ``driverRoll``: a ``gpu-operator`` change that replaces the driver pods on every GPU node
+  (:func:`driver_roll`: a chart version change, or a value :func:`replaces_driver_pods`), with
+  the operator installing the driver on either side, that no ``valueChange`` rule on a driver
+  path already judged.
 
 Every rule may name a ``service`` (the cluster's ``criteria.service``) it is limited to."""
+
+
+# --------------------------------------------------------------------------- the driver pods
+
+GPU_OPERATOR = "gpu-operator"
+DRIVER_POD_PATHS = ("driver.", "gdrcopy.", "cdi.")
+"""gpu-operator values paths whose change replaces the driver DaemonSet's pods (or, for
+``cdi.*``, the container toolkit and device plugin next to them) on every GPU node: the chart's
+``templates/clusterpolicy.yaml`` renders ``.Values.driver.*`` (repository, image, version,
+imagePullPolicy, manager, licensingConfig, rdma, kernelModuleType, usePrecompiled, env, ...) into
+the ClusterPolicy's ``spec.driver``, ``.Values.gdrcopy`` into a container of the driver pods and
+``.Values.cdi`` into ``spec.cdi``; the operator re-renders the DaemonSets from that spec. The one
+table both ``upgrade-check`` modes read (:func:`replaces_driver_pods`)."""
+DRIVER_ONLY_PATHS = ("driver.", "gdrcopy.")
+"""The paths of :data:`DRIVER_POD_PATHS` that act only through the driver the operator installs:
+with ``driver.enabled`` false they change nothing (``cdi.*`` still rolls the toolkit and device
+plugin)."""
+NOT_DRIVER_POD_PATHS = ("driver.upgradePolicy.",)
+"""Read by the upgrade controller, not part of the driver pods (GPU Operator docs, "GPU Driver
+Upgrades")."""
+
+
+def replaces_driver_pods(path: str) -> bool:
+    """Does a change of gpu-operator value ``path`` (dotted) replace the driver pods
+    (:data:`DRIVER_POD_PATHS`, less :data:`NOT_DRIVER_POD_PATHS`)?"""
+    return path.startswith(DRIVER_POD_PATHS) and not path.startswith(NOT_DRIVER_POD_PATHS)
+
+
+def operator_manages_driver(values: Any) -> bool:
+    """Does the GPU Operator install the driver with these gpu-operator ``values``
+    (``driver.enabled``, chart default true; AKS ``gpuStack: azure-managed`` sets it false: the
+    node image brings the driver)?"""
+    if not isinstance(values, dict):
+        return False
+    driver = values.get("driver")
+    return not (isinstance(driver, dict) and driver.get("enabled", True) is False)
+
+
+def driver_roll(kind: str, paths: Sequence[str], old_values: Any, new_values: Any) -> list[str]:
+    """What makes a gpu-operator change (``kind`` ``version`` or ``values``, the changed
+    ``paths``) replace the driver pods on every GPU node: ``["chart version"]`` and/or the paths
+    that :func:`replaces_driver_pods`; ``[]`` when nothing does, or when the operator installs the
+    driver on neither side (:func:`operator_manages_driver`: the change cannot reload anything)."""
+    if not (operator_manages_driver(old_values) or operator_manages_driver(new_values)):
+        return []
+    out = ["chart version"] if kind == "version" else []
+    return out + [p for p in paths if replaces_driver_pods(p)]
 
 
 # --------------------------------------------------------------------------- versions

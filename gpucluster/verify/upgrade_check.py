@@ -46,13 +46,17 @@ from typing import Any
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import Finding, RuntimePlan
 from gpucluster.recipes.upgrade_rules import (  # noqa: F401  (the rules live in a leaf; re-exported here)
+    DRIVER_ONLY_PATHS,
+    GPU_OPERATOR,
     MATCHES,
     RULES_FILE,
     RULES_SCHEMA,
     UNKNOWN_VERSION_ACTION,
     VERDICTS,
     Rule,
+    driver_roll,
     load_rules,
+    replaces_driver_pods,
     version_change_text,
     version_rules,
     worst,
@@ -610,10 +614,16 @@ def _judge(
         change.reasons += _version_reasons(
             name, change.old_version, change.new_version, rules, service
         )
+    roll: list[str] = []
+    driver_paths = [p for p in change.values if p.startswith(DRIVER_ONLY_PATHS)]
+    if name == GPU_OPERATOR and change.kind in ("version", "values"):
+        roll = driver_roll(change.kind, change.values, a.values, b.values)
     if change.kind in ("version", "values"):
         for rule in applicable:
             if rule.match != "valueChange" or rule.component != name or not rule.path:
                 continue
+            if name == GPU_OPERATOR and rule.path.startswith(DRIVER_ONLY_PATHS) and not roll:
+                continue  # the operator installs no driver here: nothing reloads
             before, after = _get(a.values, rule.path), _get(b.values, rule.path)
             if before == after:
                 continue
@@ -624,6 +634,37 @@ def _judge(
                 change.reasons.append(
                     _reason(rule, f"{rule.why} ({rule.path}: {shown(before)} -> {shown(after)})")
                 )
+        if roll and not any(
+            r.rule == rule.id
+            for r in change.reasons
+            for rule in applicable
+            if rule.match == "valueChange" and rule.path and replaces_driver_pods(rule.path)
+        ):
+            what = ", ".join(
+                f"{change.old_version} -> {change.new_version}" if x == "chart version" else x
+                for x in roll
+            )
+            change.reasons += [
+                _reason(r, f"{r.why} ({what})") for r in applicable if r.match == "driverRoll"
+            ] or [
+                Reason(
+                    "default-driver-roll",
+                    "unknown",
+                    f"the driver pods are replaced on every GPU node ({what}); no rule assesses it",
+                )
+            ]
+        if name == GPU_OPERATOR and driver_paths and not roll:
+            change.reasons.append(
+                Reason(
+                    "default-driver-not-managed",
+                    "safe",
+                    f"{', '.join(driver_paths)}: no effect, the GPU Operator does not install the "
+                    "driver here (driver.enabled false; with gpuStack azure-managed the node image "
+                    "brings it), so no driver pod is replaced",
+                    action="to change the driver, let the operator install it (profile gpuStack: "
+                    "operator-managed) or change the node image",
+                )
+            )
         if change.kind == "values" and not change.reasons:
             change.reasons.append(
                 Reason(

@@ -59,7 +59,7 @@ from typing import Any
 
 from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
 from gpucluster.model import NodePool, RuntimePlan
-from gpucluster.recipes.upgrade_rules import worst
+from gpucluster.recipes.upgrade_rules import driver_roll, worst
 from gpucluster.verify.snapshot import Snapshot
 from gpucluster.verify.upgrade_check import Change, ClusterReport, Report, removed_gpu_pools
 
@@ -112,9 +112,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 DRA_COMPONENT = "nvidia-dra-driver-gpu"
 GPU_OPERATOR = "gpu-operator"
-_DRIVER_ROLLING_PATHS = ("driver.", "cdi.", "gdrcopy.")
-_NOT_ROLLING_PATHS = ("driver.upgradePolicy.",)
-"""The upgrade policy is read by the upgrade controller; it is not part of the driver pods."""
 
 
 # --------------------------------------------------------------------------- reading the snapshot
@@ -415,15 +412,13 @@ def _node_states(
 # --------------------------------------------------------------------------- judging
 
 
-def _driver_rolls(change: Change | None, new: RuntimePlan) -> bool:
-    """Does the gpu-operator change make the operator re-install the driver on the nodes?"""
-    comp = new.components.get(GPU_OPERATOR)
-    if change is None or comp is None or not (comp.values.get("driver") or {}).get("enabled"):
+def _driver_rolls(change: Change | None, old: RuntimePlan, new: RuntimePlan) -> bool:
+    """Does the gpu-operator change make the operator re-install the driver on the nodes? The
+    file check's rule (:func:`gpucluster.recipes.upgrade_rules.driver_roll`): one table."""
+    a, b = old.components.get(GPU_OPERATOR), new.components.get(GPU_OPERATOR)
+    if change is None or change.kind not in ("version", "values") or a is None or b is None:
         return False
-    return change.kind == "version" or any(
-        v.startswith(_DRIVER_ROLLING_PATHS) and not v.startswith(_NOT_ROLLING_PATHS)
-        for v in change.values
-    )
+    return bool(driver_roll(change.kind, change.values, a.values, b.values))
 
 
 def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
@@ -565,7 +560,7 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
     pods_listed = len(snap.objects("v1", "Pod"))
     blind = pods_listed == 0 or not snap.objects("v1", "Node")
     every_namespace = ("v1", "Pod") in snap.every_namespace
-    driver = _driver_rolls(changes.get(GPU_OPERATOR), new)
+    driver = _driver_rolls(changes.get(GPU_OPERATOR), old, new)
     dra = changes.get(DRA_COMPONENT)
     dra_rolls = dra is not None and dra.kind in ("version", "values")
     replaced = _replaced_pools(old, new) if changes.get("cluster") else {}
