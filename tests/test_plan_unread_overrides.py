@@ -11,6 +11,10 @@ note. Plan still exits 0: Helm accepts such a value.
 from __future__ import annotations
 
 import io
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +148,59 @@ def test_a_plan_without_overrides_checks_nothing(tmp_path, monkeypatch, referenc
     monkeypatch.setenv("GPUCLUSTER_CHARTS", str(reference_charts))
     code, _, err = plan(tmp_path, CLUSTER)
     assert code == 0 and ours(err) == [], err
+
+
+ALIAS_BOMB = (
+    "a: &a {"
+    + ", ".join(f"k{n}: x" for n in range(9))
+    + "}\n"
+    + "".join(
+        f"{c}: &{c} {{" + ", ".join(f"k{n}: *{p}" for n in range(9)) + "}\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+)
+"""A values.yaml of about 500 bytes whose aliases make 9**9 (387 million) leaves (mappings: the keys
+are what the check walks)."""
+
+
+def test_a_chart_whose_values_are_an_alias_bomb_is_one_note(tmp_path):
+    """A chart in $GPUCLUSTER_CHARTS (the pinned name and version) whose values.yaml repeats
+    itself through aliases: plan with an override on it ends at once with one
+    ``info[values.unchecked]`` naming the refusal, exit 0 (run as a child process limited to
+    1 GiB of address space, so the old endless walk failed in about 40 s instead of swapping)."""
+    charts = tmp_path / "charts" / "gpu-operator"
+    charts.mkdir(parents=True)
+    (charts / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-operator\nversion: v26.7.1\n")
+    (charts / "values.yaml").write_text(ALIAS_BOMB)
+    (tmp_path / "gpucluster.yaml").write_text(CLUSTER)
+    env = {
+        **os.environ,
+        "GPUCLUSTER_CHARTS": str(tmp_path / "charts"),
+        "GPUCLUSTER_CACHE_DIR": "off",
+        chartcache.CACHE_ENV: str(tmp_path / "chart-cache"),
+    }
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gpucluster"),
+            "plan",
+            "--config",
+            str(tmp_path / "gpucluster.yaml"),
+            "--set",
+            "gpuoperator:x=5",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        preexec_fn=limit,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [line] = ours(proc.stderr.splitlines())
+    assert line.startswith("info[values.unchecked] cluster=lab component=gpu-operator key=x: "), (
+        line
+    )
+    assert "values.yaml" in line and "aliases (*name) are not accepted" in line, line

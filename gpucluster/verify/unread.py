@@ -36,27 +36,40 @@ SCHEMA_LIMIT = 8 << 20
 """Largest ``values.schema.json`` read (8 MiB)."""
 
 
+VALUES_CAP = 5 * 1024 * 1024
+"""Largest chart ``values.yaml`` read (bytes): Helm's own limit on one file of a chart
+(``loader.MaxDecompressedFileSize``, :data:`gpucluster.charts.pull.UNPACKED_FILE_CAP`)."""
+VALUES_EVENTS = VALUES_CAP // 8
+"""Most YAML nodes of a chart ``values.yaml`` (:func:`gpucluster.yamlsafe.load_untrusted`)."""
+
+
 def _load_values(folder: Path) -> dict[str, Any]:
-    """``folder/values.yaml`` as Helm reads it (anchors and all: a chart's own file), ``{}`` when absent.
+    """``folder/values.yaml``, ``{}`` when absent, read by :func:`gpucluster.yamlsafe.load_untrusted`:
+    a chart can come from any mirror or folder, and aliases (``*name``) could make a small file a
+    tree of billions of keys for the walk of its keys, so they are refused (no chart of
+    ../shared/reference/charts uses one), as are files over :data:`VALUES_CAP`.
 
     Raises:
-        ValueError: it cannot be read or is not a mapping (the chart is then not checked).
+        ValueError: it cannot be read, is refused or is not a mapping (the chart is then not
+            checked); the message says why.
     """
-    import yaml
+    from gpucluster.yamlsafe import UntrustedYamlError, load_untrusted
 
     path = folder / "values.yaml"
     if not path.is_file():
         return {}
     try:
-        data = yaml.load(
-            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        )
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as err:
-        raise ValueError(f"{path}: {type(err).__name__}") from None
+        with path.open("rb") as fh:
+            raw = fh.read(VALUES_CAP + 1)
+        if len(raw) > VALUES_CAP:
+            raise ValueError(f"{path.name} is larger than {VALUES_CAP} bytes")
+        data = load_untrusted(raw, max_events=VALUES_EVENTS)
+    except (OSError, UntrustedYamlError) as err:
+        raise ValueError(f"{path.name}: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a mapping")
+        raise ValueError(f"{path.name} is not a mapping")
     return data
 
 
@@ -192,7 +205,7 @@ def unread_override_findings(
 
     catalog = load_catalog()
     sources = ChartSources(list(chart_folders), pull=False)
-    keys: dict[Path, ChartKeys] = {}
+    keys: dict[Path, ChartKeys | str] = {}  # a str: why its values cannot be read
     findings: list[Finding] = []
     for plan in plans:
         user = _user_paths(plan, catalog)
@@ -229,9 +242,24 @@ def unread_override_findings(
             if folder not in keys:
                 try:
                     keys[folder] = ChartKeys(folder)
-                except ValueError:  # defaults that cannot be read: nothing is known
-                    continue
+                except ValueError as err:  # defaults that cannot be read: nothing is known
+                    keys[folder] = str(err).splitlines()[0][:300]
             known = keys[folder]
+            if isinstance(known, str):
+                findings.append(
+                    Finding(
+                        id="values.unchecked",
+                        severity="info",
+                        cluster=plan.cluster.name,
+                        component=component,
+                        key=paths[0][0],
+                        message=f"the overrides of {component} are not checked against {chart} "
+                        f"({folder}): its default values cannot be read: {known}",
+                        fix="use the chart as its repository publishes it (gpucluster charts pull "
+                        "--refresh), or correct the chart folder",
+                    )
+                )
+                continue
             for dotted, source in paths:
                 if known.reads(tuple(split_path(dotted))):
                     continue
