@@ -1383,6 +1383,12 @@ def main(
         return EXIT_INTERRUPTED
 
 
+_WORKING_FOLDER_COMMANDS = frozenset(
+    {"plan", "graph", "render", "lint", "charts", "snapshot", "validate", "upgrade-check"}
+)
+"""Commands that find files from the working folder (the cluster file, ``--out``, relative
+paths): a deleted one is one ``error[input] key=cwd`` line (synth and init say it their way)."""
+
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C (SIGINT): 128 + 2, as a shell reports a process the signal ended."""
 
@@ -1402,6 +1408,12 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 args = parser.parse_args(argv)
             except SystemExit as exc:  # --help printed its text
                 return exc.code if isinstance(exc.code, int) else 0
+            if args.command in _WORKING_FOLDER_COMMANDS:
+                from gpucluster.errors import check_working_folder
+
+                check_working_folder(
+                    "charts pull" if args.command == "charts" else str(args.command)
+                )
             if args.command == "recipe":
                 _cmd_recipe(args, out)
             elif args.command == "plan":

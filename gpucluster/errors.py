@@ -239,3 +239,29 @@ def did_you_mean(name: object, known: Iterable[object]) -> str:
 
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.75)
     return f"did you mean '{close[0]}'? " if close else ""
+
+
+def check_working_folder(command: str) -> None:
+    """Refuse a working folder that no longer exists (removed after the shell entered it) or is
+    no longer searchable: a command that finds its files from it (the cluster file, ``--out``,
+    caches, relative paths) would fail deep inside with an ``OSError``.
+
+    Args:
+        command: the command as typed (``plan``, ``charts pull``), named in the fix.
+
+    Raises:
+        GpuclusterError: ``error[input] key=cwd``, naming the folder as the shell knows it (``PWD``).
+    """
+    import os
+
+    try:
+        os.getcwd()
+    except OSError as err:  # FileNotFoundError: deleted; PermissionError: no longer searchable
+        shell = os.environ.get("PWD")
+        raise GpuclusterError(
+            f"the working folder{f' {shell!r}' if shell else ''} cannot be used: "
+            f"{err.strerror or type(err).__name__} (it was removed or made unreadable after the "
+            "shell entered it)",
+            key="cwd",
+            fix=f"cd into an existing folder, then run gpucluster {command} again",
+        ) from None

@@ -345,25 +345,11 @@ def _run(
 
 
 def _check_working_folder() -> None:
-    """Refuse a working folder that no longer exists (removed after the shell entered it): the
-    cluster file, the output folder and the kernel's paths are found from it.
+    """:func:`gpucluster.errors.check_working_folder` of the synth (the cluster file, the output
+    folder and the kernel's paths are found from the working folder)."""
+    from gpucluster.errors import check_working_folder
 
-    Raises:
-        GpuclusterError: ``key=cwd``, naming the folder as the shell knows it (``PWD``).
-    """
-    from gpucluster.errors import GpuclusterError
-
-    try:
-        os.getcwd()
-    except OSError as err:  # FileNotFoundError: deleted; PermissionError: no longer searchable
-        shell = os.environ.get("PWD")
-        raise GpuclusterError(
-            f"the working folder{f' {shell!r}' if shell else ''} cannot be used: "
-            f"{err.strerror or type(err).__name__} (it was removed or made unreadable after the "
-            "shell entered it)",
-            key="cwd",
-            fix="cd into an existing folder, then run the synth again",
-        ) from None
+    check_working_folder("synth")
 
 
 def _progress_printer(stream: TextIO, reused: list[str]):

@@ -97,6 +97,41 @@ def test_recipe_result_catalog_paths_cannot_escape(tmp_path, aks_recipe_doc, fie
     assert p.key.startswith("componentRefs[") and field in p.key
 
 
+@pytest.mark.parametrize("refs", [-1, "gpu-operator", {"name": "gpu-operator"}])
+def test_recipe_result_component_refs_must_be_a_list(tmp_path, aks_recipe_doc, refs):
+    """``componentRefs: -1`` was a TypeError (error[internal]) in the reading of the file's intent."""
+    doc = copy.deepcopy(aks_recipe_doc)
+    doc["componentRefs"] = refs
+    [p] = _problems(_write_recipe_cluster(tmp_path, doc))
+    assert p.key == "componentRefs" and "must be a non-empty list" in p.message
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("valuesFile", "a" * 3000),
+        ("valuesFile", "components/" + "b" * 256 + "/values.yaml"),
+        ("manifestFiles", ["c" * 3000]),
+        ("valuesFile", "components/gpu-operator/\x00.yaml"),
+    ],
+)
+def test_recipe_result_paths_the_system_cannot_look_up_are_one_line(
+    tmp_path, aks_recipe_doc, field, value, capsys
+):
+    """A catalog path with a name over 255 bytes was ``OSError [Errno 36]`` with the install path
+    printed (error[internal]); now one error line naming the key, without the install path."""
+    doc = copy.deepcopy(aks_recipe_doc)
+    _ref(doc, "gpu-operator")[field] = value
+    cfg = _write_recipe_cluster(tmp_path, doc)
+    [p] = _problems(cfg)
+    assert p.component == "gpu-operator" and field in p.key and p.key.startswith("componentRefs[")
+    assert cli_main(["plan", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    [line] = err.splitlines()
+    assert line.startswith("error[input] ") and f".{field}" in line, line
+    assert str(Path(load_catalog.__code__.co_filename).parent) not in line
+
+
 @pytest.mark.parametrize(
     "field,value",
     [
@@ -745,3 +780,46 @@ def test_size_limit_holds_for_files_that_report_size_zero(tmp_path, monkeypatch)
     with pytest.raises(GpuclusterError) as exc:
         yamlsafe.load_yaml_file(big, max_bytes=yamlsafe.MAX_INPUT_BYTES)
     assert "the limit is 1000 bytes" in exc.value.problems[0].message
+
+
+# --------------------------------------------------------------------------- the working folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan"],
+        ["graph"],
+        ["validate", "--snapshot", "snapshot.json"],
+        ["charts", "pull"],
+        ["lint"],
+        ["render"],
+        ["snapshot"],
+        ["upgrade-check", "--from", "old.yaml", "--to", "new.yaml"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_deleted_working_folder_is_one_line(tmp_path, argv):
+    """The shell's folder removed before the command starts: one ``error[input] key=cwd`` line
+    naming it, exit 2 (was ``error[internal]`` FileNotFoundError, exit 70)."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
+    proc = subprocess.run(
+        ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone)]
+        + [str(Path(sys.executable).parent / "gpucluster"), *argv],
+        env={**env, "PWD": str(gone)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    command = "charts pull" if argv[0] == "charts" else argv[0]
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr == (
+        f"error[input] key=cwd: the working folder '{gone}' cannot be used: No such file or "
+        "directory (it was removed or made unreadable after the shell entered it) fix: cd into an "
+        f"existing folder, then run gpucluster {command} again\n"
+    )

@@ -583,13 +583,22 @@ def values_files_for(name: str, values_file: str, catalog: Catalog) -> list[str]
     if not values_file:
         return []
     base = f"components/{name}/values.yaml"
-    if values_file != base and _catalog_has(catalog, base):
+    if values_file != base and catalog_has(catalog, base):
         return [base, values_file]
     return [values_file]
 
 
-def _catalog_has(catalog: Catalog, relpath: str) -> bool:
-    return any((d / relpath).is_file() for d in catalog.dirs)
+def catalog_has(catalog: Catalog, relpath: str) -> bool:
+    """Whether a catalog folder holds the file ``relpath``; False too for a path the system
+    cannot look up (a name over 255 bytes, ``ENAMETOOLONG``; a NUL byte), as a RecipeResult may
+    write any text there."""
+    for folder in catalog.dirs:
+        try:
+            if (folder / relpath).is_file():
+                return True
+        except (OSError, ValueError):
+            return False
+    return False
 
 
 def order_components(

@@ -70,7 +70,7 @@ from gpucluster.model import (
 from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog, chart_version_entries
 from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
-from gpucluster.recipes.recipe import order_components, resolve, values_files_for
+from gpucluster.recipes.recipe import catalog_has, order_components, resolve, values_files_for
 from gpucluster.values import deep_merge, get_path, leaf_paths
 from gpucluster.versions import compare_versions
 
@@ -437,7 +437,7 @@ def _manifest_ref(
     known = set()
     if ours is not None:
         known = set(ours.manifest_files) | set(ours.pre_manifest_files)
-    if template in known or any((d / template).is_file() for d in catalog.dirs):
+    if template in known or catalog_has(catalog, template):
         return template
     raise GpuclusterError(
         f"gpucluster's catalog has no manifest template for '{path}'",
@@ -905,7 +905,7 @@ class _FileReader:
         values_files: list[str] = []
         if vf and not _inside_catalog(vf):
             rep.take(_catalog_path_error(vf, comp, name, f"{key}.valuesFile", cname))
-        elif vf and not any((d / vf).is_file() for d in catalog.dirs):
+        elif vf and not catalog_has(catalog, vf):
             rep.bad(
                 f"values file '{strings['valuesFile']}' is not in gpucluster's catalog",
                 key=f"{key}.valuesFile",
@@ -1351,7 +1351,8 @@ def _file_refs(
     file's ``apiVersion`` and ``service``."""
     renames = former_names(catalog)
     api = data.get("apiVersion")
-    for i, raw in enumerate(data.get("componentRefs") or []):
+    refs = data.get("componentRefs")
+    for i, raw in enumerate(refs if isinstance(refs, list) else []):  # else: the file's check says
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             continue
         comp = raw["name"]
@@ -1412,7 +1413,8 @@ def _replaced_values(
 def _file_raw_refs(data: dict, catalog: Catalog, renames: Mapping) -> dict[str, dict]:
     """The file's componentRefs' ``overrides``/``values`` mappings, by (renamed) component name."""
     raw = {}
-    for r in data.get("componentRefs") or []:
+    refs = data.get("componentRefs")
+    for r in refs if isinstance(refs, list) else []:
         if isinstance(r, dict) and isinstance(r.get("name"), str):
             n = r["name"]
             n = renames[n][0] if n not in catalog.components and n in renames else n
