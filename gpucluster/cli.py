@@ -128,7 +128,13 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
         "--config",
         help="cluster file (default: $GPUCLUSTER_CONFIG, ./gpucluster.yaml, embedded default)",
     )
-    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: per cluster its stacks, pools and releases (default); json: the same with every "
+        "finding in full",
+    )
     plan.add_argument(
         "--set",
         action="append",
@@ -141,7 +147,9 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
 
 def _graph_arguments(graph: argparse.ArgumentParser) -> None:
     graph.add_argument("--config", help="cluster file (as for plan)")
-    graph.add_argument("--format", choices=("dot",), default="dot")
+    graph.add_argument(
+        "--format", choices=("dot",), default="dot", help="dot: Graphviz (the only format)"
+    )
     graph.add_argument(
         "--set",
         action="append",
@@ -159,7 +167,9 @@ def _detect_arguments(det: argparse.ArgumentParser) -> None:
         "--nodes-json",
         help="read `kubectl get nodes -o json` output from this file instead of running kubectl",
     )
-    det.add_argument("--format", choices=("text", "json"), default="text")
+    det.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or json"
+    )
 
 
 def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
@@ -278,9 +288,17 @@ def _lint_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def _charts_arguments(ch: argparse.ArgumentParser) -> None:
-    sub = ch.add_subparsers(dest="charts_command", required=True, metavar="ACTION")
+    sub = ch.add_subparsers(
+        dest="charts_command", required=True, metavar="ACTION", help="pull (the only action)"
+    )
     pull = sub.add_parser(
-        "pull", help="pull every chart the runtime stacks pin into the chart cache (HTTP or OCI)"
+        "pull",
+        help="pull every chart the runtime stacks pin into the chart cache (HTTP or OCI)",
+        description="Pull every chart the runtime stacks pin into the chart cache that render and "
+        "lint read (HTTP chart repositories or OCI registries, through the cluster file's "
+        "charts.mirror). Exit 2 when a chart cannot be had.",
+        epilog=_EXAMPLES["charts pull"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pull.add_argument("--config", help="cluster file (as for plan)")
     pull.add_argument(
@@ -372,7 +390,9 @@ def _validate_arguments(c: argparse.ArgumentParser) -> None:
 
 
 def _plugins_arguments(plg: argparse.ArgumentParser) -> None:
-    plg.add_argument("--format", choices=("text", "json"), default="text")
+    plg.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text (default) or json"
+    )
 
 
 def _synth_arguments(syn: argparse.ArgumentParser) -> None:
@@ -444,9 +464,40 @@ def _init_arguments(ini: argparse.ArgumentParser) -> None:
     ini.add_argument("--name", help="cluster name (default <service>-<intent>)")
 
 
+_EXAMPLES: dict[str, str] = {
+    "recipe": "examples:\n  gpucluster recipe --service aks --accelerator h100 --os ubuntu --intent training\n"
+    "  gpucluster recipe --service aks --intent training --profile gpuStack=operator-managed > recipe.yaml",
+    "plan": "examples:\n  gpucluster plan\n  gpucluster plan --config clusters.yaml --format json\n"
+    "  gpucluster plan --set gpuoperator:gdrcopy.enabled=true",
+    "graph": "examples:\n  gpucluster graph --format dot > graph.dot && dot -Tsvg graph.dot > graph.svg",
+    "detect": "examples:\n  gpucluster detect --kubeconfig ~/.kube/config --context prod\n"
+    "  kubectl get nodes -o json > nodes.json && gpucluster detect --nodes-json nodes.json",
+    "upgrade-check": "examples:\n  gpucluster upgrade-check --from HEAD:gpucluster.yaml --to gpucluster.yaml\n"
+    "  gpucluster upgrade-check --from HEAD --to gpucluster.yaml --snapshot snapshot.json",
+    "render": "examples:\n  gpucluster render --out gpucluster.render\n"
+    "  gpucluster render --cluster aks-training --charts ./charts",
+    "lint": "examples:\n  gpucluster charts pull && gpucluster lint\n"
+    "  gpucluster lint --charts ./charts --crds ./crds --require-charts",
+    "charts": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cluster aks-training --refresh",
+    "charts pull": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cache /var/cache/charts --timeout 600",
+    "plugins": "examples:\n  gpucluster plugins\n  gpucluster plugins --format json",
+    "synth": "examples:\n  gpucluster synth\n  gpucluster synth --config clusters.yaml --out build/cdktf.out",
+    "init": "examples:\n  gpucluster init ~/src/gpu-clusters --service aks --intent training --ci github\n"
+    "  gpucluster init . --service oke --backend cloud",
+    "snapshot": "examples:\n  gpucluster snapshot --kubeconfig ~/.kube/config --out snapshot.json",
+    "validate": "examples:\n  gpucluster validate --kubeconfig ~/.kube/config --wait 10m\n"
+    "  gpucluster validate --snapshot snapshot.json --format ctrf --junit results.xml",
+    "docs": "examples:\n  gpucluster docs\n  gpucluster docs cluster-file | less",
+}
+"""``COMMAND --help``'s examples (its epilog)."""
+
+
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "recipe": ("print the resolved recipe (RecipeResult YAML)", _recipe_arguments),
-    "plan": ("print each cluster's release graph (node, kind, depends_on)", _plan_arguments),
+    "plan": (
+        "print each cluster's stacks, pools and release graph (node, kind, chart version, depends on)",
+        _plan_arguments,
+    ),
     "graph": ("print the release graph", _graph_arguments),
     "detect": (
         "name the platform (criteria.service) of a reachable cluster from its nodes' providerIDs",
@@ -513,12 +564,16 @@ class _Parser(argparse.ArgumentParser):
     as :class:`UsageError`) instead of argparse's usage line plus ``gpucluster: error: ...``."""
 
     def error(self, message: str):
+        from gpucluster.errors import did_you_mean
+
         command = _command_in(self._argv) if getattr(self, "_argv", None) is not None else None
         prog = f"gpucluster {command}" if command and self.prog == "gpucluster" else self.prog
+        wrong = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        near = did_you_mean(wrong.group(1), re.findall(r"'(.*?)'", wrong.group(2))) if wrong else ""
         raise UsageError(
             f"{message} (usage: {' '.join(self.format_usage().split()[1:])})",
             id="usage",
-            fix=f"run '{prog} --help' for the arguments it takes",
+            fix=f"{near}run '{prog} --help' for the arguments it takes",
         )
 
     def parse_args(self, args=None, namespace=None):
@@ -554,7 +609,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, add_arguments) in _COMMANDS.items():
-        subparser = sub.add_parser(name, help=text)
+        subparser = sub.add_parser(
+            name,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=_EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if command is None or command == name:
             add_arguments(subparser)
     return parser

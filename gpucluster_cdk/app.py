@@ -395,7 +395,7 @@ def synth_command(
     if code == 0:
         target = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
         print(
-            f"synthesized {len(names)} stacks into {target}: {', '.join(names)}",
+            f"synthesized {len(names)} stack{'' if len(names) == 1 else 's'} into {target}: {', '.join(names)}",
             file=out,
             flush=True,
         )

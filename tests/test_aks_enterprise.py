@@ -127,13 +127,13 @@ def test_every_h100_size_of_the_aks_gpu_setup_guide_is_a_gpu_pool(size):
         (
             _pools("Standard_D8ds_v5", "Standard_ND96asr_v4"),
             "pools[1].vmSize",
-            "a A100 size; this cluster's recipe is for H100",
+            "whose GPU is the A100; this cluster's recipe is for the H100",
             "Standard_ND96isr_H100_v5",
         ),
         (
             _pools("Standard_D8ds_v5", "Standard_NC24ads_A100_v4"),
             "pools[1].vmSize",
-            "a A100 size",
+            "whose GPU is the A100",
             "Standard_NC40ads_H100_v5",
         ),
         (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -307,9 +308,57 @@ def test_a_usage_error_is_one_error_usage_line_with_a_fix(capsys, argv, needle, 
     assert code == 2 and captured.out == ""
     [line] = captured.err.splitlines()
     assert line.startswith(f"error[usage]: {needle}") and " (usage: gpucluster" in line, line
-    assert line.endswith(f" fix: run 'gpucluster{command} --help' for the arguments it takes"), line
+    near = "did you mean 'plan'? " if argv == ["plna"] else ""
+    assert line.endswith(
+        f" fix: {near}run 'gpucluster{command} --help' for the arguments it takes"
+    ), line
 
 
 def test_help_still_prints_and_exits_0(capsys):
     assert cli.main(["plan", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: gpucluster plan ")
+
+
+def _subparsers(parser):
+    import argparse
+
+    return [
+        (name, sub)
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    ]
+
+
+@pytest.mark.parametrize("command", list(cli._COMMANDS))
+def test_every_help_page_has_a_description_examples_that_parse_and_help_for_each_option(command):
+    import shlex
+
+    pages = [
+        (command, sub) for name, sub in _subparsers(cli.build_parser(command)) if name == command
+    ]
+    pages += [(f"{command} {name}", sub) for name, sub in _subparsers(pages[0][1])]
+    for words, page in pages:
+        assert page.description and page.epilog and page.epilog.startswith("examples:\n"), words
+        assert [a.dest for a in page._actions if a.help is None] == [], words
+        examples = [
+            part.strip()
+            for line in page.epilog.splitlines()[1:]
+            for part in re.split(r"&&|\||>", line)
+            if part.strip().startswith("gpucluster ")
+        ]
+        assert examples, words
+        for example in examples:
+            argv = shlex.split(example)[1:]
+            cli.build_parser(argv[0]).parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "near"),
+    [(["pln"], "plan"), (["charts", "pul"], "pull"), (["plan", "--format", "jsn"], "json")],
+)
+def test_a_mistyped_command_or_choice_gets_a_did_you_mean(argv, near):
+    code, out, err = run(argv)
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert line.startswith("error[usage]: ") and f" fix: did you mean '{near}'? run " in line

@@ -415,3 +415,42 @@ def test_e2e_network_operator_disabled_warns_host_mofed(tmp_path):
         """,
     )
     assert [f.id for f in p.findings if f.severity == "warning"] == ["AKS-HOST-MOFED"]
+
+
+# --------------------------------------------------------------------------- AKS-REGION
+
+
+def _plan_of(text: str, tmp_path):
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(text)
+    return build_plans(load_clusters(str(path), env={}))
+
+
+REGION_CLUSTER = """\
+clusters:
+  - name: c
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}
+    region: {region}
+"""
+
+
+def test_a_mistyped_region_is_a_warning_naming_the_region_it_resembles(tmp_path):
+    (plan,) = _plan_of(REGION_CLUSTER.format(region="westeurop"), tmp_path)
+    [f] = by_id(plan.findings, "AKS-REGION")
+    assert (f.severity, f.key) == ("warning", "clusters[0].region")
+    assert "'westeurop' is not an Azure region name" in f.message
+    assert f.fix.startswith("did you mean 'westeurope'? ")
+
+
+@pytest.mark.parametrize("region", ["westeurope", "swedencentral", "westus3", "eastus"])
+def test_an_azure_region_gets_no_warning(region, tmp_path):
+    (plan,) = _plan_of(REGION_CLUSTER.format(region=region), tmp_path)
+    assert by_id(plan.findings, "AKS-REGION") == []
+
+
+def test_the_default_region_and_the_fleet_default_are_known_regions():
+    from gpucluster_aks.platform import DEFAULT_REGION
+    from gpucluster_aks.policy import known_regions
+
+    regions = known_regions()
+    assert DEFAULT_REGION in regions and len(regions) == len(set(regions)) > 60

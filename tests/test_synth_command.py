@@ -155,14 +155,14 @@ def test_config_and_out_flags_win_over_the_environment(tmp_path, monkeypatch, ca
     monkeypatch.setenv("GPUCLUSTER_CONFIG", str(tmp_path / "missing.yaml"))
     code, out, err = run_synth("--config", "lab.yaml", "--out", "flagged")
     assert (code, err) == (0, ""), capsys.readouterr().err
-    assert out == "synthesized 1 stacks into flagged: lab-runtime\n"
+    assert out == "synthesized 1 stack into flagged: lab-runtime\n"
     assert (tmp_path / "flagged" / "stacks" / "lab-runtime" / "cdk.tf.json").is_file() and not (
         tmp_path / "from-env"
     ).exists()
     monkeypatch.delenv("GPUCLUSTER_CONFIG")
     (tmp_path / "gpucluster.yaml").write_text(EXISTING_AKS)
     code, out, _ = run_synth()
-    assert code == 0 and out == f"synthesized 1 stacks into {tmp_path / 'from-env'}: lab-runtime\n"
+    assert code == 0 and out == f"synthesized 1 stack into {tmp_path / 'from-env'}: lab-runtime\n"
 
 
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):

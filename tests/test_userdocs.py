@@ -71,3 +71,13 @@ def test_an_unknown_topic_is_one_line_with_the_list_and_a_near_miss():
 def test_the_top_level_help_says_where_the_docs_are(capsys):
     assert cli.main(["--help"]) == 0
     assert "gpucluster docs NAME" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_plugin_doc_says_one_thing_about_the_sdk_version():
+    """docs/plugins.md "Compatibility" gives the SDK API a semantic version (sdk.API_VERSION);
+    no other sentence of the doc may say the SDK is not versioned."""
+    from gpucluster import sdk
+
+    text = " ".join((ROOT / "docs" / "plugins.md").read_text(encoding="utf-8").split())
+    assert f"plugin SDK API {sdk.API_VERSION}" in text and "[semantic versioning]" in text
+    assert not re.search(r"SDK (?:API )?is not versioned|not versioned separately", text)

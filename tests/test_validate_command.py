@@ -33,6 +33,20 @@ def run(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def table_rows(out: str) -> list[tuple[str, str, str, str, str]]:
+    """``(RESULT, CHECK, COMPONENT, object, field)`` of every check in validate's text table (a
+    row, then its ``object ...`` / ``field ...`` lines; ``-`` when it names none)."""
+    rows: list[list[str]] = []
+    for line in out.splitlines()[2:-1]:
+        words = line.split()
+        if line[2:3] != " ":
+            rows.append([*words[:3], "-", "-"])
+        elif words[0] in ("object", "field"):
+            for label, value in zip(words[::2], words[1::2], strict=True):
+                rows[-1][3 if label == "object" else 4] = value
+    return [tuple(r) for r in rows]
+
+
 def healthy() -> list[dict]:
     return items_of(HEALTHY_DEFAULT.read_text(encoding="utf-8"))
 
@@ -136,8 +150,9 @@ def test_fault_fails_naming_check_object_and_field(tmp_path, fault):
     path = write_snapshot(tmp_path / f"{fault}.json", make(healthy()))
     code, out, err = run("--snapshot", str(path))
     assert code == 1 and err == "" and "FAILED" in out
-    rows = [line.split() for line in out.splitlines() if " FAIL " in line]
-    assert any(r[0] == check and r[3] == obj and r[4] == fld for r in rows), rows
+    rows = table_rows(out)
+    assert any(r[:2] == ("FAIL", check) and r[3:] == (obj, fld) for r in rows), rows
+    assert max(len(line) for line in out.splitlines()[1:]) <= 120  # the first names the file
     code, out, _ = run(
         "--snapshot", str(path), "--format", "json", "--junit", str(tmp_path / "j.xml")
     )
@@ -223,3 +238,73 @@ def test_every_check_of_the_built_in_plans_has_a_known_name(tmp_path):
         checks = derive_checks(plan_of(text, tmp_path))
         assert checks and {c.name for c in checks} <= set(names)
         assert len({c.id for c in checks}) == len(checks)
+
+
+def test_a_gpu_node_without_the_driver_label_is_named_so_not_driver_none(
+    tmp_path, reference_charts
+):
+    """operator-managed (the GPU Operator installs the driver): a GPU node the driver has not
+    labeled yet fails driver-version saying the label is missing, not ``driver None``."""
+    from validate_support import OPERATOR_MANAGED, healthy_document
+
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(OPERATOR_MANAGED)
+    items = items_of(healthy_document(OPERATOR_MANAGED, str(reference_charts)))
+    gpu_nodes = [
+        n
+        for n in find(items, "Node")
+        if "nvidia.com/cuda.driver-version.full" in n["metadata"]["labels"]
+    ]
+    assert gpu_nodes
+    for node in gpu_nodes:
+        del node["metadata"]["labels"]["nvidia.com/cuda.driver-version.full"]
+    path = write_snapshot(tmp_path / "unlabeled.json", items)
+    code, out, _ = run("--config", str(config), "--snapshot", str(path), "--format", "json")
+    [failed] = [c for c in _failing(json.loads(out)) if c["check"] == "driver-version"]
+    assert code == 1 and "None" not in failed["reason"]
+    assert "has no nvidia.com/cuda.driver-version.full label" in failed["reason"], failed
+
+
+def test_the_table_fits_120_columns_with_every_object_and_field(tmp_path):
+    code, out, err = run("--snapshot", str(HEALTHY_DEFAULT))
+    assert (code, err) == (0, "")
+    assert max(len(line) for line in out.splitlines()) <= 120
+    code, doc_text, _ = run("--snapshot", str(HEALTHY_DEFAULT), "--format", "json")
+    expected = [
+        (
+            c["verdict"].upper(),
+            c["check"],
+            c["component"] or "-",
+            c["object"] or "-",
+            c["field"] or "-",
+        )
+        for c in json.loads(doc_text)["checks"]
+    ]
+    assert table_rows(out) == expected
+
+
+def test_a_snapshot_read_for_another_cluster_is_remarked(tmp_path):
+    """gpucluster snapshot records the cluster it read for; validating it against another
+    cluster's plan is one warning line (the run goes on); the same name, or a kubectl List
+    without the record, none."""
+    from gpucluster.verify.snapshot import dump_snapshot
+
+    doc = json.loads(HEALTHY_DEFAULT.read_text(encoding="utf-8"))
+    assert doc["metadata"]["plannedCluster"] == "gpu-training"  # tools/validate_snapshot.py
+    doc["metadata"]["plannedCluster"] = "aks-training"
+    other = tmp_path / "other.json"
+    other.write_text(dump_snapshot(doc))
+    code, out, err = run("--snapshot", str(other))
+    [line] = err.splitlines()
+    assert code == 0 and "PASSED" in out
+    assert (
+        line.startswith(
+            f"warning[validate.cluster-name] file={other} cluster=gpu-training key=metadata.plannedCluster: "
+            "the snapshot was read for cluster 'aks-training'"
+        )
+        and "fix: validate it with --cluster aks-training" in line
+    )
+    del doc["metadata"]["plannedCluster"]
+    other.write_text(dump_snapshot(doc))
+    assert run("--snapshot", str(other))[2] == ""
+    assert run("--snapshot", str(HEALTHY_DEFAULT))[2] == ""

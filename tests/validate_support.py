@@ -76,6 +76,7 @@ def rendered(text: str | None, charts: str) -> tuple[str, tuple[dict[str, Any], 
                 snapshot_document(
                     tool.healthy_items(plan, result.releases, nodes),
                     every_namespace=EVERY_NAMESPACE_KINDS,
+                    cluster=plan.cluster.name,
                 )
             ), crds
         finally:

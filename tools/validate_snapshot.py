@@ -945,7 +945,9 @@ def snapshot_text(plan, charts: Path, nodes: Sequence[dict[str, Any]] | None = N
     try:
         return dump_snapshot(
             snapshot_document(
-                healthy_items(plan, result.releases, nodes), every_namespace=EVERY_NAMESPACE_KINDS
+                healthy_items(plan, result.releases, nodes),
+                every_namespace=EVERY_NAMESPACE_KINDS,
+                cluster=plan.cluster.name,
             )
         )
     finally:

@@ -723,14 +723,20 @@ def _driver_checks(plan: RuntimePlan) -> list[Check]:
             for node in nodes:
                 have = (node["metadata"].get("labels") or {}).get(DRIVER_VERSION_LABEL)
                 if have != version:
+                    runs = (
+                        f"runs driver {have!r}"
+                        if have is not None
+                        else f"has no {DRIVER_VERSION_LABEL} label (no driver the GPU Operator "
+                        "manages has started there)"
+                    )
                     return _fail(
-                        f"node {node['metadata']['name']} runs driver {have!r}, the plan pins {version}",
+                        f"node {node['metadata']['name']} {runs}, the plan pins {version}",
                         node,
                         f"metadata.labels.{DRIVER_VERSION_LABEL}",
                         driver=have,
                     )
             return _ok(
-                f"{len(nodes)} GPU node(s) run driver {version}",
+                f"{len(nodes)} GPU node{'' if len(nodes) == 1 else 's'} run{'s' if len(nodes) == 1 else ''} driver {version}",
                 nodes[0],
                 f"metadata.labels.{DRIVER_VERSION_LABEL}",
             )

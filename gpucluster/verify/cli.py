@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from gpucluster.errors import GpuclusterError
+from gpucluster.errors import GpuclusterError, Problem
 
 __all__ = ["snapshot_command", "validate_command", "upgrade_check_live_command", "plan_for"]
 
@@ -113,7 +113,11 @@ def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None
     plan = plan_for(args.config, args.cluster)
     what = dataclasses.replace(read_plan(plan), cluster_wide=EVERY_NAMESPACE_KINDS)
     snap = read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=_warn_once(err))
-    text = dump_snapshot(snapshot_document(snap.items, every_namespace=snap.every_namespace))
+    text = dump_snapshot(
+        snapshot_document(
+            snap.items, every_namespace=snap.every_namespace, cluster=plan.cluster.name
+        )
+    )
     if args.out:
         _write_atomic(args.out, text, key="--out")
     else:
@@ -146,7 +150,23 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _check_target(path, key=key)  # refuse bad paths before the cluster is read
     plan = plan_for(args.config, args.cluster)
     if args.snapshot is not None:
-        report = validate_mod.validate(plan, load_snapshot_file(args.snapshot))
+        snapshot = load_snapshot_file(args.snapshot)
+        if snapshot.planned_cluster and snapshot.planned_cluster != plan.cluster.name:
+            err.write(
+                Problem(
+                    message=f"the snapshot was read for cluster '{snapshot.planned_cluster}' "
+                    f"(gpucluster snapshot), and is validated against the plan of cluster "
+                    f"'{plan.cluster.name}': a check may fail or pass for the wrong cluster",
+                    file=args.snapshot,
+                    cluster=plan.cluster.name,
+                    key="metadata.plannedCluster",
+                    id="validate.cluster-name",
+                    fix=f"validate it with --cluster {snapshot.planned_cluster} (and the --config "
+                    "that names it); if the cluster was renamed, ignore this warning",
+                ).render("warning")
+                + "\n"
+            )
+        report = validate_mod.validate(plan, snapshot)
     else:
         what = read_plan(plan)
         warn = _warn_once(err)

@@ -181,7 +181,8 @@ check_group() {
       fail "gpu-count v1/Node/$name status.allocatable.DP_NAME: advertises $have GPU(s), expected $want"; return 1
     fi
     if [ -n "$6" ] && [ "$driver" != "$6" ]; then
-      fail "driver-version v1/Node/$name metadata.labels.DRIVER_LABEL: runs driver '${driver}', the plan pins $6"; return 1
+      if [ -z "$driver" ]; then runs="has no DRIVER_LABEL label (no driver the GPU Operator manages has started there)"; else runs="runs driver '${driver}'"; fi
+      fail "driver-version v1/Node/$name metadata.labels.DRIVER_LABEL: $runs, the plan pins $6"; return 1
     fi
   done <<EOF
 $out

@@ -39,6 +39,7 @@ __all__ = [
     "BUILTIN_KINDS",
     "EVERY_NAMESPACE_KINDS",
     "EVERY_NAMESPACE_KEY",
+    "PLANNED_CLUSTER_KEY",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_SNAPSHOT_BYTES",
     "Snapshot",
@@ -79,6 +80,11 @@ EVERY_NAMESPACE_KINDS: tuple[tuple[str, str], ...] = (
 namespace (GPU jobs run in their teams' own namespaces); a snapshot records them under
 :data:`EVERY_NAMESPACE_KEY`."""
 
+PLANNED_CLUSTER_KEY = "plannedCluster"
+"""Key of a snapshot ``List``'s ``metadata`` that ``gpucluster snapshot`` writes: the name of the
+cluster-file cluster whose plan said what to read (``validate`` remarks on a snapshot validated
+against another cluster's plan). A List without it (kubectl) says nothing."""
+
 EVERY_NAMESPACE_KEY = "listedInEveryNamespace"
 """Key of a snapshot ``List``'s ``metadata``: the ``apiVersion/kind`` of each kind it lists in
 every namespace (sorted), e.g. ``["resource.k8s.io/v1/ResourceClaim", "v1/Pod"]``. A List
@@ -102,6 +108,8 @@ class Snapshot:
         every_namespace: the ``(apiVersion, kind)`` listed in every namespace (a live reading's
             ``ReadPlan.cluster_wide``, a file's :data:`EVERY_NAMESPACE_KEY`); empty when unknown.
         file_sha256: sha256 of the file's bytes as read and judged ('' when read live).
+        planned_cluster: the cluster whose plan ``gpucluster snapshot`` read it for (a file's
+            :data:`PLANNED_CLUSTER_KEY`); '' when unknown (kubectl, or read live).
     """
 
     items: list[dict[str, Any]]
@@ -109,6 +117,7 @@ class Snapshot:
     digest: str = ""
     every_namespace: frozenset[tuple[str, str]] = frozenset()
     file_sha256: str = ""
+    planned_cluster: str = ""
     _by_kind: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict, repr=False)
     _crd_scope: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
@@ -357,7 +366,15 @@ def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES)
         source=name,
         every_namespace=_every_namespace(doc, file=name),
         file_sha256=hashlib.sha256(raw).hexdigest(),
+        planned_cluster=_planned_cluster(doc),
     )
+
+
+def _planned_cluster(doc: Mapping[str, Any]) -> str:
+    """:data:`PLANNED_CLUSTER_KEY` of a snapshot document: a string, else '' (not a name to judge by)."""
+    meta = doc.get("metadata")
+    raw = meta.get(PLANNED_CLUSTER_KEY) if isinstance(meta, Mapping) else None
+    return raw if isinstance(raw, str) else ""
 
 
 def _every_namespace(doc: Mapping[str, Any], *, file: str) -> frozenset[tuple[str, str]]:
@@ -393,12 +410,16 @@ def strip_crd(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def snapshot_document(
-    items: Iterable[Mapping[str, Any]], *, every_namespace: Iterable[tuple[str, str]] = ()
+    items: Iterable[Mapping[str, Any]],
+    *,
+    every_namespace: Iterable[tuple[str, str]] = (),
+    cluster: str | None = None,
 ) -> dict[str, Any]:
     """The ``List`` document of ``items``, sorted by apiVersion, kind, namespace and name (so the
     same objects always give the same bytes), ``managedFields`` dropped, CRDs :func:`strip_crd`-ed;
     ``every_namespace``: the ``(apiVersion, kind)`` read in every namespace, recorded under
-    ``metadata.``:data:`EVERY_NAMESPACE_KEY` (nothing recorded when empty)."""
+    ``metadata.``:data:`EVERY_NAMESPACE_KEY` (nothing recorded when empty); ``cluster``: the
+    cluster-file cluster it was read for, under ``metadata.``:data:`PLANNED_CLUSTER_KEY`."""
 
     def key(o: Mapping[str, Any]) -> tuple[str, str, str, str]:
         meta = o.get("metadata") or {}
@@ -422,6 +443,8 @@ def snapshot_document(
     kinds = sorted(f"{a}/{k}" for a, k in set(every_namespace))
     if kinds:
         metadata[EVERY_NAMESPACE_KEY] = kinds
+    if cluster:
+        metadata[PLANNED_CLUSTER_KEY] = cluster
     return {"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": out}
 
 

@@ -173,30 +173,50 @@ def _cell(text: Any, limit: int = FIELD_LIMIT) -> str:
     return one_line(text if text not in (None, "") else "-", limit)
 
 
+TEXT_WIDTH = 120
+"""Widest line of the text report (characters); longer reasons, objects and fields wrap."""
+
+
 def render_text(report: Report) -> str:
-    """The table (one row per check) and a summary line."""
+    """The table and a summary line, at most :data:`TEXT_WIDTH` characters wide (a cut-short
+    cell of a hostile object excepted: those are one word): per check one row ``RESULT  CHECK
+    COMPONENT  REASON`` (the reason wrapped under itself), then, when the check names them, an
+    ``object`` and a ``field`` line under it."""
+    import textwrap
+
     plan = report.plan
-    rows = [("CHECK", "COMPONENT", "RESULT", "OBJECT", "FIELD", "REASON")]
+    rows = [("RESULT", "CHECK", "COMPONENT", "REASON", "", "")]
     for check, result in report.results:
         rows.append(
             (
+                result.verdict.upper(),
                 _cell(check.name),
                 _cell(check.component),
-                result.verdict.upper(),
-                _cell(result.object),
-                _cell(result.field, 80),
                 _cell(result.reason),
+                _cell(result.object) if result.object else "",
+                _cell(result.field, 80) if result.field else "",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    indent = " " * (2 + sum(w + 2 for w in widths))
+    detail = " " * (2 + widths[0] + 2)
     lines = [
         f"cluster {one_line(plan.cluster.name, FIELD_LIMIT)}: {len(report.results)} checks against "
         f"{_cell(report.snapshot.source)} ({report.time})"
     ]
     for row in rows:
-        lines.append(
-            "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:5])) + "  " + row[5]
-        )
+        head = "  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row[:3])) + "  "
+        wrapped = textwrap.wrap(
+            row[3], TEXT_WIDTH - len(indent), break_long_words=False, break_on_hyphens=False
+        ) or [""]
+        lines.append((head + wrapped[0]).rstrip())
+        lines += [indent + more for more in wrapped[1:]]
+        where = [
+            f"{label} {value}" for label, value in (("object", row[4]), ("field", row[5])) if value
+        ]
+        if len(detail) + len("  ".join(where)) <= TEXT_WIDTH:
+            where = ["  ".join(where)] if where else []
+        lines += [detail + text for text in where]
     c = report.counts()
     verdict = "PASSED" if report.passed else "FAILED"
     waited = f" after {report.attempts} readings" if report.attempts > 1 else ""

@@ -215,11 +215,11 @@ def _pool_kinds(cluster: ClusterSpec, where: dict) -> None:
         looks_gpu = pool.vm_size.startswith(vm_sizes()["gpu_size_prefix"])
         if accelerator is not None and accelerator not in accelerators:
             raise GpuclusterError(
-                f"node pool '{pool.name}' has vmSize {pool.vm_size}, a {accelerator.upper()} size; this cluster's "
-                f"recipe is for {'/'.join(a.upper() for a in accelerators)}",
+                f"node pool '{pool.name}' has vmSize {pool.vm_size}, whose GPU is the {accelerator.upper()}; this "
+                f"cluster's recipe is for the {'/'.join(a.upper() for a in accelerators)}",
                 key=f"{key}.vmSize",
                 allowed=", ".join(valid),
-                fix=f"use an {'/'.join(a.upper() for a in accelerators)} size, closest: {_closest(pool.vm_size, valid)}",
+                fix=f"use a VM size with the {'/'.join(a.upper() for a in accelerators)}, closest: {_closest(pool.vm_size, valid)}",
                 **where,
             )
         if accelerator is None and looks_gpu:

@@ -11,6 +11,7 @@ Written against the public SDK only. Check ids (docs/policies.md has one section
 ``AKS-HOST-MOFED``              error/    useHostMofed not false: warning without
                                 warning   network-operator or while inert; error when the
                                           operator builds nvidia-peermem
+``AKS-REGION``                  warning   the region is an Azure region name (azure_regions.yaml)
 ``AKS-UPGRADE-SKIP``            (plan)    no skipped minor versions; enforced in Terraform,
                                           :func:`minor_upgrade_steps` is the pure helper
 ==============================  ========  ================================================
@@ -23,9 +24,10 @@ validations (CheckWildcardAcceleratedToleration, CheckHostMofedWithoutNetworkOpe
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
-from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl
+from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl, load_data_file
 from gpucluster_aks.platform import AGENTPOOL_LABEL, AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
 
 __all__ = [
@@ -155,6 +157,43 @@ def _check_version(cluster: ClusterSpec) -> list[Finding]:
             f"Kubernetes {cluster.kubernetes_version!r} {what}: every AKS GPU recipe includes the DRA driver, and DRA "
             "(resource.k8s.io/v1) is GA only from Kubernetes 1.34",
             'set kubernetesVersion: "1.34"; upgrade existing clusters one minor version at a time (1.32 -> 1.33 -> 1.34)',
+        )
+    ]
+
+
+REGIONS_FILE = Path(__file__).parent / "azure_regions.yaml"
+"""The Azure region names the ``AKS-REGION`` check knows (public, government and China clouds)."""
+
+
+def known_regions() -> list[str]:
+    """Every region name of :data:`REGIONS_FILE`, sorted."""
+    data = load_data_file(REGIONS_FILE)
+    return sorted(name for names in data.values() for name in names)
+
+
+def _check_region(cluster: ClusterSpec) -> list[Finding]:
+    if cluster.existing is not None or cluster.region is None:
+        return []  # an existing cluster's region is Azure's business, not this file's
+    known = known_regions()
+    if cluster.region in known:
+        return []
+    import difflib
+
+    close = difflib.get_close_matches(
+        cluster.region.lower().replace(" ", ""), known, n=1, cutoff=0.6
+    )
+    return [
+        _finding(
+            cluster,
+            "AKS-REGION",
+            "warning",
+            "-",
+            "region",
+            f"region {cluster.region!r} is not an Azure region name gpucluster knows; Terraform "
+            "accepts it and only the apply fails (the AKS cluster's location)",
+            (f"did you mean '{close[0]}'? " if close else "")
+            + "write the region's name as `az account list-locations --query [].name` prints it; "
+            f"a region newer than this list: ignore this warning (gpucluster_aks/{REGIONS_FILE.name})",
         )
     ]
 
@@ -498,6 +537,7 @@ def gpucluster_policy_checks(cluster, recipe, components):
     """AKS checks on the final effective values."""
     findings: list[Finding] = []
     findings += _check_version(cluster)
+    findings += _check_region(cluster)
     findings += _check_managed_pools(cluster)
     findings += _check_driver_ownership(cluster, recipe, components)
     findings += _check_wildcard_toleration(cluster, components)
