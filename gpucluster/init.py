@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucluster.errors import GpuclusterError, Problem
+from gpucluster.inputs.backends import PLACEHOLDERS
 
 TEMPLATES = Path(__file__).parent / "templates" / "init"
 
@@ -190,6 +191,16 @@ def check_options(options: InitOptions) -> None:
         ("--backend", options.backend, BACKENDS),
         ("--ci", options.ci, CI_PROVIDERS),
     ):
+        if value not in table and key == "--service" and value in _loaded_services():
+            raise GpuclusterError(
+                f"platform '{value}' is loaded from a plugin, but gpucluster init has project "
+                "templates for the built-in platforms only",
+                key=key,
+                allowed=", ".join(table),
+                fix=f"run 'gpucluster init --service {next(iter(table))}', then set the cluster's "
+                f"criteria.service: {value} and the keys its plugin documents (docs/cluster-file.md; "
+                "docs/plugins.md, What a plugin cannot do)",
+            )
         if value not in table:
             raise GpuclusterError(
                 f"unknown {key[2:]} '{value}'",
@@ -214,6 +225,13 @@ def check_options(options: InitOptions) -> None:
             allowed="lowercase letters, digits and '-', starting with a letter, not ending in '-'",
             fix="give --name a name such as research or gpu-training",
         )
+
+
+def _loaded_services() -> set[str]:
+    """The services of every loaded platform plugin (built-in and third-party)."""
+    from gpucluster.plugins import platforms
+
+    return set(platforms())
 
 
 def render_project(options: InitOptions, title: str) -> dict[str, str]:
@@ -258,6 +276,7 @@ def render_project(options: InitOptions, title: str) -> dict[str, str]:
         "cluster_template": service.template,
         "stacks": stacks,
         "region": (platform.default_region if platform is not None else None) or "",
+        "placeholder": {f"{kind}.{key}": value for (kind, key), value in PLACEHOLDERS.items()},
     }
     files = {
         "cdktf.json": "cdktf.json.j2",

@@ -21,6 +21,7 @@ from gpucluster.charts import manifests as manifests_mod
 from gpucluster.charts import mirrors as mirrors_mod
 from gpucluster.charts import teardown as teardown_mod
 from gpucluster.errors import GpuclusterError, PluginError, Problem, allowed_list
+from gpucluster.inputs import backends as backends_mod
 from gpucluster.model import (
     CORE_SETTING_KEYS,
     VALIDATE_SETTING,
@@ -291,6 +292,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
         cluster, recipe, components, catalog, resolved=resolved
     )
     findings += absolute_keys(cluster, driver_upgrade_mod.unused_findings(cluster, components))
+    findings += backends_mod.placeholder_findings(cluster)
     findings += absolute_keys(
         cluster, driver_upgrade_mod.override_findings(cluster, components, resolved)
     )

@@ -109,7 +109,12 @@ def test_the_project_runs_the_installed_app(tmp_path):
     assert requirement.name == "gpucluster" and requirement.extras == {"cdk", "render", "validate"}
     assert str(requirement.specifier) == f"=={gpucluster.__version__}"
     ignored = (tmp_path / ".gitignore").read_text().splitlines()
-    assert {"cdktf.out/", ".terraform/", "terraform.*.tfstate", ".venv/"} <= set(ignored)
+    assert {"cdktf.out/", ".terraform/", "terraform.*.tfstate", ".venv/", "node_modules/"} <= set(
+        ignored
+    )
+    readme = " ".join((tmp_path / "README.md").read_text().split())
+    assert "export TF_CLI_CONFIG_FILE=/dev/null" in readme
+    assert "No module named gpucluster_cdk" in readme  # cdktf synth runs the python on PATH
 
 
 @pytest.mark.synth
@@ -440,3 +445,30 @@ def test_control_characters_in_the_folder_name_are_escaped_when_printed(tmp_path
     assert "\x1b" not in out and "\u202e" not in out and len(out.splitlines()) == 2
     assert f"created {tmp_path}/x\\x1b[31mred\\u202e: " in out
     assert "next: cd x\\x1b[31mred\\u202e && gpucluster plan" in out
+
+
+@pytest.mark.parametrize(
+    ("backend", "key", "mine"),
+    [("azurerm", "storageAccountName", "contosotfstate"), ("cloud", "organization", "contoso")],
+)
+def test_the_example_backend_names_init_writes_are_warned_at_plan_until_replaced(
+    backend, key, mine, tmp_path
+):
+    import io
+
+    from gpucluster import cli
+
+    init_mod.init_project(tmp_path, init_mod.InitOptions(backend=backend))
+    config = tmp_path / "gpucluster.yaml"
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["plan", "--config", str(config)], stdout=out, stderr=err) == 0
+    [line] = [x for x in err.getvalue().splitlines() if "BACKEND-PLACEHOLDER" in x]
+    assert line.startswith(f"warning[BACKEND-PLACEHOLDER] file={config} cluster=aks-training ")
+    assert f"key=backend.{key}:" in line and "fix: set backend." in line
+    text = config.read_text()
+    from gpucluster.inputs.backends import PLACEHOLDERS
+
+    config.write_text(text.replace(PLACEHOLDERS[(backend, key)], mine))
+    err = io.StringIO()
+    assert cli.main(["plan", "--config", str(config)], stdout=io.StringIO(), stderr=err) == 0
+    assert "BACKEND-PLACEHOLDER" not in err.getvalue()

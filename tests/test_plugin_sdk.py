@@ -1025,3 +1025,22 @@ def test_hookspecs_and_docs_are_typed_and_in_call_order(monkeypatch, tmp_path):
     )
     calls = sys.modules["probe_recorder"].CALLS
     assert list(dict.fromkeys(calls)) == list(hookspecs.HOOK_ORDER[:-1])
+
+
+def test_init_names_a_plugin_platform_it_has_no_template_for(monkeypatch, tmp_path):
+    """``gpucluster plugins`` lists example-k8s; ``init --service example-k8s`` says init has
+    templates for the built-in platforms only and how to start (docs/plugins.md), not 'unknown'."""
+    import io
+
+    from gpucluster import cli
+
+    load(monkeypatch, EXAMPLE)
+    out, err = io.StringIO(), io.StringIO()
+    assert (
+        cli.main(["init", str(tmp_path / "p"), "--service", "example-k8s"], stdout=out, stderr=err)
+        == 2
+    )
+    [line] = err.getvalue().splitlines()
+    assert "unknown" not in line and "platform 'example-k8s' is loaded from a plugin" in line
+    assert "criteria.service: example-k8s" in line and not (tmp_path / "p").exists()
+    assert "gpucluster init --service" in " ".join(DOCS.read_text(encoding="utf-8").split())

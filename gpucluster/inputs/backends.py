@@ -335,6 +335,50 @@ def _parse_azurerm(raw: Fields, text: Any, *, key: str, w: Mapping[str, Any]) ->
     }
 
 
+PLACEHOLDERS: dict[tuple[str, str], str] = {
+    ("azurerm", "storageAccountName"): "tfstate0example",
+    ("cloud", "organization"): "my-organization",
+}
+"""``{(backend type, key): value}``: what ``gpucluster init`` writes where only the user knows the
+name (its templates render these); a plan that still has one gets a ``BACKEND-PLACEHOLDER``
+warning (:func:`placeholder_findings`)."""
+
+
+def placeholder_findings(cluster: Any) -> list[Any]:
+    """A ``warning[BACKEND-PLACEHOLDER]`` :class:`~gpucluster.model.Finding` for each
+    :data:`PLACEHOLDERS` value still in ``cluster.backend`` (a ClusterSpec): plan and synth
+    work, but the first ``terraform init`` fails or, worse, writes state to a stranger's
+    account or organization of that name."""
+    from gpucluster.model import Finding
+
+    backend = cluster.backend or {}
+    out = []
+    for (kind, key), value in PLACEHOLDERS.items():
+        if backend.get("type") == kind and backend.get(key) == value:
+            where = cluster.backend_key or "backend"
+            out.append(
+                Finding(
+                    "BACKEND-PLACEHOLDER",
+                    "warning",
+                    cluster.name,
+                    "",
+                    f"{where}.{key}",
+                    f"backend {key} is still {value!r}, the example `gpucluster init` wrote: "
+                    "terraform init would look for a "
+                    + ("storage account" if kind == "azurerm" else "HCP Terraform organization")
+                    + " of that name, which is not yours",
+                    f"set {where}.{key} to your "
+                    + (
+                        "storage account's name (az storage account list --query [].name)"
+                        if kind == "azurerm"
+                        else "HCP Terraform organization's name (app.terraform.io, Organizations)"
+                    ),
+                    file=cluster.source,
+                )
+            )
+    return out
+
+
 def is_cloud(backend: Mapping[str, Any] | None) -> bool:
     """Whether ``backend`` (normalized, None = local) is HCP Terraform / Terraform Enterprise."""
     return backend is not None and backend.get("type") == "cloud"

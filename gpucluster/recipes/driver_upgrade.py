@@ -335,11 +335,20 @@ def override_findings(
                         COMPONENT,
                         override.key,
                         f"{', '.join(shown)} has no effect: the GPU Operator does not install the GPU "
-                        "driver here (gpu-operator values driver.enabled: false; with gpuStack "
-                        "azure-managed the node image brings the driver), so no driver is changed "
-                        "or reloaded",
-                        "use profile gpuStack: operator-managed (the pools' gpuDriver: None) for the "
-                        "operator to install this driver, or drop the override",
+                        "driver here (gpu-operator values driver.enabled: false; "
+                        + (
+                            f"with gpuStack {cluster.profile['gpuStack']} "
+                            if cluster.profile.get("gpuStack")
+                            else ""
+                        )
+                        + "the node image brings the driver), so no driver is changed or reloaded",
+                        "use profile gpuStack: operator-managed"
+                        + (
+                            " (the pools' gpuDriver: None)"
+                            if cluster.criteria.service == "aks"
+                            else ""
+                        )
+                        + " for the operator to install this driver, or drop the override",
                     )
                 )
     if not any(p.startswith(VALUES_PATH) for _, paths in written for p in paths):

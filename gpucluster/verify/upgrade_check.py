@@ -659,8 +659,8 @@ def _judge(
                     "default-driver-not-managed",
                     "safe",
                     f"{', '.join(driver_paths)}: no effect, the GPU Operator does not install the "
-                    "driver here (driver.enabled false; with gpuStack azure-managed the node image "
-                    "brings it), so no driver pod is replaced",
+                    "driver here (driver.enabled false: the node image brings it), so no driver pod "
+                    "is replaced",
                     action="to change the driver, let the operator install it (profile gpuStack: "
                     "operator-managed) or change the node image",
                 )
