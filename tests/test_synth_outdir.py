@@ -18,7 +18,7 @@ def test_staged_outdir_replaces_previous_output(tmp_path):
     final = make(tmp_path / "cdktf.out", {"manifest.json": "old", "stacks/gone/cdk.tf.json": "old"})
     with staged_outdir(final) as staged:
         assert staged.parent == final.parent and staged.name.startswith(".cdktf.out.")
-        assert list(staged.iterdir()) == []
+        assert list(staged.iterdir()) == [staged / outdir_mod.STAGING_LOCK]  # its run's lock only
         make(staged, {"manifest.json": "new", "stacks/a/cdk.tf.json": "{}"})
         assert tree(final)["manifest.json"] == b"old"  # untouched until the block succeeds
     assert tree(final) == {
@@ -160,3 +160,60 @@ def test_removing_the_previous_output_never_follows_a_symbolic_link(
         make(staged, {"manifest.json": "new", "stacks/a/cdk.tf.json": "{}"})
     assert (tree(tmp_path / "mine"), tree(theirs)) == before
     assert tree(final)["stacks/a/cdk.tf.json"] == b"{}"
+
+
+_ENTER_AND_STOP = """
+import os, signal, sys
+from gpucluster_cdk.stacks.outdir import staged_outdir
+with staged_outdir(sys.argv[1]) as staged:
+    (staged / "stacks").mkdir()
+    print(staged, flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.read()  # alive until told
+"""
+
+
+def _run_entering(final: Path, how: str):
+    """A child Python process that enters ``staged_outdir(final)``, prints its staging folder,
+    then SIGKILLs itself (``kill``) or waits for its stdin to close (``wait``)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", _ENTER_AND_STOP, str(final), how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(tmp_path):
+    final = tmp_path / "cdktf.out"
+    killed = _run_entering(final, "kill")
+    left = Path(killed.stdout.readline().strip())
+    assert killed.wait(timeout=120) == -9
+    assert left.parent == tmp_path and left.name.startswith(".cdktf.out.") and left.is_dir()
+    with staged_outdir(final) as staged:
+        make(staged, {"stacks/a/cdk.tf.json": "{}"})
+    assert not left.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdktf.out"]
+    assert tree(final) == {"stacks/a/cdk.tf.json": b"{}", MARKER: MARKER_TEXT.encode()}
+
+
+def test_a_live_runs_staging_folder_and_look_alikes_are_left_alone(tmp_path):
+    """The staging folder of a run still going (its lock held), and a folder of the same name
+    shape without the lock file (the user's), stay."""
+    final = tmp_path / "cdktf.out"
+    look_alike = tmp_path / ".cdktf.out.abcd1234"
+    make(look_alike, {"notes.txt": "mine"})
+    alive = _run_entering(final, "wait")
+    try:
+        live = Path(alive.stdout.readline().strip())
+        assert live.is_dir()
+        with staged_outdir(final) as staged:
+            make(staged, {"stacks/a/cdk.tf.json": "{}"})
+        assert live.is_dir() and (look_alike / "notes.txt").read_text() == "mine"
+    finally:
+        alive.stdin.close()
+        alive.wait(timeout=120)

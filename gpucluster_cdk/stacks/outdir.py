@@ -24,6 +24,15 @@ empty, carrying the ``.gpucluster-output`` marker every output gets, or an earli
 layout); anything else is one ``error[outdir]`` line before the synthesis starts, checked again
 right before the swap.
 
+A run killed outright (SIGKILL, the OOM killer, a power cut) leaves its staging folder behind.
+Each staging folder holds, until the swap, a lock file (:data:`STAGING_LOCK`) its run keeps
+locked (``flock``) for as long as it lives; the kernel drops the lock when the process dies. The
+next run for the same output removes every staging folder of that output (``.<name>.XXXXXXXX``
+beside it, or :data:`gpucluster.outfolder.STAGING_PREFIX` inside a mount point) that it can prove
+is a dead run's: a folder (not a link) the user owns, holding that lock file, whose lock it
+obtains at once (:func:`remove_stale_staging`). A folder without the lock file, or whose run is
+still alive, is left alone.
+
 After a successful swap the previous tree is removed best-effort: when that fails (a previous
 output written by another user, e.g. after ``sudo make synth``), the run still succeeds and a
 ``warning[output]`` names the leftover folder and how to remove it.
@@ -37,6 +46,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -294,11 +304,77 @@ def _make_private(folder: Path) -> None:
                 os.chmod(path, 0o600)
 
 
+STAGING_LOCK = ".gpucluster-staging-lock"
+"""Lock file of a staging folder, held locked by the run that made it until the swap."""
+
+
+def _lock_staging(staged: Path) -> int:
+    """Create :data:`STAGING_LOCK` in ``staged`` and lock it (``flock``, exclusive): the returned
+    descriptor keeps it locked until it is closed or the process ends."""
+    import fcntl
+
+    fd = os.open(staged / STAGING_LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _stale(folder: Path) -> bool:
+    """True when ``folder`` is provably a dead run's staging folder: a real folder the user owns,
+    holding a regular :data:`STAGING_LOCK` file the user owns, whose lock is free."""
+    import fcntl
+
+    try:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        fd = os.open(folder / STAGING_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        lock = os.fstat(fd)
+        if not stat.S_ISREG(lock.st_mode) or lock.st_uid != os.getuid():
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:  # EWOULDBLOCK: its run is alive
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_stale_staging(final: Path) -> list[Path]:
+    """Remove the staging folders of ``final`` that dead runs left (module docstring): the
+    ``.<name>.XXXXXXXX`` folders beside it and, when it is a mount point, the
+    :data:`~gpucluster.outfolder.STAGING_PREFIX` folders inside it. Best effort: a folder that
+    cannot be removed stays. Returns the folders removed."""
+    inside = os.path.ismount(final)
+    where, prefix = (final, STAGING_PREFIX) if inside else (final.parent, f".{final.name}.")
+    try:
+        names = sorted(os.listdir(where))
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        rest = name[len(prefix) :]
+        if not name.startswith(prefix) or len(rest) != 8 or not rest.replace("_", "").isalnum():
+            continue  # not a name tempfile.mkdtemp gives (8 random letters, digits or '_')
+        folder = where / name
+        if _stale(folder) and _remove_tree(folder) is None:
+            removed.append(folder)
+    return removed
+
+
 @contextmanager
 def staged_outdir(
     final: str | os.PathLike, *, warnings: list[Problem] | None = None, private: bool = False
 ) -> Iterator[Path]:
-    """Yield an empty staging folder for ``final``; on success its contents replace ``final``.
+    """Yield a staging folder for ``final``, empty but for its run's :data:`STAGING_LOCK` (removed
+    before the swap); on success its contents replace ``final``. Stale staging folders of
+    ``final`` are removed first (:func:`remove_stale_staging`).
 
     ``final`` may be missing (created), a folder, a symbolic link to a folder (the link is kept;
     the folder it points to is replaced) or a mount point (staged inside it, children swapped).
@@ -323,6 +399,7 @@ def staged_outdir(
     given = Path(final)
     check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
     final = _checked_target(given.absolute())
+    remove_stale_staging(final)
     try:
         inside = os.path.ismount(final)
         parent = final if inside else final.parent
@@ -330,6 +407,11 @@ def staged_outdir(
         staged = Path(
             tempfile.mkdtemp(prefix=STAGING_PREFIX if inside else f".{final.name}.", dir=parent)
         )
+        try:
+            lock = _lock_staging(staged)
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
     except OSError as err:
         where = "inside" if os.path.ismount(final) else "next to"
         raise _output_error(
@@ -338,6 +420,7 @@ def staged_outdir(
         ) from None
     try:
         yield staged
+        os.unlink(staged / STAGING_LOCK)  # not part of the output; held locked until the end
         write_marker(staged)
         if private:
             _make_private(staged)
@@ -376,3 +459,5 @@ def staged_outdir(
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
