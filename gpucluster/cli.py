@@ -202,7 +202,7 @@ def _upgrade_check_arguments(upg: argparse.ArgumentParser) -> None:
         "--snapshot",
         metavar="FILE",
         help="judge the change on this snapshot of the running cluster (gpucluster snapshot, kubectl get -o json): "
-        "per GPU pool, node and component; exit 0 safe, 1 manual or unknown",
+        "per GPU pool, node and component; exit 0 safe, 3 manual, 4 unknown (as without it)",
     )
     upg.add_argument(
         "--kubeconfig",
@@ -505,8 +505,8 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     ),
     "upgrade-check": (
         "what changing OLD into NEW does to running GPUs: per cluster and component a verdict safe/manual/unknown "
-        "(exit 0 safe, 3 manual, 4 unknown; with --snapshot/--kubeconfig per node on the running cluster: "
-        "0 safe, 1 manual or unknown; docs/upgrading.md)",
+        "(exit 0 safe, 3 manual, 4 unknown; with --snapshot/--kubeconfig also per node on the running "
+        "cluster, same exit codes; docs/upgrading.md)",
         _upgrade_check_arguments,
     ),
     "render": (
@@ -1304,7 +1304,7 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
 def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4).
     With ``--snapshot`` / ``--kubeconfig``: the :mod:`gpucluster.verify.upgrade_live` report on
-    the cluster's state (exit 0 safe, 1 manual or unknown)."""
+    the cluster's state (the same exit codes)."""
     from gpucluster.verify import upgrade_check
 
     if args.snapshot is not None or args.kubeconfig is not None or args.context is not None:

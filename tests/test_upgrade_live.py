@@ -162,7 +162,7 @@ def test_the_default_driver_upgrade_policy_takes_one_node_at_a_time(tmp_path):
         overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
     )
     code, doc, err = judge(tmp_path, old, new, faulted_items())
-    assert code == 1 and err == ""
+    assert code == 3 and err == ""
     assert doc["driverUpgradePolicy"]["maxParallelUpgrades"] == 1
     (pool,) = doc["pools"]
     assert (pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (32, 24), pool
@@ -171,7 +171,7 @@ def test_the_default_driver_upgrade_policy_takes_one_node_at_a_time(tmp_path):
 
 def test_driver_version_change_per_node(tmp_path, driver_change):
     code, doc, err = judge(tmp_path, *driver_change, faulted_items())
-    assert (code, err) == (1, "") and doc["verdict"] == "manual" and doc["exitCode"] == 1
+    assert (code, err) == (3, "") and doc["verdict"] == "manual" and doc["exitCode"] == 3
     comps = by(doc, "components", "component")
     assert comps["gpu-operator"]["verdict"] == "manual"
     assert "driver re-install on 5 GPU nodes" in comps["gpu-operator"]["note"]
@@ -207,8 +207,8 @@ def test_driver_version_change_per_node(tmp_path, driver_change):
     )
     # the text table says the same, and the output is deterministic
     code_t, text, _ = judge(tmp_path, *driver_change, faulted_items(), fmt="text")
-    assert code_t == 1 and "cordoned-by-other" in text and "upgrade-required" in text
-    assert text.endswith("verdict: manual (exit 1)\n")
+    assert code_t == 3 and "cordoned-by-other" in text and "upgrade-required" in text
+    assert text.endswith("verdict: manual (exit 3)\n")
     assert judge(tmp_path, *driver_change, faulted_items(), fmt="text")[1] == text
 
 
@@ -220,14 +220,17 @@ def test_a_controller_cordon_is_not_someone_elses(tmp_path, driver_change):
             o["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "drain-required"
     _, doc, _ = judge(tmp_path, *driver_change, items)
     nodes = by(doc, "nodes", "node")
-    assert not nodes[NODES[1]]["cordonedByOther"] and nodes[NODES[1]]["verdict"] == "safe"
+    assert not nodes[NODES[1]]["cordonedByOther"]
+    # not someone else's cordon, but a roll already in progress: not safe now
+    assert nodes[NODES[1]]["verdict"] == "manual"
+    assert not any(x.startswith("cordoned by someone else") for x in nodes[NODES[1]]["notes"])
     assert nodes[NODES[0]]["verdict"] == "safe"
 
 
 def test_no_pods_listed_is_unknown_never_safe(tmp_path, driver_change):
     items = [o for o in healthy_items() if o["kind"] != "Pod"]
     code, doc, _ = judge(tmp_path, *driver_change, items)
-    assert code == 1 and doc["snapshot"]["podsListed"] == 0
+    assert code == 3 and doc["snapshot"]["podsListed"] == 0
     assert {n["verdict"] for n in doc["nodes"]} == {"unknown"}
     comps = by(doc, "components", "component")
     assert comps["nvidia-dra-driver-gpu"]["fileVerdict"] == "safe"
@@ -285,7 +288,7 @@ def _recipe_files(
 def test_dra_version_change_re_rolls_the_kubelet_plugin(tmp_path):
     old, new = _recipe_files(tmp_path, "0.5.1")
     code, doc, err = judge(tmp_path, old, new, faulted_items())
-    assert code == 1 and err == ""
+    assert code == 3 and err == ""
     comps = by(doc, "components", "component")
     assert "gpu-operator" not in comps
     dra = comps["nvidia-dra-driver-gpu"]
@@ -311,7 +314,7 @@ def test_aks_gpu_driver_change_replaces_the_pool(tmp_path):
     pools[1]["gpuDriver"] = "None"
     new = cluster_file(tmp_path / "b.yaml", pools=pools)
     code, doc, _ = judge(tmp_path, old, new, faulted_items())
-    assert code == 1
+    assert code == 3
     comps = by(doc, "components", "component")
     assert comps["cluster"]["verdict"] == "manual"
     assert "GPU pools replaced: gpu (5 nodes)" in comps["cluster"]["note"]
@@ -336,7 +339,7 @@ def test_aks_gpu_driver_change_replaces_the_pool(tmp_path):
     # the DRA plugin's driver identity follows gpuDriver: it re-rolls, and needs a working driver
     assert comps["nvidia-dra-driver-gpu"]["verdict"] == "manual"
     assert nodes[NODES[3]]["verdict"] == "manual"
-    assert any(x.startswith("driver pod crash-looping") for x in nodes[NODES[3]]["notes"])
+    assert any(x.startswith("driver pod not running") for x in nodes[NODES[3]]["notes"])
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path, driver_change):
@@ -374,7 +377,7 @@ def test_live_cluster_reads_every_pod(tmp_path, driver_change):
         )
     finally:
         api.close()
-    assert code == 1 and all(  # the stand-in serves http://: only the token warning, if any
+    assert code == 3 and all(  # the stand-in serves http://: only the token warning, if any
         line.startswith("warning[validate.cluster] ") and "http://" in line
         for line in err.splitlines()
     ), err
@@ -475,7 +478,7 @@ def test_step_2_of_a_pool_replacement_names_the_nodes_still_running_jobs(tmp_pat
         node["spec"]["unschedulable"] = True  # drained with kubectl: cordoned by the user
     items.append(_pod("train-0", NODES[0], gpus=8))
     code, doc, _ = judge(tmp_path, old, new, items)
-    assert code == 1
+    assert code == 3
     comps = by(doc, "components", "component")
     assert comps["cluster"]["verdict"] == "manual"
     nodes = by(doc, "nodes", "node")
@@ -492,13 +495,13 @@ def test_step_2_of_a_pool_replacement_names_the_nodes_still_running_jobs(tmp_pat
 
 def test_a_change_that_touches_no_node_is_unknown_without_pods(tmp_path):
     """A values change of a component that acts on no node (NFD) is still judged on the snapshot:
-    without pods the snapshot cannot tell, so the verdict is unknown (exit 1), never safe, and the
+    without pods the snapshot cannot tell, so the verdict is unknown (exit 4), never safe, and the
     CTRF report says ``other`` for it."""
     old = cluster_file(tmp_path / "a.yaml")
     new = cluster_file(tmp_path / "b.yaml", overrides={"set": ["nfd:gc.interval=2h"]})
     items = [o for o in healthy_items(2) if o["kind"] != "Pod"]
     code, doc, err = judge(tmp_path, old, new, items)
-    assert (code, err) == (1, "") and doc["verdict"] == "unknown", doc["components"]
+    assert (code, err) == (4, "") and doc["verdict"] == "unknown", doc["components"]
     comps = by(doc, "components", "component")
     assert set(comps) == {"nfd"}, comps
     nfd = comps["nfd"]
@@ -506,7 +509,7 @@ def test_a_change_that_touches_no_node_is_unknown_without_pods(tmp_path):
     assert "the snapshot lists no pods" in nfd["note"]
     code, ctrf, _ = judge(tmp_path, old, new, items, fmt="ctrf")
     tests = {t["name"]: t for t in json.loads(ctrf)["results"]["tests"]}
-    assert code == 1 and tests["component/nfd"]["status"] == "other", tests
+    assert code == 4 and tests["component/nfd"]["status"] == "other", tests
     # with the pods listed the same change is safe: it acts on no node
     code, doc, _ = judge(tmp_path, old, new, healthy_items(2))
     assert code == 0 and by(doc, "components", "component")["nfd"]["verdict"] == "safe"
@@ -515,7 +518,8 @@ def test_a_change_that_touches_no_node_is_unknown_without_pods(tmp_path):
 def test_a_cordon_before_the_controller_and_a_failed_upgrade_block_a_driver_change(
     tmp_path, driver_change
 ):
-    """Node 0: cordoned by the controller (drain-required), safe. Node 1: the same state, but the
+    """Node 0: cordoned by the controller (drain-required): not someone else's cordon, but a roll
+    in progress, manual. Node 1: the same state, but the
     controller recorded that the node was already unschedulable when it took it
     (``node-initial-state.unschedulable``): someone else's cordon, manual. Node 2: its last driver
     upgrade failed (upgrade-failed, held cordoned by the controller): manual, not someone else's."""
@@ -534,15 +538,18 @@ def test_a_cordon_before_the_controller_and_a_failed_upgrade_block_a_driver_chan
     assert [
         (got[n]["cordonedByOther"], got[n]["upgradeState"], got[n]["verdict"]) for n in NODES[:3]
     ] == [
-        (False, "drain-required", "safe"),
+        (False, "drain-required", "manual"),
         (True, "drain-required", "manual"),
         (False, "upgrade-failed", "manual"),
     ], doc["nodes"]
     assert any(x.startswith("cordoned by someone else") for x in got[NODES[1]]["notes"])
     assert any(x.startswith("node is in upgrade-failed") for x in got[NODES[2]]["notes"])
     comps = by(doc, "components", "component")
-    assert code == 1 and comps["gpu-operator"]["verdict"] == "manual"
-    assert comps["gpu-operator"]["note"].endswith(f"; not safe now on {NODES[1]}, {NODES[2]}")
+    assert code == 3 and comps["gpu-operator"]["verdict"] == "manual"
+    assert comps["gpu-operator"]["note"].endswith(f"; not safe now on {', '.join(NODES[:3])}")
+    assert any(
+        "drain-required: a driver upgrade is in progress" in x for x in got[NODES[0]]["notes"]
+    )
 
 
 def test_a_snapshot_of_one_cluster_against_files_of_two_is_one_line_exit_2(tmp_path):
@@ -644,7 +651,7 @@ def test_our_own_snapshot_sees_a_gpu_job_in_a_user_namespace(tmp_path, operator_
         "json",
     )
     from_file = json.loads(out_f)
-    assert from_file["verdict"] == live["verdict"] == "manual" and code_f == 1
+    assert from_file["verdict"] == live["verdict"] == "manual" and code_f == 3
     assert by(from_file, "nodes", "node")[NODES[0]]["gpuPods"] == ["team-a/train-0"]
     assert from_file["nodes"] == live["nodes"]
     assert from_file["snapshot"]["podsInEveryNamespace"] is True
@@ -668,7 +675,7 @@ def test_a_snapshot_that_does_not_say_it_lists_every_namespace_is_unknown(tmp_pa
         "json",
     )
     doc = json.loads(out)
-    assert code == 1 and doc["verdict"] != "safe", doc["components"]
+    assert code == 3 and doc["verdict"] != "safe", doc["components"]
     assert doc["snapshot"]["podsInEveryNamespace"] is False
     nodes = by(doc, "nodes", "node")
     assert {n["verdict"] for n in nodes.values()} == {"unknown"}
@@ -719,4 +726,166 @@ def test_mig_and_shared_gpu_pods_are_gpu_pods(tmp_path, operator_patch, resource
     code, doc, _ = judge(tmp_path, *operator_patch, items)
     node = by(doc, "nodes", "node")[NODES[0]]
     assert node["gpuPods"] == ["team-a/slice"] and node["verdict"] == "manual", node
-    assert code == 1 and doc["verdict"] == "manual"
+    assert code == 3 and doc["verdict"] == "manual"
+
+
+# --------------------------------------------------------------------------- states outside the named hazards
+
+
+def _with_node(items: list[dict], name: str, change) -> list[dict]:
+    for o in items:
+        if o["kind"] == "Node" and o["metadata"]["name"] == name:
+            change(o)
+    return items
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["drain-required", "validation-required", "pod-restart-required", "cordon-required"],
+)
+def test_a_node_already_mid_upgrade_is_not_safe_now(tmp_path, driver_change, state):
+    """A driver roll already in progress on a node (any upgrade state but upgrade-done) blocks
+    another driver change there: manual, naming the state (it was safe)."""
+
+    def mid(node):
+        node["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = state
+
+    items = _with_node(healthy_items(2), NODES[1], mid)
+    code, doc, _ = judge(tmp_path, *driver_change, items)
+    nodes = by(doc, "nodes", "node")
+    assert nodes[NODES[1]]["verdict"] == "manual", nodes[NODES[1]]
+    assert any(state in x and "in progress" in x for x in nodes[NODES[1]]["notes"])
+    assert nodes[NODES[0]]["verdict"] == "safe" and code != 0
+
+
+def _driver_pod(name: str, node: str, reason: str | None, phase: str = "Running") -> dict:
+    pod = _pod(name, node, owner="DaemonSet")
+    pod["metadata"]["namespace"] = "gpu-operator"
+    status = {"name": "nvidia-driver-ctr", "ready": reason is None, "restartCount": 0}
+    status["state"] = {"waiting": {"reason": reason}} if reason else {"running": {}}
+    pod["status"] = {"phase": phase, "containerStatuses": [status]}
+    return pod
+
+
+@pytest.mark.parametrize(
+    "name, reason, phase",
+    [
+        ("nvidia-driver-daemonset-4k2xq", "ImagePullBackOff", "Pending"),
+        ("nvidia-driver-daemonset-4k2xq", "ErrImagePull", "Pending"),
+        ("nvidia-driver-daemonset-4k2xq", "CreateContainerConfigError", "Pending"),
+        ("nvidia-driver-daemonset-4k2xq", None, "Failed"),
+        ("nvidia-gpu-driver-ubuntu22.04-5f8b7c9d6-x2v4n", "CrashLoopBackOff", "Running"),
+        ("nvidia-gpu-driver-ubuntu22.04-5f8b7c9d6-x2v4n", "ImagePullBackOff", "Pending"),
+    ],
+)
+def test_a_driver_pod_that_is_not_running_blocks_a_driver_change(
+    tmp_path, driver_change, name, reason, phase
+):
+    """A driver pod (ClusterPolicy's nvidia-driver-daemonset-*, or an NVIDIADriver resource's
+    nvidia-gpu-driver-*) that cannot pull its image, is misconfigured, failed or crash-loops: the
+    node is manual for a driver change (it was safe unless CrashLoopBackOff of the first name)."""
+    items = healthy_items(2) + [_driver_pod(name, NODES[1], reason, phase)]
+    code, doc, _ = judge(tmp_path, *driver_change, items)
+    node = by(doc, "nodes", "node")[NODES[1]]
+    assert node["verdict"] == "manual" and name in node["driverCrash"], node
+    assert (reason or phase) in node["driverCrash"]
+    assert by(doc, "nodes", "node")[NODES[0]]["verdict"] == "safe"
+
+
+def test_a_running_driver_pod_is_no_problem(tmp_path, driver_change):
+    items = healthy_items(2) + [_driver_pod("nvidia-gpu-driver-ubuntu-x", NODES[1], None)]
+    _, doc, _ = judge(tmp_path, *driver_change, items)
+    assert by(doc, "nodes", "node")[NODES[1]]["verdict"] == "safe"
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-1", "1.5", "lots"])
+def test_a_gpu_quantity_that_is_no_count_is_refused(tmp_path, driver_change, value):
+    """A GPU request that is not a whole count (NaN, Infinity, negative, a fraction, text) is
+    refused in one error line naming the pod and the field, exit 2 (NaN was read as 0: no GPU)."""
+    items = healthy_items(2) + [_team_pod("odd", NODES[0], {"limits": {"nvidia.com/gpu": value}})]
+    code, out, err = judge(tmp_path, *driver_change, items, fmt="text")
+    assert (code, out) == (2, ""), (out, err)
+    assert err.startswith("error[validate.snapshot] ") and err.count("\n") == 1, err
+    assert "team-a/odd" in err and "nvidia.com/gpu" in err, err
+
+
+def test_a_list_that_says_it_is_one_page_of_several_is_refused(tmp_path, driver_change):
+    """metadata.continue on a snapshot List, or on a list the API answers, means more items
+    follow: a truncated list is refused in one line, never judged as complete."""
+    snap = write_snapshot(tmp_path / "page.json", healthy_items(2))
+    doc = json.loads(snap.read_text())
+    doc["metadata"]["continue"] = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTJ9"
+    snap.write_text(json.dumps(doc))
+    code, out, err = cli(
+        "upgrade-check",
+        "--from",
+        driver_change[0],
+        "--to",
+        driver_change[1],
+        "--snapshot",
+        str(snap),
+    )
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert err.startswith("error[validate.snapshot] ") and "metadata.continue" in err, err
+
+    class Paged(FakeApi):
+        def answer(self, path):
+            code, body = super().answer(path)
+            if path == "/api/v1/pods":
+                body["metadata"]["continue"] = "next-page"
+            return code, body
+
+    items = healthy_items(2)
+    api = Paged(lambda: items)
+    try:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        code, out, err = cli(
+            "upgrade-check",
+            "--from",
+            driver_change[0],
+            "--to",
+            driver_change[1],
+            "--kubeconfig",
+            str(kubeconfig),
+        )
+    finally:
+        api.close()
+    lines = [x for x in err.splitlines() if x.startswith("error[")]
+    assert (code, out) == (2, "") and len(lines) == 1, err
+    assert "/api/v1/pods" in lines[0] and "continue" in lines[0], lines
+
+
+def test_a_snapshot_with_a_duplicate_key_is_refused(tmp_path, driver_change):
+    """JSON with a key twice in one object (which copy wins depends on the reader) is refused."""
+    snap = write_snapshot(tmp_path / "dup.json", healthy_items(2))
+    text = snap.read_text().replace('"kind": "List",', '"kind": "List",\n  "kind": "List",', 1)
+    snap.write_text(text)
+    code, out, err = cli(
+        "upgrade-check",
+        "--from",
+        driver_change[0],
+        "--to",
+        driver_change[1],
+        "--snapshot",
+        str(snap),
+    )
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert err.startswith("error[validate.snapshot] ") and "'kind' twice" in err, err
+
+
+def test_one_exit_code_table_for_both_modes(tmp_path, driver_change):
+    """The same verdict gives the same exit code with or without the cluster's state (0 safe,
+    3 manual, 4 unknown), and the JSON carries it: a CI gate means one thing (live mode exited 1
+    for both manual and unknown)."""
+    from gpucluster.verify.upgrade_check import EXIT_CODES
+
+    code_file, out, _ = cli(
+        "upgrade-check", "--from", driver_change[0], "--to", driver_change[1], "--format", "json"
+    )
+    assert json.loads(out)["verdict"] == "manual" and code_file == EXIT_CODES["manual"] == 3
+    code_live, doc, _ = judge(tmp_path, *driver_change, healthy_items(2))
+    assert doc["verdict"] == "manual" and code_live == doc["exitCode"] == code_file
+    unchanged = cluster_file(tmp_path / "same.yaml")
+    items = [o for o in healthy_items(2) if o["kind"] != "Pod"]
+    code, doc, _ = judge(tmp_path, unchanged, unchanged, items)
+    assert (code, doc["exitCode"], doc["verdict"]) == (0, 0, "safe")

@@ -201,7 +201,8 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextI
     The live state is read with :func:`gpucluster.verify.snapshot.read_live`, as ``validate``
     reads it, from the namespaces of both sides' plans plus every namespace's Pods and
     ResourceClaims, within one ``--timeout`` deadline (:func:`_timeout`, as ``validate``; its
-    warnings on ``err``). Returns 0 (safe) or 1 (manual or unknown).
+    warnings on ``err``). Returns the exit code of the verdict, as the file check does
+    (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`: 0 safe, 3 manual, 4 unknown).
 
     Raises:
         GpuclusterError: not exactly one of ``--snapshot`` / ``--kubeconfig``, ``--context``

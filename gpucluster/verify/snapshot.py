@@ -348,7 +348,13 @@ def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES)
             fix="give the JSON kubectl or gpucluster snapshot wrote",
         ) from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKey as exc:
+        raise _problem(
+            f"holds the key '{exc.key}' twice in one object (which copy counts depends on the reader)",
+            file=name,
+            fix="keep one copy of the key (kubectl and gpucluster snapshot never write two)",
+        ) from None
     except (ValueError, RecursionError):
         from gpucluster.yamlsafe import load_yaml_text
 
@@ -361,6 +367,14 @@ def load_snapshot_file(path: str | Path, *, max_bytes: int = MAX_SNAPSHOT_BYTES)
                 file=name,
                 fix="give the JSON kubectl or gpucluster snapshot wrote",
             ) from None
+    if isinstance(doc, Mapping) and isinstance(doc.get("metadata"), Mapping):
+        if doc["metadata"].get("continue"):
+            raise _problem(
+                "is one page of a longer list (metadata.continue is set): the items after it are missing",
+                file=name,
+                key="metadata.continue",
+                fix="list without --chunk-size/limit (kubectl get --chunk-size=0 -o json), or use gpucluster snapshot",
+            )
     return Snapshot(
         items=_check_items(doc, file=name),
         source=name,
@@ -375,6 +389,31 @@ def _planned_cluster(doc: Mapping[str, Any]) -> str:
     meta = doc.get("metadata")
     raw = meta.get(PLANNED_CLUSTER_KEY) if isinstance(meta, Mapping) else None
     return raw if isinstance(raw, str) else ""
+
+
+class DuplicateKey(Exception):
+    """A JSON object names a key twice (:func:`_unique_keys`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of :func:`json.loads` that refuses a key given twice in one object
+    (RFC 8259 leaves which one counts to the reader).
+
+    Raises:
+        DuplicateKey: naming the key (escaped, at most 80 characters).
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            from gpucluster.errors import one_line
+
+            raise DuplicateKey(one_line(key, 80))
+        out[key] = value
+    return out
 
 
 def _every_namespace(doc: Mapping[str, Any], *, file: str) -> frozenset[tuple[str, str]]:
@@ -954,6 +993,14 @@ def _list(
     body = get(path)
     if body is None:
         return []
+    meta = body.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("continue"):
+        raise _api_error(
+            f"the answer to GET {path} is one page of a longer list (metadata.continue is set), "
+            "though no page was asked for",
+            source=source,
+            fix=_FIX_ANSWER,
+        )
     items = body.get("items")
     if items is None:
         items = []
@@ -1025,7 +1072,13 @@ def _get_json(api: Any, path: str, *, source: str, deadline: float) -> dict[str,
                 fix="reduce what the namespaces hold, or snapshot with kubectl",
             )
         try:
-            body = json.loads(data.decode("utf-8"))
+            body = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys)
+        except DuplicateKey as exc:
+            raise _api_error(
+                f"the answer to GET {path} holds the key '{exc.key}' twice in one object",
+                source=source,
+                fix=_FIX_ANSWER,
+            ) from None
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise _api_error(
                 f"the answer to GET {path} is not JSON", source=source, fix=_FIX_ANSWER

@@ -45,14 +45,15 @@ nodes; for a change that evicts pods, a snapshot that does not say it lists ever
 Pods: :data:`gpucluster.verify.snapshot.EVERY_NAMESPACE_KEY`); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
 ``pool``); a component's live verdict is the worst of its file verdict and its nodes' verdicts
 for its own hazard (a node cordoned by someone else blocks a driver re-install, not a DRA re-roll).
-Exit codes (as ``gpucluster validate``): 0 every verdict safe, 1 any ``manual`` or ``unknown``,
-2 bad input. Pure Python, no cdktf; deterministic (sorted nodes, pools and components).
+Exit codes: the file check's (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`): 0 every verdict
+safe, 3 any ``manual``, 4 else any ``unknown``, 2 bad input. Pure Python, no cdktf; deterministic (sorted nodes, pools and components).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +62,13 @@ from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
 from gpucluster.model import NodePool, RuntimePlan
 from gpucluster.recipes.upgrade_rules import driver_roll, worst
 from gpucluster.verify.snapshot import Snapshot
-from gpucluster.verify.upgrade_check import Change, ClusterReport, Report, removed_gpu_pools
+from gpucluster.verify.upgrade_check import (
+    EXIT_CODES,
+    Change,
+    ClusterReport,
+    Report,
+    removed_gpu_pools,
+)
 
 __all__ = [
     "render_ctrf",
@@ -71,16 +78,15 @@ __all__ = [
     "CONTROLLER_CORDON_STATES",
     "STUCK_STATES",
     "EXIT_SAFE",
-    "EXIT_NOT_SAFE",
     "LiveReport",
     "assess",
     "render_text",
     "render_json",
 ]
 
-EXIT_SAFE = 0
-EXIT_NOT_SAFE = 1
-"""Live exit codes, as ``gpucluster validate``: 0 safe, 1 manual or unknown (2 bad input)."""
+EXIT_SAFE = EXIT_CODES["safe"]
+"""Exit codes: one table for both modes (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`:
+0 safe, 3 manual, 4 unknown; 2 bad input)."""
 
 UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 """The GPU Operator's driver upgrade state label (k8s-operator-libs ``UpgradeStateLabelKeyFmt``)."""
@@ -105,9 +111,27 @@ CONTROLLER_CORDON_STATES = frozenset(
 STUCK_STATES = frozenset({"upgrade-required", "upgrade-failed"})
 """States that block a new driver change: an upgrade already pending (gpu-operator#2509: nodes left
 in ``upgrade-required`` with driver pods in ``Init:CrashLoopBackOff``) or failed."""
-CRASH_REASONS = frozenset({"CrashLoopBackOff"})
-DRIVER_POD_PREFIX = "nvidia-driver-daemonset"
-"""Name prefix of the GPU Operator's driver pods (its DaemonSet ``nvidia-driver-daemonset``)."""
+DONE_STATES = frozenset({"", "upgrade-done"})
+"""Upgrade states of a node no driver roll is under way on (no label, or the last roll done);
+any other state (``cordon-required`` ... ``uncordon-required``) is a roll in progress."""
+CRASH_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "InvalidImageName",
+        "RunContainerError",
+    }
+)
+"""Waiting reasons of a container that does not start by itself (kubelet ``kuberuntime``
+reasons; Kubernetes docs, "Debug Pods" and "Images": ``ImagePullBackOff``, ``ErrImagePull``)."""
+DRIVER_POD_PREFIXES = ("nvidia-driver-daemonset", "nvidia-gpu-driver-")
+"""Name prefixes of the GPU Operator's driver pods: the ClusterPolicy's DaemonSet
+``nvidia-driver-daemonset``, and the DaemonSets ``nvidia-gpu-driver-<os>-<hash>`` an
+``NVIDIADriver`` resource makes (``driver.nvidiaDriverCRD.enabled``; GPU Operator docs, "NVIDIA
+GPU Driver Custom Resource Definition")."""
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 DRA_COMPONENT = "nvidia-dra-driver-gpu"
@@ -138,18 +162,45 @@ def is_gpu_resource(name: str) -> bool:
     return name.startswith((GPU_RESOURCE, MIG_RESOURCE_PREFIX))
 
 
-def _gpu_request(pod: Mapping[str, Any]) -> int:
+def _item_key(obj: Mapping[str, Any], snap: Snapshot) -> str:
+    """``items[<i>].``: where ``obj`` is in the snapshot's items ('' when it is not)."""
+    for i, item in enumerate(snap.items):
+        if item is obj:
+            return f"items[{i}]."
+    return ""
+
+
+def _gpu_request(pod: Mapping[str, Any], snap: Snapshot) -> int:
     """GPUs (or GPU parts: :func:`is_gpu_resource`) the pod asks for: the largest such request or
-    limit of a container (init containers included)."""
+    limit of a container (init containers included).
+
+    Raises:
+        GpuclusterError: a GPU quantity that is not a whole count (``NaN``, ``-1``, ``1.5``):
+            one line naming the pod and the field (``validate.snapshot`` for a file,
+            ``validate.cluster`` for a live reading).
+    """
     spec = pod.get("spec") or {}
     total = 0
     for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
+        for i, c in enumerate(spec.get(key) or []):
             res = (c or {}).get("resources") or {}
             for part in ("limits", "requests"):
                 for name, value in (res.get(part) or {}).items():
-                    if is_gpu_resource(str(name)):
-                        total = max(total, _quantity(value))
+                    if not is_gpu_resource(str(name)):
+                        continue
+                    count = _quantity_count(value)
+                    if count is None:
+                        meta = _meta(pod)
+                        raise GpuclusterError(
+                            f"Pod {meta.get('namespace')}/{meta.get('name')} asks for "
+                            f"{one_line(value)} of {one_line(name)}, which is not a whole count",
+                            file=snap.source,
+                            key=f"{_item_key(pod, snap)}spec.{key}[{i}].resources.{part}.{name}",
+                            allowed="a whole number of GPUs or GPU parts (0, 1, 8)",
+                            fix="give the quantity as the API server stores it (kubectl get pod -o json)",
+                            id="validate.snapshot" if snap.file_sha256 else "validate.cluster",
+                        )
+                    total = max(total, count)
     return total
 
 
@@ -157,15 +208,38 @@ def _active(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
-def _crash_looping(pod: Mapping[str, Any]) -> str:
-    """``CrashLoopBackOff`` / ``Init:CrashLoopBackOff`` when a container of the pod waits so, else ''."""
+def _driver_pod_problem(pod: Mapping[str, Any]) -> str:
+    """Why a driver pod is not running and ready: ``<reason>`` / ``Init:<reason>`` of a container
+    waiting in :data:`CRASH_REASONS`, ``phase <phase>`` when not ``Running``, ``not ready`` for a
+    container not ready; '' for a running, ready pod."""
     status = pod.get("status") or {}
     for key, prefix in (("initContainerStatuses", "Init:"), ("containerStatuses", "")):
         for cs in status.get(key) or []:
             reason = (((cs or {}).get("state") or {}).get("waiting") or {}).get("reason")
             if reason in CRASH_REASONS:
                 return f"{prefix}{reason}"
+    phase = status.get("phase")
+    if phase != "Running":
+        return f"phase {phase or 'unknown'}"
+    if any(not (cs or {}).get("ready") for cs in status.get("containerStatuses") or []):
+        return "not ready"
     return ""
+
+
+def _quantity_count(value: Any) -> int | None:
+    """A GPU quantity as a whole count (extended resources are whole numbers: Kubernetes docs,
+    "Extended resources"): ``"8"``, ``8``, ``"1k"``; None for anything else (``NaN``, ``-1``,
+    ``1.5``, text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    text = str(value)
+    if not re.fullmatch(r"[0-9]+(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?", text):
+        return None
+    from kubernetes.utils import parse_quantity
+
+    return int(parse_quantity(text))
 
 
 @dataclass
@@ -287,7 +361,7 @@ class LiveReport:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_SAFE if self.verdict == "safe" else EXIT_NOT_SAFE
+        return EXIT_CODES[self.verdict]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -362,7 +436,7 @@ def _is_gpu_node(
 def _node_states(
     snap: Snapshot, plan: RuntimePlan, extra: Sequence[NodePool] = ()
 ) -> list[NodeState]:
-    pods = [p for p in snap.objects("v1", "Pod") if _active(p)]
+    pods = snap.objects("v1", "Pod")
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
         by_node.setdefault(str((p.get("spec") or {}).get("nodeName") or ""), []).append(p)
@@ -389,22 +463,32 @@ def _node_states(
                 or annotations.get(INITIAL_UNSCHEDULABLE_ANNOTATION) == "true"
             ),
         )
+        driver_problems: list[str] = []
+        driver_running = False
         for pod in sorted(
             by_node.get(name, []),
             key=lambda o: (str(_meta(o).get("namespace")), str(_meta(o).get("name"))),
         ):
             ident = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
-            if str(_meta(pod).get("name", "")).startswith(DRIVER_POD_PREFIX):
-                crash = _crash_looping(pod)
-                if crash and not ns.driver_crash:
-                    ns.driver_crash = f"{ident}: {crash}"
+            if str(_meta(pod).get("name", "")).startswith(DRIVER_POD_PREFIXES):
+                problem = _driver_pod_problem(pod)
+                if problem:
+                    driver_problems.append(f"{ident}: {problem}")
+                else:
+                    driver_running = True
+            if not _active(pod):
+                continue
             claims = bool((pod.get("spec") or {}).get("resourceClaims"))
-            if _gpu_request(pod) > 0 or claims:
+            if _gpu_request(pod, snap) > 0 or claims:
                 ns.gpu_pods.append(ident)
                 if not _meta(pod).get("ownerReferences"):
                     ns.bare_pods.append(ident)
                 if claims:
                     ns.claim_pods.append(ident)
+        if (
+            driver_problems and not driver_running
+        ):  # a new driver pod that runs replaces a failed one
+            ns.driver_crash = driver_problems[0]
         states.append(ns)
     return states
 
@@ -613,6 +697,12 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                     f"node is in {n.upgrade_state}: a driver upgrade is already pending or failed here; "
                     "finish it (kubectl describe node, the driver pod's logs) before another"
                 )
+            elif n.upgrade_state not in DONE_STATES:
+                n.verdicts.append(("driver", "manual"))
+                n.notes.append(
+                    f"node is in {n.upgrade_state}: a driver upgrade is in progress here; let it "
+                    f"reach upgrade-done (kubectl get nodes -L {UPGRADE_STATE_LABEL}) before another"
+                )
         if dra_rolls:
             n.actions.append(
                 "DRA kubelet plugin re-roll (its pod restarts; running claims stay prepared)"
@@ -626,8 +716,9 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 (h, "manual") for h, on in (("driver", driver), ("dra", dra_rolls)) if on
             ]
             n.notes.append(
-                f"driver pod crash-looping ({n.driver_crash}): fix the driver before changing it "
-                "(often 'driver is in use': GPU processes still hold the device)"
+                f"driver pod not running ({n.driver_crash}): fix the driver before changing it "
+                "(a crash loop is often 'driver is in use': GPU processes still hold the device; "
+                "ImagePullBackOff: the driver image or its registry)"
             )
         # a pool being removed is cordoned on purpose (step 2 of a replacement): only a re-created one is at risk
         recreated = n.pool in replaced and not replaced[n.pool].startswith("removed")
@@ -711,7 +802,7 @@ def render_text(live: LiveReport) -> str:
             for x in (
                 n.upgrade_state,
                 "cordoned-by-other" if n.cordoned_by_other else "",
-                "driver-crashloop" if n.driver_crash else "",
+                "driver-pod-not-running" if n.driver_crash else "",
             )
             if x
         )
