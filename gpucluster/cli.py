@@ -28,6 +28,9 @@ Commands::
     gpucluster lint [--config FILE] [--cluster NAME] [--charts DIR ...] [--crds DIR ...] [--pull]
         render, then check the objects (schemas, dead values, placement, RuntimeClasses, images,
         credentials); findings as error[<id>] ... fix: ..., exit 2 on any error
+    gpucluster images [--config FILE] [--cluster NAME] [--charts DIR ...] [--format text|json|hauler|zarf]
+        every container image (and upstream chart) the runtime stacks pull, from the rendered
+        releases and the custom resources in them; exit 4 when a chart could not be had
     gpucluster charts pull [--config FILE] [--cluster NAME] [--cache DIR] [--refresh]
         pull every chart the runtime stacks pin (through the cluster file's mirror) into the
         chart cache that render and lint read; exit 2 when one cannot be had
@@ -287,6 +290,24 @@ def _lint_arguments(r: argparse.ArgumentParser) -> None:
     )
 
 
+def _images_arguments(r: argparse.ArgumentParser) -> None:
+    _render_lint_arguments(r)
+    r.add_argument(
+        "--format",
+        choices=("text", "json", "hauler", "zarf"),
+        default="text",
+        help="text table (default), JSON, Hauler manifests (hauler store sync -f) or a Zarf package config (zarf.yaml)",
+    )
+    r.add_argument(
+        "--node-os",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="node OS tag the operators complete driver images with (ubuntu24.04; repeatable; "
+        "default for criteria.os ubuntu: ubuntu22.04 and ubuntu24.04)",
+    )
+
+
 def _charts_arguments(ch: argparse.ArgumentParser) -> None:
     sub = ch.add_subparsers(
         dest="charts_command", required=True, metavar="ACTION", help="pull (the only action)"
@@ -478,6 +499,8 @@ _EXAMPLES: dict[str, str] = {
     "  gpucluster render --cluster aks-training --charts ./charts",
     "lint": "examples:\n  gpucluster charts pull && gpucluster lint\n"
     "  gpucluster lint --charts ./charts --crds ./crds --require-charts",
+    "images": "examples:\n  gpucluster images\n"
+    "  gpucluster images --format hauler --node-os ubuntu24.04 > gpucluster-hauler.yaml",
     "charts": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cluster aks-training --refresh",
     "charts pull": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cache /var/cache/charts --timeout 600",
     "plugins": "examples:\n  gpucluster plugins\n  gpucluster plugins --format json",
@@ -516,6 +539,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "lint": (
         "render, then check the rendered objects (docs/cli.md: gpucluster lint)",
         _lint_arguments,
+    ),
+    "images": (
+        "every container image and chart the runtime stacks pull, as a table, JSON, Hauler or Zarf manifest "
+        "(docs/air-gap.md)",
+        _images_arguments,
     ),
     "charts": (
         "charts pull: fetch every chart the stacks pin into the chart cache render and lint read",
@@ -1285,6 +1313,69 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result.renderer.close()
 
 
+def _cmd_images(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``images``: the inventory of every selected cluster on stdout in ``--format``; render
+    findings (and plan findings) on stderr; one ``warning[images.incomplete]`` line per release
+    whose chart could not be had and per image that cannot be named, then exit 4 (the inventory is
+    incomplete), else 0. An error finding of the render exits 2 with nothing on stdout."""
+    from gpucluster.verify import images as images_mod
+    from gpucluster.verify.lint import EXIT_NOTHING_CHECKED
+
+    for tag in args.node_os:
+        if not re.fullmatch(r"[a-z][a-z0-9]*[0-9]+(\.[0-9]+)*", tag):
+            raise GpuclusterError(
+                f"--node-os '{tag}' is not a node OS tag",
+                key="--node-os",
+                allowed="<ID><VERSION_ID> of /etc/os-release, such as ubuntu22.04, ubuntu24.04, rhel9.6",
+                fix="give the ID and VERSION_ID of the GPU nodes' /etc/os-release, joined",
+            )
+    plans, result = _rendered(args, err)
+    try:
+        _warn_findings(plans, err, getattr(args, "findings", "summary"))
+        for f in result.findings:
+            err.write(f.render() + "\n")
+        if any(f.severity == "error" for f in result.findings):
+            return EXIT_INVALID_INPUT
+        inventories = images_mod.inventory(result, node_os=args.node_os)
+    finally:
+        result.renderer.close()
+    render = {
+        "text": images_mod.render_text,
+        "json": images_mod.render_json,
+        "hauler": images_mod.render_hauler,
+        "zarf": images_mod.render_zarf,
+    }[args.format]
+    text = render(inventories)
+    incomplete = False
+    for inv in inventories:
+        for item in inv.not_rendered:
+            incomplete = True
+            err.write(
+                format_line(
+                    "warning",
+                    "images.incomplete",
+                    f"the images of {item} are not listed: its chart could not be had",
+                    where=(("cluster", inv.cluster),),
+                    fix="run `gpucluster charts pull` (or give --charts) and list again",
+                )
+                + "\n"
+            )
+        for item in inv.unlisted:
+            incomplete = True
+            err.write(
+                format_line(
+                    "warning",
+                    "images.unlisted",
+                    item,
+                    where=(("cluster", inv.cluster),),
+                    fix="mirror that image by hand, or give what it needs (--node-os)",
+                )
+                + "\n"
+            )
+    out.write(text)
+    return EXIT_NOTHING_CHECKED if incomplete else 0
+
+
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
     from gpucluster.plugins import platforms
     from gpucluster.verify import detect
@@ -1497,6 +1588,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 code = _cmd_lint(args, out, err)
             elif args.command == "charts":
                 code = _cmd_charts(args, out, err)
+            elif args.command == "images":
+                code = _cmd_images(args, out, err)
             elif args.command == "snapshot":
                 _cmd_snapshot(args, out, err)
             elif args.command == "validate":
