@@ -62,6 +62,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO, cast
+from urllib.parse import urlsplit
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped, format_line
 from gpucluster.model import ANY, Criteria, RuntimePlan
@@ -1206,19 +1207,63 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pinned = charts.pinned_charts(plans)
     progress = _Progress(err)
     results = []
+    shared: dict[
+        tuple[str, str, str], list
+    ] = {}  # one cause of a repository: told once, at the end
     for i, p in enumerate(pinned, 1):
         progress.show(i, len(pinned), f"{p.chart} {p.version} from {charts.safe_url(p.repository)}")
         r = charts.pull_one(p, cache, refresh=args.refresh, session=session)
         progress.clear()
         results.append(r)
-        _write_pull_result(r, out, err)
+        if r.path is None and r.kind in ("charts.pull", "charts.unreachable"):
+            host = urlsplit(r.pinned.repository).hostname or r.pinned.repository
+            shared.setdefault((r.kind, host, r.reason), []).append(r)
+        else:
+            _write_pull_result(r, out, err)
         out.flush()
+    for group in shared.values():
+        if len(group) == 1:
+            _write_pull_result(group[0], out, err)
+        else:
+            _write_shared_failure(group, err)
     failed = sum(1 for r in results if r.path is None)
     out.write(
         f"{plural(len(results), 'chart')}: {sum(1 for r in results if r.how == 'pulled')} pulled, "
         f"{sum(1 for r in results if r.how == 'cached')} already cached, {failed} unavailable; cache {cache}\n"
     )
     return EXIT_INVALID_INPUT if failed else 0
+
+
+def _write_shared_failure(group, err: TextIO) -> None:
+    """One line for the charts of ``group`` (:class:`~gpucluster.charts.pull.PullResult` s of one
+    kind, host and reason: an index or a host that failed once for all of them): the cause and
+    its fix once, then every chart and the releases that install it."""
+    from gpucluster.charts import pull as charts
+    from gpucluster.errors import format_line
+
+    first = group[0]
+    repositories = sorted({charts.safe_url(r.pinned.repository) for r in group})
+    listed = "; ".join(
+        f"{r.pinned.chart} {r.pinned.version} ("
+        + ", ".join(f"{c}/{rel}" for c, rel in r.pinned.users)
+        + ")"
+        for r in group
+    )
+    err.write(
+        format_line(
+            "error",
+            first.kind,
+            f"{len(group)} charts from {', '.join(repositories)} were not stored: {first.reason}; "
+            f"not pulled: {listed}",
+            where=(("repository", repositories[0] if len(repositories) == 1 else ""),),
+            fix=charts.UNREACHABLE_FIX
+            if first.kind == "charts.unreachable"
+            else charts.PULL_ERROR_FIX,
+            message_limit=4000,
+        )
+        + "\n"
+    )
+    err.flush()
 
 
 def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
@@ -1234,7 +1279,7 @@ def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
         out.write(f"{r.how:<7} {p.chart} {p.version} from {p.repository}\n")
         return
     cluster, release = p.users[0]
-    if r.kind == "charts.pull":
+    if r.kind in ("charts.pull", "charts.unreachable"):
         err.write(
             format_line(
                 "error",
@@ -1245,9 +1290,11 @@ def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
                     ("component", release),
                     ("release", release),
                     ("chart", f"{p.chart}@{p.version}"),
-                    ("mirror", charts.safe_url(p.repository)),
+                    ("repository", charts.safe_url(p.repository)),
                 ),
-                fix=charts.PULL_ERROR_FIX,
+                fix=charts.UNREACHABLE_FIX
+                if r.kind == "charts.unreachable"
+                else charts.PULL_ERROR_FIX,
                 message_limit=2000,
             )
             + "\n"

@@ -730,19 +730,22 @@ def files_in(cache: Path) -> list[Path]:
 
 
 def index_failure(tmp_path, mirror: str, reason: str) -> str:
-    """Every chart fails with one ``error[charts.pull]`` line naming it, the mirror and ``reason``;
-    exit 2; nothing in the cache. Returns stderr."""
+    """The index fails for every chart: one ``error[charts.pull]`` line names the repository,
+    ``reason`` and its fix once, then every chart with the releases that install it; exit 2;
+    nothing in the cache. Returns stderr."""
     code, out, err, cache = hostile_pull(tmp_path, mirror)
-    lines = err.splitlines()
     pins = default_pins()
     assert code == 2, err
-    assert len(lines) == len(pins), err
-    assert all(line.startswith("error[charts.pull] cluster=gpu-training ") for line in lines), err
-    assert sorted(line.split(" chart=")[1].split(" ")[0] for line in lines) == sorted(
-        f"{chart}@{version}" for _, chart, version in pins
-    )
-    assert all(f" mirror={mirror}: " in line and reason in line for line in lines), err
-    assert all(" fix: " in line for line in lines)
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"error[charts.pull] repository={mirror}: {len(pins)} charts from {mirror} were not stored: "
+    ), line
+    assert reason in line and line.count(" fix: ") == 1 and line.count(reason) == 1, line
+    listed = line.split("; not pulled: ")[1].split(" fix: ")[0].split("; ")
+    assert [item.split(" (")[0] for item in listed] == [
+        f"{chart} {version}" for _, chart, version in pins
+    ]
+    assert all(item.endswith(")") and "gpu-training/" in item for item in listed)
     assert out.splitlines()[-1].startswith(f"{len(pins)} charts: 0 pulled, 0 already cached, ")
     assert files_in(cache) == []
     return err
@@ -778,7 +781,7 @@ def chart_failure(tmp_path, mirror: str, reason: str) -> str:
     (pull_line,) = [line for line in lines if line.startswith("error[charts.pull]")]
     assert pull_line.startswith(
         "error[charts.pull] cluster=gpu-training component=cert-manager release=cert-manager "
-        f"chart=cert-manager@{PIN[2]} mirror={mirror}: "
+        f"chart=cert-manager@{PIN[2]} repository={mirror}: "
     ), pull_line
     assert reason in pull_line and " fix: " in pull_line, pull_line
     others = [line for line in lines if line != pull_line]
@@ -1137,10 +1140,82 @@ def test_an_oci_registry_that_accepts_and_sleeps_meets_the_total_deadline(hostil
     index_failure(tmp_path, mirror, "the total deadline of 3 s (--timeout) passed")
 
 
-def test_an_oci_registry_sending_endless_answers_is_one_line_per_chart(hostile, tmp_path):
+def test_an_oci_registry_sending_endless_answers_names_every_chart_once(hostile, tmp_path):
+    """Each chart fails (the first its own way, the rest when the deadline has passed): every
+    chart is named by exactly one line, a cause shared by several is told once."""
     mirror = hostile({"*": endless}).replace("http://", "oci://") + "/helm"
     code, out, err, cache = hostile_pull(tmp_path, mirror)
     lines = err.splitlines()
-    assert code == 2 and len(lines) == len(default_pins()), err
-    assert all(line.startswith("error[") and " fix: " in line for line in lines), err
+    assert code == 2 and 1 <= len(lines) <= len(default_pins()), err
+    assert all(line.startswith("error[") and line.count(" fix: ") == 1 for line in lines), err
+    for _, chart, version in default_pins():
+        named = [
+            line
+            for line in lines
+            if f"chart={chart}@{version} " in line or f"{chart} {version} (gpu-training/" in line
+        ]
+        assert len(named) == 1, (chart, err)
     assert "goroutine" not in err and files_in(cache) == []
+
+
+# --------------------------------------------------------------------------- messages that name the cause
+
+
+def test_a_host_name_that_does_not_resolve_is_one_line_naming_dns(tmp_path, monkeypatch):
+    """The mirror's host name does not resolve (the resolver answers as it does offline; no
+    query leaves this process): one ``error[charts.unreachable]`` line names the host, DNS and
+    what to set, once for the twelve charts; nothing blames what the repository sent."""
+    real = socket.getaddrinfo
+
+    def offline(host, *args, **kwargs):
+        if host == "charts.gpucluster-test.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", offline)
+    mirror = "http://charts.gpucluster-test.invalid/mirror"
+    config_file = tmp_path / "gpucluster.yaml"
+    config_file.write_text(f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+    code, out, err = cli(
+        ["charts", "pull", "--config", str(config_file), "--cache", str(tmp_path / "cache")],
+        monkeypatch,
+    )
+    assert code == 2
+    [line] = err.splitlines()
+    n = len(default_pins())
+    assert line.startswith(
+        f"error[charts.unreachable] repository={mirror}: {n} charts from {mirror} were not stored: "
+        "index.yaml: the host name charts.gpucluster-test.invalid does not resolve (DNS): "
+    ), line
+    assert "sent what cannot be used" not in line and " mirror=" not in line
+    assert line.split(" fix: ")[1].startswith("check this machine's network, DNS and proxy")
+    assert out.splitlines()[-1].startswith(
+        f"{n} charts: 0 pulled, 0 already cached, {n} unavailable"
+    )
+
+
+def test_a_refused_connection_is_named_so(tmp_path):
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mirror = f"http://127.0.0.1:{port}"
+    code, _, err, _ = hostile_pull(tmp_path, mirror)
+    [line] = err.splitlines()
+    assert code == 2 and line.startswith(f"error[charts.unreachable] repository={mirror}: ")
+    assert f"index.yaml: 127.0.0.1:{port} refused the connection" in line, line
+
+
+def test_a_version_the_mirror_lacks_names_the_versions_it_has(hostile, tmp_path):
+    mirror = hostile(
+        {"/index.yaml": answer(index_for("cert-manager-v0.0.1.tgz", version="v0.0.1"))}
+    )
+    code, _, err, _ = hostile_pull(tmp_path, mirror)
+    lines = err.splitlines()
+    [cert] = [line for line in lines if "component=cert-manager " in line]
+    assert code == 2 and cert.startswith("error[charts.unavailable] ")
+    assert (
+        f'chart "cert-manager" version "{PIN[2]}" not found in the repository index; '
+        "it has 1 version of cert-manager: v0.0.1" in cert
+    ), cert
+    [nfd] = [line for line in lines if "component=nfd " in line]
+    assert "it lists no chart named node-feature-discovery" in nfd, nfd

@@ -166,6 +166,35 @@ class PullError(Exception):
     digest, name or version that does not match, an unsafe archive (``error[charts.pull]``)."""
 
 
+class Unreachable(PullError):
+    """The repository's host could not be reached: its name does not resolve, the connection is
+    refused or reset, no route (``error[charts.unreachable]``: one line per host and cause)."""
+
+
+UNREACHABLE_FIX = (
+    "check this machine's network, DNS and proxy settings (HTTPS_PROXY, NO_PROXY) for that host, or "
+    "name a mirror it can reach (charts.mirror or charts.mirrors in the cluster file, "
+    "docs/cluster-file.md); offline, render and lint read charts unpacked into --charts folders"
+)
+"""The ``fix:`` of an ``error[charts.unreachable]`` line (:class:`Unreachable`)."""
+
+
+def _unreachable_reason(exc: OSError, parts: SplitResult, what: str) -> str:
+    """What went wrong reaching ``parts``' host, named by its cause (a DNS failure, a refused or
+    reset connection), with the system's own words after it."""
+    host = parts.hostname or ""
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    if isinstance(exc, socket.gaierror):
+        cause = f"the host name {host} does not resolve (DNS)"
+    elif isinstance(exc, ConnectionRefusedError):
+        cause = f"{host}:{port} refused the connection (nothing listens there)"
+    elif isinstance(exc, ConnectionResetError | BrokenPipeError):
+        cause = f"{host}:{port} closed the connection before answering"
+    else:
+        cause = f"{host}:{port} cannot be reached"
+    return f"{what}: {cause}: {first_line(exc)}"
+
+
 class ChartNotFound(Exception):
     """The repository's index lists no such chart version, or the archive is not there (404)
     (``error[charts.unavailable]``)."""
@@ -306,6 +335,8 @@ def _get_once(url: str, deadline: Deadline, cap: int, what: str) -> tuple[int, s
             raise PullError(
                 f"{what}: no answer within {REQUEST_TIMEOUT:g} s (one connect or read)"
             ) from None
+        if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+            raise Unreachable(_unreachable_reason(exc, parts, what)) from None
         raise PullError(f"{what}: {type(exc).__name__}: {first_line(exc)}") from None
     finally:
         if timer is not None:
@@ -419,8 +450,20 @@ def fetch_http(
         None,
     )
     if entry is None:
+        listed = [
+            str(e.get("version"))
+            for e in (entries if isinstance(entries, list) else [])
+            if isinstance(e, dict) and e.get("version") is not None
+        ]
+        has = (
+            f"; it has {len(listed)} version{'' if len(listed) == 1 else 's'} of {chart}: "
+            + ", ".join(listed[:10])
+            + (", ..." if len(listed) > 10 else "")
+            if listed
+            else f"; it lists no chart named {chart}"
+        )
         raise ChartNotFound(
-            f'chart "{chart}" version "{version}" not found in the repository index'
+            f'chart "{chart}" version "{version}" not found in the repository index{has}'
         )
     urls = entry.get("urls")
     if not isinstance(urls, list) or not urls or not isinstance(urls[0], str) or not urls[0]:
@@ -650,8 +693,9 @@ class PullResult:
     """What happened to one :class:`PinnedChart`: ``how`` is ``cached`` (already there), ``pulled``
     or ``failed``; ``path`` the cached chart folder (None when failed); ``reason`` why it failed;
     ``kind`` the error id of a failure: ``charts.unavailable`` (the repository does not hold that
-    chart version, or cannot be had at all) or ``charts.pull`` (what it sent cannot be trusted, or
-    it did not answer in time: :class:`PullError`)."""
+    chart version, or cannot be had at all), ``charts.unreachable`` (its host cannot be reached:
+    :class:`Unreachable`) or ``charts.pull`` (what it sent cannot be trusted, or it did not answer
+    in time: :class:`PullError`)."""
 
     pinned: PinnedChart
     how: str
@@ -700,7 +744,8 @@ def pull_one(
             lambda folder: fetch_chart(repo, chart, version, folder, session),
         )
     except PullError as exc:
-        return PullResult(pinned, "failed", reason=first_line(exc), kind="charts.pull")
+        kind = "charts.unreachable" if isinstance(exc, Unreachable) else "charts.pull"
+        return PullResult(pinned, "failed", reason=first_line(exc), kind=kind)
     except Exception as exc:  # HelmError, ChartCacheError: reported with the chart, never raised
         from gpucluster.errors import GpuclusterError
 
