@@ -576,6 +576,126 @@ def test_invalid_gates_name_plugin_gate_and_field(plugin_gates, change, key, mes
     )
 
 
+_ROLLOUT = dict(kind="rollout", kind_name="DaemonSet", namespace="x", name_of_object="a")
+
+
+@pytest.mark.parametrize(
+    "change, key, text",
+    [
+        (
+            {"kind": "eventually"},
+            "kind",
+            "unknown gate kind 'eventually' (allowed: crd-established, min-version, "
+            "resource-condition, rollout)",
+        ),
+        (
+            {"name": "Gate_1"},
+            "name",
+            "gate name 'Gate_1' is not a DNS-1123 label of at most 53 characters (allowed: "
+            "lowercase letters, digits and '-')",
+        ),
+        (
+            {"timeout_seconds": "10"},
+            "timeout_seconds",
+            "timeout '10' is not a positive number of seconds",
+        ),
+        (
+            {"poll_seconds": None},
+            "poll_seconds",
+            "poll interval None is not a positive number of seconds",
+        ),
+        (
+            {"poll_seconds": 0},
+            "poll_seconds",
+            "poll interval 0 is not a positive number of seconds",
+        ),
+        (
+            {"kind": "crd-established", "name_of_object": "a.b", "create_timeout_seconds": None},
+            "create_timeout_seconds",
+            "create timeout None is not positive",
+        ),
+        (
+            {"kind": "crd-established", "name_of_object": "a.b", "create_timeout_seconds": 0},
+            "create_timeout_seconds",
+            "create timeout 0 is not positive",
+        ),
+        (
+            {"kind": "crd-established", "name_of_object": "Bad.Name"},
+            "name_of_object",
+            "CRD name 'Bad.Name' is not '<plural>.<group>' (allowed: ippools.nv-ipam.nvidia.com)",
+        ),
+        ({"namespace": "Bad_NS"}, "namespace", "namespace 'Bad_NS' is not a DNS-1123 label"),
+        (
+            {"name_of_object": "a\nb"},
+            "name_of_object",
+            "name_of_object must be one line without '{{'",
+        ),
+        ({"description": "{{ x }}"}, "description", "description must be one line without '{{'"),
+        ({"container": "a\nb"}, "container", "container must be one line without '{{'"),
+        (
+            {**_ROLLOUT, "kind_name": "StatefulSet"},
+            "kind_name",
+            "workload kind 'StatefulSet' is not supported (allowed: DaemonSet, Deployment)",
+        ),
+        (
+            {**_ROLLOUT, "name_of_object": None},
+            "name_of_object",
+            "workload name 'None' is missing or invalid",
+        ),
+        ({**_ROLLOUT, "namespace": None}, "namespace", "the workload's namespace is required"),
+        (
+            {**_ROLLOUT, "min_ready": "1"},
+            "min_ready",
+            "min_ready '1' is not a non-negative integer",
+        ),
+        ({**_ROLLOUT, "min_ready": -1}, "min_ready", "min_ready -1 is not a non-negative integer"),
+        (
+            {**_ROLLOUT, "kind": "min-version", "container": None, "value": "1.0"},
+            "container",
+            "container name 'None' is missing or invalid",
+        ),
+        (
+            {**_ROLLOUT, "kind": "min-version", "container": "c", "value": "latest"},
+            "value",
+            "minimum version 'latest' is not a version like 0.5.1 (allowed: MAJOR[.MINOR[.PATCH]][-pre])",
+        ),
+        (
+            {"api_version": "nvidia.com"},
+            "api_version",
+            "api_version 'nvidia.com' is not 'group/version' or 'v1'",
+        ),
+        (
+            {"resource": "ClusterPolicies"},
+            "resource",
+            "resource 'ClusterPolicies' is not a plural resource name (clusterpolicies)",
+        ),
+        ({"kind_name": ""}, "kind_name", "kind_name (e.g. ClusterPolicy) is required"),
+        (
+            {"jsonpath": "{.a}{.b}"},
+            "jsonpath",
+            "jsonpath '{.a}{.b}' is not one '{.path}' expression (allowed: {.status.state})",
+        ),
+        ({"value": ""}, "value", "the expected value is empty"),
+        (
+            {"name_of_object": "Bad_"},
+            "name_of_object",
+            "object name 'Bad_' is not a DNS-1123 subdomain",
+        ),
+    ],
+)
+def test_an_invalid_gate_is_one_whole_error_line(plugin_gates, change, key, text):
+    """Every refusal of a plugin's gate, wrong types included, is the one error line naming the
+    cluster file, the gate's field, what is allowed and the fix (a crash would be error[internal])."""
+    with pytest.raises(PluginError) as err:
+        plugin_gates([GateSpec(**{**CP, **change})])
+    name = change.get("name", CP["name"])
+    assert err.value.render() == (
+        f"error[input] file=tests/lab.yaml cluster=lab component=gpu-operator key=gates.{name}.{key}: "
+        f"plugin 'plug0', gate '{name}': {text} fix: fix the GateSpec returned by plugin 'plug0' "
+        "from gpucluster_gates"
+    )
+
+
 def test_non_gatespec_results_name_the_plugin(plugin_gates):
     with pytest.raises(PluginError, match="plugin 'plug0' returned dict from gpucluster_gates"):
         plugin_gates([{"name": "x"}])
@@ -642,3 +762,61 @@ def test_gate_crd_step_and_teardown_charts_come_from_the_one_job_builder():
         assert not kinds & {"Job", "ServiceAccount", "ClusterRole", "Role", "NetworkPolicy"}, module
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         assert "HookJob" in names and "render_job_chart" in names, module
+
+
+def _collect_with(components_: dict, *results):
+    with registered(entry_points=False) as kit:
+        for i, result in enumerate(results):
+            kit.register(_GatePlugin(result), name=f"plug{i}")
+        recipe = Recipe(
+            criteria=Criteria(service="aks"), applied_overlays=[], constraints=[], component_refs=[]
+        )
+        return gates.collect_gates(lab(), recipe, components_)
+
+
+def test_the_core_gates_names_are_reserved(plugin_gates):
+    """A plugin gate named like a gate the core adds (the registry's waitEstablished gates, the
+    default ClusterPolicy gate for another condition) is one error line naming the plugin."""
+    crds = components(("agentgateway-crds", "agentgateway-system"))
+    got = [g.name for g in _collect_with(crds)]
+    assert got == [
+        "agentgateway-crds-agentgatewayparameters-established",
+        "agentgateway-crds-gateways-established",
+    ]
+    taken = GateSpec(
+        name="agentgateway-crds-gateways-established",
+        component="agentgateway-crds",
+        kind="crd-established",
+        name_of_object="gateways.gateway.networking.k8s.io",
+    )
+    with pytest.raises(PluginError) as err:
+        _collect_with(crds, [taken])
+    assert err.value.render() == (
+        "error[input] file=tests/lab.yaml cluster=lab component=agentgateway-crds "
+        "key=gates.agentgateway-crds-gateways-established.name: plugin 'plug0', gate "
+        "'agentgateway-crds-gateways-established': gate name 'agentgateway-crds-gateways-established' "
+        "is reserved for the registry's waitEstablished gate fix: rename the plugin's gate"
+    )
+    other = GateSpec(
+        **{
+            **CP,
+            "kind": "rollout",
+            "kind_name": "DaemonSet",
+            "namespace": "gpu-operator",
+            "name_of_object": "nvidia-device-plugin-daemonset",
+        }
+    )
+    with pytest.raises(PluginError) as err:
+        plugin_gates([other])
+    assert err.value.render() == (
+        "error[input] file=tests/lab.yaml cluster=lab component=gpu-operator "
+        "key=gates.gpu-operator-clusterpolicy-ready.name: plugin 'plug0', gate "
+        "'gpu-operator-clusterpolicy-ready': gate name 'gpu-operator-clusterpolicy-ready' is reserved "
+        "for the ClusterPolicy gate but plugin 'plug0' uses it for another condition fix: rename that "
+        "gate, or make it the ClusterPolicy gate (gpucluster.sdk.clusterpolicy_ready)"
+    )
+    # without a plugin's ClusterPolicy gate the core adds its own; with one, only the plugin's
+    assert [g.name for g in plugin_gates()] == ["gpu-operator-clusterpolicy-ready"]
+    assert [(g.name, g.value) for g in plugin_gates([GateSpec(**{**CP, "name": "mine"})])] == [
+        ("mine", "ready")
+    ]
