@@ -678,3 +678,65 @@ def test_the_driver_paths_of_the_rule_table_are_read_by_the_real_chart(reference
         "cdi.enabled",
     ):
         assert f".Values.{path}" in template, path
+
+
+def test_git_inputs_that_name_nothing_are_one_error_line(tmp_path, monkeypatch):
+    """A path missing at the revision, and a revision outside any git work tree: one error line
+    each, git's own last line of stderr quoted, exit 2, nothing on stdout."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    aks_file(repo / "gpucluster.yaml")
+    git("add", "gpucluster.yaml")
+    git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "one")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    monkeypatch.chdir(repo)
+    code, out, err = run(tmp_path, "HEAD:other.yaml", "gpucluster.yaml", fmt="text")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error[input] key=--from/--to: 'other.yaml' does not exist at git revision 'HEAD' "
+        "fix: check the revision and the path (git show REV:path)\n"
+    )
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    aks_file(plain / "gpucluster.yaml")
+    monkeypatch.chdir(plain)
+    code, out, err = run(tmp_path, "HEAD", "gpucluster.yaml", fmt="text")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "error[input] key=--from/--to: git rev-parse --show-toplevel failed for 'HEAD': fatal: "
+        "not a git repository"
+    ), err
+    assert (
+        err.endswith(" fix: give an existing file, or REV / REV:path of a file tracked in git\n")
+        and err.count("\n") == 1
+    ), err
+
+
+def test_text_output_of_a_version_change(tmp_path):
+    """The text report of a chart version change: the versions on the change's line, the CRD step
+    and the unknown verdict's reason and what to do."""
+    from gpucluster import pipeline
+    from gpucluster.inputs import config
+
+    doc = recipe_result_writer.to_document(pipeline.build_plan(config.load_clusters()[0]).recipe)
+    new = write(tmp_path / "new.yaml", doc)
+    for ref in doc["componentRefs"]:
+        if ref["name"] == "nfd":
+            ref["version"] = "0.18.3"
+    old = write(tmp_path / "old.yaml", doc)
+    code, text, err = run(tmp_path, old, new, fmt="text")
+    _, report, _ = run(tmp_path, old, new)
+    nfd = change(report, "nfd")
+    lines = text.splitlines()
+    assert (code, err) == (4, "") and lines[0] == f"upgrade-check {old} -> {new}"
+    at = lines.index("  nfd: version 0.18.3 -> 0.19.0  [unknown]")
+    assert lines[at + 1] == f"    CRDs owned: {', '.join(nfd['crds']['owned'])}"
+    assert lines[at + 2] == f"    CRD upgrade: {nfd['crds']['step']}"
+    assert lines[at + 3] == (
+        "    unknown [default-version-unknown]: no transition record covers nfd 0.18.3 -> 0.19.0"
+    )
+    assert lines[at + 4] == f"      do: {upgrade_check.UNKNOWN_VERSION_ACTION}"
+    assert lines[-1] == "verdict: unknown (exit 4)"
