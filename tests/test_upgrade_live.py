@@ -889,3 +889,30 @@ def test_one_exit_code_table_for_both_modes(tmp_path, driver_change):
     items = [o for o in healthy_items(2) if o["kind"] != "Pod"]
     code, doc, _ = judge(tmp_path, unchanged, unchanged, items)
     assert (code, doc["exitCode"], doc["verdict"]) == (0, 0, "safe")
+
+    assert code == 1 and doc["verdict"] == "manual"
+
+
+def test_an_attestation_of_a_live_reading_names_the_snapshot_by_its_source(tmp_path, driver_change):
+    """Read live (no snapshot file), the attestation's first subject is ``snapshot:<source>`` with
+    the digest of what was read; the predicate is the JSON report."""
+    items = faulted_items()
+    api = FakeApi(lambda: items)
+    att = tmp_path / "live.intoto.json"
+    try:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        args = ["upgrade-check", "--from", driver_change[0], "--to", driver_change[1]]
+        args += ["--kubeconfig", str(kubeconfig)]
+        code, out, _ = cli(*args, "--format", "json", "--attestation", str(att))
+    finally:
+        api.close()
+    live = json.loads(out)
+    doc = json.loads(att.read_text(encoding="utf-8"))
+    assert code == 1 and doc["predicate"] == live
+    first = doc["subject"][0]
+    assert first == {
+        "name": f"snapshot:{live['snapshot']['source']}",
+        "digest": {"sha256": live["snapshot"]["sha256"]},
+    }, first
+    assert live["snapshot"]["source"] and len(live["snapshot"]["sha256"]) == 64
+    assert [s["name"] for s in doc["subject"][1:]] == ["plan:from:lab", "plan:to:lab"]
