@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -916,3 +917,75 @@ def test_an_attestation_of_a_live_reading_names_the_snapshot_by_its_source(tmp_p
     }, first
     assert live["snapshot"]["source"] and len(live["snapshot"]["sha256"]) == 64
     assert [s["name"] for s in doc["subject"][1:]] == ["plan:from:lab", "plan:to:lab"]
+
+
+def test_the_text_tables_say_what_the_json_says(tmp_path, driver_change):
+    """The text report: a header line, then the COMPONENT, POOL and NODE tables (columns two
+    spaces apart, one row per entry of the JSON report, verdicts in capitals), then the verdict."""
+    _, doc, _ = judge(tmp_path, *driver_change, faulted_items())
+    code, text, err = judge(tmp_path, *driver_change, faulted_items(), fmt="text")
+    lines = text.splitlines()
+    assert (code, err) == (1, "") and lines[0] == (
+        f"upgrade-check {driver_change[0]} -> {driver_change[1]}: cluster lab against "
+        f"{tmp_path / 'snap.json'} ({doc['snapshot']['podsListed']} pods listed)"
+    )
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines[1:-1]]
+    headers = [i for i, row in enumerate(cells) if row[0] in ("COMPONENT", "POOL", "NODE")]
+    assert [cells[i] for i in headers] == [
+        ["COMPONENT", "FILE", "NOW", "NOTE"],
+        ["POOL", "NODES", "GPUS NOW", "GPUS DURING", "RESULT", "NOTE"],
+        ["NODE", "POOL", "GPU PODS", "BARE", "STATE", "RESULT", "NOTES"],
+    ]
+    components, pools, nodes = (
+        cells[headers[0] + 1 : headers[1]],
+        cells[headers[1] + 1 : headers[2]],
+        cells[headers[2] + 1 :],
+    )
+    assert components == [
+        [c["component"], c["fileVerdict"].upper(), c["verdict"].upper(), c["note"]]
+        for c in doc["components"]
+    ]
+    assert pools == [
+        [
+            p["pool"],
+            str(len(p["nodes"])),
+            str(p["gpusSchedulableNow"]),
+            str(p["gpusSchedulableDuring"]),
+            p["verdict"].upper(),
+            p["note"],
+        ]
+        for p in doc["pools"]
+    ]
+    states = {
+        n["node"]: ", ".join(
+            x
+            for x in (
+                n["upgradeState"],
+                "cordoned-by-other" if n["cordonedByOther"] else "",
+                "driver-crashloop" if n["driverCrash"] else "",
+            )
+            if x
+        )
+        or "-"
+        for n in doc["nodes"]
+    }
+    assert nodes == [
+        [
+            n["node"],
+            n["pool"],
+            str(len(n["gpuPods"])),
+            str(len(n["barePods"])),
+            states[n["node"]],
+            n["verdict"].upper(),
+            "; ".join(n["actions"] + n["notes"]),
+        ]
+        for n in doc["nodes"]
+    ]
+    assert states[NODES[0]] == "-" and states[NODES[1]] == "cordoned-by-other"
+    # the columns line up: every row of a table starts its cells where its header does
+    for first, last in ((headers[1], headers[2]), (headers[2], len(cells))):
+        table = lines[1 + first : 1 + last]
+        starts = [m.start() for m in re.finditer(r"(?<=  )\S", table[0])]
+        for row in table[1:]:
+            assert all(row[s - 2 : s] == "  " and row[s] != " " for s in starts[:-1]), row
+    assert lines[-1] == "verdict: manual (exit 1)"
