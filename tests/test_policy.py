@@ -569,3 +569,46 @@ def test_nvsentinel_runtime_class_mismatch_rejected(catalog):
     assert f.fix.startswith(
         "set nvsentinel:metadata-collector.runtimeClassName=nvidia-container-runtime"
     )
+
+
+# --------------------------------------------------------------------------- external advertiser
+
+
+@pytest.mark.parametrize(
+    "updates, component, key, what",
+    [
+        ({}, "gpu-operator", "devicePlugin.enabled", "gpu-operator devicePlugin.enabled=true"),
+        (
+            {
+                ("gpu-operator", "devicePlugin.enabled"): False,
+                ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+                ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True,
+            },
+            "nvidia-dra-driver-gpu",
+            "resources.gpus.enabled",
+            "the DRA driver's resources.gpus.enabled=true",
+        ),
+    ],
+)
+def test_an_external_advertiser_refuses_the_recipes_own(catalog, updates, component, key, what):
+    """A profile value whose platform add-on advertises whole GPUs (``advertiser: external``):
+    the recipe's device plugin or DRA GPU advertisement is a dual advertisement, one error each."""
+    from dataclasses import replace
+
+    recipe = replace(make_recipe(profile=None, service="testsvc"), advertiser="external")
+    recipe = replace(recipe, profile=("gpuStack", "oci-managed"))
+    [f] = by_id(check(catalog, values=with_values(updates), recipe=recipe), "GPU-ADVERTISER")
+    assert (f.component, f.key) == (component, key)
+    assert f.message == (
+        "dual advertisement: gpuStack=oci-managed declares that a platform add-on outside the recipe "
+        f"advertises whole GPUs, and {what} advertises them too; the two ledgers can double-allocate "
+        "the same physical GPU"
+    )
+    assert f.fix == (
+        f"keep {key}=false under gpuStack=oci-managed, or select the profile value in which the recipe "
+        "owns the advertiser (and remove the platform add-on)"
+    )
+    off = {**updates, ("gpu-operator", "devicePlugin.enabled"): False}
+    off[("nvidia-dra-driver-gpu", "resources.gpus.enabled")] = False
+    off[("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride")] = False
+    assert by_id(check(catalog, values=with_values(off), recipe=recipe), "GPU-ADVERTISER") == []
