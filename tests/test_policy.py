@@ -612,3 +612,34 @@ def test_an_external_advertiser_refuses_the_recipes_own(catalog, updates, compon
     off[("nvidia-dra-driver-gpu", "resources.gpus.enabled")] = False
     off[("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride")] = False
     assert by_id(check(catalog, values=with_values(off), recipe=recipe), "GPU-ADVERTISER") == []
+
+
+def test_the_profile_owned_fix_names_every_other_profile_value(catalog, monkeypatch):
+    """A profile with three values (a plugin may declare any number): an override no value sets
+    is told what each other value sets; one a value sets is told to choose that value."""
+    from gpucluster.recipes import recipe as recipe_mod
+
+    values = {
+        "azure-managed": {
+            "gpu-operator": {"operator": {"runtimeClass": "nvidia-container-runtime"}}
+        },
+        "kata-managed": {"gpu-operator": {"operator": {"runtimeClass": "kata-qemu-nvidia-gpu"}}},
+        "operator-managed": {"gpu-operator": {"operator": {"runtimeClass": "nvidia"}}},
+    }
+    monkeypatch.setattr(recipe_mod, "profile_values_owned", lambda recipe, catalog: values)
+    findings = check(catalog, overrides={"set": ["gpuoperator:operator.runtimeClass=custom"]})
+    [f] = by_id(findings, "PROFILE-OWNED")
+    assert f.fix == (
+        "remove the override: no gpuStack profile value sets operator.runtimeClass to 'custom' (the "
+        "chosen 'azure-managed' sets 'nvidia-container-runtime'; 'kata-managed' sets "
+        "'kata-qemu-nvidia-gpu'; 'operator-managed' sets 'nvidia')"
+    )
+    findings = check(
+        catalog, overrides={"set": ["gpuoperator:operator.runtimeClass=kata-qemu-nvidia-gpu"]}
+    )
+    [f] = by_id(findings, "PROFILE-OWNED")
+    assert f.fix == (
+        "remove the override and choose profile: {gpuStack: kata-managed} in the cluster file: that "
+        "gpuStack value sets operator.runtimeClass to 'kata-qemu-nvidia-gpu' and changes every key "
+        "it owns together"
+    )
