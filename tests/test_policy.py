@@ -420,6 +420,7 @@ def test_user_toleration_not_matching_gpu_taint_rejected(catalog):
         ),
     )
     [f] = by_id(findings, "SCHED-GPU-TAINT")
+    assert (f.component, f.key) == ("-", "scheduling.accelerated.tolerations")
     assert (
         "tainted nvidia.com/gpu=present:NoSchedule" in f.message
         and "'nvidia.com/gpu:NoSchedule'" in f.fix
@@ -643,3 +644,57 @@ def test_the_profile_owned_fix_names_every_other_profile_value(catalog, monkeypa
         "gpuStack value sets operator.runtimeClass to 'kata-qemu-nvidia-gpu' and changes every key "
         "it owns together"
     )
+
+
+# --------------------------------------------------------------------------- which recipes have an advertiser
+
+
+def test_a_recipe_without_gpu_operator_and_dra_driver_has_no_advertiser_check(catalog):
+    recipe = make_recipe(profile=None, service="testsvc", names=("nfd", "nvsentinel"))
+    assert "GPU-ADVERTISER" not in ids(check(catalog, recipe=recipe))
+
+
+def test_a_recipe_with_the_operator_alone_still_needs_an_advertiser(catalog):
+    """Without the DRA driver in the recipe, the operator's device plugin is the only advertiser:
+    turning it off leaves none."""
+    recipe = make_recipe(profile=None, service="testsvc", names=("nfd", "gpu-operator"))
+    values = with_values({("gpu-operator", "devicePlugin.enabled"): False})
+    [f] = by_id(check(catalog, recipe=recipe, values=values), "GPU-ADVERTISER")
+    assert (f.component, f.key) == ("gpu-operator", "devicePlugin.enabled")
+    assert f.message == (
+        "no whole-GPU advertiser: gpu-operator devicePlugin.enabled=false and nvidia-dra-driver-gpu "
+        "is disabled, so GPU nodes advertise no GPUs to the scheduler"
+    )
+    assert "GPU-ADVERTISER" not in ids(check(catalog, recipe=recipe))
+
+
+# --------------------------------------------------------------------------- HELM-NAME-OVERRIDE, VALUES-CREDENTIAL
+
+
+@pytest.mark.parametrize("key", ["nameOverride", "fullnameOverride"])
+def test_a_name_override_that_cannot_name_objects_is_refused(catalog, key):
+    values = with_values({("nfd", key): "NFD_Master"})
+    [f] = by_id(check(catalog, values=values), "HELM-NAME-OVERRIDE")
+    assert (f.severity, f.component, f.key) == ("error", "nfd", key)
+    assert f.message == (
+        f"{key} 'NFD_Master' of nfd cannot name Kubernetes objects: the chart builds object names "
+        "and labels from it"
+    )
+    assert f.fix == (
+        "use lowercase letters, digits and '-', starting and ending with a letter or digit (e.g. "
+        f"nfd), or remove the {key} override"
+    )
+    fine = with_values({("nfd", key): "nfd-" + "a" * 70})  # cut at 63 characters by the chart
+    assert "HELM-NAME-OVERRIDE" not in ids(check(catalog, values=fine))
+
+
+def test_a_literal_credential_in_values_is_a_warning(catalog):
+    values = base_values()
+    values["extra"] = {"auth": {"admin.password": "hunter2"}}
+    recipe = make_recipe(profile=None, service="testsvc")
+    from gpucluster.model import ComponentRef
+
+    recipe.component_refs.append(ComponentRef(name="extra", namespace="extra"))
+    [f] = by_id(check(catalog, values=values, recipe=recipe), "VALUES-CREDENTIAL")
+    assert (f.severity, f.component, f.key) == ("warning", "extra", "auth.admin\\.password")
+    assert "holds a literal credential" in f.message and "overrides.variables" in f.fix
