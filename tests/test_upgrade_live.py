@@ -233,6 +233,13 @@ def test_no_pods_listed_is_unknown_never_safe(tmp_path, driver_change):
     code, doc, _ = judge(tmp_path, *driver_change, items)
     assert code == 3 and doc["snapshot"]["podsListed"] == 0
     assert {n["verdict"] for n in doc["nodes"]} == {"unknown"}
+
+    assert code == 1 and doc["snapshot"]["podsListed"] == 0
+    assert {n["verdict"] for n in doc["nodes"]} == {"unknown"} and len(doc["nodes"]) == 5
+    assert all(
+        "the snapshot lists no pods: what runs on the node is not known" in n["notes"]
+        for n in doc["nodes"]
+    )
     comps = by(doc, "components", "component")
     assert comps["nvidia-dra-driver-gpu"]["fileVerdict"] == "safe"
     assert comps["nvidia-dra-driver-gpu"]["verdict"] == "unknown"
@@ -989,3 +996,47 @@ def test_the_text_tables_say_what_the_json_says(tmp_path, driver_change):
         for row in table[1:]:
             assert all(row[s - 2 : s] == "  " and row[s] != " " for s in starts[:-1]), row
     assert lines[-1] == "verdict: manual (exit 1)"
+
+
+def test_finished_pods_use_no_gpu_and_the_policy_decides_how_many_nodes_go(tmp_path):
+    """Succeeded and Failed pods hold no GPU (only the running one is evicted); a GPU asked for
+    as a request alone or by an init container counts; maxUnavailable as a count limits the nodes
+    out at once."""
+    profile = {"gpuStack": "operator-managed"}
+    policy = {"maxParallelUpgrades": 0, "maxUnavailable": 3}
+    old = cluster_file(tmp_path / "a.yaml", profile=profile, driverUpgradePolicy=policy)
+    new = cluster_file(
+        tmp_path / "b.yaml",
+        profile=profile,
+        driverUpgradePolicy=policy,
+        overrides={"set": ["gpuoperator:driver.version=580.105.08"]},
+    )
+    items = healthy_items()
+    for phase in ("Succeeded", "Failed", "Running"):
+        pod = _pod(f"job-{phase.lower()}", NODES[0], gpus=8)
+        pod["status"]["phase"] = phase
+        items.append(pod)
+    request = _pod("asks", NODES[1])
+    request["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "1"}}
+    init = _pod("init-gpu", NODES[2])
+    init["spec"]["initContainers"] = [
+        {"name": "warm", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    ]
+    items += [request, init]
+    code, doc, _ = judge(tmp_path, old, new, items)
+    nodes = by(doc, "nodes", "node")
+    assert nodes[NODES[0]]["gpuPods"] == ["research/job-running"]
+    assert nodes[NODES[1]]["gpuPods"] == ["research/asks"]
+    assert nodes[NODES[2]]["gpuPods"] == ["research/init-gpu"]
+    assert [nodes[n]["verdict"] for n in NODES] == ["manual"] * 3 + ["safe"] * 2
+    assert doc["driverUpgradePolicy"] == {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 0,
+        "maxUnavailable": 3,
+    }
+    (pool,) = doc["pools"]
+    assert (pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (40, 16), pool
+    assert pool["note"] == (
+        "3 of 5 nodes out at once (maxParallelUpgrades 0, maxUnavailable 3): at least 16 of 40 "
+        "schedulable GPUs left"
+    )
