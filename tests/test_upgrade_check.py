@@ -161,6 +161,18 @@ def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
     (cluster,) = [c for c in report.clusters[0].changes if c.component == "cluster"]
     assert cluster.verdict == verdict
     assert ("kubernetes-minor-skip" in {r.rule for r in cluster.reasons}) is (verdict == "manual")
+    assert cluster.details == [f"kubernetesVersion 1.34 -> {new_version}"]
+    if verdict == "safe":
+        [reason] = cluster.reasons
+        assert reason.as_dict() == {
+            "rule": "default-kubernetes-minor",
+            "verdict": "safe",
+            "why": "Kubernetes 1.34 -> 1.35 is one minor step; the control plane upgrades first, "
+            "then each pool (surge)",
+            "action": "",
+            "source": "AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): "
+            "one minor at a time",
+        }
 
 
 def test_a_crd_owner_change_is_manual(tmp_path):
@@ -740,3 +752,42 @@ def test_text_output_of_a_version_change(tmp_path):
     )
     assert lines[at + 4] == f"      do: {upgrade_check.UNKNOWN_VERSION_ACTION}"
     assert lines[-1] == "verdict: unknown (exit 4)"
+
+
+def test_clusters_added_and_removed(tmp_path):
+    """Several clusters are matched by name: one only in NEW is a fresh install (safe), one only
+    in OLD leaves the file (manual, destroy its stacks first); one on each side is compared
+    whatever its name."""
+
+    def cluster(name: str) -> dict:  # no shared objects: yaml.safe_dump would write aliases
+        return {"name": name, "criteria": dict(AKS), "kubernetesVersion": "1.34"}
+
+    lab = cluster("lab")
+    old = write(tmp_path / "old.yaml", {"clusters": [cluster("lab"), cluster("gone")]})
+    new = write(tmp_path / "new.yaml", {"clusters": [cluster("lab"), cluster("fresh")]})
+    code, report, err = run(tmp_path, old, new)
+    assert (code, err) == (3, "")
+    assert [(c["cluster"], c["verdict"]) for c in report["clusters"]] == [
+        ("fresh", "safe"),
+        ("gone", "manual"),
+        ("lab", "safe"),
+    ]
+    added, removed = change(report, "cluster", "fresh"), change(report, "cluster", "gone")
+    assert (added["change"], removed["change"]) == ("added", "removed")
+    assert added["reasons"] == [
+        {
+            "rule": "default-cluster-added",
+            "verdict": "safe",
+            "why": "a new cluster: fresh install",
+            "action": "",
+            "source": "",
+        }
+    ]
+    [reason] = removed["reasons"]
+    assert (reason["rule"], reason["verdict"]) == ("default-cluster-removed", "manual")
+    assert reason["why"] == "the cluster leaves the file: its stacks are no longer synthesized"
+    assert reason["action"].startswith("run terraform destroy on its runtime stack")
+    renamed = write(tmp_path / "renamed.yaml", {"clusters": [cluster("lab2")]})
+    one = write(tmp_path / "one.yaml", {"clusters": [lab]})
+    code, report, _ = run(tmp_path, one, renamed)
+    assert code == 0 and [c["cluster"] for c in report["clusters"]] == ["lab2"]
