@@ -791,3 +791,31 @@ def test_clusters_added_and_removed(tmp_path):
     one = write(tmp_path / "one.yaml", {"clusters": [lab]})
     code, report, _ = run(tmp_path, one, renamed)
     assert code == 0 and [c["cluster"] for c in report["clusters"]] == ["lab2"]
+
+
+def test_enabling_the_dra_driver_adds_it_and_takes_its_crds_over(tmp_path):
+    """The reverse of the owner change above: the DRA driver is added (safe by itself) and takes
+    the ComputeDomain CRDs over from gpu-operator (manual); gpu-operator's change lists them as
+    removed from what it owns."""
+    old = aks_file(tmp_path / "a.yaml", overrides={"set": ["dradriver:enabled=false"]})
+    code, report, err = run(tmp_path, old, aks_file(tmp_path / "b.yaml"))
+    assert (code, err) == (3, "")
+    crds = ["computedomaincliques.resource.nvidia.com", "computedomains.resource.nvidia.com"]
+    moves = [{"crd": c, "from": "gpu-operator", "to": "nvidia-dra-driver-gpu"} for c in crds]
+    dra = change(report, "nvidia-dra-driver-gpu")
+    assert (dra["change"], dra["from"], dra["verdict"]) == ("added", "", "manual")
+    assert dra["crds"] == {"owned": crds, "added": crds, "removed": [], "ownerChanges": moves}
+    assert [(r["rule"], r["verdict"]) for r in dra["reasons"]] == [
+        ("default-added", "safe"),
+        ("crd-owner-change", "manual"),
+    ]
+    assert dra["reasons"][0]["why"] == (
+        "nvidia-dra-driver-gpu is installed (its CRDs are created first)"
+    )
+    assert dra["reasons"][1]["why"].endswith(
+        f"({crds[0]}: gpu-operator -> nvidia-dra-driver-gpu, "
+        f"{crds[1]}: gpu-operator -> nvidia-dra-driver-gpu)"
+    )
+    gpu = change(report, "gpu-operator")
+    assert (gpu["change"], gpu["values"], gpu["verdict"]) == ("values", [], "safe")
+    assert gpu["crds"]["removed"] == crds and gpu["crds"]["ownerChanges"] == moves
