@@ -790,7 +790,8 @@ def test_clusters_added_and_removed(tmp_path):
     renamed = write(tmp_path / "renamed.yaml", {"clusters": [cluster("lab2")]})
     one = write(tmp_path / "one.yaml", {"clusters": [lab]})
     code, report, _ = run(tmp_path, one, renamed)
-    assert code == 0 and [c["cluster"] for c in report["clusters"]] == ["lab2"]
+    assert [c["cluster"] for c in report["clusters"]] == ["lab2"]
+    assert code == 3 and "cluster-renamed" in rules_of(change(report, "cluster"))
 
 
 def test_enabling_the_dra_driver_adds_it_and_takes_its_crds_over(tmp_path):
