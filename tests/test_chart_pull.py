@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -1126,6 +1127,83 @@ def test_a_repository_that_closes_each_connection_serves_every_chart(
         assert f"pulled  {chart} {version} from {mirror}\n" in out, out
         folder = chartcache.lookup(cache, mirror, chart, version)
         assert folder is not None and (folder / "templates" / "cm.yaml").is_file()
+
+
+TLS_FILES = """
+import functools, http.server, ssl, sys
+cert, key, folder = sys.argv[1:4]
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+class Files(http.server.SimpleHTTPRequestHandler):  # HTTP/1.0: closes after each answer
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Files, directory=folder))
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+"""``python -c TLS_FILES CERT KEY FOLDER``: ``http.server``'s file handler over TLS on
+127.0.0.1 (a port of its choosing, printed first)."""
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for ``IP:127.0.0.1`` and its key, made by the openssl CLI
+    (a CA certificate with the extensions Python 3.13's strict verification asks for);
+    skips without openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command (apt-get install openssl)")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,digitalSignature,keyCertSign",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+@contextlib.contextmanager
+def tls_files(python: str, folder: Path, cert: Path, key: Path, env: dict | None = None):
+    """Serve ``folder`` over HTTPS with :data:`TLS_FILES` run by ``python``: yields the URL."""
+    server = subprocess.Popen(
+        [python, "-c", TLS_FILES, str(cert), str(key), str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        yield f"https://127.0.0.1:{int(server.stdout.readline())}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_an_https_repository_that_closes_each_connection_serves_every_chart(tmp_path, monkeypatch):
+    """As above over TLS (the certificate trusted through ``SSL_CERT_FILE``)."""
+    pins = small_repository(tmp_path / "site")
+    cert, key = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with tls_files(sys.executable, tmp_path / "site", cert, key) as mirror:
+        config_file = tmp_path / "gpucluster.yaml"
+        config_file.write_text(f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+        code, out, err = cli(
+            ["charts", "pull", "--config", str(config_file), "--cache", str(tmp_path / "cache")],
+            monkeypatch,
+        )
+    assert (code, err) == (0, ""), err
+    for chart, version in pins:
+        assert f"pulled  {chart} {version} from {mirror}\n" in out, out
 
 
 def test_timeout_must_be_a_number_of_seconds(monkeypatch):

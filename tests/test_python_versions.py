@@ -13,7 +13,7 @@ same versions (tests/_wheelhouse.py), except the few whose wheels are built for 
 
 There too, ``gpucluster charts pull`` fetches every chart from a repository served by that Python's
 own ``python -m http.server`` on 127.0.0.1 (HTTP/1.0: the server closes the connection after
-each answer).
+each answer), and over HTTPS from that Python's ``http.server`` behind TLS.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from _support import tree
 from _wheelhouse import closure, interpreter_environment, portable, repack, requirements_of
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
-from test_chart_pull import small_repository
+from test_chart_pull import self_signed, small_repository, tls_files
 from test_distribution import ROOT, build_distribution, user_env
 
 from gpucluster.inputs.config import EMBEDDED_DEFAULT
@@ -218,6 +218,36 @@ def test_charts_pull_from_python_m_http_server(installed):
     finally:
         server.terminate()
         server.wait(timeout=60)
+    assert (pull.returncode, pull.stderr) == (0, ""), pull.stdout + pull.stderr
+    for chart, chart_version in pins:
+        assert f"pulled  {chart} {chart_version} from {mirror}\n" in pull.stdout, pull.stdout
+
+
+def test_charts_pull_over_https_from_a_closing_server(installed):
+    """The same repository served over TLS by that Python's ``http.server`` (HTTP/1.0, closing
+    after each answer), the self-signed certificate trusted through ``SSL_CERT_FILE``."""
+    version, home, venv = installed
+    work = home / "pull-https"
+    pins = small_repository(work / "site")
+    cert, key = self_signed(work)
+    env = {
+        k: v
+        for k, v in user_env(home, venv).items()
+        if k.lower() not in ("https_proxy", "all_proxy")
+    }
+    env["SSL_CERT_FILE"] = str(cert)
+    with tls_files(str(venv / "bin" / "python"), work / "site", cert, key, env) as mirror:
+        (work / "gpucluster.yaml").write_text(
+            f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text()
+        )
+        pull = subprocess.run(
+            ["gpucluster", "charts", "pull", "--cache", str(work / "cache")],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert (pull.returncode, pull.stderr) == (0, ""), pull.stdout + pull.stderr
     for chart, chart_version in pins:
         assert f"pulled  {chart} {chart_version} from {mirror}\n" in pull.stdout, pull.stdout
