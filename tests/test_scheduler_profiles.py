@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from scheduler_profile_cases import broken_profiles, valid_profiles
 
 from gpucluster import pipeline
 from gpucluster.cli import main
@@ -433,3 +435,32 @@ def test_validate_checks_the_live_scheduler_configuration():
     assert result([crd, edited]).verdict == "fail" and "differs" in result([crd, edited]).reason
     assert result([crd]).verdict == "fail"
     assert "does not serve" in result([]).reason
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(valid_profiles())
+def test_generated_profiles_are_accepted(profiles):
+    """The sample the real-scheduler differential feeds (tests/scheduler_profile_cases.py) is accepted."""
+    spec = _spec(_doc(profiles))
+    assert [p.scheduler_name for p in spec.scheduler_profiles] == [
+        p["schedulerName"] for p in profiles
+    ]
+    raw = yaml.safe_load(sp.raw_config(spec.scheduler_profiles))
+    assert [p["schedulerName"] for p in raw["profiles"]] == [p["schedulerName"] for p in profiles]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(broken_profiles())
+def test_generated_broken_profiles_are_refused_in_one_line(broken):
+    profiles, what, _ = broken
+    line = _error(_doc(profiles))
+    assert "key=clusters[0].schedulerProfiles" in line, what
+
+
+def test_raw_config_quotes_names_yaml_11_reads_as_other_types():
+    names = ["n", "y", "on", "no", "1", "0x1f", "1e3"]
+    spec = _spec(_doc([{"schedulerName": n, "preset": "gpu-binpacking"} for n in names]))
+    text = sp.raw_config(spec.scheduler_profiles)
+    for n in names:
+        assert f"- schedulerName: '{n}'\n" in text
+    assert [p["schedulerName"] for p in yaml.safe_load(text)["profiles"]] == names

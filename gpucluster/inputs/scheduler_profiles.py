@@ -31,7 +31,8 @@ extension points are written; ``PrioritySort`` / ``DefaultBinder`` cannot be dis
 needs one queue-sort and one bind plugin) and ``*`` only under ``score``; scoring strategies
 ``LeastAllocated`` / ``MostAllocated`` / ``RequestedToCapacityRatio``; resource weights 1..100;
 shape points utilization 0..100 strictly increasing, score 0..10; ``NodeResourcesBalancedAllocation``
-weights exactly 1.
+weights exactly 1. tests/test_scheduler_profiles_real.py gives the real kube-scheduler what this
+module renders (docs/scheduler-profiles.md, "Tested against the real scheduler").
 
 Pure Python, no cdktf.
 """
@@ -578,12 +579,14 @@ def scheduler_configuration(profiles: Sequence[SchedulerProfile]) -> dict[str, A
 
 
 def raw_config(profiles: Sequence[SchedulerProfile]) -> str:
-    """:func:`scheduler_configuration` as the YAML text of ``spec.rawConfig`` (keys in order, deterministic)."""
-    import yaml
+    """:func:`scheduler_configuration` as the YAML text of ``spec.rawConfig`` (keys in order,
+    deterministic). Written by the manifest dumper (:func:`gpucluster.charts.manifests.dump_documents`),
+    which quotes every string another YAML parser could read as a non-string: kube-scheduler's
+    YAML 1.1 reader takes an unquoted ``schedulerName: n`` or ``y`` for a boolean and refuses the
+    configuration (found by the real-scheduler test)."""
+    from gpucluster.charts.manifests import dump_documents
 
-    return yaml.safe_dump(
-        scheduler_configuration(profiles), sort_keys=False, default_flow_style=False, width=1 << 30
-    )
+    return dump_documents([scheduler_configuration(profiles)]).removeprefix("---\n")
 
 
 def scheduler_configuration_object(profiles: Sequence[SchedulerProfile]) -> dict[str, Any]:
