@@ -215,6 +215,7 @@ def test_clusterrole_covers_every_read_of_every_built_in_plan(tmp_path):
             ("monitoring.coreos.com/v1", "Prometheus"): "prometheuses",
             ("monitoring.coreos.com/v1", "Alertmanager"): "alertmanagers",
             ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"): "clustertrainingruntimes",
+            ("aks.azure.com/v1alpha1", "SchedulerConfiguration"): "schedulerconfigurations",
         }
     )
     needed = {(av.rpartition("/")[0], plural) for (av, _k), (plural, _s) in BUILTIN_KINDS.items()}
@@ -226,5 +227,19 @@ def test_clusterrole_covers_every_read_of_every_built_in_plan(tmp_path):
         )
         for api_version, kind in read_plan(pipeline.build_plan(spec)).custom:
             needed.add((api_version.rpartition("/")[0], plurals[(api_version, kind)]))
+    platform, leaf, profile = base_cases()[
+        0
+    ]  # an AKS case, with scheduler profiles (docs/scheduler-profiles.md)
+    doc = cluster_doc(platform, leaf, profile, "plain")
+    doc["schedulerProfiles"] = [
+        {"schedulerName": "gpu-binpacking-scheduler", "preset": "gpu-binpacking"}
+    ]
+    (spec,) = parse_clusters(
+        {"clusters": [doc]},
+        source="x.yaml",
+        root=tmp_path,
+    )
+    for api_version, kind in read_plan(pipeline.build_plan(spec)).custom:
+        needed.add((api_version.rpartition("/")[0], plurals[(api_version, kind)]))
     assert needed <= granted, sorted(needed - granted)
     assert granted == needed, f"grants nothing a snapshot reads: {sorted(granted - needed)}"
