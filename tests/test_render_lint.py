@@ -513,6 +513,32 @@ def test_lint_with_some_charts_leaves_what_depends_on_the_others_undecided(
     assert not [line for line in lines if line.startswith("nothing checked")]
 
 
+@pytest.mark.parametrize("command", ["lint", "render"])
+def test_a_chart_helm_cannot_load_is_one_error_not_internal(command, tmp_path, monkeypatch, capsys):
+    """A gpu-operator chart whose values.yaml is an alias bomb: Helm's loader refuses it
+    (excessive aliasing); that is one ``error[render.chart-unreadable]`` naming the chart, its
+    release listed as not checked, exit 2 (was ``error[internal]`` HelmChartLoadError, exit 70)."""
+    from test_plan_unread_overrides import ALIAS_BOMB
+
+    chart = tmp_path / "charts" / "gpu-operator"
+    chart.mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-operator\nversion: v26.7.1\n")
+    (chart / "values.yaml").write_text(ALIAS_BOMB)
+    extra = ["--out", str(tmp_path / "out")] if command == "render" else []
+    monkeypatch.delenv("GPUCLUSTER_CHARTS", raising=False)
+    code = main(
+        [command, "--charts", str(tmp_path / "charts"), "--cache", str(tmp_path / "cache"), *extra]
+    )
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error[")]
+    assert code == 2 and len(errors) == 1, captured.err
+    assert errors[0].startswith(
+        "error[render.chart-unreadable] cluster=gpu-training component=gpu-operator "
+        "release=gpu-operator: Helm cannot load chart gpu-operator v26.7.1 ("
+    )
+    assert "excessive aliasing" in errors[0] and "gpu-training/gpu-operator" in captured.out
+
+
 @pytest.mark.parametrize(
     "image,ok",
     [

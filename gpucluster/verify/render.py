@@ -930,13 +930,26 @@ class Renderer:
         findings += value_findings
         extra, disabled, missing = self._resolve_dependencies(chart, values, where, findings)
         path = _assemble(chart, extra, self._tmp) if extra else chart.path
+        try:  # Helm's loader refuses what no install could use (a values.yaml of excessive aliasing)
+            crd_files, defaults = self.chart_crd_files(path), self.chart_defaults(path)
+        except helm().HelmError as exc:
+            findings.append(
+                LintFinding(
+                    "render.chart-unreadable",
+                    "error",
+                    f"Helm cannot load chart {chart.name} {chart.version} ({chart.path}): "
+                    f"{' '.join(str(exc).split())}; release not rendered, not checked",
+                    fix="use the chart as its repository publishes it (gpucluster charts pull "
+                    "--refresh), or correct the chart folder",
+                    **where,
+                )
+            )
+            return RenderedRelease(cluster, node, None), findings
         render_values = copy.deepcopy(values)
         for cond in disabled:
             set_path(render_values, cond, False)
         if caps is not None:
-            own = crd_api_versions(
-                doc for _, doc in self.parsed_crds(path, self.chart_crd_files(path))
-            )
+            own = crd_api_versions(doc for _, doc in self.parsed_crds(path, crd_files))
             caps = Capabilities(caps.kube_version, tuple(sorted(set(caps.api_versions) | own)))
         release = RenderedRelease(
             cluster,
@@ -973,8 +986,8 @@ class Renderer:
                     **where,
                 )
             )
-        release.crd_files = self.chart_crd_files(path)
-        release.defaults = self.chart_defaults(path)
+        release.crd_files = crd_files
+        release.defaults = defaults
         return release, findings
 
 
