@@ -23,6 +23,11 @@ FIELD_LIMIT = 160
 """Longest ``file=``/``cluster=``/``component=``/``key=`` value printed (characters)."""
 TEXT_LIMIT = 480
 """Longest message, ``allowed`` or ``fix`` printed (characters); longer ones are cut in the middle."""
+FINDING_TEXT_LIMIT = 1600
+"""Longest message of a plan finding's line (:meth:`gpucluster.model.Finding.render`): a finding
+about a RecipeResult names the file's value, the value installed and why with its public source,
+which the middle cut at :data:`TEXT_LIMIT` would take out; ``plan --format json`` carries every
+finding whole."""
 
 _UNSAFE = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff\ufeff\ufff9-\ufffb]"

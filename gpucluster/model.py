@@ -622,12 +622,13 @@ class Finding:
     def render(self) -> str:
         """One line: ``severity[id] file=… cluster=… component=… key=…: message fix: …`` (only the
         location parts the finding has), made by :func:`gpucluster.errors.format_line`."""
-        from gpucluster.errors import format_line
+        from gpucluster.errors import FINDING_TEXT_LIMIT, format_line
 
         return format_line(
             self.severity,
             self.id,
             self.message,
+            message_limit=FINDING_TEXT_LIMIT,
             where=(
                 ("file", self.file),
                 ("cluster", self.cluster),

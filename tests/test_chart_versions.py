@@ -86,7 +86,7 @@ def test_defaults_fill_only_a_path_the_values_leave_unset():
     assert values == {"kubeletPlugin": {"priorityClassName": "", "tolerations": gpu}}
     assert not refusals and changes == [
         "kubeletPlugin.tolerations: [{effect: NoSchedule, key: nvidia.com/gpu, operator: Exists}]"
-        " written (the pinned chart's default, which that version's chart lacks)"
+        " written (a default of the catalog's chart that this version's chart lacks)"
     ]
     values["kubeletPlugin"]["tolerations"].clear()  # a copy: the registry's default is not shared
     assert cv.defaults[0][1] == gpu
@@ -131,8 +131,14 @@ def test_operands_replace_only_the_value_gpucluster_writes():
     assert values == {"driver": {"version": "580.105.08", "enabled": True}} and not refusals
     assert changes == [
         "driver.version: '595.91.07' -> '580.105.08' (the operand version that chart installs;"
-        " '595.91.07' is the pinned chart's)"
+        " '595.91.07' is what the catalog's chart installs)"
     ]
+    _, changes, _ = chart_versions.values_for_version(
+        cv, {"driver": {"version": "595.91.07"}}, own, catalog_chart="gpu-operator v26.7.1"
+    )
+    assert changes[0].endswith(
+        "'595.91.07' is what the catalog's chart gpu-operator v26.7.1 installs)"
+    )
     for kept in ({"driver": {"version": "570.1"}}, {"driver": {"enabled": True}}):
         values, changes, _ = chart_versions.values_for_version(cv, kept, own)
         assert values == kept and changes == []

@@ -103,7 +103,7 @@ def test_the_v0111_toolkit_value_gpucluster_replaces_is_one_warning_naming_both_
     (f,) = [f for f in plan.findings if f.id == "FILE-VALUE-CHANGED"]
     assert f.severity == "warning" and f.component == "gpu-operator"
     assert f.file.endswith("training.recipe.yaml") and f.key == "componentRefs[1].valuesFile"
-    assert "the file sets toolkit.enabled: false" in f.message
+    assert "where the file sets toolkit.enabled: false" in f.message
     assert "gpucluster installs toolkit.enabled: true" in f.message
     assert "NVIDIA/aicr#1757" in f.message and "profile.gpuStack: azure-managed" in f.fix
 
@@ -373,3 +373,51 @@ def test_every_value_the_real_v0111_files_state_is_installed_or_named(tmp_path):
                 for f in plan.findings
                 if f.severity == "warning" and f.component == comp and path in f.message
             ], (spec.name, comp, path)
+
+
+def test_the_printed_toolkit_warning_keeps_the_installed_value_and_the_reason(tmp_path):
+    """The line the user reads (one line, its message cut to the cap in the middle) still holds
+    the file's value, the value installed and the public source of why; so does the
+    PROFILE-FROM-FILE line, its selection."""
+    (spec,) = _project(tmp_path, {"training": TRAINING})
+    plan = pipeline.build_plan(spec)
+    (f,) = [f for f in plan.findings if f.id == "FILE-VALUE-CHANGED"]
+    line = f.render()
+    for part in (
+        "toolkit.enabled: false",
+        "gpucluster installs toolkit.enabled: true",
+        "NVIDIA/aicr#1757",
+    ):
+        assert part in line, line
+    for f in plan.findings:
+        if f.id == "PROFILE-FROM-FILE":
+            assert f.message.split(":")[0] in f.render()
+
+
+def test_plan_json_carries_every_finding_whole(tmp_path):
+    """``plan --format json``: each cluster's findings, every field, the message not cut."""
+    import io
+    import json
+
+    from gpucluster import cli
+
+    (spec,) = _project(tmp_path, {"training": TRAINING})
+    plan = pipeline.build_plan(spec)
+    out, err = io.StringIO(), io.StringIO()
+    config = str(tmp_path / "gpucluster.yaml")
+    assert cli.main(["plan", "--config", config, "--format", "json"], stdout=out, stderr=err) == 0
+    (doc,) = json.loads(out.getvalue())
+    expected = [
+        {
+            "id": f.id,
+            "severity": f.severity,
+            "file": f.file,
+            "cluster": f.cluster,
+            "component": f.component,
+            "key": f.key,
+            "message": f.message,
+            "fix": f.fix,
+        }
+        for f in plan.findings
+    ]
+    assert doc["findings"] == expected and any(len(f["message"]) > 480 for f in doc["findings"])

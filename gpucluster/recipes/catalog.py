@@ -199,7 +199,7 @@ class ChartVersionValues:
       ``kubeletPlugin.tolerations: []`` where 0.4.1 and 0.5.0 tolerate ``nvidia.com/gpu``), so the
       values behave as they do with the pinned chart;
     * ``operands``: ``(path, value)``: the operand version this version's chart installs by
-      default where gpucluster's own values name the pinned chart's (gpu-operator v25.10.1
+      default where gpucluster's own values name the catalog chart's (gpu-operator v25.10.1
       ``driver.version: 580.105.08``, v26.7's 595.91.07): the value there is replaced when it is
       the one gpucluster's ``components/<name>/values.yaml`` writes; a value the file or the user
       set is kept.

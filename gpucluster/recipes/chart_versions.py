@@ -122,7 +122,11 @@ def _pop(values: dict[str, Any], path: str) -> Any:
 
 
 def values_for_version(
-    cv: ChartVersionValues, values: Mapping[str, Any], written: Mapping[str, Any] | None = None
+    cv: ChartVersionValues,
+    values: Mapping[str, Any],
+    written: Mapping[str, Any] | None = None,
+    *,
+    catalog_chart: str = "",
 ) -> tuple[dict[str, Any], list[str], list[tuple[str, str]]]:
     """The values written for a version of ``cv``'s range.
 
@@ -133,16 +137,20 @@ def values_for_version(
             ``operands`` path holding the value written there is set to the range's operand
             version; another value there (the file's, the user's) is kept. None: no operand is
             replaced.
+        catalog_chart: the chart the values were written for, as the change phrases name it
+            (``gpu-operator v26.7.1``, the registry's ``helm`` chart and version); empty: "the
+            catalog's chart".
 
     Returns:
         ``(values, changes, refusals)``: a rewritten copy; one phrase per change made
         (``admission.gpuFractionRuntimeClassName -> admission.gpuPodRuntimeClassName``); and
         ``(path, why)`` per value the version cannot take (a ``drop`` path holding another value,
         an ``unsupported`` path that is set, a ``rename`` whose target is set to another value).
-        A ``defaults`` path the values leave unset gets the pinned chart's default (one change
+        A ``defaults`` path the values leave unset gets the catalog chart's default (one change
         phrase each); a set one is left as it is.
     """
     out = copy.deepcopy(dict(values))
+    written_for = f"the catalog's chart {catalog_chart}" if catalog_chart else "the catalog's chart"
     changes: list[str] = []
     refusals: list[tuple[str, str]] = []
     for src, dst in cv.rename:
@@ -183,7 +191,7 @@ def values_for_version(
         if get_path(out, path, _MISSING) is _MISSING:
             set_path(out, path, copy.deepcopy(value))
             changes.append(
-                f"{path}: {_compact(value)} written (the pinned chart's default, which that version's chart lacks)"
+                f"{path}: {_compact(value)} written (a default of {written_for} that this version's chart lacks)"
             )
     for path, version in cv.operands:
         have = get_path(out, path, _MISSING)
@@ -193,7 +201,7 @@ def values_for_version(
             set_path(out, path, version)
             changes.append(
                 f"{path}: {_scalar(have)} -> {_scalar(version)} (the operand version that chart installs; "
-                f"{_scalar(have)} is the pinned chart's)"
+                f"{_scalar(have)} is what {written_for} installs)"
             )
     return out, changes, refusals
 
@@ -239,7 +247,10 @@ def apply_chart_versions(
         if cv is None:
             continue  # uncovered pins were refused (or upgraded) where they were read
         values, changes, refusals = values_for_version(
-            cv, comp.values, _own_values(catalog, name) if cv.operands else None
+            cv,
+            comp.values,
+            _own_values(catalog, name) if cv.operands else None,
+            catalog_chart=f"{entry.chart} {entry.version}".strip(),
         )
         for path, why in refusals:
             file, key = locate(name, path) if locate is not None else (None, None)

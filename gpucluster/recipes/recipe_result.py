@@ -1661,8 +1661,8 @@ def file_value_changes(
                     cluster,
                     comp,
                     intent.key_of(comp, path),
-                    f"the file sets {path}: {_yaml_scalar(have)} ({where}); gpucluster installs "
-                    f"{path}: {shown}: {why}",
+                    f"gpucluster installs {path}: {shown}, where the file sets {path}: "
+                    f"{_yaml_scalar(have)}: {why} (the file's value: {where})",
                     "none needed where the GPU Operator installs the driver (AKS pools gpu_driver None); to keep the "
                     "node image's driver and toolkit instead, set the cluster's profile.gpuStack: azure-managed",
                     file=file,
