@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat as stat_mod
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -30,47 +33,142 @@ def plan_for(config: str | None, clusters: list[str]):
     return select_plan(build_plans(loaded), clusters)
 
 
-def _check_target(path: str, *, key: str) -> Path:
-    """``path`` as a file to write: not an existing non-file, in an existing folder.
-
-    Raises:
-        GpuclusterError: either is not so (``error[validate.input]`` naming ``key``).
-    """
-    target = Path(path)
-    if target.exists() and not target.is_file():
-        raise GpuclusterError(
-            f"'{path}' exists and is not a regular file",
-            key=key,
-            fix="name a file to write",
-            id="validate.input",
-        )
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise GpuclusterError(
-            f"folder '{folder}' does not exist",
-            key=key,
-            fix="create the folder first",
-            id="validate.input",
-        )
-    return target
+SYSTEM_FOLDERS = ("/dev", "/proc", "/sys")
+"""Folders an output never creates or replaces a file in (a device or pipe there is written
+through, :func:`_check_target`)."""
 
 
-def _write_atomic(path: str, text: str, *, key: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder (never half-written).
+@dataclass(frozen=True)
+class Target:
+    """Where an output goes: ``path`` as given; ``write_to`` the file that receives the bytes;
+    ``through``: written straight through (a pipe or character device) instead of a temporary
+    file renamed over ``write_to``."""
 
-    Raises:
-        GpuclusterError: see :func:`_check_target`.
-    """
-    target = _check_target(path, key=key)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+    path: str
+    write_to: Path
+    through: bool
+
+
+def _refuse(path: str, key: str, message: str, fix: str) -> GpuclusterError:
+    return GpuclusterError(
+        f"cannot write '{path}': {message}", key=key, fix=fix, id="validate.input"
+    )
+
+
+def _in_system_folder(path: str) -> bool:
+    absolute = os.path.abspath(path)
+    return any(absolute == d or absolute.startswith(d + os.sep) for d in SYSTEM_FOLDERS)
+
+
+def _link_chain(path: str) -> list[str]:
+    """``path`` and every link it leads through (absolute, at most 40 hops as the kernel's
+    MAXSYMLINKS)."""
+    chain = [os.path.abspath(path)]
+    for _ in range(40):
+        here = chain[-1]
+        if not os.path.islink(here):
+            break
+        chain.append(os.path.abspath(os.path.join(os.path.dirname(here), os.readlink(here))))
+    return chain
+
+
+def _same_file(a: str, b: str) -> bool:
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_target(path: str, *, key: str, inputs: Sequence[tuple[str, str | None]] = ()) -> Target:
+    """Where ``path`` (an output flag's value) is written:
+
+    * an existing pipe or character device (``/dev/stdout`` piped on, ``/dev/null``; through links
+      too): straight through, nothing renamed;
+    * a link to a regular or new file: that file, through a temporary file renamed over it (the
+      link stays a link);
+    * else a regular or new file, the same way.
+
+    Raises:
+        GpuclusterError: (``error[validate.input]`` naming ``key``) the path is one of ``inputs``
+            (``(flag, path)`` pairs: the same file as given, through a link or a hard link); it
+            exists and is neither a regular file, a pipe nor a character device; it would create
+            or replace a file in /dev, /proc or /sys (also through a link: ``/dev/stdout``
+            redirected to a file is refused, give the file); its folder does not exist; its name
+            is too long or its links loop.
+    """
+    fix = "name a regular file in an existing folder, or a pipe or character device"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except (OSError, ValueError) as exc:
+        raise _refuse(path, key, getattr(exc, "strerror", None) or str(exc), fix) from None
+    for flag, other in inputs:
+        if other and _same_file(path, other):
+            raise _refuse(
+                path,
+                key,
+                f"it is the input {flag} of this run, which would be overwritten",
+                f"write {key} to another file",
+            )
+    if info is not None and (stat_mod.S_ISFIFO(info.st_mode) or stat_mod.S_ISCHR(info.st_mode)):
+        return Target(path, Path(path), True)
+    if info is not None and not stat_mod.S_ISREG(info.st_mode):
+        raise _refuse(
+            path, key, "it exists and is not a regular file, a pipe or a character device", fix
+        )
+    chain = _link_chain(path)
+    real = Path(os.path.realpath(path))
+    if any(_in_system_folder(p) for p in [*chain, str(real)]):
+        raise _refuse(
+            path,
+            key,
+            "a file in /dev, /proc or /sys is never created or replaced (only a pipe or character "
+            "device there is written)",
+            "name the regular file itself (for /dev/stdout redirected to a file: that file)",
+        )
+    if not real.parent.is_dir():
+        raise _refuse(
+            path, key, f"folder '{real.parent}' does not exist", "create the folder first"
+        )
+    return Target(path, real, False)
+
+
+def _write_atomic(
+    path: str, text: str, *, key: str, inputs: Sequence[tuple[str, str | None]] = ()
+) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as :func:`_check_target` says: straight through to a
+    pipe or character device, else through a temporary file in the target's folder renamed over
+    it (never half-written; a link stays a link).
+
+    Raises:
+        GpuclusterError: see :func:`_check_target`; the write itself fails (permissions, a full
+            disk, a name too long): one ``error[validate.input]`` line naming ``key``.
+    """
+    target = _check_target(path, key=key, inputs=inputs)
+    data = text.encode("utf-8")
+    tmp: str | None = None
+    try:
+        if target.through:
+            flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+            with os.fdopen(os.open(target.write_to, flags), "wb") as fh:
+                fh.write(data)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".gpucluster-", dir=target.write_to.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target.write_to)
+        tmp = None
+    except OSError as exc:
+        raise _refuse(
+            path,
+            key,
+            exc.strerror or type(exc).__name__,
+            "name a file this user may write, in a folder with room for it",
+        ) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _timeout(args: argparse.Namespace) -> int:
@@ -110,6 +208,9 @@ def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None
     )
 
     timeout = _timeout(args)
+    inputs = [("--config", args.config), ("--kubeconfig", args.kubeconfig)]
+    if args.out:
+        _check_target(args.out, key="--out", inputs=inputs)  # before the cluster is read
     plan = plan_for(args.config, args.cluster)
     what = dataclasses.replace(read_plan(plan), cluster_wide=EVERY_NAMESPACE_KINDS)
     snap = read_live(args.kubeconfig, args.context, what, timeout=timeout, warn=_warn_once(err))
@@ -119,7 +220,7 @@ def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None
         )
     )
     if args.out:
-        _write_atomic(args.out, text, key="--out")
+        _write_atomic(args.out, text, key="--out", inputs=inputs)
     else:
         out.write(text)
 
@@ -145,9 +246,15 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     wait = validate_mod.parse_duration(args.wait) if args.wait else None
     timeout = _timeout(args)
+    inputs = [
+        ("--snapshot", args.snapshot),
+        ("--config", args.config),
+        ("--kubeconfig", args.kubeconfig),
+    ]
+    outputs = {"--junit": inputs, "--attestation": [*inputs, ("--junit", args.junit)]}
     for key, path in (("--junit", args.junit), ("--attestation", args.attestation)):
         if path:
-            _check_target(path, key=key)  # refuse bad paths before the cluster is read
+            _check_target(path, key=key, inputs=outputs[key])  # before the cluster is read
     plan = plan_for(args.config, args.cluster)
     if args.snapshot is not None:
         snapshot = load_snapshot_file(args.snapshot)
@@ -180,12 +287,15 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             else validate_mod.validate(plan, read())
         )
     if args.junit:
-        _write_atomic(args.junit, validate_mod.render_junit(report), key="--junit")
+        _write_atomic(
+            args.junit, validate_mod.render_junit(report), key="--junit", inputs=outputs["--junit"]
+        )
     if args.attestation:
         _write_atomic(
             args.attestation,
             validate_mod.attestation(report, snapshot_file=args.snapshot),
             key="--attestation",
+            inputs=outputs["--attestation"],
         )
     render = {
         "json": validate_mod.render_json,
@@ -225,8 +335,14 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextI
             id="validate.input",
         )
     timeout = _timeout(args)
+    inputs = [
+        ("--snapshot", args.snapshot),
+        ("--from", args.old),
+        ("--to", args.new),
+        ("--kubeconfig", args.kubeconfig),
+    ]
     if args.attestation:
-        _check_target(args.attestation, key="--attestation")
+        _check_target(args.attestation, key="--attestation", inputs=inputs)
     if args.format == "ctrf":
         evidence.now()  # a bad SOURCE_DATE_EPOCH is refused before the cluster is read
     if args.snapshot is not None and args.context:
@@ -263,6 +379,7 @@ def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextI
             args.attestation,
             upgrade_live.attestation(live, old.plans[0], new.plans[0], snapshot_file=args.snapshot),
             key="--attestation",
+            inputs=inputs,
         )
     if args.format == "ctrf":
         out.write(upgrade_live.render_ctrf(live, time=evidence.now()))

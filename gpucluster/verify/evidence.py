@@ -39,6 +39,7 @@ __all__ = [
     "ctrf_schema",
     "ctrf_status",
     "file_subject",
+    "judged_subject",
     "now",
     "statement",
     "render",
@@ -184,6 +185,14 @@ class Subject:
     sha256: str
 
 
+def judged_subject(path: str, sha256: str, *, key: str) -> Subject:
+    """The subject of a snapshot file that was judged: its name as given and ``sha256``, the
+    digest of the bytes read and judged (:attr:`gpucluster.verify.snapshot.Snapshot.file_sha256`),
+    so a file changed afterwards is not what the attestation vouches for; without it (a snapshot
+    made in code) the file's bytes now (:func:`file_subject`)."""
+    return Subject(path, sha256) if sha256 else file_subject(path, key=key)
+
+
 def file_subject(path: str, *, key: str) -> Subject:
     """A subject for the file at ``path``: its name as given and the sha256 of its bytes (what
     ``sha256sum`` prints), read in chunks, at most :data:`MAX_SUBJECT_BYTES`.
@@ -239,5 +248,8 @@ def statement(
 
 
 def render(document: Mapping[str, Any]) -> str:
-    """Deterministic JSON text of a CTRF document or a Statement (2-space indent, sorted keys)."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """Deterministic JSON text of a CTRF document or a Statement (2-space indent, sorted keys),
+    ASCII only: every other character, a lone surrogate included, is a ``\\uXXXX`` escape, so
+    names from the cluster (bidirectional and C1 controls) reach no terminal raw and the text
+    always encodes."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"

@@ -488,8 +488,9 @@ def snapshot_document(
 
 
 def dump_snapshot(document: Mapping[str, Any]) -> str:
-    """Deterministic JSON text of a snapshot document (2-space indent, sorted keys, newline)."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """Deterministic JSON text of a snapshot document (2-space indent, sorted keys, newline),
+    ASCII only (``\\uXXXX`` escapes: a name with a lone surrogate still writes)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 
 # --------------------------------------------------------------------------- live clusters

@@ -929,7 +929,7 @@ def attestation(
 
     snap = live.snapshot
     subjects = [
-        evidence.file_subject(snapshot_file, key="--snapshot")
+        evidence.judged_subject(snapshot_file, snap.file_sha256, key="--snapshot")
         if snapshot_file is not None
         else evidence.Subject(f"snapshot:{snap.source}", snap.digest),
         evidence.Subject(f"plan:from:{old.cluster.name}", rollout_digest(old)),

@@ -451,7 +451,7 @@ def attestation(report: Report, *, snapshot_file: str | None = None) -> str:
 
     snap = report.snapshot
     subjects = [
-        evidence.file_subject(snapshot_file, key="--snapshot")
+        evidence.judged_subject(snapshot_file, snap.file_sha256, key="--snapshot")
         if snapshot_file is not None
         else evidence.Subject(f"snapshot:{snap.source}", snap.digest)
     ]
