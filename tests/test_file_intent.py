@@ -421,3 +421,26 @@ def test_plan_json_carries_every_finding_whole(tmp_path):
         for f in plan.findings
     ]
     assert doc["findings"] == expected and any(len(f["message"]) > 480 for f in doc["findings"])
+
+
+def test_an_edit_of_the_criteria_alone_says_the_files_components_win(tmp_path):
+    """The real v0.11.1 training file with only criteria.intent edited to inference: the same
+    components are installed, and a warning says so and how to get the inference recipe."""
+    edited = TRAINING.read_text().replace("intent: training", "intent: inference", 1)
+    assert edited != TRAINING.read_text()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (before,) = _project(tmp_path / "a", {"training": TRAINING})
+    (after,) = _project(tmp_path / "b", {"training": edited})
+    plan_before, plan_after = pipeline.build_plan(before), pipeline.build_plan(after)
+    assert [n.id for n in plan_after.nodes] == [n.id for n in plan_before.nodes]
+    assert not [f for f in plan_before.findings if f.id == "RECIPE-CRITERIA-UNUSED"]
+    (f,) = [f for f in plan_after.findings if f.id == "RECIPE-CRITERIA-UNUSED"]
+    assert (f.severity, f.key) == ("warning", "criteria") and f.file.endswith(
+        "training.recipe.yaml"
+    )
+    assert "select the recipe h100-aks-ubuntu-inference" in f.message
+    assert "resolved for h100-aks-ubuntu-training" in f.message and "components win" in f.message
+    assert (
+        "gpucluster recipe --service aks --accelerator h100 --os ubuntu --intent inference" in f.fix
+    )

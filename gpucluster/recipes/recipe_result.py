@@ -45,7 +45,7 @@ import dataclasses
 import difflib
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -1166,6 +1166,40 @@ def _file_constraints(data: dict, rep: _Report) -> list[Constraint]:
     return constraints
 
 
+def _note_criteria_unused(
+    rep: _Report, criteria: Criteria, selected: Sequence[str], applied: list[Any] | None
+) -> None:
+    """``RECIPE-CRITERIA-UNUSED`` (warning) when the file's ``criteria`` select an overlay its
+    ``metadata.appliedOverlays`` do not hold: the criteria were edited (``intent: training`` ->
+    ``inference``) while the components stayed those resolved for the old ones, and the
+    components are what gpucluster installs."""
+    if not applied or not selected or selected[-1] in [str(a) for a in applied]:
+        return
+    flags = " ".join(
+        f"--{name} {value}"
+        for name, value in (
+            ("service", criteria.service),
+            ("accelerator", criteria.accelerator),
+            ("os", criteria.os),
+            ("intent", criteria.intent),
+            ("platform", criteria.platform),
+        )
+        if value != ANY
+    )
+    rep.note(
+        "RECIPE-CRITERIA-UNUSED",
+        "warning",
+        "",
+        "criteria",
+        f"the criteria select the recipe {selected[-1]}, but the file's componentRefs were resolved "
+        f"for {applied[-1]} (metadata.appliedOverlays): the file's components win -- gpucluster "
+        "installs the componentRefs as written, so editing the criteria alone changes nothing "
+        "they install",
+        f"regenerate the file for these criteria (gpucluster recipe {flags} > FILE, or aicr "
+        "recipe), or put back the criteria it was made for",
+    )
+
+
 def _note_fields(
     rep: _Report, unused: list[str], ref_unused: Mapping[str, int], unknown: list[str]
 ) -> None:
@@ -1285,6 +1319,7 @@ def recipe_from_file(
         if isinstance(meta, dict) and isinstance(meta.get("appliedOverlays"), list)
         else None
     )
+    _note_criteria_unused(rep, criteria, ours.applied_overlays, applied)
     return Recipe(
         criteria=criteria,
         applied_overlays=[str(a) for a in applied] if applied else list(ours.applied_overlays),
