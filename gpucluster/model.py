@@ -358,11 +358,15 @@ class SchedulerProfile:
         profile: the upstream ``KubeSchedulerProfile`` (``kubescheduler.config.k8s.io/v1``) as
             rendered into the ``SchedulerConfiguration``'s ``rawConfig``: ``schedulerName``,
             ``plugins``, ``pluginConfig`` (plain data).
+        training_runtime: the Kubeflow Trainer's ``torch-distributed`` ClusterTrainingRuntime
+            names this profile's ``schedulerName`` (cluster file ``trainingRuntime: true``; at
+            most one profile).
     """
 
     scheduler_name: str
     preset: str | None
     profile: dict[str, Any]
+    training_runtime: bool = False
 
 
 @dataclass(frozen=True)

@@ -352,9 +352,12 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     if (
         cluster.scheduler_profiles
     ):  # AKS configurable scheduler profiles (docs/scheduler-profiles.md)
-        from gpucluster.inputs.scheduler_profiles import plan_node
+        from gpucluster.inputs.scheduler_profiles import order_training_runtime, plan_node
 
-        nodes = [plan_node(cluster, taken={n.id for n in nodes}), *nodes]
+        nodes = [
+            plan_node(cluster, taken={n.id for n in nodes}),
+            *order_training_runtime(cluster, nodes),
+        ]
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
     if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
         from gpucluster.verify import (

@@ -464,3 +464,67 @@ def test_raw_config_quotes_names_yaml_11_reads_as_other_types():
     for n in names:
         assert f"- schedulerName: '{n}'\n" in text
     assert [p["schedulerName"] for p in yaml.safe_load(text)["profiles"]] == names
+
+
+KUBEFLOW = {**CRITERIA, "platform": "kubeflow"}
+
+
+def _runtime(plan) -> dict:
+    chart = plan.node("kubeflow-trainer-manifests").local_chart
+    (text,) = [t for p, t in chart.files.items() if "torch-distributed" in p]
+    return yaml.safe_load(text)
+
+
+def _pod_spec(runtime: dict) -> dict:
+    (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return job["template"]["spec"]["template"]["spec"]
+
+
+def test_training_runtime_names_the_profile_and_installs_after_it():
+    profiles = [
+        {"schedulerName": "cpu-pack", "preset": "cpu-binpacking"},
+        {"schedulerName": "gpu-pack", "preset": "gpu-binpacking", "trainingRuntime": True},
+    ]
+    plan = pipeline.build_plan(_spec({**_doc(profiles), "criteria": dict(KUBEFLOW)}))
+    assert _pod_spec(_runtime(plan))["schedulerName"] == "gpu-pack"
+    import kubernetes_validate  # the pod template is a core PodSpec: strict Kubernetes 1.34 schema
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "x"},
+        "spec": _pod_spec(_runtime(plan)),
+    }
+    kubernetes_validate.validate(pod, "1.34.0", strict=True)
+    assert "scheduler-profiles" in plan.node("kubeflow-trainer-manifests").depends_on
+    # without trainingRuntime the runtime names no scheduler and waits for nothing new
+    plain = pipeline.build_plan(_spec({**_doc(profiles[:1]), "criteria": dict(KUBEFLOW)}))
+    assert "schedulerName" not in _pod_spec(_runtime(plain))
+    assert "scheduler-profiles" not in plain.node("kubeflow-trainer-manifests").depends_on
+
+
+def test_training_runtime_errors():
+    twice = [
+        {"schedulerName": "a", "preset": "gpu-binpacking", "trainingRuntime": True},
+        {"schedulerName": "b", "preset": "cpu-binpacking", "trainingRuntime": True},
+    ]
+    line = _error({**_doc(twice), "criteria": dict(KUBEFLOW)})
+    assert (
+        "key=clusters[0].schedulerProfiles[1].trainingRuntime:" in line and "two profiles" in line
+    )
+    line = _error(
+        _doc([{"schedulerName": "a", "preset": "gpu-binpacking", "trainingRuntime": "yes"}])
+    )
+    assert "key=clusters[0].schedulerProfiles[0].trainingRuntime:" in line
+    spec = _spec(
+        _doc([{"schedulerName": "a", "preset": "gpu-binpacking", "trainingRuntime": True}])
+    )
+    with pytest.raises(GpuclusterError) as info:  # no Kubeflow recipe
+        pipeline.build_plan(spec)
+    (problem,) = info.value.problems
+    line = problem.render()
+    assert (
+        "key=schedulerProfiles[0].trainingRuntime" in line
+        or "schedulerProfiles[0].trainingRuntime" in line
+    )
+    assert "no Kubeflow training runtime" in line and "\n" not in line

@@ -375,8 +375,9 @@ def template_context(
         (``<component>-pre`` / ``<component>-manifests``).
         ``cluster``: ``{name, service, criteria{service, accelerator, os, intent, platform},
         profile{...}, kubernetesVersion, scheduling{acceleratedNodeSelector,
-        acceleratedTolerations, systemNodeSelector, systemTolerations}}`` (tolerations as
-        Kubernetes toleration dicts).
+        acceleratedTolerations, systemNodeSelector, systemTolerations},
+        schedulerProfiles[{schedulerName, trainingRuntime}]}`` (tolerations as Kubernetes
+        toleration dicts; the AKS scheduler profiles, docs/scheduler-profiles.md).
         ``recipe``: ``{overlays, profile{name, value} | None}``.
     Filters: ``toyaml`` (block YAML, no trailing newline), ``nindent(n)`` (newline + indent,
     Helm's ``nindent``), ``tojson`` (one-line JSON, which is YAML; keys sorted). Globals: ``fail(message)`` stops synthesis with
@@ -406,6 +407,10 @@ def template_context(
             "profile": dict(cluster.profile),
             "kubernetesVersion": cluster.kubernetes_version,
             "scheduling": _scheduling_dict(cluster),
+            "schedulerProfiles": [
+                {"schedulerName": p.scheduler_name, "trainingRuntime": p.training_runtime}
+                for p in cluster.scheduler_profiles
+            ],
         },
         "recipe": {
             "overlays": list(recipe.applied_overlays),

@@ -6,6 +6,7 @@ Cluster file (docs/scheduler-profiles.md)::
     schedulerProfiles:
       - schedulerName: gpu-binpacking-scheduler
         preset: gpu-binpacking            # or cpu-binpacking
+        trainingRuntime: true             # the Kubeflow torch-distributed runtime uses it
       - schedulerName: my-scheduler       # or the upstream profile's own plugins / pluginConfig
         plugins:
           multiPoint:
@@ -46,7 +47,7 @@ from typing import Any
 
 from gpucluster.errors import GpuclusterError, did_you_mean
 from gpucluster.fields import Fields, Where
-from gpucluster.model import ClusterSpec, PlanNode, SchedulerProfile
+from gpucluster.model import ClusterSpec, PlanNode, SchedulerProfile, absolute_key
 
 KEY = "schedulerProfiles"
 DOCS = "docs/scheduler-profiles.md"
@@ -120,7 +121,10 @@ WEIGHT_RANGE = (1, 100)
 UTILIZATION_RANGE = (0, 100)
 SHAPE_SCORE_RANGE = (0, 10)
 
-PROFILE_KEYS = ("schedulerName", "preset", "plugins", "pluginConfig")
+PROFILE_KEYS = ("schedulerName", "preset", "plugins", "pluginConfig", "trainingRuntime")
+TRAINER = "kubeflow-trainer"
+"""The component whose ``torch-distributed`` ClusterTrainingRuntime a ``trainingRuntime: true``
+profile is named in (its post-manifests release then installs after ``scheduler-profiles``)."""
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _RESOURCE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -274,6 +278,14 @@ def parse_scheduler_profiles(
                 fix="give every profile its own schedulerName",
             )
         seen[profile.scheduler_name] = i
+        if profile.training_runtime and any(p.training_runtime for p in out):
+            first = next(p.scheduler_name for p in out if p.training_runtime)
+            raise where.error(
+                f"{base}[{i}].trainingRuntime",
+                f"trainingRuntime is set on two profiles ({first} and {profile.scheduler_name}); the training runtime "
+                "names one scheduler",
+                fix="keep trainingRuntime: true on one profile",
+            )
         out.append(profile)
     return tuple(out)
 
@@ -324,8 +336,16 @@ def _profile(where: Where, raw: Any, key: str) -> SchedulerProfile:
             allowed=", ".join(PRESETS),
             fix="add preset: gpu-binpacking (or cpu-binpacking), or the upstream profile's plugins/pluginConfig",
         )
+    training = f.get_bool(
+        "trainingRuntime",
+        False,
+        fix="write trainingRuntime: true to have the Kubeflow training runtime use this profile",
+    )
     return SchedulerProfile(
-        scheduler_name=name, preset=preset, profile={"schedulerName": name, **body}
+        scheduler_name=name,
+        preset=preset,
+        profile={"schedulerName": name, **body},
+        training_runtime=training,
     )
 
 
@@ -637,6 +657,40 @@ def plan_node(cluster: ClusterSpec, *, taken: set[str] | frozenset[str] = frozen
         local_chart=chart,
         values={"contentHash": chart.content_hash},
     )
+
+
+def training_scheduler(cluster: ClusterSpec) -> str | None:
+    """The ``schedulerName`` of the profile with ``trainingRuntime: true``, or None."""
+    return next((p.scheduler_name for p in cluster.scheduler_profiles if p.training_runtime), None)
+
+
+def order_training_runtime(cluster: ClusterSpec, nodes: Sequence[PlanNode]) -> list[PlanNode]:
+    """``nodes`` with the Kubeflow Trainer's post-manifests release (the ClusterTrainingRuntime
+    that names the profile) depending on :data:`NODE_ID` when a profile sets ``trainingRuntime``.
+
+    Raises:
+        GpuclusterError: ``trainingRuntime`` on a cluster whose recipe installs no Kubeflow
+            Trainer runtime (no ``kubeflow-trainer-manifests`` release).
+    """
+    name = training_scheduler(cluster)
+    if name is None:
+        return list(nodes)
+    target = f"{TRAINER}-manifests"
+    if not any(n.id == target for n in nodes):
+        index = next(i for i, p in enumerate(cluster.scheduler_profiles) if p.training_runtime)
+        raise GpuclusterError(
+            f"profile {name} sets trainingRuntime, but the cluster's recipe installs no Kubeflow training runtime",
+            file=cluster.source,
+            cluster=cluster.name,
+            key=absolute_key(cluster, f"{KEY}[{index}].trainingRuntime"),
+            fix="choose a Kubeflow recipe (criteria.platform: kubeflow), or remove trainingRuntime",
+        )
+    import dataclasses
+
+    return [
+        dataclasses.replace(n, depends_on=sorted({*n.depends_on, NODE_ID})) if n.id == target else n
+        for n in nodes
+    ]
 
 
 # --------------------------------------------------------------------------- upgrade-check
