@@ -131,3 +131,15 @@ def test_user_pod_annotations_are_kept(tmp_path):
     plan = plan_for(tmp_path, sets=["dradriver:kubeletPlugin.podAnnotations.team=gpu"])
     annotations = plan.components[DRA].values["kubeletPlugin"]["podAnnotations"]
     assert annotations["team"] == "gpu" and gates.DRIVER_IDENTITY_ANNOTATION in annotations
+
+
+def test_without_variables_the_annotation_is_the_identitys_fingerprint(tmp_path):
+    """No Terraform variable feeds the identity: the annotation is the fingerprint of
+    :func:`gates.driver_identity` itself (a plain value, not a hash Terraform computes)."""
+    from gpucluster.hashing import fingerprint
+
+    plan = plan_for(tmp_path)
+    got, variables = gates.driver_identity(plan.cluster, plan.components)
+    assert not variables
+    assert identity(plan) == fingerprint(got)
+    assert gates.DRIVER_IDENTITY_PATH not in plan.components[DRA].variable_hashes
