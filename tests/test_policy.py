@@ -698,3 +698,19 @@ def test_a_literal_credential_in_values_is_a_warning(catalog):
     [f] = by_id(check(catalog, values=values, recipe=recipe), "VALUES-CREDENTIAL")
     assert (f.severity, f.component, f.key) == ("warning", "extra", "auth.admin\\.password")
     assert "holds a literal credential" in f.message and "overrides.variables" in f.fix
+
+
+def test_a_null_host_paths_section_or_a_dotdot_install_dir_is_refused(catalog):
+    values = base_values()
+    values["gpu-operator"]["hostPaths"] = None
+    [f] = by_id(check(catalog, values=values), "GPU-DRIVER-ROOT")
+    assert (f.component, f.key) == ("gpu-operator", "hostPaths.driverInstallDir")
+    assert f.message.startswith("'hostPaths' is explicitly null: Helm drops a null section")
+    assert f.fix.startswith("set gpuoperator:hostPaths.driverInstallDir=/run/nvidia/driver")
+    values = with_values({("gpu-operator", "hostPaths.driverInstallDir"): "/run/../etc"})
+    [f] = by_id(check(catalog, values=values), "GPU-DRIVER-ROOT")
+    assert f.message == (
+        "hostPaths.driverInstallDir '/run/../etc' contains a '..' segment; Kubernetes refuses "
+        "hostPath volumes whose path contains '..', so the operator's driver and validator pods "
+        "are never created"
+    )
