@@ -162,6 +162,7 @@ def test_gate_timeouts_outlast_the_job(plan):
         spec = next(g for g in plan.gates if g.name == node.id)
         [job] = objects(node.local_chart, node.values)["templates/002-job.yaml"]
         deadline = job["spec"]["activeDeadlineSeconds"]
+        assert deadline > gates.gate_budget_seconds(spec), "time to schedule and pull the image"
         assert deadline == gates.gate_budget_seconds(spec) + gates.JOB_START_MARGIN_SECONDS
         assert (
             node.timeout_seconds
@@ -665,6 +666,16 @@ _ROLLOUT = dict(kind="rollout", kind_name="DaemonSet", namespace="x", name_of_ob
             "api_version 'nvidia.com' is not 'group/version' or 'v1'",
         ),
         (
+            {"api_version": "nvidia.com/v1gamma1"},
+            "api_version",
+            "api_version 'nvidia.com/v1gamma1' is not 'group/version' or 'v1'",
+        ),
+        (
+            {"api_version": "Nvidia.com/v1"},
+            "api_version",
+            "api_version 'Nvidia.com/v1' is not 'group/version' or 'v1'",
+        ),
+        (
             {"resource": "ClusterPolicies"},
             "resource",
             "resource 'ClusterPolicies' is not a plural resource name (clusterpolicies)",
@@ -677,9 +688,9 @@ _ROLLOUT = dict(kind="rollout", kind_name="DaemonSet", namespace="x", name_of_ob
         ),
         ({"value": ""}, "value", "the expected value is empty"),
         (
-            {"name_of_object": "Bad_"},
+            {"name_of_object": "cluster_policy"},
             "name_of_object",
-            "object name 'Bad_' is not a DNS-1123 subdomain",
+            "object name 'cluster_policy' is not a DNS-1123 subdomain",
         ),
     ],
 )
