@@ -714,3 +714,31 @@ def test_a_null_host_paths_section_or_a_dotdot_install_dir_is_refused(catalog):
         "hostPath volumes whose path contains '..', so the operator's driver and validator pods "
         "are never created"
     )
+
+
+def test_an_absent_driver_enabled_is_the_charts_default_the_operator_installs_it(catalog):
+    """gpu-operator ``driver.enabled`` absent: the chart installs the driver, so the DRA root must
+    be the operator's install dir (GPU-DRIVER-ROOT), and with it the lockstep holds."""
+    values = base_values()
+    del values["gpu-operator"]["driver"]["enabled"]
+    [f] = by_id(check(catalog, profile=None, values=values), "GPU-DRIVER-ROOT")
+    assert (f.component, f.key) == ("nvidia-dra-driver-gpu", "nvidiaDriverRoot")
+    assert f.message.startswith(
+        "the GPU Operator installs the driver (driver.enabled=true) to "
+        "hostPaths.driverInstallDir=/run/nvidia/driver, but nvidiaDriverRoot=/"
+    )
+    values["nvidia-dra-driver-gpu"]["nvidiaDriverRoot"] = "/run/nvidia/driver"
+    assert "GPU-DRIVER-ROOT" not in ids(check(catalog, profile=None, values=values))
+
+
+def test_findings_come_errors_first_then_warnings_then_info(catalog):
+    """evaluate's order: errors, then warnings, then info (then id, component, key)."""
+    findings = check(
+        catalog,
+        profile=None,
+        values=with_values({("gpu-operator", "hostPaths.driverInstallDir"): "/"}),
+        overrides={"set": ["nfd:enabled=false", "gpuoperator:devicePlugin.enabled=true"]},
+    )
+    severities = [f.severity for f in findings]
+    assert {"error", "warning", "info"} <= set(severities), findings
+    assert severities == sorted(severities, key=["error", "warning", "info"].index)
