@@ -16,6 +16,10 @@
 #   make checkov-setup   checkov in its own venv .venv-checkov (it needs packaging<24), pinned by
 #                tools/checkov-requirements.txt; `make test` uses it (tests/test_checkov_aks.py).
 #                First install ~6.5 min on a shared 2-core machine, then cached by its stamp file.
+#   make mutation  mutmut 3 (tools/mutation-requirements.txt, into .venv) on the modules that make the
+#                gate, policy and upgrade decisions, plus hand mutants of their module-level code:
+#                a score per module and the surviving mutants (tools/mutation.py; MUTATION_SAMPLE
+#                mutants per module, 0 for all; not part of `make test`).
 #   make fuzz    the long, seeded Hypothesis profile of the cluster-file fuzz suite (5,500
 #                in-process cases with FUZZ_EXAMPLES=2000, and more real main.py runs); `make test`
 #                runs the fast profile.
@@ -64,7 +68,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: setup synth lint docs test test-cdktn cdktn bench fuzz clean checkov-setup
+.PHONY: setup synth lint docs test test-cdktn cdktn bench fuzz mutation clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -138,5 +142,17 @@ FUZZ_EXAMPLES ?= 2000
 fuzz: setup
 	GPUCLUSTER_FUZZ=long GPUCLUSTER_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_cluster_file.py tests/test_fuzz_main.py
 
+MUTMUT_STAMP := $(VENV)/.gpucluster-mutmut-installed
+$(MUTMUT_STAMP): tools/mutation-requirements.txt $(PY_STAMP)
+	$(PY) -m pip install -q -r tools/mutation-requirements.txt
+	touch $@
+
+# A seeded sample of MUTATION_SAMPLE mutants per module (0: every mutant; about 4,900 in all, hours
+# on a 2-core machine); MUTATION_ARGS passes more options (--recheck, --module PATH, --seed S).
+MUTATION_SAMPLE ?= 40
+MUTATION_JOBS ?= 2
+mutation: $(MUTMUT_STAMP)
+	$(PY) tools/mutation.py --sample $(MUTATION_SAMPLE) --jobs $(MUTATION_JOBS) $(MUTATION_ARGS)
+
 clean:
-	rm -rf cdktf.out .cdktf.out.*
+	rm -rf cdktf.out .cdktf.out.* mutants
