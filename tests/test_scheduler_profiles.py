@@ -528,3 +528,17 @@ def test_training_runtime_errors():
         or "schedulerProfiles[0].trainingRuntime" in line
     )
     assert "no Kubeflow training runtime" in line and "\n" not in line
+
+
+def test_upgrade_verdict_of_a_training_runtime_flip():
+    on = _spec(
+        _doc([{"schedulerName": "gpu-pack", "preset": "gpu-binpacking", "trainingRuntime": True}])
+    )
+    off = _spec(_doc([{"schedulerName": "gpu-pack", "preset": "gpu-binpacking"}]))
+    ((detail, verdict, why, _),) = sp.profile_changes(off, on)
+    assert (
+        detail == "schedulerProfiles gpu-pack trainingRuntime false -> true" and verdict == "safe"
+    )
+    assert "running ones stay" in why
+    ((detail, _, why, _),) = sp.profile_changes(on, off)
+    assert detail.endswith("true -> false") and "default-scheduler" in why

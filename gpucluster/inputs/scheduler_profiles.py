@@ -710,6 +710,18 @@ def profile_changes(old: ClusterSpec, new: ClusterSpec) -> list[tuple[str, str, 
     for name in sorted(set(before) | set(after)):
         a, b = before.get(name), after.get(name)
         if a is not None and b is not None and a.profile == b.profile:
+            if a.training_runtime != b.training_runtime:
+                out.append(
+                    (
+                        f"schedulerProfiles {name} trainingRuntime {str(a.training_runtime).lower()} -> "
+                        f"{str(b.training_runtime).lower()}",
+                        "safe",
+                        f"the Kubeflow training runtime {'names' if b.training_runtime else 'no longer names'} "
+                        f"scheduler {name}: TrainJobs started from now on are placed "
+                        f"{'by it' if b.training_runtime else 'by default-scheduler'}; running ones stay",
+                        "",
+                    )
+                )
             continue
         if a is None:
             out.append(
