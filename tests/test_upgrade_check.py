@@ -489,6 +489,18 @@ GPU = {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1}
             "backend local -> azurerm (storageAccountName=st01, containerName=tfstate)",
         ),
         (
+            {"pools": [SYSTEM, dict(SYSTEM, name="cpu"), GPU]},
+            {"pools": [SYSTEM, GPU]},
+            "aks-cpu-pool-added-or-removed",
+            "CPU pool cpu removed",
+        ),
+        (
+            {"pools": [SYSTEM, GPU]},
+            {"pools": [SYSTEM, dict(SYSTEM, name="cpu"), GPU]},
+            "aks-cpu-pool-added-or-removed",
+            "CPU pool cpu added (2 x Standard_D8ds_v5)",
+        ),
+        (
             {"pools": [SYSTEM, GPU]},
             {"pools": [SYSTEM, GPU, dict(GPU, name="gpu2")]},
             "aks-gpu-pool-added",

@@ -37,6 +37,7 @@ MATCHES = (
     "gpuPoolAdded",
     "gpuPoolResize",
     "systemPoolChange",
+    "cpuPoolChange",
     "regionChange",
     "clusterRename",
     "backendChange",
@@ -95,6 +96,7 @@ RULES_SCHEMA: dict[str, Any] = {
   with what runs on them);
 * ``systemPoolChange``: a non-GPU pool (the system pool first) whose ``vmSize`` changed, or the
   system pool's name;
+* ``cpuPoolChange``: a non-GPU pool other than the system pool added or removed;
 * ``regionChange``: the cluster's resolved ``region`` changed;
 * ``clusterRename``: the cluster's ``name`` changed (its stacks and state files are named after it);
 * ``backendChange``: the Terraform ``backend`` of the cluster's stacks changed;

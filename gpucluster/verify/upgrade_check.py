@@ -367,8 +367,8 @@ def _backend_text(backend: Mapping[str, Any] | None) -> str:
 def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str]]:
     """The changes of one cluster that replace, orphan or add infrastructure rather than update
     it in place: ``(match, detail)`` pairs, ``match`` a :data:`MATCHES` kind (``clusterRename``,
-    ``regionChange``, ``backendChange``, ``systemPoolChange``, ``gpuPoolAdded``,
-    ``gpuPoolResize``), ``detail`` one line (``region eastus -> westus3``).
+    ``regionChange``, ``backendChange``, ``systemPoolChange``, ``cpuPoolChange``,
+    ``gpuPoolAdded``, ``gpuPoolResize``), ``detail`` one line (``region eastus -> westus3``).
 
     * the name: stacks are ``<name>-cluster`` / ``<name>-runtime`` with state named after them,
       so a rename creates a second cluster and leaves the first without a stack;
@@ -377,7 +377,8 @@ def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str
     * the ``backend``: the stacks' state moves (``terraform init -migrate-state``), or a new
       empty state creates everything again;
     * non-GPU pools (the first is AKS's system pool, rotated through
-      ``temporary_name_for_rotation`` when its ``vm_size`` changes; another CPU pool is replaced);
+      ``temporary_name_for_rotation`` when its ``vm_size`` changes; another CPU pool is replaced),
+      and other CPU pools added or removed (``cpuPoolChange``);
     * GPU pools added, or whose ``nodeCount`` changed."""
     out: list[tuple[str, str]] = []
     a, b = old.cluster, new.cluster
@@ -394,6 +395,18 @@ def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str
     if old_cpu and new_cpu and old_cpu[0].name != new_cpu[0].name:
         out.append(("systemPoolChange", f"system pool {old_cpu[0].name} -> {new_cpu[0].name}"))
     by_name = {p.name: p for p in old_cpu}
+    new_names = {p.name for p in new_cpu}
+    for pool in old_cpu[1:]:
+        if pool.name not in new_names and (not new_cpu or pool.name != new_cpu[0].name):
+            out.append(("cpuPoolChange", f"CPU pool {pool.name} removed"))
+    for pool in new_cpu[1:]:
+        if pool.name not in by_name and (not old_cpu or pool.name != old_cpu[0].name):
+            out.append(
+                (
+                    "cpuPoolChange",
+                    f"CPU pool {pool.name} added ({pool.node_count} x {pool.vm_size})",
+                )
+            )
     for pool in new_cpu:
         before = by_name.get(pool.name)
         if before is not None and before.vm_size != pool.vm_size:
