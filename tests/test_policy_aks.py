@@ -3,7 +3,9 @@ end-to-end runs through the real catalog (load_clusters + build_plans)."""
 
 from __future__ import annotations
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 from policy_helpers import (
@@ -454,3 +456,75 @@ def test_the_default_region_and_the_fleet_default_are_known_regions():
 
     regions = known_regions()
     assert DEFAULT_REGION in regions and len(regions) == len(set(regions)) > 60
+
+
+# --------------------------------------------------------------------------- PROFILE-OWNED components
+
+
+def _owned_components() -> list[str]:
+    """The components the default AKS recipe's profile sets keys of (the code's answer)."""
+    (plan,) = _plan_of_default()
+    return sorted(plan.recipe.profile_owned)
+
+
+def _plan_of_default():
+    from gpucluster.inputs.config import EMBEDDED_DEFAULT
+
+    return build_plans(load_clusters(str(EMBEDDED_DEFAULT), env={}))
+
+
+@pytest.mark.parametrize("profile", ["azure-managed", "operator-managed"])
+def test_the_fix_for_a_removed_owned_component_is_not_a_circle(profile, tmp_path):
+    """--set C:enabled=false of each component the profile owns: refused, and the fix either
+    names a profile value under which the same --set is accepted, or says that no value is one
+    (never 'choose the other value' when the other refuses it the same way)."""
+    import io
+
+    from gpucluster import cli
+
+    owned = _owned_components()
+    assert owned == ["gpu-operator", "kai-scheduler", "nvidia-dra-driver-gpu", "nvsentinel"]
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(
+        REGION_CLUSTER.format(region="eastus") + f"    profile: {{gpuStack: {profile}}}\n"
+    )
+    for component in owned:
+        err = io.StringIO()
+        argv = ["plan", "--config", str(config), "--set", f"{component}:enabled=false"]
+        assert cli.main(argv, stdout=io.StringIO(), stderr=err) == 2
+        [line] = [x for x in err.getvalue().splitlines() if x.startswith("error[PROFILE-OWNED]")]
+        assert f"component={component} key=enabled:" in line
+        fix = line.split(" fix: ", 1)[1]
+        assert "choose the other" not in fix
+        assert fix.startswith(
+            "remove the override: every gpuStack value (azure-managed, operator-managed)"
+        )
+
+
+def test_a_recipe_result_without_an_owned_component_is_refused_the_same_way(tmp_path):
+    import yaml
+
+    from gpucluster.errors import GpuclusterError
+
+    source = (
+        Path(__file__).parent / "data" / "aicr" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"
+    )
+    doc = yaml.safe_load(source.read_text())
+    doc["componentRefs"] = [r for r in doc["componentRefs"] if r["name"] != "kai-scheduler"]
+    (tmp_path / "t.recipe.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: t\n    recipe: t.recipe.yaml\n")
+    with pytest.raises(GpuclusterError) as caught:
+        build_plans(load_clusters(str(tmp_path / "gpucluster.yaml"), env={}))
+    [problem] = [p for p in caught.value.problems if p.id == "PROFILE-OWNED"]
+    assert (problem.component, problem.key) == ("kai-scheduler", "componentRefs")
+    assert problem.fix.startswith("put 'kai-scheduler' back in componentRefs")
+
+
+@pytest.mark.parametrize("doc", ["policies.md", "overrides.md"])
+def test_the_docs_name_the_components_the_code_owns(doc):
+    text = " ".join((Path(__file__).parents[1] / "docs" / doc).read_text().split())
+    sentence = text.split("sets keys of", 1)[1].split(")", 1)[0]
+    named = sorted(
+        re.findall(r"(gpu-operator|kai-scheduler|nvidia-dra-driver-gpu|nvsentinel)", sentence)
+    )
+    assert named == _owned_components()

@@ -534,13 +534,15 @@ def check_profile_owned(c: _Checks) -> None:
             f"(profile: {{{pname}: <value>}}) so every key it owns changes together"
         )
         if component not in c.components:
+            from gpucluster.recipes.recipe import owned_component_fix
+
             c.add(
                 "PROFILE-OWNED",
                 "error",
                 component,
                 "enabled",
                 f"'{component}' is owned by the {pname} profile '{pvalue}' and cannot be disabled",
-                fix,
+                owned_component_fix(c.recipe, c.catalog, component, "remove the override"),
             )
             continue
         values = c.components[component].values

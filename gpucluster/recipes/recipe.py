@@ -374,6 +374,38 @@ def _profile_advertiser(
     return (decl["values"].get(chosen[1]) or {}).get("advertiser")
 
 
+def owned_component_fix(recipe: Recipe, catalog: Catalog | None, component: str, how: str) -> str:
+    """The ``fix:`` of a profile-owned component left out (``--set C:enabled=false``, a file's
+    ``enabled: false`` or a RecipeResult without it): ``how`` (what undoes it), then the profile
+    value that installs without it when there is one; else that every value of the profile sets
+    keys of it, so none installs without it (no fix in a circle).
+
+    Args:
+        recipe: the recipe (``recipe.profile`` set; ``recipe.profile_owned`` the chosen value's).
+        catalog: for the profile's other values (:func:`profile_values_owned`); None: unknown.
+        component: the component left out.
+        how: the first step, e.g. ``remove the override``.
+    """
+    assert recipe.profile is not None
+    pname = recipe.profile[0]
+    table = profile_values_owned(recipe, catalog) if catalog is not None else {}
+    without = [v for v, owned in table.items() if component not in owned]
+    if without:
+        return (
+            f"{how}; or choose profile: {{{pname}: {without[0]}}} in the cluster file, a value "
+            f"that does not set keys of '{component}'"
+        )
+    from gpucluster.values import leaf_paths
+
+    paths = sorted(p for p, _ in leaf_paths(recipe.profile_owned.get(component) or {}))
+    values = ", ".join(table) if table else recipe.profile[1]
+    return (
+        f"{how}: every {pname} value ({values}) sets keys of '{component}'"
+        + (f" ({', '.join(paths)})" if paths else "")
+        + f", so no {pname} value installs the stack without it"
+    )
+
+
 def profile_values_owned(recipe: Recipe, catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
     """Every value of the recipe's profile -> component -> the nested values that value sets.
 

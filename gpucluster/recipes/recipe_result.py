@@ -70,7 +70,13 @@ from gpucluster.model import (
 from gpucluster.recipes.catalog import REGISTRY_SCHEMA, Catalog, chart_version_entries
 from gpucluster.recipes.layering import layer_values
 from gpucluster.recipes.overlays import COMPONENT_TYPES
-from gpucluster.recipes.recipe import catalog_has, order_components, resolve, values_files_for
+from gpucluster.recipes.recipe import (
+    catalog_has,
+    order_components,
+    owned_component_fix,
+    resolve,
+    values_files_for,
+)
 from gpucluster.values import deep_merge, get_path, leaf_paths
 from gpucluster.versions import compare_versions
 
@@ -935,8 +941,9 @@ class _FileReader:
             rep.bad(
                 f"'{comp}' is owned by the {ours.profile[0]} profile '{ours.profile[1]}' and cannot be disabled",  # type: ignore[index]
                 key=f"{key}.overrides.{gate_key}",
-                fix=f"remove overrides.{gate_key}: false; choose another {ours.profile[0]} profile value if its "  # type: ignore[index]
-                "components should differ",
+                fix=owned_component_fix(
+                    ours, self.catalog, comp, f"remove overrides.{gate_key}: false"
+                ),
                 **w,
             )
         overrides = {k: copy.deepcopy(v) for k, v in overrides_raw.items() if k not in GATE_KEYS}
@@ -1305,6 +1312,17 @@ def recipe_from_file(
     )
     present = {r.name for r in refs}
     _check_dependencies(rep, catalog, deps_at, present, seen)
+    for comp in sorted(set(ours.profile_owned) - set(seen)):
+        rep.bad(
+            f"'{comp}' is owned by the {ours.profile[0]} profile '{ours.profile[1]}' but the file's "  # type: ignore[index]
+            "componentRefs leave it out",
+            key="componentRefs",
+            component=comp,
+            id="PROFILE-OWNED",
+            fix=owned_component_fix(
+                ours, catalog, comp, f"put '{comp}' back in componentRefs (regenerate the file)"
+            ),
+        )
 
     constraints = ours.constraints
     if "constraints" in data:
