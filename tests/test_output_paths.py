@@ -242,3 +242,25 @@ def test_evidence_json_is_ascii_whatever_the_names(tmp_path, change):
     doc = _statement(text)
     nodes = {n["node"]: n for n in doc["predicate"]["nodes"]}
     assert nodes[NODE]["gpuPods"] == [f"team-a/{name}"]
+
+
+def test_a_link_through_a_system_folder_to_a_file_is_refused(tmp_path, monkeypatch, change):
+    """``/dev/stdout`` redirected to a file is ``/dev/stdout -> /proc/self/fd/1 -> the file``: a
+    regular file reached through /dev or /proc is refused (the old rename replaced /dev/stdout
+    itself), and so is a new file in /dev. Emulated in the temporary folder, with its ``dev`` and
+    ``proc`` standing for the system folders -- the machine's own are never touched."""
+    from gpucluster.verify import cli as verify_cli
+
+    dev, proc = tmp_path / "dev", tmp_path / "proc" / "self" / "fd"
+    dev.mkdir()
+    proc.mkdir(parents=True)
+    monkeypatch.setattr(verify_cli, "SYSTEM_FOLDERS", (str(dev), str(tmp_path / "proc")))
+    out = tmp_path / "ci.log"
+    out.write_text("build log\n")
+    (proc / "1").symlink_to(out)
+    (dev / "stdout").symlink_to(proc / "1")
+    for target in (dev / "stdout", dev / "new.json"):
+        err = _one_line(*attest(change, str(target)), "--attestation")
+        assert "/dev, /proc or /sys" in err, err
+    assert (dev / "stdout").is_symlink() and (proc / "1").is_symlink()
+    assert out.read_text() == "build log\n" and not (dev / "new.json").exists()
