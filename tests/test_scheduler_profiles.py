@@ -542,3 +542,27 @@ def test_upgrade_verdict_of_a_training_runtime_flip():
     assert "running ones stay" in why
     ((detail, _, why, _),) = sp.profile_changes(on, off)
     assert detail.endswith("true -> false") and "default-scheduler" in why
+
+
+def test_synthesized_runtime_stack_installs_the_scheduler_configuration(tmp_path):
+    import json
+
+    from gpucluster_cdk import stacks
+
+    plan = pipeline.build_plan(
+        _spec(_doc([{"schedulerName": "gpu-pack", "preset": "gpu-binpacking"}]))
+    )
+    out = tmp_path / "cdktf.out"
+    stacks.synth([plan], out)
+    folder = out / "stacks" / "c-runtime"
+    runtime = json.loads((folder / "cdk.tf.json").read_text())
+    release = runtime["resource"]["helm_release"]["scheduler-profiles"]
+    assert "depends_on" not in release and release["namespace"] == "kube-system"
+    (template,) = folder.glob(
+        "assets/scheduler-profiles_chart_*/*/templates/000-scheduler-configuration.yaml"
+    )
+    obj = yaml.safe_load(template.read_text())
+    assert obj["kind"] == "SchedulerConfiguration" and obj["metadata"]["name"] == "upstream"
+    assert yaml.safe_load(obj["spec"]["rawConfig"])["profiles"] == [
+        plan.cluster.scheduler_profiles[0].profile
+    ]
