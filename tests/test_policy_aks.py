@@ -528,3 +528,67 @@ def test_the_docs_name_the_components_the_code_owns(doc):
         re.findall(r"(gpu-operator|kai-scheduler|nvidia-dra-driver-gpu|nvsentinel)", sentence)
     )
     assert named == _owned_components()
+
+
+# --------------------------------------------------------------------------- SERVICE-UNSERVED
+
+
+def _plan_lines(tmp_path, *sets: str) -> tuple[int, list[str]]:
+    import io
+
+    from gpucluster import cli
+
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(REGION_CLUSTER.format(region="eastus"))
+    err = io.StringIO()
+    argv = ["plan", "--config", str(config)] + [a for s in sets for a in ("--set", s)]
+    code = cli.main(argv, stdout=io.StringIO(), stderr=err)
+    return code, [x for x in err.getvalue().splitlines() if not x.startswith("info[")]
+
+
+def test_prometheus_adapter_pointing_at_a_prometheus_nothing_installs_is_refused(tmp_path):
+    code, lines = _plan_lines(tmp_path, "kube-prometheus-stack:enabled=false")
+    [line] = [x for x in lines if "SERVICE-UNSERVED" in x]
+    assert (
+        code == 2
+        and line.startswith("error[SERVICE-UNSERVED] file=")
+        and "component=prometheus-adapter key=prometheus.url:" in line
+    )
+    assert (
+        "kube-prometheus-prometheus" in line
+        and "fix: point prometheus-adapter:prometheus.url" in line
+    )
+    code, lines = _plan_lines(
+        tmp_path,
+        "kube-prometheus-stack:enabled=false",
+        "prometheus-adapter:prometheus.url=http://prometheus.example:9090",
+    )
+    assert code == 0 and not [x for x in lines if "SERVICE-UNSERVED" in x]
+    code, lines = _plan_lines(
+        tmp_path, "kube-prometheus-stack:enabled=false", "prometheus-adapter:enabled=false"
+    )
+    assert code == 0 and not [x for x in lines if "SERVICE-UNSERVED" in x]
+    assert _plan_lines(tmp_path)[0] == 0
+
+
+def test_a_recipe_result_without_kube_prometheus_stack_is_refused_the_same_way(tmp_path):
+    import yaml
+
+    from gpucluster.errors import GpuclusterError
+
+    source = (
+        Path(__file__).parent / "data" / "aicr" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"
+    )
+    doc = yaml.safe_load(source.read_text())
+    doc["componentRefs"] = [r for r in doc["componentRefs"] if r["name"] != "kube-prometheus-stack"]
+    for ref in doc["componentRefs"]:
+        ref["dependencyRefs"] = [
+            d for d in ref.get("dependencyRefs") or [] if d != "kube-prometheus-stack"
+        ]
+    (tmp_path / "t.recipe.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    (tmp_path / "gpucluster.yaml").write_text("clusters:\n  - name: t\n    recipe: t.recipe.yaml\n")
+    with pytest.raises(GpuclusterError) as caught:
+        build_plans(load_clusters(str(tmp_path / "gpucluster.yaml"), env={}))
+    assert [p.component for p in caught.value.problems if p.id == "SERVICE-UNSERVED"] == [
+        "prometheus-adapter"
+    ]

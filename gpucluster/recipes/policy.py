@@ -723,6 +723,53 @@ def check_pruned_edges(c: _Checks) -> None:
         )
 
 
+SERVICE_USERS: tuple[tuple[str, str, str, str], ...] = (
+    ("prometheus-adapter", "prometheus.url", "kube-prometheus-prometheus", "kube-prometheus-stack"),
+    (
+        "dynamo-platform",
+        "dynamo-operator.dynamo.metrics.prometheusEndpoint",
+        "kube-prometheus-prometheus",
+        "kube-prometheus-stack",
+    ),
+)
+"""``(component, values path, Service, provider)``: a component whose values name, by URL, a
+Service that only ``provider`` creates (kube-prometheus-stack with the catalog's
+``fullnameOverride: kube-prometheus`` makes the Prometheus Service ``kube-prometheus-prometheus``;
+prometheus-adapter's ``prometheus.url`` and dynamo-platform's metrics endpoint read it)."""
+
+
+def check_service_providers(c: _Checks) -> None:
+    """SERVICE-UNSERVED (error): a component's URL names a Service (:data:`SERVICE_USERS`) whose
+    provider is not installed (``kube-prometheus-stack:enabled=false``, or a RecipeResult
+    without it): nothing would answer there (prometheus-adapter's custom-metrics API stays
+    empty, so GPU autoscaling gets no metrics). A URL the user pointed elsewhere is accepted."""
+    from urllib.parse import urlsplit
+
+    for component, path, service, provider in SERVICE_USERS:
+        comp = c.components.get(component)
+        if comp is None or provider in c.components:
+            continue
+        url, _ = lookup(comp.values, path)
+        if not isinstance(url, str):
+            continue
+        try:
+            host = (urlsplit(url).hostname or "").split(".")[0]
+        except ValueError:
+            continue
+        if host != service:
+            continue
+        c.add(
+            "SERVICE-UNSERVED",
+            "error",
+            component,
+            path,
+            f"{path} is {url}, the Service {service} that {provider} creates, but {provider} is "
+            f"not installed: nothing answers there ({component} gets no data)",
+            f"point {component}:{path} at the Prometheus you run (overrides set: "
+            f"{component}:{path}=http://...), or keep {provider}, or disable {component} too",
+        )
+
+
 def check_name_overrides(c: _Checks) -> None:
     """HELM-NAME-OVERRIDE (error): a component's ``nameOverride``/``fullnameOverride`` that cannot
     name Kubernetes objects.
@@ -834,6 +881,7 @@ CORE_CHECKS: tuple[Callable[[_Checks], None], ...] = (
     check_nvsentinel_runtime_class,
     check_policy_key_overrides,
     check_pruned_edges,
+    check_service_providers,
     check_existing_remote_run,
     check_gate_image_digest,
     check_name_overrides,
