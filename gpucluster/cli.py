@@ -31,6 +31,9 @@ Commands::
     gpucluster images [--config FILE] [--cluster NAME] [--charts DIR ...] [--format text|json|hauler|zarf]
         every container image (and upstream chart) the runtime stacks pull, from the rendered
         releases and the custom resources in them; exit 4 when a chart could not be had
+    gpucluster postrender --image-mirror MIRROR
+        Helm post-renderer: the manifests on stdin with every image reference at MIRROR, on stdout
+        (what Terraform runs for a cluster with images.mirror)
     gpucluster charts pull [--config FILE] [--cluster NAME] [--cache DIR] [--refresh]
         pull every chart the runtime stacks pin (through the cluster file's mirror) into the
         chart cache that render and lint read; exit 2 when one cannot be had
@@ -309,6 +312,15 @@ def _images_arguments(r: argparse.ArgumentParser) -> None:
     )
 
 
+def _postrender_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument(
+        "--image-mirror",
+        required=True,
+        metavar="MIRROR",
+        help="registry host and path every image is rewritten to (the cluster file's images.mirror)",
+    )
+
+
 def _charts_arguments(ch: argparse.ArgumentParser) -> None:
     sub = ch.add_subparsers(
         dest="charts_command", required=True, metavar="ACTION", help="pull (the only action)"
@@ -502,6 +514,8 @@ _EXAMPLES: dict[str, str] = {
     "  gpucluster lint --charts ./charts --crds ./crds --require-charts",
     "images": "examples:\n  gpucluster images\n"
     "  gpucluster images --format hauler --node-os ubuntu24.04 > gpucluster-hauler.yaml",
+    "postrender": "examples:\n  helm template gpu-operator nvidia/gpu-operator | "
+    "gpucluster postrender --image-mirror myacr.azurecr.io/mirror",
     "charts": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cluster aks-training --refresh",
     "charts pull": "examples:\n  gpucluster charts pull\n  gpucluster charts pull --cache /var/cache/charts --timeout 600",
     "plugins": "examples:\n  gpucluster plugins\n  gpucluster plugins --format json",
@@ -545,6 +559,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
         "every container image and chart the runtime stacks pull, as a table, JSON, Hauler or Zarf manifest "
         "(docs/air-gap.md)",
         _images_arguments,
+    ),
+    "postrender": (
+        "Helm post-renderer of a cluster with images.mirror: manifests on stdin, the same with every "
+        "image at the mirror on stdout (docs/air-gap.md)",
+        _postrender_arguments,
     ),
     "charts": (
         "charts pull: fetch every chart the stacks pin into the chart cache render and lint read",
@@ -1423,6 +1442,30 @@ def _cmd_images(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_NOTHING_CHECKED if incomplete else 0
 
 
+def _cmd_postrender(args: argparse.Namespace, out: TextIO) -> None:
+    """``postrender``: stdin (the YAML stream Helm renders) through
+    :func:`gpucluster.charts.imagemirror.rewrite_stream` to stdout. A mirror that is not one, or
+    input that is not YAML, is one error line, exit 2, nothing on stdout."""
+    import yaml
+
+    from gpucluster.charts import imagemirror
+
+    mirror = imagemirror.check_mirror(
+        args.image_mirror, file="<command line>", cluster=None, key="--image-mirror"
+    )
+    text = sys.stdin.read()
+    try:
+        result = imagemirror.rewrite_stream(text, mirror)
+    except yaml.YAMLError as exc:
+        raise GpuclusterError(
+            f"the manifests on standard input are not YAML: {' '.join(str(exc).split())}",
+            key="stdin",
+            id="postrender.input",
+            fix="pipe the output of helm template (or Helm's post-renderer input) into it",
+        ) from None
+    out.write(result)
+
+
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
     from gpucluster.plugins import platforms
     from gpucluster.verify import detect
@@ -1637,6 +1680,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 code = _cmd_charts(args, out, err)
             elif args.command == "images":
                 code = _cmd_images(args, out, err)
+            elif args.command == "postrender":
+                _cmd_postrender(args, out)
             elif args.command == "snapshot":
                 _cmd_snapshot(args, out, err)
             elif args.command == "validate":

@@ -452,6 +452,9 @@ class ClusterSpec:
             ``"clusters[<index>].backend"``; None for a spec built in code.
         chart_mirrors: where the cluster's charts are fetched from (:class:`ChartMirrors`); None:
             their upstream repositories.
+        image_mirror: the cluster file's ``images.mirror`` (``myacr.azurecr.io/mirror``): every
+            image reference of the rendered releases is rewritten to it
+            (:mod:`gpucluster.charts.imagemirror`); None: images come from their own registries.
         driver_upgrade_policy: the cluster file's ``driverUpgradePolicy``; None when not written
             (the defaults of :class:`DriverUpgradePolicy` apply:
             :func:`gpucluster.recipes.driver_upgrade.policy_of`).
@@ -476,6 +479,7 @@ class ClusterSpec:
     index: int | None = field(default=None, compare=False, repr=False)
     backend_key: str | None = field(default=None, compare=False, repr=False)
     chart_mirrors: ChartMirrors | None = None
+    image_mirror: str | None = None
     driver_upgrade_policy: DriverUpgradePolicy | None = None
     scheduler_profiles: tuple[SchedulerProfile, ...] = ()
 
@@ -497,6 +501,7 @@ CLUSTER_KEYS = (
     "schedulerProfiles",
     "backend",
     "charts",
+    "images",
     "fleet",
 )
 """The keys of one ``clusters[i]`` entry of the cluster file (docs/cluster-file.md), in the order

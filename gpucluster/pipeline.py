@@ -125,6 +125,7 @@ def prepare_cluster(cluster: ClusterSpec) -> ClusterSpec:
     prepared.chart_mirrors = (
         cluster.chart_mirrors
     )  # where charts are fetched from is the cluster file's choice only
+    prepared.image_mirror = cluster.image_mirror  # and so is where images come from
     return prepared
 
 

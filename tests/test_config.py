@@ -146,7 +146,10 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ("clusters: [\n", "invalid YAML: line"),
         ("- a\n- b\n", "the file must be a mapping, not a list"),
         ("", "the cluster file is empty"),
-        ("cluster: []\n", "unknown key 'cluster' (allowed: clusters, backend, charts, fleet)"),
+        (
+            "cluster: []\n",
+            "unknown key 'cluster' (allowed: clusters, backend, charts, images, fleet)",
+        ),
         ("{}\n", "missing key 'clusters'"),
         ("clusters: {}\n", "'clusters' must be a non-empty list, not a mapping"),
         ("clusters: []\n", "'clusters' must be a non-empty list, not an empty list"),
@@ -166,7 +169,7 @@ def test_overrides_and_scheduling_are_delegated(tmp_path, monkeypatch):
         ),
         (
             "clusters:\n  - name: c\n    criteria: {service: aks}\n    nodepools: []\n",
-            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, driverUpgradePolicy, schedulerProfiles, backend, charts, fleet)",
+            "key=clusters[0].nodepools: unknown key 'nodepools' (allowed: name, criteria, recipe, versionSkew, profile, region, kubernetesVersion, pools, existing, overrides, scheduling, settings, driverUpgradePolicy, schedulerProfiles, backend, charts, images, fleet)",
         ),
         ("clusters:\n  - name: c\n", "missing key 'criteria' (or 'recipe')"),
         (

@@ -54,7 +54,7 @@ DEFAULT_FILE_NAME = "gpucluster.yaml"
 EMBEDDED_DEFAULT = Path(__file__).parent.parent / "default_cluster.yaml"
 EMBEDDED_SOURCE = "<embedded default>"
 
-TOP_KEYS = ("clusters", "backend", "charts", "fleet")
+TOP_KEYS = ("clusters", "backend", "charts", "images", "fleet")
 VERSION_SKEW_LEVELS = ("warning", "error", "upgrade")
 """What a cluster does with a RecipeResult's chart pins other than the catalog's (cluster key
 ``versionSkew``): ``warning`` (default: pins gpucluster has values for are installed with them,
@@ -276,6 +276,13 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
         default_mirrors = mirrors.parse_charts(
             data["charts"], file=source, cluster=None, key="charts"
         )
+    from gpucluster.charts import imagemirror
+
+    default_image_mirror = None
+    if data.get("images") is not None:
+        default_image_mirror = imagemirror.parse_images(
+            data["images"], file=source, cluster=None, key="images"
+        )
     clusters: list[ClusterSpec] = []
     seen: dict[str, int] = {}
     backend_keys: list[str] = []
@@ -296,6 +303,12 @@ def _parse_clusters(data: Any, *, source: str, root: Path) -> list[ClusterSpec]:
             )
         else:
             spec.chart_mirrors = default_mirrors
+        if isinstance(raw, dict) and raw.get("images") is not None:
+            spec.image_mirror = imagemirror.parse_images(
+                raw["images"], file=source, cluster=spec.name, key=f"clusters[{i}].images"
+            )
+        else:
+            spec.image_mirror = default_image_mirror
         backends.check_workspaces(
             spec.backend,
             cluster=spec.name,

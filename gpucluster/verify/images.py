@@ -54,6 +54,14 @@ from typing import Any
 
 import yaml
 
+from gpucluster.charts.imagemirror import (
+    _DIGEST,
+    Ref,
+    is_custom,
+    is_test_hook,
+    parse_reference,
+    pod_spec,
+)
 from gpucluster.model import RuntimePlan
 from gpucluster.verify.render import RenderedRelease, RenderResult
 
@@ -92,69 +100,6 @@ version and node image; listing both is what a mirror of either needs)."""
 ARM64_ACCELERATORS = frozenset({"gb200", "gb300", "gh200"})
 """Accelerators on Grace (arm64) hosts; other GPU nodes are amd64."""
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_REFERENCE = re.compile(
-    r"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
-)
-"""An OCI image reference (distribution/reference grammar, simplified: lower-case path components)."""
-_PATH = re.compile(r"^[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$")
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A parsed image reference.
-
-    Attributes:
-        registry: the host (``docker.io`` when the reference names none).
-        repository: the path in the registry (``library/busybox`` for ``busybox``).
-        tag / digest: ``None`` when absent; a digest is ``sha256:<64 hex>``.
-    """
-
-    registry: str
-    repository: str
-    tag: str | None
-    digest: str | None
-
-    @property
-    def name(self) -> str:
-        """``registry/repository`` (the fully qualified image name)."""
-        return f"{self.registry}/{self.repository}"
-
-    @property
-    def reference(self) -> str:
-        """The fully qualified reference: ``registry/repository[:tag][@digest]``."""
-        return (
-            self.name
-            + (f":{self.tag}" if self.tag else "")
-            + (f"@{self.digest}" if self.digest else "")
-        )
-
-
-def parse_reference(text: str) -> Ref | None:
-    """``text`` as an image reference (Docker's defaults: no host -> ``docker.io``, one path
-    component -> ``library/``), or None when it is not one."""
-    text = str(text or "").strip()
-    if not text or not _REFERENCE.match(text):
-        return None
-    digest = None
-    if "@" in text:
-        text, digest = text.split("@", 1)
-    tag = None
-    last = text.rsplit("/", 1)[-1]
-    if ":" in last:
-        text, tag = text.rsplit(":", 1)
-    first, _, rest = text.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        registry, repository = first, rest
-    else:
-        registry, repository = "docker.io", text
-    if not _PATH.match(repository):
-        return None  # an upper-case first component is a path, not a host
-    if registry == "docker.io" and "/" not in repository:
-        repository = f"library/{repository}"
-    return Ref(registry, repository, tag, digest)
-
 
 def moving(ref: Ref) -> bool:
     """True when ``ref`` has no digest and no tag naming a version (no tag, or one without a digit)."""
@@ -177,15 +122,28 @@ class Image:
     sources: set[str] = field(default_factory=set)
     where: set[str] = field(default_factory=set)
     note: str = ""
+    mirror: str | None = None
 
     @property
     def moving(self) -> bool:
         return moving(self.ref)
 
+    @property
+    def upstream(self) -> str:
+        """Where the image is copied from: with ``images.mirror`` the reference without the
+        ``<mirror>/`` prefix (:mod:`gpucluster.charts.imagemirror`'s mapping read backwards),
+        else the reference itself."""
+        text = self.ref.reference
+        if self.mirror and text.startswith(self.mirror + "/"):
+            return text[len(self.mirror) + 1 :]
+        return text
+
     def to_json(self) -> dict[str, Any]:
-        """``{reference, registry, repository, tag, digest, releases, sources, moving, note}``."""
+        """``{reference, upstream, registry, repository, tag, digest, releases, sources, moving,
+        note}`` (``reference``: what the cluster pulls; ``upstream``: where it is copied from)."""
         return {
             "reference": self.ref.reference,
+            "upstream": self.upstream,
             "registry": self.ref.registry,
             "repository": self.ref.repository,
             "tag": self.ref.tag,
@@ -244,8 +202,6 @@ class Inventory:
 
 
 def _pod_spec(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    from gpucluster.verify.lint import _pod_spec as pod_spec
-
     return pod_spec(doc)
 
 
@@ -255,8 +211,6 @@ def _object_name(doc: Mapping[str, Any]) -> str:
 
 
 def _is_test_hook(doc: Mapping[str, Any]) -> bool:
-    from gpucluster.verify.lint import _is_test_hook as is_test_hook
-
     return is_test_hook(doc)
 
 
@@ -341,13 +295,8 @@ def cr_operands(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
     yield from walk(spec, ())
 
 
-_BUILTIN_GROUPS = ("", "apps", "batch")
-
-
 def _is_custom(doc: Mapping[str, Any]) -> bool:
-    api = str(doc.get("apiVersion") or "")
-    group = api.split("/", 1)[0] if "/" in api else ""
-    return bool(group) and "." in group and not group.endswith(".k8s.io")
+    return is_custom(doc)
 
 
 def node_os_tags(plan: RuntimePlan, node_os: Sequence[str] = ()) -> tuple[str, ...]:
@@ -380,7 +329,8 @@ class _Collector:
                 f"{release.name}: {where} names '{text}', which is not an image reference"
             )
             return
-        image = self.images.setdefault(ref.reference, Image(ref, note=note))
+        mirror = getattr(self.plan.cluster, "image_mirror", None)
+        image = self.images.setdefault(ref.reference, Image(ref, note=note, mirror=mirror))
         image.releases.add(release.name)
         image.sources.add(source)
         image.where.add(f"{release.name}: {where}")
@@ -625,7 +575,7 @@ def hauler_documents(inventories: Sequence[Inventory]) -> list[dict[str, Any]]:
                 "apiVersion": "content.hauler.cattle.io/v1",
                 "kind": "Images",
                 "metadata": {"name": f"gpucluster-{slug}-images"},
-                "spec": {"images": [{"name": i.ref.reference} for i in inv.images]},
+                "spec": {"images": [{"name": i.upstream} for i in inv.images]},
             }
         )
         charts = []
@@ -670,7 +620,7 @@ def zarf_document(inventories: Sequence[Inventory]) -> dict[str, Any]:
                 "name": slug,
                 "description": f"images and charts of cluster {inv.cluster}'s runtime stack",
                 "required": True,
-                "images": [i.ref.reference for i in inv.images],
+                "images": [i.upstream for i in inv.images],
                 "charts": charts,
             }
         )

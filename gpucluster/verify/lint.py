@@ -33,6 +33,8 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
   is published by the NFD worker: a feature the worker config's ``core.noPublishFeatures`` hides
   never reaches the NodeFeature objects, so the rule can never match.
 * ``lint.image-unpinned`` -- every container image has a tag other than ``latest`` or a digest.
+* ``lint.public-registry`` -- with ``images.mirror``, no rendered object names an image outside
+  the mirror (after the rewrite of :mod:`gpucluster.charts.imagemirror`).
 * ``lint.credential`` -- no password, token or secret as a literal string in the values.
 
 A check whose answer depends on a release that was not rendered (its chart could not be had: a
@@ -53,6 +55,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpucluster.charts.imagemirror import POD_TEMPLATE_PATHS, is_test_hook  # noqa: E402,F401  (one place for lint and images)
 from gpucluster.model import RuntimePlan, Toleration
 from gpucluster.values import credential_paths
 from gpucluster.verify.render import (
@@ -62,17 +65,6 @@ from gpucluster.verify.render import (
     iter_objects,
     sort_findings,
 )
-
-POD_TEMPLATE_PATHS = {
-    "Pod": ("spec",),
-    "DaemonSet": ("spec", "template", "spec"),
-    "Deployment": ("spec", "template", "spec"),
-    "StatefulSet": ("spec", "template", "spec"),
-    "ReplicaSet": ("spec", "template", "spec"),
-    "Job": ("spec", "template", "spec"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
-"""Where each workload kind keeps its pod spec."""
 
 SYSTEM_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
 """Workloads that must land on system nodes when ``scheduling.system`` is set."""
@@ -129,8 +121,7 @@ def _group(doc: Mapping[str, Any]) -> str:
 
 def _is_test_hook(doc: Mapping[str, Any]) -> bool:
     """Helm test hooks (``helm.sh/hook: test``): helm_release never runs them."""
-    hook = str(((doc.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
-    return "test" in [h.strip() for h in hook.split(",")]
+    return is_test_hook(doc)
 
 
 def tolerates(tolerations: Any, key: str, value: str, effect: str) -> bool:
@@ -998,6 +989,37 @@ def check_images(ctx: _Ctx) -> None:
                     )
 
 
+def check_image_mirror(ctx: _Ctx) -> None:
+    """``lint.public-registry``: with ``images.mirror``, every image the rendered objects name
+    (:func:`gpucluster.verify.images.inventory`'s sources: pod templates, operator defaults,
+    custom resources' operands) is under the mirror; one error per image that is not (it could
+    not be rewritten), naming where it is."""
+    from gpucluster.charts.imagemirror import under
+    from gpucluster.verify.images import _Collector
+
+    mirror = getattr(ctx.plan.cluster, "image_mirror", None)
+    if not mirror:
+        return
+    collector = _Collector(ctx.plan, ())
+    for release in ctx.releases:
+        collector.release(release)
+    by_name = {r.name: r for r in ctx.releases}
+    for reference, image in sorted(collector.images.items()):
+        if under(reference, mirror):
+            continue
+        for where in sorted(image.where):
+            release_name, _, place = where.partition(": ")
+            ctx.add(
+                by_name[release_name],
+                "lint.public-registry",
+                "error",
+                f"{place} names image '{reference}' outside images.mirror {mirror}: it could not be rewritten",
+                "name the image through a field gpucluster rewrites (docs/air-gap.md), or copy it and set "
+                "the chart's image value with overrides",
+                key=place,
+            )
+
+
 def check_credentials(ctx: _Ctx) -> None:
     """``lint.credential`` (module docstring): a literal credential in a release's values."""
     for release in ctx.releases:
@@ -1034,6 +1056,7 @@ def lint_result(
         check_runtime_classes(ctx)
         check_nfd_rules(ctx)
         check_images(ctx)
+        check_image_mirror(ctx)
         check_credentials(ctx)
         findings += ctx.findings
     return sort_findings(findings)

@@ -388,6 +388,23 @@ class ChartSources:
 # --------------------------------------------------------------------------- rendering
 
 
+def post_render(manifests: Mapping[str, str], image_mirror: str | None) -> dict[str, str]:
+    """``manifests`` as the cluster receives them: with ``image_mirror``, each template's objects
+    through :func:`gpucluster.charts.imagemirror.rewrite_stream` (the post-renderer Terraform runs);
+    a template that is not YAML is kept as it is (parsing reports it). Without: ``manifests``."""
+    if not image_mirror:
+        return dict(manifests)
+    from gpucluster.charts.imagemirror import rewrite_stream
+
+    out = {}
+    for path, text in manifests.items():
+        try:
+            out[path] = rewrite_stream(text, image_mirror)
+        except yaml.YAMLError:
+            out[path] = text
+    return out
+
+
 @dataclass
 class RenderedRelease:
     """One rendered ``helm_release``.
@@ -403,6 +420,9 @@ class RenderedRelease:
         missing_subcharts: dependency aliases that could not be had (rendered disabled).
         disabled_conditions: the values paths set false to render without them.
         defaults: the chart's coalesced default values (subcharts under their names).
+        image_mirror: the cluster's ``images.mirror``: :attr:`manifests` (and every re-render)
+            carry the image references Helm's post-renderer gives the cluster
+            (:func:`gpucluster.charts.imagemirror.rewrite_stream`); None: as the chart renders them.
     """
 
     cluster: str
@@ -417,6 +437,7 @@ class RenderedRelease:
     disabled_conditions: list[str] = field(default_factory=list)
     renderer: Any = None
     capabilities: Capabilities | None = None
+    image_mirror: str | None = None
 
     @property
     def name(self) -> str:
@@ -444,8 +465,10 @@ class RenderedRelease:
         if self.chart is None:
             raise ValueError(f"release {self.node.id} has no chart to render")
         if self.renderer is not None and not fresh:
-            return self.renderer.render_chart(self.chart, vals, self.node, self.capabilities)
-        return _render_chart(self.chart, vals, self.node, self.capabilities)
+            out = self.renderer.render_chart(self.chart, vals, self.node, self.capabilities)
+        else:
+            out = _render_chart(self.chart, vals, self.node, self.capabilities)
+        return post_render(out, self.image_mirror)
 
 
 @dataclass
@@ -917,10 +940,15 @@ class Renderer:
         return extra, disabled, missing
 
     def render_node(
-        self, cluster: str, node: PlanNode, caps: Capabilities | None = None
+        self,
+        cluster: str,
+        node: PlanNode,
+        caps: Capabilities | None = None,
+        image_mirror: str | None = None,
     ) -> tuple[RenderedRelease, list[LintFinding]]:
         """Render one release (see module docstring) with ``caps`` (its own chart's CRDs are
-        added to them). Findings name what could not be had."""
+        added to them), its image references at ``image_mirror`` when given (:func:`post_render`).
+        Findings name what could not be had."""
         findings: list[LintFinding] = []
         where: dict[str, Any] = dict(cluster=cluster, component=node.component, release=node.id)
         chart = self._node_chart(node, where, findings)
@@ -960,9 +988,12 @@ class Renderer:
             disabled_conditions=disabled,
             renderer=self,
             capabilities=caps,
+            image_mirror=image_mirror,
         )
         try:
-            release.manifests = dict(self.render_chart(path, render_values, node, caps))
+            release.manifests = post_render(
+                self.render_chart(path, render_values, node, caps), image_mirror
+            )
         except Exception as exc:  # HelmError: the chart refused the values
             findings.append(
                 LintFinding(
@@ -1038,7 +1069,9 @@ def render_plans(
             caps = Capabilities(kube, tuple(sorted(set(builtin) | crds)))
             if progress is not None:
                 progress(len(releases) + len(done) + 1, total, f"{plan.cluster.name}/{node.id}")
-            release, f = own.render_node(plan.cluster.name, node, caps)
+            release, f = own.render_node(
+                plan.cluster.name, node, caps, getattr(plan.cluster, "image_mirror", None)
+            )
             done[node.id] = release
             findings.extend(f)
 

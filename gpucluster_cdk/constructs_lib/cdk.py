@@ -450,7 +450,7 @@ def validation_errors(err: BaseException) -> list[str] | None:
 
 HELM_CLASSES: Mapping[str, tuple[str, ...]] = {
     "provider": ("HelmProvider", "HelmProviderKubernetes", "HelmProviderKubernetesExec"),
-    "release": ("Release", "ReleaseSet"),
+    "release": ("Release", "ReleasePostrender", "ReleaseSet"),
     "data_helm_template": ("DataHelmTemplate",),
 }
 """Helm binding: submodule -> the classes gpucluster uses from it (one line per submodule)."""

@@ -230,6 +230,11 @@ class CrdBundleSource:
     max_gz_bytes: int
 
 
+POSTRENDER_BINARY = "gpucluster"
+"""The post-renderer Terraform's Helm provider runs for a cluster with ``images.mirror``: the
+``gpucluster`` command on the ``PATH`` of the machine running ``terraform apply``."""
+
+
 @dataclass(frozen=True)
 class ReleaseOptions:
     """Options shared by both release constructs.
@@ -250,6 +255,10 @@ class ReleaseOptions:
         crd_source: a CRD step's chart (:class:`CrdBundleSource`), else None.
         description: Helm release description.
         provider: Helm provider instance (default: the stack's default ``helm`` provider).
+        image_mirror: the cluster's ``images.mirror``: the release gets Helm's post-renderer
+            ``gpucluster postrender --image-mirror <mirror>`` (``helm_release.postrender``), which
+            rewrites every image reference to the mirror (:mod:`gpucluster.charts.imagemirror`);
+            '' (default): none.
     """
 
     release_name: str
@@ -265,6 +274,7 @@ class ReleaseOptions:
     crd_source: CrdBundleSource | None = None
     description: str = ""
     provider: Any = None
+    image_mirror: str = ""
 
 
 @dataclass(frozen=True)
@@ -404,6 +414,12 @@ class _ReleaseConstruct(Construct):
             or None,
             provider=props.provider,
             lifecycle=lifecycle,
+            postrender=h.ReleasePostrender(
+                binary_path=POSTRENDER_BINARY,
+                args=["postrender", "--image-mirror", literal(props.image_mirror)],
+            )
+            if props.image_mirror
+            else None,
         )
         self.release.override_logical_id(props.release_name)
 

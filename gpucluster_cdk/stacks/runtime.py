@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpucluster.charts.crds import MAX_CRDS_GZ_BYTES
@@ -230,12 +231,19 @@ class RuntimeStack(TerraformStack):
             for node_id in layer:
                 node = by_id[node_id]
                 deps = [self.releases[d] for d in node.depends_on]
+                mirror = plan.cluster.image_mirror or ""
                 if node.kind == "chart":
                     release = HelmComponent(
-                        self, node.id, chart_release_props(node, depends_on=deps)
+                        self,
+                        node.id,
+                        replace(chart_release_props(node, depends_on=deps), image_mirror=mirror),
                     )
                 else:
                     release = LocalChartRelease(
-                        self, node.id, local_chart_release_props(node, depends_on=deps)
+                        self,
+                        node.id,
+                        replace(
+                            local_chart_release_props(node, depends_on=deps), image_mirror=mirror
+                        ),
                     )
                 self.releases[node.id] = release
