@@ -1,5 +1,5 @@
 """A property of ``upgrade-check``: for changes drawn from the cluster file's keys (name, region,
-backend, gpuStack, system and GPU pools, driver overrides, the driver upgrade policy) and for
+backend, gpuStack, system, CPU and GPU pools, driver overrides, the driver upgrade policy) and for
 workloads drawn at random on the cluster (GPU pods of every kind -- whole GPUs, MIG slices, shared
 GPUs, ResourceClaims --, bare or owned, in any namespace; CPU pods; every node's upgrade state
 ``upgrade-done`` or none; snapshots that do or do not say they list every namespace):
@@ -73,6 +73,8 @@ def cluster_docs(draw) -> dict:
             "nodeCount": draw(st.integers(1, 3)),
         },
     ]
+    if draw(st.booleans()):
+        pools.insert(1, {"name": "cpu", "vmSize": SYSTEM_SIZES[0], "nodeCount": 1})
     if draw(st.booleans()):
         pools.append({"name": "gpu2", "vmSize": GPU_SIZES[0], "nodeCount": 1})
     doc["pools"] = pools
@@ -160,7 +162,17 @@ def changes(draw) -> tuple[dict, dict]:
     keys = draw(
         st.lists(
             st.sampled_from(
-                ["name", "region", "backend", "profile", "system", "gpu", "gpu2", "overrides"]
+                [
+                    "name",
+                    "region",
+                    "backend",
+                    "profile",
+                    "system",
+                    "cpu",
+                    "gpu",
+                    "gpu2",
+                    "overrides",
+                ]
             ),
             min_size=1,
             max_size=2,
@@ -168,12 +180,13 @@ def changes(draw) -> tuple[dict, dict]:
         )
     )
     for key in keys:
-        if key in ("system", "gpu", "gpu2"):
+        if key in ("system", "cpu", "gpu", "gpu2"):
             theirs = {p["name"]: p for p in other["pools"]}
             pools = [p for p in new["pools"] if p["name"] != key]
             if key in theirs:
-                pools.insert(min(len(pools), 1 if key != "system" else 0), theirs[key])
-            new["pools"] = sorted(pools, key=lambda p: ("system", "gpu", "gpu2").index(p["name"]))
+                pools.append(theirs[key])
+            order = ("system", "cpu", "gpu", "gpu2")
+            new["pools"] = sorted(pools, key=lambda p: order.index(p["name"]))
         elif key in other:
             new[key] = copy.deepcopy(other[key])
         else:
