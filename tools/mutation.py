@@ -391,8 +391,25 @@ def _mutmut(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _sync_data() -> None:
+    """Copy the code's non-Python files (catalog, schemas, templates) that changed into ``mutants/``:
+    mutmut copies a file only when ``mutants/`` lacks it, and regenerates only Python files."""
+    import filecmp
+    import shutil
+
+    for src in (ROOT / "gpucluster").rglob("*"):
+        if not src.is_file() or src.suffix in (".py", ".pyc") or "__pycache__" in src.parts:
+            continue
+        dst = MUTANTS / src.relative_to(ROOT)
+        if dst.exists() and filecmp.cmp(src, dst, shallow=False):
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
 def _generate() -> None:
-    """mutmut's ``mutants/`` without running anything (its own copy and mutation steps)."""
+    """mutmut's ``mutants/`` without running anything (its own copy and mutation steps), with the
+    code's data files brought up to date (:func:`_sync_data`)."""
     code = (
         "import os\n"
         "from mutmut.mutation.trampoline import set_mutant_under_test\n"
@@ -406,6 +423,7 @@ def _generate() -> None:
     )
     if proc.returncode != 0:
         sys.exit(f"mutmut could not make the mutants:\n{proc.stderr[-3000:]}")
+    _sync_data()
 
 
 def _meta(module: str) -> dict[str, int | None]:
