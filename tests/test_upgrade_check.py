@@ -334,11 +334,11 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path):
     a = aks_file(tmp_path / "a.yaml")
     code, out, err = run(tmp_path, str(tmp_path / "missing.yaml"), a, fmt="text")
     assert code == 2 and out == ""
-    assert (
-        err.count("\n") == 1
-        and err.startswith("error[input] file=")
-        and "does not exist" in err
-        and "fix:" in err
+    missing = tmp_path / "missing.yaml"
+    assert err == (
+        f"error[input] file={missing} key=--from: file '{missing}' does not exist (allowed: a "
+        "cluster file, a RecipeResult, REV:path, or REV with a file on the other side) fix: check "
+        "the path, or name a git revision (e.g. HEAD~1 or main:gpucluster.yaml)\n"
     )
     bad = write(
         tmp_path / "bad.yaml", {"clusters": [{"name": "lab", "criteria": {"service": "nope"}}]}
@@ -784,6 +784,7 @@ def test_clusters_added_and_removed(tmp_path):
         ("gone", "manual"),
         ("lab", "safe"),
     ]
+    assert {c["service"] for c in report["clusters"]} == {"aks"}
     added, removed = change(report, "cluster", "fresh"), change(report, "cluster", "gone")
     assert (added["change"], removed["change"]) == ("added", "removed")
     assert added["reasons"] == [
@@ -829,6 +830,11 @@ def test_enabling_the_dra_driver_adds_it_and_takes_its_crds_over(tmp_path):
         f"({crds[0]}: gpu-operator -> nvidia-dra-driver-gpu, "
         f"{crds[1]}: gpu-operator -> nvidia-dra-driver-gpu)"
     )
+    _, back, _ = run(tmp_path, aks_file(tmp_path / "b.yaml"), old)
+    assert dra["to"] == change(back, "nvidia-dra-driver-gpu")["from"] != ""
+    code, text, _ = run(tmp_path, old, aks_file(tmp_path / "b.yaml"), fmt="text")
+    assert f"    CRDs added: {', '.join(crds)}" in text.splitlines()
+    assert f"    CRDs removed: {', '.join(crds)}" in text.splitlines()
     gpu = change(report, "gpu-operator")
     assert (gpu["change"], gpu["values"], gpu["verdict"]) == ("values", [], "safe")
     assert gpu["crds"]["removed"] == crds and gpu["crds"]["ownerChanges"] == moves
