@@ -1035,3 +1035,49 @@ def test_finished_pods_use_no_gpu_and_the_policy_decides_how_many_nodes_go(tmp_p
         "3 of 5 nodes out at once (maxParallelUpgrades 0, maxUnavailable 3): at least 16 of 40 "
         "schedulable GPUs left"
     )
+
+
+def test_the_ctrf_extras_say_what_the_json_says(tmp_path, driver_change):
+    """Each CTRF test's ``extra``: its kind and live verdict, and per kind the file verdict, the
+    GPUs now and during the change, or the node's pool, GPU pods, bare pods and upgrade state
+    (empty values left out); an unchanged cluster's text report says "no change"."""
+    _, doc, _ = judge(tmp_path, *driver_change, faulted_items())
+    _, ctrf, _ = judge(tmp_path, *driver_change, faulted_items(), fmt="ctrf")
+    extras = {t["name"]: t["extra"] for t in json.loads(ctrf)["results"]["tests"]}
+
+    def present(d: dict) -> dict:
+        return {k: v for k, v in d.items() if v != ""}
+
+    expected = {
+        f"component/{c['component']}": {
+            "kind": "component",
+            "fileVerdict": c["fileVerdict"],
+            "verdict": c["verdict"],
+        }
+        for c in doc["components"]
+    }
+    for p in doc["pools"]:
+        expected[f"pool/{p['pool']}"] = {
+            "kind": "pool",
+            "verdict": p["verdict"],
+            "gpusSchedulableNow": str(p["gpusSchedulableNow"]),
+            "gpusSchedulableDuring": str(p["gpusSchedulableDuring"]),
+        }
+    for n in doc["nodes"]:
+        expected[f"node/{n['node']}"] = present(
+            {
+                "kind": "node",
+                "pool": n["pool"],
+                "verdict": n["verdict"],
+                "gpuPods": str(len(n["gpuPods"])),
+                "barePods": str(len(n["barePods"])),
+                "upgradeState": n["upgradeState"],
+            }
+        )
+    assert extras == expected
+    unchanged = cluster_file(tmp_path / "same.yaml")
+    code, text, _ = judge(tmp_path, unchanged, unchanged, healthy_items(2), fmt="text")
+    assert code == 0 and text.splitlines()[1:3] == [
+        "  COMPONENT  FILE  NOW   NOTE",
+        "  -          -     SAFE  no change",
+    ]
