@@ -168,7 +168,12 @@ def test_inert_waiver_rejected(catalog):
         values=with_values({("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride"): True}),
     )
     [f] = by_id(findings, "GPU-ADVERTISER")
-    assert "inert waiver" in f.message
+    assert (f.component, f.key) == ("nvidia-dra-driver-gpu", "resources.gpus.enabled")
+    assert f.message == (
+        "partial flip: gpuResourcesEnabledOverride=true while resources.gpus.enabled=false is an "
+        "inert waiver; the allocation policy is ambiguous"
+    )
+    assert f.fix.startswith("pick one policy and set all three keys together in a recipe overlay")
 
 
 def test_no_advertiser_rejected(catalog):
