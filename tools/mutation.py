@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -395,7 +396,6 @@ def _sync_data() -> None:
     """Copy the code's non-Python files (catalog, schemas, templates) that changed into ``mutants/``:
     mutmut copies a file only when ``mutants/`` lacks it, and regenerates only Python files."""
     import filecmp
-    import shutil
 
     for src in (ROOT / "gpucluster").rglob("*"):
         if not src.is_file() or src.suffix in (".py", ".pyc") or "__pycache__" in src.parts:
@@ -595,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
                 survivors.append((module, name, key))
             else:
                 reports[module].results.append(Result(key, status, name))
+    # the tests as they are now (a test added while mutmut ran can only kill more)
+    shutil.copytree(ROOT / "tests", MUTANTS / "tests", dirs_exist_ok=True)
     hands = [h for h in HAND_MUTANTS if h.module in reports and not args.no_hand]
     print(
         f"re-running {len(survivors)} survivors against whole test files; {len(hands)} hand mutants",
