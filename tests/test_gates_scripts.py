@@ -336,6 +336,10 @@ def test_daemonset_rolled_out(tmp_path, shell):
             "1||||",
             "generation 1 (observed 0), desired 0, updated 0, available 0, current 0",
         ),  # fresh object
+        (
+            "4|4|2|2|n/a|2",
+            "generation 4 (observed 4), desired 2, updated 2, available 0, current 2",
+        ),  # a field that is no count reads as 0
     ],
 )
 def test_daemonset_not_rolled_out(tmp_path, shell, status, seen):
