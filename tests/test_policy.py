@@ -747,3 +747,18 @@ def test_findings_come_errors_first_then_warnings_then_info(catalog):
     severities = [f.severity for f in findings]
     assert {"error", "warning", "info"} <= set(severities), findings
     assert severities == sorted(severities, key=["error", "warning", "info"].index)
+
+
+def test_an_absent_dra_waiver_is_off(catalog):
+    """The DRA chart's ``gpuResourcesEnabledOverride`` defaults to false: GPUs through DRA with the
+    waiver absent are a partial flip, keyed on the waiver."""
+    values = with_values(
+        {
+            ("gpu-operator", "devicePlugin.enabled"): False,
+            ("nvidia-dra-driver-gpu", "resources.gpus.enabled"): True,
+        }
+    )
+    del values["nvidia-dra-driver-gpu"]["gpuResourcesEnabledOverride"]
+    [f] = by_id(check(catalog, values=values), "GPU-ADVERTISER")
+    assert (f.component, f.key) == ("nvidia-dra-driver-gpu", "gpuResourcesEnabledOverride")
+    assert f.message.startswith("partial flip: the DRA driver's resources.gpus.enabled=true")
