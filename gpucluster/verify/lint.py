@@ -36,6 +36,11 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
 * ``lint.public-registry`` -- with ``images.mirror``, no rendered object names an image outside
   the mirror (after the rewrite of :mod:`gpucluster.charts.imagemirror`).
 * ``lint.credential`` -- no password, token or secret as a literal string in the values.
+* ``lint.service-ref`` -- every in-cluster Service a container reaches by URL (an ``http(s)://``
+  URL in its ``args``, ``command`` or ``env`` values whose host is a bare Service name, or
+  ``<name>.<namespace>.svc[.cluster.local]``) is a Service some release of the stack renders:
+  prometheus-adapter's ``--prometheus-url=http://kube-prometheus-prometheus:9090/`` with
+  kube-prometheus-stack turned off reaches nothing.
 
 A check whose answer depends on a release that was not rendered (its chart could not be had: a
 RuntimeClass or a CRD another chart may provide) is not decided: an ``info`` finding with the
@@ -1034,6 +1039,72 @@ def check_credentials(ctx: _Ctx) -> None:
             )
 
 
+_SERVICE_URL = re.compile(
+    r"https?://([a-z0-9]([-a-z0-9]*[a-z0-9])?)"
+    r"(?:\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(?:\.cluster\.local)?)?(?=[:/\s\"']|$)"
+)
+"""An ``http(s)://`` URL whose host is a bare Service name (group 1) or
+``<name>.<namespace>.svc[.cluster.local]`` (groups 1 and 3); other hosts are not the stack's."""
+
+
+def _container_strings(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(field path, text)`` of every ``args``/``command`` item and ``env[].value`` of every
+    container and init container anywhere in ``doc`` (pod specs and pod templates)."""
+
+    def walk(node: Any, where: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in ("containers", "initContainers") and isinstance(value, list):
+                    for i, c in enumerate(value):
+                        if not isinstance(c, Mapping):
+                            continue
+                        at = ".".join((*where, f"{key}[{i}]"))
+                        for field in ("args", "command"):
+                            for j, text in enumerate(c.get(field) or []):
+                                if isinstance(text, str):
+                                    yield f"{at}.{field}[{j}]", text
+                        for j, env in enumerate(c.get("env") or []):
+                            if isinstance(env, Mapping) and isinstance(env.get("value"), str):
+                                yield f"{at}.env[{j}].value", env["value"]
+                else:
+                    yield from walk(value, (*where, str(key)))
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                yield from walk(item, (*where[:-1], f"{where[-1]}[{i}]") if where else (f"[{i}]",))
+
+    yield from walk(doc, ())
+
+
+def check_service_refs(ctx: _Ctx) -> None:
+    """``lint.service-ref`` (module docstring)."""
+    services: set[tuple[str, str]] = set()
+    for release, _path, doc in iter_objects(ctx.releases):
+        if doc.get("kind") == "Service" and str(doc.get("apiVersion", "")) == "v1":
+            meta = doc.get("metadata") or {}
+            services.add(
+                (str(meta.get("namespace") or release.node.namespace), str(meta.get("name")))
+            )
+    for release, path, doc in iter_objects(ctx.releases):
+        namespace = str((doc.get("metadata") or {}).get("namespace") or release.node.namespace)
+        for field_path, text in _container_strings(doc):
+            for m in _SERVICE_URL.finditer(text):
+                name, ns = m.group(1), m.group(3) or namespace
+                if name == "localhost" or (ns, name) in services:
+                    continue
+                ctx.add_or_undecided(
+                    release,
+                    "lint.service-ref",
+                    "error",
+                    f"{_obj_key(doc)} ({path}) reaches {m.group(0)} at {field_path}, but no release of the "
+                    f"stack renders Service {ns}/{name}: nothing answers there",
+                    "install what provides the Service (e.g. keep kube-prometheus-stack), or point the "
+                    "component's URL value at a Service that exists",
+                    key=field_path,
+                    undecided=f"{_obj_key(doc)} ({path}) reaches Service {ns}/{name} at {field_path}, "
+                    "which no rendered release creates",
+                )
+
+
 def lint_result(
     result: RenderResult, *, extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()
 ) -> list[LintFinding]:
@@ -1058,6 +1129,7 @@ def lint_result(
         check_images(ctx)
         check_image_mirror(ctx)
         check_credentials(ctx)
+        check_service_refs(ctx)
         findings += ctx.findings
     return sort_findings(findings)
 
