@@ -29,6 +29,7 @@ from packaging.requirements import Requirement
 import gpucluster
 from gpucluster import cli
 from gpucluster import init as init_mod
+from gpucluster.errors import GpuclusterError
 from gpucluster.inputs.config import CLUSTER_NAME, CLUSTER_NAME_MAX, load_config
 from gpucluster.pipeline import build_plans
 from gpucluster.plugins import platforms
@@ -472,3 +473,31 @@ def test_the_example_backend_names_init_writes_are_warned_at_plan_until_replaced
     err = io.StringIO()
     assert cli.main(["plan", "--config", str(config)], stdout=io.StringIO(), stderr=err) == 0
     assert "BACKEND-PLACEHOLDER" not in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "service, intent, backend",
+    [
+        (s, i, b)
+        for s in init_mod.SERVICES
+        for i in ("training", "inference")
+        for b in init_mod.BACKENDS
+    ],
+)
+def test_every_warning_of_a_scaffolds_first_plan_is_named_in_its_cluster_file(
+    service, intent, backend, tmp_path
+):
+    """What `gpucluster init` writes plans; each warning the first plan prints is one the
+    written gpucluster.yaml names, with what to do, before the user runs it."""
+    try:
+        init_mod.init_project(
+            tmp_path, init_mod.InitOptions(service=service, intent=intent, backend=backend)
+        )
+    except GpuclusterError:
+        pytest.skip(f"{service} has no {intent} recipes")
+    config = tmp_path / "gpucluster.yaml"
+    err = io.StringIO()
+    assert cli.main(["plan", "--config", str(config)], stdout=io.StringIO(), stderr=err) == 0
+    warned = set(re.findall(r"^warning\[([A-Za-z0-9._-]+)\]", err.getvalue(), re.M))
+    text = config.read_text()
+    assert [w for w in sorted(warned) if w not in text] == []
