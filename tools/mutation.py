@@ -45,6 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
+RESULTS = MUTANTS / "mutation-results.json"
+"""The last run's results per module (written by every run, read by ``--summary``)."""
 
 MODULES: dict[str, tuple[str, ...]] = {
     "gpucluster/charts/gates.py": (
@@ -353,6 +355,9 @@ EQUIVALENT: dict[str, str] = {
     '-return worst(found) if found else "safe" +return worst(found) if (found) or True else "safe"': (
         "worst() of no verdicts is already 'safe'"
     ),
+    "gpucluster/verify/upgrade_check.py: run_sides: "
+    '-a = load_side(old, new, workdir / "from", key="--from") '
+    '+a = load_side(old, new, workdir / "from", )': "'--from' is load_side's default key",
 }
 """Survivors set aside, keyed ``module: function: -old +new`` as printed, with why the mutant
 cannot change what the code does."""
@@ -528,6 +533,40 @@ def _hand(mutant: HandMutant) -> Result:
     return Result(key, "killed" if code not in (0, 5) else "survived", "hand mutant, whole files")
 
 
+def _print_scores(
+    results: dict[str, list[Result]], about: dict[str, str], min_score: float
+) -> bool:
+    """Print each module's score and survivors (:data:`EQUIVALENT` set aside); True when one
+    scores below ``min_score``."""
+    failing = False
+    print()
+    for module, found in results.items():
+        aside = [r for r in found if r.status == "survived" and r.key in EQUIVALENT]
+        alive = [r for r in found if r.status in ("survived", "stale") and r.key not in EQUIVALENT]
+        counted = len(found) - len(aside)
+        killed = counted - len(alive)
+        score = 100.0 * killed / counted if counted else 100.0
+        failing |= score < min_score
+        print(
+            f"{module}: {score:.1f}% ({killed} killed of {counted}; {len(found)} run: "
+            f"{about[module]}; {len(aside)} set aside as equivalent)"
+        )
+        for r in sorted(alive, key=lambda r: r.key):
+            print(f"  survived: {r.key}  [{r.how}]")
+        for r in sorted(aside, key=lambda r: r.key):
+            print(f"  equivalent: {r.key}: {EQUIVALENT[r.key]}")
+    return failing
+
+
+def _summary(min_score: float) -> int:
+    """``--summary``: the scores of the last run (:data:`RESULTS`) with today's :data:`EQUIVALENT`."""
+    if not RESULTS.exists():
+        sys.exit(f"no results yet ({RESULTS}): run without --summary first")
+    doc = json.loads(RESULTS.read_text(encoding="utf-8"))
+    results = {m: [Result(*r) for r in rs] for m, rs in doc["results"].items()}
+    return 1 if _print_scores(results, doc["about"], min_score) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", type=int, default=40, help="mutants per module (0: all)")
@@ -542,7 +581,14 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the kills mutmut stored for the sample (it forgets them when a function changes); "
         "run the rest",
     )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="print the last run's scores again (with the equivalent mutants named since)",
+    )
     args = parser.parse_args(argv)
+    if args.summary:
+        return _summary(args.min_score)
     modules = args.module or list(MODULES)
     started = time.monotonic()
 
@@ -618,27 +664,24 @@ def main(argv: list[str] | None = None) -> int:
         for module, results in zip(modules, pool.map(one_module, modules), strict=True):
             reports[module].results.extend(results)
 
-    failing = False
-    print()
-    for module in modules:
-        results = reports[module].results
-        aside = [r for r in results if r.status == "survived" and r.key in EQUIVALENT]
-        alive = [
-            r for r in results if r.status in ("survived", "stale") and r.key not in EQUIVALENT
-        ]
-        counted = len(results) - len(aside)
-        killed = counted - len(alive)
-        score = 100.0 * killed / counted if counted else 100.0
-        failing |= score < args.min_score
-        print(
-            f"{module}: {score:.1f}% ({killed} killed of {counted}; {len(results)} run: "
-            f"{len(sample[module])} of mutmut's {total[module]} mutants + hand mutants; "
-            f"{len(aside)} set aside as equivalent)"
-        )
-        for r in sorted(alive, key=lambda r: r.key):
-            print(f"  survived: {r.key}  [{r.how}]")
-        for r in sorted(aside, key=lambda r: r.key):
-            print(f"  equivalent: {r.key}: {EQUIVALENT[r.key]}")
+    about = {
+        m: f"{len(sample[m])} of mutmut's {total[m]} mutants (seed {args.seed}) + hand mutants"
+        for m in modules
+    }
+    by_module = {m: reports[m].results for m in modules}
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "about": about,
+                "results": {
+                    m: [[r.key, r.status, r.how] for r in rs] for m, rs in by_module.items()
+                },
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
+    failing = _print_scores(by_module, about, args.min_score)
     elapsed = time.monotonic() - started
     per = run_seconds / max(1, len(names))
     full = per * sum(total.values())
