@@ -10,13 +10,17 @@ functions of :data:`MODULES`; this script
 3. runs each survivor again against the whole test files those tests live in (or the module's
    :data:`MODULES` files when mutmut saw none): mutmut does not see a test that only reads a
    module-scoped fixture, so a survivor is counted only when the whole files pass;
-4. applies :data:`HAND_MUTANTS`, mutations of module-level code mutmut leaves alone (the gate
-   shell scripts, regexes, state sets), one at a time to ``mutants/`` and runs the module's files;
+4. runs the module's test files without a mutant (a module whose tests fail so is reported
+   ``NOT MEASURED``: every mutant would look killed), then applies :data:`HAND_MUTANTS`,
+   mutations of module-level code mutmut leaves alone (the gate shell scripts, regexes, state
+   sets), one at a time to ``mutants/`` and runs the module's files;
 5. prints per module: mutants run, killed, survived, set aside (:data:`EQUIVALENT`, each with why
    it cannot change what the code does) and the score ``killed / (run - set aside)``, then every
    survivor as ``function: -old +new``.
 
-Steps 3 and 4 run per module, the modules side by side (``--jobs``). ``--recheck`` keeps the kills
+Steps 3 and 4 run per module, the modules side by side (``--jobs``). Leave the checkout as it is
+while a run lasts: the tests run on the copy in ``mutants/``, but the platform plugins are
+imported from the checkout (their editable install). ``--recheck`` keeps the kills
 mutmut stored for the sampled mutants in ``mutants/`` (mutmut forgets a function's results when
 its code changes) and runs only the rest. Exit code 0 when every module scores at least
 ``--min-score`` (default 90), else 1.
@@ -542,6 +546,10 @@ def _print_scores(
     print()
     for module, found in results.items():
         aside = [r for r in found if r.status == "survived" and r.key in EQUIVALENT]
+        if any(r.status == "not measured" for r in found):
+            print(f"{module}: NOT MEASURED: its test files fail without a mutant (mutants/ stale?)")
+            failing = True
+            continue
         alive = [r for r in found if r.status in ("survived", "stale") and r.key not in EQUIVALENT]
         counted = len(found) - len(aside)
         killed = counted - len(alive)
@@ -652,7 +660,10 @@ def main(argv: list[str] | None = None) -> int:
     def one_module(module: str) -> list[Result]:
         """A module's survivors, then its hand mutants (which edit its file in mutants/): one at
         a time, while other modules run in the other workers."""
-        out = []
+        out: list[Result] = []
+        if _pytest(list(MODULES[module]), "", 1800) != 0:
+            # a failure without a mutant would count every mutant as killed
+            return [Result(f"{module}: the tests fail without a mutant", "not measured")]
         for m, name, key in survivors:
             if m == module:
                 code = _pytest(_tests_files(name, module), name, 1800)
