@@ -527,11 +527,14 @@ def _hand(mutant: HandMutant) -> Result:
     key = _hand_key(mutant)
     if text.count(mutant.old) != 1:
         return Result(key, "stale", f"the text to mutate is found {text.count(mutant.old)} times")
+    stamp = path.stat()
     try:
         path.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
         code = _pytest(list(MODULES[mutant.module]), "", timeout=1800)
     finally:
         path.write_text(text, encoding="utf-8")
+        # mutmut regenerates a file only when the code is newer than it: keep its time
+        os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     if code == -1:
         return Result(key, "timeout")
     return Result(key, "killed" if code not in (0, 5) else "survived", "hand mutant, whole files")
