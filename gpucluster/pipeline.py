@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import pickle
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpucluster.charts import crds as crds_mod
 from gpucluster.charts import gates as gates_mod
@@ -28,6 +28,9 @@ from gpucluster.model import (
     ClusterSpec,
     Component,
     Finding,
+    GateSpec,
+    LocalChart,
+    PlanNode,
     Platform,
     Recipe,
     RuntimePlan,
@@ -44,6 +47,9 @@ from gpucluster.recipes import policy as policy_mod
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes import scheduling as scheduling_mod
 from gpucluster.values import deep_merge
+
+if TYPE_CHECKING:  # annotations only
+    from gpucluster.recipes.recipe_result import FileIntent
 
 
 def check_declared_inputs(cluster: ClusterSpec, platform: Platform) -> None:
@@ -247,6 +253,81 @@ def surge_pairs(cluster: ClusterSpec) -> list[tuple[str, str]]:
     return sorted((p.name, p.replaces) for p in cluster.pools if p.replaces is not None)
 
 
+def _recipe_file_intent(cluster: ClusterSpec) -> tuple[ClusterSpec, FileIntent | None]:
+    """``(cluster, intent)``: what the cluster's RecipeResult file (``recipe_file``) asks for.
+
+    The file's values choose the profile when the cluster does not (before the platform reads
+    it): its ``selection`` is merged over the cluster's ``profile``. ``(cluster, None)`` without
+    a recipe file.
+
+    Raises:
+        GpuclusterError: see :func:`gpucluster.recipes.recipe_result.file_intent`.
+    """
+    if not cluster.recipe_file:
+        return cluster, None
+    from gpucluster.recipes import recipe_result
+
+    intent = recipe_result.file_intent(
+        cluster.recipe_file,
+        catalog_mod.load_catalog(),
+        cluster=cluster,
+        display=recipe_mod.recipe_display(cluster),
+    )
+    if intent.selection:
+        cluster = dataclasses.replace(cluster, profile={**cluster.profile, **intent.selection})
+    return cluster, intent
+
+
+def _ordered_nodes(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: dict[str, Component],
+    catalog,
+    manifest_charts: dict[tuple[str, str], LocalChart],
+    gate_charts: list[tuple[GateSpec, LocalChart, dict[str, Any]]],
+    gate_specs: list[GateSpec],
+    objects: dict[tuple[str, str, str, str], str],
+) -> list[PlanNode]:
+    """The plan's nodes, in order: releases, manifest charts, gates and CRD steps (the graph),
+    then the scheduler-profile plan node, teardown nodes, the validation node, chart mirrors.
+
+    Raises:
+        GpuclusterError: a gate waits for an object nothing renders, a custom resource is
+            applied before its CRD, or a name or mirror check of the graph fails.
+    """
+    crd_steps = crds_mod.crd_steps(cluster, components, catalog)
+    surge = surge_pairs(cluster)
+    nodes = graph.build_nodes(
+        cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps, surge
+    )
+    gates_mod.check_gate_objects(
+        cluster, gate_specs, components, objects, recipe=recipe
+    )  # after the graph's name checks
+    owners = crds_mod.crd_owners(components, catalog)
+    crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
+    if (
+        cluster.scheduler_profiles
+    ):  # AKS configurable scheduler profiles (docs/scheduler-profiles.md)
+        from gpucluster.inputs.scheduler_profiles import order_training_runtime, plan_node
+
+        nodes = [
+            plan_node(cluster, taken={n.id for n in nodes}),
+            *order_training_runtime(cluster, nodes),
+        ]
+    nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
+    if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
+        from gpucluster.verify import (
+            gate as validation_gate,
+        )  # only for clusters that set settings.validate
+
+        if validation_gate.validation_enabled(cluster):
+            nodes = nodes + [validation_gate.validation_node(cluster, recipe, components, nodes)]
+    nodes = mirrors_mod.apply_mirrors(
+        nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source
+    )
+    return nodes
+
+
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     """Resolve one cluster into a :class:`RuntimePlan`.
 
@@ -258,18 +339,7 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
             (all error findings of the cluster, one Problem each).
     """
     pm = get_plugin_manager()
-    intent = None
-    if cluster.recipe_file:  # the file's values choose the profile when the cluster does not (before the platform reads it)
-        from gpucluster.recipes import recipe_result
-
-        intent = recipe_result.file_intent(
-            cluster.recipe_file,
-            catalog_mod.load_catalog(),
-            cluster=cluster,
-            display=recipe_mod.recipe_display(cluster),
-        )
-        if intent.selection:
-            cluster = dataclasses.replace(cluster, profile={**cluster.profile, **intent.selection})
+    cluster, intent = _recipe_file_intent(cluster)
     cluster = prepare_cluster(cluster)
     catalog = catalog_mod.load_catalog()
     recipe, components = resolved_components(cluster, catalog)
@@ -340,35 +410,8 @@ def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:
     gate_charts = [
         (spec, *gates_mod.render_gate_chart(cluster, spec, components)) for spec in gate_specs
     ]
-    crd_steps = crds_mod.crd_steps(cluster, components, catalog)
-    surge = surge_pairs(cluster)
-    nodes = graph.build_nodes(
-        cluster.name, recipe, components, manifest_charts, gate_charts, crd_steps, surge
-    )
-    gates_mod.check_gate_objects(
-        cluster, gate_specs, components, objects, recipe=recipe
-    )  # after the graph's name checks
-    owners = crds_mod.crd_owners(components, catalog)
-    crds_mod.check_custom_resource_order(cluster.name, nodes, owners)
-    if (
-        cluster.scheduler_profiles
-    ):  # AKS configurable scheduler profiles (docs/scheduler-profiles.md)
-        from gpucluster.inputs.scheduler_profiles import order_training_runtime, plan_node
-
-        nodes = [
-            plan_node(cluster, taken={n.id for n in nodes}),
-            *order_training_runtime(cluster, nodes),
-        ]
-    nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
-    if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
-        from gpucluster.verify import (
-            gate as validation_gate,
-        )  # only for clusters that set settings.validate
-
-        if validation_gate.validation_enabled(cluster):
-            nodes = nodes + [validation_gate.validation_node(cluster, recipe, components, nodes)]
-    nodes = mirrors_mod.apply_mirrors(
-        nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source
+    nodes = _ordered_nodes(
+        cluster, recipe, components, catalog, manifest_charts, gate_charts, gate_specs, objects
     )
     return RuntimePlan(
         cluster=cluster,

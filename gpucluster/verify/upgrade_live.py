@@ -622,6 +622,43 @@ def _component_verdicts(
     return components
 
 
+def _judge_driver_rollout(n: NodeState, auto: bool) -> None:
+    """Add to ``n`` what a driver change does on it: how the new driver rolls out (by the GPU
+    Operator's upgrade controller when ``auto``, else by hand: the driver DaemonSet updates
+    OnDelete), and a ``("driver", "manual")`` verdict for GPU pods evicted, autoUpgrade off, or an
+    upgrade already pending, failed or in progress on the node (its upgrade-state label).
+    """
+    if auto:
+        n.actions.append(
+            "driver re-install by the GPU Operator's upgrade controller (cordon, GPU pods deleted, drain)"
+        )
+    else:
+        n.actions.append(
+            "driver re-install when the node's driver pod is deleted by hand (autoUpgrade off: "
+            "the driver DaemonSet updates OnDelete)"
+        )
+        n.verdicts.append(("driver", "manual"))
+        n.notes.append(
+            "autoUpgrade is off: nothing rolls the new driver out; delete each node's "
+            "nvidia-driver-daemonset pod after draining it (GPU Driver Upgrades, without the upgrade controller)"
+        )
+    if n.gpu_pods:
+        n.verdicts.append(("driver", "manual"))
+        n.notes.append(f"{len(n.gpu_pods)} GPU pods are evicted: {_pods_text(n.gpu_pods)}")
+    if n.upgrade_state in STUCK_STATES:
+        n.verdicts.append(("driver", "manual"))
+        n.notes.append(
+            f"node is in {n.upgrade_state}: a driver upgrade is already pending or failed here; "
+            "finish it (kubectl describe node, the driver pod's logs) before another"
+        )
+    elif n.upgrade_state not in DONE_STATES:
+        n.verdicts.append(("driver", "manual"))
+        n.notes.append(
+            f"node is in {n.upgrade_state}: a driver upgrade is in progress here; let it "
+            f"reach upgrade-done (kubectl get nodes -L {UPGRADE_STATE_LABEL}) before another"
+        )
+
+
 def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -> LiveReport:
     """Judge ``report`` (one cluster: ``old`` -> ``new``) on ``snap`` (see the module docstring).
 
@@ -674,35 +711,7 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                     f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
                 )
         if driver:
-            if auto:
-                n.actions.append(
-                    "driver re-install by the GPU Operator's upgrade controller (cordon, GPU pods deleted, drain)"
-                )
-            else:
-                n.actions.append(
-                    "driver re-install when the node's driver pod is deleted by hand (autoUpgrade off: "
-                    "the driver DaemonSet updates OnDelete)"
-                )
-                n.verdicts.append(("driver", "manual"))
-                n.notes.append(
-                    "autoUpgrade is off: nothing rolls the new driver out; delete each node's "
-                    "nvidia-driver-daemonset pod after draining it (GPU Driver Upgrades, without the upgrade controller)"
-                )
-            if n.gpu_pods:
-                n.verdicts.append(("driver", "manual"))
-                n.notes.append(f"{len(n.gpu_pods)} GPU pods are evicted: {_pods_text(n.gpu_pods)}")
-            if n.upgrade_state in STUCK_STATES:
-                n.verdicts.append(("driver", "manual"))
-                n.notes.append(
-                    f"node is in {n.upgrade_state}: a driver upgrade is already pending or failed here; "
-                    "finish it (kubectl describe node, the driver pod's logs) before another"
-                )
-            elif n.upgrade_state not in DONE_STATES:
-                n.verdicts.append(("driver", "manual"))
-                n.notes.append(
-                    f"node is in {n.upgrade_state}: a driver upgrade is in progress here; let it "
-                    f"reach upgrade-done (kubectl get nodes -L {UPGRADE_STATE_LABEL}) before another"
-                )
+            _judge_driver_rollout(n, auto)
         if dra_rolls:
             n.actions.append(
                 "DRA kubelet plugin re-roll (its pod restarts; running claims stay prepared)"
