@@ -174,3 +174,38 @@ def test_every_gate_object_is_rendered_by_a_release_the_plan_names(reference_cha
                 )
                 checked += 1
     assert checked > 50
+
+
+def test_a_gate_object_missing_from_a_cluster_file_is_keyed_on_manifest_files():
+    """A cluster file (no RecipeResult): the refusal names the cluster file and the key
+    ``manifestFiles`` (a RecipeResult's would be ``componentRefs[i].manifestFiles``)."""
+    from gpucluster.errors import GpuclusterError
+    from gpucluster.model import ClusterSpec, Component, ComponentRef, Criteria, GateSpec
+
+    cluster = ClusterSpec(name="lab", criteria=Criteria(service="aks"), source="lab.yaml")
+    spec = gates_mod.validate_gate(
+        GateSpec(
+            name="nfd-widget-ready",
+            component="nfd",
+            kind="resource-condition",
+            api_version="example.com/v1",
+            resource="widgets",
+            kind_name="Widget",
+            name_of_object="w",
+            jsonpath="{.status.state}",
+            value="ready",
+        ),
+        plugin="tests",
+        cluster=cluster,
+    )
+    components = {"nfd": Component(ref=ComponentRef(name="nfd", namespace="nfd"), values={})}
+    try:
+        gates_mod.check_gate_objects(cluster, [spec], components, {})
+    except GpuclusterError as err:
+        (line,) = err.render().splitlines()
+    else:
+        raise AssertionError("no GATE-NO-OBJECT")
+    assert line.startswith(
+        "error[GATE-NO-OBJECT] file=lab.yaml cluster=lab component=nfd key=manifestFiles: gate "
+        "nfd-widget-ready waits for Widget w, which no release of this stack renders"
+    ), line
