@@ -189,6 +189,10 @@ def test_driver_version_change_per_node(tmp_path, driver_change):
     assert any("no controller re-creates 1 bare pods" in x for x in n0["notes"])
     assert n1["cordonedByOther"] and n1["verdict"] == "manual"
     assert n2["upgradeState"] == "upgrade-required" and n2["verdict"] == "manual"
+    assert (
+        "node is in upgrade-required: a driver upgrade is already pending or failed here; finish "
+        "it (kubectl describe node, the driver pod's logs) before another"
+    ) in n2["notes"]
     assert n3["driverCrash"].endswith("Init:CrashLoopBackOff") and n3["verdict"] == "manual"
     assert n4["verdict"] == "safe" and n4["gpuPods"] == [] and not n4["cordonedByOther"]
     for n in nodes.values():
@@ -548,7 +552,11 @@ def test_a_cordon_before_the_controller_and_a_failed_upgrade_block_a_driver_chan
         (False, "upgrade-failed", "manual"),
     ], doc["nodes"]
     assert any(x.startswith("cordoned by someone else") for x in got[NODES[1]]["notes"])
-    assert any(x.startswith("node is in upgrade-failed") for x in got[NODES[2]]["notes"])
+    # a failed upgrade is finished by hand; it is not an upgrade in progress to wait for
+    assert (
+        "node is in upgrade-failed: a driver upgrade is already pending or failed here; finish it "
+        "(kubectl describe node, the driver pod's logs) before another"
+    ) in got[NODES[2]]["notes"]
     comps = by(doc, "components", "component")
     assert code == 3 and comps["gpu-operator"]["verdict"] == "manual"
     assert comps["gpu-operator"]["note"].endswith(f"; not safe now on {', '.join(NODES[:3])}")
