@@ -68,7 +68,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.gpucluster-installed
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 4 ? 4 : n )))
 PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadfile
 
-.PHONY: setup synth lint docs test test-cdktn cdktn bench fuzz mutation clean checkov-setup
+.PHONY: setup synth lint docs test test-cdktn test-rig rig cdktn bench fuzz mutation clean checkov-setup
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -130,7 +130,24 @@ test: setup cdktn checkov-setup lint
 	main_rc=0; $(PY) -m pytest $(PYTEST_ARGS) || main_rc=$$?; \
 	cdktn_rc=0; wait $$cdktn_pid || cdktn_rc=$$?; \
 	echo "test-cdktn (the synthesis tests under CDK Terrain, run alongside):"; cat "$$cdktn_log"; rm -f "$$cdktn_log"; \
-	test $$main_rc -eq 0 && test $$cdktn_rc -eq 0
+	rig_rc=0; $(MAKE) --no-print-directory test-rig || rig_rc=$$?; \
+	test $$main_rc -eq 0 && test $$cdktn_rc -eq 0 && test $$rig_rc -eq 0
+
+# The rehearsal rig's programs (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# etcd, kwok, kwokctl, helm), built from the Go module proxy into the user's cache
+# (gpucluster_rig/build.py; ~15 min cold on 2 cores, nothing when cached). Without Go: skipped, said.
+rig: setup
+	@if command -v go >/dev/null 2>&1; then $(PY) -m gpucluster_rig build; \
+	else echo "rig: no Go toolchain on PATH; the rig's tests will skip (install Go 1.26+)"; fi
+
+# The rig's tests, in a private network namespace whose only interface is loopback (unshare --net;
+# root, or --map-root-user where user namespaces are allowed): nothing they start can leave 127.0.0.1.
+RIG_PYTEST_ARGS ?= -q -p no:cacheprovider
+test-rig: rig
+	@if unshare --net true 2>/dev/null; then isolate="unshare --net"; \
+	elif unshare --net --map-root-user true 2>/dev/null; then isolate="unshare --net --map-root-user"; \
+	else echo "test-rig: cannot create a network namespace here (unshare --net); the rig's tests skip"; isolate=""; fi; \
+	$$isolate sh -c 'ip link set lo up 2>/dev/null; exec "$$@"' sh $(PY) -m pytest $(RIG_PYTEST_ARGS) tests/rig
 
 test-cdktn: cdktn
 	GPUCLUSTER_CDK=cdktn $(PY_CDKTN) -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(CDKTN_TESTS)

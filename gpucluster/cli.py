@@ -45,6 +45,8 @@ Commands::
         check the cluster against its plan (exit 0 passed, 1 a check failed; docs/validate.md)
     gpucluster docs [TOPIC]
         list the docs, or print one: a message's docs/NAME.md is ``gpucluster docs NAME``
+    gpucluster rehearse [--config FILE] [--cluster NAME] [--keep] [--binaries DIR] [--format text|json]
+        apply the runtime stacks to a simulated cluster (gpucluster_rig), run the gates, destroy, report
 
 ``--set`` adds scalar overrides (docs/overrides.md) after every cluster's own overrides, to
 try a change without editing the cluster file; policy checks run on the result.
@@ -397,6 +399,16 @@ def _snapshot_arguments(c: argparse.ArgumentParser) -> None:
     )
 
 
+def _rehearse_arguments(c: argparse.ArgumentParser) -> None:
+    c.add_argument(
+        "rig_args",
+        nargs=argparse.REMAINDER,
+        metavar="...",
+        help="[--config FILE] [--cluster NAME] [--keep] [--binaries DIR] [--charts DIR] [--crds DIR] "
+        "[--delay S] [--format text|json] [--work DIR] (`python -m gpucluster_rig rehearse --help`)",
+    )
+
+
 def _validate_arguments(c: argparse.ArgumentParser) -> None:
     _cluster_arguments(c)
     c.add_argument(
@@ -594,6 +606,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "docs": (
         "list the documentation, or print one doc (a message's docs/NAME.md is 'gpucluster docs NAME')",
         _docs_arguments,
+    ),
+    "rehearse": (
+        "apply the runtime stacks to a simulated cluster shaped like the pools (a real control plane built "
+        "from source, KWOK nodes, loopback only), run every gate, destroy, report (docs/rehearse.md)",
+        _rehearse_arguments,
     ),
 }
 """Subcommand -> (help line, function adding its arguments), in the order ``--help`` lists them."""
@@ -1577,6 +1594,15 @@ def _cmd_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     verify_cli.snapshot_command(args, out, err)
 
 
+def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the rehearsal rig (``python -m gpucluster_rig rehearse``, a package the core never
+    imports) in a child process with these standard streams; its exit code."""
+    import subprocess
+
+    out.flush()
+    return subprocess.call([sys.executable, "-m", "gpucluster_rig", "rehearse", *args.rig_args])
+
+
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.verify import cli as verify_cli
 
@@ -1688,6 +1714,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 code = _cmd_validate(args, out, err)
             elif args.command == "docs":
                 _cmd_docs(args, out)
+            elif args.command == "rehearse":
+                code = _cmd_rehearse(args, out)
         except GpuclusterError as exc:
             if os.environ.get("GPUCLUSTER_DEBUG") == "1":
                 import traceback

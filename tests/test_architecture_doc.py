@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
-PACKAGES = ("gpucluster", "gpucluster_cdk")
+PACKAGES = ("gpucluster", "gpucluster_cdk", "gpucluster_rig")
 PATH = re.compile(r"(?<![\w/.-])((?:plugins/)?gpucluster\w*/(?:[\w]+/)*[\w]+\.py)(?![\w/])")
 
 

@@ -1,0 +1,132 @@
+"""``python -m gpucluster_rig`` (and ``gpucluster rehearse``, which runs it): build the rig, rehearse.
+
+    python -m gpucluster_rig build
+    python -m gpucluster_rig rehearse [--config FILE] [--cluster NAME] [--keep] [--binaries DIR]
+                                      [--charts DIR] [--crds DIR] [--delay S] [--format text|json]
+                                      [--work DIR] [--no-isolate]
+
+Exit codes: 0 every cluster rehearsed and passed; 1 a rehearsal failed (the report says where);
+2 bad input or a rig that cannot start (one ``error[…]`` line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from gpucluster_rig import build, rehearse
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpucluster rehearse",
+        description=(
+            "Apply a cluster file's runtime stacks to a simulated cluster shaped like its pools (a real "
+            "Kubernetes control plane built from source, KWOK nodes, on loopback only), run every gate as its "
+            "own ServiceAccount, destroy, and report. docs/rehearse.md."
+        ),
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "build", help="build (or find in the cache) the rig's programs and print their folder"
+    )
+    r = sub.add_parser("rehearse", help="rehearse the runtime stacks")
+    r.add_argument(
+        "--config",
+        type=Path,
+        help="cluster file (default: ./gpucluster.yaml, else the built-in example)",
+    )
+    r.add_argument("--cluster", help="rehearse only this cluster")
+    r.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the cluster up (no destroy); print its kubeconfig and how to stop it",
+    )
+    r.add_argument(
+        "--binaries",
+        type=Path,
+        help=f"a folder with {', '.join(build.PROGRAMS)} and stages.yaml (no build)",
+    )
+    r.add_argument(
+        "--charts",
+        type=Path,
+        help="a folder of unpacked charts to serve (default: every chart a stub)",
+    )
+    r.add_argument(
+        "--crds", type=Path, help="a folder of operator CRDs the stand-ins create (the IPPool CRD)"
+    )
+    r.add_argument(
+        "--delay",
+        type=float,
+        default=3.0,
+        help="seconds before a stand-in reports ready (default 3)",
+    )
+    r.add_argument("--format", choices=("text", "json"), default="text")
+    r.add_argument(
+        "--work",
+        type=Path,
+        help="work folder (default: a new temporary folder, removed unless --keep)",
+    )
+    r.add_argument(
+        "--no-isolate", action="store_true", help="do not run in a private network namespace"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            print(build.binaries(log=lambda line: print(line, file=sys.stderr)))
+            return 0
+        if not args.no_isolate and not rehearse.in_private_network():
+            wrapped = rehearse.isolate_argv(
+                [
+                    sys.executable,
+                    "-m",
+                    "gpucluster_rig",
+                    *(argv if argv is not None else sys.argv[1:]),
+                ]
+            )
+            if wrapped is not None:
+                os.execv(wrapped[0], wrapped)
+        if args.binaries:
+            os.environ[build.BIN_ENV] = str(args.binaries)
+        binaries = build.binaries(log=lambda line: print(line, file=sys.stderr))
+        work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-rehearse-"))
+        reports = rehearse.run(
+            config=args.config,
+            cluster_name=args.cluster,
+            folder=work,
+            binaries=binaries,
+            charts=args.charts,
+            crds=args.crds,
+            delay=args.delay,
+            keep=args.keep,
+        )
+    except build.RigError as err:
+        print(err.line, file=sys.stderr)
+        return 2
+    except Exception as err:  # a gpucluster input error carries its own line
+        from gpucluster.errors import GpuclusterError
+
+        if isinstance(err, GpuclusterError):
+            print(err.render(), file=sys.stderr)
+            return 2
+        raise
+    if args.format == "json":
+        print(json.dumps({"clusters": reports, "work": str(work)}, indent=1, sort_keys=True))
+    else:
+        for report in reports:
+            print(rehearse.render_text(report))
+            if args.keep:
+                print(f"  kubeconfig: {report['kubeconfig']}\n  stop: {report['stop']}")
+    return 0 if reports and all(r["ok"] for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""A chart repository on 127.0.0.1 for the rig, built from unpacked upstream charts.
+
+The rig synthesizes the runtime stack with ``charts.mirror`` pointing here (an HTTP chart
+repository: ``index.yaml`` and ``<chart>-<version>.tgz``; Helm documentation, "The Chart
+Repository Guide"), so the stack is the user's own but every chart comes from loopback.
+
+Where the charts come from: a folder of unpacked charts (``--charts DIR``; this repository's tests
+use ``../shared/reference/charts``), each ``<folder>/Chart.yaml`` naming the chart and version.
+For every chart and version the stack pins, :meth:`ChartRepo.add` takes, in order: a folder of
+that name and version (``exact``); a folder of that name at another version, packaged with the
+pinned version (``re-versioned``, the source version reported); or, when none has that name, an
+empty chart of that name and version (``stub``: it installs nothing, and the report counts it
+apart).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster_rig.build import RigError
+
+
+@dataclass
+class Served:
+    """One chart the repository serves."""
+
+    chart: str
+    version: str
+    how: str  # exact | re-versioned | stub
+    source: str  # the folder's name and version, or "" for a stub
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "chart": self.chart,
+            "version": self.version,
+            "how": self.how,
+            "source": self.source,
+        }
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+class ChartRepo:
+    """The repository: :meth:`add` charts, :meth:`index`, then :meth:`serve` on 127.0.0.1.
+
+    Args:
+        folder: where packages and ``index.yaml`` are written (fresh).
+        helm: the rig's ``helm`` binary (``helm package``, ``helm repo index``).
+        sources: the folder of unpacked charts, or None (every chart a stub).
+        env: the environment Helm runs in.
+    """
+
+    def __init__(self, folder: Path, helm: Path, sources: Path | None, env: dict[str, str]) -> None:
+        self.folder = folder
+        self.helm = helm
+        self.env = env
+        self.served: dict[tuple[str, str], Served] = {}
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self.port = 0
+        folder.mkdir(parents=True, exist_ok=True)
+        self._sources: dict[str, list[tuple[str, Path]]] = {}
+        if sources is not None:
+            for chart_yaml in sorted(sources.glob("*/Chart.yaml")):
+                meta = yaml.safe_load(chart_yaml.read_text(encoding="utf-8")) or {}
+                self._sources.setdefault(str(meta.get("name")), []).append(
+                    (str(meta.get("version")), chart_yaml.parent)
+                )
+
+    def start(self) -> str:
+        """Listen on 127.0.0.1 (a free port) in a daemon thread; the repository URL."""
+        handler = functools.partial(_Quiet, directory=str(self.folder))
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, name="chart-repo", daemon=True).start()
+        return self.url
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def _helm(self, *args: str) -> None:
+        proc = subprocess.run(
+            [str(self.helm), *args], capture_output=True, text=True, env=self.env, timeout=300
+        )
+        if proc.returncode != 0:
+            raise RigError(
+                "charts", f"helm {args[0]}: {proc.stderr.strip()[-300:]}", "see the message"
+            )
+
+    def add(self, chart: str, version: str) -> Served:
+        """Package ``chart`` at ``version`` into the repository (see the module docstring)."""
+        key = (chart, version)
+        if key in self.served:
+            return self.served[key]
+        candidates = self._sources.get(chart, [])
+        bare = version.lstrip("v")
+        exact = next((p for v, p in candidates if v.lstrip("v") == bare), None)
+        if exact is not None:
+            source, how = exact, "exact"
+        elif candidates:
+            # the folder named exactly like the chart (the catalog's pin), else the newest
+            named = [c for c in candidates if c[1].name == chart]
+            v, source = (named or sorted(candidates))[-1]
+            how = f"re-versioned from {v}"
+        else:
+            source, how = self._stub(chart, version), "stub"
+        self._helm("package", str(source), "--version", version, "--destination", str(self.folder))
+        served = Served(
+            chart,
+            version,
+            "exact" if how == "exact" else ("stub" if how == "stub" else "re-versioned"),
+            "" if how == "stub" else f"{source.name} ({how})",
+        )
+        self.served[key] = served
+        return served
+
+    def _stub(self, chart: str, version: str) -> Path:
+        stub = self.folder.parent / "stubs" / chart
+        if stub.exists():
+            shutil.rmtree(stub)
+        (stub / "templates").mkdir(parents=True)
+        (stub / "Chart.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v2",
+                    "name": chart,
+                    "version": version,
+                    "description": "rig stub: no source at hand",
+                }
+            )
+        )
+        return stub
+
+    def index(self) -> None:
+        """Write ``index.yaml`` for every package (``helm repo index --url``)."""
+        self._helm("repo", "index", str(self.folder), "--url", self.url)

@@ -1,0 +1,340 @@
+"""Apply and destroy a synthesized runtime stack's ``helm_release`` resources with the Helm CLI.
+
+The rig would run ``terraform apply`` with the real ``hashicorp/helm`` provider, but the Go module
+proxy does not serve terraform-provider-helm at any 3.x commit (docs/rehearse.md, "What the rig
+cannot do yet"). Until it does, this engine reads the stack exactly as cdktf wrote it
+(``cdk.tf.json``) and does what the provider does with each resource, through the Helm library
+version the provider links (``helm`` v3.18.4, built by :mod:`gpucluster_rig.build`):
+
+* ``helm_release`` -> ``helm upgrade --install`` with the resource's ``chart``, ``repository``,
+  ``version``, ``namespace`` (``create_namespace``), ``values`` (one ``-f`` file each, in order),
+  ``set`` (``--set-string`` for ``type = "string"``, else ``--set``), ``description``,
+  ``timeout``, ``wait`` (Helm's legacy wait, as the provider's Helm v3 library does; default
+  true) and ``wait_for_jobs``; a local chart path is read relative to the stack's folder;
+* ``data.helm_template`` -> ``helm show crds`` of the same chart (the provider's ``crds``
+  attribute is the chart's ``CRDObjects()``; the engine keeps them as one element);
+* the walk follows ``depends_on`` with Terraform's default parallelism (10), and destroy runs in
+  the reverse order (``helm uninstall --wait``; ``pre-delete`` hooks -- our teardown guards -- run);
+* the only expressions evaluated are the ones gpucluster writes: ``base64gzip``/``sha256``/
+  ``length`` of ``join(sep, data.helm_template.<id>.crds)``, ``var.<name>`` (its default) and
+  the ``$${``/``%%{`` escapes; anything else is refused by name (:class:`RigError` ``rig.engine``).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpucluster_rig.build import RigError
+
+PARALLELISM = 10
+"""Terraform's default ``-parallelism``."""
+
+KNOWN_RELEASE_KEYS = frozenset(
+    {
+        "//",
+        "name",
+        "namespace",
+        "chart",
+        "repository",
+        "version",
+        "values",
+        "set",
+        "create_namespace",
+        "description",
+        "timeout",
+        "wait",
+        "wait_for_jobs",
+        "depends_on",
+        "lifecycle",
+    }
+)
+"""``helm_release`` arguments the engine carries out; a stack with another is refused."""
+
+_JOIN = r'join\("(?P<sep>(?:[^"\\]|\\.)*)", data\.helm_template\.(?P<data>[A-Za-z0-9_-]+)\.crds\)'
+_EXPRS = {
+    "base64gzip": re.compile(rf"^\$\{{base64gzip\({_JOIN}\)\}}$"),
+    "sha256": re.compile(rf"^\$\{{sha256\({_JOIN}\)\}}$"),
+    "length": re.compile(rf"^\$\{{length\(base64gzip\({_JOIN}\)\)\s*<=\s*(?P<limit>[0-9]+)\}}$"),
+    "var": re.compile(r"^\$\{var\.(?P<name>[A-Za-z0-9_-]+)\}$"),
+}
+
+
+def unescape(text: str) -> str:
+    """Terraform's template escapes undone: ``$${`` -> ``${``, ``%%{`` -> ``%{``."""
+    return text.replace("$${", "${").replace("%%{", "%{")
+
+
+@dataclass
+class Step:
+    """What happened to one resource: ``ok`` None while pending."""
+
+    id: str
+    namespace: str
+    start: float = 0.0
+    end: float = 0.0
+    ok: bool | None = None
+    line: str = ""
+
+    def as_dict(self, t0: float) -> dict[str, Any]:
+        return {
+            "release": self.id,
+            "namespace": self.namespace,
+            "ok": self.ok,
+            "start": round(self.start - t0, 1) if self.start else None,
+            "seconds": round(self.end - self.start, 1) if self.end else None,
+            "message": self.line,
+        }
+
+
+@dataclass
+class Stack:
+    """A synthesized runtime stack (``cdktf.out/stacks/<name>``)."""
+
+    folder: Path
+    releases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variables: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, folder: Path) -> Stack:
+        doc = json.loads((folder / "cdk.tf.json").read_text(encoding="utf-8"))
+        stack = cls(
+            folder,
+            dict(doc.get("resource", {}).get("helm_release", {})),
+            dict(doc.get("data", {}).get("helm_template", {})),
+            {k: v.get("default") for k, v in (doc.get("variable") or {}).items()},
+        )
+        others = sorted(set(doc.get("resource", {})) - {"helm_release"})
+        if others:
+            raise RigError(
+                "engine",
+                f"the stack has resources the rig cannot apply: {', '.join(others)}",
+                "rehearse runtime stacks only",
+            )
+        for rid, cfg in stack.releases.items():
+            unknown = sorted(set(cfg) - KNOWN_RELEASE_KEYS)
+            if unknown:
+                raise RigError(
+                    "engine",
+                    f"helm_release.{rid} uses {', '.join(unknown)}, which the rig's engine does not carry out",
+                    "extend gpucluster_rig/engine.py",
+                )
+        return stack
+
+    def deps(self, rid: str) -> list[str]:
+        return [
+            d.split(".", 1)[1]
+            for d in self.releases[rid].get("depends_on", [])
+            if d.startswith("helm_release.")
+        ]
+
+
+class Engine:
+    """Runs the Helm CLI against the rig (``helm`` and a kubeconfig).
+
+    Args:
+        helm: the ``helm`` binary; kubeconfig: the rig's admin kubeconfig; folder: Helm's caches
+        and the values files written per release (fresh per engine).
+    """
+
+    def __init__(self, helm: Path, kubeconfig: Path, folder: Path, env: dict[str, str]) -> None:
+        self.helm = helm
+        self.kubeconfig = kubeconfig
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.env = dict(env)
+        for key, sub in (
+            ("HELM_CACHE_HOME", "cache"),
+            ("HELM_CONFIG_HOME", "config"),
+            ("HELM_DATA_HOME", "data"),
+        ):
+            self.env[key] = str(folder / sub)
+        self._crds: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def _helm(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+        )
+
+    def _chart_args(self, stack: Stack, cfg: dict[str, Any]) -> list[str]:
+        chart = cfg["chart"]
+        if cfg.get("repository"):
+            return [
+                chart,
+                "--repo",
+                cfg["repository"],
+                *(["--version", cfg["version"]] if cfg.get("version") else []),
+            ]
+        return [str((stack.folder / chart).resolve())]
+
+    def crds(self, stack: Stack, data_id: str) -> str:
+        """The ``crds`` of ``data.helm_template.<data_id>``, joined (see the module docstring)."""
+        with self._lock:
+            if data_id in self._crds:
+                return self._crds[data_id]
+        cfg = stack.templates[data_id]
+        proc = self._helm("show", "crds", *self._chart_args(stack, cfg), timeout=300)
+        if proc.returncode != 0:
+            raise RigError(
+                "engine",
+                f"data.helm_template.{data_id}: {_last(proc.stderr)}",
+                "the chart must be in the rig's repository",
+            )
+        text = proc.stdout
+        text = text[len("---\n") :] if text.startswith("---\n") else text
+        with self._lock:
+            self._crds[data_id] = text
+        return text
+
+    def evaluate(self, stack: Stack, text: str, where: str) -> Any:
+        """A string of the stack with its expression evaluated (see the module docstring)."""
+        if "${" not in text.replace("$${", ""):
+            return unescape(text)
+        for name, pattern in _EXPRS.items():
+            m = pattern.match(text)
+            if not m:
+                continue
+            if name == "var":
+                return stack.variables.get(m.group("name"))
+            joined = self.crds(stack, m.group("data"))
+            if name == "sha256":
+                return hashlib.sha256(joined.encode()).hexdigest()
+            packed = base64.b64encode(gzip.compress(joined.encode(), mtime=0)).decode()
+            return packed if name == "base64gzip" else len(packed) <= int(m.group("limit"))
+        raise RigError(
+            "engine",
+            f"{where}: expression the rig cannot evaluate: {text[:120]}",
+            "extend gpucluster_rig/engine.py",
+        )
+
+    def install(self, stack: Stack, rid: str) -> tuple[bool, str]:
+        """``helm upgrade --install`` of ``helm_release.<rid>``: (ok, the last line Helm printed)."""
+        cfg = stack.releases[rid]
+        for i, pre in enumerate((cfg.get("lifecycle") or {}).get("precondition", [])):
+            if (
+                self.evaluate(
+                    stack, pre["condition"], f"helm_release.{rid}.lifecycle.precondition[{i}]"
+                )
+                is not True
+            ):
+                return False, f"precondition failed: {pre.get('error_message', '')}"
+        values_dir = Path(tempfile.mkdtemp(prefix=f"{rid}-", dir=self.folder))
+        args = [
+            "upgrade",
+            "--install",
+            cfg["name"],
+            *self._chart_args(stack, cfg),
+            "--namespace",
+            cfg["namespace"],
+        ]
+        if cfg.get("create_namespace"):
+            args.append("--create-namespace")
+        for i, text in enumerate(cfg.get("values", [])):
+            path = values_dir / f"values-{i}.yaml"
+            path.write_text(
+                self.evaluate(stack, text, f"helm_release.{rid}.values[{i}]"), encoding="utf-8"
+            )
+            args += ["-f", str(path)]
+        for entry in cfg.get("set", []):
+            value = self.evaluate(stack, entry["value"], f"helm_release.{rid}.set.{entry['name']}")
+            flag = "--set-string" if entry.get("type") == "string" else "--set"
+            args += [flag, f"{entry['name']}={value}"]
+        if cfg.get("description"):
+            args += ["--description", cfg["description"]]
+        timeout = int(cfg.get("timeout", 300))
+        args += ["--timeout", f"{timeout}s"]
+        if cfg.get("wait", True):
+            args.append("--wait")
+            if cfg.get("wait_for_jobs"):
+                args.append("--wait-for-jobs")
+        proc = self._helm(*args, timeout=timeout + 120)
+        if proc.returncode != 0:
+            return False, _last(proc.stderr or proc.stdout)
+        return True, _last(proc.stdout)
+
+    def uninstall(self, stack: Stack, rid: str) -> tuple[bool, str]:
+        cfg = stack.releases[rid]
+        timeout = int(cfg.get("timeout", 300))
+        args = [
+            "uninstall",
+            cfg["name"],
+            "--namespace",
+            cfg["namespace"],
+            "--timeout",
+            f"{timeout}s",
+        ]
+        if cfg.get("wait", True):
+            args.append("--wait")
+        proc = self._helm(*args, timeout=timeout + 120)
+        if proc.returncode != 0:
+            return False, _last(proc.stderr or proc.stdout)
+        return True, _last(proc.stdout)
+
+    def walk(self, stack: Stack, *, destroy: bool = False) -> tuple[list[Step], float]:
+        """Apply (or destroy) every release in dependency order; (steps, makespan in seconds).
+
+        A failed release stops the walk from starting its dependents (as Terraform does); the
+        others go on. ``ok`` stays None for a release never started."""
+        ids = sorted(stack.releases)
+        before = {rid: set(stack.deps(rid)) for rid in ids}
+        if destroy:
+            after: dict[str, set[str]] = {rid: set() for rid in ids}
+            for rid, deps in before.items():
+                for d in deps:
+                    after[d].add(rid)
+            before = after
+        steps = {rid: Step(rid, stack.releases[rid]["namespace"]) for rid in ids}
+        done: set[str] = set()
+        failed: set[str] = set()
+        running: dict[Future[tuple[bool, str]], str] = {}
+        t0 = time.monotonic()
+        action = self.uninstall if destroy else self.install
+        with ThreadPoolExecutor(PARALLELISM) as pool:
+            while True:
+                for rid in ids:
+                    if steps[rid].start or rid in failed:
+                        continue
+                    if before[rid] & failed:
+                        failed.add(rid)
+                        steps[rid].line = (
+                            "not started: " + ", ".join(sorted(before[rid] & failed)) + " failed"
+                        )
+                        continue
+                    if before[rid] <= done and len(running) < PARALLELISM:
+                        steps[rid].start = time.monotonic()
+                        running[pool.submit(action, stack, rid)] = rid
+                if not running:
+                    break
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    rid = running.pop(fut)
+                    step = steps[rid]
+                    step.end = time.monotonic()
+                    try:
+                        step.ok, step.line = fut.result()
+                    except (RigError, subprocess.TimeoutExpired) as exc:
+                        step.ok, step.line = False, str(exc)
+                    (done if step.ok else failed).add(rid)
+        return [steps[r] for r in ids], time.monotonic() - t0
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:600] if lines else ""

@@ -1,0 +1,433 @@
+"""``gpucluster rehearse``: a cluster file's runtime stacks applied to a simulated cluster, then destroyed.
+
+For each cluster of the file (or the one ``--cluster`` names):
+
+1. a rig cluster (:class:`gpucluster_rig.cluster.Cluster`) with KWOK nodes shaped like its pools
+   (:func:`gpucluster_rig.nodes.nodes_for`);
+2. a chart repository on 127.0.0.1 (:class:`gpucluster_rig.charts.ChartRepo`) and the stacks
+   synthesized with ``charts.mirror`` pointing at it (``gpucluster synth``, the user's own
+   cluster file otherwise unchanged);
+3. the runtime stack applied in dependency order (:class:`gpucluster_rig.engine.Engine`), with our
+   Job pods run for real (:class:`gpucluster_rig.runner.JobRunner`) and the operators' reports
+   made by :class:`gpucluster_rig.standins.StandIns`;
+4. checks: every release deployed; every gate ran its own script as its own ServiceAccount and
+   exited 0; every custom resource read back from the server holds every field rendered;
+   where each DaemonSet's and Deployment's pods landed; what the API server tried to reach
+   outside loopback (the egress sink);
+5. destroy in reverse order, and what is left (namespaces, releases, custom resources).
+
+The report is a JSON-ready dict (:func:`rehearse_cluster`); :func:`render_text` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpucluster_rig.build import RigError
+from gpucluster_rig.charts import ChartRepo
+from gpucluster_rig.cluster import Cluster
+from gpucluster_rig.engine import Engine, Stack
+from gpucluster_rig.nodes import nodes_for
+from gpucluster_rig.runner import JobRunner
+from gpucluster_rig.standins import StandIns
+
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "v1",
+        "apps",
+        "batch",
+        "policy",
+        "autoscaling",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "node.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "resource.k8s.io",
+        "certificates.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+    }
+)
+"""API groups of built-in kinds; objects of any other group are custom resources."""
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def mirrored_config(source: Path | None, folder: Path, mirror: str) -> Path:
+    """A copy of the cluster file (or the embedded default) in ``folder`` whose every cluster
+    takes its charts from ``mirror`` (the top-level ``charts``; cluster-level ``charts`` dropped),
+    with each cluster's ``recipe`` file copied beside it."""
+    from gpucluster.inputs.config import EMBEDDED_DEFAULT
+
+    path = source or Path(EMBEDDED_DEFAULT)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["charts"] = {"mirror": mirror}
+    for cluster in data.get("clusters", []):
+        cluster.pop("charts", None)
+        recipe = cluster.get("recipe")
+        if isinstance(recipe, str) and source is not None:
+            target = folder / Path(recipe).name
+            shutil.copyfile(source.parent / recipe, target)
+            cluster["recipe"] = target.name
+    out = folder / "gpucluster.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def synth(config: Path, out: Path, env: dict[str, str]) -> None:
+    """``gpucluster synth --config CONFIG --out OUT`` in this interpreter; :class:`RigError` with its line."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster.cli",
+            "synth",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        raise RigError(
+            "synth",
+            f"gpucluster synth failed: {lines[-1] if lines else proc.returncode}",
+            "run `gpucluster plan` on the file",
+        )
+
+
+def _json(cluster: Cluster, *args: str) -> list[dict[str, Any]]:
+    out = cluster.kubectl(*args, "-o", "json", check=False)
+    try:
+        return list(json.loads(out).get("items", [])) if out else []
+    except ValueError:
+        return []
+
+
+def _contains(rendered: Any, live: Any, path: str, diffs: list[str]) -> None:
+    """Every field of ``rendered`` is in ``live`` with the same value (``live`` may have more)."""
+    if isinstance(rendered, dict):
+        if not isinstance(live, dict):
+            diffs.append(f"{path}: rendered a mapping, the server holds {type(live).__name__}")
+            return
+        for k, v in rendered.items():
+            if k not in live:
+                if v not in (None, {}, []):
+                    diffs.append(f"{path}.{k}: pruned by the server")
+                continue
+            _contains(v, live[k], f"{path}.{k}", diffs)
+    elif isinstance(rendered, list):
+        if not isinstance(live, list) or len(live) != len(rendered):
+            diffs.append(
+                f"{path}: rendered {len(rendered)} items, the server holds {len(live) if isinstance(live, list) else type(live).__name__}"
+            )
+            return
+        for i, (a, b) in enumerate(zip(rendered, live, strict=True)):
+            _contains(a, b, f"{path}[{i}]", diffs)
+    elif rendered != live and not (
+        isinstance(rendered, (int, float)) and str(rendered) == str(live)
+    ):
+        diffs.append(f"{path}: rendered {rendered!r}, the server holds {live!r}")
+
+
+def custom_resources_round_trip(
+    cluster: Cluster, engine: Engine, stack: Stack, ok: list[str]
+) -> list[dict[str, Any]]:
+    """For every custom resource the deployed releases rendered: read back, compare (``diffs``)."""
+    out = []
+    for rid in ok:
+        cfg = stack.releases[rid]
+        proc = engine._helm(
+            "get", "manifest", cfg["name"], "--namespace", cfg["namespace"], timeout=120
+        )
+        for doc in yaml.safe_load_all(proc.stdout or ""):
+            if (
+                not isinstance(doc, dict)
+                or _group(str(doc.get("apiVersion", ""))) in BUILTIN_GROUPS
+            ):
+                continue
+            meta = doc.get("metadata") or {}
+            ns = meta.get("namespace")
+            args = ["get", f"{doc['kind']}.{_group(doc['apiVersion'])}", meta["name"], "-o", "json"]
+            live_text = cluster.kubectl(
+                *args, *(["-n", ns] if ns else ["-n", cfg["namespace"]]), check=False
+            )
+            entry: dict[str, Any] = {"release": rid, "kind": doc["kind"], "name": meta["name"]}
+            if not live_text:
+                entry["diffs"] = ["not found on the server"]
+            else:
+                live = json.loads(live_text)
+                diffs: list[str] = []
+                for key, value in doc.items():
+                    if key not in ("apiVersion", "kind", "metadata", "status"):
+                        _contains(value, live.get(key), key, diffs)
+                entry["diffs"] = diffs
+            out.append(entry)
+    return out
+
+
+def placement(cluster: Cluster, namespaces: set[str]) -> list[dict[str, Any]]:
+    """Where each DaemonSet's, Deployment's and StatefulSet's pods landed: pools and node counts."""
+    pools = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get("gpucluster.rig/pool", "?")
+        for n in _json(cluster, "get", "nodes")
+    }
+    owners: dict[tuple[str, str, str], dict[str, int]] = {}
+    for pod in _json(cluster, "get", "pods", "-A"):
+        meta = pod["metadata"]
+        if meta["namespace"] not in namespaces:
+            continue
+        ref: dict[str, Any] = next(iter(meta.get("ownerReferences") or []), {})
+        kind, name = ref.get("kind", "Pod"), ref.get("name", meta["name"])
+        if kind == "ReplicaSet":
+            kind, name = "Deployment", name.rsplit("-", 1)[0]
+        node = pod["spec"].get("nodeName")
+        pool = pools.get(node, "unscheduled") if node else "unscheduled"
+        counts = owners.setdefault((meta["namespace"], kind, name), {})
+        counts[pool] = counts.get(pool, 0) + 1
+    return [
+        {"namespace": ns, "kind": kind, "name": name, "pools": dict(sorted(c.items()))}
+        for (ns, kind, name), c in sorted(owners.items())
+    ]
+
+
+def rehearse_cluster(
+    spec: Any,
+    stack_dir: Path,
+    rig: Cluster,
+    repo: ChartRepo,
+    *,
+    delay: float,
+    crds_dir: Path | None,
+    destroy: bool = True,
+) -> dict[str, Any]:
+    """Apply, check and (``destroy``) tear down one cluster's runtime stack on a started rig."""
+    report: dict[str, Any] = {"cluster": spec.name}
+    stack = Stack.load(stack_dir)
+    wanted = sorted(
+        {
+            (c["chart"], c["version"])
+            for c in [*stack.releases.values(), *stack.templates.values()]
+            if c.get("repository")
+        }
+    )
+    report["charts"] = [repo.add(chart, version).as_dict() for chart, version in wanted]
+    repo.index()
+    nodes = nodes_for(spec)
+    rig.kubectl(
+        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes})
+    )
+    rig.wait_ready_nodes([n["metadata"]["name"] for n in nodes])
+    report["nodes"] = {
+        p: sum(1 for n in nodes if n["metadata"]["labels"]["gpucluster.rig/pool"] == p)
+        for p in sorted({n["metadata"]["labels"]["gpucluster.rig/pool"] for n in nodes})
+    }
+    runner = JobRunner(rig)
+    ippool = crds_dir / "nv-ipam" / "nv-ipam.nvidia.com_ippools.yaml" if crds_dir else None
+    standins = StandIns(
+        rig, delay=delay, ippool_crd=ippool if ippool and ippool.is_file() else None
+    )
+    runner.start()
+    standins.start()
+    engine = Engine(rig.binaries / "helm", rig.kubeconfig, rig.folder / "helm", rig.env())
+    try:
+        steps, makespan = engine.walk(stack)
+        t0 = min((s.start for s in steps if s.start), default=0.0)
+        report["apply"] = {
+            "makespan_seconds": round(makespan, 1),
+            "releases": [s.as_dict(t0) for s in steps],
+        }
+        ok = [s.id for s in steps if s.ok]
+        namespaces = {stack.releases[r]["namespace"] for r in stack.releases}
+        report["jobs"] = runner.snapshot()
+        report["placement"] = placement(rig, namespaces)
+        report["custom_resources"] = custom_resources_round_trip(rig, engine, stack, ok)
+        report["stand_ins"] = list(standins.events)
+        if destroy:
+            dsteps, dspan = engine.walk(stack, destroy=True)
+            t1 = min((s.start for s in dsteps if s.start), default=0.0)
+            report["destroy"] = {
+                "makespan_seconds": round(dspan, 1),
+                "releases": [s.as_dict(t1) for s in dsteps],
+            }
+            report["jobs"] = runner.snapshot()
+            left = engine._helm("list", "-A", "-q", timeout=60).stdout.split()
+            report["left_after_destroy"] = {"releases": sorted(left)}
+    finally:
+        runner.stop()
+        standins.stop()
+    report["egress_attempts"] = list(rig.sink.attempts)
+    report["ok"] = _verdict(report)
+    return report
+
+
+def _verdict(report: dict[str, Any]) -> bool:
+    releases = report.get("apply", {}).get("releases", [])
+    if not releases or not all(r["ok"] for r in releases):
+        return False
+    if any(
+        j["exitCode"] != 0
+        for j in report.get("jobs", [])
+        if j["job"] and "teardown" not in j["job"]
+    ):
+        return False
+    if any(cr["diffs"] for cr in report.get("custom_resources", [])):
+        return False
+    if "destroy" in report and not all(r["ok"] for r in report["destroy"]["releases"]):
+        return False
+    return not report.get("left_after_destroy", {}).get("releases")
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report as lines a person reads (one block per cluster)."""
+    lines = [f"cluster {report['cluster']}: {'passed' if report['ok'] else 'FAILED'}"]
+    apply = report.get("apply", {})
+    rel = apply.get("releases", [])
+    lines.append(
+        f"  apply: {sum(1 for r in rel if r['ok'])}/{len(rel)} releases deployed, makespan {apply.get('makespan_seconds')} s"
+    )
+    for r in rel:
+        if not r["ok"]:
+            lines.append(
+                f"  error[rig.release] release={r['release']} namespace={r['namespace']}: {r['message']}"
+            )
+    for j in report.get("jobs", []):
+        state = "passed" if j["exitCode"] == 0 else f"exit {j['exitCode']}"
+        lines.append(
+            f"  job {j['namespace']}/{j['job']} as serviceaccount {j['serviceAccount']}: {state} in {j['seconds']} s"
+        )
+        if j["exitCode"] not in (0, None):
+            lines.extend(f"    | {ln}" for ln in j["lastLines"][-3:])
+    for p in report.get("placement", []):
+        pools = ", ".join(f"{k} x{v}" for k, v in p["pools"].items())
+        lines.append(f"  {p['kind']} {p['namespace']}/{p['name']}: {pools}")
+    bad = [c for c in report.get("custom_resources", []) if c["diffs"]]
+    lines.append(
+        f"  custom resources read back: {len(report.get('custom_resources', []))}, changed by the server: {len(bad)}"
+    )
+    for c in bad:
+        lines.append(
+            f"  error[rig.custom-resource] release={c['release']} {c['kind']}/{c['name']}: {'; '.join(c['diffs'][:3])}"
+        )
+    charts = report.get("charts", [])
+    lines.append(
+        "  charts: " + ", ".join(f"{c['chart']} {c['version']} ({c['how']})" for c in charts)
+    )
+    if "destroy" in report:
+        d = report["destroy"]
+        lines.append(
+            f"  destroy: {sum(1 for r in d['releases'] if r['ok'])}/{len(d['releases'])} releases removed in {d['makespan_seconds']} s; left: {report['left_after_destroy']['releases'] or 'nothing'}"
+        )
+    lines.append(
+        f"  API server egress attempts outside loopback: {len(report.get('egress_attempts', []))} (all refused by the sink)"
+    )
+    return "\n".join(lines)
+
+
+def run(
+    *,
+    config: Path | None,
+    cluster_name: str | None,
+    folder: Path,
+    binaries: Path,
+    charts: Path | None,
+    crds: Path | None,
+    delay: float = 3.0,
+    keep: bool = False,
+) -> list[dict[str, Any]]:
+    """Rehearse every cluster of ``config`` (or ``cluster_name``): the reports, in file order."""
+    from gpucluster.inputs.config import load_clusters
+    from gpucluster.pipeline import prepare_cluster
+
+    clusters = [prepare_cluster(c) for c in load_clusters(str(config) if config else None)]
+    if cluster_name:
+        clusters = [c for c in clusters if c.name == cluster_name]
+        if not clusters:
+            raise RigError(
+                "input",
+                f"no cluster named {cluster_name!r} in the file",
+                "name one of the file's clusters",
+            )
+    reports = []
+    for spec in clusters:
+        work = folder / spec.name
+        work.mkdir(parents=True, exist_ok=True)
+        rig = Cluster(binaries, work / "rig", name=f"rig-{spec.name}"[:40])
+        env = rig.env()
+        env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+        env.setdefault("CHECKPOINT_DISABLE", "1")
+        repo = ChartRepo(work / "charts", binaries / "helm", charts, env)
+        repo.start()
+        try:
+            copy = mirrored_config(config, work, repo.url)
+            synth(copy, work / "cdktf.out", env)
+            rig.start()
+            started = time.monotonic()
+            report = rehearse_cluster(
+                spec,
+                work / "cdktf.out" / "stacks" / f"{spec.name}-runtime",
+                rig,
+                repo,
+                delay=delay,
+                crds_dir=crds,
+                destroy=not keep,
+            )
+            report["seconds"] = round(time.monotonic() - started, 1)
+            if keep:
+                report["kubeconfig"] = str(rig.kubeconfig)
+                report["stop"] = (
+                    f"KWOK_WORKDIR={rig.workdir} {binaries / 'kwokctl'} --name {rig.name} delete cluster"
+                )
+            reports.append(report)
+        finally:
+            if not keep:
+                rig.stop()
+                repo.stop()
+            (work / "report.json").write_text(
+                json.dumps(reports[-1] if reports else {}, indent=1, sort_keys=True) + "\n"
+            )
+    return reports
+
+
+def in_private_network() -> bool:
+    """Whether this process's network namespace has no interface but loopback (``/proc/net/dev``)."""
+    try:
+        lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return False
+    names = {ln.split(":", 1)[0].strip() for ln in lines}
+    return names <= {"lo"}
+
+
+def isolate_argv(argv: list[str]) -> list[str] | None:
+    """The command that runs ``argv`` in a new network namespace with only loopback up
+    (``unshare --net``, as root; ``--map-root-user`` otherwise), or None when unshare is missing."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    script = 'ip link set lo up 2>/dev/null || true; exec "$@"'
+    return [unshare, "--net", *user, "--", "sh", "-c", script, "sh", *argv]

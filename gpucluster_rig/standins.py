@@ -1,0 +1,135 @@
+"""Operator stand-ins: what the GPU and network operators would report, after a delay.
+
+Under KWOK no operator runs (its pods are Running in name only), so the objects our gates wait
+for never change by themselves. :class:`StandIns` does the operators' part, small and on
+purpose:
+
+* a ClusterPolicy (``nvidia.com/v1``, NVIDIA GPU Operator) gets ``status.state: ready``
+  :attr:`delay` seconds after it was created;
+* a NicClusterPolicy (``mellanox.com/v1alpha1``, NVIDIA Network Operator) likewise;
+* the IPPool CRD (``ippools.nv-ipam.nvidia.com``), which nv-ipam creates at run time, is created
+  from ``crds`` once a NicClusterPolicy asks for ``nvIpam`` and :attr:`delay` has passed.
+
+DaemonSets (the DRA kubelet plugin, multus) roll out by themselves: KWOK makes their pods Ready
+on the nodes the scheduler picked. ``never_ready`` names kinds whose objects the stand-in leaves
+alone (a failure test: the gate must time out naming the state it saw).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gpucluster_rig.build import RigError
+from gpucluster_rig.cluster import Cluster
+
+STATE_KINDS = {
+    "ClusterPolicy": "clusterpolicies.v1.nvidia.com",
+    "NicClusterPolicy": "nicclusterpolicies.v1alpha1.mellanox.com",
+}
+"""Kinds whose ``status.state`` the stand-in sets to ``ready``, by ``kubectl`` resource name."""
+
+
+def _age(obj: dict[str, Any]) -> float:
+    created = datetime.fromisoformat(obj["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return time.time() - created.timestamp()
+
+
+class StandIns:
+    """The stand-ins' loop (a daemon thread) and what it did (:attr:`events`).
+
+    Args:
+        cluster: the started rig cluster.
+        delay: seconds an object waits before its stand-in acts (default 3).
+        ippool_crd: the IPPool CRD file (``../shared/reference/crds``), or None.
+        never_ready: kinds of :data:`STATE_KINDS` left alone.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        delay: float = 3.0,
+        ippool_crd: Path | None = None,
+        never_ready: frozenset[str] = frozenset(),
+    ) -> None:
+        self.cluster = cluster
+        self.delay = delay
+        self.ippool_crd = ippool_crd
+        self.never_ready = never_ready
+        self.events: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ippool_done = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="stand-ins", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _items(self, resource: str) -> list[dict[str, Any]]:
+        out = self.cluster.kubectl("get", resource, "-A", "-o", "json", check=False)
+        try:
+            return list(json.loads(out)["items"]) if out else []
+        except (ValueError, KeyError):
+            return []
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._once()
+            except RigError:
+                pass
+            self._stop.wait(1.0)
+
+    def _once(self) -> None:
+        for kind, resource in STATE_KINDS.items():
+            if kind in self.never_ready:
+                continue
+            for obj in self._items(resource):
+                if (obj.get("status") or {}).get("state") == "ready" or _age(obj) < self.delay:
+                    continue
+                meta = obj["metadata"]
+                args = [
+                    "patch",
+                    resource,
+                    meta["name"],
+                    "--type=merge",
+                    "-p",
+                    json.dumps({"status": {"state": "ready"}}),
+                ]
+                if meta.get("namespace"):
+                    args += ["-n", meta["namespace"]]
+                self.cluster.kubectl(*args, "--subresource=status", check=False)
+                self.events.append(
+                    {
+                        "time": round(time.time(), 1),
+                        "kind": kind,
+                        "name": meta["name"],
+                        "set": "status.state=ready",
+                    }
+                )
+                if kind == "NicClusterPolicy" and (obj.get("spec") or {}).get("nvIpam"):
+                    self._ippool()
+
+    def _ippool(self) -> None:
+        if self._ippool_done or self.ippool_crd is None:
+            return
+        self.cluster.kubectl("apply", "--server-side", "-f", str(self.ippool_crd), check=False)
+        self._ippool_done = True
+        self.events.append(
+            {
+                "time": round(time.time(), 1),
+                "kind": "CustomResourceDefinition",
+                "name": "ippools.nv-ipam.nvidia.com",
+                "set": "created",
+            }
+        )

@@ -1,0 +1,121 @@
+"""The rig's build files agree with its one pin file, its cache key follows its inputs, and its
+failures are one line. (The control plane itself is tested in tests/rig/, in a network namespace.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpucluster_rig import build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _requires(gomod: Path) -> dict[str, str]:
+    text = gomod.read_text(encoding="utf-8")
+    return dict(re.findall(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)(?:\s*//.*)?$", text, re.M))
+
+
+def test_each_go_module_requires_the_pinned_version() -> None:
+    pins = build.pins()
+    assert _requires(build.GO_DIR / "kube" / "go.mod")["k8s.io/kubernetes"] == pins["kubernetes"]
+    assert _requires(build.GO_DIR / "kwok" / "go.mod")["sigs.k8s.io/kwok"] == pins["kwok"]
+    assert _requires(build.GO_DIR / "helm" / "go.mod")["helm.sh/helm/v3"] == pins["helm"]
+
+
+def test_staging_replaces_follow_the_kubernetes_go_mod() -> None:
+    gomod = """module k8s.io/kubernetes
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tgithub.com/x/y => github.com/x/y v1.0.0
+)
+"""
+    assert build.staging_replaces(gomod, "v1.34.4") == [
+        "k8s.io/api => k8s.io/api v0.34.4",
+        "k8s.io/client-go => k8s.io/client-go v0.34.4",
+    ]
+
+
+def test_the_kube_module_replaces_exactly_the_pinned_kubernetes_staging_modules() -> None:
+    """Against the real go.mod of the pinned k8s.io/kubernetes (from Go's module cache or the proxy)."""
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain")
+    pin = build.pins()["kubernetes"]
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{pin}"],
+        capture_output=True,
+        text=True,
+        cwd=build.GO_DIR / "kube",
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"k8s.io/kubernetes@{pin} cannot be had here: {proc.stdout[-200:]}")
+    upstream = Path(json.loads(proc.stdout)["GoMod"]).read_text(encoding="utf-8")
+    want = build.staging_replaces(upstream, pin)
+    ours = (build.GO_DIR / "kube" / "go.mod").read_text(encoding="utf-8")
+    have = sorted(re.findall(r"^\t(k8s\.io/\S+ => k8s\.io/\S+ v\S+)$", ours, re.M))
+    assert len(want) > 25
+    assert have == sorted(want)
+
+
+def test_the_build_key_follows_go_version_and_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = build.build_key("go version go1.26.8 linux/amd64")
+    assert a == build.build_key("go version go1.26.8 linux/amd64")
+    assert a != build.build_key("go version go1.27.3 linux/amd64")
+    pins = tmp_path / "pins.json"
+    pins.write_text(build.PINS_FILE.read_text().replace("v1.34.4", "v1.34.3"))
+    go = tmp_path / "go"
+    shutil.copytree(build.GO_DIR, go)
+    monkeypatch.setattr(build, "PINS_FILE", pins)
+    monkeypatch.setattr(build, "GO_DIR", go)
+    assert build.build_key("go version go1.26.8 linux/amd64") != a
+
+
+def test_groups_stamp_the_kubernetes_version() -> None:
+    kube = next(g for g in build.groups() if g.name == "kube")
+    pin = build.pins()["kubernetes"]
+    assert f"-X k8s.io/component-base/version.gitVersion={pin}" in kube.ldflags
+    assert "-X k8s.io/component-base/version.gitMinor=34" in kube.ldflags
+    assert set(kube.programs) | {"kwok", "kwokctl", "helm"} == set(build.PROGRAMS)
+
+
+def test_no_go_is_one_line_with_a_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv(build.BIN_ENV, raising=False)
+    with pytest.raises(build.RigError) as err:
+        build.binaries()
+    line = err.value.line
+    assert line.startswith("error[rig.go]") and "\n" not in line
+    assert "fix: install Go" in line and "--binaries" in line
+
+
+def test_a_binaries_folder_lacking_a_program_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in build.PROGRAMS:
+        if name != "kwokctl":
+            (tmp_path / name).write_text("#!/bin/sh\n")
+            (tmp_path / name).chmod(0o755)
+    (tmp_path / "stages.yaml").write_text("")
+    monkeypatch.setenv(build.BIN_ENV, str(tmp_path))
+    with pytest.raises(build.RigError, match=r"error\[rig.binaries\].*lacks kwokctl"):
+        build.binaries()
+    (tmp_path / "kwokctl").write_text("#!/bin/sh\n")
+    (tmp_path / "kwokctl").chmod(0o755)
+    assert build.binaries() == tmp_path
+
+
+def test_the_core_never_imports_the_rig() -> None:
+    offenders = []
+    for folder in ("gpucluster", "gpucluster_cdk", "plugins"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if re.search(r"^\s*(from|import)\s+gpucluster_rig\b", path.read_text(encoding="utf-8"), re.M):
+                offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
