@@ -7,8 +7,8 @@ Repository Guide"), so the stack is the user's own but every chart comes from lo
 Where the charts come from: a folder of unpacked charts (``--charts DIR``; this repository's tests
 use ``../shared/reference/charts``), each ``<folder>/Chart.yaml`` naming the chart and version.
 For every chart and version the stack pins, :meth:`ChartRepo.add` takes, in order: a folder of
-that name and version (``exact``); a folder of that name at another version, packaged with the
-pinned version (``re-versioned``, the source version reported); or, when none has that name, an
+that name and version (``exact``); a folder of that name (``Chart.yaml`` name or folder name) at another version, packaged
+with the pinned name and version (``re-versioned``, the source folder and version reported); or, when none has that name, an
 empty chart of that name and version (``stub``: it installs nothing, and the report counts it
 apart).
 """
@@ -122,7 +122,17 @@ class ChartRepo:
             how = f"re-versioned from {v}"
         else:
             source, how = self._stub(chart, version), "stub"
-        self._helm("package", str(source), "--version", version, "--destination", str(self.folder))
+        staged = self.folder.parent / "staged" / f"{chart}-{version}"
+        if staged.exists():
+            shutil.rmtree(staged)
+        shutil.copytree(source, staged, symlinks=False)
+        meta = yaml.safe_load((staged / "Chart.yaml").read_text(encoding="utf-8")) or {}
+        meta["name"], meta["version"] = (
+            chart,
+            version,
+        )  # a nearest source takes the pinned name and version
+        (staged / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+        self._helm("package", str(staged), "--destination", str(self.folder))
         served = Served(
             chart,
             version,

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -357,8 +358,12 @@ def run(
     crds: Path | None,
     delay: float = 3.0,
     keep: bool = False,
+    mutate: Callable[[Path], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rehearse every cluster of ``config`` (or ``cluster_name``): the reports, in file order."""
+    """Rehearse every cluster of ``config`` (or ``cluster_name``): the reports, in file order.
+
+    ``mutate`` (tests) is called with each runtime stack's folder after synthesis, before the
+    apply: a way to break one thing on purpose."""
     from gpucluster.inputs.config import load_clusters
     from gpucluster.pipeline import prepare_cluster
 
@@ -384,6 +389,8 @@ def run(
         try:
             copy = mirrored_config(config, work, repo.url)
             synth(copy, work / "cdktf.out", env)
+            if mutate is not None:
+                mutate(work / "cdktf.out" / "stacks" / f"{spec.name}-runtime")
             rig.start()
             started = time.monotonic()
             report = rehearse_cluster(

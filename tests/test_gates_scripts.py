@@ -159,6 +159,29 @@ def test_timeout_reports_the_last_kubectl_error(tmp_path, shell):
     )
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        'Error from server (Forbidden): clusterpolicies.nvidia.com "cluster-policy" is forbidden: User '
+        '"system:serviceaccount:gpu-operator:gpu-operator-clusterpolicy-ready" cannot get resource '
+        '"clusterpolicies" in API group "nvidia.com" at the cluster scope',
+        "error: You must be logged in to the server (Unauthorized)",
+    ],
+)
+def test_a_refusal_of_the_gates_own_identity_fails_at_once(tmp_path, shell, refusal):
+    """RBAC that lacks a verb (or a token the server refuses) is not a state to wait out: the gate
+    fails on its first look, with the server's line, long before its 1800 s budget."""
+    run = run_script(
+        clusterpolicy(timeout_seconds=1800), [("", refusal + "\n", 1)], tmp_path, shell=shell
+    )
+    assert run.returncode == 1
+    assert len(run.calls) == 1 and run.sleeps == []
+    assert run.lines[-1] == (
+        "gate gpu-operator-clusterpolicy-ready: FAILED: the API server refused the gate's "
+        f"ServiceAccount: {refusal}"
+    )
+
+
 def test_every_object_must_be_ready(tmp_path, shell):
     responses = [
         ("", "", 0),  # no NicClusterPolicy yet

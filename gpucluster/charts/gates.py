@@ -376,10 +376,16 @@ wait_until() {{
     sleep "$poll"
   done
 }}
-# get ARGS...: run kubectl get; stdout in $out; on failure the last stderr line in $err
+# get ARGS...: run kubectl get; stdout in $out; on failure the last stderr line in $err. A refusal
+# of the gate's own identity (Forbidden, Unauthorized) ends the gate at once: waiting cannot help
 get() {{
   if out=$(kubectl get --request-timeout=30s "$@" 2>"$errf"); then return 0; fi
   err=$(tail -n 1 "$errf" 2>/dev/null); [ -n "$err" ] || err='no output'
+  case "$err" in
+    *'(Forbidden)'*|*'(Unauthorized)'*)
+      log "FAILED: the API server refused the gate's ServiceAccount: $err"
+      exit 1 ;;
+  esac
   return 1
 }}
 """
