@@ -112,6 +112,9 @@ class Cluster:
             if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
         }
         env["KWOK_WORKDIR"] = str(self.workdir)
+        env["PATH"] = (
+            f"{self.binaries}{os.pathsep}{env.get('PATH', '')}"  # kwokctl runs `kubectl` by name
+        )
         env["NO_PROXY"] = "127.0.0.1,localhost"
         return env
 
@@ -148,6 +151,9 @@ class Cluster:
                                 "value": "MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
                             },
                             {"key": "egress-selector-config-file", "value": str(egress)},
+                            # a namespace with only loopback has no default route to derive it from
+                            {"key": "advertise-address", "value": "127.0.0.1"},
+                            {"key": "service-cluster-ip-range", "value": "10.96.0.0/16"},
                         ],
                     }
                 ],
@@ -235,6 +241,15 @@ class Cluster:
         """``https://127.0.0.1:<port>`` of the API server."""
         conf = yaml.safe_load(self.kubeconfig.read_text())
         return str(conf["clusters"][0]["cluster"]["server"])
+
+    def ca_bytes(self) -> bytes:
+        """The cluster CA certificate (PEM) from the kubeconfig (a file path or inline data)."""
+        import base64
+
+        cluster = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
+        if "certificate-authority-data" in cluster:
+            return base64.b64decode(cluster["certificate-authority-data"])
+        return Path(cluster["certificate-authority"]).read_bytes()
 
     def stop(self) -> None:
         """Delete the cluster (its processes end) and close the sink; safe to call twice."""

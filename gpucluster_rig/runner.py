@@ -34,8 +34,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpucluster_rig.build import RigError
 from gpucluster_rig.cluster import OWN_JOB_LABEL, Cluster
 
@@ -93,8 +91,7 @@ class JobRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        conf = yaml.safe_load(cluster.kubeconfig.read_text())
-        self._ca = base64.b64decode(conf["clusters"][0]["cluster"]["certificate-authority-data"])
+        self._ca = cluster.ca_bytes()
         server = cluster.server().removeprefix("https://")
         self._host, self._port = server.rsplit(":", 1)
 

@@ -40,7 +40,9 @@ def rig_bin() -> Path:
 @pytest.fixture(scope="session")
 def shared() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (the reference charts and CRDs live beside the repository)")
+        pytest.skip(
+            f"{SHARED} is absent (the reference charts and CRDs live beside the repository)"
+        )
     return SHARED
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from gpucluster_rig.cluster import Cluster
 
 
 def test_the_network_namespace_has_only_loopback() -> None:
-    names = {ln.split(":", 1)[0].strip() for ln in Path("/proc/net/dev").read_text().splitlines()[2:]}
+    names = {
+        ln.split(":", 1)[0].strip() for ln in Path("/proc/net/dev").read_text().splitlines()[2:]
+    }
     if names != {"lo"}:
         pytest.skip("not in the rig's private network namespace (make test-rig)")
     with socket.socket() as s:
@@ -34,12 +37,37 @@ def test_the_server_reports_the_pinned_version(rig: Cluster) -> None:
     assert rig.server().startswith("https://127.0.0.1:")
 
 
-def test_rbac_is_on(rig: Cluster) -> None:
+def test_rbac_is_on(rig: Cluster, tmp_path: Path) -> None:
     rig.kubectl("create", "namespace", "rbac-probe")
     rig.kubectl("create", "serviceaccount", "nobody", "-n", "rbac-probe")
+    who = "system:serviceaccount:rbac-probe:nobody"
+    assert (
+        rig.kubectl(
+            "auth", "can-i", "get", "secrets", "-n", "kube-system", f"--as={who}", check=False
+        ).strip()
+        == "no"
+    )
     token = rig.kubectl("create", "token", "nobody", "-n", "rbac-probe").strip()
-    with pytest.raises(RigError, match="forbidden"):
-        rig.kubectl("--token", token, "get", "secrets", "-n", "kube-system")
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(rig.ca_bytes())
+    proc = subprocess.run(
+        [
+            str(rig.binaries / "kubectl"),
+            "--kubeconfig=/dev/null",
+            f"--server={rig.server()}",
+            f"--certificate-authority={ca}",
+            f"--token={token}",
+            "get",
+            "secrets",
+            "-n",
+            "kube-system",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert f'User "{who}" cannot list resource "secrets"' in proc.stderr
 
 
 def test_an_aggregated_api_is_dialled_only_through_the_sink(rig: Cluster) -> None:
@@ -69,7 +97,9 @@ def test_an_aggregated_api_is_dialled_only_through_the_sink(rig: Cluster) -> Non
             },
         ]
     )
-    ip = json.loads(rig.kubectl("get", "service", "metrics", "-n", "egress-probe", "-o", "json"))["spec"]["clusterIP"]
+    ip = json.loads(rig.kubectl("get", "service", "metrics", "-n", "egress-probe", "-o", "json"))[
+        "spec"
+    ]["clusterIP"]
     deadline = time.monotonic() + 60
     while not any(a.startswith(ip) for a in rig.sink.attempts) and time.monotonic() < deadline:
         rig.kubectl("get", "--raw", "/apis/probe.example.com/v1beta1", check=False)
@@ -81,8 +111,15 @@ def test_an_aggregated_api_is_dialled_only_through_the_sink(rig: Cluster) -> Non
 
 def test_a_cel_rule_of_a_real_crd_is_enforced(rig: Cluster, shared: Path) -> None:
     """IPPool's ``perNodeExclusions`` rule (endIndex >= startIndex), from nv-ipam's real CRD."""
-    rig.kubectl("apply", "--server-side", "-f", str(shared / "crds" / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml"))
-    rig.kubectl("wait", "--for=condition=Established", "crd/ippools.nv-ipam.nvidia.com", "--timeout=60s")
+    rig.kubectl(
+        "apply",
+        "--server-side",
+        "-f",
+        str(shared / "crds" / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml"),
+    )
+    rig.kubectl(
+        "wait", "--for=condition=Established", "crd/ippools.nv-ipam.nvidia.com", "--timeout=60s"
+    )
     rig.kubectl("create", "namespace", "cel-probe")
 
     def pool(start: int, end: int) -> dict[str, object]:
@@ -90,7 +127,12 @@ def test_a_cel_rule_of_a_real_crd_is_enforced(rig: Cluster, shared: Path) -> Non
             "apiVersion": "nv-ipam.nvidia.com/v1alpha1",
             "kind": "IPPool",
             "metadata": {"name": f"pool-{start}-{end}", "namespace": "cel-probe"},
-            "spec": {"subnet": "192.0.2.0/24", "perNodeBlockSize": 16, "gateway": "192.0.2.1", "perNodeExclusions": [{"startIndex": start, "endIndex": end}]},
+            "spec": {
+                "subnet": "192.0.2.0/24",
+                "perNodeBlockSize": 16,
+                "gateway": "192.0.2.1",
+                "perNodeExclusions": [{"startIndex": start, "endIndex": end}],
+            },
         }
 
     rig.apply([pool(1, 2)])

@@ -21,7 +21,9 @@ def _drop_get_verb(stack: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def broken_report(rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def broken_report(
+    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     (report,) = rehearse.run(
         config=None,
         cluster_name=None,
@@ -36,7 +38,9 @@ def broken_report(rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPath
     return report
 
 
-def test_a_gate_without_its_verb_fails_with_the_servers_forbidden_line(broken_report: dict[str, Any]) -> None:
+def test_a_gate_without_its_verb_fails_with_the_servers_forbidden_line(
+    broken_report: dict[str, Any],
+) -> None:
     assert broken_report["ok"] is False
     step = next(r for r in broken_report["apply"]["releases"] if r["release"] == GATE)
     assert step["ok"] is False

@@ -14,7 +14,9 @@ from gpucluster_rig import rehearse
 
 
 @pytest.fixture(scope="module")
-def default_report(rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def default_report(
+    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("rehearse-default")
     reports = rehearse.run(
         config=None,
@@ -34,10 +36,14 @@ def default_report(rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPat
 def test_every_release_is_deployed(default_report: dict[str, Any]) -> None:
     releases = default_report["apply"]["releases"]
     assert len(releases) >= 20
-    assert [r["release"] for r in releases if not r["ok"]] == [], [r for r in releases if not r["ok"]]
+    assert [r["release"] for r in releases if not r["ok"]] == [], [
+        r for r in releases if not r["ok"]
+    ]
 
 
-def test_every_gate_ran_its_own_script_as_its_own_service_account(default_report: dict[str, Any]) -> None:
+def test_every_gate_ran_its_own_script_as_its_own_service_account(
+    default_report: dict[str, Any],
+) -> None:
     jobs = [j for j in default_report["jobs"] if "teardown" not in j["job"]]
     gates = {j["job"] for j in jobs}
     assert "gpu-operator-clusterpolicy-ready" in gates
@@ -45,7 +51,9 @@ def test_every_gate_ran_its_own_script_as_its_own_service_account(default_report
     for job in jobs:
         assert job["exitCode"] == 0, job
         assert job["serviceAccount"] == job["job"]
-        assert any("ready" in line or "passed" in line or "applied" in line for line in job["lastLines"]), job
+        assert any(
+            "ready" in line or "passed" in line or "applied" in line for line in job["lastLines"]
+        ), job
 
 
 def test_custom_resources_hold_every_rendered_field(default_report: dict[str, Any]) -> None:
