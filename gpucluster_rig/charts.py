@@ -74,9 +74,12 @@ class ChartRepo:
         if sources is not None:
             for chart_yaml in sorted(sources.glob("*/Chart.yaml")):
                 meta = yaml.safe_load(chart_yaml.read_text(encoding="utf-8")) or {}
-                self._sources.setdefault(str(meta.get("name")), []).append(
-                    (str(meta.get("version")), chart_yaml.parent)
-                )
+                version = str(meta.get("version"))
+                names = {str(meta.get("name")), chart_yaml.parent.name}
+                if chart_yaml.parent.name.endswith("-" + version):  # <chart>-<version> folders
+                    names.add(chart_yaml.parent.name[: -len(version) - 1])
+                for name in names:
+                    self._sources.setdefault(name, []).append((version, chart_yaml.parent))
 
     def start(self) -> str:
         """Listen on 127.0.0.1 (a free port) in a daemon thread; the repository URL."""
@@ -127,10 +130,8 @@ class ChartRepo:
             shutil.rmtree(staged)
         shutil.copytree(source, staged, symlinks=False)
         meta = yaml.safe_load((staged / "Chart.yaml").read_text(encoding="utf-8")) or {}
-        meta["name"], meta["version"] = (
-            chart,
-            version,
-        )  # a nearest source takes the pinned name and version
+        # a nearest source takes the pinned name and version
+        meta["name"], meta["version"] = chart, version
         (staged / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
         self._helm("package", str(staged), "--destination", str(self.folder))
         served = Served(

@@ -161,7 +161,15 @@ class Cluster:
             {
                 "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
                 "kind": "KwokConfiguration",
-                "options": {"nodeIP": "127.0.0.1", "podIP": "127.0.0.1"},
+                # nodes on loopback; a KwokConfiguration given replaces kwok's defaults, so they
+                # are written out (kwok v0.8.0 pkg/apis/config/v1alpha1 zz_generated.defaults.go)
+                "options": {
+                    "nodeIP": "127.0.0.1",
+                    "podPlayStageParallelism": 4,
+                    "nodePlayStageParallelism": 4,
+                    "nodeLeaseParallelism": 4,
+                    "podsOnNodeSyncParallelism": 1,
+                },
             },
             *_stages(b / "stages.yaml"),
         ]
@@ -198,7 +206,7 @@ class Cluster:
             raise RigError(
                 "cluster",
                 f"kwokctl create cluster failed: {last[-1] if last else proc.returncode}",
-                f"read {self.folder / 'kwokctl.log'} and the component logs in {self.logs}",
+                f"read {self.folder / 'kwokctl.log'} and the component logs in {self.folder / 'logs'}",
             )
 
     def kubectl(
@@ -254,6 +262,10 @@ class Cluster:
     def stop(self) -> None:
         """Delete the cluster (its processes end) and close the sink; safe to call twice."""
         if self.started:
+            if (
+                self.logs.is_dir()
+            ):  # the components' logs outlive the cluster (the report points at them)
+                shutil.copytree(self.logs, self.folder / "logs", dirs_exist_ok=True)
             subprocess.run(
                 [str(self.binaries / "kwokctl"), "--name", self.name, "delete", "cluster"],
                 env=self.env(),

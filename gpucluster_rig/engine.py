@@ -287,13 +287,21 @@ class Engine:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
 
+    def installed(self) -> set[str]:
+        """Names of the releases Helm has on the cluster (every namespace): the rig's "state"."""
+        return set(self._helm("list", "-A", "-a", "-q", timeout=60).stdout.split())
+
     def walk(self, stack: Stack, *, destroy: bool = False) -> tuple[list[Step], float]:
         """Apply (or destroy) every release in dependency order; (steps, makespan in seconds).
 
         A failed release stops the walk from starting its dependents (as Terraform does); the
-        others go on. ``ok`` stays None for a release never started."""
+        others go on. ``ok`` stays None for a release never started. Destroy walks only the
+        releases Helm has (as Terraform destroys only what its state holds)."""
         ids = sorted(stack.releases)
-        before = {rid: set(stack.deps(rid)) for rid in ids}
+        if destroy:
+            have = self.installed()
+            ids = [rid for rid in ids if stack.releases[rid]["name"] in have]
+        before = {rid: set(stack.deps(rid)) & set(ids) for rid in ids}
         if destroy:
             after: dict[str, set[str]] = {rid: set() for rid in ids}
             for rid, deps in before.items():

@@ -154,6 +154,18 @@ def _contains(rendered: Any, live: Any, path: str, diffs: list[str]) -> None:
         diffs.append(f"{path}: rendered {rendered!r}, the server holds {live!r}")
 
 
+class _ManifestLoader(yaml.SafeLoader):
+    """SafeLoader that reads YAML 1.1's ``=`` (the "value" key type) as the string ``=``, as Go's
+    YAML library does (kube-prometheus-stack's rules carry ``- =``)."""
+
+
+def _value_key(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return "="
+
+
+_ManifestLoader.add_constructor("tag:yaml.org,2002:value", _value_key)
+
+
 def custom_resources_round_trip(
     cluster: Cluster, engine: Engine, stack: Stack, ok: list[str]
 ) -> list[dict[str, Any]]:
@@ -164,7 +176,7 @@ def custom_resources_round_trip(
         proc = engine._helm(
             "get", "manifest", cfg["name"], "--namespace", cfg["namespace"], timeout=120
         )
-        for doc in yaml.safe_load_all(proc.stdout or ""):
+        for doc in yaml.load_all(proc.stdout or "", Loader=_ManifestLoader):
             if (
                 not isinstance(doc, dict)
                 or _group(str(doc.get("apiVersion", ""))) in BUILTIN_GROUPS
@@ -275,8 +287,7 @@ def rehearse_cluster(
                 "releases": [s.as_dict(t1) for s in dsteps],
             }
             report["jobs"] = runner.snapshot()
-            left = engine._helm("list", "-A", "-q", timeout=60).stdout.split()
-            report["left_after_destroy"] = {"releases": sorted(left)}
+            report["left_after_destroy"] = {"releases": sorted(engine.installed())}
     finally:
         runner.stop()
         standins.stop()
@@ -342,8 +353,10 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"  destroy: {sum(1 for r in d['releases'] if r['ok'])}/{len(d['releases'])} releases removed in {d['makespan_seconds']} s; left: {report['left_after_destroy']['releases'] or 'nothing'}"
         )
+    attempts = report.get("egress_attempts", [])
     lines.append(
-        f"  API server egress attempts outside loopback: {len(report.get('egress_attempts', []))} (all refused by the sink)"
+        f"  API server attempts to leave loopback: {len(attempts)}, all refused by the egress sink"
+        + (f" ({', '.join(sorted(set(attempts)))})" if attempts else "")
     )
     return "\n".join(lines)
 

@@ -7,12 +7,13 @@ are left to :class:`JobRunner`, which for each one:
 1. asks the API server for a token of **the pod's own ServiceAccount**, bound to the pod
    (TokenRequest, ``kubectl create token --bound-object-kind Pod``);
 2. runs the pod's container command on this host in a bubblewrap sandbox
-   (https://github.com/containers/bubblewrap) that shows it what the container would see: the
-   ServiceAccount token, ``ca.crt`` and ``namespace`` at
-   ``/var/run/secrets/kubernetes.io/serviceaccount``, its ``emptyDir``, ``configMap`` and
-   ``secret`` volumes at their mount paths, its ``env``, ``KUBERNETES_SERVICE_HOST`` and
-   ``_PORT`` naming the rig's API server on 127.0.0.1, and the rig's ``kubectl`` first on PATH;
-   the host's file system is read-only inside;
+   (https://github.com/containers/bubblewrap) that shows it what the container would see: its
+   volumes at their mount paths -- ``emptyDir``, ``configMap``, ``secret`` and the ``projected``
+   ``kube-api-access-*`` volume the ServiceAccount admission plugin added (that token, the
+   ``kube-root-ca.crt`` ConfigMap's ``ca.crt``, the namespace) at
+   ``/var/run/secrets/kubernetes.io/serviceaccount`` -- its ``env``, ``KUBERNETES_SERVICE_HOST``
+   and ``_PORT`` naming the rig's API server on 127.0.0.1, and the rig's ``kubectl`` first on
+   PATH; the host's programs and libraries are read-only inside, nothing else of it is there;
 3. writes the real exit code into the pod's status (``phase`` Succeeded/Failed, the container's
    ``terminated`` state), so the Job controller -- and its ``podFailurePolicy`` -- acts on it.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -37,7 +39,34 @@ from typing import Any
 from gpucluster_rig.build import RigError
 from gpucluster_rig.cluster import OWN_JOB_LABEL, Cluster
 
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+HOST_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib64", "lib32", "libx32")
+"""Host folders the sandbox shows read-only (links such as merged-usr ``/bin -> usr/bin`` as links)."""
+
+
+def _root() -> list[str]:
+    """bubblewrap arguments of the sandbox's root: an empty tmpfs with the host's programs and
+    libraries read-only, ``/proc``, ``/dev``, a writable ``/run`` and ``/var/run`` linking to it."""
+    args = ["--tmpfs", "/"]
+    for name in HOST_DIRS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), f"/{name}"]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), f"/{name}"]
+    return [
+        *args,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--dir",
+        "/run",
+        "--dir",
+        "/var",
+        "--symlink",
+        "../run",
+        "/var/run",
+    ]
 
 
 @dataclass
@@ -91,7 +120,6 @@ class JobRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._ca = cluster.ca_bytes()
         server = cluster.server().removeprefix("https://")
         self._host, self._port = server.rsplit(":", 1)
 
@@ -146,7 +174,8 @@ class JobRunner:
         (self.cluster.folder / "jobs").mkdir(exist_ok=True)
         (self.cluster.folder / "jobs" / f"{ns}.{name}.log").write_text("\n".join(lines) + "\n")
         self._report(ns, name, container["name"], code, pod)
-        shutil.rmtree(work, ignore_errors=True)
+        if code == 0:
+            shutil.rmtree(work, ignore_errors=True)
 
     def _execute(
         self,
@@ -170,22 +199,20 @@ class JobRunner:
             "--duration",
             "1h",
         ).strip()
-        sa_dir = work / "serviceaccount"
-        sa_dir.mkdir()
-        (sa_dir / "token").write_text(token)
-        (sa_dir / "ca.crt").write_bytes(self._ca)
-        (sa_dir / "namespace").write_text(ns)
-        binds: list[str] = ["--ro-bind", str(sa_dir), SA_DIR]
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        binds: list[str] = []
         for mount in container.get("volumeMounts", []):
             vol = volumes.get(mount["name"], {})
             src = work / "volumes" / mount["name"]
             if not src.exists():
                 src.mkdir(parents=True)
-                self._fill_volume(ns, vol, src)
+                self._fill_volume(ns, vol, src, token)
             writable = "emptyDir" in vol and not mount.get("readOnly")
-            binds += ["--bind" if writable else "--ro-bind", str(src), mount["mountPath"]]
-        env = {"PATH": "/opt/gpucluster-rig/bin:/usr/local/bin:/usr/bin:/bin"}
+            target = mount["mountPath"]
+            if target == "/var/run" or target.startswith("/var/run/"):
+                target = target[len("/var") :]  # through the sandbox's /var/run -> ../run link
+            binds += ["--bind" if writable else "--ro-bind", str(src), target]
+        env = {"PATH": "/run/gpucluster-rig/bin:/usr/local/bin:/usr/bin:/bin"}
         for item in container.get("env", []):
             if "value" in item:
                 env[item["name"]] = item["value"]
@@ -193,18 +220,10 @@ class JobRunner:
         env["KUBERNETES_SERVICE_PORT"] = self._port
         cmd = [
             "bwrap",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/var/run",
+            *_root(),
             "--ro-bind",
             str(self.cluster.binaries),
-            "/opt/gpucluster-rig/bin",
+            "/run/gpucluster-rig/bin",
             *binds,
             "--unshare-pid",
             "--die-with-parent",
@@ -215,6 +234,7 @@ class JobRunner:
         cmd += ["--", *container.get("command", []), *container.get("args", [])]
         deadline = float(spec.get("activeDeadlineSeconds") or 3600)
         try:
+            (work / "bwrap.args").write_text("\n".join(cmd))
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, cwd="/")
             out = (proc.stdout + proc.stderr).splitlines()
             return proc.returncode, out[-50:]
@@ -229,8 +249,30 @@ class JobRunner:
                 f"rig runner: killed after activeDeadlineSeconds {deadline:.0f}",
             ]
 
-    def _fill_volume(self, ns: str, vol: dict[str, Any], dest: Path) -> None:
-        if "configMap" in vol:
+    def _fill_volume(self, ns: str, vol: dict[str, Any], dest: Path, token: str) -> None:
+        """Write a volume's files: ``configMap``, ``secret`` and ``projected`` (the ServiceAccount
+        token from the TokenRequest, ``kube-root-ca.crt``, the namespace from the downward API:
+        what the ServiceAccount admission plugin's ``kube-api-access-*`` volume holds)."""
+        if "projected" in vol:
+            for source in vol["projected"].get("sources", []):
+                if "serviceAccountToken" in source:
+                    (dest / source["serviceAccountToken"].get("path", "token")).write_text(token)
+                elif "configMap" in source:
+                    cm = json.loads(
+                        self.cluster.kubectl(
+                            "get", "configmap", source["configMap"]["name"], "-n", ns, "-o", "json"
+                        )
+                    )
+                    data = cm.get("data") or {}
+                    for item in source["configMap"].get("items") or [
+                        {"key": k, "path": k} for k in data
+                    ]:
+                        (dest / item["path"]).write_text(data.get(item["key"], ""))
+                elif "downwardAPI" in source:
+                    for item in source["downwardAPI"].get("items", []):
+                        if item.get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+                            (dest / item["path"]).write_text(ns)
+        elif "configMap" in vol:
             name = vol["configMap"]["name"]
             obj = json.loads(self.cluster.kubectl("get", "configmap", name, "-n", ns, "-o", "json"))
             for key, value in (obj.get("data") or {}).items():
