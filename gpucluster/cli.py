@@ -538,6 +538,8 @@ _EXAMPLES: dict[str, str] = {
     "validate": "examples:\n  gpucluster validate --kubeconfig ~/.kube/config --wait 10m\n"
     "  gpucluster validate --snapshot snapshot.json --format ctrf --junit results.xml",
     "docs": "examples:\n  gpucluster docs\n  gpucluster docs cluster-file | less",
+    "rehearse": "examples:\n  gpucluster rehearse --charts ./charts\n"
+    "  gpucluster rehearse --cluster gpu-training --keep --format json",
 }
 """``COMMAND --help``'s examples (its epilog)."""
 

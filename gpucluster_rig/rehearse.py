@@ -203,12 +203,13 @@ def custom_resources_round_trip(
 
 
 def placement(cluster: Cluster, namespaces: set[str]) -> list[dict[str, Any]]:
-    """Where each DaemonSet's, Deployment's and StatefulSet's pods landed: pools and node counts."""
+    """Where each DaemonSet's, Deployment's, StatefulSet's and Job's pods landed: pools and pod
+    counts, and whether a pod tolerates every taint (a toleration without a key, ``Exists``)."""
     pools = {
         n["metadata"]["name"]: n["metadata"]["labels"].get("gpucluster.rig/pool", "?")
         for n in _json(cluster, "get", "nodes")
     }
-    owners: dict[tuple[str, str, str], dict[str, int]] = {}
+    owners: dict[tuple[str, str, str], dict[str, Any]] = {}
     for pod in _json(cluster, "get", "pods", "-A"):
         meta = pod["metadata"]
         if meta["namespace"] not in namespaces:
@@ -219,12 +220,47 @@ def placement(cluster: Cluster, namespaces: set[str]) -> list[dict[str, Any]]:
             kind, name = "Deployment", name.rsplit("-", 1)[0]
         node = pod["spec"].get("nodeName")
         pool = pools.get(node, "unscheduled") if node else "unscheduled"
-        counts = owners.setdefault((meta["namespace"], kind, name), {})
-        counts[pool] = counts.get(pool, 0) + 1
+        entry = owners.setdefault((meta["namespace"], kind, name), {"pools": {}, "wildcard": False})
+        entry["pools"][pool] = entry["pools"].get(pool, 0) + 1
+        entry["wildcard"] |= any(
+            not t.get("key") and t.get("operator") == "Exists"
+            for t in pod["spec"].get("tolerations") or []
+        )
     return [
-        {"namespace": ns, "kind": kind, "name": name, "pools": dict(sorted(c.items()))}
-        for (ns, kind, name), c in sorted(owners.items())
+        {
+            "namespace": ns,
+            "kind": kind,
+            "name": name,
+            "pools": dict(sorted(e["pools"].items())),
+            "toleratesEveryTaint": e["wildcard"],
+        }
+        for (ns, kind, name), e in sorted(owners.items())
     ]
+
+
+def placement_findings(placed: list[dict[str, Any]], gpu_pools: set[str]) -> list[str]:
+    """One ``warning[rig.placement]`` line per Deployment/StatefulSet with pods on GPU nodes: a
+    system component taking an H100 node's room (why: a toleration of every taint, or none of the
+    system node selector)."""
+    out = []
+    for p in placed:
+        on_gpu = sorted(set(p["pools"]) & gpu_pools)
+        if p["kind"] in ("Deployment", "StatefulSet") and on_gpu:
+            why = (
+                "its pods tolerate every taint"
+                if p["toleratesEveryTaint"]
+                else "it tolerates the GPU taint"
+            )
+            out.append(
+                format_line(
+                    "warning",
+                    "rig.placement",
+                    f"{p['kind']} {p['namespace']}/{p['name']} has pods on GPU nodes ({', '.join(on_gpu)}): {why} "
+                    "and no node selector keeps it on the system nodes",
+                    fix="set scheduling.systemNodeSelector (and keyed systemTolerations) in the cluster file",
+                )
+            )
+    return out
 
 
 def rehearse_cluster(
@@ -277,6 +313,12 @@ def rehearse_cluster(
         namespaces = {stack.releases[r]["namespace"] for r in stack.releases}
         report["jobs"] = runner.snapshot()
         report["placement"] = placement(rig, namespaces)
+        gpu_pools = {
+            n["metadata"]["labels"]["gpucluster.rig/pool"]
+            for n in nodes
+            if "nvidia.com/gpu" in n["status"]["capacity"]
+        }
+        report["placement_findings"] = placement_findings(report["placement"], gpu_pools)
         report["custom_resources"] = custom_resources_round_trip(rig, engine, stack, ok)
         report["stand_ins"] = list(standins.events)
         if destroy:
@@ -336,6 +378,7 @@ def render_text(report: dict[str, Any]) -> str:
     for p in report.get("placement", []):
         pools = ", ".join(f"{k} x{v}" for k, v in p["pools"].items())
         lines.append(f"  {p['kind']} {p['namespace']}/{p['name']}: {pools}")
+    lines.extend(f"  {w}" for w in report.get("placement_findings", []))
     bad = [c for c in report.get("custom_resources", []) if c["diffs"]]
     lines.append(
         f"  custom resources read back: {len(report.get('custom_resources', []))}, changed by the server: {len(bad)}"

@@ -297,7 +297,7 @@ def test_job_applies_server_side_and_waits_for_established(reference_charts, tmp
         apply[:3] == ["apply", "--server-side", "--force-conflicts"]
         and "--field-manager=gpucluster-crds" in apply
     )
-    assert [c[3] for c in run.calls[1:]] == [
+    assert [c[2] for c in run.calls[1:]] == [
         CD[0],
         CD[0],
         CD[1],

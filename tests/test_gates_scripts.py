@@ -107,7 +107,6 @@ def test_named_object_ready_at_once(tmp_path, shell):
     assert run.calls == [
         [
             "get",
-            "--request-timeout=30s",
             "clusterpolicies.v1.nvidia.com",
             "cluster-policy",
             "-o",
@@ -193,7 +192,6 @@ def test_every_object_must_be_ready(tmp_path, shell):
     assert len(run.calls) == 3
     assert run.calls[0] == [
         "get",
-        "--request-timeout=30s",
         "nicclusterpolicies.v1alpha1.mellanox.com",
         "-o",
         'jsonpath={range .items[*]}{.metadata.name}={.status.state}{"\\n"}{end}',
@@ -246,7 +244,7 @@ def test_namespaced_condition_passes_the_namespace(tmp_path, shell):
     )
     run = run_script(text, [("pool-a=n1\n", "", 0)], tmp_path, shell=shell)
     assert run.returncode == 0
-    assert run.calls[0][2:5] == [
+    assert run.calls[0][1:4] == [
         "ippools.v1alpha1.nv-ipam.nvidia.com",
         "-n",
         "nvidia-network-operator",
@@ -280,7 +278,6 @@ def test_crd_created_then_established(tmp_path, shell):
     )
     assert run.calls[0] == [
         "get",
-        "--request-timeout=30s",
         "customresourcedefinitions.v1.apiextensions.k8s.io",
         "ippools.nv-ipam.nvidia.com",
         "-o",
@@ -322,7 +319,6 @@ def test_daemonset_rolled_out(tmp_path, shell):
     assert run.returncode == 0
     assert run.calls[0] == [
         "get",
-        "--request-timeout=30s",
         "daemonsets.v1.apps",
         "nvidia-dra-driver-gpu-kubelet-plugin",
         "-n",

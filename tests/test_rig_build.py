@@ -67,7 +67,9 @@ def test_the_kube_module_replaces_exactly_the_pinned_kubernetes_staging_modules(
     assert have == sorted(want)
 
 
-def test_the_build_key_follows_go_version_and_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_build_key_follows_go_version_and_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = build.build_key("go version go1.26.8 linux/amd64")
     assert a == build.build_key("go version go1.26.8 linux/amd64")
     assert a != build.build_key("go version go1.27.3 linux/amd64")
@@ -98,7 +100,9 @@ def test_no_go_is_one_line_with_a_fix(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert "fix: install Go" in line and "--binaries" in line
 
 
-def test_a_binaries_folder_lacking_a_program_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_binaries_folder_lacking_a_program_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for name in build.PROGRAMS:
         if name != "kwokctl":
             (tmp_path / name).write_text("#!/bin/sh\n")
@@ -116,6 +120,8 @@ def test_the_core_never_imports_the_rig() -> None:
     offenders = []
     for folder in ("gpucluster", "gpucluster_cdk", "plugins"):
         for path in (ROOT / folder).rglob("*.py"):
-            if re.search(r"^\s*(from|import)\s+gpucluster_rig\b", path.read_text(encoding="utf-8"), re.M):
+            if re.search(
+                r"^\s*(from|import)\s+gpucluster_rig\b", path.read_text(encoding="utf-8"), re.M
+            ):
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []

@@ -162,13 +162,13 @@ for crd in {crds}; do
   fi
 done
 log "applying the CRDs of chart version $CHART_VERSION server-side (field manager {FIELD_MANAGER})"
-if ! kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f "$work"; then
+if ! timeout 120 kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f "$work"; then
   log "FAILED: kubectl apply --server-side was refused (see the line above)"; exit 1
 fi
 for crd in {crds}; do
   limit=$(( $(now) + {timeout} )); state=''
   while :; do
-    state=$(kubectl get --request-timeout=30s crd "$crd" -o 'jsonpath={{.status.conditions[?(@.type=="Established")].status}}' 2>/dev/null || true)
+    state=$(timeout 30 kubectl get crd "$crd" -o 'jsonpath={{.status.conditions[?(@.type=="Established")].status}}' 2>/dev/null || true)
     [ "$state" = True ] && break
     if [ "$(now)" -ge "$limit" ]; then
       log "FAILED: CRD $crd is not Established within {timeout}s (Established=${{state:-<unset>}})"; exit 1

@@ -376,11 +376,14 @@ wait_until() {{
     sleep "$poll"
   done
 }}
-# get ARGS...: run kubectl get; stdout in $out; on failure the last stderr line in $err. A refusal
-# of the gate's own identity (Forbidden, Unauthorized) ends the gate at once: waiting cannot help
+# get ARGS...: run kubectl get, bounded by coreutils timeout (kubectl's --request-timeout would make
+# it ignore the pod's in-cluster configuration and dial localhost:8080: kubernetes/kubernetes#93474);
+# stdout in $out; on failure the last stderr line in $err. A refusal of the gate's own identity
+# (Forbidden, Unauthorized) ends the gate at once: waiting cannot help
 get() {{
-  if out=$(kubectl get --request-timeout=30s "$@" 2>"$errf"); then return 0; fi
+  if out=$(timeout 30 kubectl get "$@" 2>"$errf"); then return 0; else rc=$?; fi
   err=$(tail -n 1 "$errf" 2>/dev/null); [ -n "$err" ] || err='no output'
+  [ "$rc" -ne 124 ] || err='kubectl get gave no answer within 30s'
   case "$err" in
     *'(Forbidden)'*|*'(Unauthorized)'*)
       log "FAILED: the API server refused the gate's ServiceAccount: $err"
@@ -431,7 +434,7 @@ def _resource_arg(spec: GateSpec) -> str:
 
 
 def _get_args(spec: GateSpec, jsonpath: str, name: str | None) -> str:
-    """Shell-quoted arguments of ``kubectl get`` after ``--request-timeout``."""
+    """Shell-quoted arguments of ``kubectl get`` (after ``timeout 30 kubectl get``)."""
     parts = [_resource_arg(spec)]
     if name:
         parts.append(name)

@@ -120,9 +120,9 @@ log "deleting {len(objects)} custom resource(s) while their operators still run"
 while IFS='|' read -r res ns name; do
   [ -n "$res" ] || continue
   if [ -n "$ns" ]; then
-    kubectl delete --request-timeout=30s "$res" "$name" -n "$ns" --wait=false --ignore-not-found >/dev/null 2>&1 || log "delete of $res $name not accepted yet (retrying)"
+    timeout 30 kubectl delete "$res" "$name" -n "$ns" --wait=false --ignore-not-found >/dev/null 2>&1 || log "delete of $res $name not accepted yet (retrying)"
   else
-    kubectl delete --request-timeout=30s "$res" "$name" --wait=false --ignore-not-found >/dev/null 2>&1 || log "delete of $res $name not accepted yet (retrying)"
+    timeout 30 kubectl delete "$res" "$name" --wait=false --ignore-not-found >/dev/null 2>&1 || log "delete of $res $name not accepted yet (retrying)"
   fi
 done <<EOF
 $objects
@@ -132,9 +132,9 @@ stuck_now() {{
   while IFS='|' read -r res ns name; do
     [ -n "$res" ] || continue
     if [ -n "$ns" ]; then
-      out=$(kubectl get --request-timeout=30s "$res" "$name" -n "$ns" --ignore-not-found -o 'jsonpath={{.kind}}|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}' 2>/dev/null) || out="$res|$ns|$name|<API error>|"
+      out=$(timeout 30 kubectl get "$res" "$name" -n "$ns" --ignore-not-found -o 'jsonpath={{.kind}}|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}' 2>/dev/null) || out="$res|$ns|$name|<API error>|"
     else
-      out=$(kubectl get --request-timeout=30s "$res" "$name" --ignore-not-found -o 'jsonpath={{.kind}}|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}' 2>/dev/null) || out="$res||$name|<API error>|"
+      out=$(timeout 30 kubectl get "$res" "$name" --ignore-not-found -o 'jsonpath={{.kind}}|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}' 2>/dev/null) || out="$res||$name|<API error>|"
     fi
     [ -n "$out" ] && stuck="$stuck$out
 "
@@ -142,7 +142,7 @@ stuck_now() {{
 $objects
 EOF
   if [ -n "$check_nm" ]; then
-    if out=$(kubectl get --request-timeout=30s {NODE_MAINTENANCE_RESOURCE} -A -o "jsonpath={{range .items[*]}}NodeMaintenance|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}{{\\"\\\\n\\"}}{{end}}" 2>"${{TMPDIR:-/tmp}}/nm.err"); then
+    if out=$(timeout 30 kubectl get {NODE_MAINTENANCE_RESOURCE} -A -o "jsonpath={{range .items[*]}}NodeMaintenance|{{.metadata.namespace}}|{{.metadata.name}}|{{.metadata.finalizers}}|{{.spec.nodeName}}{{\\"\\\\n\\"}}{{end}}" 2>"${{TMPDIR:-/tmp}}/nm.err"); then
       stuck="$stuck$out"
     elif ! grep -q "doesn't have a resource type" "${{TMPDIR:-/tmp}}/nm.err" 2>/dev/null; then
       stuck="${{stuck}}NodeMaintenance|||<API error>|

@@ -204,7 +204,7 @@ TEARDOWN_NAME = "sriov-ib-networks-teardown-wait"
 
 _TEARDOWN_SCRIPT = r"""set -eu
 deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
-if res=$(kubectl api-resources --api-group=sriovnetwork.openshift.io -o name 2>&1); then
+if res=$(timeout 30 kubectl api-resources --api-group=sriovnetwork.openshift.io -o name 2>&1); then
   case "$res" in
     *sriovnetworknodestates*) ;;
     *) echo "no SriovNetworkNodeState API: nothing to wait for"; exit 0 ;;
@@ -212,7 +212,7 @@ if res=$(kubectl api-resources --api-group=sriovnetwork.openshift.io -o name 2>&
 fi
 sleep 10
 while true; do
-  if out=$(kubectl get sriovnetworknodestates.sriovnetwork.openshift.io -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.status.syncStatus}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/desired-state}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/current-state}{"|"}{.spec.interfaces[*].pciAddress} {.spec.interfaces[*].name}{"\n"}{end}'); then
+  if out=$(timeout 30 kubectl get sriovnetworknodestates.sriovnetwork.openshift.io -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.status.syncStatus}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/desired-state}{"|"}{.metadata.annotations.sriovnetwork\.openshift\.io/current-state}{"|"}{.spec.interfaces[*].pciAddress} {.spec.interfaces[*].name}{"\n"}{end}'); then
     pending=""
     while IFS='|' read -r name sync desired current devs; do
       if [ -z "$name" ]; then continue; fi

@@ -63,13 +63,34 @@ def test_custom_resources_hold_every_rendered_field(default_report: dict[str, An
     assert [c for c in crs if c["diffs"]] == []
 
 
-def test_system_components_and_our_jobs_stay_off_gpu_nodes(default_report: dict[str, Any]) -> None:
-    placed = default_report["placement"]
+def test_our_jobs_run_on_system_nodes_and_gpu_daemonsets_only_on_gpu_nodes(
+    default_report: dict[str, Any],
+) -> None:
+    placed = {(p["namespace"], p["kind"], p["name"]): p for p in default_report["placement"]}
     assert placed
-    for p in placed:
-        if p["kind"] in ("Deployment", "StatefulSet", "Job"):
-            assert "gpu" not in p["pools"], p
+    for p in placed.values():
         assert "unscheduled" not in p["pools"], p
+    dra = placed[("nvidia-dra-driver", "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin")]
+    assert set(dra["pools"]) == {"gpu"}
+    jobs = [p for p in placed.values() if p["kind"] == "Job"]
+    assert jobs and all(set(p["pools"]) == {"system"} for p in jobs), jobs
+
+
+def test_a_system_component_on_a_gpu_node_is_a_finding_with_its_cause(
+    default_report: dict[str, Any],
+) -> None:
+    """A Deployment whose pods landed on a GPU node is reported (never passed over in silence), and
+    only one whose pods tolerate the GPU taint can be there."""
+    on_gpu = [
+        p
+        for p in default_report["placement"]
+        if p["kind"] in ("Deployment", "StatefulSet") and "gpu" in p["pools"]
+    ]
+    findings = default_report["placement_findings"]
+    assert len(findings) == len(on_gpu)
+    for p, line in zip(on_gpu, findings, strict=True):
+        assert line.startswith("warning[rig.placement]") and f"{p['namespace']}/{p['name']}" in line
+        assert p["toleratesEveryTaint"] or "tolerates the GPU taint" in line
 
 
 def test_destroy_leaves_no_release(default_report: dict[str, Any]) -> None:
