@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from gpucluster.errors import format_line
 from gpucluster_rig.build import RigError
 from gpucluster_rig.charts import ChartRepo
 from gpucluster_rig.cluster import Cluster
@@ -363,11 +364,27 @@ def render_text(report: dict[str, Any]) -> str:
     lines.append(
         f"  apply: {sum(1 for r in rel if r['ok'])}/{len(rel)} releases deployed, makespan {apply.get('makespan_seconds')} s"
     )
+    failed_jobs = {j["job"]: j for j in report.get("jobs", []) if j["exitCode"] not in (0, None)}
     for r in rel:
-        if not r["ok"]:
+        if r["ok"] is False:
+            job = failed_jobs.get(r["release"])
+            said = r["message"]
+            if job and job["lastLines"]:
+                said = f"{job['lastLines'][-1]} (Helm: {r['message']})"
+            where = (("release", r["release"]), ("namespace", r["namespace"]))
             lines.append(
-                f"  error[rig.release] release={r['release']} namespace={r['namespace']}: {r['message']}"
+                "  "
+                + format_line(
+                    "error",
+                    "rig.release",
+                    said,
+                    where=where,
+                    fix="read the release's job and values",
+                )
             )
+    skipped = [r["release"] for r in rel if r["ok"] is None]
+    if skipped:
+        lines.append(f"  not started (a release they depend on failed): {', '.join(skipped)}")
     for j in report.get("jobs", []):
         state = "passed" if j["exitCode"] == 0 else f"exit {j['exitCode']}"
         lines.append(
