@@ -78,6 +78,7 @@ class Run:
     job: str
     service_account: str
     started: float
+    node: str = ""
     exit_code: int | None = None
     seconds: float = 0.0
     output: list[str] = field(default_factory=list)
@@ -88,6 +89,7 @@ class Run:
             "pod": self.pod,
             "job": self.job,
             "serviceAccount": self.service_account,
+            "node": self.node,
             "exitCode": self.exit_code,
             "seconds": round(self.seconds, 1),
             "lastLines": self.output[-5:],
@@ -161,7 +163,7 @@ class JobRunner:
             (o["name"] for o in meta.get("ownerReferences", []) if o.get("kind") == "Job"), ""
         )
         sa = spec.get("serviceAccountName", "default")
-        run = Run(ns, name, owner, sa, time.monotonic())
+        run = Run(ns, name, owner, sa, time.monotonic(), node=spec.get("nodeName", ""))
         with self._lock:
             self.runs.append(run)
         container = spec["containers"][0]
