@@ -152,8 +152,9 @@ test-rig: rig
 test-cdktn: cdktn
 	GPUCLUSTER_CDK=cdktn $(PY_CDKTN) -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(CDKTN_TESTS)
 
-bench: setup cdktn
+bench: setup cdktn rig
 	$(PY) tools/bench.py
+	$(PY) tools/bench_rehearse.py
 
 FUZZ_EXAMPLES ?= 2000
 fuzz: setup
