@@ -401,11 +401,40 @@ def _snapshot_arguments(c: argparse.ArgumentParser) -> None:
 
 def _rehearse_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument(
-        "rig_args",
-        nargs=argparse.REMAINDER,
-        metavar="...",
-        help="[--config FILE] [--cluster NAME] [--keep] [--binaries DIR] [--charts DIR] [--crds DIR] "
-        "[--delay S] [--format text|json] [--work DIR] (`python -m gpucluster_rig rehearse --help`)",
+        "--config",
+        metavar="FILE",
+        help="cluster file (default: ./gpucluster.yaml, else the built-in example)",
+    )
+    c.add_argument("--cluster", metavar="NAME", help="rehearse only this cluster")
+    c.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the cluster up (no destroy); print its kubeconfig and how to stop it",
+    )
+    c.add_argument(
+        "--binaries",
+        metavar="DIR",
+        help="a folder with the rig's programs (no build; docs/rehearse.md)",
+    )
+    c.add_argument(
+        "--charts",
+        metavar="DIR",
+        help="a folder of unpacked charts to serve (default: every chart a stub)",
+    )
+    c.add_argument(
+        "--crds",
+        metavar="DIR",
+        help="a folder of operator CRDs the stand-ins create (the IPPool CRD)",
+    )
+    c.add_argument(
+        "--delay", metavar="S", help="seconds before a stand-in reports ready (default 3)"
+    )
+    c.add_argument(
+        "--format", choices=("text", "json"), help="the report: text (default) or one JSON object"
+    )
+    c.add_argument("--work", metavar="DIR", help="work folder (default: a new temporary folder)")
+    c.add_argument(
+        "--no-isolate", action="store_true", help="do not run in a private network namespace"
     )
 
 
@@ -1602,7 +1631,13 @@ def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
     import subprocess
 
     out.flush()
-    return subprocess.call([sys.executable, "-m", "gpucluster_rig", "rehearse", *args.rig_args])
+    argv = ["rehearse"]
+    for name in ("config", "cluster", "binaries", "charts", "crds", "delay", "format", "work"):
+        value = getattr(args, name)
+        if value is not None:
+            argv += [f"--{name}", value]
+    argv += [flag for flag, on in (("--keep", args.keep), ("--no-isolate", args.no_isolate)) if on]
+    return subprocess.call([sys.executable, "-m", "gpucluster_rig", *argv])
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

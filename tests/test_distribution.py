@@ -27,7 +27,14 @@ from gpucluster import cli, sdk
 
 ROOT = Path(__file__).resolve().parents[1]
 CDKTF = ROOT / "node_modules" / ".bin" / "cdktf"
-TOP_LEVEL = {"gpucluster", "gpucluster_cdk", "gpucluster_aks", "gpucluster_nvke", "gpucluster_oke"}
+TOP_LEVEL = {
+    "gpucluster",
+    "gpucluster_cdk",
+    "gpucluster_aks",
+    "gpucluster_nvke",
+    "gpucluster_oke",
+    "gpucluster_rig",
+}
 """The wheel's importable top-level names: all gpucluster's own, none a project folder could hold."""
 PACKAGE_ROOTS = {
     "gpucluster": "gpucluster",
@@ -36,6 +43,7 @@ PACKAGE_ROOTS = {
     "plugins/gpucluster_aks": "gpucluster_aks",
     "plugins/gpucluster_nvke": "gpucluster_nvke",
     "plugins/gpucluster_oke": "gpucluster_oke",
+    "gpucluster_rig": "gpucluster_rig",
 }
 """Source folder -> where its files land in the wheel."""
 

@@ -125,3 +125,22 @@ def test_the_core_never_imports_the_rig() -> None:
             ):
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def test_gpucluster_rehearse_takes_the_rigs_own_options() -> None:
+    """``gpucluster rehearse`` forwards to ``python -m gpucluster_rig rehearse``: the same options."""
+    import argparse
+
+    from gpucluster import cli
+    from gpucluster_rig.__main__ import _parser
+
+    def options(parser: argparse.ArgumentParser) -> set[str]:
+        return {o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")}
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    ours = next(
+        a
+        for a in cli.build_parser("rehearse")._actions
+        if isinstance(a, argparse._SubParsersAction)
+    )
+    assert options(ours.choices["rehearse"]) == options(sub.choices["rehearse"])
