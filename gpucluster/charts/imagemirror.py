@@ -34,8 +34,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from gpucluster.errors import GpuclusterError
 
 DOCS = "docs/cluster-file.md#images-mirror"
@@ -134,7 +132,7 @@ def parse_reference(text: str) -> Ref | None:
         registry, repository = first, rest
     else:
         registry, repository = "docker.io", text
-    if not _PATH.match(repository):
+    if not _PATH.fullmatch(repository):
         return None  # an upper-case first component is a path, not a host
     if registry == "docker.io" and "/" not in repository:
         repository = f"library/{repository}"
@@ -300,6 +298,8 @@ def rewrite_object(doc: dict[str, Any], mirror: str) -> list[str]:
 
 
 def _rewrite_embedded(text: str, mirror: str) -> str:
+    import yaml  # here: reading the cluster file (parse_images) must not import PyYAML
+
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError:
@@ -317,6 +317,8 @@ def rewrite_stream(text: str, mirror: str) -> str:
     """A YAML stream of Kubernetes objects (what Helm hands a post-renderer) with every image
     reference at ``mirror``; empty documents dropped, comments not kept. ``yaml.YAMLError`` when the
     stream is not YAML."""
+    import yaml  # here: reading the cluster file (parse_images) must not import PyYAML
+
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     for doc in docs:
         if isinstance(doc, dict):
