@@ -221,6 +221,9 @@ CLUSTER_FIELDS: dict[str, st.SearchStrategy] = {
             },
         ]
     ),
+    "images": st.sampled_from(
+        [{}, {"mirror": "myacr.azurecr.io/mirror"}, {"mirror": "localhost:5000"}]
+    ),  # docs/cluster-file.md: images.mirror
     "driverUpgradePolicy": st.fixed_dictionaries(
         {},
         optional={
@@ -269,6 +272,7 @@ def valid_aks_cluster(draw) -> dict[str, Any]:
         "settings",
         "backend",
         "charts",
+        "images",
         "driverUpgradePolicy",
         "schedulerProfiles",
     ):
@@ -332,6 +336,8 @@ def valid_documents(draw) -> dict[str, Any]:
     doc: dict[str, Any] = {"clusters": clusters}
     if draw(st.integers(0, 3)) == 0:  # the file-wide chart mirror (a cluster's own replaces it)
         doc["charts"] = copy.deepcopy(draw(CLUSTER_FIELDS["charts"]))
+    if draw(st.integers(0, 3)) == 0:  # the file-wide image mirror (a cluster's own replaces it)
+        doc["images"] = copy.deepcopy(draw(CLUSTER_FIELDS["images"]))
     return doc
 
 

@@ -138,7 +138,7 @@ def check_contract(code: int, out: str, err: str, text: str, *, plan_text: bool 
 def test_schema_strategies_cover_every_cluster_key():
     """A key added to the cluster file gets a strategy here, or this fails."""
     assert set(fc.CLUSTER_FIELDS) == set(config.CLUSTER_KEYS)
-    assert {"clusters", "backend", "charts", "fleet"} == set(
+    assert {"clusters", "backend", "charts", "images", "fleet"} == set(
         config.TOP_KEYS
     )  # fleet: tests/test_fleet*.py
 
