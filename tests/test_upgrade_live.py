@@ -1083,6 +1083,10 @@ def test_the_ctrf_extras_say_what_the_json_says(tmp_path, driver_change):
             }
         )
     assert extras == expected
+    messages = {t["name"]: t["message"] for t in json.loads(ctrf)["results"]["tests"]}
+    assert [messages[f"pool/{p['pool']}"] for p in doc["pools"]] == [
+        one_line(p["note"]) for p in doc["pools"]
+    ]
     unchanged = cluster_file(tmp_path / "same.yaml")
     code, text, _ = judge(tmp_path, unchanged, unchanged, healthy_items(2), fmt="text")
     assert code == 0 and text.splitlines()[1:3] == [

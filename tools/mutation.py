@@ -362,6 +362,11 @@ EQUIVALENT: dict[str, str] = {
     "gpucluster/verify/upgrade_check.py: run_sides: "
     '-a = load_side(old, new, workdir / "from", key="--from") '
     '+a = load_side(old, new, workdir / "from", )': "'--from' is load_side's default key",
+    "gpucluster/verify/upgrade_live.py: render_ctrf: "
+    '-"gpusSchedulableDuring": "" if p.gpus_during is None else str(p.gpus_during), '
+    '+"gpusSchedulableDuring": "" if (p.gpus_during is None) and False else str(p.gpus_during),': (
+        "_pool_states gives every pool a count of GPUs during the change, never None"
+    ),
 }
 """Survivors set aside, keyed ``module: function: -old +new`` as printed, with why the mutant
 cannot change what the code does."""
