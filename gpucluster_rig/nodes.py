@@ -83,13 +83,20 @@ def _taints(pool: NodePool) -> list[dict[str, str]]:
     return out
 
 
-def nodes_for(cluster: ClusterSpec, *, arch: str = "amd64") -> list[dict[str, Any]]:
-    """The Node objects of ``cluster`` (prepared by its platform plugin: pools, scheduling).
+ARM_ACCELERATORS = frozenset({"gb200", "gb300"})
+"""Accelerators whose nodes are arm64 (Grace CPUs); every other cluster's nodes are amd64."""
+
+
+def nodes_for(cluster: ClusterSpec, *, arch: str | None = None) -> list[dict[str, Any]]:
+    """The Node objects of ``cluster`` (prepared by its platform plugin: pools, scheduling);
+    ``arch`` (``kubernetes.io/arch``) defaults to arm64 for Grace systems, else amd64.
 
     Returns:
         Node manifests named ``<pool>-<i>`` (i from 0), each with ``metadata.labels``
         (``gpucluster.rig/pool: <pool>`` among them), ``spec.taints`` and ``status.capacity``.
     """
+    if arch is None:
+        arch = "arm64" if cluster.criteria.accelerator in ARM_ACCELERATORS else "amd64"
     sched = cluster.scheduling
     out: list[dict[str, Any]] = []
     if cluster.pools:
