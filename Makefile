@@ -124,8 +124,12 @@ docs: setup
 
 # test-cdktn runs alongside the main pytest run (it fills the cores while the main run's last files
 # finish); its output is printed after the main run's, and either failing fails `make test`.
-test: setup cdktn checkov-setup lint
-	@cdktn_log=$$(mktemp); \
+# The rig is built first (cached after the first time): the real kube-scheduler tests of the main run
+# read its programs through GPUCLUSTER_RIG_BIN; without Go they skip and say why.
+test: setup cdktn checkov-setup lint rig
+	@rig_bin=$$($(PY) -m gpucluster_rig build 2>/dev/null) || rig_bin=""; \
+	if [ -n "$$rig_bin" ]; then export GPUCLUSTER_RIG_BIN="$$rig_bin"; fi; \
+	cdktn_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-cdktn > "$$cdktn_log" 2>&1 & cdktn_pid=$$!; \
 	main_rc=0; $(PY) -m pytest $(PYTEST_ARGS) || main_rc=$$?; \
 	cdktn_rc=0; wait $$cdktn_pid || cdktn_rc=$$?; \
