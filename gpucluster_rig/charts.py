@@ -130,7 +130,12 @@ class ChartRepo:
             shutil.rmtree(staged)
         shutil.copytree(source, staged, symlinks=False)
         meta = yaml.safe_load((staged / "Chart.yaml").read_text(encoding="utf-8")) or {}
-        # a nearest source takes the pinned name and version
+        # a nearest source takes the pinned name and version; a chart whose appVersion follows its
+        # version (the DRA driver's templates build the image tag from it) takes that too
+        source_version = str(meta.get("version", "")).lstrip("v")
+        if how != "exact" and str(meta.get("appVersion", "")).lstrip("v") == source_version:
+            prefix = "v" if str(meta["appVersion"]).startswith("v") else ""
+            meta["appVersion"] = prefix + version.lstrip("v")
         meta["name"], meta["version"] = chart, version
         (staged / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
         self._helm("package", str(staged), "--destination", str(self.folder))

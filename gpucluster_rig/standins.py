@@ -7,8 +7,9 @@ purpose:
 * a ClusterPolicy (``nvidia.com/v1``, NVIDIA GPU Operator) gets ``status.state: ready``
   :attr:`delay` seconds after it was created;
 * a NicClusterPolicy (``mellanox.com/v1alpha1``, NVIDIA Network Operator) likewise;
-* the IPPool CRD (``ippools.nv-ipam.nvidia.com``), which nv-ipam creates at run time, is created
-  from ``crds`` once a NicClusterPolicy asks for ``nvIpam`` and :attr:`delay` has passed.
+* the IPPool CRD (``ippools.nv-ipam.nvidia.com``), which the Network Operator creates at run time
+  (its nv-ipam controller), is created from ``ippool_crd`` :attr:`delay` seconds after the
+  ``network-operator`` Deployment appeared.
 
 DaemonSets (the DRA kubelet plugin, multus) roll out by themselves: KWOK makes their pods Ready
 on the nodes the scheduler picked. ``never_ready`` names kinds whose objects the stand-in leaves
@@ -91,6 +92,12 @@ class StandIns:
             self._stop.wait(1.0)
 
     def _once(self) -> None:
+        if not self._ippool_done and self.ippool_crd is not None:
+            operators = [
+                d for d in self._items("deployments") if d["metadata"]["name"] == "network-operator"
+            ]
+            if any(_age(d) >= self.delay for d in operators):
+                self._ippool()
         for kind, resource in STATE_KINDS.items():
             if kind in self.never_ready:
                 continue
@@ -117,8 +124,6 @@ class StandIns:
                         "set": "status.state=ready",
                     }
                 )
-                if kind == "NicClusterPolicy" and (obj.get("spec") or {}).get("nvIpam"):
-                    self._ippool()
 
     def _ippool(self) -> None:
         if self._ippool_done or self.ippool_crd is None:
