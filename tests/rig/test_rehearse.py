@@ -5,6 +5,8 @@ ServiceAccounts, then destroyed."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,53 @@ def test_destroy_leaves_no_release(default_report: dict[str, Any]) -> None:
 
 def test_the_report_says_passed(default_report: dict[str, Any]) -> None:
     assert default_report["ok"] is True
+
+
+@pytest.fixture(scope="module")
+def oke_report(
+    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The OKE GB200 training cluster ``gpucluster init --service oke`` scaffolds, rehearsed."""
+    project = tmp_path_factory.mktemp("oke") / "project"
+    init = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster.cli",
+            "init",
+            str(project),
+            "--service",
+            "oke",
+            "--intent",
+            "training",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert init.returncode == 0, init.stderr
+    (report,) = rehearse.run(
+        config=project / "gpucluster.yaml",
+        cluster_name=None,
+        folder=tmp_path_factory.mktemp("rehearse-oke"),
+        binaries=rig_bin,
+        charts=shared / "charts",
+        crds=shared / "crds",
+        delay=2.0,
+    )
+    print(rehearse.render_text(report))
+    return report
+
+
+def test_the_oke_gb200_stack_applies_gates_pass_and_destroys(oke_report: dict[str, Any]) -> None:
+    releases = oke_report["apply"]["releases"]
+    assert len(releases) >= 15 and all(r["ok"] for r in releases), [
+        r for r in releases if not r["ok"]
+    ]
+    gates = {j["job"]: j for j in oke_report["jobs"]}
+    assert gates["gpu-operator-clusterpolicy-ready"]["exitCode"] == 0
+    assert gates["nvidia-dra-driver-gpu-kubelet-plugin-rollout"]["exitCode"] == 0
+    assert all(j["exitCode"] == 0 and j["serviceAccount"] == j["job"] for j in gates.values())
+    assert [c for c in oke_report["custom_resources"] if c["diffs"]] == []
+    assert oke_report["left_after_destroy"]["releases"] == []
+    assert oke_report["ok"] is True
