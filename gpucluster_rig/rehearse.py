@@ -296,7 +296,9 @@ def rehearse_cluster(
         for p in sorted({n["metadata"]["labels"]["gpucluster.rig/pool"] for n in nodes})
     }
     runner = JobRunner(rig)
-    ippool = crds_dir / "nv-ipam" / "nv-ipam.nvidia.com_ippools.yaml" if crds_dir else None
+    ippool = (
+        crds_dir / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml" if crds_dir else None
+    )
     standins = StandIns(
         rig, delay=delay, ippool_crd=ippool if ippool and ippool.is_file() else None
     )
