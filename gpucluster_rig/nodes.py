@@ -52,6 +52,8 @@ def _node(
         all_labels.update(
             {
                 "feature.node.kubernetes.io/pci-10de.present": "true",
+                # the ConnectX InfiniBand/RoCE NICs of H100 and GB200 systems (NFD's PCI vendor label)
+                "feature.node.kubernetes.io/pci-15b3.present": "true",
                 "nvidia.com/gpu.present": "true",
                 "nvidia.com/gpu.count": str(gpus),
                 "nvidia.com/gpu.product": GPU_PRODUCT.get(gpus, "NVIDIA-GPU"),

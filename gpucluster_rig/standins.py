@@ -11,8 +11,11 @@ purpose:
   (its nv-ipam controller), is created from ``ippool_crd`` :attr:`delay` seconds after the
   ``network-operator`` Deployment appeared.
 
-DaemonSets (the DRA kubelet plugin, multus) roll out by themselves: KWOK makes their pods Ready
-on the nodes the scheduler picked. ``never_ready`` names kinds whose objects the stand-in leaves
+* the multus DaemonSet (``kube-multus-ds``) the Network Operator renders from a NicClusterPolicy's
+  ``secondaryNetwork.multus`` is created with the policy's node affinity and tolerations.
+
+DaemonSets then roll out by themselves (the DRA kubelet plugin's, multus): KWOK makes their pods
+Ready on the nodes the scheduler picked. ``never_ready`` names kinds whose objects the stand-in leaves
 alone (a failure test: the gate must time out naming the state it saw).
 """
 
@@ -66,6 +69,7 @@ class StandIns:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ippool_done = False
+        self._multus_done = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="stand-ins", daemon=True)
@@ -116,6 +120,8 @@ class StandIns:
                 if meta.get("namespace"):
                     args += ["-n", meta["namespace"]]
                 self.cluster.kubectl(*args, "--subresource=status", check=False)
+                if kind == "NicClusterPolicy":
+                    self._multus(obj)
                 self.events.append(
                     {
                         "time": round(time.time(), 1),
@@ -124,6 +130,50 @@ class StandIns:
                         "set": "status.state=ready",
                     }
                 )
+
+    def _multus(self, policy: dict[str, Any]) -> None:
+        """The multus DaemonSet the Network Operator renders from ``secondaryNetwork.multus``
+        (``kube-multus-ds``, in the operator's namespace, with the policy's node affinity and
+        tolerations): KWOK runs its pods on the nodes that match."""
+        multus = ((policy.get("spec") or {}).get("secondaryNetwork") or {}).get("multus")
+        operators = [
+            d for d in self._items("deployments") if d["metadata"]["name"] == "network-operator"
+        ]
+        if not multus or not operators or self._multus_done:
+            return
+        ns = operators[0]["metadata"]["namespace"]
+        spec = policy["spec"]
+        labels = {"app": "kube-multus-ds", "gpucluster.rig/stand-in": "network-operator"}
+        pod: dict[str, Any] = {
+            "containers": [
+                {
+                    "name": "kube-multus",
+                    "image": f"{multus.get('repository', '')}/{multus.get('image', 'multus-cni')}:{multus.get('version', '')}",
+                }
+            ],
+            "tolerations": spec.get("tolerations") or [],
+        }
+        if spec.get("nodeAffinity"):
+            pod["affinity"] = {"nodeAffinity": spec["nodeAffinity"]}
+        ds = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "kube-multus-ds", "namespace": ns, "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        }
+        self.cluster.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(ds), check=False)
+        self._multus_done = True
+        self.events.append(
+            {
+                "time": round(time.time(), 1),
+                "kind": "DaemonSet",
+                "name": f"{ns}/kube-multus-ds",
+                "set": "created",
+            }
+        )
 
     def _ippool(self) -> None:
         if self._ippool_done or self.ippool_crd is None:
