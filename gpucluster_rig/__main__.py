@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -69,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--work",
         type=Path,
-        help="work folder (default: a new temporary folder, removed unless --keep)",
+        help="work folder (default: a new temporary folder, removed after a rehearsal that passed unless --keep)",
     )
     r.add_argument(
         "--no-isolate", action="store_true", help="do not run in a private network namespace"
@@ -118,14 +119,21 @@ def main(argv: list[str] | None = None) -> int:
             print(err.render(), file=sys.stderr)
             return 2
         raise
+    passed = bool(reports) and all(r["ok"] for r in reports)
+    kept: str | None = str(work)
+    if args.work is None and not args.keep and passed:  # a failed rehearsal keeps its logs
+        shutil.rmtree(work, ignore_errors=True)
+        kept = None
     if args.format == "json":
-        print(json.dumps({"clusters": reports, "work": str(work)}, indent=1, sort_keys=True))
+        print(json.dumps({"clusters": reports, "work": kept}, indent=1, sort_keys=True))
     else:
         for report in reports:
             print(rehearse.render_text(report))
             if args.keep:
                 print(f"  kubeconfig: {report['kubeconfig']}\n  stop: {report['stop']}")
-    return 0 if reports and all(r["ok"] for r in reports) else 1
+        if kept and not passed:
+            print(f"  logs and reports kept in {kept}")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -304,8 +304,3 @@ def _stages(stages_file: Path) -> list[dict[str, Any]]:
     ``pod-complete`` (:data:`_POD_COMPLETE`)."""
     docs = [d for d in yaml.safe_load_all(stages_file.read_text(encoding="utf-8")) if d]
     return [*docs, _POD_COMPLETE]
-
-
-def have(tool: str) -> bool:
-    """Whether ``tool`` is on PATH."""
-    return shutil.which(tool) is not None

@@ -176,8 +176,7 @@ class JobRunner:
         (self.cluster.folder / "jobs").mkdir(exist_ok=True)
         (self.cluster.folder / "jobs" / f"{ns}.{name}.log").write_text("\n".join(lines) + "\n")
         self._report(ns, name, container["name"], code, pod)
-        if code == 0:
-            shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # it holds the pod's ServiceAccount token
 
     def _execute(
         self,
@@ -236,7 +235,6 @@ class JobRunner:
         cmd += ["--", *container.get("command", []), *container.get("args", [])]
         deadline = float(spec.get("activeDeadlineSeconds") or 3600)
         try:
-            (work / "bwrap.args").write_text("\n".join(cmd))
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, cwd="/")
             out = (proc.stdout + proc.stderr).splitlines()
             return proc.returncode, out[-50:]
