@@ -78,8 +78,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _drop(work: Path | None, args: argparse.Namespace) -> None:
+    """Remove the temporary work folder of a rehearsal that could not start (nothing half-written)."""
+    if work is not None and args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    work: Path | None = None
     try:
         if args.command == "build":
             print(build.binaries(log=lambda line: print(line, file=sys.stderr)))
@@ -110,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
             keep=args.keep,
         )
     except build.RigError as err:
+        _drop(work, args)
         print(err.line, file=sys.stderr)
         return 2
     except Exception as err:  # a gpucluster input error carries its own line
         from gpucluster.errors import GpuclusterError
 
         if isinstance(err, GpuclusterError):
+            _drop(work, args)
             print(err.render(), file=sys.stderr)
             return 2
         raise

@@ -250,7 +250,7 @@ def binaries(*, log: Callable[[str], None] | None = None) -> Path:
         if missing:
             raise RigError(
                 "binaries",
-                f"{BIN_ENV}={given} lacks {', '.join(missing)}",
+                f"the rig's programs folder {given} (--binaries or {BIN_ENV}) lacks {', '.join(missing)}",
                 "point it at a folder with every rig program, or unset it to build them",
             )
         return Path(given)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,37 @@ def test_gpucluster_rehearse_takes_the_rigs_own_options() -> None:
         if isinstance(a, argparse._SubParsersAction)
     )
     assert options(ours.choices["rehearse"]) == options(sub.choices["rehearse"])
+
+
+def test_a_rehearsal_that_cannot_start_is_one_line_and_leaves_no_folder(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in build.PROGRAMS:
+        (fake / name).write_text("#!/bin/sh\nexit 1\n")
+        (fake / name).chmod(0o755)
+    (fake / "stages.yaml").write_text("")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster_rig",
+            "rehearse",
+            "--cluster",
+            "nope",
+            "--no-isolate",
+            "--binaries",
+            str(fake),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error[rig.input]: no cluster named 'nope' in the file fix: name one of the file's clusters"
+    ]
+    assert list(tmp.iterdir()) == []
