@@ -164,7 +164,8 @@ class Engine:
         self._crds: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def _helm(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    def helm_run(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        """``helm --kubeconfig <rig> ARGS`` in the engine's environment; the finished process."""
         return subprocess.run(
             [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args],
             capture_output=True,
@@ -190,7 +191,7 @@ class Engine:
             if data_id in self._crds:
                 return self._crds[data_id]
         cfg = stack.templates[data_id]
-        proc = self._helm("show", "crds", *self._chart_args(stack, cfg), timeout=300)
+        proc = self.helm_run("show", "crds", *self._chart_args(stack, cfg), timeout=300)
         if proc.returncode != 0:
             raise RigError(
                 "engine",
@@ -264,7 +265,7 @@ class Engine:
             args.append("--wait")
             if cfg.get("wait_for_jobs"):
                 args.append("--wait-for-jobs")
-        proc = self._helm(*args, timeout=timeout + 120)
+        proc = self.helm_run(*args, timeout=timeout + 120)
         if proc.returncode != 0:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
@@ -282,14 +283,14 @@ class Engine:
         ]
         if cfg.get("wait", True):
             args.append("--wait")
-        proc = self._helm(*args, timeout=timeout + 120)
+        proc = self.helm_run(*args, timeout=timeout + 120)
         if proc.returncode != 0:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
 
     def installed(self) -> set[str]:
         """Names of the releases Helm has on the cluster (every namespace): the rig's "state"."""
-        return set(self._helm("list", "-A", "-a", "-q", timeout=60).stdout.split())
+        return set(self.helm_run("list", "-A", "-a", "-q", timeout=60).stdout.split())
 
     def walk(self, stack: Stack, *, destroy: bool = False) -> tuple[list[Step], float]:
         """Apply (or destroy) every release in dependency order; (steps, makespan in seconds).

@@ -174,7 +174,7 @@ def custom_resources_round_trip(
     out = []
     for rid in ok:
         cfg = stack.releases[rid]
-        proc = engine._helm(
+        proc = engine.helm_run(
             "get", "manifest", cfg["name"], "--namespace", cfg["namespace"], timeout=120
         )
         for doc in yaml.load_all(proc.stdout or "", Loader=_ManifestLoader):
