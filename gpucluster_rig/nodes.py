@@ -89,9 +89,12 @@ ARM_ACCELERATORS = frozenset({"gb200", "gb300"})
 """Accelerators whose nodes are arm64 (Grace CPUs); every other cluster's nodes are amd64."""
 
 
-def nodes_for(cluster: ClusterSpec, *, arch: str | None = None) -> list[dict[str, Any]]:
+def nodes_for(
+    cluster: ClusterSpec, *, arch: str | None = None, per_pool: int = MAX_NODES_PER_POOL
+) -> list[dict[str, Any]]:
     """The Node objects of ``cluster`` (prepared by its platform plugin: pools, scheduling);
-    ``arch`` (``kubernetes.io/arch``) defaults to arm64 for Grace systems, else amd64.
+    ``arch`` (``kubernetes.io/arch``) defaults to arm64 for Grace systems, else amd64; a pool
+    becomes ``min(nodeCount, per_pool)`` nodes (at least 1).
 
     Returns:
         Node manifests named ``<pool>-<i>`` (i from 0), each with ``metadata.labels``
@@ -109,7 +112,7 @@ def nodes_for(cluster: ClusterSpec, *, arch: str | None = None) -> list[dict[str
             )
             labels.update(pool.labels)
             gpus = (pool.gpus_per_node or 8) if pool.gpu else 0
-            for i in range(min(pool.node_count, MAX_NODES_PER_POOL) or 1):
+            for i in range(min(pool.node_count, per_pool) or 1):
                 out.append(_node(f"{pool.name}-{i}", pool.name, labels, _taints(pool), gpus, arch))
         return out
     gpu_taints = [
