@@ -177,6 +177,9 @@ def test_charts_pull_fetches_every_pin_through_the_mirror(pulled, chart_repo):
         f"chart nvsentinel v1.25.0 from {url} cannot be pulled: "
     )
     assert "not found" in nvsentinel and "charts.mirror" in nvsentinel and "--charts" in nvsentinel
+    # The repository answered: the fix says to copy the chart there, not to make it reachable.
+    fix = nvsentinel.split(" fix: ", 1)[1]
+    assert "reachable" not in fix and "copy it into your mirror" in fix
     pins = [(chart, version) for _, chart, version in default_pins() if chart in served]
     assert sorted(handler.served) == sorted(
         f"/mirror/{chart}-{version}.tgz" for chart, version in pins

@@ -62,11 +62,14 @@ from gpucluster.model import RuntimePlan
 from gpucluster.yamlsafe import UntrustedYamlError, load_untrusted
 
 PULL_FIX = (
-    "make the repository reachable from here, or name a mirror that holds the chart (charts.mirror or "
+    "the repository answered without this chart version: copy it into your mirror (`helm pull` it from the "
+    "upstream `gpucluster recipe` names as its source, then `helm push` it to an OCI mirror, or add the archive "
+    "to an HTTP mirror and run `helm repo index`), or name a mirror that holds it (charts.mirror or "
     "charts.mirrors in the cluster file, docs/cluster-file.md); render and lint also read a chart unpacked into a "
     "--charts folder"
 )
-"""The ``fix:`` of a chart ``charts pull`` cannot have."""
+"""The ``fix:`` of a chart version the repository answered it does not hold (``error[charts.unavailable]``);
+an unreachable repository has :data:`UNREACHABLE_FIX`."""
 PULL_ERROR_FIX = (
     "the repository sent what cannot be used, or did not answer in time: make it serve the chart as its "
     "index.yaml lists it (the archive on the repository's own host, its Chart.yaml naming that chart and version, "
