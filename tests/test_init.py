@@ -501,3 +501,25 @@ def test_every_warning_of_a_scaffolds_first_plan_is_named_in_its_cluster_file(
     warned = set(re.findall(r"^warning\[([A-Za-z0-9._-]+)\]", err.getvalue(), re.M))
     text = config.read_text()
     assert [w for w in sorted(warned) if w not in text] == []
+
+
+def test_the_oke_training_scaffold_says_how_to_clear_its_one_warning(tmp_path, monkeypatch):
+    """The OKE GB200 training scaffold's first plan warns OKE-KERNEL-MODULE-PARAMS (the image's
+    driver parameters are a fact gpucluster cannot see); the scaffold carries the commented
+    statement that clears it, and un-commenting it gives a plan without warnings."""
+    code, _, err = run_init(str(tmp_path / "proj"), "--service", "oke", "--intent", "training")
+    assert (code, err) == (0, "")
+    monkeypatch.chdir(tmp_path / "proj")
+    first = io.StringIO()
+    second = io.StringIO()
+    assert cli.main(["plan"], stdout=io.StringIO(), stderr=first) == 0
+    assert "warning[OKE-KERNEL-MODULE-PARAMS]" in first.getvalue()
+    path = Path("gpucluster.yaml")
+    text = path.read_text()
+    stated = text.replace("    # settings:", "    settings:  ").replace(
+        "    #   imageDriverParams:", "      imageDriverParams:"
+    )
+    assert stated != text
+    path.write_text(stated)
+    assert cli.main(["plan"], stdout=io.StringIO(), stderr=second) == 0
+    assert "warning[" not in second.getvalue(), second.getvalue()

@@ -471,6 +471,47 @@ def test_findings(plans, leaf, profile):
         assert ids == []
 
 
+def _gb200_training_leaf() -> str:
+    return next(
+        leaf
+        for leaf, (acc, _, intent, platform) in LEAVES.items()
+        if acc == "gb200" and intent == "training" and platform == "any"
+    )
+
+
+def test_a_stated_image_driver_parameter_turns_the_kernel_module_warning_into_info(tmp_path):
+    """``settings.imageDriverParams`` states what the image's driver loads with (gpucluster cannot
+    read a node's module parameters): with the RDMA parameter stated the finding is ``info``; a
+    list without it keeps the warning."""
+    leaf = _gb200_training_leaf()
+    stated = build(
+        tmp_path,
+        leaf,
+        "oci-managed",
+        settings={"imageDriverParams": ["NVreg_GrdmaPciTopoCheckOverride=1"]},
+    )
+    (finding,) = stated.findings
+    assert (finding.id, finding.severity) == ("OKE-KERNEL-MODULE-PARAMS", "info")
+    assert "settings.imageDriverParams" in finding.message
+    other = build(
+        tmp_path, leaf, "oci-managed", settings={"imageDriverParams": ["NVreg_EnableGpuFirmware=0"]}
+    )
+    assert [(f.id, f.severity) for f in other.findings] == [("OKE-KERNEL-MODULE-PARAMS", "warning")]
+    assert (
+        "settings.imageDriverParams: [NVreg_GrdmaPciTopoCheckOverride=1]" in other.findings[0].fix
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["NVreg_GrdmaPciTopoCheckOverride", "GrdmaPciTopoCheckOverride=1", "x=1; rm -rf /", 1]
+)
+def test_image_driver_params_that_are_not_module_parameters_are_refused(tmp_path, value):
+    message = refused(
+        tmp_path, _gb200_training_leaf(), "oci-managed", settings={"imageDriverParams": [value]}
+    )
+    assert "settings.imageDriverParams" in message and "NVreg_<Name>=<value>" in message
+
+
 def test_deterministic(tmp_path, plans):
     again = build(tmp_path, "gb200-oke-ubuntu-training-kubeflow", "oci-managed")
     first = plans[("gb200-oke-ubuntu-training-kubeflow", "oci-managed")]

@@ -15,6 +15,7 @@ Cluster-file shape::
       existing: {kubeconfig: ~/.kube/oke.yaml, context: oke-gb200}
       settings:
         nvidiaGpuPluginAddon: installed       # optional: installed | absent (oci ce cluster list-addons)
+        imageDriverParams: [NVreg_GrdmaPciTopoCheckOverride=1]   # optional: what the image's driver loads with
 
 Facts: AICR recipe data (overlay ``oke-ol`` and its gpuStack profile; ``pkg/collector/k8s``
 providerID parsing and the ``oke-addons`` projection of ``oci ce cluster list-addons``).
@@ -73,7 +74,11 @@ ADDON_STATES = {"installed": "oci-managed", "absent": "operator-managed"}
 """``settings.nvidiaGpuPluginAddon`` -> the gpuStack value it qualifies (AICR constraint
 ``K8s.oke-addons.nvidia-gpu-plugin``: ``installed`` = the add-on is listed and ACTIVE)."""
 
-SETTINGS_KEYS = ("nvidiaGpuPluginAddon",)
+IMAGE_DRIVER_PARAM = re.compile(r"^NVreg_[A-Za-z0-9_]{1,64}=[A-Za-z0-9_.,:-]{1,64}$")
+"""One entry of ``settings.imageDriverParams``: an nvidia module parameter as ``modprobe`` takes it
+(``NVreg_<Name>=<value>``; NVIDIA's driver README, "Kernel module parameters")."""
+
+SETTINGS_KEYS = ("nvidiaGpuPluginAddon", "imageDriverParams")
 """OKE's own ``settings`` keys (``Platform.settings``); the core refuses others, except the core
 ones every platform accepts (``gateImage``, docs/gates.md)."""
 
@@ -182,6 +187,28 @@ def _check_settings(cluster: ClusterSpec, where: dict) -> None:
                 "absent: it is not listed; any other state (UPDATING, DELETING, FAILED...): wait until it settles",
                 **where,
             )
+    _check_image_driver_params(settings, where)
+
+
+def _check_image_driver_params(settings: dict, where: dict) -> None:
+    if "imageDriverParams" not in settings:
+        return
+    params = settings["imageDriverParams"]
+    bad = (
+        [params]
+        if not isinstance(params, list)
+        else [p for p in params if not isinstance(p, str) or not IMAGE_DRIVER_PARAM.match(p)]
+    )
+    if bad:
+        raise GpuclusterError(
+            f"settings.imageDriverParams has {bad[0]!r}",
+            key="settings.imageDriverParams",
+            allowed="a list of NVreg_<Name>=<value>, e.g. [NVreg_GrdmaPciTopoCheckOverride=1]",
+            fix="list the nvidia module parameters the node image's driver is loaded with, as `cat "
+            "/proc/driver/nvidia/params` shows them on a GPU node (GrdmaPciTopoCheckOverride: 1 is "
+            "NVreg_GrdmaPciTopoCheckOverride=1)",
+            **where,
+        )
 
 
 def _check_existing(existing: ExistingCluster, where: dict) -> None:
@@ -201,8 +228,10 @@ def prepare(cluster: ClusterSpec) -> ClusterSpec:
     * ``existing``: default ``~/.kube/config`` and its current context; the kubeconfig path
       must be absolute or ``~/``-relative (Terraform reads it from the stack folder), path and
       context without surrounding whitespace or control characters.
-    * ``settings``: only ``nvidiaGpuPluginAddon`` (``installed`` | ``absent``); its agreement with
-      gpuStack is policy ``OKE-GPU-PLUGIN-ADDON``.
+    * ``settings``: only ``nvidiaGpuPluginAddon`` (``installed`` | ``absent``; its agreement with
+      gpuStack is policy ``OKE-GPU-PLUGIN-ADDON``) and ``imageDriverParams`` (a list of
+      ``NVreg_<Name>=<value>``: the module parameters the image's driver is known to load with; policy
+      ``OKE-KERNEL-MODULE-PARAMS`` reads it).
 
     Raises:
         GpuclusterError: naming the cluster file, cluster and key.

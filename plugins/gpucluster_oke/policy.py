@@ -39,6 +39,9 @@ GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
 NETWORK_OPERATOR = "network-operator"
 K8S_VERSION_CONSTRAINT = "K8s.server.version"
+RDMA_TOPO_PARAM = "NVreg_GrdmaPciTopoCheckOverride=1"
+"""The nvidia module parameter GB200 training needs for GPUDirect RDMA over dma-buf (AICR overlay
+``gb200-oke-training``, its ``nvidia-kernel-module-params`` ConfigMap)."""
 CHECK_IDS = (
     "OKE-K8S-VERSION",
     "OKE-GPU-PLUGIN-ADDON",
@@ -217,6 +220,21 @@ def _check_kernel_module_params(
     name = _get(gpu.values, "driver.kernelModuleConfig.name")
     if name is _MISSING or not name or _get(gpu.values, "driver.enabled") is not False:
         return []
+    stated = (cluster.settings or {}).get("imageDriverParams") or []
+    if RDMA_TOPO_PARAM in stated:
+        return [
+            _finding(
+                cluster,
+                "OKE-KERNEL-MODULE-PARAMS",
+                "info",
+                GPU_OPERATOR,
+                "driver.kernelModuleConfig.name",
+                f"the ConfigMap '{name}' does not reach the Oracle GPU image's driver (driver.enabled=false); "
+                f"settings.imageDriverParams states that driver loads with {RDMA_TOPO_PARAM}",
+                "none needed while the image keeps the parameter; after an image change, check "
+                "/proc/driver/nvidia/params on a GPU node again",
+            )
+        ]
     return [
         _finding(
             cluster,
@@ -228,7 +246,8 @@ def _check_kernel_module_params(
             "installs, but driver.enabled=false (gpuStack oci-managed: the Oracle GPU image's driver): without the "
             "parameter GPUDirect RDMA over dma-buf is refused and NCCL falls back from InfiniBand to sockets",
             "make sure the OKE GPU image or node bootstrap loads nvidia with NVreg_GrdmaPciTopoCheckOverride=1 "
-            "(cat /proc/driver/nvidia/params on a GPU node), or use gpuStack operator-managed",
+            "(cat /proc/driver/nvidia/params on a GPU node shows GrdmaPciTopoCheckOverride: 1) and state it: "
+            f"settings.imageDriverParams: [{RDMA_TOPO_PARAM}]; or use gpuStack operator-managed",
         )
     ]
 
