@@ -15,6 +15,13 @@ version the provider links (``helm`` v3.18.4, built by :mod:`gpucluster_rig.buil
   attribute is the chart's ``CRDObjects()``; the engine keeps them as one element);
 * the walk follows ``depends_on`` with Terraform's default parallelism (10), and destroy runs in
   the reverse order (``helm uninstall --wait``; ``pre-delete`` hooks -- our teardown guards -- run);
+* like Terraform, the engine keeps a **state** (``state.json`` in its folder): each release's
+  applied configuration (``name``, ``namespace``, ``chart``, ``repository``, ``version``, the
+  evaluated ``values`` and ``set``, ``description``, ``timeout``, ``wait``, ``wait_for_jobs``,
+  ``create_namespace``, ``lifecycle``). A later apply upgrades only a release whose configuration
+  differs from its state, that failed last time (Terraform taints it), or that Helm no longer has
+  deployed (the provider reads the release back); every other release is left alone (its Helm
+  revision stays), as ``terraform apply`` leaves a resource with no planned change;
 * the only expressions evaluated are the ones gpucluster writes: ``base64gzip``/``sha256``/
   ``length`` of ``join(sep, data.helm_template.<id>.crds)``, ``var.<name>`` (its default) and
   the ``$${``/``%%{`` escapes; anything else is refused by name (:class:`RigError` ``rig.engine``).
@@ -86,11 +93,15 @@ class Step:
     end: float = 0.0
     ok: bool | None = None
     line: str = ""
+    action: str = ""
+    """``create``, ``update`` (configuration changed, or tainted by a failed apply) or
+    ``unchanged`` (nothing run); ``delete`` when destroying."""
 
     def as_dict(self, t0: float) -> dict[str, Any]:
         return {
             "release": self.id,
             "namespace": self.namespace,
+            "action": self.action,
             "ok": self.ok,
             "start": round(self.start - t0, 1) if self.start else None,
             "seconds": round(self.end - self.start, 1) if self.end else None,
@@ -163,6 +174,60 @@ class Engine:
             self.env[key] = str(folder / sub)
         self._crds: dict[str, str] = {}
         self._lock = threading.Lock()
+        self.state_path = folder / "state.json"
+        self.state: dict[str, dict[str, Any]] = (
+            json.loads(self.state_path.read_text(encoding="utf-8"))
+            if self.state_path.is_file()
+            else {}
+        )
+
+    def _save_state(self) -> None:
+        with self._lock:
+            text = json.dumps(self.state, indent=1, sort_keys=True) + "\n"
+        self.state_path.write_text(text, encoding="utf-8")
+
+    def applied_config(self, stack: Stack, rid: str) -> dict[str, Any]:
+        """What the state records of ``helm_release.<rid>``: its arguments as the provider sees
+        them at apply time (expressions evaluated; a local chart as the stack writes it, relative
+        to the stack's folder, so the same content-addressed chart compares equal)."""
+        cfg = stack.releases[rid]
+        out: dict[str, Any] = {
+            k: v for k, v in cfg.items() if k not in ("//", "depends_on", "values", "set")
+        }
+        out["values"] = [
+            self.evaluate(stack, text, f"helm_release.{rid}.values[{i}]")
+            for i, text in enumerate(cfg.get("values", []))
+        ]
+        out["set"] = [
+            {
+                **entry,
+                "value": self.evaluate(
+                    stack, entry["value"], f"helm_release.{rid}.set.{entry['name']}"
+                ),
+            }
+            for entry in cfg.get("set", [])
+        ]
+        return out
+
+    def plan(self, stack: Stack) -> dict[str, str]:
+        """Release id -> ``create``, ``update`` or ``unchanged``: what ``terraform plan`` would say
+        of each ``helm_release`` against the engine's state and the releases Helm has deployed."""
+        deployed = self.deployed()
+        out = {}
+        for rid, cfg in stack.releases.items():
+            entry = self.state.get(rid)
+            if entry is None:
+                out[rid] = "create"
+                continue
+            try:
+                same = entry.get("config") == self.applied_config(stack, rid)
+            except RigError:  # the apply says what cannot be evaluated
+                same = False
+            if entry.get("tainted") or (cfg["namespace"], cfg["name"]) not in deployed or not same:
+                out[rid] = "update"
+            else:
+                out[rid] = "unchanged"
+        return out
 
     def helm_run(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``helm --kubeconfig <rig> ARGS`` in the engine's environment; the finished process."""
@@ -288,6 +353,19 @@ class Engine:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
 
+    def deployed(self) -> set[tuple[str, str]]:
+        """``(namespace, name)`` of every release Helm has in status ``deployed``."""
+        proc = self.helm_run("list", "-A", "-o", "json", timeout=60)
+        try:
+            return {(r["namespace"], r["name"]) for r in json.loads(proc.stdout or "[]")}
+        except (ValueError, KeyError, TypeError):
+            return set()
+
+    def revisions(self) -> dict[tuple[str, str], int]:
+        """``(namespace, name)`` -> Helm revision of every release (any status)."""
+        proc = self.helm_run("list", "-A", "-a", "-o", "json", timeout=60)
+        return {(r["namespace"], r["name"]): int(r["revision"]) for r in json.loads(proc.stdout)}
+
     def installed(self) -> set[str]:
         """Names of the releases Helm has on the cluster (every namespace): the rig's "state"."""
         return set(self.helm_run("list", "-A", "-a", "-q", timeout=60).stdout.split())
@@ -310,6 +388,9 @@ class Engine:
                     after[d].add(rid)
             before = after
         steps = {rid: Step(rid, stack.releases[rid]["namespace"]) for rid in ids}
+        planned = {rid: "delete" for rid in ids} if destroy else self.plan(stack)
+        for rid in ids:
+            steps[rid].action = planned[rid]
         done: set[str] = set()
         failed: set[str] = set()
         running: dict[Future[tuple[bool, str]], str] = {}
@@ -317,18 +398,28 @@ class Engine:
         action = self.uninstall if destroy else self.install
         with ThreadPoolExecutor(PARALLELISM) as pool:
             while True:
-                for rid in ids:
-                    if steps[rid].start or rid in failed:
-                        continue
-                    if before[rid] & failed:
-                        failed.add(rid)
-                        steps[rid].line = (
-                            "not started: " + ", ".join(sorted(before[rid] & failed)) + " failed"
-                        )
-                        continue
-                    if before[rid] <= done and len(running) < PARALLELISM:
-                        steps[rid].start = time.monotonic()
-                        running[pool.submit(action, stack, rid)] = rid
+                moved = True
+                while moved:  # until a pass starts, skips or fails nothing more
+                    moved = False
+                    for rid in ids:
+                        if steps[rid].start or rid in failed:
+                            continue
+                        if before[rid] & failed:
+                            failed.add(rid)
+                            steps[rid].line = (
+                                "not started: "
+                                + ", ".join(sorted(before[rid] & failed))
+                                + " failed"
+                            )
+                            moved = True
+                        elif before[rid] <= done and steps[rid].action == "unchanged":
+                            steps[rid].start = steps[rid].end = time.monotonic()
+                            steps[rid].ok, steps[rid].line = True, "no changes"
+                            done.add(rid)
+                            moved = True
+                        elif before[rid] <= done and len(running) < PARALLELISM:
+                            steps[rid].start = time.monotonic()
+                            running[pool.submit(action, stack, rid)] = rid
                 if not running:
                     break
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
@@ -341,7 +432,24 @@ class Engine:
                     except (RigError, subprocess.TimeoutExpired) as exc:
                         step.ok, step.line = False, str(exc)
                     (done if step.ok else failed).add(rid)
+                    self._record(stack, rid, step, destroy)
+        self._save_state()
         return [steps[r] for r in ids], time.monotonic() - t0
+
+    def _record(self, stack: Stack, rid: str, step: Step, destroy: bool) -> None:
+        """The state after a finished step: a destroyed release leaves it; an applied one records
+        its configuration, ``tainted`` when the apply failed (the next apply runs it again)."""
+        with self._lock:
+            if destroy:
+                if step.ok:
+                    self.state.pop(rid, None)
+                return
+        try:
+            config = self.applied_config(stack, rid)
+        except RigError:
+            config = {}
+        with self._lock:
+            self.state[rid] = {"config": config, "tainted": not step.ok}
 
 
 def _last(text: str) -> str:
