@@ -9,8 +9,10 @@ The tests of this module run in order on one rig (each builds on the state the p
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,3 +148,409 @@ def test_a_second_apply_of_the_same_file_changes_nothing(
     assert again.upgraded() == set()
     assert again.revisions_after == again.revisions_before
     assert again.jobs == []
+
+
+# --------------------------------------------------------------------------- gpucluster's commands
+
+
+def _gpucluster(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpucluster.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def _json_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.stdout, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def _upgrade_check(kept: KeptRig, files: dict[str, Path], *, snapshot: Path | None = None):
+    where = (
+        ["--snapshot", str(snapshot)] if snapshot else ["--kubeconfig", str(kept.rig.kubeconfig)]
+    )
+    return _gpucluster(
+        "upgrade-check",
+        "--from",
+        str(files["old"]),
+        "--to",
+        str(files["new"]),
+        *where,
+        "--format",
+        "json",
+        cwd=files["old"].parent,
+    )
+
+
+def _validate(kept: KeptRig, config: Path, *, snapshot: Path | None = None):
+    where = (
+        ["--snapshot", str(snapshot)] if snapshot else ["--kubeconfig", str(kept.rig.kubeconfig)]
+    )
+    return _gpucluster(
+        "validate", "--config", str(config), *where, "--format", "json", cwd=config.parent
+    )
+
+
+def _snapshot(kept: KeptRig, config: Path, out: Path) -> Path:
+    proc = _gpucluster(
+        "snapshot",
+        "--config",
+        str(config),
+        "--kubeconfig",
+        str(kept.rig.kubeconfig),
+        "--out",
+        str(out),
+        cwd=config.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _verdicts(doc: dict[str, Any]) -> dict[str, Any]:
+    """An upgrade-check report without what names where it read from (source, digest)."""
+    out = dict(doc)
+    out["snapshot"] = {k: v for k, v in doc["snapshot"].items() if k not in ("source", "sha256")}
+    return out
+
+
+def _checks(doc: dict[str, Any]) -> dict[str, tuple[str, str, Any]]:
+    """A validate report's checks: id -> (verdict, reason, object)."""
+    return {c["id"]: (c["verdict"], c["reason"], c["object"]) for c in doc["checks"]}
+
+
+def _items(kept: KeptRig, *args: str) -> list[dict[str, Any]]:
+    return list(json.loads(kept.rig.kubectl("get", *args, "-o", "json"))["items"])
+
+
+def _wait(what: str, probe: Any, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+GPU_TOLERATION = [{"operator": "Exists"}]
+TEAM = "team-a"
+
+
+def _gpu_pod_spec(node: str) -> dict[str, Any]:
+    return {
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "tolerations": GPU_TOLERATION,
+        "containers": [
+            {
+                "name": "train",
+                "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                "resources": {"limits": {"nvidia.com/gpu": "8"}},
+            }
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- faults (live vs snapshot)
+
+DRIVER_DS = "nvidia-driver-daemonset"
+
+
+def _inject_faults(kept: KeptRig) -> str:
+    """Make real on the rig what upgrade-check and validate know: gpu-0 cordoned by another actor
+    and running a GPU pod without a controller; gpu-1 labelled upgrade-required, its driver pod in
+    CrashLoopBackOff (the driver DaemonSet the GPU Operator would make, with a status KWOK's stages
+    leave alone: they act on Pending pods only). The crash-looping pod's name."""
+    rig = kept.rig
+    rig.kubectl("cordon", "gpu-0")
+    rig.kubectl("label", "node", "gpu-1", "nvidia.com/gpu-driver-upgrade-state=upgrade-required")
+    rig.kubectl("create", "namespace", TEAM)
+    rig.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "bare-train", "namespace": TEAM},
+                "spec": {**_gpu_pod_spec("gpu-0"), "nodeName": "gpu-0"},
+            },
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": DRIVER_DS, "namespace": "gpu-operator"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": DRIVER_DS}},
+                    "template": {
+                        "metadata": {"labels": {"app": DRIVER_DS}},
+                        "spec": {
+                            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                            "tolerations": GPU_TOLERATION,
+                            "containers": [
+                                {
+                                    "name": "nvidia-driver-ctr",
+                                    "image": f"nvcr.io/nvidia/driver:{OLD_DRIVER}-ubuntu24.04",
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+        ]
+    )
+
+    def running_driver_pod() -> str:
+        for pod in _items(kept, "pods", "-n", "gpu-operator", "-l", f"app={DRIVER_DS}"):
+            if pod["spec"].get("nodeName") == "gpu-1" and pod["status"].get("phase") == "Running":
+                return str(pod["metadata"]["name"])
+        return ""
+
+    name = _wait("the driver pod on gpu-1 Running", running_driver_pod)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    crash = {
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now},
+            ],
+            "containerStatuses": [
+                {
+                    "name": "nvidia-driver-ctr",
+                    "image": f"nvcr.io/nvidia/driver:{OLD_DRIVER}-ubuntu24.04",
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 7,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": "back-off 5m0s restarting failed container",
+                        }
+                    },
+                    "lastState": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "startedAt": now,
+                            "finishedAt": now,
+                        }
+                    },
+                }
+            ],
+        }
+    }
+    rig.kubectl(
+        "patch",
+        "pod",
+        name,
+        "-n",
+        "gpu-operator",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(crash),
+    )
+    time.sleep(3)  # KWOK had its chance to overwrite it: the test below reads what stayed
+    return name
+
+
+def _remove_faults(kept: KeptRig) -> None:
+    rig = kept.rig
+    rig.kubectl("uncordon", "gpu-0")
+    rig.kubectl("label", "node", "gpu-1", "nvidia.com/gpu-driver-upgrade-state-")
+    rig.kubectl("delete", "pod", "bare-train", "-n", TEAM, "--wait=true")
+    rig.kubectl("delete", "daemonset", DRIVER_DS, "-n", "gpu-operator", "--wait=true")
+
+
+def test_faults_get_the_same_verdicts_live_and_from_a_snapshot(
+    kept: KeptRig, first: Applied, files: dict[str, Path], tmp_path: Path
+) -> None:
+    """upgrade-check and validate read the faults from the live rig (--kubeconfig) and from
+    ``gpucluster snapshot`` of it (--snapshot) and say the same; the faults are what they name."""
+    assert first.ok
+    crashing = _inject_faults(kept)
+    try:
+        pod = json.loads(
+            kept.rig.kubectl("get", "pod", crashing, "-n", "gpu-operator", "-o", "json")
+        )
+        assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == (
+            "CrashLoopBackOff"
+        )
+        live = _upgrade_check(kept, files)
+        snap = _snapshot(kept, files["old"], tmp_path / "snapshot.json")
+        offline = _upgrade_check(kept, files, snapshot=snap)
+        print(live.stdout)
+        assert live.returncode == offline.returncode == 3, (live.stderr, offline.stderr)
+        live_doc, file_doc = _json_of(live), _json_of(offline)
+        assert _verdicts(live_doc) == _verdicts(file_doc)
+        nodes = {n["node"]: n for n in live_doc["nodes"]}
+        assert sorted(nodes) == ["gpu-0", "gpu-1"]
+        assert nodes["gpu-0"]["cordonedByOther"] is True
+        assert nodes["gpu-0"]["barePods"] == [f"{TEAM}/bare-train"]
+        assert nodes["gpu-1"]["upgradeState"] == "upgrade-required"
+        assert nodes["gpu-1"]["driverCrash"] == f"gpu-operator/{crashing}: CrashLoopBackOff"
+        assert nodes["gpu-0"]["verdict"] == nodes["gpu-1"]["verdict"] == "manual"
+
+        v_live = _validate(kept, files["old"])
+        v_file = _validate(kept, files["old"], snapshot=snap)
+        assert v_live.returncode == v_file.returncode, (v_live.stderr, v_file.stderr)
+        assert _checks(_json_of(v_live)) == _checks(_json_of(v_file))
+    finally:
+        _remove_faults(kept)
+
+
+# --------------------------------------------------------------------------- the driver and DRA change
+
+
+def _gated_hashes(applied: Applied) -> dict[str, str]:
+    """Gate release id -> its ``gatedHash`` (the values document the graph writes)."""
+    out = {}
+    for rid, cfg in applied.stack.releases.items():
+        for text in cfg.get("values", []):
+            doc = yaml.safe_load(text)
+            if isinstance(doc, dict) and "gatedHash" in doc:
+                out[rid] = str(doc["gatedHash"])
+    return out
+
+
+def _raw_changes(a: Applied, b: Applied) -> set[str]:
+    """Release ids whose ``cdk.tf.json`` arguments differ between two revisions (as written)."""
+    return {
+        rid
+        for rid, cfg in b.stack.releases.items()
+        if json.dumps(cfg, sort_keys=True) != json.dumps(a.stack.releases.get(rid), sort_keys=True)
+    }
+
+
+def _dra(kept: KeptRig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ds = json.loads(kept.rig.kubectl("get", "daemonset", DRA_DS, "-n", DRA_NS, "-o", "json"))
+    pods = [
+        p
+        for p in _items(kept, "pods", "-n", DRA_NS)
+        if any(
+            o.get("uid") == ds["metadata"]["uid"]
+            for o in p["metadata"].get("ownerReferences") or []
+        )
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    return ds, pods
+
+
+IDENTITY = "gpucluster/driver-identity"
+
+
+@pytest.fixture(scope="module")
+def trainer(kept: KeptRig, first: Applied) -> str:
+    """A training Deployment on gpu-1 (a GPU pod a controller re-creates): its pod's name."""
+    kept.rig.kubectl("create", "namespace", "team-b")
+    kept.rig.apply(
+        [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "trainer", "namespace": "team-b"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "trainer"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "trainer"}},
+                        "spec": {
+                            "tolerations": GPU_TOLERATION,
+                            "containers": _gpu_pod_spec("gpu-1")["containers"],
+                        },
+                    },
+                },
+            }
+        ]
+    )
+
+    def running() -> str:
+        for p in _items(kept, "pods", "-n", "team-b", "-l", "app=trainer"):
+            if p["status"].get("phase") == "Running" and p["spec"].get("nodeName"):
+                return f"{p['spec']['nodeName']}/{p['metadata']['name']}"
+        return ""
+
+    return str(_wait("the trainer pod Running", running))
+
+
+def test_upgrade_check_on_the_rig_judges_the_change_per_node_and_component(
+    kept: KeptRig, files: dict[str, Path], trainer: str
+) -> None:
+    """Before the apply: the driver re-install (operator-managed) ends the GPU pod on its node
+    (manual there), the node without GPU pods is safe; the DRA chart 0.5.0 -> 0.5.1 has no
+    transition record (unknown); validate against the new file sees the plugin not re-rolled."""
+    node, pod = trainer.split("/")
+    proc = _upgrade_check(kept, files)
+    print(proc.stdout)
+    doc = _json_of(proc)
+    assert proc.returncode == 3, proc.stderr
+    comps = {c["component"]: c["verdict"] for c in doc["components"]}
+    assert comps["gpu-operator"] == "manual"
+    assert comps["nvidia-dra-driver-gpu"] == "unknown"
+    nodes = {n["node"]: n for n in doc["nodes"]}
+    assert sorted(nodes) == ["gpu-0", "gpu-1"]
+    other = "gpu-0" if node == "gpu-1" else "gpu-1"
+    assert nodes[node]["gpuPods"] == [f"team-b/{pod}"] and nodes[node]["barePods"] == []
+    assert nodes[node]["verdict"] == "manual"
+    assert nodes[other]["gpuPods"] == [] and nodes[other]["verdict"] == "safe"
+    checks = _checks(_json_of(_validate(kept, files["new"])))
+    assert checks["driver-identity"][0] == "fail"
+
+
+@pytest.fixture(scope="module")
+def upgrade(kept: KeptRig, first: Applied, files: dict[str, Path], trainer: str) -> Applied:
+    applied = kept.apply(files["new"])
+    print(f"apply of the driver and DRA change: makespan {applied.makespan:.1f} s")
+    return applied
+
+
+def test_only_the_changed_releases_are_upgraded(first: Applied, upgrade: Applied) -> None:
+    assert _failed(upgrade) == []
+    changed = _raw_changes(first, upgrade)
+    assert {
+        "gpu-operator",
+        "gpu-operator-clusterpolicy-ready",
+        "nvidia-dra-driver-gpu",
+        "nvidia-dra-driver-gpu-crds",
+        "nvidia-dra-driver-gpu-kubelet-plugin-rollout",
+    } <= changed
+    assert "cert-manager" not in changed and "network-operator" not in changed
+    assert upgrade.upgraded() == changed  # Helm's revision numbers, not the engine's word
+    assert {r for r, a in upgrade.actions().items() if a == "update"} == changed
+
+
+def test_only_the_gates_whose_gated_hash_changed_run_again(
+    first: Applied, upgrade: Applied
+) -> None:
+    before, after = _gated_hashes(first), _gated_hashes(upgrade)
+    moved = {g for g in after if after[g] != before.get(g)}
+    assert moved == {
+        "gpu-operator-clusterpolicy-ready",
+        "nvidia-dra-driver-gpu-kubelet-plugin-rollout",
+    }
+    ran = {j["job"] for j in upgrade.jobs if j["job"] in after}
+    assert ran == moved
+    assert all(j["exitCode"] == 0 for j in upgrade.jobs), upgrade.jobs
+
+
+def test_the_dra_kubelet_plugin_rolls_out_the_new_version(
+    kept: KeptRig, upgrade: Applied, files: dict[str, Path]
+) -> None:
+    ds, pods = _dra(kept)
+    template = ds["spec"]["template"]
+    image = template["spec"]["containers"][0]["image"]
+    assert image.endswith(f":v{NEW_DRA}") or image.endswith(f":{NEW_DRA}"), image
+    identity = template["metadata"]["annotations"][IDENTITY]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-0", "gpu-1"]
+    for p in pods:
+        assert p["metadata"]["annotations"][IDENTITY] == identity
+        assert p["spec"]["containers"][0]["image"] == image
+        assert p["status"]["phase"] == "Running"
+    gate = next(
+        j for j in upgrade.jobs if j["job"] == "nvidia-dra-driver-gpu-kubelet-plugin-rollout"
+    )
+    assert gate["exitCode"] == 0 and any("ready" in ln for ln in gate["lastLines"]), gate
+    checks = _checks(_json_of(_validate(kept, files["new"])))
+    assert checks["driver-identity"][0] == "pass", checks["driver-identity"]
