@@ -252,9 +252,10 @@ class Engine:
 
     def crds(self, stack: Stack, data_id: str) -> str:
         """The ``crds`` of ``data.helm_template.<data_id>``, joined (see the module docstring)."""
+        key = f"{stack.folder}\0{data_id}"  # a kept rig applies more than one stack
         with self._lock:
-            if data_id in self._crds:
-                return self._crds[data_id]
+            if key in self._crds:
+                return self._crds[key]
         cfg = stack.templates[data_id]
         proc = self.helm_run("show", "crds", *self._chart_args(stack, cfg), timeout=300)
         if proc.returncode != 0:
@@ -266,7 +267,7 @@ class Engine:
         text = proc.stdout
         text = text[len("---\n") :] if text.startswith("---\n") else text
         with self._lock:
-            self._crds[data_id] = text
+            self._crds[key] = text
         return text
 
     def evaluate(self, stack: Stack, text: str, where: str) -> Any:

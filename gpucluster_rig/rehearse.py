@@ -264,6 +264,231 @@ def placement_findings(placed: list[dict[str, Any]], gpu_pools: set[str]) -> lis
     return out
 
 
+class Rehearsal:
+    """A started rig kept across applies: apply, change, apply again and destroy on ONE control plane.
+
+    It holds the rig cluster (:attr:`cluster`), the chart repository on 127.0.0.1 (:attr:`repo`),
+    the Job runner (:attr:`runner`), the operator stand-ins (:attr:`standins`) and the apply engine
+    (:attr:`engine`); the runner and the stand-ins run while the ``with`` block does::
+
+        with Rehearsal.open(binaries=b, folder=f, charts=c, crds=d, delay=1.0) as r:
+            stack = r.synth(None)          # the built-in example's first cluster -> its runtime stack
+            report = r.apply(stack)        # the report :func:`rehearse_cluster` makes, without destroy
+            ...                            # change the stack (or synth another file), r.apply again
+            r.destroy(stack)               # {"destroy", "jobs", "left_after_destroy", "ok"}
+
+    ``Rehearsal(cluster, repo, ...)`` wraps a cluster and a repository the caller started (and
+    stops); :meth:`open` starts both and stops them when the ``with`` block ends.
+
+    Args:
+        cluster: a started :class:`~gpucluster_rig.cluster.Cluster`.
+        repo: a started :class:`~gpucluster_rig.charts.ChartRepo` (``apply`` adds what a stack pins).
+        delay: the stand-ins' delay in seconds (default 3).
+        crds_dir: the reference CRD folder (``../shared/reference/crds``; the IPPool CRD the
+            network operator's stand-in creates), or None.
+        never_ready: :data:`gpucluster_rig.standins.STATE_KINDS` kinds the stand-ins leave alone.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        repo: ChartRepo,
+        *,
+        delay: float = 3.0,
+        crds_dir: Path | None = None,
+        never_ready: frozenset[str] = frozenset(),
+    ) -> None:
+        self.cluster = cluster
+        self.repo = repo
+        self.folder = cluster.folder.parent
+        ippool = (
+            crds_dir / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml"
+            if crds_dir
+            else None
+        )
+        self.runner = JobRunner(cluster)
+        self.standins = StandIns(
+            cluster,
+            delay=delay,
+            ippool_crd=ippool if ippool and ippool.is_file() else None,
+            never_ready=never_ready,
+        )
+        self.engine = Engine(
+            cluster.binaries / "helm", cluster.kubeconfig, cluster.folder / "helm", cluster.env()
+        )
+        self.specs: dict[Path, Any] = {}
+        """The cluster (``gpucluster.pipeline`` spec) of each stack :meth:`synth` made."""
+        self._nodes: set[str] = set()
+        self._owned = False
+        self._synths = 0
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        binaries: Path,
+        folder: Path,
+        charts: Path | None,
+        crds: Path | None,
+        delay: float = 3.0,
+        name: str = "rig",
+        never_ready: frozenset[str] = frozenset(),
+    ) -> Rehearsal:
+        """Start a chart repository (from ``charts``, unpacked charts) and a rig cluster named
+        ``name`` in ``folder``; the rehearsal that stops both when its ``with`` block ends.
+        :class:`RigError` (nothing left running) when the rig cannot start."""
+        rig = Cluster(binaries, folder / "rig", name=name[:40])
+        repo = ChartRepo(folder / "charts", binaries / "helm", charts, _synth_env(rig))
+        repo.start()
+        try:
+            rig.start()
+        except BaseException:
+            rig.stop()
+            repo.stop()
+            raise
+        made = cls(rig, repo, delay=delay, crds_dir=crds, never_ready=never_ready)
+        made._owned = True
+        return made
+
+    def __enter__(self) -> Rehearsal:
+        self.runner.start()
+        self.standins.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.runner.stop()
+        self.standins.stop()
+        if self._owned:
+            self.cluster.stop()
+            self.repo.stop()
+
+    def synth(self, config: Path | None, cluster: str | None = None) -> Path:
+        """``gpucluster synth`` of ``config`` (None: the built-in example) with its charts from
+        :attr:`repo`, into a fresh folder of :attr:`folder`; the runtime stack's folder of
+        ``cluster`` (default: the file's first cluster). :class:`RigError` ``rig.input`` when the
+        file has no such cluster, ``rig.synth`` with synth's last line when it fails."""
+        from gpucluster.inputs.config import load_clusters
+        from gpucluster.pipeline import prepare_cluster
+
+        specs = [prepare_cluster(c) for c in load_clusters(str(config) if config else None)]
+        chosen = [s for s in specs if cluster is None or s.name == cluster][:1]
+        if not chosen:
+            raise RigError(
+                "input",
+                f"no cluster named {cluster!r} in the file",
+                "name one of the file's clusters",
+            )
+        self._synths += 1
+        work = self.folder / f"synth-{self._synths}"
+        work.mkdir(parents=True, exist_ok=True)
+        synth(
+            mirrored_config(config, work, self.repo.url),
+            work / "cdktf.out",
+            _synth_env(self.cluster),
+        )
+        stack_dir = work / "cdktf.out" / "stacks" / f"{chosen[0].name}-runtime"
+        self.specs[stack_dir] = chosen[0]
+        return stack_dir
+
+    def nodes(self, spec: Any) -> list[dict[str, Any]]:
+        """The KWOK nodes shaped like ``spec``'s pools (:func:`nodes_for`), created once (a later
+        call creates only the ones missing) and Ready."""
+        nodes = nodes_for(spec)
+        new = [n for n in nodes if n["metadata"]["name"] not in self._nodes]
+        if new:
+            self.cluster.kubectl(
+                "create",
+                "-f",
+                "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": new}),
+            )
+            self._nodes |= {n["metadata"]["name"] for n in new}
+        self.cluster.wait_ready_nodes([n["metadata"]["name"] for n in nodes])
+        return nodes
+
+    def apply(self, stack_dir: Path, spec: Any = None) -> dict[str, Any]:
+        """Apply the runtime stack in ``stack_dir`` (its charts added to :attr:`repo`, the nodes
+        of ``spec`` -- default: the cluster :meth:`synth` made it for -- created) and check it.
+
+        The report (JSON-ready): ``cluster``, ``charts``, ``nodes`` (count per pool), ``apply``
+        (``makespan_seconds``, ``releases``: one dict per release with ``ok``, ``start``,
+        ``seconds``, ``message``), ``jobs`` (our Job pods run during this apply), ``placement``,
+        ``placement_findings``, ``custom_resources``, ``stand_ins`` (what they did during this
+        apply), ``egress_attempts`` and ``ok``. A release that fails is in the report, never raised.
+        """
+        spec = spec if spec is not None else self.specs.get(stack_dir)
+        if spec is None:
+            raise RigError("input", f"no cluster known for {stack_dir}", "pass spec=")
+        report: dict[str, Any] = {"cluster": spec.name}
+        stack = Stack.load(stack_dir)
+        wanted = sorted(
+            {
+                (c["chart"], c["version"])
+                for c in [*stack.releases.values(), *stack.templates.values()]
+                if c.get("repository")
+            }
+        )
+        report["charts"] = [self.repo.add(chart, version).as_dict() for chart, version in wanted]
+        self.repo.index()
+        nodes = self.nodes(spec)
+        report["nodes"] = {
+            p: sum(1 for n in nodes if n["metadata"]["labels"]["gpucluster.rig/pool"] == p)
+            for p in sorted({n["metadata"]["labels"]["gpucluster.rig/pool"] for n in nodes})
+        }
+        since, wall = time.monotonic(), time.time()
+        steps, makespan = self.engine.walk(stack)
+        t0 = min((s.start for s in steps if s.start), default=0.0)
+        report["apply"] = {
+            "makespan_seconds": round(makespan, 1),
+            "releases": [s.as_dict(t0) for s in steps],
+        }
+        ok = [s.id for s in steps if s.ok]
+        namespaces = {stack.releases[r]["namespace"] for r in stack.releases}
+        report["jobs"] = self.runner.snapshot(since)
+        report["placement"] = placement(self.cluster, namespaces)
+        gpu_pools = {
+            n["metadata"]["labels"]["gpucluster.rig/pool"]
+            for n in nodes
+            if "nvidia.com/gpu" in n["status"]["capacity"]
+        }
+        report["placement_findings"] = placement_findings(report["placement"], gpu_pools)
+        report["custom_resources"] = custom_resources_round_trip(
+            self.cluster, self.engine, stack, ok
+        )
+        report["stand_ins"] = [e for e in self.standins.events if e["time"] >= round(wall, 1)]
+        report["egress_attempts"] = list(self.cluster.sink.attempts)
+        report["ok"] = _verdict(report)
+        return report
+
+    def destroy(self, stack_dir: Path) -> dict[str, Any]:
+        """Destroy the stack in ``stack_dir`` in reverse dependency order (the releases Helm has).
+
+        The report: ``destroy`` (``makespan_seconds``, ``releases`` as in :meth:`apply`), ``jobs``
+        (our Job pods run during the destroy: teardown guards), ``left_after_destroy``
+        (``releases`` Helm still has) and ``ok`` (every release removed, nothing left)."""
+        stack = Stack.load(stack_dir)
+        since = time.monotonic()
+        dsteps, dspan = self.engine.walk(stack, destroy=True)
+        t1 = min((s.start for s in dsteps if s.start), default=0.0)
+        left = sorted(self.engine.installed())
+        return {
+            "destroy": {
+                "makespan_seconds": round(dspan, 1),
+                "releases": [s.as_dict(t1) for s in dsteps],
+            },
+            "jobs": self.runner.snapshot(since),
+            "left_after_destroy": {"releases": left},
+            "ok": all(s.ok for s in dsteps) and not left,
+        }
+
+
+def _synth_env(rig: Cluster) -> dict[str, str]:
+    env = rig.env()
+    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    env.setdefault("CHECKPOINT_DISABLE", "1")
+    return env
+
+
 def rehearse_cluster(
     spec: Any,
     stack_dir: Path,
@@ -274,68 +499,17 @@ def rehearse_cluster(
     crds_dir: Path | None,
     destroy: bool = True,
 ) -> dict[str, Any]:
-    """Apply, check and (``destroy``) tear down one cluster's runtime stack on a started rig."""
-    report: dict[str, Any] = {"cluster": spec.name}
-    stack = Stack.load(stack_dir)
-    wanted = sorted(
-        {
-            (c["chart"], c["version"])
-            for c in [*stack.releases.values(), *stack.templates.values()]
-            if c.get("repository")
-        }
-    )
-    report["charts"] = [repo.add(chart, version).as_dict() for chart, version in wanted]
-    repo.index()
-    nodes = nodes_for(spec)
-    rig.kubectl(
-        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes})
-    )
-    rig.wait_ready_nodes([n["metadata"]["name"] for n in nodes])
-    report["nodes"] = {
-        p: sum(1 for n in nodes if n["metadata"]["labels"]["gpucluster.rig/pool"] == p)
-        for p in sorted({n["metadata"]["labels"]["gpucluster.rig/pool"] for n in nodes})
-    }
-    runner = JobRunner(rig)
-    ippool = (
-        crds_dir / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml" if crds_dir else None
-    )
-    standins = StandIns(
-        rig, delay=delay, ippool_crd=ippool if ippool and ippool.is_file() else None
-    )
-    runner.start()
-    standins.start()
-    engine = Engine(rig.binaries / "helm", rig.kubeconfig, rig.folder / "helm", rig.env())
-    try:
-        steps, makespan = engine.walk(stack)
-        t0 = min((s.start for s in steps if s.start), default=0.0)
-        report["apply"] = {
-            "makespan_seconds": round(makespan, 1),
-            "releases": [s.as_dict(t0) for s in steps],
-        }
-        ok = [s.id for s in steps if s.ok]
-        namespaces = {stack.releases[r]["namespace"] for r in stack.releases}
-        report["jobs"] = runner.snapshot()
-        report["placement"] = placement(rig, namespaces)
-        gpu_pools = {
-            n["metadata"]["labels"]["gpucluster.rig/pool"]
-            for n in nodes
-            if "nvidia.com/gpu" in n["status"]["capacity"]
-        }
-        report["placement_findings"] = placement_findings(report["placement"], gpu_pools)
-        report["custom_resources"] = custom_resources_round_trip(rig, engine, stack, ok)
-        report["stand_ins"] = list(standins.events)
+    """Apply, check and (``destroy``) tear down one cluster's runtime stack on a started rig: the
+    report of :meth:`Rehearsal.apply`, with (``destroy``) ``destroy`` and ``left_after_destroy``
+    of :meth:`Rehearsal.destroy` and ``jobs`` counting the teardown guards too."""
+    with Rehearsal(rig, repo, delay=delay, crds_dir=crds_dir) as kept:
+        since = time.monotonic()
+        report = kept.apply(stack_dir, spec)
         if destroy:
-            dsteps, dspan = engine.walk(stack, destroy=True)
-            t1 = min((s.start for s in dsteps if s.start), default=0.0)
-            report["destroy"] = {
-                "makespan_seconds": round(dspan, 1),
-                "releases": [s.as_dict(t1) for s in dsteps],
-            }
-            report["jobs"] = runner.snapshot()
-            report["left_after_destroy"] = {"releases": sorted(engine.installed())}
-    finally:
-        runner.stop()
-        standins.stop()
+            gone = kept.destroy(stack_dir)
+            report["destroy"] = gone["destroy"]
+            report["left_after_destroy"] = gone["left_after_destroy"]
+            report["jobs"] = kept.runner.snapshot(since)
     report["egress_attempts"] = list(rig.sink.attempts)
     report["ok"] = _verdict(report)
     return report
@@ -456,9 +630,7 @@ def run(
         work = folder / spec.name
         work.mkdir(parents=True, exist_ok=True)
         rig = Cluster(binaries, work / "rig", name=f"rig-{spec.name}"[:40])
-        env = rig.env()
-        env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-        env.setdefault("CHECKPOINT_DISABLE", "1")
+        env = _synth_env(rig)
         repo = ChartRepo(work / "charts", binaries / "helm", charts, env)
         repo.start()
         try:

@@ -337,7 +337,8 @@ class JobRunner:
             check=False,
         )
 
-    def snapshot(self) -> list[dict[str, Any]]:
-        """Every run so far, as JSON-ready dicts."""
+    def snapshot(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Every run started at or after ``since`` (``time.monotonic()``; default: every run so
+        far), as JSON-ready dicts."""
         with self._lock:
-            return [r.as_dict() for r in self.runs]
+            return [r.as_dict() for r in self.runs if r.started >= since]
