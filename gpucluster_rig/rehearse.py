@@ -9,11 +9,13 @@ For each cluster of the file (or the one ``--cluster`` names):
    cluster file otherwise unchanged);
 3. the runtime stack applied in dependency order (:class:`gpucluster_rig.engine.Engine`), with our
    Job pods run for real (:class:`gpucluster_rig.runner.JobRunner`) and the operators' reports
-   made by :class:`gpucluster_rig.standins.StandIns`;
+   made by :class:`gpucluster_rig.standins.StandIns`; a cluster with ``schedulerProfiles`` gets
+   AKS's ``SchedulerConfiguration`` kind (:mod:`gpucluster_rig.aks_scheduler`);
 4. checks: every release deployed; every gate ran its own script as its own ServiceAccount and
    exited 0; every custom resource read back from the server holds every field rendered;
-   where each DaemonSet's and Deployment's pods landed; what the API server tried to reach
-   outside loopback (the egress sink);
+   where each DaemonSet's and Deployment's pods landed; the applied ``SchedulerConfiguration``'s
+   profiles started in a real kube-scheduler; what the API server tried to reach outside loopback
+   (the egress sink);
 5. destroy in reverse order, and what is left (namespaces, releases, custom resources).
 
 The report is a JSON-ready dict (:func:`rehearse_cluster`); :func:`render_text` prints it.
@@ -34,6 +36,7 @@ from typing import Any
 import yaml
 
 from gpucluster.errors import format_line
+from gpucluster_rig import aks_scheduler
 from gpucluster_rig.build import RigError
 from gpucluster_rig.charts import ChartRepo
 from gpucluster_rig.cluster import Cluster
@@ -414,7 +417,10 @@ class Rehearsal:
         (``makespan_seconds``, ``releases``: one dict per release with ``ok``, ``start``,
         ``seconds``, ``message``), ``jobs`` (our Job pods run during this apply), ``placement``,
         ``placement_findings``, ``custom_resources``, ``stand_ins`` (what they did during this
-        apply), ``egress_attempts`` and ``ok``. A release that fails is in the report, never raised.
+        apply), for a cluster with ``schedulerProfiles`` ``scheduler_profiles`` (AKS's
+        ``SchedulerConfiguration`` is served before the apply; after it
+        :func:`gpucluster_rig.aks_scheduler.check_applied`: ``profiles``, ``accepted``,
+        ``message``), ``egress_attempts`` and ``ok``. A release that fails is in the report, never raised.
         """
         spec = spec if spec is not None else self.specs.get(stack_dir)
         if spec is None:
@@ -436,6 +442,8 @@ class Rehearsal:
             for p in sorted({n["metadata"]["labels"]["gpucluster.rig/pool"] for n in nodes})
         }
         since, wall = time.monotonic(), time.time()
+        if spec.scheduler_profiles:
+            aks_scheduler.serve(self.cluster)
         steps, makespan = self.engine.walk(stack)
         t0 = min((s.start for s in steps if s.start), default=0.0)
         report["apply"] = {
@@ -456,6 +464,14 @@ class Rehearsal:
             self.cluster, self.engine, stack, ok
         )
         report["stand_ins"] = [e for e in self.standins.events if e["time"] >= round(wall, 1)]
+        if spec.scheduler_profiles:
+            report["scheduler_profiles"] = aks_scheduler.check_applied(
+                self.cluster, self.cluster.folder / "profile-scheduler"
+            ) or {
+                "profiles": [],
+                "accepted": False,
+                "message": f"no SchedulerConfiguration {aks_scheduler.NAME} on the server",
+            }
         report["egress_attempts"] = list(self.cluster.sink.attempts)
         report["ok"] = _verdict(report)
         return report
@@ -527,6 +543,8 @@ def _verdict(report: dict[str, Any]) -> bool:
         return False
     if any(cr["diffs"] for cr in report.get("custom_resources", [])):
         return False
+    if not report.get("scheduler_profiles", {"accepted": True})["accepted"]:
+        return False
     if "destroy" in report and not all(r["ok"] for r in report["destroy"]["releases"]):
         return False
     return not report.get("left_after_destroy", {}).get("releases")
@@ -579,6 +597,23 @@ def render_text(report: dict[str, Any]) -> str:
     for c in bad:
         lines.append(
             f"  error[rig.custom-resource] release={c['release']} {c['kind']}/{c['name']}: {'; '.join(c['diffs'][:3])}"
+        )
+    profiles = report.get("scheduler_profiles")
+    if profiles and profiles["accepted"]:
+        lines.append(
+            f"  scheduler profiles: {', '.join(profiles['profiles'])} started by the real kube-scheduler "
+            f"(SchedulerConfiguration {aks_scheduler.NAME} as applied)"
+        )
+    elif profiles:
+        lines.append(
+            "  "
+            + format_line(
+                "error",
+                "rig.scheduler-profiles",
+                profiles["message"],
+                where=(("resource", f"SchedulerConfiguration/{aks_scheduler.NAME}"),),
+                fix="read the scheduler's reason and correct schedulerProfiles in the cluster file (docs/scheduler-profiles.md)",
+            )
         )
     charts = report.get("charts", [])
     lines.append(

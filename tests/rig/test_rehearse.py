@@ -1,6 +1,6 @@
-"""Rehearsals on the rig: the default AKS training cluster's runtime stack applied to the real
-control plane with the real charts (../shared/reference/charts), its gates run as their own
-ServiceAccounts, then destroyed."""
+"""Rehearsals on the rig: the default AKS training cluster's runtime stack (with a GPU
+bin-packing scheduler profile) applied to the real control plane with the real charts
+(../shared/reference/charts), its gates run as their own ServiceAccounts, then destroyed."""
 
 from __future__ import annotations
 
@@ -14,14 +14,27 @@ import pytest
 
 from gpucluster_rig import rehearse
 
+DEFAULT_WITH_PROFILE = """\
+clusters:
+  - name: gpu-training
+    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
+    profile: {gpuStack: azure-managed}
+    kubernetesVersion: "1.34"
+    schedulerProfiles:
+      - {schedulerName: gpu-packing, preset: gpu-binpacking}
+"""
+"""The embedded default cluster (gpucluster/default_cluster.yaml) with a GPU bin-packing profile."""
+
 
 @pytest.fixture(scope="module")
 def default_report(
     rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("rehearse-default")
+    config = work / "gpucluster.yaml"
+    config.write_text(DEFAULT_WITH_PROFILE, encoding="utf-8")
     reports = rehearse.run(
-        config=None,
+        config=config,
         cluster_name=None,
         folder=work,
         binaries=rig_bin,
@@ -104,6 +117,32 @@ def test_destroy_leaves_no_release(default_report: dict[str, Any]) -> None:
 
 def test_the_report_says_passed(default_report: dict[str, Any]) -> None:
     assert default_report["ok"] is True
+
+
+def test_the_scheduler_configuration_applied_is_started_by_the_real_scheduler(
+    default_report: dict[str, Any],
+) -> None:
+    """The synthesized runtime stack's ``scheduler-profiles`` release is applied (the rig serves
+    AKS's ``SchedulerConfiguration``), read back unchanged, and a real kube-scheduler started on
+    its ``rawConfig`` runs the profile."""
+    (release,) = [
+        r for r in default_report["apply"]["releases"] if r["release"] == "scheduler-profiles"
+    ]
+    assert release["ok"] is True, release
+    assert [
+        c["name"]
+        for c in default_report["custom_resources"]
+        if c["kind"] == "SchedulerConfiguration"
+    ] == ["upstream"]
+    assert default_report["scheduler_profiles"] == {
+        "profiles": ["gpu-packing"],
+        "accepted": True,
+        "message": "",
+    }
+    assert (
+        "scheduler profiles: gpu-packing started by the real kube-scheduler"
+        in rehearse.render_text(default_report)
+    )
 
 
 @pytest.fixture(scope="module")

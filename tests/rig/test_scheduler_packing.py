@@ -31,11 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import ssl
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +42,8 @@ import yaml
 from gpucluster import pipeline
 from gpucluster.inputs import scheduler_profiles as sp
 from gpucluster.inputs.config import load_clusters
+from gpucluster_rig import aks_scheduler
+from gpucluster_rig.aks_scheduler import ProfileScheduler, config_text
 from gpucluster_rig.cluster import Cluster
 from gpucluster_rig.nodes import nodes_for
 
@@ -101,76 +99,6 @@ def _raw_config(tmp: Path) -> tuple[str, list[dict[str, Any]]]:
     return raw, nodes_for(spec, per_pool=NODES_PER_POOL)
 
 
-def _config_text(raw: str, kubeconfig: Path) -> str:
-    """``raw`` byte for byte, then this scheduler's own settings (``profiles`` is its last key)."""
-    doc = yaml.safe_load(raw)
-    assert list(doc) == ["apiVersion", "kind", "profiles"], list(doc)
-    text = raw if raw.endswith("\n") else raw + "\n"
-    return (
-        text + f"clientConnection:\n  kubeconfig: '{kubeconfig}'\n"
-        "leaderElection:\n  leaderElect: false\n"
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Scheduler:
-    """The second kube-scheduler: started with a configuration text, stopped by its own pid."""
-
-    def __init__(self, binary: Path, folder: Path, config: str) -> None:
-        self.folder = folder
-        self.port = _free_port()
-        (folder / "scheduler.yaml").write_text(config, encoding="utf-8")
-        self.log = folder / "scheduler.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [
-                    str(binary),
-                    f"--config={folder / 'scheduler.yaml'}",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={self.port}",
-                    "--v=2",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={"PATH": "/usr/bin:/bin", "HOME": str(folder), "NO_PROXY": "127.0.0.1"},
-            )
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-5:])
-
-    def wait_healthy(self, timeout: float = WAIT) -> None:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate, on loopback
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, f"kube-scheduler exited: {self.tail()}"
-            try:
-                with urllib.request.urlopen(
-                    f"https://127.0.0.1:{self.port}/healthz", context=ctx, timeout=2
-                ) as r:
-                    if r.read() == b"ok":
-                        return
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"kube-scheduler not healthy: {self.tail()}"
-            time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def packing(rig: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The rig with the cluster file's nodes and the second scheduler running the rendered profiles."""
@@ -179,11 +107,12 @@ def packing(rig: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     rig.apply(nodes)
     rig.wait_ready_nodes([n["metadata"]["name"] for n in nodes])
     rig.kubectl("create", "namespace", NAMESPACE)
-    scheduler = Scheduler(
-        rig.binaries / "kube-scheduler", folder, _config_text(raw, rig.kubeconfig)
+    scheduler = ProfileScheduler(
+        rig.binaries / "kube-scheduler", folder, config_text(raw, rig.kubeconfig)
     )
     try:
-        scheduler.wait_healthy()
+        ok, why = scheduler.wait_healthy()
+        assert ok, why
         yield rig
     finally:
         scheduler.stop()
@@ -334,3 +263,33 @@ def test_gpu_weight_decides_between_gpu_and_cpu_load(packing: Cluster) -> None:
     )
     assert packed == "gpu-1"
     assert spread in {"gpu-2", "gpu-3"}
+
+
+def test_the_applied_scheduler_configuration_is_started_or_refused(
+    packing: Cluster, tmp_path: Path
+) -> None:
+    """What a rehearsal does after the apply (:func:`gpucluster_rig.aks_scheduler.check_applied`):
+    the ``SchedulerConfiguration`` ``upstream`` read back from the server, a kube-scheduler started
+    on its ``rawConfig``. The rendered one is accepted with its profiles; one whose GPU weight is
+    800 (above kube-scheduler's 100) is refused with the scheduler's own reason."""
+    assert aks_scheduler.check_applied(packing, tmp_path / "none") is None
+    aks_scheduler.serve(packing)
+    raw, _ = _raw_config(tmp_path)
+    obj = {
+        "apiVersion": sp.CR_API_VERSION,
+        "kind": sp.CR_KIND,
+        "metadata": {"name": sp.CR_NAME},
+        "spec": {"rawConfig": raw},
+    }
+    try:
+        packing.apply([obj])
+        good = aks_scheduler.check_applied(packing, tmp_path / "good")
+        assert good == {"profiles": ["gpu-packing", "cpu-packing"], "accepted": True, "message": ""}
+        assert "weight: 8\n" in raw
+        obj["spec"]["rawConfig"] = raw.replace("weight: 8\n", "weight: 800\n", 1)
+        packing.apply([obj])
+        bad = aks_scheduler.check_applied(packing, tmp_path / "bad")
+        assert bad is not None and bad["accepted"] is False
+        assert "exited" in bad["message"] and "weight" in bad["message"], bad
+    finally:
+        packing.kubectl("delete", aks_scheduler.RESOURCE, sp.CR_NAME, "--ignore-not-found")
