@@ -16,9 +16,16 @@ checked against it by ``tests/test_rig_build.py``):
 * ``go/helm``: the Helm CLI at the Helm library version terraform-provider-helm 3.1.1 links
   (``helm.sh/helm/v3 v3.18.4``, its go.mod), which applies the releases in the rig.
 
+Apart from those, a component of its own with its own cache key (:data:`HELM4`, :func:`helm4`):
+
+* ``go/helm4``: the Helm 4 CLI (``helm.sh/helm/v4``, the version its go.mod requires) that runs
+  AICR's own ``deploy.sh`` on the rig for the side-by-side comparison (:mod:`gpucluster_rig.aicr`).
+
 Cache: ``$GPUCLUSTER_RIG_CACHE`` or ``${XDG_CACHE_HOME:-~/.cache}/gpucluster-rig``, one folder per
-key (sha256 of the Go module files, ``pins.json`` and ``go version``): a second build with the
-same key builds nothing. The Go module and build caches are Go's own (``go env GOMODCACHE
+key. The rig's programs share one key (sha256 of ``pins.json``, the files of ``go/kube``,
+``go/kwok``, ``go/helm`` and ``go version``); a component of its own (``go/helm4``) has its own key
+(its files and ``go version``) and folder ``<name>-<key>``, so adding or changing it rebuilds
+nothing else. A second build with the same key builds nothing. The Go module and build caches are Go's own (``go env GOMODCACHE
 GOCACHE``). Every group first runs ``go mod download`` so that a module the proxy does not serve
 fails in seconds, naming it.
 """
@@ -55,6 +62,10 @@ PROGRAMS = (
     "helm",
 )
 """Every program the rig runs, by file name."""
+
+OWN_KEY_GROUPS = ("helm4",)
+"""Folders of ``go/`` built as components of their own, each with its own cache key: left out of
+:func:`build_key`, so they never make the rig's programs rebuild."""
 
 
 class RigError(Exception):
@@ -185,15 +196,53 @@ def cache_root() -> Path:
     return Path(base) / "gpucluster-rig"
 
 
-def build_key(version_line: str) -> str:
-    """sha256 (16 hex digits) of ``pins.json``, every file under ``go/`` and ``go version``."""
+def _digest(version_line: str, paths: list[Path]) -> str:
     h = hashlib.sha256()
     h.update(version_line.encode())
-    for path in [PINS_FILE, *sorted(p for p in GO_DIR.rglob("*") if p.is_file())]:
+    for path in paths:
         h.update(
             str(path.relative_to(PINS_FILE.parent)).encode() + b"\0" + path.read_bytes() + b"\0"
         )
     return h.hexdigest()[:16]
+
+
+def build_key(version_line: str) -> str:
+    """sha256 (16 hex digits) of ``pins.json``, every file under ``go/`` but the folders of
+    :data:`OWN_KEY_GROUPS`, and ``go version``: the key of the rig's programs."""
+    own = tuple(GO_DIR / name for name in OWN_KEY_GROUPS)
+    files = sorted(
+        p for p in GO_DIR.rglob("*") if p.is_file() and not any(p.is_relative_to(o) for o in own)
+    )
+    return _digest(version_line, [PINS_FILE, *files])
+
+
+def component_key(version_line: str, name: str) -> str:
+    """sha256 (16 hex digits) of the files under ``go/<name>`` and ``go version``: the key of a
+    component of its own (:data:`OWN_KEY_GROUPS`); no other file changes it."""
+    return _digest(version_line, sorted(p for p in (GO_DIR / name).rglob("*") if p.is_file()))
+
+
+def required_version(name: str, module: str) -> str:
+    """The version ``go/<name>/go.mod`` requires of ``module`` (``v4.3.2``); :class:`RigError`
+    ``rig.pins`` when it requires none."""
+    text = (GO_DIR / name / "go.mod").read_text(encoding="utf-8")
+    m = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.M)
+    if m is None:
+        raise RigError(
+            "pins", f"go/{name}/go.mod requires no {module}", f"add `require {module} vX.Y.Z`"
+        )
+    return m.group(1)
+
+
+def helm4_group() -> Group:
+    """The Helm 4 CLI (``go/helm4``), its version stamped from its go.mod's requirement."""
+    version = required_version("helm4", "helm.sh/helm/v4")
+    return Group(
+        "helm4",
+        ("helm.sh/helm/v4/cmd/helm",),
+        f"-s -w -X helm.sh/helm/v4/internal/version.version={version}",
+        ("helm",),
+    )
 
 
 def _run(cmd: list[str], cwd: Path, what: str, fix: str) -> None:
@@ -261,11 +310,23 @@ def binaries(*, log: Callable[[str], None] | None = None) -> Path:
         and (folder / "bin" / "stages.yaml").is_file()
     ):
         return folder / "bin"
+    return _build(groups(), folder, version_line, log, stages=True)
+
+
+def _build(
+    todo: list[Group],
+    folder: Path,
+    version_line: str,
+    log: Callable[[str], None] | None,
+    *,
+    stages: bool,
+) -> Path:
+    """Download and build ``todo`` into ``folder/bin`` (replaced atomically); that folder."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="bin-", dir=folder))
     timings: dict[str, float] = {}
     try:
-        for group in groups():
+        for group in todo:
             start = time.monotonic()
             if log:
                 log(f"rig: go mod download ({group.name})")
@@ -295,7 +356,8 @@ def binaries(*, log: Callable[[str], None] | None = None) -> Path:
                 "read the go error above; `go env` must reach the Go module proxy",
             )
             timings[f"{group.name}.build"] = round(time.monotonic() - start, 1)
-        _copy_stages(tmp)
+        if stages:
+            _copy_stages(tmp)
         (tmp / "build.json").write_text(
             json.dumps({"go": version_line, "seconds": timings}, indent=1) + "\n"
         )
@@ -307,3 +369,34 @@ def binaries(*, log: Callable[[str], None] | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return folder / "bin"
+
+
+HELM4_ENV = "GPUCLUSTER_RIG_HELM4"
+"""A Helm 4 binary built elsewhere: :func:`helm4` returns it and builds nothing."""
+
+
+def helm4(*, log: Callable[[str], None] | None = None) -> Path:
+    """The Helm 4 CLI (``go/helm4``), built into ``<cache>/helm4-<key>/bin/helm`` when absent.
+
+    ``$GPUCLUSTER_RIG_HELM4`` (the path of a ``helm`` 4 binary) skips the build. The key is
+    :func:`component_key`: building or changing it leaves the rig's programs (:func:`binaries`)
+    as they are.
+
+    Raises:
+        RigError: as :func:`binaries` (``rig.go``, ``rig.download``, ``rig.build``), or
+            ``rig.binaries`` when ``$GPUCLUSTER_RIG_HELM4`` is not an executable file.
+    """
+    given = os.environ.get(HELM4_ENV)
+    if given:
+        if not os.access(given, os.X_OK) or not Path(given).is_file():
+            raise RigError(
+                "binaries",
+                f"{HELM4_ENV}={given} is not an executable file",
+                "point it at a Helm 4 binary, or unset it to build one",
+            )
+        return Path(given)
+    version_line = go_version()
+    folder = cache_root() / f"helm4-{component_key(version_line, 'helm4')}"
+    if os.access(folder / "bin" / "helm", os.X_OK):
+        return folder / "bin" / "helm"
+    return _build([helm4_group()], folder, version_line, log, stages=False) / "helm"

@@ -83,6 +83,57 @@ def test_the_build_key_follows_go_version_and_files(
     assert build.build_key("go version go1.26.8 linux/amd64") != a
 
 
+def test_helm4_has_its_own_key_and_never_changes_the_rigs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding or changing go/helm4 leaves the rig programs' key (and so their cached folder) as
+    it is; the Helm 4 key follows only its own files and the Go version."""
+    line = "go version go1.26.8 linux/amd64"
+    go = tmp_path / "go"
+    shutil.copytree(build.GO_DIR, go)
+    pins = tmp_path / "pins.json"
+    shutil.copyfile(build.PINS_FILE, pins)
+    monkeypatch.setattr(build, "GO_DIR", go)
+    monkeypatch.setattr(build, "PINS_FILE", pins)
+    rig, h4 = build.build_key(line), build.component_key(line, "helm4")
+    shutil.rmtree(go / "helm4")
+    assert build.build_key(line) == rig  # as before go/helm4 existed
+    shutil.copytree(ROOT / "gpucluster_rig" / "go" / "helm4", go / "helm4")
+    (go / "helm4" / "tools.go").write_text("package tools\n")
+    assert build.build_key(line) == rig
+    assert build.component_key(line, "helm4") != h4
+    (go / "helm4" / "tools.go").write_text("package tools // another\n")
+    h4b = build.component_key(line, "helm4")
+    (go / "kube" / "go.mod").write_text("module changed\n")
+    pins.write_text(pins.read_text().replace("v1.34.4", "v1.34.3"))
+    assert build.build_key(line) != rig
+    assert build.component_key(line, "helm4") == h4b
+    assert build.component_key("go version go1.27.3 linux/amd64", "helm4") != h4b
+
+
+def test_helm4_is_the_version_its_go_mod_requires_stamped() -> None:
+    group = build.helm4_group()
+    want = _requires(build.GO_DIR / "helm4" / "go.mod")["helm.sh/helm/v4"]
+    assert want.startswith("v4.")
+    assert group.packages == ("helm.sh/helm/v4/cmd/helm",) and group.programs == ("helm",)
+    assert f"-X helm.sh/helm/v4/internal/version.version={want}" in group.ldflags
+    assert "helm4" in build.OWN_KEY_GROUPS and all(g.name != "helm4" for g in build.groups())
+
+
+def test_a_helm4_binary_that_is_not_executable_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(build.HELM4_ENV, str(tmp_path / "helm"))
+    with pytest.raises(
+        build.RigError, match=r"^error\[rig.binaries\].*GPUCLUSTER_RIG_HELM4"
+    ) as err:
+        build.helm4()
+    assert "\n" not in err.value.line
+    (tmp_path / "helm").write_text("#!/bin/sh\n")
+    (tmp_path / "helm").chmod(0o755)
+    assert build.helm4() == tmp_path / "helm"
+
+
 def test_groups_stamp_the_kubernetes_version() -> None:
     kube = next(g for g in build.groups() if g.name == "kube")
     pin = build.pins()["kubernetes"]
