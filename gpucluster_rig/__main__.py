@@ -1,6 +1,9 @@
 """``python -m gpucluster_rig`` (and ``gpucluster rehearse``, which runs it): build the rig, rehearse.
 
     python -m gpucluster_rig build
+    python -m gpucluster_rig build-helm4
+    python -m gpucluster_rig compare-aicr [--bundle DIR] [--charts DIR] [--crds DIR] [--delay S]
+                                          [--work DIR] [--binaries DIR] [--no-isolate] [-- DEPLOY_ARGS]
     python -m gpucluster_rig rehearse [--config FILE] [--cluster NAME] [--keep] [--binaries DIR]
                                       [--charts DIR] [--crds DIR] [--delay S] [--format text|json]
                                       [--work DIR] [--no-isolate]
@@ -35,6 +38,27 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "build", help="build (or find in the cache) the rig's programs and print their folder"
     )
+    sub.add_parser(
+        "build-helm4",
+        help="build (or find in the cache) the Helm 4 CLI that runs AICR's deploy.sh; print its path",
+    )
+    c = sub.add_parser(
+        "compare-aicr",
+        help="AICR's deploy.sh (its bundle, chart URLs on loopback, Helm 4) and gpucluster's stack from "
+        "the bundle's RecipeResult, each on a fresh rig; prints JSON",
+    )
+    c.add_argument("--bundle", type=Path, required=True, help="the AICR bundle folder (deploy.sh)")
+    c.add_argument("--binaries", type=Path, help="the rig's programs folder (no build)")
+    c.add_argument("--charts", type=Path, help="a folder of unpacked charts to serve")
+    c.add_argument("--crds", type=Path, help="a folder of operator CRDs (the IPPool CRD)")
+    c.add_argument(
+        "--delay", type=float, default=3.0, help="stand-ins' delay in seconds (default 3)"
+    )
+    c.add_argument("--work", type=Path, help="work folder (default: a new temporary folder, kept)")
+    c.add_argument(
+        "--no-isolate", action="store_true", help="do not run in a private network namespace"
+    )
+    c.add_argument("deploy_args", nargs="*", help="arguments passed to deploy.sh (after --)")
     r = sub.add_parser("rehearse", help="rehearse the runtime stacks")
     r.add_argument(
         "--config",
@@ -91,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             print(build.binaries(log=lambda line: print(line, file=sys.stderr)))
             return 0
+        if args.command == "build-helm4":
+            print(build.helm4(log=lambda line: print(line, file=sys.stderr)))
+            return 0
         if not args.no_isolate and not rehearse.in_private_network():
             wrapped = rehearse.isolate_argv(
                 [
@@ -105,6 +132,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.binaries:
             os.environ[build.BIN_ENV] = str(args.binaries)
         binaries = build.binaries(log=lambda line: print(line, file=sys.stderr))
+        if args.command == "compare-aicr":
+            from gpucluster_rig import aicr
+
+            helm4 = build.helm4(log=lambda line: print(line, file=sys.stderr))
+            work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-aicr-"))
+            result = aicr.compare(
+                args.bundle,
+                work,
+                binaries,
+                helm4,
+                charts=args.charts,
+                crds=args.crds,
+                delay=args.delay,
+                deploy_args=tuple(args.deploy_args),
+            )
+            result["work"] = str(work)
+            print(json.dumps(result, indent=1, sort_keys=True))
+            return 0
         work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-rehearse-"))
         reports = rehearse.run(
             config=args.config,
