@@ -592,3 +592,30 @@ def test_a_recipe_result_without_kube_prometheus_stack_is_refused_the_same_way(t
     assert [p.component for p in caught.value.problems if p.id == "SERVICE-UNSERVED"] == [
         "prometheus-adapter"
     ]
+
+
+# --------------------------------------------------------------------------- AKS-SCHEDULER-MODE
+
+PROFILE_CLUSTER = """\
+clusters:
+  - name: c
+    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}
+{extra}"""
+
+
+def test_scheduler_profiles_warn_that_the_cluster_needs_the_crd_managed_mode(tmp_path):
+    """gpucluster does not switch the cluster's scheduler to AKS's CRD-managed mode, without which
+    the scheduler-profiles release fails at apply: the plan says so, with the command that does."""
+    extra = "    schedulerProfiles:\n      - {schedulerName: gpu-packing, preset: gpu-binpacking}\n"
+    (plan,) = _plan_of(PROFILE_CLUSTER.format(extra=extra), tmp_path)
+    [f] = by_id(plan.findings, "AKS-SCHEDULER-MODE")
+    assert (f.severity, f.component, f.key) == (
+        "warning",
+        "scheduler-profiles",
+        "clusters[0].schedulerProfiles",
+    )
+    assert "ManagedByCRD" in f.message and "fails" in f.message
+    assert "--enable-upstream-kubescheduler-user-configuration" in f.fix
+    assert "--resource-group c-rg --name c " in f.fix
+    (plan,) = _plan_of(PROFILE_CLUSTER.format(extra=""), tmp_path)
+    assert by_id(plan.findings, "AKS-SCHEDULER-MODE") == []

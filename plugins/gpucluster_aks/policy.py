@@ -12,6 +12,8 @@ Written against the public SDK only. Check ids (docs/policies.md has one section
                                 warning   network-operator or while inert; error when the
                                           operator builds nvidia-peermem
 ``AKS-REGION``                  warning   the region is an Azure region name (azure_regions.yaml)
+``AKS-SCHEDULER-MODE``          warning   schedulerProfiles need the cluster's scheduler in
+                                          AKS's ManagedByCRD mode, which gpucluster does not set
 ``AKS-UPGRADE-SKIP``            (plan)    no skipped minor versions; enforced in Terraform,
                                           :func:`minor_upgrade_steps` is the pure helper
 ==============================  ========  ================================================
@@ -28,7 +30,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpucluster.sdk import ClusterSpec, Finding, Recipe, get_path, hookimpl, load_data_file
-from gpucluster_aks.platform import AGENTPOOL_LABEL, AKS_PLATFORM, GPU_DRIVER_FOR_PROFILE
+from gpucluster_aks.platform import (
+    AGENTPOOL_LABEL,
+    AKS_PLATFORM,
+    GPU_DRIVER_FOR_PROFILE,
+    resource_group_name,
+)
 
 __all__ = [
     "gpucluster_policy_checks",
@@ -532,6 +539,47 @@ def _surge_steps(cluster: ClusterSpec) -> list[Finding]:
     return out
 
 
+SCHEDULER_DOCS = "https://learn.microsoft.com/azure/aks/configure-aks-scheduler"
+"""Microsoft Learn, "Configure advanced scheduler profiles on AKS (preview)": the aks-preview CLI
+extension, the ``UserDefinedSchedulerConfigurationPreview`` feature flag and
+``az aks update --enable-upstream-kubescheduler-user-configuration``."""
+
+
+def _check_scheduler_mode(cluster: ClusterSpec) -> list[Finding]:
+    """AKS-SCHEDULER-MODE (warning): ``schedulerProfiles`` need the cluster's upstream scheduler in
+    AKS's ``ManagedByCRD`` configuration mode, which gpucluster does not set."""
+    if not cluster.scheduler_profiles:
+        return []
+    if cluster.existing is None:
+        from gpucluster_aks.settings import parse_settings
+
+        group = parse_settings(cluster).existing_resource_group or resource_group_name(cluster)
+        target, when = (
+            f"--resource-group {group} --name {cluster.name}",
+            "after the cluster stack is applied and before the runtime stack: ",
+        )
+    else:
+        target, when = (
+            "--resource-group <its resource group> --name <its name>",
+            "unless the cluster has it already: ",
+        )
+    return [
+        _finding(
+            cluster,
+            "AKS-SCHEDULER-MODE",
+            "warning",
+            "scheduler-profiles",
+            "schedulerProfiles",
+            "the scheduler-profiles release installs AKS's SchedulerConfiguration, which a cluster serves "
+            "only when its upstream scheduler is in the ManagedByCRD configuration mode (AKS preview); "
+            "gpucluster does not set that mode, and without it the release fails at apply",
+            f"{when}az extension add --name aks-preview; az feature register --namespace "
+            "Microsoft.ContainerService --name UserDefinedSchedulerConfigurationPreview; "
+            f"az aks update {target} --enable-upstream-kubescheduler-user-configuration ({SCHEDULER_DOCS})",
+        )
+    ]
+
+
 @hookimpl
 def gpucluster_policy_checks(cluster, recipe, components):
     """AKS checks on the final effective values."""
@@ -543,4 +591,5 @@ def gpucluster_policy_checks(cluster, recipe, components):
     findings += _check_wildcard_toleration(cluster, components)
     findings += _check_host_mofed(cluster, recipe, components)
     findings += _surge_steps(cluster)
+    findings += _check_scheduler_mode(cluster)
     return findings
