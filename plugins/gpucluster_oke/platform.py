@@ -197,7 +197,7 @@ def _check_image_driver_params(settings: dict, where: dict) -> None:
     bad = (
         [params]
         if not isinstance(params, list)
-        else [p for p in params if not isinstance(p, str) or not IMAGE_DRIVER_PARAM.match(p)]
+        else [p for p in params if not isinstance(p, str) or not IMAGE_DRIVER_PARAM.fullmatch(p)]
     )
     if bad:
         raise GpuclusterError(
