@@ -325,7 +325,9 @@ def _ordered_nodes(
     nodes = mirrors_mod.apply_mirrors(
         nodes, cluster.chart_mirrors, cluster=cluster.name, file=cluster.source
     )
-    return nodes
+    from gpucluster.charts.imagemirror import apply_hook_values
+
+    return apply_hook_values(nodes, cluster.image_mirror)
 
 
 def build_plan(cluster: ClusterSpec, *, strict: bool = True) -> RuntimePlan:

@@ -159,6 +159,39 @@ def test_postrender_command_rewrites_stdin(monkeypatch):
     assert code == 2 and out == "" and err.startswith("error[postrender.input] key=stdin:")
 
 
+def test_postrender_reads_yaml_value_keys_as_helm_does(monkeypatch):
+    """prometheus-operator-crds' CRDs carry ``- =`` (an enum member): YAML 1.1's value-key tag, a
+    plain string to Go's YAML library. The post-renderer refused the whole release before."""
+    stream = (
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.com}\n"
+        "spec:\n  enum:\n  - =\n  - '!='\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+        "spec:\n  containers:\n  - {name: c, image: 'quay.io/a/b:1'}\n"
+    )
+    code, out, err = run("postrender", "--image-mirror", M, stdin=stream, monkeypatch=monkeypatch)
+    assert code == 0, err
+    crd, pod = list(yaml.safe_load_all(out))
+    assert crd["spec"]["enum"] == ["=", "!="]
+    assert pod["spec"]["containers"][0]["image"] == f"{M}/quay.io/a/b:1"
+
+
+def test_render_leaves_hooks_as_helm_3_does():
+    """Helm 3's post-renderer is handed the release's manifests without its hooks (helm v3.18.4,
+    pkg/action/action.go renderResources: ``pr.Run(b)`` on the sorted manifests, the hooks kept
+    apart), so a hook's image is pulled as the chart renders it: render and lint must see that."""
+    from gpucluster.verify.render import post_render
+
+    hook = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations: {helm.sh/hook: post-install}\n"
+        "spec:\n  template:\n    spec:\n      containers:\n      - {name: c, image: 'quay.io/a/hook:1'}\n"
+    )
+    plain = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: c, image: 'quay.io/a/b:1'}\n"
+    out = post_render({"t/hook.yaml": hook, "t/pod.yaml": plain}, M)
+    (job,) = list(yaml.safe_load_all(out["t/hook.yaml"]))
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "quay.io/a/hook:1"
+    (pod,) = list(yaml.safe_load_all(out["t/pod.yaml"]))
+    assert pod["spec"]["containers"][0]["image"] == f"{M}/quay.io/a/b:1"
+
+
 def test_synthesized_releases_run_the_post_renderer(tmp_path):
     from gpucluster_cdk import stacks
 

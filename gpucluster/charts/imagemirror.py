@@ -20,6 +20,14 @@ What is rewritten in each rendered object (:func:`rewrite_object`):
   the mirror;
 * custom resources written as YAML into a ConfigMap for a hook Job to apply.
 
+Hooks. Terraform's helm provider links Helm 3, whose post-renderer is never handed a release's
+hooks (helm/helm v3.18.4 ``pkg/action/action.go``, ``renderResources``), so a hook Job's image
+must be at the mirror before the post-renderer: gpucluster's own Jobs (gates, CRD steps, teardown
+guards) name the mirror themselves (:func:`gpucluster.charts.jobchart.gate_image`), and the
+values that name upstream charts' hook images (:data:`HOOK_IMAGE_VALUES`) are written at the
+mirror (:func:`apply_hook_values`, the plan's last step). ``render`` and ``lint`` leave hooks
+as Helm does, so ``lint`` reports any hook image still outside the mirror.
+
 Terraform applies the same function through Helm's post-renderer (``helm_release.postrender``
 running ``gpucluster postrender --image-mirror MIRROR``; Helm docs, "Post Rendering":
 https://helm.sh/docs/topics/advanced/#post-rendering), and ``render``/``lint`` apply it to what
@@ -29,12 +37,14 @@ mirror (``lint.public-registry``).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpucluster.errors import GpuclusterError
+from gpucluster.values import deep_copy, get_path, set_path
 
 DOCS = "docs/cluster-file.md#images-mirror"
 
@@ -313,15 +323,177 @@ def _rewrite_embedded(text: str, mirror: str) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
 
 
-def rewrite_stream(text: str, mirror: str) -> str:
-    """A YAML stream of Kubernetes objects (what Helm hands a post-renderer) with every image
-    reference at ``mirror``; empty documents dropped, comments not kept. ``yaml.YAMLError`` when the
-    stream is not YAML."""
+@dataclass(frozen=True)
+class HookImageValue:
+    """A chart value that names the image of one of the chart's Helm hooks (module docstring,
+    "Hooks").
+
+    Attributes:
+        path: dotted values path (``startupapicheck.image.repository``).
+        default: the chart's default per chart version (``"*"``: every version), used when our
+            values leave the path out; a version without one is left alone (lint reports the hook).
+        when: a dotted values path that must be true in our values for the hook to exist, or ''.
+    """
+
+    path: str
+    default: Mapping[str, str]
+    when: str = ""
+
+
+HOOK_IMAGE_VALUES: Mapping[str, tuple[HookImageValue, ...]] = {
+    # startupapicheck (post-install); `repository` overrides imageRegistry/imageNamespace/name (v1.20)
+    "cert-manager": (
+        HookImageValue(
+            "startupapicheck.image.repository",
+            {"*": "quay.io/jetstack/cert-manager-startupapicheck"},
+        ),
+    ),
+    # gpu-operator-upgrade-crd (pre-upgrade), gpu-operator-cleanup-* (pre-delete): the operator image
+    "gpu-operator": (HookImageValue("operator.repository", {"*": "nvcr.io/nvidia"}),),
+    # network-operator-keep-ncp / -upgrade-crd (pre-install, pre-upgrade): the operator image; the
+    # SR-IOV subchart's pre-delete hook: its operator image
+    "network-operator": (
+        HookImageValue(
+            "operator.repository",
+            {"26.4.1": "nvcr.io/nvidia/cloud-native", "25.1.0": "nvcr.io/nvstaging/mellanox"},
+        ),
+        HookImageValue(
+            "sriov-network-operator.images.operator",
+            {
+                "26.4.1": "nvcr.io/nvidia/mellanox/sriov-network-operator:network-operator-v26.4.1",
+                "25.1.0": "nvcr.io/nvidia/mellanox/sriov-network-operator:network-operator-25.1.0",
+            },
+            when="sriovNetworkOperator.enabled",
+        ),
+    ),
+    # node-feature-discovery-prune (post-delete)
+    "node-feature-discovery": (
+        HookImageValue("image.repository", {"*": "registry.k8s.io/nfd/node-feature-discovery"}),
+    ),
+    # crd-upgrader, kai-config-deployer, topology-migration Jobs and the Config they apply (hooks):
+    # every image is <global.registry>/<name>; the reference chart (the v0.16 branch) names the
+    # placeholder registry/local/kai-scheduler, which `gpucluster images` then lists as the upstream
+    "kai-scheduler": (
+        HookImageValue("global.registry", {"0.16.9": "registry/local/kai-scheduler"}),
+    ),
+    # kube-prometheus-admission-create/-patch (pre-install, post-install): <registry>/<repository>
+    "kube-prometheus-stack": (
+        HookImageValue(
+            "prometheusOperator.admissionWebhooks.patch.image.registry", {"*": "ghcr.io"}
+        ),
+    ),
+    # skyhook-operator-*-cleanup (pre-delete)
+    "nodewright": (HookImageValue("webhook.removalImage", {"*": "docker.io/bitnami/kubectl"}),),
+}
+"""Chart name -> the values that name its hooks' images, for :func:`hook_values` (the reference
+charts' templates at the versions the catalog pins; lint checks every rendered hook)."""
+
+
+def _mirror_value(text: str, mirror: str) -> str | None:
+    last = text.rsplit("/", 1)[-1]
+    whole = "@" in text or ":" in last
+    return mirror_reference(text, mirror) if whole else mirror_repository(text, mirror)
+
+
+def hook_values(chart: str, version: str, values: Mapping[str, Any], mirror: str) -> dict[str, str]:
+    """``{values path: value at mirror}`` for the hooks of ``chart`` at ``version``
+    (:data:`HOOK_IMAGE_VALUES`): our value at the path when we set one, else the chart's default."""
+    out: dict[str, str] = {}
+    bare = version.lstrip("v")
+    for entry in HOOK_IMAGE_VALUES.get(chart, ()):
+        if entry.when and str(get_path(values, entry.when)).lower() != "true":
+            continue
+        ours = get_path(values, entry.path)
+        current = (
+            ours
+            if isinstance(ours, str) and ours
+            else entry.default.get(bare, entry.default.get("*"))
+        )
+        if not current:
+            continue
+        new = _mirror_value(current, mirror)
+        if new is not None and new != ours:
+            out[entry.path] = new
+    return out
+
+
+def apply_hook_values(nodes: Sequence[Any], mirror: str | None) -> list[Any]:
+    """``nodes`` (PlanNodes) with :func:`hook_values` written into the values of every chart
+    release that has some: a new list, a changed node replaced by a new PlanNode (its values
+    copied first); ``nodes`` are left as they are. Without ``mirror``: ``nodes`` unchanged."""
+    import dataclasses
+
+    if not mirror:
+        return list(nodes)
+    out = []
+    for node in nodes:
+        changes = (
+            hook_values(node.chart, node.version, node.values, mirror)
+            if node.kind == "chart"
+            else {}
+        )
+        if changes:
+            values = deep_copy(node.values)
+            for path, value in changes.items():
+                set_path(values, path, value)
+            node = dataclasses.replace(node, values=values)
+        out.append(node)
+    return out
+
+
+def is_hook(doc: Mapping[str, Any]) -> bool:
+    """True for a Helm hook (any ``helm.sh/hook`` annotation)."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    notes = (meta or {}).get("annotations")
+    return isinstance(notes, Mapping) and "helm.sh/hook" in notes
+
+
+@functools.cache
+def manifest_loader() -> Any:
+    """A YAML loader for rendered manifests (libyaml when available): ``SafeLoader`` with ``=``
+    and timestamps kept as strings, as Go's YAML library and the API server read them
+    (prometheus-operator-crds' CRDs carry ``- =``)."""
     import yaml  # here: reading the cluster file (parse_images) must not import PyYAML
 
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    resolvers = {
+        first: [
+            (tag, rx)
+            for tag, rx in found
+            if tag not in ("tag:yaml.org,2002:value", "tag:yaml.org,2002:timestamp")
+        ]
+        for first, found in base.yaml_implicit_resolvers.items()
+    }
+    return type("ManifestLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+def split_documents(text: str) -> list[str]:
+    """Split a YAML stream of manifests the way Helm does (pkg/release/util SplitManifests: a line
+    starting with ``---`` starts a new document, the rest of that line included)."""
+    docs: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        if line.startswith("---"):
+            docs.append([line[3:]])
+        else:
+            docs[-1].append(line)
+    return ["\n".join(d) for d in docs if "\n".join(d).strip()]
+
+
+def rewrite_stream(text: str, mirror: str, *, hooks: bool = True) -> str:
+    """A YAML stream of Kubernetes objects (what Helm hands a post-renderer) with every image
+    reference at ``mirror``; empty documents dropped, comments not kept. ``hooks=False`` leaves Helm
+    hooks as they are (what Helm 3 does: its post-renderer never sees them, see
+    :mod:`gpucluster.verify.render`). ``yaml.YAMLError`` when the stream is not YAML."""
+    import yaml  # here: reading the cluster file (parse_images) must not import PyYAML
+
+    loader = manifest_loader()
+    docs = [
+        d
+        for part in split_documents(text)
+        if (d := yaml.load(part, Loader=loader)) is not None  # noqa: S506 (safe loader subclass)
+    ]
     for doc in docs:
-        if isinstance(doc, dict):
+        if isinstance(doc, dict) and (hooks or not is_hook(doc)):
             rewrite_object(doc, mirror)
     if not docs:
         return ""

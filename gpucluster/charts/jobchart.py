@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpucluster.charts.imagemirror import mirror_reference
 from gpucluster.charts.manifests import MANIFEST_CHART_VERSION, dump_documents, make_chart
 from gpucluster.errors import GpuclusterError
 from gpucluster.model import GATE_IMAGE_SETTING, ClusterSpec, LocalChart, absolute_key
@@ -69,7 +70,10 @@ def image_tag(image: str) -> str | None:
 
 
 def gate_image(cluster: ClusterSpec) -> str:
-    """The kubectl image of the cluster's gpucluster Jobs: ``settings.gateImage`` or the default.
+    """The kubectl image of the cluster's gpucluster Jobs: ``settings.gateImage`` or the default,
+    at the cluster's ``images.mirror`` when one is set (:func:`gpucluster.charts.imagemirror.mirror_reference`):
+    the Jobs are Helm hooks, which Helm 3's post-renderer never sees, so the chart names the
+    mirror itself.
 
     The default is pinned by digest. A user image must carry a version tag or a digest; a moving
     tag (:data:`MOVING_TAGS`, e.g. ``:latest``) is refused, and a tag without a digest gets the
@@ -79,6 +83,12 @@ def gate_image(cluster: ClusterSpec) -> str:
         GpuclusterError: ``clusters[<i>].settings.gateImage`` is not an image reference with a tag
             or digest, or uses a moving tag.
     """
+    image = _chosen_image(cluster)
+    mirror = getattr(cluster, "image_mirror", None)
+    return (mirror_reference(image, mirror) or image) if mirror else image
+
+
+def _chosen_image(cluster: ClusterSpec) -> str:
     image = (cluster.settings or {}).get(GATE_IMAGE_SETTING)
     if image is None:
         return DEFAULT_KUBECTL_IMAGE

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpucluster import diskcache
+from gpucluster.charts.imagemirror import is_hook, rewrite_object
 from gpucluster.errors import GpuclusterError, PluginError
 from gpucluster.model import ClusterSpec, Component, LocalChart, Manifest, Recipe
 
@@ -835,6 +836,7 @@ def render_manifest_charts(
     """
     by_component: dict[tuple[str, str], list[tuple[str, str]]] = {}
     seen: dict[tuple[str, str, str, str], str] = {}
+    mirror = getattr(cluster, "image_mirror", None)
 
     def add(
         component: str,
@@ -856,6 +858,13 @@ def render_manifest_charts(
             seen[key] = source
             if objects is not None:
                 objects[key] = component
+        if mirror and any(is_hook(d) for d in docs):
+            # Helm 3's post-renderer never sees hooks: a hook names the mirror itself
+            docs = [copy.deepcopy(d) for d in docs]
+            for d in docs:
+                if is_hook(d):
+                    rewrite_object(d, mirror)
+            text = None
         if docs:
             by_component.setdefault((component, phase), []).append(
                 (stem, text if text is not None else dump_documents(docs))

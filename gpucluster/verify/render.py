@@ -390,8 +390,13 @@ class ChartSources:
 
 def post_render(manifests: Mapping[str, str], image_mirror: str | None) -> dict[str, str]:
     """``manifests`` as the cluster receives them: with ``image_mirror``, each template's objects
-    through :func:`gpucluster.charts.imagemirror.rewrite_stream` (the post-renderer Terraform runs);
-    a template that is not YAML is kept as it is (parsing reports it). Without: ``manifests``."""
+    through :func:`gpucluster.charts.imagemirror.rewrite_stream` (the post-renderer Terraform runs),
+    Helm hooks left as rendered: Terraform's helm provider links Helm 3 (v3.18.4), whose
+    post-renderer is handed the release's manifests without its hooks (helm/helm v3.18.4
+    ``pkg/action/action.go``, ``renderResources``: ``pr.Run`` on the manifests, the hooks sorted
+    apart), so a hook's images reach the cluster as the chart renders them (lint reports each one
+    outside the mirror). A template that is not YAML is kept as it is (parsing reports it).
+    Without ``image_mirror``: ``manifests``."""
     if not image_mirror:
         return dict(manifests)
     from gpucluster.charts.imagemirror import rewrite_stream
@@ -399,7 +404,7 @@ def post_render(manifests: Mapping[str, str], image_mirror: str | None) -> dict[
     out = {}
     for path, text in manifests.items():
         try:
-            out[path] = rewrite_stream(text, image_mirror)
+            out[path] = rewrite_stream(text, image_mirror, hooks=False)
         except yaml.YAMLError:
             out[path] = text
     return out
