@@ -371,10 +371,9 @@ HOOK_IMAGE_VALUES: Mapping[str, tuple[HookImageValue, ...]] = {
         HookImageValue("image.repository", {"*": "registry.k8s.io/nfd/node-feature-discovery"}),
     ),
     # crd-upgrader, kai-config-deployer, topology-migration Jobs and the Config they apply (hooks):
-    # every image is <global.registry>/<name>; the reference chart (the v0.16 branch) names the
-    # placeholder registry/local/kai-scheduler, which `gpucluster images` then lists as the upstream
+    # every image is <global.registry>/<name> (the catalog writes the published chart's registry)
     "kai-scheduler": (
-        HookImageValue("global.registry", {"0.16.9": "registry/local/kai-scheduler"}),
+        HookImageValue("global.registry", {"*": "ghcr.io/kai-scheduler/kai-scheduler"}),
     ),
     # kube-prometheus-admission-create/-patch (pre-install, post-install): <registry>/<repository>
     "kube-prometheus-stack": (
