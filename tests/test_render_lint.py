@@ -983,3 +983,122 @@ def test_cli_cache_or_charts_that_are_files_are_one_error_line(tmp_path, capsys)
             err
         )
         assert "is a file, not a folder" in err[0] and " fix: " in err[0], err
+
+
+def _crd_with_rules(rules: list[dict[str, Any]], status: bool = False) -> dict[str, Any]:
+    version: dict[str, Any] = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {
+            "openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "spec": {
+                        "type": "object",
+                        "properties": {
+                            "strategy": {
+                                "type": "object",
+                                "properties": {
+                                    "type": {"type": "string", "default": "Rolling"},
+                                    "rolling": {"type": "object"},
+                                    "address": {"type": "string", "format": "ipv4"},
+                                },
+                                "x-kubernetes-validations": rules,
+                            }
+                        },
+                    },
+                    "status": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                },
+            }
+        },
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [version],
+        },
+    }
+
+
+def _thing(strategy: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": "t"},
+        "spec": {"strategy": strategy},
+        **extra,
+    }
+
+
+RULE = {
+    "rule": "!(self.type != 'Rolling' && has(self.rolling))",
+    "message": "rolling requires type Rolling",
+}
+
+
+def test_cel_rule_of_the_crd_rejects_at_the_node_that_declares_it():
+    """The rule is evaluated on the defaulted object (type defaults to Rolling), at
+    spec.strategy, with the rule's message; messageExpression and fieldPath as the server has them."""
+    crd = _crd_with_rules([RULE])
+    assert lint_objects(aks_cluster(), [crd, _thing({"rolling": {}})]) == []
+    found = lint_objects(aks_cluster(), [crd, _thing({"type": "OnDelete", "rolling": {}})])
+    assert ids(found) == ["lint.cel"]
+    assert "at spec.strategy: rolling requires type Rolling" in found[0].message
+    assert found[0].key == "Thing/t.spec.strategy"
+    crd = _crd_with_rules(
+        [{**RULE, "messageExpression": "'type is ' + self.type", "fieldPath": ".type"}]
+    )
+    found = lint_objects(aks_cluster(), [crd, _thing({"type": "OnDelete", "rolling": {}})])
+    assert "at spec.strategy.type: type is OnDelete" in found[0].message
+
+
+def test_cel_rule_reading_an_absent_field_rejects_like_the_server():
+    """The API server answers "no such key" and refuses the object."""
+    crd = _crd_with_rules([{"rule": "size(self.rolling) > 0 || self.type == 'x'"}])
+    found = lint_objects(aks_cluster(), [crd, _thing({"type": "OnDelete"})])
+    assert ids(found) == ["lint.cel"] and "no such member" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "rule,why",
+    [
+        ("self == oldSelf", "transition rule"),
+        ("self.type.lowerAscii() == 'rolling'", "lint cannot evaluate it"),
+        ("self.type ==", "lint cannot evaluate it"),
+    ],
+)
+def test_cel_rule_lint_cannot_evaluate_is_not_checked_never_passed(rule, why):
+    from gpucluster.verify import lint_cel
+
+    crd = _crd_with_rules([{"rule": rule}])
+    result = RenderResult(
+        releases=[release_of([crd, _thing({"type": "OnDelete"})])],
+        findings=[],
+        plans=[plan_of(aks_cluster())],
+    )
+    found = [f for f in lint.lint_result(result) if f.id == "lint.cel"]
+    assert [f.severity for f in found] == ["info"]
+    assert found[0].message.startswith("not checked:") and why in found[0].message
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    (outcome,) = lint_cel.evaluate_rules(_thing({"type": "OnDelete"}), schema)
+    assert outcome.verdict == "not checked"
+
+
+def test_schema_formats_and_status_are_read_as_the_api_server_reads_them():
+    """``format: ipv4`` is checked; ``status`` of a CRD with the status subresource is dropped on
+    create (not checked), and checked without it."""
+    crd = _crd_with_rules([])
+    assert ids(lint_objects(aks_cluster(), [crd, _thing({"address": "10.0.0.1"})])) == []
+    assert ids(lint_objects(aks_cluster(), [crd, _thing({"address": "x"})])) == ["lint.schema"]
+    bad_status = _thing({}, status={"n": "x"})
+    assert ids(lint_objects(aks_cluster(), [crd, bad_status])) == ["lint.schema"]
+    crd = _crd_with_rules([], status=True)
+    assert ids(lint_objects(aks_cluster(), [crd, bad_status])) == []

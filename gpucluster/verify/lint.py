@@ -8,6 +8,11 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
   (``--crds``), as the API server stores it (:func:`gpucluster.verify.lint_schema.api_server_view`: nulls
   of non-nullable fields pruned, schema defaults filled). ``lint.schema-pruned`` (warning): a null
   the API server drops. ``lint.schema-unknown`` (warning): no schema for the kind.
+* ``lint.cel`` -- every custom resource that passes its CRD's schema against the CRD's CEL
+  validation rules (``x-kubernetes-validations``, :mod:`gpucluster.verify.lint_cel`), evaluated
+  as on create: a rule that evaluates to false is an ``error`` with the rule's message; a rule
+  lint cannot evaluate (a transition rule, a Kubernetes CEL library function) is an ``info``
+  finding whose message begins ``not checked:``.
 * ``lint.dead-value`` -- a values path gpucluster passes to an upstream chart (catalog, profile,
   scheduling injection, plugin patches: ``error``; a user override: ``warning`` naming the closest
   existing key) that the chart, subcharts included, neither declares in its default values nor
@@ -108,6 +113,12 @@ def _get(doc: Any, path: Sequence[str]) -> Any:
             return None
         doc = doc.get(part)
     return doc
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else ``{}`` (a field of the wrong type, which
+    ``lint.schema`` reports, is not read by the other checks)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _dotted(parts: Sequence[str]) -> str:
@@ -228,7 +239,8 @@ def _required_affinity_labels(pod: Mapping[str, Any]) -> list[dict[str, set[str]
     out = []
     for term in terms if isinstance(terms, list) else []:
         wanted: dict[str, set[str]] = {}
-        for expr in (term or {}).get("matchExpressions") or []:
+        exprs = _mapping(term).get("matchExpressions")
+        for expr in exprs if isinstance(exprs, list) else []:
             if isinstance(expr, Mapping) and expr.get("operator") == "In":
                 wanted[str(expr.get("key"))] = {str(v) for v in expr.get("values") or []}
         out.append(wanted)
@@ -324,6 +336,24 @@ def nothing_checked(result: RenderResult) -> bool:
     return bool(charts) and all(r.chart is None for r in charts)
 
 
+def crd_index(
+    releases: Iterable[RenderedRelease], extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()
+) -> Any:
+    """The :class:`gpucluster.verify.lint_schema.CrdIndex` lint validates custom resources
+    against: the CRDs of each release's chart ``crds/`` folders and its rendered
+    ``CustomResourceDefinition`` objects, in release order, then ``extra_crds`` (``--crds``);
+    the first definition of a ``(group, version, kind)`` wins."""
+    from gpucluster.verify.lint_schema import CrdIndex
+
+    index = CrdIndex()
+    for release in releases:
+        chart = release.chart.name if release.chart is not None else release.name
+        index.add_all((doc, f"chart {chart} crds/{name}") for name, doc in release.crds)
+        index.add_all((doc, f"release {release.name} {path}") for path, doc in release.objects)
+    index.add_all(extra_crds)
+    return index
+
+
 def check_schemas(
     ctx: _Ctx, extra_crds: Iterable[tuple[Mapping[str, Any], str]], memo: dict | None = None
 ) -> None:
@@ -334,18 +364,12 @@ def check_schemas(
     templates rendered identically (the objects are read-only)."""
     from gpucluster.verify.lint_schema import (
         K8S_VERSION,
-        CrdIndex,
-        api_server_view,
         builtin_validator,
+        check_custom_resource,
         errors_of,
     )
 
-    index = CrdIndex()
-    for release in ctx.releases:
-        chart = release.chart.name if release.chart is not None else release.name
-        index.add_all((doc, f"chart {chart} crds/{name}") for name, doc in release.crds)
-        index.add_all((doc, f"release {release.name} {path}") for path, doc in release.objects)
-    index.add_all(extra_crds)
+    index = crd_index(ctx.releases, extra_crds)
     for release, path, doc in iter_objects(ctx.releases):
         api, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         group, _, version = api.rpartition("/")
@@ -369,16 +393,40 @@ def check_schemas(
             continue
         seen = memo.get(id(doc)) if memo is not None else None
         if seen is not None and seen[0] is doc and seen[1] == against:
-            errors, pruned = seen[2], seen[3]
+            errors, pruned, failed, not_checked = seen[2]
         else:
-            # custom resources only: built-in kinds' strict schemas already accept the nulls Helm
-            # renders (metadata.creationTimestamp: null), which the API server's decoder reads as unset
-            view, pruned, _defaulted = (
-                api_server_view(doc, raw_schema) if raw_schema is not None else (doc, [], [])
-            )
-            errors = errors_of(validator, view)
+            if raw_schema is not None:
+                checked = check_custom_resource(
+                    doc, raw_schema, validator, status_subresource=index.status_subresource(key)
+                )
+                errors, pruned = checked.errors, checked.pruned
+                failed, not_checked = checked.failed, checked.not_checked
+            else:
+                # built-in kinds' strict schemas already accept the nulls Helm renders
+                # (metadata.creationTimestamp: null), which the API server's decoder reads as unset
+                errors, pruned, failed, not_checked = errors_of(validator, doc), [], [], []
             if memo is not None:
-                memo[id(doc)] = (doc, against, errors, pruned)
+                memo[id(doc)] = (doc, against, (errors, pruned, failed, not_checked))
+        for outcome in failed:
+            ctx.add(
+                release,
+                "lint.cel",
+                "error",
+                f"{_obj_key(doc)} ({path}) fails a validation rule of its CRD ({index.source(key)}) at "
+                f"{outcome.path or '(root)'}: {outcome.message} (rule: {outcome.rule})",
+                "fix the value that renders this field (catalog values, overrides or manifest template)",
+                key=f"{_obj_key(doc)}.{outcome.path}" if outcome.path else _obj_key(doc),
+            )
+        for outcome in not_checked:
+            ctx.add(
+                release,
+                "lint.cel",
+                "info",
+                f"not checked: {_obj_key(doc)} ({path}) rule at {outcome.path or '(root)'}: "
+                f"{outcome.rule}: {outcome.message}",
+                "the API server evaluates it when the object is applied",
+                key=f"{_obj_key(doc)}.{outcome.path}" if outcome.path else _obj_key(doc),
+            )
         if pruned:
             ctx.add(
                 release,
@@ -749,12 +797,12 @@ def check_placement(ctx: _Ctx) -> None:
             pod = _pod_spec(doc) or {}
             agent = (
                 pod.get("tolerations"),
-                pod.get("nodeSelector") or {},
+                _mapping(pod.get("nodeSelector")),
                 _required_affinity_labels(pod),
             )
         elif gk in AGENT_RESOURCES:
             tol_path, sel_path = AGENT_RESOURCES[gk]
-            agent = (_get(doc, tol_path), (_get(doc, sel_path) if sel_path else None) or {}, [])
+            agent = (_get(doc, tol_path), _mapping(_get(doc, sel_path) if sel_path else None), [])
         if agent is not None:
             _check_agent_placement(ctx, release, path, name, agent)
             continue

@@ -3,7 +3,7 @@
 converted to JSON Schema, checked with ``jsonschema``).
 
 CRD conversion (as ``kubectl --validate=strict`` reads a CRD): ``x-kubernetes-*`` keys are
-dropped (CEL rules are not evaluated), ``nullable`` adds ``null`` to the type,
+dropped (the CEL rules are evaluated by :mod:`gpucluster.verify.lint_cel`, :func:`check_custom_resource`), ``nullable`` adds ``null`` to the type,
 ``x-kubernetes-int-or-string`` accepts integers and strings, and an object schema with
 ``properties`` refuses unknown fields unless it says ``x-kubernetes-preserve-unknown-fields``
 (the API server would prune them silently).
@@ -23,6 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -68,6 +69,8 @@ class CrdIndex:
 
     def __init__(self) -> None:
         self._raw: dict[tuple[str, str, str], tuple[Any, str]] = {}
+        self._crds: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self._status: set[tuple[str, str, str]] = set()
         self._validators: dict[tuple[str, str, str], Any] = {}
 
     def add(self, doc: Mapping[str, Any], source: str) -> None:
@@ -84,6 +87,9 @@ class CrdIndex:
             )
             if schema is not None and key not in self._raw:
                 self._raw[key] = (schema, source)
+                self._crds[key] = doc
+                if isinstance((version.get("subresources") or {}).get("status"), Mapping):
+                    self._status.add(key)
 
     def add_all(self, docs: Iterable[tuple[Mapping[str, Any], str]]) -> None:
         for doc, source in docs:
@@ -91,6 +97,19 @@ class CrdIndex:
 
     def __contains__(self, key: tuple[str, str, str]) -> bool:
         return key in self._raw
+
+    def keys(self) -> list[tuple[str, str, str]]:
+        """Every ``(group, version, kind)`` added, in the order added."""
+        return list(self._raw)
+
+    def crd(self, key: tuple[str, str, str]) -> Mapping[str, Any]:
+        """The CustomResourceDefinition object that defines ``key``."""
+        return self._crds[key]
+
+    def status_subresource(self, key: tuple[str, str, str]) -> bool:
+        """True when the CRD version has the ``status`` subresource: the API server ignores
+        ``status`` on create (only the ``/status`` endpoint writes it)."""
+        return key in self._status
 
     def source(self, key: tuple[str, str, str]) -> str:
         return self._raw[key][1]
@@ -109,8 +128,37 @@ class CrdIndex:
             props.setdefault("kind", {"type": "string"})
             props.setdefault("metadata", {"type": "object"})
             root.setdefault("additionalProperties", False)
-            self._validators[key] = jsonschema.Draft202012Validator(root)
+            self._validators[key] = jsonschema.Draft202012Validator(
+                root, format_checker=kubernetes_formats()
+            )
         return self._validators[key]
+
+
+def _ip(version: int):
+    import ipaddress
+
+    def check(value: object) -> bool:
+        if not isinstance(value, str):
+            return True
+        try:
+            return ipaddress.ip_address(value).version == version
+        except ValueError:
+            return False
+
+    return check
+
+
+@functools.cache
+def kubernetes_formats():
+    """The ``format`` values of CRD schemas lint checks as the API server does: ``ipv4`` and
+    ``ipv6`` (an address of that family). Other formats are not checked (the server knows more:
+    kube-openapi's ``strfmt`` registry, https://github.com/kubernetes/kube-openapi, pkg/validation/strfmt)."""
+    import jsonschema
+
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("ipv4")(_ip(4))
+    checker.checks("ipv6")(_ip(6))
+    return checker
 
 
 _API_GROUP = re.compile(r"^([^./]*)(?:\.[^/]*)?/")
@@ -214,3 +262,50 @@ def api_server_view(doc: Any, schema: Any = None) -> tuple[Any, list[str], list[
     if not pruned and not defaulted:
         return doc, [], []
     return out, pruned, defaulted
+
+
+@dataclass(frozen=True)
+class CustomResourceCheck:
+    """What lint finds on one custom resource against its CRD version (:func:`check_custom_resource`).
+
+    Attributes:
+        errors: ``path: message`` of the OpenAPI schema check (at most 3).
+        pruned: dotted paths of nulls the API server drops (:func:`api_server_view`).
+        failed: CEL rules that reject the object (:mod:`gpucluster.verify.lint_cel`).
+        not_checked: CEL rules lint could not evaluate (never counted as passed).
+    """
+
+    errors: list[str]
+    pruned: list[str]
+    failed: list[Any]
+    not_checked: list[Any]
+
+    @property
+    def rejected(self) -> bool:
+        """True when the API server would refuse to create the object."""
+        return bool(self.errors or self.failed)
+
+
+def check_custom_resource(
+    doc: Mapping[str, Any], raw_schema: Any, validator: Any, *, status_subresource: bool = False
+) -> CustomResourceCheck:
+    """``doc`` as the API server checks it on create: normalized (:func:`api_server_view`), then
+    validated against the OpenAPI schema (``validator``, :meth:`CrdIndex.validator`) and, when the
+    schema passes, against the CRD's CEL rules (``raw_schema``, the version's ``openAPIV3Schema``;
+    the server evaluates the rules only on objects that pass the schema). With
+    ``status_subresource`` (:meth:`CrdIndex.status_subresource`), ``status`` is not checked: the
+    server drops it on create."""
+    from gpucluster.verify.lint_cel import evaluate_rules
+
+    if status_subresource and "status" in doc:
+        doc = {k: v for k, v in doc.items() if k != "status"}
+    view, pruned, _defaulted = api_server_view(doc, raw_schema)
+    errors = errors_of(validator, view)
+    failed: list[Any] = []
+    not_checked: list[Any] = []
+    for outcome in evaluate_rules(view, raw_schema) if not errors else []:
+        if outcome.verdict == "failed":
+            failed.append(outcome)
+        elif outcome.verdict == "not checked":
+            not_checked.append(outcome)
+    return CustomResourceCheck(errors, pruned, failed, not_checked)
