@@ -44,8 +44,8 @@ UNAVAILABLE = ("nvsentinel", "grove", "dynamo-platform", "agentgateway", "agentg
 NAMESPACE = "lint-diff"
 MAX_PER_RULE = 24
 """Rule mutations per rule-carrying node and base object (the first ones, in generation order)."""
-SCHEMA_PER_KIND = 40
-RULES_PER_KIND = 120
+SCHEMA_PER_KIND = 24
+RULES_PER_KIND = 60
 """Mutations kept per kind (evenly spread over all generated, :func:`_spread`): the gateway CRDs
 carry hundreds of rules each, and the test must stay within a minute or two."""
 
@@ -394,8 +394,8 @@ def server_verdicts(
 
 def lint_verdicts(
     releases: list[Any], cases: list[tuple[str, dict[str, Any]]]
-) -> list[tuple[bool, str]]:
-    """``(rejected, message)`` of each case from ``gpucluster lint`` (``lint.schema`` and
+) -> list[tuple[bool, str, set[str]]]:
+    """``(rejected, message, finding ids)`` of each case from ``gpucluster lint`` (``lint.schema`` and
     ``lint.cel`` errors), every case an object of one release beside the stacks' CRDs."""
     from gpucluster.model import ClusterSpec, Criteria, PlanNode, Recipe, RuntimePlan
     from gpucluster.verify import lint
@@ -420,17 +420,15 @@ def lint_verdicts(
     result = RenderResult(
         releases=[RenderedRelease("diff", node, None, objects=objects)], findings=[], plans=[plan]
     )
-    by_object: dict[str, list[str]] = {}
+    by_object: dict[str, list[tuple[str, str]]] = {}
     for f in lint.lint_result(result):
         if f.severity == "error" and f.id in ("lint.schema", "lint.cel"):
-            by_object.setdefault(f.key.split(".")[0], []).append(f.message)
-    return [
-        (
-            f"{doc['kind']}/{doc['metadata']['name']}" in by_object,
-            "; ".join(by_object.get(f"{doc['kind']}/{doc['metadata']['name']}", [])),
-        )
-        for _, doc in cases
-    ]
+            by_object.setdefault(f.key.split(".")[0], []).append((f.id, f.message))
+    out = []
+    for _, doc in cases:
+        found = by_object.get(f"{doc['kind']}/{doc['metadata']['name']}", [])
+        out.append((bool(found), "; ".join(m for _, m in found), {i for i, _ in found}))
+    return out
 
 
 # --------------------------------------------------------------------------- the test
@@ -475,9 +473,11 @@ def test_lint_rejects_exactly_what_the_api_server_rejects(rig: Cluster, corpus, 
     ]
     rejected = sum(s[0] for s in server)
     by_rule = sum(1 for s in server if s[0] and _is_rule_message(s[1], index))
+    cel_only = sum(1 for v in linted if v[2] == {"lint.cel"})
     with capsys.disabled():
         print(
-            f"\nlint vs API server: {len(cases)} cases ({rejected} rejected by the server, {by_rule} by a CEL rule), "
+            f"\nlint vs API server: {len(cases)} cases ({rejected} rejected by the server, {by_rule} by a CEL rule; "
+            f"{cel_only} rejected by lint's CEL check alone), "
             f"{len(disagreements)} disagreements; {made:.0f}s to render and generate, "
             f"{time.monotonic() - started:.0f}s to install the CRDs and judge"
         )
@@ -485,6 +485,7 @@ def test_lint_rejects_exactly_what_the_api_server_rejects(rig: Cluster, corpus, 
             print("  " + line)
     assert not disagreements
     assert by_rule >= 10, "the mutations must make CEL rules reject objects"
+    assert cel_only >= 10, "objects only a CEL rule rejects: without lint.cel lint admits them"
     assert rejected < len(cases)
 
 
