@@ -11,6 +11,8 @@
 #                the end-to-end `cdktf synth` test, marker synth), with test-cdktn alongside.
 #   make bench   wall time, CPU time and peak RSS of plan, binding import and synth for 1, 10 and
 #                50 clusters, under cdktf and CDK Terrain (cdktn), with the floor (`import cdktf`).
+#                Then the rig's rows: the default rehearsal's makespan, and AICR's deploy.sh against
+#                our stack from the same RecipeResult (makespans, ratio, readiness; docs/rehearse.md).
 #   make cdktn   .venv-cdktn: the same project with CDK Terrain instead of cdktf ('.[cdktn,test]').
 #   make test-cdktn  the synthesis tests under CDK Terrain (part of `make test`).
 #   make checkov-setup   checkov in its own venv .venv-checkov (it needs packaging<24), pinned by
