@@ -261,7 +261,7 @@ def placement_findings(placed: list[dict[str, Any]], gpu_pools: set[str]) -> lis
                     "rig.placement",
                     f"{p['kind']} {p['namespace']}/{p['name']} has pods on GPU nodes ({', '.join(on_gpu)}): {why} "
                     "and no node selector keeps it on the system nodes",
-                    fix="set scheduling.systemNodeSelector (and keyed systemTolerations) in the cluster file",
+                    fix="set scheduling.system.nodeSelector (and keyed scheduling.system.tolerations) in the cluster file (docs/overrides.md)",
                 )
             )
     return out
@@ -648,9 +648,13 @@ def run(
 
     ``mutate`` (tests) is called with each runtime stack's folder after synthesis, before the
     apply: a way to break one thing on purpose."""
-    from gpucluster.inputs.config import load_clusters
+    from gpucluster.inputs.config import cluster_file, load_clusters
     from gpucluster.pipeline import prepare_cluster
 
+    # No --config: the file every command reads (GPUCLUSTER_CONFIG, ./gpucluster.yaml), so the
+    # stack synthesized from the copy is the one of the clusters loaded here.
+    found = cluster_file(str(config) if config else None)
+    config = Path(found) if found else None
     clusters = [prepare_cluster(c) for c in load_clusters(str(config) if config else None)]
     if cluster_name:
         clusters = [c for c in clusters if c.name == cluster_name]

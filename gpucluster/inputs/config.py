@@ -154,6 +154,29 @@ def _missing(path: str) -> bool:
         return False
 
 
+def cluster_file(path: str | None = None, env: Mapping[str, str] = os.environ) -> str | None:
+    """The cluster file :func:`load_clusters` reads: ``path`` when given, else
+    ``GPUCLUSTER_CONFIG``, else ``gpucluster.yaml`` in the working folder when it is a file;
+    None for the embedded default.
+
+    Raises:
+        GpuclusterError: ``GPUCLUSTER_CONFIG`` names a file that does not exist.
+    """
+    if path is not None:
+        return path
+    path = env.get(ENV_CONFIG) or None
+    if path is not None and _missing(path):
+        raise GpuclusterError(
+            f"{ENV_CONFIG} names a cluster file that does not exist",
+            file=path,
+            key=ENV_CONFIG,
+            fix=f"check the path, or unset {ENV_CONFIG} to use ./{DEFAULT_FILE_NAME} (docs/cluster-file.md)",
+        )
+    if path is None and Path(DEFAULT_FILE_NAME).is_file():
+        path = DEFAULT_FILE_NAME
+    return path
+
+
 def load_config(
     path: str | None = None, env: Mapping[str, str] = os.environ
 ) -> tuple[list[ClusterSpec], FleetSpec | None]:
@@ -163,17 +186,7 @@ def load_config(
         GpuclusterError: as :func:`load_clusters`, and every ``fleet:`` problem
             (:func:`gpucluster.inputs.fleet.parse_fleet`, :func:`gpucluster.inputs.fleet.check_members`).
     """
-    if path is None:
-        path = env.get(ENV_CONFIG) or None
-        if path is not None and _missing(path):
-            raise GpuclusterError(
-                f"{ENV_CONFIG} names a cluster file that does not exist",
-                file=path,
-                key=ENV_CONFIG,
-                fix=f"check the path, or unset {ENV_CONFIG} to use ./{DEFAULT_FILE_NAME} (docs/cluster-file.md)",
-            )
-        if path is None and Path(DEFAULT_FILE_NAME).is_file():
-            path = DEFAULT_FILE_NAME
+    path = cluster_file(path, env)
     if path is None:
         data = yamlsafe.load_yaml_file(EMBEDDED_DEFAULT, display=EMBEDDED_SOURCE)
         return parse_config(data, source=EMBEDDED_SOURCE, root=Path.cwd())

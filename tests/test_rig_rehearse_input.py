@@ -1,0 +1,92 @@
+"""Which cluster file `gpucluster rehearse` rehearses, and the fixes its report lines name.
+
+These need no control plane: `rehearse.run` is stopped right after its synth (the ``mutate``
+hook), so the tests see the stack it would apply. (The rehearsal itself: tests/rig/.)"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gpucluster_rig import rehearse
+
+CLUSTER_FILE = """\
+clusters:
+  - name: mine
+    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}
+    region: westus3
+"""
+
+
+class _Stop(Exception):
+    pass
+
+
+def _synthesized(tmp_path: Path, config: Path | None) -> tuple[str, list[str]]:
+    """The cluster name run() rehearses and the stack folders its synth wrote."""
+    seen: list[Path] = []
+
+    def stop(stack: Path) -> None:
+        seen.append(stack)
+        raise _Stop
+
+    with pytest.raises(_Stop):
+        rehearse.run(
+            config=config,
+            cluster_name=None,
+            folder=tmp_path / "work",
+            binaries=tmp_path / "no-binaries",
+            charts=None,
+            crds=None,
+            mutate=stop,
+        )
+    (stack,) = seen
+    return stack.name, sorted(p.name for p in stack.parent.iterdir())
+
+
+def test_without_config_the_working_folders_file_is_rehearsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/rehearse.md: `gpucluster rehearse` rehearses every cluster of ./gpucluster.yaml: the
+    stack it applies is that file's, not the built-in example's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "gpucluster.yaml").write_text(CLUSTER_FILE, encoding="utf-8")
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    name, stacks = _synthesized(tmp_path, None)
+    assert name == "mine-runtime"
+    assert stacks == ["mine-cluster", "mine-runtime"]
+
+
+def test_without_config_gpucluster_config_is_rehearsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GPUCLUSTER_CONFIG names the file, as for every other command (docs/cluster-file.md)."""
+    (tmp_path / "elsewhere.yaml").write_text(CLUSTER_FILE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPUCLUSTER_CONFIG", os.fspath(tmp_path / "elsewhere.yaml"))
+    name, stacks = _synthesized(tmp_path, None)
+    assert (name, stacks) == ("mine-runtime", ["mine-cluster", "mine-runtime"])
+
+
+def test_placement_fix_names_keys_the_cluster_file_has() -> None:
+    """The rig.placement warning's fix names the cluster file's keys (docs/overrides.md:
+    scheduling.system.nodeSelector, scheduling.system.tolerations)."""
+    (line,) = rehearse.placement_findings(
+        [
+            {
+                "namespace": "kai-scheduler",
+                "kind": "Deployment",
+                "name": "kai-operator",
+                "pools": {"gpu": 1},
+                "toleratesEveryTaint": True,
+            }
+        ],
+        {"gpu"},
+    )
+    assert "scheduling.system.nodeSelector" in line
+    assert "scheduling.system.tolerations" in line
+    assert "systemNodeSelector" not in line
