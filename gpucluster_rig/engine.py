@@ -10,7 +10,10 @@ version the provider links (``helm`` v3.18.4, built by :mod:`gpucluster_rig.buil
   ``version``, ``namespace`` (``create_namespace``), ``values`` (one ``-f`` file each, in order),
   ``set`` (``--set-string`` for ``type = "string"``, else ``--set``), ``description``,
   ``timeout``, ``wait`` (Helm's legacy wait, as the provider's Helm v3 library does; default
-  true) and ``wait_for_jobs``; a local chart path is read relative to the stack's folder;
+  true), ``wait_for_jobs`` and ``postrender`` (``--post-renderer`` with each of its ``args`` as
+  ``--post-renderer-args``; a ``binary_path`` without a ``/`` is looked up on ``PATH`` as the
+  provider does, then beside this interpreter, where ``pip`` installs ``gpucluster``); a local
+  chart path is read relative to the stack's folder;
 * ``data.helm_template`` -> ``helm show crds`` of the same chart (the provider's ``crds``
   attribute is the chart's ``CRDObjects()``; the engine keeps them as one element);
 * the walk follows ``depends_on`` with Terraform's default parallelism (10), and destroy runs in
@@ -34,7 +37,9 @@ import gzip
 import hashlib
 import json
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -65,6 +70,7 @@ KNOWN_RELEASE_KEYS = frozenset(
         "wait_for_jobs",
         "depends_on",
         "lifecycle",
+        "postrender",
     }
 )
 """``helm_release`` arguments the engine carries out; a stack with another is refused."""
@@ -323,6 +329,8 @@ class Engine:
             value = self.evaluate(stack, entry["value"], f"helm_release.{rid}.set.{entry['name']}")
             flag = "--set-string" if entry.get("type") == "string" else "--set"
             args += [flag, f"{entry['name']}={value}"]
+        if cfg.get("postrender"):
+            args += self._postrender_args(cfg["postrender"], rid)
         if cfg.get("description"):
             args += ["--description", cfg["description"]]
         timeout = int(cfg.get("timeout", 300))
@@ -335,6 +343,25 @@ class Engine:
         if proc.returncode != 0:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
+
+    def _postrender_args(self, postrender: dict[str, Any], rid: str) -> list[str]:
+        """``--post-renderer BINARY --post-renderer-args ARG ...`` of a ``postrender`` block;
+        :class:`RigError` ``rig.engine`` when its binary is nowhere to be found."""
+        binary = str(postrender.get("binary_path") or "")
+        found = binary if "/" in binary else shutil.which(binary, path=self.env.get("PATH"))
+        if found is None and binary:
+            beside = Path(sys.executable).parent / binary
+            found = str(beside) if beside.is_file() else None
+        if not found:
+            raise RigError(
+                "engine",
+                f"helm_release.{rid}.postrender.binary_path {binary!r} is not on PATH",
+                "install gpucluster where the rig runs (pip install gpucluster)",
+            )
+        args = ["--post-renderer", found]
+        for arg in postrender.get("args") or []:
+            args += ["--post-renderer-args", str(arg)]
+        return args
 
     def uninstall(self, stack: Stack, rid: str) -> tuple[bool, str]:
         cfg = stack.releases[rid]
