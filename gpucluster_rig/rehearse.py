@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from gpucluster.errors import format_line
+from gpucluster.errors import GpuclusterError, allowed_list, format_line
 from gpucluster_rig import aks_scheduler
 from gpucluster_rig.build import RigError
 from gpucluster_rig.charts import ChartRepo
@@ -632,6 +632,31 @@ def render_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _check_folders(charts: Path | None, crds: Path | None) -> None:
+    """Refuse a ``--charts``/``--crds`` that is not a folder, and a ``--charts`` folder without
+    one unpacked chart (``<folder>/Chart.yaml``): one :class:`~gpucluster.errors.GpuclusterError`
+    line (``rig.input``) before anything starts, instead of serving every chart as a stub."""
+    for option, folder, what in (
+        ("--charts", charts, "a folder of unpacked charts"),
+        ("--crds", crds, "a folder of CRD manifests"),
+    ):
+        if folder is not None and not folder.is_dir():
+            raise GpuclusterError(
+                f"{folder} is not a folder",
+                id="rig.input",
+                key=option,
+                fix=f"name {what} (docs/rehearse.md), or leave {option} out",
+            )
+    if charts is not None and not any(charts.glob("*/Chart.yaml")):
+        raise GpuclusterError(
+            f"{charts} holds no unpacked chart (no <folder>/Chart.yaml in it)",
+            id="rig.input",
+            key="--charts",
+            fix="unpack each chart into its own folder there (tar xzf CHART.tgz, or helm pull --untar), "
+            "or leave --charts out to serve every chart as a stub",
+        )
+
+
 def run(
     *,
     config: Path | None,
@@ -648,21 +673,26 @@ def run(
 
     ``mutate`` (tests) is called with each runtime stack's folder after synthesis, before the
     apply: a way to break one thing on purpose."""
-    from gpucluster.inputs.config import cluster_file, load_clusters
+    from gpucluster.inputs.config import EMBEDDED_SOURCE, cluster_file, load_clusters
     from gpucluster.pipeline import prepare_cluster
 
     # No --config: the file every command reads (GPUCLUSTER_CONFIG, ./gpucluster.yaml), so the
     # stack synthesized from the copy is the one of the clusters loaded here.
     found = cluster_file(str(config) if config else None)
     config = Path(found) if found else None
+    _check_folders(charts, crds)
     clusters = [prepare_cluster(c) for c in load_clusters(str(config) if config else None)]
     if cluster_name:
+        names = [c.name for c in clusters]
         clusters = [c for c in clusters if c.name == cluster_name]
         if not clusters:
-            raise RigError(
-                "input",
-                f"no cluster named {cluster_name!r} in the file",
-                "name one of the file's clusters",
+            raise GpuclusterError(
+                f"no cluster named {cluster_name!r} in the cluster file",
+                id="rig.input",
+                file=str(config) if config else EMBEDDED_SOURCE,
+                key="--cluster",
+                allowed=allowed_list(names),
+                fix="name one of the file's clusters, or leave --cluster out to rehearse every one",
             )
     reports = []
     for spec in clusters:

@@ -227,6 +227,8 @@ def test_a_rehearsal_that_cannot_start_is_one_line_and_leaves_no_folder(tmp_path
     )
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "error[rig.input]: no cluster named 'nope' in the file fix: name one of the file's clusters"
+        "error[rig.input] file=<embedded default> key=--cluster: no cluster named 'nope' in the cluster"
+        " file (allowed: gpu-training) fix: name one of the file's clusters, or leave --cluster out"
+        " to rehearse every one"
     ]
     assert list(tmp.iterdir()) == []

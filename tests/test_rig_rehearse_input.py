@@ -90,3 +90,55 @@ def test_placement_fix_names_keys_the_cluster_file_has() -> None:
     assert "scheduling.system.nodeSelector" in line
     assert "scheduling.system.tolerations" in line
     assert "systemNodeSelector" not in line
+
+
+def _run_error(tmp_path: Path, **kwargs: object) -> str:
+    """The one line run() stops with, before it synthesizes anything."""
+    synthesized: list[Path] = []
+    args: dict[str, object] = {
+        "config": None,
+        "cluster_name": None,
+        "folder": tmp_path / "work",
+        "binaries": tmp_path / "no-binaries",
+        "charts": None,
+        "crds": None,
+        "mutate": synthesized.append,
+    }
+    args.update(kwargs)
+    with pytest.raises(Exception) as caught:
+        rehearse.run(**args)  # type: ignore[arg-type]
+    assert synthesized == []
+    (line,) = str(caught.value).splitlines()
+    return line
+
+
+def test_an_unknown_cluster_names_the_file_and_its_clusters(tmp_path: Path) -> None:
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    line = _run_error(tmp_path, config=config, cluster_name="nope")
+    assert line.startswith(f"error[rig.input] file={config} key=--cluster: ")
+    assert "'nope'" in line
+    assert "(allowed: mine)" in line
+
+
+@pytest.mark.parametrize("option", ["charts", "crds"])
+def test_a_charts_or_crds_folder_that_is_not_one_is_one_line(tmp_path: Path, option: str) -> None:
+    """A mistyped --charts would otherwise serve every chart as an empty stub, and a mistyped
+    --crds would leave the IPPool CRD out: both refused before anything starts."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    missing = tmp_path / "typo"
+    line = _run_error(tmp_path, config=config, **{option: missing})
+    assert line.startswith(f"error[rig.input] key=--{option}: ")
+    assert str(missing) in line and " fix: " in line
+
+
+def test_a_charts_folder_without_unpacked_charts_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    (packed / "gpu-operator-v26.7.1.tgz").write_bytes(b"")
+    line = _run_error(tmp_path, config=config, charts=packed)
+    assert line.startswith("error[rig.input] key=--charts: ")
+    assert "Chart.yaml" in line and "tar" in line
