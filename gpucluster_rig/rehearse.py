@@ -563,8 +563,15 @@ def render_text(report: dict[str, Any]) -> str:
         if r["ok"] is False:
             job = failed_jobs.get(r["release"])
             said = r["message"]
-            if job and job["lastLines"]:
-                said = f"{job['lastLines'][-1]} (Helm: {r['message']})"
+            fix = (
+                "the server or Helm refused the release's objects: check the charts line below "
+                "(a stub or re-versioned chart lacks what the pinned one defines, e.g. a CRD) and "
+                "the release's values"
+            )
+            if job:
+                fix = "read the release's job and values"
+                if job["lastLines"]:
+                    said = f"{job['lastLines'][-1]} (Helm: {r['message']})"
             where = (("release", r["release"]), ("namespace", r["namespace"]))
             lines.append(
                 "  "
@@ -573,7 +580,7 @@ def render_text(report: dict[str, Any]) -> str:
                     "rig.release",
                     said,
                     where=where,
-                    fix="read the release's job and values",
+                    fix=fix,
                 )
             )
     skipped = [r["release"] for r in rel if r["ok"] is None]

@@ -142,3 +142,49 @@ def test_a_charts_folder_without_unpacked_charts_is_one_line(tmp_path: Path) -> 
     line = _run_error(tmp_path, config=config, charts=packed)
     assert line.startswith("error[rig.input] key=--charts: ")
     assert "Chart.yaml" in line and "tar" in line
+
+
+def _failed_release_line(jobs: list[dict[str, object]]) -> str:
+    report = {
+        "cluster": "nvke-training",
+        "ok": False,
+        "apply": {
+            "makespan_seconds": 1.0,
+            "releases": [
+                {
+                    "release": "rdma-modules-manifests",
+                    "namespace": "nodewright",
+                    "ok": False,
+                    "message": "ensure CRDs are installed first",
+                }
+            ],
+        },
+        "jobs": jobs,
+    }
+    (line,) = [ln for ln in rehearse.render_text(report).splitlines() if "error[rig.release]" in ln]
+    return line
+
+
+def test_a_release_refused_without_a_job_is_not_told_to_read_its_job() -> None:
+    """A manifests or chart release the server refused has no Job: the fix points at what the
+    rehearsal served (the report's charts line: stubs and re-versioned charts) and the values."""
+    line = _failed_release_line([])
+    assert "job" not in line.split(" fix: ", 1)[1]
+    assert "charts" in line.split(" fix: ", 1)[1]
+
+
+def test_a_failed_gate_is_told_to_read_its_job() -> None:
+    line = _failed_release_line(
+        [
+            {
+                "job": "rdma-modules-manifests",
+                "namespace": "nodewright",
+                "serviceAccount": "rdma-modules-manifests",
+                "seconds": 2.0,
+                "exitCode": 1,
+                "lastLines": ["timed out waiting for the condition"],
+            }
+        ]
+    )
+    assert "timed out waiting for the condition (Helm: ensure CRDs" in line
+    assert "job" in line.split(" fix: ", 1)[1]
