@@ -1,40 +1,36 @@
 """Day 2 on the rig: successive revisions of one cluster file applied to one running rig cluster.
 
-:class:`KeptRig` starts a rig cluster, its chart repository, the Job runner and the stand-ins once
-(:mod:`gpucluster_rig.rehearse` describes each), then applies one revision of a cluster file
+:class:`KeptRig` opens one :class:`gpucluster_rig.rehearse.Rehearsal` (a rig cluster, its chart
+repository, the Job runner and the stand-ins, kept up) and applies one revision of a cluster file
 after another (:meth:`KeptRig.apply`), as a team applies its pull requests:
 
 1. the revision is synthesized (``gpucluster synth``, charts from the rig's repository) into its
-   own folder;
+   own folder (:meth:`Rehearsal.synth`);
 2. the nodes follow the revision's pools, as the cluster stack's apply would leave them: nodes of
-   a pool the revision adds are created, nodes of a pool it no longer has are deleted (Terraform
-   destroys the node pool: the nodes go, whatever still runs on them);
-3. the runtime stack is applied by the one :class:`gpucluster_rig.engine.Engine`, whose state
-   makes it upgrade only the releases whose configuration changed (``terraform apply``'s plan).
+   a pool the revision adds are created (:meth:`Rehearsal.apply`), nodes of a pool it no longer
+   has are deleted first (Terraform destroys the node pool: the nodes go, with whatever still
+   runs on them);
+3. the runtime stack is applied (:meth:`Rehearsal.apply`) by the rehearsal's one
+   :class:`gpucluster_rig.engine.Engine`, whose state makes it upgrade only the releases whose
+   configuration changed (``terraform apply``'s plan).
 
-Each apply returns an :class:`Applied`: the steps (with ``action``: ``create``, ``update``,
-``unchanged``), the makespan, the Helm revision of every release before and after, and the Job
-runs (gates, CRD steps) it caused.
+Each apply returns an :class:`Applied`: the rehearsal's report, the Helm revision of every
+release before and after (read from Helm), and the nodes added and removed.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpucluster_rig.build import RigError
-from gpucluster_rig.charts import ChartRepo
 from gpucluster_rig.cluster import Cluster
-from gpucluster_rig.engine import Engine, Stack, Step
+from gpucluster_rig.engine import Stack
 from gpucluster_rig.nodes import nodes_for
-from gpucluster_rig.rehearse import mirrored_config, synth
-from gpucluster_rig.runner import JobRunner
-from gpucluster_rig.standins import StandIns
-
-POOL_LABEL = "gpucluster.rig/pool"
-"""The label :func:`gpucluster_rig.nodes.nodes_for` gives each node: its pool's name."""
+from gpucluster_rig.rehearse import Rehearsal
 
 
 @dataclass
@@ -44,31 +40,44 @@ class Applied:
     Attributes:
         revision: 1 for the first apply, then 2, 3, ...
         stack: the synthesized runtime stack.
-        steps: one per ``helm_release`` (:class:`gpucluster_rig.engine.Step`, with ``action``).
-        makespan: seconds of the walk.
+        report: :meth:`gpucluster_rig.rehearse.Rehearsal.apply`'s report (``apply.releases``
+            with each release's ``action``: ``create``, ``update`` or ``unchanged``; ``jobs``
+            run during this apply; ``ok``).
         revisions_before / revisions_after: ``(namespace, name)`` -> Helm revision.
-        jobs: the Job runs (:meth:`gpucluster_rig.runner.JobRunner.snapshot` entries) started
-            during this apply.
         nodes_added / nodes_removed: node names the revision's pools added or removed.
     """
 
     revision: int
     stack: Stack
-    steps: list[Step]
-    makespan: float
+    report: dict[str, Any]
     revisions_before: dict[tuple[str, str], int]
     revisions_after: dict[tuple[str, str], int]
-    jobs: list[dict[str, Any]] = field(default_factory=list)
     nodes_added: list[str] = field(default_factory=list)
     nodes_removed: list[str] = field(default_factory=list)
 
     @property
+    def releases(self) -> list[dict[str, Any]]:
+        return list(self.report["apply"]["releases"])
+
+    @property
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self.report["jobs"])
+
+    @property
+    def makespan(self) -> float:
+        return float(self.report["apply"]["makespan_seconds"])
+
+    @property
     def ok(self) -> bool:
-        return all(s.ok for s in self.steps)
+        return bool(self.report["ok"])
+
+    def failed(self) -> list[dict[str, Any]]:
+        """The releases that did not deploy."""
+        return [r for r in self.releases if not r["ok"]]
 
     def actions(self) -> dict[str, str]:
         """Release id -> ``create`` / ``update`` / ``unchanged``."""
-        return {s.id: s.action for s in self.steps}
+        return {r["release"]: r["action"] for r in self.releases}
 
     def upgraded(self) -> set[str]:
         """Release ids whose Helm revision moved during this apply (read from Helm, not the engine)."""
@@ -89,6 +98,9 @@ class KeptRig:
         cluster: the cluster's name in the files (the same in every revision).
         charts: a folder of unpacked charts (``--charts``); crds: the CRD folder (the IPPool CRD
             stand-in); delay: the stand-ins' delay in seconds.
+
+    A pool removed and later added again under the same name is not supported (the rehearsal
+    creates a node once).
     """
 
     def __init__(
@@ -101,110 +113,97 @@ class KeptRig:
         crds: Path | None,
         delay: float = 1.0,
     ) -> None:
+        self.binaries = binaries
         self.folder = folder
         self.name = cluster
-        self.rig = Cluster(binaries, folder / "rig", name=f"rig-{cluster}"[:40])
-        self.env = self.rig.env()
-        self.env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-        self.env.setdefault("CHECKPOINT_DISABLE", "1")
-        self.repo = ChartRepo(folder / "charts", binaries / "helm", charts, self.env)
-        ippool = crds / "nv-ipam.nvidia.com" / "nv-ipam.nvidia.com_ippools.yaml" if crds else None
-        self.ippool = ippool if ippool and ippool.is_file() else None
+        self.charts = charts
+        self.crds = crds
         self.delay = delay
-        self.runner: JobRunner | None = None
-        self.standins: StandIns | None = None
-        self.engine: Engine | None = None
+        self.rehearsal: Rehearsal | None = None
         self.applied: list[Applied] = []
 
+    @property
+    def rig(self) -> Cluster:
+        """The started rig cluster (:class:`RigError` before :meth:`start`)."""
+        if self.rehearsal is None:
+            raise RigError("input", "the kept rig is not started", "call start() first")
+        return self.rehearsal.cluster
+
     def start(self) -> None:
-        """Start the chart repository, the cluster, the Job runner and the stand-ins."""
-        self.repo.start()
-        self.rig.start()
-        self.runner = JobRunner(self.rig)
-        self.standins = StandIns(self.rig, delay=self.delay, ippool_crd=self.ippool)
-        self.runner.start()
-        self.standins.start()
-        self.engine = Engine(
-            self.rig.binaries / "helm",
-            self.rig.kubeconfig,
-            self.rig.folder / "helm",
-            self.rig.env(),
+        """Open the rehearsal: the chart repository, the cluster, the Job runner, the stand-ins."""
+        self.rehearsal = Rehearsal.open(
+            binaries=self.binaries,
+            folder=self.folder,
+            charts=self.charts,
+            crds=self.crds,
+            delay=self.delay,
+            name=f"rig-{self.name}",
         )
+        self.rehearsal.__enter__()
 
     def stop(self) -> None:
-        """Stop everything :meth:`start` started (safe after a failed start)."""
-        if self.runner is not None:
-            self.runner.stop()
-        if self.standins is not None:
-            self.standins.stop()
-        self.rig.stop()
-        self.repo.stop()
+        """Stop everything :meth:`start` started."""
+        if self.rehearsal is not None:
+            self.rehearsal.__exit__(None, None, None)
 
-    def spec(self, config: Path) -> Any:
-        """The prepared cluster ``self.name`` of ``config`` (pools, scheduling)."""
-        from gpucluster.inputs.config import load_clusters
-        from gpucluster.pipeline import prepare_cluster
-
-        for c in load_clusters(str(config)):
-            if c.name == self.name:
-                return prepare_cluster(c)
-        raise RigError("input", f"no cluster named {self.name!r} in {config}", "name it")
-
-    def sync_nodes(self, spec: Any) -> tuple[list[str], list[str]]:
-        """Create the nodes of ``spec``'s pools the rig lacks, delete those of pools it no longer
-        has; (added, removed) node names."""
-        wanted = {n["metadata"]["name"]: n for n in nodes_for(spec)}
+    def _remove_gone_nodes(self, spec: Any) -> list[str]:
+        """Delete the rig's nodes no pool of ``spec`` has; their names."""
+        wanted = {n["metadata"]["name"] for n in nodes_for(spec)}
         have = {
             n["metadata"]["name"]
             for n in json.loads(self.rig.kubectl("get", "nodes", "-o", "json"))["items"]
         }
-        added = sorted(set(wanted) - have)
-        removed = sorted(have - set(wanted))
-        if added:
-            self.rig.kubectl(
-                "create",
-                "-f",
-                "-",
-                input=json.dumps(
-                    {"apiVersion": "v1", "kind": "List", "items": [wanted[n] for n in added]}
-                ),
-            )
-            self.rig.wait_ready_nodes(added)
+        removed = sorted(have - wanted)
         for name in removed:
             self.rig.kubectl("delete", "node", name, "--wait=true")
-        return added, removed
+        if removed:
+            self._wait_pods_gone(set(removed))
+        return removed
+
+    def _wait_pods_gone(self, nodes: set[str], timeout: float = 240) -> None:
+        """Wait until no pod is bound to ``nodes`` (deleted): the pod garbage collector removes
+        them once the controllers have seen the nodes go, as they have long before a runtime
+        apply that follows the cluster stack's (a node pool's deletion takes minutes on AKS).
+        Without the wait a gate could read a DaemonSet status from before the deletion."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = json.loads(self.rig.kubectl("get", "pods", "-A", "-o", "json"))["items"]
+            left = sorted(
+                f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                for p in pods
+                if p["spec"].get("nodeName") in nodes
+            )
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise RigError(
+                    "nodes",
+                    f"pods of deleted nodes still there after {timeout:.0f} s: {', '.join(left[:5])}",
+                    "read the kube-controller-manager's log (pod garbage collector)",
+                )
+            time.sleep(1.0)
 
     def apply(self, config: Path) -> Applied:
         """Synthesize revision ``config`` and apply it (see the module docstring)."""
-        if self.engine is None or self.runner is None:
+        r = self.rehearsal
+        if r is None:
             raise RigError("input", "the kept rig is not started", "call start() first")
-        n = len(self.applied) + 1
-        work = self.folder / f"revision-{n}"
-        work.mkdir(parents=True, exist_ok=True)
-        copy = mirrored_config(config, work, self.repo.url)
-        synth(copy, work / "cdktf.out", self.env)
-        stack = Stack.load(work / "cdktf.out" / "stacks" / f"{self.name}-runtime")
-        for chart, version in sorted(
-            {
-                (c["chart"], c["version"])
-                for c in [*stack.releases.values(), *stack.templates.values()]
-                if c.get("repository")
-            }
-        ):
-            self.repo.add(chart, version)
-        self.repo.index()
-        added, removed = self.sync_nodes(self.spec(copy))
-        before = self.engine.revisions()
-        seen = len(self.runner.snapshot())
-        steps, makespan = self.engine.walk(stack)
+        stack_dir = r.synth(config, self.name)
+        spec = r.specs[stack_dir]
+        have = {
+            n["metadata"]["name"]
+            for n in json.loads(self.rig.kubectl("get", "nodes", "-o", "json"))["items"]
+        }
+        removed = self._remove_gone_nodes(spec)
+        added = sorted({n["metadata"]["name"] for n in nodes_for(spec)} - have)
+        before = r.engine.revisions()
+        report = r.apply(stack_dir, spec)
         applied = Applied(
-            revision=n,
-            stack=stack,
-            steps=steps,
-            makespan=makespan,
+            revision=len(self.applied) + 1,
+            stack=Stack.load(stack_dir),
+            report=report,
             revisions_before=before,
-            revisions_after=self.engine.revisions(),
-            jobs=self.runner.snapshot()[seen:],
+            revisions_after=r.engine.revisions(),
             nodes_added=added,
             nodes_removed=removed,
         )

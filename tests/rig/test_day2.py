@@ -10,6 +10,7 @@ The tests of this module run in order on one rig (each builds on the state the p
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucluster_rig import rehearse
 from gpucluster_rig.day2 import Applied, KeptRig
 
 CLUSTER = "day2"
@@ -127,7 +129,11 @@ def first(kept: KeptRig, files: dict[str, Path]) -> Applied:
 
 
 def _failed(applied: Applied) -> list[dict[str, Any]]:
-    return [s.as_dict(0) for s in applied.steps if not s.ok]
+    """The releases that failed; else, when the rehearsal's verdict is not ok (a Job's exit
+    code, a custom resource the server changed), its report as text."""
+    if applied.failed() or applied.ok:
+        return applied.failed()
+    return [{"rehearsal": rehearse.render_text(applied.report)}]
 
 
 def test_the_first_apply_creates_every_release(first: Applied) -> None:
@@ -236,7 +242,9 @@ def _wait(what: str, probe: Any, timeout: float = 60) -> Any:
         time.sleep(0.5)
 
 
-GPU_TOLERATION = [{"operator": "Exists"}]
+GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+"""A training pod's toleration of the GPU pools' taint (not of every taint: a pod tolerating
+``node.kubernetes.io/unschedulable`` would be scheduled back onto a cordoned node)."""
 TEAM = "team-a"
 
 
@@ -286,7 +294,7 @@ def _inject_faults(kept: KeptRig) -> str:
                         "metadata": {"labels": {"app": DRIVER_DS}},
                         "spec": {
                             "nodeSelector": {"nvidia.com/gpu.present": "true"},
-                            "tolerations": GPU_TOLERATION,
+                            "tolerations": [{"operator": "Exists"}],
                             "containers": [
                                 {
                                     "name": "nvidia-driver-ctr",
@@ -554,3 +562,81 @@ def test_the_dra_kubelet_plugin_rolls_out_the_new_version(
     assert gate["exitCode"] == 0 and any("ready" in ln for ln in gate["lastLines"]), gate
     checks = _checks(_json_of(_validate(kept, files["new"])))
     assert checks["driver-identity"][0] == "pass", checks["driver-identity"]
+
+
+# --------------------------------------------------------------------------- AKS surge replacement
+
+GATES = ("gpu-operator-clusterpolicy-ready", "nvidia-dra-driver-gpu-kubelet-plugin-rollout")
+
+
+def _gates_ran(applied: Applied) -> dict[str, dict[str, Any]]:
+    gates = set(_gated_hashes(applied))
+    return {j["job"]: j for j in applied.jobs if j["job"] in gates}
+
+
+@pytest.fixture(scope="module")
+def surge(kept: KeptRig, upgrade: Applied, files: dict[str, Path]) -> Applied:
+    applied = kept.apply(files["surge"])
+    print(f"surge step 1: makespan {applied.makespan:.1f} s")
+    return applied
+
+
+def test_surge_step_1_the_new_pools_nodes_carry_the_operands_and_pass_the_gates(
+    kept: KeptRig, surge: Applied
+) -> None:
+    """Step 1 (pool gpu2 ``replaces: gpu``): gpu2's nodes join beside gpu's, the GPU stack's
+    gates run again and pass with the DRA kubelet plugin rolled out on all four GPU nodes."""
+    assert _failed(surge) == []
+    assert surge.nodes_added == ["gpu2-0", "gpu2-1"] and surge.nodes_removed == []
+    ran = _gates_ran(surge)
+    assert set(GATES) <= set(ran), sorted(ran)
+    assert all(j["exitCode"] == 0 for j in ran.values()), ran
+    dra_gate = ran["nvidia-dra-driver-gpu-kubelet-plugin-rollout"]
+    assert any("desired 4, updated 4, available 4" in ln for ln in dra_gate["lastLines"]), dra_gate
+    _ds, pods = _dra(kept)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-0", "gpu-1", "gpu2-0", "gpu2-1"]
+    assert all(p["status"]["phase"] == "Running" for p in pods)
+
+
+def _move_the_jobs(kept: KeptRig, files: dict[str, Path]) -> list[str]:
+    """Run the ``kubectl`` commands of plan's ``AKS-POOL-SURGE`` line (its fix: cordon and drain
+    the old pool); the commands run."""
+    proc = _gpucluster("plan", "--config", str(files["surge"]), cwd=files["surge"].parent)
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("info[AKS-POOL-SURGE]")]
+    move = line.split("move the jobs: ", 1)[1].split("; then step 2", 1)[0]
+    commands = [c.strip() for c in move.split("&&")]
+    for command in commands:
+        words = shlex.split(command)
+        assert words[0] == "kubectl", command
+        kept.rig.kubectl(*words[1:], timeout=180)
+    return commands
+
+
+def test_surge_step_2_removes_the_old_pool_once_its_jobs_moved(
+    kept: KeptRig, surge: Applied, files: dict[str, Path], trainer: str
+) -> None:
+    """Between the steps plan's own cordon/drain moves the training pod to gpu2; step 2 (pool gpu
+    removed) deletes gpu's nodes, the gates run again and pass on gpu2's nodes alone."""
+    commands = _move_the_jobs(kept, files)
+    print("\n".join(commands))
+    old = {n["metadata"]["name"]: n for n in _items(kept, "nodes")}
+    assert old["gpu-0"]["spec"].get("unschedulable") and old["gpu-1"]["spec"].get("unschedulable")
+
+    def moved() -> str:
+        for p in _items(kept, "pods", "-n", "team-b", "-l", "app=trainer"):
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
+                return str(p["spec"].get("nodeName") or "")
+        return ""
+
+    assert _wait("the trainer pod Running again", moved).startswith("gpu2-")
+    replaced = kept.apply(files["replaced"])
+    print(f"surge step 2: makespan {replaced.makespan:.1f} s")
+    assert _failed(replaced) == []
+    assert replaced.nodes_removed == ["gpu-0", "gpu-1"] and replaced.nodes_added == []
+    ran = _gates_ran(replaced)
+    assert set(GATES) <= set(ran) and all(j["exitCode"] == 0 for j in ran.values()), ran
+    dra_gate = ran["nvidia-dra-driver-gpu-kubelet-plugin-rollout"]
+    assert any("desired 2, updated 2, available 2" in ln for ln in dra_gate["lastLines"]), dra_gate
+
+    _ds, pods = _dra(kept)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu2-0", "gpu2-1"]

@@ -1,0 +1,131 @@
+"""Day 2 on an NVKE GB200 cluster kept up on the rig: the DRA driver chart 0.5.1 -> 0.5.2 and a
+driver change applied to a running stack; the NVKE ``min-version`` gate on the DRA kubelet plugin
+(image tag at least 0.5.1, the version that joins a shared NVLink clique) runs again and reads
+the rolled-out 0.5.2 image. The NodeWright operator and its RDMA modules are left out
+(``enabled=false``): the rig has no NodeWright CRD source (docs/rehearse.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpucluster_rig.day2 import Applied, KeptRig
+
+CLUSTER = "nvke-day2"
+GATE = "nvidia-dra-driver-gpu-kubelet-plugin-version"
+RAILS = [
+    {"name": "mlx5_0", "rootDevice": "0000:03:00.0"},
+    {"name": "mlx5_1", "rootDevice": "0002:03:00.0"},
+]
+
+
+def _revision(folder: Path, name: str, *, dra: str, driver: str) -> Path:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster.cli",
+            "recipe",
+            "--service",
+            "nvke",
+            "--accelerator",
+            "gb200",
+            "--os",
+            "ubuntu",
+            "--intent",
+            "training",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    recipe = yaml.safe_load(proc.stdout)
+    (ref,) = [r for r in recipe["componentRefs"] if r["name"] == "nvidia-dra-driver-gpu"]
+    ref["version"] = dra
+    (folder / f"recipe-{name}").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    cluster = {
+        "name": CLUSTER,
+        "recipe": f"recipe-{name}",
+        "kubernetesVersion": "1.34",
+        "existing": {"kubeconfig": "~/.kube/config"},
+        "settings": {"rails": RAILS},
+        "overrides": {
+            "set": [
+                "nodewright:enabled=false",
+                "rdma-modules:enabled=false",
+                f"gpuoperator:driver.version={driver}",
+            ]
+        },
+    }
+    path = folder / name
+    path.write_text(yaml.safe_dump({"clusters": [cluster]}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def kept(
+    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KeptRig]:
+    rig = KeptRig(
+        rig_bin,
+        tmp_path_factory.mktemp("day2-nvke"),
+        cluster=CLUSTER,
+        charts=shared / "charts",
+        crds=shared / "crds",
+        delay=1.0,
+    )
+    try:
+        rig.start()
+        yield rig
+    finally:
+        rig.stop()
+
+
+@pytest.fixture(scope="module")
+def applies(kept: KeptRig, tmp_path_factory: pytest.TempPathFactory) -> tuple[Applied, Applied]:
+    folder = tmp_path_factory.mktemp("day2-nvke-files")
+    first = kept.apply(_revision(folder, "old.yaml", dra="0.5.1", driver="580.105.08"))
+    print(f"NVKE first apply: makespan {first.makespan:.1f} s")
+    assert first.failed() == [] and first.ok, first.report
+    second = kept.apply(_revision(folder, "new.yaml", dra="0.5.2", driver="595.91.07"))
+    print(f"NVKE DRA 0.5.2 and driver change: makespan {second.makespan:.1f} s")
+    return first, second
+
+
+def _gate_run(applied: Applied) -> dict[str, Any]:
+    (run,) = [j for j in applied.jobs if j["job"] == GATE]
+    return run
+
+
+def test_the_min_version_gate_reads_the_rolled_out_dra_version(
+    kept: KeptRig, applies: tuple[Applied, Applied]
+) -> None:
+    first, second = applies
+    assert second.failed() == [] and second.ok, second.report
+    before, after = _gate_run(first), _gate_run(second)
+    assert before["exitCode"] == after["exitCode"] == 0, (before, after)
+    assert any(":v0.5.1" in ln and "ready" in ln for ln in before["lastLines"]), before
+    assert any(":v0.5.2" in ln and "ready" in ln for ln in after["lastLines"]), after
+    assert {"nvidia-dra-driver-gpu", GATE, "gpu-operator"} <= second.upgraded()
+    assert "network-operator" not in second.upgraded()
+    ds = json.loads(
+        kept.rig.kubectl(
+            "get",
+            "daemonset",
+            "-n",
+            "nvidia-dra-driver",
+            "nvidia-dra-driver-gpu-kubelet-plugin",
+            "-o",
+            "json",
+        )
+    )
+    images = {c["name"]: c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
+    assert images["compute-domains"].endswith(":v0.5.2"), images
