@@ -1193,17 +1193,23 @@ def _report(
     *,
     not_checked: Sequence[str] = (),
     nothing_checked: bool = False,
+    plans: Sequence[RuntimePlan] = (),
 ) -> int:
     """Findings on stderr; on stdout the count, what was not checked and what was not decided
-    (a finding that depends on a release not rendered). Exit 2 on an error; else, when
-    ``nothing_checked`` (lint, no upstream chart rendered), ``EXIT_NOTHING_CHECKED`` (4); else 0."""
+    (a finding that depends on a release not rendered). The count includes the ``plans``'
+    policy findings (already printed by :func:`_warn_findings`), saying how many came from there.
+    Exit 2 on an error; else, when ``nothing_checked`` (lint, no upstream chart rendered),
+    ``EXIT_NOTHING_CHECKED`` (4); else 0."""
     for f in findings:
         err.write(f.render() + "\n")
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = sum(1 for f in findings if f.severity == "warning")
+    planned = [f for plan in plans for f in plan.findings]
+    errors = sum(1 for f in [*findings, *planned] if f.severity == "error")
+    warnings = sum(1 for f in [*findings, *planned] if f.severity == "warning")
+    from_plan = sum(1 for f in planned if f.severity in ("error", "warning"))
     undecided = [f for f in findings if getattr(f, "undecided", ())]
     out.write(
         f"{errors} error(s), {warnings} warning(s)"
+        + (f" ({from_plan} of them from the plan's policy checks)" if from_plan else "")
         + (f", {len(undecided)} not decided" if undecided else "")
         + "\n"
     )
@@ -1397,7 +1403,7 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(
             f"rendered {rendered} of {len(result.releases)} releases into {escaped(args.out)}\n"
         )
-        return _report(result.findings, out, err, not_checked=unverified(result))
+        return _report(result.findings, out, err, not_checked=unverified(result), plans=plans)
     finally:
         result.renderer.close()
 
@@ -1422,6 +1428,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err,
             not_checked=unverified(result),
             nothing_checked=nothing_checked(result),
+            plans=plans,
         )
     finally:
         result.renderer.close()

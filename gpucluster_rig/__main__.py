@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             _drop(work, args)
             print(err.render(), file=sys.stderr)
             return 2
-        raise
+        return _internal(err, work)
     passed = bool(reports) and all(r["ok"] for r in reports)
     kept: str | None = str(work)
     if args.work is None and not args.keep and passed:  # a failed rehearsal keeps its logs
@@ -188,6 +188,27 @@ def main(argv: list[str] | None = None) -> int:
         if kept and not passed:
             print(f"  logs and reports kept in {kept}")
     return 0 if passed else 1
+
+
+EXIT_INTERNAL = 70
+"""Exit code of an unexpected error (``EX_SOFTWARE``, sysexits.h), as ``gpucluster``'s own."""
+
+
+def _internal(err: Exception, work: Path | None) -> int:
+    """One ``error[rig.internal]`` line for an unexpected exception, naming the folder that keeps
+    the logs (the traceback too with ``GPUCLUSTER_DEBUG=1``); returns :data:`EXIT_INTERNAL`."""
+    if os.environ.get("GPUCLUSTER_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exception(err, file=sys.stderr)
+    kept = f"; logs and reports kept in {work}" if work is not None and work.exists() else ""
+    print(
+        f"error[rig.internal]: unexpected {type(err).__name__}: {err}{kept} fix: this is a gpucluster "
+        "bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the command, its cluster file "
+        "and the kept folder",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

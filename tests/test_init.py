@@ -523,3 +523,20 @@ def test_the_oke_training_scaffold_says_how_to_clear_its_one_warning(tmp_path, m
     path.write_text(stated)
     assert cli.main(["plan"], stdout=io.StringIO(), stderr=second) == 0
     assert "warning[" not in second.getvalue(), second.getvalue()
+
+
+def test_lint_counts_the_plan_warnings_it_prints(tmp_path, monkeypatch):
+    """lint prints the plan's policy findings first; its count includes them and says so (it said
+    ``0 warning(s)`` under a printed warning)."""
+    code, _, err = run_init(str(tmp_path / "proj"), "--service", "oke", "--intent", "training")
+    assert (code, err) == (0, "")
+    monkeypatch.chdir(tmp_path / "proj")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no chart at hand
+    out, err_ = io.StringIO(), io.StringIO()
+    cli.main(["lint"], stdout=out, stderr=err_)
+    assert "warning[OKE-KERNEL-MODULE-PARAMS]" in err_.getvalue()
+    summary = out.getvalue().splitlines()[0]
+    printed = err_.getvalue().count("warning[")
+    assert summary.startswith(
+        f"0 error(s), {printed} warning(s) (1 of them from the plan's policy checks)"
+    ), (summary, printed)

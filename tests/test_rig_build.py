@@ -232,3 +232,35 @@ def test_a_rehearsal_that_cannot_start_is_one_line_and_leaves_no_folder(tmp_path
         " to rehearse every one"
     ]
     assert list(tmp.iterdir()) == []
+
+
+def test_an_unexpected_error_is_one_line_naming_the_kept_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rig bug is one ``error[rig.internal]`` line (exit 70) that says where the logs are, not a
+    traceback."""
+    from gpucluster_rig import __main__ as rig_main
+    from gpucluster_rig import rehearse
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in build.PROGRAMS:
+        (fake / name).write_text("#!/bin/sh\nexit 1\n")
+        (fake / name).chmod(0o755)
+    (fake / "stages.yaml").write_text("")
+
+    def broken(**_: object) -> None:
+        raise KeyError("status")
+
+    monkeypatch.setattr(rehearse, "run", broken)
+    monkeypatch.delenv("GPUCLUSTER_DEBUG", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    code = rig_main.main(["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)])
+    err = capsys.readouterr().err
+    assert code == 70
+    assert err.splitlines() == [
+        f"error[rig.internal]: unexpected KeyError: 'status'; logs and reports kept in {work} fix: this"
+        " is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the command,"
+        " its cluster file and the kept folder"
+    ]
