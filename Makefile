@@ -141,9 +141,11 @@ test: setup cdktn checkov-setup lint rig
 
 # The rehearsal rig's programs (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # etcd, kwok, kwokctl, helm), built from the Go module proxy into the user's cache
-# (gpucluster_rig/build.py; ~15 min cold on 2 cores, nothing when cached). Without Go: skipped, said.
+# (gpucluster_rig/build.py; ~15 min cold on 2 cores, nothing when cached), and Helm 4 for the AICR
+# side-by-side test (its own cache key). Built here, outside the rig tests' network namespace,
+# which reaches no module proxy. Without Go: skipped, said.
 rig: setup
-	@if command -v go >/dev/null 2>&1; then $(PY) -m gpucluster_rig build; \
+	@if command -v go >/dev/null 2>&1; then $(PY) -m gpucluster_rig build && $(PY) -m gpucluster_rig build-helm4; \
 	else echo "rig: no Go toolchain on PATH; the rig's tests will skip (install Go 1.26+)"; fi
 
 # The rig's tests, in a private network namespace whose only interface is loopback (unshare --net;
