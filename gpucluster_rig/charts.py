@@ -11,6 +11,11 @@ that name and version (``exact``); a folder of that name (``Chart.yaml`` name or
 with the pinned name and version (``re-versioned``, the source folder and version reported); or, when none has that name, an
 empty chart of that name and version (``stub``: it installs nothing, and the report counts it
 apart).
+
+Faults, for failure tests: :meth:`ChartRepo.withhold` takes a chart out of the index (the mirror
+does not serve it: Helm's ``not found in ... repository``); :attr:`ChartRepo.hang` makes every
+request accepted and never answered (a mirror that hangs) until it is cleared or the repository
+stops.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import http.server
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +54,22 @@ class Served:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    repo: ChartRepo | None = None
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
+
+    def handle_one_request(self) -> None:
+        """Answer, or -- while the repository :attr:`ChartRepo.hang` s -- hold the accepted
+        connection without a byte until the fault is cleared or the repository stops."""
+        repo = self.repo
+        if repo is not None and repo.hang:
+            repo.held += 1
+            while repo.hang and repo._server is not None:
+                time.sleep(0.2)
+            self.close_connection = True
+            return
+        super().handle_one_request()
 
 
 class ChartRepo:
@@ -69,6 +89,12 @@ class ChartRepo:
         self.served: dict[tuple[str, str], Served] = {}
         self._server: http.server.ThreadingHTTPServer | None = None
         self.port = 0
+        self.hang = False
+        """While True, every request is accepted and never answered (a fault for tests)."""
+        self.held = 0
+        """How many requests a hang held."""
+        self.withheld: set[str] = set()
+        """Charts :meth:`withhold` took out of the index."""
         folder.mkdir(parents=True, exist_ok=True)
         self._sources: dict[str, list[tuple[str, Path]]] = {}
         if sources is not None:
@@ -83,7 +109,9 @@ class ChartRepo:
 
     def start(self) -> str:
         """Listen on 127.0.0.1 (a free port) in a daemon thread; the repository URL."""
-        handler = functools.partial(_Quiet, directory=str(self.folder))
+        handler = functools.partial(
+            type("_Handler", (_Quiet,), {"repo": self}), directory=str(self.folder)
+        )
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="chart-repo", daemon=True).start()
@@ -166,5 +194,19 @@ class ChartRepo:
         return stub
 
     def index(self) -> None:
-        """Write ``index.yaml`` for every package (``helm repo index --url``)."""
+        """Write ``index.yaml`` for every package (``helm repo index --url``) but the charts
+        :meth:`withhold` took out."""
         self._helm("repo", "index", str(self.folder), "--url", self.url)
+        if self.withheld:
+            path = self.folder / "index.yaml"
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            entries = doc.get("entries") or {}
+            for chart in self.withheld:
+                entries.pop(chart, None)
+            path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+    def withhold(self, chart: str, withheld: bool = True) -> None:
+        """Stop (``withheld``) or resume serving every version of ``chart``: the index is
+        rewritten without it (its package stays on disk, unlisted, as in a mirror that lacks it)."""
+        (self.withheld.add if withheld else self.withheld.discard)(chart)
+        self.index()

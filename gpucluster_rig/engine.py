@@ -25,6 +25,11 @@ version the provider links (``helm`` v3.18.4, built by :mod:`gpucluster_rig.buil
   differs from its state, that failed last time (Terraform taints it), or that Helm no longer has
   deployed (the provider reads the release back); every other release is left alone (its Helm
   revision stays), as ``terraform apply`` leaves a resource with no planned change;
+* each ``helm`` is bounded by the release's ``timeout`` (default 300 s): reading the chart,
+  applying and waiting together. A chart repository that accepts and never answers would keep
+  Helm waiting (its HTTP client allows 120 s a request); the engine stops it at the deadline
+  (SIGTERM, then SIGKILL) and the release fails with one line naming the command, the timeout and
+  the chart's source -- never a hang;
 * the only expressions evaluated are the ones gpucluster writes: ``base64gzip``/``sha256``/
   ``length`` of ``join(sep, data.helm_template.<id>.crds)``, ``var.<name>`` (its default) and
   the ``$${``/``%%{`` escapes; anything else is refused by name (:class:`RigError` ``rig.engine``).
@@ -236,14 +241,30 @@ class Engine:
         return out
 
     def helm_run(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        """``helm --kubeconfig <rig> ARGS`` in the engine's environment; the finished process."""
-        return subprocess.run(
-            [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
+        """``helm --kubeconfig <rig> ARGS`` in the engine's environment; the finished process.
+
+        A ``helm`` still running after ``timeout`` seconds is stopped (SIGTERM, which Helm turns
+        into a cancelled operation and a ``failed`` release; SIGKILL :data:`STOP_SECONDS` later)
+        and :class:`HelmTimeout` is raised with what it had printed."""
+        cmd = [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args]
+        with subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env=self.env,
-            timeout=timeout,
-        )
+        ) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    out, err = proc.communicate(timeout=STOP_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    out, err = proc.communicate()
+                raise HelmTimeout(args, timeout, _last(err or out)) from None
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
     def _chart_args(self, stack: Stack, cfg: dict[str, Any]) -> list[str]:
         chart = cfg["chart"]
@@ -256,14 +277,21 @@ class Engine:
             ]
         return [str((stack.folder / chart).resolve())]
 
-    def crds(self, stack: Stack, data_id: str) -> str:
-        """The ``crds`` of ``data.helm_template.<data_id>``, joined (see the module docstring)."""
-        key = f"{stack.folder}\0{data_id}"  # a kept rig applies more than one stack
+    def crds(self, stack: Stack, data_id: str, timeout: float = 300) -> str:
+        """The ``crds`` of ``data.helm_template.<data_id>``, joined (see the module docstring);
+        read once per chart (``helm show crds``, bounded by ``timeout`` seconds)."""
+        cfg = stack.templates[data_id]
+        chart = self._chart_args(stack, cfg)
+        key = "\0".join(chart)  # the chart, not the stack: a kept rig applies several stacks
         with self._lock:
             if key in self._crds:
                 return self._crds[key]
-        cfg = stack.templates[data_id]
-        proc = self.helm_run("show", "crds", *self._chart_args(stack, cfg), timeout=300)
+        try:
+            proc = self.helm_run("show", "crds", *chart, timeout=timeout)
+        except HelmTimeout as exc:
+            raise RigError(
+                "engine", f"data.helm_template.{data_id}: {exc}", "the chart repository must answer"
+            ) from None
         if proc.returncode != 0:
             raise RigError(
                 "engine",
@@ -276,8 +304,9 @@ class Engine:
             self._crds[key] = text
         return text
 
-    def evaluate(self, stack: Stack, text: str, where: str) -> Any:
-        """A string of the stack with its expression evaluated (see the module docstring)."""
+    def evaluate(self, stack: Stack, text: str, where: str, timeout: float = 300) -> Any:
+        """A string of the stack with its expression evaluated (see the module docstring); a
+        chart read for it takes at most ``timeout`` seconds."""
         if "${" not in text.replace("$${", ""):
             return unescape(text)
         for name, pattern in _EXPRS.items():
@@ -286,7 +315,7 @@ class Engine:
                 continue
             if name == "var":
                 return stack.variables.get(m.group("name"))
-            joined = self.crds(stack, m.group("data"))
+            joined = self.crds(stack, m.group("data"), timeout)
             if name == "sha256":
                 return hashlib.sha256(joined.encode()).hexdigest()
             packed = base64.b64encode(gzip.compress(joined.encode(), mtime=0)).decode()
@@ -298,12 +327,30 @@ class Engine:
         )
 
     def install(self, stack: Stack, rid: str) -> tuple[bool, str]:
-        """``helm upgrade --install`` of ``helm_release.<rid>``: (ok, the last line Helm printed)."""
+        """``helm upgrade --install`` of ``helm_release.<rid>``: (ok, the last line Helm printed).
+
+        The whole of it -- reading charts, applying, waiting -- is bounded by the release's
+        ``timeout`` (default 300 s, the provider's): a chart repository that accepts and never
+        answers fails the release then, with a line that says so."""
         cfg = stack.releases[rid]
+        timeout = int(cfg.get("timeout", 300))
+        try:
+            return self._install(stack, rid, cfg, timeout)
+        except HelmTimeout as exc:
+            source = cfg.get("repository") or "the stack's folder"
+            return False, f"{exc} (chart {cfg['chart']} {cfg.get('version', '')} from {source})"
+
+    def _install(
+        self, stack: Stack, rid: str, cfg: dict[str, Any], timeout: int
+    ) -> tuple[bool, str]:
+        deadline = time.monotonic() + timeout
         for i, pre in enumerate((cfg.get("lifecycle") or {}).get("precondition", [])):
             if (
                 self.evaluate(
-                    stack, pre["condition"], f"helm_release.{rid}.lifecycle.precondition[{i}]"
+                    stack,
+                    pre["condition"],
+                    f"helm_release.{rid}.lifecycle.precondition[{i}]",
+                    timeout,
                 )
                 is not True
             ):
@@ -322,24 +369,26 @@ class Engine:
         for i, text in enumerate(cfg.get("values", [])):
             path = values_dir / f"values-{i}.yaml"
             path.write_text(
-                self.evaluate(stack, text, f"helm_release.{rid}.values[{i}]"), encoding="utf-8"
+                self.evaluate(stack, text, f"helm_release.{rid}.values[{i}]", timeout),
+                encoding="utf-8",
             )
             args += ["-f", str(path)]
         for entry in cfg.get("set", []):
-            value = self.evaluate(stack, entry["value"], f"helm_release.{rid}.set.{entry['name']}")
+            value = self.evaluate(
+                stack, entry["value"], f"helm_release.{rid}.set.{entry['name']}", timeout
+            )
             flag = "--set-string" if entry.get("type") == "string" else "--set"
             args += [flag, f"{entry['name']}={value}"]
         if cfg.get("postrender"):
             args += self._postrender_args(cfg["postrender"], rid)
         if cfg.get("description"):
             args += ["--description", cfg["description"]]
-        timeout = int(cfg.get("timeout", 300))
         args += ["--timeout", f"{timeout}s"]
         if cfg.get("wait", True):
             args.append("--wait")
             if cfg.get("wait_for_jobs"):
                 args.append("--wait-for-jobs")
-        proc = self.helm_run(*args, timeout=timeout + 120)
+        proc = self.helm_run(*args, timeout=max(1.0, deadline - time.monotonic()))
         if proc.returncode != 0:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
@@ -376,7 +425,10 @@ class Engine:
         ]
         if cfg.get("wait", True):
             args.append("--wait")
-        proc = self.helm_run(*args, timeout=timeout + 120)
+        try:
+            proc = self.helm_run(*args, timeout=timeout)
+        except HelmTimeout as exc:
+            return False, str(exc)
         if proc.returncode != 0:
             return False, _last(proc.stderr or proc.stdout)
         return True, _last(proc.stdout)
@@ -478,6 +530,26 @@ class Engine:
             config = {}
         with self._lock:
             self.state[rid] = {"config": config, "tainted": not step.ok}
+
+
+STOP_SECONDS = 10
+"""Seconds a ``helm`` past its release's timeout gets to stop after SIGTERM, before SIGKILL."""
+
+
+class HelmTimeout(subprocess.TimeoutExpired):
+    """A ``helm`` command stopped at its deadline; ``str()`` is one line naming the command, the
+    deadline and Helm's last line."""
+
+    def __init__(self, args: tuple[str, ...], timeout: float, said: str) -> None:
+        super().__init__(["helm", *args], timeout)
+        self.said = said
+
+    def __str__(self) -> str:
+        words = [str(a) for a in self.cmd[1:3]]
+        return (
+            f"{' '.join(['helm', *words])} did not finish within the release's timeout "
+            f"({self.timeout:.0f} s) and was stopped; Helm's last line: {self.said or '(none)'}"
+        )
 
 
 def _last(text: str) -> str:

@@ -416,11 +416,13 @@ class Rehearsal:
         The report (JSON-ready): ``cluster``, ``charts``, ``nodes`` (count per pool), ``apply``
         (``makespan_seconds``, ``releases``: one dict per release with ``ok``, ``start``,
         ``seconds``, ``message``), ``jobs`` (our Job pods run during this apply), ``placement``,
-        ``placement_findings``, ``custom_resources``, ``stand_ins`` (what they did during this
-        apply), for a cluster with ``schedulerProfiles`` ``scheduler_profiles`` (AKS's
-        ``SchedulerConfiguration`` is served before the apply; after it
-        :func:`gpucluster_rig.aks_scheduler.check_applied`: ``profiles``, ``accepted``,
-        ``message``), ``egress_attempts`` and ``ok``. A release that fails is in the report, never raised.
+        ``placement_findings``, ``custom_resources`` (read back from the releases this apply
+        installed or upgraded; one left ``unchanged`` was read back when it was applied),
+        ``stand_ins`` (what they did during this apply), for a cluster with ``schedulerProfiles``
+        ``scheduler_profiles`` (AKS's ``SchedulerConfiguration`` is served before the apply; after
+        it :func:`gpucluster_rig.aks_scheduler.check_applied`: ``profiles``, ``accepted``,
+        ``message``), ``egress_attempts`` and ``ok``. A release that fails is in the report, never
+        raised.
         """
         spec = spec if spec is not None else self.specs.get(stack_dir)
         if spec is None:
@@ -450,7 +452,7 @@ class Rehearsal:
             "makespan_seconds": round(makespan, 1),
             "releases": [s.as_dict(t0) for s in steps],
         }
-        ok = [s.id for s in steps if s.ok]
+        ok = [s.id for s in steps if s.ok and s.action != "unchanged"]
         namespaces = {stack.releases[r]["namespace"] for r in stack.releases}
         report["jobs"] = self.runner.snapshot(since)
         report["placement"] = placement(self.cluster, namespaces)
@@ -550,6 +552,49 @@ def _verdict(report: dict[str, Any]) -> bool:
     return not report.get("left_after_destroy", {}).get("releases")
 
 
+def _job_said(job: dict[str, Any]) -> str:
+    """What a failed Job said of itself: a teardown guard's ``STUCK`` lines (joined), else a
+    gate's last ``FAILED`` line, else its last line."""
+    verdict = job.get("verdict") or []
+    stuck = [ln for ln in verdict if " STUCK " in ln]
+    if stuck:
+        return "; ".join(stuck)
+    if verdict:
+        return str(verdict[-1])
+    return str(job["lastLines"][-1]) if job.get("lastLines") else ""
+
+
+def error_lines(
+    report: dict[str, Any], phases: tuple[str, ...] = ("apply", "destroy")
+) -> list[str]:
+    """One ``error[rig.release]`` line per release whose apply (or destroy: ``phase=destroy``)
+    failed, in the report's order: the failed Job's own words (:func:`_job_said`) with Helm's
+    line after them, or -- no Job of that name failed -- Helm's (or the engine's) line alone."""
+    failed_jobs = {j["job"]: j for j in report.get("jobs", []) if j["exitCode"] not in (0, None)}
+    out = []
+    for phase in phases:
+        for r in report.get(phase, {}).get("releases", []):
+            if r["ok"] is not False or r["message"].startswith("not started:"):
+                continue
+            job = failed_jobs.get(r["release"])
+            said = _job_said(job) if job else ""
+            said = f"{said} (Helm: {r['message']})" if said else r["message"]
+            where = [("release", r["release"]), ("namespace", r["namespace"])]
+            if phase == "destroy":
+                where.append(("phase", "destroy"))
+                fix = "read the guard's STUCK lines and the recovery it printed"
+            elif job:
+                fix = "read the release's job and values"
+            else:
+                fix = (
+                    "the server or Helm refused the release's objects: check the charts line below "
+                    "(a stub or re-versioned chart lacks what the pinned one defines, e.g. a CRD) and "
+                    "the release's values"
+                )
+            out.append(format_line("error", "rig.release", said, where=where, fix=fix))
+    return out
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The report as lines a person reads (one block per cluster)."""
     lines = [f"cluster {report['cluster']}: {'passed' if report['ok'] else 'FAILED'}"]
@@ -558,31 +603,7 @@ def render_text(report: dict[str, Any]) -> str:
     lines.append(
         f"  apply: {sum(1 for r in rel if r['ok'])}/{len(rel)} releases deployed, makespan {apply.get('makespan_seconds')} s"
     )
-    failed_jobs = {j["job"]: j for j in report.get("jobs", []) if j["exitCode"] not in (0, None)}
-    for r in rel:
-        if r["ok"] is False:
-            job = failed_jobs.get(r["release"])
-            said = r["message"]
-            fix = (
-                "the server or Helm refused the release's objects: check the charts line below "
-                "(a stub or re-versioned chart lacks what the pinned one defines, e.g. a CRD) and "
-                "the release's values"
-            )
-            if job:
-                fix = "read the release's job and values"
-                if job["lastLines"]:
-                    said = f"{job['lastLines'][-1]} (Helm: {r['message']})"
-            where = (("release", r["release"]), ("namespace", r["namespace"]))
-            lines.append(
-                "  "
-                + format_line(
-                    "error",
-                    "rig.release",
-                    said,
-                    where=where,
-                    fix=fix,
-                )
-            )
+    lines.extend(f"  {ln}" for ln in error_lines(report, ("apply",)))
     skipped = [r["release"] for r in rel if r["ok"] is None]
     if skipped:
         lines.append(f"  not started (a release they depend on failed): {', '.join(skipped)}")
@@ -631,6 +652,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"  destroy: {sum(1 for r in d['releases'] if r['ok'])}/{len(d['releases'])} releases removed in {d['makespan_seconds']} s; left: {report['left_after_destroy']['releases'] or 'nothing'}"
         )
+        lines.extend(f"  {ln}" for ln in error_lines(report, ("destroy",)))
     attempts = report.get("egress_attempts", [])
     lines.append(
         f"  API server attempts to leave loopback: {len(attempts)}, all refused by the egress sink"

@@ -93,6 +93,7 @@ class Run:
             "exitCode": self.exit_code,
             "seconds": round(self.seconds, 1),
             "lastLines": self.output[-5:],
+            "verdict": [ln for ln in self.output if "FAILED" in ln or " STUCK " in ln][-10:],
         }
 
 

@@ -15,8 +15,17 @@ purpose:
   ``secondaryNetwork.multus`` is created with the policy's node affinity and tolerations.
 
 DaemonSets then roll out by themselves (the DRA kubelet plugin's, multus): KWOK makes their pods
-Ready on the nodes the scheduler picked. ``never_ready`` names kinds whose objects the stand-in leaves
-alone (a failure test: the gate must time out naming the state it saw).
+Ready on the nodes the scheduler picked.
+
+Knobs for failure tests (attributes; a change takes effect at the next pass, within a second):
+
+* :attr:`StandIns.states` -- the ``status.state`` reported per kind instead of ``ready`` (an
+  operator stuck at ``notReady``: the gate must time out naming the state it saw);
+  :attr:`StandIns.never_ready` -- kinds whose objects are left alone (no ``status`` at all);
+* :attr:`StandIns.finalizers` -- a finalizer added per kind to each object not being deleted (an
+  operator that never finishes its cleanup: the teardown guard must fail with its ``STUCK``
+  line). Removing the kind from the mapping does not remove finalizers already added; the test
+  removes them as a person would (``kubectl patch ... finalizers``).
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ class StandIns:
         delay: seconds an object waits before its stand-in acts (default 3).
         ippool_crd: the IPPool CRD file (``../shared/reference/crds``), or None.
         never_ready: kinds of :data:`STATE_KINDS` left alone.
+        states: kind -> the ``status.state`` reported instead of ``ready``.
+        finalizers: kind -> a finalizer added to each of its objects not being deleted.
     """
 
     def __init__(
@@ -60,11 +71,15 @@ class StandIns:
         delay: float = 3.0,
         ippool_crd: Path | None = None,
         never_ready: frozenset[str] = frozenset(),
+        states: dict[str, str] | None = None,
+        finalizers: dict[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.delay = delay
         self.ippool_crd = ippool_crd
         self.never_ready = never_ready
+        self.states: dict[str, str] = dict(states or {})
+        self.finalizers: dict[str, str] = dict(finalizers or {})
         self.events: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,8 +120,10 @@ class StandIns:
         for kind, resource in STATE_KINDS.items():
             if kind in self.never_ready:
                 continue
+            state = self.states.get(kind, "ready")
             for obj in self._items(resource):
-                if (obj.get("status") or {}).get("state") == "ready" or _age(obj) < self.delay:
+                self._hold(kind, resource, obj)
+                if (obj.get("status") or {}).get("state") == state or _age(obj) < self.delay:
                     continue
                 meta = obj["metadata"]
                 args = [
@@ -115,21 +132,48 @@ class StandIns:
                     meta["name"],
                     "--type=merge",
                     "-p",
-                    json.dumps({"status": {"state": "ready"}}),
+                    json.dumps({"status": {"state": state}}),
                 ]
                 if meta.get("namespace"):
                     args += ["-n", meta["namespace"]]
                 self.cluster.kubectl(*args, "--subresource=status", check=False)
-                if kind == "NicClusterPolicy":
+                if kind == "NicClusterPolicy" and state == "ready":
                     self._multus(obj)
                 self.events.append(
                     {
                         "time": round(time.time(), 1),
                         "kind": kind,
                         "name": meta["name"],
-                        "set": "status.state=ready",
+                        "set": f"status.state={state}",
                     }
                 )
+
+    def _hold(self, kind: str, resource: str, obj: dict[str, Any]) -> None:
+        """Add :attr:`finalizers`' finalizer of ``kind`` to ``obj`` (unless it is being deleted)."""
+        finalizer = self.finalizers.get(kind)
+        meta = obj["metadata"]
+        have = meta.get("finalizers") or []
+        if not finalizer or finalizer in have or meta.get("deletionTimestamp"):
+            return
+        args = [
+            "patch",
+            resource,
+            meta["name"],
+            "--type=merge",
+            "-p",
+            json.dumps({"metadata": {"finalizers": [*have, finalizer]}}),
+        ]
+        if meta.get("namespace"):
+            args += ["-n", meta["namespace"]]
+        self.cluster.kubectl(*args, check=False)
+        self.events.append(
+            {
+                "time": round(time.time(), 1),
+                "kind": kind,
+                "name": meta["name"],
+                "set": f"metadata.finalizers+={finalizer}",
+            }
+        )
 
     def _multus(self, policy: dict[str, Any]) -> None:
         """The multus DaemonSet the Network Operator renders from ``secondaryNetwork.multus``
