@@ -553,5 +553,16 @@ class HelmTimeout(subprocess.TimeoutExpired):
 
 
 def _last(text: str) -> str:
+    """The line that says what happened: Helm's last ``Error:`` line (it names the cause, e.g.
+    ``no matches for kind "NodeWright" in version ...``) and, when another line follows it (Helm's
+    hint, ``ensure CRDs are installed first``), that last line too; else the last line. At most
+    600 characters."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:600] if lines else ""
+    if not lines:
+        return ""
+    errors = [i for i, ln in enumerate(lines) if ln.startswith("Error:")]
+    if errors and errors[-1] != len(lines) - 1:
+        said = lines[errors[-1]]
+        tail = lines[-1][:200]
+        return f"{said[: 597 - len(tail) - 3]} -- {tail}"
+    return lines[-1][:600]

@@ -264,3 +264,23 @@ def test_an_unexpected_error_is_one_line_naming_the_kept_folder(
         " is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the command,"
         " its cluster file and the kept folder"
     ]
+
+
+def test_a_helm_failure_keeps_the_line_that_names_the_cause() -> None:
+    """Helm ends a missing-CRD failure with a hint; the engine's line keeps the cause before it
+    (it kept only ``ensure CRDs are installed first``)."""
+    from gpucluster_rig.engine import _last
+
+    stderr = (
+        'Release "rdma" does not exist. Installing it now.\n'
+        "Error: unable to build kubernetes objects from release manifest: resource mapping not found for name: "
+        '"rdma-modules" namespace: "" from "": no matches for kind "NodeWright" in version '
+        '"nodewright.nvidia.com/v1alpha1"\n'
+        "ensure CRDs are installed first\n"
+    )
+    line = _last(stderr)
+    assert 'no matches for kind "NodeWright"' in line
+    assert line.endswith(" -- ensure CRDs are installed first")
+    assert _last("Error: chart not found\n") == "Error: chart not found"
+    assert _last("a\nb\n") == "b" and _last("") == ""
+    assert len(_last("Error: " + "x" * 2000 + "\nhint " + "y" * 900)) <= 600
