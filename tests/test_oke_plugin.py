@@ -201,7 +201,7 @@ def test_prepare_settings():
         "file=clusters.yaml cluster=oke-a key=settings.rails: unknown setting 'rails' for service oke"
         in text
     )
-    assert "(allowed: nvidiaGpuPluginAddon, gateImage, validate)" in text
+    assert "(allowed: nvidiaGpuPluginAddon, imageDriverParams, gateImage, validate)" in text
     text = refusal(settings={"nvidiaGpuPluginAddon": "UPDATING"})
     assert "key=settings.nvidiaGpuPluginAddon" in text and "allowed: installed, absent" in text
 

@@ -254,7 +254,7 @@ def test_unknown_settings_are_refused_by_the_core_for_every_platform(monkeypatch
                     "intent": "training",
                 }
             },
-            "nvidiaGpuPluginAddon, gateImage, validate",
+            "nvidiaGpuPluginAddon, imageDriverParams, gateImage, validate",
         ),
     }
     for service, (changes, allowed) in cases.items():

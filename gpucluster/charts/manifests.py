@@ -912,6 +912,17 @@ def render_manifest_charts(
             f"plugin {plugin} manifest '{manifest.name}'",
         )
 
+    return _local_charts(cluster, recipe, components, by_component)
+
+
+def _local_charts(
+    cluster: ClusterSpec,
+    recipe: Recipe,
+    components: Mapping[str, Component],
+    by_component: dict[tuple[str, str], list[tuple[str, str]]],
+) -> dict[tuple[str, str], LocalChart]:
+    """One local chart per ``(component, phase)`` of ``by_component`` (its ``(stem, text)``
+    templates), in recipe order; two templates of one chart with the same stem are refused."""
     charts: dict[tuple[str, str], LocalChart] = {}
     order = {ref.name: i for i, ref in enumerate(recipe.component_refs)}
     for (component, phase), templates in sorted(
