@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _support import AKS_TRAINING_RECIPE
 
 from gpucluster_rig import rehearse
 from gpucluster_rig.day2 import Applied, KeptRig
@@ -41,15 +42,7 @@ def _recipe(folder: Path, dra: str) -> str:
             sys.executable,
             "-m",
             "gpucluster.cli",
-            "recipe",
-            "--service",
-            "aks",
-            "--accelerator",
-            "h100",
-            "--os",
-            "ubuntu",
-            "--intent",
-            "training",
+            *AKS_TRAINING_RECIPE,
             "--profile",
             "gpuStack=operator-managed",
         ],
