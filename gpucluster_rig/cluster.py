@@ -245,6 +245,26 @@ class Cluster:
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
         )
 
+    def create_namespace(self, name: str, timeout: float = 60) -> None:
+        """Create namespace ``name`` and wait until its ``default`` ServiceAccount exists.
+
+        kube-controller-manager's ServiceAccount controller adds that account a moment after the
+        namespace; until then the API server refuses a pod in it (``error looking up service
+        account <name>/default``). :class:`RigError` ``rig.namespace`` after ``timeout`` seconds.
+        """
+        self.kubectl("create", "namespace", name)
+        deadline = time.monotonic() + timeout
+        while not self.kubectl(
+            "get", "serviceaccount", "default", "-n", name, "--ignore-not-found", "-o", "name"
+        ).strip():
+            if time.monotonic() > deadline:
+                raise RigError(
+                    "namespace",
+                    f"namespace {name} has no default ServiceAccount after {timeout:.0f} s",
+                    "read kube-controller-manager's log (its serviceaccount controller)",
+                )
+            time.sleep(0.2)
+
     def server(self) -> str:
         """``https://127.0.0.1:<port>`` of the API server."""
         conf = yaml.safe_load(self.kubeconfig.read_text())

@@ -284,3 +284,32 @@ def test_a_helm_failure_keeps_the_line_that_names_the_cause() -> None:
     assert _last("Error: chart not found\n") == "Error: chart not found"
     assert _last("a\nb\n") == "b" and _last("") == ""
     assert len(_last("Error: " + "x" * 2000 + "\nhint " + "y" * 900)) <= 600
+
+
+def _fake_kubectl(answers: list[str], calls: list[tuple[str, ...]]):  # noqa: ANN202
+    def kubectl(*args: str, **_: object) -> str:
+        calls.append(args)
+        return answers.pop(0) if args[0] == "get" and answers else ""
+
+    return kubectl
+
+
+def test_a_new_namespace_is_ready_for_pods_only_once_its_default_serviceaccount_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server refuses a pod in a namespace until the ServiceAccount controller has made
+    ``default`` there; ``create_namespace`` returns only after it is seen, and says so at its
+    deadline."""
+    from gpucluster_rig.cluster import Cluster
+
+    rig = Cluster(tmp_path / "bin", tmp_path / "rig")
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(rig, "kubectl", _fake_kubectl(["", "", "serviceaccount/default\n"], calls))
+    rig.create_namespace("team")
+    assert calls[0] == ("create", "namespace", "team")
+    assert [c[:3] for c in calls[1:]] == [("get", "serviceaccount", "default")] * 3
+    monkeypatch.setattr(rig, "kubectl", _fake_kubectl([], []))
+    with pytest.raises(build.RigError) as err:
+        rig.create_namespace("late", timeout=0)
+    assert str(err.value).startswith("error[rig.namespace]")
+    assert "late has no default ServiceAccount" in str(err.value)

@@ -38,7 +38,7 @@ def test_the_server_reports_the_pinned_version(rig: Cluster) -> None:
 
 
 def test_rbac_is_on(rig: Cluster, tmp_path: Path) -> None:
-    rig.kubectl("create", "namespace", "rbac-probe")
+    rig.create_namespace("rbac-probe")
     rig.kubectl("create", "serviceaccount", "nobody", "-n", "rbac-probe")
     who = "system:serviceaccount:rbac-probe:nobody"
     assert (
@@ -73,7 +73,7 @@ def test_rbac_is_on(rig: Cluster, tmp_path: Path) -> None:
 def test_an_aggregated_api_is_dialled_only_through_the_sink(rig: Cluster) -> None:
     """An APIService backed by a Service: the API server's attempt reaches the egress sink (and
     nowhere else), which refuses it; the API answers 503."""
-    rig.kubectl("create", "namespace", "egress-probe")
+    rig.create_namespace("egress-probe")
     rig.apply(
         [
             {
@@ -120,7 +120,7 @@ def test_a_cel_rule_of_a_real_crd_is_enforced(rig: Cluster, shared: Path) -> Non
     rig.kubectl(
         "wait", "--for=condition=Established", "crd/ippools.nv-ipam.nvidia.com", "--timeout=60s"
     )
-    rig.kubectl("create", "namespace", "cel-probe")
+    rig.create_namespace("cel-probe")
 
     def pool(start: int, end: int) -> dict[str, object]:
         return {

@@ -268,7 +268,7 @@ def _inject_faults(kept: KeptRig) -> str:
     rig = kept.rig
     rig.kubectl("cordon", "gpu-0")
     rig.kubectl("label", "node", "gpu-1", "nvidia.com/gpu-driver-upgrade-state=upgrade-required")
-    rig.kubectl("create", "namespace", TEAM)
+    rig.create_namespace(TEAM)
     rig.apply(
         [
             {
@@ -445,7 +445,7 @@ IDENTITY = "gpucluster/driver-identity"
 @pytest.fixture(scope="module")
 def trainer(kept: KeptRig, first: Applied) -> str:
     """A training Deployment on gpu-1 (a GPU pod a controller re-creates): its pod's name."""
-    kept.rig.kubectl("create", "namespace", "team-b")
+    kept.rig.create_namespace("team-b")
     kept.rig.apply(
         [
             {

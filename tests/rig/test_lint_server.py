@@ -468,7 +468,7 @@ def test_lint_rejects_exactly_what_the_api_server_rejects(rig: Cluster, corpus, 
         timeout=300,
     )
     _wait_established(rig, set(crds))
-    rig.kubectl("create", "namespace", NAMESPACE)
+    rig.create_namespace(NAMESPACE)
     installed = time.monotonic()
     server = server_verdicts(rig, index, cases)
     judged = time.monotonic()

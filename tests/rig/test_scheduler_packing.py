@@ -106,7 +106,7 @@ def packing(rig: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     raw, nodes = _raw_config(folder)
     rig.apply(nodes)
     rig.wait_ready_nodes([n["metadata"]["name"] for n in nodes])
-    rig.kubectl("create", "namespace", NAMESPACE)
+    rig.create_namespace(NAMESPACE)
     scheduler = ProfileScheduler(
         rig.binaries / "kube-scheduler", folder, config_text(raw, rig.kubeconfig)
     )
@@ -186,13 +186,15 @@ def _round(rig: Cluster, preset: str, scheduler: str, n: int) -> tuple[int, bool
     """``(nodes the n pods landed on, whether the whole-node pod then was bound)``."""
     _, pool, one, whole, _, _ = CASES[preset]
     names = [f"job-{i}" for i in range(n)]
-    rig.apply([_pod(name, scheduler, pool, one) for name in names])
-    pods = _wait(rig, names)
-    used = {pods[name]["spec"]["nodeName"] for name in names}
-    assert all(nodename.startswith(f"{pool}-") for nodename in used), used
-    rig.apply([_pod("whole-node", scheduler, pool, whole)])
-    big = _wait(rig, ["whole-node"], may_fail=True)["whole-node"]
-    _clean(rig)
+    try:
+        rig.apply([_pod(name, scheduler, pool, one) for name in names])
+        pods = _wait(rig, names)
+        used = {pods[name]["spec"]["nodeName"] for name in names}
+        assert all(nodename.startswith(f"{pool}-") for nodename in used), used
+        rig.apply([_pod("whole-node", scheduler, pool, whole)])
+        big = _wait(rig, ["whole-node"], may_fail=True)["whole-node"]
+    finally:  # a failed round leaves no pod for the next one to collide with
+        _clean(rig)
     return len(used), bool(big["spec"].get("nodeName"))
 
 
@@ -232,11 +234,13 @@ def _placed(rig: Cluster, scheduler: str) -> str:
         pod = _pod(name, "unused", "gpu", requests)
         pod["spec"]["nodeName"] = node  # placed by hand: no scheduler decides it
         pinned.append(pod)
-    rig.apply(pinned)
-    _wait(rig, list(BUSY))
-    rig.apply([_pod("next", scheduler, "gpu", CASES["gpu-binpacking"][2])])
-    node = str(_wait(rig, ["next"])["next"]["spec"]["nodeName"])
-    _clean(rig)
+    try:
+        rig.apply(pinned)
+        _wait(rig, list(BUSY))
+        rig.apply([_pod("next", scheduler, "gpu", CASES["gpu-binpacking"][2])])
+        node = str(_wait(rig, ["next"])["next"]["spec"]["nodeName"])
+    finally:
+        _clean(rig)
     return node
 
 
