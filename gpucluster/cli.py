@@ -106,6 +106,18 @@ def _seconds(text: str) -> float:
 _SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
 
 
+def _set_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set COMPONENT:PATH=VALUE`` (repeatable, into ``sets``), as every command that builds a plan takes it."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="sets",
+        metavar="COMPONENT:PATH=VALUE",
+        help=_SET_HELP,
+    )
+
+
 def _recipe_arguments(rec: argparse.ArgumentParser) -> None:
     rec.add_argument("--service", required=True, help="platform service, e.g. aks")
     rec.add_argument("--accelerator", default=ANY, help="e.g. h100 (default any)")
@@ -144,14 +156,7 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
         help="text: per cluster its stacks, pools and releases (default); json: the same with every "
         "finding in full",
     )
-    plan.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="sets",
-        metavar="COMPONENT:PATH=VALUE",
-        help=_SET_HELP,
-    )
+    _set_argument(plan)
 
 
 def _graph_arguments(graph: argparse.ArgumentParser) -> None:
@@ -159,14 +164,7 @@ def _graph_arguments(graph: argparse.ArgumentParser) -> None:
     graph.add_argument(
         "--format", choices=("dot",), default="dot", help="dot: Graphviz (the only format)"
     )
-    graph.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="sets",
-        metavar="COMPONENT:PATH=VALUE",
-        help=_SET_HELP,
-    )
+    _set_argument(graph)
 
 
 def _detect_arguments(det: argparse.ArgumentParser) -> None:
@@ -265,14 +263,7 @@ def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="with --require-charts: component or subchart whose chart may be unavailable (stays a warning)",
     )
-    r.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="sets",
-        metavar="COMPONENT:PATH=VALUE",
-        help=_SET_HELP,
-    )
+    _set_argument(r)
 
 
 def _render_arguments(r: argparse.ArgumentParser) -> None:
@@ -359,14 +350,7 @@ def _charts_arguments(ch: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="total deadline of the pull (default: 300); each connect or read waits at most 30 s",
     )
-    pull.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        dest="sets",
-        metavar="COMPONENT:PATH=VALUE",
-        help=_SET_HELP,
-    )
+    _set_argument(pull)
 
 
 def _cluster_arguments(c: argparse.ArgumentParser) -> None:
