@@ -146,6 +146,18 @@ class KeptRig:
         if self.rehearsal is not None:
             self.rehearsal.__exit__(None, None, None)
 
+    def __enter__(self) -> KeptRig:
+        """:meth:`start`; ``with KeptRig(...) as kept:`` stops it on leaving."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _remove_gone_nodes(self, spec: Any) -> list[str]:
         """Delete the rig's nodes no pool of ``spec`` has; their names."""
         wanted = {n["metadata"]["name"] for n in nodes_for(spec)}

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gpucluster_rig import build, rehearse
 from gpucluster_rig.cluster import Cluster
+from gpucluster_rig.day2 import KeptRig
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
 
@@ -54,3 +55,21 @@ def rig(rig_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clu
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def keep_rig(rig_bin: Path, shared: Path) -> Callable[[Path, str], KeptRig]:
+    """``keep_rig(folder, cluster)``: a :class:`KeptRig` on the reference charts and CRDs, stand-ins
+    answering after 1 s; ``with keep_rig(...) as kept:`` starts it and stops it."""
+
+    def make(folder: Path, cluster: str) -> KeptRig:
+        return KeptRig(
+            rig_bin,
+            folder,
+            cluster=cluster,
+            charts=shared / "charts",
+            crds=shared / "crds",
+            delay=1.0,
+        )
+
+    return make

@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,21 +97,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def kept(
-    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory, files: dict[str, Path]
+    keep_rig: Callable[[Path, str], KeptRig], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KeptRig]:
-    rig = KeptRig(
-        rig_bin,
-        tmp_path_factory.mktemp("day2"),
-        cluster=CLUSTER,
-        charts=shared / "charts",
-        crds=shared / "crds",
-        delay=1.0,
-    )
-    try:
-        rig.start()
+    with keep_rig(tmp_path_factory.mktemp("day2"), CLUSTER) as rig:
         yield rig
-    finally:
-        rig.stop()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,21 +72,10 @@ def _revision(folder: Path, name: str, *, dra: str, driver: str) -> Path:
 
 @pytest.fixture(scope="module")
 def kept(
-    rig_bin: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory
+    keep_rig: Callable[[Path, str], KeptRig], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KeptRig]:
-    rig = KeptRig(
-        rig_bin,
-        tmp_path_factory.mktemp("day2-nvke"),
-        cluster=CLUSTER,
-        charts=shared / "charts",
-        crds=shared / "crds",
-        delay=1.0,
-    )
-    try:
-        rig.start()
+    with keep_rig(tmp_path_factory.mktemp("day2-nvke"), CLUSTER) as rig:
         yield rig
-    finally:
-        rig.stop()
 
 
 @pytest.fixture(scope="module")
