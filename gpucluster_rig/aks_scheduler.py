@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from gpucluster_rig.build import RigError
 from gpucluster_rig.cluster import Cluster
 
 RESOURCE = "schedulerconfigurations.aks.azure.com"
@@ -165,10 +166,25 @@ class ProfileScheduler:
                 self.proc.wait()
 
 
-def serve(rig: Cluster) -> None:
-    """Create :data:`CRD` on ``rig`` and wait until it is established."""
+def serve(rig: Cluster, timeout: float = 60) -> None:
+    """Create :data:`CRD` on ``rig`` and wait until it is established (at most ``timeout``
+    seconds; :class:`RigError` ``rig.kubectl`` after that).
+
+    Polled, not ``kubectl wait --for=condition=Established``: a CRD just created carries
+    ``status.conditions: null`` until the API server's naming controller runs, and kubectl's
+    wait fails on that null (``.status.conditions accessor error: <nil>``) instead of waiting.
+    """
     rig.apply([CRD])
-    rig.kubectl("wait", "--for=condition=Established", f"crd/{RESOURCE}", "--timeout=60s")
+    query = '{.status.conditions[?(@.type=="Established")].status}'
+    deadline = time.monotonic() + timeout
+    while rig.kubectl("get", f"crd/{RESOURCE}", "-o", f"jsonpath={query}").strip() != "True":
+        if time.monotonic() > deadline:
+            raise RigError(
+                "kubectl",
+                f"crd/{RESOURCE} not Established after {timeout:.0f} s",
+                "see the API server's log in the rig's folder",
+            )
+        time.sleep(0.2)
 
 
 def check_applied(rig: Cluster, folder: Path) -> dict[str, Any] | None:
