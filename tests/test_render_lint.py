@@ -1102,3 +1102,80 @@ def test_schema_formats_and_status_are_read_as_the_api_server_reads_them():
     assert ids(lint_objects(aks_cluster(), [crd, bad_status])) == ["lint.schema"]
     crd = _crd_with_rules([], status=True)
     assert ids(lint_objects(aks_cluster(), [crd, bad_status])) == []
+
+
+CONTROLLER_CASES = [
+    ("aks", "h100-aks-ubuntu-training", "azure-managed"),
+    ("nvke", "gb200-nvke-ubuntu-training", ""),
+    ("oke", "gb200-oke-ubuntu-training", ""),
+]
+"""One built-in recipe per platform that installs both kai-scheduler and network-operator."""
+
+
+def _wildcard(tolerations) -> bool:
+    return any(not t.get("key") and t.get("operator") == "Exists" for t in tolerations or [])
+
+
+def _controller_placement(stack, tmp_path, platform, leaf, profile, variant):
+    """``{(release, kind, name): pod-ish dict}`` of the kai-scheduler and network-operator
+    releases of one built-in case: each Deployment's pod spec, the KAI ``Config`` CR's ``global``
+    (the placement of the services the KAI operator deploys) from the kai-config-deployer hook."""
+    from gpucluster import pipeline
+
+    sources, renderer, _ = stack
+    (spec,) = parse_clusters(
+        {"clusters": [cluster_doc(platform, leaf, profile, variant)]},
+        source="lint.yaml",
+        root=tmp_path,
+    )
+    plan = pipeline.build_plan(spec)
+    result = render_plans([plan], sources, renderer=renderer)
+    import yaml
+
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in result.releases:
+        if r.name not in ("kai-scheduler", "network-operator", "network-operator-manifests"):
+            continue
+        for _, o in r.objects:
+            kind, name = o.get("kind"), o.get("metadata", {}).get("name")
+            if kind in ("Deployment", "DaemonSet", "Job"):
+                out[(r.name, kind, name)] = o["spec"]["template"]["spec"]
+            elif kind == "ConfigMap" and "kai-config.yaml" in (o.get("data") or {}):
+                config = yaml.safe_load(o["data"]["kai-config.yaml"])
+                out[(r.name, "Config", config["metadata"]["name"])] = config["spec"]["global"]
+            elif kind == "NicClusterPolicy":
+                out[(r.name, kind, name)] = {"tolerations": o["spec"].get("tolerations")}
+    return out
+
+
+@pytest.mark.parametrize("platform,leaf,profile", CONTROLLER_CASES)
+def test_kai_and_network_operator_controllers_stay_off_gpu_nodes_their_agents_do_not(
+    stack, tmp_path, platform, leaf, profile
+):
+    """The real kai-scheduler v0.16.9 and network-operator 26.4.1 charts: the KAI operator, the
+    services its ``Config`` places (``global.tolerations``: "tolerations for KAI operators &
+    services", CRD kai.scheduler_configs) and the network-operator Deployment tolerate no wildcard
+    (AICR's recipe gives them ``operator: Exists``, which puts them on GPU nodes), and with
+    ``scheduling.system`` they select and tolerate the system nodes; the GPU-node agents keep
+    their own tolerations (the NicClusterPolicy's, and AKS's peermem reloader DaemonSet)."""
+    plain = _controller_placement(stack, tmp_path / "plain", platform, leaf, profile, "plain")
+    controllers = {k: v for k, v in plain.items() if k[1] in ("Deployment", "Config", "Job")}
+    assert ("kai-scheduler", "Deployment", "kai-operator") in controllers, sorted(plain)
+    assert ("kai-scheduler", "Config", "kai-config") in controllers, sorted(plain)
+    assert ("network-operator", "Deployment", "network-operator") in controllers, sorted(plain)
+    wild = sorted(k for k, v in controllers.items() if _wildcard(v.get("tolerations")))
+    assert wild == [], wild
+    agents = {k: v for k, v in plain.items() if k[1] in ("NicClusterPolicy", "DaemonSet")}
+    assert ("network-operator-manifests", "NicClusterPolicy", "nic-cluster-policy") in agents
+    for key, spec in agents.items():
+        assert lint.tolerates(spec["tolerations"], "nvidia.com/gpu", "present", "NoSchedule"), key
+    system = _controller_placement(stack, tmp_path / "system", platform, leaf, profile, "system")
+    for key in (
+        ("kai-scheduler", "Deployment", "kai-operator"),
+        ("kai-scheduler", "Config", "kai-config"),
+        ("network-operator", "Deployment", "network-operator"),
+    ):
+        spec = system[key]
+        assert spec.get("nodeSelector") == {"kubernetes.azure.com/mode": "system"}, (key, spec)
+        assert lint.tolerates(spec.get("tolerations"), "CriticalAddonsOnly", "", "NoSchedule"), key
+        assert not _wildcard(spec.get("tolerations")), key

@@ -108,6 +108,23 @@ def test_a_system_component_on_a_gpu_node_is_a_finding_with_its_cause(
         assert p["toleratesEveryTaint"] or "tolerates the GPU taint" in line
 
 
+def test_no_operator_or_controller_runs_on_a_gpu_node(default_report: dict[str, Any]) -> None:
+    """Every Deployment and StatefulSet of the default AKS stack runs on the system pool, the
+    kai-scheduler and network-operator operators among them (with AICR's wildcard toleration
+    they took GPU nodes), so the rehearsal has no ``rig.placement`` warning."""
+    controllers = {
+        (p["namespace"], p["name"]): p
+        for p in default_report["placement"]
+        if p["kind"] in ("Deployment", "StatefulSet")
+    }
+    assert {
+        ("kai-scheduler", "kai-operator"),
+        ("nvidia-network-operator", "network-operator"),
+    } <= set(controllers)
+    assert {k: p["pools"] for k, p in controllers.items() if set(p["pools"]) != {"system"}} == {}
+    assert default_report["placement_findings"] == []
+
+
 def test_destroy_leaves_no_release(default_report: dict[str, Any]) -> None:
     assert all(r["ok"] for r in default_report["destroy"]["releases"]), default_report["destroy"]
     assert default_report["left_after_destroy"]["releases"] == []
