@@ -1618,7 +1618,12 @@ def _cmd_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
 
 def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
     """Run the rehearsal rig (``python -m gpucluster_rig rehearse``, a package the core never
-    imports) in a child process with these standard streams; its exit code."""
+    imports) in a child process with these standard streams; its exit code.
+
+    SIGINT and SIGTERM are passed on to the child and its end awaited: the child stops the rig it
+    started and exits 130 (``subprocess.call`` would kill it at Ctrl-C before it could, and a
+    SIGTERM would end this process alone, leaving the rehearsal running)."""
+    import signal
     import subprocess
 
     out.flush()
@@ -1628,7 +1633,18 @@ def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
         if value is not None:
             argv += [f"--{name}", value]
     argv += [flag for flag, on in (("--keep", args.keep), ("--no-isolate", args.no_isolate)) if on]
-    return subprocess.call([sys.executable, "-m", "gpucluster_rig", *argv])
+    child = subprocess.Popen([sys.executable, "-m", "gpucluster_rig", *argv])
+
+    def pass_on(signum: int, frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    before = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if wrapped is not None:
                 os.execv(wrapped[0], wrapped)
+        _stop_on_signals()
         if args.binaries:
             os.environ[build.BIN_ENV] = str(args.binaries)
         binaries = build.binaries(log=lambda line: print(line, file=sys.stderr))
@@ -161,6 +163,19 @@ def main(argv: list[str] | None = None) -> int:
             delay=args.delay,
             keep=args.keep,
         )
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the rig is stopped by now (finally blocks)
+        _drop(work, args)
+        logs = f"; its folder {work} keeps the logs" if work is not None and work.exists() else ""
+        print(
+            build.RigError(
+                "interrupted",
+                f"stopped by {_SIGNALLED[0] if _SIGNALLED else 'SIGINT'} before the rehearsal ended: "
+                f"the rig's processes were stopped{logs}",
+                "run gpucluster rehearse again",
+            ).line,
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     except build.RigError as err:
         _drop(work, args)
         print(err.line, file=sys.stderr)
@@ -188,6 +203,30 @@ def main(argv: list[str] | None = None) -> int:
         if kept and not passed:
             print(f"  logs and reports kept in {kept}")
     return 0 if passed else 1
+
+
+EXIT_INTERRUPTED = 130
+"""Exit code after SIGINT or SIGTERM: 128 + 2, as ``gpucluster`` itself exits after Ctrl-C."""
+
+_SIGNALLED: list[str] = []
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """The first SIGINT/SIGTERM: ignore further ones (the rig is being stopped: a second Ctrl-C
+    must not cut that short) and unwind with :class:`KeyboardInterrupt`, so every ``finally``
+    stops what it started."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _SIGNALLED.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM (a CI runner's timeout) unwind as Ctrl-C does (:func:`_interrupted`);
+    kwokctl starts the control plane in sessions of its own, so without this a SIGTERM left it
+    running."""
+    signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 EXIT_INTERNAL = 70

@@ -194,11 +194,11 @@ class Cluster:
             "--wait",
             f"{int(timeout)}s",
         ]
+        self.started = True  # before kwokctl: stop() deletes what an interrupted create started
         with (self.folder / "kwokctl.log").open("w") as log:
             proc = subprocess.run(
                 cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
             )
-        self.started = True
         if proc.returncode != 0:
             last = [
                 ln for ln in (self.folder / "kwokctl.log").read_text().splitlines() if ln.strip()

@@ -185,6 +185,8 @@ class Engine:
             self.env[key] = str(folder / sub)
         self._crds: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[str]] = set()
+        self._stopped = False
         self.state_path = folder / "state.json"
         self.state: dict[str, dict[str, Any]] = (
             json.loads(self.state_path.read_text(encoding="utf-8"))
@@ -247,13 +249,18 @@ class Engine:
         into a cancelled operation and a ``failed`` release; SIGKILL :data:`STOP_SECONDS` later)
         and :class:`HelmTimeout` is raised with what it had printed."""
         cmd = [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args]
-        with subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.env,
-        ) as proc:
+        with self._lock:
+            if self._stopped:
+                raise RigError("interrupted", "the engine was stopped", "run the apply again")
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self.env,
+            )
+            self._running.add(proc)
+        with proc:
             try:
                 out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -264,7 +271,21 @@ class Engine:
                     proc.kill()
                     out, err = proc.communicate()
                 raise HelmTimeout(args, timeout, _last(err or out)) from None
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+    def stop(self) -> None:
+        """Stop every ``helm`` this engine runs (SIGTERM, as :meth:`helm_run` does at a timeout)
+        and refuse to start another (:class:`RigError` ``rig.interrupted``): what an interrupted
+        walk does before it waits for its workers."""
+        with self._lock:
+            self._stopped = True
+            running = list(self._running)
+        for proc in running:
+            if proc.poll() is None:
+                proc.terminate()
 
     def _chart_args(self, stack: Stack, cfg: dict[str, Any]) -> list[str]:
         chart = cfg["chart"]
@@ -477,44 +498,64 @@ class Engine:
         t0 = time.monotonic()
         action = self.uninstall if destroy else self.install
         with ThreadPoolExecutor(PARALLELISM) as pool:
-            while True:
-                moved = True
-                while moved:  # until a pass starts, skips or fails nothing more
-                    moved = False
-                    for rid in ids:
-                        if steps[rid].start or rid in failed:
-                            continue
-                        if before[rid] & failed:
-                            failed.add(rid)
-                            steps[rid].line = (
-                                "not started: "
-                                + ", ".join(sorted(before[rid] & failed))
-                                + " failed"
-                            )
-                            moved = True
-                        elif before[rid] <= done and steps[rid].action == "unchanged":
-                            steps[rid].start = steps[rid].end = time.monotonic()
-                            steps[rid].ok, steps[rid].line = True, "no changes"
-                            done.add(rid)
-                            moved = True
-                        elif before[rid] <= done and len(running) < PARALLELISM:
-                            steps[rid].start = time.monotonic()
-                            running[pool.submit(action, stack, rid)] = rid
-                if not running:
-                    break
-                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    rid = running.pop(fut)
-                    step = steps[rid]
-                    step.end = time.monotonic()
-                    try:
-                        step.ok, step.line = fut.result()
-                    except (RigError, subprocess.TimeoutExpired) as exc:
-                        step.ok, step.line = False, str(exc)
-                    (done if step.ok else failed).add(rid)
-                    self._record(stack, rid, step, destroy)
+            try:
+                self._walk_loop(
+                    stack, ids, before, steps, action, pool, running, done, failed, destroy
+                )
+            except BaseException:  # Ctrl-C, SIGTERM: stop the running helms before waiting on them
+                self.stop()
+                raise
         self._save_state()
         return [steps[r] for r in ids], time.monotonic() - t0
+
+    def _walk_loop(
+        self,
+        stack: Stack,
+        ids: list[str],
+        before: dict[str, set[str]],
+        steps: dict[str, Step],
+        action: Any,
+        pool: ThreadPoolExecutor,
+        running: dict[Future[tuple[bool, str]], str],
+        done: set[str],
+        failed: set[str],
+        destroy: bool,
+    ) -> None:
+        """:meth:`walk`'s scheduling: start what is ready, record what finished, until none runs."""
+        while True:
+            moved = True
+            while moved:  # until a pass starts, skips or fails nothing more
+                moved = False
+                for rid in ids:
+                    if steps[rid].start or rid in failed:
+                        continue
+                    if before[rid] & failed:
+                        failed.add(rid)
+                        steps[rid].line = (
+                            "not started: " + ", ".join(sorted(before[rid] & failed)) + " failed"
+                        )
+                        moved = True
+                    elif before[rid] <= done and steps[rid].action == "unchanged":
+                        steps[rid].start = steps[rid].end = time.monotonic()
+                        steps[rid].ok, steps[rid].line = True, "no changes"
+                        done.add(rid)
+                        moved = True
+                    elif before[rid] <= done and len(running) < PARALLELISM:
+                        steps[rid].start = time.monotonic()
+                        running[pool.submit(action, stack, rid)] = rid
+            if not running:
+                break
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                rid = running.pop(fut)
+                step = steps[rid]
+                step.end = time.monotonic()
+                try:
+                    step.ok, step.line = fut.result()
+                except (RigError, subprocess.TimeoutExpired) as exc:
+                    step.ok, step.line = False, str(exc)
+                (done if step.ok else failed).add(rid)
+                self._record(stack, rid, step, destroy)
 
     def _record(self, stack: Stack, rid: str, step: Step, destroy: bool) -> None:
         """The state after a finished step: a destroyed release leaves it; an applied one records

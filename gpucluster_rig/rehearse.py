@@ -727,6 +727,7 @@ def run(
     for spec in clusters:
         work = folder / spec.name
         work.mkdir(parents=True, exist_ok=True)
+        report: dict[str, Any] | None = None
         rig = Cluster(binaries, work / "rig", name=f"rig-{spec.name}"[:40])
         env = _synth_env(rig)
         repo = ChartRepo(work / "charts", binaries / "helm", charts, env)
@@ -755,12 +756,14 @@ def run(
                 )
             reports.append(report)
         finally:
-            if not keep:
+            # a cluster is kept only once its report says how to stop it
+            if not keep or report is None:
                 rig.stop()
                 repo.stop()
-            (work / "report.json").write_text(
-                json.dumps(reports[-1] if reports else {}, indent=1, sort_keys=True) + "\n"
-            )
+            if report is not None:  # none for a cluster an error or a signal cut short
+                (work / "report.json").write_text(
+                    json.dumps(report, indent=1, sort_keys=True) + "\n"
+                )
     return reports
 
 
