@@ -69,6 +69,14 @@ REFUSALS = [
         "key=clusters[0].charts.mirror: invalid repository URL 'myacr.azurecr.io/helm'",
     ),
     ("{mirror: 'ftp://x.io/h'}", "invalid repository URL 'ftp://x.io/h'"),
+    (  # a port no socket can have: charts pull would fail on every chart with another cause
+        "{mirror: 'http://127.0.0.1:99999/charts'}",
+        "invalid repository URL 'http://127.0.0.1:99999/charts': port 99999 is not 1 to 65535",
+    ),
+    (
+        f"{{mirrors: {{'{NGC}': 'oci://x.io:0/h'}}}}",
+        "invalid repository URL 'oci://x.io:0/h': port 0 is not 1 to 65535",
+    ),
     ("{mirror: 'https://x.io/h?token=1'}", "invalid repository URL 'https://x.io/h?token=***'"),
     ('{mirror: "oci://x.io/h\\n"}', "invalid repository URL 'oci://x.io/h\\n'"),
     (

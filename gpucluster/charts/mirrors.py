@@ -67,9 +67,13 @@ def _url(value: Any, *, file: str, cluster: str | None, key: str) -> str:
             fix="remove the user name and password from the URL; log in with `helm registry login HOST` (or `az acr login "
             "--name REGISTRY`) on the machine that runs Terraform and `gpucluster charts pull`",
         )
-    if not re.fullmatch(URL, value):
+    port = re.match(r"[a-z]+://[^/:]+:([0-9]+)", value)  # a socket's port is 1 to 65535
+    bad_port = (
+        f": port {int(port[1])} is not 1 to 65535" if port and not 0 < int(port[1]) < 65536 else ""
+    )
+    if not re.fullmatch(URL, value) or bad_port:
         raise GpuclusterError(
-            f"invalid repository URL {value!r}",
+            f"invalid repository URL {value!r}{bad_port}",
             file=file,
             cluster=cluster,
             key=key,
@@ -93,7 +97,7 @@ def parse_charts(raw: Any, *, file: str, cluster: str | None, key: str) -> Chart
 
     Raises:
         GpuclusterError: not a mapping, unknown keys, a URL that is not ``https://``, ``http://``
-            or ``oci://`` with a host and plain path segments, a URL with user info (credentials),
+            or ``oci://`` with a host, a port 1 to 65535 and plain path segments, a URL with user info (credentials),
             an upstream given twice (``https://x/`` and ``https://x``) or mapped to itself.
     """
     w: dict[str, Any] = {"file": file, "cluster": cluster}
