@@ -1141,12 +1141,32 @@ def _selected_plans(args: argparse.Namespace) -> list[RuntimePlan]:
 
 
 def _cache_arg(args: argparse.Namespace) -> Path | None:
+    """``--cache`` as a path, None without it. :class:`GpuclusterError` (``key=--cache``) when it
+    is a file, or when a pull (``charts pull``, ``--pull``) would have to create it below a file
+    or in a folder it may not write: one line before anything is fetched."""
     if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
         raise GpuclusterError(
             f"chart cache '{args.cache}' is a file, not a folder",
             key="--cache",
             fix="name a folder for pulled charts (created when missing), or leave --cache out",
         )
+    if args.cache and (args.command == "charts" or getattr(args, "pull", False)):
+        existing = Path(os.path.abspath(args.cache))
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        why = (
+            f"{existing} is a file"
+            if not existing.is_dir()
+            else f"{existing} is not writable"
+            if not os.access(existing, os.W_OK | os.X_OK)
+            else ""
+        )
+        if why:
+            raise GpuclusterError(
+                f"chart cache '{args.cache}' cannot be created or written: {why}",
+                key="--cache",
+                fix="name a folder you can write for pulled charts (created when missing), or leave --cache out",
+            )
     return Path(args.cache) if args.cache else None
 
 

@@ -985,6 +985,30 @@ def test_cli_cache_or_charts_that_are_files_are_one_error_line(tmp_path, capsys)
         assert "is a file, not a folder" in err[0] and " fix: " in err[0], err
 
 
+@pytest.mark.parametrize(
+    "command", [["charts", "pull"], ["render", "--pull"], ["lint", "--pull"], ["images", "--pull"]]
+)
+def test_a_cache_that_cannot_be_made_is_one_error_line(tmp_path, capsys, command):
+    """A --cache below a file cannot be created: one error[input] key=--cache line before any
+    chart is fetched (charts pull printed one charts.unavailable line per chart, each with the fix
+    for a repository that lacks the chart)."""
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x\n")
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(  # a mirror nobody listens on: nothing may be fetched from anywhere
+        "charts: {mirror: 'http://127.0.0.1:9/charts'}\n"
+        "clusters:\n  - name: c\n"
+        "    criteria: {service: aks, accelerator: h100, os: ubuntu, intent: training}\n"
+        "    region: eastus\n",
+        encoding="utf-8",
+    )
+    code = main([*command, "--config", str(config), "--cache", str(a_file / "charts")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error")]
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error[input] ") and "key=--cache:" in err[0], err
+    assert f"{a_file} is a file" in err[0] and " fix: " in err[0], err
+
+
 def _crd_with_rules(rules: list[dict[str, Any]], status: bool = False) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": "v1",
