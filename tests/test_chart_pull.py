@@ -775,6 +775,15 @@ def test_an_index_that_is_not_a_repository_index(hostile, tmp_path):
     index_failure(tmp_path, mirror, "index.yaml has no 'entries' mapping")
 
 
+def test_an_index_cut_short_is_named_so(hostile, tmp_path):
+    """The server announces more bytes than it sends, then closes: not parsed as the whole."""
+    body = b"apiVersion: v1\n"
+    mirror = hostile({"/index.yaml": answer(body, **{"Content-Length": "100000"})})
+    index_failure(
+        tmp_path, mirror, f"index.yaml: the connection closed after {len(body)} of 100000 bytes"
+    )
+
+
 def chart_failure(tmp_path, mirror: str, reason: str) -> str:
     """cert-manager fails with one ``error[charts.pull]`` line naming ``reason``; every other chart
     is not in the index (``error[charts.unavailable]``); exit 2; nothing in the cache."""
@@ -952,6 +961,17 @@ def test_the_right_archive_with_its_digest_is_stored(hostile, tmp_path):
         folder is not None
         and (folder / "templates" / "cm.yaml").read_bytes() == b"kind: ConfigMap\n"
     )
+
+
+def test_an_archive_cut_short_is_named_so(hostile, tmp_path):
+    tgz = archive([("cert-manager/templates/cm.yaml", b"kind: ConfigMap\n")], version=PIN[2])
+    mirror = hostile(
+        {
+            "/index.yaml": answer(index_for("cm.tgz")),
+            "/cm.tgz": answer(tgz[:40], **{"Content-Length": str(len(tgz))}),
+        }
+    )
+    chart_failure(tmp_path, mirror, f"the connection closed after 40 of {len(tgz)} bytes")
 
 
 def test_a_redirect_to_another_port_is_not_followed(hostile, tmp_path):

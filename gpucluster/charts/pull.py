@@ -286,7 +286,8 @@ def _get_once(url: str, deadline: Deadline, cap: int, what: str) -> tuple[int, s
     """One GET of ``url``: ``(status, Location header, body)``; the body (of a 200) read in
     chunks, at most ``cap`` bytes, each read waiting at most :meth:`Deadline.per_request`, and a
     watchdog that closes the connection when the total deadline passes (a server that trickles
-    its headers is cut too)."""
+    its headers is cut too). A body shorter than its ``Content-Length`` (the server closed
+    early) is a :class:`PullError`, never taken for the whole."""
     parts = urlsplit(url)
     conn, target = _connection(parts, deadline.per_request())
     expired = threading.Event()
@@ -330,6 +331,9 @@ def _get_once(url: str, deadline: Deadline, cap: int, what: str) -> tuple[int, s
             chunks.append(chunk)
         if expired.is_set():
             raise deadline.expired_error()
+        if length and length.strip().isdigit() and total < int(length):
+            # read1() returns b"" when the server closes early; the answer is not the whole
+            raise PullError(f"{what}: the connection closed after {total} of {int(length)} bytes")
         return 200, "", b"".join(chunks)
     except (OSError, http.client.HTTPException) as exc:
         if expired.is_set() or deadline.remaining() <= 0:
