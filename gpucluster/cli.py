@@ -1151,16 +1151,9 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
             fix="name a folder for pulled charts (created when missing), or leave --cache out",
         )
     if args.cache and (args.command == "charts" or getattr(args, "pull", False)):
-        existing = Path(os.path.abspath(args.cache))
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        why = (
-            f"{existing} is a file"
-            if not existing.is_dir()
-            else f"{existing} is not writable"
-            if not os.access(existing, os.W_OK | os.X_OK)
-            else ""
-        )
+        from gpucluster.errors import unwritable_reason
+
+        why = unwritable_reason(args.cache)
         if why:
             raise GpuclusterError(
                 f"chart cache '{args.cache}' cannot be created or written: {why}",

@@ -103,6 +103,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_work(work: Path | None) -> None:
+    """Refuse a ``--work`` folder that cannot be created or written (below a file, no write
+    permission): one ``error[rig.input] key=--work`` line before anything starts."""
+    from gpucluster.errors import GpuclusterError, unwritable_reason
+
+    why = unwritable_reason(work) if work is not None else ""
+    if why:
+        raise GpuclusterError(
+            f"the work folder {work} cannot be created or written: {why}",
+            id="rig.input",
+            key="--work",
+            fix="name a folder you can write (created when missing), or leave --work out for a temporary one",
+        )
+
+
 def _drop(work: Path | None, args: argparse.Namespace) -> None:
     """Remove the temporary work folder of a rehearsal that could not start (nothing half-written)."""
     if work is not None and args.work is None:
@@ -138,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             from gpucluster_rig import aicr
 
             helm4 = build.helm4(log=lambda line: print(line, file=sys.stderr))
+            _check_work(args.work)
             work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-aicr-"))
             result = aicr.compare(
                 args.bundle,
@@ -152,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             result["work"] = str(work)
             print(json.dumps(result, indent=1, sort_keys=True))
             return 0
+        _check_work(args.work)
         work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-rehearse-"))
         reports = rehearse.run(
             config=args.config,

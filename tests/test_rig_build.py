@@ -313,3 +313,27 @@ def test_a_new_namespace_is_ready_for_pods_only_once_its_default_serviceaccount_
         rig.create_namespace("late", timeout=0)
     assert str(err.value).startswith("error[rig.namespace]")
     assert "late has no default ServiceAccount" in str(err.value)
+
+
+def test_a_work_folder_that_cannot_be_made_is_one_input_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--work`` below a file: one ``error[rig.input] key=--work`` line, exit 2, before anything
+    starts (it was ``error[rig.internal]``, exit 70, calling it a gpucluster bug)."""
+    from gpucluster_rig import __main__ as rig_main
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in build.PROGRAMS:
+        (fake / name).write_text("#!/bin/sh\nexit 1\n")
+        (fake / name).chmod(0o755)
+    (fake / "stages.yaml").write_text("")
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x\n")
+    work = a_file / "work"
+    code = rig_main.main(["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error[rig.input] key=--work: "), lines
+    assert f"{a_file} is a file" in lines[0] and " fix: " in lines[0], lines
+    assert a_file.read_text() == "x\n"
