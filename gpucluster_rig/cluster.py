@@ -175,7 +175,8 @@ class Cluster:
         ]
 
     def start(self, *, timeout: float = 180) -> None:
-        """Start the sink and the cluster; :class:`RigError` ``rig.cluster`` with kwokctl's last line."""
+        """Start the sink and the cluster; :class:`RigError` ``rig.cluster`` with kwokctl's last line,
+        or when kwokctl has not finished ``timeout`` + 60 seconds later."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.sink.start()
         (self.folder / "egress-selector.yaml").write_text(self.sink.config(), encoding="utf-8")
@@ -196,9 +197,16 @@ class Cluster:
         ]
         self.started = True  # before kwokctl: stop() deletes what an interrupted create started
         with (self.folder / "kwokctl.log").open("w") as log:
-            proc = subprocess.run(
-                cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
-            )
+            try:
+                proc = subprocess.run(
+                    cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, timeout=timeout + 60
+                )
+            except subprocess.TimeoutExpired:
+                raise RigError(
+                    "cluster",
+                    f"kwokctl create cluster did not finish within {timeout + 60:.0f} s",
+                    f"read {self.folder / 'kwokctl.log'} and the component logs in {self.folder / 'logs'}",
+                ) from None
         if proc.returncode != 0:
             last = [
                 ln for ln in (self.folder / "kwokctl.log").read_text().splitlines() if ln.strip()

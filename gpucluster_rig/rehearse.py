@@ -686,6 +686,25 @@ def _check_folders(charts: Path | None, crds: Path | None) -> None:
         )
 
 
+def _check_no_kept_rig(folder: Path, clusters: list[Any], binaries: Path) -> None:
+    """Refuse a work folder that holds a rig cluster of an earlier rehearsal (``--keep``, or one
+    killed before it could stop): kwokctl would try to continue it from this run's network
+    namespace, where its ports answer nothing, and wait out its deadline. One ``rig.input``
+    line with the command that stops it."""
+    for spec in clusters:
+        workdir = folder / spec.name / "rig" / "kwok"
+        name = f"rig-{spec.name}"[:40]
+        if (workdir / "clusters" / name).exists():
+            raise GpuclusterError(
+                f"{folder} holds the rig cluster {name} of an earlier rehearsal (kept with --keep, "
+                "or stopped before it could be deleted)",
+                id="rig.input",
+                key="--work",
+                fix=f"stop it: KWOK_WORKDIR={workdir} {binaries / 'kwokctl'} --name {name} delete "
+                "cluster; or name another --work folder",
+            )
+
+
 def run(
     *,
     config: Path | None,
@@ -723,6 +742,7 @@ def run(
                 allowed=allowed_list(names),
                 fix="name one of the file's clusters, or leave --cluster out to rehearse every one",
             )
+    _check_no_kept_rig(folder, clusters, binaries)
     reports = []
     for spec in clusters:
         work = folder / spec.name

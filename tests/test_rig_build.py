@@ -337,3 +337,30 @@ def test_a_work_folder_that_cannot_be_made_is_one_input_line(
     assert len(lines) == 1 and lines[0].startswith("error[rig.input] key=--work: "), lines
     assert f"{a_file} is a file" in lines[0] and " fix: " in lines[0], lines
     assert a_file.read_text() == "x\n"
+
+
+def test_a_control_plane_that_never_starts_is_one_cluster_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kwokctl create past its deadline (a cluster it cannot reach, a machine too loaded) is one
+    ``error[rig.cluster]`` line naming kwokctl's log; it was an uncaught TimeoutExpired that
+    ``rehearse`` turned into ``error[rig.internal]`` (exit 70, 'a gpucluster bug')."""
+    from gpucluster_rig import cluster as cluster_mod
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "stages.yaml").write_text("")
+
+    def too_slow(cmd: list[str], **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired(cmd, 240.0)
+
+    monkeypatch.setattr(cluster_mod.subprocess, "run", too_slow)
+    rig = cluster_mod.Cluster(tmp_path / "bin", tmp_path / "rig", name="rig-x")
+    try:
+        with pytest.raises(build.RigError) as err:
+            rig.start(timeout=180)
+    finally:
+        rig.sink.stop()
+    assert err.value.line.startswith("error[rig.cluster]: kwokctl create cluster did not finish"), (
+        err.value.line
+    )
+    assert str(tmp_path / "rig" / "kwokctl.log") in err.value.line

@@ -144,6 +144,19 @@ def test_a_charts_folder_without_unpacked_charts_is_one_line(tmp_path: Path) -> 
     assert "Chart.yaml" in line and "tar" in line
 
 
+def test_a_work_folder_holding_a_kept_rig_is_one_line(tmp_path: Path) -> None:
+    """A second `rehearse --keep --work W` while the first one's rig still runs (or after it was
+    killed) made kwokctl "continue" that cluster from a new network namespace: 4 minutes, then
+    error[rig.internal]. Refused before anything starts, with the kept rig's stop command."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    kept = tmp_path / "work" / "mine" / "rig" / "kwok" / "clusters" / "rig-mine"
+    kept.mkdir(parents=True)
+    line = _run_error(tmp_path, config=config)
+    assert line.startswith("error[rig.input] key=--work: "), line
+    assert "rig-mine" in line and " delete cluster" in line and " fix: " in line, line
+
+
 def _failed_release_line(jobs: list[dict[str, object]]) -> str:
     report = {
         "cluster": "nvke-training",
