@@ -569,8 +569,17 @@ def error_lines(
 ) -> list[str]:
     """One ``error[rig.release]`` line per release whose apply (or destroy: ``phase=destroy``)
     failed, in the report's order: the failed Job's own words (:func:`_job_said`) with Helm's
-    line after them, or -- no Job of that name failed -- Helm's (or the engine's) line alone."""
+    line after them, or -- no Job of that name failed -- Helm's (or the engine's) line alone. A
+    failed Job's fix names the charts served as empty stubs, if any."""
     failed_jobs = {j["job"]: j for j in report.get("jobs", []) if j["exitCode"] not in (0, None)}
+    stubs = [f"{c['chart']} {c['version']}" for c in report.get("charts", []) if c["how"] == "stub"]
+    stubbed = (
+        f"; {len(stubs)} {'charts were empty stubs' if len(stubs) > 1 else 'chart was an empty stub'} "
+        f"({', '.join(stubs)}): a gate or CRD step that "
+        "reads one of them fails, so give --charts a folder holding them (docs/rehearse.md)"
+        if stubs
+        else ""
+    )
     out = []
     for phase in phases:
         for r in report.get(phase, {}).get("releases", []):
@@ -584,7 +593,7 @@ def error_lines(
                 where.append(("phase", "destroy"))
                 fix = "read the guard's STUCK lines and the recovery it printed"
             elif job:
-                fix = "read the release's job and values"
+                fix = "read the release's job and values" + stubbed
             else:
                 fix = (
                     "the server or Helm refused the release's objects: check the charts line below "

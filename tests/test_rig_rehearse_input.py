@@ -157,7 +157,9 @@ def test_a_work_folder_holding_a_kept_rig_is_one_line(tmp_path: Path) -> None:
     assert "rig-mine" in line and " delete cluster" in line and " fix: " in line, line
 
 
-def _failed_release_line(jobs: list[dict[str, object]]) -> str:
+def _failed_release_line(
+    jobs: list[dict[str, object]], charts: list[dict[str, str]] | None = None
+) -> str:
     report = {
         "cluster": "nvke-training",
         "ok": False,
@@ -173,6 +175,7 @@ def _failed_release_line(jobs: list[dict[str, object]]) -> str:
             ],
         },
         "jobs": jobs,
+        "charts": charts or [],
     }
     (line,) = [ln for ln in rehearse.render_text(report).splitlines() if "error[rig.release]" in ln]
     return line
@@ -201,3 +204,27 @@ def test_a_failed_gate_is_told_to_read_its_job() -> None:
     )
     assert "timed out waiting for the condition (Helm: ensure CRDs" in line
     assert "job" in line.split(" fix: ", 1)[1]
+
+
+def test_a_failed_job_beside_stub_charts_is_told_they_were_stubs() -> None:
+    """Without --charts every chart is an empty stub, and a CRD step that reads its chart's CRDs
+    fails (`gpucluster rehearse` of the default AKS cluster: nfd-crds, 'CRD ... is not in the
+    CRDs of chart version 0.19.0'); the fix said only "read the release's job and values"."""
+    job = {
+        "job": "rdma-modules-manifests",
+        "namespace": "nodewright",
+        "serviceAccount": "rdma-modules-manifests",
+        "seconds": 0.5,
+        "exitCode": 1,
+        "lastLines": ["FAILED: CRD x.example.com is not in the CRDs of chart version 0.19.0"],
+    }
+    stubs = [
+        {"chart": "node-feature-discovery", "version": "0.19.0", "how": "stub", "source": ""},
+        {"chart": "nvsentinel", "version": "v1.25.0", "how": "stub", "source": ""},
+        {"chart": "gpu-operator", "version": "v26.7.1", "how": "exact", "source": "gpu-operator"},
+    ]
+    fix = _failed_release_line([job], stubs).split(" fix: ", 1)[1]
+    assert "job" in fix
+    assert "2 charts were empty stubs (node-feature-discovery 0.19.0, nvsentinel v1.25.0)" in fix
+    assert "--charts" in fix
+    assert "stub" not in _failed_release_line([job], stubs[2:]).split(" fix: ", 1)[1]
