@@ -615,7 +615,7 @@ def test_schema_check_refuses_unknown_fields_and_wrong_types():
 
 
 def test_schema_check_reads_objects_as_the_api_server_stores_them():
-    """A null in a non-nullable field is pruned (a warning: it has no effect), a required field
+    """A null in a non-nullable field is pruned (a lint.schema-null warning), a required field
     with a schema default is filled (no finding): Kubernetes docs, "Defaulting and Nullable".
     AICR's storageSpec.emptyDir: null renders spec.storage.emptyDir: null into the Prometheus CR;
     gpu-operator v25.10's ClusterPolicy CRD requires operator.defaultRuntime (default docker)."""
@@ -658,10 +658,9 @@ def test_schema_check_reads_objects_as_the_api_server_stores_them():
         "spec": {"emptyDir": None, "keep": None},
     }
     found = lint_objects(aks_cluster(), [crd, thing])
-    assert ids(found) == [] and [(f.id, f.severity) for f in found] == [
-        ("lint.schema-pruned", "warning")
+    assert ids(found) == [] and [(f.id, f.severity, f.key) for f in found] == [
+        ("lint.schema-null", "warning", "Thing/t.spec.emptyDir")
     ]
-    assert "spec.emptyDir" in found[0].message and "spec.keep" not in found[0].message
     del thing["spec"]["emptyDir"]
     assert lint_objects(aks_cluster(), [crd, thing]) == []
     schema["properties"]["spec"]["properties"]["runtime"].pop("default")
@@ -669,6 +668,82 @@ def test_schema_check_reads_objects_as_the_api_server_stores_them():
         "things.example.com"  # same CRD, no default now: the required field is missing
     )
     assert ids(lint_objects(aks_cluster(), [crd, thing])) == ["lint.schema"]
+
+
+def _crd_of(kind: str, spec_schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{kind.lower()}s.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"kind": kind, "plural": f"{kind.lower()}s"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": spec_schema},
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_a_null_server_side_apply_refuses_is_one_warning_per_field_with_its_fix():
+    """A null in a field its CRD does not make nullable and gives no default: one
+    lint.schema-null warning per field, naming the object, the field path and the fix (remove the
+    key; {} / [] for objects / lists). Not for a nullable field, a field with a default, a
+    preserve-unknown-fields value; a null in an undeclared field is a lint.schema
+    error (the API server refuses the unknown field on create and server-side apply). The rig's
+    API server says the same (tests/rig/test_lint_server.py)."""
+    spec = {
+        "type": "object",
+        "properties": {
+            "emptyDir": {"type": "object", "properties": {"medium": {"type": "string"}}},
+            "keep": {"type": "object", "nullable": True},
+            "name": {"type": "string"},
+            "nameN": {"type": "string", "nullable": True},
+            "count": {"type": "integer"},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "runtime": {"type": "string", "default": "docker"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    nulls = ("emptyDir", "keep", "name", "nameN", "count", "args", "runtime")
+    thing = {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "metadata": {"name": "t"},
+        "spec": {
+            **dict.fromkeys(nulls),
+            "labels": {"a": None},
+            "free": {"x": None},
+        },
+    }
+    found = lint_objects(aks_cluster(), [_crd_of("Thing", spec), thing])
+    assert ids(found) == []
+    refused = {f.key: f for f in found if f.id == "lint.schema-null"}
+    assert sorted(refused) == [
+        f"Thing/t.spec.{p}" for p in ("args", "count", "emptyDir", "labels.a", "name")
+    ]
+    assert {f.severity for f in refused.values()} == {"warning"}
+    empty = refused["Thing/t.spec.emptyDir"]
+    assert "Thing/t" in empty.message and "spec.emptyDir" in empty.message
+    assert "server-side apply" in empty.message and "must be of type object" in empty.message
+    assert "remove the key" in empty.fix and "{}" in empty.fix
+    assert "[]" in refused["Thing/t.spec.args"].fix and "{}" not in refused["Thing/t.spec.name"].fix
+    assert [f.id for f in found if f.id != "lint.schema-null"] == []
+    thing["spec"] = {"unknown": None}
+    found = lint_objects(aks_cluster(), [_crd_of("Thing", spec), thing])
+    assert ids(found) == ["lint.schema"] and "unknown" in found[0].message
 
 
 # --------------------------------------------------------------------------- every built-in recipe, real charts

@@ -6,8 +6,14 @@ Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
   strict) or, for custom resources, against its CRD: the CRDs the stack's charts carry
   (``crds/`` and rendered ``CustomResourceDefinition`` objects) and the extra CRD folders given
   (``--crds``), as the API server stores it (:func:`gpucluster.verify.lint_schema.api_server_view`: nulls
-  of non-nullable fields pruned, schema defaults filled). ``lint.schema-pruned`` (warning): a null
-  the API server drops. ``lint.schema-unknown`` (warning): no schema for the kind.
+  of non-nullable fields pruned, schema defaults filled). ``lint.schema-unknown`` (warning): no
+  schema for the kind.
+* ``lint.schema-null`` (warning) -- one per field of a custom resource set to ``null`` whose CRD
+  schema is not ``nullable: true`` and has no ``default``
+  (:class:`gpucluster.verify.lint_schema.NullField`): server-side apply (``kubectl apply
+  --server-side``, Helm 4) refuses the object (``... in body must be of type object``), a create
+  drops the null (no effect). It names the object, the field path and the fix (remove the key;
+  ``{}`` / ``[]`` for an object / a list).
 * ``lint.cel`` -- every custom resource that passes its CRD's schema against the CRD's CEL
   validation rules (``x-kubernetes-validations``, :mod:`gpucluster.verify.lint_cel`), evaluated
   as on create: a rule that evaluates to false is an ``error`` with the rule's message; a rule
@@ -393,20 +399,20 @@ def check_schemas(
             continue
         seen = memo.get(id(doc)) if memo is not None else None
         if seen is not None and seen[0] is doc and seen[1] == against:
-            errors, pruned, failed, not_checked = seen[2]
+            errors, nulls, failed, not_checked = seen[2]
         else:
             if raw_schema is not None:
                 checked = check_custom_resource(
                     doc, raw_schema, validator, status_subresource=index.status_subresource(key)
                 )
-                errors, pruned = checked.errors, checked.pruned
+                errors, nulls = checked.errors, checked.nulls
                 failed, not_checked = checked.failed, checked.not_checked
             else:
                 # built-in kinds' strict schemas already accept the nulls Helm renders
                 # (metadata.creationTimestamp: null), which the API server's decoder reads as unset
-                errors, pruned, failed, not_checked = errors_of(validator, doc), [], [], []
+                errors, nulls, failed, not_checked = errors_of(validator, doc), [], [], []
             if memo is not None:
-                memo[id(doc)] = (doc, against, (errors, pruned, failed, not_checked))
+                memo[id(doc)] = (doc, against, (errors, nulls, failed, not_checked))
         for outcome in failed:
             ctx.add(
                 release,
@@ -427,16 +433,8 @@ def check_schemas(
                 "the API server evaluates it when the object is applied",
                 key=f"{_obj_key(doc)}.{outcome.path}" if outcome.path else _obj_key(doc),
             )
-        if pruned:
-            ctx.add(
-                release,
-                "lint.schema-pruned",
-                "warning",
-                f"{_obj_key(doc)} ({path}) sets {', '.join(pruned[:3])}{' ...' if len(pruned) > 3 else ''} to null, which "
-                f"the {against} schema does not allow: the API server drops it, so it has no effect",
-                "remove the null (a values null that was meant to delete a chart default renders the key empty instead)",
-                key=_obj_key(doc),
-            )
+        for null in nulls:
+            _add_null_field(ctx, release, path, doc, against, null)
         if errors:
             ctx.add(
                 release,
@@ -647,6 +645,29 @@ def check_dead_values(ctx: _Ctx) -> None:
                 "move the value to the key the chart reads, or remove it (docs/catalog-sources.md)",
                 key=dotted,
             )
+
+
+_EMPTY_OF_TYPE = {"object": "{}", "array": "[]"}
+"""The empty value that keeps a field of that schema type present (``lint.schema-null`` fix)."""
+
+
+def _add_null_field(
+    ctx: _Ctx, release: RenderedRelease, path: str, doc: Mapping[str, Any], against: str, null: Any
+) -> None:
+    """``lint.schema-null`` for one :class:`gpucluster.verify.lint_schema.NullField` of ``doc``."""
+    of_type = f"of type {null.type}" if null.type else "of its schema's type"
+    empty = _EMPTY_OF_TYPE.get(null.type)
+    ctx.add(
+        release,
+        "lint.schema-null",
+        "warning",
+        f"{_obj_key(doc)} ({path}) sets {null.path} to null, which the {against} schema does not make "
+        f'nullable: server-side apply (Helm 4, kubectl apply --server-side) refuses the object ({null.path}: Invalid value: "null": '
+        f"{null.path} in body must be {of_type}); a create or client-side apply drops the null, so it has no effect",
+        f"remove the key from the values or template that renders it (a values null meant to delete a chart default reaches "
+        f"the object when the chart copies the whole block){f', or set it to {empty}' if empty else ''}",
+        key=f"{_obj_key(doc)}.{null.path}",
+    )
 
 
 def _pod_spec(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -9,11 +9,13 @@ dropped (the CEL rules are evaluated by :mod:`gpucluster.verify.lint_cel`, :func
 (the API server would prune them silently).
 
 Before a custom resource is validated it is normalized the way the API server stores it
-(:func:`api_server_view`): a ``null`` in a field whose schema is not ``nullable`` is pruned
-(Kubernetes docs "Defaulting and Nullable"), then schema ``default``s fill absent fields whose
-parent object exists. Pruned nulls are reported as warnings (``lint.schema-pruned``): the value has
-no effect, which is rarely what was meant. Built-in kinds are validated as rendered (their strict
-schemas accept the nulls Helm renders, which the API server's decoder reads as unset).
+(:func:`api_server_view`): a ``null`` in a declared field whose schema is not ``nullable`` is
+pruned (Kubernetes docs "Defaulting and Nullable"), then schema ``default``s fill absent fields
+whose parent object exists. A null in an undeclared field is kept, so the schema refuses the
+unknown field as the API server does. The pruned nulls of fields without a ``default`` are
+reported as warnings (``lint.schema-null``, :class:`NullField`): server-side apply refuses them and
+a create drops them. Built-in kinds are validated as rendered (their strict schemas accept the
+nulls Helm renders, which the API server's decoder reads as unset).
 """
 
 from __future__ import annotations
@@ -210,15 +212,39 @@ def errors_of(validator, doc: Mapping[str, Any], limit: int = 3) -> list[str]:
     return out
 
 
-def api_server_view(doc: Any, schema: Any = None) -> tuple[Any, list[str], list[str]]:
+@dataclass(frozen=True)
+class NullField:
+    """A ``null`` in a declared custom resource field whose schema is neither ``nullable: true``
+    nor has a ``default``: a create or update drops it (no effect); server-side apply (``kubectl
+    apply --server-side``, Helm 4) refuses the object with ``<path>: Invalid value: "null": <path> in
+    body must be of type <type>`` (the rig's API server, tests/rig/test_lint_server.py).
+
+    Attributes:
+        path: dotted path in the object (``spec.storage.emptyDir``).
+        type: the field's schema ``type`` (``object``, ``array``, ``string``, ...; ``""`` when the
+            schema names none).
+    """
+
+    path: str
+    type: str
+
+
+def api_server_view(
+    doc: Any, schema: Any = None, *, nulls: list[NullField] | None = None
+) -> tuple[Any, list[str], list[str]]:
     """``doc`` as the API server stores it, for validation: ``(object, pruned, defaulted)``.
 
-    With a CRD ``openAPIV3Schema`` (``schema``): a ``null`` in a field whose schema is not
+    With a CRD ``openAPIV3Schema`` (``schema``): a ``null`` in a declared field whose schema is not
     ``nullable: true`` is removed, then every absent property with a ``default`` is set, inside
     objects that exist (Kubernetes docs, "Defaulting and Nullable": "null values for fields that
     either don't specify the nullable flag, or give it a false value, will be pruned before defaulting
-    happens. If a default is present, it will be applied"). Without a schema (built-in kinds, whose
-    JSON decoder reads ``null`` as unset): every ``null`` map value is removed.
+    happens. If a default is present, it will be applied"). A null in an undeclared field is kept
+    (the schema refuses the unknown field, as the API server does on create and apply). Without a
+    schema (built-in kinds, whose JSON decoder reads ``null`` as unset): every ``null`` map value
+    is removed.
+
+    ``nulls``: when given, a :class:`NullField` is appended for each pruned null whose field has no
+    ``default`` (what server-side apply refuses).
 
     Returns:
         a copy (``doc`` itself when nothing changes), the dotted paths of pruned nulls and of
@@ -241,10 +267,12 @@ def api_server_view(doc: Any, schema: Any = None) -> tuple[Any, list[str], list[
                 )
                 where = f"{path}.{key}" if path else str(key)
                 if value is None and not (isinstance(sub, Mapping) and sub.get("nullable")):
-                    if sch is not None and sub is None and not isinstance(props, Mapping):
-                        out[key] = value  # free-form (preserve-unknown-fields) data: kept as it is
+                    if sch is not None and sub is None:
+                        out[key] = value  # free-form data, or an unknown field the schema refuses
                         continue
                     pruned.append(where)
+                    if nulls is not None and isinstance(sub, Mapping) and "default" not in sub:
+                        nulls.append(NullField(where, str(sub.get("type") or "")))
                     continue
                 out[key] = walk(value, sub, where) if sch is not None else walk(value, None, where)
             if isinstance(props, Mapping):
@@ -270,13 +298,13 @@ class CustomResourceCheck:
 
     Attributes:
         errors: ``path: message`` of the OpenAPI schema check (at most 3).
-        pruned: dotted paths of nulls the API server drops (:func:`api_server_view`).
+        nulls: the nulls server-side apply refuses and a create drops (:class:`NullField`).
         failed: CEL rules that reject the object (:mod:`gpucluster.verify.lint_cel`).
         not_checked: CEL rules lint could not evaluate (never counted as passed).
     """
 
     errors: list[str]
-    pruned: list[str]
+    nulls: list[NullField]
     failed: list[Any]
     not_checked: list[Any]
 
@@ -299,7 +327,8 @@ def check_custom_resource(
 
     if status_subresource and "status" in doc:
         doc = {k: v for k, v in doc.items() if k != "status"}
-    view, pruned, _defaulted = api_server_view(doc, raw_schema)
+    nulls: list[NullField] = []
+    view, _pruned, _defaulted = api_server_view(doc, raw_schema, nulls=nulls)
     errors = errors_of(validator, view)
     failed: list[Any] = []
     not_checked: list[Any] = []
@@ -308,4 +337,4 @@ def check_custom_resource(
             failed.append(outcome)
         elif outcome.verdict == "not checked":
             not_checked.append(outcome)
-    return CustomResourceCheck(errors, pruned, failed, not_checked)
+    return CustomResourceCheck(errors, nulls, failed, not_checked)

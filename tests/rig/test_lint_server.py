@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucluster_rig.build import RigError
 from gpucluster_rig.cluster import Cluster
 
 SERVICES = (("aks", "training"), ("aks", "inference"), ("nvke", "training"))
@@ -454,21 +455,7 @@ def test_lint_rejects_exactly_what_the_api_server_rejects(rig: Cluster, corpus, 
     for key in sorted({_key(doc) for _, doc in cases}):
         crd = index.crd(key)
         crds.setdefault(crd["metadata"]["name"], crd)
-    rig.kubectl(
-        "create",
-        "-f",
-        "-",
-        input=json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "List",
-                "items": [{k: v for k, v in c.items() if k != "status"} for c in crds.values()],
-            }
-        ),
-        timeout=300,
-    )
-    _wait_established(rig, set(crds))
-    rig.create_namespace(NAMESPACE)
+    _install(rig, crds)
     installed = time.monotonic()
     server = server_verdicts(rig, index, cases)
     judged = time.monotonic()
@@ -495,6 +482,31 @@ def test_lint_rejects_exactly_what_the_api_server_rejects(rig: Cluster, corpus, 
     assert by_rule >= 10, "the mutations must make CEL rules reject objects"
     assert cel_only >= 10, "objects only a CEL rule rejects: without lint.cel lint admits them"
     assert rejected < len(cases)
+
+
+def _install(rig: Cluster, crds: Mapping[str, Mapping[str, Any]]) -> None:
+    """Create the CRDs of ``crds`` (name -> CRD) the rig lacks and :data:`NAMESPACE`, once per rig
+    (the module's tests share it), and wait until every one is Established."""
+    have = set(rig.kubectl("get", "crd", "-o", "name").split())
+    prefix = "customresourcedefinition.apiextensions.k8s.io/"
+    missing = [c for name, c in crds.items() if f"{prefix}{name}" not in have]
+    if missing:
+        rig.kubectl(
+            "create",
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [{k: v for k, v in c.items() if k != "status"} for c in missing],
+                }
+            ),
+            timeout=300,
+        )
+    _wait_established(rig, set(crds))
+    if not rig.kubectl("get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name").strip():
+        rig.create_namespace(NAMESPACE)
 
 
 def _wait_established(rig: Cluster, names: set[str], timeout: float = 120) -> None:
@@ -531,3 +543,292 @@ def _is_rule_message(message: str, index: Any) -> bool:
             elif isinstance(node, list):
                 stack += node
     return any(t in message for t in texts)
+
+
+# --------------------------------------------------------------------------- nulls: server-side apply
+
+NULLS_PER_KIND = 16
+"""Null cases kept per kind of the stacks (evenly spread over all generated, :func:`_spread`)."""
+
+PROBE_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "probes.lint-diff.example.com"},
+    "spec": {
+        "group": "lint-diff.example.com",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "Probe",
+            "plural": "probes",
+            "singular": "probe",
+            "listKind": "ProbeList",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    **{
+                                        f"{t}{n}": {
+                                            "type": t,
+                                            **({"nullable": True} if n else {}),
+                                            **(
+                                                {"items": {"type": "string"}}
+                                                if t == "array"
+                                                else {}
+                                            ),
+                                        }
+                                        for t in ("object", "array", "string", "integer", "boolean")
+                                        for n in ("", "Nullable")
+                                    },
+                                    "defaulted": {"type": "string", "default": "d"},
+                                    "labels": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "string"},
+                                    },
+                                    "free": {
+                                        "type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+"""A CRD of the test's own with a field of each type, nullable and not, one with a ``default``,
+a map and a preserve-unknown-fields object: the kinds of field the stacks' CRDs lack (only the
+Skyhook CRD declares ``nullable`` fields, both integers)."""
+
+
+def null_cases(releases: list[Any], index: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``(what, object)``: the first custom resource of each kind the stacks render, as rendered
+    and with each of its fields set to null and each field its schema declares that the object lacks added as null
+    (:data:`NULLS_PER_KIND` per kind), one undeclared field added as null; AICR's Prometheus
+    ``storage.emptyDir: null`` beside a ``volumeClaimTemplate``; every field of a
+    :data:`PROBE_CRD` object set to null, alone."""
+    from gpucluster.verify.lint import iter_objects
+
+    firsts: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
+    for release, path, doc in iter_objects(releases):
+        if doc.get("kind") != "CustomResourceDefinition" and _key(doc) in index:
+            firsts.setdefault(_key(doc), (f"{doc['kind']} of {release.name} {path}", doc))
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for key, (what, doc) in sorted(firsts.items()):
+        schema = index.raw_schema(key)
+        made: list[tuple[str, dict[str, Any]]] = []
+        for path, value, node in _nodes(doc, schema):
+            if path and path[0] in ("apiVersion", "kind", "metadata", "status"):
+                continue
+            if path and isinstance(path[-1], str):
+                made.append((f"{'.'.join(map(str, path))} = null", _set(doc, path, None)))
+            if isinstance(value, Mapping):
+                for name in sorted(node.get("properties") or {}):
+                    if name not in value and (path or name == "spec"):
+                        where = ".".join(map(str, (*path, name)))
+                        made.append((f"{where} (absent) = null", _set(doc, (*path, name), None)))
+        cases.append((f"{what}: as rendered", doc))
+        cases += [(f"{what}: {m}", d) for m, d in _spread(made, NULLS_PER_KIND)]
+        if isinstance(doc.get("spec"), Mapping):
+            cases.append((f"{what}: spec.notAField = null", _set(doc, ("spec", "notAField"), None)))
+        if key[2] == "Prometheus":
+            doc = copy.deepcopy(doc)
+            doc["spec"]["storage"] = {"emptyDir": None, "volumeClaimTemplate": {"spec": {}}}
+            cases.append(
+                (f"{what}: AICR's storage.emptyDir null beside a volumeClaimTemplate", doc)
+            )
+        if key[2] == "Skyhook":
+            for name in ("count", "percent"):
+                base = copy.deepcopy(doc)
+                base["spec"]["interruptionBudget"] = {name: None}
+                cases.append((f"{what}: spec.interruptionBudget.{name} (nullable) = null", base))
+    spec = PROBE_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    probe = {"apiVersion": "lint-diff.example.com/v1", "kind": "Probe", "metadata": {}}
+    for name in spec["properties"]:
+        cases.append((f"Probe: spec.{name} = null", {**probe, "spec": {name: None}}))
+    cases.append(("Probe: spec.labels.a = null", {**probe, "spec": {"labels": {"a": None}}}))
+    cases.append(("Probe: spec.free.a = null", {**probe, "spec": {"free": {"a": None}}}))
+    out = []
+    for i, (what, doc) in enumerate(cases):
+        doc = copy.deepcopy(doc)
+        meta = doc.setdefault("metadata", {})
+        for k in ("namespace", "labels", "annotations", "generateName"):
+            meta.pop(k, None)
+        meta["name"] = f"null-{i:04d}"
+        out.append((what, doc))
+    return out
+
+
+def _judge(
+    rig: Cluster, crd_of: Any, cases: list[tuple[str, dict[str, Any]]], apply: bool
+) -> list[tuple[bool, str]]:
+    """``(rejected, message)`` of each case: a dry-run create (POST) or a dry-run server-side
+    apply (PATCH ``application/apply-patch+yaml``, field manager ``lint-diff``, as ``kubectl apply
+    --server-side --dry-run=server`` sends it), both ``fieldValidation=Strict``; ``crd_of``: an
+    object -> its CRD's ``spec``."""
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=str(rig.kubeconfig))
+
+    def judge(doc: dict[str, Any]) -> tuple[bool, str]:
+        crd = crd_of(doc)
+        group, version, _ = _key(doc)
+        ns = f"/namespaces/{NAMESPACE}" if crd.get("scope") == "Namespaced" else ""
+        url = f"/apis/{group}/{version}{ns}/{crd['names']['plural']}"
+        query = [("dryRun", "All"), ("fieldValidation", "Strict")]
+        if apply:
+            url, method = f"{url}/{doc['metadata']['name']}", "PATCH"
+            query.append(("fieldManager", "lint-diff"))
+            content = "application/apply-patch+yaml"
+        else:
+            method, content = "POST", "application/json"
+        method, url, headers, body, _post = api.param_serialize(
+            method,
+            url,
+            query_params=query,
+            header_params={"Content-Type": content, "Accept": "application/json"},
+            body=json.dumps(doc) if apply else doc,  # a str is sent as it is, a dict as JSON
+            auth_settings=["BearerToken"],
+        )
+        response = api.call_api(method, url, header_params=headers, body=body)
+        response.read()
+        if response.status in (200, 201):
+            return False, ""
+        message = str(json.loads(response.data).get("message", ""))
+        # an apply patch naming an undeclared field: 500 "failed to create typed patch object"
+        typed = response.status == 500 and "failed to create typed patch object" in message
+        assert response.status in (400, 422) or typed, (response.status, response.data[:500])
+        return True, message
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        out = list(pool.map(judge, [doc for _, doc in cases]))
+    api.close()
+    return out
+
+
+def _lint_nulls(releases: list[Any], cases: list[tuple[str, dict[str, Any]]]):
+    """``(errors, null paths)`` of each case from ``gpucluster lint``: its ``lint.schema`` /
+    ``lint.cel`` errors and the field paths of its ``lint.schema-null`` warnings."""
+    from gpucluster.model import ClusterSpec, Criteria, PlanNode, Recipe, RuntimePlan
+    from gpucluster.verify import lint
+    from gpucluster.verify.render import RenderedRelease, RenderResult
+
+    cluster = ClusterSpec(
+        name="diff",
+        criteria=Criteria(service="aks", accelerator="h100", os="ubuntu", intent="training"),
+    )
+    recipe = Recipe(
+        criteria=cluster.criteria, applied_overlays=["base"], constraints=[], component_refs=[]
+    )
+    plan = RuntimePlan(cluster=cluster, recipe=recipe, components={}, nodes=[])
+    crds = [(f"{r.name}/crds/{name}", doc) for r in releases for name, doc in r.crds]
+    crds += [
+        (path, doc)
+        for r in releases
+        for path, doc in r.objects
+        if doc.get("kind") == "CustomResourceDefinition"
+    ]
+    crds.append(("probe/crd.yaml", PROBE_CRD))
+    node = PlanNode(id="cases", kind="manifests", component="cases", namespace=NAMESPACE, values={})
+    objects = crds + [(f"cases/{doc['metadata']['name']}.yaml", doc) for _, doc in cases]
+    result = RenderResult(
+        releases=[RenderedRelease("diff", node, None, objects=objects)], findings=[], plans=[plan]
+    )
+    errors: dict[str, list[str]] = {}
+    nulls: dict[str, list[str]] = {}
+    for f in lint.lint_result(result):
+        name, _, field = f.key.partition(".")
+        if f.severity == "error" and f.id in ("lint.schema", "lint.cel"):
+            errors.setdefault(name, []).append(f.message)
+        elif f.id == "lint.schema-null":
+            nulls.setdefault(name, []).append(field)
+    return [
+        (
+            errors.get(f"{d['kind']}/{d['metadata']['name']}", []),
+            nulls.get(f"{d['kind']}/{d['metadata']['name']}", []),
+        )
+        for _, d in cases
+    ]
+
+
+def test_lint_warns_of_a_null_exactly_where_server_side_apply_refuses_it(
+    rig: Cluster, corpus, capsys
+) -> None:
+    """Objects with a null in one field (module :func:`null_cases`) go to the rig's API server by
+    server-side apply and by create, and to ``gpucluster lint``: server-side apply refuses an
+    object exactly when lint has a ``lint.schema-null`` warning or an error for it, each warning
+    names the field the server's message names, and create refuses only what lint errors on (it
+    prunes the null). AICR's ``storage.emptyDir: null`` is one of them, also sent by ``kubectl
+    apply --server-side`` itself."""
+    started = time.monotonic()
+    releases, index, _cases, _made = corpus
+    cases = null_cases(releases, index)
+    crds: dict[str, Mapping[str, Any]] = {PROBE_CRD["metadata"]["name"]: PROBE_CRD}
+    for key in sorted({_key(doc) for _, doc in cases if doc["kind"] != "Probe"}):
+        crd = index.crd(key)
+        crds.setdefault(crd["metadata"]["name"], crd)
+    _install(rig, crds)
+
+    def crd_of(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+        return (
+            crds[PROBE_CRD["metadata"]["name"]]["spec"]
+            if doc["kind"] == "Probe"
+            else index.crd(_key(doc))["spec"]
+        )
+
+    installed = time.monotonic()
+    applied = _judge(rig, crd_of, cases, apply=True)
+    created = _judge(rig, crd_of, cases, apply=False)
+    judged = time.monotonic()
+    linted = _lint_nulls(releases, cases)
+    disagreements = []
+    for (what, _), a, c, (errors, nulls) in zip(cases, applied, created, linted, strict=True):
+        if a[0] != bool(errors or nulls) or c[0] != bool(errors):
+            disagreements.append(
+                f"{what}: apply {'refuses' if a[0] else 'admits'} ({a[1][:200]}), create "
+                f"{'refuses' if c[0] else 'admits'} ({c[1][:200]}), lint errors {errors[:1]} nulls {nulls}"
+            )
+        for field in nulls:
+            if not errors and f'{field}: Invalid value: "null"' not in a[1]:
+                disagreements.append(f"{what}: lint names {field}, the server says {a[1][:200]}")
+    (prometheus,) = [doc for what, doc in cases if "AICR's storage.emptyDir" in what]
+    with pytest.raises(RigError, match=r'spec\.storage\.emptyDir: Invalid value: "null"'):
+        rig.kubectl(
+            *("apply", "--server-side", "--dry-run=server", "-n", NAMESPACE, "-f", "-"),
+            input=json.dumps(prometheus),
+        )
+    rig.kubectl(
+        "create", "--dry-run=server", "-n", NAMESPACE, "-f", "-", input=json.dumps(prometheus)
+    )
+    refused = sum(a[0] for a in applied)
+    warned = sum(1 for _, n in linted if n)
+    outcomes: dict[str, int] = {}
+    for a, c in zip(applied, created, strict=True):
+        verdict = (
+            f"apply {'refuses' if a[0] else 'admits'}, create {'refuses' if c[0] else 'admits'}"
+        )
+        outcomes[verdict] = outcomes.get(verdict, 0) + 1
+    with capsys.disabled():
+        print(
+            f"\nnulls, lint vs API server: {len(cases)} cases ({refused} refused by server-side apply, "
+            f"{sum(c[0] for c in created)} by create; lint: {warned} with lint.schema-null, "
+            f"{sum(1 for e, _ in linted if e)} with an error), {len(disagreements)} disagreements; "
+            f"{installed - started:.0f}s to install the CRDs, {judged - installed:.0f}s for the server's "
+            f"verdicts, {time.monotonic() - judged:.0f}s for lint's"
+        )
+        print("  " + "; ".join(f"{v}: {n}" for v, n in sorted(outcomes.items())))
+        for line in disagreements[:40]:
+            print("  " + line)
+    assert not disagreements
+    assert warned >= 20 and outcomes.get("apply refuses, create admits", 0) >= 20
+    assert outcomes.get("apply admits, create admits", 0) >= 20
