@@ -1278,3 +1278,31 @@ def test_kai_and_network_operator_controllers_stay_off_gpu_nodes_their_agents_do
         assert spec.get("nodeSelector") == {"kubernetes.azure.com/mode": "system"}, (key, spec)
         assert lint.tolerates(spec.get("tolerations"), "CriticalAddonsOnly", "", "NoSchedule"), key
         assert not _wildcard(spec.get("tolerations")), key
+
+
+def test_aicr_recipe_emptydir_null_is_the_one_schema_null_warning(stack, tmp_path):
+    """AICR v0.11.1's H100 AKS training RecipeResult (tests/data/aicr) keeps its
+    ``prometheus.prometheusSpec.storageSpec.emptyDir: null`` override: rendered with the real
+    kube-prometheus-stack chart it is lint.schema-null on the Prometheus resource's
+    spec.storage.emptyDir, the field server-side apply refuses (docs/rehearse.md), and the stack
+    has no other."""
+    import shutil
+
+    from gpucluster import pipeline
+
+    sources, renderer, crds = stack
+    recipe = (
+        Path(__file__).parent / "data" / "aicr" / "v0.11.1" / "h100-aks-ubuntu-training.recipe.yaml"
+    )
+    shutil.copy(recipe, tmp_path / recipe.name)
+    (spec,) = parse_clusters(
+        {"clusters": [{"name": "aicr", "recipe": recipe.name, "kubernetesVersion": "1.34"}]},
+        source=str(tmp_path / "gpucluster.yaml"),
+        root=tmp_path,
+    )
+    result = render_plans([pipeline.build_plan(spec)], sources, renderer=renderer)
+    nulls = [f for f in lint.lint_result(result, extra_crds=crds) if f.id == "lint.schema-null"]
+    assert [(f.release, f.key) for f in nulls] == [
+        ("kube-prometheus-stack", "Prometheus/kube-prometheus-prometheus.spec.storage.emptyDir")
+    ]
+    assert nulls[0].fix.endswith("or set it to {}")
