@@ -1434,7 +1434,8 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_images(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``images``: the inventory of every selected cluster on stdout in ``--format``; render
     findings (and plan findings) on stderr; one ``warning[images.incomplete]`` line per release
-    whose chart could not be had and per image that cannot be named, then exit 4 (the inventory is
+    whose chart could not be had, ``warning[images.stand-in]`` per release rendered from a chart of
+    another version, and per image that cannot be named, then exit 4 (the inventory is
     incomplete), else 0. An error finding of the render exits 2 with nothing on stdout."""
     from gpucluster.verify import images as images_mod
     from gpucluster.verify.lint import EXIT_NOTHING_CHECKED
@@ -1475,6 +1476,21 @@ def _cmd_images(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     f"the images of {item} are not listed: its chart could not be had",
                     where=(("cluster", inv.cluster),),
                     fix="run `gpucluster charts pull` (or give --charts) and list again",
+                )
+                + "\n"
+            )
+        for item in inv.stand_ins:
+            incomplete = True
+            release, note = item.split(": ", 1)
+            err.write(
+                format_line(
+                    "warning",
+                    "images.stand-in",
+                    f"the images of {release} were listed from a stand-in: {note}: "
+                    "the deploy pulls the pinned chart's, which can differ",
+                    where=(("cluster", inv.cluster),),
+                    fix="add the pinned chart version (`gpucluster charts pull`, or a --charts folder "
+                    "holding it) and list again",
                 )
                 + "\n"
             )

@@ -217,6 +217,36 @@ def test_bad_node_os_is_one_line_exit_2(tmp_path):
     assert err.startswith("error[input] key=--node-os:") and err.count("\n") == 1
 
 
+def test_images_of_a_stand_in_chart_make_the_inventory_incomplete(tmp_path):
+    """A chart of another version standing in for the pinned one (render.chart-nearest) renders
+    that version's images, not the ones the deploy pulls: the inventory said complete (exit 0)
+    and listed nvcr.io/nvidia/gpu-operator:v26.7.0 for the pinned v26.7.1 chart."""
+    chart = tmp_path / "charts" / "gpu-operator"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-operator\nversion: v1.0.0\n")
+    (chart / "templates" / "d.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gpu-operator}\nspec:\n"
+        "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n"
+        "    spec: {containers: [{name: c, image: 'nvcr.io/nvidia/gpu-operator:v1.0.0'}]}\n"
+    )
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(THREE.split("  - name: nvke-gb200")[0], encoding="utf-8")
+    argv = ["images", "--config", str(config), "--charts", str(tmp_path / "charts")]
+    code, out, err = run(*argv, "--cache", str(tmp_path / "cache"), "--format", "json")
+    (doc,) = json.loads(out)["clusters"]
+    assert code == 4 and doc["complete"] is False, err
+    (stand_in,) = doc["standIns"]
+    assert stand_in.startswith(
+        "gpu-operator: chart gpu-operator v1.0.0 stands in for gpu-operator v"
+    )
+    assert (
+        "warning[images.stand-in] cluster=gpu-training: the images of gpu-operator were listed "
+        "from a stand-in: chart gpu-operator v1.0.0 stands in for gpu-operator v"
+    ) in err
+    code, text, _ = run(*argv, "--cache", str(tmp_path / "cache"))
+    assert "  listed from a stand-in chart: gpu-operator: chart gpu-operator v1.0.0" in text
+
+
 # --------------------------------------------------------------------------- real charts
 
 

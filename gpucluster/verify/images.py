@@ -174,6 +174,10 @@ class Inventory:
         not_rendered: ``<release>`` (or ``<release> subcharts a, b``) whose images are not known
             because its chart could not be had: the inventory is incomplete while non-empty;
         unlisted: one line per image that exists but cannot be named here (and why).
+        stand_ins: ``<release>: <note>`` for each release rendered from a chart of another
+            version standing in for the pinned one (``render.chart-nearest``): its images are
+            that chart's, not necessarily the ones the deploy pulls, so the inventory is
+            incomplete while non-empty.
     """
 
     cluster: str
@@ -181,10 +185,11 @@ class Inventory:
     charts: list[Chart]
     not_rendered: list[str]
     unlisted: list[str]
+    stand_ins: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        return not self.not_rendered and not self.unlisted
+        return not self.not_rendered and not self.unlisted and not self.stand_ins
 
     def counts(self) -> dict[str, int]:
         """``{images, digest, tagOnly, moving}``: digest = pinned by digest, tagOnly = tag without
@@ -444,8 +449,14 @@ def inventory(
             continue
         collector = _Collector(plan, node_os)
         releases = [r for r in result.releases if r.cluster == name]
+        stand_ins = []
         for release in releases:
             collector.release(release)
+            node = release.node
+            if node.kind == "chart" and release.chart is not None:
+                located = result.renderer.sources.locate(node.repository, node.chart, node.version)
+                if located.how == "nearest":
+                    stand_ins.append(f"{release.name}: {located.note}")
         charts: dict[tuple[str, str, str], list[str]] = {}
         for node in plan.nodes:
             if node.kind == "chart":
@@ -460,6 +471,7 @@ def inventory(
                 ],
                 not_rendered=[m.split("/", 1)[1] for m in missing if m.split("/", 1)[0] == name],
                 unlisted=sorted(dict.fromkeys(collector.unlisted)),
+                stand_ins=stand_ins,
             )
         )
     return out
@@ -528,11 +540,14 @@ def render_text(inventories: Sequence[Inventory]) -> str:
             lines.append(f"  not listed (chart unavailable): {escaped(item)}")
         for item in inv.unlisted:
             lines.append(f"  not listed: {escaped(item)}")
+        for item in inv.stand_ins:
+            lines.append(f"  listed from a stand-in chart: {escaped(item)}")
     return "\n".join(lines) + "\n"
 
 
 def render_json(inventories: Sequence[Inventory]) -> str:
-    """``{"clusters": [{name, counts, complete, images, charts, notRendered, unlisted}]}``, indented, sorted keys."""
+    """``{"clusters": [{name, counts, complete, images, charts, notRendered, standIns, unlisted}]}``,
+    indented, sorted keys."""
     doc = {
         "clusters": [
             {
@@ -550,6 +565,7 @@ def render_json(inventories: Sequence[Inventory]) -> str:
                     for c in inv.charts
                 ],
                 "notRendered": inv.not_rendered,
+                "standIns": inv.stand_ins,
                 "unlisted": inv.unlisted,
             }
             for inv in inventories
