@@ -103,6 +103,41 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_NO_ISOLATE_FIX = (
+    "run it where `unshare --net` works (as root with CAP_SYS_ADMIN, or where unprivileged user "
+    "namespaces are allowed), or pass --no-isolate (then nothing keeps the rig's API server on "
+    "loopback)"
+)
+
+
+def _check_isolation(wrapped: list[str] | None) -> None:
+    """Refuse to go on when the private network namespace cannot be made: unshare missing, or
+    ``unshare --net -- true`` refused (a container without CAP_SYS_ADMIN, user namespaces off).
+    One ``error[rig.isolate]`` line (:class:`~gpucluster_rig.build.RigError`) instead of
+    unshare's own line and exit 1, or a rehearsal on the host's network."""
+    import subprocess
+
+    if wrapped is None:
+        raise build.RigError(
+            "isolate",
+            "unshare (util-linux) is not on PATH: the rehearsal cannot run in a private network "
+            "namespace with only loopback",
+            "install util-linux (apt-get install util-linux), or pass --no-isolate (then nothing "
+            "keeps the rig's API server on loopback)",
+        )
+    probe = subprocess.run(
+        [*wrapped[: wrapped.index("--") + 1], "true"], capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        said = [ln for ln in probe.stderr.splitlines() if ln.strip()]
+        raise build.RigError(
+            "isolate",
+            "cannot make the rehearsal's private network namespace: "
+            + (said[-1] if said else f"unshare exited {probe.returncode}"),
+            _NO_ISOLATE_FIX,
+        )
+
+
 def _check_work(work: Path | None) -> None:
     """Refuse a ``--work`` folder that cannot be created or written (below a file, no write
     permission): one ``error[rig.input] key=--work`` line before anything starts."""
@@ -143,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                     *(argv if argv is not None else sys.argv[1:]),
                 ]
             )
-            if wrapped is not None:
-                os.execv(wrapped[0], wrapped)
+            _check_isolation(wrapped)
+            assert wrapped is not None
+            os.execv(wrapped[0], wrapped)
         _stop_on_signals()
         if args.binaries:
             os.environ[build.BIN_ENV] = str(args.binaries)

@@ -364,3 +364,65 @@ def test_a_control_plane_that_never_starts_is_one_cluster_line(
         err.value.line
     )
     assert str(tmp_path / "rig" / "kwokctl.log") in err.value.line
+
+
+def _fake_rig(tmp_path: Path) -> Path:
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    for name in build.PROGRAMS:
+        (fake / name).write_text("#!/bin/sh\nexit 1\n")
+        (fake / name).chmod(0o755)
+    (fake / "stages.yaml").write_text("")
+    return fake
+
+
+class _Execd(Exception):
+    pass
+
+
+@pytest.mark.parametrize("unshare", ["refused", "missing"])
+def test_a_network_namespace_that_cannot_be_made_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    unshare: str,
+) -> None:
+    """Where `unshare --net` is refused (a container without CAP_SYS_ADMIN, user namespaces
+    off) the rehearsal printed unshare's own line and exited 1 ('a rehearsal failed'; no JSON
+    with --format json); without unshare it ran on the host's network without a word. Both are
+    one ``error[rig.isolate]`` line, exit 2, before anything starts."""
+    from gpucluster_rig import __main__ as rig_main
+    from gpucluster_rig import rehearse
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    if unshare == "refused":
+        (tools / "unshare").write_text(
+            "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+        )
+        (tools / "unshare").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    else:
+        real_which = shutil.which
+        monkeypatch.setattr(
+            rehearse.shutil, "which", lambda n, *a, **k: None if n == "unshare" else real_which(n)
+        )
+    monkeypatch.setattr(rehearse, "in_private_network", lambda: False)
+
+    def execv(*_: object) -> None:  # the old code replaced this process with unshare
+        raise _Execd
+
+    def run(**_: object) -> None:
+        raise _Execd
+
+    monkeypatch.setattr(rig_main.os, "execv", execv)
+    monkeypatch.setattr(rehearse, "run", run)
+    work = tmp_path / "work"
+    code = rig_main.main(["rehearse", "--binaries", str(_fake_rig(tmp_path)), "--work", str(work)])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error[rig.isolate]: "), lines
+    assert "--no-isolate" in lines[0].split(" fix: ", 1)[1], lines
+    if unshare == "refused":
+        assert "Operation not permitted" in lines[0]
+    assert not work.exists()
