@@ -824,7 +824,7 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     _warn_findings(plans, err, getattr(args, "findings", "summary"))
     unread = []
     if any(p.cluster.overrides for p in plans):  # a plan without overrides reads no chart
-        from gpucluster.verify.unread import offline_chart_folders, unread_override_findings
+        from gpucluster.lint.unread import offline_chart_folders, unread_override_findings
 
         unread = list(unread_override_findings(plans, offline_chart_folders()))
         for finding in unread:
@@ -1164,7 +1164,7 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
 
 
 def _rendered(args: argparse.Namespace, err: TextIO):
-    from gpucluster.verify import render as render_mod
+    from gpucluster.lint import render as render_mod
 
     plans = _selected_plans(args)
     folders = render_mod.chart_folders_from(args.charts)
@@ -1218,7 +1218,7 @@ def _report(
     if errors:
         return EXIT_INVALID_INPUT
     if nothing_checked:
-        from gpucluster.verify.lint import EXIT_NOTHING_CHECKED
+        from gpucluster.lint.lint import EXIT_NOTHING_CHECKED
 
         out.write(
             "nothing checked: no chart of the stacks could be had, so only gpucluster's generated "
@@ -1342,7 +1342,7 @@ def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
     ``error[charts.unavailable]``)."""
     from gpucluster.charts import pull as charts
     from gpucluster.errors import format_line, one_line
-    from gpucluster.verify.render import LintFinding
+    from gpucluster.lint.render import LintFinding
 
     p = r.pinned
     if r.path is not None:
@@ -1387,7 +1387,7 @@ def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.verify.render import check_output_folder, unverified, write_output
+    from gpucluster.lint.render import check_output_folder, unverified, write_output
 
     check_output_folder(
         Path(args.out)
@@ -1406,8 +1406,8 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.verify.lint import lint_result, load_crd_folders, nothing_checked
-    from gpucluster.verify.render import unverified
+    from gpucluster.lint.lint import lint_result, load_crd_folders, nothing_checked
+    from gpucluster.lint.render import unverified
 
     for folder in args.crds:
         if not Path(folder).is_dir():
@@ -1437,8 +1437,8 @@ def _cmd_images(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     whose chart could not be had, ``warning[images.stand-in]`` per release rendered from a chart of
     another version, and per image that cannot be named, then exit 4 (the inventory is
     incomplete), else 0. An error finding of the render exits 2 with nothing on stdout."""
-    from gpucluster.verify import images as images_mod
-    from gpucluster.verify.lint import EXIT_NOTHING_CHECKED
+    from gpucluster.lint import images as images_mod
+    from gpucluster.lint.lint import EXIT_NOTHING_CHECKED
 
     for tag in args.node_os:
         if not re.fullmatch(r"[a-z][a-z0-9]*[0-9]+(\.[0-9]+)*", tag):
@@ -1535,8 +1535,8 @@ def _cmd_postrender(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
+    from gpucluster.live import detect
     from gpucluster.plugins import platforms
-    from gpucluster.verify import detect
 
     result = detect.run_detect(
         kubeconfig=args.kubeconfig,
@@ -1551,15 +1551,15 @@ def _cmd_detect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_upgrade_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Print the :mod:`gpucluster.verify.upgrade_check` report; returns its exit code (0/3/4).
-    With ``--snapshot`` / ``--kubeconfig``: the :mod:`gpucluster.verify.upgrade_live` report on
+    """Print the :mod:`gpucluster.lint.upgrade_check` report; returns its exit code (0/3/4).
+    With ``--snapshot`` / ``--kubeconfig``: the :mod:`gpucluster.live.upgrade_live` report on
     the cluster's state (the same exit codes)."""
-    from gpucluster.verify import upgrade_check
+    from gpucluster.lint import upgrade_check
 
     if args.snapshot is not None or args.kubeconfig is not None or args.context is not None:
-        from gpucluster.verify import cli as verify_cli
+        from gpucluster.live import cli as live_cli
 
-        return verify_cli.upgrade_check_live_command(args, out, err)
+        return live_cli.upgrade_check_live_command(args, out, err)
     if args.format == "ctrf" or args.attestation:
         raise GpuclusterError(
             "CTRF reports and attestations are of the change judged on the cluster",
@@ -1640,9 +1640,9 @@ def _cmd_init(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _cmd_snapshot(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-    from gpucluster.verify import cli as verify_cli
+    from gpucluster.live import cli as live_cli
 
-    verify_cli.snapshot_command(args, out, err)
+    live_cli.snapshot_command(args, out, err)
 
 
 def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
@@ -1677,9 +1677,9 @@ def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.verify import cli as verify_cli
+    from gpucluster.live import cli as live_cli
 
-    return verify_cli.validate_command(args, out, err)
+    return live_cli.validate_command(args, out, err)
 
 
 def _cmd_docs(args: argparse.Namespace, out: TextIO) -> None:

@@ -37,7 +37,7 @@ GATE_IMAGE_SETTING = "gateImage"
 
 VALIDATE_SETTING = "validate"
 """Cluster-file key ``settings.validate``: ``true`` adds the in-cluster validation gate, the runtime
-stack's last release (:mod:`gpucluster.verify.gate`, docs/validate.md)."""
+stack's last release (:mod:`gpucluster.live.gate`, docs/validate.md)."""
 
 CORE_SETTING_KEYS: tuple[str, ...] = (GATE_IMAGE_SETTING, VALIDATE_SETTING)
 """Cluster-file ``settings`` keys the core reads for every platform; accepted on every platform

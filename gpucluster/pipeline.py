@@ -316,7 +316,7 @@ def _ordered_nodes(
         ]
     nodes = nodes + teardown_mod.teardown_nodes(cluster, components, nodes, owners, gate_specs)
     if (cluster.settings or {}).get(VALIDATE_SETTING) is not None:
-        from gpucluster.verify import (
+        from gpucluster.live import (
             gate as validation_gate,
         )  # only for clusters that set settings.validate
 

@@ -1,4 +1,4 @@
-"""Version strings and ranges (a leaf: used by gpucluster.verify.upgrade_check and gpucluster.charts.crds,
+"""Version strings and ranges (a leaf: used by gpucluster.lint.upgrade_check and gpucluster.charts.crds,
 which imported each other for it)."""
 
 from __future__ import annotations

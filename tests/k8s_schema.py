@@ -22,7 +22,7 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
-from gpucluster.verify.lint_schema import openapi_to_jsonschema as _openapi_to_jsonschema
+from gpucluster.lint.lint_schema import openapi_to_jsonschema as _openapi_to_jsonschema
 
 
 def _read_schema_files_once() -> None:
@@ -88,7 +88,7 @@ def schema_set_dir() -> Path:
 
 
 openapi_to_jsonschema = _openapi_to_jsonschema
-"""The CRD conversion ``gpucluster lint`` uses (:func:`gpucluster.verify.lint_schema.openapi_to_jsonschema`)."""
+"""The CRD conversion ``gpucluster lint`` uses (:func:`gpucluster.lint.lint_schema.openapi_to_jsonschema`)."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -173,7 +173,7 @@ hack/release.yaml at tag v25.1.0: Mofed, RdmaSharedDevicePlugin, docaTelemetrySe
 def test_the_nicclusterpolicy_images_are_those_of_the_pinned_network_operator(plans, shared_dir):
     """AICR v0.11.1 files pin network-operator 25.1.0: the NicClusterPolicy gpucluster supplies on
     AKS carries that release's operand images, not 26.4.1's, and chart 25.1.0's CRD accepts it."""
-    from gpucluster.verify.lint_schema import openapi_to_jsonschema
+    from gpucluster.lint.lint_schema import openapi_to_jsonschema
 
     crd = yaml.safe_load(
         (

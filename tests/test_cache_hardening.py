@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import diskcache
-from gpucluster.verify.render import ChartSources, cache_key, read_chart_dir
+from gpucluster.lint.render import ChartSources, cache_key, read_chart_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 NOBODY = 65534

@@ -45,7 +45,7 @@ from gpucluster.charts import pull as charts
 from gpucluster.cli import main
 from gpucluster.inputs import config
 from gpucluster.inputs.config import EMBEDDED_DEFAULT
-from gpucluster.verify.render import ChartSources
+from gpucluster.lint.render import ChartSources
 
 helm_python = pytest.importorskip("helm_python", reason="needs the render extra (helm-python-sdk)")
 

@@ -22,13 +22,13 @@ from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 from gpucluster import pipeline
 from gpucluster.errors import GpuclusterError
 from gpucluster.inputs.config import parse_clusters
+from gpucluster.lint import lint
+from gpucluster.lint.render import ChartSources, Renderer, render_plans, scan_folders
 from gpucluster.model import Criteria
 from gpucluster.recipes import chart_versions, recipe_result_writer
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes.catalog import ChartVersionValues, load_catalog
 from gpucluster.values import get_path
-from gpucluster.verify import lint
-from gpucluster.verify.render import ChartSources, Renderer, render_plans, scan_folders
 from gpucluster.versions import version_in_range
 
 # --------------------------------------------------------------------------- rules (no ../shared)

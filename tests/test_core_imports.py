@@ -194,11 +194,12 @@ LEAVES = (
 """The root modules every concern package may use (gpucluster.plugins: the hook calls)."""
 CONCERNS = ("gpucluster.recipes", "gpucluster.charts", "gpucluster.inputs")
 """The concern packages in layer order: each may import the leaves and the packages before it,
-never one after it, nor gpucluster.pipeline, gpucluster.verify, the commands or gpucluster.sdk
-(each package's __init__ docstring says so)."""
+never one after it, nor gpucluster.pipeline, gpucluster.lint, gpucluster.live, the commands or
+gpucluster.sdk (each package's __init__ docstring says so)."""
 ABOVE = (
     "gpucluster.pipeline",
-    "gpucluster.verify",
+    "gpucluster.lint",
+    "gpucluster.live",
     "gpucluster.cli",
     "gpucluster.init",
     "gpucluster.sdk",
@@ -214,7 +215,7 @@ def _package(name: str) -> str:
 
 def test_no_import_up_a_layer():
     """A leaf imports only leaves; recipes, charts and inputs import only leaves and the concern
-    packages before them (recipes < charts < inputs); none imports the pipeline, verify, the
+    packages before them (recipes < charts < inputs); none imports the pipeline, lint, live, the
     commands or the SDK."""
     graph = import_graph(lazy=True)
     allowed = {leaf: set(LEAVES) for leaf in LEAVES}
@@ -236,7 +237,7 @@ def test_no_import_up_a_layer():
 def test_the_concern_packages_init_imports_nothing():
     """Each concern package's __init__ is its docstring (what it owns, what it may import): no
     aliases of old paths, nothing run on import."""
-    for package in (*CONCERNS, "gpucluster.verify"):
+    for package in (*CONCERNS, "gpucluster.lint", "gpucluster.live"):
         path = CORE.joinpath(*package.split(".")[1:], "__init__.py")
         tree = ast.parse(path.read_text(encoding="utf-8"))
         assert ast.get_docstring(tree) and "May import" in ast.get_docstring(tree), package

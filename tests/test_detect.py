@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.verify import detect
+from gpucluster.live import detect
 
 FIXTURE = Path(__file__).parent / "data" / "nvke" / "nodes-nvke.json"
 PREFIXES = {"aks": "azure://", "nvke": "nico://"}

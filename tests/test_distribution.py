@@ -178,7 +178,7 @@ PUBLIC_WORDING = re.compile(
 "session 5"): every fact cites what a user can open instead (docs/catalog-sources.md)."""
 
 
-UPSTREAM_COPIES = ("gpucluster/verify/aicr_checks/",)
+UPSTREAM_COPIES = ("gpucluster/live/aicr_checks/",)
 """AICR's own files, shipped unchanged (NOTICE): their "issue #N" are NVIDIA/aicr's, public."""
 
 

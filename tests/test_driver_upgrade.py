@@ -25,12 +25,12 @@ from gpucluster import pipeline
 from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError
 from gpucluster.inputs.config import parse_clusters
+from gpucluster.lint import lint
+from gpucluster.lint.lint_schema import CrdIndex, api_server_view, errors_of
+from gpucluster.lint.render import ChartSources, Renderer, render_plans, scan_folders
 from gpucluster.model import DriverUpgradePolicy
 from gpucluster.recipes import driver_upgrade, recipe_result_writer
 from gpucluster.recipes.catalog import load_catalog
-from gpucluster.verify import lint
-from gpucluster.verify.lint_schema import CrdIndex, api_server_view, errors_of
-from gpucluster.verify.render import ChartSources, Renderer, render_plans, scan_folders
 
 CRITERIA = {"service": "aks", "accelerator": "h100", "os": "ubuntu", "intent": "training"}
 

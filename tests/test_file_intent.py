@@ -19,13 +19,13 @@ from render_cases import UNAVAILABLE
 
 from gpucluster import pipeline
 from gpucluster.inputs.config import load_clusters
+from gpucluster.lint import lint
+from gpucluster.lint.render import ChartSources, Renderer, render_plans
 from gpucluster.model import Criteria
 from gpucluster.recipes import recipe as recipe_mod
 from gpucluster.recipes import recipe_result_writer
 from gpucluster.recipes.catalog import load_catalog
 from gpucluster.values import get_path, leaf_paths
-from gpucluster.verify import lint
-from gpucluster.verify.render import ChartSources, Renderer, render_plans
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
 TRAINING = AICR / "h100-aks-ubuntu-training.recipe.yaml"

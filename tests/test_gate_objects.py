@@ -18,8 +18,8 @@ from render_cases import UNAVAILABLE, base_cases, cluster_doc
 from gpucluster import pipeline
 from gpucluster.charts import gates as gates_mod
 from gpucluster.inputs.config import load_clusters, parse_clusters
+from gpucluster.lint.render import ChartSources, Renderer, render_plans
 from gpucluster.recipes import recipe_result_writer
-from gpucluster.verify.render import ChartSources, Renderer, render_plans
 
 AICR = Path(__file__).parent / "data" / "aicr" / "v0.11.1"
 

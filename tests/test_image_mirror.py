@@ -178,7 +178,7 @@ def test_render_leaves_hooks_as_helm_3_does():
     """Helm 3's post-renderer is handed the release's manifests without its hooks (helm v3.18.4,
     pkg/action/action.go renderResources: ``pr.Run(b)`` on the sorted manifests, the hooks kept
     apart), so a hook's image is pulled as the chart renders it: render and lint must see that."""
-    from gpucluster.verify.render import post_render
+    from gpucluster.lint.render import post_render
 
     hook = (
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations: {helm.sh/hook: post-install}\n"
@@ -220,7 +220,7 @@ def test_synthesized_releases_run_the_post_renderer(tmp_path):
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory, reference_charts: Path):
     from gpucluster.cli import _plans
-    from gpucluster.verify.render import ChartSources, chart_folders_from, render_plans
+    from gpucluster.lint.render import ChartSources, chart_folders_from, render_plans
 
     folder = tmp_path_factory.mktemp("mirror")
     plain, mirrored = folder / "plain.yaml", folder / "mirrored.yaml"
@@ -236,7 +236,7 @@ def rendered(tmp_path_factory, reference_charts: Path):
 
 
 def test_lint_finds_no_public_registry_with_the_mirror(rendered):
-    from gpucluster.verify.lint import lint_result
+    from gpucluster.lint.lint import lint_result
 
     findings = lint_result(rendered["mirrored"])
     assert [f.render() for f in findings if f.id == "lint.public-registry"] == []
@@ -245,7 +245,7 @@ def test_lint_finds_no_public_registry_with_the_mirror(rendered):
 
 def test_lint_reports_images_outside_the_mirror(rendered, monkeypatch):
     """The check can fail: the same rendered objects without the rewrite."""
-    from gpucluster.verify.lint import lint_result
+    from gpucluster.lint.lint import lint_result
 
     plain = rendered["plain"]
     for plan in plain.plans:
@@ -256,7 +256,7 @@ def test_lint_reports_images_outside_the_mirror(rendered, monkeypatch):
 
 
 def test_inventory_is_the_same_images_each_at_the_mirror(rendered):
-    from gpucluster.verify import images
+    from gpucluster.lint import images
 
     plain = {inv.cluster: inv for inv in images.inventory(rendered["plain"])}
     mirrored = {inv.cluster: inv for inv in images.inventory(rendered["mirrored"])}

@@ -1,4 +1,4 @@
-"""``gpucluster images`` (gpucluster/verify/images.py, docs/air-gap.md).
+"""``gpucluster images`` (gpucluster/lint/images.py, docs/air-gap.md).
 
 * Real charts (../shared/reference/charts; skipped when absent), the default AKS cluster, an NVKE
   GB200 and an OKE GB200 cluster rendered once: every container image of every rendered pod
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from gpucluster.cli import main
-from gpucluster.verify import images
+from gpucluster.lint import images
 
 THREE = """\
 clusters:
@@ -264,7 +264,7 @@ def three(tmp_path_factory, reference_charts: Path):
     )
     results = {fmt: run("images", *base, "--format", fmt) for fmt in ("json", "hauler", "zarf")}
     from gpucluster.cli import _plans
-    from gpucluster.verify.render import ChartSources, chart_folders_from, render_plans
+    from gpucluster.lint.render import ChartSources, chart_folders_from, render_plans
 
     plans = _plans(str(config))
     result = render_plans(
@@ -278,7 +278,7 @@ def three(tmp_path_factory, reference_charts: Path):
 
 
 def _pod_images(result, cluster):
-    from gpucluster.verify.lint import POD_TEMPLATE_PATHS
+    from gpucluster.lint.lint import POD_TEMPLATE_PATHS
 
     found = set()
     for release in result.releases:

@@ -23,7 +23,7 @@ import yaml
 from _support import AKS_TRAINING_RECIPE, EXISTING_AKS
 
 from gpucluster.cli import main as cli_main
-from gpucluster.verify.render import LintFinding
+from gpucluster.lint.render import LintFinding
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = re.compile(

@@ -16,8 +16,8 @@ from _support import EXISTING_AKS, make, tree
 from gpucluster import outfolder
 from gpucluster.cli import main as cli_main
 from gpucluster.errors import GpuclusterError
+from gpucluster.lint.render import RenderResult, write_output
 from gpucluster.outfolder import MARKER, MARKER_TEXT, check_replaceable
-from gpucluster.verify.render import RenderResult, write_output
 from gpucluster_cdk.stacks.outdir import staged_outdir
 
 
@@ -229,7 +229,7 @@ def test_render_out_refuses_the_working_folder_before_rendering(tmp_path, monkey
 
 
 def _result(*clusters: str) -> RenderResult:
-    from gpucluster.verify.render import RenderedRelease
+    from gpucluster.lint.render import RenderedRelease
 
     class Node:
         def __init__(self, id):

@@ -19,8 +19,9 @@ import pytest
 from test_upgrade_live import _team_pod, cli, cluster_file, healthy_items
 from validate_support import write_snapshot
 
-from gpucluster.verify import snapshot as snapshot_mod
-from gpucluster.verify import upgrade_check, upgrade_live
+from gpucluster.lint import upgrade_check
+from gpucluster.live import snapshot as snapshot_mod
+from gpucluster.live import upgrade_live
 
 NODE = "aks-gpu-12345678-vmss000000"
 
@@ -249,12 +250,12 @@ def test_a_link_through_a_system_folder_to_a_file_is_refused(tmp_path, monkeypat
     regular file reached through /dev or /proc is refused (the old rename replaced /dev/stdout
     itself), and so is a new file in /dev. Emulated in the temporary folder, with its ``dev`` and
     ``proc`` standing for the system folders -- the machine's own are never touched."""
-    from gpucluster.verify import cli as verify_cli
+    from gpucluster.live import cli as live_cli
 
     dev, proc = tmp_path / "dev", tmp_path / "proc" / "self" / "fd"
     dev.mkdir()
     proc.mkdir(parents=True)
-    monkeypatch.setattr(verify_cli, "SYSTEM_FOLDERS", (str(dev), str(tmp_path / "proc")))
+    monkeypatch.setattr(live_cli, "SYSTEM_FOLDERS", (str(dev), str(tmp_path / "proc")))
     out = tmp_path / "ci.log"
     out.write_text("build log\n")
     (proc / "1").symlink_to(out)

@@ -97,7 +97,7 @@ def test_the_nodewright_removal_job_runs_the_digest_of_its_own_image(reference_c
     from render_cases import UNAVAILABLE
 
     from gpucluster.inputs.config import load_clusters
-    from gpucluster.verify.render import ChartSources, Renderer, render_plans
+    from gpucluster.lint.render import ChartSources, Renderer, render_plans
 
     (plan,) = [pipeline.build_plan(c) for c in load_clusters(env={})]
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))

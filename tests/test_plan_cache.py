@@ -63,8 +63,8 @@ NEVER_IMPORTED = (
     "kubernetes_validate",
     "gpucluster.recipes.recipe_result",
     "gpucluster.recipes.recipe_result_writer",
-    "gpucluster.verify.render",
-    "gpucluster.verify.lint",
+    "gpucluster.lint.render",
+    "gpucluster.lint.lint",
 )
 """Modules no plan without an error imports (difflib and traceback only word errors; the CDK,
 Helm's engine and the lint and RecipeResult modules are for other commands)."""

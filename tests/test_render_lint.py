@@ -1,4 +1,4 @@
-"""gpucluster render / lint (gpucluster.verify.render, gpucluster.verify.lint).
+"""gpucluster render / lint (gpucluster.lint.render, gpucluster.lint.lint).
 
 * Every built-in recipe x profile (tests/render_cases.py), plain, with ``scheduling.system`` and
   with one extra GPU-pool taint, rendered with Helm's engine against ../shared/reference/charts and
@@ -18,6 +18,18 @@ from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
 from gpucluster.cli import main
 from gpucluster.inputs.config import parse_clusters
+from gpucluster.lint import lint
+from gpucluster.lint.render import (
+    ChartSources,
+    RenderedRelease,
+    Renderer,
+    RenderResult,
+    cache_key,
+    helm_values,
+    render_plans,
+    split_documents,
+    unverified,
+)
 from gpucluster.model import (
     ClusterSpec,
     Criteria,
@@ -29,18 +41,6 @@ from gpucluster.model import (
     RuntimePlan,
     Taint,
     Toleration,
-)
-from gpucluster.verify import lint
-from gpucluster.verify.render import (
-    ChartSources,
-    RenderedRelease,
-    Renderer,
-    RenderResult,
-    cache_key,
-    helm_values,
-    render_plans,
-    split_documents,
-    unverified,
 )
 
 # --------------------------------------------------------------------------- helpers
@@ -1175,7 +1175,7 @@ def test_cel_rule_reading_an_absent_field_rejects_like_the_server():
     ],
 )
 def test_cel_rule_lint_cannot_evaluate_is_not_checked_never_passed(rule, why):
-    from gpucluster.verify import lint_cel
+    from gpucluster.lint import lint_cel
 
     crd = _crd_with_rules([{"rule": rule}])
     result = RenderResult(

@@ -379,7 +379,7 @@ def test_upgrade_verdicts():
 
 
 def test_upgrade_check_judges_a_profile_change():
-    from gpucluster.verify.upgrade_check import compare_plans
+    from gpucluster.lint.upgrade_check import compare_plans
 
     a = pipeline.build_plan(
         _spec(_doc([{"schedulerName": "gpu-pack", "preset": "gpu-binpacking"}]))
@@ -398,8 +398,8 @@ def test_upgrade_check_judges_a_profile_change():
 
 
 def test_validate_checks_the_live_scheduler_configuration():
-    from gpucluster.verify.checks import derive_checks, read_plan, run_checks
-    from gpucluster.verify.snapshot import Snapshot
+    from gpucluster.live.checks import derive_checks, read_plan, run_checks
+    from gpucluster.live.snapshot import Snapshot
 
     plan = pipeline.build_plan(
         _spec(_doc([{"schedulerName": "gpu-pack", "preset": "gpu-binpacking"}]))

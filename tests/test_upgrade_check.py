@@ -14,8 +14,8 @@ import yaml
 
 from gpucluster import cli
 from gpucluster.errors import GpuclusterError
+from gpucluster.lint import upgrade_check
 from gpucluster.recipes import recipe_result_writer
-from gpucluster.verify import upgrade_check
 
 AKS = {"service": "aks", "accelerator": "h100", "intent": "training"}
 RAILS = [

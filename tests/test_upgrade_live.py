@@ -595,7 +595,8 @@ def test_a_snapshot_of_one_cluster_against_files_of_two_is_one_line_exit_2(tmp_p
     assert "key=--snapshot" in err and "(allowed: lab, lab2)" in err, err
     assert "the files hold several" in err and "fix: compare files of one cluster each" in err
     # the library refuses it too, with the same one line
-    from gpucluster.verify import snapshot, upgrade_check, upgrade_live
+    from gpucluster.lint import upgrade_check
+    from gpucluster.live import snapshot, upgrade_live
 
     report, old, new = upgrade_check.run_sides(*paths)
     snap = snapshot.load_snapshot_file(str(write_snapshot(tmp_path / "s.json", healthy_items(1))))
@@ -890,7 +891,7 @@ def test_one_exit_code_table_for_both_modes(tmp_path, driver_change):
     """The same verdict gives the same exit code with or without the cluster's state (0 safe,
     3 manual, 4 unknown), and the JSON carries it: a CI gate means one thing (live mode exited 1
     for both manual and unknown)."""
-    from gpucluster.verify.upgrade_check import EXIT_CODES
+    from gpucluster.lint.upgrade_check import EXIT_CODES
 
     code_file, out, _ = cli(
         "upgrade-check", "--from", driver_change[0], "--to", driver_change[1], "--format", "json"

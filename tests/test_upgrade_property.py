@@ -25,9 +25,10 @@ from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 from test_upgrade_live import NODES, healthy_items
 
+from gpucluster.lint import upgrade_check
+from gpucluster.live import upgrade_live
+from gpucluster.live.snapshot import EVERY_NAMESPACE_KINDS, Snapshot
 from gpucluster.recipes.upgrade_rules import VERDICTS, driver_roll
-from gpucluster.verify import upgrade_check, upgrade_live
-from gpucluster.verify.snapshot import EVERY_NAMESPACE_KINDS, Snapshot
 
 LONG = os.environ.get("GPUCLUSTER_FUZZ") == "long"
 EXAMPLES = int(os.environ.get("GPUCLUSTER_FUZZ_UPGRADE_EXAMPLES", "600" if LONG else "60"))

@@ -1,4 +1,4 @@
-"""The Chainsaw assert/error evaluator (gpucluster.verify.chainsaw): assertion-tree semantics as
+"""The Chainsaw assert/error evaluator (gpucluster.live.chainsaw): assertion-tree semantics as
 Chainsaw and kyverno-json define them, features it refuses as unsupported, and every AICR health
 check run unchanged on a healthy and a faulty snapshot of its component."""
 
@@ -17,10 +17,10 @@ from validate_support import (
     snapshot_of,
 )
 
-from gpucluster.verify import chainsaw
-from gpucluster.verify.chainsaw import Operation, parse_tests, run_operation, run_test
+from gpucluster.live import chainsaw
+from gpucluster.live.chainsaw import Operation, parse_tests, run_operation, run_test
 
-CHECKS = ROOT / "gpucluster" / "verify" / "aicr_checks"
+CHECKS = ROOT / "gpucluster" / "live" / "aicr_checks"
 
 DEPLOY = {
     "apiVersion": "apps/v1",
@@ -353,7 +353,7 @@ def test_nodewright_operator_check_fails_in_gpuclusters_namespace(healthy):
 def test_healthy_default_runs_its_components_checks():
     from validate_support import HEALTHY_DEFAULT
 
-    from gpucluster.verify.snapshot import load_snapshot_file
+    from gpucluster.live.snapshot import load_snapshot_file
 
     snap = load_snapshot_file(HEALTHY_DEFAULT)
     verdicts = {

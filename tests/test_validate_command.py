@@ -22,7 +22,7 @@ from validate_support import (
 )
 
 from gpucluster.cli import main
-from gpucluster.verify import validate as validate_mod
+from gpucluster.live import validate as validate_mod
 
 GPU_NODE = "aks-gpu-12345678-vmss000000"
 
@@ -231,7 +231,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, key):
 def test_every_check_of_the_built_in_plans_has_a_known_name(tmp_path):
     from validate_support import DYNAMO, KUBEFLOW, OPERATOR_MANAGED, plan_of
 
-    from gpucluster.verify.checks import derive_checks
+    from gpucluster.live.checks import derive_checks
 
     names = validate_mod.report_schema()["$defs"]["check"]["properties"]["check"]["enum"]
     for text in (None, KUBEFLOW, DYNAMO, OPERATOR_MANAGED, NVKE):
@@ -290,7 +290,7 @@ def test_a_snapshot_read_for_another_cluster_is_remarked(tmp_path):
     """gpucluster snapshot records the cluster it read for; validating it against another
     cluster's plan is one warning line (the run goes on); the same name, or a kubectl List
     without the record, none."""
-    from gpucluster.verify.snapshot import dump_snapshot
+    from gpucluster.live.snapshot import dump_snapshot
 
     doc = json.loads(HEALTHY_DEFAULT.read_text(encoding="utf-8"))
     assert doc["metadata"]["plannedCluster"] == "gpu-training"  # tools/validate_snapshot.py

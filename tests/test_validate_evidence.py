@@ -19,8 +19,8 @@ from in_toto_attestation.v1.statement import Statement
 from validate_support import HEALTHY_DEFAULT, find, items_of, write_snapshot
 
 from gpucluster.cli import main
-from gpucluster.verify import evidence
-from gpucluster.verify import validate as validate_mod
+from gpucluster.live import evidence
+from gpucluster.live import validate as validate_mod
 
 EPOCH = "1796385600"  # 2026-12-04T12:00:00Z
 GPU_NODE = "aks-gpu-12345678-vmss000000"

@@ -1,4 +1,4 @@
-"""``settings.validate: true``: the in-cluster validation gate (gpucluster/verify/gate.py).
+"""``settings.validate: true``: the in-cluster validation gate (gpucluster/live/gate.py).
 
 Its release is the runtime stack's last (after every release but the teardown guards), its chart a
 gpucluster Job chart (pinned kubectl image, NetworkPolicy, get/list RBAC of exactly what it reads),
@@ -30,7 +30,7 @@ from validate_support import (
 
 from gpucluster.charts.jobchart import DEFAULT_KUBECTL_IMAGE
 from gpucluster.errors import GpuclusterError
-from gpucluster.verify.gate import VALIDATION_NODE
+from gpucluster.live.gate import VALIDATION_NODE
 
 VALIDATE = """clusters:
   - name: gpu-training

@@ -17,11 +17,11 @@ from validate_server import TOKEN, FakeApi
 from validate_support import HEALTHY_DEFAULT, ROOT, items_of, mutate, plan_of
 
 from gpucluster.cli import main
-from gpucluster.verify import validate as validate_mod
-from gpucluster.verify.checks import read_plan
-from gpucluster.verify.snapshot import BUILTIN_KINDS, read_live
+from gpucluster.live import validate as validate_mod
+from gpucluster.live.checks import read_plan
+from gpucluster.live.snapshot import BUILTIN_KINDS, read_live
 
-RBAC = ROOT / "gpucluster" / "verify" / "rbac" / "validate-reader.yaml"
+RBAC = ROOT / "gpucluster" / "live" / "rbac" / "validate-reader.yaml"
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -136,7 +136,7 @@ def test_wait_rereads_until_the_checks_converge(api, healthy_items):
 
 
 def _broken(items):
-    from gpucluster.verify.snapshot import Snapshot
+    from gpucluster.live.snapshot import Snapshot
 
     return Snapshot(items=items, source="broken")
 

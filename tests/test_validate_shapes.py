@@ -1,4 +1,4 @@
-"""Snapshot objects of any shape (gpucluster.verify.shapes): a field not shaped as its kind says
+"""Snapshot objects of any shape (gpucluster.live.shapes): a field not shaped as its kind says
 (a Node whose ``status.nodeInfo`` is a string, a ``spec`` that is a list, labels that are a list,
 ...) is one ``error[validate.snapshot]`` line naming the item and field, or -- for the fields of a
 custom resource, which only generic comparisons read -- a check's verdict; never a crash.
@@ -26,12 +26,13 @@ from validate_support import HEALTHY_DEFAULT, items_of
 
 from gpucluster.cli import main
 from gpucluster.errors import GpuclusterError
-from gpucluster.verify import upgrade_check, upgrade_live
-from gpucluster.verify import validate as validate_mod
-from gpucluster.verify.checks import derive_checks, run_checks
-from gpucluster.verify.cli import plan_for
-from gpucluster.verify.shapes import MODELS, shape_problem
-from gpucluster.verify.snapshot import BUILTIN_KINDS, load_snapshot_file
+from gpucluster.lint import upgrade_check
+from gpucluster.live import upgrade_live
+from gpucluster.live import validate as validate_mod
+from gpucluster.live.checks import derive_checks, run_checks
+from gpucluster.live.cli import plan_for
+from gpucluster.live.shapes import MODELS, shape_problem
+from gpucluster.live.snapshot import BUILTIN_KINDS, load_snapshot_file
 
 LONG = os.environ.get("GPUCLUSTER_FUZZ") == "long"
 EXAMPLES = int(os.environ.get("GPUCLUSTER_FUZZ_SNAPSHOT_EXAMPLES", "600" if LONG else "60"))

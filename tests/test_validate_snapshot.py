@@ -1,4 +1,4 @@
-"""Snapshot files (gpucluster.verify.snapshot): what is read, bounded, and refused with one line."""
+"""Snapshot files (gpucluster.live.snapshot): what is read, bounded, and refused with one line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from validate_support import HEALTHY_DEFAULT
 
 from gpucluster.errors import GpuclusterError
-from gpucluster.verify.snapshot import load_snapshot_file, snapshot_document
+from gpucluster.live.snapshot import load_snapshot_file, snapshot_document
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}}
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpucluster.verify.snapshot import BUILTIN_KINDS
+from gpucluster.live.snapshot import BUILTIN_KINDS
 
 TOKEN = "gpucluster-test-token"
 

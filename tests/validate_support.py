@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from gpucluster.verify.snapshot import (
+from gpucluster.live.snapshot import (
     EVERY_NAMESPACE_KINDS,
     Snapshot,
     dump_snapshot,
@@ -141,11 +141,11 @@ NVKE = "clusters:\n" + __import__("_support").NVKE_EXISTING
 def nvke_nodes(plan) -> list[dict[str, Any]]:
     """Two GB200 trays (4 GPUs, one SR-IOV resource per rail) and a control-plane node that carries
     GPU labels without a GPU (tests/data/nvke/nodes-nvke.json shapes)."""
-    from gpucluster.verify.checks import SRIOV_RESOURCE_PREFIX_DEFAULT
+    from gpucluster.live.checks import SRIOV_RESOURCE_PREFIX_DEFAULT
 
     rails = [
         o
-        for c, o in __import__("gpucluster.verify.checks", fromlist=["x"])._manifest_objects(plan)
+        for c, o in __import__("gpucluster.live.checks", fromlist=["x"])._manifest_objects(plan)
         if o["kind"] == "SriovNetworkNodePolicy"
     ]
     version = tool.operator_driver_version(plan)

@@ -94,7 +94,7 @@ import sys
 from pathlib import Path
 from gpucluster.inputs.config import load_clusters
 from gpucluster.pipeline import build_plans
-from gpucluster.verify.render import ChartSources, render_plans, write_output
+from gpucluster.lint.render import ChartSources, render_plans, write_output
 plans = build_plans(load_clusters())
 result = render_plans(plans, ChartSources([Path(sys.argv[1])], cache_dir=Path(sys.argv[2]) / 'cache'))
 write_output(result, Path(sys.argv[2]) / 'render')

@@ -64,7 +64,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_dra_reroll.py",
         "tests/test_stages_forward.py",
     ),
-    "gpucluster/verify/upgrade_live.py": (
+    "gpucluster/live/upgrade_live.py": (
         "tests/test_upgrade_live.py",
         "tests/test_validate_evidence.py",
         "tests/test_validate_shapes.py",
@@ -75,7 +75,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_overrides.py",
         "tests/test_user_reports.py",
     ),
-    "gpucluster/verify/upgrade_check.py": (
+    "gpucluster/lint/upgrade_check.py": (
         "tests/test_upgrade_check.py",
         "tests/test_surge_replacement.py",
         "tests/test_upgrade_live.py",
@@ -200,79 +200,79 @@ HAND_MUTANTS: tuple[HandMutant, ...] = (
     ),
     # upgrade_live.py: the label names and the state sets
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "state-label",
         'UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"',
         'UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade"',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "initial-state-annotation",
         'INITIAL_UNSCHEDULABLE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"',
         'INITIAL_UNSCHEDULABLE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state"',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "cordon-states-drain",
         '        "drain-required",\n',
         "",
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "cordon-states-failed",
         '        "upgrade-failed",\n    }',
         "    }",
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "stuck-required",
         'STUCK_STATES = frozenset({"upgrade-required", "upgrade-failed"})',
         'STUCK_STATES = frozenset({"upgrade-failed"})',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "stuck-failed",
         'STUCK_STATES = frozenset({"upgrade-required", "upgrade-failed"})',
         'STUCK_STATES = frozenset({"upgrade-required"})',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "crash-reasons-crashloop",
         '        "CrashLoopBackOff",\n        "ImagePullBackOff",',
         '        "ImagePullBackOff",',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "done-states-done",
         'DONE_STATES = frozenset({"", "upgrade-done"})',
         'DONE_STATES = frozenset({""})',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "driver-pod-prefix-daemonset",
         'DRIVER_POD_PREFIXES = ("nvidia-driver-daemonset", "nvidia-gpu-driver-")',
         'DRIVER_POD_PREFIXES = ("nvidia-driver-daemonset-x", "nvidia-gpu-driver-")',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "driver-pod-prefix-nvidiadriver",
         'DRIVER_POD_PREFIXES = ("nvidia-driver-daemonset", "nvidia-gpu-driver-")',
         'DRIVER_POD_PREFIXES = ("nvidia-driver-daemonset",)',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "mig-prefix",
         'MIG_RESOURCE_PREFIX = "nvidia.com/mig-"',
         'MIG_RESOURCE_PREFIX = "nvidia.com/migx-"',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "ctrf-unknown-passes",
         '"unknown": "unsupported"}',
         '"unknown": "pass"}',
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_live.py",
+        "gpucluster/live/upgrade_live.py",
         "ctrf-manual-passes",
         '"manual": "fail",',
         '"manual": "pass",',
@@ -337,16 +337,16 @@ HAND_MUTANTS: tuple[HandMutant, ...] = (
     ),
     # upgrade_check.py: the exit code table CI gates on
     HandMutant(
-        "gpucluster/verify/upgrade_check.py", "exit-manual-1", "EXIT_MANUAL = 3", "EXIT_MANUAL = 1"
+        "gpucluster/lint/upgrade_check.py", "exit-manual-1", "EXIT_MANUAL = 3", "EXIT_MANUAL = 1"
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_check.py",
+        "gpucluster/lint/upgrade_check.py",
         "exit-unknown-3",
         "EXIT_UNKNOWN = 4",
         "EXIT_UNKNOWN = 3",
     ),
     HandMutant(
-        "gpucluster/verify/upgrade_check.py",
+        "gpucluster/lint/upgrade_check.py",
         "exit-unknown-safe",
         '"unknown": EXIT_UNKNOWN}',
         '"unknown": EXIT_SAFE}',
@@ -355,14 +355,14 @@ HAND_MUTANTS: tuple[HandMutant, ...] = (
 """Hand mutants of module-level code (mutmut mutates function bodies only)."""
 
 EQUIVALENT: dict[str, str] = {
-    "gpucluster/verify/upgrade_live.py: NodeState.verdict_for: "
+    "gpucluster/live/upgrade_live.py: NodeState.verdict_for: "
     '-return worst(found) if found else "safe" +return worst(found) if (found) or True else "safe"': (
         "worst() of no verdicts is already 'safe'"
     ),
-    "gpucluster/verify/upgrade_check.py: run_sides: "
+    "gpucluster/lint/upgrade_check.py: run_sides: "
     '-a = load_side(old, new, workdir / "from", key="--from") '
     '+a = load_side(old, new, workdir / "from", )': "'--from' is load_side's default key",
-    "gpucluster/verify/upgrade_live.py: render_ctrf: "
+    "gpucluster/live/upgrade_live.py: render_ctrf: "
     '-"gpusSchedulableDuring": "" if p.gpus_during is None else str(p.gpus_during), '
     '+"gpusSchedulableDuring": "" if (p.gpus_during is None) and False else str(p.gpus_during),': (
         "_pool_states gives every pool a count of GPUs during the change, never None"

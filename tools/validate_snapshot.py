@@ -47,8 +47,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpucluster.verify.nodes import GPU_COUNT_LABEL, pod_fits  # noqa: E402
-from gpucluster.verify.snapshot import (  # noqa: E402
+from gpucluster.live.nodes import GPU_COUNT_LABEL, pod_fits  # noqa: E402
+from gpucluster.live.snapshot import (  # noqa: E402
     EVERY_NAMESPACE_KINDS,
     dump_snapshot,
     snapshot_document,
@@ -896,7 +896,7 @@ def healthy_items(
             "Pod",
             "RuntimeClass",
         ) else None
-    from gpucluster.verify.checks import read_plan
+    from gpucluster.live.checks import read_plan
 
     read = {"kube-system", *read_plan(plan).namespaces}  # the namespaces gpucluster snapshot reads
     return [
@@ -934,7 +934,7 @@ def _custom(obj: Mapping[str, Any]) -> bool:
 
 def render_plan(plan, charts: Path):
     """The plan's releases rendered with the charts in ``charts`` (Helm's engine, offline)."""
-    from gpucluster.verify import render as render_mod
+    from gpucluster.lint import render as render_mod
 
     sources = render_mod.ChartSources([charts])
     return render_mod.render_plans([plan], sources, allow_missing=ALLOW_MISSING)

@@ -13,5 +13,6 @@ May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucl
 :mod:`gpucluster.values`, :mod:`gpucluster.hashing`, :mod:`gpucluster.versions`,
 :mod:`gpucluster.diskcache`, :mod:`gpucluster.fields`), :mod:`gpucluster.plugins` (the manifest and gate hooks) and
 :mod:`gpucluster.recipes` (the catalog and the scheduling inputs). Nothing from
-:mod:`gpucluster.inputs`, :mod:`gpucluster.pipeline`, :mod:`gpucluster.verify` or ``gpucluster.sdk``.
+:mod:`gpucluster.inputs`, :mod:`gpucluster.pipeline`, :mod:`gpucluster.lint`, :mod:`gpucluster.live` or
+``gpucluster.sdk``.
 """

@@ -1,6 +1,6 @@
 """Helm's engine and client, in process: PyPI ``helm-python-sdk`` (import ``helm_python``; Helm v4
 compiled into the wheel, no helm binary), imported on first use so the core imports without the
-``render`` extra. Used by :mod:`gpucluster.verify.render` (render, lint) and :mod:`gpucluster.charts.pull`
+``render`` extra. Used by :mod:`gpucluster.lint.render` (render, lint) and :mod:`gpucluster.charts.pull`
 (``charts pull``).
 """
 

@@ -482,7 +482,7 @@ def rewrite_stream(text: str, mirror: str, *, hooks: bool = True) -> str:
     """A YAML stream of Kubernetes objects (what Helm hands a post-renderer) with every image
     reference at ``mirror``; empty documents dropped, comments not kept. ``hooks=False`` leaves Helm
     hooks as they are (what Helm 3 does: its post-renderer never sees them, see
-    :mod:`gpucluster.verify.render`). ``yaml.YAMLError`` when the stream is not YAML."""
+    :mod:`gpucluster.lint.render`). ``yaml.YAMLError`` when the stream is not YAML."""
     import yaml  # here: reading the cluster file (parse_images) must not import PyYAML
 
     loader = manifest_loader()

@@ -10,6 +10,6 @@ May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucl
 :mod:`gpucluster.fields`, :mod:`gpucluster.yamlsafe`, ...), :mod:`gpucluster.plugins` (the
 platforms' declared inputs), and the parsers of the cluster-file sections other packages own
 (:mod:`gpucluster.recipes`: overrides, scheduling, a RecipeResult file; :mod:`gpucluster.charts`:
-chart mirrors, the manifest chart builder). Never :mod:`gpucluster.pipeline`, :mod:`gpucluster.verify`, the commands or
+chart mirrors, the manifest chart builder). Never :mod:`gpucluster.pipeline`, :mod:`gpucluster.lint`, :mod:`gpucluster.live`, the commands or
 ``gpucluster.sdk``.
 """

@@ -16,5 +16,5 @@ May import: the leaves at the package root (:mod:`gpucluster.model`, :mod:`gpucl
 :mod:`gpucluster.policy_keys`) and
 :mod:`gpucluster.plugins` (the catalog, adjust-values and policy hooks). Nothing from
 :mod:`gpucluster.inputs`, :mod:`gpucluster.charts`, :mod:`gpucluster.pipeline`,
-:mod:`gpucluster.verify` or ``gpucluster.sdk``.
+:mod:`gpucluster.lint`, :mod:`gpucluster.live` or ``gpucluster.sdk``.
 """

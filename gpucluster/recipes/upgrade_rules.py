@@ -1,5 +1,5 @@
 """Upgrade transition rules (``upgrades.yaml`` in every catalog directory): their format, loading
-and the version-change judgement -- a leaf that :mod:`gpucluster.verify.upgrade_check` (the report) and
+and the version-change judgement -- a leaf that :mod:`gpucluster.lint.upgrade_check` (the report) and
 :mod:`gpucluster.recipes.recipe_result` (``versionSkew: upgrade``, which shows the change the same way)
 both use, without importing the pipeline. Pure Python, no cdktf."""
 

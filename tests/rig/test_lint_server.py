@@ -1,6 +1,6 @@
 """Lint agrees with the API server on custom resources: the same objects go to the rig's real
 kube-apiserver (create, ``dryRun=All``, ``fieldValidation=Strict`` as ``kubectl --validate=strict``)
-and to ``gpucluster lint`` (:func:`gpucluster.verify.lint.lint_result`, its ``lint.schema`` and
+and to ``gpucluster lint`` (:func:`gpucluster.lint.lint.lint_result`, its ``lint.schema`` and
 ``lint.cel`` errors); every object the server rejects, lint rejects, and lint rejects nothing the
 server admits.
 
@@ -16,7 +16,7 @@ the CRDs (deterministic, no randomness):
   fields the rules read (``self.<field>``) set, alone and in pairs, to values drawn from the
   field's schema and from the string literals of the rules, so both sides of each rule are sent.
 
-The CRDs are the ones lint validates against (:func:`gpucluster.verify.lint.crd_index` over the
+The CRDs are the ones lint validates against (:func:`gpucluster.lint.lint.crd_index` over the
 rendered releases), installed on the rig first.
 """
 
@@ -70,7 +70,7 @@ def _render(shared: Path, folder: Path) -> list[Any]:
     from gpucluster import pipeline
     from gpucluster.init import InitOptions, render_project
     from gpucluster.inputs.config import parse_clusters
-    from gpucluster.verify.render import ChartSources, Renderer, render_plans
+    from gpucluster.lint.render import ChartSources, Renderer, render_plans
 
     sources = ChartSources([shared / "charts"], cache_dir=folder / "no-cache")
     releases: list[Any] = []
@@ -321,8 +321,8 @@ def rule_mutations(doc: Mapping[str, Any], schema: Any) -> Iterator[tuple[str, A
 
 def build_cases(releases: list[Any]) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
     """The CRD index lint uses and ``(what, object)`` of every case, each object's name unique."""
-    from gpucluster.verify.lint import crd_index, iter_objects
-    from gpucluster.verify.lint_cel import has_rules
+    from gpucluster.lint.lint import crd_index, iter_objects
+    from gpucluster.lint.lint_cel import has_rules
 
     index = crd_index(releases)
     bases: list[tuple[str, dict[str, Any]]] = []
@@ -403,9 +403,9 @@ def lint_verdicts(
 ) -> list[tuple[bool, str, set[str]]]:
     """``(rejected, message, finding ids)`` of each case from ``gpucluster lint`` (``lint.schema`` and
     ``lint.cel`` errors), every case an object of one release beside the stacks' CRDs."""
+    from gpucluster.lint import lint
+    from gpucluster.lint.render import RenderedRelease, RenderResult
     from gpucluster.model import ClusterSpec, Criteria, PlanNode, Recipe, RuntimePlan
-    from gpucluster.verify import lint
-    from gpucluster.verify.render import RenderedRelease, RenderResult
 
     cluster = ClusterSpec(
         name="diff",
@@ -617,7 +617,7 @@ def null_cases(releases: list[Any], index: Any) -> list[tuple[str, dict[str, Any
     (:data:`NULLS_PER_KIND` per kind), one undeclared field added as null; AICR's Prometheus
     ``storage.emptyDir: null`` beside a ``volumeClaimTemplate``; every field of a
     :data:`PROBE_CRD` object set to null, alone."""
-    from gpucluster.verify.lint import iter_objects
+    from gpucluster.lint.lint import iter_objects
 
     firsts: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
     for release, path, doc in iter_objects(releases):
@@ -719,9 +719,9 @@ def _judge(
 def _lint_nulls(releases: list[Any], cases: list[tuple[str, dict[str, Any]]]):
     """``(errors, null paths)`` of each case from ``gpucluster lint``: its ``lint.schema`` /
     ``lint.cel`` errors and the field paths of its ``lint.schema-null`` warnings."""
+    from gpucluster.lint import lint
+    from gpucluster.lint.render import RenderedRelease, RenderResult
     from gpucluster.model import ClusterSpec, Criteria, PlanNode, Recipe, RuntimePlan
-    from gpucluster.verify import lint
-    from gpucluster.verify.render import RenderedRelease, RenderResult
 
     cluster = ClusterSpec(
         name="diff",

@@ -957,7 +957,7 @@ def run(old: str, new: str) -> Report:
 
 def run_sides(old: str, new: str) -> tuple[Report, Side, Side]:
     """:func:`run`, also returning both resolved sides (their plans: what
-    :mod:`gpucluster.verify.upgrade_live` judges on a snapshot)."""
+    :mod:`gpucluster.live.upgrade_live` judges on a snapshot)."""
     rules = load_rules()
     workdir = Path(tempfile.mkdtemp(prefix="gpucluster-upgrade-check-"))
     try:

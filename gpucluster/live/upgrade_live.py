@@ -1,8 +1,8 @@
 """``gpucluster upgrade-check --from OLD --to NEW --snapshot FILE | --kubeconfig F``: what the
 change does to the cluster as it runs now, per GPU node pool, per node and per component.
 
-:mod:`gpucluster.verify.upgrade_check` compares the two revisions (files only); this module reads
-a snapshot (:mod:`gpucluster.verify.snapshot`) and says, for the changes it found:
+:mod:`gpucluster.lint.upgrade_check` compares the two revisions (files only); this module reads
+a snapshot (:mod:`gpucluster.live.snapshot`) and says, for the changes it found:
 
 * **driver re-install** (``gpu-operator`` version or driver values change, with the operator
   managing the driver: ``driver.enabled``): the GPU Operator's upgrade controller cordons, waits for
@@ -24,7 +24,7 @@ a snapshot (:mod:`gpucluster.verify.snapshot`) and says, for the changes it foun
   Terraform destroys the pool and creates a new one; every pod on it ends (Terraform Registry,
   hashicorp/azurerm, "azurerm_kubernetes_cluster_node_pool",
   https://registry.terraform.io/providers/hashicorp/azurerm/latest/docs/resources/kubernetes_cluster_node_pool);
-* **CRD upgrades**: the CRD step :mod:`gpucluster.verify.upgrade_check` names.
+* **CRD upgrades**: the CRD step :mod:`gpucluster.lint.upgrade_check` names.
 
 What each node runs now: GPU pods (a container or init container requesting or limiting
 ``nvidia.com/gpu``, a shared or renamed ``nvidia.com/gpu*`` or a MIG slice ``nvidia.com/mig-*``
@@ -42,10 +42,10 @@ Verdicts (``safe | manual | unknown``): a node is ``manual`` when the change end
 pods there, or when it is blocked (cordoned by another actor, stuck in an upgrade state, a
 crash-looping driver pod); ``unknown`` when the snapshot cannot tell (no pods listed at all, no
 nodes; for a change that evicts pods, a snapshot that does not say it lists every namespace's
-Pods: :data:`gpucluster.verify.snapshot.EVERY_NAMESPACE_KEY`); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
+Pods: :data:`gpucluster.live.snapshot.EVERY_NAMESPACE_KEY`); else ``safe``. Each verdict of a node belongs to one hazard (``driver``, ``dra``,
 ``pool``); a component's live verdict is the worst of its file verdict and its nodes' verdicts
 for its own hazard (a node cordoned by someone else blocks a driver re-install, not a DRA re-roll).
-Exit codes: the file check's (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`): 0 every verdict
+Exit codes: the file check's (:data:`gpucluster.lint.upgrade_check.EXIT_CODES`): 0 every verdict
 safe, 3 any ``manual``, 4 else any ``unknown``, 2 bad input. Pure Python, no cdktf; deterministic (sorted nodes, pools and components).
 """
 
@@ -59,16 +59,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
-from gpucluster.model import NodePool, RuntimePlan
-from gpucluster.recipes.upgrade_rules import driver_roll, worst
-from gpucluster.verify.snapshot import Snapshot
-from gpucluster.verify.upgrade_check import (
+from gpucluster.lint.upgrade_check import (
     EXIT_CODES,
     Change,
     ClusterReport,
     Report,
     removed_gpu_pools,
 )
+from gpucluster.live.snapshot import Snapshot
+from gpucluster.model import NodePool, RuntimePlan
+from gpucluster.recipes.upgrade_rules import driver_roll, worst
 
 __all__ = [
     "render_ctrf",
@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 EXIT_SAFE = EXIT_CODES["safe"]
-"""Exit codes: one table for both modes (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`:
+"""Exit codes: one table for both modes (:data:`gpucluster.lint.upgrade_check.EXIT_CODES`:
 0 safe, 3 manual, 4 unknown; 2 bad input)."""
 
 UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
@@ -343,7 +343,7 @@ class ComponentVerdict:
 
 @dataclass
 class LiveReport:
-    """The file comparison (:class:`~gpucluster.verify.upgrade_check.Report`) judged on a snapshot."""
+    """The file comparison (:class:`~gpucluster.lint.upgrade_check.Report`) judged on a snapshot."""
 
     report: Report
     cluster: str
@@ -507,7 +507,7 @@ def _driver_rolls(change: Change | None, old: RuntimePlan, new: RuntimePlan) -> 
 
 def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
     """GPU pools whose ForceNew arguments change, and GPU pools NEW removes
-    (:func:`~gpucluster.verify.upgrade_check.removed_gpu_pools`): pool name -> what changes."""
+    (:func:`~gpucluster.lint.upgrade_check.removed_gpu_pools`): pool name -> what changes."""
     before = {p.name: p for p in old.cluster.pools if p.gpu}
     out = {}
     for pool in new.cluster.pools:
@@ -851,12 +851,12 @@ _AS_VERDICT = {"safe": "pass", "manual": "fail", "unknown": "unsupported"}
 
 
 def render_ctrf(live: LiveReport, *, time: str) -> str:
-    """The CTRF report (:func:`gpucluster.verify.evidence.ctrf_document`): one test per component
+    """The CTRF report (:func:`gpucluster.live.evidence.ctrf_document`): one test per component
     (``component/<name>``), GPU pool (``pool/<name>``) and GPU node (``node/<name>``), suite
     :data:`CTRF_PHASE`, status from the live verdict (safe ``passed``, manual ``failed``, unknown
-    ``other``), message the note; ``time`` the check's time (:func:`gpucluster.verify.evidence.now`)."""
+    ``other``), message the note; ``time`` the check's time (:func:`gpucluster.live.evidence.now`)."""
     from gpucluster import __version__
-    from gpucluster.verify import evidence
+    from gpucluster.live import evidence
 
     tests = [
         evidence.CtrfTest(
@@ -934,7 +934,7 @@ def attestation(
         GpuclusterError: the snapshot file cannot be read (``error[validate.input]``).
     """
     from gpucluster.inputs.fleet import rollout_digest
-    from gpucluster.verify import evidence
+    from gpucluster.live import evidence
 
     snap = live.snapshot
     subjects = [

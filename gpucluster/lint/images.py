@@ -1,6 +1,6 @@
 """``gpucluster images``: every container image the runtime stack runs, from what is really rendered.
 
-Pure Python, no cdktf. The input is a :class:`gpucluster.verify.render.RenderResult` (the charts at
+Pure Python, no cdktf. The input is a :class:`gpucluster.lint.render.RenderResult` (the charts at
 their pinned versions from the chart sources ``render`` and ``lint`` read, with gpucluster's
 values, plus gpucluster's generated manifest, gate and teardown charts); nothing is rendered a
 second way. Where an image comes from (:attr:`Image.sources`):
@@ -62,8 +62,8 @@ from gpucluster.charts.imagemirror import (
     parse_reference,
     pod_spec,
 )
+from gpucluster.lint.render import RenderedRelease, RenderResult
 from gpucluster.model import RuntimePlan
-from gpucluster.verify.render import RenderedRelease, RenderResult
 
 SOURCES = ("chart render", "our manifest", "CR operand", "operator default")
 """Where an image is named, in this order of preference (:attr:`Image.sources`)."""
@@ -438,7 +438,7 @@ def inventory(
 
     ``node_os``: node OS tags (``ubuntu24.04``) per-OS driver images are listed for (default
     :func:`node_os_tags`). Deterministic: images sorted by reference, charts by name and version."""
-    from gpucluster.verify.render import unverified
+    from gpucluster.lint.render import unverified
 
     wanted = set(clusters) if clusters is not None else None
     missing = unverified(result)
@@ -479,9 +479,9 @@ def inventory(
 
 def cluster_images(plan: RuntimePlan, sources: Any, *, node_os: Sequence[str] = ()) -> Inventory:
     """The inventory of one cluster (as ``plan`` reads it): render its releases from ``sources``
-    (a :class:`gpucluster.verify.render.ChartSources`), then :func:`inventory`. For callers outside
+    (a :class:`gpucluster.lint.render.ChartSources`), then :func:`inventory`. For callers outside
     the CLI (a live cluster compared with its inventory)."""
-    from gpucluster.verify.render import render_plans
+    from gpucluster.lint.render import render_plans
 
     result = render_plans([plan], sources)
     try:

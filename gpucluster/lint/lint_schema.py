@@ -3,7 +3,7 @@
 converted to JSON Schema, checked with ``jsonschema``).
 
 CRD conversion (as ``kubectl --validate=strict`` reads a CRD): ``x-kubernetes-*`` keys are
-dropped (the CEL rules are evaluated by :mod:`gpucluster.verify.lint_cel`, :func:`check_custom_resource`), ``nullable`` adds ``null`` to the type,
+dropped (the CEL rules are evaluated by :mod:`gpucluster.lint.lint_cel`, :func:`check_custom_resource`), ``nullable`` adds ``null`` to the type,
 ``x-kubernetes-int-or-string`` accepts integers and strings, and an object schema with
 ``properties`` refuses unknown fields unless it says ``x-kubernetes-preserve-unknown-fields``
 (the API server would prune them silently).
@@ -299,7 +299,7 @@ class CustomResourceCheck:
     Attributes:
         errors: ``path: message`` of the OpenAPI schema check (at most 3).
         nulls: the nulls server-side apply refuses and a create drops (:class:`NullField`).
-        failed: CEL rules that reject the object (:mod:`gpucluster.verify.lint_cel`).
+        failed: CEL rules that reject the object (:mod:`gpucluster.lint.lint_cel`).
         not_checked: CEL rules lint could not evaluate (never counted as passed).
     """
 
@@ -323,7 +323,7 @@ def check_custom_resource(
     the server evaluates the rules only on objects that pass the schema). With
     ``status_subresource`` (:meth:`CrdIndex.status_subresource`), ``status`` is not checked: the
     server drops it on create."""
-    from gpucluster.verify.lint_cel import evaluate_rules
+    from gpucluster.lint.lint_cel import evaluate_rules
 
     if status_subresource and "status" in doc:
         doc = {k: v for k, v in doc.items() if k != "status"}

@@ -12,8 +12,8 @@ What runs in the cluster, and why: the gate image is the pinned upstream kubectl
 shell, kubectl, coreutils; no Python, no jq), and pulling an image with gpucluster inside from a
 registry gpucluster does not publish could not be pinned honestly. So the plan-derived checks
 that read fields are rendered here, at synth, into kubectl JSONPath and shell, from the same
-plan facts :mod:`gpucluster.verify.checks` uses (:func:`gpucluster.verify.nodes.gpu_node_groups`,
-:func:`gpucluster.verify.checks.advertiser`, the profile's RuntimeClass, the pinned driver, the
+plan facts :mod:`gpucluster.live.checks` uses (:func:`gpucluster.live.nodes.gpu_node_groups`,
+:func:`gpucluster.live.checks.advertiser`, the profile's RuntimeClass, the pinned driver, the
 manifest charts' custom resources, the rails' IPPools):
 
 * ``gpu-nodes``: each GPU node group has its node count of Ready nodes (at least one);
@@ -40,6 +40,13 @@ from typing import Any
 
 from gpucluster.charts.jobchart import HookJob, gate_image, render_job_chart
 from gpucluster.fields import Where
+from gpucluster.live.checks import (
+    DEVICE_PLUGIN_RESOURCE,
+    DRA_GPU_DRIVER,
+    DRIVER_VERSION_LABEL,
+    advertiser,
+)
+from gpucluster.live.nodes import GPU_COUNT_LABEL, gpu_node_groups
 from gpucluster.model import (
     VALIDATE_SETTING,
     ClusterSpec,
@@ -48,13 +55,6 @@ from gpucluster.model import (
     Recipe,
     absolute_key,
 )
-from gpucluster.verify.checks import (
-    DEVICE_PLUGIN_RESOURCE,
-    DRA_GPU_DRIVER,
-    DRIVER_VERSION_LABEL,
-    advertiser,
-)
-from gpucluster.verify.nodes import GPU_COUNT_LABEL, gpu_node_groups
 
 __all__ = [
     "VALIDATION_NODE",
@@ -98,7 +98,7 @@ def _manifest_targets(
 ) -> list[tuple[str, str, str | None, str]]:
     """``(check, resource.group, namespace or None, name)`` of every custom resource of the manifest
     charts and every rail network's IPPool (``SriovIBNetwork`` ipam ``poolName``)."""
-    from gpucluster.verify.render import load_documents
+    from gpucluster.lint.render import load_documents
 
     crd_plurals = {
         "NicClusterPolicy": ("nicclusterpolicies", False),

@@ -13,7 +13,7 @@
 
 Both are deterministic for the same inputs: the only time they carry is the result's own (the
 ``time`` of the validation, which ``SOURCE_DATE_EPOCH`` fixes; see
-:func:`gpucluster.verify.validate.validate`); keys are sorted, nothing else varies.
+:func:`gpucluster.live.validate.validate`); keys are sorted, nothing else varies.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ AICR reports a check that reached no verdict; both ``failed`` and ``other`` bloc
 ``ctrf.IsFailingStatus``)."""
 
 MAX_SUBJECT_BYTES = 128 * 1024 * 1024
-"""Largest file hashed as a subject (the snapshot file cap of :mod:`gpucluster.verify.snapshot`)."""
+"""Largest file hashed as a subject (the snapshot file cap of :mod:`gpucluster.live.snapshot`)."""
 
 
 def now(env: Mapping[str, str] = os.environ) -> str:
@@ -171,7 +171,7 @@ def ctrf_schema() -> dict[str, Any]:
     """``schemas/ctrf.schema.json``: the CTRF JSON schema (draft-07) :func:`ctrf_document` output
     is valid against (vendored from ctrf-io/ctrf, module docstring)."""
     return json.loads(
-        resources.files("gpucluster.verify")
+        resources.files("gpucluster.live")
         .joinpath("schemas", "ctrf.schema.json")
         .read_text(encoding="utf-8")
     )
@@ -187,7 +187,7 @@ class Subject:
 
 def judged_subject(path: str, sha256: str, *, key: str) -> Subject:
     """The subject of a snapshot file that was judged: its name as given and ``sha256``, the
-    digest of the bytes read and judged (:attr:`gpucluster.verify.snapshot.Snapshot.file_sha256`),
+    digest of the bytes read and judged (:attr:`gpucluster.live.snapshot.Snapshot.file_sha256`),
     so a file changed afterwards is not what the attestation vouches for; without it (a snapshot
     made in code) the file's bytes now (:func:`file_subject`)."""
     return Subject(path, sha256) if sha256 else file_subject(path, key=key)

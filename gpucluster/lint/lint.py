@@ -1,21 +1,21 @@
-"""``gpucluster lint``: checks on the objects Helm renders for every release (:mod:`gpucluster.verify.render`).
+"""``gpucluster lint``: checks on the objects Helm renders for every release (:mod:`gpucluster.lint.render`).
 
 Checks (finding ids; ``error`` findings make ``gpucluster lint`` exit 2):
 
 * ``lint.schema`` -- every object against the Kubernetes 1.34 schemas (kubernetes-validate,
   strict) or, for custom resources, against its CRD: the CRDs the stack's charts carry
   (``crds/`` and rendered ``CustomResourceDefinition`` objects) and the extra CRD folders given
-  (``--crds``), as the API server stores it (:func:`gpucluster.verify.lint_schema.api_server_view`: nulls
+  (``--crds``), as the API server stores it (:func:`gpucluster.lint.lint_schema.api_server_view`: nulls
   of non-nullable fields pruned, schema defaults filled). ``lint.schema-unknown`` (warning): no
   schema for the kind.
 * ``lint.schema-null`` (warning) -- one per field of a custom resource set to ``null`` whose CRD
   schema is not ``nullable: true`` and has no ``default``
-  (:class:`gpucluster.verify.lint_schema.NullField`): server-side apply (``kubectl apply
+  (:class:`gpucluster.lint.lint_schema.NullField`): server-side apply (``kubectl apply
   --server-side``, Helm 4) refuses the object (``... in body must be of type object``), a create
   drops the null (no effect). It names the object, the field path and the fix (remove the key;
   ``{}`` / ``[]`` for an object / a list).
 * ``lint.cel`` -- every custom resource that passes its CRD's schema against the CRD's CEL
-  validation rules (``x-kubernetes-validations``, :mod:`gpucluster.verify.lint_cel`), evaluated
+  validation rules (``x-kubernetes-validations``, :mod:`gpucluster.lint.lint_cel`), evaluated
   as on create: a rule that evaluates to false is an ``error`` with the rule's message; a rule
   lint cannot evaluate (a transition rule, a Kubernetes CEL library function) is an ``info``
   finding whose message begins ``not checked:``.
@@ -72,15 +72,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucluster.charts.imagemirror import POD_TEMPLATE_PATHS, is_test_hook  # noqa: E402,F401  (one place for lint and images)
-from gpucluster.model import RuntimePlan, Toleration
-from gpucluster.values import credential_paths
-from gpucluster.verify.render import (
+from gpucluster.lint.render import (
     LintFinding,
     RenderedRelease,
     RenderResult,
     iter_objects,
     sort_findings,
 )
+from gpucluster.model import RuntimePlan, Toleration
+from gpucluster.values import credential_paths
 
 SYSTEM_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
 """Workloads that must land on system nodes when ``scheduling.system`` is set."""
@@ -324,7 +324,7 @@ class _Ctx:
 
 def unrendered_releases(releases: Iterable[RenderedRelease]) -> tuple[str, ...]:
     """``<release>`` of every chart release without a chart, ``<release> subcharts a, b`` of one
-    rendered without some of its subcharts (:func:`gpucluster.verify.render.unverified`), in
+    rendered without some of its subcharts (:func:`gpucluster.lint.render.unverified`), in
     release order."""
     out = []
     for release in releases:
@@ -345,11 +345,11 @@ def nothing_checked(result: RenderResult) -> bool:
 def crd_index(
     releases: Iterable[RenderedRelease], extra_crds: Iterable[tuple[Mapping[str, Any], str]] = ()
 ) -> Any:
-    """The :class:`gpucluster.verify.lint_schema.CrdIndex` lint validates custom resources
+    """The :class:`gpucluster.lint.lint_schema.CrdIndex` lint validates custom resources
     against: the CRDs of each release's chart ``crds/`` folders and its rendered
     ``CustomResourceDefinition`` objects, in release order, then ``extra_crds`` (``--crds``);
     the first definition of a ``(group, version, kind)`` wins."""
-    from gpucluster.verify.lint_schema import CrdIndex
+    from gpucluster.lint.lint_schema import CrdIndex
 
     index = CrdIndex()
     for release in releases:
@@ -368,7 +368,7 @@ def check_schemas(
     ``memo`` (object id -> (object, schema source, errors)) skips objects already validated
     against the same schema source: the renderer shares parsed objects between releases whose
     templates rendered identically (the objects are read-only)."""
-    from gpucluster.verify.lint_schema import (
+    from gpucluster.lint.lint_schema import (
         K8S_VERSION,
         builtin_validator,
         check_custom_resource,
@@ -494,7 +494,7 @@ def template_references(chart_dir: Any) -> dict[tuple[str, ...], set[tuple[str, 
     import os
     from pathlib import Path
 
-    from gpucluster.verify.render import read_chart_dir
+    from gpucluster.lint.render import read_chart_dir
 
     root = Path(chart_dir)
     scopes: dict[tuple[str, ...], Path] = {(): root}
@@ -654,7 +654,7 @@ _EMPTY_OF_TYPE = {"object": "{}", "array": "[]"}
 def _add_null_field(
     ctx: _Ctx, release: RenderedRelease, path: str, doc: Mapping[str, Any], against: str, null: Any
 ) -> None:
-    """``lint.schema-null`` for one :class:`gpucluster.verify.lint_schema.NullField` of ``doc``."""
+    """``lint.schema-null`` for one :class:`gpucluster.lint.lint_schema.NullField` of ``doc``."""
     of_type = f"of type {null.type}" if null.type else "of its schema's type"
     empty = _EMPTY_OF_TYPE.get(null.type)
     ctx.add(
@@ -886,7 +886,7 @@ def pod_selector_from_values(
     template = next((p for p, d in release.objects if d is doc), None)
     if template is None or template not in rendered:
         return True
-    from gpucluster.verify.render import load_documents
+    from gpucluster.lint.render import load_documents
 
     name = (doc.get("metadata") or {}).get("name")
     try:
@@ -920,7 +920,7 @@ def _walk_with_config(doc: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...],
     configuration applied by hook Jobs, e.g. KAI's kai-config)."""
     yield from _walk(doc)
     if doc.get("kind") == "ConfigMap":
-        from gpucluster.verify.render import load_documents
+        from gpucluster.lint.render import load_documents
 
         for name, text in sorted((doc.get("data") or {}).items()):
             if not isinstance(text, str) or ":" not in text:
@@ -993,7 +993,7 @@ def check_nfd_rules(ctx: _Ctx) -> None:
     """``lint.nfd-rule-unmatchable`` (module docstring)."""
     import fnmatch
 
-    from gpucluster.verify.render import load_documents
+    from gpucluster.lint.render import load_documents
 
     hidden: list[tuple[RenderedRelease, str, str]] = []
     for release, _path, doc in iter_objects(ctx.releases):
@@ -1065,11 +1065,11 @@ def check_images(ctx: _Ctx) -> None:
 
 def check_image_mirror(ctx: _Ctx) -> None:
     """``lint.public-registry``: with ``images.mirror``, every image the rendered objects name
-    (:func:`gpucluster.verify.images.inventory`'s sources: pod templates, operator defaults,
+    (:func:`gpucluster.lint.images.inventory`'s sources: pod templates, operator defaults,
     custom resources' operands) is under the mirror; one error per image that is not (it could
     not be rewritten), naming where it is."""
     from gpucluster.charts.imagemirror import under
-    from gpucluster.verify.images import _Collector
+    from gpucluster.lint.images import _Collector
 
     mirror = getattr(ctx.plan.cluster, "image_mirror", None)
     if not mirror:
@@ -1207,7 +1207,7 @@ def load_crd_folders(folders: Iterable[Any]) -> list[tuple[Mapping[str, Any], st
     """``(CRD object, source)`` of every ``*.yaml``/``*.yml`` file below each folder (``--crds``)."""
     from pathlib import Path
 
-    from gpucluster.verify.render import load_documents
+    from gpucluster.lint.render import load_documents
 
     out = []
     for folder in folders:

@@ -8,14 +8,14 @@ the prepared cluster spec) or from the AICR health check of a component the plan
 check               proves (and the plan facts it is derived from)
 ==================  ===========================================================================
 ``aicr-health``     AICR's Chainsaw health check of the component passes, run unchanged
-                    (:mod:`gpucluster.verify.chainsaw`); one per installed component that has one.
+                    (:mod:`gpucluster.live.chainsaw`); one per installed component that has one.
                     A check that reads a namespace the plan does not install the component in is
                     ``skip`` (reason printed), never counted as a pass.
 ``gate``            each readiness gate's condition holds now (``RuntimePlan.gates``: ClusterPolicy
                     / NicClusterPolicy ``status.state``, CRDs Established, DaemonSet/Deployment
                     rolled out with at least ``min_ready`` pods, minimum image version).
 ``gpu-nodes``       each GPU pool has its ``node_count`` Ready nodes (``ClusterSpec.pools``; for an
-                    existing cluster: at least one GPU node, :mod:`gpucluster.verify.nodes`).
+                    existing cluster: at least one GPU node, :mod:`gpucluster.live.nodes`).
 ``gpu-advertiser``  every GPU node advertises whole GPUs through exactly the plan's advertiser:
                     the device plugin (allocatable ``nvidia.com/gpu``: gpu-operator
                     ``devicePlugin.enabled``, or an external plugin when the recipe's profile
@@ -55,11 +55,11 @@ from dataclasses import field as dc_field
 from importlib import resources
 from typing import Any
 
+from gpucluster.live import chainsaw
+from gpucluster.live.nodes import GPU_COUNT_LABEL, GpuNodeGroup, gpu_node_groups, pod_fits
+from gpucluster.live.snapshot import Snapshot
 from gpucluster.model import GateSpec, RuntimePlan
 from gpucluster.values import get_path
-from gpucluster.verify import chainsaw
-from gpucluster.verify.nodes import GPU_COUNT_LABEL, GpuNodeGroup, gpu_node_groups, pod_fits
-from gpucluster.verify.snapshot import Snapshot
 
 __all__ = [
     "Check",
@@ -148,9 +148,7 @@ def _int(value: Any) -> int:
 
 
 def _aicr_file(component: str):
-    path = resources.files("gpucluster.verify").joinpath(
-        AICR_CHECKS, component, "health-check.yaml"
-    )
+    path = resources.files("gpucluster.live").joinpath(AICR_CHECKS, component, "health-check.yaml")
     return path if path.is_file() else None
 
 
@@ -197,7 +195,7 @@ def _aicr_check(plan: RuntimePlan, component: str, text: str) -> Check:
         component=component,
         proves=f"AICR's {component} health check passes (run unchanged)",
         inputs={
-            "file": f"gpucluster/verify/{AICR_CHECKS}/{component}/health-check.yaml",
+            "file": f"gpucluster/live/{AICR_CHECKS}/{component}/health-check.yaml",
             "namespace": namespace,
             "readsNamespaces": read,
         },
@@ -822,7 +820,7 @@ def _driver_checks(plan: RuntimePlan) -> list[Check]:
 
 def _manifest_objects(plan: RuntimePlan) -> list[tuple[str, dict[str, Any]]]:
     """``(component, object)`` of every object of the plan's manifest charts (pre and post)."""
-    from gpucluster.verify.render import load_documents
+    from gpucluster.lint.render import load_documents
 
     out = []
     for node in plan.nodes:
@@ -1160,7 +1158,7 @@ def run_checks(checks: Sequence[Check], snap: Snapshot) -> list[tuple[Check, Che
 def read_plan(plan: RuntimePlan):
     """What a snapshot of ``plan``'s cluster must hold for :func:`derive_checks`: the namespaces
     of its components, gates, manifests and AICR checks, and every custom kind they name."""
-    from gpucluster.verify.snapshot import BUILTIN_KINDS, NEVER_READ, ReadPlan
+    from gpucluster.live.snapshot import BUILTIN_KINDS, NEVER_READ, ReadPlan
 
     namespaces = {c.ref.namespace for c in plan.components.values() if c.ref.namespace}
     kinds: set[tuple[str, str]] = set()

@@ -3,7 +3,7 @@
 AICR's component health checks (``aicr_checks/<component>/health-check.yaml``, copied unchanged
 from NVIDIA/aicr ``recipes/checks/``) are Chainsaw ``Test`` documents made only of ``assert`` and
 ``error`` operations. This module runs such a Test against an :class:`ObjectSource` (a snapshot,
-:mod:`gpucluster.verify.snapshot`) with the semantics of the real tools:
+:mod:`gpucluster.live.snapshot`) with the semantics of the real tools:
 
 * **resource lookup** (chainsaw ``pkg/engine/operations/internal/read.go``): with
   ``metadata.name`` the object is fetched by name; without it the kind is listed in
@@ -398,7 +398,7 @@ def compile_tree(tree: Any) -> _Node:
     """Compile an assertion tree (kyverno-json ``assertion.Parse``).
 
     Raises:
-        Unsupported: a feature of :mod:`gpucluster.verify.chainsaw`'s "Not honoured" list.
+        Unsupported: a feature of :mod:`gpucluster.live.chainsaw`'s "Not honoured" list.
     """
     if isinstance(tree, list):
         return _Slice([compile_tree(item) for item in tree])

@@ -6,9 +6,9 @@ does nothing: ``gpuoperator:x=5``, a typo such as ``drivr.version``. :func:`unre
 gives one ``warning[values.unread]`` finding per such path, with the nearest real key as the fix.
 
 What the chart reads is what ``gpucluster lint``'s ``lint.dead-value`` check starts from
-(:mod:`gpucluster.verify.lint`): the chart's own default values (``values.yaml``, its
+(:mod:`gpucluster.lint.lint`): the chart's own default values (``values.yaml``, its
 subcharts' under their alias, coalesced as Helm does), the properties its ``values.schema.json``
-declares, and the values paths its templates name literally (:func:`gpucluster.verify.lint.template_references`).
+declares, and the values paths its templates name literally (:func:`gpucluster.lint.lint.template_references`).
 A path is read when it, or a key above it, is declared or named, or when it runs into a
 free-form default (``nodeSelector: {}``). lint then confirms by rendering; plan does not render,
 so it counts a named key above the path as reading it (``toYaml .Values.x`` passes ``x.y`` on).
@@ -76,7 +76,7 @@ def _load_values(folder: Path) -> dict[str, Any]:
 def chart_defaults(chart_dir: Path) -> dict[str, Any]:
     """The chart's default values with its bundled subcharts' (``charts/<name>/values.yaml``) under
     their alias (``Chart.yaml`` ``dependencies``), the parent's values winning, as Helm coalesces them."""
-    from gpucluster.verify.render import read_chart_dir
+    from gpucluster.lint.render import read_chart_dir
 
     values = _load_values(chart_dir)
     meta = read_chart_dir(chart_dir)
@@ -128,7 +128,7 @@ class ChartKeys:
     """
 
     def __init__(self, chart_dir: Path):
-        from gpucluster.verify.lint import _leaves, template_references
+        from gpucluster.lint.lint import _leaves, template_references
 
         self.defaults = chart_defaults(chart_dir)
         self.schema = schema_paths(chart_dir)
@@ -141,7 +141,7 @@ class ChartKeys:
 
     def reads(self, path: tuple[str, ...]) -> bool:
         """True when ``path`` or a key above it is declared or named (module docstring)."""
-        from gpucluster.verify.lint import _declared, _referenced
+        from gpucluster.lint.lint import _declared, _referenced
 
         if _declared(self.defaults, path):
             return True
@@ -174,7 +174,7 @@ def offline_chart_folders(env: Mapping[str, str] | None = None) -> list[Path]:
     and ``lint`` read without ``--charts`` (a missing one is their error, not plan's)."""
     import os
 
-    from gpucluster.verify.render import CHARTS_ENV
+    from gpucluster.lint.render import CHARTS_ENV
 
     env = os.environ if env is None else env
     return [
@@ -185,7 +185,7 @@ def offline_chart_folders(env: Mapping[str, str] | None = None) -> list[Path]:
 def _same_minor(a: str, b: str) -> bool:
     """True when versions ``a`` and ``b`` share major and minor (``v26.7.0``, ``26.7.1``): a chart
     of another minor may have other keys, so it does not stand in for the pinned one here."""
-    from gpucluster.verify.render import normalize_version
+    from gpucluster.lint.render import normalize_version
 
     return normalize_version(a).split(".")[:2] == normalize_version(b).split(".")[:2]
 
@@ -200,8 +200,8 @@ def unread_override_findings(
         plans: the clusters' plans (their ``cluster.overrides`` are the user's).
         chart_folders: offline chart folders (``$GPUCLUSTER_CHARTS``), looked in before the cache.
     """
+    from gpucluster.lint.render import ChartSources
     from gpucluster.recipes.catalog import load_catalog
-    from gpucluster.verify.render import ChartSources
 
     catalog = load_catalog()
     sources = ChartSources(list(chart_folders), pull=False)

@@ -11,7 +11,7 @@ path plus its ``fieldPath``; a rule that cannot be evaluated on the data (``no s
 it too.
 
 Lint evaluates the rules on the object as the API server stores it (defaults filled,
-:func:`gpucluster.verify.lint_schema.api_server_view`), with the CEL interpreter of PyPI
+:func:`gpucluster.lint.lint_schema.api_server_view`), with the CEL interpreter of PyPI
 ``cel-python`` (the ``render`` extra) and the standard macros and functions (``has``, ``size``,
 ``all``, ``exists``, ``exists_one``, ``filter``, ``map``, ``matches`` with RE2, string and list
 operators). A rule it cannot decide is *not checked*, never passed:

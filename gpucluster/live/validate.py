@@ -1,7 +1,7 @@
 """``gpucluster validate``: is this cluster, right now, what its plan says?
 
-Runs the checks :func:`gpucluster.verify.checks.derive_checks` derives from the cluster's plan on a
-snapshot (a file, or one read from the live cluster, :mod:`gpucluster.verify.snapshot`) and
+Runs the checks :func:`gpucluster.live.checks.derive_checks` derives from the cluster's plan on a
+snapshot (a file, or one read from the live cluster, :mod:`gpucluster.live.snapshot`) and
 reports them three ways:
 
 * a table (``--format text``, default): check, component, result, the object and field that
@@ -33,9 +33,9 @@ from importlib import resources
 from typing import Any
 
 from gpucluster.errors import FIELD_LIMIT, GpuclusterError, one_line
+from gpucluster.live.checks import Check, CheckResult, derive_checks, run_checks
+from gpucluster.live.snapshot import Snapshot
 from gpucluster.model import RuntimePlan
-from gpucluster.verify.checks import Check, CheckResult, derive_checks, run_checks
-from gpucluster.verify.snapshot import Snapshot
 
 __all__ = [
     "Report",
@@ -123,8 +123,8 @@ class Report:
 
 
 def _now() -> str:
-    """The validation's time (:func:`gpucluster.verify.evidence.now`: ``SOURCE_DATE_EPOCH`` or the clock)."""
-    from gpucluster.verify import evidence
+    """The validation's time (:func:`gpucluster.live.evidence.now`: ``SOURCE_DATE_EPOCH`` or the clock)."""
+    from gpucluster.live import evidence
 
     return evidence.now()
 
@@ -290,7 +290,7 @@ def render_json(report: Report) -> str:
 def report_schema() -> dict[str, Any]:
     """``schemas/validate-report.schema.json`` (JSON Schema 2020-12) of :func:`report_document`."""
     return json.loads(
-        resources.files("gpucluster.verify")
+        resources.files("gpucluster.live")
         .joinpath("schemas", "validate-report.schema.json")
         .read_text(encoding="utf-8")
     )
@@ -299,7 +299,7 @@ def report_schema() -> dict[str, Any]:
 def junit_schema_text() -> str:
     """``schemas/junit-10.xsd``: the JUnit XML schema :func:`render_junit` output is valid against."""
     return (
-        resources.files("gpucluster.verify")
+        resources.files("gpucluster.live")
         .joinpath("schemas", "junit-10.xsd")
         .read_text(encoding="utf-8")
     )
@@ -390,11 +390,11 @@ PREDICATE_TYPE = "urn:gpucluster:ValidationReport:v1"
 
 
 def render_ctrf(report: Report) -> str:
-    """The CTRF report (:func:`gpucluster.verify.evidence.ctrf_document`): one test per check
+    """The CTRF report (:func:`gpucluster.live.evidence.ctrf_document`): one test per check
     (name: the check id; ``extra``: check, component, object, field), suite :data:`CTRF_PHASE`;
     ``environment`` the cluster; ``extra`` the plan fingerprint and the snapshot's digest."""
     from gpucluster.inputs.fleet import rollout_digest
-    from gpucluster.verify import evidence
+    from gpucluster.live import evidence
 
     tests = [
         evidence.CtrfTest(
@@ -432,7 +432,7 @@ def render_ctrf(report: Report) -> str:
 
 
 def attestation(report: Report, *, snapshot_file: str | None = None) -> str:
-    """An unsigned in-toto Statement v1 (:func:`gpucluster.verify.evidence.statement`) whose
+    """An unsigned in-toto Statement v1 (:func:`gpucluster.live.evidence.statement`) whose
     predicate is :func:`report_document` (type :data:`PREDICATE_TYPE`).
 
     Subjects, in this order: the snapshot -- ``snapshot_file`` by its name and the sha256 of its
@@ -447,7 +447,7 @@ def attestation(report: Report, *, snapshot_file: str | None = None) -> str:
     from pathlib import Path
 
     from gpucluster.inputs.fleet import rollout_digest
-    from gpucluster.verify import evidence
+    from gpucluster.live import evidence
 
     snap = report.snapshot
     subjects = [

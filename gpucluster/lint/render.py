@@ -93,7 +93,7 @@ class LintFinding:
         cluster / component / release / key / file: where (key: a values path or an object path).
         undecided: the releases of the cluster that were not rendered (``<release>`` or
             ``<release> subcharts a, b``) on which the finding depends; non-empty: a check that could
-            not be decided (severity ``info``), never an error (:mod:`gpucluster.verify.lint`).
+            not be decided (severity ``info``), never an error (:mod:`gpucluster.lint.lint`).
     """
 
     id: str

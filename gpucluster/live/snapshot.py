@@ -10,7 +10,7 @@ a user can make or edit one with kubectl, and ``gpucluster validate --snapshot``
 Secrets and ConfigMaps are never read. CRDs are kept without their OpenAPI schemas (no check reads
 them; they are most of a CRD's bytes).
 
-:class:`Snapshot` answers the lookups of :class:`gpucluster.verify.chainsaw.ObjectSource`: a kind
+:class:`Snapshot` answers the lookups of :class:`gpucluster.live.chainsaw.ObjectSource`: a kind
 is served when it is a built-in kind of Kubernetes 1.34 (:data:`BUILTIN_KINDS`) or a CRD in the
 snapshot serves it (``spec.group``, ``spec.names.kind``, a served ``spec.versions[].name``).
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucluster.errors import GpuclusterError, Problem
-from gpucluster.verify.shapes import shape_problem
+from gpucluster.live.shapes import shape_problem
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -208,7 +208,7 @@ _FIX_SHAPE = (
 def _check_items(doc: Any, *, file: str, id: str = "validate.snapshot") -> list[dict[str, Any]]:
     """The items of a snapshot document, each an object with ``apiVersion``, ``kind``,
     ``metadata.name`` (strings), a string ``metadata.namespace`` and string labels, once, each
-    field shaped as its kind says (:func:`gpucluster.verify.shapes.shape_problem`).
+    field shaped as its kind says (:func:`gpucluster.live.shapes.shape_problem`).
 
     Raises:
         GpuclusterError: the first item that is not (``key`` names it; id ``id``).

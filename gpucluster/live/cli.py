@@ -23,8 +23,8 @@ __all__ = ["snapshot_command", "validate_command", "upgrade_check_live_command",
 def plan_for(config: str | None, clusters: list[str]):
     """The plan of the one cluster ``--cluster`` names in ``config`` (as ``gpucluster plan`` reads it)."""
     from gpucluster.inputs.config import load_config
+    from gpucluster.live.validate import select_plan
     from gpucluster.pipeline import build_plans
-    from gpucluster.verify.validate import select_plan
 
     loaded, _fleet = load_config(config)
     if clusters:
@@ -173,7 +173,7 @@ def _write_atomic(
 
 def _timeout(args: argparse.Namespace) -> int:
     """``--timeout`` in seconds (a duration as ``--wait`` takes it)."""
-    from gpucluster.verify.validate import parse_duration
+    from gpucluster.live.validate import parse_duration
 
     return parse_duration(
         args.timeout,
@@ -183,7 +183,7 @@ def _timeout(args: argparse.Namespace) -> int:
 
 
 def _warn_once(err: TextIO):
-    """A ``warn`` for :func:`~gpucluster.verify.snapshot.read_live` writing each distinct line once
+    """A ``warn`` for :func:`~gpucluster.live.snapshot.read_live` writing each distinct line once
     to ``err`` (``--wait`` reads the cluster again and again)."""
     seen: set[str] = set()
 
@@ -199,8 +199,8 @@ def _warn_once(err: TextIO):
 def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     import dataclasses
 
-    from gpucluster.verify.checks import read_plan
-    from gpucluster.verify.snapshot import (
+    from gpucluster.live.checks import read_plan
+    from gpucluster.live.snapshot import (
         EVERY_NAMESPACE_KINDS,
         dump_snapshot,
         read_live,
@@ -226,9 +226,9 @@ def snapshot_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> None
 
 
 def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.verify import validate as validate_mod
-    from gpucluster.verify.checks import read_plan
-    from gpucluster.verify.snapshot import load_snapshot_file, read_live
+    from gpucluster.live import validate as validate_mod
+    from gpucluster.live.checks import read_plan
+    from gpucluster.live.snapshot import load_snapshot_file, read_live
 
     if (args.snapshot is None) == (args.kubeconfig is None):
         raise GpuclusterError(
@@ -307,20 +307,21 @@ def validate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def upgrade_check_live_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``upgrade-check --from OLD --to NEW (--snapshot FILE | --kubeconfig F [--context C])``:
-    the file comparison judged on the cluster's state (:func:`gpucluster.verify.upgrade_live.assess`).
-    The live state is read with :func:`gpucluster.verify.snapshot.read_live`, as ``validate``
+    the file comparison judged on the cluster's state (:func:`gpucluster.live.upgrade_live.assess`).
+    The live state is read with :func:`gpucluster.live.snapshot.read_live`, as ``validate``
     reads it, from the namespaces of both sides' plans plus every namespace's Pods and
     ResourceClaims, within one ``--timeout`` deadline (:func:`_timeout`, as ``validate``; its
     warnings on ``err``). Returns the exit code of the verdict, as the file check does
-    (:data:`gpucluster.verify.upgrade_check.EXIT_CODES`: 0 safe, 3 manual, 4 unknown).
+    (:data:`gpucluster.lint.upgrade_check.EXIT_CODES`: 0 safe, 3 manual, 4 unknown).
 
     Raises:
         GpuclusterError: not exactly one of ``--snapshot`` / ``--kubeconfig``, ``--context``
             without ``--kubeconfig``, bad input on either side, an unreadable snapshot or cluster.
     """
-    from gpucluster.verify import evidence, upgrade_check, upgrade_live
-    from gpucluster.verify.checks import read_plan
-    from gpucluster.verify.snapshot import (
+    from gpucluster.lint import upgrade_check
+    from gpucluster.live import evidence, upgrade_live
+    from gpucluster.live.checks import read_plan
+    from gpucluster.live.snapshot import (
         EVERY_NAMESPACE_KINDS,
         ReadPlan,
         load_snapshot_file,

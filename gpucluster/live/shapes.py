@@ -1,11 +1,11 @@
 """The shape of each object of a snapshot, checked once when the snapshot is read.
 
-Every reader of a snapshot (the checks of :mod:`gpucluster.verify.checks`, :mod:`gpucluster.verify.nodes`,
-:mod:`gpucluster.verify.upgrade_live`, the cluster identity of :class:`~gpucluster.verify.snapshot.Snapshot`)
+Every reader of a snapshot (the checks of :mod:`gpucluster.live.checks`, :mod:`gpucluster.live.nodes`,
+:mod:`gpucluster.live.upgrade_live`, the cluster identity of :class:`~gpucluster.live.snapshot.Snapshot`)
 trusts that a field holds what its kind says: ``status.nodeInfo`` of a Node is an object,
 ``spec.containers`` of a Pod a list of objects, a label a string. :func:`shape_problem` checks
-that of one object, so that a snapshot file (:func:`gpucluster.verify.snapshot.load_snapshot_file`)
-or an API server's answer (:func:`gpucluster.verify.snapshot.read_live`) that is not so is one
+that of one object, so that a snapshot file (:func:`gpucluster.live.snapshot.load_snapshot_file`)
+or an API server's answer (:func:`gpucluster.live.snapshot.read_live`) that is not so is one
 error line, never a crash deep in a check.
 
 The shapes are the official Kubernetes Python client's models (``kubernetes.client.models``,
@@ -13,7 +13,7 @@ package ``kubernetes`` 37, generated from the Kubernetes OpenAPI specification):
 ``openapi_types`` names the type of each field and ``attribute_map`` its JSON name. A built-in
 kind of :data:`MODELS` is checked field by field, at every depth; any other kind (a custom
 resource) has its ``metadata`` checked as ``ObjectMeta`` (its other fields are read only through
-the generic comparisons of :mod:`gpucluster.verify.chainsaw` and the gates, which take any value).
+the generic comparisons of :mod:`gpucluster.live.chainsaw` and the gates, which take any value).
 A field the model does not name is not checked (a newer Kubernetes may add fields); ``null``
 where a field is expected reads as the field being absent; a field typed ``object`` in the model
 (``IntOrString``, raw extensions) takes any value; a value of a string map may be a number
@@ -44,7 +44,7 @@ MODELS: dict[tuple[str, str], str] = {
 }
 """``(apiVersion, kind)`` -> the ``kubernetes.client.models`` class of that kind (the client names
 ``resource.k8s.io/v1`` ResourceClaim ``ResourceV1ResourceClaim``, as it has a core one too).
-Every kind of :data:`gpucluster.verify.snapshot.BUILTIN_KINDS` is here."""
+Every kind of :data:`gpucluster.live.snapshot.BUILTIN_KINDS` is here."""
 
 _OBJECT_META = "V1ObjectMeta"
 _SCALARS: dict[str, tuple[type, ...]] = {
