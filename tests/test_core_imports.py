@@ -237,8 +237,71 @@ def test_no_import_up_a_layer():
 def test_the_concern_packages_init_imports_nothing():
     """Each concern package's __init__ is its docstring (what it owns, what it may import): no
     aliases of old paths, nothing run on import."""
-    for package in (*CONCERNS, "gpucluster.lint", "gpucluster.live"):
+    for package in (*CONCERNS, OFFLINE, LIVE):
         path = CORE.joinpath(*package.split(".")[1:], "__init__.py")
         tree = ast.parse(path.read_text(encoding="utf-8"))
         assert ast.get_docstring(tree) and "May import" in ast.get_docstring(tree), package
         assert len(tree.body) == 1, package
+
+
+OFFLINE = "gpucluster.lint"
+"""The offline package: render, lint, images, ``upgrade-check --from/--to`` (files, no cluster)."""
+LIVE = "gpucluster.live"
+"""The day-2 package: what reads a running cluster or its snapshot, and the validation gate."""
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports_into(graph: dict[str, set[str]], source: str, target: str) -> dict[str, list[str]]:
+    """Each module of package ``source`` that imports a module of package ``target`` -> those
+    modules (sorted); empty when none does."""
+    found = {
+        name: sorted(t for t in targets if _within(t, target))
+        for name, targets in graph.items()
+        if _within(name, source)
+    }
+    return {name: targets for name, targets in found.items() if targets}
+
+
+def test_the_offline_package_never_imports_the_live_one():
+    """No module of gpucluster.lint imports gpucluster.live, at module level, inside a function
+    or under TYPE_CHECKING: what checks files never needs what reads a cluster (the live package
+    may import the offline one: upgrade_live judges upgrade_check's comparison on a snapshot)."""
+    graph = import_graph(lazy=True, roots=PRODUCT, type_checking=True)
+    assert {f"{OFFLINE}.render", f"{OFFLINE}.lint", f"{OFFLINE}.upgrade_check"} <= set(graph)
+    assert {f"{LIVE}.snapshot", f"{LIVE}.validate", f"{LIVE}.gate"} <= set(graph)
+    assert imports_into(graph, OFFLINE, LIVE) == {}
+
+
+def test_only_the_commands_import_the_live_package_and_synth_only_its_gate():
+    """Outside gpucluster.live, only the command module (gpucluster.cli) imports it, and the
+    pipeline its gate (for ``settings.validate``); gpucluster_cdk and the plugins never do."""
+    graph = import_graph(lazy=True, roots=PRODUCT, type_checking=True)
+    allowed = {"gpucluster.pipeline": {LIVE, f"{LIVE}.gate"}}
+    offenders = {}
+    for name in graph:
+        if _within(name, LIVE) or name == "gpucluster.cli":
+            continue
+        bad = [
+            t
+            for t in imports_into(graph, name, LIVE).get(name, [])
+            if t not in allowed.get(name, set())
+        ]
+        if bad:
+            offenders[name] = bad
+    assert offenders == {}
+
+
+def test_imports_into_sees_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "pkg"
+    for sub in ("", "lint", "live"):
+        (package / sub).mkdir(exist_ok=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "live" / "b.py").write_text("from pkg.lint import a\n")
+    (package / "lint" / "a.py").write_text("def f():\n    from pkg.live import b\n")
+    graph = import_graph(lazy=True, roots=(package,))
+    assert imports_into(graph, "pkg.lint", "pkg.live") == {"pkg.lint.a": ["pkg.live", "pkg.live.b"]}
+    assert imports_into(graph, "pkg.live", "pkg.lint") == {"pkg.live.b": ["pkg.lint", "pkg.lint.a"]}
+    assert imports_into(import_graph(lazy=False, roots=(package,)), "pkg.lint", "pkg.live") == {}

@@ -96,6 +96,48 @@ def test_absent_unless_enabled(tmp_path):
     assert "key=clusters[0].settings.validate" in info.value.render()
 
 
+LOADED_LIVE = (
+    "import sys\n"
+    "from gpucluster.inputs.config import load_config\n"
+    "from gpucluster.pipeline import build_plans\n"
+    "build_plans(load_config(sys.argv[1] if len(sys.argv) > 1 else None)[0])\n"
+    "print(*sorted(m for m in sys.modules if m == 'gpucluster.live' or m.startswith('gpucluster.live.')))\n"
+)
+"""Builds the plans of a cluster file (none: the embedded default) in a fresh process and prints
+the modules of the live package it loaded."""
+
+
+def test_synth_loads_the_live_package_only_for_settings_validate(tmp_path):
+    """A plan without ``settings.validate`` loads no module of gpucluster.live; with it, the
+    gate and what the gate derives its checks from, never the commands (cli, validate)."""
+
+    def loaded(*args: str) -> set[str]:
+        res = subprocess.run(
+            [sys.executable, "-c", LOADED_LIVE, *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "GPUCLUSTER_EMBEDDED_DEFAULT": "1",
+            },
+        )
+        assert res.returncode == 0, res.stderr
+        return set(res.stdout.split())
+
+    assert loaded() == set()
+    (tmp_path / "v.yaml").write_text(VALIDATE, encoding="utf-8")
+    with_gate = loaded(str(tmp_path / "v.yaml"))
+    assert {"gpucluster.live", "gpucluster.live.gate"} <= with_gate
+    assert not with_gate & {
+        "gpucluster.live.cli",
+        "gpucluster.live.validate",
+        "gpucluster.live.detect",
+    }
+
+
 def test_chart_is_a_gpucluster_job_chart_with_least_privilege(tmp_path):
     plan = plan_of(VALIDATE, tmp_path)
     files = plan.node(VALIDATION_NODE).local_chart.files
