@@ -1241,6 +1241,27 @@ def test_an_oci_registry_that_accepts_and_sleeps_meets_the_total_deadline(hostil
     index_failure(tmp_path, mirror, "the total deadline of 3 s (--timeout) passed")
 
 
+def hangs_up(h: Hostile) -> None:
+    """Reads the request, closes the connection without a byte of answer."""
+    h.close_connection = True
+
+
+def test_an_oci_registry_that_hangs_up_is_one_line_for_every_chart(hostile, tmp_path):
+    """Each chart's Helm error names its own URL, so the shared cause was twelve
+    charts.unavailable lines, each with the fix for a registry that lacks the chart version."""
+    mirror = hostile({"*": hangs_up}).replace("http://", "oci://") + "/helm"
+    host = mirror.split("://", 1)[1].split("/", 1)[0]
+    code, out, err, cache = hostile_pull(tmp_path, mirror)
+    lines = err.splitlines()
+    assert code == 2 and files_in(cache) == [], err
+    # the charts Helm asked before the 3 s deadline passed: one line, the registry's cause once
+    (eof,) = [ln for ln in lines if f"the registry {host} did not answer: EOF" in ln]
+    assert eof.startswith(f"error[charts.pull] repository={mirror}: "), eof
+    assert "without this chart version" not in err and "charts.unavailable" not in err, err
+    for _, chart, version in default_pins():  # every chart named once (the rest: the deadline)
+        assert sum(f"{chart} {version} (gpu-training/" in ln for ln in lines) == 1, (chart, err)
+
+
 def test_an_oci_registry_sending_endless_answers_names_every_chart_once(hostile, tmp_path):
     """Each chart fails (the first its own way, the rest when the deadline has passed): every
     chart is named by exactly one line, a cause shared by several is told once."""

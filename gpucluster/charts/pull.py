@@ -37,6 +37,7 @@ import http.client
 import io
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -676,6 +677,29 @@ def fetch_oci(repository: str, chart: str, version: str, folder: Path, deadline:
     )
 
 
+_UNREACHABLE_WORDS = (
+    "connection refused",
+    "no such host",
+    "network is unreachable",
+    "no route to host",
+)
+
+
+def _oci_transport_failure(message: str) -> tuple[str, str] | None:
+    """``(kind, reason)`` when Helm's OCI error is a request that got no usable answer -- Go's
+    ``Get "URL": CAUSE`` (``EOF``, a refused connection, a malformed response) -- else None (the
+    registry answered, e.g. ``not found``). The reason names the registry's host, not the URL,
+    so the charts of one registry share it (one line for all of them)."""
+    found = re.search(r'(?:Get|Head|Post) "([^"]+)": (.+)$', message.strip().splitlines()[-1])
+    if found is None:
+        return None
+    host = urlsplit(found[1]).netloc.rpartition("@")[2]
+    cause = found[2].strip()
+    if any(w in cause.lower() for w in _UNREACHABLE_WORDS):
+        return "charts.unreachable", f"the registry {host} cannot be reached: {cause}"
+    return "charts.pull", f"the registry {host} did not answer: {cause}"
+
+
 def _oci_child(argv: Sequence[str]) -> int:
     """The child process of :func:`fetch_oci`: ``REF VERSION FOLDER PLAIN_HTTP(0/1)``; 0 when
     pulled, :data:`_OCI_ERROR` with Helm's error as the last stderr line."""
@@ -753,6 +777,11 @@ def pull_one(
     except PullError as exc:
         kind = "charts.unreachable" if isinstance(exc, Unreachable) else "charts.pull"
         return PullResult(pinned, "failed", reason=first_line(exc), kind=kind)
+    except OciError as exc:
+        transport = _oci_transport_failure(str(exc))
+        if transport is not None:  # the registry never answered: a cause all its charts share
+            return PullResult(pinned, "failed", reason=transport[1], kind=transport[0])
+        return PullResult(pinned, "failed", reason=first_line(exc))
     except Exception as exc:  # HelmError, ChartCacheError: reported with the chart, never raised
         from gpucluster.errors import GpuclusterError
 
