@@ -767,9 +767,10 @@ def test_text_output_of_a_version_change(tmp_path):
 
 
 def test_clusters_added_and_removed(tmp_path):
-    """Several clusters are matched by name: one only in NEW is a fresh install (safe), one only
-    in OLD leaves the file (manual, destroy its stacks first); one on each side is compared
-    whatever its name."""
+    """Several clusters are matched by name: one only in NEW is a new cluster (manual: its GPU
+    pools are provisioned and billed, as an added GPU pool is; docs/upgrading.md: `safe` never
+    comes with an added cluster), one only in OLD leaves the file (manual, destroy its stacks
+    first); one on each side is compared whatever its name."""
 
     def cluster(name: str) -> dict:  # no shared objects: yaml.safe_dump would write aliases
         return {"name": name, "criteria": dict(AKS), "kubernetesVersion": "1.34"}
@@ -780,22 +781,18 @@ def test_clusters_added_and_removed(tmp_path):
     code, report, err = run(tmp_path, old, new)
     assert (code, err) == (3, "")
     assert [(c["cluster"], c["verdict"]) for c in report["clusters"]] == [
-        ("fresh", "safe"),
+        ("fresh", "manual"),
         ("gone", "manual"),
         ("lab", "safe"),
     ]
     assert {c["service"] for c in report["clusters"]} == {"aks"}
     added, removed = change(report, "cluster", "fresh"), change(report, "cluster", "gone")
     assert (added["change"], removed["change"]) == ("added", "removed")
-    assert added["reasons"] == [
-        {
-            "rule": "default-cluster-added",
-            "verdict": "safe",
-            "why": "a new cluster: fresh install",
-            "action": "",
-            "source": "",
-        }
-    ]
+    [reason] = added["reasons"]
+    assert (reason["rule"], reason["verdict"]) == ("default-cluster-added", "manual")
+    assert reason["why"].startswith("a new cluster: its cluster stack creates it with its pools")
+    assert "gpu x1 Standard_ND96isr_H100_v5" in reason["why"], reason["why"]
+    assert "quota" in reason["action"]
     [reason] = removed["reasons"]
     assert (reason["rule"], reason["verdict"]) == ("default-cluster-removed", "manual")
     assert reason["why"] == "the cluster leaves the file: its stacks are no longer synthesized"

@@ -722,7 +722,8 @@ def compare(
     new_label: str = "",
 ) -> Report:
     """Compare every cluster (matched by name; one cluster on each side is compared whatever its
-    names). A cluster on one side only is reported as added (safe) or removed (manual)."""
+    names). A cluster on one side only is reported as added or removed, both manual
+    (:func:`_cluster_added`)."""
     old_by, new_by = {p.cluster.name: p for p in old_plans}, {p.cluster.name: p for p in new_plans}
     if len(old_by) == 1 and len(new_by) == 1:
         pairs = [(next(iter(old_by.values())), next(iter(new_by.values())))]
@@ -741,11 +742,7 @@ def compare(
                         Change(
                             "cluster",
                             "added",
-                            reasons=[
-                                Reason(
-                                    "default-cluster-added", "safe", "a new cluster: fresh install"
-                                )
-                            ],
+                            reasons=[_cluster_added(b)],
                         )
                     ],
                 )
@@ -773,6 +770,33 @@ def compare(
                 )
             )
     return Report(old=old_label, new=new_label, clusters=reports)
+
+
+def _cluster_added(plan: RuntimePlan) -> Reason:
+    """A cluster only in NEW: ``manual``, never ``safe``. Where gpucluster provisions it, its
+    pools (GPU pools among them) are created and billed from the apply on, as an added GPU pool
+    is (``aks-gpu-pool-added``); on an existing cluster the runtime stack installs the GPU stack
+    onto nodes whose running work no file shows."""
+    pools = plan.cluster.pools
+    if pools:
+        listed = ", ".join(f"{p.name} x{p.node_count} {p.vm_size}" for p in pools)
+        return Reason(
+            "default-cluster-added",
+            "manual",
+            f"a new cluster: its cluster stack creates it with its pools ({listed}), "
+            "provisioned and billed from the apply on",
+            action="confirm the quota for these VM sizes in the region and the cost with whoever "
+            "owns the budget before the apply",
+        )
+    return Reason(
+        "default-cluster-added",
+        "manual",
+        "a new cluster entry for an existing cluster: the runtime stack installs the GPU stack "
+        "onto nodes whose running work no file shows",
+        action="confirm that the kubeconfig reaches the cluster meant and that no other GPU "
+        "Operator, driver or device plugin runs there (`gpucluster detect`, kubectl get pods -A) "
+        "before the apply",
+    )
 
 
 # --------------------------------------------------------------------------- inputs
