@@ -78,7 +78,8 @@ def _group(api_version: str) -> str:
 def mirrored_config(source: Path | None, folder: Path, mirror: str) -> Path:
     """A copy of the cluster file (or the embedded default) in ``folder`` whose every cluster
     takes its charts from ``mirror`` (the top-level ``charts``; cluster-level ``charts`` dropped),
-    with each cluster's ``recipe`` file copied beside it."""
+    with each cluster's ``recipe`` file copied beside it and its ``overrides.values[].file``
+    files at the same relative paths."""
     from gpucluster.inputs.config import EMBEDDED_DEFAULT
 
     path = source or Path(EMBEDDED_DEFAULT)
@@ -91,6 +92,14 @@ def mirrored_config(source: Path | None, folder: Path, mirror: str) -> Path:
             target = folder / Path(recipe).name
             shutil.copyfile(source.parent / recipe, target)
             cluster["recipe"] = target.name
+        for entry in (cluster.get("overrides") or {}).get("values") or []:
+            # values files are relative to the cluster file and stay in its folder (checked when
+            # the file was loaded): the same relative path beside the copy
+            ref = entry.get("file") if isinstance(entry, dict) else None
+            if isinstance(ref, str) and source is not None:
+                target = folder / ref
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source.parent / ref, target)
     out = folder / "gpucluster.yaml"
     out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return out

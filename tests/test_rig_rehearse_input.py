@@ -72,6 +72,28 @@ def test_without_config_gpucluster_config_is_rehearsed(
     assert (name, stacks) == ("mine-runtime", ["mine-cluster", "mine-runtime"])
 
 
+def test_a_cluster_file_with_values_files_is_rehearsed(tmp_path: Path) -> None:
+    """overrides.values[].file is relative to the cluster file (and must stay in its folder):
+    the copy rehearse synthesizes in its work folder lacked it, so synth failed
+    ('values file not found: values/gpu-operator.yaml', error[rig.synth])."""
+    project = tmp_path / "project"
+    (project / "values").mkdir(parents=True)
+    (project / "values" / "gpu-operator.yaml").write_text(
+        "dcgmExporter: {serviceMonitor: {interval: 61s}}\n", encoding="utf-8"
+    )
+    config = project / "gpucluster.yaml"
+    config.write_text(
+        CLUSTER_FILE
+        + "    overrides:\n      values:\n"
+        + "        - {component: gpu-operator, file: values/gpu-operator.yaml}\n",
+        encoding="utf-8",
+    )
+    name, stacks = _synthesized(tmp_path, config)
+    assert name == "mine-runtime"
+    stack = tmp_path / "work" / "mine" / "cdktf.out" / "stacks" / "mine-runtime" / "cdk.tf.json"
+    assert "61s" in stack.read_text(encoding="utf-8")
+
+
 def test_placement_fix_names_keys_the_cluster_file_has() -> None:
     """The rig.placement warning's fix names the cluster file's keys (docs/overrides.md:
     scheduling.system.nodeSelector, scheduling.system.tolerations)."""
