@@ -5,7 +5,9 @@ For a cluster whose pools gpucluster provisions (AKS), each pool becomes up to
 ``node_selector``, the scheduling node selectors the constructs write onto the pool, the pool's own
 labels) and its taints. A pool-less cluster (an existing NVKE or OKE cluster) gets a system pool
 labelled with ``scheduling.system_node_selector`` and a GPU pool labelled with
-``scheduling.accelerated_node_selector`` and tainted for every keyed accelerated toleration.
+``scheduling.accelerated_node_selector`` and tainted for every keyed accelerated toleration, or,
+without one, with the platform's GPU-node taints (``Platform.gpu_taints``, as ``gpucluster lint``
+assumes them).
 
 GPU nodes also carry what the GPU software stack selects by once it runs: the ``nvidia.com/gpu``
 capacity and the Node Feature Discovery / GPU Feature Discovery labels
@@ -85,6 +87,23 @@ def _taints(pool: NodePool) -> list[dict[str, str]]:
     return out
 
 
+def platform_gpu_taints(service: str) -> list[dict[str, str]]:
+    """The GPU-node taints the platform serving ``service`` declares
+    (:attr:`gpucluster.model.Platform.gpu_taints`: OKE and NVKE ``nvidia.com/gpu:NoSchedule``) as
+    Node ``spec.taints`` entries; empty for an unknown service or none declared."""
+    from gpucluster.plugins import platforms
+    from gpucluster.recipes.scheduling import parse_taint
+
+    platform = platforms().get(service)
+    out: list[dict[str, str]] = []
+    for spec in platform.gpu_taints if platform is not None else ():
+        t = parse_taint(spec)
+        entry = {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
 ARM_ACCELERATORS = frozenset({"gb200", "gb300"})
 """Accelerators whose nodes are arm64 (Grace CPUs); every other cluster's nodes are amd64."""
 
@@ -119,7 +138,7 @@ def nodes_for(
         {"key": t.key, "value": t.value or "present", "effect": t.effect or "NoSchedule"}
         for t in sched.accelerated_tolerations
         if t.key
-    ]
+    ] or platform_gpu_taints(cluster.criteria.service)
     for i in range(2):
         out.append(_node(f"system-{i}", "system", dict(sched.system_node_selector), [], 0, arch))
     for i in range(2):

@@ -250,3 +250,43 @@ def test_a_failed_job_beside_stub_charts_is_told_they_were_stubs() -> None:
     assert "2 charts were empty stubs (node-feature-discovery 0.19.0, nvsentinel v1.25.0)" in fix
     assert "--charts" in fix
     assert "stub" not in _failed_release_line([job], stubs[2:]).split(" fix: ", 1)[1]
+
+
+def _gpu_taints(tmp_path: Path, doc: str) -> set[tuple[str, str, str]]:
+    """The taints of the rig's GPU nodes for the one cluster of ``doc`` (prepared as rehearse does)."""
+    from gpucluster.inputs.config import load_clusters
+    from gpucluster.pipeline import prepare_cluster
+    from gpucluster_rig.nodes import nodes_for
+
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(doc, encoding="utf-8")
+    (spec,) = [prepare_cluster(c) for c in load_clusters(str(path))]
+    return {
+        (t["key"], t.get("value", ""), t["effect"])
+        for n in nodes_for(spec)
+        if n["metadata"]["labels"]["gpucluster.rig/pool"] == "gpu"
+        for t in n["spec"].get("taints", [])
+    }
+
+
+@pytest.mark.parametrize("service", ["nvke", "oke"])
+def test_gpu_nodes_of_an_existing_cluster_carry_the_platforms_gpu_taint(
+    tmp_path: Path, service: str
+) -> None:
+    """An existing NVKE or OKE cluster without keyed accelerated tolerations: the rig's GPU nodes
+    carry the platform's GPU-node taint (Platform.gpu_taints, nvidia.com/gpu:NoSchedule, what
+    ``gpucluster lint`` assumes), so a controller that tolerates it lands there and is reported;
+    with a keyed toleration given, its taint."""
+    from gpucluster.init import InitOptions, render_project
+
+    files = render_project(InitOptions(service=service, intent="training"), "taints")
+    assert _gpu_taints(tmp_path, files["gpucluster.yaml"]) == {("nvidia.com/gpu", "", "NoSchedule")}
+    if service == "oke":
+        keyed = files["gpucluster.yaml"].replace(
+            "    kubernetesVersion:",
+            "    scheduling: {accelerated: {tolerations: [example.com/gpu=yes:NoSchedule]}}\n"
+            "    kubernetesVersion:",
+            1,
+        )
+        assert keyed != files["gpucluster.yaml"]
+        assert _gpu_taints(tmp_path, keyed) == {("example.com/gpu", "yes", "NoSchedule")}

@@ -210,3 +210,18 @@ def test_the_oke_gb200_stack_applies_gates_pass_and_destroys(oke_report: dict[st
     assert [c for c in oke_report["custom_resources"] if c["diffs"]] == []
     assert oke_report["left_after_destroy"]["releases"] == []
     assert oke_report["ok"] is True
+
+
+def test_on_oke_no_controller_runs_on_the_tainted_gpu_nodes(oke_report: dict[str, Any]) -> None:
+    """The OKE GPU nodes carry the platform's GPU taint (nvidia.com/gpu:NoSchedule) and OKE has no
+    system-node selector: every Deployment and StatefulSet keeps off them by not tolerating it,
+    the KAI and network operators too; the GPU-node agents run there."""
+    placed = {(p["namespace"], p["kind"], p["name"]): p for p in oke_report["placement"]}
+    controllers = {
+        k: p["pools"] for k, p in placed.items() if k[1] in ("Deployment", "StatefulSet")
+    }
+    assert ("kai-scheduler", "Deployment", "kai-operator") in controllers
+    assert {k: pools for k, pools in controllers.items() if set(pools) != {"system"}} == {}
+    assert oke_report["placement_findings"] == []
+    dra = placed[("nvidia-dra-driver", "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin")]
+    assert set(dra["pools"]) == {"gpu"}
