@@ -63,10 +63,12 @@ import errno
 import json
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from gpucluster.errors import EXIT_INVALID_INPUT, GpuclusterError, Problem, escaped, format_line
@@ -1717,11 +1719,38 @@ def main(
         )
         return EXIT_INVALID_INPUT
     argv = sys.argv[1:] if argv is None else list(argv)
+    stopped_by: list[int] = []
+    saved = _unwind_on_stop_signals(_command_in(argv), stopped_by)
     try:
         return _main(argv, cast(TextIO, _Guarded(out)), err)  # _Guarded is a TextIO by duck typing
     except KeyboardInterrupt:  # Ctrl-C: quietly, with the shell's code for SIGINT
         _discard_output(out)
-        return EXIT_INTERRUPTED
+        return 128 + stopped_by[0] if stopped_by else EXIT_INTERRUPTED
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _unwind_on_stop_signals(command: str | None, stopped_by: list[int]) -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP (a CI runner's timeout, a closed terminal) unwind like Ctrl-C, so
+    every ``finally`` removes what it started (a chart half-fetched into the cache, a render's
+    temporary folder); further ones are ignored while that runs. ``stopped_by`` gets the signal.
+    Not for ``synth`` and ``rehearse``, which handle signals themselves, nor outside the main
+    thread. Returns the handlers to put back."""
+    if (
+        command in ("synth", "rehearse")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return {}
+    stops = (signal.SIGTERM, signal.SIGHUP)
+
+    def unwind(signum: int, frame: object) -> None:
+        for s in stops:
+            signal.signal(s, signal.SIG_IGN)
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    return {s: signal.signal(s, unwind) for s in stops}
 
 
 _WORKING_FOLDER_COMMANDS = frozenset(

@@ -26,6 +26,7 @@ import http.server
 import io
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -1278,6 +1279,39 @@ def test_an_oci_registry_sending_endless_answers_names_every_chart_once(hostile,
         ]
         assert len(named) == 1, (chart, err)
     assert "goroutine" not in err and files_in(cache) == []
+
+
+def test_sigterm_during_a_pull_leaves_nothing_in_the_cache(hostile, tmp_path):
+    """A CI runner's timeout (SIGTERM) while a chart is being fetched: the command ends with
+    128 + 15 and leaves no half-fetched ``.pull-*`` folder in the cache (it ended at once,
+    without its clean-up: the folder stayed)."""
+    asked = threading.Event()
+
+    def sleeps(h: Hostile) -> None:
+        asked.set()
+        h.release.wait(120)
+
+    mirror = hostile({"*": sleeps})
+    config_file = tmp_path / "gpucluster.yaml"
+    config_file.write_text(f"charts:\n  mirror: {mirror}\n" + EMBEDDED_DEFAULT.read_text())
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gpucluster"), "charts", "pull", "--config"]
+        + [str(config_file), "--cache", str(cache), "--timeout", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert asked.wait(60), "the pull never asked the mirror"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert [p for p in cache.rglob(".pull-*")] == []
 
 
 # --------------------------------------------------------------------------- messages that name the cause
