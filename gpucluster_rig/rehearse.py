@@ -680,9 +680,10 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 def _check_folders(charts: Path | None, crds: Path | None) -> None:
-    """Refuse a ``--charts``/``--crds`` that is not a folder, and a ``--charts`` folder without
-    one unpacked chart (``<folder>/Chart.yaml``): one :class:`~gpucluster.errors.GpuclusterError`
-    line (``rig.input``) before anything starts, instead of serving every chart as a stub."""
+    """Refuse a ``--charts``/``--crds`` that is not a folder, a ``--charts`` folder without one
+    unpacked chart (``<folder>/Chart.yaml``), and one whose ``Chart.yaml`` is not YAML or names no
+    version: one :class:`~gpucluster.errors.GpuclusterError` line (``rig.input``) before anything
+    starts, instead of serving every chart as a stub or failing inside the chart repository."""
     for option, folder, what in (
         ("--charts", charts, "a folder of unpacked charts"),
         ("--crds", crds, "a folder of CRD manifests"),
@@ -693,6 +694,20 @@ def _check_folders(charts: Path | None, crds: Path | None) -> None:
                 id="rig.input",
                 key=option,
                 fix=f"name {what} (docs/rehearse.md), or leave {option} out",
+            )
+    for chart_yaml in sorted(charts.glob("*/Chart.yaml")) if charts is not None else []:
+        try:
+            meta = yaml.safe_load(chart_yaml.read_text(encoding="utf-8"))
+            why = "" if isinstance(meta, dict) and meta.get("version") else "names no version"
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            why = f"is not YAML: {' '.join(str(exc).split())[:200]}"
+        if why:
+            raise GpuclusterError(
+                f"{chart_yaml} {why}",
+                id="rig.input",
+                key="--charts",
+                fix="give each chart folder the Chart.yaml of its chart (name and version), or move "
+                "that folder out of --charts",
             )
     if charts is not None and not any(charts.glob("*/Chart.yaml")):
         raise GpuclusterError(

@@ -179,6 +179,25 @@ def test_a_work_folder_holding_a_kept_rig_is_one_line(tmp_path: Path) -> None:
     assert "rig-mine" in line and " delete cluster" in line and " fix: " in line, line
 
 
+@pytest.mark.parametrize(
+    "text, why",
+    [("name: [unclosed\n", "is not YAML"), ("apiVersion: v2\nname: x\n", "names no version")],
+)
+def test_a_chart_whose_chart_yaml_cannot_be_read_is_one_line(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    """One unreadable Chart.yaml in --charts was error[rig.internal] (exit 70, 'a gpucluster
+    bug') spread over several lines of PyYAML's message."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    charts = tmp_path / "charts"
+    (charts / "broken").mkdir(parents=True)
+    (charts / "broken" / "Chart.yaml").write_text(text, encoding="utf-8")
+    line = _run_error(tmp_path, config=config, charts=charts)
+    assert line.startswith("error[rig.input] key=--charts: "), line
+    assert f"{charts / 'broken' / 'Chart.yaml'} {why}" in line and " fix: " in line, line
+
+
 def _failed_release_line(
     jobs: list[dict[str, object]], charts: list[dict[str, str]] | None = None
 ) -> str:
