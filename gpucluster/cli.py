@@ -105,6 +105,14 @@ def _seconds(text: str) -> float:
     return float(text)
 
 
+def _delay(text: str) -> str:
+    """``rehearse --delay S``: a number of seconds from 0 to 3600 (ASCII decimal), kept as the
+    text passed on to the rig (``nan`` or ``inf`` would make its stand-ins never report ready)."""
+    if re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,3})?", text) is None or not 0 <= float(text) <= 3600:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds (0 to 3600, e.g. 3)")
+    return text
+
+
 _SET_HELP = "scalar override applied to every cluster after its own overrides (repeatable; see docs/overrides.md)"
 
 
@@ -413,7 +421,10 @@ def _rehearse_arguments(c: argparse.ArgumentParser) -> None:
         help="a folder of operator CRDs the stand-ins create (the IPPool CRD)",
     )
     c.add_argument(
-        "--delay", metavar="S", help="seconds before a stand-in reports ready (default 3)"
+        "--delay",
+        metavar="S",
+        type=_delay,
+        help="seconds before a stand-in reports ready (default 3)",
     )
     c.add_argument(
         "--format", choices=("text", "json"), help="the report: text (default) or one JSON object"

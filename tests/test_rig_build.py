@@ -426,3 +426,17 @@ def test_a_network_namespace_that_cannot_be_made_is_one_line(
     if unshare == "refused":
         assert "Operation not permitted" in lines[0]
     assert not work.exists()
+
+
+@pytest.mark.parametrize("delay", ["nan", "inf", "-5", "1e9"])
+def test_a_stand_in_delay_that_is_no_number_of_seconds_is_one_usage_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], delay: str
+) -> None:
+    """`--delay nan` (or inf) made the stand-ins never report ready, so the rehearsal waited out
+    every gate (30 minutes for the ClusterPolicy gate); refused as the other durations are."""
+    from gpucluster.cli import main
+
+    code = main(["rehearse", f"--delay={delay}", "--binaries", str(tmp_path / "none")])
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error[usage]") and "--delay" in lines[0], lines
