@@ -114,6 +114,39 @@ def test_placement_fix_names_keys_the_cluster_file_has() -> None:
     assert "systemNodeSelector" not in line
 
 
+def test_a_controller_on_a_gpu_node_is_a_finding_with_its_cause() -> None:
+    """Each Deployment/StatefulSet with pods on a GPU pool is one rig.placement line naming it and
+    why it could land there; a DaemonSet or Job there (node agents, gates) and a controller on the
+    system pool are not findings."""
+
+    def owner(kind: str, name: str, pools: dict[str, int], wildcard: bool) -> dict[str, object]:
+        return {
+            "namespace": "ns",
+            "kind": kind,
+            "name": name,
+            "pools": pools,
+            "toleratesEveryTaint": wildcard,
+        }
+
+    lines = rehearse.placement_findings(
+        [
+            owner("Deployment", "wild", {"gpu": 1, "system": 1}, True),
+            owner("StatefulSet", "keyed", {"gpu2": 2}, False),
+            owner("Deployment", "home", {"system": 1}, True),
+            owner("DaemonSet", "agent", {"gpu": 4}, True),
+            owner("Job", "gate", {"gpu": 1}, False),
+        ],
+        {"gpu", "gpu2"},
+    )
+    assert [line.split(":")[0] for line in lines] == ["warning[rig.placement]"] * 2
+    assert (
+        "Deployment ns/wild has pods on GPU nodes (gpu): its pods tolerate every taint" in lines[0]
+    )
+    assert (
+        "StatefulSet ns/keyed has pods on GPU nodes (gpu2): it tolerates the GPU taint" in lines[1]
+    )
+
+
 def _run_error(tmp_path: Path, **kwargs: object) -> str:
     """The one line run() stops with, before it synthesizes anything."""
     synthesized: list[Path] = []

@@ -91,23 +91,6 @@ def test_our_jobs_run_on_system_nodes_and_gpu_daemonsets_only_on_gpu_nodes(
     assert len(jobs) >= 5 and all(j["node"].startswith("system-") for j in jobs), jobs
 
 
-def test_a_system_component_on_a_gpu_node_is_a_finding_with_its_cause(
-    default_report: dict[str, Any],
-) -> None:
-    """A Deployment whose pods landed on a GPU node is reported (never passed over in silence), and
-    only one whose pods tolerate the GPU taint can be there."""
-    on_gpu = [
-        p
-        for p in default_report["placement"]
-        if p["kind"] in ("Deployment", "StatefulSet") and "gpu" in p["pools"]
-    ]
-    findings = default_report["placement_findings"]
-    assert len(findings) == len(on_gpu)
-    for p, line in zip(on_gpu, findings, strict=True):
-        assert line.startswith("warning[rig.placement]") and f"{p['namespace']}/{p['name']}" in line
-        assert p["toleratesEveryTaint"] or "tolerates the GPU taint" in line
-
-
 def test_no_operator_or_controller_runs_on_a_gpu_node(default_report: dict[str, Any]) -> None:
     """Every Deployment and StatefulSet of the default AKS stack runs on the system pool, the
     kai-scheduler and network-operator operators among them (with AICR's wildcard toleration
