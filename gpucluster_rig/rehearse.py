@@ -777,46 +777,54 @@ def run(
             )
     _check_no_kept_rig(folder, clusters, binaries)
     reports = []
-    for spec in clusters:
-        work = folder / spec.name
-        work.mkdir(parents=True, exist_ok=True)
-        report: dict[str, Any] | None = None
-        rig = Cluster(binaries, work / "rig", name=f"rig-{spec.name}"[:40])
-        env = _synth_env(rig)
-        repo = ChartRepo(work / "charts", binaries / "helm", charts, env)
-        repo.start()
-        try:
-            copy = mirrored_config(config, work, repo.url)
-            synth(copy, work / "cdktf.out", env)
-            if mutate is not None:
-                mutate(work / "cdktf.out" / "stacks" / f"{spec.name}-runtime")
-            rig.start()
-            started = time.monotonic()
-            report = rehearse_cluster(
-                spec,
-                work / "cdktf.out" / "stacks" / f"{spec.name}-runtime",
-                rig,
-                repo,
-                delay=delay,
-                crds_dir=crds,
-                destroy=not keep,
-            )
-            report["seconds"] = round(time.monotonic() - started, 1)
-            if keep:
-                report["kubeconfig"] = str(rig.kubeconfig)
-                report["stop"] = (
-                    f"KWOK_WORKDIR={rig.workdir} {binaries / 'kwokctl'} --name {rig.name} delete cluster"
+    kept: list[Cluster] = []
+    try:
+        for spec in clusters:
+            work = folder / spec.name
+            work.mkdir(parents=True, exist_ok=True)
+            report: dict[str, Any] | None = None
+            rig = Cluster(binaries, work / "rig", name=f"rig-{spec.name}"[:40])
+            env = _synth_env(rig)
+            repo = ChartRepo(work / "charts", binaries / "helm", charts, env)
+            repo.start()
+            try:
+                copy = mirrored_config(config, work, repo.url)
+                synth(copy, work / "cdktf.out", env)
+                if mutate is not None:
+                    mutate(work / "cdktf.out" / "stacks" / f"{spec.name}-runtime")
+                rig.start()
+                started = time.monotonic()
+                report = rehearse_cluster(
+                    spec,
+                    work / "cdktf.out" / "stacks" / f"{spec.name}-runtime",
+                    rig,
+                    repo,
+                    delay=delay,
+                    crds_dir=crds,
+                    destroy=not keep,
                 )
-            reports.append(report)
-        finally:
-            # a cluster is kept only once its report says how to stop it
-            if not keep or report is None:
-                rig.stop()
-                repo.stop()
-            if report is not None:  # none for a cluster an error or a signal cut short
-                (work / "report.json").write_text(
-                    json.dumps(report, indent=1, sort_keys=True) + "\n"
-                )
+                report["seconds"] = round(time.monotonic() - started, 1)
+                if keep:
+                    report["kubeconfig"] = str(rig.kubeconfig)
+                    report["stop"] = (
+                        f"KWOK_WORKDIR={rig.workdir} {binaries / 'kwokctl'} --name {rig.name} delete cluster"
+                    )
+                reports.append(report)
+                if keep:
+                    kept.append(rig)
+            finally:
+                # a cluster is kept only once its report says how to stop it
+                if not keep or report is None:
+                    rig.stop()
+                    repo.stop()
+                if report is not None:  # none for a cluster an error or a signal cut short
+                    (work / "report.json").write_text(
+                        json.dumps(report, indent=1, sort_keys=True) + "\n"
+                    )
+    except BaseException:  # one error line and no report: no kept rig the user was not told of
+        for earlier in kept:
+            earlier.stop()
+        raise
     return reports
 
 

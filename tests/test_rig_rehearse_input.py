@@ -342,3 +342,58 @@ def test_gpu_nodes_of_an_existing_cluster_carry_the_platforms_gpu_taint(
         )
         assert keyed != files["gpucluster.yaml"]
         assert _gpu_taints(tmp_path, keyed) == {("example.com/gpu", "yes", "NoSchedule")}
+
+
+def test_keep_stops_the_rigs_it_kept_when_a_later_cluster_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rehearse --keep` of two clusters whose second cannot start: the error line is all the
+    user sees (no report, no stop command), so the first cluster's kept rig must not stay up
+    (it kept running, its temporary work folder then removed under it)."""
+    from gpucluster_rig.build import RigError
+
+    stopped: list[str] = []
+
+    class FakeRig:
+        def __init__(self, binaries: Path, folder: Path, name: str) -> None:
+            self.name, self.kubeconfig, self.workdir = name, folder / "kubeconfig", folder
+
+        def env(self) -> dict[str, str]:
+            return {}
+
+        def start(self) -> None:
+            if self.name == "rig-two":
+                raise RigError("cluster", "kwokctl create cluster failed", "read its log")
+
+        def stop(self) -> None:
+            stopped.append(self.name)
+
+    class FakeRepo:
+        url = "http://127.0.0.1:9"
+
+        def __init__(self, *_: object) -> None:
+            pass
+
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(rehearse, "Cluster", FakeRig)
+    monkeypatch.setattr(rehearse, "ChartRepo", FakeRepo)
+    monkeypatch.setattr(rehearse, "synth", lambda *a, **k: None)
+    monkeypatch.setattr(rehearse, "rehearse_cluster", lambda *a, **k: {"ok": True})
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE + CLUSTER_FILE.split("clusters:\n", 1)[1].replace("mine", "two"))
+    with pytest.raises(RigError):
+        rehearse.run(
+            config=config,
+            cluster_name=None,
+            folder=tmp_path / "work",
+            binaries=tmp_path / "bin",
+            charts=None,
+            crds=None,
+            keep=True,
+        )
+    assert sorted(stopped) == ["rig-mine", "rig-two"]
