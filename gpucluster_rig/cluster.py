@@ -213,7 +213,7 @@ class Cluster:
             ]
             raise RigError(
                 "cluster",
-                f"kwokctl create cluster failed: {last[-1] if last else proc.returncode}",
+                f"kwokctl create cluster failed: {_said(last[-1]) if last else proc.returncode}",
                 f"read {self.folder / 'kwokctl.log'} and the component logs in {self.folder / 'logs'}",
             )
 
@@ -325,6 +325,18 @@ class Cluster:
                     "read the kwok controller's log",
                 )
             time.sleep(0.5)
+
+
+def _said(line: str) -> str:
+    """What a kwokctl log line says: a JSON record's ``msg`` and ``err`` (``Execute exit: cmd
+    wait: ...``), any other line as it is."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict) or "msg" not in record:
+        return line
+    return ": ".join(str(record[k]) for k in ("msg", "err") if record.get(k))
 
 
 def _stages(stages_file: Path) -> list[dict[str, Any]]:

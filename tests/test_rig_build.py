@@ -440,3 +440,30 @@ def test_a_stand_in_delay_that_is_no_number_of_seconds_is_one_usage_line(
     lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.strip()]
     assert code == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error[usage]") and "--delay" in lines[0], lines
+
+
+def test_a_failed_kwokctl_create_is_said_in_its_own_words_not_its_json(tmp_path: Path) -> None:
+    """kwokctl logs JSON; the rig.cluster line carried its last log record as raw JSON
+    ({"time":...,"level":"ERROR","source":{...},"msg":"Execute exit","err":"cmd wait: ..."}),
+    cut before the cause. The line says the record's msg and err."""
+    from gpucluster_rig import cluster as cluster_mod
+
+    fake = _fake_rig(tmp_path)
+    record = {
+        "time": "2026-12-06T13:07:04Z",
+        "level": "ERROR",
+        "source": {"function": "main.main", "file": "cmd/kwokctl/main.go", "line": 56},
+        "msg": "Execute exit",
+        "err": "cmd wait: kube-apiserver exited: boom: broken apiserver",
+    }
+    (fake / "kwokctl").write_text(f"#!/bin/sh\necho '{json.dumps(record)}'\nexit 1\n")
+    rig = cluster_mod.Cluster(fake, tmp_path / "rig", name="rig-x")
+    try:
+        with pytest.raises(build.RigError) as err:
+            rig.start(timeout=30)
+    finally:
+        rig.sink.stop()
+    assert err.value.line.startswith(
+        "error[rig.cluster]: kwokctl create cluster failed: Execute exit: cmd wait: "
+        "kube-apiserver exited: boom: broken apiserver fix: "
+    ), err.value.line
