@@ -105,9 +105,14 @@ def _seconds(text: str) -> float:
     return float(text)
 
 
-def _delay(text: str) -> str:
+def stand_in_delay(text: str) -> str:
     """``rehearse --delay S``: a number of seconds from 0 to 3600 (ASCII decimal), kept as the
-    text passed on to the rig (``nan`` or ``inf`` would make its stand-ins never report ready)."""
+    text passed on to the rig (``nan`` or ``inf`` would make its stand-ins never report ready).
+    The rig's own ``--delay`` (``python -m gpucluster_rig``) takes the same check.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse turns it into the usage line).
+    """
     if re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,3})?", text) is None or not 0 <= float(text) <= 3600:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds (0 to 3600, e.g. 3)")
     return text
@@ -423,7 +428,7 @@ def _rehearse_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--delay",
         metavar="S",
-        type=_delay,
+        type=stand_in_delay,
         help="seconds before a stand-in reports ready (default 3)",
     )
     c.add_argument(

@@ -324,6 +324,7 @@ def _run(
             cache=cache,
             workers=workers,
             reused=reused,
+            outdir_key=key,
             progress=_progress_printer(progress, reused)
             if progress is not None and len(plans) > 1
             else None,

@@ -23,12 +23,34 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gpucluster.cli import stand_in_delay
+from gpucluster.errors import format_line
 from gpucluster_rig import build, rehearse
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors are one ``error[usage]`` line, exit 2, as gpucluster's own commands print them."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(
+            format_line(
+                "error",
+                "usage",
+                f"{message} (usage: {' '.join(self.format_usage().split()[1:])})",
+                fix=f"run '{self.prog} --help' for the arguments it takes",
+            ),
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
+def _delay(text: str) -> float:
+    return float(stand_in_delay(text))
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gpucluster rehearse",
+    p = _Parser(
+        prog="python -m gpucluster_rig",
         description=(
             "Apply a cluster file's runtime stacks to a simulated cluster shaped like its pools (a real "
             "Kubernetes control plane built from source, KWOK nodes, on loopback only), run every gate as its "
@@ -53,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--charts", type=Path, help="a folder of unpacked charts to serve")
     c.add_argument("--crds", type=Path, help="a folder of operator CRDs (the IPPool CRD)")
     c.add_argument(
-        "--delay", type=float, default=3.0, help="stand-ins' delay in seconds (default 3)"
+        "--delay", type=_delay, default=3.0, help="stand-ins' delay in seconds (default 3)"
     )
     c.add_argument("--work", type=Path, help="work folder (default: a new temporary folder, kept)")
     c.add_argument(
@@ -87,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--delay",
-        type=float,
+        type=_delay,
         default=3.0,
         help="seconds before a stand-in reports ready (default 3)",
     )

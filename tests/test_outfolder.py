@@ -283,3 +283,17 @@ def test_render_out_refuses_user_files_and_a_failed_write_leaves_nothing(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "render"
     ]  # no staging folder left (was: .fresh.XXXX)
+
+
+def test_an_out_folder_that_cannot_be_made_names_the_option_that_gave_it(tmp_path, capsys):
+    """``gpucluster synth --out DIR`` below a file: the one ``error[output]`` line says ``key=--out``
+    (the option the user typed), not ``CDKTF_OUTDIR``; the staging helper keeps its default key."""
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    config = _support.write_cluster_file(tmp_path, EXISTING_AKS)
+    out = tmp_path / "afile" / "out"
+    assert cli_main(["synth", "--config", str(config), "--out", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and errors[0].startswith("error[output] key=--out: "), errors
+    with pytest.raises(GpuclusterError) as err, staged_outdir(out):
+        pass
+    assert err.value.render().startswith("error[output] key=CDKTF_OUTDIR: ")

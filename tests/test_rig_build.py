@@ -467,3 +467,35 @@ def test_a_failed_kwokctl_create_is_said_in_its_own_words_not_its_json(tmp_path:
         "error[rig.cluster]: kwokctl create cluster failed: Execute exit: cmd wait: "
         "kube-apiserver exited: boom: broken apiserver fix: "
     ), err.value.line
+
+
+@pytest.mark.parametrize("command", ["rehearse", "compare-aicr"])
+def test_the_rigs_own_entry_point_refuses_a_delay_that_is_no_number_of_seconds(
+    tmp_path: Path, command: str
+) -> None:
+    """``python -m gpucluster_rig`` takes ``--delay`` with gpucluster's check (``nan`` or ``inf``
+    never lets a stand-in report ready): one error[usage] line, exit 2, nothing started."""
+    extra = ["--bundle", str(tmp_path)] if command == "compare-aicr" else []
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpucluster_rig",
+            command,
+            *extra,
+            "--delay",
+            "nan",
+            "--binaries",
+            str(tmp_path / "none"),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error[usage]: argument --delay: 'nan'"), lines
+    assert "run 'python -m gpucluster_rig " in lines[0]
+    assert not (tmp_path / "work").exists()

@@ -309,6 +309,8 @@ def test_other_platforms_and_old_kubernetes_are_refused():
     assert "AKS-only" in line and "key=clusters[0].schedulerProfiles:" in line
     line = _error(_doc(profiles, kubernetesVersion="1.32"))
     assert "1.33 or later" in line and "cluster has 1.32" in line
+    # the fix names AKS's own floor (1.34), so following it does not lead to AKS-K8S-VERSION
+    assert 'fix: set kubernetesVersion: "1.34" or later' in line
     assert _spec(_doc(profiles, kubernetesVersion="1.33")).scheduler_profiles
 
 

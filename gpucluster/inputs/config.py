@@ -359,6 +359,13 @@ def suggest_cluster_name(name: str) -> str:
     return text if CLUSTER_NAME.fullmatch(text) else "gpu-training"
 
 
+def _platform_min(service: str, source: str) -> str:
+    """The platform plugin's ``min_kubernetes`` for ``service`` (``"1.34"`` on AKS)."""
+    from gpucluster.plugins import platform_for
+
+    return platform_for(service, file=source).min_kubernetes
+
+
 def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
     """One ``clusters[i]`` entry, validated step by step (each step raises the one-line
     :class:`GpuclusterError` naming ``clusters[i].<key>``)."""
@@ -398,6 +405,9 @@ def _cluster(raw: Any, i: int, source: str, root: Path) -> ClusterSpec:
         base=f"{base}.schedulerProfiles",
         service=criteria.service,
         kubernetes_version=k8s,
+        platform_min=_platform_min(criteria.service, source)
+        if raw.get("schedulerProfiles") is not None
+        else "",
     )
 
     return ClusterSpec(

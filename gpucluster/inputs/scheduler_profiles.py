@@ -223,7 +223,14 @@ def _minor(version: str) -> tuple[int, int]:
 
 
 def parse_scheduler_profiles(
-    raw: Any, *, file: str, cluster: str, base: str, service: str, kubernetes_version: str
+    raw: Any,
+    *,
+    file: str,
+    cluster: str,
+    base: str,
+    service: str,
+    kubernetes_version: str,
+    platform_min: str = "",
 ) -> tuple[SchedulerProfile, ...]:
     """The cluster file's ``schedulerProfiles`` (module docstring), checked.
 
@@ -233,6 +240,9 @@ def parse_scheduler_profiles(
         base: the key path (``clusters[0].schedulerProfiles``).
         service: the cluster's ``criteria.service`` (only ``aks`` may have profiles).
         kubernetes_version: the cluster's ``MAJOR.MINOR`` (1.33 or later).
+        platform_min: the platform's own floor (``Platform.min_kubernetes``, ``"1.34"`` on AKS;
+            default none): a version too old for profiles is told to move to the higher of the two,
+            so the fix does not lead to the platform's version error.
 
     Returns:
         the profiles in file order (empty when ``raw`` is None).
@@ -256,11 +266,14 @@ def parse_scheduler_profiles(
         )
     if _minor(kubernetes_version) < MIN_KUBERNETES:
         floor = ".".join(map(str, MIN_KUBERNETES))
+        target = ".".join(map(str, max(MIN_KUBERNETES, _minor(platform_min or floor))))
         raise where.error(
             base,
             f"AKS configurable scheduler profiles need Kubernetes {floor} or later, the cluster has {kubernetes_version}",
             allowed=f'kubernetesVersion "{floor}" or later',
-            fix=f'set kubernetesVersion: "{floor}" or later, or remove schedulerProfiles',
+            fix=f'set kubernetesVersion: "{target}" or later'
+            + (f" (the platform's own floor is {platform_min})" if target != floor else "")
+            + ", or remove schedulerProfiles",
         )
     listed = where.check_list(
         raw,

@@ -236,11 +236,13 @@ def swap_children(new: Path, final: Path) -> Path | None:
 _ELSEWHERE = SYNTH_ELSEWHERE
 
 
-def _output_error(message: str, fix: str) -> GpuclusterError:
-    return GpuclusterError(message, key="CDKTF_OUTDIR", fix=fix, id="output")
+def _output_error(message: str, fix: str, key: str = "CDKTF_OUTDIR") -> GpuclusterError:
+    return GpuclusterError(message, key=key, fix=fix, id="output")
 
 
-def output_error(err: OSError, final: Path, doing: str) -> GpuclusterError:
+def output_error(
+    err: OSError, final: Path, doing: str, key: str = "CDKTF_OUTDIR"
+) -> GpuclusterError:
     """One ``error[output]`` line for a file system error while ``doing`` something with ``final``:
     a full disk (``ENOSPC``/``EDQUOT``), no permission (``EACCES``/``EPERM``), a read-only file
     system (``EROFS``), or any other ``OSError`` (its text)."""
@@ -258,10 +260,11 @@ def output_error(err: OSError, final: Path, doing: str) -> GpuclusterError:
         f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code or 0, code)}); "
         "the previous output is unchanged",
         fix,
+        key,
     )
 
 
-def _checked_target(final: Path) -> Path:
+def _checked_target(final: Path, key: str) -> Path:
     """The folder to replace: ``final``, or the folder a symbolic link ``final`` points to.
 
     Raises:
@@ -278,19 +281,23 @@ def _checked_target(final: Path) -> Path:
                 raise _output_error(
                     f"{final} is a symbolic link to a missing folder ({os.readlink(final)})",
                     f"create the folder it points to, remove the link, or {_ELSEWHERE}",
+                    key,
                 )
             return target
         if os.path.lexists(final) and not final.is_dir():
             raise _output_error(
                 f"{final} exists and is not a folder; refusing to replace it",
                 f"remove or rename it, or {_ELSEWHERE}",
+                key,
             )
     except ValueError:
         raise _output_error(
-            f"the output folder name {str(final)!r} holds a NUL byte", f"rename it, or {_ELSEWHERE}"
+            f"the output folder name {str(final)!r} holds a NUL byte",
+            f"rename it, or {_ELSEWHERE}",
+            key,
         ) from None
     except OSError as err:
-        raise output_error(err, final, "checking") from None
+        raise output_error(err, final, "checking", key) from None
     return final
 
 
@@ -370,7 +377,11 @@ def remove_stale_staging(final: Path) -> list[Path]:
 
 @contextmanager
 def staged_outdir(
-    final: str | os.PathLike, *, warnings: list[Problem] | None = None, private: bool = False
+    final: str | os.PathLike,
+    *,
+    warnings: list[Problem] | None = None,
+    private: bool = False,
+    key: str = "CDKTF_OUTDIR",
 ) -> Iterator[Path]:
     """Yield a staging folder for ``final``, empty but for its run's :data:`STAGING_LOCK` (removed
     before the swap); on success its contents replace ``final``. Stale staging folders of
@@ -385,6 +396,8 @@ def staged_outdir(
             replaced but could not be removed (the run still succeeded).
         private: the output holds a literal credential: its folders are made 0700 and its files
             0600 (instead of the umask's modes) before the swap.
+        key: the setting that named ``final``, printed as ``key=`` in every line about it
+            (``CDKTF_OUTDIR``, the default; ``--out`` for ``gpucluster synth --out``).
 
     The staged folder receives the ``.gpucluster-output`` marker (:mod:`gpucluster.outfolder`)
     before the swap.
@@ -397,8 +410,8 @@ def staged_outdir(
             swap fails.
     """
     given = Path(final)
-    check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
-    final = _checked_target(given.absolute())
+    check_replaceable(given, kind="synth", key=key, fix_elsewhere=_ELSEWHERE)
+    final = _checked_target(given.absolute(), key)
     remove_stale_staging(final)
     try:
         inside = os.path.ismount(final)
@@ -417,6 +430,7 @@ def staged_outdir(
         raise _output_error(
             f"cannot create the staging folder {where} {final}: {err.strerror or err}",
             f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}",
+            key,
         ) from None
     try:
         yield staged
@@ -424,7 +438,7 @@ def staged_outdir(
         write_marker(staged)
         if private:
             _make_private(staged)
-        check_replaceable(given, kind="synth", key="CDKTF_OUTDIR", fix_elsewhere=_ELSEWHERE)
+        check_replaceable(given, kind="synth", key=key, fix_elsewhere=_ELSEWHERE)
         umask = os.umask(0)
         os.umask(umask)
         leftover = None
@@ -441,21 +455,21 @@ def staged_outdir(
                             raise
                         leftover = swap_children(staged, final)
             except OSError as err:
-                raise output_error(err, final, "replacing") from None
+                raise output_error(err, final, "replacing", key) from None
         if leftover is not None and warnings is not None:
             warnings.append(
                 Problem(
                     message=f"the new output is in place, but the previous one could not be removed from {leftover} "
                     f"({getattr(_remove_tree(leftover), 'strerror', None) or 'not removable'}); it may belong to "
                     "another user (an earlier sudo run)",
-                    key="CDKTF_OUTDIR",
+                    key=key,
                     id="output",
                     fix=f"remove it as its owner (e.g. sudo rm -rf {leftover})",
                 )
             )
     except OSError as err:
         shutil.rmtree(staged, ignore_errors=True)
-        raise output_error(err, final, "writing") from None
+        raise output_error(err, final, "writing", key) from None
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

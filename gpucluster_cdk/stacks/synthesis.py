@@ -130,6 +130,7 @@ def synth(
     workers: int | None = None,
     progress: Progress | None = None,
     reused: list[str] | None = None,
+    outdir_key: str = "CDKTF_OUTDIR",
 ) -> list[str]:
     """Synthesize ``plans`` into ``outdir``, replacing it atomically (see the module docstring).
 
@@ -148,6 +149,8 @@ def synth(
         workers: most worker processes (None: :func:`worker_count`).
         progress: called per cluster when its stacks are written (:data:`Progress`).
         reused: receives the names of the clusters whose stacks came from the cache.
+        outdir_key: the setting that named ``outdir``, the ``key=`` of its error lines
+            (``CDKTF_OUTDIR``, the default; ``--out``).
 
     Returns:
         the stack names written, sorted.
@@ -175,7 +178,7 @@ def synth(
     clusters = [_Cluster(plan, stack_names(plan)) for plan in plans]
     if use_cache and clusters:
         _key_clusters(clusters, plans, fleet=fleet, secret=secret)
-    with staged_outdir(outdir, warnings=warnings, private=private) as staged:
+    with staged_outdir(outdir, warnings=warnings, private=private, key=outdir_key) as staged:
         stacks_dir = staged / "stacks"
         built = _Built()
         for c in clusters:
