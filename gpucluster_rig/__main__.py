@@ -22,6 +22,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 from gpucluster.cli import stand_in_delay
 from gpucluster.errors import format_line
@@ -31,7 +32,7 @@ from gpucluster_rig import build, rehearse
 class _Parser(argparse.ArgumentParser):
     """Errors are one ``error[usage]`` line, exit 2, as gpucluster's own commands print them."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(
             format_line(
                 "error",
