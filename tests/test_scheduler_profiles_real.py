@@ -145,6 +145,9 @@ class Scheduler:
         )
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
         accepted = proc.returncode == 0 and out.is_file() and out.stat().st_size > 0
+        if not accepted:  # what a refusal (or a run that died: a signal, no output) looked like
+            written = f"{out.stat().st_size} bytes" if out.is_file() else "not written"
+            tail = f"exit {proc.returncode}, --write-config-to {written}; {tail}"
         if accepted:
             written = yaml.safe_load(out.read_text())
             assert sorted(str(p["schedulerName"]) for p in written["profiles"]) == sorted(names), (
