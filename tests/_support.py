@@ -154,3 +154,32 @@ def imports(path: Path) -> Iterator[tuple[int, str]]:
             and node.func.id == "__import__"
         ):
             yield node.lineno, "__import__()"
+
+
+def crd(
+    kind: str, spec_schema: dict, *, group: str = "example.com", scope: str = "Cluster"
+) -> dict:
+    """A minimal ``apiextensions.k8s.io/v1`` CustomResourceDefinition of ``kind`` (plural
+    ``<kind>s``, one served and stored version ``v1``) whose object schema is ``spec:
+    spec_schema``."""
+    plural = f"{kind.lower()}s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}
+                    },
+                }
+            ],
+        },
+    }

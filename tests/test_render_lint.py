@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import _support
 import pytest
 from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
 
@@ -574,34 +575,7 @@ def test_schema_check_refuses_unknown_fields_and_wrong_types():
     bad = deployment("app")
     bad["spec"]["replica"] = 2  # misspelt
     assert ids(lint_objects(aks_cluster(), [bad])) == ["lint.schema"]
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Cluster",
-            "names": {"kind": "Thing", "plural": "things"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {
-                                    "type": "object",
-                                    "properties": {"size": {"type": "integer"}},
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    crd = _support.crd("Thing", {"type": "object", "properties": {"size": {"type": "integer"}}})
     thing = {
         "apiVersion": "example.com/v1",
         "kind": "Thing",
@@ -619,38 +593,16 @@ def test_schema_check_reads_objects_as_the_api_server_stores_them():
     with a schema default is filled (no finding): Kubernetes docs, "Defaulting and Nullable".
     AICR's storageSpec.emptyDir: null renders spec.storage.emptyDir: null into the Prometheus CR;
     gpu-operator v25.10's ClusterPolicy CRD requires operator.defaultRuntime (default docker)."""
-    schema = {
+    spec = {
         "type": "object",
+        "required": ["runtime"],
         "properties": {
-            "spec": {
-                "type": "object",
-                "required": ["runtime"],
-                "properties": {
-                    "runtime": {"type": "string", "default": "docker"},
-                    "emptyDir": {"type": "object"},
-                    "keep": {"type": "object", "nullable": True},
-                },
-            }
+            "runtime": {"type": "string", "default": "docker"},
+            "emptyDir": {"type": "object"},
+            "keep": {"type": "object", "nullable": True},
         },
     }
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Cluster",
-            "names": {"kind": "Thing", "plural": "things"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
-        },
-    }
+    crd = _support.crd("Thing", spec)
     thing = {
         "apiVersion": "example.com/v1",
         "kind": "Thing",
@@ -663,37 +615,11 @@ def test_schema_check_reads_objects_as_the_api_server_stores_them():
     ]
     del thing["spec"]["emptyDir"]
     assert lint_objects(aks_cluster(), [crd, thing]) == []
-    schema["properties"]["spec"]["properties"]["runtime"].pop("default")
+    spec["properties"]["runtime"].pop("default")
     crd["metadata"]["name"] = (
         "things.example.com"  # same CRD, no default now: the required field is missing
     )
     assert ids(lint_objects(aks_cluster(), [crd, thing])) == ["lint.schema"]
-
-
-def _crd_of(kind: str, spec_schema: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{kind.lower()}s.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Cluster",
-            "names": {"kind": kind, "plural": f"{kind.lower()}s"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {"spec": spec_schema},
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def test_a_null_server_side_apply_refuses_is_one_warning_per_field_with_its_fix():
@@ -728,7 +654,7 @@ def test_a_null_server_side_apply_refuses_is_one_warning_per_field_with_its_fix(
             "free": {"x": None},
         },
     }
-    found = lint_objects(aks_cluster(), [_crd_of("Thing", spec), thing])
+    found = lint_objects(aks_cluster(), [_support.crd("Thing", spec), thing])
     assert ids(found) == []
     refused = {f.key: f for f in found if f.id == "lint.schema-null"}
     assert sorted(refused) == [
@@ -742,7 +668,7 @@ def test_a_null_server_side_apply_refuses_is_one_warning_per_field_with_its_fix(
     assert "[]" in refused["Thing/t.spec.args"].fix and "{}" not in refused["Thing/t.spec.name"].fix
     assert [f.id for f in found if f.id != "lint.schema-null"] == []
     thing["spec"] = {"unknown": None}
-    found = lint_objects(aks_cluster(), [_crd_of("Thing", spec), thing])
+    found = lint_objects(aks_cluster(), [_support.crd("Thing", spec), thing])
     assert ids(found) == ["lint.schema"] and "unknown" in found[0].message
 
 

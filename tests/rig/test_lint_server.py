@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import _support
 import pytest
 import yaml
 
@@ -550,62 +551,34 @@ def _is_rule_message(message: str, index: Any) -> bool:
 NULLS_PER_KIND = 16
 """Null cases kept per kind of the stacks (evenly spread over all generated, :func:`_spread`)."""
 
-PROBE_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "probes.lint-diff.example.com"},
-    "spec": {
-        "group": "lint-diff.example.com",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "Probe",
-            "plural": "probes",
-            "singular": "probe",
-            "listKind": "ProbeList",
+PROBE_CRD: dict[str, Any] = _support.crd(
+    "Probe",
+    {
+        "type": "object",
+        "properties": {
+            **{
+                f"{t}{n}": {
+                    "type": t,
+                    **({"nullable": True} if n else {}),
+                    **({"items": {"type": "string"}} if t == "array" else {}),
+                }
+                for t in ("object", "array", "string", "integer", "boolean")
+                for n in ("", "Nullable")
+            },
+            "defaulted": {"type": "string", "default": "d"},
+            "labels": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+            },
+            "free": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
         },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    **{
-                                        f"{t}{n}": {
-                                            "type": t,
-                                            **({"nullable": True} if n else {}),
-                                            **(
-                                                {"items": {"type": "string"}}
-                                                if t == "array"
-                                                else {}
-                                            ),
-                                        }
-                                        for t in ("object", "array", "string", "integer", "boolean")
-                                        for n in ("", "Nullable")
-                                    },
-                                    "defaulted": {"type": "string", "default": "d"},
-                                    "labels": {
-                                        "type": "object",
-                                        "additionalProperties": {"type": "string"},
-                                    },
-                                    "free": {
-                                        "type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True,
-                                    },
-                                },
-                            }
-                        },
-                    }
-                },
-            }
-        ],
     },
-}
+    group="lint-diff.example.com",
+    scope="Namespaced",
+)
 """A CRD of the test's own with a field of each type, nullable and not, one with a ``default``,
 a map and a preserve-unknown-fields object: the kinds of field the stacks' CRDs lack (only the
 Skyhook CRD declares ``nullable`` fields, both integers)."""
