@@ -24,8 +24,10 @@ import functools
 import http.server
 import shutil
 import subprocess
+import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,21 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         super().handle_one_request()
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    """The repository's server: a client that goes away mid-answer (Helm stopped by Ctrl-C or its
+    timeout: a broken pipe, a reset) is no error of the repository and prints nothing; any other
+    failure of a request is appended to ``errors_log`` instead of the rehearsal's stderr."""
+
+    errors_log: Path | None = None
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError) or self.errors_log is None:
+            return
+        with self.errors_log.open("a", encoding="utf-8") as log:
+            log.write(f"request from {client_address}:\n{traceback.format_exc()}\n")
+
+
 class ChartRepo:
     """The repository: :meth:`add` charts, :meth:`index`, then :meth:`serve` on 127.0.0.1.
 
@@ -87,7 +104,7 @@ class ChartRepo:
         self.helm = helm
         self.env = env
         self.served: dict[tuple[str, str], Served] = {}
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self.port = 0
         self.hang = False
         """While True, every request is accepted and never answered (a fault for tests)."""
@@ -112,7 +129,8 @@ class ChartRepo:
         handler = functools.partial(
             type("_Handler", (_Quiet,), {"repo": self}), directory=str(self.folder)
         )
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server.errors_log = self.folder.parent / "chart-repo-errors.log"
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="chart-repo", daemon=True).start()
         return self.url

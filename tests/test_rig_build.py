@@ -499,3 +499,40 @@ def test_the_rigs_own_entry_point_refuses_a_delay_that_is_no_number_of_seconds(
     assert len(lines) == 1 and lines[0].startswith("error[usage]: argument --delay: 'nan'"), lines
     assert "run 'python -m gpucluster_rig " in lines[0]
     assert not (tmp_path / "work").exists()
+
+
+def test_a_client_gone_mid_download_prints_nothing_from_the_chart_repository(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Helm stopped mid-download (Ctrl-C, its timeout) leaves the repository writing to a closed
+    connection: nothing may reach the rehearsal's stderr (it printed a BrokenPipeError traceback
+    under the rehearsal's one error line); another failure of a request goes to the log file."""
+    import socket
+    import struct
+    import threading
+    import time
+
+    from gpucluster_rig.charts import ChartRepo
+
+    repo = ChartRepo(tmp_path / "repo", tmp_path / "no-helm", None, {})
+    (repo.folder / "big.tgz").write_bytes(b"\0" * (32 << 20))
+    repo.start()
+    try:
+        before = {t for t in threading.enumerate()}
+        client = socket.create_connection(("127.0.0.1", repo.port), timeout=10)
+        client.sendall(b"GET /big.tgz HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.recv(1024)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # a reset: the server's next writes fail
+        deadline = time.monotonic() + 30
+        while any(
+            t.is_alive()
+            for t in set(threading.enumerate()) - before - {threading.current_thread()}
+            if "process_request" in t.name
+        ):
+            assert time.monotonic() < deadline, "the request's thread did not end"
+            time.sleep(0.05)
+    finally:
+        repo.stop()
+    assert capfd.readouterr().err == ""
+    assert not (tmp_path / "chart-repo-errors.log").exists()
