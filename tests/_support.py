@@ -19,7 +19,7 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +92,28 @@ AKS_TRAINING_RECIPE = (
     "training",
 )
 """``gpucluster recipe`` for the AKS H100 Ubuntu training criteria (arguments after the program)."""
+
+
+def recipe_file(folder: Path, name: str, args: Sequence[str], versions: dict[str, str]) -> str:
+    """Run ``gpucluster <args>`` (a ``recipe`` command), set each ``componentRefs`` entry named in
+    ``versions`` to its version, and write the RecipeResult to ``folder/name``; returns ``name``."""
+    import yaml
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpucluster.cli", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    doc = yaml.safe_load(proc.stdout)
+    for ref in doc["componentRefs"]:
+        if ref["name"] in versions:
+            ref["version"] = versions[ref["name"]]
+    assert {r["name"] for r in doc["componentRefs"]} >= set(versions), versions
+    (folder / name).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return name
+
 
 AKS_CLUSTER = "  - name: {name}\n    criteria: {{service: aks, accelerator: h100, os: ubuntu, intent: training}}\n"
 """One AKS training cluster entry of a cluster file's ``clusters:`` list (``.format(name=...)``)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from _support import AKS_TRAINING_RECIPE
+from _support import AKS_TRAINING_RECIPE, recipe_file
 
 from gpucluster_rig import rehearse
 from gpucluster_rig.day2 import Applied, KeptRig
@@ -37,26 +37,12 @@ GPU2 = {"name": "gpu2", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 2}
 def _recipe(folder: Path, dra: str) -> str:
     """``gpucluster recipe`` of the AKS H100 training cluster with the operator installing the
     driver, the DRA driver chart pinned at ``dra``; the file's name."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpucluster.cli",
-            *AKS_TRAINING_RECIPE,
-            "--profile",
-            "gpuStack=operator-managed",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
+    return recipe_file(
+        folder,
+        f"recipe-dra-{dra}.yaml",
+        [*AKS_TRAINING_RECIPE, "--profile", "gpuStack=operator-managed"],
+        {"nvidia-dra-driver-gpu": dra},
     )
-    doc = yaml.safe_load(proc.stdout)
-    (ref,) = [r for r in doc["componentRefs"] if r["name"] == "nvidia-dra-driver-gpu"]
-    ref["version"] = dra
-    name = f"recipe-dra-{dra}.yaml"
-    (folder / name).write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return name
 
 
 def _revision(

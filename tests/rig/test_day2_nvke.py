@@ -7,14 +7,13 @@ the rolled-out 0.5.2 image. The NodeWright operator and its RDMA modules are lef
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from _support import recipe_file
 
 from gpucluster_rig.day2 import Applied, KeptRig
 
@@ -27,11 +26,10 @@ RAILS = [
 
 
 def _revision(folder: Path, name: str, *, dra: str, driver: str) -> Path:
-    proc = subprocess.run(
+    recipe = recipe_file(
+        folder,
+        f"recipe-{name}",
         [
-            sys.executable,
-            "-m",
-            "gpucluster.cli",
             "recipe",
             "--service",
             "nvke",
@@ -42,18 +40,11 @@ def _revision(folder: Path, name: str, *, dra: str, driver: str) -> Path:
             "--intent",
             "training",
         ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
+        {"nvidia-dra-driver-gpu": dra},
     )
-    recipe = yaml.safe_load(proc.stdout)
-    (ref,) = [r for r in recipe["componentRefs"] if r["name"] == "nvidia-dra-driver-gpu"]
-    ref["version"] = dra
-    (folder / f"recipe-{name}").write_text(yaml.safe_dump(recipe, sort_keys=False))
     cluster = {
         "name": CLUSTER,
-        "recipe": f"recipe-{name}",
+        "recipe": recipe,
         "kubernetesVersion": "1.34",
         "existing": {"kubeconfig": "~/.kube/config"},
         "settings": {"rails": RAILS},
