@@ -1169,7 +1169,7 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
             fix="name a folder for pulled charts (created when missing), or leave --cache out",
         )
     if args.cache and (args.command == "charts" or getattr(args, "pull", False)):
-        from gpucluster.errors import unwritable_reason
+        from gpucluster.outfolder import unwritable_reason
 
         why = unwritable_reason(args.cache)
         if why:
@@ -1670,7 +1670,6 @@ def _cmd_rehearse(args: argparse.Namespace, out: TextIO) -> int:
     SIGINT and SIGTERM are passed on to the child and its end awaited: the child stops the rig it
     started and exits 130 (``subprocess.call`` would kill it at Ctrl-C before it could, and a
     SIGTERM would end this process alone, leaving the rehearsal running)."""
-    import signal
     import subprocess
 
     out.flush()

@@ -270,23 +270,3 @@ def check_working_folder(command: str) -> None:
             key="cwd",
             fix=f"cd into an existing folder, then run gpucluster {command} again",
         ) from None
-
-
-def unwritable_reason(folder: object) -> str:
-    """Why ``folder`` (a path, created with its parents when missing) could not be made or
-    written: ``'<ancestor> is a file'``, ``'<ancestor> is not writable'``, or ``''`` when it can
-    (its nearest existing ancestor is a folder this process may write and enter).
-
-    A command checks its output folders with it before it starts, so a bad one is one input line
-    instead of an ``OSError`` deep inside."""
-    import os
-    from pathlib import Path
-
-    existing = Path(os.path.abspath(str(folder)))
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable"
-    return ""

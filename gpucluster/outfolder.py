@@ -196,3 +196,20 @@ def check_replaceable(final: str | os.PathLike, *, kind: str, key: str, fix_else
         allowed="a missing or empty folder, or one gpucluster wrote (it carries " + MARKER + ")",
         fix=f"{fix_elsewhere}, or move those files away if they are not needed",
     )
+
+
+def unwritable_reason(folder: object) -> str:
+    """Why ``folder`` (a path, created with its parents when missing) could not be made or
+    written: ``'<ancestor> is a file'``, ``'<ancestor> is not writable'``, or ``''`` when it can
+    (its nearest existing ancestor is a folder this process may write and enter).
+
+    A command checks its output folders with it before it starts, so a bad one is one input line
+    instead of an ``OSError`` deep inside."""
+    existing = Path(os.path.abspath(str(folder)))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return ""

@@ -164,7 +164,8 @@ def _check_isolation(wrapped: list[str] | None) -> None:
 def _check_work(work: Path | None) -> None:
     """Refuse a ``--work`` folder that cannot be created or written (below a file, no write
     permission): one ``error[rig.input] key=--work`` line before anything starts."""
-    from gpucluster.errors import GpuclusterError, unwritable_reason
+    from gpucluster.errors import GpuclusterError
+    from gpucluster.outfolder import unwritable_reason
 
     why = unwritable_reason(work) if work is not None else ""
     if why:
