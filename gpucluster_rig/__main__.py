@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from gpucluster.cli import stand_in_delay
+from gpucluster.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, stand_in_delay
 from gpucluster.errors import format_line
 from gpucluster_rig import build, rehearse
 
@@ -282,9 +282,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if passed else 1
 
 
-EXIT_INTERRUPTED = 130
-"""Exit code after SIGINT or SIGTERM: 128 + 2, as ``gpucluster`` itself exits after Ctrl-C."""
-
 _SIGNALLED: list[str] = []
 
 
@@ -306,13 +303,9 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _interrupted)
 
 
-EXIT_INTERNAL = 70
-"""Exit code of an unexpected error (``EX_SOFTWARE``, sysexits.h), as ``gpucluster``'s own."""
-
-
 def _internal(err: Exception, work: Path | None) -> int:
     """One ``error[rig.internal]`` line for an unexpected exception, naming the folder that keeps
-    the logs (the traceback too with ``GPUCLUSTER_DEBUG=1``); returns :data:`EXIT_INTERNAL`."""
+    the logs (the traceback too with ``GPUCLUSTER_DEBUG=1``); returns :data:`gpucluster.cli.EXIT_INTERNAL`."""
     if os.environ.get("GPUCLUSTER_DEBUG") == "1":
         import traceback
 
