@@ -206,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             assert wrapped is not None
             os.execv(wrapped[0], wrapped)
         _stop_on_signals()
-        if args.binaries:
-            os.environ[build.BIN_ENV] = str(args.binaries)
-        binaries = build.binaries(log=lambda line: print(line, file=sys.stderr))
+        binaries = build.binaries(args.binaries, log=lambda line: print(line, file=sys.stderr))
         if args.command == "compare-aicr":
             from gpucluster_rig import aicr
 

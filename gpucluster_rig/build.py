@@ -282,18 +282,20 @@ def _copy_stages(folder: Path) -> None:
     (folder / "stages.yaml").write_text(text, encoding="utf-8")
 
 
-def binaries(*, log: Callable[[str], None] | None = None) -> Path:
+def binaries(given: Path | None = None, *, log: Callable[[str], None] | None = None) -> Path:
     """The folder holding every program of :data:`PROGRAMS`, built first when not cached.
 
-    ``$GPUCLUSTER_RIG_BIN`` (a folder with all of them) skips the build. ``log`` gets one line per
+    ``given`` (``--binaries``), else ``$GPUCLUSTER_RIG_BIN`` (a folder with all of them) skips the
+    build; the process environment is only read, never set. ``log`` gets one line per
     step (``print`` to stderr by default is the caller's choice; None: silent).
 
     Raises:
         RigError: Go missing (``rig.go``), a module not served (``rig.download``), a build failure
             (``rig.build``), or a ``$GPUCLUSTER_RIG_BIN`` lacking a program (``rig.binaries``).
     """
-    given = os.environ.get(BIN_ENV)
-    if given:
+    if given is None and os.environ.get(BIN_ENV):
+        given = Path(os.environ[BIN_ENV])
+    if given is not None:
         missing = [p for p in PROGRAMS if not os.access(Path(given) / p, os.X_OK)]
         missing += [] if (Path(given) / "stages.yaml").is_file() else ["stages.yaml"]
         if missing:

@@ -39,6 +39,24 @@ def reference_charts(shared_dir: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _gpucluster_environment_kept():
+    """Fails a test that leaves a ``GPUCLUSTER_*`` variable of this process set, changed or removed
+    (then puts it back): under ``--dist loadfile`` a leak reaches whichever test file the same
+    worker runs next. ``rig_main.main(["rehearse", "--binaries", FAKE, ...])`` called in-process
+    once set ``GPUCLUSTER_RIG_BIN`` to a folder of ``exit 1`` stand-ins, and the real
+    kube-scheduler tests later in that worker ran one of them ("exit 1, no output")."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("GPUCLUSTER_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("GPUCLUSTER_")}
+    if after != before:
+        for name in after.keys() - before.keys():
+            del os.environ[name]
+        os.environ.update(before)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        pytest.fail(f"the test left the process environment changed: {', '.join(changed)}")
+
+
 SLOW_FILES_FIRST = (
     "test_synth_signals.py",
     "test_checkov_aks.py",
