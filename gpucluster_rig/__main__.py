@@ -22,7 +22,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gpucluster.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, stand_in_delay
 from gpucluster.errors import format_line
@@ -184,6 +184,23 @@ def _drop(work: Path | None, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``python -m gpucluster_rig`` with ``argv`` (default ``sys.argv[1:]``); its exit code
+    (0, 1 a rehearsal that failed, 2 bad input or a rig error, 130 interrupted, 70 internal).
+
+    Called in-process (tests do), it leaves the process as it found it: the SIGINT/SIGTERM
+    handlers it installs while the rig runs are put back, and it never sets the environment."""
+    saved: dict[int, Any] = {}
+    del _SIGNALLED[:]
+    try:
+        return _main(argv, saved)
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:  # None: a handler not installed from Python, left as it is
+                signal.signal(signum, handler)
+
+
+def _main(argv: list[str] | None, saved: dict[int, Any]) -> int:
+    """:func:`main`; the handlers :func:`_stop_on_signals` replaced go into ``saved``."""
     args = _parser().parse_args(argv)
     work: Path | None = None
     try:
@@ -205,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_isolation(wrapped)
             assert wrapped is not None
             os.execv(wrapped[0], wrapped)
-        _stop_on_signals()
+        saved.update(_stop_on_signals())
         binaries = build.binaries(args.binaries, log=lambda line: print(line, file=sys.stderr))
         if args.command == "compare-aicr":
             from gpucluster_rig import aicr
@@ -293,12 +310,11 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _stop_on_signals() -> None:
+def _stop_on_signals() -> dict[int, Any]:
     """SIGINT and SIGTERM (a CI runner's timeout) unwind as Ctrl-C does (:func:`_interrupted`);
     kwokctl starts the control plane in sessions of its own, so without this a SIGTERM left it
-    running."""
-    signal.signal(signal.SIGINT, _interrupted)
-    signal.signal(signal.SIGTERM, _interrupted)
+    running. Returns the handlers it replaced (:func:`main` puts them back)."""
+    return {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _internal(err: Exception, work: Path | None) -> int:

@@ -8,6 +8,7 @@ instead of failing obscurely. ``GPUCLUSTER_SHARED`` points elsewhere.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,25 @@ def _gpucluster_environment_kept():
         os.environ.update(before)
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         pytest.fail(f"the test left the process environment changed: {', '.join(changed)}")
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept():
+    """Fails a test that leaves this process's SIGINT, SIGTERM or SIGHUP handler changed (then
+    puts it back): an in-process ``main()`` that installs its stop handlers must restore them,
+    or a later test in the same worker is stopped (or not) by a handler that is not its own."""
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    yield
+    changed = [s for s in STOP_SIGNALS if signal.getsignal(s) is not before[s]]
+    for s in changed:
+        if before[s] is not None:
+            signal.signal(s, before[s])
+    if changed:
+        names = ", ".join(signal.Signals(s).name for s in changed)
+        pytest.fail(f"the test left this process's {names} handler changed")
 
 
 SLOW_FILES_FIRST = (
