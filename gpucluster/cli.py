@@ -269,7 +269,8 @@ def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--require-charts",
         action="store_true",
-        help="a chart or subchart that cannot be had is an error (default: a warning naming what was not checked)",
+        help="a chart or subchart that cannot be had, or only at another version than the pinned one, "
+        "is an error (default: a warning naming what was not checked)",
     )
     r.add_argument(
         "--allow-missing",
@@ -277,6 +278,14 @@ def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="with --require-charts: component or subchart whose chart may be unavailable (stays a warning)",
+    )
+    r.add_argument(
+        "--allow-nearest",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --require-charts: component or subchart whose chart may be checked against "
+        "another version than the pinned one (stays a warning)",
     )
     _set_argument(r)
 
@@ -1195,6 +1204,7 @@ def _rendered(args: argparse.Namespace, err: TextIO):
             sources,
             allow_missing=args.allow_missing,
             require_charts=args.require_charts,
+            allow_nearest=args.allow_nearest,
             progress=lambda i, n, name: progress.show(i, n, f"rendering {name}"),
         )
     finally:
@@ -1209,9 +1219,11 @@ def _report(
     not_checked: Sequence[str] = (),
     nothing_checked: bool = False,
     plans: Sequence[RuntimePlan] = (),
+    other_versions: Sequence[str] = (),
 ) -> int:
-    """Findings on stderr; on stdout the count, what was not checked and what was not decided
-    (a finding that depends on a release not rendered). The count includes the ``plans``'
+    """Findings on stderr; on stdout the count, what was not checked, what was not decided
+    (a finding that depends on a release not rendered) and what was checked against another
+    version than the pinned one (``other_versions``: :func:`gpucluster.lint.render.stand_ins`). The count includes the ``plans``'
     policy findings (already printed by :func:`_warn_findings`), saying how many came from there.
     Exit 2 on an error; else, when ``nothing_checked`` (lint, no upstream chart rendered),
     ``EXIT_NOTHING_CHECKED`` (4); else 0."""
@@ -1233,6 +1245,8 @@ def _report(
     if undecided:
         named = dict.fromkeys(f"{f.cluster}/{f.release} {f.id}" for f in undecided)
         out.write(f"not decided (depends on a release not checked): {'; '.join(named)}\n")
+    if other_versions:
+        out.write(f"checked against another version: {'; '.join(other_versions)}\n")
     if errors:
         return EXIT_INVALID_INPUT
     if nothing_checked:
@@ -1405,7 +1419,7 @@ def _write_pull_result(r, out: TextIO, err: TextIO) -> None:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from gpucluster.lint.render import check_output_folder, unverified, write_output
+    from gpucluster.lint.render import check_output_folder, stand_ins, unverified, write_output
 
     check_output_folder(
         Path(args.out)
@@ -1418,14 +1432,21 @@ def _cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(
             f"rendered {rendered} of {len(result.releases)} releases into {escaped(args.out)}\n"
         )
-        return _report(result.findings, out, err, not_checked=unverified(result), plans=plans)
+        return _report(
+            result.findings,
+            out,
+            err,
+            not_checked=unverified(result),
+            plans=plans,
+            other_versions=stand_ins(result),
+        )
     finally:
         result.renderer.close()
 
 
 def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.lint.lint import lint_result, load_crd_folders, nothing_checked
-    from gpucluster.lint.render import unverified
+    from gpucluster.lint.render import stand_ins, unverified
 
     for folder in args.crds:
         if not Path(folder).is_dir():
@@ -1444,6 +1465,7 @@ def _cmd_lint(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             not_checked=unverified(result),
             nothing_checked=nothing_checked(result),
             plans=plans,
+            other_versions=stand_ins(result),
         )
     finally:
         result.renderer.close()

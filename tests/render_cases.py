@@ -4,7 +4,11 @@ plain, with ``scheduling.system`` set, and with one extra GPU-pool taint."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 AKS = {
     "h100-aks-ubuntu-training": ("training", "any"),
@@ -49,6 +53,36 @@ UNAVAILABLE = (
 )
 """Charts ../shared/reference/charts does not carry (SOURCES.md "Not available offline"):
 ``--allow-missing``."""
+
+
+def stand_in_names(charts: Path) -> tuple[str, ...]:
+    """The releases ``charts`` (../shared/reference/charts) serves only at another version than
+    the one its SOURCES.md first table says the release pins: every ``<release> <version>`` of a
+    row's "release(s) it serves" column (``nvidia-dra-driver-gpu 0.5.0 / 0.5.1``: two) whose
+    version is not the ``version`` of the row's folders' ``Chart.yaml`` (``no v26.7.1 tag``: the
+    folder holds v26.7.0). ``--allow-nearest`` with ``--require-charts``, sorted."""
+    table = (charts / "SOURCES.md").read_text(encoding="utf-8").split("\n## ")[0]
+    names: set[str] = set()
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or cells[0] in ("folder", "") or set(cells[0]) <= set("-"):
+            continue
+        folders = [f.strip() for f in cells[0].split(",")]
+        have = {
+            str(yaml.safe_load((charts / f / "Chart.yaml").read_text())["version"]).removeprefix(
+                "v"
+            )
+            for f in folders
+            if (charts / f / "Chart.yaml").is_file()
+        }
+        for served in cells[1].split(","):
+            m = re.match(r"\s*(\S+)\s+(v?\d[^ ]*(?:\s*/\s*v?\d[^ ]*)*)\s*$", served)
+            if not m:
+                continue
+            versions = [v.strip().removeprefix("v") for v in m.group(2).split("/")]
+            if have and any(v not in have for v in versions):
+                names.add(m.group(1))
+    return tuple(sorted(names))
 
 
 def base_cases() -> list[tuple[str, str, str]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import _support
 import pytest
-from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc
+from render_cases import UNAVAILABLE, VARIANTS, base_cases, cluster_doc, stand_in_names
 
 from gpucluster.cli import main
 from gpucluster.inputs.config import parse_clusters
@@ -683,8 +683,11 @@ def stack(reference_charts, shared_dir):
     sources = ChartSources([reference_charts], cache_dir=Path("/nonexistent-gpucluster-cache"))
     crds = lint.load_crd_folders([shared_dir / "reference" / "crds"])
     with Renderer(
-        sources, allow_missing=UNAVAILABLE, require_charts=True
-    ) as renderer:  # only those may be missing
+        sources,
+        allow_missing=UNAVAILABLE,
+        require_charts=True,
+        allow_nearest=stand_in_names(reference_charts),
+    ) as renderer:  # only those may be missing, or there only at another version
         yield sources, renderer, crds
 
 
@@ -789,9 +792,16 @@ def test_cli_render_writes_one_folder_per_release_and_lint_reports_a_misspelt_ov
 ):
     out = tmp_path / "out"
     allow = ["--require-charts", *(a for name in UNAVAILABLE for a in ("--allow-missing", name))]
+    allow += [a for name in stand_in_names(reference_charts) for a in ("--allow-nearest", name)]
     code = main(["render", "--charts", str(reference_charts), "--out", str(out), *allow])
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    head, _, listed = captured.out.splitlines()[-1].partition(": ")
+    assert head == "checked against another version" and sorted(listed.split("; ")) == [
+        "gpu-training/gpu-operator (gpu-operator v26.7.0 for v26.7.1)",
+        "gpu-training/nfd (node-feature-discovery 0.2.1, appVersion v0.19.0, for 0.19.0)",
+        "gpu-training/nodewright-operator (skyhook-operator v0.15.1 for v0.19.1)",
+    ], captured.out
     folders = sorted(p.name for p in (out / "gpu-training").iterdir())
     assert "gpu-operator" in folders and "gpu-operator-clusterpolicy-ready" in folders
     values = (out / "gpu-training" / "gpu-operator" / "values.yaml").read_text()
@@ -1232,3 +1242,151 @@ def test_aicr_recipe_emptydir_null_is_the_one_schema_null_warning(stack, tmp_pat
         ("kube-prometheus-stack", "Prometheus/kube-prometheus-prometheus.spec.storage.emptyDir")
     ]
     assert nulls[0].fix.endswith("or set it to {}")
+
+
+# --------------------------------------------------------------------------- stand-ins at another version
+
+
+def _one_chart_plan(tmp_path, chart: str, version: str, component: str = "gpu-operator"):
+    node = PlanNode(
+        id=component,
+        kind="chart",
+        component=component,
+        namespace="n",
+        repository="https://x",
+        chart=chart,
+        version=version,
+    )
+    return plan_of(aks_cluster(), [node]), ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+
+
+CM = {"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"}
+
+
+@pytest.mark.parametrize(
+    "chart_version,app_version,how",
+    [("v26.7.0", "v26.7.0", "nearest"), ("0.2.1", "v26.7.1", "app-version")],
+)
+def test_a_chart_at_another_version_fails_require_charts_unless_allowed(
+    tmp_path, chart_version, app_version, how
+):
+    """A chart found only at another version than the pinned one (the nearest version, or a
+    chart version that differs while its appVersion is the pin) is rendered as a stand-in: a
+    finding as before without require_charts; with it an error (the pinned version was never
+    checked), unless the component is allowed by name (allow_nearest, or allow_missing: a chart
+    that may be absent may also stand in at another version). The stand-in is listed."""
+    from gpucluster.lint.render import stand_ins
+
+    write_chart(tmp_path, "gpu-operator", chart_version, "{}", CM, app_version=app_version)
+    plan, src = _one_chart_plan(tmp_path, "gpu-operator", "v26.7.1")
+    assert src.locate("https://x", "gpu-operator", "v26.7.1").how == how
+    before = "info" if how == "app-version" else "warning"
+    with Renderer(src) as r:
+        result = render_plans([plan], src, renderer=r)
+    assert [(f.id, f.severity) for f in result.findings] == [("render.chart-nearest", before)]
+    assert stand_ins(result) == [
+        f"unit/gpu-operator (gpu-operator {chart_version}"
+        + (f", appVersion {app_version}," if how == "app-version" else "")
+        + " for v26.7.1)"
+    ]
+    with Renderer(src, require_charts=True) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert (f.id, f.severity, f.component) == ("render.chart-nearest", "error", "gpu-operator")
+    assert "--allow-nearest gpu-operator" in f.fix
+    for allowed in ({"allow_nearest": ["gpu-operator"]}, {"allow_missing": ["gpu-operator"]}):
+        with Renderer(src, require_charts=True, **allowed) as r:
+            (f,) = render_plans([plan], src, renderer=r).findings
+        assert (f.id, f.severity) == ("render.chart-nearest", before)
+    with Renderer(src, require_charts=True, allow_nearest=["nfd"]) as r:  # another name
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "error"
+
+
+def test_a_folder_named_for_the_pinned_version_is_no_stand_in(tmp_path):
+    """A folder ``<chart>-<version>`` whose Chart.yaml carries a placeholder version is taken
+    for that version (the folder names it): info, no error with require_charts, not listed."""
+    from gpucluster.lint.render import stand_ins
+
+    folder = write_chart(tmp_path, "agentgateway", "0.0.2", "{}", CM)
+    folder.rename(tmp_path / "agentgateway-v1.3.1")
+    plan, src = _one_chart_plan(tmp_path, "agentgateway", "v1.3.1", component="agentgateway")
+    with Renderer(src, require_charts=True) as r:
+        result = render_plans([plan], src, renderer=r)
+    assert [(f.id, f.severity) for f in result.findings] == [("render.chart-nearest", "info")]
+    assert stand_ins(result) == []
+
+
+def test_a_subchart_outside_its_range_is_a_stand_in(tmp_path):
+    """A dependency the chart does not carry, found in the chart sources only at a version its
+    range does not admit, stands in for it: a warning naming both versions (it was silent
+    before), an error with require_charts unless its alias is allowed; one inside the range is
+    no finding."""
+    from gpucluster.lint.render import stand_ins
+
+    parent = write_chart(tmp_path, "parent", "1.0.0", "{}", CM)
+    (parent / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: parent\nversion: 1.0.0\ndependencies:\n"
+        "- {name: sub, version: '0.12.*', repository: 'https://x', alias: mysub}\n"
+    )
+    write_chart(tmp_path, "sub", "0.13.0", "{}", CM)
+    plan, src = _one_chart_plan(tmp_path, "parent", "1.0.0", component="parent")
+    with Renderer(src) as r:
+        result = render_plans([plan], src, renderer=r)
+    (f,) = result.findings
+    assert (f.id, f.severity) == ("render.chart-nearest", "warning")
+    assert "sub 0.13.0" in f.message and "0.12.*" in f.message
+    assert stand_ins(result) == ["unit/parent subchart mysub (sub 0.13.0 for 0.12.*)"]
+    with Renderer(src, require_charts=True) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "error" and "--allow-nearest mysub" in f.fix
+    with Renderer(src, require_charts=True, allow_nearest=["mysub"]) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "warning"
+    write_chart(tmp_path, "sub", "0.12.3", "{}", CM)
+    src = ChartSources([tmp_path], cache_dir=tmp_path / "cache")
+    with Renderer(src, require_charts=True) as r:
+        result = render_plans([plan], src, renderer=r)
+    assert result.findings == [] and stand_ins(result) == []
+
+
+def _default_chart_components() -> set[str]:
+    from gpucluster.cli import _plans
+
+    return {n.component for p in _plans(None, []) for n in p.nodes if n.kind == "chart"}
+
+
+def test_cli_require_charts_fails_on_a_stand_in_unless_allowed(tmp_path, monkeypatch, capsys):
+    """``render --require-charts`` with gpu-operator only at another version: one
+    ``error[render.chart-nearest]`` line, exit 2; named with ``--allow-nearest`` a warning,
+    exit 0, and the last line lists the stand-in; without --require-charts unchanged (warning,
+    exit 0). Every other chart of the default cluster file is absent and allowed by name."""
+    monkeypatch.delenv("GPUCLUSTER_CHARTS", raising=False)
+    charts = tmp_path / "charts"
+    charts.mkdir()
+    write_chart(charts, "gpu-operator", "v26.7.0", "{}", CM, app_version="v26.7.0")
+    others = sorted(_default_chart_components() - {"gpu-operator"})
+    common = ["render", "--charts", str(charts), "--cache", str(tmp_path / "cache")]
+    common += [a for name in others for a in ("--allow-missing", name)]
+
+    def run(*extra: str) -> tuple[int, list[str], list[str]]:
+        code = main([*common, "--out", str(tmp_path / "out"), *extra])
+        captured = capsys.readouterr()
+        return code, captured.out.splitlines(), captured.err.splitlines()
+
+    code, out, err = run("--require-charts")
+    assert code == 2, err
+    (line,) = [x for x in err if x.startswith("error[")]
+    assert line.startswith(
+        "error[render.chart-nearest] cluster=gpu-training component=gpu-operator release=gpu-operator: "
+        "chart gpu-operator v26.7.0 stands in for gpu-operator v26.7.1"
+    )
+    assert "fix: " in line and "--allow-nearest gpu-operator" in line
+    expected = "checked against another version: gpu-training/gpu-operator (gpu-operator v26.7.0 for v26.7.1)"
+    for extra in (("--require-charts", "--allow-nearest", "gpu-operator"), ()):
+        code, out, err = run(*extra)
+        assert code == 0, err
+        assert not [x for x in err if x.startswith("error[")]
+        assert [x for x in err if "[render.chart-nearest]" in x][0].startswith(
+            "warning[render.chart-nearest] cluster=gpu-training component=gpu-operator "
+        )
+        assert out[-1] == expected, out

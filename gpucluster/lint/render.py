@@ -35,7 +35,11 @@ to get it (``render.chart-unavailable``). A dependency a chart declares but does
 had either, the parent is rendered with the dependency's ``condition`` set to false and
 ``render.subchart-unavailable`` names it. Both are warnings (the release or subchart is reported
 as not checked, :func:`unverified`), or errors with ``require_charts`` (``--require-charts``)
-for every name not in ``allow_missing``.
+for every name not in ``allow_missing``. A chart or subchart rendered from a stand-in that is not
+the pinned version (:data:`STAND_IN`: the nearest version, a chart whose appVersion is the pin, or
+a dependency at a version outside its range) is listed (:func:`stand_ins`) and, with
+``require_charts``, an error for every name in neither ``allow_nearest`` nor ``allow_missing``;
+a folder named for the pinned version is taken for it (no stand-in).
 
 Helm's ``.Capabilities`` are those of the target cluster (:class:`Capabilities`): its Kubernetes
 version (``kubernetesVersion``, ``v1.34.0``) and, added to Helm's default API versions, every GA
@@ -259,8 +263,17 @@ class Located:
     """Where a chart was found: ``chart`` (None: not found) and a note when it is a substitute."""
 
     chart: ChartDir | None
-    how: str = ""  # exact | nearest | pulled | cached | ""
+    how: str = ""  # exact | folder | cached | pulled | app-version | nearest | range | ""
     note: str = ""
+
+
+STAND_IN = ("nearest", "app-version")
+""":attr:`Located.how` of a chart that is not the pinned version: rendered in its stead, so the
+pinned version is not checked. ``app-version``: the chart's ``version`` differs and only its
+``appVersion`` equals the pin (a source checkout whose ``Chart.yaml`` keeps a placeholder version
+looks so, but appVersion does not identify a chart release: kube-prometheus-stack 83.7.0 and
+84.4.0 both carry appVersion v0.90.1). ``folder`` (a folder ``<name>-<pinned version>``) is not a
+stand-in: the folder's name says which version it holds."""
 
 
 class ChartSources:
@@ -358,9 +371,12 @@ class ChartSources:
             else Located(None, note=f"pull of {chart} {version} gave no chart")
         )
 
-    def locate_dependency(self, dep: Mapping[str, Any]) -> ChartDir | None:
-        """A chart dependency (``Chart.yaml`` ``dependencies`` entry) from the sources: exact
-        version, else (a range such as ``0.12.*``) the highest version of that name."""
+    def locate_dependency(self, dep: Mapping[str, Any]) -> Located:
+        """A chart dependency (``Chart.yaml`` ``dependencies`` entry) from the sources: the exact
+        version (``how`` exact, cached or pulled); for a range (``0.12.*``) the highest version
+        the range's prefix admits (``range``), else the highest version of that name as a
+        stand-in (``nearest``, with a note: other range forms, ``^1.2``, are not evaluated, so
+        their match is a stand-in too); ``Located(None)`` when neither is there."""
         name, version, repo = (
             str(dep.get("name")),
             str(dep.get("version", "")),
@@ -372,7 +388,7 @@ class ChartSources:
             else Located(None)
         )
         if found.chart is not None and found.how in ("exact", "cached", "pulled"):
-            return found.chart
+            return found
         same = [c for c in self._index if c.name == name]
         if any(ch in version for ch in "*^~<>= ") and same:
             prefix = version.split("*")[0]
@@ -380,9 +396,17 @@ class ChartSources:
                 c
                 for c in same
                 if normalize_version(c.version).startswith(normalize_version(prefix))
-            ] or same
-            return max(fits, key=lambda c: _version_key(c.version))
-        return None
+            ]
+            if fits:
+                return Located(max(fits, key=lambda c: _version_key(c.version)), "range")
+            best = max(same, key=lambda c: _version_key(c.version))
+            return Located(
+                best,
+                "nearest",
+                f"chart {best.name} {best.version} stands in for dependency {name} {version} "
+                "(no version in the chart sources is known to fit the range)",
+            )
+        return Located(None)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -423,6 +447,9 @@ class RenderedRelease:
         crd_files: ``(file name, text)`` of the chart's ``crds/`` folders (chart and subcharts);
             :attr:`crds` parses them (once per renderer).
         missing_subcharts: dependency aliases that could not be had (rendered disabled).
+        stand_ins: what stood in at another version than the pinned one (:data:`STAND_IN`):
+            ``<chart> <version>[, appVersion <v>,] for <pin>`` for the chart,
+            ``subchart <alias> (<chart> <version> for <range>)`` for a subchart.
         disabled_conditions: the values paths set false to render without them.
         defaults: the chart's coalesced default values (subcharts under their names).
         image_mirror: the cluster's ``images.mirror``: :attr:`manifests` (and every re-render)
@@ -438,6 +465,7 @@ class RenderedRelease:
     objects: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     crd_files: list[tuple[str, str]] = field(default_factory=list)
     missing_subcharts: list[str] = field(default_factory=list)
+    stand_ins: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
     disabled_conditions: list[str] = field(default_factory=list)
     renderer: Any = None
@@ -735,9 +763,11 @@ class Renderer:
         *,
         allow_missing: Iterable[str] = (),
         require_charts: bool = False,
+        allow_nearest: Iterable[str] = (),
     ):
         self.sources = sources
         self.allow_missing = set(allow_missing)
+        self.allow_nearest = set(allow_nearest)
         self.require_charts = require_charts
         self._tmp = Path(tempfile.mkdtemp(prefix="gpucluster-render-"))
         self._crds: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
@@ -841,10 +871,34 @@ class Renderer:
         ``name`` is in ``allow_missing``."""
         return "error" if self.require_charts and name not in self.allow_missing else "warning"
 
+    def _stand_in_finding(
+        self, name: str, note: str, severity: str, where: dict[str, Any]
+    ) -> LintFinding:
+        """``render.chart-nearest`` for a chart or subchart ``name`` rendered from a stand-in:
+        ``severity`` (warning, or info for an appVersion match), or ``error`` with
+        ``require_charts`` unless ``name`` is in ``allow_nearest`` or ``allow_missing`` (a chart
+        that may be absent may also stand in at another version)."""
+        required = self.require_charts and not ({name} & (self.allow_nearest | self.allow_missing))
+        return LintFinding(
+            "render.chart-nearest",
+            "error" if required else severity,
+            note
+            + "; findings refer to that chart"
+            + ("; the pinned version is not checked (--require-charts)" if required else ""),
+            fix="add the pinned version to the chart sources"
+            + (f", or allow the stand-in with --allow-nearest {name}" if required else ""),
+            **where,
+        )
+
     def _node_chart(
-        self, node: PlanNode, where: dict[str, Any], findings: list[LintFinding]
+        self,
+        node: PlanNode,
+        where: dict[str, Any],
+        findings: list[LintFinding],
+        stand_ins: list[str],
     ) -> ChartDir | None:
-        """The chart of ``node`` (located, or the generated one written out), or None with a finding."""
+        """The chart of ``node`` (located, or the generated one written out), or None with a
+        finding; a stand-in at another version is added to ``stand_ins``."""
         if node.kind == "chart":
             located = self.sources.locate(node.repository, node.chart, node.version)
             if located.chart is None:
@@ -861,11 +915,23 @@ class Renderer:
                     )
                 )
                 return None
-            if located.note:
+            if located.how in STAND_IN:
+                chart = located.chart
+                app = f", appVersion {chart.app_version}," if located.how == "app-version" else ""
+                stand_ins.append(f"{chart.name} {chart.version}{app} for {node.version}")
+                findings.append(
+                    self._stand_in_finding(
+                        node.component,
+                        located.note,
+                        "info" if located.how == "app-version" else "warning",
+                        where,
+                    )
+                )
+            elif located.note:  # a folder named for the pinned version
                 findings.append(
                     LintFinding(
                         "render.chart-nearest",
-                        "info" if located.how in ("app-version", "folder") else "warning",
+                        "info",
                         located.note + "; findings refer to that chart",
                         fix="add the pinned version to the chart sources",
                         **where,
@@ -904,8 +970,10 @@ class Renderer:
         values: dict[str, Any],
         where: dict[str, Any],
         findings: list[LintFinding],
+        stand_ins: list[str],
     ) -> tuple[dict[str, ChartDir], list[str], list[str]]:
-        """The ``(extra, disabled, missing)`` subcharts of ``chart``, with findings for missing ones."""
+        """The ``(extra, disabled, missing)`` subcharts of ``chart``, with findings for missing
+        ones and for stand-ins at another version (those added to ``stand_ins``)."""
         present = _present_subcharts(chart)
         coalesced: dict[str, Any] | None = None
         extra: dict[str, ChartDir] = {}
@@ -916,9 +984,23 @@ class Renderer:
             alias = str(dep.get("alias") or name)
             if name in present:
                 continue
-            found = self.sources.locate_dependency(dep)
+            located = self.sources.locate_dependency(dep)
+            found = located.chart
             if found is not None:
                 extra[name] = found
+                if located.how in STAND_IN:
+                    version = dep.get("version", "")
+                    stand_ins.append(
+                        f"subchart {alias} ({found.name} {found.version} for {version})"
+                    )
+                    findings.append(
+                        self._stand_in_finding(
+                            alias,
+                            f"{located.note}, in chart {chart.name} {chart.version} (values under '{alias}')",
+                            "warning",
+                            where,
+                        )
+                    )
                 continue
             condition = str(dep.get("condition") or "").split(",")[0].strip()
             if condition and coalesced is None:
@@ -956,12 +1038,15 @@ class Renderer:
         Findings name what could not be had."""
         findings: list[LintFinding] = []
         where: dict[str, Any] = dict(cluster=cluster, component=node.component, release=node.id)
-        chart = self._node_chart(node, where, findings)
+        stand_ins: list[str] = []
+        chart = self._node_chart(node, where, findings, stand_ins)
         if chart is None:
             return RenderedRelease(cluster, node, None), findings
         values, value_findings = helm_values(node)
         findings += value_findings
-        extra, disabled, missing = self._resolve_dependencies(chart, values, where, findings)
+        extra, disabled, missing = self._resolve_dependencies(
+            chart, values, where, findings, stand_ins
+        )
         path = _assemble(chart, extra, self._tmp) if extra else chart.path
         try:  # Helm's loader refuses what no install could use (a values.yaml of excessive aliasing)
             crd_files, defaults = self.chart_crd_files(path), self.chart_defaults(path)
@@ -977,7 +1062,7 @@ class Renderer:
                     **where,
                 )
             )
-            return RenderedRelease(cluster, node, None), findings
+            return RenderedRelease(cluster, node, None), findings  # not checked at all
         render_values = copy.deepcopy(values)
         for cond in disabled:
             set_path(render_values, cond, False)
@@ -990,6 +1075,7 @@ class Renderer:
             path,
             values=values,
             missing_subcharts=missing,
+            stand_ins=stand_ins,
             disabled_conditions=disabled,
             renderer=self,
             capabilities=caps,
@@ -1033,6 +1119,7 @@ def render_plans(
     *,
     allow_missing: Iterable[str] = (),
     require_charts: bool = False,
+    allow_nearest: Iterable[str] = (),
     renderer: Renderer | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> RenderResult:
@@ -1042,7 +1129,12 @@ def render_plans(
     open for lint's re-renders: close it with ``result.renderer.close()``. ``progress`` is
     called before each release is rendered with ``(number, total, "<cluster>/<release>")``
     (number from 1; total: the releases of all ``plans``)."""
-    own = renderer or Renderer(sources, allow_missing=allow_missing, require_charts=require_charts)
+    own = renderer or Renderer(
+        sources,
+        allow_missing=allow_missing,
+        require_charts=require_charts,
+        allow_nearest=allow_nearest,
+    )
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
     total = sum(len(plan.nodes) for plan in plans)
@@ -1099,6 +1191,19 @@ def unverified(result: RenderResult) -> list[str]:
             out.append(
                 f"{release.cluster}/{release.name} subcharts {', '.join(release.missing_subcharts)}"
             )
+    return out
+
+
+def stand_ins(result: RenderResult) -> list[str]:
+    """What was checked against another version than the pinned one, in release order:
+    ``<cluster>/<release> (<chart> <version> for <pin>)`` for a chart,
+    ``<cluster>/<release> subchart <alias> (<chart> <version> for <range>)`` for a subchart
+    (:attr:`RenderedRelease.stand_ins`)."""
+    out = []
+    for release in result.releases:
+        for what in release.stand_ins:
+            head = f"{release.cluster}/{release.name}"
+            out.append(f"{head} {what}" if what.startswith("subchart ") else f"{head} ({what})")
     return out
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import _support
 import pytest
 import yaml
+from render_cases import stand_in_names
 
 from gpucluster_rig.build import RigError
 from gpucluster_rig.cluster import Cluster
@@ -75,7 +76,10 @@ def _render(shared: Path, folder: Path) -> list[Any]:
 
     sources = ChartSources([shared / "charts"], cache_dir=folder / "no-cache")
     releases: list[Any] = []
-    with Renderer(sources, allow_missing=UNAVAILABLE, require_charts=True) as renderer:
+    nearest = stand_in_names(shared / "charts")
+    with Renderer(
+        sources, allow_missing=UNAVAILABLE, require_charts=True, allow_nearest=nearest
+    ) as renderer:
         for service, intent in SERVICES:
             files = render_project(InitOptions(service=service, intent=intent), "diff")
             specs = parse_clusters(
