@@ -1260,7 +1260,12 @@ def test_an_oci_registry_that_hangs_up_is_one_line_for_every_chart(hostile, tmp_
     assert eof.startswith(f"error[charts.pull] repository={mirror}: "), eof
     assert "without this chart version" not in err and "charts.unavailable" not in err, err
     for _, chart, version in default_pins():  # every chart named once (the rest: the deadline)
-        assert sum(f"{chart} {version} (gpu-training/" in ln for ln in lines) == 1, (chart, err)
+        named = [
+            ln
+            for ln in lines
+            if f"chart={chart}@{version} " in ln or f"{chart} {version} (gpu-training/" in ln
+        ]  # a cause only one chart met (one asked before the deadline, on a loaded machine) is that chart's own line
+        assert len(named) == 1, (chart, err)
 
 
 def test_an_oci_registry_sending_endless_answers_names_every_chart_once(hostile, tmp_path):
