@@ -194,6 +194,41 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     assert out == "" and err == "", err
 
 
+@pytest.mark.parametrize("command", ["render", "lint", "images"])
+def test_ctrl_c_while_rendering_leaves_no_temporary_folder(tmp_path, reference_charts, command):
+    """Ctrl-C once the render's temporary folder exists (the releases are being rendered from the
+    reference charts): exit 130, and the folder is gone (it was left behind: the renderer was
+    closed only by the caller, which never got it)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLUSTER_")}
+    env.update(TMPDIR=str(tmp), GPUCLUSTER_CACHE_DIR="off")
+    argv = [sys.executable, "-m", "gpucluster.cli", command, "--config", str(_exist(tmp_path))]
+    argv += ["--charts", str(reference_charts)]
+    argv += ["--out", str(tmp_path / "rendered")] if command == "render" else []
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if list(tmp.glob("gpucluster-render-*")):
+                break
+            time.sleep(0.005)
+        assert list(tmp.glob("gpucluster-render-*")), proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert sorted(p.name for p in tmp.iterdir()) == [], err
+
+
 @pytest.mark.parametrize(
     "argv, starts",
     [

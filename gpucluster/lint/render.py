@@ -1128,13 +1128,29 @@ def render_plans(
     The caller closes ``renderer`` when it passes one; otherwise a fresh one is made and kept
     open for lint's re-renders: close it with ``result.renderer.close()``. ``progress`` is
     called before each release is rendered with ``(number, total, "<cluster>/<release>")``
-    (number from 1; total: the releases of all ``plans``)."""
+    (number from 1; total: the releases of all ``plans``). A renderer made here is closed
+    (its temporary folder removed) when rendering ends in an exception or a stop signal
+    (``KeyboardInterrupt``)."""
     own = renderer or Renderer(
         sources,
         allow_missing=allow_missing,
         require_charts=require_charts,
         allow_nearest=allow_nearest,
     )
+    try:
+        return _render_plans(plans, own, progress)
+    except BaseException:
+        if renderer is None:
+            own.close()
+        raise
+
+
+def _render_plans(
+    plans: Sequence[RuntimePlan],
+    own: Renderer,
+    progress: Callable[[int, int, str], None] | None,
+) -> RenderResult:
+    """:func:`render_plans` with its renderer ``own``."""
     releases: list[RenderedRelease] = []
     findings: list[LintFinding] = []
     total = sum(len(plan.nodes) for plan in plans)
