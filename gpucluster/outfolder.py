@@ -44,7 +44,18 @@ STAGING_PREFIX = ".gpucluster-staging."
 """Name prefix of a staging folder made inside an output folder that is a mount point."""
 
 SYNTH_ELSEWHERE = "synthesize elsewhere (cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)"
-"""The end of every synthesis output error's ``fix:``: how to name another output folder."""
+"""The end of a synthesis output error's ``fix:`` under ``cdktf synth`` (the folder came from
+``CDKTF_OUTDIR``): how to name another output folder."""
+
+
+def synth_elsewhere(key: str) -> str:
+    """The end of a synthesis output error's ``fix:`` for the setting ``key`` that named the
+    folder: ``gpucluster synth --out NEW_FOLDER`` for ``--out`` (an installed user has no
+    ``main.py``), else :data:`SYNTH_ELSEWHERE`."""
+    if key == "--out":
+        return "synthesize elsewhere (gpucluster synth --out NEW_FOLDER)"
+    return SYNTH_ELSEWHERE
+
 
 _SYNTH_LEGACY = frozenset({"manifest.json", "stacks"})
 _MARKER_READ_LIMIT = 4096

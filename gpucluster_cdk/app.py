@@ -299,9 +299,9 @@ def _run(
     key = "--out" if outdir else "CDKTF_OUTDIR"
     outdir = Path(outdir or os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     try:  # a folder that is not ours is refused before cdktf is even imported (stacks.synth checks again)
-        from gpucluster.outfolder import SYNTH_ELSEWHERE, check_replaceable
+        from gpucluster.outfolder import check_replaceable, synth_elsewhere
 
-        check_replaceable(outdir, kind="synth", key=key, fix_elsewhere=SYNTH_ELSEWHERE)
+        check_replaceable(outdir, kind="synth", key=key, fix_elsewhere=synth_elsewhere(key))
     except GpuclusterError as err:
         print(err.render(), file=sys.stderr)
         return EXIT_INVALID_INPUT

@@ -294,6 +294,10 @@ def test_an_out_folder_that_cannot_be_made_names_the_option_that_gave_it(tmp_pat
     assert cli_main(["synth", "--config", str(config), "--out", str(out)]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and errors[0].startswith("error[output] key=--out: "), errors
+    assert errors[0].endswith(", or synthesize elsewhere (gpucluster synth --out NEW_FOLDER)"), (
+        errors
+    )
     with pytest.raises(GpuclusterError) as err, staged_outdir(out):
         pass
     assert err.value.render().startswith("error[output] key=CDKTF_OUTDIR: ")
+    assert err.value.render().endswith("(cdktf synth --output DIR, or CDKTF_OUTDIR for main.py)")

@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpucluster.errors import GpuclusterError, Problem
-from gpucluster.outfolder import STAGING_PREFIX, SYNTH_ELSEWHERE, check_replaceable, write_marker
+from gpucluster.outfolder import STAGING_PREFIX, check_replaceable, synth_elsewhere, write_marker
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 1 << 1
@@ -233,9 +233,6 @@ def swap_children(new: Path, final: Path) -> Path | None:
     return new if _remove_tree(new) else None
 
 
-_ELSEWHERE = SYNTH_ELSEWHERE
-
-
 def _output_error(message: str, fix: str, key: str = "CDKTF_OUTDIR") -> GpuclusterError:
     return GpuclusterError(message, key=key, fix=fix, id="output")
 
@@ -248,14 +245,15 @@ def output_error(
     system (``EROFS``), or any other ``OSError`` (its text)."""
     code = err.errno
     reason = err.strerror or str(err)
+    elsewhere = synth_elsewhere(key)
     if code in (errno.ENOSPC, errno.EDQUOT):
-        fix = f"free space on the file system of {final} (df -h {final}), or {_ELSEWHERE}"
+        fix = f"free space on the file system of {final} (df -h {final}), or {elsewhere}"
     elif code in (errno.EACCES, errno.EPERM):
-        fix = f"give your user write access to {final} and {final.parent} (ls -ld them), or {_ELSEWHERE}"
+        fix = f"give your user write access to {final} and {final.parent} (ls -ld them), or {elsewhere}"
     elif code == errno.EROFS:
-        fix = f"{final} is on a read-only file system; {_ELSEWHERE}"
+        fix = f"{final} is on a read-only file system; {elsewhere}"
     else:
-        fix = f"check {final} and its file system, or {_ELSEWHERE}"
+        fix = f"check {final} and its file system, or {elsewhere}"
     return _output_error(
         f"{doing} {final} failed: {reason} (errno {errno.errorcode.get(code or 0, code)}); "
         "the previous output is unchanged",
@@ -280,20 +278,20 @@ def _checked_target(final: Path, key: str) -> Path:
             if target is None or not target.is_dir():
                 raise _output_error(
                     f"{final} is a symbolic link to a missing folder ({os.readlink(final)})",
-                    f"create the folder it points to, remove the link, or {_ELSEWHERE}",
+                    f"create the folder it points to, remove the link, or {synth_elsewhere(key)}",
                     key,
                 )
             return target
         if os.path.lexists(final) and not final.is_dir():
             raise _output_error(
                 f"{final} exists and is not a folder; refusing to replace it",
-                f"remove or rename it, or {_ELSEWHERE}",
+                f"remove or rename it, or {synth_elsewhere(key)}",
                 key,
             )
     except ValueError:
         raise _output_error(
             f"the output folder name {str(final)!r} holds a NUL byte",
-            f"rename it, or {_ELSEWHERE}",
+            f"rename it, or {synth_elsewhere(key)}",
             key,
         ) from None
     except OSError as err:
@@ -410,7 +408,7 @@ def staged_outdir(
             swap fails.
     """
     given = Path(final)
-    check_replaceable(given, kind="synth", key=key, fix_elsewhere=_ELSEWHERE)
+    check_replaceable(given, kind="synth", key=key, fix_elsewhere=synth_elsewhere(key))
     final = _checked_target(given.absolute(), key)
     remove_stale_staging(final)
     try:
@@ -429,7 +427,7 @@ def staged_outdir(
         where = "inside" if os.path.ismount(final) else "next to"
         raise _output_error(
             f"cannot create the staging folder {where} {final}: {err.strerror or err}",
-            f"make {final if where == 'inside' else final.parent} writable, or {_ELSEWHERE}",
+            f"make {final if where == 'inside' else final.parent} writable, or {synth_elsewhere(key)}",
             key,
         ) from None
     try:
@@ -438,7 +436,7 @@ def staged_outdir(
         write_marker(staged)
         if private:
             _make_private(staged)
-        check_replaceable(given, kind="synth", key=key, fix_elsewhere=_ELSEWHERE)
+        check_replaceable(given, kind="synth", key=key, fix_elsewhere=synth_elsewhere(key))
         umask = os.umask(0)
         os.umask(umask)
         leftover = None
