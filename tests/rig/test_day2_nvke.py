@@ -109,3 +109,21 @@ def test_the_min_version_gate_reads_the_rolled_out_dra_version(
     )
     images = {c["name"]: c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
     assert images["compute-domains"].endswith(":v0.5.2"), images
+
+
+def test_on_nvke_controllers_keep_off_the_gpu_nodes_and_gpu_agents_run_there(
+    applies: tuple[Applied, Applied],
+) -> None:
+    """The NVKE GB200 rehearsal's placement after each apply: every Deployment and StatefulSet
+    runs on the system pool (the GPU nodes carry the GPU taint, which no controller tolerates), no
+    ``rig.placement`` warning, and the DRA kubelet plugin runs on the GPU nodes only."""
+    for applied in applies:
+        placed = {(p["namespace"], p["kind"], p["name"]): p for p in applied.report["placement"]}
+        controllers = {
+            k: p["pools"] for k, p in placed.items() if k[1] in ("Deployment", "StatefulSet")
+        }
+        assert ("kai-scheduler", "Deployment", "kai-operator") in controllers, sorted(controllers)
+        assert {k: pools for k, pools in controllers.items() if set(pools) != {"system"}} == {}
+        assert applied.report["placement_findings"] == []
+        dra = placed[("nvidia-dra-driver", "DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin")]
+        assert set(dra["pools"]) == {"gpu"}, dra
