@@ -427,7 +427,7 @@ def _rehearse_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--charts",
         metavar="DIR",
-        help="a folder of unpacked charts to serve (default: every chart a stub)",
+        help="a folder of unpacked charts to serve; required when a chart of the stack owns CRDs, as in every default stack (without it every chart is an empty stub)",
     )
     c.add_argument(
         "--crds",
@@ -579,7 +579,7 @@ _EXAMPLES: dict[str, str] = {
     "  gpucluster validate --snapshot snapshot.json --format ctrf --junit results.xml",
     "docs": "examples:\n  gpucluster docs\n  gpucluster docs cluster-file | less",
     "rehearse": "examples:\n  gpucluster rehearse --charts ./charts\n"
-    "  gpucluster rehearse --cluster gpu-training --keep --format json",
+    "  gpucluster rehearse --charts ./charts --cluster gpu-training --keep --format json",
 }
 """``COMMAND --help``'s examples (its epilog)."""
 

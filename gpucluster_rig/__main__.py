@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--charts",
         type=Path,
-        help="a folder of unpacked charts to serve (default: every chart a stub)",
+        help="a folder of unpacked charts to serve; required when a chart of the stack owns CRDs, as in every default stack (without it every chart is an empty stub)",
     )
     r.add_argument(
         "--crds", type=Path, help="a folder of operator CRDs the stand-ins create (the IPPool CRD)"

@@ -719,6 +719,35 @@ def _check_folders(charts: Path | None, crds: Path | None) -> None:
         )
 
 
+def _check_stubs_suffice(clusters: list[Any]) -> None:
+    """Without ``--charts`` every chart is an empty stub: refuse, before anything starts, a
+    cluster whose stack installs a chart that owns CRDs (the catalog's ``crds.owns``,
+    :func:`gpucluster.charts.crds.crd_owners`) -- its CRD step, custom resources and gates need
+    the CRDs only the real chart carries, so the rehearsal would fail after the rig started.
+    One :class:`~gpucluster.errors.GpuclusterError` line (``rig.input``, ``key=--charts``)
+    naming the first such cluster and its charts."""
+    from gpucluster.charts.crds import crd_owners
+    from gpucluster.pipeline import build_plan
+
+    for raw in clusters:
+        plan = build_plan(raw)
+        owners = sorted(set(crd_owners(plan.components).values()))
+        if not owners:
+            continue
+        named = [f"{plan.components[c].ref.chart} {plan.components[c].ref.version}" for c in owners]
+        raise GpuclusterError(
+            f"without --charts every chart is an empty stub, and this cluster installs "
+            f"{len(named)} chart(s) whose CRDs its CRD steps, custom resources and gates need "
+            f"({', '.join(named)})",
+            id="rig.input",
+            cluster=plan.cluster.name,
+            key="--charts",
+            fix="give --charts a folder of the unpacked charts: `gpucluster images --format json` "
+            "lists them, `helm pull NAME --repo REPO --version VERSION --untar --untardir DIR` "
+            "fetches each (docs/rehearse.md)",
+        )
+
+
 def _check_no_kept_rig(folder: Path, clusters: list[Any], binaries: Path) -> None:
     """Refuse a work folder that holds a rig cluster of an earlier rehearsal (``--keep``, or one
     killed before it could stop): kwokctl would try to continue it from this run's network
@@ -762,9 +791,11 @@ def run(
     found = cluster_file(str(config) if config else None)
     config = Path(found) if found else None
     _check_folders(charts, crds)
-    clusters = [prepare_cluster(c) for c in load_clusters(str(config) if config else None)]
+    loaded = load_clusters(str(config) if config else None)
+    clusters = [prepare_cluster(c) for c in loaded]
     if cluster_name:
         names = [c.name for c in clusters]
+        loaded = [c for c in loaded if c.name == cluster_name]
         clusters = [c for c in clusters if c.name == cluster_name]
         if not clusters:
             raise GpuclusterError(
@@ -775,6 +806,8 @@ def run(
                 allowed=allowed_list(names),
                 fix="name one of the file's clusters, or leave --cluster out to rehearse every one",
             )
+    if charts is None:
+        _check_stubs_suffice(loaded)
     _check_no_kept_rig(folder, clusters, binaries)
     reports = []
     kept: list[Cluster] = []

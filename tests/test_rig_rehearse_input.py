@@ -24,6 +24,16 @@ class _Stop(Exception):
     pass
 
 
+def _one_chart(tmp_path: Path) -> Path:
+    """A --charts folder with one unpacked chart (every other chart a stub)."""
+    folder = tmp_path / "charts"
+    (folder / "example").mkdir(parents=True, exist_ok=True)
+    (folder / "example" / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: example\nversion: 1.0.0\n"
+    )
+    return folder
+
+
 def _synthesized(tmp_path: Path, config: Path | None) -> tuple[str, list[str]]:
     """The cluster name run() rehearses and the stack folders its synth wrote."""
     seen: list[Path] = []
@@ -38,7 +48,7 @@ def _synthesized(tmp_path: Path, config: Path | None) -> tuple[str, list[str]]:
             cluster_name=None,
             folder=tmp_path / "work",
             binaries=tmp_path / "no-binaries",
-            charts=None,
+            charts=_one_chart(tmp_path),
             crds=None,
             mutate=stop,
         )
@@ -155,7 +165,7 @@ def _run_error(tmp_path: Path, **kwargs: object) -> str:
         "cluster_name": None,
         "folder": tmp_path / "work",
         "binaries": tmp_path / "no-binaries",
-        "charts": None,
+        "charts": _one_chart(tmp_path),
         "crds": None,
         "mutate": synthesized.append,
     }
@@ -186,6 +196,20 @@ def test_a_charts_or_crds_folder_that_is_not_one_is_one_line(tmp_path: Path, opt
     line = _run_error(tmp_path, config=config, **{option: missing})
     assert line.startswith(f"error[rig.input] key=--{option}: ")
     assert str(missing) in line and " fix: " in line
+
+
+def test_without_charts_a_stack_whose_charts_own_crds_is_refused_up_front(tmp_path: Path) -> None:
+    """Without --charts every chart is an empty stub: the default AKS stack's rehearsal failed
+    after ~25 s (nfd-crds: 'CRD nodefeaturegroups.nfd.k8s-sigs.io is not in the CRDs of chart
+    version 0.19.0'; a Skyhook 'no matches for kind'; 17 releases not started). Refused before
+    anything starts, naming the charts whose CRDs the stack needs and how to get them."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(CLUSTER_FILE, encoding="utf-8")
+    line = _run_error(tmp_path, config=config, charts=None)
+    assert line.startswith("error[rig.input] cluster=mine key=--charts: "), line
+    assert "node-feature-discovery 0.19.0" in line, line
+    fix = line.split(" fix: ", 1)[1]
+    assert "gpucluster images --format json" in fix and "helm pull" in fix, line
 
 
 def test_a_charts_folder_without_unpacked_charts_is_one_line(tmp_path: Path) -> None:
@@ -392,7 +416,7 @@ def test_keep_stops_the_rigs_it_kept_when_a_later_cluster_fails(
             cluster_name=None,
             folder=tmp_path / "work",
             binaries=tmp_path / "bin",
-            charts=None,
+            charts=_one_chart(tmp_path),
             crds=None,
             keep=True,
         )
