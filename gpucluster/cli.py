@@ -1791,7 +1791,7 @@ def _unwind_on_stop_signals(command: str | None, stopped_by: list[int]) -> dict[
 
 
 _WORKING_FOLDER_COMMANDS = frozenset(
-    {"plan", "graph", "render", "lint", "charts", "snapshot", "validate", "upgrade-check"}
+    {"plan", "graph", "render", "lint", "images", "charts", "snapshot", "validate", "upgrade-check"}
 )
 """Commands that find files from the working folder (the cluster file, ``--out``, relative
 paths): a deleted one is one ``error[input] key=cwd`` line (synth and init say it their way)."""

@@ -796,8 +796,14 @@ def test_size_limit_holds_for_files_that_report_size_zero(tmp_path, monkeypatch)
         ["render"],
         ["snapshot"],
         ["upgrade-check", "--from", "old.yaml", "--to", "new.yaml"],
+        ["images"],
+        [
+            "images",
+            "--config",
+            str(Path(__file__).parents[1] / "gpucluster" / "default_cluster.yaml"),
+        ],
     ],
-    ids=lambda argv: argv[0],
+    ids=lambda argv: " ".join(argv[:2]),
 )
 def test_a_deleted_working_folder_is_one_line(tmp_path, argv):
     """The shell's folder removed before the command starts: one ``error[input] key=cwd`` line
