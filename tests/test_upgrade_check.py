@@ -139,7 +139,7 @@ def test_turning_nodewright_tuning_off_is_not_a_revert(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "safe")]
+    "new_version, verdict", [("1.36", "manual"), ("1.33", "manual"), ("1.35", "manual")]
 )
 def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
     from gpucluster import pipeline
@@ -160,10 +160,13 @@ def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
     report = upgrade_check.compare([plan("1.34")], [plan(new_version)], upgrade_check.load_rules())
     (cluster,) = [c for c in report.clusters[0].changes if c.component == "cluster"]
     assert cluster.verdict == verdict
-    assert ("kubernetes-minor-skip" in {r.rule for r in cluster.reasons}) is (verdict == "manual")
-    assert cluster.details == [f"kubernetesVersion 1.34 -> {new_version}"]
-    if verdict == "safe":
-        [reason] = cluster.reasons
+    skip = new_version != "1.35"
+    assert ("kubernetes-minor-skip" in {r.rule for r in cluster.reasons}) is skip
+    # the default AKS pools: every node of the GPU pool is drained and re-imaged (never safe)
+    assert "aks-gpu-pool-upgraded" in {r.rule for r in cluster.reasons}
+    assert cluster.details[0] == f"kubernetesVersion 1.34 -> {new_version}"
+    if not skip:
+        reason = cluster.reasons[0]
         assert reason.as_dict() == {
             "rule": "default-kubernetes-minor",
             "verdict": "safe",
@@ -173,6 +176,63 @@ def test_kubernetes_minors_cannot_be_skipped(tmp_path, new_version, verdict):
             "source": "AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): "
             "one minor at a time",
         }
+
+
+def test_a_kubernetes_minor_upgrade_drains_every_gpu_node(tmp_path):
+    """kubernetesVersion 1.34 -> 1.35 on AKS changes every pool's orchestrator_version: AKS
+    upgrades a GPU pool by draining and re-imaging each of its nodes, so the change is manual and
+    names the pool (it was 'safe', exit 0)."""
+    pools = [SYSTEM, dict(GPU, nodeCount=2), dict(GPU, name="gpub")]
+    old = aks_file(tmp_path / "a.yaml", pools=pools)
+    new = write(
+        tmp_path / "b.yaml",
+        {
+            "clusters": [
+                {"name": "lab", "criteria": AKS, "kubernetesVersion": "1.35", "pools": pools}
+            ]
+        },
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "cluster")
+    assert ch["verdict"] == "manual" and code == 3, ch
+    for name, count in (("gpu", 2), ("gpub", 1)):
+        detail = (
+            f"GPU pool {name}: Kubernetes 1.34 -> 1.35 (orchestrator_version), "
+            f"each of its {count} node(s) drained and re-imaged"
+        )
+        assert detail in ch["details"], ch["details"]
+    [reason] = [r for r in ch["reasons"] if r["rule"] == "aks-gpu-pool-upgraded"][:1]
+    assert reason["verdict"] == "manual"
+    assert "maxUnavailable" in reason["why"] and "poolUpgrade" in reason["action"]
+    assert "maintenance window" in reason["action"]
+    code, text, _ = run(tmp_path, old, new, fmt="text")
+    assert "cluster lab (aks): manual" in text and "verdict: manual (exit 3)" in text, text
+    # the system pool is upgraded too, but the verdict is about GPU nodes: no GPU detail for it
+    assert not any("GPU pool system" in d for d in ch["details"])
+
+
+def test_a_kubernetes_minor_upgrade_of_an_existing_aks_cluster_names_no_pool(tmp_path):
+    """The default AKS pools (system + gpu) give one GPU pool upgrade; a cluster whose pools
+    gpucluster does not manage (an existing cluster: no pools) gives none."""
+    from gpucluster import pipeline
+    from gpucluster.inputs.config import parse_clusters
+    from gpucluster.lint.upgrade_check import replacing_changes
+
+    (spec,) = parse_clusters(
+        {"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.34"}]},
+        source="c.yaml",
+        root=tmp_path,
+    )
+    a = pipeline.build_plan(spec)
+    (spec,) = parse_clusters(
+        {"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.35"}]},
+        source="c.yaml",
+        root=tmp_path,
+    )
+    b = pipeline.build_plan(spec)
+    assert [m for m, _ in replacing_changes(a, b)] == ["gpuPoolUpgrade"]
+    a.cluster.pools, b.cluster.pools = [], []
+    assert replacing_changes(a, b) == []
 
 
 def test_a_crd_owner_change_is_manual(tmp_path):

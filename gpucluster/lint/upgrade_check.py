@@ -368,7 +368,8 @@ def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str
     """The changes of one cluster that replace, orphan or add infrastructure rather than update
     it in place: ``(match, detail)`` pairs, ``match`` a :data:`MATCHES` kind (``clusterRename``,
     ``regionChange``, ``backendChange``, ``systemPoolChange``, ``cpuPoolChange``,
-    ``gpuPoolAdded``, ``gpuPoolResize``), ``detail`` one line (``region eastus -> westus3``).
+    ``gpuPoolAdded``, ``gpuPoolResize``, ``gpuPoolUpgrade``), ``detail`` one line
+    (``region eastus -> westus3``).
 
     * the name: stacks are ``<name>-cluster`` / ``<name>-runtime`` with state named after them,
       so a rename creates a second cluster and leaves the first without a stack;
@@ -379,7 +380,12 @@ def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str
     * non-GPU pools (the first is AKS's system pool, rotated through
       ``temporary_name_for_rotation`` when its ``vm_size`` changes; another CPU pool is replaced),
       and other CPU pools added or removed (``cpuPoolChange``);
-    * GPU pools added, or whose ``nodeCount`` changed."""
+    * GPU pools added, or whose ``nodeCount`` changed;
+    * GPU pools kept (same ``vmSize`` and ``gpuDriver``: a replaced pool is ``gpuPoolChange``)
+      when ``kubernetesVersion`` changes: a pool gpucluster provisions follows the cluster's
+      version (AKS: its ``orchestrator_version``), and the platform upgrades it node by node,
+      draining and re-imaging each node. A cluster whose pools gpucluster does not provision (an
+      existing cluster: no ``pools``) has none."""
     out: list[tuple[str, str]] = []
     a, b = old.cluster, new.cluster
     if a.name != b.name:
@@ -436,6 +442,22 @@ def replacing_changes(old: RuntimePlan, new: RuntimePlan) -> list[tuple[str, str
                     f"GPU pool {pool.name}: nodeCount {before.node_count} -> {pool.node_count}",
                 )
             )
+    if a.kubernetes_version != b.kubernetes_version:
+        for pool in b.pools:
+            before = old_gpu.get(pool.name)
+            if (
+                pool.gpu
+                and before is not None
+                and (before.vm_size, before.gpu_driver) == (pool.vm_size, pool.gpu_driver)
+            ):
+                out.append(
+                    (
+                        "gpuPoolUpgrade",
+                        f"GPU pool {pool.name}: Kubernetes {a.kubernetes_version} -> "
+                        f"{b.kubernetes_version} (orchestrator_version), each of its "
+                        f"{pool.node_count} node(s) drained and re-imaged",
+                    )
+                )
     return out
 
 

@@ -36,6 +36,7 @@ MATCHES = (
     "gpuPoolRemoved",
     "gpuPoolAdded",
     "gpuPoolResize",
+    "gpuPoolUpgrade",
     "systemPoolChange",
     "cpuPoolChange",
     "regionChange",
@@ -94,6 +95,8 @@ RULES_SCHEMA: dict[str, Any] = {
 * ``gpuPoolAdded``: a GPU pool NEW has and OLD does not (new GPU capacity);
 * ``gpuPoolResize``: a GPU pool whose ``nodeCount`` changed (capacity added, or nodes removed
   with what runs on them);
+* ``gpuPoolUpgrade``: a GPU pool kept as it is while ``kubernetesVersion`` changes (the pool's
+  Kubernetes version follows the cluster's: every node is drained and re-imaged);
 * ``systemPoolChange``: a non-GPU pool (the system pool first) whose ``vmSize`` changed, or the
   system pool's name;
 * ``cpuPoolChange``: a non-GPU pool other than the system pool added or removed;
