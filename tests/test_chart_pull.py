@@ -552,8 +552,11 @@ def test_a_failed_fetch_leaves_nothing_behind(tmp_path):
 
     with pytest.raises(OSError, match="connection reset"):
         chartcache.store(cache, REPO, "demo", "1.0.0", broken)
-    parent = cache / "https" / "charts.example.com" / "stable" / "demo"
-    assert sorted(p.name for p in parent.iterdir()) == []
+    assert not cache.exists()  # not even the folders made for the entry (the cache was absent)
+    (cache / "other").mkdir(parents=True)  # a cache that exists keeps what it held
+    with pytest.raises(OSError, match="connection reset"):
+        chartcache.store(cache, REPO, "demo", "1.0.0", broken)
+    assert [p.name for p in cache.iterdir()] == ["other"]
 
 
 def test_an_untrusted_entry_is_replaced_not_used(tmp_path):
@@ -731,7 +734,17 @@ def hostile_pull(tmp_path: Path, mirror: str, *extra: str) -> tuple[int, str, st
 
 
 def files_in(cache: Path) -> list[Path]:
-    return [p for p in cache.rglob("*") if not p.is_dir()] if cache.exists() else []
+    """Everything in ``cache``, folders too: a pull that stored nothing leaves no empty
+    ``<chart>/`` folder behind either (the cache is as it was)."""
+    return sorted(cache.rglob("*")) if cache.exists() else []
+
+
+def test_a_refused_mirror_leaves_no_cache_folder(tmp_path):
+    """Every chart refused (nothing listens on 127.0.0.1:1): exit 2 and the cache folder, absent
+    before, is absent after -- it held an empty ``<chart>/`` folder per chart."""
+    code, _, err, cache = hostile_pull(tmp_path, "http://127.0.0.1:1/mirror")
+    assert code == 2, err
+    assert not cache.exists(), files_in(cache)
 
 
 def index_failure(tmp_path, mirror: str, reason: str) -> str:

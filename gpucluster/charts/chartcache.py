@@ -132,11 +132,14 @@ def _private_modes(root: Path) -> None:
                 )
 
 
-def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
-    """Create the cache folder and the folders down to ``entry_parent`` (each 0700), checking each."""
+def _make_folders(cache_dir: Path, entry_parent: Path, made: list[Path]) -> None:
+    """Create the cache folder and the folders down to ``entry_parent`` (each 0700), checking each;
+    ``made`` gets each folder this call created, outermost first (:func:`_drop_made`)."""
     cache_dir = Path(cache_dir)
+    missing = [p for p in (cache_dir, *cache_dir.parents) if not p.exists()]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        made.extend(reversed(missing))
     except OSError as exc:
         raise ChartCacheError(f"cache folder {cache_dir}: {exc.strerror or exc}") from None
     if not trusted_path(cache_dir, folder=True):
@@ -148,7 +151,10 @@ def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
     for part in entry_parent.relative_to(cache_dir).parts:
         folder = folder / part
         try:
-            folder.mkdir(exist_ok=True, mode=0o700)
+            folder.mkdir(mode=0o700)
+            made.append(folder)
+        except FileExistsError:
+            pass
         except OSError as exc:
             raise ChartCacheError(f"cache folder {folder}: {exc.strerror or exc}") from None
         if not trusted_path(folder, folder=True, follow_symlinks=False):
@@ -156,6 +162,16 @@ def _make_folders(cache_dir: Path, entry_parent: Path) -> None:
                 f"cache folder {folder} is not yours alone (a link, owned by another user, or writable by "
                 "group or others); remove it, or choose another cache folder"
             )
+
+
+def _drop_made(made: list[Path]) -> None:
+    """Remove the folders of ``made`` that are still empty, innermost first: a pull that stored
+    nothing leaves the cache as it was (another run's file in one keeps it)."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def store(
@@ -171,19 +187,28 @@ def store(
         ChartCacheError: a folder on the way is not trusted or not writable, or ``fetch`` left no
             chart folder (or something other than folders and regular files).
         Exception: whatever ``fetch`` raises, unchanged (the temporary folder is removed).
+
+    A call that stores nothing (an error, an interrupt) removes the folders it made, so the cache
+    is as it was.
     """
     cache_dir = Path(cache_dir)
     entry = entry_dir(cache_dir, repository, chart, version)
-    _make_folders(cache_dir, entry.parent)
+    made: list[Path] = []
     try:
+        _make_folders(cache_dir, entry.parent, made)
         tmp = Path(tempfile.mkdtemp(prefix=".pull-", dir=entry.parent))
     except OSError as exc:
+        _drop_made(made)
+        if isinstance(exc, ChartCacheError):
+            raise
         raise ChartCacheError(f"cache folder {entry.parent}: {exc.strerror or exc}") from None
     old: Path | None = None
+    stored = False
     try:
         fetch(tmp)  # its own errors (a repository that cannot be reached) pass through as they are
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _drop_made(made)
         raise
     try:
         name = _clean(chart)
@@ -200,10 +225,12 @@ def store(
         if os.path.lexists(entry):
             found = lookup(cache_dir, repository, chart, version)
             if found is not None:  # a concurrent pull put the same chart there first
+                stored = True
                 return found
             old = Path(tempfile.mkdtemp(prefix=".stale-", dir=entry.parent))
             os.replace(entry, old / "entry")  # an untrusted or broken entry: replaced, never used
         os.replace(tmp, entry)
+        stored = True
         return entry / name
     except OSError as exc:
         if isinstance(exc, ChartCacheError):
@@ -213,3 +240,5 @@ def store(
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        if not stored:
+            _drop_made(made)
