@@ -123,8 +123,8 @@ def check_node_options(environ: Mapping[str, str] | None = None) -> None:
 
 def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
     """Refuse, before the jsii kernel starts, the environment variables whose bad values
-    otherwise end in an unexpected error: a ``JSII_NODE`` that names no program (jsii's
-    ``FileNotFoundError``), a ``SYNTH_HCL_OUTPUT`` of ``true``/``1`` (cdktf then writes
+    otherwise end in an unexpected error: a ``JSII_NODE`` that names no program, or -- without
+    ``JSII_NODE`` -- no ``node`` on ``PATH`` (jsii's ``FileNotFoundError``), a ``SYNTH_HCL_OUTPUT`` of ``true``/``1`` (cdktf then writes
     ``cdk.tf``, HCL, where the injection check and the reuse cache read ``cdk.tf.json``: an
     ``error[output] ... No such file``) and a ``CDKTF_CONTEXT_JSON`` that is not a JSON object
     (cdktf's ``App`` parses it with ``JSON.parse``: a ``RuntimeError`` from the kernel). The cdktf
@@ -134,14 +134,14 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
     a file Node.js can parse as JavaScript (:func:`_check_jsii_runtime`, only when it is set).
 
     Raises:
-        GpuclusterError: ``key=JSII_NODE``, ``key=JSII_RUNTIME``, ``key=SYNTH_HCL_OUTPUT`` or
-            ``key=CDKTF_CONTEXT_JSON``.
+        GpuclusterError: ``key=JSII_NODE``, ``key=PATH``, ``key=JSII_RUNTIME``,
+            ``key=SYNTH_HCL_OUTPUT`` or ``key=CDKTF_CONTEXT_JSON``.
     """
+    import shutil
+
     environ = os.environ if environ is None else environ
     node = environ.get("JSII_NODE")
     if node is not None:
-        import shutil
-
         if not node.strip() or shutil.which(node, path=environ.get("PATH")) is None:
             raise gpucluster_error(
                 f"JSII_NODE={node!r} names no program that can be run",
@@ -149,6 +149,17 @@ def check_cdk_environment(environ: Mapping[str, str] | None = None) -> None:
                 allowed="the path or name of a Node.js executable (Node 20+)",
                 fix="unset JSII_NODE to use node from PATH, or point it at a Node.js executable",
             )
+    elif shutil.which("node", path=environ.get("PATH")) is None:
+        # jsii starts ``node`` from PATH (jsii's _kernel/providers/process.py): without one its
+        # FileNotFoundError surfaced as a failed write of the output folder
+        raise gpucluster_error(
+            "Node.js (20+) was not found on PATH: the cdktf bindings run in a jsii kernel that "
+            "needs the node program",
+            key="PATH",
+            allowed="a PATH holding Node.js 20+ (node), or JSII_NODE naming it",
+            fix="install Node.js 20+ (https://nodejs.org/) and put it on PATH, or set JSII_NODE "
+            "to a Node.js executable",
+        )
     runtime = environ.get("JSII_RUNTIME")
     if runtime is not None:
         _check_jsii_runtime(runtime, environ)

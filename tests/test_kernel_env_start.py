@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpucluster import init as init_mod
+from gpucluster.outfolder import MARKER, MARKER_TEXT
 
 BIN = Path(sys.executable).parent
 
@@ -131,3 +132,25 @@ def test_a_deleted_working_folder_is_one_line(project, tmp_path):
         result, f"error[input] key=cwd: the working folder '{gone}' cannot be used", project
     )
     assert not gone.exists()
+
+
+def test_no_node_on_path_is_one_line_and_the_previous_output_stays(project, tmp_path):
+    """Without Node.js on PATH the jsii runtime cannot start ``node``; synth said
+    ``error[output] key=--out: writing .../out failed: No such file or directory`` instead."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    previous = project / "out" / "manifest.json"
+    previous.parent.mkdir()
+    previous.write_text("previous\n")
+    (previous.parent / MARKER).write_text(MARKER_TEXT)  # an earlier synth's output
+    result = synth(project, env_for(tmp_path, PATH=f"{BIN}{os.pathsep}{empty}"))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error[input] key=PATH: Node.js (20+) was not found on PATH"), line
+    fix = line.split(" fix: ", 1)[1]
+    assert "install Node.js 20+" in fix and "JSII_NODE" in fix, line
+    assert sorted(p.name for p in previous.parent.iterdir()) == [
+        ".gpucluster-output",
+        "manifest.json",
+    ]
+    assert previous.read_text() == "previous\n"

@@ -334,7 +334,7 @@ def lazy_js_packages(dist: Distribution) -> list[str]:
     ]
 
 
-check_cdk_environment()  # a JSII_NODE or CDKTF_CONTEXT_JSON that cannot work: one input error line, before the kernel
+check_cdk_environment()  # a JSII_NODE, no node on PATH or a CDKTF_CONTEXT_JSON that cannot work: one input error line, before the kernel
 check_node_options()  # a NODE_OPTIONS Node.js refuses is one input error line, before the kernel starts
 quiet_ended_kernel_exit()  # before the framework import starts the kernel and registers its exit hook
 mutable_standard_streams()  # likewise: after a stop signal the kernel's output is dropped (main.py)
