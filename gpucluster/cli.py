@@ -841,12 +841,19 @@ def summarize_findings(findings, *, how: str, example_chars: int = 160) -> list[
     return out
 
 
-def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+def _announce_default(args: argparse.Namespace, err: TextIO) -> None:
+    """The ``info[input.default]`` line on ``err`` when the command will use the built-in example
+    cluster (:func:`gpucluster.inputs.config.embedded_default_notice`): every command that reads
+    the cluster file says so, before anything else."""
     from gpucluster.inputs.config import embedded_default_notice
 
     notice = embedded_default_notice(args.config)
     if notice:
         err.write(notice + "\n")
+
+
+def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    _announce_default(args, err)
     plans, fleet = _plans_and_fleet(args.config, args.sets)
     _warn_findings(plans, err, getattr(args, "findings", "summary"))
     unread = []
@@ -1133,6 +1140,7 @@ _DOT_SHAPES = {"chart": "box", "pre-manifests": "note", "manifests": "note", "ga
 
 
 def _cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    _announce_default(args, err)
     plans = _plans(args.config, args.sets)
     _warn_findings(plans, err, getattr(args, "findings", "summary"))
     out.write("digraph gpucluster {\n  rankdir=LR;\n")
@@ -1193,6 +1201,7 @@ def _cache_arg(args: argparse.Namespace) -> Path | None:
 def _rendered(args: argparse.Namespace, err: TextIO):
     from gpucluster.lint import render as render_mod
 
+    _announce_default(args, err)
     plans = _selected_plans(args)
     folders = render_mod.chart_folders_from(args.charts)
     sources = render_mod.ChartSources(folders, cache_dir=_cache_arg(args), pull=args.pull)
@@ -1301,6 +1310,7 @@ def _cmd_charts(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpucluster.charts.chartcache import default_cache_dir
     from gpucluster.charts.helmsdk import helm
 
+    _announce_default(args, err)
     plans = _selected_plans(args)
     _warn_findings(plans, err)
     cache = _cache_arg(args) or default_cache_dir()

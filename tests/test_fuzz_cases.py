@@ -138,6 +138,34 @@ def test_the_embedded_default_is_announced(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["graph"],
+        ["render", "--out", "rendered"],
+        ["lint"],
+        ["images"],
+        ["charts", "pull", "--cache", "a-file"],  # refused before anything is fetched
+    ],
+)
+def test_every_command_reading_the_cluster_file_announces_the_embedded_default(
+    tmp_path, monkeypatch, argv
+):
+    """Not only plan and synth: graph, render, lint, images and charts pull used the built-in
+    example in silence. One ``info[input.default]`` line, the first of stderr."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    monkeypatch.delenv("GPUCLUSTER_EMBEDDED_DEFAULT", raising=False)
+    monkeypatch.setenv("GPUCLUSTER_CHARTS", str(tmp_path / "no-charts"))
+    monkeypatch.setenv("GPUCLUSTER_CHART_CACHE", str(tmp_path / "no-cache"))
+    (tmp_path / "a-file").write_text("x")
+    out, err = io.StringIO(), io.StringIO()
+    cli_main(argv, stdout=out, stderr=err)
+    lines = err.getvalue().splitlines()
+    assert lines and lines[0].startswith("info[input.default] file=<embedded default>: "), lines
+    assert sum(line.startswith("info[input.default]") for line in lines) == 1, lines
+
+
 def test_the_embedded_default_is_quiet_where_it_is_intended(tmp_path, monkeypatch):
     """GPUCLUSTER_EMBEDDED_DEFAULT=1 (this repository's make synth) drops the notice, nothing else."""
     monkeypatch.chdir(tmp_path)
