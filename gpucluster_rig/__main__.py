@@ -222,6 +222,10 @@ def _main(argv: list[str] | None, saved: dict[int, Any]) -> int:
             _check_isolation(wrapped)
             assert wrapped is not None
             os.execv(wrapped[0], wrapped)
+        if args.command == "rehearse":  # bad input is refused before the rig is built
+            rehearse.check_input(
+                config=args.config, cluster_name=args.cluster, charts=args.charts, crds=args.crds
+            )
         saved.update(_stop_on_signals())
         binaries = build.binaries(args.binaries, log=lambda line: print(line, file=sys.stderr))
         if args.command == "compare-aicr":

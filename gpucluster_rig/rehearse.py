@@ -767,22 +767,26 @@ def _check_no_kept_rig(folder: Path, clusters: list[Any], binaries: Path) -> Non
             )
 
 
-def run(
+def check_input(
     *,
     config: Path | None,
     cluster_name: str | None,
-    folder: Path,
-    binaries: Path,
     charts: Path | None,
     crds: Path | None,
-    delay: float = 3.0,
-    keep: bool = False,
-    mutate: Callable[[Path], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Rehearse every cluster of ``config`` (or ``cluster_name``): the reports, in file order.
+) -> tuple[Path | None, list[Any]]:
+    """Check a rehearsal's input before anything starts: the ``--charts``/``--crds`` folders,
+    the cluster file (no ``config``: the one every command reads, ``GPUCLUSTER_CONFIG`` or
+    ``./gpucluster.yaml``, else the built-in example), ``cluster_name`` among its clusters, and
+    -- without ``charts`` -- that no chosen cluster needs a chart's CRDs
+    (:func:`_check_stubs_suffice`).
 
-    ``mutate`` (tests) is called with each runtime stack's folder after synthesis, before the
-    apply: a way to break one thing on purpose."""
+    Returns:
+        The cluster file (None: the built-in example) and the chosen clusters, prepared
+        (``gpucluster.pipeline.prepare_cluster``), in file order.
+
+    Raises:
+        GpuclusterError: one ``rig.input`` line (or the cluster file's own error).
+    """
     from gpucluster.inputs.config import EMBEDDED_SOURCE, cluster_file, load_clusters
     from gpucluster.pipeline import prepare_cluster
 
@@ -808,6 +812,29 @@ def run(
             )
     if charts is None:
         _check_stubs_suffice(loaded)
+    return config, clusters
+
+
+def run(
+    *,
+    config: Path | None,
+    cluster_name: str | None,
+    folder: Path,
+    binaries: Path,
+    charts: Path | None,
+    crds: Path | None,
+    delay: float = 3.0,
+    keep: bool = False,
+    mutate: Callable[[Path], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Rehearse every cluster of ``config`` (or ``cluster_name``): the reports, in file order.
+    Its input is checked first (:func:`check_input`).
+
+    ``mutate`` (tests) is called with each runtime stack's folder after synthesis, before the
+    apply: a way to break one thing on purpose."""
+    config, clusters = check_input(
+        config=config, cluster_name=cluster_name, charts=charts, crds=crds
+    )
     _check_no_kept_rig(folder, clusters, binaries)
     reports = []
     kept: list[Cluster] = []

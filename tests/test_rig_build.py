@@ -256,7 +256,10 @@ def test_an_unexpected_error_is_one_line_naming_the_kept_folder(
     monkeypatch.delenv("GPUCLUSTER_DEBUG", raising=False)
     work = tmp_path / "work"
     work.mkdir()
-    code = rig_main.main(["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)])
+    code = rig_main.main(
+        ["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)]
+        + ["--charts", str(_one_chart(tmp_path))]
+    )
     err = capsys.readouterr().err
     assert code == 70
     assert err.splitlines() == [
@@ -264,6 +267,35 @@ def test_an_unexpected_error_is_one_line_naming_the_kept_folder(
         " is a gpucluster bug: rerun with GPUCLUSTER_DEBUG=1 and report the traceback with the command,"
         " its cluster file and the kept folder"
     ]
+
+
+def _one_chart(tmp_path: Path) -> Path:
+    """A --charts folder with one unpacked chart (every other chart a stub)."""
+    folder = tmp_path / "charts"
+    (folder / "example").mkdir(parents=True, exist_ok=True)
+    (folder / "example" / "Chart.yaml").write_text("apiVersion: v2\nname: example\nversion: 1\n")
+    return folder
+
+
+def test_without_charts_a_stack_needing_crds_is_refused_before_the_rig_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gpucluster rehearse` without --charts on the built-in AKS example: one
+    ``error[rig.input] key=--charts`` line, exit 2, before the rig's programs are built or found
+    (a first run would otherwise build them for minutes, then refuse)."""
+    from gpucluster_rig import __main__ as rig_main
+
+    built: list[object] = []
+    monkeypatch.setattr(build, "binaries", lambda *a, **k: built.append(a) or tmp_path)
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    code = rig_main.main(["rehearse", "--no-isolate", "--work", str(work)])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2, lines
+    assert len(lines) == 1 and " key=--charts: " in lines[0], lines
+    assert lines[0].startswith("error[rig.input] cluster="), lines
+    assert built == [] and not work.exists()
 
 
 def test_a_helm_failure_keeps_the_line_that_names_the_cause() -> None:
@@ -331,7 +363,10 @@ def test_a_work_folder_that_cannot_be_made_is_one_input_line(
     a_file = tmp_path / "f.txt"
     a_file.write_text("x\n")
     work = a_file / "work"
-    code = rig_main.main(["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)])
+    code = rig_main.main(
+        ["rehearse", "--no-isolate", "--binaries", str(fake), "--work", str(work)]
+        + ["--charts", str(_one_chart(tmp_path))]
+    )
     lines = capsys.readouterr().err.splitlines()
     assert code == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error[rig.input] key=--work: "), lines
