@@ -259,7 +259,7 @@ def _render_lint_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--cache",
         metavar="DIR",
-        help="pull cache (default: $GPUCLUSTER_CHART_CACHE or ~/.cache/gpucluster/charts)",
+        help="pull cache (default: $GPUCLUSTER_CHART_CACHE, else $XDG_CACHE_HOME/gpucluster/charts or ~/.cache/gpucluster/charts)",
     )
     r.add_argument(
         "--pull",
