@@ -29,6 +29,7 @@ def plan_for(
     sets=(),
     k8s: str = "1.34",
     existing: bool = False,
+    pools=None,
 ):
     doc = {
         "name": "lab",
@@ -37,6 +38,8 @@ def plan_for(
         "kubernetesVersion": k8s,
         "overrides": {"set": list(sets)},
     }
+    if pools is not None:
+        doc["pools"] = pools
     if existing:
         doc["existing"] = {"kubeconfig": "~/.kube/config"}
         doc["scheduling"] = {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}}
@@ -112,9 +115,7 @@ def test_aks_owned_driver_follows_the_node_image_inputs(tmp_path):
     managed = plan_for(tmp_path, stack="azure-managed")
     ident, variables = gates.driver_identity(managed.cluster, managed.components)
     assert ident["owner"] == "host" and variables == ()
-    assert ident["gpuPools"] == [
-        {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "gpuDriver": "Install"}
-    ]
+    assert ident["gpuPools"] == [{"vmSize": "Standard_ND96isr_H100_v5", "gpuDriver": "Install"}]
     assert identity(plan_for(tmp_path, stack="azure-managed", k8s="1.35")) != identity(managed)
     assert identity(
         plan_for(
@@ -125,6 +126,26 @@ def test_aks_owned_driver_follows_the_node_image_inputs(tmp_path):
     ) == identity(managed)
     # flipping the owner (gpuStack) is a driver change
     assert identity(plan_for(tmp_path, stack="operator-managed")) != identity(managed)
+
+
+SYSTEM = {"name": "system", "vmSize": "Standard_D8ds_v5", "nodeCount": 2}
+GPU = {"name": "gpu", "vmSize": "Standard_ND96isr_H100_v5", "nodeCount": 1}
+
+
+def test_a_gpu_pool_of_a_shape_already_there_keeps_the_identity(tmp_path):
+    """docs/gates.md: the host-owned identity follows what replaces the node image (a pool's
+    Kubernetes version, gpu_driver, VM size). A second GPU pool of a VM size the cluster has
+    already does not change it (it did: the identity listed the pools by name, so every plugin pod
+    on the existing nodes restarted); a pool of a new VM size does."""
+    one = plan_for(tmp_path, stack="azure-managed", pools=[SYSTEM, GPU])
+    two = plan_for(tmp_path, stack="azure-managed", pools=[SYSTEM, GPU, dict(GPU, name="gpub")])
+    assert identity(two) == identity(one)
+    renamed = plan_for(tmp_path, stack="azure-managed", pools=[SYSTEM, dict(GPU, name="gpuc")])
+    assert identity(renamed) == identity(one)
+    other = dict(GPU, name="gpub", vmSize="Standard_NC40ads_H100_v5")
+    assert identity(
+        plan_for(tmp_path, stack="azure-managed", pools=[SYSTEM, GPU, other])
+    ) != identity(one)
 
 
 def test_user_pod_annotations_are_kept(tmp_path):

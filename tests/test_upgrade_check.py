@@ -235,6 +235,42 @@ def test_a_kubernetes_minor_upgrade_of_an_existing_aks_cluster_names_no_pool(tmp
     assert replacing_changes(a, b) == []
 
 
+def test_a_gpu_pool_of_an_existing_shape_restarts_no_dra_plugin(tmp_path):
+    """Adding a second GPU pool of the same VM size: the pool is reported (manual, new capacity)
+    and the DRA driver does not change (its kubelet plugin pods were all restarted)."""
+    old = aks_file(tmp_path / "a.yaml", pools=[SYSTEM, GPU])
+    new = aks_file(tmp_path / "b.yaml", pools=[SYSTEM, GPU, dict(GPU, name="gpub")])
+    code, report, _ = run(tmp_path, old, new)
+    components = {ch["component"] for ch in report["clusters"][0]["changes"]}
+    assert "nvidia-dra-driver-gpu" not in components and "cluster" in components, report
+    assert "aks-gpu-pool-added" in rules_of(change(report, "cluster")) and code == 3
+
+
+def test_a_dra_plugin_re_roll_is_named_not_a_plain_values_change(tmp_path):
+    """The driver identity changes with the Kubernetes version where the node image brings the
+    driver: the DRA change names the re-roll of the kubelet plugin on every GPU node (what
+    docs/upgrading.md says it does), not 'values change only'."""
+    profile = {"gpuStack": "azure-managed"}
+    old = aks_file(tmp_path / "a.yaml", profile=profile)
+    new = write(
+        tmp_path / "b.yaml",
+        {
+            "clusters": [
+                {"name": "lab", "criteria": AKS, "kubernetesVersion": "1.35", "profile": profile}
+            ]
+        },
+    )
+    code, report, _ = run(tmp_path, old, new)
+    dra = change(report, "nvidia-dra-driver-gpu")
+    assert dra["values"] == ["kubeletPlugin.podAnnotations.gpucluster/driver-identity"], dra
+    assert rules_of(dra) == {"dra-kubelet-plugin-reroll"}, dra
+    [reason] = dra["reasons"]
+    assert "every GPU node" in reason["why"] and "new ResourceClaims" in reason["why"]
+    assert reason["source"].startswith("Kubernetes docs")
+    code, text, _ = run(tmp_path, old, new, fmt="text")
+    assert "[dra-kubelet-plugin-reroll]" in text, text
+
+
 def test_a_crd_owner_change_is_manual(tmp_path):
     old = aks_file(tmp_path / "a.yaml")
     new = aks_file(tmp_path / "b.yaml", overrides={"set": ["dradriver:enabled=false"]})

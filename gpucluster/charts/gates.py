@@ -783,10 +783,13 @@ def driver_identity(
       plus the chart version when ``driver.version`` is not set (the chart's default driver then
       follows the chart). Variables: those bound to those ``driver.*`` paths.
     * otherwise the host owns the driver (AKS ``gpu_driver = Install``, OKE images, preinstalled
-      drivers): ``{"owner": "host", "service", "kubernetes", "gpuPools": [{name, vmSize,
+      drivers): ``{"owner": "host", "service", "kubernetes", "gpuPools": [{vmSize,
       gpuDriver}]}`` -- on AKS the driver ships in the node image, and the node image follows the
-      pool's Kubernetes version and ``gpu_driver`` (a node-image upgrade outside Terraform reimages
-      the node, which restarts its plugin pod with it).
+      pool's Kubernetes version, VM size and ``gpu_driver`` (a node-image upgrade outside
+      Terraform reimages the node, which restarts its plugin pod with it). ``gpuPools`` holds
+      each distinct shape once, sorted, never a pool's name or node count: a pool added with a
+      shape the cluster has already (its nodes start their own plugin pods) changes nothing on
+      the nodes that run.
 
     Returns:
         ``(identity, ((variable, default), ...))``.
@@ -814,11 +817,10 @@ def driver_identity(
             )
         )
         return identity, variables
-    pools = [
-        {"name": p.name, "vmSize": p.vm_size, "gpuDriver": p.gpu_driver}
-        for p in cluster.pools
-        if p.gpu
-    ]
+    shapes = sorted(
+        {(p.vm_size, p.gpu_driver) for p in cluster.pools if p.gpu}, key=lambda s: (s[0], str(s[1]))
+    )
+    pools = [{"vmSize": vm_size, "gpuDriver": gpu_driver} for vm_size, gpu_driver in shapes]
     return {
         "owner": "host",
         "service": cluster.criteria.service,
