@@ -85,6 +85,35 @@ def test_kubernetes_134_and_later_accepted(catalog, version):
     assert "AKS-K8S-VERSION" not in ids(aks(catalog, kubernetes_version=version))
 
 
+@pytest.mark.parametrize("version", ["1.36", "1.99", "2.0", "1.36.1"])
+def test_kubernetes_newer_than_the_newest_known_is_a_warning(catalog, version):
+    """A version newer than the newest the AKS plugin knows is not refused (AKS adds a minor
+    about every quarter) but warned about, naming the newest known and the public list."""
+    [f] = by_id(aks(catalog, kubernetes_version=version), "AKS-K8S-VERSION")
+    assert (f.severity, f.key) == ("warning", "kubernetesVersion")
+    assert f"Kubernetes '{version}' is newer than 1.35" in f.message
+    assert "https://learn.microsoft.com/azure/aks/supported-kubernetes-versions" in f.message
+    assert "az aks get-versions" in f.fix
+
+
+def test_a_kubernetes_version_newer_than_known_plans_with_one_warning_line(tmp_path):
+    """End to end: `plan` accepts the file (exit 0) and prints one warning line for it."""
+    import io
+
+    from gpucluster import cli
+
+    path = tmp_path / "gpucluster.yaml"
+    path.write_text(REGION_CLUSTER.format(region="eastus") + '    kubernetesVersion: "1.99"\n')
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["plan", "--config", str(path)], stdout=out, stderr=err)
+    lines = [
+        line for line in (out.getvalue() + err.getvalue()).splitlines() if "AKS-K8S-VERSION" in line
+    ]
+    assert code == 0, err.getvalue()
+    assert len(lines) == 1 and lines[0].startswith("warning[AKS-K8S-VERSION] "), lines
+    assert "key=clusters[0].kubernetesVersion" in lines[0] and "fix: " in lines[0]
+
+
 # --------------------------------------------------------------------------- AKS-MANAGED-GPU
 
 

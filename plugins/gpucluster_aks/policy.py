@@ -3,7 +3,8 @@
 Written against the public SDK only. Check ids (docs/policies.md has one section each):
 
 ==============================  ========  ================================================
-``AKS-K8S-VERSION``             error     Kubernetes >= 1.34 (DRA GA)
+``AKS-K8S-VERSION``             error/    Kubernetes >= 1.34 (DRA GA); warning for a minor
+                                warning   newer than :data:`NEWEST_KUBERNETES`
 ``AKS-MANAGED-GPU``             error     AKS-managed GPU pools conflict with the operator
 ``AKS-GPU-DRIVER``              error     pool gpu_driver, gpuStack profile and the four
                                           driver-ownership values come from one mode
@@ -41,12 +42,21 @@ __all__ = [
     "gpucluster_policy_checks",
     "minor_upgrade_steps",
     "MIN_KUBERNETES",
+    "NEWEST_KUBERNETES",
     "OWNERSHIP_MODES",
 ]
 
 MIN_KUBERNETES = tuple(int(part) for part in AKS_PLATFORM.min_kubernetes.split("."))
 """``AKS_PLATFORM.min_kubernetes`` as ``(major, minor)``: DRA (``resource.k8s.io/v1``) is GA from
 Kubernetes 1.34 and every AKS recipe includes the DRA driver (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md))."""
+
+NEWEST_KUBERNETES = "1.35"
+"""The newest Kubernetes minor this AKS plugin knows, from AKS's release calendar (Microsoft Learn,
+"Supported Kubernetes versions in Azure Kubernetes Service (AKS)", :data:`SUPPORTED_VERSIONS_URL`).
+A newer ``kubernetesVersion`` is a warning, not an error: AKS adds a minor about every quarter,
+and only the apply knows whether the region offers it."""
+
+SUPPORTED_VERSIONS_URL = "https://learn.microsoft.com/azure/aks/supported-kubernetes-versions"
 
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
@@ -152,7 +162,7 @@ def _check_version(cluster: ClusterSpec) -> list[Finding]:
     except ValueError:
         too_old, bad = True, True
     if not too_old:
-        return []
+        return _check_newest(cluster)
     what = "is not a MAJOR.MINOR version" if bad else "is below 1.34"
     return [
         _finding(
@@ -164,6 +174,29 @@ def _check_version(cluster: ClusterSpec) -> list[Finding]:
             f"Kubernetes {cluster.kubernetes_version!r} {what}: every AKS GPU recipe includes the DRA driver, and DRA "
             "(resource.k8s.io/v1) is GA only from Kubernetes 1.34",
             'set kubernetesVersion: "1.34"; upgrade existing clusters one minor version at a time (1.32 -> 1.33 -> 1.34)',
+        )
+    ]
+
+
+def _check_newest(cluster: ClusterSpec) -> list[Finding]:
+    """``AKS-K8S-VERSION`` warning: ``kubernetesVersion`` (already at least 1.34) is a newer minor
+    than :data:`NEWEST_KUBERNETES`; Terraform accepts it and only the apply would find whether AKS
+    offers it."""
+    newest = _minor(NEWEST_KUBERNETES)
+    if _minor(cluster.kubernetes_version) <= newest:
+        return []
+    return [
+        _finding(
+            cluster,
+            "AKS-K8S-VERSION",
+            "warning",
+            "-",
+            "kubernetesVersion",
+            f"Kubernetes {cluster.kubernetes_version!r} is newer than {NEWEST_KUBERNETES}, the newest "
+            f"minor gpucluster's AKS plugin knows ({SUPPORTED_VERSIONS_URL}); if AKS does not offer "
+            "it in the region, only the apply fails",
+            "check that AKS offers it (az aks get-versions --location <region> -o table) or set "
+            f'kubernetesVersion: "{NEWEST_KUBERNETES}"',
         )
     ]
 
