@@ -351,6 +351,31 @@ def test_aks_gpu_driver_change_replaces_the_pool(tmp_path):
     assert any(x.startswith("driver pod not running") for x in nodes[NODES[3]]["notes"])
 
 
+def test_a_kubernetes_upgrade_drains_each_node_of_the_gpu_pool(tmp_path):
+    """kubernetesVersion 1.34 -> 1.35: the GPU pool is upgraded node by node (each drained and
+    re-imaged); the nodes running GPU pods, or cordoned by someone else, are not safe now, and
+    at least one node's GPUs are out at a time (it said only 'file change only')."""
+    old = cluster_file(tmp_path / "a.yaml")
+    new = cluster_file(tmp_path / "b.yaml", kubernetesVersion="1.35")
+    code, doc, _ = judge(tmp_path, old, new, faulted_items())
+    assert code == 3
+    comps = by(doc, "components", "component")
+    assert comps["cluster"]["verdict"] == "manual"
+    assert "GPU pools upgraded node by node: gpu (5 nodes)" in comps["cluster"]["note"], comps
+    (pool,) = doc["pools"]
+    assert (pool["gpusSchedulableNow"], pool["gpusSchedulableDuring"]) == (32, 24), pool
+    nodes = by(doc, "nodes", "node")
+    for n in nodes.values():
+        assert (
+            "node drained and re-imaged: the platform upgrades pool gpu node by node "
+            "(Kubernetes 1.34 -> 1.35)" in n["actions"]
+        ), n
+    assert nodes[NODES[0]]["verdict"] == "manual"
+    assert any("3 GPU pods are evicted by the drain" in x for x in nodes[NODES[0]]["notes"])
+    assert nodes[NODES[1]]["verdict"] == "manual", "cordoned by someone else"
+    assert {nodes[n]["verdict"] for n in (NODES[2], NODES[4])} == {"safe"}
+
+
 def test_bad_input_is_one_line_exit_2(tmp_path, driver_change):
     snap = write_snapshot(tmp_path / "s.json", healthy_items(1))
     cases = [

@@ -24,6 +24,10 @@ a snapshot (:mod:`gpucluster.live.snapshot`) and says, for the changes it found:
   Terraform destroys the pool and creates a new one; every pod on it ends (Terraform Registry,
   hashicorp/azurerm, "azurerm_kubernetes_cluster_node_pool",
   https://registry.terraform.io/providers/hashicorp/azurerm/latest/docs/resources/kubernetes_cluster_node_pool);
+* **node-pool upgrade** (``kubernetesVersion`` changes; a kept GPU pool's Kubernetes version
+  follows it): AKS upgrades the pool node by node, cordoning, draining and re-imaging each node,
+  ``maxUnavailable`` at a time (Microsoft Learn, "Upgrade an Azure Kubernetes Service (AKS)
+  cluster", https://learn.microsoft.com/azure/aks/upgrade-aks-cluster);
 * **CRD upgrades**: the CRD step :mod:`gpucluster.lint.upgrade_check` names.
 
 What each node runs now: GPU pods (a container or init container requesting or limiting
@@ -525,6 +529,24 @@ def _replaced_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
     return out
 
 
+def _upgraded_pools(old: RuntimePlan, new: RuntimePlan) -> dict[str, str]:
+    """GPU pools kept as they are (same ``vmSize`` and ``gpuDriver``) while ``kubernetesVersion``
+    changes: pool name -> ``Kubernetes A -> B``. Their Kubernetes version follows the cluster's,
+    and the platform upgrades them node by node, draining and re-imaging each node (the file
+    check's ``gpuPoolUpgrade``, :func:`~gpucluster.lint.upgrade_check.replacing_changes`)."""
+    a, b = old.cluster.kubernetes_version, new.cluster.kubernetes_version
+    if a == b:
+        return {}
+    before = {p.name: p for p in old.cluster.pools if p.gpu}
+    return {
+        p.name: f"Kubernetes {a} -> {b}"
+        for p in new.cluster.pools
+        if p.gpu
+        and p.name in before
+        and (before[p.name].vm_size, before[p.name].gpu_driver) == (p.vm_size, p.gpu_driver)
+    }
+
+
 def _pods_text(pods: Sequence[str]) -> str:
     return ", ".join(pods[:5]) + (f", ... ({len(pods)} pods)" if len(pods) > 5 else "")
 
@@ -535,8 +557,12 @@ def _pool_states(
     driver: bool,
     auto: bool,
     policy: Mapping[str, Any],
+    upgraded: Mapping[str, str] | None = None,
 ) -> list[PoolState]:
-    """Per GPU pool: the GPUs schedulable now and during the change, and the worst node verdict."""
+    """Per GPU pool: the GPUs schedulable now and during the change, and the worst node verdict.
+    A pool upgraded node by node (``upgraded``, :func:`_upgraded_pools`) has at least its largest
+    node out at a time (how many more: the pool's upgrade settings, ``maxUnavailable``)."""
+    upgraded = upgraded or {}
     pools: list[PoolState] = []
     by_pool: dict[str, list[NodeState]] = {}
     for n in nodes:
@@ -549,6 +575,13 @@ def _pool_states(
         if name in replaced:
             during: int | None = 0
             note = f"pool {name or '(no pool)'} is replaced: 0 of its GPUs are schedulable until the new pool is ready"
+        elif name in upgraded:
+            during = now - max((n.gpus for n in schedulable), default=0)
+            note = (
+                f"pool {name} is upgraded node by node ({upgraded[name]}): each node is drained "
+                f"and re-imaged; at least {during} of {now} schedulable GPUs left with one node out "
+                "(more nodes at once when the pool's upgrade settings allow: maxUnavailable)"
+            )
         elif driver and auto:
             out = _nodes_out(policy, len(members))
             largest = sorted((n.gpus for n in schedulable), reverse=True)[:out]
@@ -584,6 +617,7 @@ def _component_verdicts(
     dra_rolls: bool,
     replaced: Mapping[str, str],
     blind: bool,
+    upgraded: Mapping[str, str] | None = None,
 ) -> list[ComponentVerdict]:
     """Per changed component: its live verdict, never better than its file verdict."""
     changes = {ch.component: ch for ch in cluster.changes}
@@ -605,9 +639,21 @@ def _component_verdicts(
         elif ch.component == DRA_COMPONENT and dra_rolls:
             affected, hazard = nodes, "dra"
             note = f"kubelet plugin re-roll on {len(nodes)} GPU nodes"
-        elif ch.component == "cluster" and replaced:
-            affected, hazard = [n for n in nodes if n.pool in replaced], "pool"
-            note = f"GPU pools replaced: {', '.join(sorted(replaced))} ({len(affected)} nodes)"
+        elif ch.component == "cluster" and (replaced or upgraded):
+            affected, hazard = (
+                [n for n in nodes if n.pool in {**(upgraded or {}), **replaced}],
+                "pool",
+            )
+            parts = [
+                f"{what}: {', '.join(sorted(pools))} "
+                f"({sum(1 for n in nodes if n.pool in pools)} nodes)"
+                for what, pools in (
+                    ("GPU pools replaced", replaced),
+                    ("GPU pools upgraded node by node", {**(upgraded or {})}),
+                )
+                if pools
+            ]
+            note = "; ".join(parts)
         if ch.crds.get("step"):
             note = "; ".join(x for x in (note, f"CRD upgrade: {ch.crds['step']}") if x)
         blocked = [n for n in affected if n.verdict_for(hazard) != "safe"]
@@ -685,15 +731,21 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
     dra = changes.get(DRA_COMPONENT)
     dra_rolls = dra is not None and dra.kind in ("version", "values")
     replaced = _replaced_pools(old, new) if changes.get("cluster") else {}
+    upgraded = {
+        k: v
+        for k, v in (_upgraded_pools(old, new) if changes.get("cluster") else {}).items()
+        if k not in replaced
+    }
+    drained = {**upgraded, **replaced}
     auto = bool(policy["autoUpgrade"])
 
     for n in nodes:
         if blind:
             n.verdicts.append(("*", "unknown"))
             n.notes.append("the snapshot lists no pods: what runs on the node is not known")
-        if not every_namespace and not blind and (driver or n.pool in replaced):
+        if not every_namespace and not blind and (driver or n.pool in drained):
             n.verdicts += [
-                (h, "unknown") for h, on in (("driver", driver), ("pool", n.pool in replaced)) if on
+                (h, "unknown") for h, on in (("driver", driver), ("pool", n.pool in drained)) if on
             ]
             n.notes.append(
                 "the snapshot does not say it lists Pods of every namespace: a GPU job in another "
@@ -709,6 +761,16 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 n.verdicts.append(("pool", "manual"))
                 n.notes.append(
                     f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
+                )
+        if n.pool in upgraded:
+            n.actions.append(
+                f"node drained and re-imaged: the platform upgrades pool {n.pool} node by node "
+                f"({upgraded[n.pool]})"
+            )
+            if n.gpu_pods:
+                n.verdicts.append(("pool", "manual"))
+                n.notes.append(
+                    f"{len(n.gpu_pods)} GPU pods are evicted by the drain: {_pods_text(n.gpu_pods)}"
                 )
         if driver:
             _judge_driver_rollout(n, auto)
@@ -730,7 +792,9 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 "ImagePullBackOff: the driver image or its registry)"
             )
         # a pool being removed is cordoned on purpose (step 2 of a replacement): only a re-created one is at risk
-        recreated = n.pool in replaced and not replaced[n.pool].startswith("removed")
+        recreated = n.pool in upgraded or (
+            n.pool in replaced and not replaced[n.pool].startswith("removed")
+        )
         if (driver or recreated) and n.cordoned_by_other:
             n.verdicts += [
                 (h, "manual") for h, on in (("driver", driver), ("pool", recreated)) if on
@@ -739,15 +803,21 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 "cordoned by someone else (unschedulable, not by the upgrade controller): the change "
                 "would act on it and may uncordon it; agree with who cordoned it first"
             )
-        if n.bare_pods and (driver or n.pool in replaced):
+        if n.bare_pods and (driver or n.pool in drained):
             n.notes.append(
                 f"no controller re-creates {len(n.bare_pods)} bare pods (no ownerReferences): {_pods_text(n.bare_pods)}"
             )
         n.actions.sort()
 
-    pools = _pool_states(nodes, replaced, driver, auto, policy)
+    pools = _pool_states(nodes, replaced, driver, auto, policy, upgraded)
     components = _component_verdicts(
-        cluster, nodes, driver=driver, dra_rolls=dra_rolls, replaced=replaced, blind=blind
+        cluster,
+        nodes,
+        driver=driver,
+        dra_rolls=dra_rolls,
+        replaced=replaced,
+        blind=blind,
+        upgraded=upgraded,
     )
     return LiveReport(
         report=report,
