@@ -271,6 +271,27 @@ def test_a_dra_plugin_re_roll_is_named_not_a_plain_values_change(tmp_path):
     assert "[dra-kubelet-plugin-reroll]" in text, text
 
 
+def test_a_kubernetes_minor_of_an_existing_cluster_says_gpucluster_upgrades_nothing(tmp_path):
+    """An existing cluster (gpucluster provisions none of it): the file states its version, so the
+    reason says gpucluster upgrades neither the control plane nor the nodes (it said 'the control
+    plane upgrades first, then each pool')."""
+    extra = {
+        "existing": {"kubeconfig": "~/.kube/config"},
+        "scheduling": {"accelerated": {"tolerations": ["nvidia.com/gpu:NoSchedule"]}},
+    }
+    old = aks_file(tmp_path / "a.yaml", **extra)
+    new = write(
+        tmp_path / "b.yaml",
+        {"clusters": [{"name": "lab", "criteria": AKS, "kubernetesVersion": "1.35", **extra}]},
+    )
+    code, report, _ = run(tmp_path, old, new)
+    ch = change(report, "cluster")
+    [reason] = ch["reasons"]
+    assert reason["rule"] == "default-kubernetes-minor" and reason["verdict"] == "safe"
+    assert "gpucluster upgrades neither the control plane nor its nodes" in reason["why"], reason
+    assert "one minor at a time" in reason["action"]
+
+
 def test_a_crd_owner_change_is_manual(tmp_path):
     old = aks_file(tmp_path / "a.yaml")
     new = aks_file(tmp_path / "b.yaml", overrides={"set": ["dradriver:enabled=false"]})

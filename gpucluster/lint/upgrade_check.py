@@ -247,7 +247,20 @@ def _cluster_change(
                 )
             ):
                 cluster_change.reasons.append(_reason(rule, f"{rule.why} ({ov} -> {nv})"))
-        if not cluster_change.reasons:
+        if not cluster_change.reasons and new.cluster.existing is not None:
+            cluster_change.reasons.append(
+                Reason(
+                    "default-kubernetes-minor",
+                    "safe",
+                    f"Kubernetes {ov} -> {nv} is one minor step; the cluster exists, so the file "
+                    "states its version: gpucluster upgrades neither the control plane nor its "
+                    "nodes (the runtime stack's changes that follow the version are listed apart)",
+                    action="upgrade the cluster with its platform's own tools, one minor at a "
+                    "time, before applying the runtime stack",
+                    source="AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md): one minor at a time",
+                )
+            )
+        elif not cluster_change.reasons:
             cluster_change.reasons.append(
                 Reason(
                     "default-kubernetes-minor",
