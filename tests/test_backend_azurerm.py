@@ -403,9 +403,11 @@ def test_no_credential_key_in_the_output(outdir):
 
 def test_output_is_deterministic(outdir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(
-        "PATH", str(tmp_path)
-    )  # no Terraform CLI is needed to synthesize azurerm (unlike cloud)
+    node = shutil.which("node")
+    assert node is not None and not (Path(node).parent / "terraform").exists()
+    monkeypatch.setenv(  # no Terraform CLI is needed to synthesize azurerm (unlike cloud); Node.js is
+        "PATH", f"{tmp_path}{os.pathsep}{Path(node).parent}"
+    )
     stacks.synth(azurerm_plans(), "again/cdktf.out")
     assert tree(tmp_path / "again" / "cdktf.out") == tree(outdir)
 
