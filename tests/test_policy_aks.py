@@ -80,18 +80,19 @@ def test_kubernetes_below_134_rejected(catalog, version):
     assert "one minor version at a time" in f.fix
 
 
-@pytest.mark.parametrize("version", ["1.34", "1.35", "1.34.2"])
+@pytest.mark.parametrize("version", ["1.34", "1.35", "1.34.2", "1.36", "1.37.1"])
 def test_kubernetes_134_and_later_accepted(catalog, version):
     assert "AKS-K8S-VERSION" not in ids(aks(catalog, kubernetes_version=version))
 
 
-@pytest.mark.parametrize("version", ["1.36", "1.99", "2.0", "1.36.1"])
+@pytest.mark.parametrize("version", ["1.38", "1.99", "2.0", "1.38.1"])
 def test_kubernetes_newer_than_the_newest_known_is_a_warning(catalog, version):
     """A version newer than the newest the AKS plugin knows is not refused (AKS adds a minor
     about every quarter) but warned about, naming the newest known and the public list."""
     [f] = by_id(aks(catalog, kubernetes_version=version), "AKS-K8S-VERSION")
     assert (f.severity, f.key) == ("warning", "kubernetesVersion")
-    assert f"Kubernetes '{version}' is newer than 1.35" in f.message
+    assert f"Kubernetes '{version}' is newer than 1.37" in f.message
+    assert "https://kubernetes.io/releases/" in f.message
     assert "https://learn.microsoft.com/azure/aks/supported-kubernetes-versions" in f.message
     assert "az aks get-versions" in f.fix
 

@@ -50,11 +50,15 @@ MIN_KUBERNETES = tuple(int(part) for part in AKS_PLATFORM.min_kubernetes.split("
 """``AKS_PLATFORM.min_kubernetes`` as ``(major, minor)``: DRA (``resource.k8s.io/v1``) is GA from
 Kubernetes 1.34 and every AKS recipe includes the DRA driver (AICR's AKS GPU Setup guide (NVIDIA/aicr docs/integrator/aks-gpu-setup.md))."""
 
-NEWEST_KUBERNETES = "1.35"
-"""The newest Kubernetes minor this AKS plugin knows, from AKS's release calendar (Microsoft Learn,
-"Supported Kubernetes versions in Azure Kubernetes Service (AKS)", :data:`SUPPORTED_VERSIONS_URL`).
-A newer ``kubernetesVersion`` is a warning, not an error: AKS adds a minor about every quarter,
-and only the apply knows whether the region offers it."""
+NEWEST_KUBERNETES = "1.37"
+"""The newest Kubernetes minor released upstream when this plugin was made (1.37.0, 2026-08-26:
+:data:`KUBERNETES_RELEASES_URL`); AKS offers a minor only after its upstream release, some weeks
+later and in preview first (Microsoft Learn, "Supported Kubernetes versions in Azure Kubernetes
+Service (AKS)", :data:`SUPPORTED_VERSIONS_URL`). A newer ``kubernetesVersion`` is a warning, not
+an error: a newer minor may be out by the time this runs, and only the apply knows whether the
+region offers it."""
+
+KUBERNETES_RELEASES_URL = "https://kubernetes.io/releases/"
 
 SUPPORTED_VERSIONS_URL = "https://learn.microsoft.com/azure/aks/supported-kubernetes-versions"
 
@@ -193,8 +197,9 @@ def _check_newest(cluster: ClusterSpec) -> list[Finding]:
             "-",
             "kubernetesVersion",
             f"Kubernetes {cluster.kubernetes_version!r} is newer than {NEWEST_KUBERNETES}, the newest "
-            f"minor gpucluster's AKS plugin knows ({SUPPORTED_VERSIONS_URL}); if AKS does not offer "
-            "it in the region, only the apply fails",
+            f"Kubernetes minor gpucluster's AKS plugin knows to be released ({KUBERNETES_RELEASES_URL}); "
+            f"AKS offers a minor only after that ({SUPPORTED_VERSIONS_URL}), and if it does not "
+            "offer this one in the region, only the apply fails",
             "check that AKS offers it (az aks get-versions --location <region> -o table) or set "
             f'kubernetesVersion: "{NEWEST_KUBERNETES}"',
         )
