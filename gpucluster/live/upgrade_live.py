@@ -705,6 +705,33 @@ def _judge_driver_rollout(n: NodeState, auto: bool) -> None:
         )
 
 
+def _judge_pool_change(n: NodeState, replaced: dict[str, str], upgraded: dict[str, str]) -> None:
+    """Node ``n``'s action and verdict when its pool is ``replaced`` (destroyed, and re-created
+    unless removed) or ``upgraded`` (drained and re-imaged node by node): ``manual`` when GPU pods
+    run on it (they end with the node, or the drain evicts them). Both map pool -> reason."""
+    if n.pool in replaced:
+        n.actions.append(
+            f"node pool removed: Terraform destroys pool {n.pool} ({replaced[n.pool]})"
+            if replaced[n.pool].startswith("removed")
+            else f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
+        )
+        if n.gpu_pods:
+            n.verdicts.append(("pool", "manual"))
+            n.notes.append(
+                f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
+            )
+    if n.pool in upgraded:
+        n.actions.append(
+            f"node drained and re-imaged: the platform upgrades pool {n.pool} node by node "
+            f"({upgraded[n.pool]})"
+        )
+        if n.gpu_pods:
+            n.verdicts.append(("pool", "manual"))
+            n.notes.append(
+                f"{len(n.gpu_pods)} GPU pods are evicted by the drain: {_pods_text(n.gpu_pods)}"
+            )
+
+
 def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -> LiveReport:
     """Judge ``report`` (one cluster: ``old`` -> ``new``) on ``snap`` (see the module docstring).
 
@@ -751,27 +778,7 @@ def assess(report: Report, old: RuntimePlan, new: RuntimePlan, snap: Snapshot) -
                 "the snapshot does not say it lists Pods of every namespace: a GPU job in another "
                 "namespace would not be seen (gpucluster snapshot lists every namespace)"
             )
-        if n.pool in replaced:
-            n.actions.append(
-                f"node pool removed: Terraform destroys pool {n.pool} ({replaced[n.pool]})"
-                if replaced[n.pool].startswith("removed")
-                else f"node pool replaced: Terraform destroys and re-creates pool {n.pool} ({replaced[n.pool]})"
-            )
-            if n.gpu_pods:
-                n.verdicts.append(("pool", "manual"))
-                n.notes.append(
-                    f"{len(n.gpu_pods)} GPU pods end with the node: {_pods_text(n.gpu_pods)}"
-                )
-        if n.pool in upgraded:
-            n.actions.append(
-                f"node drained and re-imaged: the platform upgrades pool {n.pool} node by node "
-                f"({upgraded[n.pool]})"
-            )
-            if n.gpu_pods:
-                n.verdicts.append(("pool", "manual"))
-                n.notes.append(
-                    f"{len(n.gpu_pods)} GPU pods are evicted by the drain: {_pods_text(n.gpu_pods)}"
-                )
+        _judge_pool_change(n, replaced, upgraded)
         if driver:
             _judge_driver_rollout(n, auto)
         if dra_rolls:
