@@ -247,6 +247,40 @@ def test_images_of_a_stand_in_chart_make_the_inventory_incomplete(tmp_path):
     assert "  listed from a stand-in chart: gpu-operator: chart gpu-operator v1.0.0" in text
 
 
+@pytest.mark.parametrize("how", ["app-version", "folder"])
+def test_every_kind_of_stand_in_makes_the_inventory_incomplete(tmp_path, how):
+    """Not only the nearest version: a chart whose appVersion alone is the pin, and a folder
+    named ``<chart>-<pin>`` whose Chart.yaml says another version, are stand-ins too (render
+    and lint list them; images listed only the nearest and said the inventory was complete)."""
+    config = tmp_path / "gpucluster.yaml"
+    config.write_text(THREE.split("  - name: nvke-gb200")[0], encoding="utf-8")
+    code, out, _ = run("plan", "--config", str(config), "--format", "json")
+    assert code == 0
+    (pin,) = {
+        n["version"]
+        for c in json.loads(out)
+        for n in c["nodes"]
+        if n["kind"] == "chart" and n["component"] == "gpu-operator"
+    }
+    name = f"gpu-operator-{pin}" if how == "folder" else "gpu-operator"
+    chart = tmp_path / "charts" / name
+    (chart / "templates").mkdir(parents=True)
+    app = f"\nappVersion: {pin}" if how == "app-version" else ""
+    (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: gpu-operator\nversion: 0.0.1{app}\n")
+    (chart / "templates" / "d.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gpu-operator}\nspec:\n"
+        "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n"
+        "    spec: {containers: [{name: c, image: 'nvcr.io/nvidia/gpu-operator:v1.0.0'}]}\n"
+    )
+    argv = ["images", "--config", str(config), "--charts", str(tmp_path / "charts")]
+    code, out, err = run(*argv, "--cache", str(tmp_path / "cache"), "--format", "json")
+    (doc,) = json.loads(out)["clusters"]
+    assert code == 4 and doc["complete"] is False, err
+    (stand_in,) = doc["standIns"]
+    assert stand_in.startswith("gpu-operator: "), stand_in
+    assert "warning[images.stand-in] cluster=gpu-training: the images of gpu-operator" in err
+
+
 # --------------------------------------------------------------------------- real charts
 
 

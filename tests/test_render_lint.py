@@ -1311,18 +1311,28 @@ def test_a_chart_at_another_version_fails_require_charts_unless_allowed(
     assert f.severity == "error"
 
 
-def test_a_folder_named_for_the_pinned_version_is_no_stand_in(tmp_path):
-    """A folder ``<chart>-<version>`` whose Chart.yaml carries a placeholder version is taken
-    for that version (the folder names it): info, no error with require_charts, not listed."""
+def test_a_folder_named_for_the_pinned_version_is_a_stand_in(tmp_path):
+    """A folder ``<chart>-<version>`` whose Chart.yaml says another version is only claimed to
+    be the pin by its name (a placeholder version of a source checkout, or another release
+    renamed): info and listed, an error with require_charts unless allowed by name (it passed
+    ``--require-charts`` in silence, even with a real release renamed)."""
     from gpucluster.lint.render import stand_ins
 
     folder = write_chart(tmp_path, "agentgateway", "0.0.2", "{}", CM)
     folder.rename(tmp_path / "agentgateway-v1.3.1")
     plan, src = _one_chart_plan(tmp_path, "agentgateway", "v1.3.1", component="agentgateway")
-    with Renderer(src, require_charts=True) as r:
+    with Renderer(src) as r:
         result = render_plans([plan], src, renderer=r)
     assert [(f.id, f.severity) for f in result.findings] == [("render.chart-nearest", "info")]
-    assert stand_ins(result) == []
+    assert stand_ins(result) == [
+        "unit/agentgateway (agentgateway 0.0.2, folder agentgateway-v1.3.1, for v1.3.1)"
+    ]
+    with Renderer(src, require_charts=True) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "error" and "--allow-nearest agentgateway" in f.fix
+    with Renderer(src, require_charts=True, allow_nearest=["agentgateway"]) as r:
+        (f,) = render_plans([plan], src, renderer=r).findings
+    assert f.severity == "info"
 
 
 def test_a_subchart_outside_its_range_is_a_stand_in(tmp_path):

@@ -62,7 +62,7 @@ from gpucluster.charts.imagemirror import (
     parse_reference,
     pod_spec,
 )
-from gpucluster.lint.render import RenderedRelease, RenderResult
+from gpucluster.lint.render import STAND_IN, RenderedRelease, RenderResult
 from gpucluster.model import RuntimePlan
 
 SOURCES = ("chart render", "our manifest", "CR operand", "operator default")
@@ -455,7 +455,7 @@ def inventory(
             node = release.node
             if node.kind == "chart" and release.chart is not None:
                 located = result.renderer.sources.locate(node.repository, node.chart, node.version)
-                if located.how == "nearest":
+                if located.how in STAND_IN:
                     stand_ins.append(f"{release.name}: {located.note}")
         charts: dict[tuple[str, str, str], list[str]] = {}
         for node in plan.nodes:

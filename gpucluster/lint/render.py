@@ -267,13 +267,15 @@ class Located:
     note: str = ""
 
 
-STAND_IN = ("nearest", "app-version")
-""":attr:`Located.how` of a chart that is not the pinned version: rendered in its stead, so the
-pinned version is not checked. ``app-version``: the chart's ``version`` differs and only its
-``appVersion`` equals the pin (a source checkout whose ``Chart.yaml`` keeps a placeholder version
-looks so, but appVersion does not identify a chart release: kube-prometheus-stack 83.7.0 and
-84.4.0 both carry appVersion v0.90.1). ``folder`` (a folder ``<name>-<pinned version>``) is not a
-stand-in: the folder's name says which version it holds."""
+STAND_IN = ("nearest", "app-version", "folder")
+""":attr:`Located.how` of a chart that is not known to be the pinned version: rendered in its
+stead, so the pinned version is not checked. ``app-version``: the chart's ``version`` differs and
+only its ``appVersion`` equals the pin (a source checkout whose ``Chart.yaml`` keeps a placeholder
+version looks so, but appVersion does not identify a chart release: kube-prometheus-stack 83.7.0
+and 84.4.0 both carry appVersion v0.90.1). ``folder``: a folder named ``<name>-<pinned version>``
+whose ``Chart.yaml`` says another version -- the name is a claim nothing checks (a source
+checkout's placeholder version, or a copy of another release renamed), so it is reported like
+the others (``info``; an error under ``require_charts`` unless allowed)."""
 
 
 class ChartSources:
@@ -875,7 +877,7 @@ class Renderer:
         self, name: str, note: str, severity: str, where: dict[str, Any]
     ) -> LintFinding:
         """``render.chart-nearest`` for a chart or subchart ``name`` rendered from a stand-in:
-        ``severity`` (warning, or info for an appVersion match), or ``error`` with
+        ``severity`` (warning, or info for an appVersion or folder-name match), or ``error`` with
         ``require_charts`` unless ``name`` is in ``allow_nearest`` or ``allow_missing`` (a chart
         that may be absent may also stand in at another version)."""
         required = self.require_charts and not ({name} & (self.allow_nearest | self.allow_missing))
@@ -917,24 +919,17 @@ class Renderer:
                 return None
             if located.how in STAND_IN:
                 chart = located.chart
-                app = f", appVersion {chart.app_version}," if located.how == "app-version" else ""
-                stand_ins.append(f"{chart.name} {chart.version}{app} for {node.version}")
+                how = {
+                    "app-version": f", appVersion {chart.app_version},",
+                    "folder": f", folder {chart.path.name},",
+                }.get(located.how, "")
+                stand_ins.append(f"{chart.name} {chart.version}{how} for {node.version}")
                 findings.append(
                     self._stand_in_finding(
                         node.component,
                         located.note,
-                        "info" if located.how == "app-version" else "warning",
+                        "warning" if located.how == "nearest" else "info",
                         where,
-                    )
-                )
-            elif located.note:  # a folder named for the pinned version
-                findings.append(
-                    LintFinding(
-                        "render.chart-nearest",
-                        "info",
-                        located.note + "; findings refer to that chart",
-                        fix="add the pinned version to the chart sources",
-                        **where,
                     )
                 )
             return located.chart
