@@ -1781,15 +1781,19 @@ def main(
 def _unwind_on_stop_signals(command: str | None, stopped_by: list[int]) -> dict[int, Any]:
     """Make SIGTERM and SIGHUP (a CI runner's timeout, a closed terminal) unwind like Ctrl-C, so
     every ``finally`` removes what it started (a chart half-fetched into the cache, a render's
-    temporary folder); further ones are ignored while that runs. ``stopped_by`` gets the signal.
-    Not for ``synth`` and ``rehearse``, which handle signals themselves, nor outside the main
-    thread. Returns the handlers to put back."""
+    temporary folder); further stop signals -- a second Ctrl-C too -- are ignored while that
+    runs. ``stopped_by`` gets the signal. SIGINT is taken over only where Python's own Ctrl-C
+    handler is in place (an ignored SIGINT, as a background job of a non-interactive shell
+    inherits it, stays ignored). Not for ``synth`` and ``rehearse``, which handle signals
+    themselves, nor outside the main thread. Returns the handlers to put back."""
     if (
         command in ("synth", "rehearse")
         or threading.current_thread() is not threading.main_thread()
     ):
         return {}
-    stops = (signal.SIGTERM, signal.SIGHUP)
+    stops: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        stops += (signal.SIGINT,)
 
     def unwind(signum: int, frame: object) -> None:
         for s in stops:

@@ -194,6 +194,36 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     assert out == "" and err == "", err
 
 
+def test_a_second_ctrl_c_during_cleanup_is_ignored():
+    """The first Ctrl-C unwinds (KeyboardInterrupt, recorded as SIGINT); from then on SIGINT,
+    SIGTERM and SIGHUP are ignored until the command's cleanup is over and its handlers are put
+    back (a second Ctrl-C 10 ms later cut a render's cleanup short and left its temporary
+    folder). An ignored SIGINT is left ignored."""
+    from gpucluster import cli
+
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in stops}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped: list[int] = []
+    saved = cli._unwind_on_stop_signals("render", stopped)
+    try:
+        assert set(saved) == set(stops)
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        assert stopped == [signal.SIGINT]
+        assert {s: signal.getsignal(s) for s in stops} == dict.fromkeys(stops, signal.SIG_IGN)
+        signal.raise_signal(signal.SIGINT)  # ignored: no second KeyboardInterrupt
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert signal.SIGINT not in cli._unwind_on_stop_signals("render", [])
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 @pytest.mark.parametrize("command", ["render", "lint", "images"])
 def test_ctrl_c_while_rendering_leaves_no_temporary_folder(tmp_path, reference_charts, command):
     """Ctrl-C once the render's temporary folder exists (the releases are being rendered from the
