@@ -177,6 +177,24 @@ def _check_work(work: Path | None) -> None:
         )
 
 
+def _check_bundle(bundle: Path) -> None:
+    """Refuse a ``compare-aicr --bundle`` that is not an AICR bundle folder (its ``deploy.sh``,
+    the RecipeResult beside the folder): one ``error[rig.input] key=--bundle`` line before the
+    rig's programs are built or found."""
+    from gpucluster.errors import GpuclusterError
+    from gpucluster_rig.aicr import RECIPE
+
+    missing = [p for p in (bundle / "deploy.sh", bundle.parent / RECIPE) if not p.is_file()]
+    if missing:
+        raise GpuclusterError(
+            f"{bundle} is not an AICR bundle folder: {', '.join(str(p) for p in missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} missing",
+            id="rig.input",
+            key="--bundle",
+            fix=f"name the bundle folder aicr bundle wrote (deploy.sh inside, {RECIPE} beside it)",
+        )
+
+
 def _drop(work: Path | None, args: argparse.Namespace) -> None:
     """Remove the temporary work folder of a rehearsal that could not start (nothing half-written)."""
     if work is not None and args.work is None:
@@ -188,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     (0, 1 a rehearsal that failed, 2 bad input or a rig error, 130 interrupted, 70 internal).
 
     Called in-process (tests do), it leaves the process as it found it: the SIGINT/SIGTERM
-    handlers it installs while the rig runs are put back, and it never sets the environment."""
+    handlers it installs while the rig runs are put back, and it never sets the environment.
+    Outside a private network namespace and without ``--no-isolate``, ``rehearse`` and
+    ``compare-aicr`` replace the calling process (``os.execv``) with themselves under
+    ``unshare --net``: in-process callers pass ``--no-isolate`` or run it in such a namespace."""
     saved: dict[int, Any] = {}
     del _SIGNALLED[:]
     try:
@@ -226,13 +247,15 @@ def _main(argv: list[str] | None, saved: dict[int, Any]) -> int:
             rehearse.check_input(
                 config=args.config, cluster_name=args.cluster, charts=args.charts, crds=args.crds
             )
+        else:
+            _check_bundle(args.bundle)
+        _check_work(args.work)
         saved.update(_stop_on_signals())
         binaries = build.binaries(args.binaries, log=lambda line: print(line, file=sys.stderr))
         if args.command == "compare-aicr":
             from gpucluster_rig import aicr
 
             helm4 = build.helm4(log=lambda line: print(line, file=sys.stderr))
-            _check_work(args.work)
             work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-aicr-"))
             result = aicr.compare(
                 args.bundle,
@@ -247,7 +270,6 @@ def _main(argv: list[str] | None, saved: dict[int, Any]) -> int:
             result["work"] = str(work)
             print(json.dumps(result, indent=1, sort_keys=True))
             return 0
-        _check_work(args.work)
         work = args.work or Path(tempfile.mkdtemp(prefix="gpucluster-rehearse-"))
         reports = rehearse.run(
             config=args.config,

@@ -374,6 +374,40 @@ def test_a_work_folder_that_cannot_be_made_is_one_input_line(
     assert a_file.read_text() == "x\n"
 
 
+@pytest.mark.parametrize("command", ["rehearse", "compare-aicr"])
+def test_bad_work_and_bundle_are_refused_before_the_programs_are_looked_for(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:
+    """``--work`` below a file (and ``compare-aicr --bundle`` that is no AICR bundle) is one
+    ``error[rig.input]`` line before the rig's programs are built or found: with a missing
+    ``--binaries`` folder the line was ``error[rig.binaries]``, and without one the build ran
+    first."""
+    from gpucluster_rig import __main__ as rig_main
+
+    monkeypatch.chdir(tmp_path)  # the built-in example cluster
+    monkeypatch.delenv("GPUCLUSTER_CONFIG", raising=False)
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x\n")
+    charts = tmp_path / "charts"
+    (charts / "x").mkdir(parents=True)
+    (charts / "x" / "Chart.yaml").write_text("apiVersion: v2\nname: x\nversion: 1.0.0\n")
+    common = ["--no-isolate", "--binaries", str(tmp_path / "none")]
+    if command == "rehearse":
+        argv = ["rehearse", *common, "--charts", str(charts), "--work", str(a_file / "work")]
+        key = "--work"
+    else:
+        argv = ["compare-aicr", *common, "--bundle", str(tmp_path), "--work", str(tmp_path / "w")]
+        key = "--bundle"
+    code = rig_main.main(argv)
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith(f"error[rig.input] key={key}: "), lines
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_control_plane_that_never_starts_is_one_cluster_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
