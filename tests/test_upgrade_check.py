@@ -287,9 +287,12 @@ def test_a_kubernetes_minor_of_an_existing_cluster_says_gpucluster_upgrades_noth
     code, report, _ = run(tmp_path, old, new)
     ch = change(report, "cluster")
     [reason] = ch["reasons"]
-    assert reason["rule"] == "default-kubernetes-minor" and reason["verdict"] == "safe"
+    assert reason["rule"] == "existing-cluster-kubernetes-minor" and reason["verdict"] == "safe"
     assert "gpucluster upgrades neither the control plane nor its nodes" in reason["why"], reason
     assert "one minor at a time" in reason["action"]
+    code, text, _ = run(tmp_path, old, new, fmt="text")  # the action is what to do: shown as text
+    assert "safe [existing-cluster-kubernetes-minor]: " in text, text
+    assert "do: upgrade the cluster with its platform's own tools" in text, text
 
 
 def test_a_crd_owner_change_is_manual(tmp_path):

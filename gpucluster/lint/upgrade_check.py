@@ -250,7 +250,7 @@ def _cluster_change(
         if not cluster_change.reasons and new.cluster.existing is not None:
             cluster_change.reasons.append(
                 Reason(
-                    "default-kubernetes-minor",
+                    "existing-cluster-kubernetes-minor",  # not default-*: the text output shows its action
                     "safe",
                     f"Kubernetes {ov} -> {nv} is one minor step; the cluster exists, so the file "
                     "states its version: gpucluster upgrades neither the control plane nor its "
