@@ -715,7 +715,8 @@ def _check_folders(charts: Path | None, crds: Path | None) -> None:
             id="rig.input",
             key="--charts",
             fix="unpack each chart into its own folder there (tar xzf CHART.tgz, or helm pull --untar), "
-            "or leave --charts out to serve every chart as a stub",
+            "or leave --charts out to serve every chart as a stub (only for a stack whose charts "
+            "own no CRDs)",
         )
 
 
