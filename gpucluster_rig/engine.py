@@ -115,6 +115,7 @@ class Step:
             "action": self.action,
             "ok": self.ok,
             "start": round(self.start - t0, 1) if self.start else None,
+            "end": round(self.end - t0, 1) if self.end else None,  # rounded on its own: order kept
             "seconds": round(self.end - self.start, 1) if self.end else None,
             "message": self.line,
         }

@@ -434,15 +434,22 @@ def test_destroy_succeeds_once_the_finalizer_is_removed(scenario: dict[str, Any]
 
 
 def _timeline(scenario: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    """Release id -> (start, end) of its uninstall, over both destroys (the second after the first)."""
+    """Release id -> (start, end) of its uninstall, over both destroys (the second after the first).
+
+    ``end`` is the engine's own (each instant rounded to 0.1 s on its own, so one step ending
+    before another starts never reads the other way round); ``start`` + ``seconds`` could read
+    0.1 s late (two roundings: kube-prometheus-stack "ending" at 5.1 after
+    prometheus-operator-crds started at 5.0)."""
     out = {}
     offset = 0.0
     for name in ("destroy-held", "destroy-released"):
         steps = scenario[name]["destroy"]["releases"]
         for s in steps:
             if s["ok"]:
-                out[s["release"]] = (offset + s["start"], offset + s["start"] + s["seconds"])
-        ends = [s["start"] + (s["seconds"] or 0) for s in steps if s["start"] is not None]
+                out[s["release"]] = (offset + s["start"], offset + s["end"])
+        ends = [
+            s["start"] if s["end"] is None else s["end"] for s in steps if s["start"] is not None
+        ]
         offset += 1 + max(ends, default=0)
     return out
 
