@@ -160,6 +160,20 @@ def gpucluster_prepare_cluster(cluster):
 """
 
 
+def _foreground(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``argv`` started with Ctrl-C's disposition as a terminal's foreground job has it: a job
+    started with `&` by a non-interactive shell (a CI script) inherits SIGINT ignored, and Python
+    then keeps it ignored."""
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "gpucluster_test_slow_plan.py").write_text(SLOW_PLUGIN)
@@ -171,15 +185,8 @@ def test_ctrl_c_during_plan_exits_130_quietly(tmp_path):
         SLOW_MARKER=str(marker),
         GPUCLUSTER_CACHE_DIR="off",
     )
-    # Ctrl-C's disposition as a terminal's foreground job has it: a job started with `&` by a
-    # non-interactive shell (a CI script) inherits SIGINT ignored, and Python then keeps it ignored.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(_exist(tmp_path))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    proc = _foreground(
+        [sys.executable, "-m", "gpucluster.cli", "plan", "--config", str(_exist(tmp_path))], env
     )
     try:
         deadline = time.monotonic() + 120
@@ -236,14 +243,7 @@ def test_ctrl_c_while_rendering_leaves_no_temporary_folder(tmp_path, reference_c
     argv = [sys.executable, "-m", "gpucluster.cli", command, "--config", str(_exist(tmp_path))]
     argv += ["--charts", str(reference_charts)]
     argv += ["--out", str(tmp_path / "rendered")] if command == "render" else []
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = _foreground(argv, env)
     try:
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
